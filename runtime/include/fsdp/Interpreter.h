@@ -1,0 +1,169 @@
+//===- Interpreter.h - Executes fsdp-schedule JSON programs ----*- C++ -*-===//
+//
+// fsdp::rt::Program loads a schedule (docs/schedule-format.md, version 1),
+// validates it and runs one SPMD training step on this rank:
+//
+//   fsdp::rt::Program prog = fsdp::rt::Program::fromFile("step.json");
+//   fsdp::rt::HostValues in = {{0, features}, {1, labels}, {2, {1.0}}, ...};
+//   fsdp::rt::HostValues out = prog.run(in);   // keyed by output buffer id
+//
+// Host values are row-major element values stored as double whatever the
+// buffer's dtype (f32 <-> double and i32 <-> double are exact; i64 is exact up
+// to 2^53). Errors (bad file, bad schedule, bad input, a kernel error such as
+// a label out of range) throw fsdp::rt::Error with a message naming the file,
+// instruction index and source location. Collectives use the C API
+// (runtime.h), so without MPI a world_size 1 schedule runs in-process.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_INTERPRETER_H
+#define FSDP_INTERPRETER_H
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fsdp::rt {
+
+/// Every error the interpreter reports.
+class Error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class DType { F32, F64, I32, I64 };
+/// "f32", "f64", "i32", "i64".
+const char *dtypeName(DType t);
+/// 4 or 8 bytes.
+int64_t dtypeSize(DType t);
+
+/// One entry of "buffers". `rootId`/`rootOffset` resolve chains of views to
+/// the allocated buffer (elements); for a non-view rootId == id, offset 0.
+struct BufferDesc {
+  int64_t id = -1;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  int64_t numel = 1;
+  int64_t bytes = 0;
+  std::string cls;
+  int64_t viewOf = -1;
+  int64_t offset = 0;
+  int64_t rootId = -1;
+  int64_t rootOffset = 0;
+};
+
+/// One parameter inside a unit's flat buffer ("units[].params[]").
+struct ParamDesc {
+  std::string fqn;
+  std::vector<int64_t> shape;
+  int64_t offset = 0; ///< elements into the unpadded flat buffer
+  int64_t numel = 0;
+  std::string init;   ///< "zeros", "ones", "uniform(a)", "normal(s)"
+  bool trainable = true;
+};
+
+/// One FSDP unit (FlatParameter): `paddedNumel` = shardNumel * world_size.
+struct UnitDesc {
+  std::string name;
+  DType dtype = DType::F32;
+  int64_t numel = 0, paddedNumel = 0, shardNumel = 0;
+  std::vector<ParamDesc> params;
+};
+
+/// The "optimizer" section; ops without explicit attrs use these values.
+struct OptimizerDesc {
+  std::string kind = "adamw";
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.0;
+};
+
+/// One entry of "inputs" / "outputs".
+struct IoDesc {
+  int64_t buffer = -1;
+  std::string role;
+  std::string unit;                 ///< for param / exp_avg / exp_avg_sq
+  std::vector<int64_t> globalShape; ///< for data inputs (may be empty)
+};
+
+enum class OpKind {
+  Constant, Linear, Matmul, Add, Mul, Relu, ReluGrad, Gelu, GeluGrad,
+  ReduceSum, Broadcast, CrossEntropy, CrossEntropyGrad, SgdUpdate,
+  AdamwUpdate, AllGather, ReduceScatter, Free, ParamView, Flatten
+};
+
+/// One parsed instruction with its attributes decoded.
+struct Instruction {
+  OpKind kind = OpKind::Constant;
+  std::string op;  ///< the op name as written
+  std::string loc; ///< "file:line:col" or ""
+  std::vector<int64_t> operands, results, frees;
+  double value = 0.0;                            ///< arith.constant
+  bool transA = false, transB = false;           ///< nn.matmul
+  bool approxTanh = false;                       ///< nn.gelu(_grad)
+  std::vector<int64_t> axes;                     ///< reduce_sum / broadcast
+  std::vector<int64_t> offsets;                  ///< fsdp.flatten
+  bool average = true;                           ///< fsdp.reduce_scatter
+  double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0; ///< updates
+};
+
+/// Buffer id -> element values (row-major, as double).
+using HostValues = std::map<int64_t, std::vector<double>>;
+
+/// A loaded, validated schedule. Copyable; run() is not thread-safe.
+class Program {
+public:
+  /// Reads and validates `path`. With checkWorldSize, the file's world_size
+  /// must equal fsdp_world_size() (the MPI world, or 1 without MPI).
+  static Program fromFile(const std::string &path, bool checkWorldSize = true);
+  /// Same for a JSON text; `name` is used in messages.
+  static Program fromString(const std::string &text, bool checkWorldSize = true,
+                            const std::string &name = "<schedule>");
+
+  /// Runs one step: allocates and fills every input buffer from `inputs`
+  /// (each must be present with exactly numel values), executes the
+  /// instructions, returns the values of every output buffer, and frees all
+  /// buffers. Throws Error on any failure (buffers are released).
+  HostValues run(const HostValues &inputs);
+
+  /// Peak bytes allocated through fsdp_alloc during the last run(), above
+  /// the bytes that were live when it started.
+  int64_t lastPeakBytes() const { return lastPeak; }
+
+  const std::string &name() const { return sourceName; }
+  int64_t worldSize() const { return worldSizeValue; }
+  int64_t globalBatch() const { return globalBatchValue; }
+  const std::string &function() const { return functionName; }
+  const OptimizerDesc &optimizer() const { return optimizerDesc; }
+  const std::vector<UnitDesc> &units() const { return unitList; }
+  const std::map<int64_t, BufferDesc> &buffers() const { return bufferMap; }
+  const std::vector<IoDesc> &inputs() const { return inputList; }
+  const std::vector<IoDesc> &outputs() const { return outputList; }
+  const std::vector<Instruction> &instructions() const { return program; }
+  /// The buffer `id`; throws Error if absent.
+  const BufferDesc &buffer(int64_t id) const;
+  /// The unit called `name`, or nullptr.
+  const UnitDesc *findUnit(const std::string &name) const;
+  /// Number of classes C of the first nn.cross_entropy (last dim of its
+  /// logits), or -1 if there is none. Used to synthesise labels.
+  int64_t numClasses() const;
+
+private:
+  void parse(const std::string &text, bool checkWorldSize);
+  void validateInstruction(const Instruction &inst, size_t index) const;
+  std::string where(size_t index) const;
+
+  std::string sourceName;
+  std::string functionName;
+  int64_t worldSizeValue = 1;
+  int64_t globalBatchValue = 0;
+  OptimizerDesc optimizerDesc;
+  std::vector<UnitDesc> unitList;
+  std::map<int64_t, BufferDesc> bufferMap;
+  std::vector<IoDesc> inputList, outputList;
+  std::vector<Instruction> program;
+  int64_t lastPeak = 0;
+};
+
+} // namespace fsdp::rt
+
+#endif // FSDP_INTERPRETER_H

@@ -1,0 +1,356 @@
+//===- InterpreterRun.cpp - Executes a validated fsdp schedule ------------===//
+//
+// Program::run: allocation of inputs and results through fsdp_alloc (views
+// are bound to base + offset, never allocated), kernel dispatch on dtype,
+// asynchronous collectives whose wait is deferred until an instruction
+// touches one of their buffers (see docs/schedule-format.md, "Runtime
+// decisions"), `frees` and fsdp.free, compute/comm timing and peak bytes.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/Interpreter.h"
+
+#include "fsdp/Kernels.h"
+#include "fsdp/runtime.h"
+
+#include <cstring>
+#include <unordered_map>
+
+namespace fsdp::rt {
+
+namespace {
+
+fsdp_dtype toC(DType t) {
+  switch (t) {
+  case DType::F32: return FSDP_F32;
+  case DType::F64: return FSDP_F64;
+  case DType::I32: return FSDP_I32;
+  case DType::I64: return FSDP_I64;
+  }
+  return FSDP_F32;
+}
+
+// Reads element i of a buffer of dtype t as double / int64.
+double loadAsDouble(const void *p, DType t, int64_t i) {
+  switch (t) {
+  case DType::F32: return static_cast<const float *>(p)[i];
+  case DType::F64: return static_cast<const double *>(p)[i];
+  case DType::I32: return static_cast<const int32_t *>(p)[i];
+  case DType::I64: return static_cast<double>(static_cast<const int64_t *>(p)[i]);
+  }
+  return 0;
+}
+int64_t loadAsInt(const void *p, DType t, int64_t i) {
+  return t == DType::I32 ? static_cast<const int32_t *>(p)[i]
+                         : static_cast<const int64_t *>(p)[i];
+}
+void storeFromDouble(void *p, DType t, int64_t i, double v) {
+  switch (t) {
+  case DType::F32: static_cast<float *>(p)[i] = static_cast<float>(v); break;
+  case DType::F64: static_cast<double *>(p)[i] = v; break;
+  case DType::I32: static_cast<int32_t *>(p)[i] = static_cast<int32_t>(v); break;
+  case DType::I64: static_cast<int64_t *>(p)[i] = static_cast<int64_t>(v); break;
+  }
+}
+
+struct Pending {
+  fsdp_handle handle;
+  int64_t sendRoot, recvRoot;
+};
+
+// The state of one run(): live allocations by root id and pending
+// collectives. The destructor releases everything, also on errors.
+class Frame {
+public:
+  explicit Frame(const Program &p) : prog(p) {}
+  ~Frame() {
+    for (Pending &q : pending)
+      fsdp_wait(q.handle); // never leave MPI requests dangling
+    for (auto &[id, ptr] : live)
+      fsdp_free(ptr);
+  }
+
+  void allocate(int64_t rootId) {
+    if (live.count(rootId))
+      throw Error("buffer " + std::to_string(rootId) +
+                  " is defined while still live");
+    void *p = fsdp_alloc(static_cast<size_t>(prog.buffer(rootId).bytes));
+    if (!p)
+      throw Error(std::string(fsdp_last_error()));
+    live[rootId] = p;
+  }
+  // Makes result `id` usable: allocates it, or for a view its root if the
+  // root is not live yet.
+  void define(int64_t id) {
+    const BufferDesc &b = prog.buffer(id);
+    if (b.viewOf >= 0) {
+      if (!live.count(b.rootId))
+        allocate(b.rootId);
+    } else {
+      allocate(id);
+    }
+  }
+  void release(int64_t id) {
+    const BufferDesc &b = prog.buffer(id);
+    if (b.viewOf >= 0)
+      return; // a view lives as long as its base
+    waitTouching(id);
+    auto it = live.find(id);
+    if (it == live.end())
+      throw Error("buffer " + std::to_string(id) + " freed but not live");
+    fsdp_free(it->second);
+    live.erase(it);
+  }
+  void *ptr(int64_t id) {
+    const BufferDesc &b = prog.buffer(id);
+    auto it = live.find(b.rootId);
+    if (it == live.end())
+      throw Error("buffer " + std::to_string(id) +
+                  (b.viewOf >= 0 ? " (a view of buffer " +
+                                       std::to_string(b.rootId) + ")"
+                                 : std::string()) +
+                  " is used but not live (never defined, or already freed)");
+    return static_cast<char *>(it->second) +
+           b.rootOffset * dtypeSize(prog.buffer(b.rootId).dtype);
+  }
+  template <typename T> T *as(int64_t id) { return static_cast<T *>(ptr(id)); }
+
+  // Completes every pending collective reading or writing root of `id`.
+  void waitTouching(int64_t id) {
+    int64_t root = prog.buffer(id).rootId;
+    for (size_t i = 0; i < pending.size();) {
+      if (pending[i].sendRoot == root || pending[i].recvRoot == root) {
+        fsdp_handle h = pending[i].handle;
+        pending.erase(pending.begin() + i);
+        if (fsdp_wait(h) != FSDP_OK)
+          throw Error(fsdp_last_error());
+      } else {
+        ++i;
+      }
+    }
+  }
+  void waitAll() {
+    while (!pending.empty()) {
+      fsdp_handle h = pending.front().handle;
+      pending.erase(pending.begin());
+      if (fsdp_wait(h) != FSDP_OK)
+        throw Error(fsdp_last_error());
+    }
+  }
+  // Lets MPI progress the pending collectives between instructions.
+  void poke() {
+    for (Pending &q : pending) {
+      int done = 0;
+      fsdp_test(q.handle, &done);
+    }
+  }
+
+  const Program &prog;
+  std::unordered_map<int64_t, void *> live;
+  std::vector<Pending> pending;
+};
+
+template <typename T>
+void execFloat(const Instruction &in, Frame &f) {
+  const Program &p = f.prog;
+  const auto &o = in.operands;
+  const auto &r = in.results;
+  auto B = [&](int64_t id) -> const BufferDesc & { return p.buffer(id); };
+  switch (in.kind) {
+  case OpKind::Linear: {
+    int64_t k = B(o[0]).shape.back(), n = B(o[1]).shape[0];
+    int64_t m = k ? B(o[0]).numel / k : 0;
+    cpu::linear<T>(f.as<T>(o[0]), f.as<T>(o[1]),
+                   o.size() == 3 ? f.as<T>(o[2]) : nullptr, f.as<T>(r[0]), m, k,
+                   n);
+    break;
+  }
+  case OpKind::Matmul: {
+    int64_t ac = B(o[0]).shape.back(), bc = B(o[1]).shape.back();
+    cpu::matmul<T>(f.as<T>(o[0]), f.as<T>(o[1]), f.as<T>(r[0]),
+                   ac ? B(o[0]).numel / ac : 0, ac, bc ? B(o[1]).numel / bc : 0,
+                   bc, in.transA, in.transB);
+    break;
+  }
+  case OpKind::Add:
+    cpu::add<T>(f.as<T>(o[0]), f.as<T>(o[1]), f.as<T>(r[0]), B(r[0]).numel);
+    break;
+  case OpKind::Mul:
+    cpu::mul<T>(f.as<T>(o[0]), f.as<T>(o[1]), f.as<T>(r[0]), B(r[0]).numel);
+    break;
+  case OpKind::Relu:
+    cpu::relu<T>(f.as<T>(o[0]), f.as<T>(r[0]), B(r[0]).numel);
+    break;
+  case OpKind::ReluGrad:
+    cpu::reluGrad<T>(f.as<T>(o[0]), f.as<T>(o[1]), f.as<T>(r[0]),
+                     B(r[0]).numel);
+    break;
+  case OpKind::Gelu:
+    cpu::gelu<T>(f.as<T>(o[0]), f.as<T>(r[0]), B(r[0]).numel, in.approxTanh);
+    break;
+  case OpKind::GeluGrad:
+    cpu::geluGrad<T>(f.as<T>(o[0]), f.as<T>(o[1]), f.as<T>(r[0]),
+                     B(r[0]).numel, in.approxTanh);
+    break;
+  case OpKind::ReduceSum:
+    cpu::reduceSum<T>(f.as<T>(o[0]), B(o[0]).shape, in.axes, f.as<T>(r[0]));
+    break;
+  case OpKind::Broadcast:
+    cpu::broadcast<T>(f.as<T>(o[0]), B(r[0]).shape, in.axes, f.as<T>(r[0]));
+    break;
+  case OpKind::CrossEntropy: {
+    int64_t c = B(o[0]).shape.back(), pos = B(o[1]).numel;
+    T loss = B(o[1]).dtype == DType::I32
+                 ? cpu::crossEntropy<T, int32_t>(f.as<T>(o[0]),
+                                                 f.as<int32_t>(o[1]), pos, c)
+                 : cpu::crossEntropy<T, int64_t>(f.as<T>(o[0]),
+                                                 f.as<int64_t>(o[1]), pos, c);
+    *f.as<T>(r[0]) = loss;
+    break;
+  }
+  case OpKind::CrossEntropyGrad: {
+    int64_t c = B(o[0]).shape.back(), pos = B(o[1]).numel;
+    T dloss = *f.as<T>(o[2]);
+    if (B(o[1]).dtype == DType::I32)
+      cpu::crossEntropyGrad<T, int32_t>(f.as<T>(o[0]), f.as<int32_t>(o[1]),
+                                        dloss, f.as<T>(r[0]), pos, c);
+    else
+      cpu::crossEntropyGrad<T, int64_t>(f.as<T>(o[0]), f.as<int64_t>(o[1]),
+                                        dloss, f.as<T>(r[0]), pos, c);
+    break;
+  }
+  case OpKind::SgdUpdate:
+    cpu::sgdUpdate<T>(f.as<T>(o[0]), f.as<T>(o[1]), f.as<T>(r[0]),
+                      B(r[0]).numel, in.lr, in.weightDecay);
+    break;
+  case OpKind::AdamwUpdate: {
+    int64_t step = loadAsInt(f.ptr(o[4]), B(o[4]).dtype, 0);
+    cpu::adamwUpdate<T>(f.as<T>(o[0]), f.as<T>(o[1]), f.as<T>(o[2]),
+                        f.as<T>(o[3]), step, f.as<T>(r[0]), f.as<T>(r[1]),
+                        f.as<T>(r[2]), B(r[0]).numel, in.lr, in.beta1,
+                        in.beta2, in.eps, in.weightDecay);
+    break;
+  }
+  case OpKind::Flatten: {
+    std::vector<const T *> parts;
+    std::vector<int64_t> sizes;
+    for (int64_t id : o) {
+      parts.push_back(f.as<T>(id));
+      sizes.push_back(B(id).numel);
+    }
+    cpu::flatten<T>(parts, sizes, in.offsets, f.as<T>(r[0]), B(r[0]).numel);
+    break;
+  }
+  default:
+    throw Error("internal error: op is not a float kernel");
+  }
+}
+
+void execute(const Instruction &in, Frame &f) {
+  const Program &p = f.prog;
+  switch (in.kind) {
+  case OpKind::Constant: {
+    const BufferDesc &b = p.buffer(in.results[0]);
+    void *ptr = f.ptr(b.id);
+    for (int64_t i = 0; i < b.numel; ++i)
+      storeFromDouble(ptr, b.dtype, i, in.value);
+    return;
+  }
+  case OpKind::AllGather:
+  case OpKind::ReduceScatter: {
+    bool ag = in.kind == OpKind::AllGather;
+    int64_t src = in.operands[0], dst = in.results[0];
+    int64_t shard = ag ? src : dst;
+    const BufferDesc &sb = p.buffer(shard);
+    fsdp_handle h = nullptr;
+    int rc = ag ? fsdp_all_gather_start(f.ptr(src), f.ptr(dst), sb.numel,
+                                        toC(sb.dtype), &h)
+                : fsdp_reduce_scatter_start(
+                      f.ptr(src), f.ptr(dst), sb.numel, toC(sb.dtype),
+                      in.average ? FSDP_REDUCE_AVG : FSDP_REDUCE_SUM, &h);
+    if (rc != FSDP_OK)
+      throw Error(fsdp_last_error());
+    f.pending.push_back(
+        {h, p.buffer(src).rootId, p.buffer(dst).rootId});
+    return;
+  }
+  case OpKind::Free:
+    f.release(in.operands[0]);
+    return;
+  case OpKind::ParamView:
+    return; // the result was bound by Frame::define
+  default:
+    break;
+  }
+  DType t = p.buffer(in.results[0]).dtype;
+  double t0 = fsdp_now();
+  if (t == DType::F32)
+    execFloat<float>(in, f);
+  else
+    execFloat<double>(in, f);
+  fsdp_add_compute_seconds(fsdp_now() - t0);
+}
+
+} // namespace
+
+HostValues Program::run(const HostValues &inputs) {
+  int64_t base = fsdp_mem_current_bytes();
+  fsdp_mem_reset_peak();
+  HostValues out;
+  {
+    Frame f(*this);
+    for (const IoDesc &io : inputList) {
+      const BufferDesc &b = buffer(io.buffer);
+      auto it = inputs.find(io.buffer);
+      if (it == inputs.end())
+        throw Error(sourceName + ": input buffer " + std::to_string(io.buffer) +
+                    " (role '" + io.role + "') was not provided");
+      if (static_cast<int64_t>(it->second.size()) != b.numel)
+        throw Error(sourceName + ": input buffer " + std::to_string(io.buffer) +
+                    " (role '" + io.role + "') needs " +
+                    std::to_string(b.numel) + " values, got " +
+                    std::to_string(it->second.size()));
+      f.allocate(io.buffer);
+      void *ptr = f.ptr(io.buffer);
+      for (int64_t i = 0; i < b.numel; ++i)
+        storeFromDouble(ptr, b.dtype, i, it->second[i]);
+    }
+    for (size_t idx = 0; idx < program.size(); ++idx) {
+      const Instruction &in = program[idx];
+      try {
+        for (int64_t id : in.operands)
+          f.waitTouching(id);
+        for (int64_t id : in.results) {
+          f.waitTouching(id);
+          f.define(id);
+        }
+        execute(in, f);
+        for (int64_t id : in.frees)
+          f.release(id);
+        f.poke();
+      } catch (const Error &e) {
+        throw Error(where(idx) + ": " + e.what());
+      } catch (const std::exception &e) {
+        throw Error(where(idx) + ": " + e.what());
+      }
+    }
+    f.waitAll();
+    for (const IoDesc &io : outputList) {
+      const BufferDesc &b = buffer(io.buffer);
+      void *ptr;
+      try {
+        ptr = f.ptr(io.buffer);
+      } catch (const Error &e) {
+        throw Error(sourceName + ": output (role '" + io.role + "'): " +
+                    e.what());
+      }
+      std::vector<double> v(b.numel);
+      for (int64_t i = 0; i < b.numel; ++i)
+        v[i] = loadAsDouble(ptr, b.dtype, i);
+      out[io.buffer] = std::move(v);
+    }
+    lastPeak = fsdp_mem_peak_bytes() - base;
+  }
+  return out;
+}
+
+} // namespace fsdp::rt

@@ -1,0 +1,317 @@
+//===- Runtime.cpp - C API of the fsdp-opt runtime ------------------------===//
+//
+// Implements runtime.h: MPI lifetime, byte-accounted allocation, asynchronous
+// all-gather / reduce-scatter with ring-volume accounting, timing counters and
+// the all-ranks abort. Without an initialised MPI the process is rank 0 of 1.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/runtime.h"
+
+#include "fsdp/Sharding.h"
+
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+namespace {
+
+thread_local std::string lastError;
+bool weInitialisedMpi = false;
+
+std::atomic<int64_t> currentBytes{0};
+std::atomic<int64_t> peakBytes{0};
+std::atomic<int64_t> commBytes{0};
+// Seconds are accumulated as nanoseconds to stay atomic.
+std::atomic<int64_t> computeNs{0};
+std::atomic<int64_t> waitNs{0};
+
+constexpr size_t kAlign = 64;
+
+int fail(int code, const std::string &msg) {
+  lastError = msg;
+  return code;
+}
+
+bool mpiActive() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+
+std::string mpiMessage(int err) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(err, buf, &len) != MPI_SUCCESS)
+    return "MPI error " + std::to_string(err);
+  return std::string(buf, len);
+}
+
+MPI_Datatype mpiType(fsdp_dtype t) {
+  switch (t) {
+  case FSDP_F32: return MPI_FLOAT;
+  case FSDP_F64: return MPI_DOUBLE;
+  case FSDP_I32: return MPI_INT32_T;
+  case FSDP_I64: return MPI_INT64_T;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+void addPeak(int64_t now) {
+  int64_t prev = peakBytes.load();
+  while (now > prev && !peakBytes.compare_exchange_weak(prev, now)) {
+  }
+}
+
+} // namespace
+
+struct fsdp_request {
+  MPI_Request req = MPI_REQUEST_NULL;
+  bool average = false;
+  void *avgData = nullptr; // the shard to divide after completion
+  int64_t count = 0;
+  fsdp_dtype dtype = FSDP_F32;
+};
+
+extern "C" {
+
+int fsdp_init(int *argc, char ***argv) {
+  int init = 0;
+  MPI_Initialized(&init);
+  if (!init) {
+    int err = MPI_Init(argc, argv);
+    if (err != MPI_SUCCESS)
+      return fail(FSDP_ERR_MPI, "MPI_Init failed: " + mpiMessage(err));
+    weInitialisedMpi = true;
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  return FSDP_OK;
+}
+
+int fsdp_finalize(void) {
+  if (weInitialisedMpi && mpiActive()) {
+    int err = MPI_Finalize();
+    weInitialisedMpi = false;
+    if (err != MPI_SUCCESS)
+      return fail(FSDP_ERR_MPI, "MPI_Finalize failed: " + mpiMessage(err));
+  }
+  return FSDP_OK;
+}
+
+int fsdp_rank(void) {
+  if (!mpiActive())
+    return 0;
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int fsdp_world_size(void) {
+  if (!mpiActive())
+    return 1;
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+const char *fsdp_last_error(void) { return lastError.c_str(); }
+
+size_t fsdp_dtype_size(fsdp_dtype dtype) {
+  switch (dtype) {
+  case FSDP_F32: return 4;
+  case FSDP_F64: return 8;
+  case FSDP_I32: return 4;
+  case FSDP_I64: return 8;
+  }
+  return 0;
+}
+
+// Each block carries a 64-byte header holding its size, so that fsdp_free
+// knows how many bytes to subtract and the payload stays 64-byte aligned.
+void *fsdp_alloc(size_t bytes) {
+  if (bytes > SIZE_MAX - 2 * kAlign) {
+    fail(FSDP_ERR_NOMEM, "fsdp_alloc: size overflow");
+    return nullptr;
+  }
+  size_t total = (bytes + kAlign - 1) / kAlign * kAlign + kAlign;
+  void *raw = std::aligned_alloc(kAlign, total);
+  if (!raw) {
+    fail(FSDP_ERR_NOMEM,
+         "fsdp_alloc: out of memory allocating " + std::to_string(bytes) +
+             " bytes");
+    return nullptr;
+  }
+  std::memset(raw, 0, total);
+  *static_cast<size_t *>(raw) = bytes;
+  int64_t now = currentBytes.fetch_add(static_cast<int64_t>(bytes)) +
+                static_cast<int64_t>(bytes);
+  addPeak(now);
+  return static_cast<char *>(raw) + kAlign;
+}
+
+void fsdp_free(void *ptr) {
+  if (!ptr)
+    return;
+  char *raw = static_cast<char *>(ptr) - kAlign;
+  size_t bytes = *reinterpret_cast<size_t *>(raw);
+  currentBytes.fetch_sub(static_cast<int64_t>(bytes));
+  std::free(raw);
+}
+
+int64_t fsdp_mem_current_bytes(void) { return currentBytes.load(); }
+int64_t fsdp_mem_peak_bytes(void) { return peakBytes.load(); }
+void fsdp_mem_reset_peak(void) { peakBytes.store(currentBytes.load()); }
+
+int fsdp_all_gather_start(const void *shard, void *full, int64_t shard_count,
+                          fsdp_dtype dtype, fsdp_handle *out) {
+  if (!shard || !full || !out || shard_count < 0)
+    return fail(FSDP_ERR_INVALID, "fsdp_all_gather_start: invalid argument");
+  if (shard_count > INT_MAX)
+    return fail(FSDP_ERR_INVALID,
+                "fsdp_all_gather_start: shard of " +
+                    std::to_string(shard_count) +
+                    " elements exceeds the MPI count limit");
+  size_t esize = fsdp_dtype_size(dtype);
+  if (esize == 0)
+    return fail(FSDP_ERR_INVALID, "fsdp_all_gather_start: invalid dtype");
+  auto *h = new (std::nothrow) fsdp_request();
+  if (!h)
+    return fail(FSDP_ERR_NOMEM, "fsdp_all_gather_start: out of memory");
+  int n = fsdp_world_size();
+  if (!mpiActive()) {
+    std::memmove(full, shard, static_cast<size_t>(shard_count) * esize);
+  } else {
+    int err = MPI_Iallgather(shard, static_cast<int>(shard_count),
+                             mpiType(dtype), full, static_cast<int>(shard_count),
+                             mpiType(dtype), MPI_COMM_WORLD, &h->req);
+    if (err != MPI_SUCCESS) {
+      delete h;
+      return fail(FSDP_ERR_MPI, "MPI_Iallgather failed: " + mpiMessage(err));
+    }
+  }
+  commBytes += fsdp::ringCollectiveBytesPerRank(
+      shard_count * static_cast<int64_t>(esize) * n, n);
+  *out = h;
+  return FSDP_OK;
+}
+
+int fsdp_reduce_scatter_start(const void *full, void *shard,
+                              int64_t shard_count, fsdp_dtype dtype,
+                              fsdp_reduce_op op, fsdp_handle *out) {
+  if (!shard || !full || !out || shard_count < 0)
+    return fail(FSDP_ERR_INVALID, "fsdp_reduce_scatter_start: invalid argument");
+  if (shard_count > INT_MAX)
+    return fail(FSDP_ERR_INVALID,
+                "fsdp_reduce_scatter_start: shard of " +
+                    std::to_string(shard_count) +
+                    " elements exceeds the MPI count limit");
+  size_t esize = fsdp_dtype_size(dtype);
+  if (esize == 0)
+    return fail(FSDP_ERR_INVALID, "fsdp_reduce_scatter_start: invalid dtype");
+  if (op == FSDP_REDUCE_AVG && dtype != FSDP_F32 && dtype != FSDP_F64)
+    return fail(FSDP_ERR_INVALID,
+                "fsdp_reduce_scatter_start: avg needs a float dtype");
+  auto *h = new (std::nothrow) fsdp_request();
+  if (!h)
+    return fail(FSDP_ERR_NOMEM, "fsdp_reduce_scatter_start: out of memory");
+  int n = fsdp_world_size();
+  if (!mpiActive()) {
+    std::memmove(shard, full, static_cast<size_t>(shard_count) * esize);
+  } else {
+    int err = MPI_Ireduce_scatter_block(full, shard, static_cast<int>(shard_count),
+                                        mpiType(dtype), MPI_SUM, MPI_COMM_WORLD,
+                                        &h->req);
+    if (err != MPI_SUCCESS) {
+      delete h;
+      return fail(FSDP_ERR_MPI,
+                  "MPI_Ireduce_scatter_block failed: " + mpiMessage(err));
+    }
+  }
+  h->average = (op == FSDP_REDUCE_AVG);
+  h->avgData = shard;
+  h->count = shard_count;
+  h->dtype = dtype;
+  commBytes += fsdp::ringCollectiveBytesPerRank(
+      shard_count * static_cast<int64_t>(esize) * n, n);
+  *out = h;
+  return FSDP_OK;
+}
+
+int fsdp_test(fsdp_handle h, int *done) {
+  if (!h || !done)
+    return fail(FSDP_ERR_INVALID, "fsdp_test: invalid argument");
+  if (h->req == MPI_REQUEST_NULL) {
+    *done = 1;
+    return FSDP_OK;
+  }
+  int flag = 0;
+  int err = MPI_Test(&h->req, &flag, MPI_STATUS_IGNORE);
+  if (err != MPI_SUCCESS)
+    return fail(FSDP_ERR_MPI, "MPI_Test failed: " + mpiMessage(err));
+  *done = flag;
+  return FSDP_OK;
+}
+
+int fsdp_wait(fsdp_handle h) {
+  if (!h)
+    return fail(FSDP_ERR_INVALID, "fsdp_wait: null handle");
+  double t0 = fsdp_now();
+  int rc = FSDP_OK;
+  if (h->req != MPI_REQUEST_NULL) {
+    int err = MPI_Wait(&h->req, MPI_STATUS_IGNORE);
+    if (err != MPI_SUCCESS)
+      rc = fail(FSDP_ERR_MPI, "MPI_Wait failed: " + mpiMessage(err));
+  }
+  if (rc == FSDP_OK && h->average) {
+    int n = fsdp_world_size();
+    if (h->dtype == FSDP_F32) {
+      float *p = static_cast<float *>(h->avgData);
+      for (int64_t i = 0; i < h->count; ++i)
+        p[i] /= static_cast<float>(n);
+    } else {
+      double *p = static_cast<double *>(h->avgData);
+      for (int64_t i = 0; i < h->count; ++i)
+        p[i] /= static_cast<double>(n);
+    }
+  }
+  waitNs += static_cast<int64_t>((fsdp_now() - t0) * 1e9);
+  delete h;
+  return rc;
+}
+
+int64_t fsdp_comm_bytes_sent(void) { return commBytes.load(); }
+double fsdp_comm_wait_seconds(void) { return waitNs.load() * 1e-9; }
+double fsdp_compute_seconds(void) { return computeNs.load() * 1e-9; }
+void fsdp_add_compute_seconds(double seconds) {
+  computeNs += static_cast<int64_t>(seconds * 1e9);
+}
+void fsdp_stats_reset(void) {
+  commBytes = 0;
+  computeNs = 0;
+  waitNs = 0;
+}
+
+double fsdp_now(void) {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+void fsdp_abort(const char *message, int code) {
+  std::fprintf(stderr, "[rank %d] %s\n", fsdp_rank(), message ? message : "");
+  std::fflush(stderr);
+  std::fflush(stdout);
+  if (code == 0)
+    code = 1;
+  if (mpiActive())
+    MPI_Abort(MPI_COMM_WORLD, code);
+  std::exit(code);
+}
+
+} // extern "C"

@@ -1,0 +1,351 @@
+//===- Kernels.cpp - CPU kernels of the fsdp-opt runtime ------------------===//
+//
+// Implementations of fsdp/Kernels.h for float and double: GEMMs through CBLAS
+// (OpenBLAS), everything else as plain loops. See the header for formulas.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/Kernels.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace fsdp::rt::cpu {
+
+namespace {
+
+void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n,
+          int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+          float *c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c,
+              ldc);
+}
+void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n,
+          int64_t k, const double *a, int64_t lda, const double *b,
+          int64_t ldb, double *c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
+}
+
+int64_t numelOf(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+// For each axis of `full`, the stride in the reduced tensor (0 for an axis in
+// `axes`). Validates the axes.
+std::vector<int64_t> reducedStrides(const std::vector<int64_t> &full,
+                                    const std::vector<int64_t> &axes) {
+  int64_t rank = static_cast<int64_t>(full.size());
+  std::vector<bool> dropped(full.size(), false);
+  for (int64_t a : axes) {
+    if (a < 0 || a >= rank)
+      throw std::out_of_range("axis " + std::to_string(a) +
+                              " out of range for rank " + std::to_string(rank));
+    if (dropped[a])
+      throw std::invalid_argument("axis " + std::to_string(a) + " repeated");
+    dropped[a] = true;
+  }
+  std::vector<int64_t> out(full.size(), 0);
+  int64_t stride = 1;
+  for (int64_t i = rank - 1; i >= 0; --i) {
+    if (dropped[i])
+      continue;
+    out[i] = stride;
+    stride *= full[i];
+  }
+  return out;
+}
+
+// Calls fn(fullIndex, reducedIndex) for every element of `full` in row-major
+// order, with reducedIndex computed from `rstrides`.
+template <typename Fn>
+void forEachMapped(const std::vector<int64_t> &full,
+                   const std::vector<int64_t> &rstrides, Fn fn) {
+  int64_t total = numelOf(full);
+  if (total == 0)
+    return;
+  size_t rank = full.size();
+  std::vector<int64_t> idx(rank, 0);
+  int64_t r = 0;
+  for (int64_t i = 0; i < total; ++i) {
+    fn(i, r);
+    for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
+      if (++idx[d] < full[d]) {
+        r += rstrides[d];
+        break;
+      }
+      r -= rstrides[d] * (full[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
+constexpr double kSqrt2OverPi = 0.79788456080286535588; // √(2/π)
+constexpr double kInvSqrt2 = 0.70710678118654752440;    // 1/√2
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1/√(2π)
+
+template <typename L>
+int64_t checkedLabel(const L *labels, int64_t i, int64_t classes) {
+  int64_t l = static_cast<int64_t>(labels[i]);
+  if (l < 0 || l >= classes)
+    throw std::out_of_range("label " + std::to_string(l) + " at position " +
+                            std::to_string(i) + " is outside [0, " +
+                            std::to_string(classes) + ")");
+  return l;
+}
+
+} // namespace
+
+template <typename T>
+void linear(const T *x, const T *w, const T *b, T *y, int64_t m, int64_t k,
+            int64_t n) {
+  if (m == 0 || n == 0)
+    return;
+  if (k == 0)
+    std::fill(y, y + m * n, T(0));
+  else
+    gemm(CblasNoTrans, CblasTrans, m, n, k, x, k, w, k, y, n);
+  if (b)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        y[i * n + j] += b[j];
+}
+
+template <typename T>
+void matmul(const T *a, const T *b, T *c, int64_t aRows, int64_t aCols,
+            int64_t bRows, int64_t bCols, bool transA, bool transB) {
+  int64_t m = transA ? aCols : aRows, k = transA ? aRows : aCols;
+  int64_t kb = transB ? bCols : bRows, n = transB ? bRows : bCols;
+  if (k != kb)
+    throw std::invalid_argument("matmul inner dimensions differ: " +
+                                std::to_string(k) + " vs " +
+                                std::to_string(kb));
+  if (m == 0 || n == 0)
+    return;
+  if (k == 0) {
+    std::fill(c, c + m * n, T(0));
+    return;
+  }
+  gemm(transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+       m, n, k, a, aCols, b, bCols, c, n);
+}
+
+template <typename T> void add(const T *a, const T *b, T *c, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    c[i] = a[i] + b[i];
+}
+template <typename T> void mul(const T *a, const T *b, T *c, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    c[i] = a[i] * b[i];
+}
+template <typename T> void relu(const T *x, T *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = x[i] > T(0) ? x[i] : T(0);
+}
+template <typename T>
+void reluGrad(const T *x, const T *dy, T *dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = x[i] > T(0) ? dy[i] : T(0);
+}
+
+template <typename T>
+void gelu(const T *x, T *y, int64_t n, bool approximateTanh) {
+  for (int64_t i = 0; i < n; ++i) {
+    double v = x[i];
+    if (approximateTanh)
+      y[i] = static_cast<T>(
+          0.5 * v * (1.0 + std::tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v))));
+    else
+      y[i] = static_cast<T>(0.5 * v * (1.0 + std::erf(v * kInvSqrt2)));
+  }
+}
+
+template <typename T>
+void geluGrad(const T *x, const T *dy, T *dx, int64_t n, bool approximateTanh) {
+  for (int64_t i = 0; i < n; ++i) {
+    double v = x[i], d;
+    if (approximateTanh) {
+      double t = std::tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v));
+      d = 0.5 * (1.0 + t) +
+          0.5 * v * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * 0.044715 * v * v);
+    } else {
+      d = 0.5 * (1.0 + std::erf(v * kInvSqrt2)) +
+          v * kInvSqrt2Pi * std::exp(-0.5 * v * v);
+    }
+    dx[i] = static_cast<T>(d * static_cast<double>(dy[i]));
+  }
+}
+
+template <typename T>
+void reduceSum(const T *x, const std::vector<int64_t> &xShape,
+               const std::vector<int64_t> &axes, T *y) {
+  std::vector<int64_t> rs = reducedStrides(xShape, axes);
+  int64_t outN = 1;
+  for (size_t i = 0; i < xShape.size(); ++i)
+    if (std::find(axes.begin(), axes.end(), static_cast<int64_t>(i)) ==
+        axes.end())
+      outN *= xShape[i];
+  std::vector<double> acc(outN, 0.0);
+  forEachMapped(xShape, rs, [&](int64_t i, int64_t r) { acc[r] += x[i]; });
+  for (int64_t i = 0; i < outN; ++i)
+    y[i] = static_cast<T>(acc[i]);
+}
+
+template <typename T>
+void broadcast(const T *x, const std::vector<int64_t> &yShape,
+               const std::vector<int64_t> &axes, T *y) {
+  std::vector<int64_t> rs = reducedStrides(yShape, axes);
+  forEachMapped(yShape, rs, [&](int64_t i, int64_t r) { y[i] = x[r]; });
+}
+
+template <typename T, typename L>
+T crossEntropy(const T *logits, const L *labels, int64_t positions,
+               int64_t classes) {
+  if (classes <= 0)
+    throw std::invalid_argument("cross_entropy needs at least one class");
+  if (positions == 0)
+    return T(0);
+  double total = 0.0;
+  for (int64_t p = 0; p < positions; ++p) {
+    const T *row = logits + p * classes;
+    int64_t l = checkedLabel(labels, p, classes);
+    double mx = row[0];
+    for (int64_t c = 1; c < classes; ++c)
+      mx = std::max(mx, static_cast<double>(row[c]));
+    double s = 0.0;
+    for (int64_t c = 0; c < classes; ++c)
+      s += std::exp(static_cast<double>(row[c]) - mx);
+    total += (mx + std::log(s)) - static_cast<double>(row[l]);
+  }
+  return static_cast<T>(total / static_cast<double>(positions));
+}
+
+template <typename T, typename L>
+void crossEntropyGrad(const T *logits, const L *labels, T dloss, T *dlogits,
+                      int64_t positions, int64_t classes) {
+  if (classes <= 0)
+    throw std::invalid_argument("cross_entropy_grad needs at least one class");
+  double scale = static_cast<double>(dloss) / static_cast<double>(positions);
+  for (int64_t p = 0; p < positions; ++p) {
+    const T *row = logits + p * classes;
+    T *out = dlogits + p * classes;
+    int64_t l = checkedLabel(labels, p, classes);
+    double mx = row[0];
+    for (int64_t c = 1; c < classes; ++c)
+      mx = std::max(mx, static_cast<double>(row[c]));
+    double s = 0.0;
+    for (int64_t c = 0; c < classes; ++c)
+      s += std::exp(static_cast<double>(row[c]) - mx);
+    for (int64_t c = 0; c < classes; ++c) {
+      double sm = std::exp(static_cast<double>(row[c]) - mx) / s;
+      out[c] = static_cast<T>((sm - (c == l ? 1.0 : 0.0)) * scale);
+    }
+  }
+}
+
+template <typename T>
+void sgdUpdate(const T *p, const T *g, T *out, int64_t n, double lr,
+               double weightDecay) {
+  T tlr = static_cast<T>(lr), twd = static_cast<T>(weightDecay);
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = p[i] - tlr * (g[i] + twd * p[i]);
+}
+
+template <typename T>
+void adamwUpdate(const T *p, const T *g, const T *m, const T *v, int64_t step,
+                 T *pOut, T *mOut, T *vOut, int64_t n, double lr, double beta1,
+                 double beta2, double eps, double weightDecay) {
+  if (step < 1)
+    throw std::invalid_argument("adamw_update: step must be >= 1, got " +
+                                std::to_string(step));
+  // Scalars as torch computes them (Python floats), then per-element math in
+  // T, in torch's order: decay, moments, bias-corrected step.
+  const double bc1 = 1.0 - std::pow(beta1, static_cast<double>(step));
+  const double bc2 = 1.0 - std::pow(beta2, static_cast<double>(step));
+  const T decay = static_cast<T>(1.0 - lr * weightDecay);
+  const T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2);
+  const T omb1 = static_cast<T>(1.0 - beta1), omb2 = static_cast<T>(1.0 - beta2);
+  const T stepSize = static_cast<T>(lr / bc1);
+  const T bc2Sqrt = static_cast<T>(std::sqrt(bc2));
+  const T teps = static_cast<T>(eps);
+  for (int64_t i = 0; i < n; ++i) {
+    T gi = g[i];
+    T pi = p[i] * decay;
+    T mi = b1 * m[i] + omb1 * gi;
+    T vi = b2 * v[i] + omb2 * gi * gi;
+    T denom = std::sqrt(vi) / bc2Sqrt + teps;
+    pOut[i] = pi - stepSize * (mi / denom);
+    mOut[i] = mi;
+    vOut[i] = vi;
+  }
+}
+
+template <typename T>
+void flatten(const std::vector<const T *> &parts,
+             const std::vector<int64_t> &partNumel,
+             const std::vector<int64_t> &offsets, T *flat, int64_t flatNumel) {
+  if (parts.size() != offsets.size() || parts.size() != partNumel.size())
+    throw std::invalid_argument("flatten: " + std::to_string(parts.size()) +
+                                " parts but " + std::to_string(offsets.size()) +
+                                " offsets");
+  std::fill(flat, flat + flatNumel, T(0));
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (offsets[i] < 0 || offsets[i] + partNumel[i] > flatNumel)
+      throw std::out_of_range("flatten: part " + std::to_string(i) + " (" +
+                              std::to_string(partNumel[i]) +
+                              " elements at offset " +
+                              std::to_string(offsets[i]) +
+                              ") does not fit in " + std::to_string(flatNumel));
+    std::memcpy(flat + offsets[i], parts[i], partNumel[i] * sizeof(T));
+  }
+}
+
+template <typename T> void fill(T *r, int64_t n, double value) {
+  std::fill(r, r + n, static_cast<T>(value));
+}
+
+#define FSDP_INSTANTIATE(T)                                                    \
+  template void linear<T>(const T *, const T *, const T *, T *, int64_t,       \
+                          int64_t, int64_t);                                   \
+  template void matmul<T>(const T *, const T *, T *, int64_t, int64_t,         \
+                          int64_t, int64_t, bool, bool);                       \
+  template void add<T>(const T *, const T *, T *, int64_t);                    \
+  template void mul<T>(const T *, const T *, T *, int64_t);                    \
+  template void relu<T>(const T *, T *, int64_t);                              \
+  template void reluGrad<T>(const T *, const T *, T *, int64_t);               \
+  template void gelu<T>(const T *, T *, int64_t, bool);                        \
+  template void geluGrad<T>(const T *, const T *, T *, int64_t, bool);         \
+  template void reduceSum<T>(const T *, const std::vector<int64_t> &,          \
+                             const std::vector<int64_t> &, T *);               \
+  template void broadcast<T>(const T *, const std::vector<int64_t> &,          \
+                             const std::vector<int64_t> &, T *);               \
+  template T crossEntropy<T, int32_t>(const T *, const int32_t *, int64_t,     \
+                                      int64_t);                                \
+  template T crossEntropy<T, int64_t>(const T *, const int64_t *, int64_t,     \
+                                      int64_t);                                \
+  template void crossEntropyGrad<T, int32_t>(const T *, const int32_t *, T,    \
+                                             T *, int64_t, int64_t);           \
+  template void crossEntropyGrad<T, int64_t>(const T *, const int64_t *, T,    \
+                                             T *, int64_t, int64_t);           \
+  template void sgdUpdate<T>(const T *, const T *, T *, int64_t, double,       \
+                             double);                                          \
+  template void adamwUpdate<T>(const T *, const T *, const T *, const T *,     \
+                               int64_t, T *, T *, T *, int64_t, double,        \
+                               double, double, double, double);                \
+  template void flatten<T>(const std::vector<const T *> &,                     \
+                           const std::vector<int64_t> &,                       \
+                           const std::vector<int64_t> &, T *, int64_t);        \
+  template void fill<T>(T *, int64_t, double);
+
+FSDP_INSTANTIATE(float)
+FSDP_INSTANTIATE(double)
+template void fill<int32_t>(int32_t *, int64_t, double);
+template void fill<int64_t>(int64_t *, int64_t, double);
+
+} // namespace fsdp::rt::cpu
