@@ -209,8 +209,8 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
   try {
     root = json::parse(text);
   } catch (const json::parse_error &e) {
-    throw Error(src + ": not valid JSON: parse error at byte " +
-                std::to_string(e.byte) + ": " + e.what());
+    // e.what() names the line and column of the error.
+    throw Error(src + ": not valid JSON: " + e.what());
   }
   if (!root.is_object())
     throw Error(src + ": not a schedule: the top level is not a JSON object");

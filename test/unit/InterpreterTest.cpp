@@ -1,0 +1,205 @@
+//===- InterpreterTest.cpp - Tests of fsdp::rt::Program -------------------===//
+//
+// The schedule interpreter in-process on one rank (no MPI): its error
+// messages (not JSON, wrong format/version, unknown op/dtype, wrong operand
+// count, world-size mismatch, label out of range), a full step of the
+// hand-planned linear schedule against a direct computation, and a gradient
+// check of the whole step (SGD schedule, f64) against finite differences.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/Interpreter.h"
+#include "fsdp/runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+using namespace fsdp::rt;
+
+namespace {
+
+const std::string kDir = FSDP_TEST_SCHEDULE_DIR;
+
+// A minimal valid schedule: y = relu(x) for a [2, 3] f32 input.
+std::string tiny(const std::string &op = "nn.relu",
+                 const std::string &dtype = "f32", int version = 1,
+                 int worldSize = 1, const std::string &operands = "[0]") {
+  return R"({"format": "fsdp-schedule", "version": )" +
+         std::to_string(version) + R"(, "world_size": )" +
+         std::to_string(worldSize) + R"(, "units": [],
+    "buffers": [{"id": 0, "dtype": ")" + dtype + R"(", "shape": [2, 3]},
+                {"id": 1, "dtype": "f32", "shape": [2, 3]}],
+    "inputs": [{"buffer": 0, "role": "features", "global_shape": [2, 3]}],
+    "outputs": [{"buffer": 1, "role": "output"}],
+    "instructions": [{"op": ")" + op + R"(", "operands": )" + operands +
+         R"(, "results": [1], "loc": "tiny.mlir:4:7", "frees": [0]}]})";
+}
+
+std::string errorOf(const std::string &text, bool checkWorld = true) {
+  try {
+    Program::fromString(text, checkWorld, "test.json");
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "";
+}
+
+#define EXPECT_HAS(haystack, needle)                                           \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos)            \
+      << "message: " << (haystack)
+
+TEST(Interpreter, RunsTinySchedule) {
+  Program p = Program::fromString(tiny());
+  HostValues out = p.run({{0, {-1, 2, -3, 4, 0, 0.5}}});
+  EXPECT_EQ(out.at(1), (std::vector<double>{0, 2, 0, 4, 0, 0.5}));
+  EXPECT_EQ(p.lastPeakBytes(), 48); // input and result, 24 bytes each
+  EXPECT_EQ(fsdp_mem_current_bytes(), 0);
+}
+
+TEST(Interpreter, ErrorNotJson) {
+  std::string m = errorOf("{\"format\": \"fsdp-schedule\", \"version\": 1,,}");
+  EXPECT_HAS(m, "test.json: not valid JSON");
+  EXPECT_HAS(m, "line 1, column 42");
+}
+
+TEST(Interpreter, ErrorWrongFormatAndVersion) {
+  std::string m = errorOf(tiny("nn.relu", "f32", 2));
+  EXPECT_HAS(m, "unsupported schedule version 2");
+  EXPECT_HAS(m, "supports version 1");
+  m = errorOf(R"({"format": "onnx", "version": 1})");
+  EXPECT_HAS(m, "'format' is \"onnx\", expected \"fsdp-schedule\"");
+}
+
+TEST(Interpreter, ErrorUnknownOpAndDtype) {
+  std::string m = errorOf(tiny("nn.softmax"));
+  EXPECT_HAS(m, "instruction #0 (tiny.mlir:4:7): unknown op 'nn.softmax'");
+  m = errorOf(tiny("nn.relu", "bf16"));
+  EXPECT_HAS(m, "buffer 0: unknown dtype 'bf16'");
+}
+
+TEST(Interpreter, ErrorOperandCountAndDtype) {
+  std::string m = errorOf(tiny("nn.add"));
+  EXPECT_HAS(m, "'nn.add' (tiny.mlir:4:7): expected 2 operand(s), got 1");
+  m = errorOf(tiny("nn.relu", "i32"));
+  EXPECT_HAS(m, "has dtype i32, expected f32 or f64");
+  m = errorOf(tiny("nn.relu", "f32", 1, 1, "[7]"));
+  EXPECT_HAS(m, "unknown buffer id 7");
+}
+
+TEST(Interpreter, ErrorWorldSize) {
+  std::string m = errorOf(tiny("nn.relu", "f32", 1, 4));
+  EXPECT_HAS(m, "planned for world_size 4 but 1 rank(s) are running");
+  EXPECT_EQ(errorOf(tiny("nn.relu", "f32", 1, 4), /*checkWorld=*/false), "");
+}
+
+TEST(Interpreter, ErrorMissingFileAndInput) {
+  try {
+    Program::fromFile("/nonexistent/s.json");
+    FAIL();
+  } catch (const Error &e) {
+    EXPECT_HAS(e.what(), "cannot open schedule file '/nonexistent/s.json'");
+  }
+  Program p = Program::fromString(tiny());
+  try {
+    p.run({{0, {1, 2}}});
+    FAIL();
+  } catch (const Error &e) {
+    EXPECT_HAS(e.what(), "needs 6 values, got 2");
+  }
+  EXPECT_EQ(fsdp_mem_current_bytes(), 0);
+}
+
+// Inputs of the linear schedule (test/unit/schedules/gen_linear.py: F = 13,
+// C = 5, global batch 12) on one rank.
+HostValues linearInputs(const Program &p, int64_t badLabel = -1) {
+  HostValues in;
+  for (const IoDesc &io : p.inputs()) {
+    const BufferDesc &b = p.buffer(io.buffer);
+    std::vector<double> v(b.numel);
+    for (int64_t i = 0; i < b.numel; ++i) {
+      if (io.role == "features")
+        v[i] = std::sin(0.37 * i + 0.1);
+      else if (io.role == "labels")
+        v[i] = (i * 3) % 5;
+      else if (io.role == "step")
+        v[i] = 1;
+      else if (io.role == "param")
+        v[i] = 0.2 * std::cos(0.71 * i);
+    }
+    if (io.role == "labels" && badLabel >= 0)
+      v[2] = static_cast<double>(badLabel);
+    in[io.buffer] = v;
+  }
+  return in;
+}
+
+TEST(Interpreter, LinearStepMatchesDirectComputation) {
+  Program p = Program::fromFile(kDir + "/linear_f64_np1.json");
+  HostValues in = linearInputs(p);
+  HostValues out = p.run(in);
+  const int64_t b = 12, f = 13, c = 5;
+  const auto &x = in.at(0), &lab = in.at(1), &w = in.at(3);
+  double loss = 0;
+  for (int64_t i = 0; i < b; ++i) {
+    std::vector<double> z(c);
+    double mx = -1e300, s = 0;
+    for (int64_t k = 0; k < c; ++k) {
+      z[k] = w[c * f + k];
+      for (int64_t j = 0; j < f; ++j)
+        z[k] += x[i * f + j] * w[k * f + j];
+      mx = std::max(mx, z[k]);
+    }
+    for (int64_t k = 0; k < c; ++k)
+      s += std::exp(z[k] - mx);
+    loss += mx + std::log(s) - z[static_cast<int64_t>(lab[i])];
+  }
+  loss /= b;
+  int64_t lossId = -1;
+  for (const IoDesc &io : p.outputs())
+    if (io.role == "loss")
+      lossId = io.buffer;
+  EXPECT_NEAR(out.at(lossId).at(0), loss, 1e-12);
+  EXPECT_GT(p.lastPeakBytes(), 0);
+  EXPECT_EQ(fsdp_mem_current_bytes(), 0);
+}
+
+TEST(Interpreter, LabelOutOfRangeIsAnError) {
+  Program p = Program::fromFile(kDir + "/linear_f64_np1.json");
+  try {
+    p.run(linearInputs(p, 5));
+    FAIL();
+  } catch (const Error &e) {
+    EXPECT_HAS(e.what(), "'nn.cross_entropy' (linear.mlir:5:3)");
+    EXPECT_HAS(e.what(), "label 5 at position 2 is outside [0, 5)");
+  }
+  EXPECT_EQ(fsdp_mem_current_bytes(), 0);
+}
+
+// With SGD (lr 0.5, no weight decay) p' = p - lr*g, so the gradient the step
+// applied is (p - p')/lr; it must equal the finite-difference derivative of
+// the loss the same schedule reports.
+TEST(Interpreter, WholeStepGradientCheck) {
+  Program p = Program::fromFile(kDir + "/linear_sgd_f64_np1.json");
+  HostValues in = linearInputs(p);
+  int64_t lossId = -1, paramOut = -1, paramIn = -1;
+  for (const IoDesc &io : p.outputs()) {
+    if (io.role == "loss") lossId = io.buffer;
+    if (io.role == "param") paramOut = io.buffer;
+  }
+  for (const IoDesc &io : p.inputs())
+    if (io.role == "param") paramIn = io.buffer;
+  HostValues out = p.run(in);
+  const double lr = 0.5, h = 1e-6;
+  const auto &p0 = in.at(paramIn), &p1 = out.at(paramOut);
+  for (size_t i = 0; i < p0.size(); ++i) {
+    HostValues plus = in, minus = in;
+    plus[paramIn][i] += h;
+    minus[paramIn][i] -= h;
+    double fd = (p.run(plus).at(lossId)[0] - p.run(minus).at(lossId)[0]) /
+                (2 * h);
+    EXPECT_NEAR((p0[i] - p1[i]) / lr, fd, 1e-7) << "parameter element " << i;
+  }
+}
+
+} // namespace

@@ -1,0 +1,340 @@
+//===- RuntimeKernelsTest.cpp - Tests of the runtime's CPU kernels --------===//
+//
+// Every kernel of fsdp/Kernels.h, for float and double, against a naive
+// double-precision reference on small random shapes that are not multiples of
+// anything; the AdamW step against a hand-computed two-step example; the
+// cross-entropy and GELU gradients against central finite differences; and
+// the C API's byte accounting and single-process collectives.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/Kernels.h"
+#include "fsdp/runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+using namespace fsdp::rt;
+
+namespace {
+
+template <typename T> std::vector<T> randomVec(size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> d(-2.0, 2.0);
+  std::vector<T> v(n);
+  for (auto &x : v)
+    x = static_cast<T>(d(gen));
+  return v;
+}
+
+template <typename T> double tol() {
+  return std::is_same<T, float>::value ? 2e-5 : 1e-12;
+}
+
+template <typename T>
+void expectNear(const std::vector<T> &got, const std::vector<double> &want,
+                double rel) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(static_cast<double>(got[i]), want[i],
+                rel * (1.0 + std::fabs(want[i])))
+        << "at element " << i;
+}
+
+template <typename T> class KernelTest : public ::testing::Test {};
+using FloatTypes = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(KernelTest, FloatTypes);
+
+TYPED_TEST(KernelTest, LinearMatchesNaive) {
+  using T = TypeParam;
+  const int64_t m = 7, k = 13, n = 5;
+  auto x = randomVec<T>(m * k, 1), w = randomVec<T>(n * k, 2),
+       b = randomVec<T>(n, 3);
+  for (bool withBias : {false, true}) {
+    std::vector<T> y(m * n);
+    cpu::linear<T>(x.data(), w.data(), withBias ? b.data() : nullptr, y.data(),
+                   m, k, n);
+    std::vector<double> ref(m * n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = withBias ? b[j] : 0.0;
+        for (int64_t q = 0; q < k; ++q)
+          s += double(x[i * k + q]) * double(w[j * k + q]);
+        ref[i * n + j] = s;
+      }
+    expectNear(y, ref, 10 * tol<T>());
+  }
+}
+
+TYPED_TEST(KernelTest, MatmulAllTransposes) {
+  using T = TypeParam;
+  const int64_t m = 6, k = 11, n = 3;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      // Stored shapes: a is [m,k] or [k,m]; b is [k,n] or [n,k].
+      auto a = randomVec<T>(m * k, 10 + ta), b = randomVec<T>(k * n, 20 + tb);
+      int64_t aRows = ta ? k : m, aCols = ta ? m : k;
+      int64_t bRows = tb ? n : k, bCols = tb ? k : n;
+      std::vector<T> c(m * n);
+      cpu::matmul<T>(a.data(), b.data(), c.data(), aRows, aCols, bRows, bCols,
+                     ta, tb);
+      std::vector<double> ref(m * n, 0.0);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t q = 0; q < k; ++q) {
+            double av = ta ? a[q * aCols + i] : a[i * aCols + q];
+            double bv = tb ? b[j * bCols + q] : b[q * bCols + j];
+            ref[i * n + j] += av * bv;
+          }
+      expectNear(c, ref, 10 * tol<T>());
+    }
+  std::vector<T> a(6), b(6), c(4);
+  EXPECT_THROW(cpu::matmul<T>(a.data(), b.data(), c.data(), 2, 3, 2, 3, false,
+                              false),
+               std::invalid_argument);
+}
+
+TYPED_TEST(KernelTest, Elementwise) {
+  using T = TypeParam;
+  const int64_t n = 37;
+  auto a = randomVec<T>(n, 4), b = randomVec<T>(n, 5);
+  a[3] = 0; // relu's subgradient at 0 is 0
+  std::vector<T> c(n);
+  std::vector<double> ref(n);
+  cpu::add<T>(a.data(), b.data(), c.data(), n);
+  for (int64_t i = 0; i < n; ++i)
+    ref[i] = double(a[i]) + double(b[i]);
+  expectNear(c, ref, tol<T>());
+  cpu::mul<T>(a.data(), b.data(), c.data(), n);
+  for (int64_t i = 0; i < n; ++i)
+    ref[i] = double(a[i]) * double(b[i]);
+  expectNear(c, ref, tol<T>());
+  cpu::relu<T>(a.data(), c.data(), n);
+  for (int64_t i = 0; i < n; ++i)
+    ref[i] = a[i] > 0 ? double(a[i]) : 0.0;
+  expectNear(c, ref, 0);
+  cpu::reluGrad<T>(a.data(), b.data(), c.data(), n);
+  for (int64_t i = 0; i < n; ++i)
+    ref[i] = a[i] > 0 ? double(b[i]) : 0.0;
+  expectNear(c, ref, 0);
+  cpu::fill<T>(c.data(), n, 2.5);
+  expectNear(c, std::vector<double>(n, 2.5), 0);
+}
+
+TYPED_TEST(KernelTest, GeluValuesAndGradient) {
+  using T = TypeParam;
+  // Reference values: x·Φ(x), and the tanh form, at x = 1 and -0.5.
+  std::vector<T> x = {T(1.0), T(-0.5)}, y(2);
+  cpu::gelu<T>(x.data(), y.data(), 2, false);
+  expectNear(y, {0.8413447460685429, -0.15426876936299344}, tol<T>());
+  cpu::gelu<T>(x.data(), y.data(), 2, true);
+  expectNear(y, {0.8411919906082768, -0.15428599017485606}, tol<T>());
+  // Gradient against central differences of the double kernel.
+  const int64_t n = 23;
+  auto xs = randomVec<double>(n, 6), dy = randomVec<double>(n, 7);
+  for (bool approx : {false, true}) {
+    std::vector<T> xt(xs.begin(), xs.end()), dyt(dy.begin(), dy.end()), dx(n);
+    cpu::geluGrad<T>(xt.data(), dyt.data(), dx.data(), n, approx);
+    std::vector<double> ref(n);
+    const double h = 1e-6;
+    for (int64_t i = 0; i < n; ++i) {
+      double xp = double(xt[i]) + h, xm = double(xt[i]) - h, yp, ym;
+      cpu::gelu<double>(&xp, &yp, 1, approx);
+      cpu::gelu<double>(&xm, &ym, 1, approx);
+      ref[i] = (yp - ym) / (2 * h) * double(dyt[i]);
+    }
+    expectNear(dx, ref, std::max(1e-7, tol<T>()));
+  }
+}
+
+TYPED_TEST(KernelTest, ReduceSumAndBroadcast) {
+  using T = TypeParam;
+  const std::vector<int64_t> shape = {3, 4, 5};
+  auto x = randomVec<T>(60, 8);
+  auto at = [&](int64_t i, int64_t j, int64_t k) {
+    return double(x[(i * 4 + j) * 5 + k]);
+  };
+  for (std::vector<int64_t> axes :
+       {std::vector<int64_t>{}, {0}, {1}, {2}, {0, 2}, {2, 0}, {0, 1, 2}}) {
+    auto has = [&](int64_t a) {
+      return std::find(axes.begin(), axes.end(), a) != axes.end();
+    };
+    int64_t d0 = has(0) ? 1 : 3, d1 = has(1) ? 1 : 4, d2 = has(2) ? 1 : 5;
+    std::vector<double> ref(d0 * d1 * d2, 0.0);
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 4; ++j)
+        for (int64_t k = 0; k < 5; ++k)
+          ref[((has(0) ? 0 : i) * d1 + (has(1) ? 0 : j)) * d2 +
+              (has(2) ? 0 : k)] += at(i, j, k);
+    std::vector<T> y(ref.size());
+    cpu::reduceSum<T>(x.data(), shape, axes, y.data());
+    expectNear(y, ref, 10 * tol<T>());
+
+    // broadcast(y) back along the same axes, then compare element-wise.
+    std::vector<T> z(60);
+    cpu::broadcast<T>(y.data(), shape, axes, z.data());
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 4; ++j)
+        for (int64_t k = 0; k < 5; ++k)
+          EXPECT_EQ(z[(i * 4 + j) * 5 + k],
+                    y[((has(0) ? 0 : i) * d1 + (has(1) ? 0 : j)) * d2 +
+                      (has(2) ? 0 : k)]);
+  }
+  std::vector<T> y(60);
+  EXPECT_THROW(cpu::reduceSum<T>(x.data(), shape, {3}, y.data()),
+               std::out_of_range);
+}
+
+TYPED_TEST(KernelTest, CrossEntropyMatchesNaive) {
+  using T = TypeParam;
+  const int64_t pos = 9, cls = 7;
+  auto logits = randomVec<T>(pos * cls, 9);
+  std::vector<int32_t> labels(pos);
+  for (int64_t p = 0; p < pos; ++p)
+    labels[p] = static_cast<int32_t>((p * 5 + 2) % cls);
+  double ref = 0;
+  for (int64_t p = 0; p < pos; ++p) {
+    double s = 0;
+    for (int64_t c = 0; c < cls; ++c)
+      s += std::exp(double(logits[p * cls + c]));
+    ref += std::log(s) - double(logits[p * cls + labels[p]]);
+  }
+  ref /= pos;
+  T got = cpu::crossEntropy<T, int32_t>(logits.data(), labels.data(), pos, cls);
+  EXPECT_NEAR(double(got), ref, tol<T>() * 10);
+
+  // Stability: huge logits give a finite, exact loss.
+  std::vector<T> big = {T(1000), T(0), T(-1000)};
+  std::vector<int64_t> l1 = {1};
+  EXPECT_NEAR(double(cpu::crossEntropy<T, int64_t>(big.data(), l1.data(), 1, 3)),
+              1000.0, 1e-3);
+
+  // Labels out of range are errors, not crashes.
+  std::vector<int32_t> bad = labels;
+  bad[4] = cls;
+  auto ce = cpu::crossEntropy<T, int32_t>;
+  EXPECT_THROW(ce(logits.data(), bad.data(), pos, cls), std::out_of_range);
+  bad[4] = -1;
+  std::vector<T> d(pos * cls);
+  auto ceGrad = cpu::crossEntropyGrad<T, int32_t>;
+  EXPECT_THROW(ceGrad(logits.data(), bad.data(), T(1), d.data(), pos, cls),
+               std::out_of_range);
+}
+
+TEST(KernelTest, CrossEntropyGradMatchesFiniteDifferences) {
+  const int64_t pos = 5, cls = 6;
+  auto logits = randomVec<double>(pos * cls, 11);
+  std::vector<int32_t> labels = {0, 5, 3, 3, 1};
+  const double dloss = 0.7, h = 1e-6;
+  std::vector<double> grad(pos * cls);
+  cpu::crossEntropyGrad<double, int32_t>(logits.data(), labels.data(), dloss,
+                                         grad.data(), pos, cls);
+  for (int64_t i = 0; i < pos * cls; ++i) {
+    auto lp = logits, lm = logits;
+    lp[i] += h;
+    lm[i] -= h;
+    double fd = (cpu::crossEntropy<double, int32_t>(lp.data(), labels.data(),
+                                                    pos, cls) -
+                 cpu::crossEntropy<double, int32_t>(lm.data(), labels.data(),
+                                                    pos, cls)) /
+                (2 * h);
+    EXPECT_NEAR(grad[i], dloss * fd, 1e-8) << "at element " << i;
+  }
+}
+
+TYPED_TEST(KernelTest, SgdUpdate) {
+  using T = TypeParam;
+  const int64_t n = 19;
+  auto p = randomVec<T>(n, 12), g = randomVec<T>(n, 13);
+  std::vector<T> out(n);
+  cpu::sgdUpdate<T>(p.data(), g.data(), out.data(), n, 0.1, 0.01);
+  std::vector<double> ref(n);
+  for (int64_t i = 0; i < n; ++i)
+    ref[i] = double(p[i]) - 0.1 * (double(g[i]) + 0.01 * double(p[i]));
+  expectNear(out, ref, tol<T>());
+}
+
+// Two steps by hand (torch.optim.AdamW order), lr 0.1, betas (0.9, 0.999),
+// eps 1e-8, wd 0.01, p0 = 1, g = 0.5 then -0.25:
+//   t=1: p = 0.999; m = 0.05; v = 0.00025; p = 0.999 - (0.1/0.1)*0.05 /
+//        (sqrt(0.00025)/sqrt(0.001) + 1e-8) = 0.899000002
+//   t=2: p = 0.899000002*0.999; m = 0.02; v = 0.00031225;
+//        p -= (0.1/0.19)*0.02 / (sqrt(0.00031225)/sqrt(0.001999) + 1e-8)
+//        = 0.8714672987058463
+TYPED_TEST(KernelTest, AdamwHandComputedExample) {
+  using T = TypeParam;
+  T p = 1, m = 0, v = 0;
+  T g1 = T(0.5), g2 = T(-0.25);
+  cpu::adamwUpdate<T>(&p, &g1, &m, &v, 1, &p, &m, &v, 1, 0.1, 0.9, 0.999, 1e-8,
+                      0.01);
+  EXPECT_NEAR(double(p), 0.899000002, tol<T>());
+  EXPECT_NEAR(double(m), 0.05, tol<T>());
+  EXPECT_NEAR(double(v), 0.00025, tol<T>() * 1e-3);
+  cpu::adamwUpdate<T>(&p, &g2, &m, &v, 2, &p, &m, &v, 1, 0.1, 0.9, 0.999, 1e-8,
+                      0.01);
+  EXPECT_NEAR(double(p), 0.8714672987058463, tol<T>());
+  EXPECT_NEAR(double(m), 0.02, tol<T>());
+  EXPECT_NEAR(double(v), 0.00031225, tol<T>() * 1e-3);
+  EXPECT_THROW(cpu::adamwUpdate<T>(&p, &g2, &m, &v, 0, &p, &m, &v, 1, 0.1, 0.9,
+                                   0.999, 1e-8, 0.01),
+               std::invalid_argument);
+}
+
+TYPED_TEST(KernelTest, Flatten) {
+  using T = TypeParam;
+  std::vector<T> a = {1, 2, 3}, b = {4, 5};
+  std::vector<T> flat(9, T(7));
+  cpu::flatten<T>({a.data(), b.data()}, {3, 2}, {0, 4}, flat.data(), 9);
+  expectNear(flat, {1, 2, 3, 0, 4, 5, 0, 0, 0}, 0);
+  EXPECT_THROW(cpu::flatten<T>({a.data(), b.data()}, {3, 2}, {0, 8},
+                               flat.data(), 9),
+               std::out_of_range);
+}
+
+TEST(RuntimeCApi, ByteAccounting) {
+  int64_t base = fsdp_mem_current_bytes();
+  fsdp_mem_reset_peak();
+  void *a = fsdp_alloc(1000);
+  void *b = fsdp_alloc(24);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 64, 0u);
+  EXPECT_EQ(static_cast<const char *>(a)[999], 0); // zero-filled
+  EXPECT_EQ(fsdp_mem_current_bytes(), base + 1024);
+  fsdp_free(a);
+  EXPECT_EQ(fsdp_mem_current_bytes(), base + 24);
+  EXPECT_EQ(fsdp_mem_peak_bytes(), base + 1024);
+  fsdp_free(b);
+  fsdp_free(nullptr);
+  EXPECT_EQ(fsdp_mem_current_bytes(), base);
+}
+
+TEST(RuntimeCApi, SingleProcessCollectives) {
+  ASSERT_EQ(fsdp_world_size(), 1);
+  ASSERT_EQ(fsdp_rank(), 0);
+  fsdp_stats_reset();
+  std::vector<float> shard = {1, 2, 3}, full(3);
+  fsdp_handle h = nullptr;
+  ASSERT_EQ(fsdp_all_gather_start(shard.data(), full.data(), 3, FSDP_F32, &h),
+            FSDP_OK);
+  int done = 0;
+  ASSERT_EQ(fsdp_test(h, &done), FSDP_OK);
+  EXPECT_EQ(done, 1);
+  ASSERT_EQ(fsdp_wait(h), FSDP_OK);
+  EXPECT_EQ(full, shard);
+  std::vector<double> fd = {4, 5}, sd(2);
+  ASSERT_EQ(fsdp_reduce_scatter_start(fd.data(), sd.data(), 2, FSDP_F64,
+                                      FSDP_REDUCE_AVG, &h),
+            FSDP_OK);
+  ASSERT_EQ(fsdp_wait(h), FSDP_OK);
+  EXPECT_EQ(sd, fd);
+  EXPECT_EQ(fsdp_comm_bytes_sent(), 0); // (N-1)/N of anything is 0 for N=1
+  EXPECT_NE(fsdp_all_gather_start(nullptr, full.data(), 3, FSDP_F32, &h),
+            FSDP_OK);
+  EXPECT_STRNE(fsdp_last_error(), "");
+}
+
+} // namespace
