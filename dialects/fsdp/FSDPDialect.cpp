@@ -1,0 +1,217 @@
+//===- FSDPDialect.cpp - fsdp dialect registration and verifiers ----------===//
+#include "fsdp/Dialect/FSDP/FSDP.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+#include "fsdp/FSDPDialect.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "fsdp/FSDPOps.cpp.inc"
+
+void FSDPDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "fsdp/FSDPOps.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// Attribute verifiers
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyArgOrResultAttr(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == kUnitAttr) {
+    if (!isa<FlatSymbolRefAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a symbol reference to an fsdp.unit";
+    return success();
+  }
+  if (name == kRoleAttr) {
+    auto s = dyn_cast<StringAttr>(attr.getValue());
+    if (!s || (s.getValue() != "param" && s.getValue() != "exp_avg" &&
+               s.getValue() != "exp_avg_sq"))
+      return op->emitError() << "'" << name
+                             << "' must be \"param\", \"exp_avg\" or \"exp_avg_sq\", got "
+                             << attr.getValue();
+    return success();
+  }
+  if (name == kGlobalShapeAttr) {
+    if (!isa<DenseI64ArrayAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be an array<i64>";
+    return success();
+  }
+  return op->emitError() << "unknown fsdp attribute '" << name << "'";
+}
+
+LogicalResult FSDPDialect::verifyRegionArgAttribute(Operation *op, unsigned, unsigned,
+                                                     NamedAttribute attr) {
+  return verifyArgOrResultAttr(op, attr);
+}
+LogicalResult FSDPDialect::verifyRegionResultAttribute(Operation *op, unsigned, unsigned,
+                                                        NamedAttribute attr) {
+  return verifyArgOrResultAttr(op, attr);
+}
+LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  if (attr.getName() == kWorldSizeAttr) {
+    auto i = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !i || i.getInt() < 1)
+      return op->emitError() << "'" << kWorldSizeAttr
+                             << "' must be an integer >= 1 on the module, got " << attr.getValue();
+    return success();
+  }
+  return op->emitError() << "unknown fsdp attribute '" << attr.getName().getValue() << "'";
+}
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+static int64_t numelOf(Type t) { return cast<RankedTensorType>(t).getNumElements(); }
+
+static std::optional<int64_t> worldSizeOf(Operation *op) {
+  auto module = op->getParentOfType<ModuleOp>();
+  if (!module)
+    return std::nullopt;
+  if (auto ws = module->getAttrOfType<IntegerAttr>(kWorldSizeAttr))
+    return ws.getInt();
+  return std::nullopt;
+}
+
+/// Resolves the op's `unit` symbol; emits an error naming it if missing.
+static FailureOr<UnitOp> lookupUnit(Operation *op, FlatSymbolRefAttr ref) {
+  auto unit = SymbolTable::lookupNearestSymbolFrom<UnitOp>(op, ref);
+  if (!unit)
+    return op->emitOpError() << "refers to unknown fsdp.unit " << ref;
+  return unit;
+}
+
+static LogicalResult sameElementType(Operation *op, Type a, Type b) {
+  if (cast<RankedTensorType>(a).getElementType() != cast<RankedTensorType>(b).getElementType())
+    return op->emitOpError() << "expects operand and result of the same element type, got "
+                             << a << " and " << b;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// UnitOp
+//===----------------------------------------------------------------------===//
+
+SmallVector<int64_t> UnitOp::getParamShape(unsigned i) {
+  return SmallVector<int64_t>(cast<DenseI64ArrayAttr>(getShapes()[i]).asArrayRef());
+}
+int64_t UnitOp::getParamNumel(unsigned i) {
+  int64_t n = 1;
+  for (int64_t d : getParamShape(i))
+    n *= d;
+  return n;
+}
+
+LogicalResult UnitOp::verify() {
+  size_t n = getParams().size();
+  if (n == 0)
+    return emitOpError() << "expects at least one parameter";
+  if (getShapes().size() != n || getInits().size() != n || getTrainable().size() != n)
+    return emitOpError() << "expects shapes, inits and trainable to have one entry per "
+                            "parameter ("
+                         << n << "), got " << getShapes().size() << ", " << getInits().size()
+                         << ", " << getTrainable().size();
+  for (Attribute s : getShapes())
+    if (!isa<DenseI64ArrayAttr>(s))
+      return emitOpError() << "expects every shape to be an array<i64>, got " << s;
+  if (!isa<FloatType>(getElementType()))
+    return emitOpError() << "expects a float element type, got " << getElementType();
+  if (!getOffsets())
+    return success();
+  if (!getNumel() || !getPaddedNumel() || !getShardNumel())
+    return emitOpError() << "expects numel, padded_numel and shard_numel with offsets";
+  ArrayRef<int64_t> offsets = *getOffsets();
+  if (offsets.size() != n)
+    return emitOpError() << "expects one offset per parameter (" << n << "), got "
+                         << offsets.size();
+  int64_t end = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    if (offsets[i] != end)
+      return emitOpError() << "expects parameter '" << cast<StringAttr>(getParams()[i]).getValue()
+                           << "' at offset " << end << " (parameters are packed in order), got "
+                           << offsets[i];
+    end += getParamNumel(i);
+  }
+  if (*getNumel() != end)
+    return emitOpError() << "expects numel " << end << " (the sum of parameter sizes), got "
+                         << *getNumel();
+  if (std::optional<int64_t> ws = worldSizeOf(*this)) {
+    int64_t padded = (end + *ws - 1) / *ws * *ws;
+    if (padded < *ws)
+      padded = *ws;
+    if (*getPaddedNumel() != padded || *getShardNumel() * *ws != padded)
+      return emitOpError() << "expects padded_numel " << padded << " and shard_numel "
+                           << padded / *ws << " for numel " << end << " on " << *ws
+                           << " ranks, got " << *getPaddedNumel() << " and " << *getShardNumel();
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives and views
+//===----------------------------------------------------------------------===//
+
+/// Checks the shard/full sizes of a collective against its unit.
+static LogicalResult verifyCollectiveSizes(Operation *op, FlatSymbolRefAttr unitRef, Type shard,
+                                           Type full) {
+  FailureOr<UnitOp> unit = lookupUnit(op, unitRef);
+  if (failed(unit))
+    return failure();
+  if (failed(sameElementType(op, shard, full)))
+    return failure();
+  if (!unit->getShardNumel())
+    return op->emitOpError() << "expects unit " << unitRef
+                             << " to be sharded (run fsdp-shard first)";
+  if (numelOf(shard) != *unit->getShardNumel() || numelOf(full) != *unit->getPaddedNumel())
+    return op->emitOpError() << "expects a shard of " << *unit->getShardNumel()
+                             << " and a full buffer of " << *unit->getPaddedNumel()
+                             << " elements for unit " << unitRef << ", got " << numelOf(shard)
+                             << " and " << numelOf(full);
+  return success();
+}
+
+LogicalResult AllGatherOp::verify() {
+  return verifyCollectiveSizes(*this, getUnitAttr(), getShard().getType(), getType());
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  if (getOp() != "avg" && getOp() != "sum")
+    return emitOpError() << "expects op = \"avg\" or \"sum\", got \"" << getOp() << "\"";
+  return verifyCollectiveSizes(*this, getUnitAttr(), getType(), getInput().getType());
+}
+
+LogicalResult ParamViewOp::verify() {
+  if (failed(sameElementType(*this, getFlat().getType(), getType())))
+    return failure();
+  int64_t off = getOffset(), n = numelOf(getType()), total = numelOf(getFlat().getType());
+  if (off < 0 || off + n > total)
+    return emitOpError() << "expects the view [" << off << ", " << off + n
+                         << ") inside the flat buffer of " << total << " elements";
+  return success();
+}
+
+LogicalResult FlattenOp::verify() {
+  ArrayRef<int64_t> offsets = getOffsets();
+  if (offsets.size() != getInputs().size())
+    return emitOpError() << "expects one offset per input (" << getInputs().size() << "), got "
+                         << offsets.size();
+  int64_t total = numelOf(getType()), end = 0;
+  for (auto [i, v] : llvm::enumerate(getInputs())) {
+    if (failed(sameElementType(*this, v.getType(), getType())))
+      return failure();
+    if (offsets[i] < end || offsets[i] + numelOf(v.getType()) > total)
+      return emitOpError() << "expects input #" << i << " at a non-overlapping offset inside "
+                           << total << " elements, got offset " << offsets[i];
+    end = offsets[i] + numelOf(v.getType());
+  }
+  return lookupUnit(*this, getUnitAttr());
+}

@@ -1,0 +1,96 @@
+//===- FSDPOps.td - fsdp dialect operations -------------------------------===//
+#ifndef FSDP_OPS
+#define FSDP_OPS
+
+include "FSDPDialect.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+/// Data moved between ranks. Effects on it keep collectives ordered and
+/// un-merged.
+def FSDP_CommResource : Resource<"::mlir::fsdp::CommunicationResource">;
+
+def FSDP_FlatTensor : 1DTensorOf<[F32, F64]>;
+
+def FSDP_UnitOp : FSDP_Op<"unit", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "an FSDP unit: parameters flattened into one padded buffer";
+  let description = [{
+    Declares a unit and its parameters in flat order. `shapes`, `inits`
+    and `trainable` describe each parameter (from the `nn.*` argument
+    attributes). After fsdp-shard, `offsets` gives each parameter's start in
+    the flat buffer (elements), `numel` the unpadded size, `padded_numel` the
+    size right-padded to a multiple of the world size and `shard_numel` =
+    padded_numel / world size (PyTorch FSDP, Zhao et al., VLDB 2023, 3.2.1).
+
+    ```mlir
+    fsdp.unit @fc1 params ["fc1.weight", "fc1.bias"] {shapes = [[64, 13], [64]], ...}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrArrayAttr:$params,
+                       ArrayAttr:$shapes, StrArrayAttr:$inits,
+                       DenseBoolArrayAttr:$trainable, TypeAttr:$element_type,
+                       OptionalAttr<DenseI64ArrayAttr>:$offsets,
+                       OptionalAttr<I64Attr>:$numel,
+                       OptionalAttr<I64Attr>:$padded_numel,
+                       OptionalAttr<I64Attr>:$shard_numel);
+  let assemblyFormat = "$sym_name `params` $params attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Shape of parameter `i`.
+    ::llvm::SmallVector<int64_t> getParamShape(unsigned i);
+    /// Numel of parameter `i`.
+    int64_t getParamNumel(unsigned i);
+  }];
+}
+
+def FSDP_AllGatherOp : FSDP_Op<"all_gather", [
+    MemoryEffects<[MemRead<FSDP_CommResource>, MemWrite<FSDP_CommResource>]>]> {
+  let summary = "gather every rank's shard of a unit into the full flat buffer";
+  let description = [{
+    `shard` [S] → `result` [S·N]; rank r's shard lands at [r·S, (r+1)·S).
+    Ring volume sent per rank: (N−1)·S elements.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$unit, FSDP_FlatTensor:$shard);
+  let results = (outs FSDP_FlatTensor:$result);
+  let assemblyFormat = "$unit $shard attr-dict `:` type($shard) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def FSDP_ReduceScatterOp : FSDP_Op<"reduce_scatter", [
+    MemoryEffects<[MemRead<FSDP_CommResource>, MemWrite<FSDP_CommResource>]>]> {
+  let summary = "reduce a unit's full flat gradient and keep this rank's shard";
+  let description = [{
+    `input` [S·N] → `result` [S]: element-wise sum (or mean, `op = "avg"`)
+    over ranks of rank r's slice [r·S, (r+1)·S).
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$unit, FSDP_FlatTensor:$input,
+                       DefaultValuedAttr<StrAttr, "\"avg\"">:$op);
+  let results = (outs FSDP_FlatTensor:$result);
+  let assemblyFormat = "$unit $input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def FSDP_FreeOp : FSDP_Op<"free", [MemoryEffects<[MemFree]>]> {
+  let summary = "end the life of a gathered buffer (reshard)";
+  let arguments = (ins AnyRankedTensor:$buffer);
+  let assemblyFormat = "$buffer attr-dict `:` type($buffer)";
+}
+
+def FSDP_ParamViewOp : FSDP_Op<"param_view", [Pure]> {
+  let summary = "a parameter's view into a unit's gathered flat buffer (no copy)";
+  let arguments = (ins FSDP_FlatTensor:$flat, StrAttr:$fqn, I64Attr:$offset);
+  let results = (outs RankedTensorOf<[F32, F64]>:$result);
+  let assemblyFormat = "$flat $fqn `at` $offset attr-dict `:` type($flat) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def FSDP_FlattenOp : FSDP_Op<"flatten", [Pure]> {
+  let summary = "pack a unit's parameter gradients into one zero-padded flat buffer";
+  let arguments = (ins FlatSymbolRefAttr:$unit, Variadic<RankedTensorOf<[F32, F64]>>:$inputs,
+                       DenseI64ArrayAttr:$offsets);
+  let results = (outs FSDP_FlatTensor:$result);
+  let assemblyFormat = "$unit `(` $inputs `)` attr-dict `:` functional-type($inputs, $result)";
+  let hasVerifier = 1;
+}
+
+#endif // FSDP_OPS

@@ -1,0 +1,147 @@
+//===- NNAutodiff.cpp - vector-Jacobian products of the nn ops ------------===//
+//
+// Each differentiable op builds its VJP out of nn ops, so that the backward
+// pass is ordinary IR that the FSDP passes schedule like the forward.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/Dialect/NN/NN.h"
+
+using namespace mlir;
+using namespace mlir::nn;
+
+static RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+static SmallVector<int64_t> leadingAxes(int64_t rank) {
+  SmallVector<int64_t> axes;
+  for (int64_t i = 0; i + 1 < rank; ++i)
+    axes.push_back(i);
+  return axes;
+}
+
+/// Builds nn.matmul with an inferred result type; fails (with a diagnostic on
+/// `anchor`) if the VJP's gradient would not have the shape of `like`.
+static FailureOr<Value> buildMatmul(OpBuilder &b, Operation *anchor, Value lhs, Value rhs,
+                                    bool ta, bool tb, Value like) {
+  auto op = MatmulOp::create(b, anchor->getLoc(), like.getType(), lhs, rhs, ta, tb);
+  SmallVector<Type> types;
+  if (failed(op.inferResultTypes(types)) || types[0] != like.getType()) {
+    op.erase();
+    return anchor->emitOpError()
+           << "cannot differentiate: the gradient of an operand of shape "
+           << formatShape(tensorOf(like).getShape())
+           << " is not a plain matrix product of the operands (reshape first)";
+  }
+  return op.getResult();
+}
+
+LogicalResult LinearOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                 ArrayRef<bool> needed, SmallVectorImpl<Value> &grads) {
+  Value dy = resultGrads[0];
+  grads.assign(getNumOperands(), Value());
+  if (!dy)
+    return success();
+  Location loc = getLoc();
+  // y = x·Wᵀ + b  ⇒  dx = dy·W, dW = dyᵀ·x, db = Σ_rows dy.
+  if (needed[0])
+    grads[0] = MatmulOp::create(b, loc, getInput().getType(), dy, getWeight(), false, false);
+  if (needed[1])
+    grads[1] = MatmulOp::create(b, loc, getWeight().getType(), dy, getInput(), true, false);
+  if (getBias() && needed[2])
+    grads[2] = ReduceSumOp::create(b, loc, getBias().getType(), dy,
+                                   b.getDenseI64ArrayAttr(leadingAxes(tensorOf(dy).getRank())));
+  return success();
+}
+
+LogicalResult MatmulOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                 ArrayRef<bool> needed, SmallVectorImpl<Value> &grads) {
+  Value dc = resultGrads[0];
+  grads.assign(2, Value());
+  if (!dc)
+    return success();
+  Value a = getLhs(), bm = getRhs();
+  bool ta = getTransposeA(), tb = getTransposeB();
+  FailureOr<Value> da = Value(), db = Value();
+  // c = op(a)·op(b); the four cases of (Giles, "An extended collection of
+  // matrix derivative results", 2008, Sec. 2.2.2) with transposes folded in.
+  if (!ta && !tb) {
+    if (needed[0]) da = buildMatmul(b, *this, dc, bm, false, true, a);
+    if (needed[1]) db = buildMatmul(b, *this, a, dc, true, false, bm);
+  } else if (!ta && tb) {
+    if (needed[0]) da = buildMatmul(b, *this, dc, bm, false, false, a);
+    if (needed[1]) db = buildMatmul(b, *this, dc, a, true, false, bm);
+  } else if (ta && !tb) {
+    if (needed[0]) da = buildMatmul(b, *this, bm, dc, false, true, a);
+    if (needed[1]) db = buildMatmul(b, *this, a, dc, false, false, bm);
+  } else {
+    if (needed[0]) da = buildMatmul(b, *this, bm, dc, true, true, a);
+    if (needed[1]) db = buildMatmul(b, *this, dc, a, true, true, bm);
+  }
+  if (failed(da) || failed(db))
+    return failure();
+  grads[0] = *da;
+  grads[1] = *db;
+  return success();
+}
+
+LogicalResult AddOp::buildVJP(OpBuilder &, ArrayRef<Value> resultGrads, ArrayRef<bool> needed,
+                              SmallVectorImpl<Value> &grads) {
+  grads.assign(2, Value());
+  if (needed[0]) grads[0] = resultGrads[0];
+  if (needed[1]) grads[1] = resultGrads[0];
+  return success();
+}
+
+LogicalResult MulOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads, ArrayRef<bool> needed,
+                              SmallVectorImpl<Value> &grads) {
+  grads.assign(2, Value());
+  Value dy = resultGrads[0];
+  if (!dy)
+    return success();
+  if (needed[0]) grads[0] = MulOp::create(b, getLoc(), dy, getRhs());
+  if (needed[1]) grads[1] = MulOp::create(b, getLoc(), dy, getLhs());
+  return success();
+}
+
+LogicalResult ReluOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads, ArrayRef<bool> needed,
+                               SmallVectorImpl<Value> &grads) {
+  grads.assign(1, Value());
+  if (resultGrads[0] && needed[0])
+    grads[0] = ReluGradOp::create(b, getLoc(), getInput(), resultGrads[0]);
+  return success();
+}
+
+LogicalResult GeluOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads, ArrayRef<bool> needed,
+                               SmallVectorImpl<Value> &grads) {
+  grads.assign(1, Value());
+  if (resultGrads[0] && needed[0])
+    grads[0] = GeluGradOp::create(b, getLoc(), getInput().getType(), getInput(),
+                                  resultGrads[0], getApproximateAttr());
+  return success();
+}
+
+LogicalResult ReduceSumOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    ArrayRef<bool> needed, SmallVectorImpl<Value> &grads) {
+  grads.assign(1, Value());
+  if (resultGrads[0] && needed[0])
+    grads[0] = BroadcastOp::create(b, getLoc(), getInput().getType(), resultGrads[0],
+                                   getInput(), getAxesAttr());
+  return success();
+}
+
+LogicalResult BroadcastOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    ArrayRef<bool> needed, SmallVectorImpl<Value> &grads) {
+  grads.assign(2, Value()); // `like` only supplies a shape: no gradient.
+  if (resultGrads[0] && needed[0])
+    grads[0] = ReduceSumOp::create(b, getLoc(), getInput().getType(), resultGrads[0],
+                                   getAxesAttr());
+  return success();
+}
+
+LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                       ArrayRef<bool> needed, SmallVectorImpl<Value> &grads) {
+  grads.assign(2, Value()); // integer labels have no gradient
+  if (resultGrads[0] && needed[0])
+    grads[0] = CrossEntropyGradOp::create(b, getLoc(), getLogits().getType(), getLogits(),
+                                          getLabels(), resultGrads[0]);
+  return success();
+}

@@ -1,0 +1,122 @@
+//===- NNDialect.cpp - nn dialect registration and attribute checks -------===//
+#include "fsdp/Dialect/NN/NN.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace mlir;
+using namespace mlir::nn;
+
+#include "nn/NNDialect.cpp.inc"
+#include "nn/NNInterfaces.cpp.inc"
+
+void NNDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "nn/NNOps.cpp.inc"
+      >();
+}
+
+bool mlir::nn::parseInitSpec(StringRef spec, StringRef &kind, double &scale) {
+  scale = 0;
+  if (spec == "zeros" || spec == "ones") {
+    kind = spec;
+    return true;
+  }
+  size_t open = spec.find('(');
+  if (open == StringRef::npos || !spec.ends_with(")"))
+    return false;
+  kind = spec.take_front(open);
+  if (kind != "uniform" && kind != "normal")
+    return false;
+  StringRef num = spec.slice(open + 1, spec.size() - 1).trim();
+  if (num.getAsDouble(scale) || !(scale >= 0))
+    return false;
+  return true;
+}
+
+std::string mlir::nn::formatShape(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (auto [i, d] : llvm::enumerate(shape))
+    s += (i ? ", " : "") + std::to_string(d);
+  return s + "]";
+}
+
+static LogicalResult verifyNNAttr(Operation *op, NamedAttribute attr, Type type,
+                                  bool isResult) {
+  StringRef name = attr.getName().getValue();
+  auto err = [&]() {
+    return op->emitError() << "'" << name << "' on " << (isResult ? "result" : "argument")
+                           << " of type " << type << " ";
+  };
+  if (name == kParamAttr || name == kGradOfAttr || name == kParamOfAttr) {
+    auto s = dyn_cast<StringAttr>(attr.getValue());
+    if (!s || s.getValue().empty())
+      return err() << "must be a non-empty string (a fully qualified parameter name)";
+    if (name == kParamAttr) {
+      auto t = dyn_cast<RankedTensorType>(type);
+      if (!t || !t.hasStaticShape() || !isa<FloatType>(t.getElementType()))
+        return err() << "expects a statically shaped float tensor parameter";
+    }
+    return success();
+  }
+  if (name == kTrainableAttr) {
+    if (!isa<BoolAttr>(attr.getValue()))
+      return err() << "must be a bool";
+    return success();
+  }
+  if (name == kInitAttr) {
+    auto s = dyn_cast<StringAttr>(attr.getValue());
+    StringRef kind;
+    double scale;
+    if (!s || !parseInitSpec(s.getValue(), kind, scale))
+      return err() << "must be one of \"zeros\", \"ones\", \"uniform(a)\", \"normal(std)\" with "
+                      "a non-negative number, got "
+                   << attr.getValue();
+    return success();
+  }
+  if (name == kDataAttr) {
+    auto s = dyn_cast<StringAttr>(attr.getValue());
+    bool ok = s && llvm::StringSwitch<bool>(s.getValue())
+                       .Cases({"features", "labels", "tokens", "targets"}, true)
+                       .Default(false);
+    if (!ok)
+      return err() << "must be \"features\", \"labels\", \"tokens\" or \"targets\", got "
+                   << attr.getValue();
+    auto t = dyn_cast<RankedTensorType>(type);
+    if (!t || !t.hasStaticShape() || t.getRank() < 1)
+      return err() << "expects a statically shaped tensor whose first dimension is the batch";
+    return success();
+  }
+  if (name == kStepAttr) {
+    auto t = dyn_cast<RankedTensorType>(type);
+    if (!t || t.getRank() != 0 || !t.getElementType().isInteger(64))
+      return err() << "expects tensor<i64>";
+    return success();
+  }
+  if (name == kLossAttr)
+    return success();
+  if (name == kOptStateAttr) {
+    auto s = dyn_cast<StringAttr>(attr.getValue());
+    if (!s || (s.getValue() != "exp_avg" && s.getValue() != "exp_avg_sq"))
+      return err() << "must be \"exp_avg\" or \"exp_avg_sq\"";
+    return success();
+  }
+  return op->emitError() << "unknown nn attribute '" << name << "'";
+}
+
+LogicalResult NNDialect::verifyRegionArgAttribute(Operation *op, unsigned, unsigned argIndex,
+                                                   NamedAttribute attr) {
+  auto fn = dyn_cast<FunctionOpInterface>(op);
+  if (!fn)
+    return op->emitError() << "nn argument attributes are only allowed on functions";
+  return verifyNNAttr(op, attr, fn.getArgumentTypes()[argIndex], false);
+}
+
+LogicalResult NNDialect::verifyRegionResultAttribute(Operation *op, unsigned, unsigned resultIndex,
+                                                      NamedAttribute attr) {
+  auto fn = dyn_cast<FunctionOpInterface>(op);
+  if (!fn)
+    return op->emitError() << "nn result attributes are only allowed on functions";
+  return verifyNNAttr(op, attr, fn.getResultTypes()[resultIndex], true);
+}

@@ -1,0 +1,35 @@
+//===- FSDP.h - the fsdp dialect: units, shards, collectives --------------===//
+#ifndef FSDP_DIALECT_FSDP_FSDP_H
+#define FSDP_DIALECT_FSDP_FSDP_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace mlir::fsdp {
+/// The resource that collectives read and write: data moved between ranks.
+struct CommunicationResource : public SideEffects::Resource::Base<CommunicationResource> {
+  llvm::StringRef getName() final { return "<Communication>"; }
+};
+
+/// Attribute names. On the module: fsdp.world_size (i64). On function
+/// arguments and results of the sharded step: fsdp.unit (symbol ref) with
+/// fsdp.role (param | exp_avg | exp_avg_sq); on data arguments
+/// fsdp.global_shape (the shape before the batch was split).
+inline constexpr llvm::StringLiteral kWorldSizeAttr = "fsdp.world_size";
+inline constexpr llvm::StringLiteral kUnitAttr = "fsdp.unit";
+inline constexpr llvm::StringLiteral kRoleAttr = "fsdp.role";
+inline constexpr llvm::StringLiteral kGlobalShapeAttr = "fsdp.global_shape";
+} // namespace mlir::fsdp
+
+#include "fsdp/FSDPDialect.h.inc"
+
+#define GET_OP_CLASSES
+#include "fsdp/FSDPOps.h.inc"
+
+#endif // FSDP_DIALECT_FSDP_FSDP_H

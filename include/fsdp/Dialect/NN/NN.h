@@ -1,0 +1,41 @@
+//===- NN.h - the nn dialect: model graph ops and interfaces --------------===//
+#ifndef FSDP_DIALECT_NN_NN_H
+#define FSDP_DIALECT_NN_NN_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "nn/NNDialect.h.inc"
+#include "nn/NNInterfaces.h.inc"
+
+#define GET_OP_CLASSES
+#include "nn/NNOps.h.inc"
+
+namespace mlir::nn {
+
+/// Argument/result attribute names used across the pipeline.
+inline constexpr llvm::StringLiteral kParamAttr = "nn.param";         // FQN of a parameter
+inline constexpr llvm::StringLiteral kTrainableAttr = "nn.trainable"; // bool, default true
+inline constexpr llvm::StringLiteral kInitAttr = "nn.init";           // zeros|ones|uniform(a)|normal(s)
+inline constexpr llvm::StringLiteral kDataAttr = "nn.data";           // features|labels|tokens|targets
+inline constexpr llvm::StringLiteral kStepAttr = "nn.step";           // unit: 1-based optimizer step
+inline constexpr llvm::StringLiteral kLossAttr = "nn.loss";           // result: the scalar loss
+inline constexpr llvm::StringLiteral kGradOfAttr = "nn.grad_of";      // result: gradient of FQN
+inline constexpr llvm::StringLiteral kOptStateAttr = "nn.opt_state";  // exp_avg|exp_avg_sq
+inline constexpr llvm::StringLiteral kParamOfAttr = "nn.param_of";    // FQN an opt state belongs to
+
+/// Parses an `nn.init` spec; returns false if malformed. kind is one of
+/// zeros, ones, uniform (U(-scale, scale)), normal (N(0, scale^2)).
+bool parseInitSpec(llvm::StringRef spec, llvm::StringRef &kind, double &scale);
+
+/// Formats a shape as "[a, b, c]" for diagnostics.
+std::string formatShape(llvm::ArrayRef<int64_t> shape);
+
+} // namespace mlir::nn
+
+#endif // FSDP_DIALECT_NN_NN_H

@@ -1,0 +1,52 @@
+//===- Passes.h - the FSDP planning passes and pipeline ---------------------===//
+#ifndef FSDP_TRANSFORMS_PASSES_H
+#define FSDP_TRANSFORMS_PASSES_H
+
+#include "fsdp/Dialect/FSDP/FSDP.h"
+#include "fsdp/Dialect/NN/NN.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassOptions.h"
+
+namespace mlir::fsdp {
+
+#define GEN_PASS_DECL
+#include "fsdp/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "fsdp/Transforms/Passes.h.inc"
+
+/// Options of `fsdp-pipeline`: autodiff, optimizer, wrap, shard, collectives.
+struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
+  Option<int64_t> worldSize{*this, "world-size", llvm::cl::desc("number of ranks (>= 1)"),
+                            llvm::cl::init(1)};
+  Option<std::string> optimizer{*this, "optimizer", llvm::cl::desc("sgd or adamw"),
+                                llvm::cl::init("adamw")};
+  Option<double> lr{*this, "lr", llvm::cl::desc("learning rate"), llvm::cl::init(1e-3)};
+  Option<double> beta1{*this, "beta1", llvm::cl::desc("AdamW beta1"), llvm::cl::init(0.9)};
+  Option<double> beta2{*this, "beta2", llvm::cl::desc("AdamW beta2"), llvm::cl::init(0.999)};
+  Option<double> eps{*this, "eps", llvm::cl::desc("AdamW epsilon"), llvm::cl::init(1e-8)};
+  Option<double> weightDecay{*this, "weight-decay", llvm::cl::desc("weight decay"),
+                             llvm::cl::init(0.01)};
+  Option<int> unitDepth{*this, "unit-depth",
+                        llvm::cl::desc("FQN components naming a unit (0: module)"),
+                        llvm::cl::init(0)};
+  ListOption<std::string> units{*this, "units", llvm::cl::desc("explicit unit FQN prefixes")};
+  Option<bool> reshardAfterForward{*this, "reshard-after-forward",
+                                   llvm::cl::desc("reshard parameters after forward"),
+                                   llvm::cl::init(true)};
+};
+
+/// Adds the full planning pipeline to `pm`.
+void buildFSDPPipeline(OpPassManager &pm, const PipelineOptions &options);
+
+/// Registers every pass and `fsdp-pipeline`.
+void registerAllFSDPPasses();
+
+/// The step function of a module: the only func.func with a body, or the one
+/// with a result marked nn.loss. Emits an error on the module if ambiguous.
+FailureOr<func::FuncOp> getStepFunction(ModuleOp module);
+
+} // namespace mlir::fsdp
+
+#endif // FSDP_TRANSFORMS_PASSES_H

@@ -1,0 +1,103 @@
+//===- Passes.td - the FSDP planning passes --------------------------------===//
+#ifndef FSDP_TRANSFORMS_PASSES
+#define FSDP_TRANSFORMS_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def FSDPAutodiff : Pass<"fsdp-autodiff", "::mlir::ModuleOp"> {
+  let summary = "Reverse-mode differentiation of the forward function";
+  let description = [{
+    The forward function (the one function of the module that returns a
+    scalar marked `nn.loss`, or the only function) is rewritten in place to
+    return the loss followed by the gradient of every trainable parameter
+    (result attribute `nn.grad_of = "<FQN>"`). The backward ops are built in
+    reverse program order through each op's AutodiffOpInterface and appended
+    after the forward ops; gradients of values used twice are summed
+    (nn.add). Only values that depend on a trainable parameter are
+    differentiated. A parameter that does not reach the loss gets a zero
+    gradient.
+  }];
+  let dependentDialects = ["::mlir::nn::NNDialect", "::mlir::arith::ArithDialect"];
+}
+
+def FSDPOptimizer : Pass<"fsdp-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Append an SGD or AdamW update of every trainable parameter";
+  let description = [{
+    Consumes the gradients returned by fsdp-autodiff. For AdamW, adds two
+    state arguments per parameter (`nn.opt_state = "exp_avg"/"exp_avg_sq"`,
+    `nn.param_of`) and a `tensor<i64>` step argument (`nn.step`, 1-based),
+    and returns the loss, the updated parameters and the updated states.
+    AdamW follows Loshchilov & Hutter (ICLR 2019, Algorithm 2) with bias
+    correction, as torch.optim.AdamW.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", "\"adamw\"", "sgd or adamw">,
+    Option<"lr", "lr", "double", "1e-3", "learning rate">,
+    Option<"beta1", "beta1", "double", "0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", "0.999", "AdamW beta2">,
+    Option<"eps", "eps", "double", "1e-8", "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double", "0.01",
+           "decoupled weight decay (AdamW) or L2 (SGD)">
+  ];
+  let dependentDialects = ["::mlir::nn::NNDialect"];
+}
+
+def FSDPWrap : Pass<"fsdp-wrap", "::mlir::ModuleOp"> {
+  let summary = "Group parameters into FSDP units by FQN prefix";
+  let description = [{
+    Declares one `fsdp.unit` per group of parameters. By default a unit is
+    the parameter's module: its FQN without the last component
+    (`fc1.weight` → unit `fc1`). `unit-depth=K` groups by the first K
+    components instead (`transformer.h.0.attn.c_attn.weight` with K = 3 →
+    `transformer.h.0`). `units=a,b` lists explicit prefixes: a parameter
+    joins the longest listed prefix of its FQN, the rest joins unit `root`.
+    Units are ordered by their first use in the function; parameters within
+    a unit by first use too.
+  }];
+  let options = [
+    Option<"unitDepth", "unit-depth", "int", "0",
+           "number of FQN components that name a unit (0: all but the last)">,
+    ListOption<"units", "units", "std::string", "explicit unit FQN prefixes">
+  ];
+  let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
+}
+
+def FSDPShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
+  let summary = "Flatten each unit into padded per-rank shards and split the batch";
+  let description = [{
+    Each unit becomes one flat buffer, right-padded to a multiple of the
+    world size and split into equal contiguous shards (PyTorch FSDP's
+    FlatParameter). The step function takes and returns this rank's shards
+    of the parameters and of the optimizer state (`fsdp.unit`, `fsdp.role`)
+    and this rank's micro-batch: data arguments lose a factor world-size in
+    their first dimension (contiguous blocks; `fsdp.global_shape` keeps the
+    global one), and every shape is re-inferred. Each unit is gathered once
+    at the top (`fsdp.all_gather` + `fsdp.param_view`), its gradients are
+    packed (`fsdp.flatten`) and reduce-scattered with `avg`, and the
+    optimizer updates the flat shards. fsdp-collectives then places these.
+  }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", "1", "number of ranks (>= 1)">
+  ];
+  let dependentDialects = ["::mlir::fsdp::FSDPDialect", "::mlir::nn::NNDialect"];
+}
+
+def FSDPCollectives : Pass<"fsdp-collectives", "::mlir::ModuleOp"> {
+  let summary = "Place all-gathers, frees and reduce-scatters by first and last use";
+  let description = [{
+    For each unit: an all-gather right before the first forward use of its
+    parameters and a free right after the last forward use; with
+    `reshard-after-forward` (default, FULL_SHARD / ZeRO-3) a second
+    all-gather before the first backward use and a free after the last; a
+    reduce-scatter of the packed gradient right after the unit's last
+    gradient is complete, and a free of the full gradient after it. Forward
+    ends at the op that defines the loss.
+  }];
+  let options = [
+    Option<"reshardAfterForward", "reshard-after-forward", "bool", "true",
+           "free gathered parameters after forward and gather again for backward">
+  ];
+  let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
+}
+
+#endif // FSDP_TRANSFORMS_PASSES

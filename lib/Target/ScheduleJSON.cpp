@@ -1,0 +1,294 @@
+//===- ScheduleJSON.cpp - scheduled fsdp IR to the JSON schedule ----------===//
+//
+// Every SSA tensor becomes a buffer; every op an instruction in program
+// order. Temporaries are freed after their last use (liveness over the
+// single block); gathered parameters are freed where fsdp.free says.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/Target/Schedule.h"
+#include "fsdp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <nlohmann/json.hpp>
+
+using namespace mlir;
+using namespace mlir::fsdp;
+using json = nlohmann::ordered_json;
+
+static std::string dtypeName(Type t) {
+  if (t.isF32()) return "f32";
+  if (t.isF64()) return "f64";
+  if (t.isInteger(32)) return "i32";
+  if (t.isInteger(64)) return "i64";
+  return "";
+}
+
+static std::string locString(Location loc) {
+  if (auto f = dyn_cast<FileLineColLoc>(loc))
+    return (f.getFilename().getValue() + ":" + std::to_string(f.getLine()) + ":" +
+            std::to_string(f.getColumn()))
+        .str();
+  if (auto n = dyn_cast<NameLoc>(loc))
+    return locString(n.getChildLoc());
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations())
+      if (auto s = locString(l); !s.empty())
+        return s;
+  return "";
+}
+
+static FailureOr<json> attrToJson(Operation *op, NamedAttribute na) {
+  Attribute a = na.getValue();
+  if (auto b = dyn_cast<BoolAttr>(a)) return json(b.getValue());
+  if (auto f = dyn_cast<FloatAttr>(a)) return json(f.getValueAsDouble());
+  if (auto i = dyn_cast<IntegerAttr>(a)) return json(i.getInt());
+  if (auto s = dyn_cast<StringAttr>(a)) return json(s.getValue().str());
+  if (auto s = dyn_cast<FlatSymbolRefAttr>(a)) return json(s.getValue().str());
+  if (auto d = dyn_cast<DenseI64ArrayAttr>(a)) return json(std::vector<int64_t>(d.asArrayRef()));
+  return op->emitOpError() << "has attribute '" << na.getName().getValue()
+                           << "' that the JSON schedule cannot express";
+}
+
+LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) {
+  FailureOr<func::FuncOp> maybeFn = getStepFunction(module);
+  if (failed(maybeFn))
+    return failure();
+  func::FuncOp fn = *maybeFn;
+  if (!fn.getBody().hasOneBlock())
+    return fn.emitError() << "expects a single-block step function";
+  Block &block = fn.getBody().front();
+  auto ret = cast<func::ReturnOp>(block.getTerminator());
+  int64_t worldSize = 1;
+  if (auto ws = module->getAttrOfType<IntegerAttr>(kWorldSizeAttr))
+    worldSize = ws.getInt();
+
+  json out;
+  out["format"] = "fsdp-schedule";
+  out["version"] = kScheduleVersion;
+  out["function"] = fn.getSymName().str();
+  out["world_size"] = worldSize;
+
+  // Units.
+  json units = json::array();
+  for (UnitOp unit : module.getOps<UnitOp>()) {
+    if (!unit.getOffsets())
+      return unit.emitOpError() << "is not sharded (run fsdp-shard before translating)";
+    json u{{"name", unit.getSymName().str()},
+           {"dtype", dtypeName(unit.getElementType())},
+           {"numel", *unit.getNumel()},
+           {"padded_numel", *unit.getPaddedNumel()},
+           {"shard_numel", *unit.getShardNumel()}};
+    json params = json::array();
+    for (unsigned i = 0; i < unit.getParams().size(); ++i)
+      params.push_back({{"fqn", cast<StringAttr>(unit.getParams()[i]).getValue().str()},
+                        {"shape", unit.getParamShape(i)},
+                        {"offset", (*unit.getOffsets())[i]},
+                        {"numel", unit.getParamNumel(i)},
+                        {"init", cast<StringAttr>(unit.getInits()[i]).getValue().str()},
+                        {"trainable", (bool)unit.getTrainable()[i]}});
+    u["params"] = std::move(params);
+    units.push_back(std::move(u));
+  }
+
+  // Buffers.
+  llvm::DenseMap<Value, int64_t> ids;
+  json buffers = json::array();
+  Operation *lossOp = nullptr;
+  for (unsigned i = 0; i < fn.getNumResults(); ++i)
+    if (fn.getResultAttr(i, nn::kLossAttr))
+      lossOp = ret.getOperand(i).getDefiningOp();
+  auto addBuffer = [&](Value v, StringRef cls) -> FailureOr<int64_t> {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    std::string dt = t ? dtypeName(t.getElementType()) : "";
+    if (!t || !t.hasStaticShape() || dt.empty())
+      return emitError(v.getLoc()) << "the JSON schedule supports statically shaped tensors of "
+                                      "f32, f64, i32 and i64, got "
+                                   << v.getType();
+    int64_t id = buffers.size();
+    ids[v] = id;
+    int64_t elt = t.getElementTypeBitWidth() / 8;
+    buffers.push_back({{"id", id},
+                       {"dtype", dt},
+                       {"shape", std::vector<int64_t>(t.getShape())},
+                       {"bytes", t.getNumElements() * elt},
+                       {"class", cls.str()}});
+    return id;
+  };
+
+  json inputs = json::array();
+  for (BlockArgument arg : fn.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    json in;
+    std::string cls;
+    if (auto role = fn.getArgAttrOfType<StringAttr>(i, nn::kDataAttr)) {
+      in["role"] = role.getValue().str();
+      cls = "data";
+      if (auto gs = fn.getArgAttrOfType<DenseI64ArrayAttr>(i, kGlobalShapeAttr))
+        in["global_shape"] = std::vector<int64_t>(gs.asArrayRef());
+      else
+        in["global_shape"] = cast<RankedTensorType>(arg.getType()).getShape().vec();
+    } else if (fn.getArgAttr(i, nn::kStepAttr)) {
+      in["role"] = "step";
+      cls = "scalar";
+    } else if (auto role = fn.getArgAttrOfType<StringAttr>(i, kRoleAttr)) {
+      in["role"] = role.getValue().str();
+      in["unit"] = fn.getArgAttrOfType<FlatSymbolRefAttr>(i, kUnitAttr).getValue().str();
+      cls = role.getValue() == "param" ? "param_shard" : "opt_state";
+    } else {
+      return emitError(arg.getLoc())
+             << "argument #" << i
+             << " has no role (nn.data, nn.step or fsdp.role): run the fsdp pipeline first";
+    }
+    FailureOr<int64_t> id = addBuffer(arg, cls);
+    if (failed(id))
+      return failure();
+    json withId{{"buffer", *id}};
+    withId.update(in);
+    in = std::move(withId);
+    inputs.push_back(std::move(in));
+  }
+
+  // Instructions.
+  llvm::DenseSet<Value> explicitlyFreed, returned(ret.getOperands().begin(), ret.getOperands().end());
+  for (Operation &op : block.without_terminator())
+    if (auto f = dyn_cast<FreeOp>(op))
+      explicitlyFreed.insert(f.getBuffer());
+  // The buffer that owns a value's memory (views alias their base).
+  llvm::DenseMap<Value, Value> owner;
+  auto ownerOf = [&](Value v) { return owner.count(v) ? owner[v] : v; };
+  llvm::DenseMap<Value, unsigned> lastUse;
+  SmallVector<Operation *> ops;
+  for (Operation &op : block.without_terminator()) {
+    unsigned idx = ops.size();
+    ops.push_back(&op);
+    if (auto view = dyn_cast<ParamViewOp>(op))
+      owner[view.getResult()] = ownerOf(view.getFlat());
+    for (Value v : op.getOperands())
+      lastUse[ownerOf(v)] = idx;
+  }
+  std::vector<std::vector<int64_t>> freesAt(ops.size());
+
+  json instrs = json::array();
+  json optimizer;
+  bool backward = false;
+  for (auto [idx, op] : llvm::enumerate(ops)) {
+    json ins{{"op", op->getName().getStringRef().str()}};
+    json attrs = json::object();
+    if (auto c = dyn_cast<arith::ConstantOp>(op)) {
+      auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+      if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()))
+        return op->emitOpError() << "must be a splat float tensor constant for the JSON schedule";
+      attrs["value"] = dense.getSplatValue<APFloat>().convertToDouble();
+    } else {
+      for (NamedAttribute na : op->getAttrs()) {
+        FailureOr<json> j = attrToJson(op, na);
+        if (failed(j))
+          return failure();
+        attrs[na.getName().getValue().str()] = *j;
+      }
+    }
+    if (isa<nn::AdamWUpdateOp, nn::SgdUpdateOp>(op) && optimizer.is_null()) {
+      optimizer = attrs;
+      optimizer["kind"] = isa<nn::AdamWUpdateOp>(op) ? "adamw" : "sgd";
+    }
+    json operands = json::array(), results = json::array();
+    for (Value v : op->getOperands()) {
+      if (!ids.count(v))
+        return op->emitOpError() << "uses a value defined outside the step function's block";
+      operands.push_back(ids[v]);
+    }
+    for (Value r : op->getResults()) {
+      StringRef cls = backward ? "grad" : "activation";
+      if (isa<AllGatherOp, ParamViewOp>(op)) cls = "gathered_param";
+      else if (isa<FlattenOp>(op)) cls = "grad";
+      else if (isa<ReduceScatterOp>(op)) cls = "grad_shard";
+      else if (isa<nn::AdamWUpdateOp, nn::SgdUpdateOp>(op))
+        cls = cast<OpResult>(r).getResultNumber() == 0 ? "param_shard" : "opt_state";
+      else if (isa<arith::ConstantOp>(op)) cls = "temporary";
+      FailureOr<int64_t> id = addBuffer(r, cls);
+      if (failed(id))
+        return failure();
+      results.push_back(*id);
+      if (auto view = dyn_cast<ParamViewOp>(op)) {
+        buffers[*id]["view_of"] = ids[ownerOf(view.getFlat())];
+        buffers[*id]["offset"] = view.getOffset();
+      }
+    }
+    if (op == lossOp)
+      backward = true;
+    ins["operands"] = std::move(operands);
+    ins["results"] = std::move(results);
+    ins["attrs"] = std::move(attrs);
+    ins["loc"] = locString(op->getLoc());
+    instrs.push_back(std::move(ins));
+  }
+
+  // Liveness: free every owned buffer after its last use, unless it is
+  // returned, freed explicitly, or a view.
+  auto scheduleFree = [&](Value v) {
+    if (owner.count(v) || returned.contains(v) || explicitlyFreed.contains(v))
+      return;
+    auto it = lastUse.find(v);
+    if (it != lastUse.end())
+      freesAt[it->second].push_back(ids[v]);
+    else if (v.getDefiningOp()) // defined but never used: free right away
+      freesAt[std::find(ops.begin(), ops.end(), v.getDefiningOp()) - ops.begin()].push_back(ids[v]);
+  };
+  for (BlockArgument arg : fn.getArguments())
+    scheduleFree(arg);
+  for (Operation *op : ops)
+    for (Value r : op->getResults())
+      scheduleFree(r);
+  for (auto [idx, f] : llvm::enumerate(freesAt))
+    instrs[idx]["frees"] = f;
+
+  json outputs = json::array();
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    json o{{"buffer", ids[v]}};
+    if (fn.getResultAttr(i, nn::kLossAttr)) {
+      o["role"] = "loss";
+    } else if (auto role = fn.getResultAttrOfType<StringAttr>(i, kRoleAttr)) {
+      o["role"] = role.getValue().str();
+      o["unit"] = fn.getResultAttrOfType<FlatSymbolRefAttr>(i, kUnitAttr).getValue().str();
+    } else if (auto g = fn.getResultAttrOfType<StringAttr>(i, nn::kGradOfAttr)) {
+      o["role"] = "grad";
+      o["fqn"] = g.getValue().str();
+    } else {
+      return ret.emitOpError() << "result #" << i << " has no role (nn.loss or fsdp.role)";
+    }
+    outputs.push_back(std::move(o));
+  }
+
+  int64_t globalBatch = 0;
+  for (json &in : inputs)
+    if (in.contains("global_shape") && !in["global_shape"].empty()) {
+      globalBatch = in["global_shape"][0];
+      break;
+    }
+  out["global_batch"] = globalBatch;
+  out["optimizer"] = optimizer.is_null() ? json::object() : optimizer;
+  out["units"] = std::move(units);
+  out["buffers"] = std::move(buffers);
+  out["inputs"] = std::move(inputs);
+  out["outputs"] = std::move(outputs);
+  out["instructions"] = std::move(instrs);
+  os << out.dump(1) << "\n";
+  return success();
+}
+
+void mlir::fsdp::registerToScheduleTranslation() {
+  TranslateFromMLIRRegistration reg(
+      "fsdp-to-schedule", "Write the scheduled step as a JSON schedule for fsdp-run",
+      [](Operation *op, raw_ostream &os) -> LogicalResult {
+        auto module = dyn_cast<ModuleOp>(op);
+        if (!module)
+          return op->emitError() << "expects a builtin.module";
+        return translateToSchedule(module, os);
+      },
+      [](DialectRegistry &registry) {
+        registry.insert<func::FuncDialect, arith::ArithDialect, nn::NNDialect, FSDPDialect>();
+      });
+}

@@ -1,0 +1,26 @@
+//===- Common.cpp - helpers shared by the FSDP passes ---------------------===//
+#include "fsdp/Transforms/Passes.h"
+
+using namespace mlir;
+
+FailureOr<func::FuncOp> mlir::fsdp::getStepFunction(ModuleOp module) {
+  SmallVector<func::FuncOp> candidates, withLoss;
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    if (fn.isExternal())
+      continue;
+    candidates.push_back(fn);
+    for (unsigned i = 0; i < fn.getNumResults(); ++i)
+      if (fn.getResultAttr(i, nn::kLossAttr))
+        withLoss.push_back(fn);
+  }
+  if (withLoss.size() == 1)
+    return withLoss.front();
+  if (withLoss.empty() && candidates.size() == 1)
+    return candidates.front();
+  if (candidates.empty())
+    return module.emitError() << "expects a func.func with a body (the model's forward "
+                                 "function), found none";
+  return module.emitError() << "expects exactly one function whose result is marked "
+                               "'nn.loss' (or a single function), found "
+                            << candidates.size() << " functions";
+}

@@ -1,0 +1,40 @@
+//===- Pipeline.cpp - fsdp-pipeline and pass registration -----------------===//
+#include "fsdp/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm, const PipelineOptions &o) {
+  pm.addPass(createFSDPAutodiff());
+  FSDPOptimizerOptions opt;
+  opt.optimizer = o.optimizer;
+  opt.lr = o.lr;
+  opt.beta1 = o.beta1;
+  opt.beta2 = o.beta2;
+  opt.eps = o.eps;
+  opt.weightDecay = o.weightDecay;
+  pm.addPass(createFSDPOptimizer(opt));
+  FSDPWrapOptions wrap;
+  wrap.unitDepth = o.unitDepth;
+  wrap.units = llvm::to_vector(o.units);
+  pm.addPass(createFSDPWrap(wrap));
+  FSDPShardOptions shard;
+  shard.worldSize = o.worldSize;
+  pm.addPass(createFSDPShard(shard));
+  FSDPCollectivesOptions coll;
+  coll.reshardAfterForward = o.reshardAfterForward;
+  pm.addPass(createFSDPCollectives(coll));
+  pm.addPass(createCanonicalizerPass());
+}
+
+void mlir::fsdp::registerAllFSDPPasses() {
+  registerFSDPPasses();
+  PassPipelineRegistration<PipelineOptions>(
+      "fsdp-pipeline",
+      "Plan a sharded training step: autodiff, optimizer, wrap, shard, collectives",
+      buildFSDPPipeline);
+}

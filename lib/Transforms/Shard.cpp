@@ -1,0 +1,233 @@
+//===- Shard.cpp - fsdp-shard: flat parameters, shards and the batch split ===//
+//
+// Turns the replicated step into the per-rank SPMD step of ZeRO-3
+// (Rajbhandari et al., SC20, Sec. 5.3): every unit is one flat buffer
+// right-padded to a multiple of the world size (fsdp/Sharding.h), each rank
+// holds one contiguous shard of the parameters and of the optimizer state,
+// and each rank processes 1/N of the global batch.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/Sharding.h"
+#include "fsdp/Transforms/Passes.h"
+
+#include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPSHARD
+#include "fsdp/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
+  using Base::Base;
+
+  /// Divides the batch dimension of data arguments by the world size and
+  /// re-infers every shape downstream.
+  LogicalResult splitBatch(func::FuncOp fn) {
+    OpBuilder b(fn);
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
+      if (!fn.getArgAttr(i, nn::kDataAttr))
+        continue;
+      BlockArgument arg = fn.getArgument(i);
+      auto t = cast<RankedTensorType>(arg.getType());
+      int64_t batch = t.getShape()[0];
+      if (batch % worldSize != 0)
+        return emitError(arg.getLoc())
+               << "global batch " << batch << " (dimension 0 of data argument #" << i
+               << ") is not divisible by world size " << worldSize;
+      SmallVector<int64_t> shape(t.getShape());
+      fn.setArgAttr(i, kGlobalShapeAttr, b.getDenseI64ArrayAttr(shape));
+      shape[0] = batch / worldSize;
+      arg.setType(RankedTensorType::get(shape, t.getElementType()));
+    }
+    fn.setFunctionType(FunctionType::get(fn.getContext(),
+                                         fn.getBody().front().getArgumentTypes(),
+                                         fn.getResultTypes()));
+    for (Operation &op : fn.getBody().front().without_terminator()) {
+      auto iface = dyn_cast<nn::ShapeInferenceOpInterface>(&op);
+      if (!iface)
+        continue;
+      SmallVector<Type> types;
+      if (failed(iface.inferResultTypes(types)))
+        return op.emitError() << "cannot split the batch over " << worldSize << " ranks here";
+      for (auto [r, t] : llvm::zip(op.getResults(), types))
+        r.setType(t);
+    }
+    return success();
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (worldSize < 1) {
+      module.emitError() << "fsdp-shard: world-size must be >= 1, got " << worldSize;
+      return signalPassFailure();
+    }
+    FailureOr<func::FuncOp> maybeFn = getStepFunction(module);
+    if (failed(maybeFn))
+      return signalPassFailure();
+    func::FuncOp fn = *maybeFn;
+    auto unitOps = llvm::to_vector(module.getOps<UnitOp>());
+    if (unitOps.empty()) {
+      module.emitError() << "fsdp-shard: no fsdp.unit declared (run fsdp-wrap first)";
+      return signalPassFailure();
+    }
+    OpBuilder b(module);
+    module->setAttr(kWorldSizeAttr, b.getI64IntegerAttr(worldSize));
+    if (failed(splitBatch(fn)))
+      return signalPassFailure();
+
+    // Flat layout of each unit.
+    for (UnitOp unit : unitOps) {
+      SmallVector<int64_t> offsets;
+      int64_t numel = 0;
+      for (unsigned i = 0; i < unit.getParams().size(); ++i) {
+        offsets.push_back(numel);
+        numel += unit.getParamNumel(i);
+      }
+      unit.setOffsets(offsets);
+      unit.setNumel(numel);
+      unit.setPaddedNumel(::fsdp::paddedNumel(numel, worldSize));
+      unit.setShardNumel(::fsdp::shardNumel(numel, worldSize));
+    }
+
+    // Index the arguments.
+    llvm::StringMap<unsigned> paramArg, expAvgArg, expAvgSqArg;
+    Value step;
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
+      if (auto fqn = fn.getArgAttrOfType<StringAttr>(i, nn::kParamAttr))
+        paramArg[fqn.getValue()] = i;
+      if (auto kind = fn.getArgAttrOfType<StringAttr>(i, nn::kOptStateAttr)) {
+        StringRef of = fn.getArgAttrOfType<StringAttr>(i, nn::kParamOfAttr).getValue();
+        (kind.getValue() == "exp_avg" ? expAvgArg : expAvgSqArg)[of] = i;
+      }
+      if (fn.getArgAttr(i, nn::kStepAttr))
+        step = fn.getArgument(i);
+    }
+
+    Block &block = fn.getBody().front();
+    auto ret = cast<func::ReturnOp>(block.getTerminator());
+    llvm::BitVector eraseArgs(fn.getNumArguments());
+    SmallVector<Value> results;
+    SmallVector<Attribute> resultAttrs;
+    for (unsigned i = 0; i < fn.getNumResults(); ++i)
+      if (fn.getResultAttr(i, nn::kLossAttr)) {
+        results.push_back(ret.getOperand(i));
+        resultAttrs.push_back(fn.getResultAttrDict(i));
+      }
+    if (results.size() != 1) {
+      fn.emitError() << "expects exactly one result marked 'nn.loss'";
+      return signalPassFailure();
+    }
+
+    auto roleAttrs = [&](UnitOp unit, StringRef role) {
+      return b.getDictionaryAttr({b.getNamedAttr(kUnitAttr, FlatSymbolRefAttr::get(unit)),
+                                  b.getNamedAttr(kRoleAttr, b.getStringAttr(role))});
+    };
+    auto addShardArg = [&](UnitOp unit, StringRef role) -> Value {
+      auto t = RankedTensorType::get({*unit.getShardNumel()}, unit.getElementType());
+      (void)fn.insertArgument(fn.getNumArguments(), t, roleAttrs(unit, role), unit.getLoc());
+      eraseArgs.resize(fn.getNumArguments());
+      return fn.getArguments().back();
+    };
+
+    for (UnitOp unit : unitOps) {
+      int64_t shard = *unit.getShardNumel(), padded = *unit.getPaddedNumel();
+      Type elt = unit.getElementType();
+      auto flatType = RankedTensorType::get({padded}, elt);
+      Value pShard = addShardArg(unit, "param");
+
+      // Gather once at the top; fsdp-collectives places the real gathers.
+      b.setInsertionPointToStart(&block);
+      Value full = AllGatherOp::create(b, unit.getLoc(), flatType, FlatSymbolRefAttr::get(unit),
+                                       pShard);
+      SmallVector<Value> grads;
+      SmallVector<int64_t> gradOffsets;
+      SmallVector<Operation *> updates;
+      for (auto [i, fqnAttr] : llvm::enumerate(unit.getParams())) {
+        StringRef fqn = cast<StringAttr>(fqnAttr).getValue();
+        unsigned argIdx = paramArg.lookup(fqn);
+        BlockArgument arg = fn.getArgument(argIdx);
+        eraseArgs.set(argIdx);
+        Value view = ParamViewOp::create(b, arg.getLoc(), arg.getType(), full,
+                                         b.getStringAttr(fqn), b.getI64IntegerAttr((*unit.getOffsets())[i]));
+        // The update ops of this parameter, before their operand is replaced.
+        for (Operation *user : arg.getUsers())
+          if (isa<nn::AdamWUpdateOp, nn::SgdUpdateOp>(user) && user->getOperand(0) == arg)
+            updates.push_back(user);
+        arg.replaceAllUsesWith(view);
+        if (unit.getTrainable()[i] && updates.size() != grads.size() + 1) {
+          emitError(arg.getLoc()) << "expects exactly one optimizer update of trainable parameter '"
+                                  << fqn << "' (run fsdp-autodiff and fsdp-optimizer first)";
+          return signalPassFailure();
+        }
+        if (unit.getTrainable()[i]) {
+          grads.push_back(updates.back()->getOperand(1));
+          gradOffsets.push_back((*unit.getOffsets())[i]);
+        }
+        for (StringRef kind : {"exp_avg", "exp_avg_sq"}) {
+          auto &map = kind == StringRef("exp_avg") ? expAvgArg : expAvgSqArg;
+          if (map.count(fqn))
+            eraseArgs.set(map.lookup(fqn));
+        }
+      }
+      if (updates.empty())
+        continue; // frozen unit: its shard never changes and is not returned
+
+      // The gradient: packed, reduce-scattered (mean over ranks), applied to
+      // the flat shard.
+      b.setInsertionPoint(ret);
+      Location loc = updates.front()->getLoc();
+      Value flat = FlattenOp::create(b, loc, flatType, FlatSymbolRefAttr::get(unit), grads,
+                                     b.getDenseI64ArrayAttr(gradOffsets));
+      auto shardType = RankedTensorType::get({shard}, elt);
+      Value gShard = ReduceScatterOp::create(b, loc, shardType, FlatSymbolRefAttr::get(unit),
+                                             flat, b.getStringAttr("avg"));
+      Operation *first = updates.front();
+      for (Operation *u : updates)
+        if (u->getName() != first->getName() || u->getAttrDictionary() != first->getAttrDictionary()) {
+          u->emitOpError() << "differs from the other updates of unit '" << unit.getSymName()
+                           << "': one flat shard takes one optimizer configuration";
+          return signalPassFailure();
+        }
+      if (auto adam = dyn_cast<nn::AdamWUpdateOp>(first)) {
+        Value m = addShardArg(unit, "exp_avg"), v = addShardArg(unit, "exp_avg_sq");
+        auto op = nn::AdamWUpdateOp::create(b, loc, pShard, gShard, m, v, step, adam.getLrAttr(),
+                                            adam.getBeta1Attr(), adam.getBeta2Attr(),
+                                            adam.getEpsAttr(), adam.getWeightDecayAttr());
+        results.append({op.getNewParam(), op.getNewExpAvg(), op.getNewExpAvgSq()});
+        for (StringRef role : {"param", "exp_avg", "exp_avg_sq"})
+          resultAttrs.push_back(roleAttrs(unit, role));
+      } else {
+        auto sgd = cast<nn::SgdUpdateOp>(first);
+        results.push_back(nn::SgdUpdateOp::create(b, loc, shardType, pShard, gShard,
+                                                  sgd.getLrAttr(), sgd.getWeightDecayAttr()));
+        resultAttrs.push_back(roleAttrs(unit, "param"));
+      }
+      // The per-parameter updates and their results die with the old return.
+      for (Operation *u : updates)
+        for (Value r : u->getResults())
+          for (OpOperand &use : llvm::make_early_inc_range(r.getUses()))
+            if (use.getOwner() != ret) {
+              use.getOwner()->emitOpError() << "uses an updated parameter inside the step";
+              return signalPassFailure();
+            }
+      ret->setOperands(results); // drop uses of the old updates before erasing them
+      for (Operation *u : updates)
+        u->erase();
+    }
+
+    ret->setOperands(results);
+    fn.setFunctionType(FunctionType::get(&getContext(), fn.getArgumentTypes(),
+                                         ValueRange(results).getTypes()));
+    fn.setAllResultAttrs(resultAttrs);
+    if (failed(fn.eraseArguments(eraseArgs))) {
+      fn.emitError() << "could not remove the replicated parameter arguments";
+      return signalPassFailure();
+    }
+  }
+};
+} // namespace

@@ -1,0 +1,142 @@
+//===- Wrap.cpp - fsdp-wrap: group parameters into FSDP units -------------===//
+//
+// The wrap policy of PyTorch FSDP (auto_wrap_policy) decided statically: a
+// unit is the group of parameters that is gathered, freed and
+// reduce-scattered together.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/Transforms/Passes.h"
+
+#include "llvm/ADT/MapVector.h"
+#include <cmath>
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPWRAP
+#include "fsdp/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+/// Default initialisation when the argument has no `nn.init`: a matrix
+/// [out, in] gets torch.nn.Linear's U(−1/√in, 1/√in) (He et al., ICCV 2015,
+/// with a = √5 as in PyTorch's reset_parameters), anything else zeros.
+static std::string defaultInit(RankedTensorType t) {
+  if (t.getRank() >= 2) {
+    char buf[64];
+    snprintf(buf, sizeof(buf), "uniform(%.9g)", 1.0 / std::sqrt((double)t.getShape().back()));
+    return buf;
+  }
+  return "zeros";
+}
+
+namespace {
+struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
+  using Base::Base;
+
+  std::string unitName(StringRef fqn) {
+    if (!units.empty()) {
+      std::string best;
+      for (const std::string &p : units)
+        if ((fqn == p || fqn.starts_with(p + ".")) && p.size() > best.size())
+          best = p;
+      return best.empty() ? "root" : best;
+    }
+    SmallVector<StringRef> parts;
+    fqn.split(parts, '.');
+    if (parts.size() == 1)
+      return "root";
+    size_t keep = unitDepth > 0 ? std::min<size_t>(unitDepth, parts.size() - 1) : parts.size() - 1;
+    return llvm::join(ArrayRef<StringRef>(parts).take_front(keep), ".");
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (unitDepth < 0) {
+      module.emitError() << "fsdp-wrap: unit-depth must be >= 0, got " << unitDepth;
+      return signalPassFailure();
+    }
+    if (!module.getOps<UnitOp>().empty()) {
+      module.emitError() << "fsdp-wrap: the module already declares FSDP units";
+      return signalPassFailure();
+    }
+    FailureOr<func::FuncOp> maybeFn = getStepFunction(module);
+    if (failed(maybeFn))
+      return signalPassFailure();
+    func::FuncOp fn = *maybeFn;
+
+    // Parameters in order of first use, so that units come out in the order
+    // that forward needs them.
+    llvm::MapVector<unsigned, bool> order;
+    fn.walk([&](Operation *op) {
+      for (Value v : op->getOperands())
+        if (auto arg = dyn_cast<BlockArgument>(v))
+          if (arg.getOwner()->getParentOp() == fn && fn.getArgAttr(arg.getArgNumber(), nn::kParamAttr))
+            order.insert({arg.getArgNumber(), true});
+    });
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+      if (fn.getArgAttr(i, nn::kParamAttr))
+        order.insert({i, true});
+    if (order.empty()) {
+      fn.emitError() << "has no parameter (an argument with 'nn.param') to wrap";
+      return signalPassFailure();
+    }
+
+    llvm::MapVector<StringRef, SmallVector<unsigned>, llvm::StringMap<unsigned>> groups;
+    std::vector<std::unique_ptr<std::string>> names; // owns the group keys
+    llvm::StringMap<unsigned> seen;
+    for (auto [i, _] : order) {
+      StringRef fqn = fn.getArgAttrOfType<StringAttr>(i, nn::kParamAttr).getValue();
+      if (!seen.insert({fqn, i}).second) {
+        emitError(fn.getArgument(i).getLoc())
+            << "parameter '" << fqn << "' is declared twice (arguments #" << seen[fqn] << " and #"
+            << i << "); a tied parameter is one argument used twice";
+        return signalPassFailure();
+      }
+      std::string n = unitName(fqn);
+      auto it = llvm::find_if(names, [&](auto &p) { return *p == n; });
+      if (it == names.end()) {
+        names.push_back(std::make_unique<std::string>(n));
+        it = std::prev(names.end());
+      }
+      groups[**it].push_back(i);
+    }
+
+    OpBuilder b(module.getBody(), module.getBody()->begin());
+    for (auto &[name, args] : groups) {
+      SmallVector<Attribute> fqns, shapes, inits;
+      SmallVector<bool> trainable;
+      Type elt;
+      for (unsigned i : args) {
+        auto t = cast<RankedTensorType>(fn.getArgument(i).getType());
+        StringAttr fqn = fn.getArgAttrOfType<StringAttr>(i, nn::kParamAttr);
+        if (elt && t.getElementType() != elt) {
+          emitError(fn.getArgument(i).getLoc())
+              << "unit '" << name << "' mixes element types " << elt << " and "
+              << t.getElementType() << " (parameter '" << fqn.getValue()
+              << "'): one flat buffer has one dtype; wrap them into separate units with units=";
+          return signalPassFailure();
+        }
+        elt = t.getElementType();
+        fqns.push_back(fqn);
+        shapes.push_back(b.getDenseI64ArrayAttr(t.getShape()));
+        auto init = fn.getArgAttrOfType<StringAttr>(i, nn::kInitAttr);
+        inits.push_back(init ? init : b.getStringAttr(defaultInit(t)));
+        auto tr = fn.getArgAttrOfType<BoolAttr>(i, nn::kTrainableAttr);
+        trainable.push_back(!tr || tr.getValue());
+      }
+      if (llvm::is_contained(trainable, true) && llvm::is_contained(trainable, false)) {
+        emitError(fn.getArgument(args.front()).getLoc())
+            << "unit '" << name << "' mixes trainable and frozen parameters; wrap frozen "
+            << "parameters into their own unit with units=";
+        return signalPassFailure();
+      }
+      UnitOp::create(b, fn.getLoc(), b.getStringAttr(name), b.getArrayAttr(fqns),
+                     b.getArrayAttr(shapes), b.getArrayAttr(inits),
+                     b.getDenseBoolArrayAttr(trainable), TypeAttr::get(elt),
+                     /*offsets=*/nullptr, /*numel=*/nullptr, /*padded_numel=*/nullptr,
+                     /*shard_numel=*/nullptr);
+    }
+  }
+};
+} // namespace

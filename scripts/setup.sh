@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package that the build, the tests and the main job need.
+# Idempotent: packages already present are left alone. Runs as root (or through sudo).
+set -euo pipefail
+PKGS=(
+  build-essential cmake ninja-build lld ccache git python3
+  llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
+  openmpi-bin libopenmpi-dev libopenblas-dev nlohmann-json3-dev
+  libgtest-dev googletest zlib1g-dev libzstd-dev libcurl4-openssl-dev libedit-dev libxml2-dev libffi-dev
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,34 @@
+# lit configuration of the fsdp-opt test suite: FileCheck tests of every pass,
+# -verify-diagnostics tests of every dialect, and end-to-end runs under mpirun.
+import os
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "FSDP"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.fsdp_obj_root, "test", "lit")
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+
+llvm_config.with_system_environment(["HOME", "PATH", "OMPI_MCA_pml", "OMPI_MCA_btl"])
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.fsdp_tools_dir, append_path=True)
+# Shared-memory transport between ranks on one box; no network interfaces.
+config.environment["OMPI_MCA_pml"] = "ob1"
+config.environment["OMPI_MCA_btl"] = "self,vader"
+config.environment["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
+config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+config.environment["OMP_NUM_THREADS"] = "1"
+config.environment["OPENBLAS_NUM_THREADS"] = "1"
+
+config.substitutions.append(("%mpirun", config.mpiexec + " --allow-run-as-root --oversubscribe"))
+config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%fsdp_src", config.fsdp_src_root))
+config.substitutions.append(("%shared", os.path.join(os.path.dirname(config.fsdp_src_root), "shared")))
+
+llvm_config.add_tool_substitutions(["fsdp-opt", "fsdp-translate", "fsdp-run", "FileCheck",
+                                    "not", "count"],
+                                   [config.fsdp_tools_dir, config.llvm_tools_dir])
