@@ -353,4 +353,38 @@ HostValues Program::run(const HostValues &inputs) {
   return out;
 }
 
+bool Program::tryRun(const HostValues &inputs, HostValues &outputs,
+                     std::string &error) {
+  try {
+    outputs = run(inputs);
+    return true;
+  } catch (const std::exception &e) {
+    error = e.what();
+    return false;
+  }
+}
+
+bool Program::tryFromFile(const std::string &path, Program &out,
+                          std::string &error, bool checkWorldSize) {
+  try {
+    out = fromFile(path, checkWorldSize);
+    return true;
+  } catch (const std::exception &e) {
+    error = e.what();
+    return false;
+  }
+}
+
+bool Program::tryFromString(const std::string &text, Program &out,
+                            std::string &error, bool checkWorldSize,
+                            const std::string &name) {
+  try {
+    out = fromString(text, checkWorldSize, name);
+    return true;
+  } catch (const std::exception &e) {
+    error = e.what();
+    return false;
+  }
+}
+
 } // namespace fsdp::rt

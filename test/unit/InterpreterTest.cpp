@@ -57,6 +57,20 @@ TEST(Interpreter, RunsTinySchedule) {
   EXPECT_EQ(fsdp_mem_current_bytes(), 0);
 }
 
+TEST(Interpreter, NonThrowingVariants) {
+  Program p;
+  std::string err;
+  EXPECT_FALSE(Program::tryFromString(tiny("nn.foo"), p, err));
+  EXPECT_HAS(err, "unknown op 'nn.foo'");
+  ASSERT_TRUE(Program::tryFromString(tiny(), p, err));
+  HostValues out;
+  EXPECT_FALSE(p.tryRun({}, out, err));
+  EXPECT_HAS(err, "input buffer 0 (role 'features') was not provided");
+  ASSERT_TRUE(p.tryRun({{0, {1, -1, 1, -1, 1, -1}}}, out, err));
+  EXPECT_EQ(out.at(1), (std::vector<double>{1, 0, 1, 0, 1, 0}));
+  EXPECT_FALSE(Program::tryFromFile("/nonexistent.json", p, err));
+}
+
 TEST(Interpreter, ErrorNotJson) {
   std::string m = errorOf("{\"format\": \"fsdp-schedule\", \"version\": 1,,}");
   EXPECT_HAS(m, "test.json: not valid JSON");

@@ -112,6 +112,13 @@ with open(bad, "w") as f:
     f.write(",".join(["0.5"] * 13) + ",9\n")
 rc, out, err = mpirun(2, os.path.join(SCHED, "linear_f32_np2.json"), "--data", bad)
 check(rc != 0 and "label 9" in err and "outside [0, 5)" in err, "label out of range aborts")
+# Only rank 1 sees the bad label (rows 6..11 are its rows): rank 0 is then
+# blocked in a collective and must be stopped by rank 1's MPI_Abort.
+with open(bad, "w") as f:
+    for r in range(12):
+        f.write(",".join(["0.5"] * 13) + ",%d\n" % (9 if r == 11 else 1))
+rc, out, err = mpirun(2, os.path.join(SCHED, "linear_f32_np2.json"), "--data", bad)
+check(rc != 0 and "[rank 1]" in err and "label 9" in err, "failure on one rank stops all ranks")
 notjson = os.path.join(tmp, "x.json")
 with open(notjson, "w") as f:
     f.write("{ nope")

@@ -125,6 +125,16 @@ public:
   /// buffers. Throws Error on any failure (buffers are released).
   HostValues run(const HostValues &inputs);
 
+  /// Non-throwing variants for callers built with -fno-exceptions (LLVM
+  /// style): return false and set `error` to the message instead of throwing.
+  static bool tryFromFile(const std::string &path, Program &out,
+                          std::string &error, bool checkWorldSize = true);
+  static bool tryFromString(const std::string &text, Program &out,
+                            std::string &error, bool checkWorldSize = true,
+                            const std::string &name = "<schedule>");
+  bool tryRun(const HostValues &inputs, HostValues &outputs,
+              std::string &error);
+
   /// Peak bytes allocated through fsdp_alloc during the last run(), above
   /// the bytes that were live when it started.
   int64_t lastPeakBytes() const { return lastPeak; }
