@@ -137,10 +137,16 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
       in["role"] = role.getValue().str();
       in["unit"] = fn.getArgAttrOfType<FlatSymbolRefAttr>(i, kUnitAttr).getValue().str();
       cls = role.getValue() == "param" ? "param_shard" : "opt_state";
+    } else if (auto fqn = fn.getArgAttrOfType<StringAttr>(i, nn::kParamAttr)) {
+      // An unsharded parameter (e.g. after fsdp-autodiff alone): the whole
+      // tensor, named by its FQN instead of a unit.
+      in["role"] = "param";
+      in["fqn"] = fqn.getValue().str();
+      cls = "param";
     } else {
       return emitError(arg.getLoc())
              << "argument #" << i
-             << " has no role (nn.data, nn.step or fsdp.role): run the fsdp pipeline first";
+             << " has no role (nn.data, nn.step, nn.param or fsdp.role)";
     }
     FailureOr<int64_t> id = addBuffer(arg, cls);
     if (failed(id))

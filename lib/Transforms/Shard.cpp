@@ -38,7 +38,7 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       if (batch % worldSize != 0)
         return emitError(arg.getLoc())
                << "global batch " << batch << " (dimension 0 of data argument #" << i
-               << ") is not divisible by world size " << worldSize;
+               << ") is not divisible by world size " << static_cast<int64_t>(worldSize);
       SmallVector<int64_t> shape(t.getShape());
       fn.setArgAttr(i, kGlobalShapeAttr, b.getDenseI64ArrayAttr(shape));
       shape[0] = batch / worldSize;
@@ -53,7 +53,7 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
         continue;
       SmallVector<Type> types;
       if (failed(iface.inferResultTypes(types)))
-        return op.emitError() << "cannot split the batch over " << worldSize << " ranks here";
+        return op.emitError() << "cannot split the batch over " << static_cast<int64_t>(worldSize) << " ranks here";
       for (auto [r, t] : llvm::zip(op.getResults(), types))
         r.setType(t);
     }
@@ -63,7 +63,7 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (worldSize < 1) {
-      module.emitError() << "fsdp-shard: world-size must be >= 1, got " << worldSize;
+      module.emitError() << "fsdp-shard: world-size must be >= 1, got " << static_cast<int64_t>(worldSize);
       return signalPassFailure();
     }
     FailureOr<func::FuncOp> maybeFn = getStepFunction(module);

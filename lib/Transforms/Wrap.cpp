@@ -53,7 +53,7 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (unitDepth < 0) {
-      module.emitError() << "fsdp-wrap: unit-depth must be >= 0, got " << unitDepth;
+      module.emitError() << "fsdp-wrap: unit-depth must be >= 0, got " << static_cast<int64_t>(unitDepth);
       return signalPassFailure();
     }
     if (!module.getOps<UnitOp>().empty()) {

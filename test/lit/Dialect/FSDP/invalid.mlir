@@ -1,0 +1,106 @@
+// RUN: fsdp-opt %s -split-input-file -verify-diagnostics
+// Every verifier message of the fsdp dialect.
+
+module attributes {fsdp.world_size = 4 : i64} {
+  fsdp.unit @l params ["w"] {element_type = f32, inits = ["zeros"], shapes = [array<i64: 10>], trainable = array<i1: true>, offsets = array<i64: 0>, numel = 10 : i64, padded_numel = 12 : i64, shard_numel = 3 : i64}
+  func.func @gather_size(%s: tensor<3xf32>) -> tensor<10xf32> {
+    // expected-error @+1 {{'fsdp.all_gather' op expects a shard of 3 and a full buffer of 12 elements for unit @l, got 3 and 10}}
+    %0 = fsdp.all_gather @l %s : tensor<3xf32> -> tensor<10xf32>
+    return %0 : tensor<10xf32>
+  }
+}
+
+// -----
+
+func.func @unknown_unit(%s: tensor<3xf32>) -> tensor<12xf32> {
+  // expected-error @+1 {{'fsdp.all_gather' op refers to unknown fsdp.unit @nope}}
+  %0 = fsdp.all_gather @nope %s : tensor<3xf32> -> tensor<12xf32>
+  return %0 : tensor<12xf32>
+}
+
+// -----
+
+module {
+  fsdp.unit @l params ["w"] {element_type = f32, inits = ["zeros"], shapes = [array<i64: 10>], trainable = array<i1: true>}
+  func.func @unsharded(%s: tensor<3xf32>) -> tensor<12xf32> {
+    // expected-error @+1 {{'fsdp.all_gather' op expects unit @l to be sharded (run fsdp-shard first)}}
+    %0 = fsdp.all_gather @l %s : tensor<3xf32> -> tensor<12xf32>
+    return %0 : tensor<12xf32>
+  }
+}
+
+// -----
+
+module attributes {fsdp.world_size = 4 : i64} {
+  fsdp.unit @l params ["w"] {element_type = f32, inits = ["zeros"], shapes = [array<i64: 10>], trainable = array<i1: true>, offsets = array<i64: 0>, numel = 10 : i64, padded_numel = 12 : i64, shard_numel = 3 : i64}
+  func.func @rs_op(%g: tensor<12xf32>) -> tensor<3xf32> {
+    // expected-error @+1 {{'fsdp.reduce_scatter' op expects op = "avg" or "sum", got "max"}}
+    %0 = fsdp.reduce_scatter @l %g {op = "max"} : tensor<12xf32> -> tensor<3xf32>
+    return %0 : tensor<3xf32>
+  }
+}
+
+// -----
+
+module attributes {fsdp.world_size = 4 : i64} {
+  fsdp.unit @l params ["w"] {element_type = f32, inits = ["zeros"], shapes = [array<i64: 10>], trainable = array<i1: true>, offsets = array<i64: 0>, numel = 10 : i64, padded_numel = 12 : i64, shard_numel = 3 : i64}
+  func.func @rs_dtype(%g: tensor<12xf64>) -> tensor<3xf32> {
+    // expected-error @+1 {{'fsdp.reduce_scatter' op expects operand and result of the same element type, got 'tensor<3xf32>' and 'tensor<12xf64>'}}
+    %0 = fsdp.reduce_scatter @l %g : tensor<12xf64> -> tensor<3xf32>
+    return %0 : tensor<3xf32>
+  }
+}
+
+// -----
+
+module attributes {fsdp.world_size = 4 : i64} {
+  // expected-error @+1 {{'fsdp.unit' op expects padded_numel 12 and shard_numel 3 for numel 10 on 4 ranks, got 10 and 3}}
+  fsdp.unit @l params ["w"] {element_type = f32, inits = ["zeros"], shapes = [array<i64: 10>], trainable = array<i1: true>, offsets = array<i64: 0>, numel = 10 : i64, padded_numel = 10 : i64, shard_numel = 3 : i64}
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.unit' op expects shapes, inits and trainable to have one entry per parameter (2), got 1, 2, 2}}
+fsdp.unit @l params ["a", "b"] {element_type = f32, inits = ["zeros", "zeros"], shapes = [array<i64: 10>], trainable = array<i1: true, true>}
+
+// -----
+
+// expected-error @+1 {{'fsdp.unit' op expects parameter 'b' at offset 10 (parameters are packed in order), got 12}}
+fsdp.unit @l params ["a", "b"] {element_type = f32, inits = ["zeros", "zeros"], shapes = [array<i64: 10>, array<i64: 2>], trainable = array<i1: true, true>, offsets = array<i64: 0, 12>, numel = 12 : i64, padded_numel = 12 : i64, shard_numel = 12 : i64}
+
+// -----
+
+// expected-error @+1 {{'fsdp.unit' op expects at least one parameter}}
+fsdp.unit @l params [] {element_type = f32, inits = [], shapes = [], trainable = array<i1>}
+
+// -----
+
+func.func @view(%f: tensor<12xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{'fsdp.param_view' op expects the view [8, 16) inside the flat buffer of 12 elements}}
+  %0 = fsdp.param_view %f "w" at 8 : tensor<12xf32> -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+module attributes {fsdp.world_size = 4 : i64} {
+  fsdp.unit @l params ["w"] {element_type = f32, inits = ["zeros"], shapes = [array<i64: 10>], trainable = array<i1: true>, offsets = array<i64: 0>, numel = 10 : i64, padded_numel = 12 : i64, shard_numel = 3 : i64}
+  func.func @flatten(%a: tensor<8xf32>, %b: tensor<2xf32>) -> tensor<12xf32> {
+    // expected-error @+1 {{'fsdp.flatten' op expects input #1 at a non-overlapping offset inside 12 elements, got offset 4}}
+    %0 = fsdp.flatten @l(%a, %b) {offsets = array<i64: 0, 4>} : (tensor<8xf32>, tensor<2xf32>) -> tensor<12xf32>
+    return %0 : tensor<12xf32>
+  }
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.world_size' must be an integer >= 1 on the module, got 0 : i64}}
+module attributes {fsdp.world_size = 0 : i64} {
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.role' must be "param", "exp_avg" or "exp_avg_sq", got "momentum"}}
+func.func @role(%s: tensor<3xf32> {fsdp.role = "momentum"}) {
+  return
+}

@@ -1,0 +1,23 @@
+// RUN: fsdp-opt %s | fsdp-opt | FileCheck %s
+// Round trip of every fsdp op on a sharded unit of 10 elements over 4 ranks
+// (padded to 12, shards of 3).
+
+module attributes {fsdp.world_size = 4 : i64} {
+  // CHECK: fsdp.unit @l params ["l.weight", "l.bias"]
+  fsdp.unit @l params ["l.weight", "l.bias"] {element_type = f32, inits = ["uniform(0.5)", "zeros"], shapes = [array<i64: 2, 4>, array<i64: 2>], trainable = array<i1: true, true>, offsets = array<i64: 0, 8>, numel = 10 : i64, padded_numel = 12 : i64, shard_numel = 3 : i64}
+  // CHECK-LABEL: func.func @step
+  func.func @step(%shard: tensor<3xf32> {fsdp.unit = @l, fsdp.role = "param"}) -> tensor<3xf32> {
+    // CHECK: %[[FULL:.*]] = fsdp.all_gather @l %{{.*}} : tensor<3xf32> -> tensor<12xf32>
+    %full = fsdp.all_gather @l %shard : tensor<3xf32> -> tensor<12xf32>
+    // CHECK: fsdp.param_view %[[FULL]] "l.weight" at 0 : tensor<12xf32> -> tensor<2x4xf32>
+    %w = fsdp.param_view %full "l.weight" at 0 : tensor<12xf32> -> tensor<2x4xf32>
+    %b = fsdp.param_view %full "l.bias" at 8 : tensor<12xf32> -> tensor<2xf32>
+    // CHECK: fsdp.free %[[FULL]] : tensor<12xf32>
+    fsdp.free %full : tensor<12xf32>
+    // CHECK: fsdp.flatten @l(%{{.*}}, %{{.*}}) {offsets = array<i64: 0, 8>} : (tensor<2x4xf32>, tensor<2xf32>) -> tensor<12xf32>
+    %g = fsdp.flatten @l(%w, %b) {offsets = array<i64: 0, 8>} : (tensor<2x4xf32>, tensor<2xf32>) -> tensor<12xf32>
+    // CHECK: fsdp.reduce_scatter @l %{{.*}} {op = "sum"} : tensor<12xf32> -> tensor<3xf32>
+    %gs = fsdp.reduce_scatter @l %g {op = "sum"} : tensor<12xf32> -> tensor<3xf32>
+    return %gs : tensor<3xf32>
+  }
+}

@@ -1,0 +1,210 @@
+// RUN: fsdp-opt %s -split-input-file -verify-diagnostics
+// Every verifier message of the nn dialect.
+
+func.func @linear_weight(%x: tensor<4x37xf32>, %w: tensor<37x10xf32>) -> tensor<4x10xf32> {
+  // expected-error @+1 {{'nn.linear' op expects weight of shape [out=10, in=37], got [37, 10]}}
+  %0 = nn.linear %x, %w : (tensor<4x37xf32>, tensor<37x10xf32>) -> tensor<4x10xf32>
+  return %0 : tensor<4x10xf32>
+}
+
+// -----
+
+func.func @linear_bias(%x: tensor<4x3xf32>, %w: tensor<5x3xf32>, %b: tensor<4xf32>) -> tensor<4x5xf32> {
+  // expected-error @+1 {{'nn.linear' op expects bias of shape [out=5], got [4]}}
+  %0 = nn.linear %x, %w, %b : (tensor<4x3xf32>, tensor<5x3xf32>, tensor<4xf32>) -> tensor<4x5xf32>
+  return %0 : tensor<4x5xf32>
+}
+
+// -----
+
+func.func @linear_result(%x: tensor<4x3xf32>, %w: tensor<5x3xf32>) -> tensor<4x6xf32> {
+  // expected-error @+1 {{'nn.linear' op expects result #0 of shape [4, 5], got [4, 6]}}
+  %0 = nn.linear %x, %w : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x6xf32>
+  return %0 : tensor<4x6xf32>
+}
+
+// -----
+
+func.func @linear_dtype(%x: tensor<4x3xf32>, %w: tensor<5x3xf64>) -> tensor<4x5xf32> {
+  // expected-error @+1 {{'nn.linear' op expects input and weight of the same element type, got 'f32' and 'f64'}}
+  %0 = nn.linear %x, %w : (tensor<4x3xf32>, tensor<5x3xf64>) -> tensor<4x5xf32>
+  return %0 : tensor<4x5xf32>
+}
+
+// -----
+
+func.func @linear_int(%x: tensor<4x3xi32>, %w: tensor<5x3xf32>) -> tensor<4x5xf32> {
+  // expected-error @+1 {{'nn.linear' op operand #0 must be ranked tensor of 32-bit float or 64-bit float values}}
+  %0 = nn.linear %x, %w : (tensor<4x3xi32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+  return %0 : tensor<4x5xf32>
+}
+
+// -----
+
+func.func @linear_scalar(%x: tensor<f32>, %w: tensor<5x3xf32>) -> tensor<5xf32> {
+  // expected-error @+1 {{'nn.linear' op expects an input of rank >= 1, got a scalar}}
+  %0 = nn.linear %x, %w : (tensor<f32>, tensor<5x3xf32>) -> tensor<5xf32>
+  return %0 : tensor<5xf32>
+}
+
+// -----
+
+func.func @dynamic(%x: tensor<?x3xf32>, %w: tensor<5x3xf32>) -> tensor<4x5xf32> {
+  // expected-error @+1 {{'nn.linear' op expects statically shaped operands, operand #0 has type 'tensor<?x3xf32>'}}
+  %0 = nn.linear %x, %w : (tensor<?x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+  return %0 : tensor<4x5xf32>
+}
+
+// -----
+
+func.func @matmul(%a: tensor<4x3xf32>, %b: tensor<4x3xf32>) -> tensor<4x3xf32> {
+  // expected-error @+1 {{'nn.matmul' op expects contracting dimensions to match, got op(lhs) of shape [4, 3] and op(rhs) of shape [4, 3]}}
+  %0 = nn.matmul %a, %b : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @add(%a: tensor<4x3xf32>, %b: tensor<3x4xf32>) -> tensor<4x3xf32> {
+  // expected-error @+1 {{'nn.add' op requires the same type for all operands and results}}
+  %0 = "nn.add"(%a, %b) : (tensor<4x3xf32>, tensor<3x4xf32>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @gelu(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'nn.gelu' op expects approximate = "none" or "tanh", got "fast"}}
+  %0 = nn.gelu %a {approximate = "fast"} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @reduce_axes(%a: tensor<4x3xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'nn.reduce_sum' op expects axes in [0, 2), got 2}}
+  %0 = nn.reduce_sum %a {axes = array<i64: 2>} : tensor<4x3xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @reduce_order(%a: tensor<4x3xf32>) -> tensor<f32> {
+  // expected-error @+1 {{'nn.reduce_sum' op expects strictly increasing axes, got [1, 0]}}
+  %0 = nn.reduce_sum %a {axes = array<i64: 1, 0>} : tensor<4x3xf32> -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @broadcast(%a: tensor<4xf32>, %like: tensor<4x3xf32>) -> tensor<4x3xf32> {
+  // expected-error @+1 {{'nn.broadcast' op expects input of shape [3] (the shape of 'like' without axes [0]), got [4]}}
+  %0 = nn.broadcast %a, %like {axes = array<i64: 0>} : (tensor<4xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @ce_labels(%l: tensor<4x10xf32>, %y: tensor<5xi32>) -> tensor<f32> {
+  // expected-error @+1 {{'nn.cross_entropy' op expects labels of shape [4] (logits without the class dimension), got [5]}}
+  %0 = nn.cross_entropy %l, %y : (tensor<4x10xf32>, tensor<5xi32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @ce_label_type(%l: tensor<4x10xf32>, %y: tensor<4xf32>) -> tensor<f32> {
+  // expected-error @+1 {{'nn.cross_entropy' op operand #1 must be ranked tensor of 32-bit signless integer values}}
+  %0 = nn.cross_entropy %l, %y : (tensor<4x10xf32>, tensor<4xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @ce_result(%l: tensor<4x10xf32>, %y: tensor<4xi32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'nn.cross_entropy' op expects result #0 of shape [], got [4]}}
+  %0 = nn.cross_entropy %l, %y : (tensor<4x10xf32>, tensor<4xi32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @ce_grad(%l: tensor<4x10xf32>, %y: tensor<4xi32>, %g: tensor<4xf32>) -> tensor<4x10xf32> {
+  // expected-error @+1 {{'nn.cross_entropy_grad' op expects a scalar gradient of the logits' element type, got 'tensor<4xf32>'}}
+  %0 = nn.cross_entropy_grad %l, %y, %g : (tensor<4x10xf32>, tensor<4xi32>, tensor<4xf32>) -> tensor<4x10xf32>
+  return %0 : tensor<4x10xf32>
+}
+
+// -----
+
+func.func @sgd(%p: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'nn.sgd_update' op expects lr > 0}}
+  %0 = nn.sgd_update %p, %p {lr = 0.0 : f64} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @adamw(%p: tensor<4xf32>, %s: tensor<i64>) -> tensor<4xf32> {
+  // expected-error @+1 {{'nn.adamw_update' op expects betas in [0, 1), got (1.000000e+00, 9.990000e-01)}}
+  %a, %b, %c = nn.adamw_update %p, %p, %p, %p, %s {lr = 1.0e-03 : f64, beta1 = 1.0 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>, tensor<i64>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+func.func @adamw_eps(%p: tensor<4xf32>, %s: tensor<i64>) -> tensor<4xf32> {
+  // expected-error @+1 {{'nn.adamw_update' op expects eps > 0}}
+  %a, %b, %c = nn.adamw_update %p, %p, %p, %p, %s {lr = 1.0e-03 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 0.0 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>, tensor<i64>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'nn.init' on argument of type 'tensor<4xf32>' must be one of "zeros", "ones", "uniform(a)", "normal(std)" with a non-negative number, got "gaussian"}}
+func.func @bad_init(%w: tensor<4xf32> {nn.param = "w", nn.init = "gaussian"}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'nn.param' on argument of type 'tensor<4xi32>' expects a statically shaped float tensor parameter}}
+func.func @int_param(%w: tensor<4xi32> {nn.param = "w"}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'nn.param' on argument of type 'tensor<4xf32>' must be a non-empty string (a fully qualified parameter name)}}
+func.func @empty_fqn(%w: tensor<4xf32> {nn.param = ""}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'nn.data' on argument of type 'tensor<4xf32>' must be "features", "labels", "tokens" or "targets", got "images"}}
+func.func @bad_role(%x: tensor<4xf32> {nn.data = "images"}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'nn.step' on argument of type 'tensor<f32>' expects tensor<i64>}}
+func.func @bad_step(%s: tensor<f32> {nn.step}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{unknown nn attribute 'nn.weight'}}
+func.func @unknown_attr(%w: tensor<4xf32> {nn.weight = "w"}) {
+  return
+}
+
+// -----
+
+func.func @unknown_op(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{custom op 'nn.softplus' is unknown}}
+  %0 = nn.softplus %a : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

@@ -1,0 +1,55 @@
+// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2" --mlir-print-debuginfo | fsdp-translate --fsdp-to-schedule | FileCheck %s
+// RUN: not fsdp-translate %s --fsdp-to-schedule 2>&1 | FileCheck %s --check-prefix=UNPLANNED
+
+// CHECK: "format": "fsdp-schedule",
+// CHECK: "version": 1,
+// CHECK: "function": "f",
+// CHECK: "world_size": 2,
+// CHECK: "global_batch": 4,
+// CHECK: "optimizer": {
+// CHECK: "kind": "adamw"
+// CHECK: "units": [
+// CHECK: "name": "fc1",
+// CHECK: "numel": 15,
+// CHECK: "padded_numel": 16,
+// CHECK: "shard_numel": 8,
+// CHECK: "fqn": "fc1.weight",
+// CHECK: "offset": 0,
+// CHECK: "init": "uniform(0.5)",
+// CHECK: "fqn": "fc1.bias",
+// CHECK: "offset": 12,
+// CHECK: "init": "zeros",
+// CHECK: "inputs": [
+// CHECK: "role": "features",
+// CHECK: "global_shape": [
+// CHECK-NEXT: 4,
+// CHECK-NEXT: 4
+// CHECK: "role": "labels",
+// CHECK: "role": "step"
+// CHECK: "role": "param",
+// CHECK-NEXT: "unit": "fc1"
+// CHECK: "role": "exp_avg",
+// CHECK: "role": "exp_avg_sq",
+// CHECK: "outputs": [
+// CHECK: "role": "loss"
+// CHECK: "instructions": [
+// CHECK: "op": "fsdp.all_gather",
+// CHECK: "op": "fsdp.param_view",
+// Locations of the source survive into the schedule (fsdp-run's errors name them).
+// CHECK: "op": "nn.linear",
+// CHECK: "loc": "{{.*}}schedule.mlir:52:8"
+// CHECK: "op": "fsdp.free",
+// CHECK: "op": "nn.cross_entropy",
+// CHECK: "op": "fsdp.reduce_scatter",
+// CHECK: "op": "avg",
+// CHECK: "op": "nn.adamw_update",
+
+// UNPLANNED: error: argument #0 has no role (nn.data, nn.step or fsdp.role): run the fsdp pipeline first
+
+func.func @f(%x: tensor<4x4xf32> {nn.data = "features"}, %y: tensor<4xi32> {nn.data = "labels"},
+             %w1: tensor<3x4xf32> {nn.param = "fc1.weight"}, %b1: tensor<3xf32> {nn.param = "fc1.bias"})
+    -> (tensor<f32> {nn.loss}) {
+  %h = nn.linear %x, %w1, %b1 : (tensor<4x4xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  %l = nn.cross_entropy %h, %y : (tensor<4x3xf32>, tensor<4xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -1,0 +1,27 @@
+// RUN: fsdp-opt %s --fsdp-pipeline="world-size=4 optimizer=sgd lr=0.1" | FileCheck %s
+// RUN: not fsdp-opt %s --fsdp-pipeline="world-size=0" 2>&1 | FileCheck %s --check-prefix=WS
+// RUN: not fsdp-opt %s --fsdp-pipeline="world-size=5" 2>&1 | FileCheck %s --check-prefix=BATCH
+
+// The whole pipeline on a 2-layer MLP at 4 ranks: units of 16 and 8
+// elements become shards of 4 and 2; SGD keeps no state.
+// CHECK: module attributes {fsdp.world_size = 4 : i64}
+// CHECK-LABEL: func.func @f(%arg0: tensor<2x3xf32> {{.*}}, %arg1: tensor<2xi32> {{.*}}, %arg2: tensor<4xf32> {fsdp.role = "param", fsdp.unit = @fc1}, %arg3: tensor<2xf32> {fsdp.role = "param", fsdp.unit = @fc2})
+// CHECK: fsdp.all_gather @fc1 %arg2 : tensor<4xf32> -> tensor<16xf32>
+// CHECK: fsdp.all_gather @fc2 %arg3 : tensor<2xf32> -> tensor<8xf32>
+// CHECK: fsdp.reduce_scatter @fc2
+// CHECK: fsdp.reduce_scatter @fc1
+// CHECK: nn.sgd_update %arg2
+// CHECK: nn.sgd_update %arg3
+
+// WS: fsdp-shard: world-size must be >= 1, got 0
+// BATCH: error: global batch 8 (dimension 0 of data argument #0) is not divisible by world size 5
+
+func.func @f(%x: tensor<8x3xf32> {nn.data = "features"}, %y: tensor<8xi32> {nn.data = "labels"},
+             %w1: tensor<4x3xf32> {nn.param = "fc1.weight"}, %b1: tensor<4xf32> {nn.param = "fc1.bias"},
+             %w2: tensor<2x4xf32> {nn.param = "fc2.weight"}) -> (tensor<f32> {nn.loss}) {
+  %h = nn.linear %x, %w1, %b1 : (tensor<8x3xf32>, tensor<4x3xf32>, tensor<4xf32>) -> tensor<8x4xf32>
+  %a = nn.relu %h : tensor<8x4xf32>
+  %o = nn.linear %a, %w2 : (tensor<8x4xf32>, tensor<2x4xf32>) -> tensor<8x2xf32>
+  %l = nn.cross_entropy %o, %y : (tensor<8x2xf32>, tensor<8xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -1,0 +1,52 @@
+// RUN: fsdp-opt %s --fsdp-wrap -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=MODULE
+// RUN: fsdp-opt %s --fsdp-wrap="unit-depth=1" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=DEPTH
+// RUN: fsdp-opt %s --fsdp-wrap="units=h.0,h" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=EXPLICIT
+// RUN: not fsdp-opt %s --fsdp-wrap="unit-depth=-1" 2>&1 | FileCheck %s --check-prefix=NEG
+
+// Units follow first use: h.0 before h.1 before head, whatever the argument order.
+// MODULE: fsdp.unit @h.0.fc params ["h.0.fc.weight", "h.0.fc.bias"] {element_type = f32, inits = ["uniform(0.5)", "zeros"], shapes = [array<i64: 3, 4>, array<i64: 3>], trainable = array<i1: true, true>}
+// MODULE: fsdp.unit @h.1.fc params ["h.1.fc.weight"] {element_type = f32, inits = ["normal(0.02)"]
+// MODULE: fsdp.unit @head params ["head.weight"]
+// MODULE-NOT: fsdp.unit
+
+// DEPTH: fsdp.unit @h params ["h.0.fc.weight", "h.0.fc.bias", "h.1.fc.weight"]
+// DEPTH: fsdp.unit @head params ["head.weight"]
+
+// EXPLICIT: fsdp.unit @h.0 params ["h.0.fc.weight", "h.0.fc.bias"]
+// EXPLICIT: fsdp.unit @h params ["h.1.fc.weight"]
+// EXPLICIT: fsdp.unit @root params ["head.weight"]
+
+// NEG: fsdp-wrap: unit-depth must be >= 0, got -1
+
+func.func @f(%x: tensor<2x4xf32> {nn.data = "features"}, %y: tensor<2xi32> {nn.data = "labels"},
+             %head: tensor<5x3xf32> {nn.param = "head.weight"},
+             %w1: tensor<3x3xf32> {nn.param = "h.1.fc.weight", nn.init = "normal(0.02)"},
+             %w0: tensor<3x4xf32> {nn.param = "h.0.fc.weight"}, %b0: tensor<3xf32> {nn.param = "h.0.fc.bias"})
+    -> (tensor<f32> {nn.loss}) {
+  %h0 = nn.linear %x, %w0, %b0 : (tensor<2x4xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %h1 = nn.linear %h0, %w1 : (tensor<2x3xf32>, tensor<3x3xf32>) -> tensor<2x3xf32>
+  %o = nn.linear %h1, %head : (tensor<2x3xf32>, tensor<5x3xf32>) -> tensor<2x5xf32>
+  %l = nn.cross_entropy %o, %y : (tensor<2x5xf32>, tensor<2xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// expected-error-re @+1 {{unit '{{a|root}}' mixes element types 'f32' and 'f64' (parameter 'a.y'): one flat buffer has one dtype}}
+func.func @dtypes(%p: tensor<2xf32> {nn.param = "a.x"}, %q: tensor<2xf64> {nn.param = "a.y"}) {
+  return
+}
+
+// -----
+
+// expected-error-re @+1 {{unit '{{b|root}}' mixes trainable and frozen parameters}}
+func.func @frozen(%p: tensor<2xf32> {nn.param = "b.x"}, %q: tensor<2xf32> {nn.param = "b.y", nn.trainable = false}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{parameter 'c.x' is declared twice (arguments #0 and #1)}}
+func.func @twice(%p: tensor<2xf32> {nn.param = "c.x"}, %q: tensor<2xf32> {nn.param = "c.x"}) {
+  return
+}
