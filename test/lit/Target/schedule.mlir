@@ -1,5 +1,4 @@
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2" --mlir-print-debuginfo | fsdp-translate --fsdp-to-schedule | FileCheck %s
-// RUN: not fsdp-translate %s --fsdp-to-schedule 2>&1 | FileCheck %s --check-prefix=UNPLANNED
 
 // CHECK: "format": "fsdp-schedule",
 // CHECK: "version": 1,
@@ -44,7 +43,6 @@
 // CHECK: "op": "avg",
 // CHECK: "op": "nn.adamw_update",
 
-// UNPLANNED: error: argument #0 has no role (nn.data, nn.step or fsdp.role): run the fsdp pipeline first
 
 func.func @f(%x: tensor<4x4xf32> {nn.data = "features"}, %y: tensor<4xi32> {nn.data = "labels"},
              %w1: tensor<3x4xf32> {nn.param = "fc1.weight"}, %b1: tensor<3xf32> {nn.param = "fc1.bias"})
