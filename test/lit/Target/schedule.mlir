@@ -36,7 +36,7 @@
 // CHECK: "op": "fsdp.param_view",
 // Locations of the source survive into the schedule (fsdp-run's errors name them).
 // CHECK: "op": "nn.linear",
-// CHECK: "loc": "{{.*}}schedule.mlir:52:8"
+// CHECK: "loc": "{{.*}}schedule.mlir:[[@LINE+11]]:8"
 // CHECK: "op": "fsdp.free",
 // CHECK: "op": "nn.cross_entropy",
 // CHECK: "op": "fsdp.reduce_scatter",

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Compares an fsdp-run at world size N with a reference run (world size 1).
+
+Usage: fsdp_compare.py [--tol T] REF_LOG REF_PARAMS RUN_LOG RUN_PARAMS
+
+REF_LOG / RUN_LOG: fsdp-run's standard output (its last line is the JSON
+summary). REF_PARAMS / RUN_PARAMS: files written by `fsdp-run --dump-params`.
+
+Checks, each against the relative tolerance T (default 1e-5):
+  - the loss at every step: |a - b| / |b|
+  - every gathered parameter tensor and optimizer-state tensor:
+    ||a - b||_2 / ||b||_2 (absolute norm when ||b|| = 0)
+Prints the worst error of each kind; exits 1 naming the first violation.
+Only the Python standard library is used.
+"""
+import json
+import math
+import sys
+
+
+def summary(path):
+    with open(path) as f:
+        lines = [l for l in f.read().splitlines() if l.strip()]
+    if not lines:
+        sys.exit(f"fsdp_compare: {path} is empty")
+    try:
+        return json.loads(lines[-1])
+    except json.JSONDecodeError as e:
+        sys.exit(f"fsdp_compare: the last line of {path} is not the JSON summary: {e}")
+
+
+def rel_norm(a, b):
+    if len(a) != len(b):
+        return math.inf
+    diff = math.sqrt(sum((x - y) ** 2 for x, y in zip(a, b)))
+    ref = math.sqrt(sum(y * y for y in b))
+    return diff / ref if ref > 0 else diff
+
+
+def main(argv):
+    tol = 1e-5
+    if len(argv) > 1 and argv[1] == "--tol":
+        tol = float(argv[2])
+        argv = argv[:1] + argv[3:]
+    if len(argv) != 5:
+        sys.exit(__doc__)
+    ref, run = summary(argv[1]), summary(argv[3])
+    with open(argv[2]) as f:
+        ref_params = json.load(f)
+    with open(argv[4]) as f:
+        run_params = json.load(f)
+
+    failures = []
+    if len(ref["losses"]) != len(run["losses"]):
+        failures.append(f"step count differs: {len(ref['losses'])} vs {len(run['losses'])}")
+    worst_loss = 0.0
+    for step, (b, a) in enumerate(zip(ref["losses"], run["losses"]), start=1):
+        err = abs(a - b) / abs(b)
+        worst_loss = max(worst_loss, err)
+        if not err <= tol:
+            failures.append(f"loss at step {step}: {a} vs {b} (relative error {err:.3g} > {tol})")
+
+    worst = {}
+    for section in ("params", "exp_avg", "exp_avg_sq"):
+        refs = ref_params.get(section, {})
+        runs = run_params.get(section, {})
+        if section == "params" and not refs:
+            failures.append("the reference dump has no parameters")
+        if set(refs) != set(runs):
+            failures.append(f"{section}: tensors differ: {sorted(set(refs) ^ set(runs))}")
+            continue
+        for fqn in refs:
+            if refs[fqn]["shape"] != runs[fqn]["shape"]:
+                failures.append(f"{section} {fqn}: shape {runs[fqn]['shape']} vs {refs[fqn]['shape']}")
+                continue
+            err = rel_norm(runs[fqn]["data"], refs[fqn]["data"])
+            if err > worst.get(section, (0.0, ""))[0] or section not in worst:
+                worst[section] = (err, fqn)
+            if not err <= tol:
+                failures.append(f"{section} {fqn}: relative error {err:.3g} > {tol}")
+
+    print(f"world size {run['world_size']} vs {ref['world_size']}: worst loss error {worst_loss:.3g}"
+          + "".join(f", worst {s} error {e:.3g} ({n})" for s, (e, n) in worst.items()))
+    if failures:
+        print("FAIL: " + "; ".join(failures))
+        return 1
+    print("OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
