@@ -1,0 +1,4 @@
+func.func @forward(%x: tensor<4x5xf32> {nn.data = "features"}) -> tensor<f32> {
+  %l = nn.linear %x, : tensor<4x5xf32>
+  return %l : tensor<f32>
+}
