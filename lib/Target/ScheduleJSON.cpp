@@ -201,7 +201,12 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
       optimizer["kind"] = isa<nn::AdamWUpdateOp>(op) ? "adamw" : "sgd";
     }
     json operands = json::array(), results = json::array();
-    for (Value v : op->getOperands()) {
+    // nn.broadcast's `like` only supplies the result shape, which the result
+    // buffer carries: the schedule's nn.broadcast has the input alone.
+    ValueRange scheduled = op->getOperands();
+    if (auto bc = dyn_cast<nn::BroadcastOp>(op))
+      scheduled = bc->getOperands().take_front(1);
+    for (Value v : scheduled) {
       if (!ids.count(v))
         return op->emitOpError() << "uses a value defined outside the step function's block";
       operands.push_back(ids[v]);

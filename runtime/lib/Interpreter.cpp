@@ -389,9 +389,14 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
                       dtypeName(bd.dtype) + " does not hold unit '" + io.unit +
                       "' shard of " + std::to_string(u->shardNumel) + " " +
                       dtypeName(u->dtype));
+      } else if (e.contains("fqn") && (io.role == "param" || io.role == "grad")) {
+        // An unsharded parameter (or its gradient), named by its FQN: the
+        // buffer holds the whole tensor.
+        io.fqn = strField(e, "fqn", ctx);
       } else if (io.role == "param" || io.role == "exp_avg" ||
                  io.role == "exp_avg_sq") {
-        throw Error(ctx + ": role '" + io.role + "' needs a 'unit'");
+        throw Error(ctx + ": role '" + io.role + "' needs a 'unit'" +
+                    (io.role == "param" ? " or an 'fqn'" : ""));
       }
       if (e.contains("global_shape"))
         io.globalShape = intListField(e, "global_shape", ctx);

@@ -82,6 +82,7 @@ struct IoDesc {
   int64_t buffer = -1;
   std::string role;
   std::string unit;                 ///< for param / exp_avg / exp_avg_sq
+  std::string fqn;                  ///< unsharded param input / grad output
   std::vector<int64_t> globalShape; ///< for data inputs (may be empty)
 };
 

@@ -1,0 +1,520 @@
+//===- GradCheckTest.cpp - finite-difference check of every nn op's VJP ---===//
+//
+// For each differentiable nn op, a small f64 module computes a scalar loss
+// from the op (loss = Σ op(x, w) · r with r fixed random weights, or the
+// cross-entropy itself). The module goes through fsdp-autodiff alone and the
+// JSON schedule translation in-process, and the runtime interpreter runs the
+// unsharded step. Every element of every analytic gradient is compared with
+// the central difference (f(p+h) − f(p−h)) / 2h of the same schedule's loss.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/InitAll.h"
+#include "fsdp/Interpreter.h"
+#include "fsdp/Target/Schedule.h"
+#include "fsdp/Transforms/Passes.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using fsdp::rt::HostValues;
+using fsdp::rt::Program;
+
+constexpr double kStep = 1e-6;
+constexpr double kTolerance = 1e-6;
+
+/// Parses `src`, runs fsdp-autodiff, translates to a JSON schedule and loads
+/// it. Returns false (with a gtest failure) on any error.
+bool compile(const char *src, Program &prog) {
+  mlir::DialectRegistry registry;
+  mlir::fsdp::registerAllDialects(registry);
+  mlir::MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  std::string diags;
+  mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &d) {
+    llvm::raw_string_ostream os(diags);
+    os << d << "\n";
+    return mlir::success();
+  });
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(src, &ctx);
+  if (!module) {
+    ADD_FAILURE() << "parse failed:\n" << diags;
+    return false;
+  }
+  mlir::PassManager pm(&ctx);
+  pm.addPass(mlir::fsdp::createFSDPAutodiff());
+  if (mlir::failed(pm.run(*module))) {
+    ADD_FAILURE() << "fsdp-autodiff failed:\n" << diags;
+    return false;
+  }
+  std::string json;
+  llvm::raw_string_ostream os(json);
+  if (mlir::failed(mlir::fsdp::translateToSchedule(*module, os))) {
+    ADD_FAILURE() << "translation failed:\n" << diags;
+    return false;
+  }
+  std::string error;
+  if (!Program::tryFromString(json, prog, error, /*checkWorldSize=*/false,
+                              "<gradcheck>")) {
+    ADD_FAILURE() << "schedule rejected: " << error << "\n" << json;
+    return false;
+  }
+  return true;
+}
+
+struct Options {
+  /// Parameter values are drawn uniformly from [-range, range] ...
+  double range = 1.0;
+  /// ... and redrawn while closer than this to 0 (kinks such as relu's).
+  double avoidZero = 0.0;
+  unsigned seed = 20240611;
+};
+
+/// Runs the gradient check of the module `src`; returns the worst relative
+/// error over every gradient element (and fails the test above tolerance).
+double gradCheck(const char *src, const Options &opt = {}) {
+  Program prog;
+  if (!compile(src, prog))
+    return INFINITY;
+
+  // Inputs: parameters get random values, labels random classes.
+  std::mt19937_64 rng(opt.seed);
+  std::uniform_real_distribution<double> uni(-opt.range, opt.range);
+  HostValues inputs;
+  std::map<std::string, int64_t> paramBuffer; // fqn -> input buffer
+  for (const fsdp::rt::IoDesc &io : prog.inputs()) {
+    const fsdp::rt::BufferDesc &bd = prog.buffer(io.buffer);
+    std::vector<double> v(bd.numel);
+    if (io.role == "param") {
+      EXPECT_FALSE(io.fqn.empty()) << "unsharded param input without fqn";
+      EXPECT_TRUE(io.unit.empty());
+      EXPECT_EQ(bd.cls, "param");
+      paramBuffer[io.fqn] = io.buffer;
+      for (double &x : v)
+        do
+          x = uni(rng);
+        while (std::fabs(x) < opt.avoidZero);
+    } else if (io.role == "labels") {
+      int64_t classes = prog.numClasses();
+      EXPECT_GT(classes, 0);
+      std::uniform_int_distribution<int64_t> cls(0, classes - 1);
+      for (double &x : v)
+        x = static_cast<double>(cls(rng));
+    } else {
+      ADD_FAILURE() << "unexpected input role '" << io.role << "'";
+      return INFINITY;
+    }
+    inputs[io.buffer] = std::move(v);
+  }
+
+  int64_t lossBuffer = -1;
+  std::map<std::string, int64_t> gradBuffer; // fqn -> output buffer
+  for (const fsdp::rt::IoDesc &io : prog.outputs()) {
+    if (io.role == "loss")
+      lossBuffer = io.buffer;
+    else if (io.role == "grad")
+      gradBuffer[io.fqn] = io.buffer;
+    else
+      ADD_FAILURE() << "unexpected output role '" << io.role << "'";
+  }
+  EXPECT_GE(lossBuffer, 0) << "no loss output";
+  EXPECT_FALSE(gradBuffer.empty()) << "no gradient output";
+  if (lossBuffer < 0 || gradBuffer.empty())
+    return INFINITY;
+
+  HostValues outputs;
+  std::string error;
+  if (!prog.tryRun(inputs, outputs, error)) {
+    ADD_FAILURE() << "run failed: " << error;
+    return INFINITY;
+  }
+  auto lossAt = [&](const HostValues &in) -> double {
+    HostValues out;
+    std::string err;
+    if (!prog.tryRun(in, out, err)) {
+      ADD_FAILURE() << "run failed: " << err;
+      return NAN;
+    }
+    return out.at(lossBuffer).at(0);
+  };
+  EXPECT_TRUE(std::isfinite(outputs.at(lossBuffer).at(0)));
+
+  double worst = 0.0;
+  for (const auto &[fqn, gbuf] : gradBuffer) {
+    auto pit = paramBuffer.find(fqn);
+    if (pit == paramBuffer.end()) {
+      ADD_FAILURE() << "gradient of unknown parameter '" << fqn << "'";
+      continue;
+    }
+    const std::vector<double> &analytic = outputs.at(gbuf);
+    std::vector<double> &p = inputs.at(pit->second);
+    EXPECT_EQ(analytic.size(), p.size()) << fqn;
+    if (analytic.size() != p.size())
+      continue;
+    double worstHere = 0.0;
+    for (size_t i = 0; i < p.size(); ++i) {
+      double saved = p[i];
+      p[i] = saved + kStep;
+      double plus = lossAt(inputs);
+      p[i] = saved - kStep;
+      double minus = lossAt(inputs);
+      p[i] = saved;
+      double numeric = (plus - minus) / (2 * kStep);
+      double a = analytic[i];
+      double rel = std::fabs(a - numeric) /
+                   std::max(1e-8, std::fabs(a) + std::fabs(numeric));
+      EXPECT_LT(rel, kTolerance) << "d loss / d " << fqn << "[" << i
+                                 << "]: analytic " << a << ", numeric "
+                                 << numeric;
+      worstHere = std::max(worstHere, rel);
+    }
+    worst = std::max(worst, worstHere);
+  }
+  // Recorded in the test log (and in the XML report as a property).
+  ::testing::Test::RecordProperty("worst_relative_error", std::to_string(worst));
+  std::printf("[ gradcheck ] %s: worst relative error %.3e\n",
+              ::testing::UnitTest::GetInstance()->current_test_info()->name(),
+              worst);
+  return worst;
+}
+
+//===----------------------------------------------------------------------===//
+// nn.linear
+//===----------------------------------------------------------------------===//
+
+TEST(GradCheck, LinearWithBias) {
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<3x5xf64> {nn.param = "x"},
+                   %w: tensor<7x5xf64> {nn.param = "w"},
+                   %b: tensor<7xf64> {nn.param = "b"},
+                   %r: tensor<3x7xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.linear %x, %w, %b : (tensor<3x5xf64>, tensor<7x5xf64>, tensor<7xf64>) -> tensor<3x7xf64>
+  %p = nn.mul %y, %r : tensor<3x7xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1>} : tensor<3x7xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+TEST(GradCheck, LinearWithoutBias) {
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<3x5xf64> {nn.param = "x"},
+                   %w: tensor<7x5xf64> {nn.param = "w"},
+                   %r: tensor<3x7xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.linear %x, %w : (tensor<3x5xf64>, tensor<7x5xf64>) -> tensor<3x7xf64>
+  %p = nn.mul %y, %r : tensor<3x7xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1>} : tensor<3x7xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+TEST(GradCheck, LinearRank3Input) {
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<2x3x5xf64> {nn.param = "x"},
+                   %w: tensor<7x5xf64> {nn.param = "w"},
+                   %b: tensor<7xf64> {nn.param = "b"},
+                   %r: tensor<2x3x7xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.linear %x, %w, %b : (tensor<2x3x5xf64>, tensor<7x5xf64>, tensor<7xf64>) -> tensor<2x3x7xf64>
+  %p = nn.mul %y, %r : tensor<2x3x7xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1, 2>} : tensor<2x3x7xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+//===----------------------------------------------------------------------===//
+// nn.matmul: c[3x7] = op(a) · op(b) with the contraction over 5
+//===----------------------------------------------------------------------===//
+
+TEST(GradCheck, Matmul) {
+  gradCheck(R"mlir(
+func.func @forward(%a: tensor<3x5xf64> {nn.param = "a"},
+                   %b: tensor<5x7xf64> {nn.param = "b"},
+                   %r: tensor<3x7xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %c = nn.matmul %a, %b : (tensor<3x5xf64>, tensor<5x7xf64>) -> tensor<3x7xf64>
+  %p = nn.mul %c, %r : tensor<3x7xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1>} : tensor<3x7xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+TEST(GradCheck, MatmulTransposeA) {
+  gradCheck(R"mlir(
+func.func @forward(%a: tensor<5x3xf64> {nn.param = "a"},
+                   %b: tensor<5x7xf64> {nn.param = "b"},
+                   %r: tensor<3x7xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %c = nn.matmul %a, %b {transpose_a = true} : (tensor<5x3xf64>, tensor<5x7xf64>) -> tensor<3x7xf64>
+  %p = nn.mul %c, %r : tensor<3x7xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1>} : tensor<3x7xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+TEST(GradCheck, MatmulTransposeB) {
+  gradCheck(R"mlir(
+func.func @forward(%a: tensor<3x5xf64> {nn.param = "a"},
+                   %b: tensor<7x5xf64> {nn.param = "b"},
+                   %r: tensor<3x7xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %c = nn.matmul %a, %b {transpose_b = true} : (tensor<3x5xf64>, tensor<7x5xf64>) -> tensor<3x7xf64>
+  %p = nn.mul %c, %r : tensor<3x7xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1>} : tensor<3x7xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+TEST(GradCheck, MatmulTransposeAB) {
+  gradCheck(R"mlir(
+func.func @forward(%a: tensor<5x3xf64> {nn.param = "a"},
+                   %b: tensor<7x5xf64> {nn.param = "b"},
+                   %r: tensor<3x7xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %c = nn.matmul %a, %b {transpose_a = true, transpose_b = true} : (tensor<5x3xf64>, tensor<7x5xf64>) -> tensor<3x7xf64>
+  %p = nn.mul %c, %r : tensor<3x7xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1>} : tensor<3x7xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops
+//===----------------------------------------------------------------------===//
+
+TEST(GradCheck, Add) {
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<3x5xf64> {nn.param = "x"},
+                   %w: tensor<3x5xf64> {nn.param = "w"},
+                   %r: tensor<3x5xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.add %x, %w : tensor<3x5xf64>
+  %p = nn.mul %y, %r : tensor<3x5xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1>} : tensor<3x5xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+TEST(GradCheck, Mul) {
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<3x5xf64> {nn.param = "x"},
+                   %w: tensor<3x5xf64> {nn.param = "w"},
+                   %r: tensor<3x5xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.mul %x, %w : tensor<3x5xf64>
+  %p = nn.mul %y, %r : tensor<3x5xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1>} : tensor<3x5xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+// x used twice by one op: the two operand gradients must be accumulated.
+TEST(GradCheck, MulSameOperand) {
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<3x5xf64> {nn.param = "x"},
+                   %r: tensor<3x5xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.mul %x, %x : tensor<3x5xf64>
+  %p = nn.mul %y, %r : tensor<3x5xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1>} : tensor<3x5xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+TEST(GradCheck, Relu) {
+  Options opt;
+  opt.avoidZero = 1e-3; // no element within 1e-3 of the kink
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<3x5xf64> {nn.param = "x"},
+                   %r: tensor<3x5xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.relu %x : tensor<3x5xf64>
+  %p = nn.mul %y, %r : tensor<3x5xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1>} : tensor<3x5xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir",
+            opt);
+}
+
+TEST(GradCheck, GeluExact) {
+  Options opt;
+  opt.range = 3.0;
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<3x5xf64> {nn.param = "x"},
+                   %r: tensor<3x5xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.gelu %x {approximate = "none"} : tensor<3x5xf64>
+  %p = nn.mul %y, %r : tensor<3x5xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1>} : tensor<3x5xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir",
+            opt);
+}
+
+TEST(GradCheck, GeluTanh) {
+  Options opt;
+  opt.range = 3.0;
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<3x5xf64> {nn.param = "x"},
+                   %r: tensor<3x5xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.gelu %x {approximate = "tanh"} : tensor<3x5xf64>
+  %p = nn.mul %y, %r : tensor<3x5xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1>} : tensor<3x5xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir",
+            opt);
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and broadcasts
+//===----------------------------------------------------------------------===//
+
+TEST(GradCheck, ReduceSumOneAxis) {
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<3x4x5xf64> {nn.param = "x"},
+                   %r: tensor<3x5xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.reduce_sum %x {axes = array<i64: 1>} : tensor<3x4x5xf64> -> tensor<3x5xf64>
+  %p = nn.mul %y, %r : tensor<3x5xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1>} : tensor<3x5xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+TEST(GradCheck, ReduceSumSeveralAxes) {
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<3x4x5xf64> {nn.param = "x"},
+                   %r: tensor<4xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.reduce_sum %x {axes = array<i64: 0, 2>} : tensor<3x4x5xf64> -> tensor<4xf64>
+  %p = nn.mul %y, %r : tensor<4xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0>} : tensor<4xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+TEST(GradCheck, Broadcast) {
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<3x5xf64> {nn.param = "x"},
+                   %r: tensor<3x4x5xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.broadcast %x, %r {axes = array<i64: 1>} : (tensor<3x5xf64>, tensor<3x4x5xf64>) -> tensor<3x4x5xf64>
+  %p = nn.mul %y, %r : tensor<3x4x5xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1, 2>} : tensor<3x4x5xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+TEST(GradCheck, BroadcastSeveralAxes) {
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<4xf64> {nn.param = "x"},
+                   %r: tensor<3x4x5xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.broadcast %x, %r {axes = array<i64: 0, 2>} : (tensor<4xf64>, tensor<3x4x5xf64>) -> tensor<3x4x5xf64>
+  %p = nn.mul %y, %r : tensor<3x4x5xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1, 2>} : tensor<3x4x5xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+//===----------------------------------------------------------------------===//
+// nn.cross_entropy
+//===----------------------------------------------------------------------===//
+
+TEST(GradCheck, CrossEntropyRank2) {
+  Options opt;
+  opt.range = 2.0;
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<3x5xf64> {nn.param = "x"},
+                   %y: tensor<3xi32> {nn.data = "labels"})
+    -> (tensor<f64> {nn.loss}) {
+  %l = nn.cross_entropy %x, %y : (tensor<3x5xf64>, tensor<3xi32>) -> tensor<f64>
+  return %l : tensor<f64>
+})mlir",
+            opt);
+}
+
+TEST(GradCheck, CrossEntropyRank3) {
+  Options opt;
+  opt.range = 2.0;
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<2x3x5xf64> {nn.param = "x"},
+                   %y: tensor<2x3xi32> {nn.data = "labels"})
+    -> (tensor<f64> {nn.loss}) {
+  %l = nn.cross_entropy %x, %y : (tensor<2x3x5xf64>, tensor<2x3xi32>) -> tensor<f64>
+  return %l : tensor<f64>
+})mlir",
+            opt);
+}
+
+// A small composition (linear → gelu → linear → cross-entropy), so that
+// gradients flow through several VJPs and into a shared input.
+TEST(GradCheck, ComposedMlp) {
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<3x5xf64> {nn.param = "x"},
+                   %y: tensor<3xi32> {nn.data = "labels"},
+                   %w1: tensor<7x5xf64> {nn.param = "fc1.weight"},
+                   %b1: tensor<7xf64> {nn.param = "fc1.bias"},
+                   %w2: tensor<3x7xf64> {nn.param = "fc2.weight"})
+    -> (tensor<f64> {nn.loss}) {
+  %h = nn.linear %x, %w1, %b1 : (tensor<3x5xf64>, tensor<7x5xf64>, tensor<7xf64>) -> tensor<3x7xf64>
+  %a = nn.gelu %h {approximate = "tanh"} : tensor<3x7xf64>
+  %s = nn.add %a, %h : tensor<3x7xf64>
+  %z = nn.linear %s, %w2 : (tensor<3x7xf64>, tensor<3x7xf64>) -> tensor<3x3xf64>
+  %l = nn.cross_entropy %z, %y : (tensor<3x3xf64>, tensor<3xi32>) -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+//===----------------------------------------------------------------------===//
+// Non-differentiable input
+//===----------------------------------------------------------------------===//
+
+TEST(GradCheck, LossWithoutTrainableParameterIsAnError) {
+  const char *src = R"mlir(
+func.func @forward(%w: tensor<3x5xf64> {nn.param = "w"},
+                   %r: tensor<3x5xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %l = nn.reduce_sum %r {axes = array<i64: 0, 1>} : tensor<3x5xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir";
+  mlir::DialectRegistry registry;
+  mlir::fsdp::registerAllDialects(registry);
+  mlir::MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  std::vector<std::string> errors;
+  mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &d) {
+    if (d.getSeverity() == mlir::DiagnosticSeverity::Error)
+      errors.push_back(d.str());
+    return mlir::success();
+  });
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(src, &ctx);
+  ASSERT_TRUE(module);
+  mlir::PassManager pm(&ctx);
+  pm.addPass(mlir::fsdp::createFSDPAutodiff());
+  EXPECT_TRUE(mlir::failed(pm.run(*module)));
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("the loss does not depend on any trainable parameter"),
+            std::string::npos)
+      << errors[0];
+}
+
+} // namespace
