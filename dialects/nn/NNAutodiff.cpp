@@ -41,11 +41,14 @@ LogicalResult LinearOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
   if (!dy)
     return success();
   Location loc = getLoc();
-  // y = x·Wᵀ + b  ⇒  dx = dy·W, dW = dyᵀ·x, db = Σ_rows dy.
+  // y = x·Wᵀ + b  ⇒  dx = dy·W, dW = dyᵀ·x, db = Σ_rows dy; with W stored
+  // [in, out] (y = x·W): dx = dy·Wᵀ, dW = xᵀ·dy.
+  bool t = getTransposeWeight();
   if (needed[0])
-    grads[0] = MatmulOp::create(b, loc, getInput().getType(), dy, getWeight(), false, false);
+    grads[0] = MatmulOp::create(b, loc, getInput().getType(), dy, getWeight(), false, t);
   if (needed[1])
-    grads[1] = MatmulOp::create(b, loc, getWeight().getType(), dy, getInput(), true, false);
+    grads[1] = t ? MatmulOp::create(b, loc, getWeight().getType(), getInput(), dy, true, false)
+                 : MatmulOp::create(b, loc, getWeight().getType(), dy, getInput(), true, false);
   if (getBias() && needed[2])
     grads[2] = ReduceSumOp::create(b, loc, getBias().getType(), dy,
                                    b.getDenseI64ArrayAttr(leadingAxes(tensorOf(dy).getRank())));
@@ -143,5 +146,118 @@ LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads
   if (resultGrads[0] && needed[0])
     grads[0] = CrossEntropyGradOp::create(b, getLoc(), getLogits().getType(), getLogits(),
                                           getLabels(), resultGrads[0]);
+  return success();
+}
+
+LogicalResult EmbeddingOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    ArrayRef<bool> needed, SmallVectorImpl<Value> &grads) {
+  grads.assign(2, Value()); // integer indices have no gradient
+  if (resultGrads[0] && needed[1])
+    grads[1] = EmbeddingGradOp::create(b, getLoc(), getTable().getType(), getIndices(),
+                                       resultGrads[0],
+                                       tensorOf(getTable()).getShape()[0]);
+  return success();
+}
+
+LogicalResult PositionEmbeddingOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                            ArrayRef<bool> needed,
+                                            SmallVectorImpl<Value> &grads) {
+  grads.assign(2, Value());
+  if (!resultGrads[0])
+    return success();
+  if (needed[0])
+    grads[0] = resultGrads[0];
+  if (needed[1])
+    grads[1] = PositionEmbeddingGradOp::create(b, getLoc(), getTable().getType(), resultGrads[0],
+                                               tensorOf(getTable()).getShape()[0]);
+  return success();
+}
+
+LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    ArrayRef<bool> needed, SmallVectorImpl<Value> &grads) {
+  grads.assign(3, Value());
+  if (!resultGrads[0])
+    return success();
+  auto g = LayerNormGradOp::create(b, getLoc(), getInput().getType(), getWeight().getType(),
+                                   getBias().getType(), getInput(), getWeight(), resultGrads[0],
+                                   getEpsAttr());
+  grads[0] = needed[0] ? g.getGradInput() : Value();
+  grads[1] = needed[1] ? g.getGradWeight() : Value();
+  grads[2] = needed[2] ? g.getGradBias() : Value();
+  return success();
+}
+
+LogicalResult RMSNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                  ArrayRef<bool> needed, SmallVectorImpl<Value> &grads) {
+  grads.assign(2, Value());
+  if (!resultGrads[0])
+    return success();
+  auto g = RMSNormGradOp::create(b, getLoc(), getInput().getType(), getWeight().getType(),
+                                 getInput(), getWeight(), resultGrads[0], getEpsAttr());
+  grads[0] = needed[0] ? g.getGradInput() : Value();
+  grads[1] = needed[1] ? g.getGradWeight() : Value();
+  return success();
+}
+
+LogicalResult RopeOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads, ArrayRef<bool> needed,
+                               SmallVectorImpl<Value> &grads) {
+  grads.assign(1, Value());
+  // A rotation is orthogonal: its VJP is the inverse rotation.
+  if (resultGrads[0] && needed[0])
+    grads[0] = RopeOp::create(b, getLoc(), getInput().getType(), resultGrads[0],
+                              getHeadDimAttr(), getThetaAttr(), b.getBoolAttr(!getInverse()));
+  return success();
+}
+
+LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    ArrayRef<bool> needed, SmallVectorImpl<Value> &grads) {
+  grads.assign(3, Value());
+  if (!resultGrads[0])
+    return success();
+  auto g = AttentionGradOp::create(b, getLoc(), getQuery().getType(), getKey().getType(),
+                                   getValue().getType(), getQuery(), getKey(), getValue(),
+                                   resultGrads[0], getNumHeadsAttr(), getNumKvHeadsAttr());
+  grads[0] = needed[0] ? g.getGradQuery() : Value();
+  grads[1] = needed[1] ? g.getGradKey() : Value();
+  grads[2] = needed[2] ? g.getGradValue() : Value();
+  return success();
+}
+
+LogicalResult SiluOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads, ArrayRef<bool> needed,
+                               SmallVectorImpl<Value> &grads) {
+  grads.assign(1, Value());
+  if (resultGrads[0] && needed[0])
+    grads[0] = SiluGradOp::create(b, getLoc(), getInput(), resultGrads[0]);
+  return success();
+}
+
+LogicalResult SplitOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads, ArrayRef<bool> needed,
+                                SmallVectorImpl<Value> &grads) {
+  grads.assign(1, Value());
+  if (!needed[0])
+    return success();
+  SmallVector<Value> pieces;
+  for (auto [r, g] : llvm::zip(getResults(), resultGrads))
+    pieces.push_back(g ? g : ZerosLikeOp::create(b, getLoc(), r.getType(), r).getResult());
+  grads[0] = ConcatOp::create(b, getLoc(), getInput().getType(), pieces, getAxisAttr());
+  return success();
+}
+
+LogicalResult ConcatOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                 ArrayRef<bool> needed, SmallVectorImpl<Value> &grads) {
+  grads.assign(getNumOperands(), Value());
+  if (!resultGrads[0])
+    return success();
+  int64_t axis = getAxis() < 0 ? getAxis() + tensorOf(getResult()).getRank() : getAxis();
+  SmallVector<int64_t> sizes;
+  SmallVector<Type> types;
+  for (Value v : getInputs()) {
+    sizes.push_back(tensorOf(v).getShape()[axis]);
+    types.push_back(v.getType());
+  }
+  auto split = SplitOp::create(b, getLoc(), types, resultGrads[0], b.getI64IntegerAttr(axis),
+                               b.getDenseI64ArrayAttr(sizes));
+  for (unsigned i = 0; i < getNumOperands(); ++i)
+    grads[i] = needed[i] ? split.getResult(i) : Value();
   return success();
 }
