@@ -31,8 +31,11 @@ static std::string locString(Location loc) {
     return (f.getFilename().getValue() + ":" + std::to_string(f.getLine()) + ":" +
             std::to_string(f.getColumn()))
         .str();
-  if (auto n = dyn_cast<NameLoc>(loc))
-    return locString(n.getChildLoc());
+  if (auto n = dyn_cast<NameLoc>(loc)) {
+    // "module.name@file:line:col": the model's module path, as fsdp-import names ops.
+    std::string child = locString(n.getChildLoc());
+    return n.getName().str() + (child.empty() ? "" : "@" + child);
+  }
   if (auto fused = dyn_cast<FusedLoc>(loc))
     for (Location l : fused.getLocations())
       if (auto s = locString(l); !s.empty())

@@ -19,6 +19,7 @@ void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm, const PipelineOptions &o) 
   opt.weightDecay = o.weightDecay;
   pm.addPass(createFSDPOptimizer(opt));
   FSDPWrapOptions wrap;
+  wrap.policy = o.policy;
   wrap.unitDepth = o.unitDepth;
   wrap.units = llvm::to_vector(o.units);
   pm.addPass(createFSDPWrap(wrap));

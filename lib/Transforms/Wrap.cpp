@@ -35,6 +35,18 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
   using Base::Base;
 
   std::string unitName(StringRef fqn) {
+    if (policy == "block") {
+      // The prefix up to the first numeric component (a block index, as
+      // `transformer.h.3` or `model.layers.3`); everything else is the root.
+      SmallVector<StringRef> parts;
+      fqn.split(parts, '.');
+      for (size_t i = 0; i + 1 < parts.size(); ++i) {
+        unsigned idx;
+        if (!parts[i].getAsInteger(10, idx))
+          return llvm::join(ArrayRef<StringRef>(parts).take_front(i + 1), ".");
+      }
+      return "root";
+    }
     if (!units.empty()) {
       std::string best;
       for (const std::string &p : units)
@@ -52,6 +64,11 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (policy != "module" && policy != "block") {
+      module.emitError() << "fsdp-wrap: policy must be 'module' or 'block', got '" << policy
+                         << "'";
+      return signalPassFailure();
+    }
     if (unitDepth < 0) {
       module.emitError() << "fsdp-wrap: unit-depth must be >= 0, got " << static_cast<int64_t>(unitDepth);
       return signalPassFailure();

@@ -28,6 +28,9 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
   Option<double> eps{*this, "eps", llvm::cl::desc("AdamW epsilon"), llvm::cl::init(1e-8)};
   Option<double> weightDecay{*this, "weight-decay", llvm::cl::desc("weight decay"),
                              llvm::cl::init(0.01)};
+  Option<std::string> policy{*this, "policy",
+                             llvm::cl::desc("wrap policy: module or block"),
+                             llvm::cl::init("module")};
   Option<int> unitDepth{*this, "unit-depth",
                         llvm::cl::desc("FQN components naming a unit (0: module)"),
                         llvm::cl::init(0)};

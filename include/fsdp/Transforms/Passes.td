@@ -51,10 +51,18 @@ def FSDPWrap : Pass<"fsdp-wrap", "::mlir::ModuleOp"> {
     components instead (`transformer.h.0.attn.c_attn.weight` with K = 3 →
     `transformer.h.0`). `units=a,b` lists explicit prefixes: a parameter
     joins the longest listed prefix of its FQN, the rest joins unit `root`.
-    Units are ordered by their first use in the function; parameters within
-    a unit by first use too.
+    `policy=block` instead makes one unit per transformer block (the FQN up
+    to its first numeric component: `transformer.h.3`, `model.layers.3`)
+    and one `root` unit for everything else (embeddings, final norm, head),
+    as PyTorch FSDP's transformer_auto_wrap_policy. Units are ordered by
+    their first use in the function; parameters within a unit by first use
+    too.
   }];
   let options = [
+    Option<"policy", "policy", "std::string", "\"module\"",
+           "module (FQN prefixes, as below) or block (one unit per transformer block, "
+           "named by the FQN up to its block index, plus a root unit for the rest, as "
+           "PyTorch's transformer_auto_wrap_policy)">,
     Option<"unitDepth", "unit-depth", "int", "0",
            "number of FQN components that name a unit (0: all but the last)">,
     ListOption<"units", "units", "std::string", "explicit unit FQN prefixes">

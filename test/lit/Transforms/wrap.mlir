@@ -8,6 +8,7 @@
 // MODULE: fsdp.unit @h.1.fc params ["h.1.fc.weight"] {element_type = f32, inits = ["normal(0.02)"]
 // MODULE: fsdp.unit @head params ["head.weight"]
 // MODULE-NOT: fsdp.unit
+// MODULE: // {{-+}}
 
 // DEPTH: fsdp.unit @h params ["h.0.fc.weight", "h.0.fc.bias", "h.1.fc.weight"]
 // DEPTH: fsdp.unit @head params ["head.weight"]
@@ -49,4 +50,26 @@ func.func @frozen(%p: tensor<2xf32> {nn.param = "b.x"}, %q: tensor<2xf32> {nn.pa
 // expected-error @+1 {{parameter 'c.x' is declared twice (arguments #0 and #1)}}
 func.func @twice(%p: tensor<2xf32> {nn.param = "c.x"}, %q: tensor<2xf32> {nn.param = "c.x"}) {
   return
+}
+
+// -----
+
+// RUN: fsdp-opt %s --fsdp-wrap="policy=block" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=BLOCK
+// BLOCK-LABEL: fsdp.unit @root params ["transformer.wte.weight", "transformer.ln_f.weight"]
+// BLOCK: fsdp.unit @transformer.h.0 params ["transformer.h.0.mlp.weight", "transformer.h.0.attn.weight"]
+// BLOCK: fsdp.unit @transformer.h.1 params ["transformer.h.1.mlp.weight"]
+func.func @blocks(%t: tensor<2x3xi32> {nn.data = "tokens"}, %y: tensor<2x3xi32> {nn.data = "targets"},
+                  %wte: tensor<7x4xf32> {nn.param = "transformer.wte.weight"},
+                  %a0: tensor<4x4xf32> {nn.param = "transformer.h.0.attn.weight"},
+                  %m0: tensor<4x4xf32> {nn.param = "transformer.h.0.mlp.weight"},
+                  %m1: tensor<4x4xf32> {nn.param = "transformer.h.1.mlp.weight"},
+                  %lnf: tensor<4xf32> {nn.param = "transformer.ln_f.weight"}) -> (tensor<f32> {nn.loss}) {
+  %x = nn.embedding %t, %wte : (tensor<2x3xi32>, tensor<7x4xf32>) -> tensor<2x3x4xf32>
+  %n = nn.rms_norm %x, %lnf {eps = 1.0e-05 : f64} : (tensor<2x3x4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
+  %h0 = nn.linear %n, %m0 : (tensor<2x3x4xf32>, tensor<4x4xf32>) -> tensor<2x3x4xf32>
+  %h1 = nn.linear %h0, %a0 : (tensor<2x3x4xf32>, tensor<4x4xf32>) -> tensor<2x3x4xf32>
+  %h2 = nn.linear %h1, %m1 : (tensor<2x3x4xf32>, tensor<4x4xf32>) -> tensor<2x3x4xf32>
+  %o = nn.linear %h2, %wte : (tensor<2x3x4xf32>, tensor<7x4xf32>) -> tensor<2x3x7xf32>
+  %l = nn.cross_entropy %o, %y : (tensor<2x3x7xf32>, tensor<2x3xi32>) -> tensor<f32>
+  return %l : tensor<f32>
 }
