@@ -208,3 +208,91 @@ func.func @unknown_op(%a: tensor<4xf32>) -> tensor<4xf32> {
   %0 = nn.softplus %a : tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+func.func @conv1d(%x: tensor<4x3xf32>, %w: tensor<5x3xf32>) -> tensor<4x5xf32> {
+  // expected-error @+1 {{'nn.linear' op expects weight of shape [in=3, out=5] (transpose_weight), got [5, 3]}}
+  %0 = nn.linear %x, %w {transpose_weight = true} : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+  return %0 : tensor<4x5xf32>
+}
+
+// -----
+
+func.func @embedding(%t: tensor<2x4xi32>, %w: tensor<16xf32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{'nn.embedding' op expects a table of shape [num_embeddings, dim], got [16]}}
+  %0 = nn.embedding %t, %w : (tensor<2x4xi32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+  return %0 : tensor<2x4x16xf32>
+}
+
+// -----
+
+func.func @embedding_grad(%t: tensor<2x4xi32>, %g: tensor<2x5x8xf32>) -> tensor<16x8xf32> {
+  // expected-error @+1 {{'nn.embedding_grad' op expects grad of shape [2, 4] + [dim], got [2, 5, 8]}}
+  %0 = nn.embedding_grad %t, %g {num_embeddings = 16 : i64} : (tensor<2x4xi32>, tensor<2x5x8xf32>) -> tensor<16x8xf32>
+  return %0 : tensor<16x8xf32>
+}
+
+// -----
+
+func.func @positions(%x: tensor<2x8x4xf32>, %w: tensor<6x4xf32>) -> tensor<2x8x4xf32> {
+  // expected-error @+1 {{'nn.position_embedding' op expects a table of shape [positions >= 8, dim=4], got [6, 4]}}
+  %0 = nn.position_embedding %x, %w : (tensor<2x8x4xf32>, tensor<6x4xf32>) -> tensor<2x8x4xf32>
+  return %0 : tensor<2x8x4xf32>
+}
+
+// -----
+
+func.func @layer_norm(%x: tensor<2x8xf32>, %g: tensor<4xf32>, %b: tensor<8xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{'nn.layer_norm' op expects weight and bias of shape [8], got [4]}}
+  %0 = nn.layer_norm %x, %g, %b {eps = 1.0e-05 : f64} : (tensor<2x8xf32>, tensor<4xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return %0 : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @rms_eps(%x: tensor<2x8xf32>, %g: tensor<8xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{'nn.rms_norm' op expects eps > 0}}
+  %0 = nn.rms_norm %x, %g {eps = 0.0 : f64} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return %0 : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @rope(%x: tensor<2x4x12xf32>) -> tensor<2x4x12xf32> {
+  // expected-error @+1 {{'nn.rope' op expects an even head_dim that divides the last dimension 12, got 5}}
+  %0 = nn.rope %x {head_dim = 5 : i64, theta = 10000.0 : f64} : tensor<2x4x12xf32> -> tensor<2x4x12xf32>
+  return %0 : tensor<2x4x12xf32>
+}
+
+// -----
+
+func.func @gqa(%q: tensor<2x4x12xf32>, %k: tensor<2x4x8xf32>) -> tensor<2x4x12xf32> {
+  // expected-error @+1 {{'nn.attention' op expects num_heads (3) to be a positive multiple of num_kv_heads (2)}}
+  %0 = nn.attention %q, %k, %k {num_heads = 3 : i64, num_kv_heads = 2 : i64} : (tensor<2x4x12xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x12xf32>
+  return %0 : tensor<2x4x12xf32>
+}
+
+// -----
+
+func.func @kv_shape(%q: tensor<2x4x12xf32>, %k: tensor<2x4x8xf32>) -> tensor<2x4x12xf32> {
+  // expected-error @+1 {{'nn.attention' op expects key of shape [2, 4, 6], got [2, 4, 8]}}
+  %0 = nn.attention %q, %k, %k {num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<2x4x12xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x12xf32>
+  return %0 : tensor<2x4x12xf32>
+}
+
+// -----
+
+func.func @split(%x: tensor<2x9xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{'nn.split' op expects positive sizes [4, 4] that add up to dimension 1 (9)}}
+  %a, %b = nn.split %x {axis = 1 : i64, sizes = array<i64: 4, 4>} : tensor<2x9xf32> -> tensor<2x4xf32>, tensor<2x4xf32>
+  return %a : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @concat(%a: tensor<2x4xf32>, %b: tensor<3x4xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{'nn.concat' op expects inputs that differ only in dimension 1}}
+  %0 = nn.concat %a, %b {axis = 1 : i64} : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<2x8xf32>
+  return %0 : tensor<2x8xf32>
+}

@@ -31,3 +31,36 @@ func.func @all_ops(%x: tensor<4x3xf32> {nn.data = "features"}, %y: tensor<4xi32>
   %np, %nm, %nv = nn.adamw_update %w, %m, %m, %m, %step {lr = 1.0e-03 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64, weight_decay = 0.0 : f64} : tensor<5x3xf32>, tensor<i64>
   return %loss : tensor<f32>
 }
+
+// CHECK-LABEL: func.func @transformer_ops
+func.func @transformer_ops(%tok: tensor<2x4xi32> {nn.data = "tokens"}, %tgt: tensor<2x4xi32> {nn.data = "targets"},
+                           %wte: tensor<16x8xf32> {nn.param = "wte"}, %wpe: tensor<6x8xf32> {nn.param = "wpe"},
+                           %g: tensor<8xf32> {nn.param = "ln.weight"}, %b: tensor<8xf32> {nn.param = "ln.bias"},
+                           %attn: tensor<8x16xf32> {nn.param = "c_attn.weight"}) -> (tensor<f32> {nn.loss}) {
+  // CHECK: nn.embedding %{{.*}}, %{{.*}} : (tensor<2x4xi32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  %x = nn.embedding %tok, %wte : (tensor<2x4xi32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  %e = nn.embedding_grad %tok, %x {num_embeddings = 16 : i64} : (tensor<2x4xi32>, tensor<2x4x8xf32>) -> tensor<16x8xf32>
+  %p = nn.position_embedding %x, %wpe : (tensor<2x4x8xf32>, tensor<6x8xf32>) -> tensor<2x4x8xf32>
+  %pg = nn.position_embedding_grad %p {num_positions = 6 : i64} : tensor<2x4x8xf32> -> tensor<6x8xf32>
+  %ln = nn.layer_norm %p, %g, %b {eps = 1.0e-05 : f64} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %lx, %lw, %lb = nn.layer_norm_grad %p, %g, %ln {eps = 1.0e-05 : f64} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %rn = nn.rms_norm %ln, %g {eps = 1.0e-05 : f64} : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %rx, %rw = nn.rms_norm_grad %ln, %g, %rn {eps = 1.0e-05 : f64} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>)
+  // CHECK: nn.linear %{{.*}}, %{{.*}} {transpose_weight = true} : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  %qkv = nn.linear %rn, %attn {transpose_weight = true} : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  // CHECK: nn.split %{{.*}} {axis = 2 : i64, sizes = array<i64: 8, 4, 4>} : tensor<2x4x16xf32> -> tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>
+  %q, %k, %v = nn.split %qkv {axis = 2 : i64, sizes = array<i64: 8, 4, 4>} : tensor<2x4x16xf32> -> tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>
+  // CHECK: nn.rope %{{.*}} {head_dim = 4 : i64, theta = 1.000000e+04 : f64} : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %qr = nn.rope %q {head_dim = 4 : i64, theta = 10000.0 : f64} : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %kr = nn.rope %k {head_dim = 4 : i64, theta = 10000.0 : f64, inverse = true} : tensor<2x4x4xf32> -> tensor<2x4x4xf32>
+  // CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {num_heads = 2 : i64, num_kv_heads = 1 : i64}
+  %a = nn.attention %qr, %kr, %v {num_heads = 2 : i64, num_kv_heads = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x8xf32>
+  %dq, %dk, %dv = nn.attention_grad %qr, %kr, %v, %a {num_heads = 2 : i64, num_kv_heads = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>)
+  %s = nn.silu %a : tensor<2x4x8xf32>
+  %sg = nn.silu_grad %a, %s : tensor<2x4x8xf32>
+  %c = nn.concat %q, %k, %v {axis = -1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x16xf32>
+  %z = nn.zeros_like %c : tensor<2x4x16xf32> -> tensor<2x4x16xf32>
+  %o = nn.linear %sg, %wte : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %l = nn.cross_entropy %o, %tgt : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
