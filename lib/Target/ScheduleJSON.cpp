@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Target/Schedule.h"
+#include "fsdp/Analysis/MemoryPlan.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -96,13 +97,14 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
     units.push_back(std::move(u));
   }
 
-  // Buffers.
+  FailureOr<MemoryPlan> maybePlan = MemoryPlan::compute(fn);
+  if (failed(maybePlan))
+    return failure();
+  const MemoryPlan &plan = *maybePlan;
+
+  // Buffers, in the plan's order (arguments, then results in op order).
   llvm::DenseMap<Value, int64_t> ids;
   json buffers = json::array();
-  Operation *lossOp = nullptr;
-  for (unsigned i = 0; i < fn.getNumResults(); ++i)
-    if (fn.getResultAttr(i, nn::kLossAttr))
-      lossOp = ret.getOperand(i).getDefiningOp();
   auto addBuffer = [&](Value v, StringRef cls) -> FailureOr<int64_t> {
     auto t = dyn_cast<RankedTensorType>(v.getType());
     std::string dt = t ? dtypeName(t.getElementType()) : "";
@@ -118,6 +120,8 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
                        {"shape", std::vector<int64_t>(t.getShape())},
                        {"bytes", t.getNumElements() * elt},
                        {"class", cls.str()}});
+    if (int64_t off = plan.buffers[plan.indexOf.lookup(v)].arenaOffset; off >= 0)
+      buffers.back()["arena_offset"] = off;
     return id;
   };
 
@@ -160,29 +164,15 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
     inputs.push_back(std::move(in));
   }
 
-  // Instructions.
-  llvm::DenseSet<Value> explicitlyFreed, returned(ret.getOperands().begin(), ret.getOperands().end());
-  for (Operation &op : block.without_terminator())
-    if (auto f = dyn_cast<FreeOp>(op))
-      explicitlyFreed.insert(f.getBuffer());
-  // The buffer that owns a value's memory (views alias their base).
-  llvm::DenseMap<Value, Value> owner;
-  auto ownerOf = [&](Value v) { return owner.count(v) ? owner[v] : v; };
-  llvm::DenseMap<Value, unsigned> lastUse;
-  SmallVector<Operation *> ops;
-  for (Operation &op : block.without_terminator()) {
-    unsigned idx = ops.size();
-    ops.push_back(&op);
-    if (auto view = dyn_cast<ParamViewOp>(op))
-      owner[view.getResult()] = ownerOf(view.getFlat());
-    for (Value v : op.getOperands())
-      lastUse[ownerOf(v)] = idx;
-  }
-  std::vector<std::vector<int64_t>> freesAt(ops.size());
+  // Instructions; liveness and classes come from the memory plan.
+  ArrayRef<Operation *> ops = plan.instructions;
+  auto ownerOf = [&](Value v) -> Value {
+    const PlannedBuffer &b = plan.buffers[plan.indexOf.lookup(v)];
+    return b.viewOf >= 0 ? plan.buffers[b.viewOf].value : v;
+  };
 
   json instrs = json::array();
   json optimizer;
-  bool backward = false;
   for (auto [idx, op] : llvm::enumerate(ops)) {
     json ins{{"op", op->getName().getStringRef().str()}};
     json attrs = json::object();
@@ -215,13 +205,7 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
       operands.push_back(ids[v]);
     }
     for (Value r : op->getResults()) {
-      StringRef cls = backward ? "grad" : "activation";
-      if (isa<AllGatherOp, ParamViewOp>(op)) cls = "gathered_param";
-      else if (isa<FlattenOp>(op)) cls = "grad";
-      else if (isa<ReduceScatterOp>(op)) cls = "grad_shard";
-      else if (isa<nn::AdamWUpdateOp, nn::SgdUpdateOp>(op))
-        cls = cast<OpResult>(r).getResultNumber() == 0 ? "param_shard" : "opt_state";
-      else if (isa<arith::ConstantOp>(op)) cls = "temporary";
+      StringRef cls = memoryClassName(plan.buffers[plan.indexOf.lookup(r)].cls);
       FailureOr<int64_t> id = addBuffer(r, cls);
       if (failed(id))
         return failure();
@@ -231,8 +215,6 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
         buffers[*id]["offset"] = view.getOffset();
       }
     }
-    if (op == lossOp)
-      backward = true;
     ins["operands"] = std::move(operands);
     ins["results"] = std::move(results);
     ins["attrs"] = std::move(attrs);
@@ -240,23 +222,7 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
     instrs.push_back(std::move(ins));
   }
 
-  // Liveness: free every owned buffer after its last use, unless it is
-  // returned, freed explicitly, or a view.
-  auto scheduleFree = [&](Value v) {
-    if (owner.count(v) || returned.contains(v) || explicitlyFreed.contains(v))
-      return;
-    auto it = lastUse.find(v);
-    if (it != lastUse.end())
-      freesAt[it->second].push_back(ids[v]);
-    else if (v.getDefiningOp()) // defined but never used: free right away
-      freesAt[std::find(ops.begin(), ops.end(), v.getDefiningOp()) - ops.begin()].push_back(ids[v]);
-  };
-  for (BlockArgument arg : fn.getArguments())
-    scheduleFree(arg);
-  for (Operation *op : ops)
-    for (Value r : op->getResults())
-      scheduleFree(r);
-  for (auto [idx, f] : llvm::enumerate(freesAt))
+  for (auto [idx, f] : llvm::enumerate(plan.freesAfter))
     instrs[idx]["frees"] = f;
 
   json outputs = json::array();
@@ -284,6 +250,14 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
     }
   out["global_batch"] = globalBatch;
   out["optimizer"] = optimizer.is_null() ? json::object() : optimizer;
+  json byClass = json::object();
+  for (unsigned c = 0; c < kNumMemoryClasses; ++c)
+    byClass[memoryClassName((MemoryClass)c).str()] = plan.peakBytesByClass[c];
+  out["memory_plan"] = {{"peak_bytes", plan.peakBytes},
+                        {"peak_instruction", plan.peakInstruction},
+                        {"peak_bytes_by_class", std::move(byClass)},
+                        {"arena_bytes", plan.arenaBytes},
+                        {"arena_alignment", MemoryPlan::kAlignment}};
   out["units"] = std::move(units);
   out["buffers"] = std::move(buffers);
   out["inputs"] = std::move(inputs);

@@ -1,0 +1,78 @@
+//===- MemoryPlan.h - liveness, per-rank peak and arena offsets -----------===//
+//
+// The memory planner's analysis over the scheduled step function: every SSA
+// tensor is a buffer (views alias their base), live from the instruction that
+// defines it (function arguments: from the start of the step) to its last use
+// or its explicit fsdp.free (returned values: to the end of the step). This is
+// exactly how the runtime allocates, so the planned peak is what fsdp-run
+// measures. The JSON schedule takes its `frees` from here.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_ANALYSIS_MEMORYPLAN_H
+#define FSDP_ANALYSIS_MEMORYPLAN_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <string>
+#include <vector>
+
+namespace mlir::fsdp {
+
+/// The classes of memory the report splits bytes into.
+enum class MemoryClass {
+  ParamShard,    // this rank's shard of the parameters
+  GatheredParam, // a unit's full parameters after all-gather
+  OptState,      // AdamW moments (shards)
+  Grad,          // gradients of activations and parameters, packed full gradients
+  GradShard,     // this rank's reduce-scattered gradient shard
+  Activation,    // values computed in forward
+  Temporary,     // constants and other scratch
+  Data,          // the micro-batch (features, labels, tokens, targets)
+  Scalar,        // the optimizer step and other scalars
+};
+llvm::StringRef memoryClassName(MemoryClass c);
+inline constexpr unsigned kNumMemoryClasses = 9;
+
+/// One buffer of the plan.
+struct PlannedBuffer {
+  Value value;
+  int64_t bytes = 0;          // numel × element size (0 for views)
+  MemoryClass cls = MemoryClass::Temporary;
+  int64_t viewOf = -1;        // index of the owning buffer for a view, else -1
+  int64_t viewOffset = 0;     // in elements of the owner
+  int64_t start = -1;         // first instruction it is live at (-1: step start)
+  int64_t end = -1;           // last instruction it is live at (#instructions: step end)
+  int64_t arenaOffset = -1;   // bytes from the arena's base (views: -1)
+};
+
+/// Liveness, peak and static offsets of the step function `fn` (a single
+/// block; instructions are its ops in order, without the terminator).
+class MemoryPlan {
+public:
+  /// Fails with a diagnostic on a value that is not a statically shaped
+  /// tensor of f32, f64, i32 or i64.
+  static FailureOr<MemoryPlan> compute(func::FuncOp fn);
+
+  std::vector<PlannedBuffer> buffers;         // arguments, then results in op order
+  llvm::DenseMap<Value, int64_t> indexOf;     // value → buffer index
+  std::vector<Operation *> instructions;
+  std::vector<std::vector<int64_t>> freesAfter; // buffer indices freed after instruction i
+  std::vector<int64_t> liveBytes;             // bytes live while instruction i runs
+  int64_t peakBytes = 0;                      // max of liveBytes (and the step's start)
+  int64_t peakInstruction = -1;               // index of the first instruction at the peak
+  std::vector<int64_t> peakBytesByClass;      // live bytes per MemoryClass at the peak
+  int64_t arenaBytes = 0;                     // size of one arena holding every buffer
+  int64_t lossInstruction = -1;               // forward ends here
+
+  /// Alignment of arena offsets, bytes (the runtime's allocation alignment).
+  static constexpr int64_t kAlignment = 64;
+
+private:
+  void assignArenaOffsets();
+};
+
+} // namespace mlir::fsdp
+
+#endif // FSDP_ANALYSIS_MEMORYPLAN_H

@@ -1,0 +1,213 @@
+//===- MemoryPlan.cpp - liveness, per-rank peak and arena offsets ---------===//
+#include "fsdp/Analysis/MemoryPlan.h"
+#include "fsdp/Dialect/FSDP/FSDP.h"
+#include "fsdp/Dialect/NN/NN.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <algorithm>
+#include <numeric>
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+StringRef mlir::fsdp::memoryClassName(MemoryClass c) {
+  switch (c) {
+  case MemoryClass::ParamShard: return "param_shard";
+  case MemoryClass::GatheredParam: return "gathered_param";
+  case MemoryClass::OptState: return "opt_state";
+  case MemoryClass::Grad: return "grad";
+  case MemoryClass::GradShard: return "grad_shard";
+  case MemoryClass::Activation: return "activation";
+  case MemoryClass::Temporary: return "temporary";
+  case MemoryClass::Data: return "data";
+  case MemoryClass::Scalar: return "scalar";
+  }
+  return "temporary";
+}
+
+static MemoryClass classifyArgument(func::FuncOp fn, unsigned i) {
+  if (fn.getArgAttr(i, nn::kDataAttr))
+    return MemoryClass::Data;
+  if (fn.getArgAttr(i, nn::kStepAttr))
+    return MemoryClass::Scalar;
+  if (auto role = fn.getArgAttrOfType<StringAttr>(i, kRoleAttr))
+    return role.getValue() == "param" ? MemoryClass::ParamShard : MemoryClass::OptState;
+  if (fn.getArgAttr(i, nn::kOptStateAttr))
+    return MemoryClass::OptState;
+  return MemoryClass::ParamShard; // an unsharded parameter (autodiff-only steps)
+}
+
+static MemoryClass classifyResult(OpResult r, bool backward) {
+  Operation *op = r.getOwner();
+  if (isa<AllGatherOp, ParamViewOp>(op))
+    return MemoryClass::GatheredParam;
+  if (isa<FlattenOp>(op))
+    return MemoryClass::Grad;
+  if (isa<ReduceScatterOp>(op))
+    return MemoryClass::GradShard;
+  if (isa<nn::AdamWUpdateOp, nn::SgdUpdateOp>(op))
+    return r.getResultNumber() == 0 ? MemoryClass::ParamShard : MemoryClass::OptState;
+  if (isa<arith::ConstantOp, nn::ZerosLikeOp>(op))
+    return MemoryClass::Temporary;
+  return backward ? MemoryClass::Grad : MemoryClass::Activation;
+}
+
+FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
+  MemoryPlan plan;
+  Block &block = fn.getBody().front();
+  auto ret = cast<func::ReturnOp>(block.getTerminator());
+  for (Operation &op : block.without_terminator())
+    plan.instructions.push_back(&op);
+  int64_t n = plan.instructions.size();
+
+  for (unsigned i = 0; i < fn.getNumResults(); ++i)
+    if (fn.getResultAttr(i, nn::kLossAttr))
+      if (Operation *def = ret.getOperand(i).getDefiningOp())
+        plan.lossInstruction =
+            std::find(plan.instructions.begin(), plan.instructions.end(), def) -
+            plan.instructions.begin();
+
+  auto addBuffer = [&](Value v, MemoryClass cls, int64_t start) -> LogicalResult {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    Type elt = t ? t.getElementType() : Type();
+    bool ok = t && t.hasStaticShape() &&
+              (elt.isF32() || elt.isF64() || elt.isInteger(32) || elt.isInteger(64));
+    if (!ok)
+      return emitError(v.getLoc()) << "the memory plan supports statically shaped tensors of "
+                                      "f32, f64, i32 and i64, got "
+                                   << v.getType();
+    PlannedBuffer b;
+    b.value = v;
+    b.bytes = t.getNumElements() * (elt.getIntOrFloatBitWidth() / 8);
+    b.cls = cls;
+    b.start = start;
+    plan.indexOf[v] = plan.buffers.size();
+    plan.buffers.push_back(b);
+    return success();
+  };
+
+  for (BlockArgument arg : fn.getArguments())
+    if (failed(addBuffer(arg, classifyArgument(fn, arg.getArgNumber()), -1)))
+      return failure();
+  llvm::DenseSet<Value> explicitlyFreed;
+  for (auto [idx, op] : llvm::enumerate(plan.instructions)) {
+    bool backward = plan.lossInstruction >= 0 && (int64_t)idx > plan.lossInstruction;
+    for (OpResult r : op->getResults())
+      if (failed(addBuffer(r, classifyResult(r, backward), idx)))
+        return failure();
+    if (auto view = dyn_cast<ParamViewOp>(op)) {
+      PlannedBuffer &b = plan.buffers[plan.indexOf[view.getResult()]];
+      int64_t base = plan.indexOf[view.getFlat()];
+      b.viewOffset = view.getOffset();
+      if (plan.buffers[base].viewOf >= 0) { // a view of a view
+        b.viewOffset += plan.buffers[base].viewOffset;
+        base = plan.buffers[base].viewOf;
+      }
+      b.viewOf = base;
+      b.bytes = 0;
+    }
+    if (auto f = dyn_cast<FreeOp>(op))
+      explicitlyFreed.insert(f.getBuffer());
+  }
+
+  // Last use of every owning buffer (uses of views count for their owner).
+  auto owner = [&](Value v) {
+    int64_t i = plan.indexOf.lookup(v);
+    return plan.buffers[i].viewOf >= 0 ? plan.buffers[i].viewOf : i;
+  };
+  std::vector<int64_t> lastUse(plan.buffers.size(), -2);
+  for (auto [idx, op] : llvm::enumerate(plan.instructions))
+    for (Value v : op->getOperands())
+      lastUse[owner(v)] = idx;
+  llvm::DenseSet<Value> returned(ret.getOperands().begin(), ret.getOperands().end());
+
+  plan.freesAfter.assign(n, {});
+  for (auto [i, b] : llvm::enumerate(plan.buffers)) {
+    if (b.viewOf >= 0)
+      continue;
+    if (returned.contains(b.value)) {
+      b.end = n; // carried to the next step
+    } else if (lastUse[i] >= 0) {
+      b.end = lastUse[i];
+      if (!explicitlyFreed.contains(b.value))
+        plan.freesAfter[b.end].push_back(i);
+    } else if (b.start >= 0) {
+      b.end = b.start; // defined, never used: freed right after its instruction
+      plan.freesAfter[b.end].push_back(i);
+    } else {
+      b.end = n; // an unused argument stays for the whole step
+    }
+  }
+  for (auto &b : plan.buffers)
+    if (b.viewOf >= 0) {
+      b.start = plan.buffers[b.viewOf].start;
+      b.end = plan.buffers[b.viewOf].end;
+    }
+
+  // Live bytes at each instruction: buffers with start <= i <= end.
+  std::vector<int64_t> delta(n + 2, 0); // index i + 1 for instruction i, 0 for the step start
+  int64_t atStart = 0;
+  for (auto &b : plan.buffers) {
+    if (b.viewOf >= 0)
+      continue;
+    delta[b.start + 1] += b.bytes;
+    if (b.end + 2 <= n + 1)
+      delta[b.end + 2] -= b.bytes;
+    if (b.start < 0)
+      atStart += b.bytes;
+  }
+  plan.liveBytes.assign(n, 0);
+  int64_t live = delta[0];
+  plan.peakBytes = atStart;
+  for (int64_t i = 0; i < n; ++i) {
+    live += delta[i + 1];
+    plan.liveBytes[i] = live;
+    if (live > plan.peakBytes) {
+      plan.peakBytes = live;
+      plan.peakInstruction = i;
+    }
+  }
+  plan.peakBytesByClass.assign(kNumMemoryClasses, 0);
+  for (auto &b : plan.buffers)
+    if (b.viewOf < 0 && b.start <= plan.peakInstruction && plan.peakInstruction <= b.end)
+      plan.peakBytesByClass[(unsigned)b.cls] += b.bytes;
+  plan.assignArenaOffsets();
+  return plan;
+}
+
+/// First-fit by decreasing size over lifetime intervals: buffers whose
+/// lifetimes overlap get disjoint byte ranges (the classic offline dynamic
+/// storage allocation heuristic, cf. Sekiyama et al., "Profile-guided memory
+/// optimization for deep neural networks", 2018, Sec. 3).
+void MemoryPlan::assignArenaOffsets() {
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < (int64_t)buffers.size(); ++i)
+    if (buffers[i].viewOf < 0)
+      order.push_back(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return buffers[a].bytes > buffers[b].bytes; });
+  auto align = [](int64_t x) { return (x + kAlignment - 1) / kAlignment * kAlignment; };
+  std::vector<int64_t> placed;
+  arenaBytes = 0;
+  for (int64_t i : order) {
+    PlannedBuffer &b = buffers[i];
+    std::vector<std::pair<int64_t, int64_t>> busy; // [offset, offset + size) of overlapping ones
+    for (int64_t j : placed) {
+      const PlannedBuffer &o = buffers[j];
+      if (o.start <= b.end && b.start <= o.end)
+        busy.push_back({o.arenaOffset, o.arenaOffset + align(o.bytes)});
+    }
+    std::sort(busy.begin(), busy.end());
+    int64_t offset = 0;
+    for (auto [lo, hi] : busy) {
+      if (offset + align(b.bytes) <= lo)
+        break;
+      offset = std::max(offset, hi);
+    }
+    b.arenaOffset = offset;
+    arenaBytes = std::max(arenaBytes, offset + align(b.bytes));
+    placed.push_back(i);
+  }
+}
