@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "fsdp/Target/Schedule.h"
 #include "fsdp/Analysis/MemoryPlan.h"
+#include "fsdp/Sharding.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -250,6 +251,26 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
     }
   out["global_batch"] = globalBatch;
   out["optimizer"] = optimizer.is_null() ? json::object() : optimizer;
+  // Communication per rank per step: ring volume of every collective.
+  int64_t commBytes = 0;
+  json commByCollective = json{{"all_gather", 0}, {"reduce_scatter", 0}};
+  for (Operation *op : plan.instructions) {
+    Value full;
+    if (auto ag = dyn_cast<AllGatherOp>(op))
+      full = ag.getResult();
+    else if (auto rs = dyn_cast<ReduceScatterOp>(op))
+      full = rs.getInput();
+    else
+      continue;
+    auto t = cast<RankedTensorType>(full.getType());
+    int64_t bytes = ::fsdp::ringCollectiveBytesPerRank(
+        t.getNumElements() * t.getElementTypeBitWidth() / 8, worldSize);
+    commBytes += bytes;
+    commByCollective[isa<AllGatherOp>(op) ? "all_gather" : "reduce_scatter"] =
+        commByCollective[isa<AllGatherOp>(op) ? "all_gather" : "reduce_scatter"].get<int64_t>() +
+        bytes;
+  }
+  out["comm_plan"] = {{"bytes_per_step", commBytes}, {"by_collective", commByCollective}};
   json byClass = json::object();
   for (unsigned c = 0; c < kNumMemoryClasses; ++c)
     byClass[memoryClassName((MemoryClass)c).str()] = plan.peakBytesByClass[c];
