@@ -1,0 +1,157 @@
+//===- Llama.cpp - Llama / Mistral / Qwen2 forward graph ------------------===//
+//
+// LlamaForCausalLM and the relatives that share its layout: pre-norm
+// decoder layers with RMSNorm, rotary embeddings (rotate-half), grouped-query
+// attention and a SwiGLU MLP. Parameters as in the Hugging Face state_dict
+// (module registration order: self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj,
+// input_layernorm, post_attention_layernorm); weights N(0, initializer_range),
+// norms ones, biases zeros.
+//
+// Differences handled here: qwen2 always has q/k/v biases and no o_proj bias;
+// mistral's sliding_window only bounds --seq (the window is not applied, so
+// the graph is exact only for --seq <= sliding_window, which is enforced).
+//
+//===----------------------------------------------------------------------===//
+#include "Architectures.h"
+#include "ModelBuilder.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace fsdp_import {
+
+OwningOpRef<ModuleOp> buildLlama(MLIRContext *ctx, ConfigReader &cfg, const Overrides &ov,
+                                 StringRef modelType) {
+  const bool qwen2 = modelType == "qwen2";
+  auto vocab = cfg.requireInt("vocab_size", ov.vocab);
+  auto hidden = cfg.requireInt("hidden_size", ov.hidden);
+  auto inter = cfg.requireInt("intermediate_size", ov.intermediate);
+  auto layers = cfg.requireInt("num_hidden_layers", ov.layers);
+  auto heads = cfg.requireInt("num_attention_heads", ov.heads);
+  auto positions = cfg.requireInt("max_position_embeddings");
+  auto act = cfg.optionalString("hidden_act", "silu");
+  auto eps = cfg.optionalNumber("rms_norm_eps", 1e-6, /*positive=*/true);
+  auto theta = cfg.optionalNumber("rope_theta", 10000.0, /*positive=*/true);
+  auto tied = cfg.optionalBool("tie_word_embeddings", false);
+  auto attnBias = cfg.optionalBool("attention_bias", false);
+  auto mlpBias = cfg.optionalBool("mlp_bias", false);
+  auto initRange = cfg.optionalNumber("initializer_range", 0.02, /*positive=*/false);
+  if (cfg.failed())
+    return nullptr;
+  auto kvHeads = cfg.optionalInt("num_key_value_heads", *heads, ov.kvHeads);
+  if (cfg.failed())
+    return nullptr;
+
+  if (*act != "silu") {
+    cfg.fail("key 'hidden_act': unsupported value \"" + *act + "\" (supported: \"silu\")");
+    return nullptr;
+  }
+  if (*initRange < 0) {
+    cfg.fail("key 'initializer_range' must be >= 0");
+    return nullptr;
+  }
+  // head_dim: the config's, unless absent or --hidden/--heads changed the shape.
+  int64_t headDim;
+  if (cfg.has("head_dim") && !ov.hidden && !ov.heads) {
+    auto d = cfg.requireInt("head_dim");
+    if (!d)
+      return nullptr;
+    headDim = *d;
+  } else {
+    if (*hidden % *heads) {
+      cfg.fail("'hidden_size' (" + std::to_string(*hidden) +
+               ") is not divisible by 'num_attention_heads' (" + std::to_string(*heads) +
+               "), so 'head_dim' cannot be derived");
+      return nullptr;
+    }
+    headDim = *hidden / *heads;
+  }
+  if (headDim % 2) {
+    cfg.fail("head_dim " + std::to_string(headDim) +
+             " is odd; rotary embeddings need an even "
+             "'head_dim'");
+    return nullptr;
+  }
+  if (*heads % *kvHeads) {
+    cfg.fail("'num_attention_heads' (" + std::to_string(*heads) +
+             ") is not divisible by 'num_key_value_heads' (" + std::to_string(*kvHeads) + ")");
+    return nullptr;
+  }
+  int64_t batch, seq;
+  if (!resolveBatchSeq(cfg, ov, *positions, "max_position_embeddings", batch, seq))
+    return nullptr;
+  if (modelType == "mistral" && cfg.has("sliding_window")) {
+    auto window = cfg.requireInt("sliding_window");
+    if (!window)
+      return nullptr;
+    if (seq > *window) {
+      cfg.fail("--seq " + std::to_string(seq) + " exceeds 'sliding_window' (" +
+               std::to_string(*window) + "); sliding-window attention is not modelled");
+      return nullptr;
+    }
+  }
+  if (cfg.has("rope_scaling"))
+    llvm::errs() << "fsdp-import: warning: " << cfg.getPath()
+                 << ": 'rope_scaling' is ignored (plain RoPE with 'rope_theta')\n";
+
+  const int64_t C = *hidden, I = *inter, V = *vocab, L = *layers, Hq = *heads, Hkv = *kvHeads,
+                D = headDim;
+  const bool qkvBias = qwen2 || *attnBias, oBias = !qwen2 && *attnBias;
+  const std::string wInit = normalInit(*initRange);
+
+  ModelBuilder mb(ctx, cfg.getPath(), batch, seq);
+  mb.addParam("model.embed_tokens.weight", {V, C}, wInit);
+  for (int64_t i = 0; i < L; ++i) {
+    std::string p = "model.layers." + std::to_string(i) + ".";
+    auto proj = [&](const std::string &name, int64_t out, int64_t in, bool bias) {
+      mb.addParam(p + name + ".weight", {out, in}, wInit);
+      if (bias)
+        mb.addParam(p + name + ".bias", {out}, "zeros");
+    };
+    proj("self_attn.q_proj", Hq * D, C, qkvBias);
+    proj("self_attn.k_proj", Hkv * D, C, qkvBias);
+    proj("self_attn.v_proj", Hkv * D, C, qkvBias);
+    proj("self_attn.o_proj", C, Hq * D, oBias);
+    proj("mlp.gate_proj", I, C, *mlpBias);
+    proj("mlp.up_proj", I, C, *mlpBias);
+    proj("mlp.down_proj", C, I, *mlpBias);
+    mb.addParam(p + "input_layernorm.weight", {C}, "ones");
+    mb.addParam(p + "post_attention_layernorm.weight", {C}, "ones");
+  }
+  mb.addParam("model.norm.weight", {C}, "ones");
+  if (!*tied)
+    mb.addParam("lm_head.weight", {V, C}, wInit);
+
+  mb.begin();
+  Value x = mb.embedding("model.embed_tokens", mb.tokens(), mb.param("model.embed_tokens.weight"));
+  for (int64_t i = 0; i < L; ++i) {
+    std::string m = "model.layers." + std::to_string(i);
+    std::string attn = m + ".self_attn", mlp = m + ".mlp";
+    auto lin = [&](const std::string &mod, Value in, bool bias) {
+      Value b = bias ? mb.param(mod + ".bias") : Value();
+      return mb.linear(mod, in, mb.param(mod + ".weight"), b);
+    };
+    Value h = mb.rmsNorm(m + ".input_layernorm", x, mb.param(m + ".input_layernorm.weight"), *eps);
+    Value q = lin(attn + ".q_proj", h, qkvBias);
+    Value k = lin(attn + ".k_proj", h, qkvBias);
+    Value v = lin(attn + ".v_proj", h, qkvBias);
+    q = mb.rope(attn, q, D, *theta);
+    k = mb.rope(attn, k, D, *theta);
+    Value a = mb.attention(attn, q, k, v, Hq, Hkv);
+    a = lin(attn + ".o_proj", a, oBias);
+    x = mb.add(m, x, a);
+    h = mb.rmsNorm(m + ".post_attention_layernorm", x,
+                   mb.param(m + ".post_attention_layernorm.weight"), *eps);
+    Value gate = mb.silu(mlp + ".act_fn", lin(mlp + ".gate_proj", h, *mlpBias));
+    Value up = lin(mlp + ".up_proj", h, *mlpBias);
+    Value down = lin(mlp + ".down_proj", mb.mul(mlp, gate, up), *mlpBias);
+    x = mb.add(m, x, down);
+  }
+  x = mb.rmsNorm("model.norm", x, mb.param("model.norm.weight"), *eps);
+  Value head = mb.param(*tied ? "model.embed_tokens.weight" : "lm_head.weight");
+  Value logits = mb.linear("lm_head", x, head);
+  return mb.finish(mb.crossEntropy("loss", logits, mb.targets()));
+}
+
+} // namespace fsdp_import
