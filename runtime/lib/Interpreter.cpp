@@ -2,9 +2,10 @@
 //
 // Parsing and static validation of docs/schedule-format.md (version 1) into
 // fsdp::rt::Program: header fields, units, buffers (with view chains resolved
-// and bounds-checked), inputs/outputs and every instruction's operand counts,
-// dtypes and shapes, so that run() (InterpreterRun.cpp) only meets data
-// errors. Messages name the file, the instruction index and its `loc`.
+// and bounds-checked), inputs/outputs and instruction attributes. The
+// per-op operand/dtype/shape checks are in InterpreterValidate.cpp, so that
+// run() (InterpreterRun.cpp) only meets data errors. Messages name the file,
+// the instruction index and its `loc`.
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Interpreter.h"
@@ -39,9 +40,6 @@ int64_t dtypeSize(DType t) {
 namespace {
 
 constexpr int kSupportedVersion = 1;
-
-bool isFloat(DType t) { return t == DType::F32 || t == DType::F64; }
-bool isInt(DType t) { return t == DType::I32 || t == DType::I64; }
 
 int64_t numelOf(const std::vector<int64_t> &shape) {
   int64_t n = 1;
@@ -132,6 +130,22 @@ const OpInfo kOps[] = {
     {"fsdp.free", OpKind::Free},
     {"fsdp.param_view", OpKind::ParamView},
     {"fsdp.flatten", OpKind::Flatten},
+    {"nn.embedding", OpKind::Embedding},
+    {"nn.embedding_grad", OpKind::EmbeddingGrad},
+    {"nn.position_embedding", OpKind::PositionEmbedding},
+    {"nn.position_embedding_grad", OpKind::PositionEmbeddingGrad},
+    {"nn.layer_norm", OpKind::LayerNorm},
+    {"nn.layer_norm_grad", OpKind::LayerNormGrad},
+    {"nn.rms_norm", OpKind::RmsNorm},
+    {"nn.rms_norm_grad", OpKind::RmsNormGrad},
+    {"nn.rope", OpKind::Rope},
+    {"nn.attention", OpKind::Attention},
+    {"nn.attention_grad", OpKind::AttentionGrad},
+    {"nn.silu", OpKind::Silu},
+    {"nn.silu_grad", OpKind::SiluGrad},
+    {"nn.split", OpKind::Split},
+    {"nn.concat", OpKind::Concat},
+    {"nn.zeros_like", OpKind::ZerosLike},
 };
 
 double attrNum(const json &attrs, const char *key, double dflt,
@@ -142,6 +156,15 @@ double attrNum(const json &attrs, const char *key, double dflt,
     throw Error(ctx + ": attribute '" + key + "' must be a number, got " +
                 attrs.at(key).dump());
   return attrs.at(key).get<double>();
+}
+int64_t attrInt(const json &attrs, const char *key, int64_t dflt,
+                const std::string &ctx) {
+  if (!attrs.contains(key))
+    return dflt;
+  if (!attrs.at(key).is_number_integer())
+    throw Error(ctx + ": attribute '" + key + "' must be an integer, got " +
+                attrs.at(key).dump());
+  return attrs.at(key).get<int64_t>();
 }
 bool attrBool(const json &attrs, const char *key, const std::string &ctx) {
   if (!attrs.contains(key))
@@ -464,211 +487,39 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
     in.beta2 = attrNum(attrs, "beta2", od.beta2, ctx);
     in.eps = attrNum(attrs, "eps", od.eps, ctx);
     in.weightDecay = attrNum(attrs, "weight_decay", dfltWd, ctx);
+    // Transformer ops. Attributes the op cannot do without are required.
+    auto require = [&](const char *key) {
+      if (!attrs.contains(key))
+        throw Error(ctx + ": missing attribute '" + key + "'");
+    };
+    switch (in.kind) {
+    case OpKind::LayerNorm: case OpKind::LayerNormGrad:
+    case OpKind::RmsNorm: case OpKind::RmsNormGrad:
+      require("eps");
+      break;
+    case OpKind::EmbeddingGrad: require("num_embeddings"); break;
+    case OpKind::PositionEmbeddingGrad: require("num_positions"); break;
+    case OpKind::Rope: require("head_dim"); require("theta"); break;
+    case OpKind::Attention: case OpKind::AttentionGrad:
+      require("num_heads"); require("num_kv_heads");
+      break;
+    case OpKind::Split: require("sizes"); require("axis"); break;
+    case OpKind::Concat: require("axis"); break;
+    default: break;
+    }
+    in.transposeWeight = attrBool(attrs, "transpose_weight", ctx);
+    in.numEmbeddings = attrInt(attrs, "num_embeddings", 0, ctx);
+    in.numPositions = attrInt(attrs, "num_positions", 0, ctx);
+    in.headDim = attrInt(attrs, "head_dim", 0, ctx);
+    in.theta = attrNum(attrs, "theta", 0.0, ctx);
+    in.inverse = attrBool(attrs, "inverse", ctx);
+    in.numHeads = attrInt(attrs, "num_heads", 0, ctx);
+    in.numKvHeads = attrInt(attrs, "num_kv_heads", 0, ctx);
+    in.axis = attrInt(attrs, "axis", 0, ctx);
+    if (attrs.contains("sizes"))
+      in.sizes = intList(attrs["sizes"], ctx + ": attribute 'sizes'");
     program.push_back(in);
     validateInstruction(program.back(), idx);
-  }
-}
-
-void Program::validateInstruction(const Instruction &in, size_t idx) const {
-  std::string ctx = where(idx);
-  auto need = [&](size_t nOps, size_t nRes) {
-    if (in.operands.size() != nOps)
-      throw Error(ctx + ": expected " + std::to_string(nOps) +
-                  " operand(s), got " + std::to_string(in.operands.size()));
-    if (in.results.size() != nRes)
-      throw Error(ctx + ": expected " + std::to_string(nRes) +
-                  " result(s), got " + std::to_string(in.results.size()));
-  };
-  for (const auto *list : {&in.operands, &in.results, &in.frees})
-    for (int64_t id : *list)
-      if (!bufferMap.count(id))
-        throw Error(ctx + ": unknown buffer id " + std::to_string(id));
-  auto B = [&](int64_t id) -> const BufferDesc & { return bufferMap.at(id); };
-  auto sameNumel = [&](int64_t a, int64_t b) {
-    if (B(a).numel != B(b).numel)
-      throw Error(ctx + ": buffer " + std::to_string(a) + " " +
-                  shapeStr(B(a).shape) + " and buffer " + std::to_string(b) +
-                  " " + shapeStr(B(b).shape) + " differ in size");
-  };
-  auto floatSame = [&](std::initializer_list<int64_t> ids) {
-    DType t = B(*ids.begin()).dtype;
-    for (int64_t id : ids) {
-      if (!isFloat(B(id).dtype))
-        throw Error(ctx + ": buffer " + std::to_string(id) + " has dtype " +
-                    dtypeName(B(id).dtype) + ", expected f32 or f64");
-      if (B(id).dtype != t)
-        throw Error(ctx + ": mixed dtypes (" + dtypeName(t) + " and " +
-                    dtypeName(B(id).dtype) + ")");
-    }
-  };
-  auto lastDim = [&](int64_t id) -> int64_t {
-    const auto &s = B(id).shape;
-    if (s.empty())
-      throw Error(ctx + ": buffer " + std::to_string(id) +
-                  " must have rank >= 1");
-    return s.back();
-  };
-  const auto &o = in.operands;
-  const auto &r = in.results;
-  switch (in.kind) {
-  case OpKind::Constant:
-    need(0, 1);
-    break;
-  case OpKind::Linear: {
-    if (o.size() != 2 && o.size() != 3)
-      throw Error(ctx + ": expected 2 or 3 operands, got " +
-                  std::to_string(o.size()));
-    need(o.size(), 1);
-    floatSame({o[0], o[1], r[0]});
-    int64_t k = lastDim(o[0]);
-    if (B(o[1]).shape.size() != 2 || B(o[1]).shape[1] != k)
-      throw Error(ctx + ": weight " + shapeStr(B(o[1]).shape) +
-                  " does not match input " + shapeStr(B(o[0]).shape));
-    int64_t n = B(o[1]).shape[0];
-    int64_t m = k ? B(o[0]).numel / k : 0;
-    if (o.size() == 3) {
-      floatSame({o[0], o[2]});
-      if (B(o[2]).numel != n)
-        throw Error(ctx + ": bias " + shapeStr(B(o[2]).shape) +
-                    " does not match " + std::to_string(n) + " outputs");
-    }
-    if (B(r[0]).numel != m * n || (n && lastDim(r[0]) != n))
-      throw Error(ctx + ": result " + shapeStr(B(r[0]).shape) +
-                  " should be [" + std::to_string(m) + ", " +
-                  std::to_string(n) + "]");
-    break;
-  }
-  case OpKind::Matmul: {
-    need(2, 1);
-    floatSame({o[0], o[1], r[0]});
-    int64_t ac = lastDim(o[0]), ar = ac ? B(o[0]).numel / ac : 0;
-    int64_t bc = lastDim(o[1]), br = bc ? B(o[1]).numel / bc : 0;
-    int64_t m = in.transA ? ac : ar, k = in.transA ? ar : ac;
-    int64_t kb = in.transB ? bc : br, n = in.transB ? br : bc;
-    if (k != kb)
-      throw Error(ctx + ": inner dimensions differ: " + shapeStr(B(o[0]).shape) +
-                  (in.transA ? "ᵀ" : "") + " · " + shapeStr(B(o[1]).shape) +
-                  (in.transB ? "ᵀ" : ""));
-    if (B(r[0]).numel != m * n)
-      throw Error(ctx + ": result " + shapeStr(B(r[0]).shape) +
-                  " should hold [" + std::to_string(m) + ", " +
-                  std::to_string(n) + "]");
-    break;
-  }
-  case OpKind::Add:
-  case OpKind::Mul:
-  case OpKind::ReluGrad:
-  case OpKind::GeluGrad:
-    need(2, 1);
-    floatSame({o[0], o[1], r[0]});
-    sameNumel(o[0], o[1]);
-    sameNumel(o[0], r[0]);
-    break;
-  case OpKind::Relu:
-  case OpKind::Gelu:
-    need(1, 1);
-    floatSame({o[0], r[0]});
-    sameNumel(o[0], r[0]);
-    break;
-  case OpKind::ReduceSum:
-  case OpKind::Broadcast: {
-    need(1, 1);
-    floatSame({o[0], r[0]});
-    bool red = in.kind == OpKind::ReduceSum;
-    const auto &full = red ? B(o[0]).shape : B(r[0]).shape;
-    const auto &part = red ? B(r[0]).shape : B(o[0]).shape;
-    std::vector<int64_t> expect;
-    std::set<int64_t> ax(in.axes.begin(), in.axes.end());
-    for (int64_t a : in.axes)
-      if (a < 0 || a >= static_cast<int64_t>(full.size()))
-        throw Error(ctx + ": axis " + std::to_string(a) +
-                    " out of range for shape " + shapeStr(full));
-    if (ax.size() != in.axes.size())
-      throw Error(ctx + ": repeated axis in 'axes'");
-    for (size_t i = 0; i < full.size(); ++i)
-      if (!ax.count(static_cast<int64_t>(i)))
-        expect.push_back(full[i]);
-    if (numelOf(expect) != numelOf(part))
-      throw Error(ctx + ": shape " + shapeStr(part) + " does not match " +
-                  shapeStr(full) + " without axes " + shapeStr(in.axes));
-    break;
-  }
-  case OpKind::CrossEntropy:
-  case OpKind::CrossEntropyGrad: {
-    bool grad = in.kind == OpKind::CrossEntropyGrad;
-    need(grad ? 3 : 2, 1);
-    if (!isInt(B(o[1]).dtype))
-      throw Error(ctx + ": labels must be i32 or i64, got " +
-                  dtypeName(B(o[1]).dtype));
-    int64_t c = lastDim(o[0]);
-    if (B(o[0]).numel != B(o[1]).numel * c)
-      throw Error(ctx + ": logits " + shapeStr(B(o[0]).shape) +
-                  " do not match labels " + shapeStr(B(o[1]).shape));
-    if (grad) {
-      floatSame({o[0], o[2], r[0]});
-      sameNumel(o[0], r[0]);
-      if (B(o[2]).numel != 1)
-        throw Error(ctx + ": dloss must be a scalar");
-    } else {
-      floatSame({o[0], r[0]});
-      if (B(r[0]).numel != 1)
-        throw Error(ctx + ": the loss result must be a scalar");
-    }
-    break;
-  }
-  case OpKind::SgdUpdate:
-    need(2, 1);
-    floatSame({o[0], o[1], r[0]});
-    sameNumel(o[0], o[1]);
-    sameNumel(o[0], r[0]);
-    break;
-  case OpKind::AdamwUpdate:
-    need(5, 3);
-    floatSame({o[0], o[1], o[2], o[3], r[0], r[1], r[2]});
-    for (int64_t id : {o[1], o[2], o[3], r[0], r[1], r[2]})
-      sameNumel(o[0], id);
-    if (!isInt(B(o[4]).dtype) || B(o[4]).numel != 1)
-      throw Error(ctx + ": step must be an i64 scalar");
-    break;
-  case OpKind::AllGather:
-  case OpKind::ReduceScatter: {
-    need(1, 1);
-    bool ag = in.kind == OpKind::AllGather;
-    int64_t shard = ag ? o[0] : r[0], full = ag ? r[0] : o[0];
-    if (B(shard).dtype != B(full).dtype)
-      throw Error(ctx + ": operand and result dtypes differ");
-    if (!ag && !isFloat(B(full).dtype) && in.average)
-      throw Error(ctx + ": 'avg' needs a float buffer");
-    if (B(full).numel != B(shard).numel * worldSizeValue)
-      throw Error(ctx + ": full buffer " + std::to_string(full) + " has " +
-                  std::to_string(B(full).numel) + " elements, expected shard " +
-                  std::to_string(B(shard).numel) + " x world_size " +
-                  std::to_string(worldSizeValue));
-    break;
-  }
-  case OpKind::Free:
-    need(1, 0);
-    break;
-  case OpKind::ParamView:
-    need(1, 1);
-    if (B(r[0]).viewOf < 0 || B(r[0]).rootId != B(o[0]).rootId)
-      throw Error(ctx + ": result buffer " + std::to_string(r[0]) +
-                  " must be a view_of operand buffer " + std::to_string(o[0]));
-    break;
-  case OpKind::Flatten:
-    need(o.size(), 1);
-    if (in.offsets.size() != o.size())
-      throw Error(ctx + ": " + std::to_string(o.size()) + " operands but " +
-                  std::to_string(in.offsets.size()) + " offsets");
-    for (size_t i = 0; i < o.size(); ++i) {
-      floatSame({o[i], r[0]});
-      if (in.offsets[i] < 0 ||
-          in.offsets[i] + B(o[i]).numel > B(r[0]).numel)
-        throw Error(ctx + ": operand " + std::to_string(o[i]) + " at offset " +
-                    std::to_string(in.offsets[i]) + " does not fit in " +
-                    std::to_string(B(r[0]).numel) + " elements");
-    }
-    break;
   }
 }
 

@@ -10,6 +10,7 @@
 #include "fsdp/Interpreter.h"
 
 #include "fsdp/Kernels.h"
+#include "fsdp/TransformerKernels.h"
 #include "fsdp/runtime.h"
 
 #include <cstring>
@@ -149,6 +150,141 @@ public:
   std::vector<Pending> pending;
 };
 
+// [outer, axis, inner] factorisation of `shape` around `axis` (may be
+// negative, counted from the end).
+void aroundAxis(const std::vector<int64_t> &shape, int64_t axis,
+                int64_t &outer, int64_t &inner) {
+  int64_t rank = static_cast<int64_t>(shape.size());
+  if (axis < 0)
+    axis += rank;
+  outer = inner = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= shape[i];
+  for (int64_t i = axis + 1; i < rank; ++i)
+    inner *= shape[i];
+}
+
+// The transformer ops of docs/schedule-format.md ("Transformer ops").
+template <typename T>
+void execTransformer(const Instruction &in, Frame &f) {
+  const Program &p = f.prog;
+  const auto &o = in.operands;
+  const auto &r = in.results;
+  auto B = [&](int64_t id) -> const BufferDesc & { return p.buffer(id); };
+  switch (in.kind) {
+  case OpKind::Embedding:
+  case OpKind::EmbeddingGrad: {
+    bool grad = in.kind == OpKind::EmbeddingGrad;
+    const auto &ts = B(grad ? r[0] : o[1]).shape;
+    int64_t n = B(o[0]).numel, vocab = ts[0], dim = ts[1];
+    bool i32 = B(o[0]).dtype == DType::I32;
+    if (grad && i32)
+      cpu::embeddingGrad<T, int32_t>(f.as<int32_t>(o[0]), f.as<T>(o[1]),
+                                     f.as<T>(r[0]), n, vocab, dim);
+    else if (grad)
+      cpu::embeddingGrad<T, int64_t>(f.as<int64_t>(o[0]), f.as<T>(o[1]),
+                                     f.as<T>(r[0]), n, vocab, dim);
+    else if (i32)
+      cpu::embedding<T, int32_t>(f.as<int32_t>(o[0]), f.as<T>(o[1]),
+                                 f.as<T>(r[0]), n, vocab, dim);
+    else
+      cpu::embedding<T, int64_t>(f.as<int64_t>(o[0]), f.as<T>(o[1]),
+                                 f.as<T>(r[0]), n, vocab, dim);
+    break;
+  }
+  case OpKind::PositionEmbedding: {
+    const auto &xs = B(o[0]).shape;
+    cpu::positionEmbedding<T>(f.as<T>(o[0]), f.as<T>(o[1]), f.as<T>(r[0]),
+                              xs[0], xs[1], xs[2]);
+    break;
+  }
+  case OpKind::PositionEmbeddingGrad: {
+    const auto &xs = B(o[0]).shape;
+    cpu::positionEmbeddingGrad<T>(f.as<T>(o[0]), f.as<T>(r[0]), xs[0], xs[1],
+                                  xs[2], B(r[0]).shape[0]);
+    break;
+  }
+  case OpKind::LayerNorm:
+  case OpKind::LayerNormGrad:
+  case OpKind::RmsNorm:
+  case OpKind::RmsNormGrad: {
+    int64_t c = B(o[0]).shape.back(), rows = c ? B(o[0]).numel / c : 0;
+    if (in.kind == OpKind::LayerNorm)
+      cpu::layerNorm<T>(f.as<T>(o[0]), f.as<T>(o[1]), f.as<T>(o[2]),
+                        f.as<T>(r[0]), rows, c, in.eps);
+    else if (in.kind == OpKind::LayerNormGrad)
+      cpu::layerNormGrad<T>(f.as<T>(o[0]), f.as<T>(o[1]), f.as<T>(o[2]),
+                            f.as<T>(r[0]), f.as<T>(r[1]), f.as<T>(r[2]), rows,
+                            c, in.eps);
+    else if (in.kind == OpKind::RmsNorm)
+      cpu::rmsNorm<T>(f.as<T>(o[0]), f.as<T>(o[1]), f.as<T>(r[0]), rows, c,
+                      in.eps);
+    else
+      cpu::rmsNormGrad<T>(f.as<T>(o[0]), f.as<T>(o[1]), f.as<T>(o[2]),
+                          f.as<T>(r[0]), f.as<T>(r[1]), rows, c, in.eps);
+    break;
+  }
+  case OpKind::Rope: {
+    const auto &xs = B(o[0]).shape;
+    cpu::rope<T>(f.as<T>(o[0]), f.as<T>(r[0]), xs[0], xs[1],
+                 xs[2] / in.headDim, in.headDim, in.theta, in.inverse);
+    break;
+  }
+  case OpKind::Attention:
+  case OpKind::AttentionGrad: {
+    const auto &qs = B(o[0]).shape;
+    int64_t d = qs[2] / in.numHeads;
+    if (in.kind == OpKind::Attention)
+      cpu::attention<T>(f.as<T>(o[0]), f.as<T>(o[1]), f.as<T>(o[2]),
+                        f.as<T>(r[0]), qs[0], qs[1], in.numHeads,
+                        in.numKvHeads, d);
+    else
+      cpu::attentionGrad<T>(f.as<T>(o[0]), f.as<T>(o[1]), f.as<T>(o[2]),
+                            f.as<T>(o[3]), f.as<T>(r[0]), f.as<T>(r[1]),
+                            f.as<T>(r[2]), qs[0], qs[1], in.numHeads,
+                            in.numKvHeads, d);
+    break;
+  }
+  case OpKind::Silu:
+    cpu::silu<T>(f.as<T>(o[0]), f.as<T>(r[0]), B(r[0]).numel);
+    break;
+  case OpKind::SiluGrad:
+    cpu::siluGrad<T>(f.as<T>(o[0]), f.as<T>(o[1]), f.as<T>(r[0]),
+                     B(r[0]).numel);
+    break;
+  case OpKind::Split:
+  case OpKind::Concat: {
+    bool sp = in.kind == OpKind::Split;
+    const BufferDesc &whole = B(sp ? o[0] : r[0]);
+    int64_t rank = static_cast<int64_t>(whole.shape.size());
+    int64_t axis = in.axis < 0 ? in.axis + rank : in.axis;
+    int64_t outer, inner;
+    aroundAxis(whole.shape, axis, outer, inner);
+    const std::vector<int64_t> &parts = sp ? r : o;
+    std::vector<int64_t> sizes;
+    for (int64_t id : parts)
+      sizes.push_back(B(id).shape[axis]);
+    if (sp) {
+      std::vector<T *> outs;
+      for (int64_t id : r)
+        outs.push_back(f.as<T>(id));
+      cpu::split<T>(f.as<T>(o[0]), outs, sizes, outer, inner);
+    } else {
+      std::vector<const T *> ins;
+      for (int64_t id : o)
+        ins.push_back(f.as<T>(id));
+      cpu::concat<T>(ins, f.as<T>(r[0]), sizes, outer, inner);
+    }
+    break;
+  }
+  case OpKind::ZerosLike:
+    cpu::fill<T>(f.as<T>(r[0]), B(r[0]).numel, 0.0);
+    break;
+  default:
+    throw Error("internal error: op is not a float kernel");
+  }
+}
+
 template <typename T>
 void execFloat(const Instruction &in, Frame &f) {
   const Program &p = f.prog;
@@ -157,11 +293,12 @@ void execFloat(const Instruction &in, Frame &f) {
   auto B = [&](int64_t id) -> const BufferDesc & { return p.buffer(id); };
   switch (in.kind) {
   case OpKind::Linear: {
-    int64_t k = B(o[0]).shape.back(), n = B(o[1]).shape[0];
+    int64_t k = B(o[0]).shape.back();
+    int64_t n = B(o[1]).shape[in.transposeWeight ? 1 : 0];
     int64_t m = k ? B(o[0]).numel / k : 0;
     cpu::linear<T>(f.as<T>(o[0]), f.as<T>(o[1]),
                    o.size() == 3 ? f.as<T>(o[2]) : nullptr, f.as<T>(r[0]), m, k,
-                   n);
+                   n, in.transposeWeight);
     break;
   }
   case OpKind::Matmul: {
@@ -241,7 +378,7 @@ void execFloat(const Instruction &in, Frame &f) {
     break;
   }
   default:
-    throw Error("internal error: op is not a float kernel");
+    execTransformer<T>(in, f);
   }
 }
 

@@ -5,7 +5,10 @@
 // cross-entropy itself). The module goes through fsdp-autodiff alone and the
 // JSON schedule translation in-process, and the runtime interpreter runs the
 // unsharded step. Every element of every analytic gradient is compared with
-// the central difference (f(p+h) − f(p−h)) / 2h of the same schedule's loss.
+// the fourth-order central difference
+// (−f(p+2h) + 8f(p+h) − 8f(p−h) + f(p−2h)) / 12h of the same schedule's loss
+// (truncation O(h⁴), so h can be large enough that rounding in the loss,
+// ~ε·|f|/h, stays far below the tolerance even for small gradients).
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/InitAll.h"
@@ -34,7 +37,7 @@ namespace {
 using fsdp::rt::HostValues;
 using fsdp::rt::Program;
 
-constexpr double kStep = 1e-6;
+constexpr double kStep = 1e-4;
 constexpr double kTolerance = 1e-6;
 
 /// Parses `src`, runs fsdp-autodiff, translates to a JSON schedule and loads
@@ -82,6 +85,8 @@ struct Options {
   double range = 1.0;
   /// ... and redrawn while closer than this to 0 (kinks such as relu's).
   double avoidZero = 0.0;
+  /// `tokens` inputs are drawn uniformly from [0, tokenRange).
+  int64_t tokenRange = 1;
   unsigned seed = 20240611;
 };
 
@@ -115,6 +120,10 @@ double gradCheck(const char *src, const Options &opt = {}) {
       std::uniform_int_distribution<int64_t> cls(0, classes - 1);
       for (double &x : v)
         x = static_cast<double>(cls(rng));
+    } else if (io.role == "tokens") {
+      std::uniform_int_distribution<int64_t> tok(0, opt.tokenRange - 1);
+      for (double &x : v)
+        x = static_cast<double>(tok(rng));
     } else {
       ADD_FAILURE() << "unexpected input role '" << io.role << "'";
       return INFINITY;
@@ -169,15 +178,19 @@ double gradCheck(const char *src, const Options &opt = {}) {
     double worstHere = 0.0;
     for (size_t i = 0; i < p.size(); ++i) {
       double saved = p[i];
-      p[i] = saved + kStep;
-      double plus = lossAt(inputs);
-      p[i] = saved - kStep;
-      double minus = lossAt(inputs);
+      auto at = [&](double delta) {
+        p[i] = saved + delta;
+        return lossAt(inputs);
+      };
+      double numeric = (-at(2 * kStep) + 8 * at(kStep) - 8 * at(-kStep) +
+                        at(-2 * kStep)) /
+                       (12 * kStep);
       p[i] = saved;
-      double numeric = (plus - minus) / (2 * kStep);
       double a = analytic[i];
+      // Below |a| + |numeric| = 1e-5 the error is judged absolutely (to
+      // 1e-11), above the rounding of the difference quotient (~1e-12·|f|).
       double rel = std::fabs(a - numeric) /
-                   std::max(1e-8, std::fabs(a) + std::fabs(numeric));
+                   std::max(1e-5, std::fabs(a) + std::fabs(numeric));
       EXPECT_LT(rel, kTolerance) << "d loss / d " << fqn << "[" << i
                                  << "]: analytic " << a << ", numeric "
                                  << numeric;
@@ -481,6 +494,226 @@ func.func @forward(%x: tensor<3x5xf64> {nn.param = "x"},
   %l = nn.cross_entropy %z, %y : (tensor<3x3xf64>, tensor<3xi32>) -> tensor<f64>
   return %l : tensor<f64>
 })mlir");
+}
+
+//===----------------------------------------------------------------------===//
+// Transformer ops (docs/schedule-format.md, "Transformer ops")
+//===----------------------------------------------------------------------===//
+
+TEST(GradCheck, LinearTransposeWeight) {
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<3x5xf64> {nn.param = "x"},
+                   %w: tensor<5x7xf64> {nn.param = "w"},
+                   %b: tensor<7xf64> {nn.param = "b"},
+                   %r: tensor<3x7xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.linear %x, %w, %b {transpose_weight = true} : (tensor<3x5xf64>, tensor<5x7xf64>, tensor<7xf64>) -> tensor<3x7xf64>
+  %p = nn.mul %y, %r : tensor<3x7xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1>} : tensor<3x7xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+// Gradient wrt the table; 8 tokens over 5 rows, so rows repeat.
+TEST(GradCheck, Embedding) {
+  Options opt;
+  opt.tokenRange = 5;
+  gradCheck(R"mlir(
+func.func @forward(%i: tensor<2x4xi32> {nn.data = "tokens"},
+                   %e: tensor<5x3xf64> {nn.param = "wte"},
+                   %r: tensor<2x4x3xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.embedding %i, %e : (tensor<2x4xi32>, tensor<5x3xf64>) -> tensor<2x4x3xf64>
+  %p = nn.mul %y, %r : tensor<2x4x3xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1, 2>} : tensor<2x4x3xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir",
+            opt);
+}
+
+// Both operands; the table has more positions (5) than the sequence (3).
+TEST(GradCheck, PositionEmbedding) {
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<2x3x4xf64> {nn.param = "x"},
+                   %e: tensor<5x4xf64> {nn.param = "wpe"},
+                   %r: tensor<2x3x4xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.position_embedding %x, %e : (tensor<2x3x4xf64>, tensor<5x4xf64>) -> tensor<2x3x4xf64>
+  %p = nn.mul %y, %r : tensor<2x3x4xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1, 2>} : tensor<2x3x4xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+TEST(GradCheck, LayerNorm) {
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<2x3x5xf64> {nn.param = "x"},
+                   %w: tensor<5xf64> {nn.param = "ln.weight"},
+                   %b: tensor<5xf64> {nn.param = "ln.bias"},
+                   %r: tensor<2x3x5xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.layer_norm %x, %w, %b {eps = 1.0e-05 : f64} : (tensor<2x3x5xf64>, tensor<5xf64>, tensor<5xf64>) -> tensor<2x3x5xf64>
+  %p = nn.mul %y, %r : tensor<2x3x5xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1, 2>} : tensor<2x3x5xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+TEST(GradCheck, RmsNorm) {
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<2x3x5xf64> {nn.param = "x"},
+                   %w: tensor<5xf64> {nn.param = "norm.weight"},
+                   %r: tensor<2x3x5xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.rms_norm %x, %w {eps = 1.0e-06 : f64} : (tensor<2x3x5xf64>, tensor<5xf64>) -> tensor<2x3x5xf64>
+  %p = nn.mul %y, %r : tensor<2x3x5xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1, 2>} : tensor<2x3x5xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+// Two heads of dim 4, then the inverse rotation of a second copy (whose VJP
+// is the forward rotation).
+TEST(GradCheck, Rope) {
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<2x3x8xf64> {nn.param = "x"},
+                   %r: tensor<2x3x8xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.rope %x {head_dim = 4 : i64, theta = 10.0 : f64} : tensor<2x3x8xf64> -> tensor<2x3x8xf64>
+  %z = nn.rope %x {head_dim = 4 : i64, theta = 10.0 : f64, inverse = true} : tensor<2x3x8xf64> -> tensor<2x3x8xf64>
+  %p = nn.mul %y, %r : tensor<2x3x8xf64>
+  %q = nn.mul %z, %p : tensor<2x3x8xf64>
+  %l = nn.reduce_sum %q {axes = array<i64: 0, 1, 2>} : tensor<2x3x8xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+// GQA: 4 query heads share 2 kv heads of dim 3.
+TEST(GradCheck, AttentionGQA) {
+  gradCheck(R"mlir(
+func.func @forward(%q: tensor<2x5x12xf64> {nn.param = "q"},
+                   %k: tensor<2x5x6xf64> {nn.param = "k"},
+                   %v: tensor<2x5x6xf64> {nn.param = "v"},
+                   %r: tensor<2x5x12xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.attention %q, %k, %v {num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<2x5x12xf64>, tensor<2x5x6xf64>, tensor<2x5x6xf64>) -> tensor<2x5x12xf64>
+  %p = nn.mul %y, %r : tensor<2x5x12xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1, 2>} : tensor<2x5x12xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+TEST(GradCheck, AttentionMultiHead) {
+  gradCheck(R"mlir(
+func.func @forward(%q: tensor<2x5x6xf64> {nn.param = "q"},
+                   %k: tensor<2x5x6xf64> {nn.param = "k"},
+                   %v: tensor<2x5x6xf64> {nn.param = "v"},
+                   %r: tensor<2x5x6xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64} : (tensor<2x5x6xf64>, tensor<2x5x6xf64>, tensor<2x5x6xf64>) -> tensor<2x5x6xf64>
+  %p = nn.mul %y, %r : tensor<2x5x6xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1, 2>} : tensor<2x5x6xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+TEST(GradCheck, Silu) {
+  Options opt;
+  opt.range = 4.0;
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<3x5xf64> {nn.param = "x"},
+                   %r: tensor<3x5xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.silu %x : tensor<3x5xf64>
+  %p = nn.mul %y, %r : tensor<3x5xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1>} : tensor<3x5xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir",
+            opt);
+}
+
+// Three pieces, all used (the VJP concatenates their gradients).
+TEST(GradCheck, SplitAllPiecesUsed) {
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<2x3x6xf64> {nn.param = "x"},
+                   %r0: tensor<2x3x2xf64> {nn.param = "r0", nn.trainable = false},
+                   %r1: tensor<2x3x3xf64> {nn.param = "r1", nn.trainable = false},
+                   %r2: tensor<2x3x1xf64> {nn.param = "r2", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %a, %b, %c = nn.split %x {axis = 2 : i64, sizes = array<i64: 2, 3, 1>} : tensor<2x3x6xf64> -> tensor<2x3x2xf64>, tensor<2x3x3xf64>, tensor<2x3x1xf64>
+  %pa = nn.mul %a, %r0 : tensor<2x3x2xf64>
+  %pb = nn.mul %b, %r1 : tensor<2x3x3xf64>
+  %pc = nn.mul %c, %c : tensor<2x3x1xf64>
+  %la = nn.reduce_sum %pa {axes = array<i64: 0, 1, 2>} : tensor<2x3x2xf64> -> tensor<f64>
+  %lb = nn.reduce_sum %pb {axes = array<i64: 0, 1, 2>} : tensor<2x3x3xf64> -> tensor<f64>
+  %lc = nn.reduce_sum %pc {axes = array<i64: 0, 1, 2>} : tensor<2x3x1xf64> -> tensor<f64>
+  %s = nn.add %la, %lb : tensor<f64>
+  %l = nn.add %s, %lc : tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+// The middle piece is unused: its gradient is nn.zeros_like.
+TEST(GradCheck, SplitOnePieceUnused) {
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<2x6x3xf64> {nn.param = "x"},
+                   %r0: tensor<2x1x3xf64> {nn.param = "r0", nn.trainable = false},
+                   %r2: tensor<2x3x3xf64> {nn.param = "r2", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %a, %b, %c = nn.split %x {axis = 1 : i64, sizes = array<i64: 1, 2, 3>} : tensor<2x6x3xf64> -> tensor<2x1x3xf64>, tensor<2x2x3xf64>, tensor<2x3x3xf64>
+  %pa = nn.mul %a, %r0 : tensor<2x1x3xf64>
+  %pc = nn.mul %c, %r2 : tensor<2x3x3xf64>
+  %la = nn.reduce_sum %pa {axes = array<i64: 0, 1, 2>} : tensor<2x1x3xf64> -> tensor<f64>
+  %lc = nn.reduce_sum %pc {axes = array<i64: 0, 1, 2>} : tensor<2x3x3xf64> -> tensor<f64>
+  %l = nn.add %la, %lc : tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+// Three inputs along a negative axis (-2, i.e. 1).
+TEST(GradCheck, Concat) {
+  gradCheck(R"mlir(
+func.func @forward(%a: tensor<2x1x3xf64> {nn.param = "a"},
+                   %b: tensor<2x2x3xf64> {nn.param = "b"},
+                   %c: tensor<2x3x3xf64> {nn.param = "c"},
+                   %r: tensor<2x6x3xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.concat %a, %b, %c {axis = -2 : i64} : (tensor<2x1x3xf64>, tensor<2x2x3xf64>, tensor<2x3x3xf64>) -> tensor<2x6x3xf64>
+  %p = nn.mul %y, %r : tensor<2x6x3xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1, 2>} : tensor<2x6x3xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
+// A tiny GPT-2 block end to end: embeddings, LayerNorm, fused qkv split,
+// attention, projection, residual, cross-entropy over the vocabulary.
+TEST(GradCheck, ComposedTransformerBlock) {
+  Options opt;
+  opt.tokenRange = 7;
+  opt.range = 0.5;
+  gradCheck(R"mlir(
+func.func @forward(%tok: tensor<2x4xi32> {nn.data = "tokens"},
+                   %tgt: tensor<2x4xi32> {nn.data = "labels"},
+                   %wte: tensor<7x6xf64> {nn.param = "wte"},
+                   %wpe: tensor<4x6xf64> {nn.param = "wpe"},
+                   %lnw: tensor<6xf64> {nn.param = "ln.weight"},
+                   %lnb: tensor<6xf64> {nn.param = "ln.bias"},
+                   %wqkv: tensor<6x18xf64> {nn.param = "attn.c_attn.weight"},
+                   %wo: tensor<6x6xf64> {nn.param = "attn.c_proj.weight"})
+    -> (tensor<f64> {nn.loss}) {
+  %e = nn.embedding %tok, %wte : (tensor<2x4xi32>, tensor<7x6xf64>) -> tensor<2x4x6xf64>
+  %h = nn.position_embedding %e, %wpe : (tensor<2x4x6xf64>, tensor<4x6xf64>) -> tensor<2x4x6xf64>
+  %n = nn.layer_norm %h, %lnw, %lnb {eps = 1.0e-05 : f64} : (tensor<2x4x6xf64>, tensor<6xf64>, tensor<6xf64>) -> tensor<2x4x6xf64>
+  %qkv = nn.linear %n, %wqkv {transpose_weight = true} : (tensor<2x4x6xf64>, tensor<6x18xf64>) -> tensor<2x4x18xf64>
+  %q, %k, %v = nn.split %qkv {axis = -1 : i64, sizes = array<i64: 6, 6, 6>} : tensor<2x4x18xf64> -> tensor<2x4x6xf64>, tensor<2x4x6xf64>, tensor<2x4x6xf64>
+  %a = nn.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64} : (tensor<2x4x6xf64>, tensor<2x4x6xf64>, tensor<2x4x6xf64>) -> tensor<2x4x6xf64>
+  %o = nn.linear %a, %wo : (tensor<2x4x6xf64>, tensor<6x6xf64>) -> tensor<2x4x6xf64>
+  %x = nn.add %h, %o : tensor<2x4x6xf64>
+  %logits = nn.linear %x, %wte : (tensor<2x4x6xf64>, tensor<7x6xf64>) -> tensor<2x4x7xf64>
+  %l = nn.cross_entropy %logits, %tgt : (tensor<2x4x7xf64>, tensor<2x4xi32>) -> tensor<f64>
+  return %l : tensor<f64>
+})mlir",
+            opt);
 }
 
 //===----------------------------------------------------------------------===//

@@ -217,3 +217,58 @@ TEST(Interpreter, WholeStepGradientCheck) {
 }
 
 } // namespace
+
+namespace {
+
+// y = embedding(tokens [2, 3] i32, table [V=4, C=2] f32), then attention over
+// y as q, k and v; for the transformer-op checks below.
+std::string embedSchedule(const std::string &attentionAttrs =
+                              R"("num_heads": 2, "num_kv_heads": 1)",
+                          const std::string &kvShape = "[2, 3, 1]") {
+  return R"({"format": "fsdp-schedule", "version": 1, "world_size": 1,
+    "units": [],
+    "buffers": [{"id": 0, "dtype": "i32", "shape": [2, 3]},
+                {"id": 1, "dtype": "f32", "shape": [4, 2], "class": "param"},
+                {"id": 2, "dtype": "f32", "shape": [2, 3, 2]},
+                {"id": 3, "dtype": "f32", "shape": )" + kvShape + R"(},
+                {"id": 4, "dtype": "f32", "shape": [2, 3, 2]}],
+    "inputs": [{"buffer": 0, "role": "tokens", "global_shape": [2, 3]},
+               {"buffer": 1, "role": "param", "fqn": "wte"}],
+    "outputs": [{"buffer": 4, "role": "output"}],
+    "instructions": [
+      {"op": "nn.embedding", "operands": [0, 1], "results": [2],
+       "loc": "gpt.mlir:3:9"},
+      {"op": "nn.split", "operands": [2], "results": [3, 3],
+       "attrs": {"axis": -1, "sizes": [1, 1]}, "loc": "gpt.mlir:4:9"},
+      {"op": "nn.attention", "operands": [2, 3, 3], "results": [4],
+       "attrs": {)" + attentionAttrs + R"(}, "loc": "gpt.mlir:5:9"}]})";
+}
+
+} // namespace
+
+TEST(Interpreter, EmbeddingIndexOutOfRangeIsAnError) {
+  // (The split's two results share one buffer id, which running would
+  // reject, but the step stops at instruction #0.)
+  std::string text = embedSchedule();
+  Program p = Program::fromString(text);
+  try {
+    p.run({{0, {0, 1, 2, 3, 4, 0}}, {1, {0, 0, 0, 0, 0, 0, 0, 0}}});
+    FAIL();
+  } catch (const Error &e) {
+    EXPECT_HAS(e.what(), "instruction #0 'nn.embedding' (gpt.mlir:3:9)");
+    EXPECT_HAS(e.what(), "index 4 at position 4 is outside [0, 4)");
+  }
+  EXPECT_EQ(fsdp_mem_current_bytes(), 0);
+}
+
+TEST(Interpreter, TransformerOpValidation) {
+  std::string m = errorOf(embedSchedule(R"("num_heads": 3, "num_kv_heads": 2)"));
+  EXPECT_HAS(m, "'nn.attention' (gpt.mlir:5:9): num_heads 3 must be a "
+                "positive multiple of num_kv_heads 2");
+  m = errorOf(embedSchedule(R"("num_heads": 2, "num_kv_heads": 1)",
+                            "[2, 3, 2]"));
+  EXPECT_HAS(m, "'nn.split' (gpt.mlir:4:9): piece 3 [2, 3, 2] should be "
+                "[2, 3, 1]");
+  m = errorOf(embedSchedule(R"("num_heads": 2)"));
+  EXPECT_HAS(m, "missing attribute 'num_kv_heads'");
+}

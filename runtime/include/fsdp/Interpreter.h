@@ -89,7 +89,11 @@ struct IoDesc {
 enum class OpKind {
   Constant, Linear, Matmul, Add, Mul, Relu, ReluGrad, Gelu, GeluGrad,
   ReduceSum, Broadcast, CrossEntropy, CrossEntropyGrad, SgdUpdate,
-  AdamwUpdate, AllGather, ReduceScatter, Free, ParamView, Flatten
+  AdamwUpdate, AllGather, ReduceScatter, Free, ParamView, Flatten,
+  // Transformer ops (docs/schedule-format.md, "Transformer ops").
+  Embedding, EmbeddingGrad, PositionEmbedding, PositionEmbeddingGrad,
+  LayerNorm, LayerNormGrad, RmsNorm, RmsNormGrad, Rope, Attention,
+  AttentionGrad, Silu, SiluGrad, Split, Concat, ZerosLike
 };
 
 /// One parsed instruction with its attributes decoded.
@@ -105,6 +109,16 @@ struct Instruction {
   std::vector<int64_t> offsets;                  ///< fsdp.flatten
   bool average = true;                           ///< fsdp.reduce_scatter
   double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0; ///< updates
+                                                 ///< (eps: also the norms')
+  bool transposeWeight = false;                  ///< nn.linear: w is [K, N]
+  int64_t numEmbeddings = 0;                     ///< nn.embedding_grad
+  int64_t numPositions = 0;                      ///< nn.position_embedding_grad
+  int64_t headDim = 0;                           ///< nn.rope
+  double theta = 0;                              ///< nn.rope
+  bool inverse = false;                          ///< nn.rope
+  int64_t numHeads = 0, numKvHeads = 0;          ///< nn.attention(_grad)
+  int64_t axis = 0;                              ///< split / concat (as given)
+  std::vector<int64_t> sizes;                    ///< nn.split
 };
 
 /// Buffer id -> element values (row-major, as double).

@@ -17,10 +17,11 @@
 namespace fsdp::rt::cpu {
 
 /// y[M,N] = x[M,K] · w[N,K]ᵀ (+ b[N] broadcast over rows); b may be null.
-/// cblas_sgemm / cblas_dgemm (torch.nn.functional.linear semantics).
+/// cblas_sgemm / cblas_dgemm (torch.nn.functional.linear semantics). With
+/// transposeWeight the weight is stored w[K,N] (GPT-2 Conv1D) and y = x·w.
 template <typename T>
 void linear(const T *x, const T *w, const T *b, T *y, int64_t m, int64_t k,
-            int64_t n);
+            int64_t n, bool transposeWeight = false);
 
 /// c = op(a) · op(b) with a stored as [aRows, aCols], b as [bRows, bCols]
 /// (row-major) and op = transpose when the flag is set. Requires the inner

@@ -104,11 +104,13 @@ int64_t checkedLabel(const L *labels, int64_t i, int64_t classes) {
 
 template <typename T>
 void linear(const T *x, const T *w, const T *b, T *y, int64_t m, int64_t k,
-            int64_t n) {
+            int64_t n, bool transposeWeight) {
   if (m == 0 || n == 0)
     return;
   if (k == 0)
     std::fill(y, y + m * n, T(0));
+  else if (transposeWeight)
+    gemm(CblasNoTrans, CblasNoTrans, m, n, k, x, k, w, n, y, n);
   else
     gemm(CblasNoTrans, CblasTrans, m, n, k, x, k, w, k, y, n);
   if (b)
@@ -312,7 +314,7 @@ template <typename T> void fill(T *r, int64_t n, double value) {
 
 #define FSDP_INSTANTIATE(T)                                                    \
   template void linear<T>(const T *, const T *, const T *, T *, int64_t,       \
-                          int64_t, int64_t);                                   \
+                          int64_t, int64_t, bool);                             \
   template void matmul<T>(const T *, const T *, T *, int64_t, int64_t,         \
                           int64_t, int64_t, bool, bool);                       \
   template void add<T>(const T *, const T *, T *, int64_t);                    \

@@ -1,0 +1,165 @@
+//===- AttentionKernels.cpp - causal GQA attention and its VJP ------------===//
+//
+// cpu::attention / cpu::attentionGrad of fsdp/TransformerKernels.h for float
+// and double. For each (batch, query head) the scores S = q·kᵀ/√d are one
+// seq×seq GEMM (CBLAS) into a scratch matrix, the causal softmax is a
+// max-subtracted row loop in double, and o = P·v is a second GEMM; heads are
+// addressed in place through leading dimensions (no transposes or copies).
+// The backward recomputes P (Vaswani et al. 2017; GQA: Ainslie et al. 2023).
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/TransformerKernels.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fsdp::rt::cpu {
+
+namespace {
+
+void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n,
+          int64_t k, float alpha, const float *a, int64_t lda, const float *b,
+          int64_t ldb, float beta, float *c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
+              ldc);
+}
+void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n,
+          int64_t k, double alpha, const double *a, int64_t lda,
+          const double *b, int64_t ldb, double beta, double *c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
+              ldc);
+}
+
+void checkHeads(int64_t hq, int64_t hkv, int64_t d) {
+  if (hq <= 0 || hkv <= 0 || d <= 0 || hq % hkv)
+    throw std::invalid_argument(
+        "attention: num_heads " + std::to_string(hq) +
+        " must be a positive multiple of num_kv_heads " + std::to_string(hkv) +
+        " and head_dim " + std::to_string(d) + " positive");
+}
+
+/// p[seq, seq] = causal softmax of the rows of s (scaled scores); entries
+/// above the diagonal are set to 0. p may alias s.
+template <typename T> void causalSoftmax(const T *s, T *p, int64_t seq) {
+  for (int64_t t = 0; t < seq; ++t) {
+    const T *row = s + t * seq;
+    T *out = p + t * seq;
+    double mx = row[0];
+    for (int64_t j = 1; j <= t; ++j)
+      mx = std::max(mx, static_cast<double>(row[j]));
+    double sum = 0;
+    for (int64_t j = 0; j <= t; ++j) {
+      double e = std::exp(static_cast<double>(row[j]) - mx);
+      out[j] = static_cast<T>(e);
+      sum += e;
+    }
+    double inv = 1.0 / sum;
+    for (int64_t j = 0; j <= t; ++j)
+      out[j] = static_cast<T>(out[j] * inv);
+    for (int64_t j = t + 1; j < seq; ++j)
+      out[j] = T(0);
+  }
+}
+
+/// Strided views of one (batch, query head) pair.
+struct HeadView {
+  int64_t ldq, ldk;     // row strides of q-like and k-like tensors
+  int64_t qOff, kOff;   // element offsets of this head's first row
+};
+
+HeadView headView(int64_t b, int64_t h, int64_t seq, int64_t hq,
+                     int64_t hkv, int64_t d) {
+  int64_t group = hq / hkv;
+  HeadView v;
+  v.ldq = hq * d;
+  v.ldk = hkv * d;
+  v.qOff = b * seq * v.ldq + h * d;
+  v.kOff = b * seq * v.ldk + (h / group) * d;
+  return v;
+}
+
+} // namespace
+
+template <typename T>
+void attention(const T *q, const T *k, const T *v, T *o, int64_t batch,
+               int64_t seq, int64_t hq, int64_t hkv, int64_t d) {
+  checkHeads(hq, hkv, d);
+  if (batch == 0 || seq == 0)
+    return;
+  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(d)));
+  std::vector<T> p(seq * seq);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < hq; ++h) {
+      HeadView hv = headView(b, h, seq, hq, hkv, d);
+      // S = scale · Q Kᵀ, then P = causal softmax(S) in place.
+      gemm(CblasNoTrans, CblasTrans, seq, seq, d, scale, q + hv.qOff, hv.ldq,
+           k + hv.kOff, hv.ldk, T(0), p.data(), seq);
+      causalSoftmax(p.data(), p.data(), seq);
+      // O = P V.
+      gemm(CblasNoTrans, CblasNoTrans, seq, d, seq, T(1), p.data(), seq,
+           v + hv.kOff, hv.ldk, T(0), o + hv.qOff, hv.ldq);
+    }
+}
+
+template <typename T>
+void attentionGrad(const T *q, const T *k, const T *v, const T *dout, T *dq,
+                   T *dk, T *dv, int64_t batch, int64_t seq, int64_t hq,
+                   int64_t hkv, int64_t d) {
+  checkHeads(hq, hkv, d);
+  int64_t kvNumel = batch * seq * hkv * d;
+  std::fill(dk, dk + kvNumel, T(0));
+  std::fill(dv, dv + kvNumel, T(0));
+  std::fill(dq, dq + batch * seq * hq * d, T(0));
+  if (batch == 0 || seq == 0)
+    return;
+  const double scaleD = 1.0 / std::sqrt(static_cast<double>(d));
+  const T scale = static_cast<T>(scaleD);
+  std::vector<T> p(seq * seq), ds(seq * seq);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < hq; ++h) {
+      HeadView hv = headView(b, h, seq, hq, hkv, d);
+      const T *qh = q + hv.qOff, *kh = k + hv.kOff, *vh = v + hv.kOff;
+      const T *doh = dout + hv.qOff;
+      gemm(CblasNoTrans, CblasTrans, seq, seq, d, scale, qh, hv.ldq, kh,
+           hv.ldk, T(0), p.data(), seq);
+      causalSoftmax(p.data(), p.data(), seq);
+      // dP = dO Vᵀ (into ds), then dS = P ⊙ (dP − rowsum(P ⊙ dP)) · scale.
+      gemm(CblasNoTrans, CblasTrans, seq, seq, d, T(1), doh, hv.ldq, vh,
+           hv.ldk, T(0), ds.data(), seq);
+      for (int64_t t = 0; t < seq; ++t) {
+        const T *pr = &p[t * seq];
+        T *dr = &ds[t * seq];
+        double dot = 0;
+        for (int64_t j = 0; j <= t; ++j)
+          dot += static_cast<double>(pr[j]) * dr[j];
+        for (int64_t j = 0; j <= t; ++j)
+          dr[j] = static_cast<T>(pr[j] * (dr[j] - dot) * scaleD);
+        for (int64_t j = t + 1; j < seq; ++j)
+          dr[j] = T(0);
+      }
+      // dQ = dS K; dK += dSᵀ Q; dV += Pᵀ dO (sums over the GQA group).
+      gemm(CblasNoTrans, CblasNoTrans, seq, d, seq, T(1), ds.data(), seq, kh,
+           hv.ldk, T(0), dq + hv.qOff, hv.ldq);
+      gemm(CblasTrans, CblasNoTrans, seq, d, seq, T(1), ds.data(), seq, qh,
+           hv.ldq, T(1), dk + hv.kOff, hv.ldk);
+      gemm(CblasTrans, CblasNoTrans, seq, d, seq, T(1), p.data(), seq, doh,
+           hv.ldq, T(1), dv + hv.kOff, hv.ldk);
+    }
+}
+
+#define FSDP_INSTANTIATE_ATTN(T)                                               \
+  template void attention<T>(const T *, const T *, const T *, T *, int64_t,    \
+                             int64_t, int64_t, int64_t, int64_t);              \
+  template void attentionGrad<T>(const T *, const T *, const T *, const T *,   \
+                                 T *, T *, T *, int64_t, int64_t, int64_t,     \
+                                 int64_t, int64_t);
+
+FSDP_INSTANTIATE_ATTN(float)
+FSDP_INSTANTIATE_ATTN(double)
+
+} // namespace fsdp::rt::cpu

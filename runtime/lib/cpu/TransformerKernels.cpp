@@ -1,0 +1,304 @@
+//===- TransformerKernels.cpp - embeddings, norms, RoPE, SiLU, split ------===//
+//
+// Implementations of fsdp/TransformerKernels.h except attention (in
+// AttentionKernels.cpp), for float and double. Plain loops; per-row
+// statistics in double. See the header for formulas and sources.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/TransformerKernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace fsdp::rt::cpu {
+
+namespace {
+
+template <typename I>
+int64_t checkedIndex(const I *idx, int64_t i, int64_t vocab) {
+  int64_t v = static_cast<int64_t>(idx[i]);
+  if (v < 0 || v >= vocab)
+    throw std::out_of_range("index " + std::to_string(v) + " at position " +
+                            std::to_string(i) + " is outside [0, " +
+                            std::to_string(vocab) + ")");
+  return v;
+}
+
+double sigmoid(double x) {
+  // Stable for large |x|: never exponentiates a large positive number.
+  if (x >= 0)
+    return 1.0 / (1.0 + std::exp(-x));
+  double e = std::exp(x);
+  return e / (1.0 + e);
+}
+
+} // namespace
+
+template <typename T, typename I>
+void embedding(const I *idx, const T *table, T *y, int64_t n, int64_t vocab,
+               int64_t dim) {
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t v = checkedIndex(idx, i, vocab);
+    std::memcpy(y + i * dim, table + v * dim, dim * sizeof(T));
+  }
+}
+
+template <typename T, typename I>
+void embeddingGrad(const I *idx, const T *dy, T *dtable, int64_t n,
+                   int64_t vocab, int64_t dim) {
+  std::fill(dtable, dtable + vocab * dim, T(0));
+  for (int64_t i = 0; i < n; ++i) {
+    T *row = dtable + checkedIndex(idx, i, vocab) * dim;
+    const T *g = dy + i * dim;
+    for (int64_t c = 0; c < dim; ++c)
+      row[c] += g[c];
+  }
+}
+
+template <typename T>
+void positionEmbedding(const T *x, const T *table, T *y, int64_t batch,
+                       int64_t seq, int64_t dim) {
+  int64_t plane = seq * dim;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < plane; ++i)
+      y[b * plane + i] = x[b * plane + i] + table[i];
+}
+
+template <typename T>
+void positionEmbeddingGrad(const T *dy, T *dtable, int64_t batch, int64_t seq,
+                           int64_t dim, int64_t positions) {
+  if (positions < seq)
+    throw std::invalid_argument("position_embedding_grad: " +
+                                std::to_string(positions) +
+                                " positions < sequence length " +
+                                std::to_string(seq));
+  int64_t plane = seq * dim;
+  std::fill(dtable, dtable + positions * dim, T(0));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < plane; ++i)
+      dtable[i] += dy[b * plane + i];
+}
+
+template <typename T>
+void layerNorm(const T *x, const T *w, const T *b, T *y, int64_t rows,
+               int64_t dim, double eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *xr = x + r * dim;
+    T *yr = y + r * dim;
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < dim; ++c)
+      mean += xr[c];
+    mean /= static_cast<double>(dim);
+    for (int64_t c = 0; c < dim; ++c) {
+      double d = xr[c] - mean;
+      var += d * d;
+    }
+    var /= static_cast<double>(dim);
+    double rstd = 1.0 / std::sqrt(var + eps);
+    for (int64_t c = 0; c < dim; ++c)
+      yr[c] = static_cast<T>((xr[c] - mean) * rstd * w[c] + b[c]);
+  }
+}
+
+template <typename T>
+void layerNormGrad(const T *x, const T *w, const T *dy, T *dx, T *dw, T *db,
+                   int64_t rows, int64_t dim, double eps) {
+  std::vector<double> accW(dim, 0.0), accB(dim, 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *xr = x + r * dim, *gr = dy + r * dim;
+    T *dxr = dx + r * dim;
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < dim; ++c)
+      mean += xr[c];
+    mean /= static_cast<double>(dim);
+    for (int64_t c = 0; c < dim; ++c) {
+      double d = xr[c] - mean;
+      var += d * d;
+    }
+    var /= static_cast<double>(dim);
+    double rstd = 1.0 / std::sqrt(var + eps);
+    double sumG = 0, sumGX = 0;
+    for (int64_t c = 0; c < dim; ++c) {
+      double xh = (xr[c] - mean) * rstd;
+      double g = static_cast<double>(gr[c]) * w[c];
+      sumG += g;
+      sumGX += g * xh;
+      accW[c] += static_cast<double>(gr[c]) * xh;
+      accB[c] += gr[c];
+    }
+    double mG = sumG / static_cast<double>(dim);
+    double mGX = sumGX / static_cast<double>(dim);
+    for (int64_t c = 0; c < dim; ++c) {
+      double xh = (xr[c] - mean) * rstd;
+      double g = static_cast<double>(gr[c]) * w[c];
+      dxr[c] = static_cast<T>(rstd * (g - mG - xh * mGX));
+    }
+  }
+  for (int64_t c = 0; c < dim; ++c) {
+    dw[c] = static_cast<T>(accW[c]);
+    db[c] = static_cast<T>(accB[c]);
+  }
+}
+
+template <typename T>
+void rmsNorm(const T *x, const T *w, T *y, int64_t rows, int64_t dim,
+             double eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *xr = x + r * dim;
+    T *yr = y + r * dim;
+    double ss = 0;
+    for (int64_t c = 0; c < dim; ++c)
+      ss += static_cast<double>(xr[c]) * xr[c];
+    double rr = 1.0 / std::sqrt(ss / static_cast<double>(dim) + eps);
+    for (int64_t c = 0; c < dim; ++c)
+      yr[c] = static_cast<T>(xr[c] * rr * w[c]);
+  }
+}
+
+template <typename T>
+void rmsNormGrad(const T *x, const T *w, const T *dy, T *dx, T *dw,
+                 int64_t rows, int64_t dim, double eps) {
+  std::vector<double> accW(dim, 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *xr = x + r * dim, *gr = dy + r * dim;
+    T *dxr = dx + r * dim;
+    double ss = 0, gx = 0;
+    for (int64_t c = 0; c < dim; ++c) {
+      ss += static_cast<double>(xr[c]) * xr[c];
+      gx += static_cast<double>(gr[c]) * w[c] * xr[c];
+    }
+    double rr = 1.0 / std::sqrt(ss / static_cast<double>(dim) + eps);
+    double k = rr * rr * gx / static_cast<double>(dim);
+    for (int64_t c = 0; c < dim; ++c) {
+      double g = static_cast<double>(gr[c]) * w[c];
+      dxr[c] = static_cast<T>(rr * (g - xr[c] * k));
+      accW[c] += static_cast<double>(gr[c]) * xr[c] * rr;
+    }
+  }
+  for (int64_t c = 0; c < dim; ++c)
+    dw[c] = static_cast<T>(accW[c]);
+}
+
+template <typename T>
+void rope(const T *x, T *y, int64_t batch, int64_t seq, int64_t heads,
+          int64_t headDim, double theta, bool inverse) {
+  if (headDim <= 0 || headDim % 2)
+    throw std::invalid_argument("rope: head_dim must be positive and even, "
+                                "got " + std::to_string(headDim));
+  int64_t half = headDim / 2, width = heads * headDim;
+  // Angle table for every position (shared by batch and heads).
+  std::vector<double> cs(seq * half), sn(seq * half);
+  for (int64_t t = 0; t < seq; ++t)
+    for (int64_t i = 0; i < half; ++i) {
+      double phi = static_cast<double>(t) *
+                   std::pow(theta, -2.0 * static_cast<double>(i) /
+                                       static_cast<double>(headDim));
+      if (inverse)
+        phi = -phi;
+      cs[t * half + i] = std::cos(phi);
+      sn[t * half + i] = std::sin(phi);
+    }
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < seq; ++t) {
+      const double *c = &cs[t * half], *s = &sn[t * half];
+      for (int64_t h = 0; h < heads; ++h) {
+        int64_t base = (b * seq + t) * width + h * headDim;
+        const T *xh = x + base;
+        T *yh = y + base;
+        for (int64_t i = 0; i < half; ++i) {
+          double a = xh[i], bb = xh[i + half];
+          yh[i] = static_cast<T>(a * c[i] - bb * s[i]);
+          yh[i + half] = static_cast<T>(bb * c[i] + a * s[i]);
+        }
+      }
+    }
+}
+
+template <typename T> void silu(const T *x, T *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    double v = x[i];
+    y[i] = static_cast<T>(v * sigmoid(v));
+  }
+}
+
+template <typename T>
+void siluGrad(const T *x, const T *dy, T *dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    double v = x[i], s = sigmoid(v);
+    dx[i] = static_cast<T>(static_cast<double>(dy[i]) * s *
+                           (1.0 + v * (1.0 - s)));
+  }
+}
+
+template <typename T>
+void split(const T *x, const std::vector<T *> &outs,
+           const std::vector<int64_t> &sizes, int64_t outer, int64_t inner) {
+  if (outs.size() != sizes.size())
+    throw std::invalid_argument("split: " + std::to_string(outs.size()) +
+                                " outputs but " + std::to_string(sizes.size()) +
+                                " sizes");
+  int64_t total = 0;
+  for (int64_t s : sizes)
+    total += s;
+  for (int64_t o = 0; o < outer; ++o) {
+    const T *src = x + o * total * inner;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      int64_t chunk = sizes[i] * inner;
+      std::memcpy(outs[i] + o * chunk, src, chunk * sizeof(T));
+      src += chunk;
+    }
+  }
+}
+
+template <typename T>
+void concat(const std::vector<const T *> &ins, T *y,
+            const std::vector<int64_t> &sizes, int64_t outer, int64_t inner) {
+  if (ins.size() != sizes.size())
+    throw std::invalid_argument("concat: " + std::to_string(ins.size()) +
+                                " inputs but " + std::to_string(sizes.size()) +
+                                " sizes");
+  T *dst = y;
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t i = 0; i < ins.size(); ++i) {
+      int64_t chunk = sizes[i] * inner;
+      std::memcpy(dst, ins[i] + o * chunk, chunk * sizeof(T));
+      dst += chunk;
+    }
+}
+
+#define FSDP_INSTANTIATE_IDX(T, I)                                             \
+  template void embedding<T, I>(const I *, const T *, T *, int64_t, int64_t,   \
+                                int64_t);                                      \
+  template void embeddingGrad<T, I>(const I *, const T *, T *, int64_t,        \
+                                    int64_t, int64_t);
+#define FSDP_INSTANTIATE_TK(T)                                                 \
+  FSDP_INSTANTIATE_IDX(T, int32_t)                                             \
+  FSDP_INSTANTIATE_IDX(T, int64_t)                                             \
+  template void positionEmbedding<T>(const T *, const T *, T *, int64_t,       \
+                                     int64_t, int64_t);                        \
+  template void positionEmbeddingGrad<T>(const T *, T *, int64_t, int64_t,     \
+                                         int64_t, int64_t);                    \
+  template void layerNorm<T>(const T *, const T *, const T *, T *, int64_t,    \
+                             int64_t, double);                                 \
+  template void layerNormGrad<T>(const T *, const T *, const T *, T *, T *,    \
+                                 T *, int64_t, int64_t, double);               \
+  template void rmsNorm<T>(const T *, const T *, T *, int64_t, int64_t,        \
+                           double);                                            \
+  template void rmsNormGrad<T>(const T *, const T *, const T *, T *, T *,      \
+                               int64_t, int64_t, double);                      \
+  template void rope<T>(const T *, T *, int64_t, int64_t, int64_t, int64_t,    \
+                        double, bool);                                         \
+  template void silu<T>(const T *, T *, int64_t);                              \
+  template void siluGrad<T>(const T *, const T *, T *, int64_t);               \
+  template void split<T>(const T *, const std::vector<T *> &,                  \
+                         const std::vector<int64_t> &, int64_t, int64_t);      \
+  template void concat<T>(const std::vector<const T *> &, T *,                 \
+                          const std::vector<int64_t> &, int64_t, int64_t);
+
+FSDP_INSTANTIATE_TK(float)
+FSDP_INSTANTIATE_TK(double)
+
+} // namespace fsdp::rt::cpu
