@@ -248,7 +248,9 @@ LogicalResult ConcatOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
   grads.assign(getNumOperands(), Value());
   if (!resultGrads[0])
     return success();
-  int64_t axis = getAxis() < 0 ? getAxis() + tensorOf(getResult()).getRank() : getAxis();
+  int64_t axis = static_cast<int64_t>(getAxis()); // I64Attr getters return uint64_t
+  if (axis < 0)
+    axis += tensorOf(getResult()).getRank();
   SmallVector<int64_t> sizes;
   SmallVector<Type> types;
   for (Value v : getInputs()) {
