@@ -8,7 +8,10 @@ checks: losses agree across world sizes (f64 to 1e-10, f32 to 1e-4), the
 dumped parameters agree and have their padding stripped, the loss falls,
 comm_bytes is the ring volume, CSV data works, and errors (bad arguments,
 world-size mismatch, missing or malformed data file) exit non-zero with a
-clear message instead of hanging.
+clear message instead of hanging. Then the compiled tiny GPT-2 and Llama
+schedules (gen_lm.sh) with byte-level text data (np1 == np2, tokens_per_s,
+short or missing file), --save/--load (3 + 3 steps == 6 steps, bit for bit;
+mismatched checkpoints abort) and the unsharded-schedule error.
 """
 import json
 import os
@@ -124,6 +127,72 @@ with open(notjson, "w") as f:
     f.write("{ nope")
 rc, out, err = mpirun(2, notjson)
 check(rc != 0 and "not valid JSON" in err, "non-JSON schedule aborts")
+
+# 6. Language models (tokens/targets schedules compiled by gen_lm.sh).
+text = os.path.join(tmp, "text.txt")
+with open(text, "wb") as f:  # every byte value, so tokens span [0, 256)
+    f.write(bytes(range(256)) * 3 + b"To be, or not to be, that is the question.\n" * 20)
+g1, _ = summary(1, "gpt2_tiny_np1.json", "--steps", "6", "--seed", "3", "--data", text)
+g2, out = summary(2, "gpt2_tiny_np2.json", "--steps", "6", "--seed", "3", "--data", text)
+check(close(g1["losses"], g2["losses"], 1e-4), "GPT-2 text losses np1 == np2")
+check(abs(g2["tokens_per_s"] - 32 / g2["step_time_s"]) < 1e-6 * g2["tokens_per_s"],
+      "tokens_per_s = global batch 4 x T 8 / step_time_s")
+check(g2["compute_time_s"] > 0 and g2["comm_wait_time_s"] >= 0
+      and g2["compute_time_s"] <= g2["step_time_s"] * 1.5, "per-step compute/comm times")
+s, _ = summary(2, "gpt2_tiny_np2.json", "--steps", "3")
+check(len(s["losses"]) == 3 and all(x == x for x in s["losses"]), "GPT-2 synthetic tokens")
+s, _ = summary(2, "llama_tiny_np2.json", "--steps", "15", "--data", text)
+check(sum(s["losses"][-3:]) < sum(s["losses"][:3]),
+      "Llama (GQA, RoPE, RMSNorm, SiLU) loss falls (%.3f -> %.3f)"
+      % (s["losses"][0], s["losses"][-1]))
+short = os.path.join(tmp, "short.txt")
+with open(short, "wb") as f:
+    f.write(b"12345678")
+rc, out, err = mpirun(2, os.path.join(SCHED, "gpt2_tiny_np2.json"), "--data", short)
+check(rc != 0 and "has 8 bytes; a window of T+1 = 9 bytes is needed" in err,
+      "text shorter than T+1 aborts")
+rc, out, err = mpirun(2, os.path.join(SCHED, "gpt2_tiny_np2.json"), "--data", "/nonexistent.txt")
+check(rc != 0 and "cannot open data file '/nonexistent.txt'" in err, "missing text file aborts")
+
+# 7. --save / --load: 6 steps straight == 3 steps, save, load, 3 steps.
+for sched, extra in (("linear_f32_np2.json", []), ("gpt2_tiny_np2.json", ["--data", text])):
+    d6, d33, ck = (os.path.join(tmp, x + sched) for x in ("d6_", "d33_", "ck_"))
+    a, _ = summary(2, sched, "--steps", "6", "--seed", "5", "--dump-params", d6, *extra)
+    b, _ = summary(2, sched, "--steps", "3", "--seed", "5", "--save", ck, *extra)
+    c, _ = summary(2, sched, "--steps", "3", "--seed", "5", "--load", ck, "--dump-params", d33,
+                   *extra)
+    check(b["losses"] + c["losses"] == a["losses"] and c["first_step"] == 4,
+          "%s: save/load losses identical to a straight run" % sched)
+    with open(d6) as f6, open(d33) as f33:
+        check(f6.read() == f33.read(), "%s: save/load params and AdamW state identical" % sched)
+    with open(os.path.join(ck, "index.json")) as f:
+        idx = json.load(f)
+    check(idx["world_size"] == 2 and idx["step"] == 3 and len(idx["files"]) == 2
+          and idx["roles"] == ["param", "exp_avg", "exp_avg_sq"]
+          and all(os.path.getsize(os.path.join(ck, e["path"])) == e["bytes"] for e in idx["files"]),
+          "%s: index.json names world size, step, roles and rank files" % sched)
+ck = os.path.join(tmp, "ck_linear_f32_np2.json")
+rc, out, err = mpirun(1, os.path.join(SCHED, "linear_f32_np1.json"), "--load", ck)
+check(rc != 0 and "world_size is 2 in the checkpoint but 1 in the schedule" in err,
+      "load with another world size aborts")
+rc, out, err = mpirun(2, os.path.join(SCHED, "gpt2_tiny_np2.json"), "--load", ck)
+check(rc != 0 and "does not match schedule" in err, "load into another model aborts")
+rc, out, err = mpirun(2, os.path.join(SCHED, "linear_f32_np2.json"), "--load", "/nonexistent")
+check(rc != 0 and "--load: cannot open '/nonexistent/index.json'" in err, "load of a missing dir")
+
+# 8. An unsharded schedule (fsdp-autodiff alone: param inputs by fqn, no unit).
+unsharded = os.path.join(tmp, "unsharded.json")
+with open(unsharded, "w") as f:
+    json.dump({"format": "fsdp-schedule", "version": 1, "world_size": 1, "units": [],
+               "buffers": [{"id": 0, "dtype": "f64", "shape": [3], "class": "param"},
+                           {"id": 1, "dtype": "f64", "shape": []}],
+               "inputs": [{"buffer": 0, "role": "param", "fqn": "w"}],
+               "outputs": [{"buffer": 1, "role": "loss"}],
+               "instructions": [{"op": "nn.reduce_sum", "operands": [0], "results": [1],
+                                 "attrs": {"axes": [0]}}]}, f)
+rc, out, err = mpirun(1, unsharded)
+check(rc != 0 and "(role 'param', fqn 'w') is a whole unsharded parameter" in err,
+      "unsharded schedule gives a clear error")
 
 print("%d failure(s)" % len(failures))
 sys.exit(1 if failures else 0)

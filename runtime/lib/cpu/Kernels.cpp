@@ -13,6 +13,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace fsdp::rt::cpu {
 
@@ -156,8 +157,28 @@ void reluGrad(const T *x, const T *dy, T *dx, int64_t n) {
     dx[i] = x[i] > T(0) ? dy[i] : T(0);
 }
 
+// tanh(u) for the GELU approximation: in float through expf (1 − 2/(e^{2u}+1),
+// a few ulp, and several times faster than the double std::tanh); in double
+// std::tanh.
+inline float fastTanh(float u) {
+  if (u > 15.0f)
+    return 1.0f;
+  if (u < -15.0f)
+    return -1.0f;
+  return 1.0f - 2.0f / (std::exp(2.0f * u) + 1.0f);
+}
+
 template <typename T>
 void gelu(const T *x, T *y, int64_t n, bool approximateTanh) {
+  if (approximateTanh && std::is_same<T, float>::value) {
+    const float c = static_cast<float>(kSqrt2OverPi);
+    for (int64_t i = 0; i < n; ++i) {
+      float v = static_cast<float>(x[i]);
+      y[i] = static_cast<T>(0.5f * v *
+                            (1.0f + fastTanh(c * (v + 0.044715f * v * v * v))));
+    }
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     double v = x[i];
     if (approximateTanh)
@@ -170,6 +191,17 @@ void gelu(const T *x, T *y, int64_t n, bool approximateTanh) {
 
 template <typename T>
 void geluGrad(const T *x, const T *dy, T *dx, int64_t n, bool approximateTanh) {
+  if (approximateTanh && std::is_same<T, float>::value) {
+    const float c = static_cast<float>(kSqrt2OverPi);
+    for (int64_t i = 0; i < n; ++i) {
+      float v = static_cast<float>(x[i]);
+      float t = fastTanh(c * (v + 0.044715f * v * v * v));
+      float d = 0.5f * (1.0f + t) +
+                0.5f * v * (1.0f - t * t) * c * (1.0f + 3.0f * 0.044715f * v * v);
+      dx[i] = static_cast<T>(d * static_cast<float>(dy[i]));
+    }
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     double v = x[i], d;
     if (approximateTanh) {
@@ -188,6 +220,24 @@ template <typename T>
 void reduceSum(const T *x, const std::vector<int64_t> &xShape,
                const std::vector<int64_t> &axes, T *y) {
   std::vector<int64_t> rs = reducedStrides(xShape, axes);
+  // Fast path: the axes are the k leading ones (a bias gradient): column sums
+  // of x viewed as [rows, cols].
+  bool leading = true;
+  for (size_t i = 0; i < axes.size(); ++i)
+    leading = leading && std::find(axes.begin(), axes.end(),
+                                   static_cast<int64_t>(i)) != axes.end();
+  if (leading && !axes.empty()) {
+    int64_t rows = 1, cols = 1;
+    for (size_t i = 0; i < xShape.size(); ++i)
+      (i < axes.size() ? rows : cols) *= xShape[i];
+    std::vector<double> acc(cols, 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        acc[c] += x[r * cols + c];
+    for (int64_t c = 0; c < cols; ++c)
+      y[c] = static_cast<T>(acc[c]);
+    return;
+  }
   int64_t outN = 1;
   for (size_t i = 0; i < xShape.size(); ++i)
     if (std::find(axes.begin(), axes.end(), static_cast<int64_t>(i)) ==

@@ -1,0 +1,268 @@
+//===- Checkpoint.cpp - fsdp-run --save / --load of sharded training state ===//
+//
+// Implementation of Checkpoint.h: raw per-rank shard files plus a JSON index
+// that describes the units, parameters and byte offsets, and the checks that
+// a checkpoint matches the schedule it is loaded into.
+//
+//===----------------------------------------------------------------------===//
+#include "Checkpoint.h"
+
+#include <mpi.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+using fsdp::rt::DType;
+using fsdp::rt::Error;
+using fsdp::rt::HostValues;
+using fsdp::rt::IoDesc;
+using fsdp::rt::Program;
+using fsdp::rt::UnitDesc;
+using nlohmann::json;
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "fsdp-run checkpoints are raw little-endian; add byte swapping here"
+#endif
+
+namespace fsdp::run {
+
+namespace {
+
+const char *const kRoles[] = {"param", "exp_avg", "exp_avg_sq"};
+
+/// The input buffer of (role, unit), or -1.
+int64_t shardInput(const Program &p, const std::string &role,
+                   const std::string &unit) {
+  for (const IoDesc &io : p.inputs())
+    if (io.role == role && io.unit == unit)
+      return io.buffer;
+  return -1;
+}
+
+std::string rankFile(int rank) { return "rank" + std::to_string(rank) + ".bin"; }
+
+/// The byte layout shared by every rank file: unit -> role -> offset.
+json shardLayout(const Program &p, int64_t &totalBytes) {
+  json shards = json::object();
+  totalBytes = 0;
+  for (const UnitDesc &u : p.units()) {
+    json roles = json::object();
+    for (const char *role : kRoles)
+      if (shardInput(p, role, u.name) >= 0) {
+        roles[role] = totalBytes;
+        totalBytes += u.shardNumel * fsdp::rt::dtypeSize(u.dtype);
+      }
+    shards[u.name] = roles;
+  }
+  return shards;
+}
+
+void writeShard(std::ofstream &out, const std::vector<double> &v, DType t) {
+  if (t == DType::F32) {
+    std::vector<float> f(v.begin(), v.end());
+    out.write(reinterpret_cast<const char *>(f.data()),
+              static_cast<std::streamsize>(f.size() * sizeof(float)));
+  } else {
+    out.write(reinterpret_cast<const char *>(v.data()),
+              static_cast<std::streamsize>(v.size() * sizeof(double)));
+  }
+}
+
+std::vector<double> readShard(std::ifstream &in, int64_t n, DType t) {
+  std::vector<double> v(n);
+  if (t == DType::F32) {
+    std::vector<float> f(n);
+    in.read(reinterpret_cast<char *>(f.data()),
+            static_cast<std::streamsize>(n * sizeof(float)));
+    std::copy(f.begin(), f.end(), v.begin());
+  } else {
+    in.read(reinterpret_cast<char *>(v.data()),
+            static_cast<std::streamsize>(n * sizeof(double)));
+  }
+  return v;
+}
+
+template <typename T>
+void expectEq(const T &got, const T &want, const std::string &what,
+              const std::string &ctx) {
+  if (got != want)
+    throw Error(ctx + ": " + what + " is " + json(got).dump() +
+                " in the checkpoint but " + json(want).dump() +
+                " in the schedule");
+}
+
+} // namespace
+
+void saveCheckpoint(const std::string &dir, const Program &prog,
+                    const HostValues &state, int64_t step, int rank) {
+  namespace fs = std::filesystem;
+  int ok = 1;
+  std::string err;
+  if (rank == 0) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) {
+      ok = 0;
+      err = ec.message();
+    }
+  }
+  MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!ok)
+    throw Error("--save: cannot create directory '" + dir + "'" +
+                (err.empty() ? std::string() : ": " + err));
+
+  int64_t total = 0;
+  json layout = shardLayout(prog, total);
+  std::string path = (fs::path(dir) / rankFile(rank)).string();
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    if (!out)
+      throw Error("--save: cannot write '" + path + "'");
+    for (const UnitDesc &u : prog.units())
+      for (const char *role : kRoles) {
+        int64_t id = shardInput(prog, role, u.name);
+        if (id >= 0)
+          writeShard(out, state.at(id), u.dtype);
+      }
+    if (!out.flush())
+      throw Error("--save: error writing '" + path + "'");
+  }
+  // The index is written last, so that its presence means every rank file
+  // is complete.
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank != 0)
+    return;
+  json units = json::array();
+  for (const UnitDesc &u : prog.units()) {
+    json params = json::array();
+    for (const auto &p : u.params)
+      params.push_back({{"fqn", p.fqn},
+                        {"shape", p.shape},
+                        {"dtype", fsdp::rt::dtypeName(u.dtype)},
+                        {"offset", p.offset},
+                        {"numel", p.numel}});
+    units.push_back({{"name", u.name},
+                     {"dtype", fsdp::rt::dtypeName(u.dtype)},
+                     {"numel", u.numel},
+                     {"padded_numel", u.paddedNumel},
+                     {"shard_numel", u.shardNumel},
+                     {"params", params}});
+  }
+  json roles = json::array();
+  for (const char *role : kRoles)
+    for (const UnitDesc &u : prog.units())
+      if (shardInput(prog, role, u.name) >= 0) {
+        roles.push_back(role);
+        break;
+      }
+  json files = json::array();
+  for (int64_t r = 0; r < prog.worldSize(); ++r)
+    files.push_back({{"rank", r},
+                     {"path", rankFile(static_cast<int>(r))},
+                     {"bytes", total},
+                     {"shards", layout}});
+  json index = {{"format", "fsdp-checkpoint"},
+                {"version", 1},
+                {"schedule", prog.name()},
+                {"world_size", prog.worldSize()},
+                {"step", step},
+                {"roles", roles},
+                {"units", units},
+                {"files", files}};
+  std::string ipath = (fs::path(dir) / "index.json").string();
+  std::ofstream out(ipath);
+  if (!out || !(out << index.dump(1) << "\n") || !out.flush())
+    throw Error("--save: cannot write '" + ipath + "'");
+}
+
+int64_t loadCheckpoint(const std::string &dir, const Program &prog,
+                       HostValues &state, int rank) {
+  namespace fs = std::filesystem;
+  std::string ipath = (fs::path(dir) / "index.json").string();
+  std::ifstream in(ipath);
+  if (!in)
+    throw Error("--load: cannot open '" + ipath +
+                "' (not a checkpoint directory, or the save did not finish)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json index;
+  try {
+    index = json::parse(ss.str());
+  } catch (const json::exception &e) {
+    throw Error("--load: '" + ipath + "' is not valid JSON: " + e.what());
+  }
+  const std::string ctx = "--load: checkpoint '" + dir + "' does not match "
+                          "schedule '" + prog.name() + "'";
+  try {
+    if (index.value("format", std::string()) != "fsdp-checkpoint" ||
+        index.value("version", 0) != 1)
+      throw Error("--load: '" + ipath + "' is not an fsdp-checkpoint "
+                  "version 1 index");
+    expectEq(index.at("world_size").get<int64_t>(), prog.worldSize(),
+             "world_size", ctx);
+    const json &units = index.at("units");
+    expectEq(units.size(), prog.units().size(), "the number of units", ctx);
+    for (size_t i = 0; i < units.size(); ++i) {
+      const json &ju = units[i];
+      const UnitDesc &u = prog.units()[i];
+      expectEq(ju.at("name").get<std::string>(), u.name,
+               "the name of unit #" + std::to_string(i), ctx);
+      std::string uctx = ctx + ": unit '" + u.name + "'";
+      expectEq(ju.at("dtype").get<std::string>(),
+               std::string(fsdp::rt::dtypeName(u.dtype)), "dtype", uctx);
+      expectEq(ju.at("numel").get<int64_t>(), u.numel, "numel", uctx);
+      expectEq(ju.at("shard_numel").get<int64_t>(), u.shardNumel,
+               "shard_numel", uctx);
+      const json &params = ju.at("params");
+      expectEq(params.size(), u.params.size(), "the number of parameters",
+               uctx);
+      for (size_t j = 0; j < params.size(); ++j) {
+        const auto &p = u.params[j];
+        expectEq(params[j].at("fqn").get<std::string>(), p.fqn,
+                 "the FQN of parameter #" + std::to_string(j), uctx);
+        std::string pctx = uctx + ": parameter '" + p.fqn + "'";
+        expectEq(params[j].at("shape").get<std::vector<int64_t>>(), p.shape,
+                 "shape", pctx);
+        expectEq(params[j].at("offset").get<int64_t>(), p.offset, "offset",
+                 pctx);
+      }
+    }
+    const json *file = nullptr;
+    for (const json &f : index.at("files"))
+      if (f.at("rank").get<int64_t>() == rank)
+        file = &f;
+    if (!file)
+      throw Error(ctx + ": no file for rank " + std::to_string(rank));
+    std::string path = (fs::path(dir) / file->at("path").get<std::string>())
+                           .string();
+    std::error_code ec;
+    auto size = fs::file_size(path, ec);
+    if (ec || static_cast<int64_t>(size) != file->at("bytes").get<int64_t>())
+      throw Error("--load: '" + path + "' is missing or does not have the " +
+                  std::to_string(file->at("bytes").get<int64_t>()) +
+                  " bytes the index gives");
+    std::ifstream bin(path, std::ios::binary);
+    const json &shards = file->at("shards");
+    for (const UnitDesc &u : prog.units())
+      for (const char *role : kRoles) {
+        int64_t id = shardInput(prog, role, u.name);
+        if (id < 0)
+          continue;
+        if (!shards.contains(u.name) || !shards[u.name].contains(role))
+          throw Error(ctx + ": unit '" + u.name + "' has no '" + role +
+                      "' shard in the checkpoint");
+        bin.seekg(shards[u.name][role].get<int64_t>());
+        state[id] = readShard(bin, u.shardNumel, u.dtype);
+        if (!bin)
+          throw Error("--load: error reading '" + path + "'");
+      }
+    return index.at("step").get<int64_t>();
+  } catch (const json::exception &e) {
+    throw Error("--load: '" + ipath + "' is malformed: " + e.what());
+  }
+}
+
+} // namespace fsdp::run

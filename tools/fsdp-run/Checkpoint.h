@@ -1,0 +1,46 @@
+//===- Checkpoint.h - fsdp-run --save / --load of sharded training state --===//
+//
+// A checkpoint directory holds one raw little-endian file per rank,
+// `rank<r>.bin`, with that rank's shards of every unit (for each unit in
+// schedule order: param, then exp_avg and exp_avg_sq when the schedule has
+// them; shard_numel elements of the unit's dtype each), and `index.json`
+// written by rank 0 last (nlohmann/json):
+//
+//   {"format": "fsdp-checkpoint", "version": 1, "world_size": N, "step": K,
+//    "roles": ["param", "exp_avg", "exp_avg_sq"],
+//    "units": [{"name", "dtype", "numel", "padded_numel", "shard_numel",
+//               "params": [{"fqn", "shape", "dtype", "offset", "numel"}]}],
+//    "files": [{"rank": r, "path": "rank<r>.bin", "bytes": B,
+//               "shards": {"<unit>": {"param": byte offset, ...}}}]}
+//
+// `step` is the number of optimizer steps taken; a resumed run continues at
+// step K+1 (data and AdamW bias correction use the global step).
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUN_CHECKPOINT_H
+#define FSDP_RUN_CHECKPOINT_H
+
+#include "fsdp/Interpreter.h"
+
+#include <cstdint>
+#include <string>
+
+namespace fsdp::run {
+
+/// Writes this rank's shards (the `param`/`exp_avg`/`exp_avg_sq` inputs of
+/// `state`) to dir/rank<r>.bin and, on rank 0 after a barrier, dir/index.json
+/// for `step` completed steps. Collective: every rank must call it. Throws
+/// fsdp::rt::Error on I/O errors.
+void saveCheckpoint(const std::string &dir, const fsdp::rt::Program &prog,
+                    const fsdp::rt::HostValues &state, int64_t step, int rank);
+
+/// Reads dir/index.json, checks it against the schedule (world size, units,
+/// dtypes, sizes, parameter FQNs, shapes and offsets, roles) and loads this
+/// rank's shards into `state`. Returns the saved step count. Throws
+/// fsdp::rt::Error with a message naming the mismatch.
+int64_t loadCheckpoint(const std::string &dir, const fsdp::rt::Program &prog,
+                       fsdp::rt::HostValues &state, int rank);
+
+} // namespace fsdp::run
+
+#endif // FSDP_RUN_CHECKPOINT_H

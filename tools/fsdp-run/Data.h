@@ -1,0 +1,88 @@
+//===- Data.h - fsdp-run's deterministic parameters and training data -----===//
+//
+// Counter-based random numbers (the same on every rank and world size),
+// parameter initialisation of one rank's shard, and the DataSource that fills
+// a step's data inputs: synthetic features/labels/tokens, a CSV file of
+// features and labels, or a text file read as bytes for language models
+// (docs/schedule-format.md, "Data roles for language models" and "Runtime
+// decisions").
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUN_DATA_H
+#define FSDP_RUN_DATA_H
+
+#include "fsdp/Interpreter.h"
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace fsdp::run {
+
+/// splitmix64 (Steele, Lea & Flood, OOPSLA 2014): a bijective 64-bit mixer.
+uint64_t splitmix64(uint64_t x);
+/// FNV-1a 64-bit hash of a string (the parameter FQN).
+uint64_t fnv1a(const std::string &s);
+/// Hash of a tuple of integers: h = splitmix64(h ^ v) folded left.
+uint64_t hashKey(std::initializer_list<uint64_t> vals);
+/// Uniform in the open interval (0, 1) from the top 53 bits.
+double uniform01(uint64_t h);
+/// Standard normal by Box-Muller from two hashes derived from h.
+double normal01(uint64_t h);
+
+/// This rank's shard [shard_numel] of `unit`: flat element f of the unit is
+/// owned when f in [rank·S, (rank+1)·S); element i of parameter `fqn` is
+/// initValue(init, seed, fqn, i); padding and gaps are zero.
+std::vector<double> initShard(const fsdp::rt::UnitDesc &u, uint64_t seed,
+                              int rank, int64_t worldSize);
+
+/// Fills the data inputs (roles features, labels, tokens, targets) of one
+/// step. With an empty `dataFile` the data are synthetic; otherwise the file
+/// is a CSV of features and labels when the schedule has a `features` input,
+/// and a text file read as bytes (vocabulary 256) when it has `tokens`.
+/// Throws fsdp::rt::Error for an unreadable or too short file.
+class DataSource {
+public:
+  DataSource(const fsdp::rt::Program &p, const std::string &dataFile,
+             uint64_t seed, int rank);
+
+  /// Sets in[buffer] of every data input for the 1-based global `step`.
+  void fill(int64_t step, fsdp::rt::HostValues &in) const;
+
+  /// Samples (sequences) per optimizer step over all ranks.
+  int64_t globalBatch = 0;
+  /// Tokens per optimizer step over all ranks (global batch × T), or 0 for
+  /// schedules without a `tokens` input.
+  int64_t globalTokens = 0;
+
+private:
+  struct Slot {
+    int64_t buffer;
+    std::string role;
+    int64_t local, perSample, firstRow;
+  };
+
+  void featureRow(int64_t step, int64_t g, double *out) const;
+  size_t csvRow(int64_t step, int64_t g) const;
+  int64_t needClasses() const;
+  int64_t token(int64_t step, int64_t g, int64_t t) const;
+  int64_t mapToken(int64_t tok) const;
+  int64_t windowOffset(int64_t step, int64_t g) const;
+  void fillRow(int64_t step, const Slot &s, int64_t g, double *out) const;
+
+  const fsdp::rt::Program &prog;
+  uint64_t seed;
+  std::vector<Slot> slots;
+  int featuresSlot = -1, tokensSlot = -1;
+  int64_t classes = -1;
+  // CSV (features/labels schedules).
+  std::vector<std::vector<double>> csvFeatures;
+  std::vector<int64_t> csvLabels;
+  // Text (token schedules): the file's bytes.
+  std::string text;
+};
+
+} // namespace fsdp::run
+
+#endif // FSDP_RUN_DATA_H
