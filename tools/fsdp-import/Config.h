@@ -20,6 +20,9 @@ namespace fsdp_import {
 /// Command-line overrides; each is set only when its option was given.
 struct Overrides {
   std::optional<int64_t> layers, hidden, heads, kvHeads, intermediate, vocab, batch, seq;
+  /// Element type of parameters and activations: false f32 (default), true f64
+  /// (used by tests that check sharded runs to tighter tolerances).
+  bool f64 = false;
 };
 
 class ConfigReader {

@@ -73,7 +73,7 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext *ctx, ConfigReader &cfg, const Overr
   const std::string wInit = normalInit(0.02);
   const std::string projInit = normalInit(0.02 / std::sqrt(2.0 * double(L)));
 
-  ModelBuilder mb(ctx, cfg.getPath(), batch, seq);
+  ModelBuilder mb(ctx, cfg.getPath(), batch, seq, ov.f64);
   mb.addParam("transformer.wte.weight", {V, C}, wInit);
   mb.addParam("transformer.wpe.weight", {*positions, C}, normalInit(0.01));
   for (int64_t i = 0; i < L; ++i) {

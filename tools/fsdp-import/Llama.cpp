@@ -100,7 +100,7 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *ctx, ConfigReader &cfg, const Over
   const bool qkvBias = qwen2 || *attnBias, oBias = !qwen2 && *attnBias;
   const std::string wInit = normalInit(*initRange);
 
-  ModelBuilder mb(ctx, cfg.getPath(), batch, seq);
+  ModelBuilder mb(ctx, cfg.getPath(), batch, seq, ov.f64);
   mb.addParam("model.embed_tokens.weight", {V, C}, wInit);
   for (int64_t i = 0; i < L; ++i) {
     std::string p = "model.layers." + std::to_string(i) + ".";

@@ -27,9 +27,10 @@ int64_t countParams(ModuleOp module) {
   return total;
 }
 
-ModelBuilder::ModelBuilder(MLIRContext *ctx, StringRef configPath, int64_t batch, int64_t seq)
+ModelBuilder::ModelBuilder(MLIRContext *ctx, StringRef configPath, int64_t batch, int64_t seq,
+                           bool f64)
     : ctx(ctx), b(ctx), fileLoc(FileLineColLoc::get(ctx, configPath, 1, 1)), batch(batch),
-      seq(seq) {}
+      seq(seq), f64(f64) {}
 
 void ModelBuilder::addParam(StringRef fqn, ArrayRef<int64_t> shape, StringRef init) {
   assert(!module && "parameters must be declared before begin()");
@@ -42,7 +43,7 @@ void ModelBuilder::addParam(StringRef fqn, ArrayRef<int64_t> shape, StringRef in
 void ModelBuilder::begin() {
   module = ModuleOp::create(fileLoc);
   b.setInsertionPointToEnd(module->getBody());
-  auto f32 = b.getF32Type();
+  Type f32 = f64 ? Type(b.getF64Type()) : Type(b.getF32Type());
   auto ids = RankedTensorType::get({batch, seq}, b.getI32Type());
   SmallVector<Type> argTypes{ids, ids};
   for (const ParamDecl &d : decls)

@@ -33,7 +33,8 @@ int64_t countParams(mlir::ModuleOp module);
 
 class ModelBuilder {
 public:
-  ModelBuilder(mlir::MLIRContext *ctx, llvm::StringRef configPath, int64_t batch, int64_t seq);
+  ModelBuilder(mlir::MLIRContext *ctx, llvm::StringRef configPath, int64_t batch, int64_t seq,
+               bool f64 = false);
 
   /// Declares a parameter; only before begin(). Order = argument order.
   void addParam(llvm::StringRef fqn, llvm::ArrayRef<int64_t> shape, llvm::StringRef init);
@@ -76,6 +77,7 @@ private:
   mlir::OpBuilder b;
   mlir::Location fileLoc;
   int64_t batch, seq;
+  bool f64;
   llvm::SmallVector<ParamDecl> decls;
   llvm::StringMap<unsigned> argIndex;
   mlir::OwningOpRef<mlir::ModuleOp> module;

@@ -100,6 +100,11 @@ static cl::opt<int64_t> seqOpt("seq",
                                         "positions))"),
                                cl::value_desc("N"), cl::cat(overrideCat));
 
+static cl::opt<std::string> dtypeOpt("dtype",
+                                     cl::desc("Element type of parameters and activations: "
+                                              "f32 (default) or f64"),
+                                     cl::init("f32"), cl::cat(overrideCat));
+
 static int error(const std::string &msg) {
   llvm::errs() << "fsdp-import: error: " << msg << "\n";
   return 1;
@@ -123,6 +128,11 @@ static bool readOverrides(Overrides &ov) {
     }
     e.dst = e.opt;
   }
+  if (dtypeOpt != "f32" && dtypeOpt != "f64") {
+    error("--dtype must be f32 or f64, got " + dtypeOpt);
+    return false;
+  }
+  ov.f64 = dtypeOpt == "f64";
   return true;
 }
 
