@@ -1,6 +1,6 @@
 //===- Interpreter.cpp - Loads and validates fsdp-schedule JSON -----------===//
 //
-// Parsing and static validation of docs/schedule-format.md (version 1) into
+// Parsing and static validation of runtime/docs/schedule-format.md (version 1) into
 // fsdp::rt::Program: header fields, units, buffers (with view chains resolved
 // and bounds-checked), inputs/outputs and instruction attributes. The
 // per-op operand/dtype/shape checks are in InterpreterValidate.cpp, so that

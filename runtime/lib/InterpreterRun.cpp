@@ -3,7 +3,7 @@
 // Program::run: allocation of inputs and results through fsdp_alloc (views
 // are bound to base + offset, never allocated), kernel dispatch on dtype,
 // asynchronous collectives whose wait is deferred until an instruction
-// touches one of their buffers (see docs/schedule-format.md, "Runtime
+// touches one of their buffers (see runtime/docs/schedule-format.md, "Runtime
 // decisions"), `frees` and fsdp.free, compute/comm timing and peak bytes.
 //
 //===----------------------------------------------------------------------===//
@@ -164,7 +164,7 @@ void aroundAxis(const std::vector<int64_t> &shape, int64_t axis,
     inner *= shape[i];
 }
 
-// The transformer ops of docs/schedule-format.md ("Transformer ops").
+// The transformer ops of runtime/docs/schedule-format.md ("Transformer ops").
 template <typename T>
 void execTransformer(const Instruction &in, Frame &f) {
   const Program &p = f.prog;

@@ -2,7 +2,7 @@
 //
 // Program::validateInstruction: operand/result counts, dtypes (float ops need
 // one float dtype throughout; indices and labels i32 or i64), shapes and
-// attribute values of every op of docs/schedule-format.md, checked once at
+// attribute values of every op of runtime/docs/schedule-format.md, checked once at
 // load time. Messages name the file, the instruction index, the op and its
 // `loc`.
 //

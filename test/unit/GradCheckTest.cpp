@@ -497,7 +497,7 @@ func.func @forward(%x: tensor<3x5xf64> {nn.param = "x"},
 }
 
 //===----------------------------------------------------------------------===//
-// Transformer ops (docs/schedule-format.md, "Transformer ops")
+// Transformer ops (runtime/docs/schedule-format.md, "Transformer ops")
 //===----------------------------------------------------------------------===//
 
 TEST(GradCheck, LinearTransposeWeight) {

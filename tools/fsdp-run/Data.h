@@ -4,7 +4,7 @@
 // parameter initialisation of one rank's shard, and the DataSource that fills
 // a step's data inputs: synthetic features/labels/tokens, a CSV file of
 // features and labels, or a text file read as bytes for language models
-// (docs/schedule-format.md, "Data roles for language models" and "Runtime
+// (runtime/docs/schedule-format.md, "Data roles for language models" and "Runtime
 // decisions").
 //
 //===----------------------------------------------------------------------===//

@@ -1,6 +1,6 @@
 //===- Schedule.h - scheduled fsdp IR to the JSON schedule ----------------===//
 //
-// The format is specified in docs/schedule-format.md; the runtime's
+// The format is specified in runtime/docs/schedule-format.md; the runtime's
 // interpreter (runtime/) reads it.
 //
 //===----------------------------------------------------------------------===//

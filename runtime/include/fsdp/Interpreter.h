@@ -1,6 +1,6 @@
 //===- Interpreter.h - Executes fsdp-schedule JSON programs ----*- C++ -*-===//
 //
-// fsdp::rt::Program loads a schedule (docs/schedule-format.md, version 1),
+// fsdp::rt::Program loads a schedule (runtime/docs/schedule-format.md, version 1),
 // validates it and runs one SPMD training step on this rank:
 //
 //   fsdp::rt::Program prog = fsdp::rt::Program::fromFile("step.json");
@@ -90,7 +90,7 @@ enum class OpKind {
   Constant, Linear, Matmul, Add, Mul, Relu, ReluGrad, Gelu, GeluGrad,
   ReduceSum, Broadcast, CrossEntropy, CrossEntropyGrad, SgdUpdate,
   AdamwUpdate, AllGather, ReduceScatter, Free, ParamView, Flatten,
-  // Transformer ops (docs/schedule-format.md, "Transformer ops").
+  // Transformer ops (runtime/docs/schedule-format.md, "Transformer ops").
   Embedding, EmbeddingGrad, PositionEmbedding, PositionEmbeddingGrad,
   LayerNorm, LayerNormGrad, RmsNorm, RmsNormGrad, Rope, Attention,
   AttentionGrad, Silu, SiluGrad, Split, Concat, ZerosLike

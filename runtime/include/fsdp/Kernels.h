@@ -1,6 +1,6 @@
 //===- Kernels.h - CPU kernels of the fsdp-opt runtime ---------*- C++ -*-===//
 //
-// Plain C++17 kernels for the ops of docs/schedule-format.md, templated on the
+// Plain C++17 kernels for the ops of runtime/docs/schedule-format.md, templated on the
 // element type T (explicitly instantiated for float and double in
 // runtime/lib/cpu/Kernels.cpp). All tensors are dense row-major; sizes are in
 // elements. Kernels never allocate their outputs; outputs must not alias

@@ -1,6 +1,6 @@
 //===- TransformerKernels.h - CPU kernels of the transformer ops -*- C++ -*-===//
 //
-// The kernels behind the transformer ops of docs/schedule-format.md
+// The kernels behind the transformer ops of runtime/docs/schedule-format.md
 // ("Transformer ops"): embeddings, LayerNorm, RMSNorm, rotary position
 // embedding, causal grouped-query attention, SiLU, split and concat, with
 // their VJPs. Templated on the element type T (instantiated for float and

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the hand-planned fsdp schedule of a 1-layer linear classifier
 (logits = x·Wᵀ + b, cross-entropy, AdamW) for a given world size, following
-docs/schedule-format.md. Used by the fsdp-run end-to-end test; the compiler
+runtime/docs/schedule-format.md. Used by the fsdp-run end-to-end test; the compiler
 generates such files for real models.
 
 usage: gen_linear.py WORLD_SIZE DTYPE(f32|f64) OUT.json [--sgd]

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Configures and builds fsdp-opt (compiler, runtime, tools, tests) into build/.
-# Usage: scripts/build.sh [extra cmake -D options]
+# Usage: tools/scripts/build.sh [extra cmake -D options]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 JOBS=${JOBS:-2}
 if [ ! -f build/build.ninja ]; then
   cmake -G Ninja -S . -B build \

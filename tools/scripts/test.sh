@@ -3,9 +3,9 @@
 # packages, builds, and runs every test (GoogleTest units, lit/FileCheck pass
 # tests, end-to-end equality runs under mpirun) through ctest.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-bash scripts/build.sh
+cd "$(dirname "$0")/../.."
+bash tools/scripts/setup.sh
+bash tools/scripts/build.sh
 export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ctest --test-dir build --output-on-failure -j 2
