@@ -312,10 +312,10 @@ LogicalResult EmbeddingGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
       g.getShape().drop_back() != ArrayRef<int64_t>(expected))
     return emitOpError() << "expects grad of shape " << formatShape(expected)
                          << " + [dim], got " << formatShape(g.getShape());
-  if (getNumEmbeddings() < 1)
-    return emitOpError() << "expects num_embeddings >= 1";
-  types.push_back(
-      RankedTensorType::get({getNumEmbeddings(), g.getShape().back()}, g.getElementType()));
+  int64_t v = static_cast<int64_t>(getNumEmbeddings());
+  if (v < 1)
+    return emitOpError() << "expects num_embeddings >= 1, got " << v;
+  types.push_back(RankedTensorType::get({v, g.getShape().back()}, g.getElementType()));
   return success();
 }
 LogicalResult EmbeddingGradOp::verify() { return verifyByInference(*this); }
@@ -339,11 +339,11 @@ LogicalResult PositionEmbeddingOp::verify() { return verifyByInference(*this); }
 
 LogicalResult PositionEmbeddingGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   auto g = tensorOf(getGrad());
-  if (g.getRank() != 3 || getNumPositions() < g.getShape()[1])
-    return emitOpError() << "expects grad of shape [batch, seq <= num_positions="
-                         << getNumPositions() << ", dim], got " << formatShape(g.getShape());
-  types.push_back(
-      RankedTensorType::get({getNumPositions(), g.getShape()[2]}, g.getElementType()));
+  int64_t p = static_cast<int64_t>(getNumPositions());
+  if (g.getRank() != 3 || p < g.getShape()[1])
+    return emitOpError() << "expects grad of shape [batch, seq <= num_positions=" << p
+                         << ", dim], got " << formatShape(g.getShape());
+  types.push_back(RankedTensorType::get({p, g.getShape()[2]}, g.getElementType()));
   return success();
 }
 LogicalResult PositionEmbeddingGradOp::verify() { return verifyByInference(*this); }

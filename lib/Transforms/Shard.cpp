@@ -128,7 +128,8 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
                                   b.getNamedAttr(kRoleAttr, b.getStringAttr(role))});
     };
     auto addShardArg = [&](UnitOp unit, StringRef role) -> Value {
-      auto t = RankedTensorType::get({*unit.getShardNumel()}, unit.getElementType());
+      auto t = RankedTensorType::get({static_cast<int64_t>(*unit.getShardNumel())},
+                                     unit.getElementType());
       (void)fn.insertArgument(fn.getNumArguments(), t, roleAttrs(unit, role), unit.getLoc());
       eraseArgs.resize(fn.getNumArguments());
       return fn.getArguments().back();
