@@ -40,6 +40,13 @@ static LogicalResult verifyArgOrResultAttr(Operation *op, NamedAttribute attr) {
                              << attr.getValue();
     return success();
   }
+  if (name == kLayoutAttr) {
+    auto s = dyn_cast<StringAttr>(attr.getValue());
+    if (!s || (s.getValue() != "shard" && s.getValue() != "full"))
+      return op->emitError() << "'" << name << "' must be \"shard\" or \"full\", got "
+                             << attr.getValue();
+    return success();
+  }
   if (name == kGlobalShapeAttr) {
     if (!isa<DenseI64ArrayAttr>(attr.getValue()))
       return op->emitError() << "'" << name << "' must be an array<i64>";
@@ -64,7 +71,47 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op, NamedAttribut
                              << "' must be an integer >= 1 on the module, got " << attr.getValue();
     return success();
   }
+  if (attr.getName() == kStrategyAttr) {
+    auto s = dyn_cast<StringAttr>(attr.getValue());
+    bool ok = s && llvm::is_contained({"full-shard", "shard-grad-op", "shard-optimizer",
+                                       "no-shard", "hybrid-shard"},
+                                      s.getValue());
+    if (!isa<ModuleOp>(op) || !ok)
+      return op->emitError() << "'" << kStrategyAttr
+                             << "' must be one of full-shard, shard-grad-op, shard-optimizer, "
+                                "no-shard, hybrid-shard on the module, got "
+                             << attr.getValue();
+    return success();
+  }
+  if (attr.getName() == kReplicasAttr || attr.getName() == kShardSizeAttr) {
+    auto i = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !i || i.getInt() < 1)
+      return op->emitError() << "'" << attr.getName().getValue()
+                             << "' must be an integer >= 1 on the module, got " << attr.getValue();
+    return success();
+  }
   return op->emitError() << "unknown fsdp attribute '" << attr.getName().getValue() << "'";
+}
+
+std::optional<int64_t> mlir::fsdp::groupSize(Operation *op, StringRef group) {
+  auto module = isa<ModuleOp>(op) ? cast<ModuleOp>(op) : op->getParentOfType<ModuleOp>();
+  if (!module)
+    return std::nullopt;
+  auto attr = [&](StringRef name) -> std::optional<int64_t> {
+    if (auto a = module->getAttrOfType<IntegerAttr>(name))
+      return a.getInt();
+    return std::nullopt;
+  };
+  std::optional<int64_t> world = attr(kWorldSizeAttr);
+  if (!world)
+    return std::nullopt;
+  if (group == "world")
+    return world;
+  if (group == "shard")
+    return attr(kShardSizeAttr).value_or(*world);
+  if (group == "replicate")
+    return attr(kReplicasAttr).value_or(1);
+  return std::nullopt;
 }
 
 //===----------------------------------------------------------------------===//
@@ -73,14 +120,6 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op, NamedAttribut
 
 static int64_t numelOf(Type t) { return cast<RankedTensorType>(t).getNumElements(); }
 
-static std::optional<int64_t> worldSizeOf(Operation *op) {
-  auto module = op->getParentOfType<ModuleOp>();
-  if (!module)
-    return std::nullopt;
-  if (auto ws = module->getAttrOfType<IntegerAttr>(kWorldSizeAttr))
-    return ws.getInt();
-  return std::nullopt;
-}
 
 /// Resolves the op's `unit` symbol; emits an error naming it if missing.
 static FailureOr<UnitOp> lookupUnit(Operation *op, FlatSymbolRefAttr ref) {
@@ -144,14 +183,14 @@ LogicalResult UnitOp::verify() {
   if (*getNumel() != end)
     return emitOpError() << "expects numel " << end << " (the sum of parameter sizes), got "
                          << *getNumel();
-  if (std::optional<int64_t> ws = worldSizeOf(*this)) {
+  if (std::optional<int64_t> ws = groupSize(*this, "shard")) {
     int64_t padded = (end + *ws - 1) / *ws * *ws;
     if (padded < *ws)
       padded = *ws;
     if (*getPaddedNumel() != padded || *getShardNumel() * *ws != padded)
       return emitOpError() << "expects padded_numel " << padded << " and shard_numel "
-                           << padded / *ws << " for numel " << end << " on " << *ws
-                           << " ranks, got " << *getPaddedNumel() << " and " << *getShardNumel();
+                           << padded / *ws << " for numel " << end << " on shard groups of "
+                           << *ws << " ranks, got " << *getPaddedNumel() << " and " << *getShardNumel();
   }
   return success();
 }
@@ -179,14 +218,68 @@ static LogicalResult verifyCollectiveSizes(Operation *op, FlatSymbolRefAttr unit
   return success();
 }
 
+/// Checks `group` names a process group; returns its size if the module
+/// knows its world size.
+static FailureOr<std::optional<int64_t>> verifyGroup(Operation *op, StringRef group) {
+  if (group != "world" && group != "shard" && group != "replicate")
+    return op->emitOpError() << "expects group = \"world\", \"shard\" or \"replicate\", got \""
+                             << group << "\"";
+  return groupSize(op, group);
+}
+
+static LogicalResult verifyReduction(Operation *op, StringRef reduction) {
+  if (reduction != "avg" && reduction != "sum")
+    return op->emitOpError() << "expects op = \"avg\" or \"sum\", got \"" << reduction << "\"";
+  return success();
+}
+
+/// A gather or scatter between a shard and a full buffer over `group`.
+static LogicalResult verifyShardedCollective(Operation *op, FlatSymbolRefAttr unit,
+                                             StringRef group, Type shard, Type full) {
+  FailureOr<std::optional<int64_t>> g = verifyGroup(op, group);
+  if (failed(g))
+    return failure();
+  if (group == "shard")
+    return verifyCollectiveSizes(op, unit, shard, full);
+  if (failed(lookupUnit(op, unit)) || failed(sameElementType(op, shard, full)))
+    return failure();
+  if (*g && numelOf(shard) * **g != numelOf(full))
+    return op->emitOpError() << "expects the full buffer to hold " << **g << " shards of "
+                             << numelOf(shard) << " elements (group \"" << group << "\"), got "
+                             << numelOf(full);
+  return success();
+}
+
 LogicalResult AllGatherOp::verify() {
-  return verifyCollectiveSizes(*this, getUnitAttr(), getShard().getType(), getType());
+  return verifyShardedCollective(*this, getUnitAttr(), getGroup(), getShard().getType(), getType());
 }
 
 LogicalResult ReduceScatterOp::verify() {
-  if (getOp() != "avg" && getOp() != "sum")
-    return emitOpError() << "expects op = \"avg\" or \"sum\", got \"" << getOp() << "\"";
-  return verifyCollectiveSizes(*this, getUnitAttr(), getType(), getInput().getType());
+  if (failed(verifyReduction(*this, getOp())))
+    return failure();
+  return verifyShardedCollective(*this, getUnitAttr(), getGroup(), getType(),
+                                 getInput().getType());
+}
+
+LogicalResult AllReduceOp::verify() {
+  if (failed(verifyReduction(*this, getOp())) || failed(verifyGroup(*this, getGroup())) ||
+      failed(lookupUnit(*this, getUnitAttr())))
+    return failure();
+  if (getInput().getType() != getType())
+    return emitOpError() << "expects the result type to equal the input type, got "
+                         << getInput().getType() << " and " << getType();
+  return success();
+}
+
+LogicalResult LocalShardOp::verify() {
+  FailureOr<std::optional<int64_t>> g = verifyGroup(*this, getGroup());
+  if (failed(g) || failed(lookupUnit(*this, getUnitAttr())) ||
+      failed(sameElementType(*this, getInput().getType(), getType())))
+    return failure();
+  if (*g && numelOf(getType()) * **g != numelOf(getInput().getType()))
+    return emitOpError() << "expects a slice of " << numelOf(getInput().getType()) << " / "
+                         << **g << " elements, got " << numelOf(getType());
+  return success();
 }
 
 LogicalResult ParamViewOp::verify() {

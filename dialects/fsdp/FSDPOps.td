@@ -50,7 +50,8 @@ def FSDP_AllGatherOp : FSDP_Op<"all_gather", [
     `shard` [S] → `result` [S·N]; rank r's shard lands at [r·S, (r+1)·S).
     Ring volume sent per rank: (N−1)·S elements.
   }];
-  let arguments = (ins FlatSymbolRefAttr:$unit, FSDP_FlatTensor:$shard);
+  let arguments = (ins FlatSymbolRefAttr:$unit, FSDP_FlatTensor:$shard,
+                       DefaultValuedAttr<StrAttr, "\"shard\"">:$group);
   let results = (outs FSDP_FlatTensor:$result);
   let assemblyFormat = "$unit $shard attr-dict `:` type($shard) `->` type($result)";
   let hasVerifier = 1;
@@ -64,7 +65,38 @@ def FSDP_ReduceScatterOp : FSDP_Op<"reduce_scatter", [
     over ranks of rank r's slice [r·S, (r+1)·S).
   }];
   let arguments = (ins FlatSymbolRefAttr:$unit, FSDP_FlatTensor:$input,
-                       DefaultValuedAttr<StrAttr, "\"avg\"">:$op);
+                       DefaultValuedAttr<StrAttr, "\"avg\"">:$op,
+                       DefaultValuedAttr<StrAttr, "\"shard\"">:$group);
+  let results = (outs FSDP_FlatTensor:$result);
+  let assemblyFormat = "$unit $input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def FSDP_AllReduceOp : FSDP_Op<"all_reduce", [
+    MemoryEffects<[MemRead<FSDP_CommResource>, MemWrite<FSDP_CommResource>]>]> {
+  let summary = "element-wise sum (or mean) of a unit's gradient over a process group";
+  let description = [{
+    `input` [n] → `result` [n] (DDP's gradient all-reduce; HSDP's all-reduce
+    of gradient shards across replicas, `group = "replicate"`). Ring volume
+    sent per rank: 2·(G−1)/G·n elements.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$unit, FSDP_FlatTensor:$input,
+                       DefaultValuedAttr<StrAttr, "\"avg\"">:$op,
+                       DefaultValuedAttr<StrAttr, "\"world\"">:$group);
+  let results = (outs FSDP_FlatTensor:$result);
+  let assemblyFormat = "$unit $input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def FSDP_LocalShardOp : FSDP_Op<"local_shard", [Pure]> {
+  let summary = "this rank's slice of a replicated flat buffer (a copy)";
+  let description = [{
+    `input` [P] → `result` [P/G]: elements [i·P/G, (i+1)·P/G) with i this
+    rank's index in `group` (ZeRO-1: each rank updates its slice of the
+    replicated parameters).
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$unit, FSDP_FlatTensor:$input,
+                       DefaultValuedAttr<StrAttr, "\"shard\"">:$group);
   let results = (outs FSDP_FlatTensor:$result);
   let assemblyFormat = "$unit $input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;

@@ -52,6 +52,17 @@ inline int64_t ringCollectiveBytesPerRank(int64_t paddedBytes, int64_t worldSize
   return paddedBytes / worldSize * (worldSize - 1);
 }
 
+/// Bytes one rank sends in a ring all-reduce of a buffer of `bytes` bytes
+/// over a group of `groupSize` ranks: 2*(G-1)/G * B, a reduce-scatter then an
+/// all-gather (Thakur, Rabenseifner & Gropp, IJHPCA 2005, Sec. 4.4; Patarasuk
+/// & Yuan, JPDC 2009). Rounded down to whole bytes when G does not divide
+/// 2*(G-1)*B; 0 for G <= 1.
+inline int64_t ringAllReduceBytesPerRank(int64_t bytes, int64_t groupSize) {
+  if (groupSize <= 1)
+    return 0;
+  return 2 * (groupSize - 1) * bytes / groupSize;
+}
+
 } // namespace fsdp
 
 #endif // FSDP_SHARDING_H

@@ -19,6 +19,7 @@ StringRef mlir::fsdp::memoryClassName(MemoryClass c) {
   case MemoryClass::OptState: return "opt_state";
   case MemoryClass::Grad: return "grad";
   case MemoryClass::GradShard: return "grad_shard";
+  case MemoryClass::CommBuffer: return "comm_buffer";
   case MemoryClass::Activation: return "activation";
   case MemoryClass::Temporary: return "temporary";
   case MemoryClass::Data: return "data";
@@ -44,9 +45,11 @@ static MemoryClass classifyResult(OpResult r, bool backward) {
   if (isa<AllGatherOp, ParamViewOp>(op))
     return MemoryClass::GatheredParam;
   if (isa<FlattenOp>(op))
-    return MemoryClass::Grad;
-  if (isa<ReduceScatterOp>(op))
+    return MemoryClass::CommBuffer;
+  if (isa<ReduceScatterOp, AllReduceOp>(op))
     return MemoryClass::GradShard;
+  if (isa<LocalShardOp>(op))
+    return MemoryClass::ParamShard;
   if (isa<nn::AdamWUpdateOp, nn::SgdUpdateOp>(op))
     return r.getResultNumber() == 0 ? MemoryClass::ParamShard : MemoryClass::OptState;
   if (isa<arith::ConstantOp, nn::ZerosLikeOp>(op))

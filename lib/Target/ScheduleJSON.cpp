@@ -75,6 +75,10 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
   out["version"] = kScheduleVersion;
   out["function"] = fn.getSymName().str();
   out["world_size"] = worldSize;
+  if (auto strategy = module->getAttrOfType<StringAttr>(kStrategyAttr))
+    out["strategy"] = strategy.getValue().str();
+  out["grid"] = {{"replicas", groupSize(module, "replicate").value_or(1)},
+                 {"shard_size", groupSize(module, "shard").value_or(worldSize)}};
 
   // Units.
   json units = json::array();
@@ -144,6 +148,8 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
     } else if (auto role = fn.getArgAttrOfType<StringAttr>(i, kRoleAttr)) {
       in["role"] = role.getValue().str();
       in["unit"] = fn.getArgAttrOfType<FlatSymbolRefAttr>(i, kUnitAttr).getValue().str();
+      if (auto layout = fn.getArgAttrOfType<StringAttr>(i, kLayoutAttr))
+        in["layout"] = layout.getValue().str();
       cls = role.getValue() == "param" ? "param_shard" : "opt_state";
     } else if (auto fqn = fn.getArgAttrOfType<StringAttr>(i, nn::kParamAttr)) {
       // An unsharded parameter (e.g. after fsdp-autodiff alone): the whole
@@ -234,6 +240,8 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
     } else if (auto role = fn.getResultAttrOfType<StringAttr>(i, kRoleAttr)) {
       o["role"] = role.getValue().str();
       o["unit"] = fn.getResultAttrOfType<FlatSymbolRefAttr>(i, kUnitAttr).getValue().str();
+      if (auto layout = fn.getResultAttrOfType<StringAttr>(i, kLayoutAttr))
+        o["layout"] = layout.getValue().str();
     } else if (auto g = fn.getResultAttrOfType<StringAttr>(i, nn::kGradOfAttr)) {
       o["role"] = "grad";
       o["fqn"] = g.getValue().str();
@@ -253,22 +261,26 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
   out["optimizer"] = optimizer.is_null() ? json::object() : optimizer;
   // Communication per rank per step: ring volume of every collective.
   int64_t commBytes = 0;
-  json commByCollective = json{{"all_gather", 0}, {"reduce_scatter", 0}};
+  json commByCollective = json{{"all_gather", 0}, {"reduce_scatter", 0}, {"all_reduce", 0}};
   for (Operation *op : plan.instructions) {
     Value full;
+    StringRef kind, group;
     if (auto ag = dyn_cast<AllGatherOp>(op))
-      full = ag.getResult();
+      full = ag.getResult(), kind = "all_gather", group = ag.getGroup();
     else if (auto rs = dyn_cast<ReduceScatterOp>(op))
-      full = rs.getInput();
+      full = rs.getInput(), kind = "reduce_scatter", group = rs.getGroup();
+    else if (auto ar = dyn_cast<AllReduceOp>(op))
+      full = ar.getInput(), kind = "all_reduce", group = ar.getGroup();
     else
       continue;
     auto t = cast<RankedTensorType>(full.getType());
+    int64_t g = groupSize(op, group).value_or(worldSize);
     int64_t bytes = ::fsdp::ringCollectiveBytesPerRank(
-        t.getNumElements() * t.getElementTypeBitWidth() / 8, worldSize);
+        t.getNumElements() * t.getElementTypeBitWidth() / 8, g);
+    if (kind == "all_reduce")
+      bytes *= 2; // ring all-reduce = reduce-scatter + all-gather
     commBytes += bytes;
-    commByCollective[isa<AllGatherOp>(op) ? "all_gather" : "reduce_scatter"] =
-        commByCollective[isa<AllGatherOp>(op) ? "all_gather" : "reduce_scatter"].get<int64_t>() +
-        bytes;
+    commByCollective[kind.str()] = commByCollective[kind.str()].get<int64_t>() + bytes;
   }
   out["comm_plan"] = {{"bytes_per_step", commBytes}, {"by_collective", commByCollective}};
   json byClass = json::object();

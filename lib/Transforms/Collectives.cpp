@@ -68,7 +68,16 @@ struct FSDPCollectivesPass : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectiv
       return signalPassFailure();
     }
 
+    // SHARD_GRAD_OP keeps gathered parameters from forward to backward.
+    bool reshard = reshardAfterForward;
+    if (auto strategy = getOperation()->getAttrOfType<StringAttr>(kStrategyAttr))
+      reshard &= strategy.getValue() != "shard-grad-op";
+
     for (AllGatherOp gather : llvm::to_vector(block.getOps<AllGatherOp>())) {
+      // Only the gathers of parameter shards (step inputs) are placed here;
+      // ZeRO-1's gather of updated slices stays where fsdp-shard put it.
+      if (!isa<BlockArgument>(gather.getShard()))
+        continue;
       SmallVector<OpOperand *> forward, backward;
       SmallVector<Operation *> views;
       for (Operation *user : gather->getUsers()) {
@@ -81,7 +90,7 @@ struct FSDPCollectivesPass : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectiv
         for (OpOperand &use : view->getUses())
           (lossOp->isBeforeInBlock(use.getOwner()) ? backward : forward).push_back(&use);
       }
-      if (reshardAfterForward) {
+      if (reshard) {
         placeGather(gather, forward);
         placeGather(gather, backward);
       } else {
@@ -102,13 +111,23 @@ struct FSDPCollectivesPass : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectiv
             lastDef = def;
       if (lastDef)
         flatten->moveAfter(lastDef);
+      // The reduction chain follows: reduce-scatter or all-reduce, then
+      // (HSDP) the all-reduce of the reduce-scattered shard.
       Operation *anchor = flatten;
-      for (Operation *user : llvm::to_vector(flatten->getUsers()))
-        if (auto rs = dyn_cast<ReduceScatterOp>(user)) {
-          rs->moveAfter(anchor);
-          anchor = rs;
-        }
-      OpBuilder b(anchor->getBlock(), std::next(anchor->getIterator()));
+      Operation *firstReduce = nullptr;
+      SmallVector<Operation *> chain(flatten->getUsers().begin(), flatten->getUsers().end());
+      while (!chain.empty()) {
+        Operation *op = chain.pop_back_val();
+        if (!isa<ReduceScatterOp, AllReduceOp>(op))
+          continue;
+        op->moveAfter(anchor);
+        anchor = op;
+        if (!firstReduce)
+          firstReduce = op;
+        chain.append(op->getUsers().begin(), op->getUsers().end());
+      }
+      OpBuilder b(flatten->getBlock(),
+                  std::next((firstReduce ? firstReduce : anchor)->getIterator()));
       FreeOp::create(b, flatten.getLoc(), flatten.getResult());
     }
   }

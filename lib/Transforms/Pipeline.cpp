@@ -25,6 +25,8 @@ void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm, const PipelineOptions &o) 
   pm.addPass(createFSDPWrap(wrap));
   FSDPShardOptions shard;
   shard.worldSize = o.worldSize;
+  shard.strategy = o.strategy;
+  shard.shardSize = o.shardSize;
   pm.addPass(createFSDPShard(shard));
   FSDPCollectivesOptions coll;
   coll.reshardAfterForward = o.reshardAfterForward;

@@ -75,8 +75,34 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       module.emitError() << "fsdp-shard: no fsdp.unit declared (run fsdp-wrap first)";
       return signalPassFailure();
     }
+    static const char *kStrategies[] = {"full-shard", "shard-grad-op", "shard-optimizer",
+                                        "no-shard", "hybrid-shard"};
+    if (!llvm::is_contained(kStrategies, StringRef(strategy))) {
+      module.emitError() << "fsdp-shard: strategy must be one of full-shard, shard-grad-op, "
+                            "shard-optimizer, no-shard, hybrid-shard, got '"
+                         << strategy << "'";
+      return signalPassFailure();
+    }
+    // The grid: replicas × shardGroup ranks (HSDP); one shard group otherwise.
+    int64_t shardGroup = worldSize;
+    if (strategy == "hybrid-shard") {
+      shardGroup = shardSize > 0 ? static_cast<int64_t>(shardSize) : worldSize;
+      if (worldSize % shardGroup != 0) {
+        module.emitError() << "fsdp-shard: hybrid-shard needs shard-size to divide world-size "
+                           << static_cast<int64_t>(worldSize) << ", got " << shardGroup;
+        return signalPassFailure();
+      }
+    } else if (shardSize > 0 && shardSize != worldSize) {
+      module.emitError() << "fsdp-shard: shard-size is only for strategy=hybrid-shard";
+      return signalPassFailure();
+    }
+    const bool replicatedParams = strategy == "no-shard" || strategy == "shard-optimizer";
+    const bool replicatedState = strategy == "no-shard";
     OpBuilder b(module);
     module->setAttr(kWorldSizeAttr, b.getI64IntegerAttr(worldSize));
+    module->setAttr(kStrategyAttr, b.getStringAttr(strategy));
+    module->setAttr(kReplicasAttr, b.getI64IntegerAttr(worldSize / shardGroup));
+    module->setAttr(kShardSizeAttr, b.getI64IntegerAttr(shardGroup));
     if (failed(splitBatch(fn)))
       return signalPassFailure();
 
@@ -90,8 +116,8 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       }
       unit.setOffsets(offsets);
       unit.setNumel(numel);
-      unit.setPaddedNumel(::fsdp::paddedNumel(numel, worldSize));
-      unit.setShardNumel(::fsdp::shardNumel(numel, worldSize));
+      unit.setPaddedNumel(::fsdp::paddedNumel(numel, shardGroup));
+      unit.setShardNumel(::fsdp::shardNumel(numel, shardGroup));
     }
 
     // Index the arguments.
@@ -123,14 +149,21 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       return signalPassFailure();
     }
 
-    auto roleAttrs = [&](UnitOp unit, StringRef role) {
-      return b.getDictionaryAttr({b.getNamedAttr(kUnitAttr, FlatSymbolRefAttr::get(unit)),
-                                  b.getNamedAttr(kRoleAttr, b.getStringAttr(role))});
+    auto roleAttrs = [&](UnitOp unit, StringRef role, bool full) {
+      SmallVector<NamedAttribute> attrs{
+          b.getNamedAttr(kUnitAttr, FlatSymbolRefAttr::get(unit)),
+          b.getNamedAttr(kRoleAttr, b.getStringAttr(role))};
+      if (full)
+        attrs.push_back(b.getNamedAttr(kLayoutAttr, b.getStringAttr("full")));
+      return b.getDictionaryAttr(attrs);
     };
-    auto addShardArg = [&](UnitOp unit, StringRef role) -> Value {
-      auto t = RankedTensorType::get({static_cast<int64_t>(*unit.getShardNumel())},
-                                     unit.getElementType());
-      (void)fn.insertArgument(fn.getNumArguments(), t, roleAttrs(unit, role), unit.getLoc());
+    // A unit-role argument: this rank's shard, or the whole padded flat buffer.
+    auto addUnitArg = [&](UnitOp unit, StringRef role, bool full) -> Value {
+      int64_t n = full ? static_cast<int64_t>(*unit.getPaddedNumel())
+                       : static_cast<int64_t>(*unit.getShardNumel());
+      auto t = RankedTensorType::get({n}, unit.getElementType());
+      (void)fn.insertArgument(fn.getNumArguments(), t, roleAttrs(unit, role, full),
+                              unit.getLoc());
       eraseArgs.resize(fn.getNumArguments());
       return fn.getArguments().back();
     };
@@ -139,12 +172,17 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       int64_t shard = *unit.getShardNumel(), padded = *unit.getPaddedNumel();
       Type elt = unit.getElementType();
       auto flatType = RankedTensorType::get({padded}, elt);
-      Value pShard = addShardArg(unit, "param");
+      auto unitRef = FlatSymbolRefAttr::get(unit);
+      Value pArg = addUnitArg(unit, "param", replicatedParams);
 
-      // Gather once at the top; fsdp-collectives places the real gathers.
+      // Sharded parameters are gathered once at the top (fsdp-collectives
+      // places the real gathers); replicated ones are viewed directly.
       b.setInsertionPointToStart(&block);
-      Value full = AllGatherOp::create(b, unit.getLoc(), flatType, FlatSymbolRefAttr::get(unit),
-                                       pShard);
+      Value full = replicatedParams
+                       ? pArg
+                       : AllGatherOp::create(b, unit.getLoc(), flatType, unitRef, pArg,
+                                             b.getStringAttr("shard"))
+                             .getResult();
       SmallVector<Value> grads;
       SmallVector<int64_t> gradOffsets;
       SmallVector<Operation *> updates;
@@ -178,15 +216,29 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       if (updates.empty())
         continue; // frozen unit: its shard never changes and is not returned
 
-      // The gradient: packed, reduce-scattered (mean over ranks), applied to
-      // the flat shard.
+      // The gradient: packed, then averaged over all ranks — reduce-scattered
+      // in the shard group (and, for HSDP, all-reduced across replicas), or
+      // all-reduced whole for DDP.
       b.setInsertionPoint(ret);
       Location loc = updates.front()->getLoc();
-      Value flat = FlattenOp::create(b, loc, flatType, FlatSymbolRefAttr::get(unit), grads,
+      Value flat = FlattenOp::create(b, loc, flatType, unitRef, grads,
                                      b.getDenseI64ArrayAttr(gradOffsets));
       auto shardType = RankedTensorType::get({shard}, elt);
-      Value gShard = ReduceScatterOp::create(b, loc, shardType, FlatSymbolRefAttr::get(unit),
-                                             flat, b.getStringAttr("avg"));
+      auto avg = b.getStringAttr("avg");
+      Value gShard;
+      if (replicatedState) {
+        gShard = AllReduceOp::create(b, loc, flatType, unitRef, flat, avg, b.getStringAttr("world"));
+      } else {
+        gShard = ReduceScatterOp::create(b, loc, shardType, unitRef, flat, avg,
+                                         b.getStringAttr("shard"));
+        if (strategy == "hybrid-shard" && worldSize / shardGroup > 1)
+          gShard = AllReduceOp::create(b, loc, shardType, unitRef, gShard, avg,
+                                       b.getStringAttr("replicate"));
+      }
+      // ZeRO-1 updates this rank's slice of the replicated parameters.
+      Value pUpdate = pArg;
+      if (strategy == "shard-optimizer")
+        pUpdate = LocalShardOp::create(b, loc, shardType, unitRef, pArg, b.getStringAttr("shard"));
       Operation *first = updates.front();
       for (Operation *u : updates)
         if (u->getName() != first->getName() || u->getAttrDictionary() != first->getAttrDictionary()) {
@@ -194,19 +246,28 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
                            << "': one flat shard takes one optimizer configuration";
           return signalPassFailure();
         }
+      // ZeRO-1 all-gathers the updated slices back into the replicated parameters.
+      auto newParam = [&](Value updated) -> Value {
+        if (strategy != "shard-optimizer")
+          return updated;
+        return AllGatherOp::create(b, loc, flatType, unitRef, updated, b.getStringAttr("shard"));
+      };
       if (auto adam = dyn_cast<nn::AdamWUpdateOp>(first)) {
-        Value m = addShardArg(unit, "exp_avg"), v = addShardArg(unit, "exp_avg_sq");
-        auto op = nn::AdamWUpdateOp::create(b, loc, pShard, gShard, m, v, step, adam.getLrAttr(),
+        Value m = addUnitArg(unit, "exp_avg", replicatedState);
+        Value v = addUnitArg(unit, "exp_avg_sq", replicatedState);
+        auto op = nn::AdamWUpdateOp::create(b, loc, pUpdate, gShard, m, v, step, adam.getLrAttr(),
                                             adam.getBeta1Attr(), adam.getBeta2Attr(),
                                             adam.getEpsAttr(), adam.getWeightDecayAttr());
-        results.append({op.getNewParam(), op.getNewExpAvg(), op.getNewExpAvgSq()});
-        for (StringRef role : {"param", "exp_avg", "exp_avg_sq"})
-          resultAttrs.push_back(roleAttrs(unit, role));
+        results.append({newParam(op.getNewParam()), op.getNewExpAvg(), op.getNewExpAvgSq()});
+        resultAttrs.push_back(roleAttrs(unit, "param", replicatedParams));
+        resultAttrs.push_back(roleAttrs(unit, "exp_avg", replicatedState));
+        resultAttrs.push_back(roleAttrs(unit, "exp_avg_sq", replicatedState));
       } else {
         auto sgd = cast<nn::SgdUpdateOp>(first);
-        results.push_back(nn::SgdUpdateOp::create(b, loc, shardType, pShard, gShard,
-                                                  sgd.getLrAttr(), sgd.getWeightDecayAttr()));
-        resultAttrs.push_back(roleAttrs(unit, "param"));
+        Value updated = nn::SgdUpdateOp::create(b, loc, pUpdate.getType(), pUpdate, gShard,
+                                                sgd.getLrAttr(), sgd.getWeightDecayAttr());
+        results.push_back(newParam(updated));
+        resultAttrs.push_back(roleAttrs(unit, "param", replicatedParams));
       }
       // The per-parameter updates and their results die with the old return.
       for (Operation *u : updates)

@@ -25,15 +25,16 @@ enum class MemoryClass {
   ParamShard,    // this rank's shard of the parameters
   GatheredParam, // a unit's full parameters after all-gather
   OptState,      // AdamW moments (shards)
-  Grad,          // gradients of activations and parameters, packed full gradients
-  GradShard,     // this rank's reduce-scattered gradient shard
+  Grad,          // gradients of activations and parameters
+  GradShard,     // a unit's reduced gradient (this rank's shard, or the whole for DDP)
+  CommBuffer,    // a unit's packed gradient, sent to the reduction
   Activation,    // values computed in forward
   Temporary,     // constants and other scratch
   Data,          // the micro-batch (features, labels, tokens, targets)
   Scalar,        // the optimizer step and other scalars
 };
 llvm::StringRef memoryClassName(MemoryClass c);
-inline constexpr unsigned kNumMemoryClasses = 9;
+inline constexpr unsigned kNumMemoryClasses = 10;
 
 /// One buffer of the plan.
 struct PlannedBuffer {

@@ -20,6 +20,13 @@ namespace mlir::fsdp {
 struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
   Option<int64_t> worldSize{*this, "world-size", llvm::cl::desc("number of ranks (>= 1)"),
                             llvm::cl::init(1)};
+  Option<std::string> strategy{*this, "strategy",
+                               llvm::cl::desc("full-shard, shard-grad-op, shard-optimizer, "
+                                              "no-shard or hybrid-shard"),
+                               llvm::cl::init("full-shard")};
+  Option<int64_t> shardSize{*this, "shard-size",
+                            llvm::cl::desc("hybrid-shard: ranks per shard group"),
+                            llvm::cl::init(0)};
   Option<std::string> optimizer{*this, "optimizer", llvm::cl::desc("sgd or adamw"),
                                 llvm::cl::init("adamw")};
   Option<double> lr{*this, "lr", llvm::cl::desc("learning rate"), llvm::cl::init(1e-3)};

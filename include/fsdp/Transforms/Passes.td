@@ -83,9 +83,25 @@ def FSDPShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
     at the top (`fsdp.all_gather` + `fsdp.param_view`), its gradients are
     packed (`fsdp.flatten`) and reduce-scattered with `avg`, and the
     optimizer updates the flat shards. fsdp-collectives then places these.
+
+    `strategy` chooses what is sharded (Rajbhandari et al., ZeRO, SC20,
+    Sec. 5; Zhao et al., PyTorch FSDP, VLDB 2023, Sec. 3.2.2):
+    full-shard and shard-grad-op shard parameters, gradients and optimizer
+    state (shard-grad-op keeps gathered parameters from forward to
+    backward); shard-optimizer (ZeRO-1) keeps replicated parameters
+    (`fsdp.layout = "full"`), reduce-scatters gradients, updates this rank's
+    slice (`fsdp.local_shard`) and all-gathers it back; no-shard (DDP)
+    replicates everything and all-reduces gradients; hybrid-shard (HSDP)
+    shards within groups of `shard-size` ranks and all-reduces gradient
+    shards across the world-size / shard-size replicas.
   }];
   let options = [
-    Option<"worldSize", "world-size", "int64_t", "1", "number of ranks (>= 1)">
+    Option<"worldSize", "world-size", "int64_t", "1", "number of ranks (>= 1)">,
+    Option<"strategy", "strategy", "std::string", "\"full-shard\"",
+           "full-shard (ZeRO-3), shard-grad-op (ZeRO-2), shard-optimizer (ZeRO-1), "
+           "no-shard (DDP) or hybrid-shard (HSDP)">,
+    Option<"shardSize", "shard-size", "int64_t", "0",
+           "hybrid-shard: ranks per shard group (divides world-size; 0: world-size)">
   ];
   let dependentDialects = ["::mlir::fsdp::FSDPDialect", "::mlir::nn::NNDialect"];
 }

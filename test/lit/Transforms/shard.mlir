@@ -5,7 +5,7 @@
 // RUN: not fsdp-opt %s --fsdp-shard="world-size=3" 2>&1 | FileCheck %s --check-prefix=ORDER
 
 // fc1: 4*3 + 4 = 16 elements -> padded 18, shards of 6; fc2: 2*4 = 8 -> padded 9, shards of 3.
-// CHECK: module attributes {fsdp.world_size = 3 : i64}
+// CHECK: module attributes {fsdp.replicas = 1 : i64, fsdp.shard_size = 3 : i64, fsdp.strategy = "full-shard", fsdp.world_size = 3 : i64}
 // CHECK: fsdp.unit @fc1 params ["fc1.weight", "fc1.bias"] {{.*}}numel = 16 : i64, offsets = array<i64: 0, 12>, padded_numel = 18 : i64{{.*}}shard_numel = 6 : i64
 // CHECK: fsdp.unit @fc2 params ["fc2.weight"] {{.*}}numel = 8 : i64, offsets = array<i64: 0>, padded_numel = 9 : i64{{.*}}shard_numel = 3 : i64
 // The batch of 6 becomes 2 per rank; parameters and AdamW state become shards.

@@ -25,6 +25,19 @@ inline constexpr llvm::StringLiteral kWorldSizeAttr = "fsdp.world_size";
 inline constexpr llvm::StringLiteral kUnitAttr = "fsdp.unit";
 inline constexpr llvm::StringLiteral kRoleAttr = "fsdp.role";
 inline constexpr llvm::StringLiteral kGlobalShapeAttr = "fsdp.global_shape";
+/// On the module: the sharding strategy and the 2-D grid replicas × shard_size
+/// (replicas = 1 and shard_size = world size unless hybrid-shard).
+inline constexpr llvm::StringLiteral kStrategyAttr = "fsdp.strategy";
+inline constexpr llvm::StringLiteral kReplicasAttr = "fsdp.replicas";
+inline constexpr llvm::StringLiteral kShardSizeAttr = "fsdp.shard_size";
+/// On arguments and results of unit roles: "shard" (default) or "full"
+/// (the whole padded flat buffer, replicated on every rank).
+inline constexpr llvm::StringLiteral kLayoutAttr = "fsdp.layout";
+
+/// Size of process group `group` ("world", "shard" or "replicate") for the
+/// module that contains `op`; nullopt if the module has no world size yet or
+/// the group name is unknown.
+std::optional<int64_t> groupSize(Operation *op, llvm::StringRef group);
 } // namespace mlir::fsdp
 
 #include "fsdp/FSDPDialect.h.inc"

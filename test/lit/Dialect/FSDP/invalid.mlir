@@ -54,7 +54,7 @@ module attributes {fsdp.world_size = 4 : i64} {
 // -----
 
 module attributes {fsdp.world_size = 4 : i64} {
-  // expected-error @+1 {{'fsdp.unit' op expects padded_numel 12 and shard_numel 3 for numel 10 on 4 ranks, got 10 and 3}}
+  // expected-error @+1 {{'fsdp.unit' op expects padded_numel 12 and shard_numel 3 for numel 10 on shard groups of 4 ranks, got 10 and 3}}
   fsdp.unit @l params ["w"] {element_type = f32, inits = ["zeros"], shapes = [array<i64: 10>], trainable = array<i1: true>, offsets = array<i64: 0>, numel = 10 : i64, padded_numel = 10 : i64, shard_numel = 3 : i64}
 }
 
