@@ -33,6 +33,15 @@ const char *dtypeName(DType t) {
   return "?";
 }
 
+const char *groupName(Group g) {
+  switch (g) {
+  case Group::World: return "world";
+  case Group::Shard: return "shard";
+  case Group::Replicate: return "replicate";
+  }
+  return "?";
+}
+
 int64_t dtypeSize(DType t) {
   return (t == DType::F32 || t == DType::I32) ? 4 : 8;
 }
@@ -130,6 +139,8 @@ const OpInfo kOps[] = {
     {"fsdp.free", OpKind::Free},
     {"fsdp.param_view", OpKind::ParamView},
     {"fsdp.flatten", OpKind::Flatten},
+    {"fsdp.all_reduce", OpKind::AllReduce},
+    {"fsdp.local_shard", OpKind::LocalShard},
     {"nn.embedding", OpKind::Embedding},
     {"nn.embedding_grad", OpKind::EmbeddingGrad},
     {"nn.position_embedding", OpKind::PositionEmbedding},
@@ -189,6 +200,15 @@ const UnitDesc *Program::findUnit(const std::string &name) const {
     if (u.name == name)
       return &u;
   return nullptr;
+}
+
+int64_t Program::groupSize(Group g) const {
+  switch (g) {
+  case Group::World: return worldSizeValue;
+  case Group::Shard: return shardSizeValue;
+  case Group::Replicate: return replicasValue;
+  }
+  return 1;
 }
 
 int64_t Program::numClasses() const {
@@ -262,6 +282,38 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
                 std::to_string(fsdp_world_size()) +
                 " rank(s) are running (mpirun -np " +
                 std::to_string(fsdp_world_size()) + ")");
+  // Sharding strategy and grid ("Sharding strategies"): R x S = N.
+  static const std::set<std::string> kStrategies = {
+      "full-shard", "shard-grad-op", "shard-optimizer", "no-shard",
+      "hybrid-shard"};
+  if (root.contains("strategy")) {
+    strategyName = strField(root, "strategy", src);
+    if (!kStrategies.count(strategyName))
+      throw Error(src + ": unknown strategy '" + strategyName +
+                  "' (supported: full-shard, shard-grad-op, shard-optimizer, "
+                  "no-shard, hybrid-shard)");
+  }
+  replicasValue = 1;
+  shardSizeValue = worldSizeValue;
+  if (root.contains("grid")) {
+    const json &g = root["grid"];
+    std::string ctx = src + ": grid";
+    if (!g.is_object())
+      throw Error(ctx + " must be an object {\"replicas\": R, "
+                        "\"shard_size\": S}, got " + g.dump());
+    replicasValue = intField(g, "replicas", ctx);
+    shardSizeValue = intField(g, "shard_size", ctx);
+    if (shardSizeValue < 1 || replicasValue < 1)
+      throw Error(ctx + ": replicas " + std::to_string(replicasValue) +
+                  " and shard_size " + std::to_string(shardSizeValue) +
+                  " must be >= 1");
+    if (replicasValue * shardSizeValue != worldSizeValue)
+      throw Error(ctx + ": replicas " + std::to_string(replicasValue) +
+                  " x shard_size " + std::to_string(shardSizeValue) + " = " +
+                  std::to_string(replicasValue * shardSizeValue) +
+                  " does not equal world_size " +
+                  std::to_string(worldSizeValue));
+  }
   globalBatchValue = root.contains("global_batch")
                          ? intField(root, "global_batch", src)
                          : 0;
@@ -291,17 +343,21 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
     ud.numel = intField(u, "numel", ctx);
     ud.paddedNumel = intField(u, "padded_numel", ctx);
     ud.shardNumel = intField(u, "shard_numel", ctx);
-    if (ud.paddedNumel != fsdp::paddedNumel(ud.numel, worldSizeValue) ||
-        ud.shardNumel != fsdp::shardNumel(ud.numel, worldSizeValue))
+    // padded_numel: a multiple of S, at least numel and S (the compiler
+    // pads with fsdp::paddedNumel(numel, S)); shard_numel = padded / S.
+    int64_t S = shardSizeValue;
+    if (ud.paddedNumel < ud.numel || ud.paddedNumel < S ||
+        ud.paddedNumel % S != 0 || ud.shardNumel * S != ud.paddedNumel)
       throw Error(ctx + ": padded_numel " + std::to_string(ud.paddedNumel) +
                   " / shard_numel " + std::to_string(ud.shardNumel) +
                   " do not match numel " + std::to_string(ud.numel) +
-                  " over world_size " + std::to_string(worldSizeValue) +
-                  " (expected " +
-                  std::to_string(fsdp::paddedNumel(ud.numel, worldSizeValue)) +
-                  " / " +
-                  std::to_string(fsdp::shardNumel(ud.numel, worldSizeValue)) +
-                  ")");
+                  " over shard_size " + std::to_string(S) +
+                  " (padded_numel must be a multiple of " + std::to_string(S) +
+                  ", at least numel and " + std::to_string(S) +
+                  ", and shard_numel = padded_numel / " + std::to_string(S) +
+                  "; expected e.g. " +
+                  std::to_string(fsdp::paddedNumel(ud.numel, S)) + " / " +
+                  std::to_string(fsdp::shardNumel(ud.numel, S)) + ")");
     for (const json &pj : u.value("params", json::array())) {
       ParamDesc pd;
       pd.fqn = strField(pj, "fqn", ctx + ": param");
@@ -406,12 +462,21 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
         const UnitDesc *u = findUnit(io.unit);
         if (!u)
           throw Error(ctx + ": unknown unit '" + io.unit + "'");
+        if (e.contains("layout")) {
+          io.layout = strField(e, "layout", ctx);
+          if (io.layout != "shard" && io.layout != "full")
+            throw Error(ctx + ": unknown layout '" + io.layout +
+                        "' (supported: shard, full)");
+        }
+        bool full = io.layout == "full";
+        int64_t want = full ? u->paddedNumel : u->shardNumel;
         const BufferDesc &bd = bufferMap[io.buffer];
-        if (bd.numel != u->shardNumel || bd.dtype != u->dtype)
+        if (bd.numel != want || bd.dtype != u->dtype)
           throw Error(ctx + ": shape " + shapeStr(bd.shape) + " " +
                       dtypeName(bd.dtype) + " does not hold unit '" + io.unit +
-                      "' shard of " + std::to_string(u->shardNumel) + " " +
-                      dtypeName(u->dtype));
+                      "' " + (full ? "full padded buffer" : "shard") + " of " +
+                      std::to_string(want) + " " + dtypeName(u->dtype) +
+                      " (layout '" + io.layout + "')");
       } else if (e.contains("fqn") && (io.role == "param" || io.role == "grad")) {
         // An unsharded parameter (or its gradient), named by its FQN: the
         // buffer holds the whole tensor.
@@ -428,6 +493,16 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
   };
   parseIo("inputs", inputList, true);
   parseIo("outputs", outputList, false);
+  // An output that replaces an input at the next step keeps its layout.
+  for (const IoDesc &o : outputList)
+    for (const IoDesc &i : inputList)
+      if (!o.unit.empty() && o.unit == i.unit && o.role == i.role &&
+          o.layout != i.layout)
+        throw Error(src + ": output buffer " + std::to_string(o.buffer) +
+                    " (role '" + o.role + "', unit '" + o.unit +
+                    "') has layout '" + o.layout + "' but input buffer " +
+                    std::to_string(i.buffer) + " has layout '" + i.layout +
+                    "'");
 
   // Instructions.
   const json &insts = field(root, "instructions", src);
@@ -479,6 +554,22 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
         throw Error(ctx + ": attribute 'op' must be \"avg\" or \"sum\", got " +
                     o);
       in.average = (o == "avg");
+    }
+    // Process group of collectives and fsdp.local_shard.
+    in.group = in.kind == OpKind::AllReduce ? Group::World : Group::Shard;
+    if (attrs.contains("group")) {
+      std::string g = attrs["group"].is_string()
+                          ? attrs["group"].get<std::string>()
+                          : attrs["group"].dump();
+      if (g == "world")
+        in.group = Group::World;
+      else if (g == "shard")
+        in.group = Group::Shard;
+      else if (g == "replicate")
+        in.group = Group::Replicate;
+      else
+        throw Error(ctx + ": unknown group '" + g +
+                    "' (supported: world, shard, replicate)");
     }
     const OptimizerDesc &od = optimizerDesc;
     double dfltWd = od.weightDecay;

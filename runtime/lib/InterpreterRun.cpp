@@ -4,7 +4,9 @@
 // are bound to base + offset, never allocated), kernel dispatch on dtype,
 // asynchronous collectives whose wait is deferred until an instruction
 // touches one of their buffers (see runtime/docs/schedule-format.md, "Runtime
-// decisions"), `frees` and fsdp.free, compute/comm timing and peak bytes.
+// decisions"), over the grid's process groups (fsdp_set_grid), the local
+// slice of fsdp.local_shard, `frees` and fsdp.free, compute/comm timing and
+// peak bytes.
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Interpreter.h"
@@ -28,6 +30,15 @@ fsdp_dtype toC(DType t) {
   case DType::I64: return FSDP_I64;
   }
   return FSDP_F32;
+}
+
+fsdp_group toC(Group g) {
+  switch (g) {
+  case Group::World: return FSDP_GROUP_WORLD;
+  case Group::Shard: return FSDP_GROUP_SHARD;
+  case Group::Replicate: return FSDP_GROUP_REPLICATE;
+  }
+  return FSDP_GROUP_WORLD;
 }
 
 // Reads element i of a buffer of dtype t as double / int64.
@@ -399,15 +410,42 @@ void execute(const Instruction &in, Frame &f) {
     int64_t shard = ag ? src : dst;
     const BufferDesc &sb = p.buffer(shard);
     fsdp_handle h = nullptr;
-    int rc = ag ? fsdp_all_gather_start(f.ptr(src), f.ptr(dst), sb.numel,
-                                        toC(sb.dtype), &h)
-                : fsdp_reduce_scatter_start(
-                      f.ptr(src), f.ptr(dst), sb.numel, toC(sb.dtype),
-                      in.average ? FSDP_REDUCE_AVG : FSDP_REDUCE_SUM, &h);
+    fsdp_reduce_op op = in.average ? FSDP_REDUCE_AVG : FSDP_REDUCE_SUM;
+    int rc = ag ? fsdp_all_gather_start_in(toC(in.group), f.ptr(src),
+                                           f.ptr(dst), sb.numel, toC(sb.dtype),
+                                           &h)
+                : fsdp_reduce_scatter_start_in(toC(in.group), f.ptr(src),
+                                               f.ptr(dst), sb.numel,
+                                               toC(sb.dtype), op, &h);
     if (rc != FSDP_OK)
       throw Error(fsdp_last_error());
     f.pending.push_back(
         {h, p.buffer(src).rootId, p.buffer(dst).rootId});
+    return;
+  }
+  case OpKind::AllReduce: {
+    int64_t src = in.operands[0], dst = in.results[0];
+    const BufferDesc &b = p.buffer(dst);
+    fsdp_handle h = nullptr;
+    if (fsdp_all_reduce_start(toC(in.group), f.ptr(src), f.ptr(dst), b.numel,
+                              toC(b.dtype),
+                              in.average ? FSDP_REDUCE_AVG : FSDP_REDUCE_SUM,
+                              &h) != FSDP_OK)
+      throw Error(fsdp_last_error());
+    f.pending.push_back({h, p.buffer(src).rootId, b.rootId});
+    return;
+  }
+  case OpKind::LocalShard: {
+    // A compute op: copy this rank's slice [i*s, (i+1)*s) of the full buffer.
+    const BufferDesc &b = p.buffer(in.results[0]);
+    int64_t i = fsdp_group_rank(toC(in.group));
+    int64_t es = dtypeSize(b.dtype);
+    double t0 = fsdp_now();
+    std::memcpy(f.ptr(b.id),
+                static_cast<const char *>(f.ptr(in.operands[0])) +
+                    i * b.numel * es,
+                static_cast<size_t>(b.numel * es));
+    fsdp_add_compute_seconds(fsdp_now() - t0);
     return;
   }
   case OpKind::Free:
@@ -430,6 +468,12 @@ void execute(const Instruction &in, Frame &f) {
 } // namespace
 
 HostValues Program::run(const HostValues &inputs) {
+  // The grid's process groups (built once; a no-op when unchanged). A
+  // schedule loaded without the world-size check for another world size
+  // keeps the current grid: its collectives then only copy locally.
+  if (worldSizeValue == fsdp_world_size() &&
+      fsdp_set_grid(static_cast<int>(shardSizeValue)) != FSDP_OK)
+    throw Error(sourceName + ": " + fsdp_last_error());
   int64_t base = fsdp_mem_current_bytes();
   fsdp_mem_reset_peak();
   HostValues out;

@@ -207,11 +207,32 @@ void Program::validateInstruction(const Instruction &in, size_t idx) const {
       throw Error(ctx + ": operand and result dtypes differ");
     if (!ag && !isFloat(B(full).dtype) && in.average)
       throw Error(ctx + ": 'avg' needs a float buffer");
-    if (B(full).numel != B(shard).numel * worldSizeValue)
+    int64_t g = groupSize(in.group);
+    if (B(full).numel != B(shard).numel * g)
       throw Error(ctx + ": full buffer " + std::to_string(full) + " has " +
                   std::to_string(B(full).numel) + " elements, expected shard " +
-                  std::to_string(B(shard).numel) + " x world_size " +
-                  std::to_string(worldSizeValue));
+                  std::to_string(B(shard).numel) + " x " +
+                  groupName(in.group) + " group size " + std::to_string(g));
+    break;
+  }
+  case OpKind::AllReduce:
+    need(1, 1);
+    if (B(o[0]).dtype != B(r[0]).dtype)
+      throw Error(ctx + ": operand and result dtypes differ");
+    if (!isFloat(B(o[0]).dtype) && in.average)
+      throw Error(ctx + ": 'avg' needs a float buffer");
+    sameNumel(o[0], r[0]);
+    break;
+  case OpKind::LocalShard: {
+    need(1, 1);
+    if (B(o[0]).dtype != B(r[0]).dtype)
+      throw Error(ctx + ": operand and result dtypes differ");
+    int64_t g = groupSize(in.group);
+    if (B(o[0]).numel != B(r[0]).numel * g)
+      throw Error(ctx + ": full buffer " + std::to_string(o[0]) + " has " +
+                  std::to_string(B(o[0]).numel) + " elements, expected the "
+                  "result's " + std::to_string(B(r[0]).numel) + " x " +
+                  groupName(in.group) + " group size " + std::to_string(g));
     break;
   }
   case OpKind::Free:

@@ -1,8 +1,9 @@
 //===- Runtime.cpp - C API of the fsdp-opt runtime ------------------------===//
 //
-// Implements runtime.h: MPI lifetime, byte-accounted allocation, asynchronous
-// all-gather / reduce-scatter with ring-volume accounting, timing counters and
-// the all-ranks abort. Without an initialised MPI the process is rank 0 of 1.
+// Implements runtime.h: MPI lifetime, byte-accounted allocation, the grid's
+// process groups (MPI_Comm_split), asynchronous all-gather / reduce-scatter /
+// all-reduce with ring-volume accounting, timing counters and the all-ranks
+// abort. Without an initialised MPI the process is rank 0 of 1.
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/runtime.h"
@@ -28,6 +29,13 @@ bool weInitialisedMpi = false;
 std::atomic<int64_t> currentBytes{0};
 std::atomic<int64_t> peakBytes{0};
 std::atomic<int64_t> commBytes{0};
+std::atomic<int64_t> commBytesByKind[3] = {{0}, {0}, {0}};
+
+// The grid: gridShard = S (0 = not set: S = N, shard = world, replicate =
+// self); the split communicators, MPI_COMM_NULL until fsdp_set_grid.
+int gridShard = 0;
+MPI_Comm shardComm = MPI_COMM_NULL;
+MPI_Comm replComm = MPI_COMM_NULL;
 // Seconds are accumulated as nanoseconds to stay atomic.
 std::atomic<int64_t> computeNs{0};
 std::atomic<int64_t> waitNs{0};
@@ -64,6 +72,56 @@ MPI_Datatype mpiType(fsdp_dtype t) {
   return MPI_DATATYPE_NULL;
 }
 
+void freeGrid() {
+  if (shardComm != MPI_COMM_NULL)
+    MPI_Comm_free(&shardComm);
+  if (replComm != MPI_COMM_NULL)
+    MPI_Comm_free(&replComm);
+  gridShard = 0;
+}
+
+// The communicator of `g` (MPI must be active), or MPI_COMM_NULL.
+MPI_Comm groupComm(fsdp_group g) {
+  switch (g) {
+  case FSDP_GROUP_WORLD: return MPI_COMM_WORLD;
+  case FSDP_GROUP_SHARD:
+    return shardComm != MPI_COMM_NULL ? shardComm : MPI_COMM_WORLD;
+  case FSDP_GROUP_REPLICATE:
+    return replComm != MPI_COMM_NULL ? replComm : MPI_COMM_SELF;
+  }
+  return MPI_COMM_NULL;
+}
+
+bool validGroup(fsdp_group g) {
+  return g == FSDP_GROUP_WORLD || g == FSDP_GROUP_SHARD ||
+         g == FSDP_GROUP_REPLICATE;
+}
+
+void addBytes(fsdp_collective kind, int64_t bytes) {
+  commBytes += bytes;
+  commBytesByKind[kind] += bytes;
+}
+
+// Shared argument checks of the collectives; returns FSDP_OK or the error.
+int checkArgs(const char *fn, fsdp_group group, const void *a, const void *b,
+              const void *out, int64_t count, fsdp_dtype dtype,
+              bool average) {
+  if (!a || !b || !out || count < 0)
+    return fail(FSDP_ERR_INVALID, std::string(fn) + ": invalid argument");
+  if (!validGroup(group))
+    return fail(FSDP_ERR_INVALID, std::string(fn) + ": invalid group " +
+                                      std::to_string(static_cast<int>(group)));
+  if (count > INT_MAX)
+    return fail(FSDP_ERR_INVALID, std::string(fn) + ": " +
+                                      std::to_string(count) +
+                                      " elements exceed the MPI count limit");
+  if (fsdp_dtype_size(dtype) == 0)
+    return fail(FSDP_ERR_INVALID, std::string(fn) + ": invalid dtype");
+  if (average && dtype != FSDP_F32 && dtype != FSDP_F64)
+    return fail(FSDP_ERR_INVALID, std::string(fn) + ": avg needs a float dtype");
+  return FSDP_OK;
+}
+
 void addPeak(int64_t now) {
   int64_t prev = peakBytes.load();
   while (now > prev && !peakBytes.compare_exchange_weak(prev, now)) {
@@ -77,6 +135,7 @@ struct fsdp_request {
   bool average = false;
   void *avgData = nullptr; // the shard to divide after completion
   int64_t count = 0;
+  int divisor = 1; // the group size for an average
   fsdp_dtype dtype = FSDP_F32;
 };
 
@@ -96,6 +155,8 @@ int fsdp_init(int *argc, char ***argv) {
 }
 
 int fsdp_finalize(void) {
+  if (mpiActive())
+    freeGrid();
   if (weInitialisedMpi && mpiActive()) {
     int err = MPI_Finalize();
     weInitialisedMpi = false;
@@ -169,65 +230,114 @@ int64_t fsdp_mem_current_bytes(void) { return currentBytes.load(); }
 int64_t fsdp_mem_peak_bytes(void) { return peakBytes.load(); }
 void fsdp_mem_reset_peak(void) { peakBytes.store(currentBytes.load()); }
 
-int fsdp_all_gather_start(const void *shard, void *full, int64_t shard_count,
-                          fsdp_dtype dtype, fsdp_handle *out) {
-  if (!shard || !full || !out || shard_count < 0)
-    return fail(FSDP_ERR_INVALID, "fsdp_all_gather_start: invalid argument");
-  if (shard_count > INT_MAX)
+int fsdp_set_grid(int shard_size) {
+  int n = fsdp_world_size();
+  if (shard_size < 1 || n % shard_size)
     return fail(FSDP_ERR_INVALID,
-                "fsdp_all_gather_start: shard of " +
-                    std::to_string(shard_count) +
-                    " elements exceeds the MPI count limit");
+                "fsdp_set_grid: shard size " + std::to_string(shard_size) +
+                    " does not divide the world size " + std::to_string(n));
+  if (shard_size == fsdp_grid_shard_size())
+    return FSDP_OK; // also the initial grid S = N (shard = world)
+  if (!mpiActive()) { // n == 1 == shard_size
+    gridShard = shard_size;
+    return FSDP_OK;
+  }
+  freeGrid();
+  int r = fsdp_rank();
+  // Shard group: color = replica floor(r/S), key = r mod S (its index).
+  // Replicate group: color = r mod S, key = floor(r/S) (its index).
+  int err = MPI_Comm_split(MPI_COMM_WORLD, r / shard_size, r % shard_size,
+                           &shardComm);
+  if (err == MPI_SUCCESS)
+    err = MPI_Comm_split(MPI_COMM_WORLD, r % shard_size, r / shard_size,
+                         &replComm);
+  if (err != MPI_SUCCESS) {
+    freeGrid();
+    return fail(FSDP_ERR_MPI, "MPI_Comm_split failed: " + mpiMessage(err));
+  }
+  MPI_Comm_set_errhandler(shardComm, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(replComm, MPI_ERRORS_RETURN);
+  gridShard = shard_size;
+  return FSDP_OK;
+}
+
+int fsdp_grid_shard_size(void) {
+  return gridShard ? gridShard : fsdp_world_size();
+}
+
+int fsdp_group_size(fsdp_group group) {
+  int n = fsdp_world_size(), s = fsdp_grid_shard_size();
+  switch (group) {
+  case FSDP_GROUP_WORLD: return n;
+  case FSDP_GROUP_SHARD: return s;
+  case FSDP_GROUP_REPLICATE: return n / s;
+  }
+  return -1;
+}
+
+int fsdp_group_rank(fsdp_group group) {
+  int r = fsdp_rank(), s = fsdp_grid_shard_size();
+  switch (group) {
+  case FSDP_GROUP_WORLD: return r;
+  case FSDP_GROUP_SHARD: return r % s;
+  case FSDP_GROUP_REPLICATE: return r / s;
+  }
+  return -1;
+}
+
+int fsdp_all_gather_start_in(fsdp_group group, const void *shard, void *full,
+                             int64_t shard_count, fsdp_dtype dtype,
+                             fsdp_handle *out) {
+  if (int rc = checkArgs("fsdp_all_gather_start", group, shard, full, out,
+                         shard_count, dtype, false))
+    return rc;
   size_t esize = fsdp_dtype_size(dtype);
-  if (esize == 0)
-    return fail(FSDP_ERR_INVALID, "fsdp_all_gather_start: invalid dtype");
   auto *h = new (std::nothrow) fsdp_request();
   if (!h)
     return fail(FSDP_ERR_NOMEM, "fsdp_all_gather_start: out of memory");
-  int n = fsdp_world_size();
+  int g = fsdp_group_size(group);
   if (!mpiActive()) {
     std::memmove(full, shard, static_cast<size_t>(shard_count) * esize);
   } else {
     int err = MPI_Iallgather(shard, static_cast<int>(shard_count),
                              mpiType(dtype), full, static_cast<int>(shard_count),
-                             mpiType(dtype), MPI_COMM_WORLD, &h->req);
+                             mpiType(dtype), groupComm(group), &h->req);
     if (err != MPI_SUCCESS) {
       delete h;
       return fail(FSDP_ERR_MPI, "MPI_Iallgather failed: " + mpiMessage(err));
     }
   }
-  commBytes += fsdp::ringCollectiveBytesPerRank(
-      shard_count * static_cast<int64_t>(esize) * n, n);
+  addBytes(FSDP_COLL_ALL_GATHER,
+           fsdp::ringCollectiveBytesPerRank(
+               shard_count * static_cast<int64_t>(esize) * g, g));
   *out = h;
   return FSDP_OK;
 }
 
-int fsdp_reduce_scatter_start(const void *full, void *shard,
-                              int64_t shard_count, fsdp_dtype dtype,
-                              fsdp_reduce_op op, fsdp_handle *out) {
-  if (!shard || !full || !out || shard_count < 0)
-    return fail(FSDP_ERR_INVALID, "fsdp_reduce_scatter_start: invalid argument");
-  if (shard_count > INT_MAX)
-    return fail(FSDP_ERR_INVALID,
-                "fsdp_reduce_scatter_start: shard of " +
-                    std::to_string(shard_count) +
-                    " elements exceeds the MPI count limit");
+int fsdp_all_gather_start(const void *shard, void *full, int64_t shard_count,
+                          fsdp_dtype dtype, fsdp_handle *out) {
+  return fsdp_all_gather_start_in(FSDP_GROUP_WORLD, shard, full, shard_count,
+                                  dtype, out);
+}
+
+int fsdp_reduce_scatter_start_in(fsdp_group group, const void *full,
+                                 void *shard, int64_t shard_count,
+                                 fsdp_dtype dtype, fsdp_reduce_op op,
+                                 fsdp_handle *out) {
+  if (int rc = checkArgs("fsdp_reduce_scatter_start", group, full, shard, out,
+                         shard_count, dtype, op == FSDP_REDUCE_AVG))
+    return rc;
   size_t esize = fsdp_dtype_size(dtype);
-  if (esize == 0)
-    return fail(FSDP_ERR_INVALID, "fsdp_reduce_scatter_start: invalid dtype");
-  if (op == FSDP_REDUCE_AVG && dtype != FSDP_F32 && dtype != FSDP_F64)
-    return fail(FSDP_ERR_INVALID,
-                "fsdp_reduce_scatter_start: avg needs a float dtype");
   auto *h = new (std::nothrow) fsdp_request();
   if (!h)
     return fail(FSDP_ERR_NOMEM, "fsdp_reduce_scatter_start: out of memory");
-  int n = fsdp_world_size();
+  int g = fsdp_group_size(group);
   if (!mpiActive()) {
     std::memmove(shard, full, static_cast<size_t>(shard_count) * esize);
   } else {
     int err = MPI_Ireduce_scatter_block(full, shard, static_cast<int>(shard_count),
-                                        mpiType(dtype), MPI_SUM, MPI_COMM_WORLD,
-                                        &h->req);
+                                        mpiType(dtype), MPI_SUM,
+                                        groupComm(group), &h->req);
     if (err != MPI_SUCCESS) {
       delete h;
       return fail(FSDP_ERR_MPI,
@@ -237,10 +347,53 @@ int fsdp_reduce_scatter_start(const void *full, void *shard,
   h->average = (op == FSDP_REDUCE_AVG);
   h->avgData = shard;
   h->count = shard_count;
+  h->divisor = g;
   h->dtype = dtype;
-  commBytes += fsdp::ringCollectiveBytesPerRank(
-      shard_count * static_cast<int64_t>(esize) * n, n);
+  addBytes(FSDP_COLL_REDUCE_SCATTER,
+           fsdp::ringCollectiveBytesPerRank(
+               shard_count * static_cast<int64_t>(esize) * g, g));
   *out = h;
+  return FSDP_OK;
+}
+
+int fsdp_reduce_scatter_start(const void *full, void *shard,
+                              int64_t shard_count, fsdp_dtype dtype,
+                              fsdp_reduce_op op, fsdp_handle *out) {
+  return fsdp_reduce_scatter_start_in(FSDP_GROUP_WORLD, full, shard,
+                                      shard_count, dtype, op, out);
+}
+
+int fsdp_all_reduce_start(fsdp_group group, const void *in, void *out,
+                          int64_t count, fsdp_dtype dtype, fsdp_reduce_op op,
+                          fsdp_handle *handle) {
+  if (int rc = checkArgs("fsdp_all_reduce_start", group, in, out, handle,
+                         count, dtype, op == FSDP_REDUCE_AVG))
+    return rc;
+  size_t esize = fsdp_dtype_size(dtype);
+  auto *h = new (std::nothrow) fsdp_request();
+  if (!h)
+    return fail(FSDP_ERR_NOMEM, "fsdp_all_reduce_start: out of memory");
+  int g = fsdp_group_size(group);
+  if (!mpiActive()) {
+    std::memmove(out, in, static_cast<size_t>(count) * esize);
+  } else {
+    int err = MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out,
+                             static_cast<int>(count), mpiType(dtype), MPI_SUM,
+                             groupComm(group), &h->req);
+    if (err != MPI_SUCCESS) {
+      delete h;
+      return fail(FSDP_ERR_MPI, "MPI_Iallreduce failed: " + mpiMessage(err));
+    }
+  }
+  h->average = (op == FSDP_REDUCE_AVG);
+  h->avgData = out;
+  h->count = count;
+  h->divisor = g;
+  h->dtype = dtype;
+  addBytes(FSDP_COLL_ALL_REDUCE,
+           fsdp::ringAllReduceBytesPerRank(
+               count * static_cast<int64_t>(esize), g));
+  *handle = h;
   return FSDP_OK;
 }
 
@@ -270,7 +423,7 @@ int fsdp_wait(fsdp_handle h) {
       rc = fail(FSDP_ERR_MPI, "MPI_Wait failed: " + mpiMessage(err));
   }
   if (rc == FSDP_OK && h->average) {
-    int n = fsdp_world_size();
+    int n = h->divisor;
     if (h->dtype == FSDP_F32) {
       float *p = static_cast<float *>(h->avgData);
       for (int64_t i = 0; i < h->count; ++i)
@@ -287,6 +440,11 @@ int fsdp_wait(fsdp_handle h) {
 }
 
 int64_t fsdp_comm_bytes_sent(void) { return commBytes.load(); }
+int64_t fsdp_comm_bytes_sent_by(fsdp_collective kind) {
+  if (kind < FSDP_COLL_ALL_GATHER || kind > FSDP_COLL_ALL_REDUCE)
+    return 0;
+  return commBytesByKind[kind].load();
+}
 double fsdp_comm_wait_seconds(void) { return waitNs.load() * 1e-9; }
 double fsdp_compute_seconds(void) { return computeNs.load() * 1e-9; }
 void fsdp_add_compute_seconds(double seconds) {
@@ -294,6 +452,8 @@ void fsdp_add_compute_seconds(double seconds) {
 }
 void fsdp_stats_reset(void) {
   commBytes = 0;
+  for (auto &c : commBytesByKind)
+    c = 0;
   computeNs = 0;
   waitNs = 0;
 }

@@ -50,6 +50,10 @@ def close(a, b, tol):
 
 
 tmp = tempfile.mkdtemp()
+# Open MPI session directories under this test's own temporary directory:
+# concurrent mpiruns (ctest -j) racing to create /tmp/ompi.<host>.<uid> fail
+# in orte_init otherwise.
+ENV["OMPI_MCA_orte_tmpdir_base"] = tmp
 
 # 1. Losses and parameters agree across world sizes.
 for dtype, sizes, tol in (("f64", (1, 2, 3), 1e-10), ("f32", (1, 2, 4), 1e-4)):

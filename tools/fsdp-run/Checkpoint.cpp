@@ -33,13 +33,19 @@ namespace {
 
 const char *const kRoles[] = {"param", "exp_avg", "exp_avg_sq"};
 
+/// The input of (role, unit), or nullptr.
+const IoDesc *unitInput(const Program &p, const std::string &role,
+                        const std::string &unit) {
+  for (const IoDesc &io : p.inputs())
+    if (io.role == role && io.unit == unit)
+      return &io;
+  return nullptr;
+}
 /// The input buffer of (role, unit), or -1.
 int64_t shardInput(const Program &p, const std::string &role,
                    const std::string &unit) {
-  for (const IoDesc &io : p.inputs())
-    if (io.role == role && io.unit == unit)
-      return io.buffer;
-  return -1;
+  const IoDesc *io = unitInput(p, role, unit);
+  return io ? io->buffer : -1;
 }
 
 std::string rankFile(int rank) { return "rank" + std::to_string(rank) + ".bin"; }
@@ -53,7 +59,7 @@ json shardLayout(const Program &p, int64_t &totalBytes) {
     for (const char *role : kRoles)
       if (shardInput(p, role, u.name) >= 0) {
         roles[role] = totalBytes;
-        totalBytes += u.shardNumel * fsdp::rt::dtypeSize(u.dtype);
+        totalBytes += p.buffer(shardInput(p, role, u.name)).bytes;
       }
     shards[u.name] = roles;
   }
@@ -137,7 +143,10 @@ void saveCheckpoint(const std::string &dir, const Program &prog,
     return;
   json units = json::array();
   for (const UnitDesc &u : prog.units()) {
-    json params = json::array();
+    json params = json::array(), layouts = json::object();
+    for (const char *role : kRoles)
+      if (const IoDesc *io = unitInput(prog, role, u.name))
+        layouts[role] = io->layout;
     for (const auto &p : u.params)
       params.push_back({{"fqn", p.fqn},
                         {"shape", p.shape},
@@ -149,6 +158,7 @@ void saveCheckpoint(const std::string &dir, const Program &prog,
                      {"numel", u.numel},
                      {"padded_numel", u.paddedNumel},
                      {"shard_numel", u.shardNumel},
+                     {"layouts", layouts},
                      {"params", params}});
   }
   json roles = json::array();
@@ -168,6 +178,9 @@ void saveCheckpoint(const std::string &dir, const Program &prog,
                 {"version", 1},
                 {"schedule", prog.name()},
                 {"world_size", prog.worldSize()},
+                {"strategy", prog.strategy()},
+                {"grid", {{"replicas", prog.replicas()},
+                          {"shard_size", prog.shardSize()}}},
                 {"step", step},
                 {"roles", roles},
                 {"units", units},
@@ -203,6 +216,13 @@ int64_t loadCheckpoint(const std::string &dir, const Program &prog,
                   "version 1 index");
     expectEq(index.at("world_size").get<int64_t>(), prog.worldSize(),
              "world_size", ctx);
+    // Checkpoints from before strategies: full-shard, R = 1, S = N.
+    json grid = index.value("grid", json{{"replicas", 1},
+                                         {"shard_size", prog.worldSize()}});
+    expectEq(grid.at("replicas").get<int64_t>(), prog.replicas(),
+             "grid.replicas", ctx);
+    expectEq(grid.at("shard_size").get<int64_t>(), prog.shardSize(),
+             "grid.shard_size", ctx);
     const json &units = index.at("units");
     expectEq(units.size(), prog.units().size(), "the number of units", ctx);
     for (size_t i = 0; i < units.size(); ++i) {
@@ -216,6 +236,11 @@ int64_t loadCheckpoint(const std::string &dir, const Program &prog,
       expectEq(ju.at("numel").get<int64_t>(), u.numel, "numel", uctx);
       expectEq(ju.at("shard_numel").get<int64_t>(), u.shardNumel,
                "shard_numel", uctx);
+      json layouts = ju.value("layouts", json::object());
+      for (const char *role : kRoles)
+        if (const IoDesc *io = unitInput(prog, role, u.name))
+          expectEq(layouts.value(role, std::string("shard")), io->layout,
+                   std::string("the layout of '") + role + "'", uctx);
       const json &params = ju.at("params");
       expectEq(params.size(), u.params.size(), "the number of parameters",
                uctx);
@@ -255,7 +280,7 @@ int64_t loadCheckpoint(const std::string &dir, const Program &prog,
           throw Error(ctx + ": unit '" + u.name + "' has no '" + role +
                       "' shard in the checkpoint");
         bin.seekg(shards[u.name][role].get<int64_t>());
-        state[id] = readShard(bin, u.shardNumel, u.dtype);
+        state[id] = readShard(bin, prog.buffer(id).numel, u.dtype);
         if (!bin)
           throw Error("--load: error reading '" + path + "'");
       }

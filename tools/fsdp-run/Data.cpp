@@ -131,14 +131,21 @@ void readCsv(const std::string &path, int64_t featPerSample,
 
 } // namespace
 
+std::vector<double> initFull(const fsdp::rt::UnitDesc &u, uint64_t seed) {
+  std::vector<double> full(u.paddedNumel, 0.0);
+  for (const fsdp::rt::ParamDesc &p : u.params)
+    for (int64_t i = 0; i < p.numel; ++i)
+      full[p.offset + i] = initValue(p.init, seed, p.fqn, i);
+  return full;
+}
+
 std::vector<double> initShard(const fsdp::rt::UnitDesc &u, uint64_t seed,
-                              int rank, int64_t worldSize) {
+                              int64_t shardIndex) {
   std::vector<double> shard(u.shardNumel, 0.0);
-  fsdp::ShardRange own = fsdp::ownedRange(u.numel, worldSize, rank);
-  int64_t begin = rank * u.shardNumel;
+  int64_t begin = shardIndex * u.shardNumel, end = begin + u.shardNumel;
   for (const fsdp::rt::ParamDesc &p : u.params) {
-    int64_t lo = std::max(own.begin, p.offset);
-    int64_t hi = std::min(own.end, p.offset + p.numel);
+    int64_t lo = std::max(begin, p.offset);
+    int64_t hi = std::min(end, p.offset + p.numel);
     for (int64_t f = lo; f < hi; ++f)
       shard[f - begin] = initValue(p.init, seed, p.fqn, f - p.offset);
   }

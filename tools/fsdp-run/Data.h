@@ -31,11 +31,15 @@ double uniform01(uint64_t h);
 /// Standard normal by Box-Muller from two hashes derived from h.
 double normal01(uint64_t h);
 
-/// This rank's shard [shard_numel] of `unit`: flat element f of the unit is
-/// owned when f in [rank·S, (rank+1)·S); element i of parameter `fqn` is
-/// initValue(init, seed, fqn, i); padding and gaps are zero.
+/// Shard `shardIndex` [shard_numel] of `unit` (a rank's index in the shard
+/// group, r mod S): flat element f of the unit is in it when f in
+/// [i·shard_numel, (i+1)·shard_numel); element j of parameter `fqn` is
+/// initValue(init, seed, fqn, j); padding and gaps are zero.
 std::vector<double> initShard(const fsdp::rt::UnitDesc &u, uint64_t seed,
-                              int rank, int64_t worldSize);
+                              int64_t shardIndex);
+/// The whole padded flat buffer [padded_numel] of `unit` (layout "full"),
+/// the same values as the shards of initShard side by side.
+std::vector<double> initFull(const fsdp::rt::UnitDesc &u, uint64_t seed);
 
 /// Fills the data inputs (roles features, labels, tokens, targets) of one
 /// step. With an empty `dataFile` the data are synthetic; otherwise the file

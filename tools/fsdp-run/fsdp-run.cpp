@@ -4,7 +4,8 @@
 //          [--data FILE] [--dump-params PATH] [--save DIR] [--load DIR]
 //
 // Loads the schedule (world_size must be N), initialises every rank's shards
-// deterministically (the full parameters do not depend on N) or loads them
+// or full (replicated) buffers deterministically (the full parameters do not
+// depend on N or the strategy) or loads them
 // from a checkpoint (Checkpoint.h), feeds synthetic, CSV or byte-level text
 // data (Data.h), runs K optimizer steps carrying parameter and
 // optimizer-state outputs to the next step, prints "step s loss x" per step
@@ -29,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -141,12 +143,17 @@ void appendNumber(std::string &s, double v, bool isF32) {
   s += buf;
 }
 
-/// Gathers every unit's shards of `role` to rank 0 and writes, on rank 0,
-/// {"fqn": {"shape": [...], "data": [...]}, ...} into `out`.
-void gatherRole(const Program &p, const HostValues &state,
-                const std::string &role, int rank, std::string &out) {
-  out += "{";
-  bool firstParam = true;
+/// Every unit's whole padded buffer of input role `role` on rank 0 (empty
+/// elsewhere; units without such an input are absent). Layout "full": rank
+/// 0's copy. Layout "shard": the shards of ranks 0..S-1 (the first replica's
+/// shard group) side by side. `maxDiff` is raised to the largest |difference|
+/// between rank 0's result and the copies the other ranks (replicas) hold.
+/// Collective over MPI_COMM_WORLD.
+std::map<std::string, std::vector<double>>
+gatherRole(const Program &p, const HostValues &state, const std::string &role,
+           int rank, double &maxDiff) {
+  std::map<std::string, std::vector<double>> result;
+  int64_t n = p.worldSize(), s = p.shardSize();
   for (const fsdp::rt::UnitDesc &u : p.units()) {
     const IoDesc *io = nullptr;
     for (const IoDesc &i : p.inputs())
@@ -154,15 +161,39 @@ void gatherRole(const Program &p, const HostValues &state,
         io = &i;
     if (!io)
       continue;
-    const std::vector<double> &shard = state.at(io->buffer);
-    std::vector<double> full(rank == 0 ? u.paddedNumel : 0);
-    int err = MPI_Gather(shard.data(), static_cast<int>(u.shardNumel),
-                         MPI_DOUBLE, full.data(), static_cast<int>(u.shardNumel),
-                         MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    if (err != MPI_SUCCESS)
+    std::vector<double> local = state.at(io->buffer);
+    int64_t cnt = static_cast<int64_t>(local.size());
+    std::vector<double> all(rank == 0 ? cnt * n : 0);
+    if (MPI_Gather(local.data(), static_cast<int>(cnt), MPI_DOUBLE, all.data(),
+                   static_cast<int>(cnt), MPI_DOUBLE, 0,
+                   MPI_COMM_WORLD) != MPI_SUCCESS)
       throw Error("MPI_Gather of unit '" + u.name + "' failed");
     if (rank != 0)
       continue;
+    // Copies: every rank for "full"; the replicas k·S.. for "shard".
+    bool full = io->layout == "full";
+    int64_t copy = full ? cnt : cnt * s, copies = full ? n : n / s;
+    for (int64_t k = 1; k < copies; ++k)
+      for (int64_t i = 0; i < copy; ++i)
+        maxDiff = std::max(maxDiff, std::fabs(all[k * copy + i] - all[i]));
+    all.resize(copy);
+    result[u.name] = std::move(all);
+  }
+  return result;
+}
+
+/// Writes {"fqn": {"shape": [...], "data": [...]}, ...} of the gathered
+/// units (padding stripped) into `out`.
+void appendRole(const Program &p,
+                const std::map<std::string, std::vector<double>> &units,
+                std::string &out) {
+  out += "{";
+  bool firstParam = true;
+  for (const fsdp::rt::UnitDesc &u : p.units()) {
+    auto it = units.find(u.name);
+    if (it == units.end())
+      continue;
+    const std::vector<double> &full = it->second;
     bool f32 = u.dtype == fsdp::rt::DType::F32;
     for (const fsdp::rt::ParamDesc &pd : u.params) {
       out += firstParam ? "\n  " : ",\n  ";
@@ -210,10 +241,15 @@ int runMain(const Options &opt) {
                   "needs per-unit shards, i.e. a schedule from the FSDP "
                   "pipeline (fsdp-opt --fsdp-pipeline), not from "
                   "fsdp-autodiff alone");
-    if (io.role == "param")
-      state[io.buffer] = fsdp::run::initShard(*unit, opt.seed, rank, n);
+    // Layout "shard": this rank's shard at its index r mod S in the shard
+    // group; "full": the whole padded buffer, the same on every rank.
+    if (io.role == "param" && io.layout == "full")
+      state[io.buffer] = fsdp::run::initFull(*unit, opt.seed);
+    else if (io.role == "param")
+      state[io.buffer] =
+          fsdp::run::initShard(*unit, opt.seed, rank % prog.shardSize());
     else
-      state[io.buffer] = std::vector<double>(unit->shardNumel, 0.0);
+      state[io.buffer] = std::vector<double>(prog.buffer(io.buffer).numel, 0.0);
   }
   int64_t startStep = 0;
   if (!opt.load.empty())
@@ -278,13 +314,23 @@ int runMain(const Options &opt) {
   MPI_Allreduce(&peakLL, &peakMax, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
 
   if (!opt.dumpParams.empty()) {
+    double maxDiff = 0;
     std::string text = "{\"params\": ";
-    gatherRole(prog, state, "param", rank, text);
+    appendRole(prog, gatherRole(prog, state, "param", rank, maxDiff), text);
     text += ",\n\"exp_avg\": ";
-    gatherRole(prog, state, "exp_avg", rank, text);
+    appendRole(prog, gatherRole(prog, state, "exp_avg", rank, maxDiff), text);
     text += ",\n\"exp_avg_sq\": ";
-    gatherRole(prog, state, "exp_avg_sq", rank, text);
+    appendRole(prog, gatherRole(prog, state, "exp_avg_sq", rank, maxDiff),
+               text);
+    // Replicated copies (full layouts, other replicas) should agree exactly.
+    text += ",\n\"replica_max_abs_diff\": ";
+    appendNumber(text, maxDiff, false);
     text += "}\n";
+    if (rank == 0 && maxDiff != 0)
+      std::fprintf(stderr,
+                   "fsdp-run: warning: replicated parameter or optimizer "
+                   "state copies differ by up to %g\n",
+                   maxDiff);
     if (rank == 0) {
       std::ofstream f(opt.dumpParams);
       if (!f || !(f << text) || !f.flush())
@@ -305,6 +351,17 @@ int runMain(const Options &opt) {
         {"final_loss", losses.back()},
         {"peak_bytes", static_cast<int64_t>(peakMax)},
         {"comm_bytes", fsdp_comm_bytes_sent() / opt.steps},
+        {"comm_bytes_by_collective",
+         {{"all_gather",
+           fsdp_comm_bytes_sent_by(FSDP_COLL_ALL_GATHER) / opt.steps},
+          {"reduce_scatter",
+           fsdp_comm_bytes_sent_by(FSDP_COLL_REDUCE_SCATTER) / opt.steps},
+          {"all_reduce",
+           fsdp_comm_bytes_sent_by(FSDP_COLL_ALL_REDUCE) / opt.steps}}},
+        {"sharding",
+         {{"strategy", prog.strategy()},
+          {"replicas", prog.replicas()},
+          {"shard_size", prog.shardSize()}}},
         {"step_time_s", st},
         {"samples_per_s", st > 0 ? globalBatch / st : 0.0},
         {"compute_time_s", median(computeTimes)},

@@ -63,7 +63,8 @@ struct ParamDesc {
   bool trainable = true;
 };
 
-/// One FSDP unit (FlatParameter): `paddedNumel` = shardNumel * world_size.
+/// One FSDP unit (FlatParameter): `paddedNumel` = shardNumel * S, S the
+/// grid's shard_size (the world size unless the schedule says otherwise).
 struct UnitDesc {
   std::string name;
   DType dtype = DType::F32;
@@ -84,12 +85,24 @@ struct IoDesc {
   std::string unit;                 ///< for param / exp_avg / exp_avg_sq
   std::string fqn;                  ///< unsharded param input / grad output
   std::vector<int64_t> globalShape; ///< for data inputs (may be empty)
+  /// Unit roles: "shard" (shard_numel elements, this rank's shard at its
+  /// index in the shard group) or "full" (the padded flat buffer,
+  /// replicated); "shard" when absent.
+  std::string layout = "shard";
 };
+
+/// Process groups of the grid R x S ("Sharding strategies"): world (N
+/// ranks), shard (the S ranks of one replica), replicate (the R ranks with
+/// the same shard index).
+enum class Group { World, Shard, Replicate };
+/// "world", "shard", "replicate".
+const char *groupName(Group g);
 
 enum class OpKind {
   Constant, Linear, Matmul, Add, Mul, Relu, ReluGrad, Gelu, GeluGrad,
   ReduceSum, Broadcast, CrossEntropy, CrossEntropyGrad, SgdUpdate,
   AdamwUpdate, AllGather, ReduceScatter, Free, ParamView, Flatten,
+  AllReduce, LocalShard, // "Sharding strategies"
   // Transformer ops (runtime/docs/schedule-format.md, "Transformer ops").
   Embedding, EmbeddingGrad, PositionEmbedding, PositionEmbeddingGrad,
   LayerNorm, LayerNormGrad, RmsNorm, RmsNormGrad, Rope, Attention,
@@ -107,7 +120,8 @@ struct Instruction {
   bool approxTanh = false;                       ///< nn.gelu(_grad)
   std::vector<int64_t> axes;                     ///< reduce_sum / broadcast
   std::vector<int64_t> offsets;                  ///< fsdp.flatten
-  bool average = true;                           ///< fsdp.reduce_scatter
+  bool average = true;                           ///< reduce_scatter/all_reduce
+  Group group = Group::Shard;                    ///< collectives, local_shard
   double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0; ///< updates
                                                  ///< (eps: also the norms')
   bool transposeWeight = false;                  ///< nn.linear: w is [K, N]
@@ -134,7 +148,9 @@ public:
   static Program fromString(const std::string &text, bool checkWorldSize = true,
                             const std::string &name = "<schedule>");
 
-  /// Runs one step: allocates and fills every input buffer from `inputs`
+  /// Runs one step: sets the runtime's grid to this schedule's shard_size
+  /// (fsdp_set_grid, collective on the first run), allocates and fills every
+  /// input buffer from `inputs`
   /// (each must be present with exactly numel values), executes the
   /// instructions, returns the values of every output buffer, and frees all
   /// buffers. Throws Error on any failure (buffers are released).
@@ -159,6 +175,12 @@ public:
   int64_t globalBatch() const { return globalBatchValue; }
   const std::string &function() const { return functionName; }
   const OptimizerDesc &optimizer() const { return optimizerDesc; }
+  /// "strategy" (default "full-shard") and "grid" (default R = 1, S = N).
+  const std::string &strategy() const { return strategyName; }
+  int64_t replicas() const { return replicasValue; }
+  int64_t shardSize() const { return shardSizeValue; }
+  /// Ranks in `g` under the schedule's grid: N, S or R.
+  int64_t groupSize(Group g) const;
   const std::vector<UnitDesc> &units() const { return unitList; }
   const std::map<int64_t, BufferDesc> &buffers() const { return bufferMap; }
   const std::vector<IoDesc> &inputs() const { return inputList; }
@@ -182,6 +204,8 @@ private:
   int64_t worldSizeValue = 1;
   int64_t globalBatchValue = 0;
   OptimizerDesc optimizerDesc;
+  std::string strategyName = "full-shard";
+  int64_t replicasValue = 1, shardSizeValue = 1;
   std::vector<UnitDesc> unitList;
   std::map<int64_t, BufferDesc> bufferMap;
   std::vector<IoDesc> inputList, outputList;

@@ -1,9 +1,11 @@
 /*===- runtime.h - C API of the fsdp-opt runtime ----------------*- C -*-===//
 //
 // The C interface of libfsdp_runtime: MPI start/stop, rank and world size,
-// byte-accounted buffer allocation, asynchronous FSDP collectives (all-gather
-// and reduce-scatter of flat parameter shards), communication and timing
-// counters, and an abort that stops every rank. No C++ exception ever crosses
+// byte-accounted buffer allocation, the process groups of a sharding grid
+// (world, shard, replicate; runtime/docs/schedule-format.md, "Sharding
+// strategies"), asynchronous collectives over them (all-gather,
+// reduce-scatter, all-reduce), communication and timing counters, and an
+// abort that stops every rank. No C++ exception ever crosses
 // this interface: functions return FSDP_OK or an error code and set a
 // thread-local message readable with fsdp_last_error().
 //
@@ -45,6 +47,23 @@ typedef enum fsdp_reduce_op {
   FSDP_REDUCE_AVG = 1 /* sum, then divide by the world size (floats only) */
 } fsdp_reduce_op;
 
+/* Process groups of the grid R x S (R replicas of S shard ranks, R*S = N).
+ * Rank r: WORLD = all N ranks (index r); SHARD = ranks [floor(r/S)*S,
+ * floor(r/S)*S + S) (index r mod S); REPLICATE = ranks {r mod S + k*S : k < R}
+ * (index floor(r/S)). */
+typedef enum fsdp_group {
+  FSDP_GROUP_WORLD = 0,
+  FSDP_GROUP_SHARD = 1,
+  FSDP_GROUP_REPLICATE = 2
+} fsdp_group;
+
+/* Kinds of collectives, for the per-kind byte counters. */
+typedef enum fsdp_collective {
+  FSDP_COLL_ALL_GATHER = 0,
+  FSDP_COLL_REDUCE_SCATTER = 1,
+  FSDP_COLL_ALL_REDUCE = 2
+} fsdp_collective;
+
 /* An in-flight collective; completed and released by fsdp_wait. */
 typedef struct fsdp_request *fsdp_handle;
 
@@ -76,20 +95,61 @@ int64_t fsdp_mem_peak_bytes(void);
 /* Sets the high-water mark to the current bytes. */
 void fsdp_mem_reset_peak(void);
 
-/* Starts an all-gather: every rank contributes `shard_count` elements at
+/* Sets the grid to shard groups of `shard_size` ranks (R = N / shard_size
+ * replicas) and builds the SHARD and REPLICATE communicators with
+ * MPI_Comm_split (keys chosen so that the indices are those of fsdp_group).
+ * Collective over MPI_COMM_WORLD: every rank must call it with the same
+ * value. A call with the current shard size does nothing. Until the first
+ * call the grid is R = 1, S = N. FSDP_ERR_INVALID unless shard_size >= 1
+ * divides N (without MPI, N = 1). No collective may be in flight. */
+int fsdp_set_grid(int shard_size);
+/* S of the current grid. */
+int fsdp_grid_shard_size(void);
+/* Number of ranks in `group` (N, S or R), or -1 for an invalid group. */
+int fsdp_group_size(fsdp_group group);
+/* This rank's index in `group` (see fsdp_group), or -1 for an invalid one. */
+int fsdp_group_rank(fsdp_group group);
+
+/* Starts an all-gather over the world group (fsdp_all_gather_start_in with
+ * FSDP_GROUP_WORLD): every rank contributes `shard_count` elements at
  * `shard`; rank r's shard lands at full[r*shard_count, (r+1)*shard_count).
  * `full` holds shard_count * world_size elements. MPI_Iallgather. Both
  * buffers must stay untouched until fsdp_wait. Adds the ring volume
  * (N-1)/N * full bytes to the bytes-sent counter. */
 int fsdp_all_gather_start(const void *shard, void *full, int64_t shard_count,
                           fsdp_dtype dtype, fsdp_handle *out);
-/* Starts a reduce-scatter: `full` holds shard_count * world_size elements;
+/* Starts a reduce-scatter over the world group (as
+ * fsdp_reduce_scatter_start_in with FSDP_GROUP_WORLD): `full` holds shard_count * world_size elements;
  * rank r receives the element-wise sum (or average) over ranks of block r in
  * `shard`. MPI_Ireduce_scatter_block with MPI_SUM; FSDP_REDUCE_AVG divides by
  * the world size in fsdp_wait. Adds the ring volume to the bytes counter. */
 int fsdp_reduce_scatter_start(const void *full, void *shard,
                               int64_t shard_count, fsdp_dtype dtype,
                               fsdp_reduce_op op, fsdp_handle *out);
+/* fsdp_all_gather_start over `group` (G ranks): the shard of the rank with
+ * index i in the group lands at full[i*shard_count, (i+1)*shard_count);
+ * `full` holds shard_count * G elements. Adds (G-1)/G * full bytes to the
+ * bytes-sent counters (total and all-gather). */
+int fsdp_all_gather_start_in(fsdp_group group, const void *shard, void *full,
+                             int64_t shard_count, fsdp_dtype dtype,
+                             fsdp_handle *out);
+/* fsdp_reduce_scatter_start over `group` (G ranks): block i of `full`
+ * (shard_count * G elements), reduced over the group, lands on the rank with
+ * index i; FSDP_REDUCE_AVG divides by G. Adds (G-1)/G * full bytes to the
+ * bytes-sent counters (total and reduce-scatter). */
+int fsdp_reduce_scatter_start_in(fsdp_group group, const void *full,
+                                 void *shard, int64_t shard_count,
+                                 fsdp_dtype dtype, fsdp_reduce_op op,
+                                 fsdp_handle *out);
+/* Starts an all-reduce over `group` (G ranks): out[i] = sum over the group
+ * of in[i] (i < count), divided by G for FSDP_REDUCE_AVG (floats only).
+ * MPI_Iallreduce(MPI_SUM); `in` == `out` reduces in place. Adds
+ * 2*(G-1)/G * count bytes (fsdp::ringAllReduceBytesPerRank) to the
+ * bytes-sent counters (total and all-reduce). */
+int fsdp_all_reduce_start(fsdp_group group, const void *in, void *out,
+                          int64_t count, fsdp_dtype dtype, fsdp_reduce_op op,
+                          fsdp_handle *handle);
+
 /* Drives progress of `h` without blocking; *done = 1 once complete (the
  * handle stays valid until fsdp_wait). */
 int fsdp_test(fsdp_handle h, int *done);
@@ -98,8 +158,13 @@ int fsdp_test(fsdp_handle h, int *done);
 int fsdp_wait(fsdp_handle h);
 
 /* Bytes this rank sent in collectives since the last stats reset, counted as
- * the ring volume (fsdp::ringCollectiveBytesPerRank). */
+ * the ring volume (fsdp::ringCollectiveBytesPerRank for all-gather and
+ * reduce-scatter, fsdp::ringAllReduceBytesPerRank for all-reduce, over the
+ * collective's group). */
 int64_t fsdp_comm_bytes_sent(void);
+/* The part of fsdp_comm_bytes_sent sent by collectives of `kind` (0 for an
+ * invalid kind). */
+int64_t fsdp_comm_bytes_sent_by(fsdp_collective kind);
 /* Seconds spent in fsdp_wait since the last stats reset. */
 double fsdp_comm_wait_seconds(void);
 /* Seconds of compute reported through fsdp_add_compute_seconds. */

@@ -5,6 +5,19 @@ runtime/docs/schedule-format.md. Used by the fsdp-run end-to-end test; the compi
 generates such files for real models.
 
 usage: gen_linear.py WORLD_SIZE DTYPE(f32|f64) OUT.json [--sgd]
+                     [--strategy STRATEGY] [--replicas R]
+
+Without --strategy the file has no "strategy"/"grid" keys (full-shard, R = 1,
+S = N by default). With it ("Sharding strategies" in schedule-format.md):
+  full-shard, shard-grad-op  param shard -> all_gather -> ... -> reduce_scatter
+                             (group shard) -> adamw on shards
+  no-shard                   param full (layout "full"); grads flattened and
+                             all_reduce avg (group world); adamw on full buffers
+  shard-optimizer            param full; reduce_scatter (shard) ->
+                             local_shard(param) -> adamw on shards ->
+                             all_gather (shard) -> new full param
+  hybrid-shard               grid R x N/R: all_gather and reduce_scatter over
+                             group shard, then all_reduce avg over replicate
 """
 import json
 import sys
@@ -17,15 +30,24 @@ def padded(numel, n):
     return max(p, n)
 
 
+def option(name, default):
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+
 def main():
     n, dtype, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     sgd = "--sgd" in sys.argv
-    esize = 4 if dtype == "f32" else 8
+    strategy = option("--strategy", None)
+    replicas = int(option("--replicas", "1"))
+    assert strategy == "hybrid-shard" or replicas == 1, "--replicas is for hybrid-shard"
+    assert not (sgd and strategy), "--sgd is for the default strategy"
+    s_size = n // replicas
+    assert replicas * s_size == n, "replicas must divide the world size"
     b = GLOBAL_BATCH // n
     assert b * n == GLOBAL_BATCH, "world size must divide the global batch"
     numel = C * F + C
-    pad = padded(numel, n)
-    shard = pad // n
+    pad = padded(numel, s_size)
+    shard = pad // s_size
 
     def buf(i, shape, cls, dt=dtype, **kw):
         size = 1
@@ -87,6 +109,9 @@ def main():
                    {"buffer": 5, "role": "exp_avg_sq", "unit": "fc"}]
         outputs += [{"buffer": 18, "role": "exp_avg", "unit": "fc"},
                     {"buffer": 19, "role": "exp_avg_sq", "unit": "fc"}]
+    if strategy in ("no-shard", "shard-optimizer", "hybrid-shard"):
+        buffers, instructions, inputs, outputs = restructure(
+            strategy, buffers, instructions, inputs, outputs, pad, shard)
     bound = (1.0 / F) ** 0.5
     sched = {
         "format": "fsdp-schedule", "version": 1, "function": "forward", "world_size": n,
@@ -99,9 +124,73 @@ def main():
                         "init": "uniform(%.5f)" % bound, "trainable": True}]}],
         "buffers": buffers, "inputs": inputs, "outputs": outputs, "instructions": instructions,
     }
+    if strategy:
+        sched["strategy"] = strategy
+        sched["grid"] = {"replicas": replicas, "shard_size": s_size}
+        for i in instructions:
+            if i["op"] in ("fsdp.all_gather", "fsdp.reduce_scatter"):
+                i["attrs"].setdefault("group", "shard")
     with open(out, "w") as f:
         json.dump(sched, f, indent=1)
         f.write("\n")
+
+
+def restructure(strategy, buffers, instructions, inputs, outputs, pad, shard):
+    """Rewrites the full-shard step (buffer ids as in main) for `strategy`."""
+    by_id = {x["id"]: x for x in buffers}
+
+    def resize(i, n, cls):
+        by_id[i].update(shape=[n], bytes=n * by_id[i]["bytes"] // by_id[i]["shape"][0],
+                        **{"class": cls})
+
+    def layout(io_list, roles):
+        for io in io_list:
+            if io["role"] in roles:
+                io["layout"] = "full"
+
+    head = [i for i in instructions if i["op"] not in ("fsdp.reduce_scatter", "nn.adamw_update")]
+    adamw = [i for i in instructions if i["op"] == "nn.adamw_update"][0]
+    rs = [i for i in instructions if i["op"] == "fsdp.reduce_scatter"][0]
+    if strategy == "hybrid-shard":
+        # grad shard 16 -> all_reduce over the replicas -> 22.
+        buffers.append(dict(by_id[16], id=22))
+        rs["attrs"]["group"] = "shard"
+        ar = {"op": "fsdp.all_reduce", "operands": [16], "results": [22],
+              "attrs": {"unit": "fc", "op": "avg", "group": "replicate"},
+              "loc": "linear.mlir:12:9", "frees": [16]}
+        adamw["operands"][1] = 22
+        adamw["frees"] = [3, 22, 4, 5, 2]
+        return buffers, head + [rs, ar, adamw], inputs, outputs
+    # The parameter is a full input: views of it replace the gathered buffer 6.
+    head = [i for i in head if i["op"] not in ("fsdp.all_gather", "fsdp.free")]
+    for i in head:
+        if i["op"] == "fsdp.param_view":
+            i["operands"] = [3]
+    by_id[7]["view_of"] = by_id[8]["view_of"] = 3
+    buffers[:] = [x for x in buffers if x["id"] != 6]
+    resize(3, pad, "param")
+    resize(17, pad, "param")
+    if strategy == "no-shard":
+        for i in (16, 4, 5, 18, 19):
+            resize(i, pad, "grad" if i == 16 else "opt_state")
+        ar = {"op": "fsdp.all_reduce", "operands": [15], "results": [16],
+              "attrs": {"unit": "fc", "op": "avg", "group": "world"},
+              "loc": "linear.mlir:12:3", "frees": [15]}
+        layout(inputs, ("param", "exp_avg", "exp_avg_sq"))
+        layout(outputs, ("param", "exp_avg", "exp_avg_sq"))
+        return buffers, head + [ar, adamw], inputs, outputs
+    # shard-optimizer: local shard 20 of the param, new shard 21, gathered to 17.
+    buffers += [dict(by_id[16], id=20, **{"class": "param_shard"}),
+                dict(by_id[16], id=21, **{"class": "param_shard"})]
+    rs["attrs"]["group"] = "shard"
+    ls = {"op": "fsdp.local_shard", "operands": [3], "results": [20],
+          "attrs": {"unit": "fc", "group": "shard"}, "loc": "linear.mlir:13:1", "frees": [3]}
+    adamw.update(operands=[20, 16, 4, 5, 2], results=[21, 18, 19], frees=[20, 16, 4, 5, 2])
+    ag = {"op": "fsdp.all_gather", "operands": [21], "results": [17],
+          "attrs": {"unit": "fc", "group": "shard"}, "loc": "linear.mlir:14:1", "frees": [21]}
+    layout(inputs, ("param",))
+    layout(outputs, ("param",))
+    return buffers, head + [rs, ls, adamw, ag], inputs, outputs
 
 
 if __name__ == "__main__":
