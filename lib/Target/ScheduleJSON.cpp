@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "fsdp/Target/Schedule.h"
 #include "fsdp/Analysis/MemoryPlan.h"
+#include "fsdp/Analysis/PlanReport.h"
 #include "fsdp/Sharding.h"
 #include "fsdp/Transforms/Passes.h"
 
@@ -260,28 +261,11 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
   out["global_batch"] = globalBatch;
   out["optimizer"] = optimizer.is_null() ? json::object() : optimizer;
   // Communication per rank per step: ring volume of every collective.
-  int64_t commBytes = 0;
-  json commByCollective = json{{"all_gather", 0}, {"reduce_scatter", 0}, {"all_reduce", 0}};
-  for (Operation *op : plan.instructions) {
-    Value full;
-    StringRef kind, group;
-    if (auto ag = dyn_cast<AllGatherOp>(op))
-      full = ag.getResult(), kind = "all_gather", group = ag.getGroup();
-    else if (auto rs = dyn_cast<ReduceScatterOp>(op))
-      full = rs.getInput(), kind = "reduce_scatter", group = rs.getGroup();
-    else if (auto ar = dyn_cast<AllReduceOp>(op))
-      full = ar.getInput(), kind = "all_reduce", group = ar.getGroup();
-    else
-      continue;
-    auto t = cast<RankedTensorType>(full.getType());
-    int64_t g = groupSize(op, group).value_or(worldSize);
-    int64_t bytes = ::fsdp::ringCollectiveBytesPerRank(
-        t.getNumElements() * t.getElementTypeBitWidth() / 8, g);
-    if (kind == "all_reduce")
-      bytes *= 2; // ring all-reduce = reduce-scatter + all-gather
-    commBytes += bytes;
-    commByCollective[kind.str()] = commByCollective[kind.str()].get<int64_t>() + bytes;
-  }
+  CommPlan comm = CommPlan::compute(plan, module);
+  json commByCollective{{"all_gather", comm.allGather},
+                        {"reduce_scatter", comm.reduceScatter},
+                        {"all_reduce", comm.allReduce}};
+  int64_t commBytes = comm.total();
   out["comm_plan"] = {{"bytes_per_step", commBytes}, {"by_collective", commByCollective}};
   json byClass = json::object();
   for (unsigned c = 0; c < kNumMemoryClasses; ++c)

@@ -32,6 +32,10 @@ void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm, const PipelineOptions &o) 
   coll.reshardAfterForward = o.reshardAfterForward;
   pm.addPass(createFSDPCollectives(coll));
   pm.addPass(createCanonicalizerPass());
+  FSDPMemoryPlanOptions mem;
+  mem.report = o.report;
+  mem.memoryBudget = o.memoryBudget;
+  pm.addPass(createFSDPMemoryPlan(mem));
 }
 
 void mlir::fsdp::registerAllFSDPPasses() {

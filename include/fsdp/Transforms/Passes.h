@@ -2,6 +2,7 @@
 #ifndef FSDP_TRANSFORMS_PASSES_H
 #define FSDP_TRANSFORMS_PASSES_H
 
+#include "fsdp/Analysis/StepFunction.h"
 #include "fsdp/Dialect/FSDP/FSDP.h"
 #include "fsdp/Dialect/NN/NN.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -42,6 +43,12 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
                         llvm::cl::desc("FQN components naming a unit (0: module)"),
                         llvm::cl::init(0)};
   ListOption<std::string> units{*this, "units", llvm::cl::desc("explicit unit FQN prefixes")};
+  Option<std::string> report{*this, "report",
+                             llvm::cl::desc("memory/communication report path ('-': text)"),
+                             llvm::cl::init("")};
+  Option<std::string> memoryBudget{*this, "memory-budget",
+                                   llvm::cl::desc("per-rank memory budget, e.g. 80GiB"),
+                                   llvm::cl::init("")};
   Option<bool> reshardAfterForward{*this, "reshard-after-forward",
                                    llvm::cl::desc("reshard parameters after forward"),
                                    llvm::cl::init(true)};
@@ -53,9 +60,6 @@ void buildFSDPPipeline(OpPassManager &pm, const PipelineOptions &options);
 /// Registers every pass and `fsdp-pipeline`.
 void registerAllFSDPPasses();
 
-/// The step function of a module: the only func.func with a body, or the one
-/// with a result marked nn.loss. Emits an error on the module if ambiguous.
-FailureOr<func::FuncOp> getStepFunction(ModuleOp module);
 
 } // namespace mlir::fsdp
 

@@ -124,4 +124,27 @@ def FSDPCollectives : Pass<"fsdp-collectives", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
 }
 
+def FSDPMemoryPlan : Pass<"fsdp-memory-plan", "::mlir::ModuleOp"> {
+  let summary = "Plan every rank's memory; report it and check it against a budget";
+  let description = [{
+    Runs the memory-plan analysis (liveness of every buffer of the scheduled
+    step, live bytes at each instruction per class, the peak and where it
+    happens, offsets in one arena) and the communication plan (ring bytes
+    per collective). `report=PATH` writes a JSON report (`-`: a text table on
+    stdout); `memory-budget=BYTES` (suffixes K, M, G, T with B or iB, e.g.
+    80GiB) fails with a diagnostic that says by how much the peak exceeds
+    the budget, which class dominates, and what would bring it under.
+    Model-state bytes per rank: the units' parameter and optimizer-state
+    inputs plus their gradient storage (the reduced gradient, or the whole
+    flat gradient where the strategy keeps gradients replicated), as in
+    ZeRO's accounting (Rajbhandari et al., SC20, Sec. 3.1 and Fig. 1).
+  }];
+  let options = [
+    Option<"report", "report", "std::string", "\"\"",
+           "write the memory/communication report here (JSON; '-' for text on stdout)">,
+    Option<"memoryBudget", "memory-budget", "std::string", "\"\"",
+           "per-rank memory budget, e.g. 80GiB; exceeding it is an error">
+  ];
+}
+
 #endif // FSDP_TRANSFORMS_PASSES

@@ -1,5 +1,6 @@
-//===- Common.cpp - helpers shared by the FSDP passes ---------------------===//
-#include "fsdp/Transforms/Passes.h"
+//===- StepFunction.cpp - find the training step function of a module -----===//
+#include "fsdp/Analysis/StepFunction.h"
+#include "fsdp/Dialect/NN/NN.h"
 
 using namespace mlir;
 

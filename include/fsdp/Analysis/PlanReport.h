@@ -1,0 +1,48 @@
+//===- PlanReport.h - the planner's memory and communication report -------===//
+//
+// What `fsdp-opt --fsdp-pipeline="... report=PATH"` writes: parameter count,
+// strategy and grid, per-rank peak bytes (and where), bytes per memory class
+// at the peak, model-state bytes, communication bytes per step by collective,
+// and every unit's numel and padding. The JSON schema is in README.md.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_ANALYSIS_PLANREPORT_H
+#define FSDP_ANALYSIS_PLANREPORT_H
+
+#include "fsdp/Analysis/MemoryPlan.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <nlohmann/json.hpp>
+
+namespace mlir::fsdp {
+
+/// Bytes each rank sends per step, by collective (ring algorithms, Thakur,
+/// Rabenseifner & Gropp 2005): all-gather and reduce-scatter of B bytes over a
+/// group of G ranks send (G−1)/G·B, an all-reduce 2·(G−1)/G·B.
+struct CommPlan {
+  int64_t allGather = 0, reduceScatter = 0, allReduce = 0;
+  int64_t total() const { return allGather + reduceScatter + allReduce; }
+  static CommPlan compute(const MemoryPlan &plan, ModuleOp module);
+};
+
+/// Per-rank model-state bytes (ZeRO's "model states", Rajbhandari et al.,
+/// SC20, Sec. 3.1): parameter storage, optimizer state and gradient storage.
+struct ModelState {
+  int64_t paramBytes = 0, optStateBytes = 0, gradBytes = 0;
+  int64_t total() const { return paramBytes + optStateBytes + gradBytes; }
+  static ModelState compute(const MemoryPlan &plan, func::FuncOp fn);
+};
+
+/// The report as JSON (see README.md, "The planner's report").
+FailureOr<nlohmann::ordered_json> buildPlanReport(ModuleOp module);
+
+/// A human-readable table of a report from buildPlanReport.
+std::string formatPlanReport(const nlohmann::ordered_json &report);
+
+/// Parses a byte count with an optional suffix: B, K/KB (10^3), KiB (2^10),
+/// M/MB, MiB, G/GB, GiB, T/TB, TiB; fractions allowed ("1.5GiB").
+std::optional<int64_t> parseByteSize(llvm::StringRef text);
+
+} // namespace mlir::fsdp
+
+#endif // FSDP_ANALYSIS_PLANREPORT_H

@@ -1,0 +1,219 @@
+//===- PlanReport.cpp - the planner's memory and communication report -----===//
+#include "fsdp/Analysis/PlanReport.h"
+#include "fsdp/Dialect/FSDP/FSDP.h"
+#include "fsdp/Dialect/NN/NN.h"
+#include "fsdp/Sharding.h"
+#include "fsdp/Analysis/StepFunction.h"
+
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/Format.h"
+
+#include <cmath>
+#include <sstream>
+
+using namespace mlir;
+using namespace mlir::fsdp;
+using json = nlohmann::ordered_json;
+
+static int64_t bytesOf(Value v) {
+  auto t = cast<RankedTensorType>(v.getType());
+  return t.getNumElements() * t.getElementTypeBitWidth() / 8;
+}
+
+CommPlan CommPlan::compute(const MemoryPlan &plan, ModuleOp module) {
+  CommPlan c;
+  int64_t world = groupSize(module, "world").value_or(1);
+  for (Operation *op : plan.instructions) {
+    auto ring = [&](Value full, StringRef group) {
+      return ::fsdp::ringCollectiveBytesPerRank(bytesOf(full),
+                                                groupSize(op, group).value_or(world));
+    };
+    if (auto ag = dyn_cast<AllGatherOp>(op))
+      c.allGather += ring(ag.getResult(), ag.getGroup());
+    else if (auto rs = dyn_cast<ReduceScatterOp>(op))
+      c.reduceScatter += ring(rs.getInput(), rs.getGroup());
+    else if (auto ar = dyn_cast<AllReduceOp>(op))
+      c.allReduce += 2 * ring(ar.getInput(), ar.getGroup());
+  }
+  return c;
+}
+
+ModelState ModelState::compute(const MemoryPlan &plan, func::FuncOp fn) {
+  ModelState m;
+  for (BlockArgument arg : fn.getArguments()) {
+    auto role = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kRoleAttr);
+    if (!role)
+      continue;
+    (role.getValue() == "param" ? m.paramBytes : m.optStateBytes) += bytesOf(arg);
+  }
+  // Gradient storage: what the update consumes (the reduced gradient), or the
+  // whole flat gradient where the strategy keeps it (class grad, not
+  // comm_buffer: gradients replicated, as ZeRO-1 and DDP).
+  for (Operation *op : plan.instructions) {
+    if (!isa<nn::AdamWUpdateOp, nn::SgdUpdateOp>(op))
+      continue;
+    Value g = op->getOperand(1);
+    Value root = g;
+    while (Operation *def = root.getDefiningOp()) {
+      if (isa<FlattenOp>(def))
+        break;
+      if (!isa<ReduceScatterOp, AllReduceOp>(def))
+        break;
+      root = def->getOperand(0);
+    }
+    bool keptWhole = root.getDefiningOp<FlattenOp>() &&
+                     plan.buffers[plan.indexOf.lookup(root)].cls == MemoryClass::Grad;
+    m.gradBytes += bytesOf(keptWhole ? root : g);
+  }
+  return m;
+}
+
+static std::string describe(Operation *op) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "'" << op->getName() << "' at " << op->getLoc();
+  return s;
+}
+
+FailureOr<json> mlir::fsdp::buildPlanReport(ModuleOp module) {
+  FailureOr<func::FuncOp> fn = getStepFunction(module);
+  if (failed(fn))
+    return failure();
+  FailureOr<MemoryPlan> plan = MemoryPlan::compute(*fn);
+  if (failed(plan))
+    return failure();
+  int64_t params = 0, trainable = 0;
+  json units = json::array();
+  for (UnitOp unit : module.getOps<UnitOp>()) {
+    int64_t numel = 0;
+    for (unsigned i = 0; i < unit.getParams().size(); ++i) {
+      numel += unit.getParamNumel(i);
+      if (unit.getTrainable()[i])
+        trainable += unit.getParamNumel(i);
+    }
+    params += numel;
+    json u{{"name", unit.getSymName().str()}, {"params", unit.getParams().size()},
+           {"numel", numel}};
+    if (unit.getPaddedNumel()) {
+      u["padded_numel"] = static_cast<int64_t>(*unit.getPaddedNumel());
+      u["padding"] = static_cast<int64_t>(*unit.getPaddedNumel()) - numel;
+      u["shard_numel"] = static_cast<int64_t>(*unit.getShardNumel());
+    }
+    units.push_back(std::move(u));
+  }
+  CommPlan comm = CommPlan::compute(*plan, module);
+  ModelState state = ModelState::compute(*plan, *fn);
+  json byClass = json::object();
+  for (unsigned c = 0; c < kNumMemoryClasses; ++c)
+    byClass[memoryClassName((MemoryClass)c).str()] = plan->peakBytesByClass[c];
+  json peakAt = nullptr;
+  if (plan->peakInstruction >= 0)
+    peakAt = describe(plan->instructions[plan->peakInstruction]);
+  std::string strategy = "full-shard";
+  if (auto s = module->getAttrOfType<StringAttr>(kStrategyAttr))
+    strategy = s.getValue().str();
+  int64_t world = groupSize(module, "world").value_or(1);
+  json report{
+      {"params", params},
+      {"trainable_params", trainable},
+      {"world_size", world},
+      {"strategy", strategy},
+      {"grid", {{"replicas", groupSize(module, "replicate").value_or(1)},
+                {"shard_size", groupSize(module, "shard").value_or(world)}}},
+      {"per_rank",
+       {{"peak_bytes", plan->peakBytes},
+        {"peak_instruction", plan->peakInstruction},
+        {"peak_at", peakAt},
+        {"peak_bytes_by_class", std::move(byClass)},
+        {"model_state_bytes", state.total()},
+        {"model_state",
+         {{"params", state.paramBytes}, {"grads", state.gradBytes},
+          {"optimizer_state", state.optStateBytes}}},
+        {"comm_bytes_per_step", comm.total()},
+        {"comm_bytes_by_collective",
+         {{"all_gather", comm.allGather}, {"reduce_scatter", comm.reduceScatter},
+          {"all_reduce", comm.allReduce}}},
+        {"arena_bytes", plan->arenaBytes}}},
+      {"units", std::move(units)}};
+  return report;
+}
+
+static std::string human(int64_t bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = bytes;
+  int u = 0;
+  while (std::fabs(v) >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[64];
+  snprintf(buf, sizeof(buf), u ? "%.2f %s" : "%.0f %s", v, units[u]);
+  return buf;
+}
+
+std::string mlir::fsdp::formatPlanReport(const json &r) {
+  std::ostringstream os;
+  const json &p = r["per_rank"];
+  os << "fsdp-opt plan: " << r["params"].get<int64_t>() << " parameters, strategy "
+     << r["strategy"].get<std::string>() << ", world size " << r["world_size"].get<int64_t>()
+     << " (" << r["grid"]["replicas"].get<int64_t>() << " x "
+     << r["grid"]["shard_size"].get<int64_t>() << ")\n";
+  os << "per rank:\n";
+  auto row = [&](const std::string &name, int64_t bytes) {
+    char buf[160];
+    snprintf(buf, sizeof(buf), "  %-28s %16lld  %12s\n", name.c_str(), (long long)bytes,
+             human(bytes).c_str());
+    os << buf;
+  };
+  row("peak bytes", p["peak_bytes"]);
+  if (!p["peak_at"].is_null())
+    os << "    at instruction #" << p["peak_instruction"].get<int64_t>() << " "
+       << p["peak_at"].get<std::string>() << "\n";
+  for (auto &[cls, bytes] : p["peak_bytes_by_class"].items())
+    if (bytes.get<int64_t>() > 0)
+      row("  " + cls, bytes);
+  row("model-state bytes", p["model_state_bytes"]);
+  for (auto &[k, bytes] : p["model_state"].items())
+    row("  " + k, bytes);
+  row("comm bytes per step", p["comm_bytes_per_step"]);
+  for (auto &[k, bytes] : p["comm_bytes_by_collective"].items())
+    if (bytes.get<int64_t>() > 0)
+      row("  " + k, bytes);
+  row("arena bytes", p["arena_bytes"]);
+  os << "units:\n";
+  for (const json &u : r["units"]) {
+    char buf[200];
+    snprintf(buf, sizeof(buf), "  %-32s params %3lld  numel %12lld  padded %12lld  shard %12lld\n",
+             u["name"].get<std::string>().c_str(), (long long)u["params"].get<int64_t>(),
+             (long long)u["numel"].get<int64_t>(),
+             (long long)u.value("padded_numel", u["numel"].get<int64_t>()),
+             (long long)u.value("shard_numel", u["numel"].get<int64_t>()));
+    os << buf;
+  }
+  return os.str();
+}
+
+std::optional<int64_t> mlir::fsdp::parseByteSize(StringRef text) {
+  text = text.trim();
+  size_t i = 0;
+  while (i < text.size() && (isdigit(text[i]) || text[i] == '.'))
+    ++i;
+  double value;
+  if (i == 0 || text.take_front(i).getAsDouble(value))
+    return std::nullopt;
+  StringRef suffix = text.drop_front(i).trim();
+  std::optional<double> scale = llvm::StringSwitch<std::optional<double>>(suffix)
+                                    .Cases({"", "B"}, 1.0)
+                                    .Cases({"K", "KB"}, 1e3)
+                                    .Case("KiB", 1024.0)
+                                    .Cases({"M", "MB"}, 1e6)
+                                    .Case("MiB", 1024.0 * 1024)
+                                    .Cases({"G", "GB"}, 1e9)
+                                    .Case("GiB", 1024.0 * 1024 * 1024)
+                                    .Cases({"T", "TB"}, 1e12)
+                                    .Case("TiB", 1024.0 * 1024 * 1024 * 1024)
+                                    .Default(std::nullopt);
+  if (!scale || !(value * *scale >= 0) || value * *scale > 9.2e18)
+    return std::nullopt;
+  return static_cast<int64_t>(std::llround(value * *scale));
+}

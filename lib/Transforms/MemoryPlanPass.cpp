@@ -1,0 +1,99 @@
+//===- MemoryPlanPass.cpp - fsdp-memory-plan: report and memory budget ----===//
+#include "fsdp/Analysis/PlanReport.h"
+#include "fsdp/Transforms/Passes.h"
+
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPMEMORYPLAN
+#include "fsdp/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+using json = nlohmann::ordered_json;
+
+namespace {
+struct FSDPMemoryPlanPass : mlir::fsdp::impl::FSDPMemoryPlanBase<FSDPMemoryPlanPass> {
+  using Base::Base;
+
+  /// What would bring the peak under the budget, by the dominant class.
+  static std::string advice(StringRef cls, const json &r, int64_t over) {
+    std::string strategy = r["strategy"];
+    int64_t world = r["world_size"], state = r["per_rank"]["model_state_bytes"];
+    std::string s;
+    if (cls == "param_shard" || cls == "opt_state" || cls == "grad_shard") {
+      if (strategy != "full-shard" && strategy != "hybrid-shard")
+        s += "strategy=full-shard shards parameters, gradients and optimizer state; ";
+      // Model state scales as 1/N when fully sharded.
+      if (state > over) {
+        int64_t n = (int64_t)std::ceil((double)world * state / (double)(state - over));
+        s += "about world-size=" + std::to_string(n) + " ranks would fit the model state";
+      } else {
+        s += "the model state alone exceeds what sharding over more ranks can save";
+      }
+    } else if (cls == "gathered_param" || cls == "comm_buffer") {
+      s = "smaller units (policy=block or units=...) or reshard-after-forward=true";
+    } else {
+      s = "a smaller micro-batch (activations scale with the per-rank batch: a smaller "
+          "global batch or more ranks)";
+    }
+    return s;
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (report.empty() && memoryBudget.empty())
+      return;
+    std::optional<int64_t> budget;
+    if (!memoryBudget.empty()) {
+      budget = parseByteSize(memoryBudget);
+      if (!budget) {
+        module.emitError() << "fsdp-memory-plan: memory-budget must be a byte count such as "
+                              "80GiB, 1.5GB or 1000000, got '"
+                           << memoryBudget << "'";
+        return signalPassFailure();
+      }
+    }
+    FailureOr<json> r = buildPlanReport(module);
+    if (failed(r))
+      return signalPassFailure();
+    if (!report.empty()) {
+      std::string err;
+      auto out = openOutputFile(report, &err);
+      if (!out) {
+        module.emitError() << "fsdp-memory-plan: cannot write the report: " << err;
+        return signalPassFailure();
+      }
+      if (report == "-")
+        out->os() << formatPlanReport(*r);
+      else
+        out->os() << r->dump(2) << "\n";
+      out->keep();
+    }
+    int64_t peak = (*r)["per_rank"]["peak_bytes"];
+    if (budget && peak > *budget) {
+      std::string dominant;
+      int64_t most = -1;
+      for (auto &[cls, bytes] : (*r)["per_rank"]["peak_bytes_by_class"].items())
+        if (bytes.get<int64_t>() > most) {
+          most = bytes.get<int64_t>();
+          dominant = cls;
+        }
+      int64_t over = peak - *budget;
+      InFlightDiagnostic diag = module.emitError();
+      char pct[32];
+      snprintf(pct, sizeof(pct), "%.1f", 100.0 * over / *budget);
+      diag << "the plan needs " << peak << " bytes per rank at its peak, " << over << " bytes ("
+           << pct << "%) over the memory budget of " << *budget << " bytes";
+      if (!(*r)["per_rank"]["peak_at"].is_null())
+        diag << " (at instruction #" << (*r)["per_rank"]["peak_instruction"].get<int64_t>() << " "
+             << (*r)["per_rank"]["peak_at"].get<std::string>() << ")";
+      diag << "; the largest class there is " << dominant << " with " << most
+           << " bytes; to fit: " << advice(dominant, *r, over);
+      return signalPassFailure();
+    }
+  }
+};
+} // namespace
