@@ -76,7 +76,8 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
     auto t = dyn_cast<RankedTensorType>(v.getType());
     Type elt = t ? t.getElementType() : Type();
     bool ok = t && t.hasStaticShape() &&
-              (elt.isF32() || elt.isF64() || elt.isInteger(32) || elt.isInteger(64));
+              (elt.isF32() || elt.isF64() || elt.isBF16() || elt.isF16() || elt.isInteger(32) ||
+               elt.isInteger(64));
     if (!ok)
       return emitError(v.getLoc()) << "the memory plan supports statically shaped tensors of "
                                       "f32, f64, i32 and i64, got "

@@ -33,7 +33,8 @@ CommPlan CommPlan::compute(const MemoryPlan &plan, ModuleOp module) {
     else if (auto rs = dyn_cast<ReduceScatterOp>(op))
       c.reduceScatter += ring(rs.getInput(), rs.getGroup());
     else if (auto ar = dyn_cast<AllReduceOp>(op))
-      c.allReduce += 2 * ring(ar.getInput(), ar.getGroup());
+      c.allReduce += ::fsdp::ringAllReduceBytesPerRank(
+          bytesOf(ar.getInput()), groupSize(op, ar.getGroup()).value_or(world));
   }
   return c;
 }
