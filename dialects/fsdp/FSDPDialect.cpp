@@ -33,10 +33,9 @@ static LogicalResult verifyArgOrResultAttr(Operation *op, NamedAttribute attr) {
   }
   if (name == kRoleAttr) {
     auto s = dyn_cast<StringAttr>(attr.getValue());
-    if (!s || (s.getValue() != "param" && s.getValue() != "exp_avg" &&
-               s.getValue() != "exp_avg_sq"))
+    if (!s || !llvm::is_contained({"param", "master", "exp_avg", "exp_avg_sq"}, s.getValue()))
       return op->emitError() << "'" << name
-                             << "' must be \"param\", \"exp_avg\" or \"exp_avg_sq\", got "
+                             << "' must be \"param\", \"master\", \"exp_avg\" or \"exp_avg_sq\", got "
                              << attr.getValue();
     return success();
   }

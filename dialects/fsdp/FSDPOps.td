@@ -10,7 +10,7 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 /// un-merged.
 def FSDP_CommResource : Resource<"::mlir::fsdp::CommunicationResource">;
 
-def FSDP_FlatTensor : 1DTensorOf<[F32, F64]>;
+def FSDP_FlatTensor : 1DTensorOf<[F32, F64, BF16, F16]>;
 
 def FSDP_UnitOp : FSDP_Op<"unit", [Symbol, HasParent<"::mlir::ModuleOp">]> {
   let summary = "an FSDP unit: parameters flattened into one padded buffer";
@@ -111,14 +111,14 @@ def FSDP_FreeOp : FSDP_Op<"free", [MemoryEffects<[MemFree]>]> {
 def FSDP_ParamViewOp : FSDP_Op<"param_view", [Pure]> {
   let summary = "a parameter's view into a unit's gathered flat buffer (no copy)";
   let arguments = (ins FSDP_FlatTensor:$flat, StrAttr:$fqn, I64Attr:$offset);
-  let results = (outs RankedTensorOf<[F32, F64]>:$result);
+  let results = (outs RankedTensorOf<[F32, F64, BF16, F16]>:$result);
   let assemblyFormat = "$flat $fqn `at` $offset attr-dict `:` type($flat) `->` type($result)";
   let hasVerifier = 1;
 }
 
 def FSDP_FlattenOp : FSDP_Op<"flatten", [Pure]> {
   let summary = "pack a unit's parameter gradients into one zero-padded flat buffer";
-  let arguments = (ins FlatSymbolRefAttr:$unit, Variadic<RankedTensorOf<[F32, F64]>>:$inputs,
+  let arguments = (ins FlatSymbolRefAttr:$unit, Variadic<RankedTensorOf<[F32, F64, BF16, F16]>>:$inputs,
                        DenseI64ArrayAttr:$offsets);
   let results = (outs FSDP_FlatTensor:$result);
   let assemblyFormat = "$unit `(` $inputs `)` attr-dict `:` functional-type($inputs, $result)";

@@ -263,3 +263,11 @@ LogicalResult ConcatOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
     grads[i] = needed[i] ? split.getResult(i) : Value();
   return success();
 }
+
+LogicalResult CastOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads, ArrayRef<bool> needed,
+                               SmallVectorImpl<Value> &grads) {
+  grads.assign(1, Value());
+  if (resultGrads[0] && needed[0])
+    grads[0] = CastOp::create(b, getLoc(), getInput().getType(), resultGrads[0]);
+  return success();
+}

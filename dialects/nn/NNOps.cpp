@@ -530,3 +530,11 @@ LogicalResult ZerosLikeOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   return success();
 }
 LogicalResult ZerosLikeOp::verify() { return verifyByInference(*this); }
+
+LogicalResult CastOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  // The target element type is the op's own choice: keep it, follow the shape.
+  types.push_back(RankedTensorType::get(tensorOf(getInput()).getShape(),
+                                        tensorOf(getResult()).getElementType()));
+  return success();
+}
+LogicalResult CastOp::verify() { return verifyByInference(*this); }

@@ -13,7 +13,7 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/IR/OpBase.td"
 
-def NN_FloatTensor : RankedTensorOf<[F32, F64]>;
+def NN_FloatTensor : RankedTensorOf<[F32, F64, BF16, F16]>;
 def NN_IntTensor : RankedTensorOf<[I32]>;
 def NN_StepTensor : 0DTensorOf<[I64]>;
 
@@ -312,6 +312,17 @@ def NN_ZerosLikeOp : NN_ShapedOp<"zeros_like"> {
   let arguments = (ins NN_FloatTensor:$like);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$like attr-dict `:` type($like) `->` type($result)";
+}
+
+def NN_CastOp : NN_DiffOp<"cast"> {
+  let summary = "convert between float types, rounding to nearest even (mixed precision)";
+  let description = [{
+    Same shape, another float element type: f32 → bf16/f16 rounds to nearest
+    even (IEEE 754-2019, 4.3.1); widening is exact. The VJP casts back.
+  }];
+  let arguments = (ins NN_FloatTensor:$input);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
 #endif // NN_OPS

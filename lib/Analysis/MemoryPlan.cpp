@@ -44,8 +44,28 @@ static MemoryClass classifyResult(OpResult r, bool backward) {
   Operation *op = r.getOwner();
   if (isa<AllGatherOp, ParamViewOp>(op))
     return MemoryClass::GatheredParam;
-  if (isa<FlattenOp>(op))
-    return MemoryClass::CommBuffer;
+  if (isa<FlattenOp>(op)) {
+    // ZeRO-1 keeps each unit's whole gradient until backward ends: gradient
+    // storage, not a transient send buffer.
+    auto module = op->getParentOfType<ModuleOp>();
+    auto strategy = module ? module->getAttrOfType<StringAttr>(kStrategyAttr) : StringAttr();
+    return strategy && strategy.getValue() == "shard-optimizer" ? MemoryClass::Grad
+                                                                 : MemoryClass::CommBuffer;
+  }
+  if (auto c = dyn_cast<nn::CastOp>(op)) {
+    // Mixed-precision casts around communication: the packed gradient in
+    // reduce-dtype and a shard cast for its all-gather are send buffers; the
+    // reduced gradient cast for the optimizer is gradient storage; a
+    // replicated parameter cast for compute is a gathered (full) parameter.
+    Operation *src = c.getInput().getDefiningOp();
+    if ((src && isa<FlattenOp>(src)) ||
+        llvm::any_of(c->getUsers(), [](Operation *u) { return isa<AllGatherOp>(u); }))
+      return MemoryClass::CommBuffer;
+    if (src && isa<ReduceScatterOp, AllReduceOp>(src))
+      return MemoryClass::GradShard;
+    if (llvm::any_of(c->getUsers(), [](Operation *u) { return isa<ParamViewOp>(u); }))
+      return MemoryClass::GatheredParam;
+  }
   if (isa<ReduceScatterOp, AllReduceOp>(op))
     return MemoryClass::GradShard;
   if (isa<LocalShardOp>(op))

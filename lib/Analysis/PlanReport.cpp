@@ -45,6 +45,8 @@ ModelState ModelState::compute(const MemoryPlan &plan, func::FuncOp fn) {
     auto role = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kRoleAttr);
     if (!role)
       continue;
+    // The f32 master of separate master weights counts as optimizer state, as
+    // ZeRO's K = 12 (master, momentum, variance).
     (role.getValue() == "param" ? m.paramBytes : m.optStateBytes) += bytesOf(arg);
   }
   // Gradient storage: what the update consumes (the reduced gradient), or the
@@ -55,16 +57,21 @@ ModelState ModelState::compute(const MemoryPlan &plan, func::FuncOp fn) {
       continue;
     Value g = op->getOperand(1);
     Value root = g;
+    // Walk back through casts to the reduced gradient (stored in reduce-dtype)
+    // and on to the packed gradient.
+    Value reduced;
     while (Operation *def = root.getDefiningOp()) {
       if (isa<FlattenOp>(def))
         break;
-      if (!isa<ReduceScatterOp, AllReduceOp>(def))
+      if (isa<ReduceScatterOp, AllReduceOp>(def) && !reduced)
+        reduced = root;
+      if (!isa<ReduceScatterOp, AllReduceOp, nn::CastOp>(def))
         break;
       root = def->getOperand(0);
     }
     bool keptWhole = root.getDefiningOp<FlattenOp>() &&
                      plan.buffers[plan.indexOf.lookup(root)].cls == MemoryClass::Grad;
-    m.gradBytes += bytesOf(keptWhole ? root : g);
+    m.gradBytes += bytesOf(keptWhole ? root : reduced ? reduced : g);
   }
   return m;
 }

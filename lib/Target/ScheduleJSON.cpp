@@ -24,6 +24,8 @@ using json = nlohmann::ordered_json;
 static std::string dtypeName(Type t) {
   if (t.isF32()) return "f32";
   if (t.isF64()) return "f64";
+  if (t.isBF16()) return "bf16";
+  if (t.isF16()) return "f16";
   if (t.isInteger(32)) return "i32";
   if (t.isInteger(64)) return "i64";
   return "";

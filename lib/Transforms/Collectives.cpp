@@ -37,6 +37,13 @@ struct FSDPCollectivesPass : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectiv
     }
     OpBuilder b(first);
     auto newGather = cast<AllGatherOp>(b.clone(*gather));
+    // cast-on-gather: the shard's cast to param-dtype moves with its gather,
+    // so that the low-precision shard lives only as long as the gather.
+    if (auto c = gather.getShard().getDefiningOp<nn::CastOp>()) {
+      b.setInsertionPoint(newGather);
+      newGather.getShardMutable().assign(b.clone(*c)->getResult(0));
+      b.setInsertionPoint(first);
+    }
     llvm::DenseMap<Operation *, Value> views;
     for (OpOperand *u : uses) {
       auto view = cast<ParamViewOp>(u->get().getDefiningOp());
@@ -74,9 +81,9 @@ struct FSDPCollectivesPass : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectiv
       reshard &= strategy.getValue() != "shard-grad-op";
 
     for (AllGatherOp gather : llvm::to_vector(block.getOps<AllGatherOp>())) {
-      // Only the gathers of parameter shards (step inputs) are placed here;
-      // ZeRO-1's gather of updated slices stays where fsdp-shard put it.
-      if (!isa<BlockArgument>(gather.getShard()))
+      // Only the gathers that feed parameter views are placed here; ZeRO-1's
+      // gather of updated slices stays where fsdp-shard put it.
+      if (!llvm::any_of(gather->getUsers(), [](Operation *u) { return isa<ParamViewOp>(u); }))
         continue;
       SmallVector<OpOperand *> forward, backward;
       SmallVector<Operation *> views;
@@ -99,11 +106,25 @@ struct FSDPCollectivesPass : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectiv
       }
       for (Operation *v : views)
         v->erase();
+      Operation *castOp = gather.getShard().getDefiningOp<nn::CastOp>();
       gather.erase();
+      if (castOp && castOp->use_empty())
+        castOp->erase();
     }
 
-    // Reduce-scatter as soon as the unit's gradient is complete.
+    // Reduce as soon as the unit's gradient is complete — except for ZeRO-1,
+    // whose gradients stay whole (replicated) until backward ends, as
+    // DeepSpeed's stage 1 reduces them at the end of the step.
+    bool keepWholeGradients = false;
+    if (auto strategy = getOperation()->getAttrOfType<StringAttr>(kStrategyAttr))
+      keepWholeGradients = strategy.getValue() == "shard-optimizer";
     for (FlattenOp flatten : llvm::to_vector(block.getOps<FlattenOp>())) {
+      if (keepWholeGradients) {
+        Operation *user = *flatten->getUsers().begin();
+        OpBuilder b(user->getBlock(), std::next(user->getIterator()));
+        FreeOp::create(b, flatten.getLoc(), flatten.getResult());
+        continue;
+      }
       Operation *lastDef = nullptr;
       for (Value g : flatten.getInputs())
         if (Operation *def = g.getDefiningOp())
@@ -118,16 +139,21 @@ struct FSDPCollectivesPass : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectiv
       SmallVector<Operation *> chain(flatten->getUsers().begin(), flatten->getUsers().end());
       while (!chain.empty()) {
         Operation *op = chain.pop_back_val();
-        if (!isa<ReduceScatterOp, AllReduceOp>(op))
+        if (!isa<ReduceScatterOp, AllReduceOp, nn::CastOp>(op))
           continue;
         op->moveAfter(anchor);
         anchor = op;
-        if (!firstReduce)
+        if (!firstReduce && isa<ReduceScatterOp, AllReduceOp>(op))
           firstReduce = op;
         chain.append(op->getUsers().begin(), op->getUsers().end());
       }
-      OpBuilder b(flatten->getBlock(),
-                  std::next((firstReduce ? firstReduce : anchor)->getIterator()));
+      // The packed gradient dies after its direct consumer (the reduction,
+      // or the cast to reduce-dtype).
+      Operation *consumer = firstReduce ? firstReduce : anchor;
+      for (Operation *u : flatten->getUsers())
+        if (u->isBeforeInBlock(consumer) || !firstReduce)
+          consumer = u;
+      OpBuilder b(flatten->getBlock(), std::next(consumer->getIterator()));
       FreeOp::create(b, flatten.getLoc(), flatten.getResult());
     }
   }

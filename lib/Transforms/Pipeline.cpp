@@ -27,6 +27,9 @@ void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm, const PipelineOptions &o) 
   shard.worldSize = o.worldSize;
   shard.strategy = o.strategy;
   shard.shardSize = o.shardSize;
+  shard.paramDtype = o.paramDtype;
+  shard.reduceDtype = o.reduceDtype;
+  shard.masterWeights = o.masterWeights;
   pm.addPass(createFSDPShard(shard));
   FSDPCollectivesOptions coll;
   coll.reshardAfterForward = o.reshardAfterForward;

@@ -10,7 +10,9 @@
 #include "fsdp/Sharding.h"
 #include "fsdp/Transforms/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/StringMap.h"
 
 namespace mlir::fsdp {
@@ -60,6 +62,44 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
     return success();
   }
 
+  /// Moves compute from the model's float type to pdt: float constants are
+  /// rebuilt in pdt and every nn op's result types are re-inferred from its
+  /// (now pdt) operands. Casts keep their target type and the optimizer
+  /// updates keep the master's type.
+  LogicalResult retypeCompute(func::FuncOp fn, Type modelType, Type pdt) {
+    for (Operation &op : llvm::make_early_inc_range(fn.getBody().front())) {
+      auto c = dyn_cast<arith::ConstantOp>(op);
+      if (!c)
+        continue;
+      auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+      auto t = dyn_cast<RankedTensorType>(c.getType());
+      if (!dense || !t || t.getElementType() != modelType || !dense.isSplat())
+        continue;
+      // Constants that feed only optimizer updates stay in the master type.
+      if (llvm::all_of(c->getUsers(),
+                       [](Operation *u) { return isa<nn::AdamWUpdateOp, nn::SgdUpdateOp>(u); }))
+        continue;
+      OpBuilder b(c);
+      auto nt = RankedTensorType::get(t.getShape(), pdt);
+      double v = dense.getSplatValue<APFloat>().convertToDouble();
+      auto nc = arith::ConstantOp::create(
+          b, c.getLoc(), DenseElementsAttr::get(nt, FloatAttr::get(pdt, v)));
+      c.replaceAllUsesWith(nc.getResult());
+      c.erase();
+    }
+    for (Operation &op : fn.getBody().front().without_terminator()) {
+      auto iface = dyn_cast<nn::ShapeInferenceOpInterface>(&op);
+      if (!iface)
+        continue;
+      SmallVector<Type> types;
+      if (failed(iface.inferResultTypes(types)))
+        return op.emitError() << "cannot compute in the requested param-dtype here";
+      for (auto [r, t] : llvm::zip(op.getResults(), types))
+        r.setType(t);
+    }
+    return success();
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (worldSize < 1) {
@@ -98,6 +138,30 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
     }
     const bool replicatedParams = strategy == "no-shard" || strategy == "shard-optimizer";
     const bool replicatedState = strategy == "no-shard";
+
+    // Mixed precision (FSDP MixedPrecision / MixedPrecisionPolicy).
+    auto parseDtype = [&](StringRef name, StringRef what) -> FailureOr<Type> {
+      if (name.empty())
+        return Type();
+      Type t = llvm::StringSwitch<Type>(name)
+                   .Case("f32", Float32Type::get(&getContext()))
+                   .Case("bf16", BFloat16Type::get(&getContext()))
+                   .Case("f16", Float16Type::get(&getContext()))
+                   .Default(Type());
+      if (!t)
+        return module.emitError() << "fsdp-shard: " << what << " must be f32, bf16 or f16, got '"
+                                  << name << "'";
+      return t;
+    };
+    FailureOr<Type> pdtOr = parseDtype(paramDtype, "param-dtype");
+    FailureOr<Type> rdtOr = parseDtype(reduceDtype, "reduce-dtype");
+    if (failed(pdtOr) || failed(rdtOr))
+      return signalPassFailure();
+    if (masterWeights != "cast-on-gather" && masterWeights != "separate") {
+      module.emitError() << "fsdp-shard: master-weights must be cast-on-gather or separate, got '"
+                         << masterWeights << "'";
+      return signalPassFailure();
+    }
     OpBuilder b(module);
     module->setAttr(kWorldSizeAttr, b.getI64IntegerAttr(worldSize));
     module->setAttr(kStrategyAttr, b.getStringAttr(strategy));
@@ -136,6 +200,45 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
 
     Block &block = fn.getBody().front();
     auto ret = cast<func::ReturnOp>(block.getTerminator());
+    Type modelType = unitOps.front().getElementType();
+    for (UnitOp unit : unitOps)
+      if (unit.getElementType() != modelType) {
+        unit.emitOpError() << "has element type " << unit.getElementType() << " but unit @"
+                           << unitOps.front().getSymName() << " has " << modelType
+                           << ": one model, one parameter dtype";
+        return signalPassFailure();
+      }
+    // pdt: the dtype of gathered parameters and compute; rdt: of gradient
+    // reduction. Master parameters and optimizer state keep modelType.
+    Type pdt = *pdtOr ? *pdtOr : modelType;
+    Type rdt = *rdtOr ? *rdtOr : pdt;
+    const bool mixed = pdt != modelType;
+    const bool separate = masterWeights == "separate";
+    if (separate && !mixed) {
+      module.emitError() << "fsdp-shard: master-weights=separate needs a param-dtype narrower "
+                            "than the parameters' "
+                         << modelType;
+      return signalPassFailure();
+    }
+    // With separate masters the param-dtype copy is replicated unless the
+    // strategy shards parameters (ZeRO-1/2 keep fp16 parameters whole); the
+    // f32 master is sharded unless nothing is (DDP).
+    const bool lowFull = strategy == "no-shard" || strategy == "shard-optimizer" ||
+                         strategy == "shard-grad-op";
+    const bool masterFull = separate ? replicatedState : replicatedParams;
+    if (mixed) {
+      // Float data enters compute in pdt.
+      OpBuilder top(&block, block.begin());
+      for (BlockArgument arg : fn.getArguments()) {
+        auto t = dyn_cast<RankedTensorType>(arg.getType());
+        if (!fn.getArgAttr(arg.getArgNumber(), nn::kDataAttr) || !t ||
+            !isa<FloatType>(t.getElementType()))
+          continue;
+        auto c = nn::CastOp::create(top, arg.getLoc(), RankedTensorType::get(t.getShape(), pdt),
+                                    arg);
+        arg.replaceAllUsesExcept(c, c);
+      }
+    }
     llvm::BitVector eraseArgs(fn.getNumArguments());
     SmallVector<Value> results;
     SmallVector<Attribute> resultAttrs;
@@ -158,10 +261,10 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       return b.getDictionaryAttr(attrs);
     };
     // A unit-role argument: this rank's shard, or the whole padded flat buffer.
-    auto addUnitArg = [&](UnitOp unit, StringRef role, bool full) -> Value {
+    auto addUnitArg = [&](UnitOp unit, StringRef role, bool full, Type elt = Type()) -> Value {
       int64_t n = full ? static_cast<int64_t>(*unit.getPaddedNumel())
                        : static_cast<int64_t>(*unit.getShardNumel());
-      auto t = RankedTensorType::get({n}, unit.getElementType());
+      auto t = RankedTensorType::get({n}, elt ? elt : unit.getElementType());
       (void)fn.insertArgument(fn.getNumArguments(), t, roleAttrs(unit, role, full),
                               unit.getLoc());
       eraseArgs.resize(fn.getNumArguments());
@@ -172,17 +275,35 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       int64_t shard = *unit.getShardNumel(), padded = *unit.getPaddedNumel();
       Type elt = unit.getElementType();
       auto flatType = RankedTensorType::get({padded}, elt);
+      auto lowFlatType = RankedTensorType::get({padded}, pdt);
       auto unitRef = FlatSymbolRefAttr::get(unit);
-      Value pArg = addUnitArg(unit, "param", replicatedParams);
+      auto shardGroupAttr = b.getStringAttr("shard");
+      // The master (or only) parameter copy, and with separate masters the
+      // persistent param-dtype copy.
+      Value pArg = addUnitArg(unit, separate ? "master" : "param", masterFull);
+      Value lowArg = separate ? addUnitArg(unit, "param", lowFull, pdt) : Value();
 
       // Sharded parameters are gathered once at the top (fsdp-collectives
       // places the real gathers); replicated ones are viewed directly.
+      // cast-on-gather casts the shard to pdt before gathering (FSDP2).
       b.setInsertionPointToStart(&block);
-      Value full = replicatedParams
-                       ? pArg
-                       : AllGatherOp::create(b, unit.getLoc(), flatType, unitRef, pArg,
-                                             b.getStringAttr("shard"))
+      Location uloc = unit.getLoc();
+      auto castTo = [&](Value v, Type t) -> Value {
+        auto vt = cast<RankedTensorType>(v.getType());
+        if (vt.getElementType() == t)
+          return v;
+        return nn::CastOp::create(b, uloc, RankedTensorType::get(vt.getShape(), t), v);
+      };
+      Value full;
+      if (separate)
+        full = lowFull ? lowArg
+                       : AllGatherOp::create(b, uloc, lowFlatType, unitRef, lowArg, shardGroupAttr)
                              .getResult();
+      else if (replicatedParams)
+        full = castTo(pArg, pdt);
+      else
+        full = AllGatherOp::create(b, uloc, lowFlatType, unitRef, castTo(pArg, pdt),
+                                   shardGroupAttr);
       SmallVector<Value> grads;
       SmallVector<int64_t> gradOffsets;
       SmallVector<Operation *> updates;
@@ -191,8 +312,9 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
         unsigned argIdx = paramArg.lookup(fqn);
         BlockArgument arg = fn.getArgument(argIdx);
         eraseArgs.set(argIdx);
-        Value view = ParamViewOp::create(b, arg.getLoc(), arg.getType(), full,
-                                         b.getStringAttr(fqn), b.getI64IntegerAttr((*unit.getOffsets())[i]));
+        auto viewType = RankedTensorType::get(cast<RankedTensorType>(arg.getType()).getShape(), pdt);
+        Value view = ParamViewOp::create(b, arg.getLoc(), viewType, full, b.getStringAttr(fqn),
+                                         b.getI64IntegerAttr((*unit.getOffsets())[i]));
         // The update ops of this parameter, before their operand is replaced.
         for (Operation *user : arg.getUsers())
           if (isa<nn::AdamWUpdateOp, nn::SgdUpdateOp>(user) && user->getOperand(0) == arg)
@@ -221,24 +343,31 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       // all-reduced whole for DDP.
       b.setInsertionPoint(ret);
       Location loc = updates.front()->getLoc();
-      Value flat = FlattenOp::create(b, loc, flatType, unitRef, grads,
+      // Gradients are computed in pdt, reduced in rdt and applied in the
+      // master's dtype.
+      uloc = loc;
+      Value flat = FlattenOp::create(b, loc, lowFlatType, unitRef, grads,
                                      b.getDenseI64ArrayAttr(gradOffsets));
+      Value toReduce = castTo(flat, rdt);
       auto shardType = RankedTensorType::get({shard}, elt);
+      auto reduceShardType = RankedTensorType::get({shard}, rdt);
       auto avg = b.getStringAttr("avg");
       Value gShard;
       if (replicatedState) {
-        gShard = AllReduceOp::create(b, loc, flatType, unitRef, flat, avg, b.getStringAttr("world"));
+        gShard = AllReduceOp::create(b, loc, toReduce.getType(), unitRef, toReduce, avg,
+                                     b.getStringAttr("world"));
       } else {
-        gShard = ReduceScatterOp::create(b, loc, shardType, unitRef, flat, avg,
-                                         b.getStringAttr("shard"));
+        gShard = ReduceScatterOp::create(b, loc, reduceShardType, unitRef, toReduce, avg,
+                                         shardGroupAttr);
         if (strategy == "hybrid-shard" && worldSize / shardGroup > 1)
-          gShard = AllReduceOp::create(b, loc, shardType, unitRef, gShard, avg,
+          gShard = AllReduceOp::create(b, loc, reduceShardType, unitRef, gShard, avg,
                                        b.getStringAttr("replicate"));
       }
+      gShard = castTo(gShard, elt);
       // ZeRO-1 updates this rank's slice of the replicated parameters.
       Value pUpdate = pArg;
-      if (strategy == "shard-optimizer")
-        pUpdate = LocalShardOp::create(b, loc, shardType, unitRef, pArg, b.getStringAttr("shard"));
+      if (strategy == "shard-optimizer" && masterFull)
+        pUpdate = LocalShardOp::create(b, loc, shardType, unitRef, pArg, shardGroupAttr);
       Operation *first = updates.front();
       for (Operation *u : updates)
         if (u->getName() != first->getName() || u->getAttrDictionary() != first->getAttrDictionary()) {
@@ -246,12 +375,24 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
                            << "': one flat shard takes one optimizer configuration";
           return signalPassFailure();
         }
-      // ZeRO-1 all-gathers the updated slices back into the replicated parameters.
+      // The updated parameters: the master (ZeRO-1: its slice all-gathered
+      // back when replicated) and, with separate masters, the new param-dtype
+      // copy (all-gathered when that copy is replicated but the master is not).
       auto newParam = [&](Value updated) -> Value {
-        if (strategy != "shard-optimizer")
+        if (strategy != "shard-optimizer" || !masterFull)
           return updated;
-        return AllGatherOp::create(b, loc, flatType, unitRef, updated, b.getStringAttr("shard"));
+        return AllGatherOp::create(b, loc, flatType, unitRef, updated, shardGroupAttr);
       };
+      auto addLowCopy = [&](Value updated) {
+        if (!separate)
+          return;
+        Value low = castTo(updated, pdt);
+        if (lowFull && !masterFull)
+          low = AllGatherOp::create(b, loc, lowFlatType, unitRef, low, shardGroupAttr);
+        results.push_back(low);
+        resultAttrs.push_back(roleAttrs(unit, "param", lowFull));
+      };
+      StringRef masterRole = separate ? "master" : "param";
       if (auto adam = dyn_cast<nn::AdamWUpdateOp>(first)) {
         Value m = addUnitArg(unit, "exp_avg", replicatedState);
         Value v = addUnitArg(unit, "exp_avg_sq", replicatedState);
@@ -259,15 +400,17 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
                                             adam.getBeta1Attr(), adam.getBeta2Attr(),
                                             adam.getEpsAttr(), adam.getWeightDecayAttr());
         results.append({newParam(op.getNewParam()), op.getNewExpAvg(), op.getNewExpAvgSq()});
-        resultAttrs.push_back(roleAttrs(unit, "param", replicatedParams));
+        resultAttrs.push_back(roleAttrs(unit, masterRole, masterFull));
         resultAttrs.push_back(roleAttrs(unit, "exp_avg", replicatedState));
         resultAttrs.push_back(roleAttrs(unit, "exp_avg_sq", replicatedState));
+        addLowCopy(op.getNewParam());
       } else {
         auto sgd = cast<nn::SgdUpdateOp>(first);
         Value updated = nn::SgdUpdateOp::create(b, loc, pUpdate.getType(), pUpdate, gShard,
                                                 sgd.getLrAttr(), sgd.getWeightDecayAttr());
         results.push_back(newParam(updated));
-        resultAttrs.push_back(roleAttrs(unit, "param", replicatedParams));
+        resultAttrs.push_back(roleAttrs(unit, masterRole, masterFull));
+        addLowCopy(updated);
       }
       // The per-parameter updates and their results die with the old return.
       for (Operation *u : updates)
@@ -283,6 +426,8 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
     }
 
     ret->setOperands(results);
+    if (mixed && failed(retypeCompute(fn, modelType, pdt)))
+      return signalPassFailure();
     fn.setFunctionType(FunctionType::get(&getContext(), fn.getArgumentTypes(),
                                          ValueRange(results).getTypes()));
     fn.setAllResultAttrs(resultAttrs);

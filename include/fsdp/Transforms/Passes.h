@@ -28,6 +28,15 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
   Option<int64_t> shardSize{*this, "shard-size",
                             llvm::cl::desc("hybrid-shard: ranks per shard group"),
                             llvm::cl::init(0)};
+  Option<std::string> paramDtype{*this, "param-dtype",
+                                 llvm::cl::desc("f32, bf16 or f16: gathered parameters and compute"),
+                                 llvm::cl::init("")};
+  Option<std::string> reduceDtype{*this, "reduce-dtype",
+                                  llvm::cl::desc("dtype of gradient reduction"),
+                                  llvm::cl::init("")};
+  Option<std::string> masterWeights{*this, "master-weights",
+                                    llvm::cl::desc("cast-on-gather or separate"),
+                                    llvm::cl::init("cast-on-gather")};
   Option<std::string> optimizer{*this, "optimizer", llvm::cl::desc("sgd or adamw"),
                                 llvm::cl::init("adamw")};
   Option<double> lr{*this, "lr", llvm::cl::desc("learning rate"), llvm::cl::init(1e-3)};

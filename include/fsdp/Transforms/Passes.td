@@ -101,7 +101,16 @@ def FSDPShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
            "full-shard (ZeRO-3), shard-grad-op (ZeRO-2), shard-optimizer (ZeRO-1), "
            "no-shard (DDP) or hybrid-shard (HSDP)">,
     Option<"shardSize", "shard-size", "int64_t", "0",
-           "hybrid-shard: ranks per shard group (divides world-size; 0: world-size)">
+           "hybrid-shard: ranks per shard group (divides world-size; 0: world-size)">,
+    Option<"paramDtype", "param-dtype", "std::string", "\"\"",
+           "dtype of gathered parameters and of compute: f32, bf16 or f16 (default: the "
+           "parameters' own)">,
+    Option<"reduceDtype", "reduce-dtype", "std::string", "\"\"",
+           "dtype of gradient reduction (default: param-dtype)">,
+    Option<"masterWeights", "master-weights", "std::string", "\"cast-on-gather\"",
+           "cast-on-gather (FSDP2: the f32 shard is the only copy, cast as it is "
+           "gathered) or separate (ZeRO: a persistent param-dtype copy beside the f32 "
+           "master)">
   ];
   let dependentDialects = ["::mlir::fsdp::FSDPDialect", "::mlir::nn::NNDialect"];
 }

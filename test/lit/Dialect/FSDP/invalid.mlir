@@ -100,7 +100,7 @@ module attributes {fsdp.world_size = 0 : i64} {
 
 // -----
 
-// expected-error @+1 {{'fsdp.role' must be "param", "exp_avg" or "exp_avg_sq", got "momentum"}}
+// expected-error @+1 {{'fsdp.role' must be "param", "master", "exp_avg" or "exp_avg_sq", got "momentum"}}
 func.func @role(%s: tensor<3xf32> {fsdp.role = "momentum"}) {
   return
 }

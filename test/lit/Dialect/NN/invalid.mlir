@@ -34,7 +34,7 @@ func.func @linear_dtype(%x: tensor<4x3xf32>, %w: tensor<5x3xf64>) -> tensor<4x5x
 // -----
 
 func.func @linear_int(%x: tensor<4x3xi32>, %w: tensor<5x3xf32>) -> tensor<4x5xf32> {
-  // expected-error @+1 {{'nn.linear' op operand #0 must be ranked tensor of 32-bit float or 64-bit float values}}
+  // expected-error @+1 {{'nn.linear' op operand #0 must be ranked tensor of 32-bit float or 64-bit float or bfloat16 type or 16-bit float values}}
   %0 = nn.linear %x, %w : (tensor<4x3xi32>, tensor<5x3xf32>) -> tensor<4x5xf32>
   return %0 : tensor<4x5xf32>
 }
