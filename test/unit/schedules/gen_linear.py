@@ -6,6 +6,8 @@ generates such files for real models.
 
 usage: gen_linear.py WORLD_SIZE DTYPE(f32|f64) OUT.json [--sgd]
                      [--strategy STRATEGY] [--replicas R]
+                     [--param-dtype bf16|f16] [--reduce-dtype D]
+                     [--master-weights cast-on-gather|separate]
 
 Without --strategy the file has no "strategy"/"grid" keys (full-shard, R = 1,
 S = N by default). With it ("Sharding strategies" in schedule-format.md):
@@ -18,6 +20,18 @@ S = N by default). With it ("Sharding strategies" in schedule-format.md):
                              all_gather (shard) -> new full param
   hybrid-shard               grid R x N/R: all_gather and reduce_scatter over
                              group shard, then all_reduce avg over replicate
+
+With --param-dtype P (default strategy, AdamW; "Mixed precision" in
+schedule-format.md; the unit stays DTYPE = f32), compute runs in P:
+  cast-on-gather (default)   f32 param shard -> nn.cast P -> all_gather (P);
+                             features cast to P; linear, cross-entropy and
+                             backward in P; flattened grad (P) -> nn.cast
+                             R -> reduce_scatter (R) -> [nn.cast f32] ->
+                             AdamW on the f32 shard
+  separate                   inputs `param` (P shard) and `master` (f32
+                             shard): all_gather of the P param; after AdamW
+                             on the master, nn.cast P gives the new param
+--reduce-dtype R (default P) is the dtype of the reduce_scatter.
 """
 import json
 import sys
@@ -53,7 +67,7 @@ def main():
         size = 1
         for d in shape:
             size *= d
-        es = {"f32": 4, "f64": 8, "i32": 4, "i64": 8}[dt]
+        es = {"f32": 4, "f64": 8, "i32": 4, "i64": 8, "bf16": 2, "f16": 2}[dt]
         return dict(id=i, dtype=dt, shape=shape, bytes=size * es, **{"class": cls}, **kw)
 
     buffers = [
@@ -109,6 +123,14 @@ def main():
                    {"buffer": 5, "role": "exp_avg_sq", "unit": "fc"}]
         outputs += [{"buffer": 18, "role": "exp_avg", "unit": "fc"},
                     {"buffer": 19, "role": "exp_avg_sq", "unit": "fc"}]
+    pdt = option("--param-dtype", None)
+    if pdt:
+        assert not sgd and not strategy and dtype == "f32", \
+            "--param-dtype is for the default strategy, AdamW and f32"
+        buffers, instructions, inputs, outputs = mixed(
+            pdt, option("--reduce-dtype", pdt),
+            option("--master-weights", "cast-on-gather"),
+            buffers, instructions, inputs, outputs, b, pad, shard)
     if strategy in ("no-shard", "shard-optimizer", "hybrid-shard"):
         buffers, instructions, inputs, outputs = restructure(
             strategy, buffers, instructions, inputs, outputs, pad, shard)
@@ -133,6 +155,86 @@ def main():
     with open(out, "w") as f:
         json.dump(sched, f, indent=1)
         f.write("\n")
+
+
+def mixed(pdt, rdt, master, buffers, instructions, inputs, outputs, b, pad, shard):
+    """Rewrites the full-shard f32 step (buffer ids as in main) to compute in
+    `pdt` and reduce in `rdt` ("Mixed precision" in schedule-format.md)."""
+    es = {"f32": 4, "bf16": 2, "f16": 2}
+    by_id = {x["id"]: x for x in buffers}
+
+    def retype(i, dt):
+        x = by_id[i]
+        x["bytes"] = x["bytes"] // es[x["dtype"]] * es[dt]
+        x["dtype"] = dt
+
+    def new(i, shape, dt, cls):
+        size = 1
+        for d in shape:
+            size *= d
+        x = dict(id=i, dtype=dt, shape=shape, bytes=size * es[dt], **{"class": cls})
+        buffers.append(x)
+        by_id[i] = x
+
+    def cast(src, dst, frees=(), line=0):
+        return {"op": "nn.cast", "operands": [src], "results": [dst], "attrs": {},
+                "loc": "linear.mlir:%d:5" % line, "frees": list(frees)}
+
+    # Compute buffers in pdt: gathered param and its views, logits, loss,
+    # dloss, dlogits, weight/bias grads, flat grad.
+    for i in (6, 7, 8, 9, 10, 11, 12, 13, 14, 15):
+        retype(i, pdt)
+    new(21, [b, 13], pdt, "activation")  # features cast to pdt
+    by_inst = {i["op"] + str(i["results"]): i for i in instructions}
+    ag = by_inst["fsdp.all_gather[6]"]
+    rs = by_inst["fsdp.reduce_scatter[16]"]
+    adamw = by_inst["nn.adamw_update[17, 18, 19]"]
+    by_inst["nn.linear[9]"]["operands"][0] = 21
+    mm = by_inst["nn.matmul[13]"]
+    mm["operands"][1] = 21
+    mm["frees"] = [21]
+    head = [cast(0, 21, frees=[0], line=20)]
+    body = [i for i in instructions if i is not adamw and i is not rs and i is not ag]
+    tail = []
+    # Reduction: flat grad 15 (pdt) -> [cast rdt 22] -> reduce_scatter -> 16
+    # (rdt) -> [cast f32 24] -> AdamW.
+    grad = 15
+    if rdt != pdt:
+        new(22, [pad], rdt, "grad")
+        tail.append(cast(15, 22, frees=[15], line=21))
+        grad = 22
+    rs["operands"], rs["frees"] = [grad], [grad]
+    retype(16, rdt)
+    tail.append(rs)
+    g32 = 16
+    if rdt != "f32":
+        new(24, [shard], "f32", "grad_shard")
+        tail.append(cast(16, 24, frees=[16], line=22))
+        g32 = 24
+    if master == "cast-on-gather":
+        # The f32 shard 3 is the only copy: cast to pdt (20), then gather.
+        new(20, [shard], pdt, "param_shard")
+        head.append(cast(3, 20, line=23))
+        ag["operands"], ag["frees"] = [20], [20]
+        adamw["operands"][1] = g32
+        adamw["frees"] = [3, g32, 4, 5, 2]
+        tail.append(adamw)
+    else:
+        # separate: param 3 is the pdt copy, master 23 the f32 one; AdamW
+        # writes the new master 25, cast to the new param 17.
+        assert master == "separate", master
+        retype(3, pdt)
+        retype(17, pdt)
+        new(23, [shard], "f32", "param_shard")
+        new(25, [shard], "f32", "param_shard")
+        inputs.append({"buffer": 23, "role": "master", "unit": "fc"})
+        outputs.append({"buffer": 25, "role": "master", "unit": "fc"})
+        ag["frees"] = [3]
+        adamw["operands"] = [23, g32, 4, 5, 2]
+        adamw["results"] = [25, 18, 19]
+        adamw["frees"] = [23, g32, 4, 5, 2]
+        tail += [adamw, cast(25, 17, line=24)]
+    return buffers, head + [ag] + body + tail, inputs, outputs
 
 
 def restructure(strategy, buffers, instructions, inputs, outputs, pad, shard):
