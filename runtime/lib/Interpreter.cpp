@@ -29,6 +29,8 @@ const char *dtypeName(DType t) {
   case DType::F64: return "f64";
   case DType::I32: return "i32";
   case DType::I64: return "i64";
+  case DType::BF16: return "bf16";
+  case DType::F16: return "f16";
   }
   return "?";
 }
@@ -43,8 +45,16 @@ const char *groupName(Group g) {
 }
 
 int64_t dtypeSize(DType t) {
+  if (isHalfDType(t))
+    return 2;
   return (t == DType::F32 || t == DType::I32) ? 4 : 8;
 }
+
+bool isFloatDType(DType t) {
+  return t == DType::F32 || t == DType::F64 || isHalfDType(t);
+}
+
+bool isHalfDType(DType t) { return t == DType::BF16 || t == DType::F16; }
 
 namespace {
 
@@ -110,8 +120,10 @@ DType parseDType(const json &obj, const std::string &ctx) {
   if (s == "f64") return DType::F64;
   if (s == "i32") return DType::I32;
   if (s == "i64") return DType::I64;
+  if (s == "bf16") return DType::BF16;
+  if (s == "f16") return DType::F16;
   throw Error(ctx + ": unknown dtype '" + s +
-              "' (supported: f32, f64, i32, i64)");
+              "' (supported: f32, f64, bf16, f16, i32, i64)");
 }
 
 struct OpInfo {
@@ -157,6 +169,7 @@ const OpInfo kOps[] = {
     {"nn.split", OpKind::Split},
     {"nn.concat", OpKind::Concat},
     {"nn.zeros_like", OpKind::ZerosLike},
+    {"nn.cast", OpKind::Cast},
 };
 
 double attrNum(const json &attrs, const char *key, double dflt,
@@ -440,10 +453,10 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
   // Inputs and outputs.
   static const std::set<std::string> kInRoles = {
       "features", "labels", "tokens", "targets", "step",
-      "param", "exp_avg", "exp_avg_sq"};
-  static const std::set<std::string> kOutRoles = {"loss", "param", "exp_avg",
-                                                  "exp_avg_sq", "grad",
-                                                  "logits", "output"};
+      "param", "master", "exp_avg", "exp_avg_sq"};
+  static const std::set<std::string> kOutRoles = {
+      "loss", "param", "master", "exp_avg", "exp_avg_sq", "grad", "logits",
+      "output"};
   auto parseIo = [&](const char *key, std::vector<IoDesc> &list, bool isIn) {
     for (const json &e : field(root, key, src)) {
       IoDesc io;
@@ -471,18 +484,25 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
         bool full = io.layout == "full";
         int64_t want = full ? u->paddedNumel : u->shardNumel;
         const BufferDesc &bd = bufferMap[io.buffer];
-        if (bd.numel != want || bd.dtype != u->dtype)
+        // "Mixed precision": a `param` may be held in a 2-byte float dtype
+        // (the param-dtype copy beside an f32 `master`); every other unit
+        // role has the unit's dtype.
+        bool dtypeOk = bd.dtype == u->dtype ||
+                       (io.role == "param" && isHalfDType(bd.dtype) &&
+                        isFloatDType(u->dtype));
+        if (bd.numel != want || !dtypeOk)
           throw Error(ctx + ": shape " + shapeStr(bd.shape) + " " +
                       dtypeName(bd.dtype) + " does not hold unit '" + io.unit +
                       "' " + (full ? "full padded buffer" : "shard") + " of " +
                       std::to_string(want) + " " + dtypeName(u->dtype) +
+                      (io.role == "param" ? " (or bf16/f16)" : "") +
                       " (layout '" + io.layout + "')");
       } else if (e.contains("fqn") && (io.role == "param" || io.role == "grad")) {
         // An unsharded parameter (or its gradient), named by its FQN: the
         // buffer holds the whole tensor.
         io.fqn = strField(e, "fqn", ctx);
-      } else if (io.role == "param" || io.role == "exp_avg" ||
-                 io.role == "exp_avg_sq") {
+      } else if (io.role == "param" || io.role == "master" ||
+                 io.role == "exp_avg" || io.role == "exp_avg_sq") {
         throw Error(ctx + ": role '" + io.role + "' needs a 'unit'" +
                     (io.role == "param" ? " or an 'fqn'" : ""));
       }

@@ -6,11 +6,14 @@
 // touches one of their buffers (see runtime/docs/schedule-format.md, "Runtime
 // decisions"), over the grid's process groups (fsdp_set_grid), the local
 // slice of fsdp.local_shard, `frees` and fsdp.free, compute/comm timing and
-// peak bytes.
+// peak bytes. Mixed precision: nn.cast, and nn ops on bf16/f16 buffers run
+// the f32 kernels on widened scratch copies (runtime-owned, not counted in
+// peak bytes) and round the results back.
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Interpreter.h"
 
+#include "fsdp/Half.h"
 #include "fsdp/Kernels.h"
 #include "fsdp/TransformerKernels.h"
 #include "fsdp/runtime.h"
@@ -28,6 +31,8 @@ fsdp_dtype toC(DType t) {
   case DType::F64: return FSDP_F64;
   case DType::I32: return FSDP_I32;
   case DType::I64: return FSDP_I64;
+  case DType::BF16: return FSDP_BF16;
+  case DType::F16: return FSDP_F16;
   }
   return FSDP_F32;
 }
@@ -48,6 +53,8 @@ double loadAsDouble(const void *p, DType t, int64_t i) {
   case DType::F64: return static_cast<const double *>(p)[i];
   case DType::I32: return static_cast<const int32_t *>(p)[i];
   case DType::I64: return static_cast<double>(static_cast<const int64_t *>(p)[i]);
+  case DType::BF16: return bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
+  case DType::F16: return f16ToFloat(static_cast<const uint16_t *>(p)[i]);
   }
   return 0;
 }
@@ -61,6 +68,64 @@ void storeFromDouble(void *p, DType t, int64_t i, double v) {
   case DType::F64: static_cast<double *>(p)[i] = v; break;
   case DType::I32: static_cast<int32_t *>(p)[i] = static_cast<int32_t>(v); break;
   case DType::I64: static_cast<int64_t *>(p)[i] = static_cast<int64_t>(v); break;
+  // Through f32, so that a host value equals nn.cast of its f32 rounding.
+  case DType::BF16:
+    static_cast<uint16_t *>(p)[i] = floatToBf16(static_cast<float>(v));
+    break;
+  case DType::F16:
+    static_cast<uint16_t *>(p)[i] = floatToF16(static_cast<float>(v));
+    break;
+  }
+}
+
+// Widens n elements of float dtype t at src into f32.
+void widenToFloat(const void *src, DType t, float *dst, int64_t n) {
+  switch (t) {
+  case DType::BF16: bf16ToFloatN(static_cast<const uint16_t *>(src), dst, n); break;
+  case DType::F16: f16ToFloatN(static_cast<const uint16_t *>(src), dst, n); break;
+  case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); break;
+  default:
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = static_cast<float>(static_cast<const double *>(src)[i]);
+  }
+}
+// Rounds n f32 values into the 2-byte dtype t at dst.
+void roundFromFloat(const float *src, DType t, void *dst, int64_t n) {
+  if (t == DType::BF16)
+    floatToBf16N(src, static_cast<uint16_t *>(dst), n);
+  else
+    floatToF16N(src, static_cast<uint16_t *>(dst), n);
+}
+
+// nn.cast: n elements from float dtype st at src to float dtype dt at dst;
+// narrowing rounds to nearest even once (f64 -> bf16/f16 included).
+void castElements(const void *src, DType st, void *dst, DType dt, int64_t n) {
+  if (st == dt) {
+    std::memmove(dst, src, static_cast<size_t>(n * dtypeSize(st)));
+    return;
+  }
+  if (st == DType::F64 && isHalfDType(dt)) {
+    const double *s = static_cast<const double *>(src);
+    uint16_t *d = static_cast<uint16_t *>(dst);
+    for (int64_t i = 0; i < n; ++i)
+      d[i] = dt == DType::BF16 ? doubleToBf16(s[i]) : doubleToF16(s[i]);
+    return;
+  }
+  if (dt == DType::F64) { // widening (f32 -> f64 and 2-byte -> f64 are exact)
+    double *d = static_cast<double *>(dst);
+    for (int64_t i = 0; i < n; ++i)
+      d[i] = loadAsDouble(src, st, i);
+    return;
+  }
+  // st is f32 or 2-byte, dt is f32 or 2-byte (different), or f64 -> f32.
+  for (int64_t i = 0; i < n; ++i) {
+    float v = st == DType::F64 ? static_cast<float>(static_cast<const double *>(src)[i])
+                               : static_cast<float>(loadAsDouble(src, st, i));
+    if (dt == DType::F32)
+      static_cast<float *>(dst)[i] = v;
+    else
+      static_cast<uint16_t *>(dst)[i] =
+          dt == DType::BF16 ? floatToBf16(v) : floatToF16(v);
   }
 }
 
@@ -112,7 +177,18 @@ public:
     fsdp_free(it->second);
     live.erase(it);
   }
+  // The memory of `id`: its f32 scratch copy while a bf16/f16 op runs
+  // (see execHalf), else the schedule buffer.
   void *ptr(int64_t id) {
+    if (!scratch.empty()) {
+      auto s = scratch.find(id);
+      if (s != scratch.end())
+        return s->second;
+    }
+    return bufferPtr(id);
+  }
+  // The schedule buffer of `id` (root + offset), ignoring scratch copies.
+  void *bufferPtr(int64_t id) {
     const BufferDesc &b = prog.buffer(id);
     auto it = live.find(b.rootId);
     if (it == live.end())
@@ -159,6 +235,8 @@ public:
   const Program &prog;
   std::unordered_map<int64_t, void *> live;
   std::vector<Pending> pending;
+  /// f32 stand-ins of bf16/f16 buffers during one op (execHalf).
+  std::unordered_map<int64_t, void *> scratch;
 };
 
 // [outer, axis, inner] factorisation of `shape` around `axis` (may be
@@ -393,6 +471,38 @@ void execFloat(const Instruction &in, Frame &f) {
   }
 }
 
+// An nn op whose float buffers are bf16/f16 ("Mixed precision"): widens
+// every 2-byte operand (and result, in case a kernel reads it) into f32
+// scratch owned by the runtime (std::vector: not fsdp_alloc, so not in peak
+// bytes), runs the f32 kernel on the scratch, and rounds the results back.
+void execHalf(const Instruction &in, Frame &f) {
+  const Program &p = f.prog;
+  std::vector<std::vector<float>> store;
+  struct Clear {
+    Frame &f;
+    ~Clear() { f.scratch.clear(); }
+  } clear{f};
+  auto stage = [&](int64_t id) {
+    const BufferDesc &b = p.buffer(id);
+    if (!isHalfDType(b.dtype) || f.scratch.count(id))
+      return;
+    store.emplace_back(static_cast<size_t>(b.numel));
+    widenToFloat(f.bufferPtr(id), b.dtype, store.back().data(), b.numel);
+    f.scratch[id] = store.back().data();
+  };
+  for (int64_t id : in.operands)
+    stage(id);
+  for (int64_t id : in.results)
+    stage(id);
+  execFloat<float>(in, f);
+  for (int64_t id : in.results) {
+    const BufferDesc &b = p.buffer(id);
+    if (isHalfDType(b.dtype))
+      roundFromFloat(static_cast<const float *>(f.scratch.at(id)), b.dtype,
+                     f.bufferPtr(id), b.numel);
+  }
+}
+
 void execute(const Instruction &in, Frame &f) {
   const Program &p = f.prog;
   switch (in.kind) {
@@ -453,6 +563,13 @@ void execute(const Instruction &in, Frame &f) {
     return;
   case OpKind::ParamView:
     return; // the result was bound by Frame::define
+  case OpKind::Cast: {
+    const BufferDesc &x = p.buffer(in.operands[0]), &y = p.buffer(in.results[0]);
+    double t0 = fsdp_now();
+    castElements(f.ptr(x.id), x.dtype, f.ptr(y.id), y.dtype, y.numel);
+    fsdp_add_compute_seconds(fsdp_now() - t0);
+    return;
+  }
   default:
     break;
   }
@@ -460,6 +577,8 @@ void execute(const Instruction &in, Frame &f) {
   double t0 = fsdp_now();
   if (t == DType::F32)
     execFloat<float>(in, f);
+  else if (isHalfDType(t))
+    execHalf(in, f);
   else
     execFloat<double>(in, f);
   fsdp_add_compute_seconds(fsdp_now() - t0);

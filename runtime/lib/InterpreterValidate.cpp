@@ -1,7 +1,8 @@
 //===- InterpreterValidate.cpp - Static checks of each instruction --------===//
 //
 // Program::validateInstruction: operand/result counts, dtypes (float ops need
-// one float dtype throughout; indices and labels i32 or i64), shapes and
+// one float dtype throughout, bf16/f16 included, except nn.cast; optimizer
+// updates f32 or f64 only; indices and labels i32 or i64), shapes and
 // attribute values of every op of runtime/docs/schedule-format.md, checked once at
 // load time. Messages name the file, the instruction index, the op and its
 // `loc`.
@@ -16,7 +17,7 @@ namespace fsdp::rt {
 
 namespace {
 
-bool isFloat(DType t) { return t == DType::F32 || t == DType::F64; }
+bool isFloat(DType t) { return isFloatDType(t); }
 bool isInt(DType t) { return t == DType::I32 || t == DType::I64; }
 
 int64_t numelOf(const std::vector<int64_t> &shape) {
@@ -61,11 +62,22 @@ void Program::validateInstruction(const Instruction &in, size_t idx) const {
     for (int64_t id : ids) {
       if (!isFloat(B(id).dtype))
         throw Error(ctx + ": buffer " + std::to_string(id) + " has dtype " +
-                    dtypeName(B(id).dtype) + ", expected f32 or f64");
+                    dtypeName(B(id).dtype) +
+                    ", expected a float dtype (f32, f64, bf16, f16)");
       if (B(id).dtype != t)
         throw Error(ctx + ": mixed dtypes (" + dtypeName(t) + " and " +
                     dtypeName(B(id).dtype) + ")");
     }
+  };
+  // The optimizer updates see f32 (or f64) operands only ("Mixed precision":
+  // the compiler casts the reduced gradient to f32).
+  auto wideFloat = [&](const std::vector<int64_t> &ids) {
+    for (int64_t id : ids)
+      if (isHalfDType(B(id).dtype))
+        throw Error(ctx + ": " + in.op + " needs f32 or f64 operands and "
+                    "results, but buffer " + std::to_string(id) + " is " +
+                    dtypeName(B(id).dtype) + " (cast the gradient and keep "
+                    "an f32 master copy of the parameters)");
   };
   auto lastDim = [&](int64_t id) -> int64_t {
     const auto &s = B(id).shape;
@@ -186,12 +198,14 @@ void Program::validateInstruction(const Instruction &in, size_t idx) const {
   }
   case OpKind::SgdUpdate:
     need(2, 1);
+    wideFloat({o[0], o[1], r[0]});
     floatSame({o[0], o[1], r[0]});
     sameNumel(o[0], o[1]);
     sameNumel(o[0], r[0]);
     break;
   case OpKind::AdamwUpdate:
     need(5, 3);
+    wideFloat({o[0], o[1], o[2], o[3], r[0], r[1], r[2]});
     floatSame({o[0], o[1], o[2], o[3], r[0], r[1], r[2]});
     for (int64_t id : {o[1], o[2], o[3], r[0], r[1], r[2]})
       sameNumel(o[0], id);
@@ -436,7 +450,14 @@ void Program::validateInstruction(const Instruction &in, size_t idx) const {
   case OpKind::ZerosLike:
     need(1, 1);
     if (!isFloat(B(r[0]).dtype))
-      throw Error(ctx + ": result must be f32 or f64");
+      throw Error(ctx + ": result must be a float dtype");
+    break;
+  case OpKind::Cast:
+    // Any float dtype to any float dtype, elementwise.
+    need(1, 1);
+    floatSame({o[0]});
+    floatSame({r[0]});
+    sameNumel(o[0], r[0]);
     break;
   }
 }

@@ -3,11 +3,14 @@
 // Implements runtime.h: MPI lifetime, byte-accounted allocation, the grid's
 // process groups (MPI_Comm_split), asynchronous all-gather / reduce-scatter /
 // all-reduce with ring-volume accounting, timing counters and the all-ranks
-// abort. Without an initialised MPI the process is rank 0 of 1.
+// abort. Without an initialised MPI the process is rank 0 of 1. bf16/f16
+// buffers travel as MPI_UINT16_T; their reductions use commutative MPI
+// user-defined operations that add in f32 and round (fsdp/Half.h).
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/runtime.h"
 
+#include "fsdp/Half.h"
 #include "fsdp/Sharding.h"
 
 #include <mpi.h>
@@ -68,8 +71,51 @@ MPI_Datatype mpiType(fsdp_dtype t) {
   case FSDP_F64: return MPI_DOUBLE;
   case FSDP_I32: return MPI_INT32_T;
   case FSDP_I64: return MPI_INT64_T;
+  case FSDP_BF16:
+  case FSDP_F16: return MPI_UINT16_T;
   }
   return MPI_DATATYPE_NULL;
+}
+
+bool isHalf(fsdp_dtype t) { return t == FSDP_BF16 || t == FSDP_F16; }
+bool isFloat(fsdp_dtype t) {
+  return t == FSDP_F32 || t == FSDP_F64 || isHalf(t);
+}
+
+// MPI user-defined sums of 2-byte floats: inout[i] = round(in[i] + inout[i])
+// with the addition in f32 (exact widening, one rounding per combine).
+void sumBf16(void *in, void *inout, int *len, MPI_Datatype *) {
+  auto *a = static_cast<const uint16_t *>(in);
+  auto *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = fsdp::floatToBf16(fsdp::bf16ToFloat(a[i]) + fsdp::bf16ToFloat(b[i]));
+}
+void sumF16(void *in, void *inout, int *len, MPI_Datatype *) {
+  auto *a = static_cast<const uint16_t *>(in);
+  auto *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = fsdp::floatToF16(fsdp::f16ToFloat(a[i]) + fsdp::f16ToFloat(b[i]));
+}
+MPI_Op bf16SumOp = MPI_OP_NULL, f16SumOp = MPI_OP_NULL;
+
+// The MPI reduction that sums `dtype` (created on first use for 2-byte
+// floats, freed by fsdp_finalize), or MPI_OP_NULL if it cannot be created.
+MPI_Op sumOp(fsdp_dtype dtype) {
+  if (!isHalf(dtype))
+    return MPI_SUM;
+  MPI_Op &op = dtype == FSDP_BF16 ? bf16SumOp : f16SumOp;
+  if (op == MPI_OP_NULL &&
+      MPI_Op_create(dtype == FSDP_BF16 ? sumBf16 : sumF16, /*commute=*/1,
+                    &op) != MPI_SUCCESS)
+    op = MPI_OP_NULL;
+  return op;
+}
+
+void freeOps() {
+  if (bf16SumOp != MPI_OP_NULL)
+    MPI_Op_free(&bf16SumOp);
+  if (f16SumOp != MPI_OP_NULL)
+    MPI_Op_free(&f16SumOp);
 }
 
 void freeGrid() {
@@ -117,8 +163,13 @@ int checkArgs(const char *fn, fsdp_group group, const void *a, const void *b,
                                       " elements exceed the MPI count limit");
   if (fsdp_dtype_size(dtype) == 0)
     return fail(FSDP_ERR_INVALID, std::string(fn) + ": invalid dtype");
-  if (average && dtype != FSDP_F32 && dtype != FSDP_F64)
+  if (average && !isFloat(dtype))
     return fail(FSDP_ERR_INVALID, std::string(fn) + ": avg needs a float dtype");
+  if (isHalf(dtype) && std::string(fn) != "fsdp_all_gather_start" &&
+      mpiActive() && sumOp(dtype) == MPI_OP_NULL)
+    return fail(FSDP_ERR_MPI, std::string(fn) +
+                                  ": MPI_Op_create of the 2-byte float sum "
+                                  "failed");
   return FSDP_OK;
 }
 
@@ -155,8 +206,10 @@ int fsdp_init(int *argc, char ***argv) {
 }
 
 int fsdp_finalize(void) {
-  if (mpiActive())
+  if (mpiActive()) {
     freeGrid();
+    freeOps();
+  }
   if (weInitialisedMpi && mpiActive()) {
     int err = MPI_Finalize();
     weInitialisedMpi = false;
@@ -190,6 +243,8 @@ size_t fsdp_dtype_size(fsdp_dtype dtype) {
   case FSDP_F64: return 8;
   case FSDP_I32: return 4;
   case FSDP_I64: return 8;
+  case FSDP_BF16:
+  case FSDP_F16: return 2;
   }
   return 0;
 }
@@ -336,7 +391,7 @@ int fsdp_reduce_scatter_start_in(fsdp_group group, const void *full,
     std::memmove(shard, full, static_cast<size_t>(shard_count) * esize);
   } else {
     int err = MPI_Ireduce_scatter_block(full, shard, static_cast<int>(shard_count),
-                                        mpiType(dtype), MPI_SUM,
+                                        mpiType(dtype), sumOp(dtype),
                                         groupComm(group), &h->req);
     if (err != MPI_SUCCESS) {
       delete h;
@@ -378,7 +433,7 @@ int fsdp_all_reduce_start(fsdp_group group, const void *in, void *out,
     std::memmove(out, in, static_cast<size_t>(count) * esize);
   } else {
     int err = MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out,
-                             static_cast<int>(count), mpiType(dtype), MPI_SUM,
+                             static_cast<int>(count), mpiType(dtype), sumOp(dtype),
                              groupComm(group), &h->req);
     if (err != MPI_SUCCESS) {
       delete h;
@@ -428,6 +483,14 @@ int fsdp_wait(fsdp_handle h) {
       float *p = static_cast<float *>(h->avgData);
       for (int64_t i = 0; i < h->count; ++i)
         p[i] /= static_cast<float>(n);
+    } else if (h->dtype == FSDP_BF16) { // widen, divide in f32, round once
+      uint16_t *p = static_cast<uint16_t *>(h->avgData);
+      for (int64_t i = 0; i < h->count; ++i)
+        p[i] = fsdp::floatToBf16(fsdp::bf16ToFloat(p[i]) / static_cast<float>(n));
+    } else if (h->dtype == FSDP_F16) {
+      uint16_t *p = static_cast<uint16_t *>(h->avgData);
+      for (int64_t i = 0; i < h->count; ++i)
+        p[i] = fsdp::floatToF16(fsdp::f16ToFloat(p[i]) / static_cast<float>(n));
     } else {
       double *p = static_cast<double *>(h->avgData);
       for (int64_t i = 0; i < h->count; ++i)

@@ -88,15 +88,17 @@ TEST(Interpreter, ErrorWrongFormatAndVersion) {
 TEST(Interpreter, ErrorUnknownOpAndDtype) {
   std::string m = errorOf(tiny("nn.softmax"));
   EXPECT_HAS(m, "instruction #0 (tiny.mlir:4:7): unknown op 'nn.softmax'");
-  m = errorOf(tiny("nn.relu", "bf16"));
-  EXPECT_HAS(m, "buffer 0: unknown dtype 'bf16'");
+  m = errorOf(tiny("nn.relu", "f8"));
+  EXPECT_HAS(m, "buffer 0: unknown dtype 'f8'");
+  m = errorOf(tiny("nn.relu", "bf16")); // bf16 is known, but one per op
+  EXPECT_HAS(m, "mixed dtypes (bf16 and f32)");
 }
 
 TEST(Interpreter, ErrorOperandCountAndDtype) {
   std::string m = errorOf(tiny("nn.add"));
   EXPECT_HAS(m, "'nn.add' (tiny.mlir:4:7): expected 2 operand(s), got 1");
   m = errorOf(tiny("nn.relu", "i32"));
-  EXPECT_HAS(m, "has dtype i32, expected f32 or f64");
+  EXPECT_HAS(m, "has dtype i32, expected a float dtype (f32, f64, bf16, f16)");
   m = errorOf(tiny("nn.relu", "f32", 1, 1, "[7]"));
   EXPECT_HAS(m, "unknown buffer id 7");
 }

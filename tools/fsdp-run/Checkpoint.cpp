@@ -2,13 +2,17 @@
 //
 // Implementation of Checkpoint.h: raw per-rank shard files plus a JSON index
 // that describes the units, parameters and byte offsets, and the checks that
-// a checkpoint matches the schedule it is loaded into.
+// a checkpoint matches the schedule it is loaded into. Each role's buffer is
+// stored in its own dtype (a bf16/f16 `param` as 2-byte elements beside its
+// f32 `master`).
 //
 //===----------------------------------------------------------------------===//
 #include "Checkpoint.h"
 
 #include <mpi.h>
 #include <nlohmann/json.hpp>
+
+#include "fsdp/Half.h"
 
 #include <filesystem>
 #include <fstream>
@@ -31,7 +35,7 @@ namespace fsdp::run {
 
 namespace {
 
-const char *const kRoles[] = {"param", "exp_avg", "exp_avg_sq"};
+const char *const kRoles[] = {"param", "master", "exp_avg", "exp_avg_sq"};
 
 /// The input of (role, unit), or nullptr.
 const IoDesc *unitInput(const Program &p, const std::string &role,
@@ -67,7 +71,14 @@ json shardLayout(const Program &p, int64_t &totalBytes) {
 }
 
 void writeShard(std::ofstream &out, const std::vector<double> &v, DType t) {
-  if (t == DType::F32) {
+  if (t == DType::BF16 || t == DType::F16) { // exact: the values are 2-byte
+    std::vector<uint16_t> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i)
+      h[i] = t == DType::BF16 ? fsdp::floatToBf16(static_cast<float>(v[i]))
+                              : fsdp::floatToF16(static_cast<float>(v[i]));
+    out.write(reinterpret_cast<const char *>(h.data()),
+              static_cast<std::streamsize>(h.size() * sizeof(uint16_t)));
+  } else if (t == DType::F32) {
     std::vector<float> f(v.begin(), v.end());
     out.write(reinterpret_cast<const char *>(f.data()),
               static_cast<std::streamsize>(f.size() * sizeof(float)));
@@ -79,7 +90,13 @@ void writeShard(std::ofstream &out, const std::vector<double> &v, DType t) {
 
 std::vector<double> readShard(std::ifstream &in, int64_t n, DType t) {
   std::vector<double> v(n);
-  if (t == DType::F32) {
+  if (t == DType::BF16 || t == DType::F16) {
+    std::vector<uint16_t> h(n);
+    in.read(reinterpret_cast<char *>(h.data()),
+            static_cast<std::streamsize>(n * sizeof(uint16_t)));
+    for (int64_t i = 0; i < n; ++i)
+      v[i] = t == DType::BF16 ? fsdp::bf16ToFloat(h[i]) : fsdp::f16ToFloat(h[i]);
+  } else if (t == DType::F32) {
     std::vector<float> f(n);
     in.read(reinterpret_cast<char *>(f.data()),
             static_cast<std::streamsize>(n * sizeof(float)));
@@ -131,7 +148,7 @@ void saveCheckpoint(const std::string &dir, const Program &prog,
       for (const char *role : kRoles) {
         int64_t id = shardInput(prog, role, u.name);
         if (id >= 0)
-          writeShard(out, state.at(id), u.dtype);
+          writeShard(out, state.at(id), prog.buffer(id).dtype);
       }
     if (!out.flush())
       throw Error("--save: error writing '" + path + "'");
@@ -143,10 +160,13 @@ void saveCheckpoint(const std::string &dir, const Program &prog,
     return;
   json units = json::array();
   for (const UnitDesc &u : prog.units()) {
-    json params = json::array(), layouts = json::object();
+    json params = json::array(), layouts = json::object(),
+         dtypes = json::object();
     for (const char *role : kRoles)
-      if (const IoDesc *io = unitInput(prog, role, u.name))
+      if (const IoDesc *io = unitInput(prog, role, u.name)) {
         layouts[role] = io->layout;
+        dtypes[role] = fsdp::rt::dtypeName(prog.buffer(io->buffer).dtype);
+      }
     for (const auto &p : u.params)
       params.push_back({{"fqn", p.fqn},
                         {"shape", p.shape},
@@ -159,6 +179,7 @@ void saveCheckpoint(const std::string &dir, const Program &prog,
                      {"padded_numel", u.paddedNumel},
                      {"shard_numel", u.shardNumel},
                      {"layouts", layouts},
+                     {"dtypes", dtypes},
                      {"params", params}});
   }
   json roles = json::array();
@@ -237,10 +258,16 @@ int64_t loadCheckpoint(const std::string &dir, const Program &prog,
       expectEq(ju.at("shard_numel").get<int64_t>(), u.shardNumel,
                "shard_numel", uctx);
       json layouts = ju.value("layouts", json::object());
+      // Checkpoints without "dtypes" hold every role in the unit dtype.
+      json dtypes = ju.value("dtypes", json::object());
       for (const char *role : kRoles)
-        if (const IoDesc *io = unitInput(prog, role, u.name))
+        if (const IoDesc *io = unitInput(prog, role, u.name)) {
           expectEq(layouts.value(role, std::string("shard")), io->layout,
                    std::string("the layout of '") + role + "'", uctx);
+          expectEq(dtypes.value(role, std::string(fsdp::rt::dtypeName(u.dtype))),
+                   std::string(fsdp::rt::dtypeName(prog.buffer(io->buffer).dtype)),
+                   std::string("the dtype of '") + role + "'", uctx);
+        }
       const json &params = ju.at("params");
       expectEq(params.size(), u.params.size(), "the number of parameters",
                uctx);
@@ -280,7 +307,7 @@ int64_t loadCheckpoint(const std::string &dir, const Program &prog,
           throw Error(ctx + ": unit '" + u.name + "' has no '" + role +
                       "' shard in the checkpoint");
         bin.seekg(shards[u.name][role].get<int64_t>());
-        state[id] = readShard(bin, prog.buffer(id).numel, u.dtype);
+        state[id] = readShard(bin, prog.buffer(id).numel, prog.buffer(id).dtype);
         if (!bin)
           throw Error("--load: error reading '" + path + "'");
       }

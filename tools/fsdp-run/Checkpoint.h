@@ -2,8 +2,9 @@
 //
 // A checkpoint directory holds one raw little-endian file per rank,
 // `rank<r>.bin`, with that rank's buffers of every unit (for each unit in
-// schedule order: param, then exp_avg and exp_avg_sq when the schedule has
-// them; shard_numel elements of the unit's dtype each for layout "shard",
+// schedule order: param, then master, exp_avg and exp_avg_sq when the
+// schedule has them; shard_numel elements of the buffer's dtype (the unit's,
+// or bf16/f16 for a mixed-precision param) each for layout "shard",
 // padded_numel for layout "full" -- full buffers are written by every rank,
 // each its own copy, so that loading is per rank and needs no broadcast),
 // and `index.json` written by rank 0 last (nlohmann/json):
@@ -13,14 +14,16 @@
 //    "roles": ["param", "exp_avg", "exp_avg_sq"],
 //    "units": [{"name", "dtype", "numel", "padded_numel", "shard_numel",
 //               "layouts": {"param": "shard" | "full", ...},
+//               "dtypes": {"param": "bf16", "master": "f32", ...},
 //               "params": [{"fqn", "shape", "dtype", "offset", "numel"}]}],
 //    "files": [{"rank": r, "path": "rank<r>.bin", "bytes": B,
 //               "shards": {"<unit>": {"param": byte offset, ...}}}]}
 //
 // `step` is the number of optimizer steps taken; a resumed run continues at
 // step K+1 (data and AdamW bias correction use the global step). Loading
-// checks the grid and every role's layout besides the units (an index
-// without "grid"/"layouts" means R = 1, S = N, all "shard").
+// checks the grid and every role's layout and dtype besides the units (an
+// index without "grid"/"layouts"/"dtypes" means R = 1, S = N, all "shard",
+// every role in the unit dtype).
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RUN_CHECKPOINT_H

@@ -7,8 +7,8 @@
 // or full (replicated) buffers deterministically (the full parameters do not
 // depend on N or the strategy) or loads them
 // from a checkpoint (Checkpoint.h), feeds synthetic, CSV or byte-level text
-// data (Data.h), runs K optimizer steps carrying parameter and
-// optimizer-state outputs to the next step, prints "step s loss x" per step
+// data (Data.h), runs K optimizer steps carrying parameter, f32 master
+// ("Mixed precision") and optimizer-state outputs to the next step, prints "step s loss x" per step
 // on rank 0 and, as the last line, one JSON summary. Any error on any rank
 // aborts all ranks (MPI_Abort) with a message; bad arguments print the usage
 // and exit 2.
@@ -63,8 +63,9 @@ const char *kUsage =
     "                     schedule a CSV (lines f0,...,fF-1,label); for a\n"
     "                     tokens/targets schedule a text file read as bytes\n"
     "                     (vocabulary 256, random windows of T+1 bytes)\n"
-    "  --dump-params PATH write the final unpadded parameters and AdamW\n"
-    "                     moments as JSON on rank 0\n"
+    "  --dump-params PATH write the final unpadded parameters (the f32\n"
+    "                     master where a unit has one) and AdamW moments as\n"
+    "                     JSON on rank 0\n"
     "  --save DIR         write the final sharded parameters and optimizer\n"
     "                     state to DIR (rank<r>.bin per rank, index.json)\n"
     "  --load DIR         resume from a --save directory: its step count\n"
@@ -194,7 +195,7 @@ void appendRole(const Program &p,
     if (it == units.end())
       continue;
     const std::vector<double> &full = it->second;
-    bool f32 = u.dtype == fsdp::rt::DType::F32;
+    bool f32 = u.dtype != fsdp::rt::DType::F64; // 9 digits for f32/bf16/f16
     for (const fsdp::rt::ParamDesc &pd : u.params) {
       out += firstParam ? "\n  " : ",\n  ";
       firstParam = false;
@@ -228,8 +229,8 @@ int runMain(const Options &opt) {
   // checkpoint's.
   HostValues state;
   for (const IoDesc &io : prog.inputs()) {
-    bool shardRole = io.role == "param" || io.role == "exp_avg" ||
-                     io.role == "exp_avg_sq";
+    bool shardRole = io.role == "param" || io.role == "master" ||
+                     io.role == "exp_avg" || io.role == "exp_avg_sq";
     if (!shardRole)
       continue;
     const fsdp::rt::UnitDesc *unit = prog.findUnit(io.unit);
@@ -242,10 +243,13 @@ int runMain(const Options &opt) {
                   "pipeline (fsdp-opt --fsdp-pipeline), not from "
                   "fsdp-autodiff alone");
     // Layout "shard": this rank's shard at its index r mod S in the shard
-    // group; "full": the whole padded buffer, the same on every rank.
-    if (io.role == "param" && io.layout == "full")
+    // group; "full": the whole padded buffer, the same on every rank. A
+    // `master` starts from the same values as `param`; a bf16/f16 `param`
+    // gets them rounded (through f32) by Program::run, i.e. cast(master).
+    bool paramLike = io.role == "param" || io.role == "master";
+    if (paramLike && io.layout == "full")
       state[io.buffer] = fsdp::run::initFull(*unit, opt.seed);
-    else if (io.role == "param")
+    else if (paramLike)
       state[io.buffer] =
           fsdp::run::initShard(*unit, opt.seed, rank % prog.shardSize());
     else
@@ -260,7 +264,8 @@ int runMain(const Options &opt) {
   for (const IoDesc &out : prog.outputs()) {
     if (out.role == "loss")
       lossId = out.buffer;
-    if (out.role != "param" && out.role != "exp_avg" && out.role != "exp_avg_sq")
+    if (out.role != "param" && out.role != "master" && out.role != "exp_avg" &&
+        out.role != "exp_avg_sq")
       continue;
     for (const IoDesc &in : prog.inputs())
       if (in.role == out.role && in.unit == out.unit)
@@ -316,7 +321,12 @@ int runMain(const Options &opt) {
   if (!opt.dumpParams.empty()) {
     double maxDiff = 0;
     std::string text = "{\"params\": ";
-    appendRole(prog, gatherRole(prog, state, "param", rank, maxDiff), text);
+    // A unit with an f32 master reports it; other units their (widened)
+    // param buffer.
+    auto params = gatherRole(prog, state, "master", rank, maxDiff);
+    for (auto &[name, values] : gatherRole(prog, state, "param", rank, maxDiff))
+      params.emplace(name, std::move(values)); // keeps a master if present
+    appendRole(prog, params, text);
     text += ",\n\"exp_avg\": ";
     appendRole(prog, gatherRole(prog, state, "exp_avg", rank, maxDiff), text);
     text += ",\n\"exp_avg_sq\": ";

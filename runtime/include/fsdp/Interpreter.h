@@ -9,7 +9,8 @@
 //
 // Host values are row-major element values stored as double whatever the
 // buffer's dtype (f32 <-> double and i32 <-> double are exact; i64 is exact up
-// to 2^53). Errors (bad file, bad schedule, bad input, a kernel error such as
+// to 2^53; a bf16/f16 input is rounded to f32 and then to the 2-byte dtype,
+// so that it equals nn.cast of the f32 value; their outputs widen exactly). Errors (bad file, bad schedule, bad input, a kernel error such as
 // a label out of range) throw fsdp::rt::Error with a message naming the file,
 // instruction index and source location. Collectives use the C API
 // (runtime.h), so without MPI a world_size 1 schedule runs in-process.
@@ -32,11 +33,17 @@ public:
   using std::runtime_error::runtime_error;
 };
 
-enum class DType { F32, F64, I32, I64 };
-/// "f32", "f64", "i32", "i64".
+/// Buffer element types. BF16 and F16 are 2-byte storage dtypes ("Mixed
+/// precision"): nn ops on them compute in f32 (Half.h for the conversions).
+enum class DType { F32, F64, I32, I64, BF16, F16 };
+/// "f32", "f64", "i32", "i64", "bf16", "f16".
 const char *dtypeName(DType t);
-/// 4 or 8 bytes.
+/// 2, 4 or 8 bytes.
 int64_t dtypeSize(DType t);
+/// f32, f64, bf16 or f16.
+bool isFloatDType(DType t);
+/// bf16 or f16 (2-byte floats).
+bool isHalfDType(DType t);
 
 /// One entry of "buffers". `rootId`/`rootOffset` resolve chains of views to
 /// the allocated buffer (elements); for a non-view rootId == id, offset 0.
@@ -82,7 +89,7 @@ struct OptimizerDesc {
 struct IoDesc {
   int64_t buffer = -1;
   std::string role;
-  std::string unit;                 ///< for param / exp_avg / exp_avg_sq
+  std::string unit;                 ///< param / master / exp_avg / exp_avg_sq
   std::string fqn;                  ///< unsharded param input / grad output
   std::vector<int64_t> globalShape; ///< for data inputs (may be empty)
   /// Unit roles: "shard" (shard_numel elements, this rank's shard at its
@@ -106,7 +113,8 @@ enum class OpKind {
   // Transformer ops (runtime/docs/schedule-format.md, "Transformer ops").
   Embedding, EmbeddingGrad, PositionEmbedding, PositionEmbeddingGrad,
   LayerNorm, LayerNormGrad, RmsNorm, RmsNormGrad, Rope, Attention,
-  AttentionGrad, Silu, SiluGrad, Split, Concat, ZerosLike
+  AttentionGrad, Silu, SiluGrad, Split, Concat, ZerosLike,
+  Cast // "Mixed precision"
 };
 
 /// One parsed instruction with its attributes decoded.

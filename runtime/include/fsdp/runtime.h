@@ -33,18 +33,25 @@ typedef enum fsdp_status {
   FSDP_ERR_NOMEM = 3     /* allocation failed */
 } fsdp_status;
 
-/* Element types of buffers exchanged by collectives. */
+/* Element types of buffers exchanged by collectives. FSDP_BF16 and FSDP_F16
+ * are 2-byte floats (bfloat16, IEEE binary16; fsdp/Half.h): all-gather moves
+ * them as 2-byte elements; reduce-scatter and all-reduce add them in f32 and
+ * round each sum to the storage dtype (an MPI user-defined operation). */
 typedef enum fsdp_dtype {
   FSDP_F32 = 0,
   FSDP_F64 = 1,
   FSDP_I32 = 2,
-  FSDP_I64 = 3
+  FSDP_I64 = 3,
+  FSDP_BF16 = 4,
+  FSDP_F16 = 5
 } fsdp_dtype;
 
 /* Reduction of fsdp_reduce_scatter_start. */
 typedef enum fsdp_reduce_op {
   FSDP_REDUCE_SUM = 0,
-  FSDP_REDUCE_AVG = 1 /* sum, then divide by the world size (floats only) */
+  FSDP_REDUCE_AVG = 1 /* sum, then divide by the world size (floats only;
+                         bf16/f16: the sum is widened, divided in f32 and
+                         rounded once) */
 } fsdp_reduce_op;
 
 /* Process groups of the grid R x S (R replicas of S shard ranks, R*S = N).
