@@ -538,3 +538,21 @@ LogicalResult CastOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   return success();
 }
 LogicalResult CastOp::verify() { return verifyByInference(*this); }
+
+LogicalResult MicroBatchOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+  auto x = tensorOf(getInput());
+  int64_t count = static_cast<int64_t>(getCount()), index = static_cast<int64_t>(getIndex());
+  if (x.getRank() < 1)
+    return emitOpError() << "expects an input with a batch dimension";
+  if (count < 1 || index < 0 || index >= count)
+    return emitOpError() << "expects 0 <= index < count, got index " << index << " and count "
+                         << count;
+  if (x.getShape()[0] % count)
+    return emitOpError() << "expects the batch " << x.getShape()[0]
+                         << " to divide into " << count << " micro-batches";
+  SmallVector<int64_t> shape(x.getShape());
+  shape[0] /= count;
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+LogicalResult MicroBatchOp::verify() { return verifyByInference(*this); }

@@ -325,4 +325,16 @@ def NN_CastOp : NN_DiffOp<"cast"> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
+def NN_MicroBatchOp : NN_ShapedOp<"micro_batch"> {
+  let summary = "micro-batch `index` of `count`: rows [index·m, (index+1)·m) of the batch";
+  let description = [{
+    `input` [b, ...] (any element type) → [b / count, ...] with m = b / count
+    (gradient accumulation: each micro-batch is a contiguous block of this
+    rank's batch). Data only: not differentiable.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$index, I64Attr:$count);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
 #endif // NN_OPS

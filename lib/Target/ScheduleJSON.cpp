@@ -193,6 +193,10 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
       attrs["value"] = dense.getSplatValue<APFloat>().convertToDouble();
     } else {
       for (NamedAttribute na : op->getAttrs()) {
+        // Discardable markers of the passes (nn.micro_batch, ...) are not
+        // part of an instruction's semantics.
+        if (na.getName().getValue().contains('.'))
+          continue;
         FailureOr<json> j = attrToJson(op, na);
         if (failed(j))
           return failure();

@@ -87,6 +87,8 @@ struct FSDPAutodiffPass : mlir::fsdp::impl::FSDPAutodiffBase<FSDPAutodiffPass> {
     OpBuilder b(ret);
     llvm::DenseMap<Value, Value> grads;
     grads[loss] = constantLike(b, loss.getLoc(), loss.getType(), 1.0);
+    // The seed dloss/dloss = 1; fsdp-micro-batch scales it by 1/k.
+    grads[loss].getDefiningOp()->setAttr(nn::kLossSeedAttr, b.getUnitAttr());
     for (Operation *op : llvm::reverse(forwardOps)) {
       SmallVector<Value> resultGrads;
       bool any = false;

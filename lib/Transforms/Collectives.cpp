@@ -11,6 +11,8 @@
 
 #include "llvm/ADT/StringMap.h"
 
+#include <map>
+
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPCOLLECTIVES
 #include "fsdp/Transforms/Passes.h.inc"
@@ -75,6 +77,13 @@ struct FSDPCollectivesPass : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectiv
       return signalPassFailure();
     }
 
+    // The loss op of each micro-batch (fsdp-micro-batch) bounds its forward.
+    llvm::DenseMap<int64_t, Operation *> lossOf;
+    for (Operation &op : block)
+      if (op.hasAttr(nn::kMicroBatchLossAttr))
+        if (auto a = op.getAttrOfType<IntegerAttr>(nn::kMicroBatchAttr))
+          lossOf[a.getInt()] = &op;
+
     // SHARD_GRAD_OP keeps gathered parameters from forward to backward.
     bool reshard = reshardAfterForward;
     if (auto strategy = getOperation()->getAttrOfType<StringAttr>(kStrategyAttr))
@@ -85,7 +94,10 @@ struct FSDPCollectivesPass : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectiv
       // gather of updated slices stays where fsdp-shard put it.
       if (!llvm::any_of(gather->getUsers(), [](Operation *u) { return isa<ParamViewOp>(u); }))
         continue;
-      SmallVector<OpOperand *> forward, backward;
+      // Uses grouped by phase: (micro-batch, forward or backward). With
+      // reshard-after-forward each phase gathers its own copy; without, one
+      // copy serves a micro-batch's forward and backward.
+      std::map<std::pair<int64_t, bool>, SmallVector<OpOperand *>> phases;
       SmallVector<Operation *> views;
       for (Operation *user : gather->getUsers()) {
         auto view = dyn_cast<ParamViewOp>(user);
@@ -94,16 +106,32 @@ struct FSDPCollectivesPass : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectiv
           return signalPassFailure();
         }
         views.push_back(view);
-        for (OpOperand &use : view->getUses())
-          (lossOp->isBeforeInBlock(use.getOwner()) ? backward : forward).push_back(&use);
+        for (OpOperand &use : view->getUses()) {
+          Operation *owner = use.getOwner();
+          int64_t mb = -1;
+          if (auto a = owner->getAttrOfType<IntegerAttr>(nn::kMicroBatchAttr))
+            mb = a.getInt();
+          Operation *boundary = mb >= 0 && lossOf.count(mb) ? lossOf[mb] : lossOp;
+          bool backward = boundary->isBeforeInBlock(owner);
+          phases[{mb, reshard && backward}].push_back(&use);
+        }
       }
-      if (reshard) {
-        placeGather(gather, forward);
-        placeGather(gather, backward);
-      } else {
-        forward.append(backward);
-        placeGather(gather, forward);
-      }
+      // Gathers in program order of their first use.
+      SmallVector<SmallVector<OpOperand *>> groups;
+      for (auto &[key, uses] : phases)
+        groups.push_back(uses);
+      llvm::sort(groups, [](const auto &a, const auto &b) {
+        auto first = [](const SmallVector<OpOperand *> &g) {
+          Operation *f = g.front()->getOwner();
+          for (OpOperand *u : g)
+            if (u->getOwner()->isBeforeInBlock(f))
+              f = u->getOwner();
+          return f;
+        };
+        return first(a)->isBeforeInBlock(first(b));
+      });
+      for (auto &uses : groups)
+        placeGather(gather, uses);
       for (Operation *v : views)
         v->erase();
       Operation *castOp = gather.getShard().getDefiningOp<nn::CastOp>();

@@ -10,6 +10,9 @@ using namespace mlir::fsdp;
 
 void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm, const PipelineOptions &o) {
   pm.addPass(createFSDPAutodiff());
+  FSDPMicroBatchOptions mb;
+  mb.microBatches = o.microBatches;
+  pm.addPass(createFSDPMicroBatch(mb));
   FSDPOptimizerOptions opt;
   opt.optimizer = o.optimizer;
   opt.lr = o.lr;
@@ -30,6 +33,7 @@ void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm, const PipelineOptions &o) 
   shard.paramDtype = o.paramDtype;
   shard.reduceDtype = o.reduceDtype;
   shard.masterWeights = o.masterWeights;
+  shard.accumulate = o.accumulate;
   pm.addPass(createFSDPShard(shard));
   FSDPCollectivesOptions coll;
   coll.reshardAfterForward = o.reshardAfterForward;

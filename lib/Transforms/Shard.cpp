@@ -13,6 +13,8 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/StringSwitch.h"
+
+#include <functional>
 #include "llvm/ADT/StringMap.h"
 
 namespace mlir::fsdp {
@@ -157,6 +159,11 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
     FailureOr<Type> rdtOr = parseDtype(reduceDtype, "reduce-dtype");
     if (failed(pdtOr) || failed(rdtOr))
       return signalPassFailure();
+    if (accumulate != "sharded" && accumulate != "unsharded") {
+      module.emitError() << "fsdp-shard: accumulate must be sharded or unsharded, got '"
+                         << accumulate << "'";
+      return signalPassFailure();
+    }
     if (masterWeights != "cast-on-gather" && masterWeights != "separate") {
       module.emitError() << "fsdp-shard: master-weights must be cast-on-gather or separate, got '"
                          << masterWeights << "'";
@@ -346,24 +353,63 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       // Gradients are computed in pdt, reduced in rdt and applied in the
       // master's dtype.
       uloc = loc;
-      Value flat = FlattenOp::create(b, loc, lowFlatType, unitRef, grads,
-                                     b.getDenseI64ArrayAttr(gradOffsets));
-      Value toReduce = castTo(flat, rdt);
       auto shardType = RankedTensorType::get({shard}, elt);
       auto reduceShardType = RankedTensorType::get({shard}, rdt);
       auto avg = b.getStringAttr("avg");
-      Value gShard;
-      if (replicatedState) {
-        gShard = AllReduceOp::create(b, loc, toReduce.getType(), unitRef, toReduce, avg,
-                                     b.getStringAttr("world"));
-      } else {
-        gShard = ReduceScatterOp::create(b, loc, reduceShardType, unitRef, toReduce, avg,
-                                         shardGroupAttr);
-        if (strategy == "hybrid-shard" && worldSize / shardGroup > 1)
-          gShard = AllReduceOp::create(b, loc, reduceShardType, unitRef, gShard, avg,
-                                       b.getStringAttr("replicate"));
+      auto reduceGrads = [&](ValueRange unitGrads) -> Value {
+        Value flat = FlattenOp::create(b, loc, lowFlatType, unitRef, unitGrads,
+                                       b.getDenseI64ArrayAttr(gradOffsets));
+        Value toReduce = castTo(flat, rdt);
+        Value reduced;
+        if (replicatedState) {
+          reduced = AllReduceOp::create(b, loc, toReduce.getType(), unitRef, toReduce, avg,
+                                        b.getStringAttr("world"));
+        } else {
+          reduced = ReduceScatterOp::create(b, loc, reduceShardType, unitRef, toReduce, avg,
+                                            shardGroupAttr);
+          if (strategy == "hybrid-shard" && worldSize / shardGroup > 1)
+            reduced = AllReduceOp::create(b, loc, reduceShardType, unitRef, reduced, avg,
+                                          b.getStringAttr("replicate"));
+        }
+        return castTo(reduced, elt);
+      };
+      // With micro-batches (fsdp-micro-batch) and accumulate=sharded, each
+      // micro-batch's gradients are reduced and the reduced shards summed;
+      // otherwise (one micro-batch, or no_sync) the accumulated gradient is
+      // reduced once.
+      SmallVector<SmallVector<Value>> perMicroBatch;
+      if (accumulate == "sharded") {
+        for (Value g : grads) {
+          SmallVector<Value> leaves;
+          std::function<void(Value)> collect = [&](Value v) {
+            Operation *def = v.getDefiningOp();
+            if (def && isa<nn::AddOp>(def) && def->hasAttr(nn::kAccumulateAttr)) {
+              collect(def->getOperand(0));
+              collect(def->getOperand(1));
+            } else {
+              leaves.push_back(v);
+            }
+          };
+          collect(g);
+          if (perMicroBatch.empty())
+            perMicroBatch.resize(leaves.size());
+          if (leaves.size() != perMicroBatch.size()) {
+            perMicroBatch.clear();
+            break;
+          }
+          for (auto [j, leaf] : llvm::enumerate(leaves))
+            perMicroBatch[j].push_back(leaf);
+        }
       }
-      gShard = castTo(gShard, elt);
+      Value gShard;
+      if (perMicroBatch.size() > 1) {
+        for (auto &mbGrads : perMicroBatch) {
+          Value r = reduceGrads(mbGrads);
+          gShard = gShard ? nn::AddOp::create(b, loc, gShard, r).getResult() : r;
+        }
+      } else {
+        gShard = reduceGrads(grads);
+      }
       // ZeRO-1 updates this rank's slice of the replicated parameters.
       Value pUpdate = pArg;
       if (strategy == "shard-optimizer" && masterFull)

@@ -37,6 +37,12 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
   Option<std::string> masterWeights{*this, "master-weights",
                                     llvm::cl::desc("cast-on-gather or separate"),
                                     llvm::cl::init("cast-on-gather")};
+  Option<int64_t> microBatches{*this, "micro-batches",
+                               llvm::cl::desc("micro-batches per optimizer step"),
+                               llvm::cl::init(1)};
+  Option<std::string> accumulate{*this, "accumulate",
+                                 llvm::cl::desc("sharded or unsharded gradient accumulation"),
+                                 llvm::cl::init("sharded")};
   Option<std::string> optimizer{*this, "optimizer", llvm::cl::desc("sgd or adamw"),
                                 llvm::cl::init("adamw")};
   Option<double> lr{*this, "lr", llvm::cl::desc("learning rate"), llvm::cl::init(1e-3)};

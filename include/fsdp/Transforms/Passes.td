@@ -20,6 +20,26 @@ def FSDPAutodiff : Pass<"fsdp-autodiff", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::nn::NNDialect", "::mlir::arith::ArithDialect"];
 }
 
+def FSDPMicroBatch : Pass<"fsdp-micro-batch", "::mlir::ModuleOp"> {
+  let summary = "Gradient accumulation: k forward/backward passes per optimizer step";
+  let description = [{
+    Runs after fsdp-autodiff. Each data argument is cut into `micro-batches`
+    contiguous micro-batches (`nn.micro_batch`); the forward and backward
+    ops are cloned once per micro-batch (ops carry `nn.micro_batch = j`, the
+    loss op of each clone `nn.micro_batch_loss`); the autodiff seed of each
+    clone is 1/k, so the accumulated gradient is the mean over micro-batches,
+    and the returned loss is the mean of the micro-batch losses. Gradients
+    of one parameter are summed by `nn.add` marked `nn.accumulate`;
+    fsdp-shard either reduces each micro-batch's gradients and accumulates
+    shards (`accumulate=sharded`, the default) or reduces the accumulated
+    full gradient once (`accumulate=unsharded`, FSDP's no_sync).
+  }];
+  let options = [
+    Option<"microBatches", "micro-batches", "int64_t", "1", "micro-batches per step (>= 1)">
+  ];
+  let dependentDialects = ["::mlir::nn::NNDialect", "::mlir::arith::ArithDialect"];
+}
+
 def FSDPOptimizer : Pass<"fsdp-optimizer", "::mlir::ModuleOp"> {
   let summary = "Append an SGD or AdamW update of every trainable parameter";
   let description = [{
@@ -107,6 +127,9 @@ def FSDPShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
            "parameters' own)">,
     Option<"reduceDtype", "reduce-dtype", "std::string", "\"\"",
            "dtype of gradient reduction (default: param-dtype)">,
+    Option<"accumulate", "accumulate", "std::string", "\"sharded\"",
+           "with micro-batches: sharded (reduce-scatter every micro-batch, accumulate "
+           "shards) or unsharded (accumulate full gradients, reduce once: no_sync)">,
     Option<"masterWeights", "master-weights", "std::string", "\"cast-on-gather\"",
            "cast-on-gather (FSDP2: the f32 shard is the only copy, cast as it is "
            "gathered) or separate (ZeRO: a persistent param-dtype copy beside the f32 "

@@ -28,6 +28,12 @@ inline constexpr llvm::StringLiteral kLossAttr = "nn.loss";           // result:
 inline constexpr llvm::StringLiteral kGradOfAttr = "nn.grad_of";      // result: gradient of FQN
 inline constexpr llvm::StringLiteral kOptStateAttr = "nn.opt_state";  // exp_avg|exp_avg_sq
 inline constexpr llvm::StringLiteral kParamOfAttr = "nn.param_of";    // FQN an opt state belongs to
+/// Op attributes: the autodiff seed constant; the micro-batch an op computes
+/// (fsdp-micro-batch); the loss op of a micro-batch; a gradient accumulation.
+inline constexpr llvm::StringLiteral kLossSeedAttr = "nn.loss_seed";
+inline constexpr llvm::StringLiteral kMicroBatchAttr = "nn.micro_batch";
+inline constexpr llvm::StringLiteral kMicroBatchLossAttr = "nn.micro_batch_loss";
+inline constexpr llvm::StringLiteral kAccumulateAttr = "nn.accumulate";
 
 /// Parses an `nn.init` spec; returns false if malformed. kind is one of
 /// zeros, ones, uniform (U(-scale, scale)), normal (N(0, scale^2)).
