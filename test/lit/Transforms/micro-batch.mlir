@@ -25,7 +25,7 @@
 // Sharded accumulation: a reduce-scatter per micro-batch, shards summed.
 // SHARDED: fsdp.reduce_scatter @fc
 // SHARDED: fsdp.reduce_scatter @fc
-// SHARDED: %[[SUM:.*]] = nn.add %{{.*}}, %{{.*}} : tensor<6xf32>
+// SHARDED: %[[SUM:.*]] = nn.add %{{.*}}, %{{.*}} : tensor<5xf32>
 // SHARDED: nn.adamw_update %{{.*}}, %[[SUM]]
 // no_sync: the full gradients are accumulated and reduced once.
 // NOSYNC: nn.add {{.*}} {nn.accumulate} : tensor<3x3xf32>
