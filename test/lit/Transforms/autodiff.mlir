@@ -13,7 +13,7 @@ func.func @mlp(%x: tensor<2x4xf32> {nn.data = "features"}, %y: tensor<2xi32> {nn
   %a = nn.relu %h : tensor<2x3xf32>
   // CHECK: %[[L:.*]] = nn.cross_entropy %[[A]], %arg1
   %l = nn.cross_entropy %a, %y : (tensor<2x3xf32>, tensor<2xi32>) -> tensor<f32>
-  // CHECK: %[[ONE:.*]] = arith.constant dense<1.000000e+00> : tensor<f32>
+  // CHECK: %[[ONE:.*]] = arith.constant {nn.loss_seed} dense<1.000000e+00> : tensor<f32>
   // CHECK: %[[DA:.*]] = nn.cross_entropy_grad %[[A]], %arg1, %[[ONE]]
   // CHECK: %[[DH:.*]] = nn.relu_grad %[[H]], %[[DA]]
   // The input is data: no dx is computed.
