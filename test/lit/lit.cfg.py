@@ -22,9 +22,13 @@ config.environment["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
 config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
 config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
 config.environment["OMP_NUM_THREADS"] = "1"
+# Concurrent mpiruns race to create and remove Open MPI's shared session
+# directory (<base>/ompi.<host>.<uid>: "File exists" aborts one of them), so
+# every test gets its own base, %t.ompi (lit expands %t after this substitution).
 config.environment["OPENBLAS_NUM_THREADS"] = "1"
 
-config.substitutions.append(("%mpirun", config.mpiexec + " --allow-run-as-root --oversubscribe"))
+config.substitutions.append(("%mpirun", config.mpiexec +
+                              " --allow-run-as-root --oversubscribe --mca orte_tmpdir_base %t.ompi"))
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%fsdp_src", config.fsdp_src_root))
 config.substitutions.append(("%shared", os.path.join(os.path.dirname(config.fsdp_src_root), "shared")))
