@@ -170,6 +170,7 @@ const OpInfo kOps[] = {
     {"nn.concat", OpKind::Concat},
     {"nn.zeros_like", OpKind::ZerosLike},
     {"nn.cast", OpKind::Cast},
+    {"nn.micro_batch", OpKind::MicroBatch},
 };
 
 double attrNum(const json &attrs, const char *key, double dflt,
@@ -616,8 +617,11 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
       break;
     case OpKind::Split: require("sizes"); require("axis"); break;
     case OpKind::Concat: require("axis"); break;
+    case OpKind::MicroBatch: require("index"); require("count"); break;
     default: break;
     }
+    in.index = attrInt(attrs, "index", 0, ctx);
+    in.count = attrInt(attrs, "count", 1, ctx);
     in.transposeWeight = attrBool(attrs, "transpose_weight", ctx);
     in.numEmbeddings = attrInt(attrs, "num_embeddings", 0, ctx);
     in.numPositions = attrInt(attrs, "num_positions", 0, ctx);

@@ -563,6 +563,15 @@ void execute(const Instruction &in, Frame &f) {
     return;
   case OpKind::ParamView:
     return; // the result was bound by Frame::define
+  case OpKind::MicroBatch: {
+    // Micro-batch `index` is the contiguous block of rows [index·m, (index+1)·m).
+    const BufferDesc &x = p.buffer(in.operands[0]), &y = p.buffer(in.results[0]);
+    int64_t bytes = y.numel * dtypeSize(y.dtype);
+    double t0 = fsdp_now();
+    std::memcpy(f.ptr(y.id), static_cast<const char *>(f.ptr(x.id)) + in.index * bytes, bytes);
+    fsdp_add_compute_seconds(fsdp_now() - t0);
+    return;
+  }
   case OpKind::Cast: {
     const BufferDesc &x = p.buffer(in.operands[0]), &y = p.buffer(in.results[0]);
     double t0 = fsdp_now();

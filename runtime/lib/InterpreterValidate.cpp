@@ -452,6 +452,21 @@ void Program::validateInstruction(const Instruction &in, size_t idx) const {
     if (!isFloat(B(r[0]).dtype))
       throw Error(ctx + ": result must be a float dtype");
     break;
+  case OpKind::MicroBatch: {
+    // Any dtype: a contiguous block of rows of the rank's batch.
+    need(1, 1);
+    const BufferDesc &x = B(o[0]), &y = B(r[0]);
+    std::vector<int64_t> expect = x.shape;
+    if (x.dtype != y.dtype || expect.empty() || in.count < 1 || in.index < 0 ||
+        in.index >= in.count || expect[0] % in.count)
+      throw Error(ctx + ": expects 0 <= index < count, a batch " + shapeStr(x.shape) +
+                  " that divides by count " + std::to_string(in.count) +
+                  " and a result of the input's dtype");
+    expect[0] /= in.count;
+    if (y.shape != expect)
+      throw Error(ctx + ": result " + shapeStr(y.shape) + " should be " + shapeStr(expect));
+    break;
+  }
   case OpKind::Cast:
     // Any float dtype to any float dtype, elementwise.
     need(1, 1);

@@ -114,7 +114,8 @@ enum class OpKind {
   Embedding, EmbeddingGrad, PositionEmbedding, PositionEmbeddingGrad,
   LayerNorm, LayerNormGrad, RmsNorm, RmsNormGrad, Rope, Attention,
   AttentionGrad, Silu, SiluGrad, Split, Concat, ZerosLike,
-  Cast // "Mixed precision"
+  Cast, // "Mixed precision"
+  MicroBatch // gradient accumulation: rows [index·m, (index+1)·m) of the batch
 };
 
 /// One parsed instruction with its attributes decoded.
@@ -141,6 +142,7 @@ struct Instruction {
   int64_t numHeads = 0, numKvHeads = 0;          ///< nn.attention(_grad)
   int64_t axis = 0;                              ///< split / concat (as given)
   std::vector<int64_t> sizes;                    ///< nn.split
+  int64_t index = 0, count = 1;                  ///< nn.micro_batch
 };
 
 /// Buffer id -> element values (row-major, as double).
