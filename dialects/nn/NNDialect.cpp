@@ -60,6 +60,16 @@ static LogicalResult verifyNNAttr(Operation *op, NamedAttribute attr, Type type,
     }
     return success();
   }
+  if (name == kTiedAttr) {
+    auto arr = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!arr || llvm::any_of(arr, [](Attribute a) {
+          auto s = dyn_cast<StringAttr>(a);
+          return !s || s.getValue().empty();
+        }))
+      return err() << "must be an array of FQNs (the names tied to this parameter, e.g. "
+                      "[\"lm_head.weight\"])";
+    return success();
+  }
   if (name == kTrainableAttr) {
     if (!isa<BoolAttr>(attr.getValue()))
       return err() << "must be a bool";

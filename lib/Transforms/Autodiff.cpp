@@ -10,6 +10,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/GlobPattern.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPAUTODIFF
@@ -35,11 +36,34 @@ static Value constantLike(OpBuilder &b, Location loc, Type type, double value) {
 
 namespace {
 struct FSDPAutodiffPass : mlir::fsdp::impl::FSDPAutodiffBase<FSDPAutodiffPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     FailureOr<func::FuncOp> maybeFn = getStepFunction(getOperation());
     if (failed(maybeFn))
       return signalPassFailure();
     func::FuncOp fn = *maybeFn;
+    for (const std::string &pattern : frozen) {
+      llvm::Expected<llvm::GlobPattern> glob = llvm::GlobPattern::create(pattern);
+      if (!glob) {
+        llvm::consumeError(glob.takeError());
+        getOperation().emitError() << "fsdp-autodiff: frozen pattern '" << pattern
+                                   << "' is not a valid glob";
+        return signalPassFailure();
+      }
+      bool matched = false;
+      for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+        if (auto fqn = fn.getArgAttrOfType<StringAttr>(i, nn::kParamAttr))
+          if (glob->match(fqn.getValue())) {
+            fn.setArgAttr(i, nn::kTrainableAttr, BoolAttr::get(&getContext(), false));
+            matched = true;
+          }
+      if (!matched) {
+        getOperation().emitError() << "fsdp-autodiff: frozen pattern '" << pattern
+                                   << "' matches no parameter";
+        return signalPassFailure();
+      }
+    }
     if (!fn.getBody().hasOneBlock()) {
       fn.emitError() << "expects a single-block forward function";
       return signalPassFailure();

@@ -9,7 +9,9 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm, const PipelineOptions &o) {
-  pm.addPass(createFSDPAutodiff());
+  FSDPAutodiffOptions ad;
+  ad.frozen = llvm::to_vector(o.frozen);
+  pm.addPass(createFSDPAutodiff(ad));
   FSDPMicroBatchOptions mb;
   mb.microBatches = o.microBatches;
   pm.addPass(createFSDPMicroBatch(mb));
@@ -23,6 +25,7 @@ void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm, const PipelineOptions &o) 
   pm.addPass(createFSDPOptimizer(opt));
   FSDPWrapOptions wrap;
   wrap.policy = o.policy;
+  wrap.minUnitNumel = o.minUnitNumel;
   wrap.unitDepth = o.unitDepth;
   wrap.units = llvm::to_vector(o.units);
   pm.addPass(createFSDPWrap(wrap));

@@ -64,9 +64,14 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (policy != "module" && policy != "block") {
-      module.emitError() << "fsdp-wrap: policy must be 'module' or 'block', got '" << policy
-                         << "'";
+    if (policy != "module" && policy != "block" && policy != "size") {
+      module.emitError() << "fsdp-wrap: policy must be 'module', 'block' or 'size', got '"
+                         << policy << "'";
+      return signalPassFailure();
+    }
+    if (policy == "size" && minUnitNumel < 1) {
+      module.emitError() << "fsdp-wrap: min-unit-numel must be >= 1, got "
+                         << static_cast<int64_t>(minUnitNumel);
       return signalPassFailure();
     }
     if (unitDepth < 0) {
@@ -102,6 +107,7 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
     llvm::MapVector<StringRef, SmallVector<unsigned>, llvm::StringMap<unsigned>> groups;
     std::vector<std::unique_ptr<std::string>> names; // owns the group keys
     llvm::StringMap<unsigned> seen;
+    int64_t sizeUnits = 0, sizeUnitNumel = 0;
     for (auto [i, _] : order) {
       StringRef fqn = fn.getArgAttrOfType<StringAttr>(i, nn::kParamAttr).getValue();
       if (!seen.insert({fqn, i}).second) {
@@ -110,7 +116,33 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
             << i << "); a tied parameter is one argument used twice";
         return signalPassFailure();
       }
-      std::string n = unitName(fqn);
+      std::string n;
+      if (policy == "size") {
+        // Fill units in first-use order up to min-unit-numel elements.
+        int64_t numel = cast<RankedTensorType>(fn.getArgument(i).getType()).getNumElements();
+        if (sizeUnitNumel >= minUnitNumel || names.empty()) {
+          ++sizeUnits;
+          sizeUnitNumel = 0;
+        }
+        sizeUnitNumel += numel;
+        n = "size." + std::to_string(sizeUnits - 1);
+      } else {
+        n = unitName(fqn);
+      }
+      // A tied parameter's other names must not be wrapped elsewhere.
+      if (auto tied = fn.getArgAttrOfType<ArrayAttr>(i, nn::kTiedAttr))
+        if (!units.empty())
+          for (Attribute a : tied) {
+            StringRef alias = cast<StringAttr>(a).getValue();
+            std::string other = unitName(alias);
+            if (other != n) {
+              emitError(fn.getArgument(i).getLoc())
+                  << "parameter '" << fqn << "' is tied to '" << alias
+                  << "' (one parameter, two names), but the wrap request puts them in units '"
+                  << n << "' and '" << other << "'; tied parameters live in one unit";
+              return signalPassFailure();
+            }
+          }
       auto it = llvm::find_if(names, [&](auto &p) { return *p == n; });
       if (it == names.end()) {
         names.push_back(std::make_unique<std::string>(n));
@@ -119,8 +151,25 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
       groups[**it].push_back(i);
     }
 
-    OpBuilder b(module.getBody(), module.getBody()->begin());
+    // Frozen and trainable parameters of one unit: two flat buffers (units
+    // `name` and `name.frozen`), so that the frozen one carries no gradient
+    // and no optimizer state.
+    SmallVector<std::pair<std::string, SmallVector<unsigned>>> flatGroups;
     for (auto &[name, args] : groups) {
+      SmallVector<unsigned> train, frozenArgs;
+      for (unsigned i : args) {
+        auto tr = fn.getArgAttrOfType<BoolAttr>(i, nn::kTrainableAttr);
+        (!tr || tr.getValue() ? train : frozenArgs).push_back(i);
+      }
+      if (!train.empty() && !frozenArgs.empty()) {
+        flatGroups.push_back({name.str(), train});
+        flatGroups.push_back({name.str() + ".frozen", frozenArgs});
+      } else {
+        flatGroups.push_back({name.str(), args});
+      }
+    }
+    OpBuilder b(module.getBody(), module.getBody()->begin());
+    for (auto &[name, args] : flatGroups) {
       SmallVector<Attribute> fqns, shapes, inits;
       SmallVector<bool> trainable;
       Type elt;
@@ -141,12 +190,6 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
         inits.push_back(init ? init : b.getStringAttr(defaultInit(t)));
         auto tr = fn.getArgAttrOfType<BoolAttr>(i, nn::kTrainableAttr);
         trainable.push_back(!tr || tr.getValue());
-      }
-      if (llvm::is_contained(trainable, true) && llvm::is_contained(trainable, false)) {
-        emitError(fn.getArgument(args.front()).getLoc())
-            << "unit '" << name << "' mixes trainable and frozen parameters; wrap frozen "
-            << "parameters into their own unit with units=";
-        return signalPassFailure();
       }
       UnitOp::create(b, fn.getLoc(), b.getStringAttr(name), b.getArrayAttr(fqns),
                      b.getArrayAttr(shapes), b.getArrayAttr(inits),

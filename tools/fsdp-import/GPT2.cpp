@@ -118,6 +118,8 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext *ctx, ConfigReader &cfg, const Overr
   }
   x = mb.layerNorm("transformer.ln_f", x, mb.param("transformer.ln_f.weight"),
                    mb.param("transformer.ln_f.bias"), *eps);
+  if (*tied)
+    mb.tie("transformer.wte.weight", "lm_head.weight");
   Value head = mb.param(*tied ? "transformer.wte.weight" : "lm_head.weight");
   Value logits = mb.linear("lm_head", x, head);
   return mb.finish(mb.crossEntropy("loss", logits, mb.targets()));

@@ -149,6 +149,8 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *ctx, ConfigReader &cfg, const Over
     x = mb.add(m, x, down);
   }
   x = mb.rmsNorm("model.norm", x, mb.param("model.norm.weight"), *eps);
+  if (*tied)
+    mb.tie("model.embed_tokens.weight", "lm_head.weight");
   Value head = mb.param(*tied ? "model.embed_tokens.weight" : "lm_head.weight");
   Value logits = mb.linear("lm_head", x, head);
   return mb.finish(mb.crossEntropy("loss", logits, mb.targets()));

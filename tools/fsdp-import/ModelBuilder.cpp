@@ -67,6 +67,15 @@ void ModelBuilder::begin() {
   b.setInsertionPointToStart(body);
 }
 
+void ModelBuilder::tie(StringRef fqn, StringRef alias) {
+  auto arg = cast<BlockArgument>(param(fqn));
+  SmallVector<Attribute> names;
+  if (auto old = func.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(), nn::kTiedAttr))
+    names.append(old.begin(), old.end());
+  names.push_back(b.getStringAttr(alias));
+  func.setArgAttr(arg.getArgNumber(), nn::kTiedAttr, b.getArrayAttr(names));
+}
+
 OwningOpRef<ModuleOp> ModelBuilder::finish(Value loss) {
   func::ReturnOp::create(b, loc("loss"), loss);
   if (failed(verify(*module)))

@@ -45,6 +45,9 @@ public:
 
   mlir::Value tokens() const { return tokensArg; }
   mlir::Value targets() const { return targetsArg; }
+  /// Records that `alias` (a checkpoint FQN, e.g. lm_head.weight) is tied to
+  /// the declared parameter `fqn` (nn.tied): one parameter, two names.
+  void tie(llvm::StringRef fqn, llvm::StringRef alias);
   /// The argument of a declared parameter (asserts it exists).
   mlir::Value param(llvm::StringRef fqn) const;
   mlir::Location loc(llvm::StringRef module) const;

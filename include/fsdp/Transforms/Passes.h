@@ -37,6 +37,11 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
   Option<std::string> masterWeights{*this, "master-weights",
                                     llvm::cl::desc("cast-on-gather or separate"),
                                     llvm::cl::init("cast-on-gather")};
+  ListOption<std::string> frozen{*this, "frozen",
+                                 llvm::cl::desc("FQN glob patterns of frozen parameters")};
+  Option<int64_t> minUnitNumel{*this, "min-unit-numel",
+                               llvm::cl::desc("policy=size: minimum numel of a unit"),
+                               llvm::cl::init(100000000)};
   Option<int64_t> microBatches{*this, "micro-batches",
                                llvm::cl::desc("micro-batches per optimizer step"),
                                llvm::cl::init(1)};

@@ -15,8 +15,14 @@ def FSDPAutodiff : Pass<"fsdp-autodiff", "::mlir::ModuleOp"> {
     after the forward ops; gradients of values used twice are summed
     (nn.add). Only values that depend on a trainable parameter are
     differentiated. A parameter that does not reach the loss gets a zero
-    gradient.
+    gradient. `frozen` lists FQN glob patterns (`*.ln_1.*`, `transformer.wte.weight`)
+    of parameters to freeze (`nn.trainable = false`): no gradient, hence no
+    reduce-scatter and no optimizer state.
   }];
+  let options = [
+    ListOption<"frozen", "frozen", "std::string",
+               "FQN glob patterns of parameters to freeze">
+  ];
   let dependentDialects = ["::mlir::nn::NNDialect", "::mlir::arith::ArithDialect"];
 }
 
@@ -74,15 +80,25 @@ def FSDPWrap : Pass<"fsdp-wrap", "::mlir::ModuleOp"> {
     `policy=block` instead makes one unit per transformer block (the FQN up
     to its first numeric component: `transformer.h.3`, `model.layers.3`)
     and one `root` unit for everything else (embeddings, final norm, head),
-    as PyTorch FSDP's transformer_auto_wrap_policy. Units are ordered by
-    their first use in the function; parameters within a unit by first use
-    too.
+    as PyTorch FSDP's transformer_auto_wrap_policy. `policy=size` fills
+    units in first-use order up to `min-unit-numel` elements. Units are
+    ordered by their first use in the function; parameters within a unit by
+    first use too. A tied parameter (`nn.tied`: one parameter known under
+    several FQNs) lives in one unit; explicit `units` that would place its
+    names in two units are an error naming both. Frozen and trainable
+    parameters of one unit get two flat buffers, `<unit>` and
+    `<unit>.frozen` (gathered at the same points; the frozen one has no
+    gradient, reduce-scatter or optimizer state). Parameters of different
+    dtypes in one unit are rejected.
   }];
   let options = [
     Option<"policy", "policy", "std::string", "\"module\"",
            "module (FQN prefixes, as below) or block (one unit per transformer block, "
            "named by the FQN up to its block index, plus a root unit for the rest, as "
            "PyTorch's transformer_auto_wrap_policy)">,
+    Option<"minUnitNumel", "min-unit-numel", "int64_t", "100000000",
+           "policy=size: parameters in first-use order join a unit until it holds at "
+           "least this many elements (torch's size_based_auto_wrap_policy, default 1e8)">,
     Option<"unitDepth", "unit-depth", "int", "0",
            "number of FQN components that name a unit (0: all but the last)">,
     ListOption<"units", "units", "std::string", "explicit unit FQN prefixes">

@@ -33,14 +33,18 @@ func.func @f(%x: tensor<2x4xf32> {nn.data = "features"}, %y: tensor<2xi32> {nn.d
 
 // -----
 
-// expected-error-re @+1 {{unit '{{a|root}}' mixes element types 'f32' and 'f64' (parameter 'a.y'): one flat buffer has one dtype}}
+// expected-error-re @+1 {{unit '{{a|root|size.0}}' mixes element types 'f32' and 'f64' (parameter 'a.y'): one flat buffer has one dtype}}
 func.func @dtypes(%p: tensor<2xf32> {nn.param = "a.x"}, %q: tensor<2xf64> {nn.param = "a.y"}) {
   return
 }
 
 // -----
 
-// expected-error-re @+1 {{unit '{{b|root}}' mixes trainable and frozen parameters}}
+// Frozen and trainable parameters of one unit get two flat buffers.
+// MODULE-LABEL: fsdp.unit @b params ["b.x"]
+// MODULE-SAME: trainable = array<i1: true>
+// MODULE: fsdp.unit @b.frozen params ["b.y"]
+// MODULE-SAME: trainable = array<i1: false>
 func.func @frozen(%p: tensor<2xf32> {nn.param = "b.x"}, %q: tensor<2xf32> {nn.param = "b.y", nn.trainable = false}) {
   return
 }
@@ -70,6 +74,34 @@ func.func @blocks(%t: tensor<2x3xi32> {nn.data = "tokens"}, %y: tensor<2x3xi32> 
   %h1 = nn.linear %h0, %a0 : (tensor<2x3x4xf32>, tensor<4x4xf32>) -> tensor<2x3x4xf32>
   %h2 = nn.linear %h1, %m1 : (tensor<2x3x4xf32>, tensor<4x4xf32>) -> tensor<2x3x4xf32>
   %o = nn.linear %h2, %wte : (tensor<2x3x4xf32>, tensor<7x4xf32>) -> tensor<2x3x7xf32>
+  %l = nn.cross_entropy %o, %y : (tensor<2x3x7xf32>, tensor<2x3xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// RUN: fsdp-opt %s --fsdp-wrap="policy=size min-unit-numel=20" -split-input-file -verify-diagnostics | FileCheck %s --check-prefix=SIZE
+// Units fill in first-use order until they hold 20 elements: 12 + 12, then 12 + 4.
+// SIZE-LABEL: fsdp.unit @size.0 params ["l0.weight", "l1.weight"]
+// SIZE: fsdp.unit @size.1 params ["l2.weight", "l2.bias"]
+func.func @sizes(%x: tensor<2x3xf32> {nn.data = "features"}, %y: tensor<2xi32> {nn.data = "labels"},
+                 %w0: tensor<4x3xf32> {nn.param = "l0.weight"}, %w1: tensor<3x4xf32> {nn.param = "l1.weight"},
+                 %w2: tensor<4x3xf32> {nn.param = "l2.weight"}, %b2: tensor<4xf32> {nn.param = "l2.bias"}) -> (tensor<f32> {nn.loss}) {
+  %h0 = nn.linear %x, %w0 : (tensor<2x3xf32>, tensor<4x3xf32>) -> tensor<2x4xf32>
+  %h1 = nn.linear %h0, %w1 : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<2x3xf32>
+  %h2 = nn.linear %h1, %w2, %b2 : (tensor<2x3xf32>, tensor<4x3xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %l = nn.cross_entropy %h2, %y : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// RUN: not fsdp-opt %s --fsdp-wrap="units=transformer.wte,lm_head" -split-input-file 2>&1 | FileCheck %s --check-prefix=TIED
+// TIED: error: parameter 'transformer.wte.weight' is tied to 'lm_head.weight' (one parameter, two names), but the wrap request puts them in units 'transformer.wte' and 'lm_head'; tied parameters live in one unit
+func.func @tied(%t: tensor<2x3xi32> {nn.data = "tokens"}, %y: tensor<2x3xi32> {nn.data = "targets"},
+                %wte: tensor<7x4xf32> {nn.param = "transformer.wte.weight", nn.tied = ["lm_head.weight"]}) -> (tensor<f32> {nn.loss}) {
+  %x = nn.embedding %t, %wte : (tensor<2x3xi32>, tensor<7x4xf32>) -> tensor<2x3x4xf32>
+  %o = nn.linear %x, %wte : (tensor<2x3x4xf32>, tensor<7x4xf32>) -> tensor<2x3x7xf32>
   %l = nn.cross_entropy %o, %y : (tensor<2x3x7xf32>, tensor<2x3xi32>) -> tensor<f32>
   return %l : tensor<f32>
 }

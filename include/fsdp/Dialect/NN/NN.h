@@ -28,6 +28,7 @@ inline constexpr llvm::StringLiteral kLossAttr = "nn.loss";           // result:
 inline constexpr llvm::StringLiteral kGradOfAttr = "nn.grad_of";      // result: gradient of FQN
 inline constexpr llvm::StringLiteral kOptStateAttr = "nn.opt_state";  // exp_avg|exp_avg_sq
 inline constexpr llvm::StringLiteral kParamOfAttr = "nn.param_of";    // FQN an opt state belongs to
+inline constexpr llvm::StringLiteral kTiedAttr = "nn.tied";           // FQNs tied to this parameter
 /// Op attributes: the autodiff seed constant; the micro-batch an op computes
 /// (fsdp-micro-batch); the loss op of a micro-batch; a gradient accumulation.
 inline constexpr llvm::StringLiteral kLossSeedAttr = "nn.loss_seed";
