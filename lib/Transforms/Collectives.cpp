@@ -89,11 +89,19 @@ struct FSDPCollectivesPass : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectiv
     if (auto strategy = getOperation()->getAttrOfType<StringAttr>(kStrategyAttr))
       reshard &= strategy.getValue() != "shard-grad-op";
 
+    for (const std::string &name : keepGathered)
+      if (!SymbolTable::lookupSymbolIn(getOperation(), name)) {
+        getOperation().emitError() << "fsdp-collectives: keep-gathered names unknown unit '"
+                                   << name << "'";
+        return signalPassFailure();
+      }
     for (AllGatherOp gather : llvm::to_vector(block.getOps<AllGatherOp>())) {
       // Only the gathers that feed parameter views are placed here; ZeRO-1's
       // gather of updated slices stays where fsdp-shard put it.
       if (!llvm::any_of(gather->getUsers(), [](Operation *u) { return isa<ParamViewOp>(u); }))
         continue;
+      // Per-unit reshard_after_forward (FSDP2): listed units stay gathered.
+      bool reshardUnit = reshard && !llvm::is_contained(keepGathered, gather.getUnit().str());
       // Uses grouped by phase: (micro-batch, forward or backward). With
       // reshard-after-forward each phase gathers its own copy; without, one
       // copy serves a micro-batch's forward and backward.
@@ -113,7 +121,7 @@ struct FSDPCollectivesPass : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectiv
             mb = a.getInt();
           Operation *boundary = mb >= 0 && lossOf.count(mb) ? lossOf[mb] : lossOp;
           bool backward = boundary->isBeforeInBlock(owner);
-          phases[{mb, reshard && backward}].push_back(&use);
+          phases[{mb, reshardUnit && backward}].push_back(&use);
         }
       }
       // Gathers in program order of their first use.

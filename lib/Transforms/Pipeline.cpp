@@ -40,6 +40,7 @@ void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm, const PipelineOptions &o) 
   pm.addPass(createFSDPShard(shard));
   FSDPCollectivesOptions coll;
   coll.reshardAfterForward = o.reshardAfterForward;
+  coll.keepGathered = llvm::to_vector(o.keepGathered);
   pm.addPass(createFSDPCollectives(coll));
   pm.addPass(createCanonicalizerPass());
   FSDPMemoryPlanOptions mem;

@@ -69,6 +69,8 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
   Option<std::string> memoryBudget{*this, "memory-budget",
                                    llvm::cl::desc("per-rank memory budget, e.g. 80GiB"),
                                    llvm::cl::init("")};
+  ListOption<std::string> keepGathered{*this, "keep-gathered",
+                                       llvm::cl::desc("units kept gathered from forward to backward")};
   Option<bool> reshardAfterForward{*this, "reshard-after-forward",
                                    llvm::cl::desc("reshard parameters after forward"),
                                    llvm::cl::init(true)};

@@ -167,7 +167,10 @@ def FSDPCollectives : Pass<"fsdp-collectives", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"reshardAfterForward", "reshard-after-forward", "bool", "true",
-           "free gathered parameters after forward and gather again for backward">
+           "free gathered parameters after forward and gather again for backward">,
+    ListOption<"keepGathered", "keep-gathered", "std::string",
+               "units not resharded after forward (FSDP2's per-module "
+               "reshard_after_forward=False), e.g. the root unit">
   ];
   let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
 }

@@ -44,3 +44,14 @@ func.func @f(%x: tensor<6x3xf32> {nn.data = "features"}, %y: tensor<6xi32> {nn.d
   %l = nn.cross_entropy %o, %y : (tensor<6x2xf32>, tensor<6xi32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer --fsdp-wrap --fsdp-shard="world-size=2" | fsdp-opt --fsdp-collectives="keep-gathered=fc2" | FileCheck %s --check-prefix=KEEP
+// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer --fsdp-wrap --fsdp-shard="world-size=2" | not fsdp-opt --fsdp-collectives="keep-gathered=fc9" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// Per-unit reshard_after_forward: fc2 stays gathered from forward to backward.
+// KEEP-LABEL: func.func @f(
+// KEEP: %[[G2:.*]] = fsdp.all_gather @fc2
+// KEEP-NOT: fsdp.all_gather @fc2
+// KEEP: nn.cross_entropy
+// KEEP: nn.matmul %{{.*}}, %{{.*}} :
+// KEEP-NEXT: fsdp.free %[[G2]]
+// UNKNOWN: error: fsdp-collectives: keep-gathered names unknown unit 'fc9'
