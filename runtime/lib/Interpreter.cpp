@@ -419,7 +419,45 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
       bd.viewOf = intField(b, "view_of", ctx);
       bd.offset = b.contains("offset") ? intField(b, "offset", ctx) : 0;
     }
+    if (b.contains("arena_offset") && !b["arena_offset"].is_null())
+      bd.arenaOffset = intField(b, "arena_offset", ctx);
     bufferMap[bd.id] = bd;
+  }
+  // The planned arena ("Runtime decisions"): used when memory_plan has
+  // arena_bytes and every owned buffer an arena_offset; each offset must be
+  // aligned and its bytes inside the arena.
+  arenaPlanned = false;
+  if (root.contains("memory_plan") && root["memory_plan"].is_object() &&
+      root["memory_plan"].contains("arena_bytes")) {
+    const json &mp = root["memory_plan"];
+    std::string ctx = src + ": memory_plan";
+    arenaSize = intField(mp, "arena_bytes", ctx);
+    arenaAlignment = mp.contains("arena_alignment")
+                         ? intField(mp, "arena_alignment", ctx)
+                         : 64;
+    if (arenaSize < 0 || arenaAlignment < 1 ||
+        (arenaAlignment & (arenaAlignment - 1)) != 0)
+      throw Error(ctx + ": arena_bytes " + std::to_string(arenaSize) +
+                  " must be >= 0 and arena_alignment " +
+                  std::to_string(arenaAlignment) + " a power of two");
+    arenaPlanned = true;
+    for (const auto &[id, bd] : bufferMap)
+      if (bd.viewOf < 0 && bd.arenaOffset < 0)
+        arenaPlanned = false; // a partial plan: allocate per buffer
+    for (const auto &[id, bd] : bufferMap) {
+      if (!arenaPlanned)
+        break;
+      if (bd.viewOf >= 0)
+        continue;
+      if (bd.arenaOffset % arenaAlignment != 0 ||
+          bd.arenaOffset + bd.bytes > arenaSize)
+        throw Error(src + ": buffer " + std::to_string(id) +
+                    ": arena bytes [" + std::to_string(bd.arenaOffset) +
+                    ", " + std::to_string(bd.arenaOffset + bd.bytes) +
+                    ") are not " + std::to_string(arenaAlignment) +
+                    "-byte aligned inside the arena of " +
+                    std::to_string(arenaSize) + " bytes");
+    }
   }
   // Resolve view chains to their allocated root; check bounds and dtypes.
   for (auto &[id, bd] : bufferMap) {

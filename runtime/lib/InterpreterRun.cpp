@@ -1,7 +1,9 @@
 //===- InterpreterRun.cpp - Executes a validated fsdp schedule ------------===//
 //
-// Program::run: allocation of inputs and results through fsdp_alloc (views
-// are bound to base + offset, never allocated), kernel dispatch on dtype,
+// Program::run: allocation of inputs and results through fsdp_alloc, or,
+// with a memory plan, binding to their slots of one planned arena (checked
+// against the live buffers' slots; views are bound to base + offset, never
+// allocated), kernel dispatch on dtype,
 // asynchronous collectives whose wait is deferred until an instruction
 // touches one of their buffers (see runtime/docs/schedule-format.md, "Runtime
 // decisions"), over the grid's process groups (fsdp_set_grid), the local
@@ -19,6 +21,7 @@
 #include "fsdp/runtime.h"
 
 #include <cstring>
+#include <map>
 #include <unordered_map>
 
 namespace fsdp::rt {
@@ -134,26 +137,80 @@ struct Pending {
   int64_t sendRoot, recvRoot;
 };
 
-// The state of one run(): live allocations by root id and pending
-// collectives. The destructor releases everything, also on errors.
+// The state of one run(): live buffers by root id and pending collectives.
+// Buffers are fsdp_alloc'd, or, with an arena (Program::usesArena), bound to
+// arena + arena_offset and accounted with fsdp_mem_account. The destructor
+// releases everything, also on errors.
 class Frame {
 public:
-  explicit Frame(const Program &p) : prog(p) {}
+  Frame(const Program &p, char *arenaBase) : prog(p), arena(arenaBase) {}
   ~Frame() {
     for (Pending &q : pending)
       fsdp_wait(q.handle); // never leave MPI requests dangling
     for (auto &[id, ptr] : live)
-      fsdp_free(ptr);
+      unbind(id, ptr);
   }
 
+  /// Makes the owned buffer `rootId` live, zero-filled: fsdp_alloc, or its
+  /// arena slot after checking that no live buffer overlaps it.
   void allocate(int64_t rootId) {
     if (live.count(rootId))
       throw Error("buffer " + std::to_string(rootId) +
                   " is defined while still live");
-    void *p = fsdp_alloc(static_cast<size_t>(prog.buffer(rootId).bytes));
-    if (!p)
-      throw Error(std::string(fsdp_last_error()));
+    const BufferDesc &b = prog.buffer(rootId);
+    void *p;
+    if (arena) {
+      checkSlotFree(b);
+      p = arena + b.arenaOffset;
+      std::memset(p, 0, static_cast<size_t>(b.bytes));
+      fsdp_mem_account(b.bytes);
+      if (b.bytes > 0)
+        slots[b.arenaOffset] = {rootId, curInst};
+    } else {
+      p = fsdp_alloc(static_cast<size_t>(b.bytes));
+      if (!p)
+        throw Error(std::string(fsdp_last_error()));
+    }
     live[rootId] = p;
+  }
+  /// Ends the life of owned buffer `id` at `p` (not erased from `live`).
+  void unbind(int64_t id, void *p) {
+    if (!arena) {
+      fsdp_free(p);
+      return;
+    }
+    const BufferDesc &b = prog.buffer(id);
+    fsdp_mem_account(-b.bytes);
+    if (b.bytes > 0)
+      slots.erase(b.arenaOffset);
+  }
+  /// Throws the planner-bug error if a live buffer's arena bytes overlap
+  /// those of `b`. Live slots are disjoint, so only the last one starting
+  /// before b's end can overlap.
+  void checkSlotFree(const BufferDesc &b) const {
+    if (b.bytes == 0)
+      return;
+    int64_t lo = b.arenaOffset, hi = lo + b.bytes;
+    auto it = slots.lower_bound(hi);
+    if (it == slots.begin())
+      return;
+    --it;
+    const BufferDesc &o = prog.buffer(it->second.id);
+    if (it->first + o.bytes <= lo)
+      return;
+    std::string since = "the step start (an input)";
+    if (it->second.inst >= 0) {
+      const Instruction &d = prog.instructions()[it->second.inst];
+      since = "instruction #" + std::to_string(it->second.inst) + " '" +
+              d.op + "'" + (d.loc.empty() ? "" : " (" + d.loc + ")");
+    }
+    throw Error("memory plan error: buffer " + std::to_string(b.id) +
+                " at arena bytes [" + std::to_string(lo) + ", " +
+                std::to_string(hi) + ") overlaps live buffer " +
+                std::to_string(o.id) + " at arena bytes [" +
+                std::to_string(it->first) + ", " +
+                std::to_string(it->first + o.bytes) + "), live since " +
+                since);
   }
   // Makes result `id` usable: allocates it, or for a view its root if the
   // root is not live yet.
@@ -174,7 +231,7 @@ public:
     auto it = live.find(id);
     if (it == live.end())
       throw Error("buffer " + std::to_string(id) + " freed but not live");
-    fsdp_free(it->second);
+    unbind(id, it->second);
     live.erase(it);
   }
   // The memory of `id`: its f32 scratch copy while a bf16/f16 op runs
@@ -232,7 +289,16 @@ public:
     }
   }
 
+  /// An arena slot in use: its buffer and the instruction that bound it
+  /// (-1: an input, bound at the step start).
+  struct Slot {
+    int64_t id, inst;
+  };
+
   const Program &prog;
+  char *arena; ///< the planned arena, or null (fsdp_alloc per buffer)
+  int64_t curInst = -1; ///< the instruction being executed (-1: inputs)
+  std::map<int64_t, Slot> slots; ///< live arena slots by byte offset
   std::unordered_map<int64_t, void *> live;
   std::vector<Pending> pending;
   /// f32 stand-ins of bf16/f16 buffers during one op (execHalf).
@@ -604,9 +670,20 @@ HostValues Program::run(const HostValues &inputs) {
     throw Error(sourceName + ": " + fsdp_last_error());
   int64_t base = fsdp_mem_current_bytes();
   fsdp_mem_reset_peak();
+  char *arenaBase = nullptr;
+  if (arenaPlanned) {
+    if (!arena) { // once per Program (shared by its copies), reused per step
+      void *a = fsdp_arena_alloc(static_cast<size_t>(arenaSize),
+                                 static_cast<size_t>(arenaAlignment));
+      if (!a)
+        throw Error(sourceName + ": " + fsdp_last_error());
+      arena = std::shared_ptr<void>(a, fsdp_arena_free);
+    }
+    arenaBase = static_cast<char *>(arena.get());
+  }
   HostValues out;
   {
-    Frame f(*this);
+    Frame f(*this, arenaBase);
     for (const IoDesc &io : inputList) {
       const BufferDesc &b = buffer(io.buffer);
       auto it = inputs.find(io.buffer);
@@ -618,13 +695,19 @@ HostValues Program::run(const HostValues &inputs) {
                     " (role '" + io.role + "') needs " +
                     std::to_string(b.numel) + " values, got " +
                     std::to_string(it->second.size()));
-      f.allocate(io.buffer);
+      try {
+        f.allocate(io.buffer); // copies the carried value into its slot
+      } catch (const Error &e) {
+        throw Error(sourceName + ": input buffer " + std::to_string(io.buffer) +
+                    " (role '" + io.role + "'): " + e.what());
+      }
       void *ptr = f.ptr(io.buffer);
       for (int64_t i = 0; i < b.numel; ++i)
         storeFromDouble(ptr, b.dtype, i, it->second[i]);
     }
     for (size_t idx = 0; idx < program.size(); ++idx) {
       const Instruction &in = program[idx];
+      f.curInst = static_cast<int64_t>(idx);
       try {
         for (int64_t id : in.operands)
           f.waitTouching(id);

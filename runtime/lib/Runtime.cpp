@@ -1,6 +1,7 @@
 //===- Runtime.cpp - C API of the fsdp-opt runtime ------------------------===//
 //
-// Implements runtime.h: MPI lifetime, byte-accounted allocation, the grid's
+// Implements runtime.h: MPI lifetime, byte-accounted allocation (and planned
+// arenas), the grid's
 // process groups (MPI_Comm_split), asynchronous all-gather / reduce-scatter /
 // all-reduce with ring-volume accounting, timing counters and the all-ranks
 // abort. Without an initialised MPI the process is rank 0 of 1. bf16/f16
@@ -31,6 +32,7 @@ bool weInitialisedMpi = false;
 
 std::atomic<int64_t> currentBytes{0};
 std::atomic<int64_t> peakBytes{0};
+std::atomic<int64_t> arenaBytes{0}; // held by fsdp_arena_alloc
 std::atomic<int64_t> commBytes{0};
 std::atomic<int64_t> commBytesByKind[3] = {{0}, {0}, {0}};
 
@@ -279,6 +281,52 @@ void fsdp_free(void *ptr) {
   size_t bytes = *reinterpret_cast<size_t *>(raw);
   currentBytes.fetch_sub(static_cast<int64_t>(bytes));
   std::free(raw);
+}
+
+// An arena is preceded by a header of `align` bytes whose last two words hold
+// its size and the header length, for fsdp_arena_free.
+void *fsdp_arena_alloc(size_t bytes, size_t alignment) {
+  size_t align = alignment > kAlign ? alignment : kAlign;
+  if ((alignment & (alignment - 1)) != 0) {
+    fail(FSDP_ERR_INVALID, "fsdp_arena_alloc: alignment " +
+                               std::to_string(alignment) +
+                               " is not a power of two");
+    return nullptr;
+  }
+  if (bytes > SIZE_MAX - 2 * align) {
+    fail(FSDP_ERR_NOMEM, "fsdp_arena_alloc: size overflow");
+    return nullptr;
+  }
+  size_t total = (bytes + align - 1) / align * align + align;
+  void *raw = std::aligned_alloc(align, total);
+  if (!raw) {
+    fail(FSDP_ERR_NOMEM, "fsdp_arena_alloc: out of memory allocating " +
+                             std::to_string(bytes) + " bytes");
+    return nullptr;
+  }
+  std::memset(raw, 0, total);
+  char *payload = static_cast<char *>(raw) + align;
+  reinterpret_cast<size_t *>(payload)[-2] = bytes;
+  reinterpret_cast<size_t *>(payload)[-1] = align;
+  arenaBytes.fetch_add(static_cast<int64_t>(bytes));
+  return payload;
+}
+
+void fsdp_arena_free(void *arena) {
+  if (!arena)
+    return;
+  size_t bytes = static_cast<size_t *>(arena)[-2];
+  size_t align = static_cast<size_t *>(arena)[-1];
+  arenaBytes.fetch_sub(static_cast<int64_t>(bytes));
+  std::free(static_cast<char *>(arena) - align);
+}
+
+int64_t fsdp_mem_arena_bytes(void) { return arenaBytes.load(); }
+
+void fsdp_mem_account(int64_t delta) {
+  int64_t now = currentBytes.fetch_add(delta) + delta;
+  if (delta > 0)
+    addPeak(now);
 }
 
 int64_t fsdp_mem_current_bytes(void) { return currentBytes.load(); }

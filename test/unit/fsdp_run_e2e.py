@@ -6,7 +6,8 @@ usage: fsdp_run_e2e.py FSDP_RUN MPIRUN SCHEDULE_DIR
 Runs the hand-planned linear schedules (gen_linear.py) on 1..4 ranks and
 checks: losses agree across world sizes (f64 to 1e-10, f32 to 1e-4), the
 dumped parameters agree and have their padding stripped, the loss falls,
-comm_bytes is the ring volume, CSV data works, and errors (bad arguments,
+comm_bytes is the ring volume, arena_bytes is 0 without a memory plan
+(and the planned arena with one), CSV data works, and errors (bad arguments,
 world-size mismatch, missing or malformed data file) exit non-zero with a
 clear message instead of hanging. Then the compiled tiny GPT-2 and Llama
 schedules (gen_lm.sh) with byte-level text data (np1 == np2, tokens_per_s,
@@ -84,6 +85,7 @@ s, _ = summary(2, "linear_f32_np2.json", "--steps", "2")
 check(s["comm_bytes"] == 280, "comm_bytes is the ring volume (got %s)" % s["comm_bytes"])
 check(s["peak_bytes"] > 0 and s["step_time_s"] > 0 and s["samples_per_s"] > 0,
       "peak bytes and timings reported")
+check(s["arena_bytes"] == 0, "no memory plan: no arena (got %s)" % s["arena_bytes"])
 
 # 3. The model learns the synthetic teacher.
 s, _ = summary(2, "linear_f32_np2.json", "--steps", "40", "--seed", "1")
@@ -145,6 +147,11 @@ check(g2["compute_time_s"] > 0 and g2["comm_wait_time_s"] >= 0
       and g2["compute_time_s"] <= g2["step_time_s"] * 1.5, "per-step compute/comm times")
 s, _ = summary(2, "gpt2_tiny_np2.json", "--steps", "3")
 check(len(s["losses"]) == 3 and all(x == x for x in s["losses"]), "GPT-2 synthetic tokens")
+with open(os.path.join(SCHED, "gpt2_tiny_np2.json")) as f:
+    plan = json.load(f)["memory_plan"]
+check(s["arena_bytes"] == plan["arena_bytes"] and s["peak_bytes"] == plan["peak_bytes"],
+      "planned arena allocated (%s == %s), measured peak = planned (%s == %s)"
+      % (s["arena_bytes"], plan["arena_bytes"], s["peak_bytes"], plan["peak_bytes"]))
 s, _ = summary(2, "llama_tiny_np2.json", "--steps", "15", "--data", text)
 check(sum(s["losses"][-3:]) < sum(s["losses"][:3]),
       "Llama (GQA, RoPE, RMSNorm, SiLU) loss falls (%.3f -> %.3f)"

@@ -317,6 +317,9 @@ int runMain(const Options &opt) {
 
   long long peakLL = peak, peakMax = 0;
   MPI_Allreduce(&peakLL, &peakMax, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  // The planned arena run() allocated on this rank (0 without a plan).
+  long long arenaLL = prog.arenaBytes(), arenaMax = 0;
+  MPI_Allreduce(&arenaLL, &arenaMax, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
 
   if (!opt.dumpParams.empty()) {
     double maxDiff = 0;
@@ -360,6 +363,7 @@ int runMain(const Options &opt) {
         {"losses", losses},
         {"final_loss", losses.back()},
         {"peak_bytes", static_cast<int64_t>(peakMax)},
+        {"arena_bytes", static_cast<int64_t>(arenaMax)},
         {"comm_bytes", fsdp_comm_bytes_sent() / opt.steps},
         {"comm_bytes_by_collective",
          {{"all_gather",

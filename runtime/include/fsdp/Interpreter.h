@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -58,6 +59,8 @@ struct BufferDesc {
   int64_t offset = 0;
   int64_t rootId = -1;
   int64_t rootOffset = 0;
+  /// "arena_offset" (bytes into the planned arena), -1 when absent.
+  int64_t arenaOffset = -1;
 };
 
 /// One parameter inside a unit's flat buffer ("units[].params[]").
@@ -160,7 +163,8 @@ public:
 
   /// Runs one step: sets the runtime's grid to this schedule's shard_size
   /// (fsdp_set_grid, collective on the first run), allocates and fills every
-  /// input buffer from `inputs`
+  /// input buffer from `inputs` (with a memory plan: binds it to its slot of
+  /// the arena, see usesArena())
   /// (each must be present with exactly numel values), executes the
   /// instructions, returns the values of every output buffer, and frees all
   /// buffers. Throws Error on any failure (buffers are released).
@@ -179,6 +183,19 @@ public:
   /// Peak bytes allocated through fsdp_alloc during the last run(), above
   /// the bytes that were live when it started.
   int64_t lastPeakBytes() const { return lastPeak; }
+
+  /// True when the schedule has a `memory_plan` with `arena_bytes` and every
+  /// owned (non-view) buffer has an `arena_offset`: run() then allocates one
+  /// arena (fsdp_arena_alloc, on the first run, shared by copies of this
+  /// Program and reused by every later run) and binds each buffer to
+  /// base + arena_offset instead of allocating it. Binding a buffer whose
+  /// byte range overlaps a live one is an error naming both.
+  bool usesArena() const { return arenaPlanned; }
+  /// memory_plan.arena_bytes (0 without a usable plan).
+  int64_t plannedArenaBytes() const { return arenaPlanned ? arenaSize : 0; }
+  /// Bytes of the arena actually allocated (0 before the first run or
+  /// without a plan).
+  int64_t arenaBytes() const { return arena ? arenaSize : 0; }
 
   const std::string &name() const { return sourceName; }
   int64_t worldSize() const { return worldSizeValue; }
@@ -221,6 +238,9 @@ private:
   std::vector<IoDesc> inputList, outputList;
   std::vector<Instruction> program;
   int64_t lastPeak = 0;
+  bool arenaPlanned = false;
+  int64_t arenaSize = 0, arenaAlignment = 64;
+  std::shared_ptr<void> arena; ///< fsdp_arena_alloc'd on the first run()
 };
 
 } // namespace fsdp::rt

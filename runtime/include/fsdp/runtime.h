@@ -1,7 +1,7 @@
 /*===- runtime.h - C API of the fsdp-opt runtime ----------------*- C -*-===//
 //
 // The C interface of libfsdp_runtime: MPI start/stop, rank and world size,
-// byte-accounted buffer allocation, the process groups of a sharding grid
+// byte-accounted buffer allocation (and planned arenas), the process groups of a sharding grid
 // (world, shard, replicate; runtime/docs/schedule-format.md, "Sharding
 // strategies"), asynchronous collectives over them (all-gather,
 // reduce-scatter, all-reduce), communication and timing counters, and an
@@ -101,6 +101,21 @@ int64_t fsdp_mem_current_bytes(void);
 int64_t fsdp_mem_peak_bytes(void);
 /* Sets the high-water mark to the current bytes. */
 void fsdp_mem_reset_peak(void);
+
+/* Planned arenas (runtime/docs/schedule-format.md, "Runtime decisions"):
+ * fsdp_arena_alloc allocates `bytes` zero-filled bytes aligned to 64 (or to
+ * `alignment` if larger; 0 or a power of two) that are NOT added to the
+ * current-bytes counter but to the arena counter; the buffers bound inside
+ * the arena are accounted with fsdp_mem_account when they become live and
+ * when they are freed. Returns NULL and sets the last error on failure. */
+void *fsdp_arena_alloc(size_t bytes, size_t alignment);
+/* Frees an arena from fsdp_arena_alloc (NULL is ignored). */
+void fsdp_arena_free(void *arena);
+/* Bytes currently held by arenas on this process. */
+int64_t fsdp_mem_arena_bytes(void);
+/* Adds `delta` bytes (negative: subtracts) to the current-bytes counter,
+ * updating the high-water mark: a buffer bound inside an arena. */
+void fsdp_mem_account(int64_t delta);
 
 /* Sets the grid to shard groups of `shard_size` ranks (R = N / shard_size
  * replicas) and builds the SHARD and REPLICATE communicators with

@@ -1,0 +1,206 @@
+//===- ArenaTest.cpp - Tests of the planned arena in fsdp::rt::Program ----===//
+//
+// The runtime's use of the compiler's memory plan (runtime/docs/
+// schedule-format.md, "Runtime decisions"): the C API arena and byte
+// accounting, binding of buffers to arena + arena_offset (slot reuse, zero
+// fill, per-buffer peak bytes, one arena reused across runs), the fallback to
+// per-buffer allocation for a partial plan, the load-time checks of offsets,
+// and the error that reports two live buffers with overlapping offsets.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/Interpreter.h"
+#include "fsdp/runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+using namespace fsdp::rt;
+
+namespace {
+
+#define EXPECT_HAS(haystack, needle)                                           \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos)            \
+      << "message: " << (haystack)
+
+// x [2, 3] -> relu -> y -> relu -> z, x freed after #0 and y after #1, so x
+// and z may share a slot. Offsets of x, y, z and arena_bytes as given;
+// offZ < 0 leaves z without an arena_offset.
+std::string chain(int64_t offX, int64_t offY, int64_t offZ,
+                  int64_t arenaBytes = 128) {
+  auto buf = [](int id, int64_t off) {
+    std::string s = R"({"id": )" + std::to_string(id) +
+                    R"(, "dtype": "f32", "shape": [2, 3])";
+    if (off >= 0)
+      s += R"(, "arena_offset": )" + std::to_string(off);
+    return s + "}";
+  };
+  return R"({"format": "fsdp-schedule", "version": 1, "world_size": 1,
+    "memory_plan": {"peak_bytes": 48, "arena_bytes": )" +
+         std::to_string(arenaBytes) + R"(, "arena_alignment": 64},
+    "units": [], "buffers": [)" +
+         buf(0, offX) + ", " + buf(1, offY) + ", " + buf(2, offZ) + R"(],
+    "inputs": [{"buffer": 0, "role": "features", "global_shape": [2, 3]}],
+    "outputs": [{"buffer": 2, "role": "output"}],
+    "instructions": [
+      {"op": "nn.relu", "operands": [0], "results": [1], "frees": [0],
+       "loc": "chain.mlir:3:5"},
+      {"op": "nn.relu", "operands": [1], "results": [2], "frees": [1],
+       "loc": "chain.mlir:4:5"}]})";
+}
+
+std::string runError(Program &p, const HostValues &in) {
+  try {
+    p.run(in);
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "";
+}
+
+const HostValues kX = {{0, {-1, 2, -3, 4, 0, 0.5}}};
+
+TEST(Arena, CApiAccountsArenaApart) {
+  int64_t cur = fsdp_mem_current_bytes(), arena = fsdp_mem_arena_bytes();
+  void *a = fsdp_arena_alloc(1000, 256);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 256, 0u);
+  EXPECT_EQ(static_cast<unsigned char *>(a)[999], 0);
+  EXPECT_EQ(fsdp_mem_arena_bytes(), arena + 1000);
+  EXPECT_EQ(fsdp_mem_current_bytes(), cur); // not a buffer's bytes
+  fsdp_mem_reset_peak();
+  fsdp_mem_account(300);
+  fsdp_mem_account(-300);
+  EXPECT_EQ(fsdp_mem_current_bytes(), cur);
+  EXPECT_EQ(fsdp_mem_peak_bytes(), cur + 300);
+  fsdp_arena_free(a);
+  EXPECT_EQ(fsdp_mem_arena_bytes(), arena);
+  EXPECT_EQ(fsdp_arena_alloc(10, 96), nullptr);
+  EXPECT_HAS(fsdp_last_error(), "not a power of two");
+}
+
+TEST(Arena, BindsBuffersAndReusesSlots) {
+  // z reuses x's slot: x is freed after #0, z is defined at #1.
+  Program p = Program::fromString(chain(0, 64, 0), true, "chain.json");
+  ASSERT_TRUE(p.usesArena());
+  EXPECT_EQ(p.plannedArenaBytes(), 128);
+  EXPECT_EQ(p.arenaBytes(), 0); // allocated by the first run
+  int64_t held = fsdp_mem_arena_bytes();
+  HostValues out = p.run(kX);
+  EXPECT_EQ(out.at(2), (std::vector<double>{0, 2, 0, 4, 0, 0.5}));
+  EXPECT_EQ(p.arenaBytes(), 128);
+  EXPECT_EQ(fsdp_mem_arena_bytes(), held + 128);
+  // Per-buffer accounting: at most two of the 24-byte buffers are live.
+  EXPECT_EQ(p.lastPeakBytes(), 48);
+  EXPECT_EQ(fsdp_mem_current_bytes(), 0);
+  // A second run (and a copy of the Program) reuses the same arena.
+  Program q = p;
+  out = q.run({{0, {3, -3, 3, -3, 3, -3}}});
+  EXPECT_EQ(out.at(2), (std::vector<double>{3, 0, 3, 0, 3, 0}));
+  EXPECT_EQ(fsdp_mem_arena_bytes(), held + 128);
+  EXPECT_EQ(q.arenaBytes(), 128);
+}
+
+TEST(Arena, ZeroFillsReusedSlot) {
+  // y is a view of the 2-row buffer 3 (two [2, 3] halves) bound by #1: the
+  // other half must read zero although x's values were in that slot.
+  std::string s = R"({"format": "fsdp-schedule", "version": 1, "world_size": 1,
+    "memory_plan": {"arena_bytes": 128, "arena_alignment": 64}, "units": [],
+    "buffers": [{"id": 0, "dtype": "f32", "shape": [2, 3], "arena_offset": 0},
+                {"id": 1, "dtype": "f32", "shape": [2, 3], "arena_offset": 64},
+                {"id": 3, "dtype": "f32", "shape": [12], "arena_offset": 0},
+                {"id": 2, "dtype": "f32", "shape": [2, 3], "view_of": 3,
+                 "offset": 6}],
+    "inputs": [{"buffer": 0, "role": "features"}],
+    "outputs": [{"buffer": 3, "role": "output"}],
+    "instructions": [
+      {"op": "nn.relu", "operands": [0], "results": [1], "frees": [0]},
+      {"op": "nn.relu", "operands": [1], "results": [2], "frees": [1]}]})";
+  Program p = Program::fromString(s);
+  ASSERT_TRUE(p.usesArena());
+  HostValues out = p.run({{0, {5, 6, 7, 8, 9, 10}}});
+  EXPECT_EQ(out.at(3), (std::vector<double>{0, 0, 0, 0, 0, 0, 5, 6, 7, 8, 9,
+                                            10}));
+}
+
+TEST(Arena, OverlapWithInputIsAnError) {
+  // y is bound to x's bytes while x (an input) is still live.
+  Program p = Program::fromString(chain(0, 0, 64), true, "chain.json");
+  std::string m = runError(p, kX);
+  EXPECT_HAS(m, "chain.json: instruction #0 'nn.relu' (chain.mlir:3:5)");
+  EXPECT_HAS(m, "memory plan error: buffer 1 at arena bytes [0, 24) overlaps "
+                "live buffer 0 at arena bytes [0, 24), live since the step "
+                "start (an input)");
+  EXPECT_EQ(fsdp_mem_current_bytes(), 0); // released on the error path
+}
+
+TEST(Arena, OverlapBetweenIntermediatesIsAnError) {
+  // Two results of one nn.split with overlapping offsets [64, 88) and
+  // [64, 88): the second is bound while the first is live.
+  std::string s = R"({"format": "fsdp-schedule", "version": 1, "world_size": 1,
+    "memory_plan": {"arena_bytes": 192, "arena_alignment": 64}, "units": [],
+    "buffers": [{"id": 0, "dtype": "f32", "shape": [4, 3], "arena_offset": 0},
+                {"id": 1, "dtype": "f32", "shape": [2, 3], "arena_offset": 64},
+                {"id": 2, "dtype": "f32", "shape": [2, 3], "arena_offset": 64},
+                {"id": 3, "dtype": "f32", "shape": [2, 3], "arena_offset": 128}],
+    "inputs": [{"buffer": 0, "role": "features"}],
+    "outputs": [{"buffer": 3, "role": "output"}],
+    "instructions": [
+      {"op": "nn.split", "operands": [0], "results": [1, 2], "frees": [0],
+       "attrs": {"axis": 0, "sizes": [2, 2]}, "loc": "s.mlir:2:3"},
+      {"op": "nn.add", "operands": [1, 2], "results": [3], "frees": [1, 2],
+       "loc": "s.mlir:3:3"}]})";
+  Program p = Program::fromString(s, true, "split.json");
+  std::string m = runError(p, {{0, std::vector<double>(12, 1.0)}});
+  EXPECT_HAS(m, "split.json: instruction #0 'nn.split' (s.mlir:2:3): memory "
+                "plan error: buffer 2 at arena bytes [64, 88) overlaps live "
+                "buffer 1 at arena bytes [64, 88), live since instruction #0 "
+                "'nn.split' (s.mlir:2:3)");
+  // With disjoint offsets the same schedule runs: 1 + 1 = 2 (buffer 3
+  // reuses buffer 0's bytes, freed after #0).
+  std::string ok = s;
+  std::string from = R"("id": 2, "dtype": "f32", "shape": [2, 3], "arena_offset": 64)";
+  ok.replace(ok.find(from), from.size(),
+             R"("id": 2, "dtype": "f32", "shape": [2, 3], "arena_offset": 128)");
+  from = R"("id": 3, "dtype": "f32", "shape": [2, 3], "arena_offset": 128)";
+  ok.replace(ok.find(from), from.size(),
+             R"("id": 3, "dtype": "f32", "shape": [2, 3], "arena_offset": 0)");
+  Program okp = Program::fromString(ok);
+  EXPECT_EQ(okp.run({{0, std::vector<double>(12, 1.0)}}).at(3),
+            std::vector<double>(6, 2.0));
+}
+
+TEST(Arena, PartialPlanAllocatesPerBuffer) {
+  Program p = Program::fromString(chain(0, 0, -1)); // z has no offset
+  EXPECT_FALSE(p.usesArena());
+  EXPECT_EQ(p.plannedArenaBytes(), 0);
+  HostValues out = p.run(kX); // the overlapping offsets are ignored
+  EXPECT_EQ(out.at(2), (std::vector<double>{0, 2, 0, 4, 0, 0.5}));
+  EXPECT_EQ(p.arenaBytes(), 0);
+  EXPECT_EQ(p.lastPeakBytes(), 48);
+}
+
+TEST(Arena, LoadTimeOffsetChecks) {
+  auto err = [](const std::string &text) {
+    try {
+      Program::fromString(text, true, "bad.json");
+    } catch (const Error &e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_HAS(err(chain(0, 64, 120)),
+             "bad.json: buffer 2: arena bytes [120, 144) are not 64-byte "
+             "aligned inside the arena of 128 bytes");
+  EXPECT_HAS(err(chain(0, 64, 128)), "arena bytes [128, 152)");
+}
+
+TEST(Arena, CompilerSchedulesCarryAPlan) {
+  Program p = Program::fromFile(
+      std::string(FSDP_TEST_SCHEDULE_DIR) + "/gpt2_tiny_np1.json");
+  EXPECT_TRUE(p.usesArena());
+  EXPECT_GT(p.plannedArenaBytes(), 0);
+}
+
+} // namespace
