@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Interpreter.h"
+#include "ShapeUtil.h"
 
 #include "fsdp/Sharding.h"
 #include "fsdp/runtime.h"
@@ -60,19 +61,6 @@ namespace {
 
 constexpr int kSupportedVersion = 1;
 
-int64_t numelOf(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
-std::string shapeStr(const std::vector<int64_t> &s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i)
-    r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
 
 // Typed field access with messages that name the JSON context.
 const json &field(const json &obj, const char *key, const std::string &ctx) {

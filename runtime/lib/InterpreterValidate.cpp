@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Interpreter.h"
+#include "ShapeUtil.h"
 
 #include <set>
 #include <string>
@@ -20,19 +21,6 @@ namespace {
 bool isFloat(DType t) { return isFloatDType(t); }
 bool isInt(DType t) { return t == DType::I32 || t == DType::I64; }
 
-int64_t numelOf(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
-std::string shapeStr(const std::vector<int64_t> &s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i)
-    r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
 
 } // namespace
 
