@@ -92,7 +92,8 @@ struct FSDPAutodiffPass : mlir::fsdp::impl::FSDPAutodiffBase<FSDPAutodiffPass> {
         params.push_back(i);
       }
     if (params.empty()) {
-      fn.emitError() << "has no trainable parameter (an argument with 'nn.param')";
+      fn.emitError() << "has no trainable parameter (an argument with 'nn.param' that is not "
+                        "frozen): nothing to train";
       return signalPassFailure();
     }
     SmallVector<Operation *> forwardOps;

@@ -151,6 +151,12 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
       groups[**it].push_back(i);
     }
 
+    for (const std::string &prefix : units)
+      if (!groups.count(prefix)) {
+        module.emitError() << "fsdp-wrap: units prefix '" << prefix
+                           << "' matches no parameter (or only ones a longer prefix takes)";
+        return signalPassFailure();
+      }
     // Frozen and trainable parameters of one unit: two flat buffers (units
     // `name` and `name.frozen`), so that the frozen one carries no gradient
     // and no optimizer state.

@@ -183,6 +183,40 @@ int main(int argc, char **argv) {
       return error(err);
   }
 
+  // Sizes must stay far from 64-bit overflow: the planner counts bytes of
+  // every tensor and of all parameters together (limit 2^56 elements).
+  const int64_t kMaxElements = int64_t(1) << 56;
+  std::string overflow;
+  int64_t total = 0;
+  module->walk([&](Operation *op) {
+    auto check = [&](Type t) {
+      auto rt = dyn_cast<RankedTensorType>(t);
+      if (!rt || !overflow.empty())
+        return;
+      int64_t n = 1;
+      for (int64_t d : rt.getShape())
+        if (__builtin_mul_overflow(n, d, &n) || n > kMaxElements) {
+          std::string s;
+          llvm::raw_string_ostream os(s);
+          os << "a tensor of type " << rt << " has more than 2^56 elements; shrink the overrides";
+          overflow = s;
+          return;
+        }
+    };
+    for (Type t : op->getResultTypes())
+      check(t);
+    if (auto fn = dyn_cast<func::FuncOp>(op))
+      for (auto [i, t] : llvm::enumerate(fn.getArgumentTypes())) {
+        check(t);
+        if (fn.getArgAttr(i, nn::kParamAttr) && overflow.empty() &&
+            (__builtin_add_overflow(total, cast<RankedTensorType>(t).getNumElements(), &total) ||
+             total > kMaxElements))
+          overflow = "the parameters add up to more than 2^56; shrink the overrides";
+      }
+  });
+  if (!overflow.empty())
+    return error(inputPath + ": " + overflow);
+
   if (countOnly) {
     llvm::outs() << countParams(*module) << "\n";
     return 0;

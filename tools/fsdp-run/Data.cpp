@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -110,6 +111,9 @@ void readCsv(const std::string &path, int64_t featPerSample,
       if (cell.find_first_not_of(" \t") == std::string::npos || *end)
         throw Error(path + ":" + std::to_string(lineNo) + ": '" + cell +
                     "' is not a number");
+      if (!std::isfinite(v))
+        throw Error(path + ":" + std::to_string(lineNo) + ": '" + cell +
+                    "' is not a finite number");
       vals.push_back(v);
     }
     if (static_cast<int64_t>(vals.size()) != featPerSample + 1)
@@ -188,8 +192,15 @@ DataSource::DataSource(const Program &p, const std::string &dataFile,
   classes = p.numClasses();
   if (dataFile.empty())
     return;
+  if (std::filesystem::is_directory(dataFile))
+    throw Error("data file '" + dataFile + "' is a directory");
   if (featuresSlot >= 0) {
     readCsv(dataFile, slots[featuresSlot].perSample, csvFeatures, csvLabels);
+    // Each step's global batch takes consecutive rows; fewer rows than one
+    // batch would repeat samples within a step.
+    if (static_cast<int64_t>(csvLabels.size()) < globalBatch)
+      throw Error("data file '" + dataFile + "' has " + std::to_string(csvLabels.size()) +
+                  " rows; one step's global batch needs " + std::to_string(globalBatch));
   } else if (tokensSlot >= 0) {
     std::ifstream in(dataFile, std::ios::binary);
     if (!in)

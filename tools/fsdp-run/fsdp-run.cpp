@@ -27,6 +27,8 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <unistd.h>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -220,8 +222,30 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/// Fails before any training if an output path cannot be written, so that a
+/// long run is not lost at its end: the --dump-params file must be creatable
+/// (its directory exists and is writable), the --save directory creatable.
+void checkOutputPaths(const Options &opt) {
+  namespace fs = std::filesystem;
+  if (!opt.dumpParams.empty()) {
+    fs::path dir = fs::absolute(opt.dumpParams).parent_path();
+    if (fs::is_directory(opt.dumpParams) || !fs::is_directory(dir) ||
+        access(dir.c_str(), W_OK) != 0)
+      throw Error("cannot write --dump-params file '" + opt.dumpParams +
+                  "' (not a writable location)");
+  }
+  if (!opt.save.empty()) {
+    std::error_code ec;
+    fs::create_directories(opt.save, ec);
+    if (ec || !fs::is_directory(opt.save) || access(opt.save.c_str(), W_OK) != 0)
+      throw Error("cannot write --save directory '" + opt.save + "'" +
+                  (ec ? ": " + ec.message() : std::string()));
+  }
+}
+
 int runMain(const Options &opt) {
   int rank = fsdp_rank();
+  checkOutputPaths(opt);
   Program prog = Program::fromFile(opt.schedule);
   int64_t n = prog.worldSize();
 

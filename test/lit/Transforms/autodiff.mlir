@@ -47,7 +47,7 @@ func.func @fanout(%x: tensor<2x2xf32> {nn.data = "features"}, %y: tensor<2xi32> 
 
 // -----
 
-// expected-error @+1 {{has no trainable parameter (an argument with 'nn.param')}}
+// expected-error @+1 {{has no trainable parameter (an argument with 'nn.param' that is not frozen): nothing to train}}
 func.func @no_params(%x: tensor<2x2xf32>, %y: tensor<2xi32>) -> (tensor<f32> {nn.loss}) {
   %l = nn.cross_entropy %x, %y : (tensor<2x2xf32>, tensor<2xi32>) -> tensor<f32>
   return %l : tensor<f32>
