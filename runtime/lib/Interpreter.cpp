@@ -602,6 +602,10 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
                     o);
       in.average = (o == "avg");
     }
+    // A unit named by an op must be one of the schedule's units.
+    if (attrs.contains("unit") &&
+        (!attrs["unit"].is_string() || !findUnit(attrs["unit"].get<std::string>())))
+      throw Error(ctx + ": unknown unit " + attrs["unit"].dump());
     // Process group of collectives and fsdp.local_shard.
     in.group = in.kind == OpKind::AllReduce ? Group::World : Group::Shard;
     if (attrs.contains("group")) {

@@ -117,8 +117,8 @@ with open(bad, "w") as f:
     f.write(",".join(["0.5"] * 13) + ",1\n" + ",".join(["0.5"] * 12) + ",1\n")
 rc, out, err = mpirun(2, os.path.join(SCHED, "linear_f32_np2.json"), "--data", bad)
 check(rc != 0 and bad + ":2: expected 14 values" in err, "malformed data file names the line")
-with open(bad, "w") as f:
-    f.write(",".join(["0.5"] * 13) + ",9\n")
+with open(bad, "w") as f:  # one global batch of rows (12), one label out of range
+    f.write((",".join(["0.5"] * 13) + ",1\n") * 11 + ",".join(["0.5"] * 13) + ",9\n")
 rc, out, err = mpirun(2, os.path.join(SCHED, "linear_f32_np2.json"), "--data", bad)
 check(rc != 0 and "label 9" in err and "outside [0, 5)" in err, "label out of range aborts")
 # Only rank 1 sees the bad label (rows 6..11 are its rows): rank 0 is then
