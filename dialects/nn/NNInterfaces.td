@@ -43,4 +43,26 @@ def NN_AutodiffOpInterface : OpInterface<"AutodiffOpInterface"> {
   ];
 }
 
+def NN_CostOpInterface : OpInterface<"CostOpInterface"> {
+  let description = [{
+    The cost model of an op, from its current (per-rank) shapes: floating-
+    point operations and bytes moved to and from memory (every operand plus
+    every result, once). Used by the cluster simulator (lib/Analysis/
+    Simulator.cpp) for a roofline time max(FLOPs / (peak · efficiency),
+    bytes / memory bandwidth). The formulas and their sources are in
+    dialects/nn/NNCost.cpp: a multiply-add counts as 2 FLOPs (Kaplan et al.
+    2020, "6N" per token for training; Narayanan et al., SC21, Sec. 5.1 for
+    the transformer matmuls), causal attention counts half of the dense
+    4·B·Hq·T²·D and its backward 2.5× the forward (Dao et al., FlashAttention,
+    2022), other ops a small documented constant per element.
+  }];
+  let cppNamespace = "::mlir::nn";
+  let methods = [
+    InterfaceMethod<"Floating-point operations this op performs.",
+      "int64_t", "getFlops", (ins)>,
+    InterfaceMethod<"Bytes read and written: all operands plus all results.",
+      "int64_t", "getBytesAccessed", (ins)>
+  ];
+}
+
 #endif // NN_INTERFACES

@@ -19,7 +19,8 @@ def NN_StepTensor : 0DTensorOf<[I64]>;
 
 class NN_ShapedOp<string mnemonic, list<Trait> traits = []> :
     NN_Op<mnemonic, !listconcat(traits, [Pure,
-        DeclareOpInterfaceMethods<NN_ShapeInferenceOpInterface>])> {
+        DeclareOpInterfaceMethods<NN_ShapeInferenceOpInterface>,
+        DeclareOpInterfaceMethods<NN_CostOpInterface>])> {
   let hasVerifier = 1;
 }
 class NN_DiffOp<string mnemonic, list<Trait> traits = []> :

@@ -4,6 +4,7 @@
 #include "fsdp/Dialect/NN/NN.h"
 #include "fsdp/Sharding.h"
 #include "fsdp/Analysis/StepFunction.h"
+#include "fsdp/Analysis/Simulator.h"
 
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/Format.h"
@@ -146,6 +147,19 @@ FailureOr<json> mlir::fsdp::buildPlanReport(ModuleOp module) {
   return report;
 }
 
+void mlir::fsdp::addSimulationToReport(json &report, const SimResult &sim,
+                                        StringRef clusterName) {
+  report["cluster"] = clusterName.str();
+  report["flops_per_rank"] = sim.flops;
+  report["predicted_step_time_s"] = sim.stepTime;
+  report["compute_s"] = sim.computeTime;
+  report["comm_s"] = sim.commTime;
+  report["exposed_comm_s"] = sim.exposedComm;
+  report["lower_bound_s"] = sim.lowerBound;
+  report["mfu"] = sim.mfu;
+  report["mfu_dtype"] = sim.mfuDtype;
+}
+
 static std::string human(int64_t bytes) {
   const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = bytes;
@@ -188,6 +202,24 @@ std::string mlir::fsdp::formatPlanReport(const json &r) {
     if (bytes.get<int64_t>() > 0)
       row("  " + k, bytes);
   row("arena bytes", p["arena_bytes"]);
+  if (r.contains("predicted_step_time_s")) {
+    char buf[1024];
+    snprintf(buf, sizeof(buf),
+             "simulated on %s (current schedule, no prefetch):\n"
+             "  flops per rank               %16lld\n"
+             "  predicted step time          %16.9g s\n"
+             "  compute                      %16.9g s\n"
+             "  communication                %16.9g s\n"
+             "  exposed communication        %16.9g s\n"
+             "  lower bound                  %16.9g s\n"
+             "  MFU (%s peak)              %16.4f\n",
+             r["cluster"].get<std::string>().c_str(), (long long)r["flops_per_rank"].get<int64_t>(),
+             r["predicted_step_time_s"].get<double>(), r["compute_s"].get<double>(),
+             r["comm_s"].get<double>(), r["exposed_comm_s"].get<double>(),
+             r["lower_bound_s"].get<double>(), r["mfu_dtype"].get<std::string>().c_str(),
+             r["mfu"].get<double>());
+    os << buf;
+  }
   os << "units:\n";
   for (const json &u : r["units"]) {
     char buf[200];

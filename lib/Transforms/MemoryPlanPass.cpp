@@ -1,5 +1,6 @@
 //===- MemoryPlanPass.cpp - fsdp-memory-plan: report and memory budget ----===//
 #include "fsdp/Analysis/PlanReport.h"
+#include "fsdp/Analysis/Simulator.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Support/FileUtilities.h"
@@ -44,8 +45,13 @@ struct FSDPMemoryPlanPass : mlir::fsdp::impl::FSDPMemoryPlanBase<FSDPMemoryPlanP
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (report.empty() && memoryBudget.empty())
+    if (report.empty() && memoryBudget.empty() && cluster.empty() && trace.empty())
       return;
+    if (!trace.empty() && cluster.empty()) {
+      module.emitError() << "fsdp-memory-plan: trace= needs cluster=SPEC.json (the trace is "
+                            "the simulated step on that cluster)";
+      return signalPassFailure();
+    }
     std::optional<int64_t> budget;
     if (!memoryBudget.empty()) {
       budget = parseByteSize(memoryBudget);
@@ -59,6 +65,28 @@ struct FSDPMemoryPlanPass : mlir::fsdp::impl::FSDPMemoryPlanBase<FSDPMemoryPlanP
     FailureOr<json> r = buildPlanReport(module);
     if (failed(r))
       return signalPassFailure();
+    if (!cluster.empty()) {
+      std::string err;
+      std::optional<ClusterSpec> spec = ClusterSpec::load(cluster, err);
+      if (!spec) {
+        module.emitError() << "fsdp-memory-plan: " << err;
+        return signalPassFailure();
+      }
+      Simulator sim(*spec);
+      FailureOr<SimResult> res = sim.run(module);
+      if (failed(res))
+        return signalPassFailure();
+      addSimulationToReport(*r, *res, spec->name);
+      if (!trace.empty()) {
+        auto out = openOutputFile(trace, &err);
+        if (!out) {
+          module.emitError() << "fsdp-memory-plan: cannot write the trace: " << err;
+          return signalPassFailure();
+        }
+        out->os() << chromeTrace(*res, spec->name).dump(1) << "\n";
+        out->keep();
+      }
+    }
     if (!report.empty()) {
       std::string err;
       auto out = openOutputFile(report, &err);

@@ -46,6 +46,8 @@ void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm, const PipelineOptions &o) 
   FSDPMemoryPlanOptions mem;
   mem.report = o.report;
   mem.memoryBudget = o.memoryBudget;
+  mem.cluster = o.cluster;
+  mem.trace = o.trace;
   pm.addPass(createFSDPMemoryPlan(mem));
 }
 

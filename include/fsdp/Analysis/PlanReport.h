@@ -36,6 +36,13 @@ struct ModelState {
 /// The report as JSON (see README.md, "The planner's report").
 FailureOr<nlohmann::ordered_json> buildPlanReport(ModuleOp module);
 
+struct SimResult;
+/// Adds the simulator's keys (cluster, flops_per_rank, predicted_step_time_s,
+/// compute_s, comm_s, exposed_comm_s, lower_bound_s, mfu, mfu_dtype) to a
+/// report from buildPlanReport.
+void addSimulationToReport(nlohmann::ordered_json &report, const SimResult &sim,
+                           llvm::StringRef clusterName);
+
 /// A human-readable table of a report from buildPlanReport.
 std::string formatPlanReport(const nlohmann::ordered_json &report);
 

@@ -69,6 +69,12 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
   Option<std::string> memoryBudget{*this, "memory-budget",
                                    llvm::cl::desc("per-rank memory budget, e.g. 80GiB"),
                                    llvm::cl::init("")};
+  Option<std::string> cluster{*this, "cluster",
+                              llvm::cl::desc("cluster spec JSON: predict the step time"),
+                              llvm::cl::init("")};
+  Option<std::string> trace{*this, "trace",
+                            llvm::cl::desc("Chrome trace of the simulated step (needs cluster)"),
+                            llvm::cl::init("")};
   ListOption<std::string> keepGathered{*this, "keep-gathered",
                                        llvm::cl::desc("units kept gathered from forward to backward")};
   Option<bool> reshardAfterForward{*this, "reshard-after-forward",

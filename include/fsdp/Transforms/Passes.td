@@ -189,12 +189,21 @@ def FSDPMemoryPlan : Pass<"fsdp-memory-plan", "::mlir::ModuleOp"> {
     inputs plus their gradient storage (the reduced gradient, or the whole
     flat gradient where the strategy keeps gradients replicated), as in
     ZeRO's accounting (Rajbhandari et al., SC20, Sec. 3.1 and Fig. 1).
+    `cluster=SPEC.json` simulates the step as scheduled on that cluster
+    (lib/Analysis/Simulator.cpp: compute and communication streams, roofline
+    op times, ring collectives) and `trace=PATH` writes the simulated
+    timeline as a Chrome trace.
   }];
   let options = [
     Option<"report", "report", "std::string", "\"\"",
            "write the memory/communication report here (JSON; '-' for text on stdout)">,
     Option<"memoryBudget", "memory-budget", "std::string", "\"\"",
-           "per-rank memory budget, e.g. 80GiB; exceeding it is an error">
+           "per-rank memory budget, e.g. 80GiB; exceeding it is an error">,
+    Option<"cluster", "cluster", "std::string", "\"\"",
+           "cluster spec JSON (bench/clusters/*.json): simulate the step and add "
+           "the predicted step time, lower bound, exposed communication and MFU to the report">,
+    Option<"trace", "trace", "std::string", "\"\"",
+           "write the simulated step as a Chrome trace JSON (Perfetto); needs cluster=">
   ];
 }
 

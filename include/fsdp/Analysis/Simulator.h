@@ -1,0 +1,75 @@
+//===- Simulator.h - cluster spec and step-time simulator -----------------===//
+//
+// Predicts the time of one training step of the scheduled step function on a
+// cluster described by a JSON spec (bench/clusters/*.json). The schedule is
+// simulated as it is, in program order, on two streams per rank: compute
+// (every nn op, roofline time from CostOpInterface) and communication (every
+// collective, ring time). See lib/Analysis/Simulator.cpp for the model.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_ANALYSIS_SIMULATOR_H
+#define FSDP_ANALYSIS_SIMULATOR_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace mlir::fsdp {
+
+/// A cluster: one kind of device, `devicesPerNode` per node, links within a
+/// node (NVLink) and between nodes (InfiniBand, per GPU).
+struct ClusterSpec {
+  std::string name;
+  std::map<std::string, double> peakFlops; // dense FLOP/s by dtype: f32, tf32, bf16, f16, f64
+  double memoryBytes = 0, memoryBandwidth = 0; // HBM bytes and bytes/s
+  int64_t devicesPerNode = 1;
+  double intraBandwidth = 0, intraLatency = 0; // bus bandwidth (bytes/s), α (s) per ring step
+  double interBandwidth = 0, interLatency = 0;
+  double effMatmul = 1, effAttention = 1, effElementwise = 1, effMemory = 1;
+
+  /// Reads and validates a spec; on failure `error` says what is wrong.
+  static std::optional<ClusterSpec> load(llvm::StringRef path, std::string &error);
+};
+
+struct SimEvent {
+  std::string name; // op name, or collective name and unit
+  int stream = 0;   // 0 compute, 1 communication
+  double start = 0, duration = 0;
+  int64_t flops = 0, bytes = 0;
+};
+
+struct SimResult {
+  double stepTime = 0, computeTime = 0, commTime = 0, exposedComm = 0, lowerBound = 0;
+  double mfu = 0, peakFlops = 0;
+  int64_t flops = 0; // per rank per step, from the cost model
+  std::string mfuDtype;
+  std::vector<SimEvent> events;
+};
+
+class Simulator {
+public:
+  explicit Simulator(const ClusterSpec &spec) : spec(spec) {}
+  /// Simulates the module's step function. Fails with a diagnostic when an
+  /// op's dtype has no peak in the spec.
+  FailureOr<SimResult> run(ModuleOp module) const;
+  /// Ring time of a collective over `groupSize` ranks spaced `stride` apart
+  /// (Thakur, Rabenseifner & Gropp 2005): (G−1)·α + (G−1)/G·S/B, twice for
+  /// an all-reduce; `hierarchical` splits a group spanning nodes into an
+  /// inter-node ring over the nodes and an intra-node ring over the rest.
+  double collectiveTime(int64_t bytes, int64_t groupSize, int64_t stride, bool allReduce,
+                        bool hierarchical) const;
+
+private:
+  const ClusterSpec &spec;
+};
+
+/// The Chrome trace ("traceEvents", loads in Perfetto / chrome://tracing):
+/// one track per stream, each op a complete event with args flops/bytes.
+nlohmann::ordered_json chromeTrace(const SimResult &result, llvm::StringRef clusterName);
+
+} // namespace mlir::fsdp
+
+#endif // FSDP_ANALYSIS_SIMULATOR_H

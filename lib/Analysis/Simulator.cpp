@@ -1,0 +1,283 @@
+//===- Simulator.cpp - predicted step time of the current schedule --------===//
+//
+// The model (first slice: the schedule as fsdp-collectives placed it, no
+// prefetch or reordering):
+//
+// * Two streams per rank, as the runtime runs a step: compute executes the
+//   step's ops one after another in program order; communication executes
+//   collectives one after another. A collective is issued at its place in
+//   program order: it starts at max(compute time at issue, communication
+//   stream free, its input ready). An op that reads a collective's result
+//   (directly or through fsdp.param_view) waits until it is complete (the
+//   runtime's MPI_Wait at first use).
+// * Compute op time, roofline (Williams, Waterman & Patterson, CACM 2009):
+//   max(FLOPs / (peak[dtype] · efficiency[kind]), bytes / (memory bandwidth ·
+//   efficiency.memory)), FLOPs and bytes from nn::CostOpInterface. Kinds:
+//   matmul (linear, matmul) and attention use the tensor-core peak of their
+//   operand dtype; every other op the f32 (CUDA-core) peak with efficiency
+//   elementwise. fsdp.flatten and fsdp.local_shard are copies (bytes only).
+// * Collective time, ring algorithms (Thakur, Rabenseifner & Gropp, IJHPCA
+//   2005; NCCL's bus bandwidth, nccl-tests doc/PERFORMANCE.md): all-gather or
+//   reduce-scatter of S bytes (the full, gathered size) over G ranks
+//   (G−1)·α + (G−1)/G · S/B; all-reduce twice that. α, B are the intra-node
+//   link's if the group's ranks lie in one node, else the inter-node
+//   link's (per GPU). HSDP's replicate group (ranks shard-size apart) is
+//   hierarchical when a node holds k > 1 of its members: a ring over the
+//   G/k nodes on the inter-node link plus a ring over k on the intra-node
+//   link with S/(G/k) bytes.
+// * Results: step time = when both streams are done; compute = sum of op
+//   times; comm = sum of collective times; exposed comm = step − compute (the
+//   time compute waits for collectives, plus a communication tail); lower
+//   bound = max(compute, comm) (perfect overlap; nothing else for now);
+//   MFU = FLOPs per rank / (step time · peak of the dtype with most
+//   matmul/attention FLOPs).
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/Analysis/Simulator.h"
+#include "fsdp/Analysis/StepFunction.h"
+#include "fsdp/Dialect/FSDP/FSDP.h"
+#include "fsdp/Dialect/NN/NN.h"
+
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::fsdp;
+using json = nlohmann::json;
+
+std::optional<ClusterSpec> ClusterSpec::load(StringRef path, std::string &error) {
+  auto buf = llvm::MemoryBuffer::getFile(path);
+  if (!buf) {
+    error = "cannot read cluster spec '" + path.str() + "': " + buf.getError().message();
+    return std::nullopt;
+  }
+  json j = json::parse((*buf)->getBuffer().begin(), (*buf)->getBuffer().end(), nullptr,
+                       /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    error = "cluster spec '" + path.str() + "' is not a JSON object";
+    return std::nullopt;
+  }
+  ClusterSpec s;
+  std::string where = "cluster spec '" + path.str() + "': ";
+  auto number = [&](const json &obj, const char *key, const std::string &field, double &out,
+                    bool positive = true) {
+    if (!obj.is_object() || !obj.contains(key) || !obj[key].is_number()) {
+      error = where + "missing or non-numeric '" + field + "'";
+      return false;
+    }
+    out = obj[key].get<double>();
+    if (!(out >= 0) || (positive && !(out > 0)) || !std::isfinite(out)) {
+      error = where + "'" + field + "' must be " + (positive ? "positive" : "non-negative");
+      return false;
+    }
+    return true;
+  };
+  s.name = j.value("name", path.str());
+  if (!j.contains("peak_flops") || !j["peak_flops"].is_object()) {
+    error = where + "missing object 'peak_flops' (FLOP/s by dtype)";
+    return std::nullopt;
+  }
+  for (auto &[dtype, v] : j["peak_flops"].items()) {
+    double x;
+    if (!number(j["peak_flops"], dtype.c_str(), "peak_flops." + dtype, x))
+      return std::nullopt;
+    s.peakFlops[dtype] = x;
+  }
+  if (!s.peakFlops.count("f32")) {
+    error = where + "missing 'peak_flops.f32'";
+    return std::nullopt;
+  }
+  double dpn;
+  const json &intra = j.value("intra_node", json::object());
+  const json &inter = j.value("inter_node", json::object());
+  if (!number(j, "memory_bytes", "memory_bytes", s.memoryBytes) ||
+      !number(j, "memory_bandwidth", "memory_bandwidth", s.memoryBandwidth) ||
+      !number(j, "devices_per_node", "devices_per_node", dpn) ||
+      !number(intra, "bus_bandwidth", "intra_node.bus_bandwidth", s.intraBandwidth) ||
+      !number(intra, "latency_s", "intra_node.latency_s", s.intraLatency, false) ||
+      !number(inter, "bus_bandwidth", "inter_node.bus_bandwidth", s.interBandwidth) ||
+      !number(inter, "latency_s", "inter_node.latency_s", s.interLatency, false))
+    return std::nullopt;
+  s.devicesPerNode = std::max<int64_t>(1, (int64_t)dpn);
+  const json &eff = j.value("efficiency", json::object());
+  for (auto [key, out] : {std::pair<const char *, double *>{"matmul", &s.effMatmul},
+                          {"attention", &s.effAttention},
+                          {"elementwise", &s.effElementwise},
+                          {"memory", &s.effMemory}}) {
+    if (!eff.contains(key))
+      continue;
+    if (!number(eff, key, std::string("efficiency.") + key, *out))
+      return std::nullopt;
+    if (*out > 1) {
+      error = where + "'efficiency." + key + "' must be in (0, 1]";
+      return std::nullopt;
+    }
+  }
+  return s;
+}
+
+static double ring(int64_t g, double bytes, double alpha, double bw) {
+  if (g <= 1)
+    return 0;
+  return (g - 1) * alpha + double(g - 1) / double(g) * bytes / bw;
+}
+
+double Simulator::collectiveTime(int64_t bytes, int64_t g, int64_t stride, bool allReduce,
+                                 bool hierarchical) const {
+  if (g <= 1)
+    return 0;
+  int64_t dpn = spec.devicesPerNode;
+  // Members of the group in one node (groups are aligned to nodes).
+  int64_t k = stride >= dpn ? 1 : std::min(g, dpn / std::max<int64_t>(stride, 1));
+  double t;
+  if (k >= g)
+    t = ring(g, bytes, spec.intraLatency, spec.intraBandwidth);
+  else if (hierarchical && k > 1) {
+    int64_t nodes = (g + k - 1) / k;
+    t = ring(nodes, bytes, spec.interLatency, spec.interBandwidth) +
+        ring(k, double(bytes) / nodes, spec.intraLatency, spec.intraBandwidth);
+  } else
+    t = ring(g, bytes, spec.interLatency, spec.interBandwidth);
+  return allReduce ? 2 * t : t;
+}
+
+static int64_t tensorBytes(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  if (!t || !t.hasStaticShape())
+    return 0;
+  return t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
+}
+
+static std::string dtypeName(Type t) {
+  if (t.isF32())
+    return "f32";
+  if (t.isBF16())
+    return "bf16";
+  if (t.isF16())
+    return "f16";
+  if (t.isF64())
+    return "f64";
+  return "f32";
+}
+
+FailureOr<SimResult> Simulator::run(ModuleOp module) const {
+  FailureOr<func::FuncOp> fn = getStepFunction(module);
+  if (failed(fn))
+    return failure();
+  int64_t world = groupSize(module, "world").value_or(1);
+  int64_t shardSize = groupSize(module, "shard").value_or(world);
+  SimResult r;
+  llvm::DenseMap<Value, double> ready; // when a value produced by a collective is available
+  std::map<std::string, int64_t> matmulFlopsByDtype;
+  double tc = 0, tm = 0;
+  auto readyAt = [&](Value v) { return ready.lookup(v); };
+  for (Operation &op : fn->getBody().front().without_terminator()) {
+    double operandsReady = 0;
+    for (Value v : op.getOperands())
+      operandsReady = std::max(operandsReady, readyAt(v));
+    if (isa<AllGatherOp, ReduceScatterOp, AllReduceOp>(&op)) {
+      Value in = op.getOperand(0), out = op.getResult(0);
+      StringRef group = op.getAttrOfType<StringAttr>("group").getValue();
+      int64_t g = groupSize(&op, group).value_or(world);
+      int64_t stride = group == "replicate" ? shardSize : 1;
+      int64_t bytes = isa<AllGatherOp>(&op) ? tensorBytes(out) : tensorBytes(in);
+      double dur = collectiveTime(bytes, g, stride, isa<AllReduceOp>(&op), group == "replicate");
+      double start = std::max({tc, tm, operandsReady});
+      tm = start + dur;
+      r.commTime += dur;
+      ready[out] = tm;
+      std::string name = op.getName().getStringRef().str();
+      if (auto unit = op.getAttrOfType<FlatSymbolRefAttr>("unit"))
+        name += " @" + unit.getValue().str();
+      r.events.push_back({name, 1, start, dur, 0, bytes});
+      continue;
+    }
+    double dur = 0;
+    int64_t flops = 0, bytes = 0;
+    bool timed = false;
+    if (auto cost = dyn_cast<nn::CostOpInterface>(&op)) {
+      flops = cost.getFlops();
+      bytes = cost.getBytesAccessed();
+      std::string dtype = "f32";
+      for (Value v : op.getOperands())
+        if (auto t = dyn_cast<RankedTensorType>(v.getType()); t && isa<FloatType>(t.getElementType())) {
+          dtype = dtypeName(t.getElementType());
+          break;
+        }
+      double peak, eff;
+      if (isa<nn::LinearOp, nn::MatmulOp, nn::AttentionOp, nn::AttentionGradOp>(&op)) {
+        auto it = spec.peakFlops.find(dtype);
+        if (it == spec.peakFlops.end())
+          return op.emitError() << "the cluster spec has no peak_flops." << dtype
+                                << " for this op's dtype";
+        peak = it->second;
+        eff = isa<nn::AttentionOp, nn::AttentionGradOp>(&op) ? spec.effAttention : spec.effMatmul;
+        matmulFlopsByDtype[dtype] += flops;
+      } else {
+        peak = spec.peakFlops.at("f32");
+        eff = spec.effElementwise;
+      }
+      dur = std::max(flops / (peak * eff), bytes / (spec.memoryBandwidth * spec.effMemory));
+      timed = true;
+    } else if (isa<FlattenOp, LocalShardOp>(&op)) {
+      for (Value v : op.getOperands())
+        bytes += tensorBytes(v);
+      for (Value v : op.getResults())
+        bytes += tensorBytes(v);
+      dur = bytes / (spec.memoryBandwidth * spec.effMemory);
+      timed = true;
+    }
+    if (!timed) {
+      // Views and bookkeeping (param_view, free, constants): no time; a view
+      // of a collective's result is ready when the collective is.
+      for (Value v : op.getResults())
+        if (operandsReady > 0)
+          ready[v] = operandsReady;
+      continue;
+    }
+    double start = std::max(tc, operandsReady);
+    tc = start + dur;
+    r.computeTime += dur;
+    r.flops += flops;
+    r.events.push_back({op.getName().getStringRef().str(), 0, start, dur, flops, bytes});
+  }
+  r.stepTime = std::max(tc, tm);
+  r.exposedComm = r.stepTime - r.computeTime;
+  r.lowerBound = std::max(r.computeTime, r.commTime);
+  r.mfuDtype = "f32";
+  int64_t most = -1;
+  for (auto &[dtype, f] : matmulFlopsByDtype)
+    if (f > most) {
+      most = f;
+      r.mfuDtype = dtype;
+    }
+  r.peakFlops = spec.peakFlops.at(r.mfuDtype);
+  r.mfu = r.stepTime > 0 ? r.flops / (r.stepTime * r.peakFlops) : 0;
+  return r;
+}
+
+nlohmann::ordered_json mlir::fsdp::chromeTrace(const SimResult &r, StringRef clusterName) {
+  using ojson = nlohmann::ordered_json;
+  ojson events = ojson::array();
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0},
+                    {"args", {{"name", "rank 0 on " + clusterName.str()}}}});
+  const char *streams[] = {"compute", "communication"};
+  for (int s = 0; s < 2; ++s) {
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", s},
+                      {"args", {{"name", streams[s]}}}});
+    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 0}, {"tid", s},
+                      {"args", {{"sort_index", s}}}});
+  }
+  for (const SimEvent &e : r.events)
+    events.push_back({{"name", e.name},
+                      {"cat", e.stream ? "comm" : "compute"},
+                      {"ph", "X"},
+                      {"pid", 0},
+                      {"tid", e.stream},
+                      {"ts", e.start * 1e6},
+                      {"dur", e.duration * 1e6},
+                      {"args", {{"flops", e.flops}, {"bytes", e.bytes}}}});
+  return ojson{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
+}
