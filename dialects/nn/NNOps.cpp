@@ -47,6 +47,18 @@ static LogicalResult verifyByInference(Operation *op) {
   return success();
 }
 
+LogicalResult mlir::nn::reinferResultTypes(Operation *op) {
+  auto iface = dyn_cast<ShapeInferenceOpInterface>(op);
+  if (!iface)
+    return success();
+  SmallVector<Type> types;
+  if (failed(iface.inferResultTypes(types)))
+    return failure();
+  for (auto [r, t] : llvm::zip(op->getResults(), types))
+    r.setType(t);
+  return success();
+}
+
 /// Matrix view [rows, cols] of a tensor: rows = product of all but the last dim.
 static std::pair<int64_t, int64_t> matrixView(RankedTensorType t) {
   if (t.getRank() == 0)

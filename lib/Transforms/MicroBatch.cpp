@@ -85,13 +85,8 @@ struct FSDPMicroBatchPass : mlir::fsdp::impl::FSDPMicroBatchBase<FSDPMicroBatchP
         Operation *c = b.clone(*op, map);
         c->setAttr(nn::kMicroBatchAttr, b.getI64IntegerAttr(j));
         // The clone sees a smaller batch: re-infer its result shapes.
-        if (auto iface = dyn_cast<nn::ShapeInferenceOpInterface>(c)) {
-          SmallVector<Type> types;
-          if (failed(iface.inferResultTypes(types)))
-            return signalPassFailure();
-          for (auto [r, t] : llvm::zip(c->getResults(), types))
-            r.setType(t);
-        }
+        if (failed(nn::reinferResultTypes(c)))
+          return signalPassFailure();
         if (op == seed) {
           c->removeAttr(nn::kLossSeedAttr);
           auto t = cast<RankedTensorType>(c->getResult(0).getType());

@@ -51,16 +51,10 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
     fn.setFunctionType(FunctionType::get(fn.getContext(),
                                          fn.getBody().front().getArgumentTypes(),
                                          fn.getResultTypes()));
-    for (Operation &op : fn.getBody().front().without_terminator()) {
-      auto iface = dyn_cast<nn::ShapeInferenceOpInterface>(&op);
-      if (!iface)
-        continue;
-      SmallVector<Type> types;
-      if (failed(iface.inferResultTypes(types)))
-        return op.emitError() << "cannot split the batch over " << static_cast<int64_t>(worldSize) << " ranks here";
-      for (auto [r, t] : llvm::zip(op.getResults(), types))
-        r.setType(t);
-    }
+    for (Operation &op : fn.getBody().front().without_terminator())
+      if (failed(nn::reinferResultTypes(&op)))
+        return op.emitError() << "cannot split the batch over "
+                              << static_cast<int64_t>(worldSize) << " ranks here";
     return success();
   }
 
@@ -90,14 +84,8 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       c.erase();
     }
     for (Operation &op : fn.getBody().front().without_terminator()) {
-      auto iface = dyn_cast<nn::ShapeInferenceOpInterface>(&op);
-      if (!iface)
-        continue;
-      SmallVector<Type> types;
-      if (failed(iface.inferResultTypes(types)))
+      if (failed(nn::reinferResultTypes(&op)))
         return op.emitError() << "cannot compute in the requested param-dtype here";
-      for (auto [r, t] : llvm::zip(op.getResults(), types))
-        r.setType(t);
     }
     return success();
   }

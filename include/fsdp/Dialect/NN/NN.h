@@ -40,6 +40,12 @@ inline constexpr llvm::StringLiteral kAccumulateAttr = "nn.accumulate";
 /// zeros, ones, uniform (U(-scale, scale)), normal (N(0, scale^2)).
 bool parseInitSpec(llvm::StringRef spec, llvm::StringRef &kind, double &scale);
 
+/// Recomputes the result types of `op` from its current operands when it
+/// implements ShapeInferenceOpInterface (a no-op otherwise); fails, with the
+/// op's diagnostic emitted, if the operands are inconsistent. Used after a
+/// pass changes operand types (batch split, micro-batches, param-dtype).
+llvm::LogicalResult reinferResultTypes(Operation *op);
+
 /// Formats a shape as "[a, b, c]" for diagnostics.
 std::string formatShape(llvm::ArrayRef<int64_t> shape);
 
