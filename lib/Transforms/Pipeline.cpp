@@ -41,6 +41,7 @@ void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm, const PipelineOptions &o) 
   FSDPCollectivesOptions coll;
   coll.reshardAfterForward = o.reshardAfterForward;
   coll.keepGathered = llvm::to_vector(o.keepGathered);
+  coll.prefetch = o.prefetch;
   pm.addPass(createFSDPCollectives(coll));
   pm.addPass(createCanonicalizerPass());
   FSDPMemoryPlanOptions mem;

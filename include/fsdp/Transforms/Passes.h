@@ -75,6 +75,9 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
   Option<std::string> trace{*this, "trace",
                             llvm::cl::desc("Chrome trace of the simulated step (needs cluster)"),
                             llvm::cl::init("")};
+  Option<std::string> prefetch{*this, "prefetch",
+                               llvm::cl::desc("all-gather prefetch: none or next"),
+                               llvm::cl::init("none")};
   ListOption<std::string> keepGathered{*this, "keep-gathered",
                                        llvm::cl::desc("units kept gathered from forward to backward")};
   Option<bool> reshardAfterForward{*this, "reshard-after-forward",

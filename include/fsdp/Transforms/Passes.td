@@ -168,6 +168,9 @@ def FSDPCollectives : Pass<"fsdp-collectives", "::mlir::ModuleOp"> {
   let options = [
     Option<"reshardAfterForward", "reshard-after-forward", "bool", "true",
            "free gathered parameters after forward and gather again for backward">,
+    Option<"prefetch", "prefetch", "std::string", "\"none\"",
+           "none (gather right before first use) or next (issue the next unit's "
+           "all-gather before the current unit computes, one unit ahead, per phase)">,
     ListOption<"keepGathered", "keep-gathered", "std::string",
                "units not resharded after forward (FSDP2's per-module "
                "reshard_after_forward=False), e.g. the root unit">
