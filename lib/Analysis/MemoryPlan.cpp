@@ -1,5 +1,6 @@
 //===- MemoryPlan.cpp - liveness, per-rank peak and arena offsets ---------===//
 #include "fsdp/Analysis/MemoryPlan.h"
+#include "fsdp/Analysis/StepFunction.h"
 #include "fsdp/Dialect/FSDP/FSDP.h"
 #include "fsdp/Dialect/NN/NN.h"
 
@@ -85,12 +86,9 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
     plan.instructions.push_back(&op);
   int64_t n = plan.instructions.size();
 
-  for (unsigned i = 0; i < fn.getNumResults(); ++i)
-    if (fn.getResultAttr(i, nn::kLossAttr))
-      if (Operation *def = ret.getOperand(i).getDefiningOp())
-        plan.lossInstruction =
-            std::find(plan.instructions.begin(), plan.instructions.end(), def) -
-            plan.instructions.begin();
+  if (Operation *def = lossDefiningOp(fn))
+    plan.lossInstruction = std::find(plan.instructions.begin(), plan.instructions.end(), def) -
+                           plan.instructions.begin();
 
   auto addBuffer = [&](Value v, MemoryClass cls, int64_t start) -> LogicalResult {
     auto t = dyn_cast<RankedTensorType>(v.getType());

@@ -4,6 +4,20 @@
 
 using namespace mlir;
 
+int mlir::fsdp::lossResultIndex(func::FuncOp fn) {
+  for (unsigned i = 0; i < fn.getNumResults(); ++i)
+    if (fn.getResultAttr(i, nn::kLossAttr))
+      return i;
+  return -1;
+}
+
+Operation *mlir::fsdp::lossDefiningOp(func::FuncOp fn) {
+  int i = lossResultIndex(fn);
+  if (i < 0 || fn.getBody().empty())
+    return nullptr;
+  return fn.getBody().front().getTerminator()->getOperand(i).getDefiningOp();
+}
+
 FailureOr<func::FuncOp> mlir::fsdp::getStepFunction(ModuleOp module) {
   SmallVector<func::FuncOp> candidates, withLoss;
   for (auto fn : module.getOps<func::FuncOp>()) {

@@ -105,11 +105,7 @@ struct FSDPCollectivesPass : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectiv
       return signalPassFailure();
     func::FuncOp fn = *maybeFn;
     Block &block = fn.getBody().front();
-    auto ret = cast<func::ReturnOp>(block.getTerminator());
-    Operation *lossOp = nullptr;
-    for (unsigned i = 0; i < fn.getNumResults(); ++i)
-      if (fn.getResultAttr(i, nn::kLossAttr))
-        lossOp = ret.getOperand(i).getDefiningOp();
+    Operation *lossOp = lossDefiningOp(fn);
     if (!lossOp) {
       fn.emitError() << "expects a result marked 'nn.loss' computed in the function";
       return signalPassFailure();

@@ -37,10 +37,7 @@ struct FSDPMicroBatchPass : mlir::fsdp::impl::FSDPMicroBatchBase<FSDPMicroBatchP
     func::FuncOp fn = *maybeFn;
     Block &block = fn.getBody().front();
     auto ret = cast<func::ReturnOp>(block.getTerminator());
-    int lossIdx = -1;
-    for (unsigned i = 0; i < fn.getNumResults(); ++i)
-      if (fn.getResultAttr(i, nn::kLossAttr))
-        lossIdx = i;
+    int lossIdx = lossResultIndex(fn);
     Operation *seed = nullptr;
     for (Operation &op : block)
       if (op.hasAttr(nn::kLossSeedAttr))

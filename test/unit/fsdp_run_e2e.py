@@ -18,24 +18,9 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
-FSDP_RUN, MPIRUN, SCHED = sys.argv[1], sys.argv[2], sys.argv[3]
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-           OMPI_MCA_pml="ob1", OMPI_MCA_btl="self,vader", OMPI_MCA_rmaps_base_oversubscribe="1")
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-
-
-def mpirun(n, *args):
-    cmd = [MPIRUN, "--oversubscribe", "-np", str(n), FSDP_RUN, *args]
-    p = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=45)
-    return p.returncode, p.stdout, p.stderr
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_harness import ENV, FSDP_RUN, MPIRUN, SCHED, check, failures, finish, mpirun, tmp
 
 
 def summary(n, sched, *extra):
@@ -50,11 +35,6 @@ def close(a, b, tol):
     return len(a) == len(b) and all(abs(x - y) <= tol * (1 + abs(y)) for x, y in zip(a, b))
 
 
-tmp = tempfile.mkdtemp()
-# Open MPI session directories under this test's own temporary directory:
-# concurrent mpiruns (ctest -j) racing to create /tmp/ompi.<host>.<uid> fail
-# in orte_init otherwise.
-ENV["OMPI_MCA_orte_tmpdir_base"] = tmp
 
 # 1. Losses and parameters agree across world sizes.
 for dtype, sizes, tol in (("f64", (1, 2, 3), 1e-10), ("f32", (1, 2, 4), 1e-4)):
@@ -205,5 +185,4 @@ rc, out, err = mpirun(1, unsharded)
 check(rc != 0 and "(role 'param', fqn 'w') is a whole unsharded parameter" in err,
       "unsharded schedule gives a clear error")
 
-print("%d failure(s)" % len(failures))
-sys.exit(1 if failures else 0)
+finish()

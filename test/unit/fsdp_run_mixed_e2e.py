@@ -29,18 +29,13 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
-FSDP_RUN, MPIRUN, SCHED = sys.argv[1], sys.argv[2], sys.argv[3]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_harness import ENV, FSDP_RUN, MPIRUN, SCHED, check, failures, finish, mpirun, tmp
 GEN = os.path.join(SCHED, "gen_linear.py")
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-           OMPI_MCA_pml="ob1", OMPI_MCA_btl="self,vader", OMPI_MCA_rmaps_base_oversubscribe="1")
 NUMEL = 70  # fc.weight [5, 13] + fc.bias [5]
 STEPS = 5
 TOL = {"bf16": (1e-2, 5e-3), "f16": (2e-3, 1e-3)}  # (loss relative, param absolute)
-failures = []
-tmp = tempfile.mkdtemp()
-ENV["OMPI_MCA_orte_tmpdir_base"] = tmp  # no races on /tmp/ompi.* under ctest -j
 
 # name -> gen_linear.py options (param dtype, reduce dtype, master weights)
 VARIANTS = {
@@ -52,12 +47,6 @@ VARIANTS = {
 }
 
 
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-
-
 def gen(n, variant=None):
     path = os.path.join(tmp, "lin_%s_np%d.json" % (variant or "f32", n))
     args = [sys.executable, GEN, str(n), "f32", path]
@@ -66,12 +55,6 @@ def gen(n, variant=None):
         args += ["--param-dtype", p, "--reduce-dtype", r, "--master-weights", m]
     subprocess.run(args, check=True)
     return path
-
-
-def mpirun(n, *args):
-    cmd = [MPIRUN, "--oversubscribe", "-np", str(n), FSDP_RUN, *args]
-    p = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=60)
-    return p.returncode, p.stdout, p.stderr
 
 
 def run(n, sched, *extra):
@@ -194,7 +177,6 @@ run(2, res[(None, 2)][2], "--steps", "1", "--save", ck32)
 rc, out, err = mpirun(2, sched, "--load", ck32)
 check(rc != 0 and "the dtype of 'param'" in err, "loading an f32 checkpoint names the dtype")
 
-if failures:
-    print("%d failure(s)" % len(failures))
-    sys.exit(1)
-print("all mixed-precision checks passed")
+if not failures:
+    print("all mixed-precision checks passed")
+finish()

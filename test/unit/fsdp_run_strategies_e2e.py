@@ -21,25 +21,11 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
-FSDP_RUN, MPIRUN, SCHED = sys.argv[1], sys.argv[2], sys.argv[3]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_harness import ENV, FSDP_RUN, MPIRUN, SCHED, check, failures, finish, mpirun, tmp
 GEN = os.path.join(SCHED, "gen_linear.py")
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-           OMPI_MCA_pml="ob1", OMPI_MCA_btl="self,vader", OMPI_MCA_rmaps_base_oversubscribe="1")
 NUMEL = 70  # fc.weight [5, 13] + fc.bias [5]
-failures = []
-tmp = tempfile.mkdtemp()
-# Open MPI session directories under this test's own temporary directory:
-# concurrent mpiruns (ctest -j) racing to create /tmp/ompi.<host>.<uid> fail
-# in orte_init otherwise.
-ENV["OMPI_MCA_orte_tmpdir_base"] = tmp
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
 
 
 def gen(n, dtype, strategy=None, replicas=1):
@@ -50,12 +36,6 @@ def gen(n, dtype, strategy=None, replicas=1):
         args += ["--strategy", strategy, "--replicas", str(replicas)]
     subprocess.run(args, check=True)
     return path
-
-
-def mpirun(n, *args):
-    cmd = [MPIRUN, "--oversubscribe", "-np", str(n), FSDP_RUN, *args]
-    p = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=60)
-    return p.returncode, p.stdout, p.stderr
 
 
 def run(n, sched, *extra):
@@ -205,5 +185,4 @@ check(rc != 0 and "does not hold unit 'fc' full padded buffer of 70" in err,
 rc, out, err = broken(lambda d: d.update(strategy="zero-4"), "strategy.json")
 check(rc != 0 and "unknown strategy 'zero-4'" in err, "an unknown strategy is a clear error")
 
-print("%d failure(s)" % len(failures))
-sys.exit(1 if failures else 0)
+finish()

@@ -11,6 +11,13 @@ namespace mlir::fsdp {
 /// with a result marked nn.loss. Emits an error on the module if ambiguous.
 FailureOr<func::FuncOp> getStepFunction(ModuleOp module);
 
+/// Index of the step function's result marked nn.loss, or -1 if none.
+int lossResultIndex(func::FuncOp fn);
+
+/// The op that defines the loss (the end of forward), or null if the loss is
+/// not computed in the function's block.
+Operation *lossDefiningOp(func::FuncOp fn);
+
 } // namespace mlir::fsdp
 
 #endif // FSDP_ANALYSIS_STEPFUNCTION_H

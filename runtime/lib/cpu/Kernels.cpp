@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Kernels.h"
+#include "KernelUtil.h"
 
 #include <cblas.h>
 
@@ -93,12 +94,7 @@ constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1/√(2π)
 
 template <typename L>
 int64_t checkedLabel(const L *labels, int64_t i, int64_t classes) {
-  int64_t l = static_cast<int64_t>(labels[i]);
-  if (l < 0 || l >= classes)
-    throw std::out_of_range("label " + std::to_string(l) + " at position " +
-                            std::to_string(i) + " is outside [0, " +
-                            std::to_string(classes) + ")");
-  return l;
+  return detail::checkedIndex(labels, i, classes, "label");
 }
 
 } // namespace

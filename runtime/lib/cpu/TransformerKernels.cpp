@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/TransformerKernels.h"
+#include "KernelUtil.h"
 
 #include <algorithm>
 #include <cmath>
@@ -19,12 +20,7 @@ namespace {
 
 template <typename I>
 int64_t checkedIndex(const I *idx, int64_t i, int64_t vocab) {
-  int64_t v = static_cast<int64_t>(idx[i]);
-  if (v < 0 || v >= vocab)
-    throw std::out_of_range("index " + std::to_string(v) + " at position " +
-                            std::to_string(i) + " is outside [0, " +
-                            std::to_string(vocab) + ")");
-  return v;
+  return detail::checkedIndex(idx, i, vocab, "index");
 }
 
 double sigmoid(double x) {
@@ -88,16 +84,8 @@ void layerNorm(const T *x, const T *w, const T *b, T *y, int64_t rows,
   for (int64_t r = 0; r < rows; ++r) {
     const T *xr = x + r * dim;
     T *yr = y + r * dim;
-    double mean = 0, var = 0;
-    for (int64_t c = 0; c < dim; ++c)
-      mean += xr[c];
-    mean /= static_cast<double>(dim);
-    for (int64_t c = 0; c < dim; ++c) {
-      double d = xr[c] - mean;
-      var += d * d;
-    }
-    var /= static_cast<double>(dim);
-    double rstd = 1.0 / std::sqrt(var + eps);
+    double mean, rstd;
+    detail::rowMeanRstd(xr, dim, eps, mean, rstd);
     for (int64_t c = 0; c < dim; ++c)
       yr[c] = static_cast<T>((xr[c] - mean) * rstd * w[c] + b[c]);
   }
@@ -110,16 +98,8 @@ void layerNormGrad(const T *x, const T *w, const T *dy, T *dx, T *dw, T *db,
   for (int64_t r = 0; r < rows; ++r) {
     const T *xr = x + r * dim, *gr = dy + r * dim;
     T *dxr = dx + r * dim;
-    double mean = 0, var = 0;
-    for (int64_t c = 0; c < dim; ++c)
-      mean += xr[c];
-    mean /= static_cast<double>(dim);
-    for (int64_t c = 0; c < dim; ++c) {
-      double d = xr[c] - mean;
-      var += d * d;
-    }
-    var /= static_cast<double>(dim);
-    double rstd = 1.0 / std::sqrt(var + eps);
+    double mean, rstd;
+    detail::rowMeanRstd(xr, dim, eps, mean, rstd);
     double sumG = 0, sumGX = 0;
     for (int64_t c = 0; c < dim; ++c) {
       double xh = (xr[c] - mean) * rstd;
