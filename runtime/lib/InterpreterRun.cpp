@@ -281,8 +281,15 @@ public:
         throw Error(fsdp_last_error());
     }
   }
-  // Lets MPI progress the pending collectives between instructions.
+  // Lets MPI progress the pending collectives between instructions in
+  // FSDP_PROGRESS_TEST mode (runtime.h, fsdp_progress): Open MPI advances a
+  // non-blocking collective one round per call, so a test after each kernel
+  // moves the transfers along while the next kernel runs (on other ranks'
+  // cores). FSDP_PROGRESS_THREAD: the runtime's thread tests them;
+  // FSDP_PROGRESS_NONE: they progress only inside fsdp_wait.
   void poke() {
+    if (pending.empty() || fsdp_get_progress() != FSDP_PROGRESS_TEST)
+      return;
     for (Pending &q : pending) {
       int done = 0;
       fsdp_test(q.handle, &done);
@@ -708,6 +715,15 @@ HostValues Program::run(const HostValues &inputs) {
     for (size_t idx = 0; idx < program.size(); ++idx) {
       const Instruction &in = program[idx];
       f.curInst = static_cast<int64_t>(idx);
+      // fsdp_profile_enabled: kernel seconds under the op name, time blocked
+      // on collectives and the interpreter's own work (binding and zeroing
+      // buffers, frees, progress tests) under "(comm wait)" / "(interpreter)".
+      bool profiling = fsdp_profile_enabled();
+      double pt0 = 0, pw0 = 0, pk0 = 0, pk1 = 0;
+      if (profiling) {
+        pt0 = fsdp_now();
+        pw0 = fsdp_comm_wait_seconds();
+      }
       try {
         for (int64_t id : in.operands)
           f.waitTouching(id);
@@ -715,17 +731,31 @@ HostValues Program::run(const HostValues &inputs) {
           f.waitTouching(id);
           f.define(id);
         }
+        if (profiling)
+          pk0 = fsdp_now();
         execute(in, f);
+        if (profiling)
+          pk1 = fsdp_now();
         for (int64_t id : in.frees)
           f.release(id);
         f.poke();
+        if (profiling) {
+          double wait = fsdp_comm_wait_seconds() - pw0;
+          fsdp_profile_add(in.op.c_str(), pk1 - pk0);
+          fsdp_profile_add("(comm wait)", wait);
+          fsdp_profile_add("(interpreter)",
+                           (fsdp_now() - pt0) - (pk1 - pk0) - wait);
+        }
       } catch (const Error &e) {
         throw Error(where(idx) + ": " + e.what());
       } catch (const std::exception &e) {
         throw Error(where(idx) + ": " + e.what());
       }
     }
+    double pw0 = fsdp_comm_wait_seconds();
     f.waitAll();
+    if (fsdp_profile_enabled())
+      fsdp_profile_add("(comm wait)", fsdp_comm_wait_seconds() - pw0);
     for (const IoDesc &io : outputList) {
       const BufferDesc &b = buffer(io.buffer);
       void *ptr;

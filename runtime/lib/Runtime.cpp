@@ -8,6 +8,17 @@
 // buffers travel as MPI_UINT16_T; their reductions use commutative MPI
 // user-defined operations that add in f32 and round (fsdp/Half.h).
 //
+// Progress (fsdp_progress): in FSDP_PROGRESS_THREAD mode a std::thread
+// loops over the registry of in-flight requests calling MPI_Test, sleeping
+// between rounds with an exponential back-off (so that on an oversubscribed
+// machine it gives the core back to the kernels). Ownership: one mutex
+// guards the registry and every MPI call on an in-flight request (start,
+// MPI_Test by either thread, MPI_Wait); fsdp_wait removes its request from
+// the registry under the mutex before completing it, so the thread never
+// touches a request after (or while) the caller completes it. MPI is asked
+// for MPI_THREAD_MULTIPLE all the same, so that a host program may call MPI
+// from its own thread while the progress thread runs.
+//
 //===----------------------------------------------------------------------===//
 #include "fsdp/runtime.h"
 
@@ -16,14 +27,20 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <new>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace {
 
@@ -192,22 +209,187 @@ struct fsdp_request {
   fsdp_dtype dtype = FSDP_F32;
 };
 
+namespace {
+
+//===--- Progress -----------------------------------------------------------===//
+
+std::atomic<int> progressMode{FSDP_PROGRESS_TEST};
+// Guards `inflight` and every MPI call on an in-flight request.
+std::mutex reqMutex;
+std::condition_variable reqCv;
+std::vector<fsdp_request *> inflight; // registered in thread mode only
+// Never destroyed: a process that exits without fsdp_finalize (fsdp_abort)
+// must not run ~thread on a joinable thread (std::terminate).
+std::thread *progressThread = nullptr;
+bool stopThread = false; // under reqMutex
+uint64_t registrations = 0; // under reqMutex: wakes the sleeping thread
+std::atomic<int64_t> minIntervalNs{20000}, maxIntervalNs{1000000};
+std::atomic<int64_t> threadTests{0};
+
+void progressLoop() {
+  std::unique_lock<std::mutex> lk(reqMutex);
+  int64_t interval = minIntervalNs.load();
+  while (!stopThread) {
+    if (inflight.empty()) {
+      reqCv.wait(lk, [] { return stopThread || !inflight.empty(); });
+      interval = minIntervalNs.load();
+      continue;
+    }
+    bool completed = false;
+    for (size_t i = 0; i < inflight.size();) {
+      int flag = 0;
+      // An error is left for fsdp_wait to report (MPI_Wait on the request).
+      if (MPI_Test(&inflight[i]->req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        flag = 1;
+      ++threadTests;
+      if (flag) { // done: the caller's fsdp_wait finds MPI_REQUEST_NULL
+        inflight.erase(inflight.begin() + i);
+        completed = true;
+      } else {
+        ++i;
+      }
+    }
+    interval = completed ? minIntervalNs.load()
+                         : std::min(2 * interval, maxIntervalNs.load());
+    // Sleep without the lock; a new request (or stop) wakes the thread early
+    // and restarts the back-off.
+    uint64_t seen = registrations;
+    if (reqCv.wait_for(lk, std::chrono::nanoseconds(interval), [seen] {
+          return stopThread || registrations != seen;
+        }))
+      interval = minIntervalNs.load();
+  }
+}
+
+bool threadRunning() { return progressThread != nullptr; }
+
+void startThread() {
+  if (threadRunning() || !mpiActive())
+    return;
+  {
+    std::lock_guard<std::mutex> lk(reqMutex);
+    stopThread = false;
+  }
+  progressThread = new std::thread(progressLoop);
+}
+
+void stopProgressThread() {
+  if (!threadRunning())
+    return;
+  {
+    std::lock_guard<std::mutex> lk(reqMutex);
+    stopThread = true;
+    inflight.clear(); // the requests stay valid; fsdp_wait completes them
+  }
+  reqCv.notify_all();
+  progressThread->join();
+  delete progressThread;
+  progressThread = nullptr;
+}
+
+// Registers a just-started request with the progress thread (caller holds
+// reqMutex).
+void registerLocked(fsdp_request *h) {
+  if (threadRunning() && h->req != MPI_REQUEST_NULL) {
+    inflight.push_back(h);
+    ++registrations;
+    reqCv.notify_all();
+  }
+}
+
+//===--- Profile ------------------------------------------------------------===//
+
+std::atomic<int> profileOn{0};
+std::mutex profileMutex;
+std::map<std::string, std::pair<int64_t, double>> profile;
+
+} // namespace
+
 extern "C" {
 
 int fsdp_init(int *argc, char ***argv) {
   int init = 0;
   MPI_Initialized(&init);
+  bool wantThread = progressMode.load() == FSDP_PROGRESS_THREAD;
   if (!init) {
-    int err = MPI_Init(argc, argv);
+    int provided = MPI_THREAD_SINGLE;
+    int err = wantThread
+                  ? MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided)
+                  : MPI_Init(argc, argv);
     if (err != MPI_SUCCESS)
       return fail(FSDP_ERR_MPI, "MPI_Init failed: " + mpiMessage(err));
     weInitialisedMpi = true;
   }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  if (wantThread) {
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    if (provided < MPI_THREAD_MULTIPLE)
+      return fail(FSDP_ERR_MPI, "progress thread: the MPI library does not "
+                                "provide MPI_THREAD_MULTIPLE");
+    startThread();
+  }
   return FSDP_OK;
 }
 
+int fsdp_set_progress(fsdp_progress mode) {
+  if (mode != FSDP_PROGRESS_NONE && mode != FSDP_PROGRESS_TEST &&
+      mode != FSDP_PROGRESS_THREAD)
+    return fail(FSDP_ERR_INVALID, "fsdp_set_progress: invalid mode " +
+                                      std::to_string(static_cast<int>(mode)));
+  if (mode == FSDP_PROGRESS_THREAD && mpiActive()) {
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    if (provided < MPI_THREAD_MULTIPLE)
+      return fail(FSDP_ERR_MPI,
+                  "fsdp_set_progress: a progress thread needs "
+                  "MPI_THREAD_MULTIPLE (select it before fsdp_init)");
+  }
+  if (mode != FSDP_PROGRESS_THREAD)
+    stopProgressThread();
+  progressMode = mode;
+  if (mode == FSDP_PROGRESS_THREAD)
+    startThread(); // no-op until MPI is initialised (fsdp_init starts it)
+  return FSDP_OK;
+}
+
+fsdp_progress fsdp_get_progress(void) {
+  return static_cast<fsdp_progress>(progressMode.load());
+}
+
+const char *fsdp_progress_name(fsdp_progress mode) {
+  switch (mode) {
+  case FSDP_PROGRESS_NONE: return "none";
+  case FSDP_PROGRESS_TEST: return "test";
+  case FSDP_PROGRESS_THREAD: return "thread";
+  }
+  return "invalid";
+}
+
+int fsdp_parse_progress(const char *name) {
+  if (!name)
+    return -1;
+  for (fsdp_progress m :
+       {FSDP_PROGRESS_NONE, FSDP_PROGRESS_TEST, FSDP_PROGRESS_THREAD})
+    if (std::strcmp(name, fsdp_progress_name(m)) == 0)
+      return m;
+  return -1;
+}
+
+int fsdp_set_progress_interval(double min_seconds, double max_seconds) {
+  if (!(min_seconds > 0) || !(max_seconds >= min_seconds) || max_seconds > 10)
+    return fail(FSDP_ERR_INVALID, "fsdp_set_progress_interval: need 0 < min "
+                                  "<= max <= 10 seconds");
+  minIntervalNs = std::max<int64_t>(1, static_cast<int64_t>(min_seconds * 1e9));
+  maxIntervalNs = std::max<int64_t>(minIntervalNs.load(),
+                                    static_cast<int64_t>(max_seconds * 1e9));
+  return FSDP_OK;
+}
+
+int64_t fsdp_progress_thread_tests(void) { return threadTests.load(); }
+
 int fsdp_finalize(void) {
+  stopProgressThread();
   if (mpiActive()) {
     freeGrid();
     freeOps();
@@ -402,6 +584,7 @@ int fsdp_all_gather_start_in(fsdp_group group, const void *shard, void *full,
   if (!mpiActive()) {
     std::memmove(full, shard, static_cast<size_t>(shard_count) * esize);
   } else {
+    std::lock_guard<std::mutex> lk(reqMutex);
     int err = MPI_Iallgather(shard, static_cast<int>(shard_count),
                              mpiType(dtype), full, static_cast<int>(shard_count),
                              mpiType(dtype), groupComm(group), &h->req);
@@ -409,6 +592,7 @@ int fsdp_all_gather_start_in(fsdp_group group, const void *shard, void *full,
       delete h;
       return fail(FSDP_ERR_MPI, "MPI_Iallgather failed: " + mpiMessage(err));
     }
+    registerLocked(h);
   }
   addBytes(FSDP_COLL_ALL_GATHER,
            fsdp::ringCollectiveBytesPerRank(
@@ -438,6 +622,7 @@ int fsdp_reduce_scatter_start_in(fsdp_group group, const void *full,
   if (!mpiActive()) {
     std::memmove(shard, full, static_cast<size_t>(shard_count) * esize);
   } else {
+    std::lock_guard<std::mutex> lk(reqMutex);
     int err = MPI_Ireduce_scatter_block(full, shard, static_cast<int>(shard_count),
                                         mpiType(dtype), sumOp(dtype),
                                         groupComm(group), &h->req);
@@ -446,6 +631,7 @@ int fsdp_reduce_scatter_start_in(fsdp_group group, const void *full,
       return fail(FSDP_ERR_MPI,
                   "MPI_Ireduce_scatter_block failed: " + mpiMessage(err));
     }
+    registerLocked(h);
   }
   h->average = (op == FSDP_REDUCE_AVG);
   h->avgData = shard;
@@ -480,6 +666,7 @@ int fsdp_all_reduce_start(fsdp_group group, const void *in, void *out,
   if (!mpiActive()) {
     std::memmove(out, in, static_cast<size_t>(count) * esize);
   } else {
+    std::lock_guard<std::mutex> lk(reqMutex);
     int err = MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out,
                              static_cast<int>(count), mpiType(dtype), sumOp(dtype),
                              groupComm(group), &h->req);
@@ -487,6 +674,7 @@ int fsdp_all_reduce_start(fsdp_group group, const void *in, void *out,
       delete h;
       return fail(FSDP_ERR_MPI, "MPI_Iallreduce failed: " + mpiMessage(err));
     }
+    registerLocked(h);
   }
   h->average = (op == FSDP_REDUCE_AVG);
   h->avgData = out;
@@ -503,6 +691,7 @@ int fsdp_all_reduce_start(fsdp_group group, const void *in, void *out,
 int fsdp_test(fsdp_handle h, int *done) {
   if (!h || !done)
     return fail(FSDP_ERR_INVALID, "fsdp_test: invalid argument");
+  std::lock_guard<std::mutex> lk(reqMutex);
   if (h->req == MPI_REQUEST_NULL) {
     *done = 1;
     return FSDP_OK;
@@ -520,10 +709,19 @@ int fsdp_wait(fsdp_handle h) {
     return fail(FSDP_ERR_INVALID, "fsdp_wait: null handle");
   double t0 = fsdp_now();
   int rc = FSDP_OK;
-  if (h->req != MPI_REQUEST_NULL) {
-    int err = MPI_Wait(&h->req, MPI_STATUS_IGNORE);
-    if (err != MPI_SUCCESS)
-      rc = fail(FSDP_ERR_MPI, "MPI_Wait failed: " + mpiMessage(err));
+  {
+    // Taken from the progress thread first: it never sees `h` again.
+    std::lock_guard<std::mutex> lk(reqMutex);
+    if (!inflight.empty()) {
+      auto it = std::find(inflight.begin(), inflight.end(), h);
+      if (it != inflight.end())
+        inflight.erase(it);
+    }
+    if (h->req != MPI_REQUEST_NULL) {
+      int err = MPI_Wait(&h->req, MPI_STATUS_IGNORE);
+      if (err != MPI_SUCCESS)
+        rc = fail(FSDP_ERR_MPI, "MPI_Wait failed: " + mpiMessage(err));
+    }
   }
   if (rc == FSDP_OK && h->average) {
     int n = h->divisor;
@@ -562,6 +760,7 @@ void fsdp_add_compute_seconds(double seconds) {
   computeNs += static_cast<int64_t>(seconds * 1e9);
 }
 void fsdp_stats_reset(void) {
+  threadTests = 0;
   commBytes = 0;
   for (auto &c : commBytesByKind)
     c = 0;
@@ -572,6 +771,42 @@ void fsdp_stats_reset(void) {
 double fsdp_now(void) {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+void fsdp_profile_enable(int on) { profileOn = on ? 1 : 0; }
+int fsdp_profile_enabled(void) { return profileOn.load(); }
+void fsdp_profile_add(const char *op, double seconds) {
+  std::lock_guard<std::mutex> lk(profileMutex);
+  auto &e = profile[op ? op : ""];
+  ++e.first;
+  e.second += seconds;
+}
+void fsdp_profile_reset(void) {
+  std::lock_guard<std::mutex> lk(profileMutex);
+  profile.clear();
+}
+int fsdp_profile_count(void) {
+  std::lock_guard<std::mutex> lk(profileMutex);
+  return static_cast<int>(profile.size());
+}
+static const std::pair<const std::string, std::pair<int64_t, double>> *
+profileEntry(int i) {
+  std::lock_guard<std::mutex> lk(profileMutex);
+  if (i < 0 || i >= static_cast<int>(profile.size()))
+    return nullptr;
+  return &*std::next(profile.begin(), i);
+}
+const char *fsdp_profile_op(int i) {
+  auto *e = profileEntry(i);
+  return e ? e->first.c_str() : nullptr;
+}
+int64_t fsdp_profile_calls(int i) {
+  auto *e = profileEntry(i);
+  return e ? e->second.first : 0;
+}
+double fsdp_profile_seconds(int i) {
+  auto *e = profileEntry(i);
+  return e ? e->second.second : 0;
 }
 
 void fsdp_abort(const char *message, int code) {

@@ -2,6 +2,8 @@
 //
 //   mpirun -np N fsdp-run SCHEDULE.json [--steps K] [--seed S]
 //          [--data FILE] [--dump-params PATH] [--save DIR] [--load DIR]
+//          [--progress none|test|thread] [--progress-interval MIN[:MAX]]
+//          [--warmup W] [--profile]
 //
 // Loads the schedule (world_size must be N), initialises every rank's shards
 // or full (replicated) buffers deterministically (the full parameters do not
@@ -11,7 +13,9 @@
 // ("Mixed precision") and optimizer-state outputs to the next step, prints "step s loss x" per step
 // on rank 0 and, as the last line, one JSON summary. Any error on any rank
 // aborts all ranks (MPI_Abort) with a message; bad arguments print the usage
-// and exit 2.
+// and exit 2. --progress picks how collectives progress while kernels run
+// (runtime.h, fsdp_progress; results are bit-identical across modes);
+// --profile adds per-op seconds per step (mean over ranks) to the summary.
 //
 //===----------------------------------------------------------------------===//
 #include "Checkpoint.h"
@@ -53,6 +57,10 @@ struct Options {
   std::string dumpParams;
   std::string data;
   std::string save, load;
+  int progress = FSDP_PROGRESS_TEST;
+  double intervalMin = 0, intervalMax = 0; // 0: the runtime's defaults
+  int64_t warmup = 0;
+  bool profile = false;
 };
 
 const char *kUsage =
@@ -71,7 +79,19 @@ const char *kUsage =
     "  --save DIR         write the final sharded parameters and optimizer\n"
     "                     state to DIR (rank<r>.bin per rank, index.json)\n"
     "  --load DIR         resume from a --save directory: its step count\n"
-    "                     continues (the next step is saved step + 1)\n";
+    "                     continues (the next step is saved step + 1)\n"
+    "  --progress MODE    how collectives progress while kernels run: none\n"
+    "                     (only when waited), test (MPI_Test after every\n"
+    "                     instruction; default), thread (a progress thread,\n"
+    "                     MPI_THREAD_MULTIPLE). Results are identical.\n"
+    "  --progress-interval MIN[:MAX]\n"
+    "                     the progress thread's back-off in microseconds\n"
+    "                     (default 20:1000)\n"
+    "  --warmup W         leave the first W steps out of the timings\n"
+    "                     (default 0)\n"
+    "  --profile          add \"profile\" to the summary: seconds and calls\n"
+    "                     per step by op name (mean over ranks), plus comm\n"
+    "                     wait, interpreter work and step set-up\n";
 
 [[noreturn]] void usageError(const std::string &msg) {
   const char *r = std::getenv("OMPI_COMM_WORLD_RANK");
@@ -120,6 +140,29 @@ Options parseArgs(int argc, char **argv) {
       o.save = value();
     } else if (a == "--load") {
       o.load = value();
+    } else if (a == "--progress") {
+      std::string v = value();
+      o.progress = fsdp_parse_progress(v.c_str());
+      if (o.progress < 0)
+        usageError("--progress needs none, test or thread, got '" + v + "'");
+    } else if (a == "--progress-interval") {
+      std::string v = value();
+      size_t colon = v.find(':');
+      int64_t lo = 0, hi = 0;
+      if (!parseInt(v.substr(0, colon), lo) ||
+          (colon != std::string::npos && !parseInt(v.substr(colon + 1), hi)))
+        usageError("--progress-interval needs MIN or MIN:MAX microseconds");
+      if (colon == std::string::npos)
+        hi = std::max<int64_t>(lo, 1000);
+      if (lo < 1 || hi < lo || hi > 10000000)
+        usageError("--progress-interval needs 1 <= MIN <= MAX <= 1e7 us");
+      o.intervalMin = lo * 1e-6;
+      o.intervalMax = hi * 1e-6;
+    } else if (a == "--warmup") {
+      if (!parseInt(value(), o.warmup) || o.warmup < 0)
+        usageError("--warmup needs an integer >= 0");
+    } else if (a == "--profile") {
+      o.profile = true;
     } else if (a.size() > 1 && a[0] == '-') {
       usageError("unknown option " + a);
     } else if (o.schedule.empty()) {
@@ -131,6 +174,8 @@ Options parseArgs(int argc, char **argv) {
   }
   if (o.schedule.empty())
     usageError("no schedule file given");
+  if (o.warmup >= o.steps)
+    usageError("--warmup must be smaller than --steps");
   return o;
 }
 
@@ -214,6 +259,22 @@ void appendRole(const Program &p,
     }
   }
   out += "}";
+}
+
+double mean(const std::vector<double> &v) {
+  double s = 0;
+  for (double x : v)
+    s += x;
+  return v.empty() ? 0 : s / static_cast<double>(v.size());
+}
+
+double stdev(const std::vector<double> &v) {
+  if (v.size() < 2)
+    return 0;
+  double m = mean(v), s = 0;
+  for (double x : v)
+    s += (x - m) * (x - m);
+  return std::sqrt(s / static_cast<double>(v.size() - 1));
 }
 
 double median(std::vector<double> v) {
@@ -309,7 +370,14 @@ int runMain(const Options &opt) {
   // Per step, max over ranks: wall time of run(), kernel time, wait time.
   std::vector<double> losses, stepTimes, computeTimes, commTimes;
   int64_t peak = 0;
+  double profiledSeconds = 0; // run() wall time of the profiled steps
   for (int64_t step = startStep + 1; step <= startStep + opt.steps; ++step) {
+    bool timed = step > startStep + opt.warmup;
+    if (opt.profile) {
+      fsdp_profile_enable(timed);
+      if (step == startStep + opt.warmup + 1)
+        fsdp_profile_reset();
+    }
     HostValues in = state;
     data.fill(step, in);
     if (stepId >= 0)
@@ -330,13 +398,43 @@ int runMain(const Options &opt) {
       throw Error("MPI_Allreduce of the loss failed");
     double loss = sum / static_cast<double>(n);
     losses.push_back(loss);
-    stepTimes.push_back(maxTimes[0]);
-    computeTimes.push_back(maxTimes[1]);
-    commTimes.push_back(maxTimes[2]);
+    if (timed) {
+      stepTimes.push_back(maxTimes[0]);
+      computeTimes.push_back(maxTimes[1]);
+      commTimes.push_back(maxTimes[2]);
+      profiledSeconds += times[0];
+    }
     if (rank == 0) {
       std::printf("step %lld loss %.6f\n", static_cast<long long>(step), loss);
       std::fflush(stdout);
     }
+  }
+
+  fsdp_profile_enable(0);
+  // Per-op seconds and calls per step, mean over ranks (every rank runs the
+  // same instructions, so the sorted op names agree).
+  nlohmann::json profile = nlohmann::json::object();
+  if (opt.profile) {
+    int count = fsdp_profile_count();
+    std::vector<double> local(2 * count + 1), sum(2 * count + 1);
+    double timedSteps = static_cast<double>(stepTimes.size());
+    double inSteps = 0;
+    for (int i = 0; i < count; ++i) {
+      local[2 * i] = fsdp_profile_seconds(i) / timedSteps;
+      local[2 * i + 1] = static_cast<double>(fsdp_profile_calls(i)) / timedSteps;
+      inSteps += fsdp_profile_seconds(i);
+    }
+    // Not in any instruction: converting inputs and outputs, the arena's
+    // first binding, the final waits' bookkeeping.
+    local[2 * count] = (profiledSeconds - inSteps) / timedSteps;
+    MPI_Allreduce(local.data(), sum.data(), 2 * count + 1, MPI_DOUBLE, MPI_SUM,
+                  MPI_COMM_WORLD);
+    for (int i = 0; i < count; ++i)
+      profile[fsdp_profile_op(i)] = {
+          {"seconds", sum[2 * i] / static_cast<double>(n)},
+          {"calls", sum[2 * i + 1] / static_cast<double>(n)}};
+    profile["(step set-up)"] = {
+        {"seconds", sum[2 * count] / static_cast<double>(n)}, {"calls", 1}};
   }
 
   long long peakLL = peak, peakMax = 0;
@@ -402,8 +500,14 @@ int runMain(const Options &opt) {
           {"shard_size", prog.shardSize()}}},
         {"step_time_s", st},
         {"samples_per_s", st > 0 ? globalBatch / st : 0.0},
+        {"step_time_mean_s", mean(stepTimes)},
+        {"step_time_stdev_s", stdev(stepTimes)},
+        {"timed_steps", static_cast<int64_t>(stepTimes.size())},
+        {"progress", fsdp_progress_name(fsdp_get_progress())},
         {"compute_time_s", median(computeTimes)},
         {"comm_wait_time_s", median(commTimes)}};
+    if (opt.profile)
+      summary["profile"] = profile;
     if (data.globalTokens > 0)
       summary["tokens_per_s"] = st > 0 ? data.globalTokens / st : 0.0;
     std::printf("%s\n", summary.dump().c_str());
@@ -416,6 +520,13 @@ int runMain(const Options &opt) {
 
 int main(int argc, char **argv) {
   Options opt = parseArgs(argc, argv);
+  if (fsdp_set_progress(static_cast<fsdp_progress>(opt.progress)) != FSDP_OK ||
+      (opt.intervalMin > 0 &&
+       fsdp_set_progress_interval(opt.intervalMin, opt.intervalMax) !=
+           FSDP_OK)) {
+    std::fprintf(stderr, "fsdp-run: %s\n", fsdp_last_error());
+    return 2;
+  }
   if (fsdp_init(&argc, &argv) != FSDP_OK) {
     std::fprintf(stderr, "fsdp-run: %s\n", fsdp_last_error());
     return 1;

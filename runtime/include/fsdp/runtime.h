@@ -74,7 +74,45 @@ typedef enum fsdp_collective {
 /* An in-flight collective; completed and released by fsdp_wait. */
 typedef struct fsdp_request *fsdp_handle;
 
-/* Initialises MPI (MPI_Init) unless it is already initialised, and sets
+/* How in-flight collectives progress while the caller computes
+ * (runtime/docs/schedule-format.md, "Runtime decisions"). Open MPI's
+ * non-blocking collectives (libnbc over ob1/vader) only advance, round by
+ * round, inside MPI calls on the calling process, so someone must call MPI
+ * while the kernels run. */
+typedef enum fsdp_progress {
+  FSDP_PROGRESS_NONE = 0,  /* only inside fsdp_wait (and explicit fsdp_test) */
+  FSDP_PROGRESS_TEST = 1,  /* the caller calls fsdp_test between kernels (the
+                              schedule interpreter does, after every
+                              instruction) */
+  FSDP_PROGRESS_THREAD = 2 /* a progress thread calls MPI_Test on every
+                              in-flight request with an exponential back-off
+                              (fsdp_set_progress_interval); MPI is initialised
+                              with MPI_THREAD_MULTIPLE */
+} fsdp_progress;
+
+/* Selects the progress mode (default FSDP_PROGRESS_TEST). Call before
+ * fsdp_init for FSDP_PROGRESS_THREAD, so that fsdp_init asks for
+ * MPI_THREAD_MULTIPLE; after MPI is initialised, FSDP_PROGRESS_THREAD fails
+ * with FSDP_ERR_MPI unless MPI provides MPI_THREAD_MULTIPLE. Leaving thread
+ * mode stops the thread (every in-flight request stays valid and is
+ * completed by fsdp_wait). No effect on results: only on when transfers run. */
+int fsdp_set_progress(fsdp_progress mode);
+/* The current progress mode. */
+fsdp_progress fsdp_get_progress(void);
+/* "none", "test" or "thread"; fsdp_parse_progress reads those names
+ * (returns -1 for anything else). */
+const char *fsdp_progress_name(fsdp_progress mode);
+int fsdp_parse_progress(const char *name);
+/* The progress thread's back-off: after a request is started or completes
+ * it sleeps `min_seconds` between rounds of MPI_Test, doubling up to
+ * `max_seconds` while nothing completes (defaults 2e-5 and 1e-3). Both must
+ * be > 0 with min <= max. */
+int fsdp_set_progress_interval(double min_seconds, double max_seconds);
+/* MPI_Test calls the progress thread made since the last stats reset. */
+int64_t fsdp_progress_thread_tests(void);
+
+/* Initialises MPI (MPI_Init, or MPI_Init_thread(MPI_THREAD_MULTIPLE) in
+ * FSDP_PROGRESS_THREAD mode) unless it is already initialised, and sets
  * MPI_ERRORS_RETURN on MPI_COMM_WORLD. argc/argv may be NULL. */
 int fsdp_init(int *argc, char ***argv);
 /* Finalises MPI if fsdp_init initialised it. */
@@ -173,7 +211,8 @@ int fsdp_all_reduce_start(fsdp_group group, const void *in, void *out,
                           fsdp_handle *handle);
 
 /* Drives progress of `h` without blocking; *done = 1 once complete (the
- * handle stays valid until fsdp_wait). */
+ * handle stays valid until fsdp_wait). Safe in every progress mode (the
+ * progress thread and the caller never test one request at once). */
 int fsdp_test(fsdp_handle h, int *done);
 /* Blocks until `h` completes, applies the average if any, releases `h`.
  * The time spent here is added to the comm-wait counter. */
@@ -197,6 +236,21 @@ void fsdp_add_compute_seconds(double seconds);
 void fsdp_stats_reset(void);
 /* Monotonic wall-clock time in seconds. */
 double fsdp_now(void);
+
+/* Per-op profile (fsdp-run --profile): while enabled, the schedule
+ * interpreter adds each instruction's kernel seconds under its op name
+ * ("nn.linear", "fsdp.all_gather" = the start call, ...). Off by default;
+ * reset by fsdp_profile_reset (not by fsdp_stats_reset). */
+void fsdp_profile_enable(int on);
+int fsdp_profile_enabled(void);
+void fsdp_profile_add(const char *op, double seconds);
+void fsdp_profile_reset(void);
+/* Number of op names recorded; entry i (0 <= i < count, sorted by name):
+ * its name, calls and seconds. Out-of-range i: NULL / 0. */
+int fsdp_profile_count(void);
+const char *fsdp_profile_op(int i);
+int64_t fsdp_profile_calls(int i);
+double fsdp_profile_seconds(int i);
 
 /* Prints "[rank R] message" to stderr and stops all ranks: MPI_Abort(code)
  * if MPI is initialised, exit(code) otherwise. Never returns. */
