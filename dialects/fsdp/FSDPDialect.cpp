@@ -1,6 +1,8 @@
 //===- FSDPDialect.cpp - fsdp dialect registration and verifiers ----------===//
 #include "fsdp/Dialect/FSDP/FSDP.h"
 
+#include "llvm/ADT/TypeSwitch.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -87,6 +89,12 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op, NamedAttribut
     if (!isa<ModuleOp>(op) || !i || i.getInt() < 1)
       return op->emitError() << "'" << attr.getName().getValue()
                              << "' must be an integer >= 1 on the module, got " << attr.getValue();
+    return success();
+  }
+  if (attr.getName() == kScheduleAttr) {
+    if (!isa<ModuleOp>(op) || !isa<StringAttr>(attr.getValue()))
+      return op->emitError() << "'" << kScheduleAttr << "' must be a string on the module, got "
+                             << attr.getValue();
     return success();
   }
   return op->emitError() << "unknown fsdp attribute '" << attr.getName().getValue() << "'";
@@ -249,19 +257,45 @@ static LogicalResult verifyShardedCollective(Operation *op, FlatSymbolRefAttr un
   return success();
 }
 
+/// An `async` collective's result is a token read by exactly one fsdp.wait.
+static LogicalResult verifyAsync(Operation *op, bool async) {
+  if (!async)
+    return success();
+  Value r = op->getResult(0);
+  if (!r.hasOneUse() || !isa<WaitOp>(*r.getUsers().begin()))
+    return op->emitOpError() << "is async: expects its result to be used by exactly one "
+                                "fsdp.wait and nothing else";
+  return success();
+}
+
+LogicalResult WaitOp::verify() {
+  Operation *def = getToken().getDefiningOp();
+  bool async = def && llvm::TypeSwitch<Operation *, bool>(def)
+                          .Case<AllGatherOp, ReduceScatterOp, AllReduceOp>(
+                              [](auto c) { return c.getAsync(); })
+                          .Default([](Operation *) { return false; });
+  if (!async)
+    return emitOpError() << "expects the result of an async fsdp.all_gather, "
+                            "fsdp.reduce_scatter or fsdp.all_reduce";
+  return success();
+}
+
 LogicalResult AllGatherOp::verify() {
+  if (failed(verifyAsync(*this, getAsync())))
+    return failure();
   return verifyShardedCollective(*this, getUnitAttr(), getGroup(), getShard().getType(), getType());
 }
 
 LogicalResult ReduceScatterOp::verify() {
-  if (failed(verifyReduction(*this, getOp())))
+  if (failed(verifyReduction(*this, getOp())) || failed(verifyAsync(*this, getAsync())))
     return failure();
   return verifyShardedCollective(*this, getUnitAttr(), getGroup(), getType(),
                                  getInput().getType());
 }
 
 LogicalResult AllReduceOp::verify() {
-  if (failed(verifyReduction(*this, getOp())) || failed(verifyGroup(*this, getGroup())) ||
+  if (failed(verifyReduction(*this, getOp())) || failed(verifyAsync(*this, getAsync())) ||
+      failed(verifyGroup(*this, getGroup())) ||
       failed(lookupUnit(*this, getUnitAttr())))
     return failure();
   if (getInput().getType() != getType())

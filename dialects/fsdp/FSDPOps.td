@@ -51,9 +51,10 @@ def FSDP_AllGatherOp : FSDP_Op<"all_gather", [
     Ring volume sent per rank: (N−1)·S elements.
   }];
   let arguments = (ins FlatSymbolRefAttr:$unit, FSDP_FlatTensor:$shard,
-                       DefaultValuedAttr<StrAttr, "\"shard\"">:$group);
+                       DefaultValuedAttr<StrAttr, "\"shard\"">:$group,
+                       UnitAttr:$async);
   let results = (outs FSDP_FlatTensor:$result);
-  let assemblyFormat = "$unit $shard attr-dict `:` type($shard) `->` type($result)";
+  let assemblyFormat = "$unit $shard (`async` $async^)? attr-dict `:` type($shard) `->` type($result)";
   let hasVerifier = 1;
 }
 
@@ -66,9 +67,10 @@ def FSDP_ReduceScatterOp : FSDP_Op<"reduce_scatter", [
   }];
   let arguments = (ins FlatSymbolRefAttr:$unit, FSDP_FlatTensor:$input,
                        DefaultValuedAttr<StrAttr, "\"avg\"">:$op,
-                       DefaultValuedAttr<StrAttr, "\"shard\"">:$group);
+                       DefaultValuedAttr<StrAttr, "\"shard\"">:$group,
+                       UnitAttr:$async);
   let results = (outs FSDP_FlatTensor:$result);
-  let assemblyFormat = "$unit $input attr-dict `:` type($input) `->` type($result)";
+  let assemblyFormat = "$unit $input (`async` $async^)? attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
 }
 
@@ -82,9 +84,34 @@ def FSDP_AllReduceOp : FSDP_Op<"all_reduce", [
   }];
   let arguments = (ins FlatSymbolRefAttr:$unit, FSDP_FlatTensor:$input,
                        DefaultValuedAttr<StrAttr, "\"avg\"">:$op,
-                       DefaultValuedAttr<StrAttr, "\"world\"">:$group);
+                       DefaultValuedAttr<StrAttr, "\"world\"">:$group,
+                       UnitAttr:$async);
   let results = (outs FSDP_FlatTensor:$result);
-  let assemblyFormat = "$unit $input attr-dict `:` type($input) `->` type($result)";
+  let assemblyFormat = "$unit $input (`async` $async^)? attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def FSDP_WaitOp : FSDP_Op<"wait", [
+    AllTypesMatch<["token", "result"]>,
+    MemoryEffects<[MemRead<FSDP_CommResource>, MemWrite<FSDP_CommResource>]>]> {
+  let summary = "complete an asynchronous collective and read its result";
+  let description = [{
+    An `async` collective is the *start* of a transfer on the communication
+    stream; its result is a token for the in-flight buffer that only
+    `fsdp.wait` may read. The wait blocks the compute stream until the
+    transfer is complete and returns the buffer itself (no copy: the result
+    aliases the collective's buffer). It is the only synchronisation between
+    the two streams (as XLA's all-gather-start / all-gather-done pair).
+
+    ```mlir
+    %g = fsdp.all_gather @fc1 %s async : tensor<4xf32> -> tensor<16xf32>
+    ... compute that overlaps the transfer ...
+    %w = fsdp.wait %g : tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins FSDP_FlatTensor:$token);
+  let results = (outs FSDP_FlatTensor:$result);
+  let assemblyFormat = "$token attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 

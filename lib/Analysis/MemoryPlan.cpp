@@ -43,6 +43,8 @@ static MemoryClass classifyArgument(func::FuncOp fn, unsigned i) {
 
 static MemoryClass classifyResult(OpResult r, bool backward) {
   Operation *op = r.getOwner();
+  if (auto w = dyn_cast<WaitOp>(op)) // the awaited collective's buffer
+    return classifyResult(cast<OpResult>(w.getToken()), backward);
   if (isa<AllGatherOp, ParamViewOp>(op))
     return MemoryClass::GatheredParam;
   if (isa<FlattenOp>(op)) {
@@ -58,7 +60,7 @@ static MemoryClass classifyResult(OpResult r, bool backward) {
     // reduce-dtype and a shard cast for its all-gather are send buffers; the
     // reduced gradient cast for the optimizer is gradient storage; a
     // replicated parameter cast for compute is a gathered (full) parameter.
-    Operation *src = c.getInput().getDefiningOp();
+    Operation *src = skipWait(c.getInput()).getDefiningOp();
     if ((src && isa<FlattenOp>(src)) ||
         llvm::any_of(c->getUsers(), [](Operation *u) { return isa<AllGatherOp>(u); }))
       return MemoryClass::CommBuffer;
@@ -119,10 +121,22 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
     for (OpResult r : op->getResults())
       if (failed(addBuffer(r, classifyResult(r, backward), idx)))
         return failure();
+    // Views alias their base: a parameter's view into a gathered buffer, and
+    // the result of fsdp.wait (the completed collective's own buffer).
+    Value viewResult, viewBase;
+    int64_t viewOffset = 0;
     if (auto view = dyn_cast<ParamViewOp>(op)) {
-      PlannedBuffer &b = plan.buffers[plan.indexOf[view.getResult()]];
-      int64_t base = plan.indexOf[view.getFlat()];
-      b.viewOffset = view.getOffset();
+      viewResult = view.getResult();
+      viewBase = view.getFlat();
+      viewOffset = view.getOffset();
+    } else if (auto wait = dyn_cast<WaitOp>(op)) {
+      viewResult = wait.getResult();
+      viewBase = wait.getToken();
+    }
+    if (viewResult) {
+      PlannedBuffer &b = plan.buffers[plan.indexOf[viewResult]];
+      int64_t base = plan.indexOf[viewBase];
+      b.viewOffset = viewOffset;
       if (plan.buffers[base].viewOf >= 0) { // a view of a view
         b.viewOffset += plan.buffers[base].viewOffset;
         base = plan.buffers[base].viewOf;
@@ -143,7 +157,10 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
   for (auto [idx, op] : llvm::enumerate(plan.instructions))
     for (Value v : op->getOperands())
       lastUse[owner(v)] = idx;
-  llvm::DenseSet<Value> returned(ret.getOperands().begin(), ret.getOperands().end());
+  // Returned values (through views: their owners) are carried to the next step.
+  llvm::DenseSet<Value> returned;
+  for (Value v : ret.getOperands())
+    returned.insert(plan.buffers[owner(v)].value);
 
   plan.freesAfter.assign(n, {});
   for (auto [i, b] : llvm::enumerate(plan.buffers)) {

@@ -64,6 +64,10 @@ ModelState ModelState::compute(const MemoryPlan &plan, func::FuncOp fn) {
     while (Operation *def = root.getDefiningOp()) {
       if (isa<FlattenOp>(def))
         break;
+      if (auto wait = dyn_cast<WaitOp>(def)) { // the same buffer
+        root = wait.getToken();
+        continue;
+      }
       if (isa<ReduceScatterOp, AllReduceOp>(def) && !reduced)
         reduced = root;
       if (!isa<ReduceScatterOp, AllReduceOp, nn::CastOp>(def))
@@ -122,6 +126,22 @@ FailureOr<json> mlir::fsdp::buildPlanReport(ModuleOp module) {
   if (auto s = module->getAttrOfType<StringAttr>(kStrategyAttr))
     strategy = s.getValue().str();
   int64_t world = groupSize(module, "world").value_or(1);
+  // Tokens per step: the global shape [B, T] of the token ids (language
+  // models); 0 when the step has none.
+  int64_t tokens = 0;
+  for (BlockArgument arg : fn->getArguments()) {
+    auto kind = fn->getArgAttrOfType<StringAttr>(arg.getArgNumber(), nn::kDataAttr);
+    if (!kind || kind.getValue() != "tokens")
+      continue;
+    ArrayRef<int64_t> shape = cast<RankedTensorType>(arg.getType()).getShape();
+    SmallVector<int64_t> global(shape);
+    if (auto gs = fn->getArgAttrOfType<DenseI64ArrayAttr>(arg.getArgNumber(), kGlobalShapeAttr))
+      global.assign(gs.asArrayRef().begin(), gs.asArrayRef().end());
+    tokens = 1;
+    for (int64_t d : global)
+      tokens *= d;
+    break;
+  }
   json report{
       {"params", params},
       {"trainable_params", trainable},
@@ -144,6 +164,10 @@ FailureOr<json> mlir::fsdp::buildPlanReport(ModuleOp module) {
           {"all_reduce", comm.allReduce}}},
         {"arena_bytes", plan->arenaBytes}}},
       {"units", std::move(units)}};
+  if (tokens > 0)
+    report["tokens_per_step"] = tokens;
+  if (auto sched = module->getAttrOfType<StringAttr>(kScheduleAttr))
+    report["schedule"] = sched.getValue().str();
   return report;
 }
 
@@ -156,6 +180,9 @@ void mlir::fsdp::addSimulationToReport(json &report, const SimResult &sim,
   report["comm_s"] = sim.commTime;
   report["exposed_comm_s"] = sim.exposedComm;
   report["lower_bound_s"] = sim.lowerBound;
+  report["step_over_lower_bound"] = sim.lowerBound > 0 ? sim.stepTime / sim.lowerBound : 0.0;
+  if (report.contains("tokens_per_step") && sim.stepTime > 0)
+    report["predicted_tokens_per_s"] = report["tokens_per_step"].get<double>() / sim.stepTime;
   report["mfu"] = sim.mfu;
   report["mfu_dtype"] = sim.mfuDtype;
 }
@@ -205,7 +232,7 @@ std::string mlir::fsdp::formatPlanReport(const json &r) {
   if (r.contains("predicted_step_time_s")) {
     char buf[1024];
     snprintf(buf, sizeof(buf),
-             "simulated on %s (current schedule, no prefetch):\n"
+             "simulated on %s (schedule: %s):\n"
              "  flops per rank               %16lld\n"
              "  predicted step time          %16.9g s\n"
              "  compute                      %16.9g s\n"
@@ -213,12 +240,19 @@ std::string mlir::fsdp::formatPlanReport(const json &r) {
              "  exposed communication        %16.9g s\n"
              "  lower bound                  %16.9g s\n"
              "  MFU (%s peak)              %16.4f\n",
-             r["cluster"].get<std::string>().c_str(), (long long)r["flops_per_rank"].get<int64_t>(),
+             r["cluster"].get<std::string>().c_str(),
+             r.value("schedule", std::string("as placed, collectives waited at first use")).c_str(),
+             (long long)r["flops_per_rank"].get<int64_t>(),
              r["predicted_step_time_s"].get<double>(), r["compute_s"].get<double>(),
              r["comm_s"].get<double>(), r["exposed_comm_s"].get<double>(),
              r["lower_bound_s"].get<double>(), r["mfu_dtype"].get<std::string>().c_str(),
              r["mfu"].get<double>());
     os << buf;
+    if (r.contains("predicted_tokens_per_s")) {
+      snprintf(buf, sizeof(buf), "  tokens/s (all ranks)         %16.1f\n",
+               r["predicted_tokens_per_s"].get<double>());
+      os << buf;
+    }
   }
   os << "units:\n";
   for (const json &u : r["units"]) {

@@ -51,6 +51,7 @@ static std::string locString(Location loc) {
 static FailureOr<json> attrToJson(Operation *op, NamedAttribute na) {
   Attribute a = na.getValue();
   if (auto b = dyn_cast<BoolAttr>(a)) return json(b.getValue());
+  if (isa<UnitAttr>(a)) return json(true); // e.g. a collective's `async`
   if (auto f = dyn_cast<FloatAttr>(a)) return json(f.getValueAsDouble());
   if (auto i = dyn_cast<IntegerAttr>(a)) return json(i.getInt());
   if (auto s = dyn_cast<StringAttr>(a)) return json(s.getValue().str());
@@ -227,6 +228,10 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
       if (auto view = dyn_cast<ParamViewOp>(op)) {
         buffers[*id]["view_of"] = ids[ownerOf(view.getFlat())];
         buffers[*id]["offset"] = view.getOffset();
+      } else if (auto wait = dyn_cast<WaitOp>(op)) {
+        // The completed collective's own buffer.
+        buffers[*id]["view_of"] = ids[ownerOf(wait.getToken())];
+        buffers[*id]["offset"] = 0;
       }
     }
     ins["operands"] = std::move(operands);

@@ -27,16 +27,7 @@ struct FSDPCollectivesPass : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectiv
 
   /// Re-materialises the gather of `gather` for the uses in `uses`: a new
   /// all-gather before the first user, new views, and a free after the last.
-  /// A placed gather and the first op that reads it.
-  struct Placed {
-    AllGatherOp gather;
-    Operation *firstUse;
-    std::pair<int64_t, bool> phase; // (micro-batch, backward)
-  };
-  SmallVector<Placed> placed;
-
-  void placeGather(AllGatherOp gather, ArrayRef<OpOperand *> uses,
-                   std::pair<int64_t, bool> phase) {
+  void placeGather(AllGatherOp gather, ArrayRef<OpOperand *> uses) {
     if (uses.empty())
       return;
     Operation *first = uses.front()->getOwner(), *last = first;
@@ -68,35 +59,6 @@ struct FSDPCollectivesPass : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectiv
     }
     b.setInsertionPointAfter(last);
     FreeOp::create(b, last->getLoc(), newGather.getResult());
-    placed.push_back({newGather, first, phase});
-  }
-
-  /// Prefetch one unit ahead (as FSDP2's implicit prefetch): within each
-  /// phase (a micro-batch's forward, or its backward, in program order),
-  /// the all-gather of the next unit is issued right before the first op of
-  /// the current unit, so that it moves while the current unit computes. The
-  /// runtime waits for a gather at its first use, so this overlaps for real;
-  /// at most two units are gathered at once, and the memory plan shows it.
-  void prefetchNext() {
-    llvm::sort(placed, [](const Placed &a, const Placed &b) {
-      return a.firstUse->isBeforeInBlock(b.firstUse);
-    });
-    for (size_t k = 0; k + 1 < placed.size(); ++k) {
-      // The next gather of the same phase kind (forward or backward) of the
-      // same micro-batch.
-      for (size_t j = k + 1; j < placed.size(); ++j) {
-        if (placed[j].phase != placed[k].phase)
-          continue;
-        AllGatherOp next = placed[j].gather;
-        Operation *anchor = placed[k].firstUse;
-        if (next->isBeforeInBlock(anchor))
-          break;
-        if (auto c = next.getShard().getDefiningOp<nn::CastOp>())
-          c->moveBefore(anchor);
-        next->moveBefore(anchor);
-        break;
-      }
-    }
   }
 
   void runOnOperation() override {
@@ -172,28 +134,14 @@ struct FSDPCollectivesPass : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectiv
         };
         return first(a)->isBeforeInBlock(first(b));
       });
-      for (auto &uses : groups) {
-        Operation *owner = uses.front()->getOwner();
-        int64_t mb = -1;
-        if (auto a = owner->getAttrOfType<IntegerAttr>(nn::kMicroBatchAttr))
-          mb = a.getInt();
-        Operation *boundary = mb >= 0 && lossOf.count(mb) ? lossOf[mb] : lossOp;
-        placeGather(gather, uses, {mb, boundary->isBeforeInBlock(owner)});
-      }
+      for (auto &uses : groups)
+        placeGather(gather, uses);
       for (Operation *v : views)
         v->erase();
       Operation *castOp = gather.getShard().getDefiningOp<nn::CastOp>();
       gather.erase();
       if (castOp && castOp->use_empty())
         castOp->erase();
-    }
-
-    if (prefetch == "next")
-      prefetchNext();
-    else if (prefetch != "none") {
-      getOperation().emitError() << "fsdp-collectives: prefetch must be none or next, got '"
-                                 << prefetch << "'";
-      return signalPassFailure();
     }
 
     // Reduce as soon as the unit's gradient is complete — except for ZeRO-1,

@@ -41,9 +41,14 @@ void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm, const PipelineOptions &o) 
   FSDPCollectivesOptions coll;
   coll.reshardAfterForward = o.reshardAfterForward;
   coll.keepGathered = llvm::to_vector(o.keepGathered);
-  coll.prefetch = o.prefetch;
   pm.addPass(createFSDPCollectives(coll));
   pm.addPass(createCanonicalizerPass());
+  FSDPScheduleOptions sched;
+  sched.prefetch = o.prefetch;
+  sched.maxInFlight = o.maxInFlight;
+  sched.memoryBudget = o.memoryBudget;
+  sched.cluster = o.cluster;
+  pm.addPass(createFSDPSchedule(sched));
   FSDPMemoryPlanOptions mem;
   mem.report = o.report;
   mem.memoryBudget = o.memoryBudget;
@@ -56,6 +61,6 @@ void mlir::fsdp::registerAllFSDPPasses() {
   registerFSDPPasses();
   PassPipelineRegistration<PipelineOptions>(
       "fsdp-pipeline",
-      "Plan a sharded training step: autodiff, optimizer, wrap, shard, collectives",
+      "Plan a sharded training step: autodiff, optimizer, wrap, shard, collectives, schedule",
       buildFSDPPipeline);
 }

@@ -138,6 +138,7 @@ const OpInfo kOps[] = {
     {"fsdp.reduce_scatter", OpKind::ReduceScatter},
     {"fsdp.free", OpKind::Free},
     {"fsdp.param_view", OpKind::ParamView},
+    {"fsdp.wait", OpKind::Wait},
     {"fsdp.flatten", OpKind::Flatten},
     {"fsdp.all_reduce", OpKind::AllReduce},
     {"fsdp.local_shard", OpKind::LocalShard},

@@ -246,6 +246,15 @@ void Program::validateInstruction(const Instruction &in, size_t idx) const {
       throw Error(ctx + ": result buffer " + std::to_string(r[0]) +
                   " must be a view_of operand buffer " + std::to_string(o[0]));
     break;
+  case OpKind::Wait:
+    need(1, 1);
+    if (B(r[0]).viewOf < 0 || B(r[0]).rootId != B(o[0]).rootId ||
+        B(r[0]).rootOffset != B(o[0]).rootOffset || B(r[0]).numel != B(o[0]).numel ||
+        B(r[0]).dtype != B(o[0]).dtype)
+      throw Error(ctx + ": result buffer " + std::to_string(r[0]) +
+                  " must be a whole view_of operand buffer " + std::to_string(o[0]) +
+                  " (the awaited collective's buffer)");
+    break;
   case OpKind::Flatten:
     need(o.size(), 1);
     if (in.offsets.size() != o.size())

@@ -42,7 +42,11 @@ struct SimEvent {
 };
 
 struct SimResult {
+  /// Seconds: the predicted step, the sums of compute and collective times,
+  /// step − compute, and the lower bound max(compute + first all-gather +
+  /// last reduction, comm) with its two collective terms.
   double stepTime = 0, computeTime = 0, commTime = 0, exposedComm = 0, lowerBound = 0;
+  double firstGatherTime = 0, lastReduceTime = 0;
   double mfu = 0, peakFlops = 0;
   int64_t flops = 0; // per rank per step, from the cost model
   std::string mfuDtype;

@@ -75,9 +75,14 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
   Option<std::string> trace{*this, "trace",
                             llvm::cl::desc("Chrome trace of the simulated step (needs cluster)"),
                             llvm::cl::init("")};
-  Option<std::string> prefetch{*this, "prefetch",
-                               llvm::cl::desc("all-gather prefetch: none or next"),
-                               llvm::cl::init("none")};
+  Option<std::string> prefetch{
+      *this, "prefetch",
+      llvm::cl::desc("all-gather prefetch (fsdp-schedule): auto, none, fsdp1 or fsdp2"),
+      llvm::cl::init("auto")};
+  Option<int64_t> maxInFlight{
+      *this, "max-in-flight",
+      llvm::cl::desc("most all-gathers started and not yet waited (fsdp-schedule)"),
+      llvm::cl::init(2)};
   ListOption<std::string> keepGathered{*this, "keep-gathered",
                                        llvm::cl::desc("units kept gathered from forward to backward")};
   Option<bool> reshardAfterForward{*this, "reshard-after-forward",

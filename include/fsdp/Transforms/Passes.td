@@ -168,12 +168,39 @@ def FSDPCollectives : Pass<"fsdp-collectives", "::mlir::ModuleOp"> {
   let options = [
     Option<"reshardAfterForward", "reshard-after-forward", "bool", "true",
            "free gathered parameters after forward and gather again for backward">,
-    Option<"prefetch", "prefetch", "std::string", "\"none\"",
-           "none (gather right before first use) or next (issue the next unit's "
-           "all-gather before the current unit computes, one unit ahead, per phase)">,
     ListOption<"keepGathered", "keep-gathered", "std::string",
                "units not resharded after forward (FSDP2's per-module "
                "reshard_after_forward=False), e.g. the root unit">
+  ];
+  let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
+}
+
+def FSDPSchedule : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
+  let summary = "Async collectives (start + fsdp.wait) placed for overlap";
+  let description = [{
+    Every collective becomes an `async` start and an `fsdp.wait`, the only
+    synchronisation between the compute and communication streams.
+    Reduction waits go to the next reduction of the same kind (one in
+    flight, as FSDP2); all-gather waits stay before first use and their
+    starts are hoisted by `prefetch`: `none`; `fsdp1` (PyTorch FSDP1
+    BACKWARD_PRE: one unit ahead in backward only); `fsdp2` (FSDP2's
+    implicit prefetch: one unit ahead in forward and backward); `auto` (the
+    default: a list scheduler hoisting each gather as early as
+    `max-in-flight` and the memory budget allow; with `cluster=`, the cost
+    model picks the fastest of that schedule, the same with one gather in
+    flight, fsdp2, fsdp1 and none that fits the budget). The budget is
+    `memory-budget`, else the cluster spec's device memory. The module gets
+    `fsdp.schedule` naming the schedule applied. See lib/Transforms/Schedule.cpp.
+  }];
+  let options = [
+    Option<"prefetch", "prefetch", "std::string", "\"auto\"",
+           "auto (cost model / list scheduler), none, fsdp1 or fsdp2">,
+    Option<"maxInFlight", "max-in-flight", "int64_t", "2",
+           "most all-gathers started and not yet waited (FSDP's rate limiter: 2)">,
+    Option<"memoryBudget", "memory-budget", "std::string", "\"\"",
+           "per-rank bytes the hoisted gathers must keep the planned peak under">,
+    Option<"cluster", "cluster", "std::string", "\"\"",
+           "cluster spec JSON: let the cost model pick the schedule">
   ];
   let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
 }

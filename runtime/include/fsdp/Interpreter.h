@@ -111,7 +111,7 @@ const char *groupName(Group g);
 enum class OpKind {
   Constant, Linear, Matmul, Add, Mul, Relu, ReluGrad, Gelu, GeluGrad,
   ReduceSum, Broadcast, CrossEntropy, CrossEntropyGrad, SgdUpdate,
-  AdamwUpdate, AllGather, ReduceScatter, Free, ParamView, Flatten,
+  AdamwUpdate, AllGather, ReduceScatter, Free, ParamView, Wait, Flatten,
   AllReduce, LocalShard, // "Sharding strategies"
   // Transformer ops (runtime/docs/schedule-format.md, "Transformer ops").
   Embedding, EmbeddingGrad, PositionEmbedding, PositionEmbeddingGrad,

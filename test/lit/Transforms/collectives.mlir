@@ -55,13 +55,3 @@ func.func @f(%x: tensor<6x3xf32> {nn.data = "features"}, %y: tensor<6xi32> {nn.d
 // KEEP: nn.matmul %{{.*}}, %{{.*}} :
 // KEEP-NEXT: fsdp.free %[[G2]]
 // UNKNOWN: error: fsdp-collectives: keep-gathered names unknown unit 'fc9'
-
-// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer --fsdp-wrap --fsdp-shard="world-size=2" | fsdp-opt --fsdp-collectives="prefetch=next" | FileCheck %s --check-prefix=PREFETCH
-// One unit ahead: fc2's forward gather is issued before fc1 computes.
-// PREFETCH-LABEL: func.func @f(
-// PREFETCH: %[[G1:.*]] = fsdp.all_gather @fc1
-// PREFETCH: %[[G2:.*]] = fsdp.all_gather @fc2
-// PREFETCH: nn.linear %arg0
-// PREFETCH: fsdp.free %[[G1]]
-// PREFETCH: nn.linear
-// PREFETCH: fsdp.free %[[G2]]

@@ -33,6 +33,10 @@ inline constexpr llvm::StringLiteral kShardSizeAttr = "fsdp.shard_size";
 /// On arguments and results of unit roles: "shard" (default) or "full"
 /// (the whole padded flat buffer, replicated on every rank).
 inline constexpr llvm::StringLiteral kLayoutAttr = "fsdp.layout";
+/// On the module after fsdp-schedule: the collective schedule applied
+/// ("none", "fsdp1", "fsdp2", "list(max-in-flight=N)"; "auto: " + the
+/// cost model's pick).
+inline constexpr llvm::StringLiteral kScheduleAttr = "fsdp.schedule";
 
 /// Size of process group `group` ("world", "shard" or "replicate") for the
 /// module that contains `op`; nullopt if the module has no world size yet or
@@ -44,5 +48,19 @@ std::optional<int64_t> groupSize(Operation *op, llvm::StringRef group);
 
 #define GET_OP_CLASSES
 #include "fsdp/FSDPOps.h.inc"
+
+namespace mlir::fsdp {
+/// `v`, or for the result of an fsdp.wait the async collective's result it
+/// completes (the same buffer).
+inline Value skipWait(Value v) {
+  if (auto w = v.getDefiningOp<WaitOp>())
+    return w.getToken();
+  return v;
+}
+/// True for the three collectives (all-gather, reduce-scatter, all-reduce).
+inline bool isCollective(Operation *op) {
+  return isa<AllGatherOp, ReduceScatterOp, AllReduceOp>(op);
+}
+} // namespace mlir::fsdp
 
 #endif // FSDP_DIALECT_FSDP_FSDP_H

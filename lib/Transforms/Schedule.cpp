@@ -1,0 +1,371 @@
+//===- Schedule.cpp - fsdp-schedule: async collectives and their placement ===//
+//
+// Turns every collective into a start (`async`) and an fsdp.wait, then
+// places them:
+//
+// * Reductions (reduce-scatter, all-reduce) start where fsdp-collectives put
+//   them, as soon as a unit's gradient is complete. Their wait (with the
+//   ops that read the reduced gradient: its cast to the master dtype, HSDP's
+//   replicate all-reduce) is sunk to the next reduction of the same kind and
+//   group, or the first other use, whichever comes first: one reduction of
+//   each kind in flight, and the packed gradient (freed after the wait) lives
+//   only that long — as FSDP2, whose post-backward waits for the previous
+//   reduce-scatter before freeing its buffers (Zhao et al., PyTorch FSDP,
+//   VLDB 2023, Sec. 3.3; torch.distributed.fsdp FSDP2 `reduce_scatter_state`).
+// * All-gather waits stay right before their first use; starts are hoisted
+//   by the prefetch mode:
+//   - none:  start right before the wait (no overlap of gathers);
+//   - fsdp1: PyTorch FSDP1 BACKWARD_PRE: in backward, the next unit's gather
+//            is issued when the current unit starts computing; forward is
+//            not prefetched (forward_prefetch=False, the default);
+//   - fsdp2: FSDP2's implicit prefetch: in every phase (a micro-batch's
+//            forward or backward) the next unit's gather is issued when the
+//            current unit starts computing;
+//   - auto:  a list scheduler (after XLA's latency-hiding scheduler): each
+//            gather, in order, starts as early as possible while at most
+//            `max-in-flight` gathers are started and not yet waited (FSDP1's
+//            rate limiter uses 2) and the planned live bytes stay under the
+//            memory budget; with `cluster=`, the cost model (the simulator)
+//            then picks, among this schedule, the same with one gather in
+//            flight, fsdp2, fsdp1 and none, the fastest one that fits the
+//            budget (so the default is never predicted slower than the
+//            anchors that fit). The budget is `memory-budget`, else the
+//            cluster's device memory, else unlimited; a step whose
+//            unprefetched peak is already over it is scheduled for time
+//            alone (the report shows the overage).
+//
+// The order of collectives is program order, the same on every rank (SPMD):
+// every rank runs the same schedule, and the runtime checks that (see
+// runtime/docs/schedule-format.md).
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/Analysis/MemoryPlan.h"
+#include "fsdp/Analysis/PlanReport.h"
+#include "fsdp/Analysis/Simulator.h"
+#include "fsdp/Transforms/Passes.h"
+
+#include "mlir/IR/IRMapping.h"
+
+#include <limits>
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPSCHEDULE
+#include "fsdp/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+/// The wait of an async collective.
+WaitOp waitOf(Operation *collective) {
+  return cast<WaitOp>(*collective->getResult(0).getUsers().begin());
+}
+
+/// Step 1: every collective whose result is used becomes async, with an
+/// fsdp.wait right after it that all its uses read.
+void makeAsync(Block &block) {
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    if (!isCollective(&op) || op.getResult(0).use_empty() || op.hasAttr("async"))
+      continue;
+    OpBuilder b(op.getContext());
+    b.setInsertionPointAfter(&op);
+    auto wait = WaitOp::create(b, op.getLoc(), op.getResult(0).getType(), op.getResult(0));
+    op.getResult(0).replaceAllUsesExcept(wait.getResult(), wait);
+    op.setAttr("async", b.getUnitAttr());
+  }
+}
+
+/// Step 2: sink each reduction's wait (and the ops reading the reduced
+/// gradient right away: casts, a chained all-reduce start) to the next
+/// reduction of the same kind and group, or to the first other use.
+void placeReductionWaits(Block &block) {
+  SmallVector<Operation *> reductions;
+  for (Operation &op : block)
+    if (isa<ReduceScatterOp>(&op) && op.hasAttr("async"))
+      reductions.push_back(&op);
+  for (Operation &op : block)
+    if (isa<AllReduceOp>(&op) && op.hasAttr("async"))
+      reductions.push_back(&op);
+  auto sameKind = [](Operation *a, Operation *b) {
+    return a->getName() == b->getName() &&
+           a->getAttrOfType<StringAttr>("group") == b->getAttrOfType<StringAttr>("group");
+  };
+  for (Operation *r : reductions) {
+    WaitOp wait = waitOf(r);
+    // The chain moves with the wait: the wait, and direct users that only
+    // reformat or forward the reduced gradient.
+    SmallVector<Operation *> chain{wait};
+    for (Operation *u : wait->getUsers())
+      if (isa<nn::CastOp, AllReduceOp>(u))
+        chain.push_back(u);
+    llvm::sort(chain.begin() + 1, chain.end(),
+               [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+    llvm::SmallPtrSet<Operation *, 4> inChain(chain.begin(), chain.end());
+    Operation *target = block.getTerminator();
+    for (Operation *c : chain) {
+      // A chained all-reduce's own wait is placed when it is processed, but
+      // no later than the first use of its result.
+      ValueRange results = c->getResults();
+      if (isCollective(c))
+        results = waitOf(c)->getResults();
+      for (Value v : results)
+        for (Operation *u : v.getUsers())
+          if (!inChain.contains(u) && u->isBeforeInBlock(target))
+            target = u;
+    }
+    for (Operation *n = r->getNextNode(); n && n != target; n = n->getNextNode())
+      if (isCollective(n) && sameKind(n, r)) {
+        target = n;
+        break;
+      }
+    // A chained all-reduce's own wait may sit before the target: keep it
+    // after its start (it is placed when that all-reduce is processed).
+    for (Operation *c : chain)
+      c->moveBefore(target);
+    // The send buffer is freed after the transfer completes.
+    for (Operation *u : llvm::make_early_inc_range(r->getOperand(0).getUsers()))
+      if (isa<FreeOp>(u) && u->isBeforeInBlock(wait))
+        u->moveAfter(wait);
+  }
+  // A chained all-reduce moved after its wait's old place: put each wait
+  // back after its start if needed.
+  for (Operation &op : block)
+    if (auto w = dyn_cast<WaitOp>(&op))
+      if (Operation *start = w.getToken().getDefiningOp(); w->isBeforeInBlock(start))
+        w->moveAfter(start);
+}
+
+/// A unit all-gather (feeds parameter views) with its shard cast and phase.
+struct Gather {
+  AllGatherOp start;
+  Operation *cast = nullptr; // the shard's cast to param-dtype (moves with it)
+  WaitOp wait;
+  std::pair<int64_t, bool> phase; // (micro-batch, backward)
+};
+
+SmallVector<Gather> unitGathers(func::FuncOp fn) {
+  Block &block = fn.getBody().front();
+  Operation *lossOp = lossDefiningOp(fn);
+  llvm::DenseMap<int64_t, Operation *> lossOf;
+  for (Operation &op : block)
+    if (op.hasAttr(nn::kMicroBatchLossAttr))
+      if (auto a = op.getAttrOfType<IntegerAttr>(nn::kMicroBatchAttr))
+        lossOf[a.getInt()] = &op;
+  SmallVector<Gather> gathers;
+  for (Operation &op : block) {
+    auto g = dyn_cast<AllGatherOp>(&op);
+    if (!g || !g.getAsync())
+      continue;
+    WaitOp w = waitOf(g);
+    Operation *firstUse = nullptr;
+    for (Operation *view : w->getUsers()) {
+      if (!isa<ParamViewOp>(view))
+        continue;
+      for (Operation *u : view->getUsers())
+        if (!firstUse || u->isBeforeInBlock(firstUse))
+          firstUse = u;
+    }
+    if (!firstUse)
+      continue; // not a parameter gather (ZeRO-1's gather of updated slices)
+    int64_t mb = -1;
+    if (auto a = firstUse->getAttrOfType<IntegerAttr>(nn::kMicroBatchAttr))
+      mb = a.getInt();
+    Operation *boundary = mb >= 0 && lossOf.count(mb) ? lossOf[mb] : lossOp;
+    bool backward = boundary && boundary->isBeforeInBlock(firstUse);
+    Operation *c = g.getShard().getDefiningOp<nn::CastOp>();
+    if (c && !c->hasOneUse())
+      c = nullptr;
+    gathers.push_back({g, c, w, {mb, backward}});
+  }
+  return gathers;
+}
+
+/// Moves a gather's start (and its shard cast) right before `anchor`.
+void issueBefore(Gather &g, Operation *anchor) {
+  if (g.cast)
+    g.cast->moveBefore(anchor);
+  g.start->moveBefore(anchor);
+}
+
+/// fsdp1 / fsdp2: within each phase, the next unit's gather is issued right
+/// after the current unit's wait (when the current unit starts computing).
+void prefetchOneAhead(SmallVector<Gather> &gathers, bool backwardOnly) {
+  for (size_t k = 0; k + 1 < gathers.size(); ++k) {
+    for (size_t j = k + 1; j < gathers.size(); ++j) {
+      if (gathers[j].phase != gathers[k].phase)
+        continue;
+      if (backwardOnly && !gathers[k].phase.second)
+        break;
+      Operation *anchor = gathers[k].wait->getNextNode();
+      if (gathers[j].start->isBeforeInBlock(anchor))
+        break;
+      issueBefore(gathers[j], anchor);
+      break;
+    }
+  }
+}
+
+/// auto's list scheduler: each gather, in order, as early as the in-flight
+/// limit and the memory budget allow (live bytes from the memory plan of the
+/// unprefetched schedule, updated as gathers are hoisted).
+LogicalResult listSchedule(func::FuncOp fn, SmallVector<Gather> &gathers, int64_t maxInFlight,
+                           int64_t budget) {
+  FailureOr<MemoryPlan> plan = MemoryPlan::compute(fn);
+  if (failed(plan))
+    return failure();
+  // A step that does not fit even unprefetched is not made to fit by
+  // holding prefetches back: the budget then does not constrain them.
+  if (plan->peakBytes > budget)
+    budget = std::numeric_limits<int64_t>::max();
+  llvm::DenseSet<Operation *> movable;
+  for (Gather &g : gathers) {
+    movable.insert(g.start);
+    if (g.cast)
+      movable.insert(g.cast);
+  }
+  // The fixed ops, with the live bytes while each runs.
+  SmallVector<Operation *> elems;
+  SmallVector<int64_t> live;
+  llvm::DenseMap<Operation *, int64_t> pos;
+  for (auto [i, op] : llvm::enumerate(plan->instructions)) {
+    if (movable.contains(op))
+      continue;
+    pos[op] = elems.size();
+    elems.push_back(op);
+    live.push_back(plan->liveBytes[i]);
+  }
+  auto bytesOf = [](Value v) {
+    auto t = cast<RankedTensorType>(v.getType());
+    return t.getNumElements() * (int64_t)((t.getElementTypeBitWidth() + 7) / 8);
+  };
+  SmallVector<int64_t> inFlight(elems.size(), 0);
+  SmallVector<int64_t> placedAt;
+  int64_t lo = 0;
+  for (Gather &g : gathers) {
+    int64_t w = pos.lookup(g.wait);
+    int64_t extra = bytesOf(g.start.getResult()) + (g.cast ? bytesOf(g.cast->getResult(0)) : 0);
+    int64_t earliest = lo;
+    Value src = g.cast ? g.cast->getOperand(0) : g.start.getShard();
+    if (Operation *def = src.getDefiningOp())
+      earliest = std::max(earliest, pos.lookup(def) + 1);
+    int64_t p = w;
+    // In flight from its start through its wait (inclusive); the
+    // unprefetched place (right before the wait) is always allowed.
+    while (p - 1 >= earliest && inFlight[p - 1] + 1 <= maxInFlight &&
+           live[p - 1] + extra <= budget)
+      --p;
+    for (int64_t q = p; q <= w; ++q)
+      ++inFlight[q];
+    for (int64_t q = p; q < w; ++q)
+      live[q] += extra;
+    placedAt.push_back(p);
+    lo = p;
+  }
+  for (auto [g, p] : llvm::zip(gathers, placedAt))
+    issueBefore(g, elems[p]);
+  return success();
+}
+
+struct FSDPSchedulePass : mlir::fsdp::impl::FSDPScheduleBase<FSDPSchedulePass> {
+  using Base::Base;
+
+  /// Applies mode `mode` ("none", "fsdp1", "fsdp2" or "list") to `module`.
+  static LogicalResult apply(ModuleOp module, StringRef mode, int64_t maxInFlight,
+                             int64_t budget) {
+    FailureOr<func::FuncOp> fn = getStepFunction(module);
+    if (failed(fn))
+      return failure();
+    Block &block = fn->getBody().front();
+    makeAsync(block);
+    placeReductionWaits(block);
+    SmallVector<Gather> gathers = unitGathers(*fn);
+    if (mode == "fsdp1" || mode == "fsdp2")
+      prefetchOneAhead(gathers, mode == "fsdp1");
+    else if (mode == "list")
+      return listSchedule(*fn, gathers, maxInFlight, budget);
+    return success();
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (prefetch != "auto" && prefetch != "none" && prefetch != "fsdp1" && prefetch != "fsdp2") {
+      module.emitError() << "fsdp-schedule: prefetch must be auto, none, fsdp1 or fsdp2, got '"
+                         << prefetch << "'";
+      return signalPassFailure();
+    }
+    if (maxInFlight < 1) {
+      module.emitError() << "fsdp-schedule: max-in-flight must be >= 1, got " << static_cast<int64_t>(maxInFlight);
+      return signalPassFailure();
+    }
+    std::optional<ClusterSpec> spec;
+    if (!cluster.empty()) {
+      std::string error;
+      spec = ClusterSpec::load(cluster, error);
+      if (!spec) {
+        module.emitError() << "fsdp-schedule: " << error;
+        return signalPassFailure();
+      }
+    }
+    int64_t budget = std::numeric_limits<int64_t>::max();
+    if (!memoryBudget.empty()) {
+      std::optional<int64_t> b = parseByteSize(memoryBudget);
+      if (!b) {
+        module.emitError() << "fsdp-schedule: memory-budget must be a byte count such as "
+                              "80GiB, got '"
+                           << memoryBudget << "'";
+        return signalPassFailure();
+      }
+      budget = *b;
+    } else if (spec) {
+      budget = (int64_t)spec->memoryBytes;
+    }
+
+    std::string chosen = prefetch == "auto" ? std::string("list") : std::string(prefetch);
+    int64_t limit = maxInFlight;
+    if (prefetch == "auto" && spec) {
+      // The cost model picks the fastest candidate that fits the budget
+      // (else the one with the smallest peak).
+      struct Candidate {
+        std::string mode;
+        int64_t limit;
+      };
+      SmallVector<Candidate> candidates{{"list", maxInFlight}};
+      if (maxInFlight > 1)
+        candidates.push_back({"list", 1});
+      candidates.append({{"fsdp2", 0}, {"fsdp1", 0}, {"none", 0}});
+      Simulator sim(*spec);
+      double bestTime = std::numeric_limits<double>::infinity();
+      bool bestFits = false;
+      for (const Candidate &c : candidates) {
+        OwningOpRef<ModuleOp> clone = module.clone();
+        if (failed(apply(*clone, c.mode, c.limit, budget)))
+          return signalPassFailure();
+        FailureOr<func::FuncOp> fn = getStepFunction(*clone);
+        FailureOr<MemoryPlan> plan = MemoryPlan::compute(*fn);
+        FailureOr<SimResult> r = sim.run(*clone);
+        if (failed(plan) || failed(r))
+          return signalPassFailure();
+        // The fastest that fits; if none fits, the fastest (the report
+        // then shows the overage).
+        bool fits = plan->peakBytes <= budget;
+        bool better = fits ? (!bestFits || r->stepTime < bestTime)
+                           : (!bestFits && r->stepTime < bestTime);
+        if (better) {
+          bestFits = fits;
+          bestTime = r->stepTime;
+          chosen = c.mode;
+          limit = c.limit;
+        }
+      }
+    }
+    if (failed(apply(module, chosen, limit, budget)))
+      return signalPassFailure();
+    std::string label = chosen == "list" ? "list(max-in-flight=" + std::to_string(limit) + ")"
+                                         : chosen;
+    module->setAttr(kScheduleAttr, StringAttr::get(module.getContext(),
+                                                   (prefetch == "auto" ? "auto: " : "") + label));
+  }
+};
+} // namespace

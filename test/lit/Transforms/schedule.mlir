@@ -1,0 +1,221 @@
+// fsdp-schedule on a 3-unit MLP (fc1, fc2, fc3; 2 ranks): the order of
+// collective starts, waits and compute under each prefetch mode. The output
+// is filtered to starts, waits and the compute ops (views, frees, flatten and
+// element-wise ops left out) so that CHECK-NEXT pins the whole order.
+// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer --fsdp-wrap --fsdp-shard="world-size=2" --fsdp-collectives --canonicalize > %t.mlir
+// RUN: fsdp-opt %t.mlir --fsdp-schedule="prefetch=none" | grep -E "fsdp.(all_gather|reduce_scatter|all_reduce|wait)|nn.(linear|matmul|cross_entropy )" | FileCheck %s --check-prefix=NONE
+// RUN: fsdp-opt %t.mlir --fsdp-schedule="prefetch=fsdp1" | grep -E "fsdp.(all_gather|reduce_scatter|all_reduce|wait)|nn.(linear|matmul|cross_entropy )" | FileCheck %s --check-prefix=FSDP1
+// RUN: fsdp-opt %t.mlir --fsdp-schedule="prefetch=fsdp2" | grep -E "fsdp.(all_gather|reduce_scatter|all_reduce|wait)|nn.(linear|matmul|cross_entropy )" | FileCheck %s --check-prefix=FSDP2
+// RUN: fsdp-opt %t.mlir --fsdp-schedule | grep -E "fsdp.(all_gather|reduce_scatter|all_reduce|wait)|nn.(linear|matmul|cross_entropy )" | FileCheck %s --check-prefix=AUTO
+// RUN: fsdp-opt %t.mlir --fsdp-schedule="max-in-flight=1" | grep -E "fsdp.(all_gather|reduce_scatter|all_reduce|wait)|nn.(linear|matmul|cross_entropy )" | FileCheck %s --check-prefix=ONE
+// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer --fsdp-wrap --fsdp-shard="world-size=4 strategy=hybrid-shard shard-size=2" --fsdp-collectives --canonicalize \
+// RUN:   | fsdp-opt --fsdp-schedule="prefetch=none" | grep -E "fsdp.(all_gather|reduce_scatter|all_reduce|wait)|nn.(linear|matmul|cross_entropy )" | FileCheck %s --check-prefix=HSDP
+// The module records the schedule applied.
+// RUN: fsdp-opt %t.mlir --fsdp-schedule | FileCheck %s --check-prefix=ATTR
+// ATTR: module attributes {{.*}}fsdp.schedule = "auto: list(max-in-flight=2)"
+// RUN: fsdp-opt %t.mlir --fsdp-schedule="prefetch=fsdp2" | FileCheck %s --check-prefix=ATTR2
+// ATTR2: module attributes {{.*}}fsdp.schedule = "fsdp2"
+// Bad options.
+// RUN: not fsdp-opt %t.mlir --fsdp-schedule="prefetch=next" 2>&1 | FileCheck %s --check-prefix=BADMODE
+// BADMODE: error: fsdp-schedule: prefetch must be auto, none, fsdp1 or fsdp2, got 'next'
+// RUN: not fsdp-opt %t.mlir --fsdp-schedule="max-in-flight=0" 2>&1 | FileCheck %s --check-prefix=BADLIMIT
+// BADLIMIT: error: fsdp-schedule: max-in-flight must be >= 1, got 0
+// RUN: not fsdp-opt %t.mlir --fsdp-schedule="memory-budget=lots" 2>&1 | FileCheck %s --check-prefix=BADBUDGET
+// BADBUDGET: error: fsdp-schedule: memory-budget must be a byte count such as 80GiB, got 'lots'
+// RUN: not fsdp-opt %t.mlir --fsdp-schedule="cluster=%t.missing.json" 2>&1 | FileCheck %s --check-prefix=BADSPEC
+// BADSPEC: error: fsdp-schedule: cannot read cluster spec
+
+func.func @forward(%x: tensor<8x13xf32> {nn.data = "features"},
+                   %y: tensor<8xi32> {nn.data = "labels"},
+                   %w1: tensor<64x13xf32> {nn.param = "fc1.weight"},
+                   %b1: tensor<64xf32> {nn.param = "fc1.bias", nn.init = "uniform(0.2773501)"},
+                   %w2: tensor<37x64xf32> {nn.param = "fc2.weight"},
+                   %b2: tensor<37xf32> {nn.param = "fc2.bias", nn.init = "uniform(0.125)"},
+                   %w3: tensor<10x37xf32> {nn.param = "fc3.weight"},
+                   %b3: tensor<10xf32> {nn.param = "fc3.bias", nn.init = "uniform(0.1643990)"})
+    -> (tensor<f32> {nn.loss}) {
+  %h1 = nn.linear %x, %w1, %b1 : (tensor<8x13xf32>, tensor<64x13xf32>, tensor<64xf32>) -> tensor<8x64xf32>
+  %a1 = nn.relu %h1 : tensor<8x64xf32>
+  %h2 = nn.linear %a1, %w2, %b2 : (tensor<8x64xf32>, tensor<37x64xf32>, tensor<37xf32>) -> tensor<8x37xf32>
+  %a2 = nn.gelu %h2 : tensor<8x37xf32>
+  %logits = nn.linear %a2, %w3, %b3 : (tensor<8x37xf32>, tensor<10x37xf32>, tensor<10xf32>) -> tensor<8x10xf32>
+  %loss = nn.cross_entropy %logits, %y : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// none: every gather starts right before its wait (no overlap of gathers).
+// Reduce-scatters start as soon as a unit's gradient is complete and are
+// waited before the next reduce-scatter starts (one in flight, FSDP2's
+// reduce_scatter_state), so they overlap the next unit's backward.
+// NONE: [[AG_FC1:%[0-9]+]] = fsdp.all_gather @fc1 {{.*}} async
+// NONE-NEXT: fsdp.wait [[AG_FC1]]
+// NONE-NEXT: nn.linear
+// NONE-NEXT: [[AG_FC2:%[0-9]+]] = fsdp.all_gather @fc2 {{.*}} async
+// NONE-NEXT: fsdp.wait [[AG_FC2]]
+// NONE-NEXT: nn.linear
+// NONE-NEXT: [[AG_FC3:%[0-9]+]] = fsdp.all_gather @fc3 {{.*}} async
+// NONE-NEXT: fsdp.wait [[AG_FC3]]
+// NONE-NEXT: nn.linear
+// NONE-NEXT: nn.cross_entropy
+// NONE-NEXT: [[AG_FC3_B:%[0-9]+]] = fsdp.all_gather @fc3 {{.*}} async
+// NONE-NEXT: fsdp.wait [[AG_FC3_B]]
+// NONE-NEXT: nn.matmul
+// NONE-NEXT: nn.matmul
+// NONE-NEXT: [[RS_FC3:%[0-9]+]] = fsdp.reduce_scatter @fc3 {{.*}} async
+// NONE-NEXT: [[AG_FC2_B:%[0-9]+]] = fsdp.all_gather @fc2 {{.*}} async
+// NONE-NEXT: fsdp.wait [[AG_FC2_B]]
+// NONE-NEXT: nn.matmul
+// NONE-NEXT: nn.matmul
+// NONE-NEXT: fsdp.wait [[RS_FC3]]
+// NONE-NEXT: [[RS_FC2:%[0-9]+]] = fsdp.reduce_scatter @fc2 {{.*}} async
+// NONE-NEXT: nn.matmul
+// NONE-NEXT: fsdp.wait [[RS_FC2]]
+// NONE-NEXT: [[RS_FC1:%[0-9]+]] = fsdp.reduce_scatter @fc1 {{.*}} async
+// NONE-NEXT: fsdp.wait [[RS_FC1]]
+
+// fsdp1 (BACKWARD_PRE): forward as none; in backward the next unit's gather
+// (fc2) is issued right after fc3's wait, before fc3's gradient matmuls.
+// FSDP1: [[AG_FC1:%[0-9]+]] = fsdp.all_gather @fc1 {{.*}} async
+// FSDP1-NEXT: fsdp.wait [[AG_FC1]]
+// FSDP1-NEXT: nn.linear
+// FSDP1-NEXT: [[AG_FC2:%[0-9]+]] = fsdp.all_gather @fc2 {{.*}} async
+// FSDP1-NEXT: fsdp.wait [[AG_FC2]]
+// FSDP1-NEXT: nn.linear
+// FSDP1-NEXT: [[AG_FC3:%[0-9]+]] = fsdp.all_gather @fc3 {{.*}} async
+// FSDP1-NEXT: fsdp.wait [[AG_FC3]]
+// FSDP1-NEXT: nn.linear
+// FSDP1-NEXT: nn.cross_entropy
+// FSDP1-NEXT: [[AG_FC3_B:%[0-9]+]] = fsdp.all_gather @fc3 {{.*}} async
+// FSDP1-NEXT: fsdp.wait [[AG_FC3_B]]
+// FSDP1-NEXT: [[AG_FC2_B:%[0-9]+]] = fsdp.all_gather @fc2 {{.*}} async
+// FSDP1-NEXT: nn.matmul
+// FSDP1-NEXT: nn.matmul
+// FSDP1-NEXT: [[RS_FC3:%[0-9]+]] = fsdp.reduce_scatter @fc3 {{.*}} async
+// FSDP1-NEXT: fsdp.wait [[AG_FC2_B]]
+// FSDP1-NEXT: nn.matmul
+// FSDP1-NEXT: nn.matmul
+// FSDP1-NEXT: fsdp.wait [[RS_FC3]]
+// FSDP1-NEXT: [[RS_FC2:%[0-9]+]] = fsdp.reduce_scatter @fc2 {{.*}} async
+// FSDP1-NEXT: nn.matmul
+// FSDP1-NEXT: fsdp.wait [[RS_FC2]]
+// FSDP1-NEXT: [[RS_FC1:%[0-9]+]] = fsdp.reduce_scatter @fc1 {{.*}} async
+// FSDP1-NEXT: fsdp.wait [[RS_FC1]]
+
+// fsdp2: one unit ahead in forward and in backward.
+// FSDP2: [[AG_FC1:%[0-9]+]] = fsdp.all_gather @fc1 {{.*}} async
+// FSDP2-NEXT: fsdp.wait [[AG_FC1]]
+// FSDP2-NEXT: [[AG_FC2:%[0-9]+]] = fsdp.all_gather @fc2 {{.*}} async
+// FSDP2-NEXT: nn.linear
+// FSDP2-NEXT: fsdp.wait [[AG_FC2]]
+// FSDP2-NEXT: [[AG_FC3:%[0-9]+]] = fsdp.all_gather @fc3 {{.*}} async
+// FSDP2-NEXT: nn.linear
+// FSDP2-NEXT: fsdp.wait [[AG_FC3]]
+// FSDP2-NEXT: nn.linear
+// FSDP2-NEXT: nn.cross_entropy
+// FSDP2-NEXT: [[AG_FC3_B:%[0-9]+]] = fsdp.all_gather @fc3 {{.*}} async
+// FSDP2-NEXT: fsdp.wait [[AG_FC3_B]]
+// FSDP2-NEXT: [[AG_FC2_B:%[0-9]+]] = fsdp.all_gather @fc2 {{.*}} async
+// FSDP2-NEXT: nn.matmul
+// FSDP2-NEXT: nn.matmul
+// FSDP2-NEXT: [[RS_FC3:%[0-9]+]] = fsdp.reduce_scatter @fc3 {{.*}} async
+// FSDP2-NEXT: fsdp.wait [[AG_FC2_B]]
+// FSDP2-NEXT: nn.matmul
+// FSDP2-NEXT: nn.matmul
+// FSDP2-NEXT: fsdp.wait [[RS_FC3]]
+// FSDP2-NEXT: [[RS_FC2:%[0-9]+]] = fsdp.reduce_scatter @fc2 {{.*}} async
+// FSDP2-NEXT: nn.matmul
+// FSDP2-NEXT: fsdp.wait [[RS_FC2]]
+// FSDP2-NEXT: [[RS_FC1:%[0-9]+]] = fsdp.reduce_scatter @fc1 {{.*}} async
+// FSDP2-NEXT: fsdp.wait [[RS_FC1]]
+
+// auto without a cluster spec: the list scheduler issues each gather as early
+// as two gathers in flight allow, across the forward/backward boundary: fc1
+// and fc2 at the start, fc3 after fc1's wait, fc3's backward gather after
+// fc2's wait, fc2's backward gather after fc3's wait.
+// AUTO: [[AG_FC1:%[0-9]+]] = fsdp.all_gather @fc1 {{.*}} async
+// AUTO-NEXT: [[AG_FC2:%[0-9]+]] = fsdp.all_gather @fc2 {{.*}} async
+// AUTO-NEXT: fsdp.wait [[AG_FC1]]
+// AUTO-NEXT: [[AG_FC3:%[0-9]+]] = fsdp.all_gather @fc3 {{.*}} async
+// AUTO-NEXT: nn.linear
+// AUTO-NEXT: fsdp.wait [[AG_FC2]]
+// AUTO-NEXT: [[AG_FC3_B:%[0-9]+]] = fsdp.all_gather @fc3 {{.*}} async
+// AUTO-NEXT: nn.linear
+// AUTO-NEXT: fsdp.wait [[AG_FC3]]
+// AUTO-NEXT: [[AG_FC2_B:%[0-9]+]] = fsdp.all_gather @fc2 {{.*}} async
+// AUTO-NEXT: nn.linear
+// AUTO-NEXT: nn.cross_entropy
+// AUTO-NEXT: fsdp.wait [[AG_FC3_B]]
+// AUTO-NEXT: nn.matmul
+// AUTO-NEXT: nn.matmul
+// AUTO-NEXT: [[RS_FC3:%[0-9]+]] = fsdp.reduce_scatter @fc3 {{.*}} async
+// AUTO-NEXT: fsdp.wait [[AG_FC2_B]]
+// AUTO-NEXT: nn.matmul
+// AUTO-NEXT: nn.matmul
+// AUTO-NEXT: fsdp.wait [[RS_FC3]]
+// AUTO-NEXT: [[RS_FC2:%[0-9]+]] = fsdp.reduce_scatter @fc2 {{.*}} async
+// AUTO-NEXT: nn.matmul
+// AUTO-NEXT: fsdp.wait [[RS_FC2]]
+// AUTO-NEXT: [[RS_FC1:%[0-9]+]] = fsdp.reduce_scatter @fc1 {{.*}} async
+// AUTO-NEXT: fsdp.wait [[RS_FC1]]
+
+// max-in-flight=1: one gather in flight, issued right after the previous wait.
+// ONE: [[AG_FC1:%[0-9]+]] = fsdp.all_gather @fc1 {{.*}} async
+// ONE-NEXT: fsdp.wait [[AG_FC1]]
+// ONE-NEXT: [[AG_FC2:%[0-9]+]] = fsdp.all_gather @fc2 {{.*}} async
+// ONE-NEXT: nn.linear
+// ONE-NEXT: fsdp.wait [[AG_FC2]]
+// ONE-NEXT: [[AG_FC3:%[0-9]+]] = fsdp.all_gather @fc3 {{.*}} async
+// ONE-NEXT: nn.linear
+// ONE-NEXT: fsdp.wait [[AG_FC3]]
+// ONE-NEXT: [[AG_FC3_B:%[0-9]+]] = fsdp.all_gather @fc3 {{.*}} async
+// ONE-NEXT: nn.linear
+// ONE-NEXT: nn.cross_entropy
+// ONE-NEXT: fsdp.wait [[AG_FC3_B]]
+// ONE-NEXT: [[AG_FC2_B:%[0-9]+]] = fsdp.all_gather @fc2 {{.*}} async
+// ONE-NEXT: nn.matmul
+// ONE-NEXT: nn.matmul
+// ONE-NEXT: [[RS_FC3:%[0-9]+]] = fsdp.reduce_scatter @fc3 {{.*}} async
+// ONE-NEXT: fsdp.wait [[AG_FC2_B]]
+// ONE-NEXT: nn.matmul
+// ONE-NEXT: nn.matmul
+// ONE-NEXT: fsdp.wait [[RS_FC3]]
+// ONE-NEXT: [[RS_FC2:%[0-9]+]] = fsdp.reduce_scatter @fc2 {{.*}} async
+// ONE-NEXT: nn.matmul
+// ONE-NEXT: fsdp.wait [[RS_FC2]]
+// ONE-NEXT: [[RS_FC1:%[0-9]+]] = fsdp.reduce_scatter @fc1 {{.*}} async
+// ONE-NEXT: fsdp.wait [[RS_FC1]]
+
+// HSDP (2 replicas x 2): each reduce-scatter's wait and its replicate
+// all-reduce start move to the next reduce-scatter; each all-reduce is
+// waited before the next all-reduce starts.
+// HSDP: [[AG_FC1:%[0-9]+]] = fsdp.all_gather @fc1 {{.*}} async
+// HSDP-NEXT: fsdp.wait [[AG_FC1]]
+// HSDP-NEXT: nn.linear
+// HSDP-NEXT: [[AG_FC2:%[0-9]+]] = fsdp.all_gather @fc2 {{.*}} async
+// HSDP-NEXT: fsdp.wait [[AG_FC2]]
+// HSDP-NEXT: nn.linear
+// HSDP-NEXT: [[AG_FC3:%[0-9]+]] = fsdp.all_gather @fc3 {{.*}} async
+// HSDP-NEXT: fsdp.wait [[AG_FC3]]
+// HSDP-NEXT: nn.linear
+// HSDP-NEXT: nn.cross_entropy
+// HSDP-NEXT: [[AG_FC3_B:%[0-9]+]] = fsdp.all_gather @fc3 {{.*}} async
+// HSDP-NEXT: fsdp.wait [[AG_FC3_B]]
+// HSDP-NEXT: nn.matmul
+// HSDP-NEXT: nn.matmul
+// HSDP-NEXT: [[RS_FC3:%[0-9]+]] = fsdp.reduce_scatter @fc3 {{.*}} async
+// HSDP-NEXT: [[AG_FC2_B:%[0-9]+]] = fsdp.all_gather @fc2 {{.*}} async
+// HSDP-NEXT: fsdp.wait [[AG_FC2_B]]
+// HSDP-NEXT: nn.matmul
+// HSDP-NEXT: nn.matmul
+// HSDP-NEXT: fsdp.wait [[RS_FC3]]
+// HSDP-NEXT: [[AR_FC3:%[0-9]+]] = fsdp.all_reduce @fc3 {{.*}} async
+// HSDP-NEXT: [[RS_FC2:%[0-9]+]] = fsdp.reduce_scatter @fc2 {{.*}} async
+// HSDP-NEXT: nn.matmul
+// HSDP-NEXT: fsdp.wait [[RS_FC2]]
+// HSDP-NEXT: fsdp.wait [[AR_FC3]]
+// HSDP-NEXT: [[AR_FC2:%[0-9]+]] = fsdp.all_reduce @fc2 {{.*}} async
+// HSDP-NEXT: [[RS_FC1:%[0-9]+]] = fsdp.reduce_scatter @fc1 {{.*}} async
+// HSDP-NEXT: fsdp.wait [[RS_FC1]]
+// HSDP-NEXT: fsdp.wait [[AR_FC2]]
+// HSDP-NEXT: [[AR_FC1:%[0-9]+]] = fsdp.all_reduce @fc1 {{.*}} async
+// HSDP-NEXT: fsdp.wait [[AR_FC1]]
