@@ -636,6 +636,8 @@ void execute(const Instruction &in, Frame &f) {
     return;
   case OpKind::ParamView:
     return; // the result was bound by Frame::define
+  case OpKind::Wait:
+    return; // the operand's collective was completed before execute (waitTouching)
   case OpKind::MicroBatch: {
     // Micro-batch `index` is the contiguous block of rows [index·m, (index+1)·m).
     const BufferDesc &x = p.buffer(in.operands[0]), &y = p.buffer(in.results[0]);
