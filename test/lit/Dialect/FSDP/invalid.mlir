@@ -104,3 +104,48 @@ module attributes {fsdp.world_size = 0 : i64} {
 func.func @role(%s: tensor<3xf32> {fsdp.role = "momentum"}) {
   return
 }
+
+// -----
+
+module attributes {fsdp.world_size = 4 : i64} {
+  fsdp.unit @l params ["w"] {element_type = f32, inits = ["zeros"], shapes = [array<i64: 10>], trainable = array<i1: true>, offsets = array<i64: 0>, numel = 10 : i64, padded_numel = 12 : i64, shard_numel = 3 : i64}
+  func.func @wait_on_sync(%s: tensor<3xf32>) -> tensor<12xf32> {
+    %0 = fsdp.all_gather @l %s : tensor<3xf32> -> tensor<12xf32>
+    // expected-error @+1 {{'fsdp.wait' op expects the result of an async fsdp.all_gather, fsdp.reduce_scatter or fsdp.all_reduce}}
+    %1 = fsdp.wait %0 : tensor<12xf32>
+    return %1 : tensor<12xf32>
+  }
+}
+
+// -----
+
+func.func @wait_on_argument(%s: tensor<12xf32>) -> tensor<12xf32> {
+  // expected-error @+1 {{'fsdp.wait' op expects the result of an async fsdp.all_gather}}
+  %1 = fsdp.wait %s : tensor<12xf32>
+  return %1 : tensor<12xf32>
+}
+
+// -----
+
+module attributes {fsdp.world_size = 4 : i64} {
+  fsdp.unit @l params ["w"] {element_type = f32, inits = ["zeros"], shapes = [array<i64: 10>], trainable = array<i1: true>, offsets = array<i64: 0>, numel = 10 : i64, padded_numel = 12 : i64, shard_numel = 3 : i64}
+  func.func @read_in_flight(%s: tensor<3xf32>) -> tensor<12xf32> {
+    // expected-error @+1 {{'fsdp.all_gather' op is async: expects its result to be used by exactly one fsdp.wait and nothing else}}
+    %0 = fsdp.all_gather @l %s async : tensor<3xf32> -> tensor<12xf32>
+    %1 = fsdp.wait %0 : tensor<12xf32>
+    return %0 : tensor<12xf32>
+  }
+}
+
+// -----
+
+module attributes {fsdp.world_size = 4 : i64} {
+  fsdp.unit @l params ["w"] {element_type = f32, inits = ["zeros"], shapes = [array<i64: 10>], trainable = array<i1: true>, offsets = array<i64: 0>, numel = 10 : i64, padded_numel = 12 : i64, shard_numel = 3 : i64}
+  func.func @wait_type(%s: tensor<3xf32>) -> tensor<12xf64> {
+    %0 = fsdp.all_gather @l %s async : tensor<3xf32> -> tensor<12xf32>
+    // expected-error @+1 {{'fsdp.wait' op failed to verify that all of {token, result} have same type}}
+    %1 = "fsdp.wait"(%0) : (tensor<12xf32>) -> tensor<12xf64>
+    return %1 : tensor<12xf64>
+  }
+}
+

@@ -1,4 +1,4 @@
-// RUN: fsdp-opt %s | fsdp-opt | FileCheck %s
+// RUN: fsdp-opt %s -split-input-file | fsdp-opt -split-input-file | FileCheck %s
 // Round trip of every fsdp op on a sharded unit of 10 elements over 4 ranks
 // (padded to 12, shards of 3).
 
@@ -21,3 +21,25 @@ module attributes {fsdp.world_size = 4 : i64} {
     return %gs : tensor<3xf32>
   }
 }
+
+// -----
+// Async collectives: a start and its fsdp.wait.
+module attributes {fsdp.world_size = 4 : i64} {
+  fsdp.unit @l params ["l.weight", "l.bias"] {element_type = f32, inits = ["uniform(0.5)", "zeros"], shapes = [array<i64: 2, 4>, array<i64: 2>], trainable = array<i1: true, true>, offsets = array<i64: 0, 8>, numel = 10 : i64, padded_numel = 12 : i64, shard_numel = 3 : i64}
+  // CHECK-LABEL: func.func @async_step
+  func.func @async_step(%shard: tensor<3xf32> {fsdp.unit = @l, fsdp.role = "param"}, %g: tensor<12xf32>) -> (tensor<12xf32>, tensor<3xf32>, tensor<3xf32>) {
+    // CHECK: %[[T:.*]] = fsdp.all_gather @l %{{.*}} async : tensor<3xf32> -> tensor<12xf32>
+    %t = fsdp.all_gather @l %shard async : tensor<3xf32> -> tensor<12xf32>
+    // CHECK: %[[R:.*]] = fsdp.reduce_scatter @l %{{.*}} async {op = "sum"} : tensor<12xf32> -> tensor<3xf32>
+    %r = fsdp.reduce_scatter @l %g async {op = "sum"} : tensor<12xf32> -> tensor<3xf32>
+    // CHECK: fsdp.wait %[[T]] : tensor<12xf32>
+    %full = fsdp.wait %t : tensor<12xf32>
+    // CHECK: fsdp.wait %[[R]] : tensor<3xf32>
+    %gs = fsdp.wait %r : tensor<3xf32>
+    // CHECK: fsdp.all_reduce @l %{{.*}} async {group = "replicate"} : tensor<3xf32> -> tensor<3xf32>
+    %a = fsdp.all_reduce @l %gs async {group = "replicate"} : tensor<3xf32> -> tensor<3xf32>
+    %aw = fsdp.wait %a : tensor<3xf32>
+    return %full, %gs, %aw : tensor<12xf32>, tensor<3xf32>, tensor<3xf32>
+  }
+}
+
