@@ -14,6 +14,7 @@
 #include "fsdp/Sharding.h"
 #include "fsdp/runtime.h"
 
+#include <mpi.h>
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -668,5 +669,56 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
     validateInstruction(program.back(), idx);
   }
 }
+
+uint64_t Program::collectiveFingerprint() const {
+  uint64_t h = 1469598103934665603ull; // FNV-1a, 64-bit
+  auto mix = [&h](int64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= static_cast<uint64_t>(v >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  for (const Instruction &in : program) {
+    if (in.kind != OpKind::AllGather && in.kind != OpKind::ReduceScatter &&
+        in.kind != OpKind::AllReduce)
+      continue;
+    mix(static_cast<int64_t>(in.kind));
+    mix(static_cast<int64_t>(in.group));
+    mix(in.average ? 1 : 0);
+    for (int64_t id : in.operands) {
+      mix(static_cast<int64_t>(buffer(id).dtype));
+      mix(buffer(id).numel);
+    }
+    for (int64_t id : in.results)
+      mix(buffer(id).numel);
+  }
+  return h;
+}
+
+void Program::checkSameCollectivesOnAllRanks() {
+  if (collectivesChecked)
+    return;
+  collectivesChecked = true;
+  int init = 0, world = 1;
+  MPI_Initialized(&init);
+  if (!init)
+    return;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (world == 1 || world != worldSizeValue)
+    return;
+  unsigned long long mine = collectiveFingerprint();
+  std::vector<unsigned long long> all(static_cast<size_t>(world));
+  if (MPI_Allgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1,
+                    MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD) != MPI_SUCCESS)
+    throw Error(sourceName + ": MPI_Allgather of the collective fingerprints failed");
+  for (int r = 0; r < world; ++r)
+    if (all[static_cast<size_t>(r)] != all[0])
+      throw Error(sourceName + ": rank " + std::to_string(r) +
+                  " runs a different sequence of collectives than rank 0 "
+                  "(fingerprints " + std::to_string(all[static_cast<size_t>(r)]) +
+                  " and " + std::to_string(all[0]) +
+                  "): every rank must run the same schedule");
+}
+
 
 } // namespace fsdp::rt

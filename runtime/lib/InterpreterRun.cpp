@@ -677,6 +677,7 @@ HostValues Program::run(const HostValues &inputs) {
   if (worldSizeValue == fsdp_world_size() &&
       fsdp_set_grid(static_cast<int>(shardSizeValue)) != FSDP_OK)
     throw Error(sourceName + ": " + fsdp_last_error());
+  checkSameCollectivesOnAllRanks();
   int64_t base = fsdp_mem_current_bytes();
   fsdp_mem_reset_peak();
   char *arenaBase = nullptr;

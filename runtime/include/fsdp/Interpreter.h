@@ -217,11 +217,19 @@ public:
   const BufferDesc &buffer(int64_t id) const;
   /// The unit called `name`, or nullptr.
   const UnitDesc *findUnit(const std::string &name) const;
+  /// FNV-1a hash of the schedule's collectives in program order (kind,
+  /// group, reduction, dtype and element counts): what every rank must agree
+  /// on for SPMD execution to match collectives up.
+  uint64_t collectiveFingerprint() const;
   /// Number of classes C of the first nn.cross_entropy (last dim of its
   /// logits), or -1 if there is none. Used to synthesise labels.
   int64_t numClasses() const;
 
 private:
+  /// Throws Error on every rank unless all ranks' collectiveFingerprint()
+  /// agree (MPI_Allgather; once per Program, on its first run).
+  void checkSameCollectivesOnAllRanks();
+  bool collectivesChecked = false;
   void parse(const std::string &text, bool checkWorldSize);
   void validateInstruction(const Instruction &inst, size_t index) const;
   std::string where(size_t index) const;
