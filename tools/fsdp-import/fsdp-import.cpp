@@ -8,11 +8,8 @@
 // imports in well under a second: nothing is allocated per element.
 //
 //===----------------------------------------------------------------------===//
-#include "Architectures.h"
-#include "Config.h"
-#include "ModelBuilder.h"
-
 #include "fsdp/Dialect/NN/NN.h"
+#include "fsdp/Import/Import.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -122,7 +119,7 @@ static bool readOverrides(Overrides &ov) {
   for (Entry &e : entries) {
     if (!e.opt.getNumOccurrences())
       continue;
-    if (e.opt < 1 || e.opt > (int64_t(1) << 31) - 1) {
+    if (e.opt < 1 || e.opt > kMaxOverride) {
       error("--" + e.opt.ArgStr.str() + " must be in [1, 2^31 - 1], got " + std::to_string(e.opt));
       return false;
     }
@@ -134,26 +131,6 @@ static bool readOverrides(Overrides &ov) {
   }
   ov.f64 = dtypeOpt == "f64";
   return true;
-}
-
-static OwningOpRef<ModuleOp> importConfig(MLIRContext *ctx, const Overrides &ov, std::string &err) {
-  ConfigReader cfg(inputPath);
-  OwningOpRef<ModuleOp> module;
-  if (cfg.load()) {
-    auto type = cfg.requireString("model_type");
-    if (type) {
-      if (*type == "gpt2")
-        module = buildGPT2(ctx, cfg, ov);
-      else if (*type == "llama" || *type == "mistral" || *type == "qwen2")
-        module = buildLlama(ctx, cfg, ov, *type);
-      else
-        cfg.fail("key 'model_type': unsupported value \"" + *type +
-                 "\" (supported: gpt2, llama, mistral, qwen2)");
-    }
-  }
-  if (cfg.failed())
-    err = cfg.getError();
-  return module;
 }
 
 int main(int argc, char **argv) {
@@ -178,43 +155,15 @@ int main(int argc, char **argv) {
     if (!readOverrides(ov))
       return 1;
     std::string err;
-    module = importConfig(&ctx, ov, err);
+    module = importConfig(&ctx, inputPath, ov, err);
     if (!module)
       return error(err);
   }
 
   // Sizes must stay far from 64-bit overflow: the planner counts bytes of
   // every tensor and of all parameters together (limit 2^56 elements).
-  const int64_t kMaxElements = int64_t(1) << 56;
   std::string overflow;
-  int64_t total = 0;
-  module->walk([&](Operation *op) {
-    auto check = [&](Type t) {
-      auto rt = dyn_cast<RankedTensorType>(t);
-      if (!rt || !overflow.empty())
-        return;
-      int64_t n = 1;
-      for (int64_t d : rt.getShape())
-        if (__builtin_mul_overflow(n, d, &n) || n > kMaxElements) {
-          std::string s;
-          llvm::raw_string_ostream os(s);
-          os << "a tensor of type " << rt << " has more than 2^56 elements; shrink the overrides";
-          overflow = s;
-          return;
-        }
-    };
-    for (Type t : op->getResultTypes())
-      check(t);
-    if (auto fn = dyn_cast<func::FuncOp>(op))
-      for (auto [i, t] : llvm::enumerate(fn.getArgumentTypes())) {
-        check(t);
-        if (fn.getArgAttr(i, nn::kParamAttr) && overflow.empty() &&
-            (__builtin_add_overflow(total, cast<RankedTensorType>(t).getNumElements(), &total) ||
-             total > kMaxElements))
-          overflow = "the parameters add up to more than 2^56; shrink the overrides";
-      }
-  });
-  if (!overflow.empty())
+  if (failed(checkSizes(*module, overflow)))
     return error(inputPath + ": " + overflow);
 
   if (countOnly) {

@@ -17,16 +17,6 @@ std::string normalInit(double stddev) {
   return buf;
 }
 
-int64_t countParams(ModuleOp module) {
-  int64_t total = 0;
-  module.walk([&](func::FuncOp fn) {
-    for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i)
-      if (fn.getArgAttr(i, nn::kParamAttr))
-        total += cast<RankedTensorType>(fn.getArgumentTypes()[i]).getNumElements();
-  });
-  return total;
-}
-
 ModelBuilder::ModelBuilder(MLIRContext *ctx, StringRef configPath, int64_t batch, int64_t seq,
                            bool f64)
     : ctx(ctx), b(ctx), fileLoc(FileLineColLoc::get(ctx, configPath, 1, 1)), batch(batch),

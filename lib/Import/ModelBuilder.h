@@ -28,9 +28,6 @@ namespace fsdp_import {
 /// Formats an `nn.init` normal(std) spec.
 std::string normalInit(double stddev);
 
-/// Sum of the element counts of the `nn.param` arguments of every function in `module`.
-int64_t countParams(mlir::ModuleOp module);
-
 class ModelBuilder {
 public:
   ModelBuilder(mlir::MLIRContext *ctx, llvm::StringRef configPath, int64_t batch, int64_t seq,

@@ -9,7 +9,7 @@
 #ifndef FSDP_IMPORT_ARCHITECTURES_H
 #define FSDP_IMPORT_ARCHITECTURES_H
 
-#include "Config.h"
+#include "fsdp/Import/Config.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"

@@ -1,5 +1,5 @@
 //===- Config.cpp - reading a Hugging Face config.json for fsdp-import ----===//
-#include "Config.h"
+#include "fsdp/Import/Config.h"
 
 #include "llvm/Support/MemoryBuffer.h"
 
