@@ -206,22 +206,37 @@ LogicalResult UnitOp::verify() {
 // Collectives and views
 //===----------------------------------------------------------------------===//
 
-/// Checks the shard/full sizes of a collective against its unit.
-static LogicalResult verifyCollectiveSizes(Operation *op, FlatSymbolRefAttr unitRef, Type shard,
-                                           Type full) {
-  FailureOr<UnitOp> unit = lookupUnit(op, unitRef);
-  if (failed(unit))
-    return failure();
+/// Checks the shard/full sizes of a collective against its unit, or against
+/// the sum of its bucket's units (the bucket starts with `unit`).
+static LogicalResult verifyCollectiveSizes(Operation *op, FlatSymbolRefAttr unitRef,
+                                           ArrayAttr bucket, Type shard, Type full) {
   if (failed(sameElementType(op, shard, full)))
     return failure();
-  if (!unit->getShardNumel())
-    return op->emitOpError() << "expects unit " << unitRef
-                             << " to be sharded (run fsdp-shard first)";
-  if (numelOf(shard) != *unit->getShardNumel() || numelOf(full) != *unit->getPaddedNumel())
-    return op->emitOpError() << "expects a shard of " << *unit->getShardNumel()
-                             << " and a full buffer of " << *unit->getPaddedNumel()
-                             << " elements for unit " << unitRef << ", got " << numelOf(shard)
-                             << " and " << numelOf(full);
+  SmallVector<FlatSymbolRefAttr> members{unitRef};
+  if (bucket) {
+    members.clear();
+    for (Attribute a : bucket)
+      members.push_back(cast<FlatSymbolRefAttr>(a));
+    if (members.size() < 2 || members.front() != unitRef)
+      return op->emitOpError() << "expects a bucket of at least two units starting with "
+                               << unitRef;
+  }
+  int64_t shardNumel = 0, paddedNumel = 0;
+  for (FlatSymbolRefAttr ref : members) {
+    FailureOr<UnitOp> unit = lookupUnit(op, ref);
+    if (failed(unit))
+      return failure();
+    if (!unit->getShardNumel())
+      return op->emitOpError() << "expects unit " << ref
+                               << " to be sharded (run fsdp-shard first)";
+    shardNumel += *unit->getShardNumel();
+    paddedNumel += *unit->getPaddedNumel();
+  }
+  if (numelOf(shard) != shardNumel || numelOf(full) != paddedNumel)
+    return op->emitOpError() << "expects a shard of " << shardNumel
+                             << " and a full buffer of " << paddedNumel << " elements for "
+                             << (bucket ? "the bucket of " : "unit ") << unitRef << ", got "
+                             << numelOf(shard) << " and " << numelOf(full);
   return success();
 }
 
@@ -242,12 +257,13 @@ static LogicalResult verifyReduction(Operation *op, StringRef reduction) {
 
 /// A gather or scatter between a shard and a full buffer over `group`.
 static LogicalResult verifyShardedCollective(Operation *op, FlatSymbolRefAttr unit,
-                                             StringRef group, Type shard, Type full) {
+                                             ArrayAttr bucket, StringRef group, Type shard,
+                                             Type full) {
   FailureOr<std::optional<int64_t>> g = verifyGroup(op, group);
   if (failed(g))
     return failure();
   if (group == "shard")
-    return verifyCollectiveSizes(op, unit, shard, full);
+    return verifyCollectiveSizes(op, unit, bucket, shard, full);
   if (failed(lookupUnit(op, unit)) || failed(sameElementType(op, shard, full)))
     return failure();
   if (*g && numelOf(shard) * **g != numelOf(full))
@@ -283,13 +299,14 @@ LogicalResult WaitOp::verify() {
 LogicalResult AllGatherOp::verify() {
   if (failed(verifyAsync(*this, getAsync())))
     return failure();
-  return verifyShardedCollective(*this, getUnitAttr(), getGroup(), getShard().getType(), getType());
+  return verifyShardedCollective(*this, getUnitAttr(), getBucketAttr(), getGroup(),
+                                 getShard().getType(), getType());
 }
 
 LogicalResult ReduceScatterOp::verify() {
   if (failed(verifyReduction(*this, getOp())) || failed(verifyAsync(*this, getAsync())))
     return failure();
-  return verifyShardedCollective(*this, getUnitAttr(), getGroup(), getType(),
+  return verifyShardedCollective(*this, getUnitAttr(), getBucketAttr(), getGroup(), getType(),
                                  getInput().getType());
 }
 
@@ -302,6 +319,37 @@ LogicalResult AllReduceOp::verify() {
     return emitOpError() << "expects the result type to equal the input type, got "
                          << getInput().getType() << " and " << getType();
   return success();
+}
+
+/// fsdp.pack / fsdp.unpack: `blocks` ≥ 1 rank blocks; the bucket holds
+/// every part's blocks, and each part divides into `blocks` blocks.
+static LogicalResult verifyBucketCopy(Operation *op, int64_t blocks, Value bucket,
+                                      ValueRange parts) {
+  if (blocks < 1)
+    return op->emitOpError() << "expects blocks >= 1, got " << blocks;
+  if (parts.size() < 2)
+    return op->emitOpError() << "expects at least two unit buffers, got " << parts.size();
+  int64_t total = 0;
+  for (Value p : parts) {
+    if (failed(sameElementType(op, p.getType(), bucket.getType())))
+      return failure();
+    if (numelOf(p.getType()) % blocks != 0)
+      return op->emitOpError() << "expects every unit buffer to hold " << blocks
+                               << " blocks, got " << numelOf(p.getType()) << " elements";
+    total += numelOf(p.getType());
+  }
+  if (total != numelOf(bucket.getType()))
+    return op->emitOpError() << "expects the bucket to hold the " << total
+                             << " elements of its units, got " << numelOf(bucket.getType());
+  return success();
+}
+
+LogicalResult PackOp::verify() {
+  return verifyBucketCopy(*this, getBlocks(), getResult(), getInputs());
+}
+
+LogicalResult UnpackOp::verify() {
+  return verifyBucketCopy(*this, getBlocks(), getInput(), getResults());
 }
 
 LogicalResult LocalShardOp::verify() {

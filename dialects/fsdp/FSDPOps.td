@@ -52,7 +52,8 @@ def FSDP_AllGatherOp : FSDP_Op<"all_gather", [
   }];
   let arguments = (ins FlatSymbolRefAttr:$unit, FSDP_FlatTensor:$shard,
                        DefaultValuedAttr<StrAttr, "\"shard\"">:$group,
-                       UnitAttr:$async);
+                       UnitAttr:$async,
+                       OptionalAttr<FlatSymbolRefArrayAttr>:$bucket);
   let results = (outs FSDP_FlatTensor:$result);
   let assemblyFormat = "$unit $shard (`async` $async^)? attr-dict `:` type($shard) `->` type($result)";
   let hasVerifier = 1;
@@ -68,7 +69,8 @@ def FSDP_ReduceScatterOp : FSDP_Op<"reduce_scatter", [
   let arguments = (ins FlatSymbolRefAttr:$unit, FSDP_FlatTensor:$input,
                        DefaultValuedAttr<StrAttr, "\"avg\"">:$op,
                        DefaultValuedAttr<StrAttr, "\"shard\"">:$group,
-                       UnitAttr:$async);
+                       UnitAttr:$async,
+                       OptionalAttr<FlatSymbolRefArrayAttr>:$bucket);
   let results = (outs FSDP_FlatTensor:$result);
   let assemblyFormat = "$unit $input (`async` $async^)? attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
@@ -112,6 +114,34 @@ def FSDP_WaitOp : FSDP_Op<"wait", [
   let arguments = (ins FSDP_FlatTensor:$token);
   let results = (outs FSDP_FlatTensor:$result);
   let assemblyFormat = "$token attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def FSDP_PackOp : FSDP_Op<"pack", [Pure]> {
+  let summary = "copy several units' flat buffers into one bucket buffer";
+  let description = [{
+    Inputs xᵢ [B·Sᵢ] (B = `blocks` rank blocks of Sᵢ elements each) →
+    `result` [B·ΣS]: block b of the result is x₀'s block b, then x₁'s, …
+    (FSDP2's all-gather copy-in). With B = 1 it concatenates shards for a
+    bucketed all-gather; with B = the group size it interleaves full
+    gradients by destination rank for a bucketed reduce-scatter.
+  }];
+  let arguments = (ins Variadic<FSDP_FlatTensor>:$inputs, I64Attr:$blocks);
+  let results = (outs FSDP_FlatTensor:$result);
+  let assemblyFormat = "`(` $inputs `)` attr-dict `:` functional-type($inputs, $result)";
+  let hasVerifier = 1;
+}
+
+def FSDP_UnpackOp : FSDP_Op<"unpack", [Pure]> {
+  let summary = "copy a bucket buffer back into its units' flat buffers";
+  let description = [{
+    The inverse of fsdp.pack: `input` [B·ΣS] → results yᵢ [B·Sᵢ] (FSDP2's
+    all-gather copy-out). After a bucketed all-gather B is the group size;
+    after a bucketed reduce-scatter B = 1.
+  }];
+  let arguments = (ins FSDP_FlatTensor:$input, I64Attr:$blocks);
+  let results = (outs Variadic<FSDP_FlatTensor>:$results);
+  let assemblyFormat = "$input attr-dict `:` functional-type($input, $results)";
   let hasVerifier = 1;
 }
 

@@ -47,6 +47,12 @@ static MemoryClass classifyResult(OpResult r, bool backward) {
     return classifyResult(cast<OpResult>(w.getToken()), backward);
   if (isa<AllGatherOp, ParamViewOp>(op))
     return MemoryClass::GatheredParam;
+  // Buckets: the packed send buffer, and the units' buffers unpacked after
+  // an all-gather (B rank blocks) or a reduce-scatter (one block).
+  if (isa<PackOp>(op))
+    return MemoryClass::CommBuffer;
+  if (auto u = dyn_cast<UnpackOp>(op))
+    return u.getBlocks() > 1 ? MemoryClass::GatheredParam : MemoryClass::GradShard;
   if (isa<FlattenOp>(op)) {
     // ZeRO-1 keeps each unit's whole gradient until backward ends: gradient
     // storage, not a transient send buffer.
@@ -62,9 +68,10 @@ static MemoryClass classifyResult(OpResult r, bool backward) {
     // replicated parameter cast for compute is a gathered (full) parameter.
     Operation *src = skipWait(c.getInput()).getDefiningOp();
     if ((src && isa<FlattenOp>(src)) ||
-        llvm::any_of(c->getUsers(), [](Operation *u) { return isa<AllGatherOp>(u); }))
+        llvm::any_of(c->getUsers(), [](Operation *u) { return isa<AllGatherOp, PackOp>(u); }))
       return MemoryClass::CommBuffer;
-    if (src && isa<ReduceScatterOp, AllReduceOp>(src))
+    if (src && (isa<ReduceScatterOp, AllReduceOp>(src) ||
+                (isa<UnpackOp>(src) && cast<UnpackOp>(src).getBlocks() == 1)))
       return MemoryClass::GradShard;
     if (llvm::any_of(c->getUsers(), [](Operation *u) { return isa<ParamViewOp>(u); }))
       return MemoryClass::GatheredParam;
@@ -154,9 +161,14 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
     return plan.buffers[i].viewOf >= 0 ? plan.buffers[i].viewOf : i;
   };
   std::vector<int64_t> lastUse(plan.buffers.size(), -2);
-  for (auto [idx, op] : llvm::enumerate(plan.instructions))
+  for (auto [idx, op] : llvm::enumerate(plan.instructions)) {
     for (Value v : op->getOperands())
       lastUse[owner(v)] = idx;
+    // An async collective reads its send buffer until its wait.
+    if (auto wait = dyn_cast<WaitOp>(op))
+      for (Value v : wait.getToken().getDefiningOp()->getOperands())
+        lastUse[owner(v)] = std::max<int64_t>(lastUse[owner(v)], idx);
+  }
   // Returned values (through views: their owners) are carried to the next step.
   llvm::DenseSet<Value> returned;
   for (Value v : ret.getOperands())

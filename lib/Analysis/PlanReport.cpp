@@ -68,8 +68,10 @@ ModelState ModelState::compute(const MemoryPlan &plan, func::FuncOp fn) {
         root = wait.getToken();
         continue;
       }
-      if (isa<ReduceScatterOp, AllReduceOp>(def) && !reduced)
+      if (isa<ReduceScatterOp, AllReduceOp, UnpackOp>(def) && !reduced)
         reduced = root;
+      if (isa<UnpackOp>(def)) // a bucket's unit shard: the reduced gradient
+        break;
       if (!isa<ReduceScatterOp, AllReduceOp, nn::CastOp>(def))
         break;
       root = def->getOperand(0);

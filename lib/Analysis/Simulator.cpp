@@ -18,7 +18,8 @@
 //   efficiency.memory)), FLOPs and bytes from nn::CostOpInterface. Kinds:
 //   matmul (linear, matmul) and attention use the tensor-core peak of their
 //   operand dtype; every other op the f32 (CUDA-core) peak with efficiency
-//   elementwise. fsdp.flatten and fsdp.local_shard are copies (bytes only).
+//   elementwise. fsdp.flatten, fsdp.local_shard and a bucket's fsdp.pack /
+//   fsdp.unpack are copies (bytes only).
 // * Collective time, ring algorithms (Thakur, Rabenseifner & Gropp, IJHPCA
 //   2005; NCCL's bus bandwidth, nccl-tests doc/PERFORMANCE.md): all-gather or
 //   reduce-scatter of S bytes (the full, gathered size) over G ranks
@@ -245,7 +246,7 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
       }
       dur = std::max(flops / (peak * eff), bytes / (spec.memoryBandwidth * spec.effMemory));
       timed = true;
-    } else if (isa<FlattenOp, LocalShardOp>(&op)) {
+    } else if (isa<FlattenOp, LocalShardOp, PackOp, UnpackOp>(&op)) {
       for (Value v : op.getOperands())
         bytes += tensorBytes(v);
       for (Value v : op.getResults())

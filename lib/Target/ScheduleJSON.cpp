@@ -57,6 +57,16 @@ static FailureOr<json> attrToJson(Operation *op, NamedAttribute na) {
   if (auto s = dyn_cast<StringAttr>(a)) return json(s.getValue().str());
   if (auto s = dyn_cast<FlatSymbolRefAttr>(a)) return json(s.getValue().str());
   if (auto d = dyn_cast<DenseI64ArrayAttr>(a)) return json(std::vector<int64_t>(d.asArrayRef()));
+  if (auto arr = dyn_cast<ArrayAttr>(a)) { // a bucket's units
+    json list = json::array();
+    for (Attribute e : arr)
+      if (auto s = dyn_cast<FlatSymbolRefAttr>(e))
+        list.push_back(s.getValue().str());
+      else
+        return op->emitOpError() << "has attribute '" << na.getName().getValue()
+                                 << "' with a non-symbol element";
+    return list;
+  }
   return op->emitOpError() << "has attribute '" << na.getName().getValue()
                            << "' that the JSON schedule cannot express";
 }

@@ -46,6 +46,7 @@ void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm, const PipelineOptions &o) 
   FSDPScheduleOptions sched;
   sched.prefetch = o.prefetch;
   sched.maxInFlight = o.maxInFlight;
+  sched.bucketBytes = o.bucketBytes;
   sched.memoryBudget = o.memoryBudget;
   sched.cluster = o.cluster;
   pm.addPass(createFSDPSchedule(sched));

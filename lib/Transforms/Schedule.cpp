@@ -94,12 +94,19 @@ void placeReductionWaits(Block &block) {
   };
   for (Operation *r : reductions) {
     WaitOp wait = waitOf(r);
-    // The chain moves with the wait: the wait, and direct users that only
-    // reformat or forward the reduced gradient.
+    // The chain moves with the wait: the wait, a bucket's unpack, and direct
+    // users that only reformat or forward the reduced gradient.
     SmallVector<Operation *> chain{wait};
-    for (Operation *u : wait->getUsers())
-      if (isa<nn::CastOp, AllReduceOp>(u))
-        chain.push_back(u);
+    ValueRange reduced = wait->getResults();
+    if (wait->hasOneUse())
+      if (auto unpack = dyn_cast<UnpackOp>(*wait->getUsers().begin())) {
+        chain.push_back(unpack);
+        reduced = unpack.getResults();
+      }
+    for (Value v : reduced)
+      for (Operation *u : v.getUsers())
+        if (isa<nn::CastOp, AllReduceOp>(u) && !llvm::is_contained(chain, u))
+          chain.push_back(u);
     llvm::sort(chain.begin() + 1, chain.end(),
                [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
     llvm::SmallPtrSet<Operation *, 4> inChain(chain.begin(), chain.end());
@@ -140,10 +147,28 @@ void placeReductionWaits(Block &block) {
 /// A unit all-gather (feeds parameter views) with its shard cast and phase.
 struct Gather {
   AllGatherOp start;
-  Operation *cast = nullptr; // the shard's cast to param-dtype (moves with it)
+  /// Ops that move with the start, in order: the shards' casts to
+  /// param-dtype and, for a bucket, the pack.
+  SmallVector<Operation *> prelude;
   WaitOp wait;
   std::pair<int64_t, bool> phase; // (micro-batch, backward)
 };
+
+/// The gathered unit buffers a gather's wait provides: its result, or a
+/// bucket's unpacked buffers.
+SmallVector<Value> gatheredBuffers(WaitOp w) {
+  if (w->hasOneUse())
+    if (auto u = dyn_cast<UnpackOp>(*w->getUsers().begin()))
+      return SmallVector<Value>(u.getResults().begin(), u.getResults().end());
+  return {w.getResult()};
+}
+
+/// The shard's cast to param-dtype if nothing else reads it (it moves with
+/// its gather).
+Operation *soleCast(Value shard) {
+  Operation *c = shard.getDefiningOp<nn::CastOp>();
+  return c && c->hasOneUse() ? c : nullptr;
+}
 
 SmallVector<Gather> unitGathers(func::FuncOp fn) {
   Block &block = fn.getBody().front();
@@ -160,13 +185,14 @@ SmallVector<Gather> unitGathers(func::FuncOp fn) {
       continue;
     WaitOp w = waitOf(g);
     Operation *firstUse = nullptr;
-    for (Operation *view : w->getUsers()) {
-      if (!isa<ParamViewOp>(view))
-        continue;
-      for (Operation *u : view->getUsers())
-        if (!firstUse || u->isBeforeInBlock(firstUse))
-          firstUse = u;
-    }
+    for (Value buffer : gatheredBuffers(w))
+      for (Operation *view : buffer.getUsers()) {
+        if (!isa<ParamViewOp>(view))
+          continue;
+        for (Operation *u : view->getUsers())
+          if (!firstUse || u->isBeforeInBlock(firstUse))
+            firstUse = u;
+      }
     if (!firstUse)
       continue; // not a parameter gather (ZeRO-1's gather of updated slices)
     int64_t mb = -1;
@@ -174,18 +200,178 @@ SmallVector<Gather> unitGathers(func::FuncOp fn) {
       mb = a.getInt();
     Operation *boundary = mb >= 0 && lossOf.count(mb) ? lossOf[mb] : lossOp;
     bool backward = boundary && boundary->isBeforeInBlock(firstUse);
-    Operation *c = g.getShard().getDefiningOp<nn::CastOp>();
-    if (c && !c->hasOneUse())
-      c = nullptr;
-    gathers.push_back({g, c, w, {mb, backward}});
+    SmallVector<Operation *> prelude;
+    if (auto pack = g.getShard().getDefiningOp<PackOp>()) {
+      for (Value in : pack.getInputs())
+        if (Operation *c = soleCast(in))
+          prelude.push_back(c);
+      prelude.push_back(pack);
+    } else if (Operation *c = soleCast(g.getShard())) {
+      prelude.push_back(c);
+    }
+    gathers.push_back({g, prelude, w, {mb, backward}});
   }
   return gathers;
 }
 
+static int64_t bytesOf(Value v) {
+  auto t = cast<RankedTensorType>(v.getType());
+  return t.getNumElements() * (int64_t)((t.getElementTypeBitWidth() + 7) / 8);
+}
+
+static RankedTensorType flatType(int64_t numel, Type elt) {
+  return RankedTensorType::get({numel}, elt);
+}
+
+/// Bucketing (DeepSpeed's prefetch and reduce buckets; FSDP's paper, Zhao
+/// et al. VLDB 2023 Sec. 3.3 / Fig. 7: all-gathers of few elements lose
+/// bus bandwidth to per-collective latency): consecutive unit gathers of
+/// one phase whose gathered bytes sum to at most `bucketBytes` become one
+/// all-gather of a packed buffer (fsdp.pack of the shards, block-interleaved
+/// result unpacked into the units' full buffers), issued where the first
+/// member was.
+void bucketGathers(func::FuncOp fn, int64_t bucketBytes) {
+  SmallVector<Gather> gathers = unitGathers(fn);
+  int64_t blocks = groupSize(fn, "shard").value_or(1);
+  auto flush = [&](MutableArrayRef<Gather> members) {
+    if (members.size() < 2)
+      return;
+    AllGatherOp first = members.front().start;
+    for (Gather &m : members.drop_front())
+      for (Operation *op : m.prelude)
+        op->moveBefore(first);
+    OpBuilder b(first);
+    Location loc = first.getLoc();
+    SmallVector<Value> shards;
+    SmallVector<Type> fullTypes;
+    SmallVector<Attribute> units;
+    int64_t shardNumel = 0, fullNumel = 0;
+    for (Gather &m : members) {
+      shards.push_back(m.start.getShard());
+      fullTypes.push_back(m.start.getType());
+      units.push_back(m.start.getUnitAttr());
+      shardNumel += m.start.getShard().getType().getNumElements();
+      fullNumel += m.start.getType().getNumElements();
+    }
+    Type elt = first.getType().getElementType();
+    auto pack = PackOp::create(b, loc, flatType(shardNumel, elt), shards, b.getI64IntegerAttr(1));
+    auto start = AllGatherOp::create(b, loc, flatType(fullNumel, elt), first.getUnitAttr(), pack,
+                                     first.getGroupAttr(), b.getUnitAttr(), b.getArrayAttr(units));
+    auto wait = WaitOp::create(b, loc, start.getType(), start);
+    auto unpack = UnpackOp::create(b, loc, fullTypes, wait, b.getI64IntegerAttr(blocks));
+    for (auto [i, m] : llvm::enumerate(members)) {
+      m.wait.getResult().replaceAllUsesWith(unpack.getResult(i));
+      m.wait->erase();
+      m.start->erase();
+    }
+  };
+  SmallVector<Gather> current;
+  int64_t bytes = 0;
+  for (Gather &g : gathers) {
+    int64_t gb = bytesOf(g.start.getResult());
+    bool joins = !current.empty() && current.front().phase == g.phase &&
+                 current.front().start.getGroup() == g.start.getGroup() &&
+                 current.front().start.getType().getElementType() ==
+                     g.start.getType().getElementType() &&
+                 bytes + gb <= bucketBytes;
+    if (!joins) {
+      flush(current);
+      current.clear();
+      bytes = 0;
+    }
+    if (gb <= bucketBytes) {
+      current.push_back(g);
+      bytes += gb;
+    }
+  }
+  flush(current);
+}
+
+/// Consecutive reduce-scatters over the shard group with the same dtype and
+/// reduction, whose full gradients sum to at most `bucketBytes`, become one
+/// reduce-scatter of a packed buffer issued where the last member was (when
+/// every member's gradient is complete); its result is unpacked into the
+/// units' gradient shards.
+void bucketReductions(func::FuncOp fn, int64_t bucketBytes) {
+  Block &block = fn.getBody().front();
+  int64_t blocks = groupSize(fn, "shard").value_or(1);
+  SmallVector<ReduceScatterOp> all;
+  for (Operation &op : block)
+    if (auto r = dyn_cast<ReduceScatterOp>(&op); r && r.getAsync() && !r.getBucket())
+      all.push_back(r);
+  auto flush = [&](MutableArrayRef<ReduceScatterOp> members) {
+    if (members.size() < 2)
+      return;
+    ReduceScatterOp last = members.back();
+    OpBuilder b(last);
+    Location loc = last.getLoc();
+    SmallVector<Value> inputs;
+    SmallVector<Type> shardTypes;
+    SmallVector<Attribute> units;
+    int64_t shardNumel = 0, fullNumel = 0;
+    for (ReduceScatterOp m : members) {
+      inputs.push_back(m.getInput());
+      shardTypes.push_back(m.getType());
+      units.push_back(m.getUnitAttr());
+      shardNumel += m.getType().getNumElements();
+      fullNumel += m.getInput().getType().getNumElements();
+    }
+    Type elt = last.getType().getElementType();
+    auto pack = PackOp::create(b, loc, flatType(fullNumel, elt), inputs,
+                               b.getI64IntegerAttr(blocks));
+    auto start = ReduceScatterOp::create(b, loc, flatType(shardNumel, elt),
+                                         members.front().getUnitAttr(), pack, last.getOpAttr(),
+                                         last.getGroupAttr(), b.getUnitAttr(),
+                                         b.getArrayAttr(units));
+    auto wait = WaitOp::create(b, loc, start.getType(), start);
+    auto unpack = UnpackOp::create(b, loc, shardTypes, wait, b.getI64IntegerAttr(1));
+    for (auto [i, m] : llvm::enumerate(members)) {
+      // The packed gradient may be freed once copied into the bucket.
+      for (Operation *u : llvm::make_early_inc_range(m.getInput().getUsers()))
+        if (isa<FreeOp>(u))
+          u->moveAfter(pack);
+      WaitOp w = waitOf(m);
+      SmallVector<Operation *> readers(w->getUsers().begin(), w->getUsers().end());
+      w.getResult().replaceAllUsesWith(unpack.getResult(i));
+      // Readers of a member's reduced gradient now follow the unpack.
+      llvm::sort(readers, [](Operation *a, Operation *c) { return a->isBeforeInBlock(c); });
+      Operation *after = unpack;
+      for (Operation *u : readers)
+        if (u->isBeforeInBlock(unpack)) {
+          u->moveAfter(after);
+          after = u;
+        }
+      w->erase();
+      m->erase();
+    }
+  };
+  SmallVector<ReduceScatterOp> current;
+  int64_t bytes = 0;
+  for (ReduceScatterOp r : all) {
+    int64_t rb = bytesOf(r.getInput());
+    bool chained = r.getInput().getDefiningOp<WaitOp>() != nullptr;
+    bool joins = !current.empty() && !chained &&
+                 current.front().getGroup() == r.getGroup() &&
+                 current.front().getOp() == r.getOp() &&
+                 current.front().getType().getElementType() == r.getType().getElementType() &&
+                 bytes + rb <= bucketBytes;
+    if (!joins) {
+      flush(current);
+      current.clear();
+      bytes = 0;
+    }
+    if (rb <= bucketBytes && !chained && r.getGroup() == "shard") {
+      current.push_back(r);
+      bytes += rb;
+    }
+  }
+  flush(current);
+}
+
 /// Moves a gather's start (and its shard cast) right before `anchor`.
 void issueBefore(Gather &g, Operation *anchor) {
-  if (g.cast)
-    g.cast->moveBefore(anchor);
+  for (Operation *op : g.prelude)
+    op->moveBefore(anchor);
   g.start->moveBefore(anchor);
 }
 
@@ -222,8 +408,7 @@ LogicalResult listSchedule(func::FuncOp fn, SmallVector<Gather> &gathers, int64_
   llvm::DenseSet<Operation *> movable;
   for (Gather &g : gathers) {
     movable.insert(g.start);
-    if (g.cast)
-      movable.insert(g.cast);
+    movable.insert(g.prelude.begin(), g.prelude.end());
   }
   // The fixed ops, with the live bytes while each runs.
   SmallVector<Operation *> elems;
@@ -236,20 +421,24 @@ LogicalResult listSchedule(func::FuncOp fn, SmallVector<Gather> &gathers, int64_
     elems.push_back(op);
     live.push_back(plan->liveBytes[i]);
   }
-  auto bytesOf = [](Value v) {
-    auto t = cast<RankedTensorType>(v.getType());
-    return t.getNumElements() * (int64_t)((t.getElementTypeBitWidth() + 7) / 8);
-  };
   SmallVector<int64_t> inFlight(elems.size(), 0);
   SmallVector<int64_t> placedAt;
   int64_t lo = 0;
   for (Gather &g : gathers) {
     int64_t w = pos.lookup(g.wait);
-    int64_t extra = bytesOf(g.start.getResult()) + (g.cast ? bytesOf(g.cast->getResult(0)) : 0);
+    // Hoisting makes the gathered buffer and the send buffers (casts, pack)
+    // live from the new start to the wait.
+    int64_t extra = bytesOf(g.start.getResult());
     int64_t earliest = lo;
-    Value src = g.cast ? g.cast->getOperand(0) : g.start.getShard();
-    if (Operation *def = src.getDefiningOp())
-      earliest = std::max(earliest, pos.lookup(def) + 1);
+    SmallVector<Operation *> moved(g.prelude);
+    moved.push_back(g.start);
+    for (Operation *op : moved) {
+      if (op != g.start)
+        extra += bytesOf(op->getResult(0));
+      for (Value v : op->getOperands())
+        if (Operation *def = v.getDefiningOp(); def && !movable.contains(def))
+          earliest = std::max(earliest, pos.lookup(def) + 1);
+    }
     int64_t p = w;
     // In flight from its start through its wait (inclusive); the
     // unprefetched place (right before the wait) is always allowed.
@@ -273,12 +462,16 @@ struct FSDPSchedulePass : mlir::fsdp::impl::FSDPScheduleBase<FSDPSchedulePass> {
 
   /// Applies mode `mode` ("none", "fsdp1", "fsdp2" or "list") to `module`.
   static LogicalResult apply(ModuleOp module, StringRef mode, int64_t maxInFlight,
-                             int64_t budget) {
+                             int64_t budget, int64_t bucketBytes) {
     FailureOr<func::FuncOp> fn = getStepFunction(module);
     if (failed(fn))
       return failure();
     Block &block = fn->getBody().front();
     makeAsync(block);
+    if (bucketBytes > 0) {
+      bucketGathers(*fn, bucketBytes);
+      bucketReductions(*fn, bucketBytes);
+    }
     placeReductionWaits(block);
     SmallVector<Gather> gathers = unitGathers(*fn);
     if (mode == "fsdp1" || mode == "fsdp2")
@@ -293,6 +486,11 @@ struct FSDPSchedulePass : mlir::fsdp::impl::FSDPScheduleBase<FSDPSchedulePass> {
     if (prefetch != "auto" && prefetch != "none" && prefetch != "fsdp1" && prefetch != "fsdp2") {
       module.emitError() << "fsdp-schedule: prefetch must be auto, none, fsdp1 or fsdp2, got '"
                          << prefetch << "'";
+      return signalPassFailure();
+    }
+    if (bucketBytes < 0) {
+      module.emitError() << "fsdp-schedule: bucket-bytes must be >= 0, got "
+                         << static_cast<int64_t>(bucketBytes);
       return signalPassFailure();
     }
     if (maxInFlight < 1) {
@@ -340,7 +538,7 @@ struct FSDPSchedulePass : mlir::fsdp::impl::FSDPScheduleBase<FSDPSchedulePass> {
       bool bestFits = false;
       for (const Candidate &c : candidates) {
         OwningOpRef<ModuleOp> clone = module.clone();
-        if (failed(apply(*clone, c.mode, c.limit, budget)))
+        if (failed(apply(*clone, c.mode, c.limit, budget, bucketBytes)))
           return signalPassFailure();
         FailureOr<func::FuncOp> fn = getStepFunction(*clone);
         FailureOr<MemoryPlan> plan = MemoryPlan::compute(*fn);
@@ -360,7 +558,7 @@ struct FSDPSchedulePass : mlir::fsdp::impl::FSDPScheduleBase<FSDPSchedulePass> {
         }
       }
     }
-    if (failed(apply(module, chosen, limit, budget)))
+    if (failed(apply(module, chosen, limit, budget, bucketBytes)))
       return signalPassFailure();
     std::string label = chosen == "list" ? "list(max-in-flight=" + std::to_string(limit) + ")"
                                          : chosen;

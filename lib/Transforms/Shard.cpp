@@ -292,13 +292,14 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       Value full;
       if (separate)
         full = lowFull ? lowArg
-                       : AllGatherOp::create(b, uloc, lowFlatType, unitRef, lowArg, shardGroupAttr)
+                       : AllGatherOp::create(b, uloc, lowFlatType, unitRef, lowArg, shardGroupAttr,
+                                             /*async=*/nullptr, /*bucket=*/nullptr)
                              .getResult();
       else if (replicatedParams)
         full = castTo(pArg, pdt);
       else
         full = AllGatherOp::create(b, uloc, lowFlatType, unitRef, castTo(pArg, pdt),
-                                   shardGroupAttr);
+                                   shardGroupAttr, /*async=*/nullptr, /*bucket=*/nullptr);
       SmallVector<Value> grads;
       SmallVector<int64_t> gradOffsets;
       SmallVector<Operation *> updates;
@@ -354,7 +355,8 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
                                         b.getStringAttr("world"));
         } else {
           reduced = ReduceScatterOp::create(b, loc, reduceShardType, unitRef, toReduce, avg,
-                                            shardGroupAttr);
+                                            shardGroupAttr, /*async=*/nullptr,
+                                            /*bucket=*/nullptr);
           if (strategy == "hybrid-shard" && worldSize / shardGroup > 1)
             reduced = AllReduceOp::create(b, loc, reduceShardType, unitRef, reduced, avg,
                                           b.getStringAttr("replicate"));
@@ -415,14 +417,16 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       auto newParam = [&](Value updated) -> Value {
         if (strategy != "shard-optimizer" || !masterFull)
           return updated;
-        return AllGatherOp::create(b, loc, flatType, unitRef, updated, shardGroupAttr);
+        return AllGatherOp::create(b, loc, flatType, unitRef, updated, shardGroupAttr, nullptr,
+                                   nullptr);
       };
       auto addLowCopy = [&](Value updated) {
         if (!separate)
           return;
         Value low = castTo(updated, pdt);
         if (lowFull && !masterFull)
-          low = AllGatherOp::create(b, loc, lowFlatType, unitRef, low, shardGroupAttr);
+          low = AllGatherOp::create(b, loc, lowFlatType, unitRef, low, shardGroupAttr, nullptr,
+                                    nullptr);
         results.push_back(low);
         resultAttrs.push_back(roleAttrs(unit, "param", lowFull));
       };

@@ -140,6 +140,8 @@ const OpInfo kOps[] = {
     {"fsdp.free", OpKind::Free},
     {"fsdp.param_view", OpKind::ParamView},
     {"fsdp.wait", OpKind::Wait},
+    {"fsdp.pack", OpKind::Pack},
+    {"fsdp.unpack", OpKind::Unpack},
     {"fsdp.flatten", OpKind::Flatten},
     {"fsdp.all_reduce", OpKind::AllReduce},
     {"fsdp.local_shard", OpKind::LocalShard},
@@ -650,8 +652,10 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
     case OpKind::Split: require("sizes"); require("axis"); break;
     case OpKind::Concat: require("axis"); break;
     case OpKind::MicroBatch: require("index"); require("count"); break;
+    case OpKind::Pack: case OpKind::Unpack: require("blocks"); break;
     default: break;
     }
+    in.blocks = attrInt(attrs, "blocks", 1, ctx);
     in.index = attrInt(attrs, "index", 0, ctx);
     in.count = attrInt(attrs, "count", 1, ctx);
     in.transposeWeight = attrBool(attrs, "transpose_weight", ctx);

@@ -638,6 +638,30 @@ void execute(const Instruction &in, Frame &f) {
     return; // the result was bound by Frame::define
   case OpKind::Wait:
     return; // the operand's collective was completed before execute (waitTouching)
+  case OpKind::Pack:
+  case OpKind::Unpack: {
+    // Block b of the bucket is block b of each unit buffer in turn
+    // (FSDP2's all-gather copy-in / copy-out).
+    bool pack = in.kind == OpKind::Pack;
+    const std::vector<int64_t> &parts = pack ? in.operands : in.results;
+    int64_t bucket = pack ? in.results[0] : in.operands[0];
+    int64_t es = dtypeSize(p.buffer(bucket).dtype);
+    char *bucketPtr = static_cast<char *>(f.ptr(bucket));
+    double t0 = fsdp_now();
+    int64_t at = 0;
+    for (int64_t b = 0; b < in.blocks; ++b)
+      for (int64_t id : parts) {
+        int64_t n = p.buffer(id).numel / in.blocks;
+        char *unit = static_cast<char *>(f.ptr(id)) + b * n * es;
+        if (pack)
+          std::memcpy(bucketPtr + at * es, unit, static_cast<size_t>(n * es));
+        else
+          std::memcpy(unit, bucketPtr + at * es, static_cast<size_t>(n * es));
+        at += n;
+      }
+    fsdp_add_compute_seconds(fsdp_now() - t0);
+    return;
+  }
   case OpKind::MicroBatch: {
     // Micro-batch `index` is the contiguous block of rows [index·m, (index+1)·m).
     const BufferDesc &x = p.buffer(in.operands[0]), &y = p.buffer(in.results[0]);

@@ -246,6 +246,36 @@ void Program::validateInstruction(const Instruction &in, size_t idx) const {
       throw Error(ctx + ": result buffer " + std::to_string(r[0]) +
                   " must be a view_of operand buffer " + std::to_string(o[0]));
     break;
+  case OpKind::Pack:
+  case OpKind::Unpack: {
+    bool pack = in.kind == OpKind::Pack;
+    const std::vector<int64_t> &parts = pack ? o : r;
+    int64_t bucket = pack ? r[0] : o[0];
+    if (pack)
+      need(o.size(), 1);
+    else
+      need(1, r.size());
+    if (parts.size() < 2)
+      throw Error(ctx + ": a bucket needs at least two unit buffers");
+    if (in.blocks < 1)
+      throw Error(ctx + ": blocks must be >= 1, got " + std::to_string(in.blocks));
+    int64_t total = 0;
+    for (int64_t id : parts) {
+      if (B(id).dtype != B(bucket).dtype)
+        throw Error(ctx + ": unit buffer " + std::to_string(id) + " and bucket " +
+                    std::to_string(bucket) + " have different dtypes");
+      if (B(id).numel % in.blocks != 0)
+        throw Error(ctx + ": unit buffer " + std::to_string(id) + " of " +
+                    std::to_string(B(id).numel) + " elements is not " +
+                    std::to_string(in.blocks) + " blocks");
+      total += B(id).numel;
+    }
+    if (total != B(bucket).numel)
+      throw Error(ctx + ": bucket " + std::to_string(bucket) + " has " +
+                  std::to_string(B(bucket).numel) + " elements, its units " +
+                  std::to_string(total));
+    break;
+  }
   case OpKind::Wait:
     need(1, 1);
     if (B(r[0]).viewOf < 0 || B(r[0]).rootId != B(o[0]).rootId ||

@@ -83,6 +83,10 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       *this, "max-in-flight",
       llvm::cl::desc("most all-gathers started and not yet waited (fsdp-schedule)"),
       llvm::cl::init(2)};
+  Option<int64_t> bucketBytes{
+      *this, "bucket-bytes",
+      llvm::cl::desc("bucket consecutive units' collectives up to this many bytes (fsdp-schedule)"),
+      llvm::cl::init(0)};
   ListOption<std::string> keepGathered{*this, "keep-gathered",
                                        llvm::cl::desc("units kept gathered from forward to backward")};
   Option<bool> reshardAfterForward{*this, "reshard-after-forward",

@@ -190,13 +190,19 @@ def FSDPSchedule : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
     model picks the fastest of that schedule, the same with one gather in
     flight, fsdp2, fsdp1 and none that fits the budget). The budget is
     `memory-budget`, else the cluster spec's device memory. The module gets
-    `fsdp.schedule` naming the schedule applied. See lib/Transforms/Schedule.cpp.
+    `fsdp.schedule` naming the schedule applied. `bucket-bytes` merges
+    consecutive small units' all-gathers of one phase (and consecutive
+    reduce-scatters) into one collective of a packed buffer (fsdp.pack /
+    fsdp.unpack). See lib/Transforms/Schedule.cpp.
   }];
   let options = [
     Option<"prefetch", "prefetch", "std::string", "\"auto\"",
            "auto (cost model / list scheduler), none, fsdp1 or fsdp2">,
     Option<"maxInFlight", "max-in-flight", "int64_t", "2",
            "most all-gathers started and not yet waited (FSDP's rate limiter: 2)">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "0",
+           "merge consecutive units' all-gathers (and reduce-scatters) into one of at most "
+           "this many bytes (0: one collective per unit)">,
     Option<"memoryBudget", "memory-budget", "std::string", "\"\"",
            "per-rank bytes the hoisted gathers must keep the planned peak under">,
     Option<"cluster", "cluster", "std::string", "\"\"",

@@ -113,6 +113,7 @@ enum class OpKind {
   ReduceSum, Broadcast, CrossEntropy, CrossEntropyGrad, SgdUpdate,
   AdamwUpdate, AllGather, ReduceScatter, Free, ParamView, Wait, Flatten,
   AllReduce, LocalShard, // "Sharding strategies"
+  Pack, Unpack,          // buckets: copy units' flat buffers into / out of one
   // Transformer ops (runtime/docs/schedule-format.md, "Transformer ops").
   Embedding, EmbeddingGrad, PositionEmbedding, PositionEmbeddingGrad,
   LayerNorm, LayerNormGrad, RmsNorm, RmsNormGrad, Rope, Attention,
@@ -146,6 +147,7 @@ struct Instruction {
   int64_t axis = 0;                              ///< split / concat (as given)
   std::vector<int64_t> sizes;                    ///< nn.split
   int64_t index = 0, count = 1;                  ///< nn.micro_batch
+  int64_t blocks = 1;                            ///< fsdp.pack / fsdp.unpack
 };
 
 /// Buffer id -> element values (row-major, as double).

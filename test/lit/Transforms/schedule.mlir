@@ -10,6 +10,12 @@
 // RUN: fsdp-opt %t.mlir --fsdp-schedule="max-in-flight=1" | grep -E "fsdp.(all_gather|reduce_scatter|all_reduce|wait)|nn.(linear|matmul|cross_entropy )" | FileCheck %s --check-prefix=ONE
 // RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer --fsdp-wrap --fsdp-shard="world-size=4 strategy=hybrid-shard shard-size=2" --fsdp-collectives --canonicalize \
 // RUN:   | fsdp-opt --fsdp-schedule="prefetch=none" | grep -E "fsdp.(all_gather|reduce_scatter|all_reduce|wait)|nn.(linear|matmul|cross_entropy )" | FileCheck %s --check-prefix=HSDP
+// Buckets: the shard dtype's units' all-gathers (and reduce-scatters) merged
+// up to bucket-bytes.
+// RUN: fsdp-opt %t.mlir --fsdp-schedule="prefetch=none bucket-bytes=16000" | grep -E "fsdp.(all_gather|reduce_scatter|all_reduce|wait|pack|unpack)|nn.(linear|matmul|cross_entropy )" | FileCheck %s --check-prefix=BUCKET
+// RUN: fsdp-opt %t.mlir --fsdp-schedule="bucket-bytes=12000" | grep -E "fsdp.(all_gather|reduce_scatter|all_reduce|wait|pack|unpack)|nn.(linear|matmul|cross_entropy )" | FileCheck %s --check-prefix=BUCKETAUTO
+// RUN: not fsdp-opt %t.mlir --fsdp-schedule="bucket-bytes=-1" 2>&1 | FileCheck %s --check-prefix=BADBUCKET
+// BADBUCKET: error: fsdp-schedule: bucket-bytes must be >= 0, got -1
 // The module records the schedule applied.
 // RUN: fsdp-opt %t.mlir --fsdp-schedule | FileCheck %s --check-prefix=ATTR
 // ATTR: module attributes {{.*}}fsdp.schedule = "auto: list(max-in-flight=2)"
@@ -219,3 +225,59 @@ func.func @forward(%x: tensor<8x13xf32> {nn.data = "features"},
 // HSDP-NEXT: fsdp.wait [[AR_FC2]]
 // HSDP-NEXT: [[AR_FC1:%[0-9]+]] = fsdp.all_reduce @fc1 {{.*}} async
 // HSDP-NEXT: fsdp.wait [[AR_FC1]]
+
+// bucket-bytes=16000 (fc1 3584 B, fc2 9624 B, fc3 1520 B gathered at 2 ranks):
+// one all-gather of the three units' shards packed (fsdp.pack, one block) and
+// unpacked by rank block into the three full buffers before fc1's forward;
+// fc3 and fc2 in one for backward; one reduce-scatter of the three packed
+// gradients (two rank blocks each) once fc1's gradient is complete.
+// BUCKET: fsdp.pack(%arg3, %arg6, %arg9) {blocks = 1 : i64}
+// BUCKET-NEXT: [[AG_FC1:%[0-9]+]] = fsdp.all_gather @fc1 %{{[0-9]+}} async {bucket = [@fc1, @fc2, @fc3]}
+// BUCKET-NEXT: fsdp.wait [[AG_FC1]]
+// BUCKET-NEXT: fsdp.unpack %{{[0-9]+}} {blocks = 2 : i64}
+// BUCKET-NEXT: nn.linear
+// BUCKET-NEXT: nn.linear
+// BUCKET-NEXT: nn.linear
+// BUCKET-NEXT: nn.cross_entropy
+// BUCKET-NEXT: fsdp.pack(%arg9, %arg6) {blocks = 1 : i64}
+// BUCKET-NEXT: [[AG_FC3:%[0-9]+]] = fsdp.all_gather @fc3 %{{[0-9]+}} async {bucket = [@fc3, @fc2]}
+// BUCKET-NEXT: fsdp.wait [[AG_FC3]]
+// BUCKET-NEXT: fsdp.unpack %{{[0-9]+}} {blocks = 2 : i64}
+// BUCKET-NEXT: nn.matmul
+// BUCKET-NEXT: nn.matmul
+// BUCKET-NEXT: nn.matmul
+// BUCKET-NEXT: nn.matmul
+// BUCKET-NEXT: nn.matmul
+// BUCKET-NEXT: fsdp.pack(%{{.*}}, %{{.*}}, %{{.*}}) {blocks = 2 : i64}
+// BUCKET-NEXT: [[RS_FC3:%[0-9]+]] = fsdp.reduce_scatter @fc3 %{{[0-9]+}} async {bucket = [@fc3, @fc2, @fc1]}
+// BUCKET-NEXT: fsdp.wait [[RS_FC3]]
+// BUCKET-NEXT: fsdp.unpack %{{[0-9]+}} {blocks = 1 : i64}
+
+// bucket-bytes=12000 with the list scheduler: fc1 alone (fc1 + fc2 > 12000),
+// [fc2, fc3] and the backward [fc3, fc2] hoisted as buckets; the reduce-scatter
+// bucket [fc3, fc2] starts when fc2's gradient is complete, fc1's alone.
+// BUCKETAUTO: [[AG_FC1:%[0-9]+]] = fsdp.all_gather @fc1 %{{.*}} async
+// BUCKETAUTO-NEXT: fsdp.pack(%arg6, %arg9) {blocks = 1 : i64}
+// BUCKETAUTO-NEXT: [[AG_FC2:%[0-9]+]] = fsdp.all_gather @fc2 %{{[0-9]+}} async {bucket = [@fc2, @fc3]}
+// BUCKETAUTO-NEXT: fsdp.wait [[AG_FC1]]
+// BUCKETAUTO-NEXT: fsdp.pack(%arg9, %arg6) {blocks = 1 : i64}
+// BUCKETAUTO-NEXT: [[AG_FC3:%[0-9]+]] = fsdp.all_gather @fc3 %{{[0-9]+}} async {bucket = [@fc3, @fc2]}
+// BUCKETAUTO-NEXT: nn.linear
+// BUCKETAUTO-NEXT: fsdp.wait [[AG_FC2]]
+// BUCKETAUTO-NEXT: fsdp.unpack %{{[0-9]+}} {blocks = 2 : i64}
+// BUCKETAUTO-NEXT: nn.linear
+// BUCKETAUTO-NEXT: nn.linear
+// BUCKETAUTO-NEXT: nn.cross_entropy
+// BUCKETAUTO-NEXT: fsdp.wait [[AG_FC3]]
+// BUCKETAUTO-NEXT: fsdp.unpack %{{[0-9]+}} {blocks = 2 : i64}
+// BUCKETAUTO-NEXT: nn.matmul
+// BUCKETAUTO-NEXT: nn.matmul
+// BUCKETAUTO-NEXT: nn.matmul
+// BUCKETAUTO-NEXT: nn.matmul
+// BUCKETAUTO-NEXT: fsdp.pack(%{{.*}}, %{{.*}}) {blocks = 2 : i64}
+// BUCKETAUTO-NEXT: [[RS_FC3:%[0-9]+]] = fsdp.reduce_scatter @fc3 %{{[0-9]+}} async {bucket = [@fc3, @fc2]}
+// BUCKETAUTO-NEXT: nn.matmul
+// BUCKETAUTO-NEXT: fsdp.wait [[RS_FC3]]
+// BUCKETAUTO-NEXT: fsdp.unpack %{{[0-9]+}} {blocks = 1 : i64}
+// BUCKETAUTO-NEXT: [[RS_FC1:%[0-9]+]] = fsdp.reduce_scatter @fc1 %{{.*}} async
+// BUCKETAUTO-NEXT: fsdp.wait [[RS_FC1]]

@@ -149,3 +149,51 @@ module attributes {fsdp.world_size = 4 : i64} {
   }
 }
 
+// -----
+
+module attributes {fsdp.world_size = 2 : i64} {
+  fsdp.unit @a params ["a"] {element_type = f32, inits = ["zeros"], shapes = [array<i64: 4>], trainable = array<i1: true>, offsets = array<i64: 0>, numel = 4 : i64, padded_numel = 4 : i64, shard_numel = 2 : i64}
+  fsdp.unit @b params ["b"] {element_type = f32, inits = ["zeros"], shapes = [array<i64: 6>], trainable = array<i1: true>, offsets = array<i64: 0>, numel = 6 : i64, padded_numel = 6 : i64, shard_numel = 3 : i64}
+  func.func @bucket_size(%p: tensor<5xf32>) -> tensor<8xf32> {
+    // expected-error @+1 {{'fsdp.all_gather' op expects a shard of 5 and a full buffer of 10 elements for the bucket of @a, got 5 and 8}}
+    %0 = fsdp.all_gather @a %p {bucket = [@a, @b]} : tensor<5xf32> -> tensor<8xf32>
+    return %0 : tensor<8xf32>
+  }
+}
+
+// -----
+
+module attributes {fsdp.world_size = 2 : i64} {
+  fsdp.unit @a params ["a"] {element_type = f32, inits = ["zeros"], shapes = [array<i64: 4>], trainable = array<i1: true>, offsets = array<i64: 0>, numel = 4 : i64, padded_numel = 4 : i64, shard_numel = 2 : i64}
+  fsdp.unit @b params ["b"] {element_type = f32, inits = ["zeros"], shapes = [array<i64: 6>], trainable = array<i1: true>, offsets = array<i64: 0>, numel = 6 : i64, padded_numel = 6 : i64, shard_numel = 3 : i64}
+  func.func @bucket_first(%p: tensor<5xf32>) -> tensor<10xf32> {
+    // expected-error @+1 {{'fsdp.all_gather' op expects a bucket of at least two units starting with @a}}
+    %0 = fsdp.all_gather @a %p {bucket = [@b, @a]} : tensor<5xf32> -> tensor<10xf32>
+    return %0 : tensor<10xf32>
+  }
+}
+
+// -----
+
+func.func @pack_total(%a: tensor<2xf32>, %b: tensor<3xf32>) -> tensor<6xf32> {
+  // expected-error @+1 {{'fsdp.pack' op expects the bucket to hold the 5 elements of its units, got 6}}
+  %0 = fsdp.pack(%a, %b) {blocks = 1 : i64} : (tensor<2xf32>, tensor<3xf32>) -> tensor<6xf32>
+  return %0 : tensor<6xf32>
+}
+
+// -----
+
+func.func @unpack_blocks(%x: tensor<10xf32>) -> (tensor<4xf32>, tensor<6xf32>) {
+  // expected-error @+1 {{'fsdp.unpack' op expects every unit buffer to hold 4 blocks, got 6 elements}}
+  %a, %b = fsdp.unpack %x {blocks = 4 : i64} : (tensor<10xf32>) -> (tensor<4xf32>, tensor<6xf32>)
+  return %a, %b : tensor<4xf32>, tensor<6xf32>
+}
+
+// -----
+
+func.func @pack_one(%a: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{'fsdp.pack' op expects at least two unit buffers, got 1}}
+  %0 = fsdp.pack(%a) {blocks = 1 : i64} : (tensor<2xf32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+

@@ -43,3 +43,27 @@ module attributes {fsdp.world_size = 4 : i64} {
   }
 }
 
+// -----
+// Buckets: two units' shards packed, gathered as one, unpacked by rank block;
+// two full gradients interleaved by rank block, reduce-scattered as one.
+module attributes {fsdp.world_size = 2 : i64} {
+  fsdp.unit @a params ["a"] {element_type = f32, inits = ["zeros"], shapes = [array<i64: 4>], trainable = array<i1: true>, offsets = array<i64: 0>, numel = 4 : i64, padded_numel = 4 : i64, shard_numel = 2 : i64}
+  fsdp.unit @b params ["b"] {element_type = f32, inits = ["zeros"], shapes = [array<i64: 6>], trainable = array<i1: true>, offsets = array<i64: 0>, numel = 6 : i64, padded_numel = 6 : i64, shard_numel = 3 : i64}
+  // CHECK-LABEL: func.func @bucket
+  func.func @bucket(%sa: tensor<2xf32>, %sb: tensor<3xf32>, %ga: tensor<4xf32>, %gb: tensor<6xf32>) -> (tensor<4xf32>, tensor<6xf32>, tensor<2xf32>, tensor<3xf32>) {
+    // CHECK: %[[P:.*]] = fsdp.pack(%{{.*}}, %{{.*}}) {blocks = 1 : i64} : (tensor<2xf32>, tensor<3xf32>) -> tensor<5xf32>
+    %p = fsdp.pack(%sa, %sb) {blocks = 1 : i64} : (tensor<2xf32>, tensor<3xf32>) -> tensor<5xf32>
+    // CHECK: fsdp.all_gather @a %[[P]] async {bucket = [@a, @b]} : tensor<5xf32> -> tensor<10xf32>
+    %t = fsdp.all_gather @a %p async {bucket = [@a, @b]} : tensor<5xf32> -> tensor<10xf32>
+    %w = fsdp.wait %t : tensor<10xf32>
+    // CHECK: fsdp.unpack %{{.*}} {blocks = 2 : i64} : (tensor<10xf32>) -> (tensor<4xf32>, tensor<6xf32>)
+    %fa, %fb = fsdp.unpack %w {blocks = 2 : i64} : (tensor<10xf32>) -> (tensor<4xf32>, tensor<6xf32>)
+    %q = fsdp.pack(%ga, %gb) {blocks = 2 : i64} : (tensor<4xf32>, tensor<6xf32>) -> tensor<10xf32>
+    // CHECK: fsdp.reduce_scatter @a %{{.*}} async {bucket = [@a, @b]} : tensor<10xf32> -> tensor<5xf32>
+    %r = fsdp.reduce_scatter @a %q async {bucket = [@a, @b]} : tensor<10xf32> -> tensor<5xf32>
+    %rw = fsdp.wait %r : tensor<5xf32>
+    %ra, %rb = fsdp.unpack %rw {blocks = 1 : i64} : (tensor<5xf32>) -> (tensor<2xf32>, tensor<3xf32>)
+    return %fa, %fb, %ra, %rb : tensor<4xf32>, tensor<6xf32>, tensor<2xf32>, tensor<3xf32>
+  }
+}
+
