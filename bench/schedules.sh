@@ -31,3 +31,21 @@ print(f"| {model} | {ranks} | {tokens} | {pf} | {r['schedule']} | {r['predicted_
 PY
   done
 done
+echo
+echo "| model | ranks | units | bucket-bytes | schedule applied | collectives | step s | comm s | step/bound | peak GiB | plan wall s |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+"$BIN/fsdp-import" test/lit/Inputs/models/gpt2.json --batch 64 --seq 1024 -o "$T/g.mlir"
+for b in 0 8000000 32000000 128000000; do
+  t0=$(date +%s.%N)
+  "$BIN/fsdp-opt" "$T/g.mlir" --fsdp-pipeline="world-size=64 policy=module param-dtype=bf16 bucket-bytes=$b cluster=$SPEC report=$T/r.json" -o "$T/g-s.mlir"
+  t1=$(date +%s.%N)
+  n=$(grep -cE "fsdp\.(all_gather|reduce_scatter) .* async" "$T/g-s.mlir")
+  python3 - "$T/r.json" "$b" "$n" "$(echo "$t1 - $t0" | bc)" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+b, n, wall = sys.argv[2:]
+print(f"| gpt2 (124M), 1024 tokens/rank | 64 | {len(r['units'])} (policy=module) | {b} | {r['schedule']} | {n} | "
+      f"{r['predicted_step_time_s']:.4f} | {r['comm_s']:.4f} | {r['step_over_lower_bound']:.4f} | "
+      f"{r['per_rank']['peak_bytes'] / 2**30:.2f} | {float(wall):.2f} |")
+PY
+done
