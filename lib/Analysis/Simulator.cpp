@@ -214,7 +214,15 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
       continue;
     }
     if (auto wait = dyn_cast<WaitOp>(&op)) {
-      // The compute stream blocks until the transfer is complete.
+      // The compute stream blocks until the transfer is complete; the trace
+      // shows the stall on the compute track.
+      if (operandsReady > tc) {
+        Operation *start = wait.getToken().getDefiningOp();
+        std::string name = "wait " + start->getName().getStringRef().str();
+        if (auto unit = start->getAttrOfType<FlatSymbolRefAttr>("unit"))
+          name += " @" + unit.getValue().str();
+        r.events.push_back({name, 0, tc, operandsReady - tc, 0, 0});
+      }
       tc = std::max(tc, operandsReady);
       ready[wait.getResult()] = operandsReady;
       continue;
@@ -299,7 +307,7 @@ nlohmann::ordered_json mlir::fsdp::chromeTrace(const SimResult &r, StringRef clu
   }
   for (const SimEvent &e : r.events)
     events.push_back({{"name", e.name},
-                      {"cat", e.stream ? "comm" : "compute"},
+                      {"cat", e.stream ? "comm" : e.name.rfind("wait ", 0) == 0 ? "stall" : "compute"},
                       {"ph", "X"},
                       {"pid", 0},
                       {"tid", e.stream},

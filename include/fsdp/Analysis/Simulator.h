@@ -35,7 +35,7 @@ struct ClusterSpec {
 };
 
 struct SimEvent {
-  std::string name; // op name, or collective name and unit
+  std::string name; // op name, collective name and unit, or "wait ..." (a compute stall)
   int stream = 0;   // 0 compute, 1 communication
   double start = 0, duration = 0;
   int64_t flops = 0, bytes = 0;
