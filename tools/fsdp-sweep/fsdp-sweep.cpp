@@ -56,8 +56,9 @@ For each world size N the model is imported with global batch b x N (b =
 policy, with fsdp-pipeline in-process:
   world-size=N strategy=S policy=block|size [min-unit-numel=X] param-dtype=D
   [shard-size=<devices_per_node> for hybrid-shard] <--pipeline options>
-then simulated on the cluster (the same report as fsdp-opt's report= and
-cluster= options). hybrid-shard takes one node per shard group and is left
+  cluster=SPEC
+then simulated on the cluster: the same report as fsdp-opt's report= with
+these options. hybrid-shard takes one node per shard group and is left
 out where N <= devices_per_node.
 
 The bucket dimension: in FSDP a unit's flat parameter is what one
@@ -208,8 +209,17 @@ struct Plan {
   int64_t bucketMaxBytes = 0, bucketMeanBytes = 0;
   double planSeconds = 0;         // pipeline + report + simulation, wall clock
 
+  /// "block", or "size>=X" with X in short form (3e9 for 3000000000).
   std::string policy() const {
-    return minUnitNumel ? "size>=" + llvm::utostr(minUnitNumel) : std::string("block");
+    if (!minUnitNumel)
+      return "block";
+    int64_t mantissa = minUnitNumel, exponent = 0;
+    while (mantissa % 10 == 0) {
+      mantissa /= 10;
+      ++exponent;
+    }
+    return "size>=" + (exponent >= 3 ? std::to_string(mantissa) + "e" + std::to_string(exponent)
+                                     : std::to_string(minUnitNumel));
   }
 };
 
@@ -540,12 +550,16 @@ int main(int argc, char **argv) {
     o += " param-dtype=" + paramDtypeOpt;
     if (!pipelineOpt.empty())
       o += " " + pipelineOpt;
-    p.optionString = o;
     p.options = std::make_unique<PipelineOptions>();
     std::string msg;
     llvm::raw_string_ostream os(msg);
     if (failed(p.options->parseFromString(o, os)))
       p.error = "options: " + llvm::StringRef(msg).trim().str();
+    // fsdp-schedule's prefetch=auto picks its schedule with the cost model on
+    // the cluster (and within its device memory) as fsdp-opt's cluster= does;
+    // the path is set directly, so that any file name works.
+    p.options->cluster = clusterPath.getValue();
+    p.optionString = o + " cluster=" + clusterPath;
     plans.push_back(std::move(p));
   };
   int64_t skippedHybrid = 0;
