@@ -1,0 +1,753 @@
+//===- fsdp-calibrate.cpp - Measures this machine as a cluster spec -------===//
+//
+//   mpirun -np N fsdp-calibrate [-o SPEC.json] [--seconds S] [--rows M]
+//          [--hidden H] [--seq T] [--heads A] [--vocab V] [--layers L]
+//          [--name NAME]
+//
+// Writes a cluster spec in the format of bench/clusters/*.json (read by
+// ClusterSpec::load, lib/Analysis/Simulator.cpp) for THIS machine running N
+// ranks at once: every measurement runs on all N ranks concurrently, so an
+// oversubscribed machine (more ranks than cores) is measured as it trains.
+// One node: devices_per_node = N, inter_node = intra_node.
+//
+// Methodology (each rate: every rank runs the kernel in a loop for S seconds
+// (default 0.3) after a barrier and one untimed call; seconds per call =
+// elapsed / calls on that rank; the spec uses the mean over ranks, the
+// "measured" section keeps min and max too):
+//
+// * Kernels are the runtime's own (fsdp/Kernels.h, fsdp/TransformerKernels.h:
+//   OpenBLAS GEMM for linear/matmul, C++ loops for the rest) at the shapes of
+//   one rank's share of a GPT-2 block (defaults: the main job,
+//   tools/scripts/run-main.sh, at 4 ranks: M = 4·64 = 256 rows, hidden H =
+//   128, 4 heads, sequence 64, MLP 4H, vocabulary 256). FLOPs and bytes are
+//   counted as dialects/nn/NNCost.cpp counts them (2·M·K·N (+ M·N bias) per
+//   GEMM, causal attention 2·B·H·T²·D and its gradient 5·B·H·T²·D, the
+//   per-element constants; bytes = every operand and result once), so that
+//   the simulator's roofline max(FLOPs / (peak · eff), bytes / (bw ·
+//   eff.memory)) (Williams, Waterman & Patterson, CACM 2009) reproduces the
+//   measured times of these kernels.
+// * peak_flops.f32 / .f64: the best rate per rank of the linear kernel (f32 /
+//   f64) over the step's GEMM shapes and a 512³ GEMM. bf16 and f16 are set to
+//   the f32 peak: the cpu backend widens 2-byte floats and computes in f32.
+// * memory_bandwidth: memcpy (read + write bytes, as STREAM's copy counts
+//   them; McCalpin 1995) of the step's largest activation (M × 4H floats):
+//   the bandwidth the step's streaming kernels see (cache-resident on most
+//   CPUs); 32 MiB (beyond the caches) is recorded in "measured" only.
+// * efficiency.memory: the data-movement kernels with no FLOPs in NNCost that
+//   the step runs (embedding, position_embedding, split, concat, flatten):
+//   Σ bytes / Σ time over memory_bandwidth (capped at 1).
+// * efficiency.matmul, .attention, .elementwise: for each class the value e
+//   at which the roofline reproduces the class's measured time,
+//   Σ w·max(F / (peak · e), B / (bw · eff.memory)) = Σ w·t (bisection;
+//   capped at 1), the kernels weighted w by how often one block of the main
+//   job runs them: matmul, each linear of a block with its two backward
+//   matmuls (the output projection 1/L, L = --layers); attention, forward
+//   and backward; elementwise, 2 layer_norm and 2 layer_norm_grad, gelu and
+//   gelu_grad, 4 add, 2.25 reduce_sum of a 4H bias gradient, adamw_update
+//   over a block's shard (12H² + 13H)/N, and 1/L cross_entropy(_grad). One
+//   efficiency per class cannot fit kernels whose FLOP rates differ (GELU's
+//   tanh and cross-entropy's exp cost far more than NNCost's per-element
+//   constants): "measured" lists each kernel's rate, and bench/README.md
+//   ("Simulator vs measured") the per-op error this leaves.
+// * Collectives: all-gather and reduce-scatter through the runtime's C API
+//   (fsdp_*_start + fsdp_wait, world group, f32) of S = 8 KiB ... 4 MiB
+//   gathered bytes (powers of 2), back to back in batches of 8 after a
+//   barrier: the time of one = batch time / 8, max over ranks, median over
+//   the batches. Fit of the ring model t = (G−1)·α + (G−1)/G · S/B (Thakur,
+//   Rabenseifner & Gropp, IJHPCA 2005; nccl-tests doc/PERFORMANCE.md) by
+//   least squares on the relative error, Σ ((c + x·β − t) / t)² with c =
+//   (G−1)·α, β = 1/B, x = (G−1)/G · S. With N = 1 there is no collective:
+//   α = 0, B = memory_bandwidth.
+// * One node: devices_per_node = N, inter_node = intra_node; memory_bytes =
+//   physical memory / N. "sources" records N, the cores, whether the run was
+//   oversubscribed and the date.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/Kernels.h"
+#include "fsdp/TransformerKernels.h"
+#include "fsdp/runtime.h"
+
+#include <mpi.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+using json = nlohmann::ordered_json;
+namespace cpu = fsdp::rt::cpu;
+
+namespace {
+
+struct Options {
+  std::string out = "-";
+  double seconds = 0.3;
+  int64_t rows = 256, hidden = 128, seq = 64, heads = 4, vocab = 256;
+  int64_t layers = 4;
+  std::string name;
+};
+
+const char *kUsage =
+    "usage: mpirun -np N fsdp-calibrate [-o SPEC.json] [--seconds S]\n"
+    "                [--rows M] [--hidden H] [--seq T] [--heads A]\n"
+    "                [--vocab V] [--layers L] [--name NAME]\n"
+    "  -o SPEC.json   where to write the cluster spec ('-': stdout, default)\n"
+    "  --seconds S    time per measured kernel (default 0.3)\n"
+    "  --rows M       token rows per rank (default 256 = 4 x 64)\n"
+    "  --hidden H     hidden size (default 128; MLP 4H)\n"
+    "  --seq T        sequence length (default 64)\n"
+    "  --heads A      attention heads (default 4)\n"
+    "  --vocab V      vocabulary (default 256)\n"
+    "  --layers L     blocks per step: weights the once-per-step ops (output\n"
+    "                 projection, cross-entropy) by 1/L (default 4)\n"
+    "  --name NAME    the spec's name\n";
+
+[[noreturn]] void usageError(const std::string &msg) {
+  const char *r = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (!r || std::string(r) == "0")
+    std::fprintf(stderr, "fsdp-calibrate: %s\n%s", msg.c_str(), kUsage);
+  std::exit(2);
+}
+
+Options parseArgs(int argc, char **argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc)
+        usageError("missing value after " + a);
+      return argv[++i];
+    };
+    auto positive = [&](int64_t &out) {
+      std::string v = value();
+      char *end = nullptr;
+      errno = 0;
+      long long x = std::strtoll(v.c_str(), &end, 10);
+      if (errno || *end || x < 1 || x > (1 << 20))
+        usageError(a + " needs a positive integer");
+      out = x;
+    };
+    if (a == "-h" || a == "--help") {
+      std::printf("%s", kUsage);
+      std::exit(0);
+    } else if (a == "-o") {
+      o.out = value();
+    } else if (a == "--seconds") {
+      std::string v = value();
+      char *end = nullptr;
+      o.seconds = std::strtod(v.c_str(), &end);
+      if (*end || !(o.seconds > 0) || o.seconds > 60)
+        usageError("--seconds needs a number in (0, 60]");
+    } else if (a == "--rows") {
+      positive(o.rows);
+    } else if (a == "--hidden") {
+      positive(o.hidden);
+    } else if (a == "--seq") {
+      positive(o.seq);
+    } else if (a == "--heads") {
+      positive(o.heads);
+    } else if (a == "--vocab") {
+      positive(o.vocab);
+    } else if (a == "--layers") {
+      positive(o.layers);
+    } else if (a == "--name") {
+      o.name = value();
+    } else {
+      usageError("unknown argument " + a);
+    }
+  }
+  if (o.rows % o.seq || o.hidden % o.heads)
+    usageError("--rows must be a multiple of --seq and --hidden of --heads");
+  return o;
+}
+
+int rank = 0, world = 1;
+
+/// Mean, min and max over ranks.
+struct Stat {
+  double mean, min, max;
+};
+Stat overRanks(double x) {
+  double s = 0, lo = 0, hi = 0;
+  MPI_Allreduce(&x, &s, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(&x, &lo, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&x, &hi, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return {s / world, lo, hi};
+}
+
+/// Seconds per call of `fn` on every rank at once: a barrier, one untimed
+/// call, then calls until `seconds` have passed. Mean over ranks.
+Stat secondsPerCall(const std::function<void()> &fn, double seconds) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  fn();
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = fsdp_now(), t = t0;
+  int64_t calls = 0;
+  do {
+    fn();
+    ++calls;
+    t = fsdp_now();
+  } while (t - t0 < seconds);
+  return overRanks((t - t0) / static_cast<double>(calls));
+}
+
+template <typename T> std::vector<T> randomVec(int64_t n, uint32_t seed) {
+  std::mt19937 g(seed + 977u * static_cast<uint32_t>(rank));
+  std::normal_distribution<double> d(0, 1);
+  std::vector<T> v(static_cast<size_t>(n));
+  for (T &x : v)
+    x = static_cast<T>(d(g));
+  return v;
+}
+
+/// One measured kernel: its class, NNCost FLOPs and bytes, seconds per call.
+struct Case {
+  std::string cls, name;
+  double flops, bytes;
+  Stat seconds;
+  double weight = 1; ///< occurrences per transformer block (efficiency fit)
+};
+
+json caseJson(const Case &c) {
+  return json{{"class", c.cls},
+              {"kernel", c.name},
+              {"flops", c.flops},
+              {"bytes", c.bytes},
+              {"seconds", c.seconds.mean},
+              {"seconds_min_rank", c.seconds.min},
+              {"seconds_max_rank", c.seconds.max},
+              {"flop_per_s", c.flops / c.seconds.mean},
+              {"byte_per_s", c.bytes / c.seconds.mean},
+              {"weight", c.weight}};
+}
+
+/// The efficiency e in (0, 1] at which Σ w·max(F/(peak·e), B/(bw·em))
+/// over the cases equals their measured Σ w·t (1 if even e = 1 is too slow).
+double solveEfficiency(const std::vector<Case> &cases, double peak, double bw,
+                       double effMem) {
+  double measured = 0;
+  for (const Case &c : cases)
+    measured += c.weight * c.seconds.mean;
+  auto predicted = [&](double e) {
+    double s = 0;
+    for (const Case &c : cases)
+      s += c.weight *
+           std::max(c.flops / (peak * e), c.bytes / (bw * effMem));
+    return s;
+  };
+  if (predicted(1.0) >= measured)
+    return 1.0;
+  double lo = 1e-9, hi = 1.0; // predicted(lo) > measured > predicted(hi)
+  for (int i = 0; i < 200; ++i) {
+    double mid = std::sqrt(lo * hi);
+    (predicted(mid) > measured ? lo : hi) = mid;
+  }
+  return hi;
+}
+
+double sumSeconds(const std::vector<Case> &cases) {
+  double s = 0;
+  for (const Case &c : cases)
+    s += c.weight * c.seconds.mean;
+  return s;
+}
+
+//===--- GEMMs ---------------------------------------------------------------===//
+
+/// linear y[M,N] = x[M,K]·w[K,N] + b (GPT-2's Conv1D layout, as the main job)
+/// and the backward matmuls dx[M,K] = dy[M,N]·w[K,N]ᵀ, dw[K,N] = x[M,K]ᵀ·dy.
+template <typename T>
+std::vector<Case> gemmCases(int64_t m, int64_t k, int64_t n, double seconds,
+                            bool backward) {
+  std::vector<T> x = randomVec<T>(m * k, 1), w = randomVec<T>(k * n, 2),
+                 b = randomVec<T>(n, 3), dy = randomVec<T>(m * n, 4);
+  std::vector<T> y(m * n), dx(m * k), dw(k * n);
+  double es = sizeof(T);
+  std::string shape = std::to_string(m) + "x" + std::to_string(k) + "x" +
+                      std::to_string(n);
+  std::vector<Case> cs;
+  cs.push_back({"matmul", "linear " + shape,
+                2.0 * m * k * n + double(m) * n,
+                es * (m * k + k * n + n + m * n),
+                secondsPerCall([&] {
+                  cpu::linear<T>(x.data(), w.data(), b.data(), y.data(), m, k,
+                                 n, /*transposeWeight=*/true);
+                }, seconds)});
+  if (!backward)
+    return cs;
+  cs.push_back({"matmul", "matmul dx " + shape, 2.0 * m * k * n,
+                es * (m * n + k * n + m * k),
+                secondsPerCall([&] {
+                  cpu::matmul<T>(dy.data(), w.data(), dx.data(), m, n, k, n,
+                                 false, true);
+                }, seconds)});
+  cs.push_back({"matmul", "matmul dw " + shape, 2.0 * m * k * n,
+                es * (m * k + m * n + k * n),
+                secondsPerCall([&] {
+                  cpu::matmul<T>(x.data(), dy.data(), dw.data(), m, k, m, n,
+                                 true, false);
+                }, seconds)});
+  return cs;
+}
+
+/// The (K, N) of one block's linears: c_attn H→3H, c_proj H→H, c_fc H→4H,
+/// mlp c_proj 4H→H; and last the tied output projection H→V.
+std::vector<std::pair<int64_t, int64_t>> blockLinears(const Options &o) {
+  return {{o.hidden, 3 * o.hidden},
+          {o.hidden, o.hidden},
+          {o.hidden, 4 * o.hidden},
+          {4 * o.hidden, o.hidden},
+          {o.hidden, o.vocab}};
+}
+
+//===--- Collectives -----------------------------------------------------------===//
+
+struct CollPoint {
+  std::string kind;
+  double bytes, seconds;
+};
+
+std::vector<CollPoint> measureCollectives(double budget) {
+  constexpr int kBatch = 8;
+  std::vector<CollPoint> pts;
+  for (int64_t full = 8 << 10; full <= (4 << 20); full *= 2) {
+    int64_t shardCount = full / 4 / world;
+    std::vector<float> shard(shardCount, 1.0f), all(shardCount * world, 1.0f);
+    for (int ag = 1; ag >= 0; --ag) {
+      std::vector<double> times;
+      double spent = 0;
+      for (int rep = 0; rep < 100 && (rep < 3 || spent < budget); ++rep) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = fsdp_now();
+        for (int i = 0; i < kBatch; ++i) {
+          fsdp_handle h = nullptr;
+          int rc = ag ? fsdp_all_gather_start(shard.data(), all.data(),
+                                              shardCount, FSDP_F32, &h)
+                      : fsdp_reduce_scatter_start(all.data(), shard.data(),
+                                                  shardCount, FSDP_F32,
+                                                  FSDP_REDUCE_SUM, &h);
+          if (rc != FSDP_OK || fsdp_wait(h) != FSDP_OK)
+            fsdp_abort(fsdp_last_error(), 1);
+        }
+        double dt = (fsdp_now() - t0) / kBatch, mx = 0;
+        MPI_Allreduce(&dt, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        times.push_back(mx);
+        spent += mx * kBatch;
+      }
+      std::sort(times.begin(), times.end());
+      pts.push_back({ag ? "all_gather" : "reduce_scatter",
+                     static_cast<double>(shardCount * world * 4),
+                     times[times.size() / 2]});
+    }
+  }
+  return pts;
+}
+
+/// Weighted least squares of t = c + β·x, weights 1/t² (relative error).
+void fitRing(const std::vector<CollPoint> &pts, int g, double &alpha,
+             double &bandwidth, double &maxRelErr) {
+  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  double frac = double(g - 1) / g;
+  for (const CollPoint &p : pts) {
+    double w = 1 / (p.seconds * p.seconds), x = frac * p.bytes;
+    sw += w;
+    sx += w * x;
+    sy += w * p.seconds;
+    sxx += w * x * x;
+    sxy += w * x * p.seconds;
+  }
+  double det = sw * sxx - sx * sx;
+  double beta = (sw * sxy - sx * sy) / det, c = (sy - beta * sx) / sw;
+  if (c < 0) { // no latency term: fit through the origin
+    c = 0;
+    beta = sxy / sxx;
+  }
+  alpha = c / (g - 1);
+  bandwidth = 1 / beta;
+  maxRelErr = 0;
+  for (const CollPoint &p : pts)
+    maxRelErr = std::max(maxRelErr, std::fabs(c + beta * frac * p.bytes -
+                                              p.seconds) / p.seconds);
+}
+
+std::string today() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&t));
+  return buf;
+}
+
+std::string cpuModel() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      size_t c = line.find(':');
+      return c == std::string::npos ? line : line.substr(c + 2);
+    }
+  return "unknown CPU";
+}
+
+int runMain(const Options &o) {
+  rank = fsdp_rank();
+  world = fsdp_world_size();
+  double S = o.seconds;
+  int64_t M = o.rows, H = o.hidden, T = o.seq, Bt = o.rows / o.seq;
+  int64_t A = o.heads, D = o.hidden / o.heads, V = o.vocab;
+  if (rank == 0)
+    std::fprintf(stderr,
+                 "fsdp-calibrate: %d ranks, %lld rows x hidden %lld, %g s per "
+                 "kernel...\n",
+                 world, (long long)M, (long long)H, S);
+
+  // GEMMs, f32 and f64: the step's shapes (forward and backward) and 512^3.
+  std::vector<Case> mm32, mm64, big;
+  auto linears = blockLinears(o);
+  for (size_t i = 0; i < linears.size(); ++i) {
+    auto [k, n] = linears[i];
+    for (Case &c : gemmCases<float>(M, k, n, S, true)) {
+      if (i + 1 == linears.size()) // the output projection: once per step
+        c.weight = 1.0 / static_cast<double>(o.layers);
+      mm32.push_back(c);
+    }
+    for (Case &c : gemmCases<double>(M, k, n, S, false))
+      mm64.push_back(c);
+  }
+  for (Case &c : gemmCases<float>(512, 512, 512, S, false))
+    big.push_back(c);
+  for (Case &c : gemmCases<double>(512, 512, 512, S, false))
+    big.push_back(c);
+  double peak32 = 0, peak64 = 0;
+  for (const Case &c : mm32)
+    peak32 = std::max(peak32, c.flops / c.seconds.mean);
+  for (const Case &c : mm64)
+    peak64 = std::max(peak64, c.flops / c.seconds.mean);
+  peak32 = std::max(peak32, big[0].flops / big[0].seconds.mean);
+  peak64 = std::max(peak64, big[1].flops / big[1].seconds.mean);
+
+  // Streaming bandwidth (memcpy, read + write counted) at the step's
+  // working set (the largest activation of a block, M x 4H floats) and at
+  // 32 MiB (beyond the caches: recorded, not used).
+  auto copyRate = [&](int64_t count, Stat &st) {
+    std::vector<float> src = randomVec<float>(count, 5), dst(count);
+    st = secondsPerCall(
+        [&] { std::memcpy(dst.data(), src.data(), count * sizeof(float)); }, S);
+    return 2.0 * count * sizeof(float) / st.mean;
+  };
+  Stat copy, copyBig;
+  double bw = copyRate(M * 4 * H, copy);
+  double bwBig = copyRate((32 << 20) / 4, copyBig);
+
+  // Data movement at the step's sizes (no FLOPs in NNCost).
+  std::vector<Case> mem;
+  {
+    std::vector<int32_t> idx(M);
+    for (int64_t i = 0; i < M; ++i)
+      idx[i] = static_cast<int32_t>((i * 37) % V);
+    std::vector<float> table = randomVec<float>(V * H, 6), y(M * H);
+    mem.push_back({"memory", "embedding", 0, 4.0 * (M + V * H + M * H),
+                   secondsPerCall([&] {
+                     cpu::embedding<float, int32_t>(idx.data(), table.data(),
+                                                    y.data(), M, V, H);
+                   }, S)});
+    std::vector<float> qkv = randomVec<float>(M * 3 * H, 7), q(M * H),
+                       k(M * H), v(M * H);
+    std::vector<float *> outs = {q.data(), k.data(), v.data()};
+    std::vector<int64_t> sizes = {H, H, H};
+    mem.push_back({"memory", "split", 0, 4.0 * 2 * M * 3 * H,
+                   secondsPerCall([&] {
+                     cpu::split<float>(qkv.data(), outs, sizes, M, 1);
+                   }, S)});
+    std::vector<const float *> ins = {q.data(), k.data(), v.data()};
+    mem.push_back({"memory", "concat", 0, 4.0 * 2 * M * 3 * H,
+                   secondsPerCall([&] {
+                     cpu::concat<float>(ins, qkv.data(), sizes, M, 1);
+                   }, S)});
+    std::vector<float> pos = randomVec<float>(T * H, 8), yp(M * H);
+    mem.push_back({"memory", "position_embedding", 0, 4.0 * (2 * M * H + T * H),
+                   secondsPerCall([&] {
+                     cpu::positionEmbedding<float>(q.data(), pos.data(),
+                                                   yp.data(), Bt, T, H);
+                   }, S)});
+    // fsdp.flatten of a block's gradients into its flat buffer.
+    std::vector<float> flat(12 * H * H + 13 * H);
+    std::vector<const float *> parts = {qkv.data(), y.data(), k.data()};
+    std::vector<int64_t> partN = {M * 3 * H, M * H, M * H},
+                         offs = {0, M * 3 * H, M * 4 * H};
+    int64_t flatN = std::max<int64_t>(static_cast<int64_t>(flat.size()),
+                                      M * 5 * H);
+    flat.resize(flatN);
+    mem.push_back({"memory", "flatten", 0, 4.0 * (5 * M * H + flatN),
+                   secondsPerCall([&] {
+                     cpu::flatten<float>(parts, partN, offs, flat.data(),
+                                         flatN);
+                   }, S)});
+  }
+  double memBytes = 0;
+  for (const Case &c : mem)
+    memBytes += c.weight * c.bytes;
+  // Not in the fit (the main job has no nn.broadcast): the generic
+  // broadcast kernel, recorded.
+  std::vector<Case> info;
+  {
+    std::vector<float> bias = randomVec<float>(4 * H, 8), yb(M * 4 * H);
+    info.push_back({"info", "broadcast", 0, 4.0 * (4 * H + M * 4 * H),
+                    secondsPerCall([&] {
+                      cpu::broadcast<float>(bias.data(), {M, 4 * H}, {0},
+                                            yb.data());
+                    }, S)});
+  }
+  double effMem = 0;
+
+  // Attention (forward + backward) at [Bt, T, A·D].
+  std::vector<Case> att;
+  {
+    std::vector<float> q = randomVec<float>(M * H, 9), k = randomVec<float>(M * H, 10),
+                       v = randomVec<float>(M * H, 11), dout = randomVec<float>(M * H, 12);
+    std::vector<float> out(M * H), dq(M * H), dk(M * H), dv(M * H);
+    double dense = 4.0 * Bt * T * T * H; // 4·B·Hq·T²·D
+    att.push_back({"attention", "attention", dense / 2, 4.0 * 4 * M * H,
+                   secondsPerCall([&] {
+                     cpu::attention<float>(q.data(), k.data(), v.data(),
+                                           out.data(), Bt, T, A, A, D);
+                   }, S)});
+    att.push_back({"attention", "attention_grad", dense / 4 * 5,
+                   4.0 * 7 * M * H, secondsPerCall([&] {
+                     cpu::attentionGrad<float>(q.data(), k.data(), v.data(),
+                                               dout.data(), dq.data(),
+                                               dk.data(), dv.data(), Bt, T, A,
+                                               A, D);
+                   }, S)});
+  }
+
+  // The other ops of a block at their sizes (NNCost per-element FLOPs).
+  std::vector<Case> ew;
+  {
+    int64_t n = M * H, n4 = M * 4 * H;
+    std::vector<float> x = randomVec<float>(n4, 13), dy = randomVec<float>(n4, 14),
+                       y(n4), w = randomVec<float>(H, 15), b = randomVec<float>(H, 16),
+                       dw(H), db(H);
+    ew.push_back({"elementwise", "layer_norm", 8.0 * n, 4.0 * (2 * n + 2 * H),
+                  secondsPerCall([&] {
+                    cpu::layerNorm<float>(x.data(), w.data(), b.data(),
+                                          y.data(), M, H, 1e-5);
+                  }, S)});
+    ew.push_back({"elementwise", "layer_norm_grad", 16.0 * n,
+                  4.0 * (3 * n + 3 * H), secondsPerCall([&] {
+                    cpu::layerNormGrad<float>(x.data(), w.data(), dy.data(),
+                                              y.data(), dw.data(), db.data(),
+                                              M, H, 1e-5);
+                  }, S)});
+    ew.push_back({"elementwise", "gelu", 8.0 * n4, 4.0 * 2 * n4,
+                  secondsPerCall([&] {
+                    cpu::gelu<float>(x.data(), y.data(), n4, true);
+                  }, S)});
+    ew.push_back({"elementwise", "gelu_grad", 14.0 * n4, 4.0 * 3 * n4,
+                  secondsPerCall([&] {
+                    cpu::geluGrad<float>(x.data(), dy.data(), y.data(), n4,
+                                         true);
+                  }, S)});
+    ew.push_back({"elementwise", "add", 1.0 * n, 4.0 * 3 * n,
+                  secondsPerCall([&] {
+                    cpu::add<float>(x.data(), dy.data(), y.data(), n);
+                  }, S)});
+    std::vector<float> red(4 * H);
+    ew.push_back({"elementwise", "reduce_sum", 1.0 * n4, 4.0 * (n4 + 4 * H),
+                  secondsPerCall([&] {
+                    cpu::reduceSum<float>(dy.data(), {M, 4 * H}, {0},
+                                          red.data());
+                  }, S)});
+    // AdamW over one block's shard: 12·H² + 13·H parameters / N ranks.
+    int64_t p = (12 * H * H + 13 * H + world - 1) / world;
+    std::vector<float> pp = randomVec<float>(p, 17), g = randomVec<float>(p, 18),
+                       m1 = randomVec<float>(p, 19), v1(p, 0.5f), po(p),
+                       mo(p), vo(p);
+    ew.push_back({"elementwise", "adamw_update", 16.0 * p,
+                  4.0 * 7 * p + 8, secondsPerCall([&] {
+                    cpu::adamwUpdate<float>(pp.data(), g.data(), m1.data(),
+                                            v1.data(), 3, po.data(), mo.data(),
+                                            vo.data(), p, 1e-3, 0.9, 0.999,
+                                            1e-8, 0.1);
+                  }, S)});
+    std::vector<float> logits = randomVec<float>(M * V, 20), dl(M * V);
+    std::vector<int32_t> labels(M);
+    for (int64_t i = 0; i < M; ++i)
+      labels[i] = static_cast<int32_t>((i * 13) % V);
+    ew.push_back({"elementwise", "cross_entropy", 4.0 * M * V,
+                  4.0 * (M * V + M + 1), secondsPerCall([&] {
+                    volatile float l = cpu::crossEntropy<float, int32_t>(
+                        logits.data(), labels.data(), M, V);
+                    (void)l;
+                  }, S)});
+    ew.push_back({"elementwise", "cross_entropy_grad", 5.0 * M * V,
+                  4.0 * (2 * M * V + M + 1), secondsPerCall([&] {
+                    cpu::crossEntropyGrad<float, int32_t>(
+                        logits.data(), labels.data(), 1.0f, dl.data(), M, V);
+                  }, S)});
+  }
+
+  // Weights: occurrences per block of the main job's step (GPT-2: 2
+  // layer norms, 1 GELU, the residual adds and their gradient sums, the
+  // bias gradients as 9H/4H reductions of the 4H one, one AdamW over the
+  // block's shard; once-per-step ops count 1/L).
+  double perStep = 1.0 / static_cast<double>(o.layers);
+  for (Case &c : ew) {
+    if (c.name == "layer_norm" || c.name == "layer_norm_grad")
+      c.weight = 2;
+    else if (c.name == "add")
+      c.weight = 4;
+    else if (c.name == "reduce_sum")
+      c.weight = 2.25;
+    else if (c.name == "cross_entropy" || c.name == "cross_entropy_grad")
+      c.weight = perStep;
+  }
+  for (Case &c : mem)
+    if (c.name == "embedding" || c.name == "position_embedding")
+      c.weight = perStep;
+  memBytes = 0;
+  for (const Case &c : mem)
+    memBytes += c.weight * c.bytes;
+  effMem = std::min(1.0, memBytes / sumSeconds(mem) / bw);
+  double effMatmul = solveEfficiency(mm32, peak32, bw, effMem);
+  double effAtt = solveEfficiency(att, peak32, bw, effMem);
+  double effEw = solveEfficiency(ew, peak32, bw, effMem);
+
+  // Collectives.
+  std::vector<CollPoint> coll;
+  double alpha = 0, busBw = bw, fitErr = 0;
+  if (world > 1) {
+    coll = measureCollectives(std::max(0.05, S / 2));
+    fitRing(coll, world, alpha, busBw, fitErr);
+  }
+
+  if (rank != 0)
+    return 0;
+  char host[256] = "localhost";
+  gethostname(host, sizeof host - 1);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  double ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  std::string name = !o.name.empty()
+                         ? o.name
+                         : "this machine: " + std::to_string(world) +
+                               " ranks on " + std::string(host) + " (" +
+                               cpuModel() + ", " + std::to_string(cores) +
+                               " cores), measured by fsdp-calibrate";
+  std::string link = "MPI over shared memory (the runtime's collectives: "
+                     "MPI_Iallgather / MPI_Ireduce_scatter_block), measured";
+  json spec;
+  spec["name"] = name;
+  spec["peak_flops"] = {{"f64", peak64}, {"f32", peak32}, {"bf16", peak32},
+                        {"f16", peak32}};
+  spec["memory_bytes"] = ram / world;
+  spec["memory_bandwidth"] = bw;
+  spec["devices_per_node"] = world;
+  spec["intra_node"] = {{"bus_bandwidth", busBw}, {"latency_s", alpha},
+                        {"link", link}};
+  spec["inter_node"] = {{"bus_bandwidth", busBw}, {"latency_s", alpha},
+                        {"link", "one node: the intra-node values"}};
+  spec["efficiency"] = {{"matmul", effMatmul},
+                        {"attention", effAtt},
+                        {"elementwise", effEw},
+                        {"memory", effMem}};
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "measured %s by fsdp-calibrate with %d ranks at once on %ld "
+                "cores (%s): rows %lld, hidden %lld, seq %lld, heads %lld, "
+                "vocab %lld, %g s per kernel",
+                today().c_str(), world, cores,
+                world > cores ? "oversubscribed" : "not oversubscribed",
+                (long long)M, (long long)H, (long long)T, (long long)A,
+                (long long)V, S);
+  spec["sources"] = json::array(
+      {std::string(buf),
+       "peak_flops: the best rate per rank of the runtime's linear kernel "
+       "(OpenBLAS sgemm/dgemm, one thread) over the step's GEMM shapes and "
+       "512^3; bf16/f16 = f32 (the cpu backend computes 2-byte floats in f32)",
+       "memory_bandwidth: memcpy of 32 MiB per rank, read + write bytes "
+       "(McCalpin, STREAM copy)",
+       "efficiency.memory: embedding/split/concat/broadcast at the step's "
+       "sizes, NNCost bytes per second over memory_bandwidth (capped at 1)",
+       "efficiency.matmul/attention/elementwise: the value at which the "
+       "simulator's roofline sum over the class's measured kernels equals "
+       "their measured time (FLOPs and bytes as dialects/nn/NNCost.cpp)",
+       "collectives: fsdp_all_gather_start / fsdp_reduce_scatter_start + "
+       "fsdp_wait, 8 KiB..4 MiB, back to back in batches of 8, median over "
+       "batches of the max over ranks; alpha, B fitted "
+       "to t = (G-1)*alpha + (G-1)/G*S/B by least squares on relative error "
+       "(Thakur, Rabenseifner & Gropp 2005; nccl-tests PERFORMANCE.md)",
+       "inter_node = intra_node: one node"});
+  json measured;
+  measured["ranks"] = world;
+  measured["cores"] = cores;
+  measured["memcpy_working_set_bytes"] = 4.0 * M * 4 * H;
+  measured["memcpy_working_set_byte_per_s"] = bw;
+  measured["memcpy_32MiB_byte_per_s"] = bwBig;
+  measured["memcpy_32MiB_seconds"] = {{"mean", copyBig.mean},
+                                      {"min_rank", copyBig.min},
+                                      {"max_rank", copyBig.max}};
+  json kernels = json::array();
+  for (auto *set : {&mm32, &mm64, &big, &mem, &att, &ew, &info})
+    for (const Case &c : *set) {
+      json j = caseJson(c);
+      if (set == &mm64 || (set == &big && &c == &big[1]))
+        j["dtype"] = "f64";
+      kernels.push_back(j);
+    }
+  measured["kernels"] = kernels;
+  json cj = json::array();
+  for (const CollPoint &p : coll) {
+    double pred = (world - 1) * alpha + double(world - 1) / world * p.bytes / busBw;
+    cj.push_back({{"kind", p.kind},
+                  {"bytes", p.bytes},
+                  {"seconds", p.seconds},
+                  {"fit_seconds", pred}});
+  }
+  measured["collectives"] = cj;
+  measured["collective_fit_max_relative_error"] = fitErr;
+  spec["measured"] = measured;
+
+  std::string text = spec.dump(2) + "\n";
+  if (o.out == "-") {
+    std::fputs(text.c_str(), stdout);
+  } else {
+    std::ofstream f(o.out);
+    if (!f || !(f << text) || !f.flush())
+      fsdp_abort(("fsdp-calibrate: cannot write '" + o.out + "'").c_str(), 1);
+    std::fprintf(stderr, "fsdp-calibrate: wrote %s\n", o.out.c_str());
+  }
+  std::fprintf(stderr,
+               "  peak f32 %.3g FLOP/s, f64 %.3g, memory %.3g B/s per rank; "
+               "efficiency matmul %.3f attention %.3f elementwise %.3f memory "
+               "%.3f; collectives alpha %.3g s, B %.3g B/s (max fit error "
+               "%.0f%%)\n",
+               peak32, peak64, bw, effMatmul, effAtt, effEw, effMem, alpha,
+               busBw, 100 * fitErr);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options o = parseArgs(argc, argv);
+  if (fsdp_init(&argc, &argv) != FSDP_OK) {
+    std::fprintf(stderr, "fsdp-calibrate: %s\n", fsdp_last_error());
+    return 1;
+  }
+  try {
+    runMain(o);
+  } catch (const std::exception &e) {
+    fsdp_abort((std::string("fsdp-calibrate: error: ") + e.what()).c_str(), 1);
+  }
+  fsdp_finalize();
+  return 0;
+}
