@@ -39,3 +39,18 @@ FailureOr<func::FuncOp> mlir::fsdp::getStepFunction(ModuleOp module) {
                                "'nn.loss' (or a single function), found "
                             << candidates.size() << " functions";
 }
+
+mlir::fsdp::StepPhases::StepPhases(func::FuncOp fn) : lossOp(lossDefiningOp(fn)) {
+  for (Operation &op : fn.getBody().front())
+    if (op.hasAttr(nn::kMicroBatchLossAttr))
+      if (auto a = op.getAttrOfType<IntegerAttr>(nn::kMicroBatchAttr))
+        lossOf[a.getInt()] = &op;
+}
+
+std::pair<int64_t, bool> mlir::fsdp::StepPhases::phaseOf(Operation *op) const {
+  int64_t mb = -1;
+  if (auto a = op->getAttrOfType<IntegerAttr>(nn::kMicroBatchAttr))
+    mb = a.getInt();
+  Operation *boundary = mb >= 0 && lossOf.count(mb) ? lossOf.lookup(mb) : lossOp;
+  return {mb, boundary && boundary->isBeforeInBlock(op)};
+}

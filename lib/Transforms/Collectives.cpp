@@ -74,11 +74,7 @@ struct FSDPCollectivesPass : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectiv
     }
 
     // The loss op of each micro-batch (fsdp-micro-batch) bounds its forward.
-    llvm::DenseMap<int64_t, Operation *> lossOf;
-    for (Operation &op : block)
-      if (op.hasAttr(nn::kMicroBatchLossAttr))
-        if (auto a = op.getAttrOfType<IntegerAttr>(nn::kMicroBatchAttr))
-          lossOf[a.getInt()] = &op;
+    StepPhases stepPhases(fn);
 
     // SHARD_GRAD_OP keeps gathered parameters from forward to backward.
     bool reshard = reshardAfterForward;
@@ -111,12 +107,7 @@ struct FSDPCollectivesPass : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectiv
         }
         views.push_back(view);
         for (OpOperand &use : view->getUses()) {
-          Operation *owner = use.getOwner();
-          int64_t mb = -1;
-          if (auto a = owner->getAttrOfType<IntegerAttr>(nn::kMicroBatchAttr))
-            mb = a.getInt();
-          Operation *boundary = mb >= 0 && lossOf.count(mb) ? lossOf[mb] : lossOp;
-          bool backward = boundary->isBeforeInBlock(owner);
+          auto [mb, backward] = stepPhases.phaseOf(use.getOwner());
           phases[{mb, reshardUnit && backward}].push_back(&use);
         }
       }

@@ -172,12 +172,7 @@ Operation *soleCast(Value shard) {
 
 SmallVector<Gather> unitGathers(func::FuncOp fn) {
   Block &block = fn.getBody().front();
-  Operation *lossOp = lossDefiningOp(fn);
-  llvm::DenseMap<int64_t, Operation *> lossOf;
-  for (Operation &op : block)
-    if (op.hasAttr(nn::kMicroBatchLossAttr))
-      if (auto a = op.getAttrOfType<IntegerAttr>(nn::kMicroBatchAttr))
-        lossOf[a.getInt()] = &op;
+  StepPhases phases(fn);
   SmallVector<Gather> gathers;
   for (Operation &op : block) {
     auto g = dyn_cast<AllGatherOp>(&op);
@@ -195,11 +190,6 @@ SmallVector<Gather> unitGathers(func::FuncOp fn) {
       }
     if (!firstUse)
       continue; // not a parameter gather (ZeRO-1's gather of updated slices)
-    int64_t mb = -1;
-    if (auto a = firstUse->getAttrOfType<IntegerAttr>(nn::kMicroBatchAttr))
-      mb = a.getInt();
-    Operation *boundary = mb >= 0 && lossOf.count(mb) ? lossOf[mb] : lossOp;
-    bool backward = boundary && boundary->isBeforeInBlock(firstUse);
     SmallVector<Operation *> prelude;
     if (auto pack = g.getShard().getDefiningOp<PackOp>()) {
       for (Value in : pack.getInputs())
@@ -209,7 +199,7 @@ SmallVector<Gather> unitGathers(func::FuncOp fn) {
     } else if (Operation *c = soleCast(g.getShard())) {
       prelude.push_back(c);
     }
-    gathers.push_back({g, prelude, w, {mb, backward}});
+    gathers.push_back({g, prelude, w, phases.phaseOf(firstUse)});
   }
   return gathers;
 }

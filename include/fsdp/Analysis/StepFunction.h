@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
 
 namespace mlir::fsdp {
 
@@ -17,6 +18,21 @@ int lossResultIndex(func::FuncOp fn);
 /// The op that defines the loss (the end of forward), or null if the loss is
 /// not computed in the function's block.
 Operation *lossDefiningOp(func::FuncOp fn);
+
+/// The phases of a step: each micro-batch's forward (up to its loss op,
+/// nn.micro_batch_loss, or the step's loss without micro-batches) and its
+/// backward. Ops keep their micro-batch in nn.micro_batch (-1: none).
+class StepPhases {
+public:
+  explicit StepPhases(func::FuncOp fn);
+  /// (micro-batch, backward) of `op`; an op of no micro-batch is bounded by
+  /// the step's loss op.
+  std::pair<int64_t, bool> phaseOf(Operation *op) const;
+
+private:
+  Operation *lossOp;
+  llvm::DenseMap<int64_t, Operation *> lossOf;
+};
 
 } // namespace mlir::fsdp
 
