@@ -340,7 +340,14 @@ void bucketReductions(func::FuncOp fn, int64_t bucketBytes) {
   for (ReduceScatterOp r : all) {
     int64_t rb = bytesOf(r.getInput());
     bool chained = r.getInput().getDefiningOp<WaitOp>() != nullptr;
-    bool joins = !current.empty() && !chained &&
+    // The bucket starts where its last member was: every earlier member's
+    // reduced gradient must be read only after that (ZeRO-1 updates and
+    // re-gathers each unit right after its reduction: no bucket there).
+    bool readLater = llvm::all_of(current, [&](ReduceScatterOp m) {
+      return llvm::all_of(waitOf(m)->getUsers(),
+                          [&](Operation *u) { return r->isBeforeInBlock(u); });
+    });
+    bool joins = !current.empty() && !chained && readLater &&
                  current.front().getGroup() == r.getGroup() &&
                  current.front().getOp() == r.getOp() &&
                  current.front().getType().getElementType() == r.getType().getElementType() &&
