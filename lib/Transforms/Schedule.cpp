@@ -45,6 +45,7 @@
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Threading.h"
 
 #include <limits>
 
@@ -520,43 +521,51 @@ struct FSDPSchedulePass : mlir::fsdp::impl::FSDPScheduleBase<FSDPSchedulePass> {
     std::string chosen = prefetch == "auto" ? std::string("list") : std::string(prefetch);
     int64_t limit = maxInFlight;
     if (prefetch == "auto" && spec) {
-      // The cost model picks the fastest candidate that fits the budget
-      // (else the one with the smallest peak).
+      // The cost model picks the fastest candidate that fits the budget (if
+      // none fits, the fastest: the report then shows the overage). The
+      // candidates are planned on clones, in parallel, and the winner's
+      // body replaces the module's.
       struct Candidate {
         std::string mode;
         int64_t limit;
+        OwningOpRef<ModuleOp> module;
+        double time = 0;
+        bool fits = false;
       };
-      SmallVector<Candidate> candidates{{"list", maxInFlight}};
+      SmallVector<Candidate> candidates;
+      candidates.push_back({"list", maxInFlight, nullptr});
       if (maxInFlight > 1)
-        candidates.push_back({"list", 1});
-      candidates.append({{"fsdp2", 0}, {"fsdp1", 0}, {"none", 0}});
+        candidates.push_back({"list", 1, nullptr});
+      for (const char *mode : {"fsdp2", "fsdp1", "none"})
+        candidates.push_back({mode, 0, nullptr});
+      for (Candidate &c : candidates)
+        c.module = module.clone();
       Simulator sim(*spec);
-      double bestTime = std::numeric_limits<double>::infinity();
-      bool bestFits = false;
-      for (const Candidate &c : candidates) {
-        OwningOpRef<ModuleOp> clone = module.clone();
-        if (failed(apply(*clone, c.mode, c.limit, budget, bucketBytes)))
-          return signalPassFailure();
-        FailureOr<func::FuncOp> fn = getStepFunction(*clone);
-        FailureOr<MemoryPlan> plan = MemoryPlan::compute(*fn);
-        FailureOr<SimResult> r = sim.run(*clone);
-        if (failed(plan) || failed(r))
-          return signalPassFailure();
-        // The fastest that fits; if none fits, the fastest (the report
-        // then shows the overage).
-        bool fits = plan->peakBytes <= budget;
-        bool better = fits ? (!bestFits || r->stepTime < bestTime)
-                           : (!bestFits && r->stepTime < bestTime);
-        if (better) {
-          bestFits = fits;
-          bestTime = r->stepTime;
-          chosen = c.mode;
-          limit = c.limit;
-        }
-      }
-    }
-    if (failed(apply(module, chosen, limit, budget, bucketBytes)))
+      if (failed(failableParallelForEach(&getContext(), candidates, [&](Candidate &c) {
+            if (failed(apply(*c.module, c.mode, c.limit, budget, bucketBytes)))
+              return failure();
+            FailureOr<func::FuncOp> fn = getStepFunction(*c.module);
+            FailureOr<MemoryPlan> plan = MemoryPlan::compute(*fn);
+            FailureOr<SimResult> r = sim.run(*c.module);
+            if (failed(plan) || failed(r))
+              return failure();
+            c.time = r->stepTime;
+            c.fits = plan->peakBytes <= budget;
+            return success();
+          })))
+        return signalPassFailure();
+      Candidate *best = &candidates.front();
+      for (Candidate &c : candidates)
+        if (c.fits ? (!best->fits || c.time < best->time) : (!best->fits && c.time < best->time))
+          best = &c;
+      chosen = best->mode;
+      limit = best->limit;
+      Block *body = module.getBody();
+      body->clear();
+      body->getOperations().splice(body->end(), best->module->getBody()->getOperations());
+    } else if (failed(apply(module, chosen, limit, budget, bucketBytes))) {
       return signalPassFailure();
+    }
     std::string label = chosen == "list" ? "list(max-in-flight=" + std::to_string(limit) + ")"
                                          : chosen;
     module->setAttr(kScheduleAttr, StringAttr::get(module.getContext(),
