@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "fsdp/Dialect/NN/NN.h"
 #include "fsdp/Import/Import.h"
+#include "fsdp/Import/Options.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -77,19 +78,7 @@ static cl::opt<bool> countOnly("count-params",
                                cl::cat(mainCat));
 
 static cl::OptionCategory overrideCat("Overrides (applied before validation)");
-static cl::opt<int64_t> layersOpt("layers", cl::desc("Number of layers"), cl::value_desc("N"),
-                                  cl::cat(overrideCat));
-static cl::opt<int64_t> hiddenOpt("hidden", cl::desc("Hidden size (n_embd / hidden_size)"),
-                                  cl::value_desc("N"), cl::cat(overrideCat));
-static cl::opt<int64_t> headsOpt("heads", cl::desc("Attention heads"), cl::value_desc("N"),
-                                 cl::cat(overrideCat));
-static cl::opt<int64_t> kvHeadsOpt("kv-heads", cl::desc("Key/value heads (llama family)"),
-                                   cl::value_desc("N"), cl::cat(overrideCat));
-static cl::opt<int64_t> interOpt("intermediate",
-                                 cl::desc("MLP width (n_inner / intermediate_size)"),
-                                 cl::value_desc("N"), cl::cat(overrideCat));
-static cl::opt<int64_t> vocabOpt("vocab", cl::desc("Vocabulary size"), cl::value_desc("N"),
-                                 cl::cat(overrideCat));
+static const fsdp_import::ArchitectureOptions archOpts(overrideCat);
 static cl::opt<int64_t> batchOpt("batch", cl::desc("Global batch size B (default 1)"),
                                  cl::value_desc("N"), cl::cat(overrideCat));
 static cl::opt<int64_t> seqOpt("seq",
@@ -109,21 +98,11 @@ static int error(const std::string &msg) {
 
 /// Collects the given overrides; false (with a message) if one is < 1.
 static bool readOverrides(Overrides &ov) {
-  struct Entry {
-    cl::opt<int64_t> &opt;
-    std::optional<int64_t> &dst;
-  } entries[] = {{layersOpt, ov.layers},      {hiddenOpt, ov.hidden},
-                 {headsOpt, ov.heads},        {kvHeadsOpt, ov.kvHeads},
-                 {interOpt, ov.intermediate}, {vocabOpt, ov.vocab},
-                 {batchOpt, ov.batch},        {seqOpt, ov.seq}};
-  for (Entry &e : entries) {
-    if (!e.opt.getNumOccurrences())
-      continue;
-    if (e.opt < 1 || e.opt > kMaxOverride) {
-      error("--" + e.opt.ArgStr.str() + " must be in [1, 2^31 - 1], got " + std::to_string(e.opt));
-      return false;
-    }
-    e.dst = e.opt;
+  std::string message;
+  if (!archOpts.read(ov, message) || !readOverride(batchOpt, ov.batch, message) ||
+      !readOverride(seqOpt, ov.seq, message)) {
+    error(message);
+    return false;
   }
   if (dtypeOpt != "f32" && dtypeOpt != "f64") {
     error("--dtype must be f32 or f64, got " + dtypeOpt);

@@ -20,6 +20,7 @@
 #include "fsdp/Analysis/Simulator.h"
 #include "fsdp/Analysis/StepFunction.h"
 #include "fsdp/Import/Import.h"
+#include "fsdp/Import/Options.h"
 #include "fsdp/InitAll.h"
 #include "fsdp/Transforms/Passes.h"
 
@@ -137,19 +138,7 @@ static cl::opt<unsigned> jobsOpt("jobs",
                                  cl::value_desc("N"), cl::init(0), cl::cat(mainCat));
 
 static cl::OptionCategory overrideCat("Model overrides (as fsdp-import's)");
-static cl::opt<int64_t> layersOpt("layers", cl::desc("Number of layers"), cl::value_desc("N"),
-                                  cl::cat(overrideCat));
-static cl::opt<int64_t> hiddenOpt("hidden", cl::desc("Hidden size (n_embd / hidden_size)"),
-                                  cl::value_desc("N"), cl::cat(overrideCat));
-static cl::opt<int64_t> headsOpt("heads", cl::desc("Attention heads"), cl::value_desc("N"),
-                                 cl::cat(overrideCat));
-static cl::opt<int64_t> kvHeadsOpt("kv-heads", cl::desc("Key/value heads (llama family)"),
-                                   cl::value_desc("N"), cl::cat(overrideCat));
-static cl::opt<int64_t> interOpt("intermediate",
-                                 cl::desc("MLP width (n_inner / intermediate_size)"),
-                                 cl::value_desc("N"), cl::cat(overrideCat));
-static cl::opt<int64_t> vocabOpt("vocab", cl::desc("Vocabulary size"), cl::value_desc("N"),
-                                 cl::cat(overrideCat));
+static const fsdp_import::ArchitectureOptions archOpts(overrideCat);
 
 static int error(const std::string &msg) {
   llvm::errs() << "fsdp-sweep: error: " << msg << "\n";
@@ -427,21 +416,10 @@ int main(int argc, char **argv) {
 
   // Model overrides, as fsdp-import validates them.
   fsdp_import::Overrides ov;
-  struct Entry {
-    cl::opt<int64_t> &opt;
-    std::optional<int64_t> &dst;
-  } entries[] = {{layersOpt, ov.layers},      {hiddenOpt, ov.hidden},
-                 {headsOpt, ov.heads},        {kvHeadsOpt, ov.kvHeads},
-                 {interOpt, ov.intermediate}, {vocabOpt, ov.vocab},
-                 {seqOpt, ov.seq},            {microBatchOpt, ov.batch}};
-  for (Entry &e : entries) {
-    if (!e.opt.getNumOccurrences() && &e.opt != &microBatchOpt)
-      continue;
-    if (e.opt < 1 || e.opt > fsdp_import::kMaxOverride)
-      return error("--" + e.opt.ArgStr.str() + " must be in [1, 2^31 - 1], got " +
-                   std::to_string(e.opt));
-    e.dst = e.opt;
-  }
+  std::string message;
+  if (!archOpts.read(ov, message) || !fsdp_import::readOverride(seqOpt, ov.seq, message) ||
+      !fsdp_import::readOverride(microBatchOpt, ov.batch, message, /*always=*/true))
+    return error(message);
   if (paramDtypeOpt != "f32" && paramDtypeOpt != "bf16" && paramDtypeOpt != "f16")
     return error("--param-dtype must be f32, bf16 or f16, got " + paramDtypeOpt);
 
