@@ -366,7 +366,7 @@ void bucketReductions(func::FuncOp fn, int64_t bucketBytes) {
   flush(current);
 }
 
-/// Moves a gather's start (and its shard cast) right before `anchor`.
+/// Moves a gather's start (and its prelude: casts, pack) right before `anchor`.
 void issueBefore(Gather &g, Operation *anchor) {
   for (Operation *op : g.prelude)
     op->moveBefore(anchor);
