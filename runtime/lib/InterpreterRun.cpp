@@ -65,19 +65,55 @@ int64_t loadAsInt(const void *p, DType t, int64_t i) {
   return t == DType::I32 ? static_cast<const int32_t *>(p)[i]
                          : static_cast<const int64_t *>(p)[i];
 }
-void storeFromDouble(void *p, DType t, int64_t i, double v) {
+// Stores n host values into a buffer of dtype t, the dtype switch outside
+// the loop (the step's inputs and outputs are converted every step: the
+// carried parameter shards and optimizer moments).
+void storeFromDoubles(void *p, DType t, const double *v, int64_t n) {
   switch (t) {
-  case DType::F32: static_cast<float *>(p)[i] = static_cast<float>(v); break;
-  case DType::F64: static_cast<double *>(p)[i] = v; break;
-  case DType::I32: static_cast<int32_t *>(p)[i] = static_cast<int32_t>(v); break;
-  case DType::I64: static_cast<int64_t *>(p)[i] = static_cast<int64_t>(v); break;
+  case DType::F32: {
+    float *d = static_cast<float *>(p);
+    for (int64_t i = 0; i < n; ++i)
+      d[i] = static_cast<float>(v[i]);
+    break;
+  }
+  case DType::F64: std::memcpy(p, v, static_cast<size_t>(n) * sizeof(double)); break;
+  case DType::I32: {
+    int32_t *d = static_cast<int32_t *>(p);
+    for (int64_t i = 0; i < n; ++i)
+      d[i] = static_cast<int32_t>(v[i]);
+    break;
+  }
+  case DType::I64: {
+    int64_t *d = static_cast<int64_t *>(p);
+    for (int64_t i = 0; i < n; ++i)
+      d[i] = static_cast<int64_t>(v[i]);
+    break;
+  }
   // Through f32, so that a host value equals nn.cast of its f32 rounding.
   case DType::BF16:
-    static_cast<uint16_t *>(p)[i] = floatToBf16(static_cast<float>(v));
+    for (int64_t i = 0; i < n; ++i)
+      static_cast<uint16_t *>(p)[i] = floatToBf16(static_cast<float>(v[i]));
     break;
   case DType::F16:
-    static_cast<uint16_t *>(p)[i] = floatToF16(static_cast<float>(v));
+    for (int64_t i = 0; i < n; ++i)
+      static_cast<uint16_t *>(p)[i] = floatToF16(static_cast<float>(v[i]));
     break;
+  }
+}
+
+// Reads n elements of a buffer of dtype t as host values (the inverse).
+void loadAsDoubles(const void *p, DType t, double *v, int64_t n) {
+  switch (t) {
+  case DType::F32: {
+    const float *s = static_cast<const float *>(p);
+    for (int64_t i = 0; i < n; ++i)
+      v[i] = s[i];
+    break;
+  }
+  case DType::F64: std::memcpy(v, p, static_cast<size_t>(n) * sizeof(double)); break;
+  default:
+    for (int64_t i = 0; i < n; ++i)
+      v[i] = loadAsDouble(p, t, i);
   }
 }
 
@@ -151,9 +187,10 @@ public:
       unbind(id, ptr);
   }
 
-  /// Makes the owned buffer `rootId` live, zero-filled: fsdp_alloc, or its
-  /// arena slot after checking that no live buffer overlaps it.
-  void allocate(int64_t rootId) {
+  /// Makes the owned buffer `rootId` live: fsdp_alloc (zero-filled), or its
+  /// arena slot after checking that no live buffer overlaps it, zero-filled
+  /// unless `overwritten` (the instruction defining it writes every element).
+  void allocate(int64_t rootId, bool overwritten = false) {
     if (live.count(rootId))
       throw Error("buffer " + std::to_string(rootId) +
                   " is defined while still live");
@@ -162,7 +199,8 @@ public:
     if (arena) {
       checkSlotFree(b);
       p = arena + b.arenaOffset;
-      std::memset(p, 0, static_cast<size_t>(b.bytes));
+      if (!overwritten)
+        std::memset(p, 0, static_cast<size_t>(b.bytes));
       fsdp_mem_account(b.bytes);
       if (b.bytes > 0)
         slots[b.arenaOffset] = {rootId, curInst};
@@ -213,14 +251,15 @@ public:
                 since);
   }
   // Makes result `id` usable: allocates it, or for a view its root if the
-  // root is not live yet.
-  void define(int64_t id) {
+  // root is not live yet (zero-filled: the view covers part of it).
+  // `overwritten`: the instruction writes every element of its own results.
+  void define(int64_t id, bool overwritten) {
     const BufferDesc &b = prog.buffer(id);
     if (b.viewOf >= 0) {
       if (!live.count(b.rootId))
         allocate(b.rootId);
     } else {
-      allocate(id);
+      allocate(id, overwritten);
     }
   }
   void release(int64_t id) {
@@ -581,9 +620,8 @@ void execute(const Instruction &in, Frame &f) {
   switch (in.kind) {
   case OpKind::Constant: {
     const BufferDesc &b = p.buffer(in.results[0]);
-    void *ptr = f.ptr(b.id);
-    for (int64_t i = 0; i < b.numel; ++i)
-      storeFromDouble(ptr, b.dtype, i, in.value);
+    std::vector<double> v(static_cast<size_t>(b.numel), in.value);
+    storeFromDoubles(f.ptr(b.id), b.dtype, v.data(), b.numel);
     return;
   }
   case OpKind::AllGather:
@@ -694,6 +732,20 @@ void execute(const Instruction &in, Frame &f) {
 
 } // namespace
 
+// Whether `in`'s kernel writes every element of each of its results, so
+// that their memory need not be zero-filled first. Every kernel does (the
+// accumulating ones, embedding_grad, attention_grad, flatten, zero-fill
+// their results themselves; shapes are validated to cover the results),
+// except an all-gather when the runtime's group is smaller than the
+// schedule's (a schedule loaded without the world-size check): only the
+// gathered shards are written and the rest must read as zeros.
+bool Program::overwritesResults(const Instruction &in) const {
+  if (in.kind != OpKind::AllGather)
+    return true;
+  fsdp_group g = toC(in.group);
+  return fsdp_group_size(g) == groupSize(in.group);
+}
+
 HostValues Program::run(const HostValues &inputs) {
   // The grid's process groups (built once; a no-op when unchanged). A
   // schedule loaded without the world-size check for another world size
@@ -730,14 +782,12 @@ HostValues Program::run(const HostValues &inputs) {
                     std::to_string(b.numel) + " values, got " +
                     std::to_string(it->second.size()));
       try {
-        f.allocate(io.buffer); // copies the carried value into its slot
+        f.allocate(io.buffer, /*overwritten=*/true); // filled below
       } catch (const Error &e) {
         throw Error(sourceName + ": input buffer " + std::to_string(io.buffer) +
                     " (role '" + io.role + "'): " + e.what());
       }
-      void *ptr = f.ptr(io.buffer);
-      for (int64_t i = 0; i < b.numel; ++i)
-        storeFromDouble(ptr, b.dtype, i, it->second[i]);
+      storeFromDoubles(f.ptr(io.buffer), b.dtype, it->second.data(), b.numel);
     }
     for (size_t idx = 0; idx < program.size(); ++idx) {
       const Instruction &in = program[idx];
@@ -756,7 +806,7 @@ HostValues Program::run(const HostValues &inputs) {
           f.waitTouching(id);
         for (int64_t id : in.results) {
           f.waitTouching(id);
-          f.define(id);
+          f.define(id, overwritesResults(in));
         }
         if (profiling)
           pk0 = fsdp_now();
@@ -792,10 +842,9 @@ HostValues Program::run(const HostValues &inputs) {
         throw Error(sourceName + ": output (role '" + io.role + "'): " +
                     e.what());
       }
-      std::vector<double> v(b.numel);
-      for (int64_t i = 0; i < b.numel; ++i)
-        v[i] = loadAsDouble(ptr, b.dtype, i);
-      out[io.buffer] = std::move(v);
+      std::vector<double> &v = out[io.buffer];
+      v.resize(static_cast<size_t>(b.numel));
+      loadAsDoubles(ptr, b.dtype, v.data(), b.numel);
     }
     lastPeak = fsdp_mem_peak_bytes() - base;
   }

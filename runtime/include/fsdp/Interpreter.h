@@ -210,6 +210,9 @@ public:
   int64_t shardSize() const { return shardSizeValue; }
   /// Ranks in `g` under the schedule's grid: N, S or R.
   int64_t groupSize(Group g) const;
+  /// Whether instruction `in` writes every element of its results (their
+  /// memory is then not zero-filled before it runs).
+  bool overwritesResults(const Instruction &in) const;
   const std::vector<UnitDesc> &units() const { return unitList; }
   const std::map<int64_t, BufferDesc> &buffers() const { return bufferMap; }
   const std::vector<IoDesc> &inputs() const { return inputList; }
