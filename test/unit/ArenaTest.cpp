@@ -124,6 +124,32 @@ TEST(Arena, ZeroFillsReusedSlot) {
                                             10}));
 }
 
+TEST(Arena, GatherOverSmallerRunTimeGroupZeroFillsTail) {
+  // A 2-rank schedule run on one rank (loaded without the world-size
+  // check): the all-gather writes only this rank's shard, into the slot
+  // where input x's values 8, 9, 10 were; the rest must read zero. Results
+  // of other ops, which write every element, are not zero-filled first.
+  std::string s = R"({"format": "fsdp-schedule", "version": 1, "world_size": 2,
+    "memory_plan": {"arena_bytes": 128, "arena_alignment": 64}, "units": [],
+    "buffers": [{"id": 0, "dtype": "f32", "shape": [6], "arena_offset": 0},
+                {"id": 1, "dtype": "f32", "shape": [6], "arena_offset": 64},
+                {"id": 3, "dtype": "f32", "shape": [3], "view_of": 1,
+                 "offset": 0},
+                {"id": 2, "dtype": "f32", "shape": [6], "arena_offset": 0}],
+    "inputs": [{"buffer": 0, "role": "features"}],
+    "outputs": [{"buffer": 2, "role": "output"}],
+    "instructions": [
+      {"op": "nn.relu", "operands": [0], "results": [1], "frees": [0]},
+      {"op": "fsdp.all_gather", "operands": [3], "results": [2],
+       "attrs": {"group": "world"}, "frees": [1]}]})";
+  Program p = Program::fromString(s, /*checkWorldSize=*/false);
+  ASSERT_TRUE(p.usesArena());
+  if (fsdp_world_size() != 1)
+    GTEST_SKIP() << "needs one rank";
+  HostValues out = p.run({{0, {5, 6, 7, 8, 9, 10}}});
+  EXPECT_EQ(out.at(2), (std::vector<double>{5, 6, 7, 0, 0, 0}));
+}
+
 TEST(Arena, OverlapWithInputIsAnError) {
   // y is bound to x's bytes while x (an input) is still live.
   Program p = Program::fromString(chain(0, 0, 64), true, "chain.json");
