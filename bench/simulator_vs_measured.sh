@@ -42,13 +42,19 @@ trace=$OUT/trace-$pf.json" -o "$OUT/gpt2-$pf.mlir"
 done
 progress=()
 [ -n "${PROGRESS:-}" ] && progress=(--progress "$PROGRESS")
+# Per repeat and schedule: a timed run (no profiling: its timers cost
+# about 2 µs per instruction) and a profiled run for the per-op breakdown.
 for rep in $(seq 1 "$REPS"); do
   for pf in $PREFETCH; do
-    python3 bench/quiet_run.py -- mpirun --allow-run-as-root --oversubscribe -np "$NP" \
-      "$B/fsdp-run" "$OUT/gpt2-$pf.json" --steps "$STEPS" --warmup "$WARMUP" --seed 0 \
-      --data test/data/tinyshakespeare.txt --profile "${progress[@]}" \
-      > "$OUT/run-$pf-$rep.log" 2> "$OUT/run-$pf-$rep.err"
-    echo "prefetch $pf repeat $rep: $(tail -1 "$OUT/run-$pf-$rep.err")" >&2
+    for kind in run prof; do
+      prof=()
+      [ "$kind" = prof ] && prof=(--profile)
+      python3 bench/quiet_run.py -- mpirun --allow-run-as-root --oversubscribe -np "$NP" \
+        "$B/fsdp-run" "$OUT/gpt2-$pf.json" --steps "$STEPS" --warmup "$WARMUP" --seed 0 \
+        --data test/data/tinyshakespeare.txt "${prof[@]}" "${progress[@]}" \
+        > "$OUT/$kind-$pf-$rep.log" 2> "$OUT/$kind-$pf-$rep.err"
+      echo "prefetch $pf repeat $rep $kind: $(tail -1 "$OUT/$kind-$pf-$rep.err")" >&2
+    done
   done
 done
 fi
@@ -56,30 +62,37 @@ python3 - "$OUT" "$SPEC" "$NP" "$REPS" $PREFETCH <<'EOF'
 import collections, json, statistics, sys
 out, spec, np_, reps, prefetches = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:]
 print("simulator vs measured: main job at %s ranks, spec %s (%s)" % (np_, spec, json.load(open(spec))["name"]))
-print("%-9s %-10s %-30s %-8s %-10s %-10s %-10s %s" % ("prefetch", "predicted", "measured: median [min, max]",
-      "ratio", "pred comp", "pred comm", "meas kern", "meas wait"))
+print("%-9s %-10s %-30s %-8s %-10s %-10s %-10s %-10s %s" % ("prefetch", "predicted", "measured: median [min, max]",
+      "ratio", "pred comp", "pred host", "pred comm", "meas kern", "meas wait"))
 per_op = {}
 for pf in prefetches:
     rep_ = json.load(open("%s/report-%s.json" % (out, pf)))
-    runs = [json.loads(open("%s/run-%s-%d.log" % (out, pf, r)).read().strip().splitlines()[-1])
-            for r in range(1, reps + 1)]
+    load = lambda kind, r: json.loads(open("%s/%s-%s-%d.log" % (out, kind, pf, r)).read().strip().splitlines()[-1])
+    runs = [load("run", r) for r in range(1, reps + 1)]
+    profs = [load("prof", r) for r in range(1, reps + 1)]
     means = [r["step_time_mean_s"] for r in runs]
     m = statistics.median(means)
     pred = rep_["predicted_step_time_s"]
     kern = statistics.median(r["compute_time_s"] for r in runs)
     wait = statistics.median(r["comm_wait_time_s"] for r in runs)
-    print("%-9s %-10.4f %.4f [%.4f, %.4f]         %-8.3f %-10.4f %-10.4f %-10.4f %.4f" %
-          (pf, pred, m, min(means), max(means), pred / m, rep_["compute_s"], rep_["comm_s"], kern, wait))
+    print("%-9s %-10.4f %.4f [%.4f, %.4f]         %-8.3f %-10.4f %-10.4f %-10.4f %-10.4f %.4f" %
+          (pf, pred, m, min(means), max(means), pred / m, rep_["compute_s"], rep_.get("host_overhead_s", 0),
+           rep_["comm_s"], kern, wait))
     # Per op kind: the simulator's trace events vs the mean over runs of the profile.
     trace = json.load(open("%s/trace-%s.json" % (out, pf)))["traceEvents"]
     predicted = collections.defaultdict(float)
     for e in trace:
-        if e.get("ph") == "X" and e.get("cat") in ("compute",):
+        if e.get("ph") == "X" and e.get("cat") == "compute":
             predicted[e["name"]] += e["dur"] * 1e-6
+        elif e.get("ph") == "X" and e.get("cat") == "host":
+            # the collectives' non-overlapped share and the step's I/O
+            key = "(step set-up)" if e["name"].startswith("host: step") else "(collectives on host)"
+            predicted[key] += e["dur"] * 1e-6
+    predicted["(dispatch)"] = rep_.get("host_overhead_s", 0) - predicted.get("(step set-up)", 0)
     measured = collections.defaultdict(float)
-    for r in runs:
+    for r in profs:
         for k, v in r["profile"].items():
-            measured[k] += v["seconds"] / len(runs)
+            measured[k] += v["seconds"] / len(profs)
     per_op[pf] = (predicted, measured)
 for pf in prefetches:
     predicted, measured = per_op[pf]

@@ -179,6 +179,7 @@ void mlir::fsdp::addSimulationToReport(json &report, const SimResult &sim,
   report["flops_per_rank"] = sim.flops;
   report["predicted_step_time_s"] = sim.stepTime;
   report["compute_s"] = sim.computeTime;
+  report["host_overhead_s"] = sim.hostTime;
   report["comm_s"] = sim.commTime;
   report["exposed_comm_s"] = sim.exposedComm;
   report["lower_bound_s"] = sim.lowerBound;
@@ -250,6 +251,11 @@ std::string mlir::fsdp::formatPlanReport(const json &r) {
              r["lower_bound_s"].get<double>(), r["mfu_dtype"].get<std::string>().c_str(),
              r["mfu"].get<double>());
     os << buf;
+    if (r.value("host_overhead_s", 0.0) > 0) {
+      snprintf(buf, sizeof(buf), "  host (dispatch, step I/O)    %16.9g s\n",
+               r["host_overhead_s"].get<double>());
+      os << buf;
+    }
     if (r.contains("predicted_tokens_per_s")) {
       snprintf(buf, sizeof(buf), "  tokens/s (all ranks)         %16.1f\n",
                r["predicted_tokens_per_s"].get<double>());

@@ -25,15 +25,34 @@
 //   reduce-scatter of S bytes (the full, gathered size) over G ranks
 //   (G−1)·α + (G−1)/G · S/B; all-reduce twice that. α, B are the intra-node
 //   link's if the group's ranks lie in one node, else the inter-node
-//   link's (per GPU). HSDP's replicate group (ranks shard-size apart) is
-//   hierarchical when a node holds k > 1 of its members: a ring over the
+//   link's (per GPU), plus collective_sync_s (the ranks' skew at a
+//   collective, measured on this machine; absent for the GPU specs). HSDP's
+//   replicate group (ranks shard-size apart) is hierarchical when a node holds k > 1 of its members: a ring over the
 //   G/k nodes on the inter-node link plus a ring over k on the intra-node
 //   link with S/(G/k) bytes.
-// * Results: step time = when both streams are done; compute = sum of op
-//   times; comm = sum of collective times; exposed comm = step − compute (the
-//   time compute waits for collectives, plus a communication tail); lower
-//   bound (the issue's definition) = max(compute + first all-gather + last
-//   reduction, comm): compute cannot start before the first unit is
+// * Per-op efficiencies ("op_efficiency", measured by fsdp-calibrate on the
+//   cpu backend): an op kind whose kernel's rate differs from its class's
+//   (GELU's tanh, cross-entropy's exp, AdamW's streaming loop) gets its own
+//   efficiency in the same roofline.
+// * Host work (optional spec terms, absent for GPUs): dispatch_overhead_s
+//   per op of the step (the host issues one instruction per op: interpreter
+//   dispatch, binding, frees; a kernel launch), the step's inputs and
+//   outputs at step_io_bandwidth before the first and after the last op,
+//   and for each collective (1 − comm_overlap) · its time on the compute
+//   stream at its issue: the part of the transfer the host's cores must do
+//   themselves (MPI over shared memory copies on the ranks' own cores; on a
+//   GPU NCCL's kernels contend for SMs and memory bandwidth, Rashidi et al.,
+//   "Enabling Compute-Communication Overlap in Distributed Deep Learning
+//   Training Platforms", ISCA 2021, section 3). The trace shows them on the
+//   compute track (category "host").
+// * Results: step time = when both streams are done (plus the outputs);
+//   compute = sum of op times; host = dispatch + step input/output; comm =
+//   sum of collective times; exposed comm = step − compute − host (the time
+//   compute waits for collectives or does their copies, plus a
+//   communication tail); lower bound (the issue's definition, with host
+//   work) = max(compute + host + (1 − overlap) · comm + overlap · (first
+//   all-gather + last reduction), comm): compute cannot start before the
+//   first unit is
 //   gathered, and the last unit's update cannot run before its gradient is
 //   reduced (its reduction starts after the last gradient op; fsdp-optimizer
 //   updates units in wrap order, so for the models here the last-reduced
@@ -124,6 +143,40 @@ std::optional<ClusterSpec> ClusterSpec::load(StringRef path, std::string &error)
       return std::nullopt;
     }
   }
+  if (j.contains("op_efficiency")) {
+    const json &oe = j["op_efficiency"];
+    if (!oe.is_object()) {
+      error = where + "'op_efficiency' must be an object (op name -> efficiency)";
+      return std::nullopt;
+    }
+    for (auto &[op, v] : oe.items()) {
+      double x;
+      if (!number(oe, op.c_str(), "op_efficiency." + op, x))
+        return std::nullopt;
+      if (x > 1) {
+        error = where + "'op_efficiency." + op + "' must be in (0, 1]";
+        return std::nullopt;
+      }
+      s.opEfficiency[op] = x;
+    }
+  }
+  if (j.contains("dispatch_overhead_s") &&
+      !number(j, "dispatch_overhead_s", "dispatch_overhead_s", s.dispatchOverhead, false))
+    return std::nullopt;
+  if (j.contains("step_io_bandwidth") &&
+      !number(j, "step_io_bandwidth", "step_io_bandwidth", s.stepIoBandwidth))
+    return std::nullopt;
+  if (j.contains("collective_sync_s") &&
+      !number(j, "collective_sync_s", "collective_sync_s", s.collectiveSync, false))
+    return std::nullopt;
+  if (j.contains("comm_overlap")) {
+    if (!number(j, "comm_overlap", "comm_overlap", s.commOverlap, false))
+      return std::nullopt;
+    if (s.commOverlap > 1) {
+      error = where + "'comm_overlap' must be in [0, 1]";
+      return std::nullopt;
+    }
+  }
   return s;
 }
 
@@ -184,7 +237,23 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
   double firstGather = -1, lastReduce = 0;
   llvm::DenseMap<Operation *, double> durationOf;
   auto readyAt = [&](Value v) { return ready.lookup(v); };
+  // The step's inputs enter the runtime before its first instruction and its
+  // outputs leave after the last (step_io_bandwidth).
+  double ioIn = 0, ioOut = 0;
+  if (spec.stepIoBandwidth > 0) {
+    for (Value v : fn->getArguments())
+      ioIn += tensorBytes(v) / spec.stepIoBandwidth;
+    for (Value v : fn->getBody().front().getTerminator()->getOperands())
+      ioOut += tensorBytes(v) / spec.stepIoBandwidth;
+  }
+  if (ioIn > 0)
+    r.events.push_back({"host: step inputs", 0, 0, ioIn, 0, 0});
+  tc = ioIn;
+  r.hostTime = ioIn + ioOut;
   for (Operation &op : fn->getBody().front().without_terminator()) {
+    // Every op is one instruction the host issues (dispatch_overhead_s).
+    tc += spec.dispatchOverhead;
+    r.hostTime += spec.dispatchOverhead;
     double operandsReady = 0;
     for (Value v : op.getOperands())
       operandsReady = std::max(operandsReady, readyAt(v));
@@ -195,8 +264,20 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
       int64_t stride = group == "replicate" ? shardSize : 1;
       int64_t bytes = isa<AllGatherOp>(&op) ? tensorBytes(out) : tensorBytes(in);
       double dur = collectiveTime(bytes, g, stride, isa<AllReduceOp>(&op), group == "replicate");
+      if (g > 1)
+        dur += spec.collectiveSync;
       double start = std::max({tc, tm, operandsReady});
       tm = start + dur;
+      // The share of the transfer that cannot overlap occupies the compute
+      // stream from its issue (comm_overlap).
+      if (double c = (1 - spec.commOverlap) * dur; c > 0) {
+        std::string what = "host: " + op.getName().getStringRef().str();
+        if (auto unit = op.getAttrOfType<FlatSymbolRefAttr>("unit"))
+          what += " @" + unit.getValue().str();
+        r.events.push_back({what, 0, tc, c, 0, 0});
+        tc += c;
+        r.commContention += c;
+      }
       r.commTime += dur;
       ready[out] = tm;
       durationOf[&op] = dur;
@@ -239,7 +320,7 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
           dtype = dtypeName(t.getElementType());
           break;
         }
-      double peak, eff;
+      double peak, eff, effMem = spec.effMemory;
       if (isa<nn::LinearOp, nn::MatmulOp, nn::AttentionOp, nn::AttentionGradOp>(&op)) {
         auto it = spec.peakFlops.find(dtype);
         if (it == spec.peakFlops.end())
@@ -252,14 +333,19 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
         peak = spec.peakFlops.at("f32");
         eff = spec.effElementwise;
       }
-      dur = std::max(flops / (peak * eff), bytes / (spec.memoryBandwidth * spec.effMemory));
+      if (auto it = spec.opEfficiency.find(op.getName().getStringRef().str());
+          it != spec.opEfficiency.end())
+        (flops > 0 ? eff : effMem) = it->second;
+      dur = std::max(flops / (peak * eff), bytes / (spec.memoryBandwidth * effMem));
       timed = true;
     } else if (isa<FlattenOp, LocalShardOp, PackOp, UnpackOp>(&op)) {
       for (Value v : op.getOperands())
         bytes += tensorBytes(v);
       for (Value v : op.getResults())
         bytes += tensorBytes(v);
-      dur = bytes / (spec.memoryBandwidth * spec.effMemory);
+      auto it = spec.opEfficiency.find(op.getName().getStringRef().str());
+      dur = bytes / (spec.memoryBandwidth *
+                     (it != spec.opEfficiency.end() ? it->second : spec.effMemory));
       timed = true;
     }
     if (!timed) {
@@ -277,10 +363,18 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
     r.events.push_back({op.getName().getStringRef().str(), 0, start, dur, flops, bytes});
   }
   r.stepTime = std::max(tc, tm);
-  r.exposedComm = r.stepTime - r.computeTime;
+  if (ioOut > 0)
+    r.events.push_back({"host: step outputs", 0, r.stepTime, ioOut, 0, 0});
+  r.stepTime += ioOut;
+  r.exposedComm = r.stepTime - r.computeTime - r.hostTime;
   r.firstGatherTime = std::max(firstGather, 0.0);
   r.lastReduceTime = lastReduce;
-  r.lowerBound = std::max(r.computeTime + r.firstGatherTime + r.lastReduceTime, r.commTime);
+  // The collectives' non-overlappable share adds to the compute stream; of
+  // the first gather and last reduction only the rest is still exposed.
+  double o = spec.commOverlap;
+  r.lowerBound = std::max(r.computeTime + r.hostTime + (1 - o) * r.commTime +
+                              o * (r.firstGatherTime + r.lastReduceTime),
+                          r.commTime);
   r.mfuDtype = "f32";
   int64_t most = -1;
   for (auto &[dtype, f] : matmulFlopsByDtype)
@@ -307,7 +401,10 @@ nlohmann::ordered_json mlir::fsdp::chromeTrace(const SimResult &r, StringRef clu
   }
   for (const SimEvent &e : r.events)
     events.push_back({{"name", e.name},
-                      {"cat", e.stream ? "comm" : e.name.rfind("wait ", 0) == 0 ? "stall" : "compute"},
+                      {"cat", e.stream                          ? "comm"
+                              : e.name.rfind("wait ", 0) == 0  ? "stall"
+                              : e.name.rfind("host: ", 0) == 0 ? "host"
+                                                               : "compute"},
                       {"ph", "X"},
                       {"pid", 0},
                       {"tid", e.stream},

@@ -29,7 +29,7 @@
 //            then picks, among this schedule, the same with one gather in
 //            flight, fsdp2, fsdp1 and none, the fastest one that fits the
 //            budget (so the default is never predicted slower than the
-//            anchors that fit). The budget is `memory-budget`, else the
+//            anchors that fit; of equally fast ones, the smallest peak). The budget is `memory-budget`, else the
 //            cluster's device memory, else unlimited; a step whose
 //            unprefetched peak is already over it is scheduled for time
 //            alone (the report shows the overage).
@@ -47,6 +47,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Threading.h"
 
+#include <cmath>
 #include <limits>
 
 namespace mlir::fsdp {
@@ -530,6 +531,7 @@ struct FSDPSchedulePass : mlir::fsdp::impl::FSDPScheduleBase<FSDPSchedulePass> {
         int64_t limit;
         OwningOpRef<ModuleOp> module;
         double time = 0;
+        int64_t peak = 0;
         bool fits = false;
       };
       SmallVector<Candidate> candidates;
@@ -550,13 +552,23 @@ struct FSDPSchedulePass : mlir::fsdp::impl::FSDPScheduleBase<FSDPSchedulePass> {
             if (failed(plan) || failed(r))
               return failure();
             c.time = r->stepTime;
+            c.peak = plan->peakBytes;
             c.fits = plan->peakBytes <= budget;
             return success();
           })))
         return signalPassFailure();
+      // Equal predicted times (within rounding: where no transfer can overlap
+      // compute, comm_overlap = 0, every placement costs the same) go to the
+      // smaller planned peak.
+      auto faster = [](const Candidate &a, const Candidate &b) {
+        double tol = 1e-9 * std::max(a.time, b.time);
+        if (std::fabs(a.time - b.time) > tol)
+          return a.time < b.time;
+        return a.peak < b.peak;
+      };
       Candidate *best = &candidates.front();
       for (Candidate &c : candidates)
-        if (c.fits ? (!best->fits || c.time < best->time) : (!best->fits && c.time < best->time))
+        if (c.fits ? (!best->fits || faster(c, *best)) : (!best->fits && faster(c, *best)))
           best = &c;
       chosen = best->mode;
       limit = best->limit;

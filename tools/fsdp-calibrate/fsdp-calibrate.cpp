@@ -66,6 +66,7 @@
 //   oversubscribed and the date.
 //
 //===----------------------------------------------------------------------===//
+#include "fsdp/Interpreter.h"
 #include "fsdp/Kernels.h"
 #include "fsdp/TransformerKernels.h"
 #include "fsdp/runtime.h"
@@ -76,6 +77,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <map>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -415,6 +417,214 @@ struct Kernels {
   double bw = 0, bwBig = 0;
 };
 
+//===--- Host work and overlap -------------------------------------------------===//
+
+/// A schedule (runtime/docs/schedule-format.md) of `count` nn.relu on f32
+/// [n] buffers in a chain, each freeing its operand, planned into a 2-slot
+/// arena as fsdp-opt plans one: what the interpreter does per instruction
+/// with no kernel time to speak of (n small), or what the step's input and
+/// output conversion costs (n large, count 1).
+std::string reluChain(int64_t count, int64_t n) {
+  int64_t bytes = 4 * n, slot = (bytes + 63) / 64 * 64;
+  std::string bufs, insts;
+  for (int64_t i = 0; i <= count; ++i) {
+    bufs += (i ? ", " : "") + std::string(R"({"id": )") + std::to_string(i) +
+            R"(, "dtype": "f32", "shape": [)" + std::to_string(n) +
+            R"(], "arena_offset": )" + std::to_string((i % 2) * slot) + "}";
+    if (i < count)
+      insts += (i ? ", " : "") + std::string(R"({"op": "nn.relu", "operands": [)") +
+               std::to_string(i) + R"(], "results": [)" + std::to_string(i + 1) +
+               R"(], "frees": [)" + std::to_string(i) + "]}";
+  }
+  return R"({"format": "fsdp-schedule", "version": 1, "world_size": )" +
+         std::to_string(world) + R"(, "memory_plan": {"peak_bytes": )" +
+         std::to_string(2 * bytes) + R"(, "arena_bytes": )" +
+         std::to_string(2 * slot) + R"(, "arena_alignment": 64}, "units": [],
+    "buffers": [)" + bufs + R"(],
+    "inputs": [{"buffer": 0, "role": "features", "global_shape": [)" +
+         std::to_string(n) + R"(]}],
+    "outputs": [{"buffer": )" + std::to_string(count) +
+         R"(, "role": "output"}], "instructions": [)" + insts + "]}";
+}
+
+/// Seconds per Program::run of `schedule` on every rank at once.
+Stat runSeconds(const std::string &schedule, int64_t n, double seconds) {
+  fsdp::rt::Program prog;
+  std::string err;
+  if (!fsdp::rt::Program::tryFromString(schedule, prog, err, true,
+                                        "<calibration chain>"))
+    fsdp_abort(("fsdp-calibrate: " + err).c_str(), 1);
+  fsdp::rt::HostValues in = {{0, std::vector<double>(n, 0.5)}}, out;
+  return secondsPerCall([&] {
+    if (!prog.tryRun(in, out, err))
+      fsdp_abort(("fsdp-calibrate: " + err).c_str(), 1);
+  }, seconds);
+}
+
+struct Host {
+  Stat chain, single, io, relu;
+  int64_t chainLength = 2000, ioCount = 1 << 18;
+  double dispatch = 0, ioBandwidth = 0;
+};
+
+/// The interpreter's cost per instruction (a chain of 2000 relu of 16
+/// floats, minus their kernels) and the rate at which a step's inputs and
+/// outputs enter and leave it (one relu of 1 MiB in and out, minus one
+/// instruction and the relu kernel), through fsdp::rt::Program as fsdp-run
+/// drives it.
+Host measureHost(double S) {
+  Host h;
+  std::vector<float> x(h.ioCount, 0.5f), y(h.ioCount), xs(16, 0.5f), ys(16);
+  Stat reluSmall = secondsPerCall([&] { cpu::relu<float>(xs.data(), ys.data(), 16); }, S);
+  h.relu = secondsPerCall([&] { cpu::relu<float>(x.data(), y.data(), h.ioCount); }, S);
+  h.chain = runSeconds(reluChain(h.chainLength, 16), 16, S);
+  h.single = runSeconds(reluChain(1, 16), 16, S);
+  h.io = runSeconds(reluChain(1, h.ioCount), h.ioCount, S);
+  h.dispatch = std::max(0.0, (h.chain.mean - h.single.mean) /
+                                     static_cast<double>(h.chainLength - 1) -
+                                 reluSmall.mean);
+  double ioSeconds = h.io.mean - h.single.mean - h.relu.mean;
+  h.ioBandwidth = ioSeconds > 0 ? 2.0 * 4 * h.ioCount / ioSeconds : 0;
+  return h;
+}
+
+struct Overlap {
+  double compute = 0, comm = 0, both = 0, overlap = 1;
+  int64_t gemms = 0, bytes = 0;
+};
+
+/// How much of a collective hides behind compute, as the runtime overlaps
+/// them (FSDP_PROGRESS_TEST: fsdp_test after every kernel): an all-gather of
+/// 1 MiB alone (t_m), k GEMMs of the step (linear M×H→4H, k chosen so that
+/// t_c ≈ t_m) alone (t_c), and the gather started before the GEMMs and
+/// waited after them (t_both), on every rank at once, interleaved, medians
+/// of max over ranks. overlap = (t_c + t_m − t_both) / min(t_c, t_m),
+/// clamped to [0, 1]: 1 when the transfer costs the compute nothing.
+Overlap measureOverlap(const Options &o, double budget) {
+  Overlap r;
+  if (world < 2)
+    return r;
+  int64_t M = o.rows, K = o.hidden, N = 4 * o.hidden;
+  std::vector<float> x = randomVec<float>(M * K, 21), w = randomVec<float>(K * N, 22),
+                     b = randomVec<float>(N, 23), y(M * N);
+  int64_t shardCount = (1 << 20) / 4 / world;
+  r.bytes = shardCount * world * 4;
+  std::vector<float> shard(shardCount, 1.0f), all(shardCount * world);
+  auto gemm = [&] { cpu::linear<float>(x.data(), w.data(), b.data(), y.data(), M, K, N, true); };
+  auto maxOver = [](double t) {
+    double mx = 0;
+    MPI_Allreduce(&t, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return mx;
+  };
+  // One trial: mode 0 compute, 1 comm, 2 both.
+  auto trial = [&](int mode) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = fsdp_now();
+    fsdp_handle h = nullptr;
+    if (mode >= 1 &&
+        fsdp_all_gather_start(shard.data(), all.data(), shardCount, FSDP_F32, &h) != FSDP_OK)
+      fsdp_abort(fsdp_last_error(), 1);
+    if (mode != 1)
+      for (int64_t i = 0; i < r.gemms; ++i) {
+        gemm();
+        int done = 0;
+        if (h)
+          fsdp_test(h, &done);
+      }
+    if (h && fsdp_wait(h) != FSDP_OK)
+      fsdp_abort(fsdp_last_error(), 1);
+    return maxOver(fsdp_now() - t0);
+  };
+  double tg = secondsPerCall(gemm, budget / 10).mean;
+  r.gemms = 1;
+  std::vector<double> tm0;
+  for (int i = 0; i < 5; ++i)
+    tm0.push_back(trial(1));
+  std::sort(tm0.begin(), tm0.end());
+  r.gemms = std::max<int64_t>(1, std::llround(tm0[2] / tg));
+  std::vector<double> tc, tm, tb;
+  double spent = 0;
+  for (int rep = 0; rep < 200 && (rep < 9 || spent < budget); ++rep) {
+    tc.push_back(trial(0));
+    tm.push_back(trial(1));
+    tb.push_back(trial(2));
+    spent += tc.back() + tm.back() + tb.back();
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  r.compute = median(tc);
+  r.comm = median(tm);
+  r.both = median(tb);
+  r.overlap = std::clamp((r.compute + r.comm - r.both) / std::min(r.compute, r.comm), 0.0, 1.0);
+  return r;
+}
+
+struct Sync {
+  double withCollective = 0, computeOnly = 0, collective = 0, sync = 0;
+  int64_t gemms = 0, bytes = 0, iterations = 0;
+};
+
+/// What a collective costs beyond its own time when the ranks arrive from
+/// compute rather than in lockstep (skew from time-slicing and OS noise:
+/// Petrini, Kerbyson & Pakin, SC 2003; Hoefler, Schneider & Lumsdaine, SC
+/// 2010): every rank runs I iterations of [k step GEMMs (about 4 ms), a
+/// 1 MiB all-gather started and waited] with no barrier between them, and
+/// the same without the gather; sync = (T_with − T_without) / I − t_gather
+/// (t_gather: the same gather back to back, as the ring fit measures it),
+/// each T the max over ranks, median of 3 trials.
+Sync measureSync(const Options &o, double budget) {
+  Sync r;
+  if (world < 2)
+    return r;
+  int64_t M = o.rows, K = o.hidden, N = 4 * o.hidden;
+  std::vector<float> x = randomVec<float>(M * K, 31), w = randomVec<float>(K * N, 32),
+                     b = randomVec<float>(N, 33), y(M * N);
+  int64_t shardCount = (1 << 20) / 4 / world;
+  r.bytes = shardCount * world * 4;
+  std::vector<float> shard(shardCount, 1.0f), all(shardCount * world);
+  auto gemm = [&] { cpu::linear<float>(x.data(), w.data(), b.data(), y.data(), M, K, N, true); };
+  auto gather = [&] {
+    fsdp_handle h = nullptr;
+    if (fsdp_all_gather_start(shard.data(), all.data(), shardCount, FSDP_F32, &h) != FSDP_OK ||
+        fsdp_wait(h) != FSDP_OK)
+      fsdp_abort(fsdp_last_error(), 1);
+  };
+  double tg = secondsPerCall(gemm, 0.05).mean;
+  r.gemms = std::max<int64_t>(1, std::llround(4e-3 / tg));
+  r.iterations = std::max<int64_t>(5, std::llround(budget / 6 / (r.gemms * tg)));
+  auto loop = [&](int mode) { // 0 compute only, 1 with the gather, 2 gathers only
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = fsdp_now();
+    for (int64_t it = 0; it < r.iterations; ++it) {
+      if (mode != 2)
+        for (int64_t i = 0; i < r.gemms; ++i)
+          gemm();
+      if (mode != 0)
+        gather();
+    }
+    double t = (fsdp_now() - t0) / static_cast<double>(r.iterations), mx = 0;
+    MPI_Allreduce(&t, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return mx;
+  };
+  std::vector<double> with, without, coll;
+  for (int trial = 0; trial < 3; ++trial) {
+    without.push_back(loop(0));
+    with.push_back(loop(1));
+    coll.push_back(loop(2));
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  r.withCollective = median(with);
+  r.computeOnly = median(without);
+  r.collective = median(coll);
+  r.sync = std::max(0.0, r.withCollective - r.computeOnly - r.collective);
+  return r;
+}
+
 Kernels measureKernels(const Options &o, double S) {
   int64_t M = o.rows, H = o.hidden, T = o.seq, Bt = o.rows / o.seq;
   int64_t A = o.heads, D = o.hidden / o.heads, V = o.vocab;
@@ -687,6 +897,37 @@ int runMain(const Options &o) {
     coll = measureCollectives(std::max(0.05, S / 2));
     fitRing(coll, world, alpha, busBw, fitErr);
   }
+  Host hostWork = measureHost(std::max(0.05, S / 3));
+  Overlap ov = measureOverlap(o, std::max(0.3, S));
+  Sync sync = measureSync(o, std::max(0.6, 2 * S));
+
+  // Per op kind: the efficiency at which the roofline reproduces that op's
+  // measured kernels alone (ops with FLOPs: the FLOP term's, as the class
+  // fit; data movement: bytes per second over memory_bandwidth).
+  std::map<std::string, std::vector<Case>> byOp;
+  auto opName = [](const Case &c) -> std::string {
+    if (c.name.rfind("linear ", 0) == 0)
+      return "nn.linear";
+    if (c.name.rfind("matmul ", 0) == 0)
+      return "nn.matmul";
+    if (c.name == "flatten")
+      return "fsdp.flatten";
+    return "nn." + c.name;
+  };
+  for (auto *set : {&mm32, &att, &ew, &mem, &info})
+    for (const Case &c : *set)
+      byOp[opName(c)].push_back(c);
+  json opEff = json::object();
+  for (auto &[op, cases] : byOp) {
+    bool movement = true;
+    for (const Case &c : cases)
+      movement = movement && c.flops == 0;
+    double bytes = 0;
+    for (const Case &c : cases)
+      bytes += c.weight * c.bytes;
+    opEff[op] = movement ? std::min(1.0, bytes / sumSeconds(cases) / bw)
+                         : solveEfficiency(cases, peak32, bw, effMem);
+  }
 
   if (rank != 0)
     return 0;
@@ -718,6 +959,12 @@ int runMain(const Options &o) {
                         {"attention", effAtt},
                         {"elementwise", effEw},
                         {"memory", effMem}};
+  spec["op_efficiency"] = opEff;
+  spec["dispatch_overhead_s"] = hostWork.dispatch;
+  if (hostWork.ioBandwidth > 0)
+    spec["step_io_bandwidth"] = hostWork.ioBandwidth;
+  spec["comm_overlap"] = ov.overlap;
+  spec["collective_sync_s"] = sync.sync;
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "measured %s by fsdp-calibrate with %d ranks at once on %ld "
@@ -749,7 +996,22 @@ int runMain(const Options &o) {
        "batches of the max over ranks; alpha, B fitted "
        "to t = (G-1)*alpha + (G-1)/G*S/B by least squares on relative error "
        "(Thakur, Rabenseifner & Gropp 2005; nccl-tests PERFORMANCE.md)",
-       "inter_node = intra_node: one node"});
+       "inter_node = intra_node: one node",
+       "op_efficiency: per op kind, the efficiency at which the roofline "
+       "reproduces that op's kernels measured above (data movement: bytes "
+       "per second over memory_bandwidth)",
+       "dispatch_overhead_s: fsdp::rt::Program::run of a chain of 2000 "
+       "nn.relu on 16 floats in a planned arena, per instruction, minus the "
+       "kernel; step_io_bandwidth: one nn.relu of 1 MiB in and out, bytes "
+       "in + out per second of run() beyond one instruction and the kernel",
+       "comm_overlap: (t_c + t_m - t_both) / min(t_c, t_m) for a 1 MiB "
+       "all-gather (t_m) and k step GEMMs with fsdp_test after each (t_c), "
+       "alone and together (t_both), interleaved, medians of the max over "
+       "ranks",
+       "collective_sync_s: per collective, (T_with - T_without) / I - "
+       "t_gather for I iterations of [about 4 ms of step GEMMs, a 1 MiB "
+       "all-gather] with and without the gather, no barriers, max over "
+       "ranks, median of 3 (skew at a collective: Petrini et al. SC 2003)"});
   json measured;
   measured["ranks"] = world;
   measured["load_average_before"] = loadBefore;
@@ -780,6 +1042,23 @@ int runMain(const Options &o) {
   }
   measured["collectives"] = cj;
   measured["collective_fit_max_relative_error"] = fitErr;
+  measured["host"] = {{"chain_instructions", hostWork.chainLength},
+                      {"chain_run_seconds", hostWork.chain.mean},
+                      {"single_run_seconds", hostWork.single.mean},
+                      {"io_floats", hostWork.ioCount},
+                      {"io_run_seconds", hostWork.io.mean},
+                      {"io_relu_seconds", hostWork.relu.mean}};
+  measured["sync"] = {{"all_gather_bytes", sync.bytes},
+                      {"gemms", sync.gemms},
+                      {"iterations", sync.iterations},
+                      {"with_gather_seconds", sync.withCollective},
+                      {"compute_only_seconds", sync.computeOnly},
+                      {"gather_only_seconds", sync.collective}};
+  measured["overlap"] = {{"all_gather_bytes", ov.bytes},
+                         {"gemms", ov.gemms},
+                         {"compute_seconds", ov.compute},
+                         {"comm_seconds", ov.comm},
+                         {"both_seconds", ov.both}};
   spec["measured"] = measured;
 
   std::string text = spec.dump(2) + "\n";
@@ -795,9 +1074,11 @@ int runMain(const Options &o) {
                "  peak f32 %.3g FLOP/s, f64 %.3g, memory %.3g B/s per rank; "
                "efficiency matmul %.3f attention %.3f elementwise %.3f memory "
                "%.3f; collectives alpha %.3g s, B %.3g B/s (max fit error "
-               "%.0f%%)\n",
+               "%.0f%%); dispatch %.3g s per instruction, step I/O %.3g B/s, "
+               "comm overlap %.2f, collective sync %.3g s\n",
                peak32, peak64, bw, effMatmul, effAtt, effEw, effMem, alpha,
-               busBw, 100 * fitErr);
+               busBw, 100 * fitErr, hostWork.dispatch, hostWork.ioBandwidth, ov.overlap,
+               sync.sync);
   return 0;
 }
 

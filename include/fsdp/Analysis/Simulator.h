@@ -29,6 +29,28 @@ struct ClusterSpec {
   double intraBandwidth = 0, intraLatency = 0; // bus bandwidth (bytes/s), α (s) per ring step
   double interBandwidth = 0, interLatency = 0;
   double effMatmul = 1, effAttention = 1, effElementwise = 1, effMemory = 1;
+  /// "op_efficiency": per op name (nn.gelu, fsdp.flatten, ...) an efficiency
+  /// in (0, 1] that replaces its class's: the FLOP term's for an op with
+  /// FLOPs, efficiency.memory for a pure data-movement op.
+  std::map<std::string, double> opEfficiency;
+  /// Host costs (optional, 0 when absent; the GPU specs leave them out: a
+  /// GPU step's launches run ahead of the device and its state stays on
+  /// it): "dispatch_overhead_s", seconds the host spends issuing one
+  /// instruction (one op of the step function, a view or free included);
+  /// "step_io_bandwidth", bytes per second at which the step's inputs and
+  /// outputs enter and leave the runtime (0: free).
+  double dispatchOverhead = 0, stepIoBandwidth = 0;
+  /// "comm_overlap" in [0, 1] (default 1): the fraction of a collective's
+  /// time that can run concurrently with compute. The rest, (1 − overlap) ·
+  /// its time, occupies the compute stream at its issue (the host's cores
+  /// do the copies: MPI over shared memory with no spare core; SM
+  /// contention under NCCL, Rashidi et al., ISCA 2021, section 3).
+  double commOverlap = 1;
+  /// "collective_sync_s" (optional, 0 when absent): seconds a collective
+  /// over more than one rank costs beyond its ring time because its ranks
+  /// arrive from compute skewed (time-slicing, OS noise; Petrini, Kerbyson
+  /// & Pakin, SC 2003); part of the collective's time.
+  double collectiveSync = 0;
 
   /// Reads and validates a spec; on failure `error` says what is wrong.
   static std::optional<ClusterSpec> load(llvm::StringRef path, std::string &error);
@@ -36,16 +58,21 @@ struct ClusterSpec {
 
 struct SimEvent {
   std::string name; // op name, collective name and unit, or "wait ..." (a compute stall)
-  int stream = 0;   // 0 compute, 1 communication
+  int stream = 0;   // 0 compute (host work included), 1 communication
   double start = 0, duration = 0;
   int64_t flops = 0, bytes = 0;
 };
 
 struct SimResult {
   /// Seconds: the predicted step, the sums of compute and collective times,
-  /// step − compute, and the lower bound max(compute + first all-gather +
-  /// last reduction, comm) with its two collective terms.
+  /// step − compute − host, and the lower bound max(compute + host +
+  /// (1 − overlap) · comm + overlap · (first all-gather + last reduction),
+  /// comm) with its two collective terms.
   double stepTime = 0, computeTime = 0, commTime = 0, exposedComm = 0, lowerBound = 0;
+  /// Seconds of host work on the compute stream: instruction dispatch and
+  /// the step's input/output, and collectives' share that cannot overlap
+  /// ((1 − comm_overlap) · their time, part of exposedComm).
+  double hostTime = 0, commContention = 0;
   double firstGatherTime = 0, lastReduceTime = 0;
   double mfu = 0, peakFlops = 0;
   int64_t flops = 0; // per rank per step, from the cost model
