@@ -29,7 +29,8 @@
 //            then picks, among this schedule, the same with one gather in
 //            flight, fsdp2, fsdp1 and none, the fastest one that fits the
 //            budget (so the default is never predicted slower than the
-//            anchors that fit; of equally fast ones, the smallest peak). The budget is `memory-budget`, else the
+//            anchors that fit; of equally fast ones, the smallest peak,
+//            then the fewest early gathers). The budget is `memory-budget`, else the
 //            cluster's device memory, else unlimited; a step whose
 //            unprefetched peak is already over it is scheduled for time
 //            alone (the report shows the overage).
@@ -559,12 +560,13 @@ struct FSDPSchedulePass : mlir::fsdp::impl::FSDPScheduleBase<FSDPSchedulePass> {
         return signalPassFailure();
       // Equal predicted times (within rounding: where no transfer can overlap
       // compute, comm_overlap = 0, every placement costs the same) go to the
-      // smaller planned peak.
+      // smaller planned peak, then to the later candidate (fewer gathers
+      // started early: none is last).
       auto faster = [](const Candidate &a, const Candidate &b) {
         double tol = 1e-9 * std::max(a.time, b.time);
         if (std::fabs(a.time - b.time) > tol)
           return a.time < b.time;
-        return a.peak < b.peak;
+        return a.peak <= b.peak;
       };
       Candidate *best = &candidates.front();
       for (Candidate &c : candidates)

@@ -563,44 +563,62 @@ Overlap measureOverlap(const Options &o, double budget) {
 
 struct Sync {
   double withCollective = 0, computeOnly = 0, collective = 0, sync = 0;
-  int64_t gemms = 0, bytes = 0, iterations = 0;
+  int64_t bytes = 0, iterations = 0;
 };
 
 /// What a collective costs beyond its own time when the ranks arrive from
 /// compute rather than in lockstep (skew from time-slicing and OS noise:
 /// Petrini, Kerbyson & Pakin, SC 2003; Hoefler, Schneider & Lumsdaine, SC
-/// 2010): every rank runs I iterations of [k step GEMMs (about 4 ms), a
-/// 1 MiB all-gather started and waited] with no barrier between them, and
-/// the same without the gather; sync = (T_with − T_without) / I − t_gather
-/// (t_gather: the same gather back to back, as the ring fit measures it),
-/// each T the max over ranks, median of 3 trials.
+/// 2010): every rank runs I iterations of [the forward kernels of one GPT-2
+/// block (layer norms, the four linears, attention, GELU, residual adds),
+/// then an all-gather of one block's parameters, 4·(12H² + 13H) bytes,
+/// started and waited] with no barrier between iterations, and the same
+/// without the gather; sync = (T_with − T_without) / I − t_gather (t_gather:
+/// the same gather back to back, as the ring fit measures it), each T the
+/// max over ranks, median of 3 trials.
 Sync measureSync(const Options &o, double budget) {
   Sync r;
   if (world < 2)
     return r;
-  int64_t M = o.rows, K = o.hidden, N = 4 * o.hidden;
-  std::vector<float> x = randomVec<float>(M * K, 31), w = randomVec<float>(K * N, 32),
-                     b = randomVec<float>(N, 33), y(M * N);
-  int64_t shardCount = (1 << 20) / 4 / world;
+  int64_t M = o.rows, H = o.hidden, Bt = o.rows / o.seq, A = o.heads;
+  std::vector<float> x = randomVec<float>(M * H, 31), ln(M * H), qkv(M * 3 * H),
+                     att(M * H), proj(M * H), res(M * H), fc(M * 4 * H), act(M * 4 * H),
+                     out(M * H);
+  std::vector<float> g = randomVec<float>(H, 32), bb = randomVec<float>(H, 33),
+                     wQkv = randomVec<float>(H * 3 * H, 34), bQkv = randomVec<float>(3 * H, 35),
+                     wProj = randomVec<float>(H * H, 36), bProj = randomVec<float>(H, 37),
+                     wFc = randomVec<float>(H * 4 * H, 38), bFc = randomVec<float>(4 * H, 39),
+                     wOut = randomVec<float>(4 * H * H, 40), bOut = randomVec<float>(H, 41);
+  auto block = [&] {
+    cpu::layerNorm<float>(x.data(), g.data(), bb.data(), ln.data(), M, H, 1e-5);
+    cpu::linear<float>(ln.data(), wQkv.data(), bQkv.data(), qkv.data(), M, H, 3 * H, true);
+    cpu::attention<float>(qkv.data(), qkv.data() + M * H, qkv.data() + 2 * M * H, att.data(),
+                          Bt, o.seq, A, A, H / A);
+    cpu::linear<float>(att.data(), wProj.data(), bProj.data(), proj.data(), M, H, H, true);
+    cpu::add<float>(x.data(), proj.data(), res.data(), M * H);
+    cpu::layerNorm<float>(res.data(), g.data(), bb.data(), ln.data(), M, H, 1e-5);
+    cpu::linear<float>(ln.data(), wFc.data(), bFc.data(), fc.data(), M, H, 4 * H, true);
+    cpu::gelu<float>(fc.data(), act.data(), M * 4 * H, true);
+    cpu::linear<float>(act.data(), wOut.data(), bOut.data(), out.data(), M, 4 * H, H, true);
+    cpu::add<float>(res.data(), out.data(), x.data(), M * H);
+  };
+  int64_t shardCount = (12 * H * H + 13 * H + world - 1) / world;
   r.bytes = shardCount * world * 4;
   std::vector<float> shard(shardCount, 1.0f), all(shardCount * world);
-  auto gemm = [&] { cpu::linear<float>(x.data(), w.data(), b.data(), y.data(), M, K, N, true); };
   auto gather = [&] {
     fsdp_handle h = nullptr;
     if (fsdp_all_gather_start(shard.data(), all.data(), shardCount, FSDP_F32, &h) != FSDP_OK ||
         fsdp_wait(h) != FSDP_OK)
       fsdp_abort(fsdp_last_error(), 1);
   };
-  double tg = secondsPerCall(gemm, 0.05).mean;
-  r.gemms = std::max<int64_t>(1, std::llround(4e-3 / tg));
-  r.iterations = std::max<int64_t>(5, std::llround(budget / 6 / (r.gemms * tg)));
+  double tb = secondsPerCall(block, 0.05).mean;
+  r.iterations = std::max<int64_t>(5, std::llround(budget / 6 / tb));
   auto loop = [&](int mode) { // 0 compute only, 1 with the gather, 2 gathers only
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = fsdp_now();
     for (int64_t it = 0; it < r.iterations; ++it) {
       if (mode != 2)
-        for (int64_t i = 0; i < r.gemms; ++i)
-          gemm();
+        block();
       if (mode != 0)
         gather();
     }
@@ -1049,7 +1067,6 @@ int runMain(const Options &o) {
                       {"io_run_seconds", hostWork.io.mean},
                       {"io_relu_seconds", hostWork.relu.mean}};
   measured["sync"] = {{"all_gather_bytes", sync.bytes},
-                      {"gemms", sync.gemms},
                       {"iterations", sync.iterations},
                       {"with_gather_seconds", sync.withCollective},
                       {"compute_only_seconds", sync.computeOnly},
