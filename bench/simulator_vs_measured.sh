@@ -4,13 +4,15 @@
 # global batch 16; tools/scripts/run-main.sh) at NP ranks with
 # cluster=$SPEC (default bench/clusters/this-machine.json, written by
 # `mpirun -np 4 fsdp-calibrate -o ...`) for each prefetch mode, runs each
-# schedule with fsdp-run --profile, REPS times alternating (each run through
-# bench/quiet_run.py: started on an idle machine, repeated if other processes
-# used more than 0.3 cores meanwhile), and prints predicted vs measured step
-# time and their ratio, then predicted vs measured seconds per op kind (the
-# simulator's trace vs fsdp-run's profile; the profile also shows what the
-# simulator does not model: time blocked on collectives, the interpreter's
-# own work and the step's input/output conversion).
+# schedule REPS times alternating, each time once without profiling (the
+# measured step time) and once with fsdp-run --profile (the breakdown), each
+# run through bench/quiet_run.py (started on an idle machine, repeated if
+# other processes used more than 0.3 cores meanwhile), and prints predicted
+# vs measured step time and their ratio, then predicted vs measured seconds
+# per op kind (the simulator's trace vs fsdp-run's profile: kernels by op
+# name; the spec's host terms as "(step set-up)", "(dispatch)" and
+# "(collectives on host)" next to the profile's "(step set-up)",
+# "(interpreter)" and "(comm wait)").
 #
 # usage: bench/simulator_vs_measured.sh [BUILD_DIR]      (default build)
 # env:   NP (4), STEPS (40), WARMUP (10), REPS (3), PREFETCH ("none auto"),

@@ -793,8 +793,9 @@ HostValues Program::run(const HostValues &inputs) {
       const Instruction &in = program[idx];
       f.curInst = static_cast<int64_t>(idx);
       // fsdp_profile_enabled: kernel seconds under the op name, time blocked
-      // on collectives and the interpreter's own work (binding and zeroing
-      // buffers, frees, progress tests) under "(comm wait)" / "(interpreter)".
+      // on collectives and the interpreter's own work (binding and, where
+      // needed, zeroing buffers, frees, progress tests) under "(comm wait)" /
+      // "(interpreter)".
       bool profiling = fsdp_profile_enabled();
       double pt0 = 0, pw0 = 0, pk0 = 0, pk1 = 0;
       if (profiling) {

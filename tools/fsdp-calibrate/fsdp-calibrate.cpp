@@ -50,8 +50,8 @@
 //   over a block's shard (12H² + 13H)/N, and 1/L cross_entropy(_grad). One
 //   efficiency per class cannot fit kernels whose FLOP rates differ (GELU's
 //   tanh and cross-entropy's exp cost far more than NNCost's per-element
-//   constants): "measured" lists each kernel's rate, and bench/README.md
-//   ("Simulator vs measured") the per-op error this leaves.
+//   constants): the class values serve ops not measured here, op_efficiency
+//   the rest; "measured" lists each kernel's rate.
 // * Collectives: all-gather and reduce-scatter through the runtime's C API
 //   (fsdp_*_start + fsdp_wait, world group, f32) of S = 8 KiB ... 4 MiB
 //   gathered bytes (powers of 2), back to back in batches of 8 after a
@@ -61,6 +61,28 @@
 //   least squares on the relative error, Σ ((c + x·β − t) / t)² with c =
 //   (G−1)·α, β = 1/B, x = (G−1)/G · S. With N = 1 there is no collective:
 //   α = 0, B = memory_bandwidth.
+// * op_efficiency: per op kind (nn.linear, nn.gelu, nn.adamw_update,
+//   fsdp.flatten, ...) the efficiency at which the roofline reproduces that
+//   op's kernels above alone (the same bisection; data movement: bytes per
+//   second over memory_bandwidth). The simulator prefers it to the class's.
+// * dispatch_overhead_s: fsdp::rt::Program::run (as fsdp-run drives it) of a
+//   chain of 2000 nn.relu on 16 floats in a planned arena, per instruction,
+//   minus one run of a single relu and the kernel itself: the interpreter's
+//   binding, dispatch and frees. step_io_bandwidth: one nn.relu of 1 MiB in
+//   and out, bytes in + out per second of run() beyond one instruction and
+//   the kernel: converting the step's host values to and from buffers.
+// * comm_overlap: a 1 MiB all-gather (t_m) and k step GEMMs (linear M x H ->
+//   4H, k ≈ t_m / one GEMM) with fsdp_test after each, as the runtime's
+//   default progress mode does (t_c), alone and with the gather started
+//   before the GEMMs and waited after them (t_both), interleaved, medians of
+//   the max over ranks: (t_c + t_m − t_both) / min(t_c, t_m), clamped to
+//   [0, 1]. On a machine with no core to spare the copies run on the ranks'
+//   own cores and t_both ≥ t_c + t_m: 0.
+// * collective_sync_s: I iterations of [one GPT-2 block's forward kernels,
+//   an all-gather of one block's parameters] with no barrier, with and
+//   without the gather: (T_with − T_without) / I − the gather's back-to-back
+//   time, max over ranks, median of 3 (the skew ranks arriving from compute
+//   add to a collective; Petrini, Kerbyson & Pakin, SC 2003).
 // * One node: devices_per_node = N, inter_node = intra_node; memory_bytes =
 //   physical memory / N. "sources" records N, the cores, whether the run was
 //   oversubscribed and the date.
