@@ -78,11 +78,15 @@
 //   the max over ranks: (t_c + t_m − t_both) / min(t_c, t_m), clamped to
 //   [0, 1]. On a machine with no core to spare the copies run on the ranks'
 //   own cores and t_both ≥ t_c + t_m: 0.
-// * collective_sync_s: I iterations of [one GPT-2 block's forward kernels,
-//   an all-gather of one block's parameters] with no barrier, with and
-//   without the gather: (T_with − T_without) / I − the gather's back-to-back
-//   time, max over ranks, median of 3 (the skew ranks arriving from compute
-//   add to a collective; Petrini, Kerbyson & Pakin, SC 2003).
+// * collective_sync_s: FSDP's step pattern replayed with the runtime's
+//   kernels and collectives but without the interpreter (L blocks: forward
+//   [gather, block kernels], backward [gather, twice the block kernels with
+//   fsdp_test on the reduce-scatter in flight, its wait, the next
+//   reduce-scatter]), I steps with no barrier, with and without the
+//   collectives and the collectives alone: (T_with − T_compute −
+//   T_collectives) / (I · 3L), max over ranks, median of 3 (the skew of
+//   ranks arriving from compute at a collective; Petrini, Kerbyson &
+//   Pakin, SC 2003).
 // * One node: devices_per_node = N, inter_node = intra_node; memory_bytes =
 //   physical memory / N. "sources" records N, the cores, whether the run was
 //   oversubscribed and the date.
@@ -584,25 +588,29 @@ Overlap measureOverlap(const Options &o, double budget) {
 }
 
 struct Sync {
-  double withCollective = 0, computeOnly = 0, collective = 0, sync = 0;
-  int64_t bytes = 0, iterations = 0;
+  double withCollectives = 0, computeOnly = 0, collectivesOnly = 0, sync = 0;
+  int64_t bytes = 0, collectives = 0, iterations = 0;
 };
 
 /// What a collective costs beyond its own time when the ranks arrive from
 /// compute rather than in lockstep (skew from time-slicing and OS noise:
 /// Petrini, Kerbyson & Pakin, SC 2003; Hoefler, Schneider & Lumsdaine, SC
-/// 2010): every rank runs I iterations of [the forward kernels of one GPT-2
-/// block (layer norms, the four linears, attention, GELU, residual adds),
-/// then an all-gather of one block's parameters, 4·(12H² + 13H) bytes,
-/// started and waited] with no barrier between iterations, and the same
-/// without the gather; sync = (T_with − T_without) / I − t_gather (t_gather:
-/// the same gather back to back, as the ring fit measures it), each T the
-/// max over ranks, median of 3 trials.
+/// 2010), in FSDP's pattern without the interpreter: for L blocks (--layers)
+/// a forward of [all-gather of one block's parameters, 4·(12H² + 13H) bytes,
+/// started and waited; the block's forward kernels (layer norms, the four
+/// linears, attention, GELU, residual adds)], then a backward of [the
+/// gather; the block's kernels twice (a backward's work) with fsdp_test on
+/// the previous reduce-scatter after every kernel, as the runtime's default
+/// progress does; that reduce-scatter waited; this block's reduce-scatter
+/// started], the last one waited. Run I times with no barrier between, the
+/// same without collectives, and the collectives alone back to back:
+/// sync = (T_with − T_compute − T_collectives) / (I · 3L), each T the max
+/// over ranks, median of 3 trials.
 Sync measureSync(const Options &o, double budget) {
   Sync r;
   if (world < 2)
     return r;
-  int64_t M = o.rows, H = o.hidden, Bt = o.rows / o.seq, A = o.heads;
+  int64_t M = o.rows, H = o.hidden, Bt = o.rows / o.seq, A = o.heads, L = o.layers;
   std::vector<float> x = randomVec<float>(M * H, 31), ln(M * H), qkv(M * 3 * H),
                      att(M * H), proj(M * H), res(M * H), fc(M * 4 * H), act(M * 4 * H),
                      out(M * H);
@@ -611,39 +619,87 @@ Sync measureSync(const Options &o, double budget) {
                      wProj = randomVec<float>(H * H, 36), bProj = randomVec<float>(H, 37),
                      wFc = randomVec<float>(H * 4 * H, 38), bFc = randomVec<float>(4 * H, 39),
                      wOut = randomVec<float>(4 * H * H, 40), bOut = randomVec<float>(H, 41);
+  fsdp_handle pending = nullptr; // the reduce-scatter in flight
+  auto poke = [&] {
+    int done = 0;
+    if (pending)
+      fsdp_test(pending, &done);
+  };
   auto block = [&] {
     cpu::layerNorm<float>(x.data(), g.data(), bb.data(), ln.data(), M, H, 1e-5);
+    poke();
     cpu::linear<float>(ln.data(), wQkv.data(), bQkv.data(), qkv.data(), M, H, 3 * H, true);
+    poke();
     cpu::attention<float>(qkv.data(), qkv.data() + M * H, qkv.data() + 2 * M * H, att.data(),
                           Bt, o.seq, A, A, H / A);
+    poke();
     cpu::linear<float>(att.data(), wProj.data(), bProj.data(), proj.data(), M, H, H, true);
+    poke();
     cpu::add<float>(x.data(), proj.data(), res.data(), M * H);
     cpu::layerNorm<float>(res.data(), g.data(), bb.data(), ln.data(), M, H, 1e-5);
+    poke();
     cpu::linear<float>(ln.data(), wFc.data(), bFc.data(), fc.data(), M, H, 4 * H, true);
+    poke();
     cpu::gelu<float>(fc.data(), act.data(), M * 4 * H, true);
+    poke();
     cpu::linear<float>(act.data(), wOut.data(), bOut.data(), out.data(), M, 4 * H, H, true);
+    poke();
     cpu::add<float>(res.data(), out.data(), x.data(), M * H);
+    poke();
   };
   int64_t shardCount = (12 * H * H + 13 * H + world - 1) / world;
   r.bytes = shardCount * world * 4;
-  std::vector<float> shard(shardCount, 1.0f), all(shardCount * world);
-  auto gather = [&] {
-    fsdp_handle h = nullptr;
-    if (fsdp_all_gather_start(shard.data(), all.data(), shardCount, FSDP_F32, &h) != FSDP_OK ||
-        fsdp_wait(h) != FSDP_OK)
+  r.collectives = 3 * L;
+  std::vector<float> shard(shardCount, 1.0f), all(shardCount * world), grad(shardCount * world, 1.0f),
+      gshard(shardCount);
+  auto check = [](int rc) {
+    if (rc != FSDP_OK)
       fsdp_abort(fsdp_last_error(), 1);
   };
-  double tb = secondsPerCall(block, 0.05).mean;
-  r.iterations = std::max<int64_t>(5, std::llround(budget / 6 / tb));
-  auto loop = [&](int mode) { // 0 compute only, 1 with the gather, 2 gathers only
+  auto gather = [&] {
+    fsdp_handle h = nullptr;
+    check(fsdp_all_gather_start(shard.data(), all.data(), shardCount, FSDP_F32, &h));
+    check(fsdp_wait(h));
+  };
+  auto reduceStart = [&] {
+    check(fsdp_reduce_scatter_start(grad.data(), gshard.data(), shardCount, FSDP_F32,
+                                    FSDP_REDUCE_AVG, &pending));
+  };
+  auto reduceWait = [&] {
+    if (pending)
+      check(fsdp_wait(pending));
+    pending = nullptr;
+  };
+  // One step: mode 0 compute only, 1 with the collectives, 2 collectives only.
+  auto step = [&](int mode) {
+    bool comp = mode != 2, comm = mode != 0;
+    for (int64_t b = 0; b < L; ++b) {
+      if (comm)
+        gather();
+      if (comp)
+        block();
+    }
+    for (int64_t b = 0; b < L; ++b) {
+      if (comm)
+        gather();
+      if (comp) {
+        block();
+        block();
+      }
+      if (comm) {
+        reduceWait();
+        reduceStart();
+      }
+    }
+    reduceWait();
+  };
+  double ts = secondsPerCall([&] { step(0); }, 0.05).mean;
+  r.iterations = std::max<int64_t>(3, std::llround(budget / 6 / ts));
+  auto loop = [&](int mode) {
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = fsdp_now();
-    for (int64_t it = 0; it < r.iterations; ++it) {
-      if (mode != 2)
-        block();
-      if (mode != 0)
-        gather();
-    }
+    for (int64_t it = 0; it < r.iterations; ++it)
+      step(mode);
     double t = (fsdp_now() - t0) / static_cast<double>(r.iterations), mx = 0;
     MPI_Allreduce(&t, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return mx;
@@ -658,10 +714,11 @@ Sync measureSync(const Options &o, double budget) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
-  r.withCollective = median(with);
+  r.withCollectives = median(with);
   r.computeOnly = median(without);
-  r.collective = median(coll);
-  r.sync = std::max(0.0, r.withCollective - r.computeOnly - r.collective);
+  r.collectivesOnly = median(coll);
+  r.sync = std::max(0.0, (r.withCollectives - r.computeOnly - r.collectivesOnly) /
+                             static_cast<double>(r.collectives));
   return r;
 }
 
@@ -1048,10 +1105,12 @@ int runMain(const Options &o) {
        "all-gather (t_m) and k step GEMMs with fsdp_test after each (t_c), "
        "alone and together (t_both), interleaved, medians of the max over "
        "ranks",
-       "collective_sync_s: per collective, (T_with - T_without) / I - "
-       "t_gather for I iterations of [about 4 ms of step GEMMs, a 1 MiB "
-       "all-gather] with and without the gather, no barriers, max over "
-       "ranks, median of 3 (skew at a collective: Petrini et al. SC 2003)"});
+       "collective_sync_s: FSDP's step pattern (L blocks: forward gather + "
+       "block kernels, backward gather + 2x block kernels with the previous "
+       "reduce-scatter in flight and tested after each kernel) with the "
+       "runtime's kernels and collectives, I steps without barriers: "
+       "(T_with - T_compute - T_collectives) / (I * 3L), max over ranks, "
+       "median of 3 (skew at a collective: Petrini et al. SC 2003)"});
   json measured;
   measured["ranks"] = world;
   measured["load_average_before"] = loadBefore;
@@ -1089,10 +1148,11 @@ int runMain(const Options &o) {
                       {"io_run_seconds", hostWork.io.mean},
                       {"io_relu_seconds", hostWork.relu.mean}};
   measured["sync"] = {{"all_gather_bytes", sync.bytes},
+                      {"collectives_per_step", sync.collectives},
                       {"iterations", sync.iterations},
-                      {"with_gather_seconds", sync.withCollective},
+                      {"with_collectives_seconds", sync.withCollectives},
                       {"compute_only_seconds", sync.computeOnly},
-                      {"gather_only_seconds", sync.collective}};
+                      {"collectives_only_seconds", sync.collectivesOnly}};
   measured["overlap"] = {{"all_gather_bytes", ov.bytes},
                          {"gemms", ov.gemms},
                          {"compute_seconds", ov.compute},
