@@ -216,6 +216,19 @@ Stat overRanks(double x) {
   return {s / world, lo, hi};
 }
 
+/// The largest `x` over ranks.
+double maxOverRanks(double x) {
+  double mx = 0;
+  MPI_Allreduce(&x, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return mx;
+}
+
+/// The median (the upper one of an even count) of a non-empty list.
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 /// Seconds per call of `fn` on every rank at once: a barrier, one untimed
 /// call, then calls until `seconds` have passed; mean / min / max over ranks.
 Stat secondsPerCall(const std::function<void()> &fn, double seconds) {
@@ -370,15 +383,13 @@ std::vector<CollPoint> measureCollectives(double budget) {
           if (rc != FSDP_OK || fsdp_wait(h) != FSDP_OK)
             fsdp_abort(fsdp_last_error(), 1);
         }
-        double dt = (fsdp_now() - t0) / kBatch, mx = 0;
-        MPI_Allreduce(&dt, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        double mx = maxOverRanks((fsdp_now() - t0) / kBatch);
         times.push_back(mx);
         spent += mx * kBatch;
       }
-      std::sort(times.begin(), times.end());
       pts.push_back({ag ? "all_gather" : "reduce_scatter",
                      static_cast<double>(shardCount * world * 4),
-                     times[times.size() / 2]});
+                     median(times)});
     }
   }
   return pts;
@@ -537,11 +548,6 @@ Overlap measureOverlap(const Options &o, double budget) {
   r.bytes = shardCount * world * 4;
   std::vector<float> shard(shardCount, 1.0f), all(shardCount * world);
   auto gemm = [&] { cpu::linear<float>(x.data(), w.data(), b.data(), y.data(), M, K, N, true); };
-  auto maxOver = [](double t) {
-    double mx = 0;
-    MPI_Allreduce(&t, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    return mx;
-  };
   // One trial: mode 0 compute, 1 comm, 2 both.
   auto trial = [&](int mode) {
     MPI_Barrier(MPI_COMM_WORLD);
@@ -559,15 +565,14 @@ Overlap measureOverlap(const Options &o, double budget) {
       }
     if (h && fsdp_wait(h) != FSDP_OK)
       fsdp_abort(fsdp_last_error(), 1);
-    return maxOver(fsdp_now() - t0);
+    return maxOverRanks(fsdp_now() - t0);
   };
   double tg = secondsPerCall(gemm, budget / 10).mean;
   r.gemms = 1;
   std::vector<double> tm0;
   for (int i = 0; i < 5; ++i)
     tm0.push_back(trial(1));
-  std::sort(tm0.begin(), tm0.end());
-  r.gemms = std::max<int64_t>(1, std::llround(tm0[2] / tg));
+  r.gemms = std::max<int64_t>(1, std::llround(median(tm0) / tg));
   std::vector<double> tc, tm, tb;
   double spent = 0;
   for (int rep = 0; rep < 200 && (rep < 9 || spent < budget); ++rep) {
@@ -576,10 +581,6 @@ Overlap measureOverlap(const Options &o, double budget) {
     tb.push_back(trial(2));
     spent += tc.back() + tm.back() + tb.back();
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   r.compute = median(tc);
   r.comm = median(tm);
   r.both = median(tb);
@@ -700,9 +701,7 @@ Sync measureSync(const Options &o, double budget) {
     double t0 = fsdp_now();
     for (int64_t it = 0; it < r.iterations; ++it)
       step(mode);
-    double t = (fsdp_now() - t0) / static_cast<double>(r.iterations), mx = 0;
-    MPI_Allreduce(&t, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    return mx;
+    return maxOverRanks((fsdp_now() - t0) / static_cast<double>(r.iterations));
   };
   std::vector<double> with, without, coll;
   for (int trial = 0; trial < 3; ++trial) {
@@ -710,10 +709,6 @@ Sync measureSync(const Options &o, double budget) {
     with.push_back(loop(1));
     coll.push_back(loop(2));
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   r.withCollectives = median(with);
   r.computeOnly = median(without);
   r.collectivesOnly = median(coll);
