@@ -27,9 +27,9 @@
 //   link's if the group's ranks lie in one node, else the inter-node
 //   link's (per GPU), plus collective_sync_s (the ranks' skew at a
 //   collective, measured on this machine; absent for the GPU specs). HSDP's
-//   replicate group (ranks shard-size apart) is hierarchical when a node holds k > 1 of its members: a ring over the
-//   G/k nodes on the inter-node link plus a ring over k on the intra-node
-//   link with S/(G/k) bytes.
+//   replicate group (ranks shard-size apart) is hierarchical when a node
+//   holds k > 1 of its members: a ring over the G/k nodes on the inter-node
+//   link plus a ring over k on the intra-node link with S/(G/k) bytes.
 // * Per-op efficiencies ("op_efficiency", measured by fsdp-calibrate on the
 //   cpu backend): an op kind whose kernel's rate differs from its class's
 //   (GELU's tanh, cross-entropy's exp, AdamW's streaming loop) gets its own
@@ -276,7 +276,6 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
           what += " @" + unit.getValue().str();
         r.events.push_back({what, 0, tc, c, 0, 0});
         tc += c;
-        r.commContention += c;
       }
       r.commTime += dur;
       ready[out] = tm;

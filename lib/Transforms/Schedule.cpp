@@ -30,8 +30,8 @@
 //            flight, fsdp2, fsdp1 and none, the fastest one that fits the
 //            budget (so the default is never predicted slower than the
 //            anchors that fit; of equally fast ones, the smallest peak,
-//            then the fewest early gathers). The budget is `memory-budget`, else the
-//            cluster's device memory, else unlimited; a step whose
+//            then the fewest early gathers). The budget is `memory-budget`,
+//            else the cluster's device memory, else unlimited; a step whose
 //            unprefetched peak is already over it is scheduled for time
 //            alone (the report shows the overage).
 //

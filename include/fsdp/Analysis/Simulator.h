@@ -70,9 +70,9 @@ struct SimResult {
   /// comm) with its two collective terms.
   double stepTime = 0, computeTime = 0, commTime = 0, exposedComm = 0, lowerBound = 0;
   /// Seconds of host work on the compute stream: instruction dispatch and
-  /// the step's input/output, and collectives' share that cannot overlap
-  /// ((1 − comm_overlap) · their time, part of exposedComm).
-  double hostTime = 0, commContention = 0;
+  /// the step's input/output (the collectives' share that cannot overlap,
+  /// (1 − comm_overlap) · their time, counts as exposed communication).
+  double hostTime = 0;
   double firstGatherTime = 0, lastReduceTime = 0;
   double mfu = 0, peakFlops = 0;
   int64_t flops = 0; // per rank per step, from the cost model
