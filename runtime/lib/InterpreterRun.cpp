@@ -747,6 +747,12 @@ bool Program::overwritesResults(const Instruction &in) const {
 }
 
 HostValues Program::run(const HostValues &inputs) {
+  HostValues out;
+  run(inputs, out);
+  return out;
+}
+
+void Program::run(const HostValues &inputs, HostValues &out) {
   // The grid's process groups (built once; a no-op when unchanged). A
   // schedule loaded without the world-size check for another world size
   // keeps the current grid: its collectives then only copy locally.
@@ -767,7 +773,6 @@ HostValues Program::run(const HostValues &inputs) {
     }
     arenaBase = static_cast<char *>(arena.get());
   }
-  HostValues out;
   {
     Frame f(*this, arenaBase);
     for (const IoDesc &io : inputList) {
@@ -849,7 +854,6 @@ HostValues Program::run(const HostValues &inputs) {
     }
     lastPeak = fsdp_mem_peak_bytes() - base;
   }
-  return out;
 }
 
 bool Program::tryRun(const HostValues &inputs, HostValues &outputs,

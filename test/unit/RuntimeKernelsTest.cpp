@@ -289,6 +289,10 @@ TYPED_TEST(KernelTest, Flatten) {
   std::vector<T> flat(9, T(7));
   cpu::flatten<T>({a.data(), b.data()}, {3, 2}, {0, 4}, flat.data(), 9);
   expectNear(flat, {1, 2, 3, 0, 4, 5, 0, 0, 0}, 0);
+  // Parts out of offset order: only the uncovered elements are zeroed.
+  std::fill(flat.begin(), flat.end(), T(7));
+  cpu::flatten<T>({a.data(), b.data()}, {3, 2}, {5, 0}, flat.data(), 9);
+  expectNear(flat, {4, 5, 0, 0, 0, 1, 2, 3, 0}, 0);
   EXPECT_THROW(cpu::flatten<T>({a.data(), b.data()}, {3, 2}, {0, 8},
                                flat.data(), 9),
                std::out_of_range);

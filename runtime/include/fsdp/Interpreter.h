@@ -171,6 +171,11 @@ public:
   /// instructions, returns the values of every output buffer, and frees all
   /// buffers. Throws Error on any failure (buffers are released).
   HostValues run(const HostValues &inputs);
+  /// The same, writing each output into `outputs[buffer]`: a vector already
+  /// there is resized and overwritten in place, so a caller that keeps
+  /// `outputs` across steps allocates no new memory per step; other entries
+  /// are left as they are.
+  void run(const HostValues &inputs, HostValues &outputs);
 
   /// Non-throwing variants for callers built with -fno-exceptions (LLVM
   /// style): return false and set `error` to the message instead of throwing.

@@ -342,7 +342,7 @@ void flatten(const std::vector<const T *> &parts,
     throw std::invalid_argument("flatten: " + std::to_string(parts.size()) +
                                 " parts but " + std::to_string(offsets.size()) +
                                 " offsets");
-  std::fill(flat, flat + flatNumel, T(0));
+  std::vector<std::pair<int64_t, int64_t>> covered; // [offset, end) per part
   for (size_t i = 0; i < parts.size(); ++i) {
     if (offsets[i] < 0 || offsets[i] + partNumel[i] > flatNumel)
       throw std::out_of_range("flatten: part " + std::to_string(i) + " (" +
@@ -350,8 +350,20 @@ void flatten(const std::vector<const T *> &parts,
                               " elements at offset " +
                               std::to_string(offsets[i]) +
                               ") does not fit in " + std::to_string(flatNumel));
-    std::memcpy(flat + offsets[i], parts[i], partNumel[i] * sizeof(T));
+    covered.push_back({offsets[i], offsets[i] + partNumel[i]});
   }
+  // Zeros where no part lands (gaps and the padding tail), then the parts.
+  std::sort(covered.begin(), covered.end());
+  int64_t pos = 0;
+  for (auto [lo, hi] : covered) {
+    if (lo > pos)
+      std::fill(flat + pos, flat + lo, T(0));
+    pos = std::max(pos, hi);
+  }
+  if (pos < flatNumel)
+    std::fill(flat + pos, flat + flatNumel, T(0));
+  for (size_t i = 0; i < parts.size(); ++i)
+    std::memcpy(flat + offsets[i], parts[i], partNumel[i] * sizeof(T));
 }
 
 template <typename T> void fill(T *r, int64_t n, double value) {
