@@ -50,9 +50,10 @@
 //   sum of collective times; exposed comm = step − compute − host (the time
 //   compute waits for collectives or does their copies, plus a
 //   communication tail); lower bound (the definition, with host
-//   work) = max(compute + host + (1 − overlap) · comm + overlap · (first
-//   all-gather + last reduction), comm): compute cannot start before the
-//   first unit is
+//   work) = max(compute + max(host + (1 − overlap) · comm, first all-gather
+//   + last reduction), comm) — host work and the collectives' shares on the
+//   compute stream may fill the two waits, nothing else can: compute cannot
+//   start before the first unit is
 //   gathered, and the last unit's update cannot run before its gradient is
 //   reduced (its reduction starts after the last gradient op; fsdp-optimizer
 //   updates units in wrap order, so for the models here the last-reduced
@@ -75,15 +76,36 @@ using namespace mlir;
 using namespace mlir::fsdp;
 using json = nlohmann::json;
 
-std::optional<ClusterSpec> ClusterSpec::load(StringRef path, std::string &error) {
+namespace {
+/// nlohmann's DOM builder that keeps the parse error's message (line,
+/// column, what was read) instead of throwing: this library is built
+/// without exceptions.
+struct RecordingParser : nlohmann::detail::json_sax_dom_parser<json> {
+  std::string message;
+  explicit RecordingParser(json &out) : json_sax_dom_parser(out, /*allow_exceptions=*/false) {}
+  template <class Exception>
+  bool parse_error(std::size_t position, const std::string &lastToken, const Exception &ex) {
+    message = ex.what();
+    return json_sax_dom_parser::parse_error(position, lastToken, ex);
+  }
+};
+} // namespace
+
+std::optional<ClusterSpec> ClusterSpec::load(StringRef path, std::string &error,
+                                             MLIRContext *ctx) {
   auto buf = llvm::MemoryBuffer::getFile(path);
   if (!buf) {
     error = "cannot read cluster spec '" + path.str() + "': " + buf.getError().message();
     return std::nullopt;
   }
-  json j = json::parse((*buf)->getBuffer().begin(), (*buf)->getBuffer().end(), nullptr,
-                       /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
+  json j;
+  RecordingParser parser(j);
+  if (!json::sax_parse((*buf)->getBuffer().begin(), (*buf)->getBuffer().end(), &parser) ||
+      !parser.message.empty()) {
+    error = "cluster spec '" + path.str() + "' is not valid JSON: " + parser.message;
+    return std::nullopt;
+  }
+  if (!j.is_object()) {
     error = "cluster spec '" + path.str() + "' is not a JSON object";
     return std::nullopt;
   }
@@ -155,6 +177,10 @@ std::optional<ClusterSpec> ClusterSpec::load(StringRef path, std::string &error)
         return std::nullopt;
       if (x > 1) {
         error = where + "'op_efficiency." + op + "' must be in (0, 1]";
+        return std::nullopt;
+      }
+      if (ctx && !RegisteredOperationName::lookup(op, ctx)) {
+        error = where + "'op_efficiency." + op + "' names no known op";
         return std::nullopt;
       }
       s.opEfficiency[op] = x;
@@ -365,14 +391,19 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
   if (ioOut > 0)
     r.events.push_back({"host: step outputs", 0, r.stepTime, ioOut, 0, 0});
   r.stepTime += ioOut;
-  r.exposedComm = r.stepTime - r.computeTime - r.hostTime;
+  if (!std::isfinite(r.stepTime))
+    return module.emitError() << "the cluster spec's values make the predicted step time "
+                                 "overflow (check its rates, efficiencies and overheads)";
+  r.exposedComm = std::max(0.0, r.stepTime - r.computeTime - r.hostTime);
   r.firstGatherTime = std::max(firstGather, 0.0);
   r.lastReduceTime = lastReduce;
-  // The collectives' non-overlappable share adds to the compute stream; of
-  // the first gather and last reduction only the rest is still exposed.
+  // Besides the ops, the compute stream must do the host work and the
+  // collectives' non-overlappable share, and it cannot run an op before the
+  // first gather is done nor the last update before the last reduction;
+  // only host work and other collectives' shares can fill those waits.
   double o = spec.commOverlap;
-  r.lowerBound = std::max(r.computeTime + r.hostTime + (1 - o) * r.commTime +
-                              o * (r.firstGatherTime + r.lastReduceTime),
+  r.lowerBound = std::max(r.computeTime + std::max(r.hostTime + (1 - o) * r.commTime,
+                                                   r.firstGatherTime + r.lastReduceTime),
                           r.commTime);
   r.mfuDtype = "f32";
   int64_t most = -1;

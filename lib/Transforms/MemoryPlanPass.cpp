@@ -67,7 +67,7 @@ struct FSDPMemoryPlanPass : mlir::fsdp::impl::FSDPMemoryPlanBase<FSDPMemoryPlanP
       return signalPassFailure();
     if (!cluster.empty()) {
       std::string err;
-      std::optional<ClusterSpec> spec = ClusterSpec::load(cluster, err);
+      std::optional<ClusterSpec> spec = ClusterSpec::load(cluster, err, &getContext());
       if (!spec) {
         module.emitError() << "fsdp-memory-plan: " << err;
         return signalPassFailure();

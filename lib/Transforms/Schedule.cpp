@@ -500,7 +500,7 @@ struct FSDPSchedulePass : mlir::fsdp::impl::FSDPScheduleBase<FSDPSchedulePass> {
     std::optional<ClusterSpec> spec;
     if (!cluster.empty()) {
       std::string error;
-      spec = ClusterSpec::load(cluster, error);
+      spec = ClusterSpec::load(cluster, error, &getContext());
       if (!spec) {
         module.emitError() << "fsdp-schedule: " << error;
         return signalPassFailure();

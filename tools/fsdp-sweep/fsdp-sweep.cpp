@@ -483,7 +483,14 @@ int main(int argc, char **argv) {
   }
 
   std::string err;
-  std::optional<ClusterSpec> spec = ClusterSpec::load(clusterPath, err);
+  std::optional<ClusterSpec> spec;
+  {
+    DialectRegistry registry; // to check the spec's op names
+    registerAllDialects(registry);
+    MLIRContext ctx(registry, MLIRContext::Threading::DISABLED);
+    ctx.loadAllAvailableDialects();
+    spec = ClusterSpec::load(clusterPath, err, &ctx);
+  }
   if (!spec)
     return error(err);
 

@@ -52,8 +52,12 @@ struct ClusterSpec {
   /// & Pakin, SC 2003); part of the collective's time.
   double collectiveSync = 0;
 
-  /// Reads and validates a spec; on failure `error` says what is wrong.
-  static std::optional<ClusterSpec> load(llvm::StringRef path, std::string &error);
+  /// Reads and validates a spec; on failure `error` says what is wrong (a
+  /// JSON syntax error with its line and column). With `ctx`, every
+  /// op_efficiency key must name an op registered there (a misspelt op
+  /// would otherwise fall back to its class silently).
+  static std::optional<ClusterSpec> load(llvm::StringRef path, std::string &error,
+                                         MLIRContext *ctx = nullptr);
 };
 
 struct SimEvent {
@@ -65,9 +69,9 @@ struct SimEvent {
 
 struct SimResult {
   /// Seconds: the predicted step, the sums of compute and collective times,
-  /// step − compute − host, and the lower bound max(compute + host +
-  /// (1 − overlap) · comm + overlap · (first all-gather + last reduction),
-  /// comm) with its two collective terms.
+  /// step − compute − host, and the lower bound max(compute + max(host +
+  /// (1 − overlap) · comm, first all-gather + last reduction), comm) with
+  /// its two collective terms.
   double stepTime = 0, computeTime = 0, commTime = 0, exposedComm = 0, lowerBound = 0;
   /// Seconds of host work on the compute stream: instruction dispatch and
   /// the step's input/output (the collectives' share that cannot overlap,
@@ -84,7 +88,8 @@ class Simulator {
 public:
   explicit Simulator(const ClusterSpec &spec) : spec(spec) {}
   /// Simulates the module's step function. Fails with a diagnostic when an
-  /// op's dtype has no peak in the spec.
+  /// op's dtype has no peak in the spec, or when the spec's values make the
+  /// predicted step time overflow (not finite).
   FailureOr<SimResult> run(ModuleOp module) const;
   /// Ring time of a collective over `groupSize` ranks spaced `stride` apart
   /// (Thakur, Rabenseifner & Gropp 2005): (G−1)·α + (G−1)/G·S/B, twice for
