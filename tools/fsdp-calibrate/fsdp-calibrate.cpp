@@ -106,6 +106,7 @@
 #include <map>
 #include <cstdio>
 #include <cstdlib>
+#include <sys/stat.h>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -197,8 +198,25 @@ Options parseArgs(int argc, char **argv) {
       usageError("unknown argument " + a);
     }
   }
-  if (o.rows % o.seq || o.hidden % o.heads)
-    usageError("--rows must be a multiple of --seq and --hidden of --heads");
+  if (o.rows % o.seq)
+    usageError("--rows (" + std::to_string(o.rows) + ") must be a multiple of --seq (" +
+               std::to_string(o.seq) + ")");
+  if (o.hidden % o.heads)
+    usageError("--hidden (" + std::to_string(o.hidden) + ") must be a multiple of --heads (" +
+               std::to_string(o.heads) + ")");
+  // The output must be writable before a minute of measuring: a directory
+  // that exists and is writable, and not a directory itself.
+  if (o.out != "-") {
+    struct stat st;
+    std::string dir = o.out.find('/') == std::string::npos
+                          ? std::string(".")
+                          : o.out.substr(0, o.out.rfind('/') + 1);
+    if (stat(o.out.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      usageError("-o " + o.out + " is a directory");
+    if (access(dir.c_str(), W_OK) != 0)
+      usageError("cannot write '" + o.out + "': directory '" + dir + "' " +
+                 (access(dir.c_str(), F_OK) != 0 ? "does not exist" : "is not writable"));
+  }
   return o;
 }
 
