@@ -51,7 +51,7 @@ def FSDP_AllGatherOp : FSDP_Op<"all_gather", [
     Ring volume sent per rank: (N−1)·S elements.
   }];
   let arguments = (ins FlatSymbolRefAttr:$unit, FSDP_FlatTensor:$shard,
-                       DefaultValuedAttr<StrAttr, "\"shard\"">:$group,
+                       DefaultValuedAttr<StrAttr, "::fsdp::schedule::kDefaultGroup">:$group,
                        UnitAttr:$async,
                        OptionalAttr<FlatSymbolRefArrayAttr>:$bucket);
   let results = (outs FSDP_FlatTensor:$result);
@@ -67,8 +67,8 @@ def FSDP_ReduceScatterOp : FSDP_Op<"reduce_scatter", [
     over ranks of rank r's slice [r·S, (r+1)·S).
   }];
   let arguments = (ins FlatSymbolRefAttr:$unit, FSDP_FlatTensor:$input,
-                       DefaultValuedAttr<StrAttr, "\"avg\"">:$op,
-                       DefaultValuedAttr<StrAttr, "\"shard\"">:$group,
+                       DefaultValuedAttr<StrAttr, "::fsdp::schedule::kDefaultReduction">:$op,
+                       DefaultValuedAttr<StrAttr, "::fsdp::schedule::kDefaultGroup">:$group,
                        UnitAttr:$async,
                        OptionalAttr<FlatSymbolRefArrayAttr>:$bucket);
   let results = (outs FSDP_FlatTensor:$result);
@@ -85,8 +85,8 @@ def FSDP_AllReduceOp : FSDP_Op<"all_reduce", [
     sent per rank: 2·(G−1)/G·n elements.
   }];
   let arguments = (ins FlatSymbolRefAttr:$unit, FSDP_FlatTensor:$input,
-                       DefaultValuedAttr<StrAttr, "\"avg\"">:$op,
-                       DefaultValuedAttr<StrAttr, "\"world\"">:$group,
+                       DefaultValuedAttr<StrAttr, "::fsdp::schedule::kDefaultReduction">:$op,
+                       DefaultValuedAttr<StrAttr, "::fsdp::schedule::kDefaultAllReduceGroup">:$group,
                        UnitAttr:$async);
   let results = (outs FSDP_FlatTensor:$result);
   let assemblyFormat = "$unit $input (`async` $async^)? attr-dict `:` type($input) `->` type($result)";
@@ -153,7 +153,7 @@ def FSDP_LocalShardOp : FSDP_Op<"local_shard", [Pure]> {
     replicated parameters).
   }];
   let arguments = (ins FlatSymbolRefAttr:$unit, FSDP_FlatTensor:$input,
-                       DefaultValuedAttr<StrAttr, "\"shard\"">:$group);
+                       DefaultValuedAttr<StrAttr, "::fsdp::schedule::kDefaultGroup">:$group);
   let results = (outs FSDP_FlatTensor:$result);
   let assemblyFormat = "$unit $input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;

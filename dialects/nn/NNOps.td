@@ -77,7 +77,7 @@ def NN_ReluOp : NN_DiffOp<"relu", [SameOperandsAndResultType]> {
 def NN_GeluOp : NN_DiffOp<"gelu", [SameOperandsAndResultType]> {
   let summary = "GELU (Hendrycks & Gimpel 2016): exact erf form or tanh approximation";
   let arguments = (ins NN_FloatTensor:$input,
-                       DefaultValuedAttr<StrAttr, "\"none\"">:$approximate);
+                       DefaultValuedAttr<StrAttr, "::fsdp::schedule::kDefaultGeluApproximation">:$approximate);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
@@ -92,7 +92,7 @@ def NN_ReluGradOp : NN_ShapedOp<"relu_grad", [SameOperandsAndResultType]> {
 def NN_GeluGradOp : NN_ShapedOp<"gelu_grad", [SameOperandsAndResultType]> {
   let summary = "dx = gelu'(x) · dy";
   let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$grad,
-                       DefaultValuedAttr<StrAttr, "\"none\"">:$approximate);
+                       DefaultValuedAttr<StrAttr, "::fsdp::schedule::kDefaultGeluApproximation">:$approximate);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
 }
@@ -139,7 +139,7 @@ def NN_CrossEntropyGradOp : NN_ShapedOp<"cross_entropy_grad"> {
 def NN_SgdUpdateOp : NN_ShapedOp<"sgd_update", [AllTypesMatch<["param", "grad", "result"]>]> {
   let summary = "p' = p − lr·(g + weight_decay·p)";
   let arguments = (ins NN_FloatTensor:$param, NN_FloatTensor:$grad,
-                       F64Attr:$lr, DefaultValuedAttr<F64Attr, "0.0">:$weight_decay);
+                       F64Attr:$lr, DefaultValuedAttr<F64Attr, "::fsdp::schedule::kDefaultWeightDecay">:$weight_decay);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$param `,` $grad attr-dict `:` type($param)";
 }

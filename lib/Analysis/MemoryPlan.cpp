@@ -173,13 +173,19 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
   llvm::DenseSet<Value> returned;
   for (Value v : ret.getOperands())
     returned.insert(plan.buffers[owner(v)].value);
+  auto isState = [&](BlockArgument a) {
+    unsigned i = a.getArgNumber();
+    return !fn.getArgAttr(i, nn::kDataAttr) && !fn.getArgAttr(i, nn::kStepAttr);
+  };
+  plan.assignAliases(fn, lastUse);
 
   plan.freesAfter.assign(n, {});
   for (auto [i, b] : llvm::enumerate(plan.buffers)) {
     if (b.viewOf >= 0)
       continue;
-    if (returned.contains(b.value)) {
-      b.end = n; // carried to the next step
+    auto arg = dyn_cast<BlockArgument>(b.value);
+    if (returned.contains(b.value) || (arg && isState(arg))) {
+      b.end = n; // carried to the next step, or resident state
     } else if (lastUse[i] >= 0) {
       b.end = lastUse[i];
       if (!explicitlyFreed.contains(b.value))
@@ -201,8 +207,8 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
   std::vector<int64_t> delta(n + 2, 0); // index i + 1 for instruction i, 0 for the step start
   int64_t atStart = 0;
   for (auto &b : plan.buffers) {
-    if (b.viewOf >= 0)
-      continue;
+    if (b.viewOf >= 0 || b.aliases >= 0)
+      continue; // a view or an aliased output holds no bytes of its own
     delta[b.start + 1] += b.bytes;
     if (b.end + 2 <= n + 1)
       delta[b.end + 2] -= b.bytes;
@@ -222,7 +228,8 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
   }
   plan.peakBytesByClass.assign(kNumMemoryClasses, 0);
   for (auto &b : plan.buffers)
-    if (b.viewOf < 0 && b.start <= plan.peakInstruction && plan.peakInstruction <= b.end)
+    if (b.viewOf < 0 && b.aliases < 0 && b.start <= plan.peakInstruction &&
+        plan.peakInstruction <= b.end)
       plan.peakBytesByClass[(unsigned)b.cls] += b.bytes;
   plan.assignArenaOffsets();
   return plan;
@@ -235,7 +242,7 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
 void MemoryPlan::assignArenaOffsets() {
   std::vector<int64_t> order;
   for (int64_t i = 0; i < (int64_t)buffers.size(); ++i)
-    if (buffers[i].viewOf < 0)
+    if (buffers[i].viewOf < 0 && buffers[i].aliases < 0)
       order.push_back(i);
   std::stable_sort(order.begin(), order.end(),
                    [&](int64_t a, int64_t b) { return buffers[a].bytes > buffers[b].bytes; });
@@ -260,5 +267,70 @@ void MemoryPlan::assignArenaOffsets() {
     b.arenaOffset = offset;
     arenaBytes = std::max(arenaBytes, offset + align(b.bytes));
     placed.push_back(i);
+  }
+  for (PlannedBuffer &b : buffers)
+    if (b.aliases >= 0)
+      b.arenaOffset = buffers[b.aliases].arenaOffset;
+}
+
+/// The optimizer update reading the old state at operand `operand` and
+/// writing the new state at result `result`, element by element (kernels.h:
+/// outputs may alias their inputs): p -> p', m -> m', v -> v'.
+static bool updatesInPlace(Operation *op, unsigned operand, unsigned result) {
+  if (isa<nn::SgdUpdateOp>(op))
+    return operand == 0 && result == 0;
+  if (isa<nn::AdamWUpdateOp>(op))
+    return (operand == 0 && result == 0) || (operand == 2 && result == 1) ||
+           (operand == 3 && result == 2);
+  return false;
+}
+
+void MemoryPlan::assignAliases(func::FuncOp fn,
+                               const std::vector<int64_t> &lastUse) {
+  auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+  llvm::DenseSet<int64_t> taken;
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    auto role = fn.getResultAttrOfType<StringAttr>(i, kRoleAttr);
+    auto unit = fn.getResultAttrOfType<FlatSymbolRefAttr>(i, kUnitAttr);
+    if (!role || !unit)
+      continue;
+    // The argument this result replaces at the next step.
+    int64_t arg = -1;
+    for (BlockArgument a : fn.getArguments())
+      if (fn.getArgAttr(a.getArgNumber(), kRoleAttr) == role &&
+          fn.getArgAttr(a.getArgNumber(), kUnitAttr) == unit &&
+          fn.getArgAttr(a.getArgNumber(), kLayoutAttr) ==
+              fn.getResultAttr(i, kLayoutAttr))
+        arg = indexOf.lookup(a);
+    int64_t self = indexOf.lookup(v);
+    int64_t out = buffers[self].viewOf >= 0 ? buffers[self].viewOf : self;
+    PlannedBuffer &o = buffers[out];
+    // The whole owner must be the result, defined in the step, the same
+    // size as the argument, and used for nothing else the next step sees.
+    if (arg < 0 || o.start < 0 || o.bytes != buffers[arg].bytes ||
+        (self != out && buffers[self].viewOffset != 0) ||
+        o.value.getType() != buffers[arg].value.getType() ||
+        taken.contains(out) || taken.contains(arg))
+      continue;
+    // Nothing reads the argument after the output is written, except the
+    // update that writes it in place.
+    Operation *def = instructions[o.start];
+    bool ok = lastUse[arg] < o.start;
+    if (lastUse[arg] == o.start) {
+      ok = true;
+      unsigned result = cast<OpResult>(o.value).getResultNumber();
+      for (OpOperand &use : def->getOpOperands()) {
+        Value u = use.get();
+        int64_t ui = indexOf.lookup(u);
+        int64_t uo = buffers[ui].viewOf >= 0 ? buffers[ui].viewOf : ui;
+        if (uo == arg && !updatesInPlace(def, use.getOperandNumber(), result))
+          ok = false;
+      }
+    }
+    if (!ok)
+      continue;
+    o.aliases = arg;
+    taken.insert(out);
+    taken.insert(arg);
   }
 }

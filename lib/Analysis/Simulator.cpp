@@ -36,8 +36,9 @@
 //   efficiency in the same roofline.
 // * Host work (optional spec terms, absent for GPUs): dispatch_overhead_s
 //   per op of the step (the host issues one instruction per op: interpreter
-//   dispatch, binding, frees; a kernel launch), the step's inputs and
-//   outputs at step_io_bandwidth before the first and after the last op,
+//   dispatch, binding, frees; a kernel launch), the step's host inputs and
+//   outputs (data and step in, loss out: the training state is resident) at
+//   step_io_bandwidth before the first and after the last op,
 //   and for each collective (1 − comm_overlap) · its time on the compute
 //   stream at its issue: the part of the transfer the host's cores must do
 //   themselves (MPI over shared memory copies on the ranks' own cores; on a
@@ -263,14 +264,20 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
   double firstGather = -1, lastReduce = 0;
   llvm::DenseMap<Operation *, double> durationOf;
   auto readyAt = [&](Value v) { return ready.lookup(v); };
-  // The step's inputs enter the runtime before its first instruction and its
-  // outputs leave after the last (step_io_bandwidth).
+  // The step's host inputs enter the runtime before its first instruction
+  // and its host outputs leave after the last (step_io_bandwidth): the data
+  // and the step number in, the loss (and any other output that is not
+  // training state) out. The training state stays resident on the device.
   double ioIn = 0, ioOut = 0;
   if (spec.stepIoBandwidth > 0) {
-    for (Value v : fn->getArguments())
-      ioIn += tensorBytes(v) / spec.stepIoBandwidth;
-    for (Value v : fn->getBody().front().getTerminator()->getOperands())
-      ioOut += tensorBytes(v) / spec.stepIoBandwidth;
+    for (BlockArgument a : fn->getArguments())
+      if (fn->getArgAttr(a.getArgNumber(), nn::kDataAttr) ||
+          fn->getArgAttr(a.getArgNumber(), nn::kStepAttr))
+        ioIn += tensorBytes(a) / spec.stepIoBandwidth;
+    for (auto [i, v] :
+         llvm::enumerate(fn->getBody().front().getTerminator()->getOperands()))
+      if (!fn->getResultAttr(i, kRoleAttr))
+        ioOut += tensorBytes(v) / spec.stepIoBandwidth;
   }
   if (ioIn > 0)
     r.events.push_back({"host: step inputs", 0, 0, ioIn, 0, 0});

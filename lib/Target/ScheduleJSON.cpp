@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "fsdp/Target/Schedule.h"
 #include "fsdp/Analysis/MemoryPlan.h"
+#include "fsdp/ScheduleFormat.h"
 #include "fsdp/Analysis/PlanReport.h"
 #include "fsdp/Sharding.h"
 #include "fsdp/Transforms/Passes.h"
@@ -85,8 +86,8 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
     worldSize = ws.getInt();
 
   json out;
-  out["format"] = "fsdp-schedule";
-  out["version"] = kScheduleVersion;
+  out["format"] = ::fsdp::schedule::kFormat;
+  out["version"] = ::fsdp::schedule::kVersion;
   out["function"] = fn.getSymName().str();
   out["world_size"] = worldSize;
   if (auto strategy = module->getAttrOfType<StringAttr>(kStrategyAttr))
@@ -195,7 +196,13 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
   json instrs = json::array();
   json optimizer;
   for (auto [idx, op] : llvm::enumerate(ops)) {
-    json ins{{"op", op->getName().getStringRef().str()}};
+    std::string name = op->getName().getStringRef().str();
+    ::fsdp::schedule::OpKind kind;
+    if (!::fsdp::schedule::lookupOp(name.c_str(), kind))
+      return op->emitOpError() << "is not an op of the JSON schedule (version "
+                               << ::fsdp::schedule::kVersion
+                               << "): the runtime has no kernel for it";
+    json ins{{"op", name}};
     json attrs = json::object();
     if (auto c = dyn_cast<arith::ConstantOp>(op)) {
       auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
@@ -264,6 +271,10 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
       o["unit"] = fn.getResultAttrOfType<FlatSymbolRefAttr>(i, kUnitAttr).getValue().str();
       if (auto layout = fn.getResultAttrOfType<StringAttr>(i, kLayoutAttr))
         o["layout"] = layout.getValue().str();
+      // Written in place into the state input it replaces (MemoryPlan).
+      const PlannedBuffer &b = plan.buffers[plan.indexOf.lookup(ownerOf(v))];
+      if (b.aliases >= 0)
+        o["aliases"] = ids[plan.buffers[b.aliases].value];
     } else if (auto g = fn.getResultAttrOfType<StringAttr>(i, nn::kGradOfAttr)) {
       o["role"] = "grad";
       o["fqn"] = g.getValue().str();

@@ -1,6 +1,6 @@
 //===- Interpreter.cpp - Loads and validates fsdp-schedule JSON -----------===//
 //
-// Parsing and static validation of runtime/docs/schedule-format.md (version 1) into
+// Parsing and static validation of runtime/docs/schedule-format.md into
 // fsdp::rt::Program: header fields, units, buffers (with view chains resolved
 // and bounds-checked), inputs/outputs and instruction attributes. The
 // per-op operand/dtype/shape checks are in InterpreterValidate.cpp, so that
@@ -60,8 +60,6 @@ bool isHalfDType(DType t) { return t == DType::BF16 || t == DType::F16; }
 
 namespace {
 
-constexpr int kSupportedVersion = 1;
-
 
 // Typed field access with messages that name the JSON context.
 const json &field(const json &obj, const char *key, const std::string &ctx) {
@@ -114,56 +112,6 @@ DType parseDType(const json &obj, const std::string &ctx) {
   throw Error(ctx + ": unknown dtype '" + s +
               "' (supported: f32, f64, bf16, f16, i32, i64)");
 }
-
-struct OpInfo {
-  const char *name;
-  OpKind kind;
-};
-const OpInfo kOps[] = {
-    {"arith.constant", OpKind::Constant},
-    {"nn.linear", OpKind::Linear},
-    {"nn.matmul", OpKind::Matmul},
-    {"nn.add", OpKind::Add},
-    {"nn.mul", OpKind::Mul},
-    {"nn.relu", OpKind::Relu},
-    {"nn.relu_grad", OpKind::ReluGrad},
-    {"nn.gelu", OpKind::Gelu},
-    {"nn.gelu_grad", OpKind::GeluGrad},
-    {"nn.reduce_sum", OpKind::ReduceSum},
-    {"nn.broadcast", OpKind::Broadcast},
-    {"nn.cross_entropy", OpKind::CrossEntropy},
-    {"nn.cross_entropy_grad", OpKind::CrossEntropyGrad},
-    {"nn.sgd_update", OpKind::SgdUpdate},
-    {"nn.adamw_update", OpKind::AdamwUpdate},
-    {"fsdp.all_gather", OpKind::AllGather},
-    {"fsdp.reduce_scatter", OpKind::ReduceScatter},
-    {"fsdp.free", OpKind::Free},
-    {"fsdp.param_view", OpKind::ParamView},
-    {"fsdp.wait", OpKind::Wait},
-    {"fsdp.pack", OpKind::Pack},
-    {"fsdp.unpack", OpKind::Unpack},
-    {"fsdp.flatten", OpKind::Flatten},
-    {"fsdp.all_reduce", OpKind::AllReduce},
-    {"fsdp.local_shard", OpKind::LocalShard},
-    {"nn.embedding", OpKind::Embedding},
-    {"nn.embedding_grad", OpKind::EmbeddingGrad},
-    {"nn.position_embedding", OpKind::PositionEmbedding},
-    {"nn.position_embedding_grad", OpKind::PositionEmbeddingGrad},
-    {"nn.layer_norm", OpKind::LayerNorm},
-    {"nn.layer_norm_grad", OpKind::LayerNormGrad},
-    {"nn.rms_norm", OpKind::RmsNorm},
-    {"nn.rms_norm_grad", OpKind::RmsNormGrad},
-    {"nn.rope", OpKind::Rope},
-    {"nn.attention", OpKind::Attention},
-    {"nn.attention_grad", OpKind::AttentionGrad},
-    {"nn.silu", OpKind::Silu},
-    {"nn.silu_grad", OpKind::SiluGrad},
-    {"nn.split", OpKind::Split},
-    {"nn.concat", OpKind::Concat},
-    {"nn.zeros_like", OpKind::ZerosLike},
-    {"nn.cast", OpKind::Cast},
-    {"nn.micro_batch", OpKind::MicroBatch},
-};
 
 double attrNum(const json &attrs, const char *key, double dflt,
                const std::string &ctx) {
@@ -264,18 +212,19 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
   if (!root.is_object())
     throw Error(src + ": not a schedule: the top level is not a JSON object");
   if (!root.contains("format") || !root["format"].is_string() ||
-      root["format"] != "fsdp-schedule")
+      root["format"] != schedule::kFormat)
     throw Error(src + ": not an fsdp schedule: 'format' is " +
                 (root.contains("format") ? root["format"].dump()
                                          : std::string("missing")) +
                 ", expected \"fsdp-schedule\"");
   if (!root.contains("version") || !root["version"].is_number_integer() ||
-      root["version"].get<int64_t>() != kSupportedVersion)
+      root["version"].get<int64_t>() != schedule::kVersion)
     throw Error(src + ": unsupported schedule version " +
                 (root.contains("version") ? root["version"].dump()
                                           : std::string("(missing)")) +
                 "; this runtime supports version " +
-                std::to_string(kSupportedVersion));
+                std::to_string(schedule::kVersion) +
+                " (recompile it with this fsdp-translate)");
 
   functionName = root.value("function", std::string("forward"));
   worldSizeValue = intField(root, "world_size", src);
@@ -327,7 +276,7 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
   if (root.contains("optimizer")) {
     const json &o = root["optimizer"];
     std::string ctx = src + ": optimizer";
-    optimizerDesc.kind = o.value("kind", std::string("adamw"));
+    optimizerDesc.kind = o.value("kind", std::string(schedule::kDefaultOptimizer));
     if (optimizerDesc.kind != "adamw" && optimizerDesc.kind != "sgd")
       throw Error(ctx + ": unknown kind '" + optimizerDesc.kind +
                   "' (supported: adamw, sgd)");
@@ -420,18 +369,21 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
   // aligned and its bytes inside the arena.
   arenaPlanned = false;
   if (root.contains("memory_plan") && root["memory_plan"].is_object() &&
+      root["memory_plan"].contains("peak_bytes"))
+    plannedPeak = intField(root["memory_plan"], "peak_bytes", src + ": memory_plan");
+  if (root.contains("memory_plan") && root["memory_plan"].is_object() &&
       root["memory_plan"].contains("arena_bytes")) {
     const json &mp = root["memory_plan"];
     std::string ctx = src + ": memory_plan";
     arenaSize = intField(mp, "arena_bytes", ctx);
-    arenaAlignment = mp.contains("arena_alignment")
-                         ? intField(mp, "arena_alignment", ctx)
-                         : 64;
-    if (arenaSize < 0 || arenaAlignment < 1 ||
-        (arenaAlignment & (arenaAlignment - 1)) != 0)
+    arenaAlignmentValue = mp.contains("arena_alignment")
+                              ? intField(mp, "arena_alignment", ctx)
+                              : 64;
+    if (arenaSize < 0 || arenaAlignmentValue < 1 ||
+        (arenaAlignmentValue & (arenaAlignmentValue - 1)) != 0)
       throw Error(ctx + ": arena_bytes " + std::to_string(arenaSize) +
                   " must be >= 0 and arena_alignment " +
-                  std::to_string(arenaAlignment) + " a power of two");
+                  std::to_string(arenaAlignmentValue) + " a power of two");
     arenaPlanned = true;
     for (const auto &[id, bd] : bufferMap)
       if (bd.viewOf < 0 && bd.arenaOffset < 0)
@@ -441,12 +393,12 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
         break;
       if (bd.viewOf >= 0)
         continue;
-      if (bd.arenaOffset % arenaAlignment != 0 ||
+      if (bd.arenaOffset % arenaAlignmentValue != 0 ||
           bd.arenaOffset + bd.bytes > arenaSize)
         throw Error(src + ": buffer " + std::to_string(id) +
                     ": arena bytes [" + std::to_string(bd.arenaOffset) +
                     ", " + std::to_string(bd.arenaOffset + bd.bytes) +
-                    ") are not " + std::to_string(arenaAlignment) +
+                    ") are not " + std::to_string(arenaAlignmentValue) +
                     "-byte aligned inside the arena of " +
                     std::to_string(arenaSize) + " bytes");
     }
@@ -539,6 +491,8 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
       }
       if (e.contains("global_shape"))
         io.globalShape = intListField(e, "global_shape", ctx);
+      if (!isIn && e.contains("aliases"))
+        io.aliases = intField(e, "aliases", ctx);
       list.push_back(io);
     }
   };
@@ -567,13 +521,7 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
     in.loc = ij.value("loc", std::string());
     if (!in.loc.empty())
       ctx += " (" + in.loc + ")";
-    bool known = false;
-    for (const OpInfo &o : kOps)
-      if (in.op == o.name) {
-        in.kind = o.kind;
-        known = true;
-      }
-    if (!known)
+    if (!schedule::lookupOp(in.op.c_str(), in.kind))
       throw Error(ctx + ": unknown op '" + in.op + "'");
     ctx += " '" + in.op + "'";
     in.operands = intListField(ij, "operands", ctx, false);
@@ -585,10 +533,12 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
       throw Error(ctx + ": missing attribute 'value'");
     in.transA = attrBool(attrs, "transpose_a", ctx);
     in.transB = attrBool(attrs, "transpose_b", ctx);
-    if (attrs.contains("approximate")) {
-      std::string a = attrs["approximate"].is_string()
-                          ? attrs["approximate"].get<std::string>()
-                          : attrs["approximate"].dump();
+    {
+      std::string a = schedule::kDefaultGeluApproximation;
+      if (attrs.contains("approximate"))
+        a = attrs["approximate"].is_string()
+                ? attrs["approximate"].get<std::string>()
+                : attrs["approximate"].dump();
       if (a != "none" && a != "tanh")
         throw Error(ctx + ": attribute 'approximate' must be \"none\" or "
                           "\"tanh\", got " + a);
@@ -598,9 +548,11 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
       in.axes = intList(attrs["axes"], ctx + ": attribute 'axes'");
     if (attrs.contains("offsets"))
       in.offsets = intList(attrs["offsets"], ctx + ": attribute 'offsets'");
-    if (attrs.contains("op")) {
-      std::string o = attrs["op"].is_string() ? attrs["op"].get<std::string>()
-                                              : attrs["op"].dump();
+    {
+      std::string o = schedule::kDefaultReduction;
+      if (attrs.contains("op"))
+        o = attrs["op"].is_string() ? attrs["op"].get<std::string>()
+                                    : attrs["op"].dump();
       if (o != "avg" && o != "sum")
         throw Error(ctx + ": attribute 'op' must be \"avg\" or \"sum\", got " +
                     o);
@@ -611,11 +563,13 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
         (!attrs["unit"].is_string() || !findUnit(attrs["unit"].get<std::string>())))
       throw Error(ctx + ": unknown unit " + attrs["unit"].dump());
     // Process group of collectives and fsdp.local_shard.
-    in.group = in.kind == OpKind::AllReduce ? Group::World : Group::Shard;
-    if (attrs.contains("group")) {
-      std::string g = attrs["group"].is_string()
-                          ? attrs["group"].get<std::string>()
-                          : attrs["group"].dump();
+    {
+      std::string g = in.kind == OpKind::AllReduce
+                          ? schedule::kDefaultAllReduceGroup
+                          : schedule::kDefaultGroup;
+      if (attrs.contains("group"))
+        g = attrs["group"].is_string() ? attrs["group"].get<std::string>()
+                                       : attrs["group"].dump();
       if (g == "world")
         in.group = Group::World;
       else if (g == "shard")
@@ -672,6 +626,25 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
     program.push_back(in);
     validateInstruction(program.back(), idx);
   }
+  validateAliases();
+}
+
+bool isStateRole(const std::string &role) {
+  return role == "param" || role == "master" || role == "exp_avg" ||
+         role == "exp_avg_sq";
+}
+
+const IoDesc *Program::carriedOutput(int64_t inputBuffer) const {
+  const IoDesc *in = nullptr;
+  for (const IoDesc &i : inputList)
+    if (i.buffer == inputBuffer)
+      in = &i;
+  if (!in || in->unit.empty() || !isStateRole(in->role))
+    return nullptr;
+  for (const IoDesc &o : outputList)
+    if (o.role == in->role && o.unit == in->unit)
+      return &o;
+  return nullptr;
 }
 
 uint64_t Program::collectiveFingerprint() const {
@@ -699,10 +672,7 @@ uint64_t Program::collectiveFingerprint() const {
   return h;
 }
 
-void Program::checkSameCollectivesOnAllRanks() {
-  if (collectivesChecked)
-    return;
-  collectivesChecked = true;
+void Program::checkSameCollectivesOnAllRanks() const {
   int init = 0, world = 1;
   MPI_Initialized(&init);
   if (!init)

@@ -5,7 +5,9 @@
 // updates f32 or f64 only; indices and labels i32 or i64), shapes and
 // attribute values of every op of runtime/docs/schedule-format.md, checked once at
 // load time. Messages name the file, the instruction index, the op and its
-// `loc`.
+// `loc`. Program::validateAliases checks that an output written in place
+// into a state input ("aliases") is safe: nothing reads the old state after
+// the instruction that writes the new one.
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Interpreter.h"
@@ -501,6 +503,75 @@ void Program::validateInstruction(const Instruction &in, size_t idx) const {
     floatSame({r[0]});
     sameNumel(o[0], r[0]);
     break;
+  }
+}
+
+void Program::validateAliases() const {
+  for (const IoDesc &o : outputList) {
+    if (o.aliases < 0)
+      continue;
+    std::string ctx = sourceName + ": output buffer " +
+                      std::to_string(o.buffer) + " (role '" + o.role + "'" +
+                      (o.unit.empty() ? "" : ", unit '" + o.unit + "'") +
+                      ") aliases input buffer " + std::to_string(o.aliases);
+    const IoDesc *in = nullptr;
+    for (const IoDesc &i : inputList)
+      if (i.buffer == o.aliases)
+        in = &i;
+    if (!in || !isStateRole(in->role) || carriedOutput(in->buffer) != &o)
+      throw Error(ctx + ", which is not the state input it replaces (an "
+                        "input of the same role, unit and layout)");
+    const BufferDesc &out = buffer(o.buffer), &root = buffer(out.rootId),
+                     &state = buffer(in->buffer);
+    if (out.rootOffset != 0 || out.numel != root.numel ||
+        root.bytes != state.bytes || root.dtype != state.dtype)
+      throw Error(ctx + ", but its memory (buffer " + std::to_string(root.id) +
+                  ", " + std::to_string(root.bytes) + " bytes of " +
+                  dtypeName(root.dtype) + ") is not exactly the input's (" +
+                  std::to_string(state.bytes) + " bytes of " +
+                  dtypeName(state.dtype) + ")");
+    if (arenaPlanned && root.arenaOffset != state.arenaOffset)
+      throw Error(ctx + ", but its arena_offset " +
+                  std::to_string(root.arenaOffset) + " differs from the "
+                  "input's " + std::to_string(state.arenaOffset));
+    // The instruction that defines the output's memory, and every read of
+    // the state input (through views) at or after it.
+    int64_t def = -1;
+    for (size_t i = 0; i < program.size() && def < 0; ++i)
+      for (int64_t r : program[i].results)
+        if (r == root.id)
+          def = static_cast<int64_t>(i);
+    if (def < 0)
+      throw Error(ctx + ", but no instruction defines buffer " +
+                  std::to_string(root.id));
+    for (size_t i = static_cast<size_t>(def); i < program.size(); ++i) {
+      const Instruction &ins = program[i];
+      for (size_t j = 0; j < ins.operands.size(); ++j) {
+        if (buffer(ins.operands[j]).rootId != in->buffer)
+          continue;
+        // The update itself reads the old state element by element
+        // before it writes the new one (kernels.h: outputs may alias).
+        bool update = static_cast<int64_t>(i) == def &&
+                      (ins.kind == OpKind::AdamwUpdate ||
+                       ins.kind == OpKind::SgdUpdate);
+        static const int kAdamwPair[] = {0, -1, 1, 2, -1};
+        int pair = ins.kind == OpKind::SgdUpdate
+                       ? (j == 0 ? 0 : -1)
+                       : (j < 5 ? kAdamwPair[j] : -1);
+        if (update && pair >= 0 &&
+            static_cast<size_t>(pair) < ins.results.size() &&
+            ins.results[pair] == root.id)
+          continue;
+        auto at = [&](size_t k) {
+          const Instruction &x = program[k];
+          return "instruction #" + std::to_string(k) + " '" + x.op + "'" +
+                 (x.loc.empty() ? "" : " (" + x.loc + ")");
+        };
+        throw Error(ctx + ", but " + at(i) + " reads the input " +
+                    (static_cast<int64_t>(i) == def ? "while " : "after ") +
+                    at(static_cast<size_t>(def)) + " writes the output");
+      }
+    }
   }
 }
 

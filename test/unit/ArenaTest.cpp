@@ -1,13 +1,16 @@
 //===- ArenaTest.cpp - Tests of the planned arena in fsdp::rt::Program ----===//
 //
 // The runtime's use of the compiler's memory plan (runtime/docs/
-// schedule-format.md, "Runtime decisions"): the C API arena and byte
-// accounting, binding of buffers to arena + arena_offset (slot reuse, zero
-// fill, per-buffer peak bytes, one arena reused across runs), the fallback to
-// per-buffer allocation for a partial plan, the load-time checks of offsets,
-// and the error that reports two live buffers with overlapping offsets.
+// schedule-format.md, "Runtime decisions"): binding of buffers to
+// arena + arena_offset (slot reuse, zero fill, the plan's peak bytes, one
+// arena reused across steps), the fallback to per-buffer allocation for a
+// partial plan, the load-time checks of offsets, the error that reports two
+// live buffers with overlapping offsets; and the resident training state:
+// outputs written in place into the state they replace ("aliases") or
+// copied into it, the checks of unsafe aliases and freed state.
 //
 //===----------------------------------------------------------------------===//
+#include "TestDevice.h"
 #include "fsdp/Interpreter.h"
 #include "fsdp/runtime.h"
 
@@ -36,7 +39,7 @@ std::string chain(int64_t offX, int64_t offY, int64_t offZ,
       s += R"(, "arena_offset": )" + std::to_string(off);
     return s + "}";
   };
-  return R"({"format": "fsdp-schedule", "version": 1, "world_size": 1,
+  return R"({"format": "fsdp-schedule", "version": 2, "world_size": 1,
     "memory_plan": {"peak_bytes": 48, "arena_bytes": )" +
          std::to_string(arenaBytes) + R"(, "arena_alignment": 64},
     "units": [], "buffers": [)" +
@@ -61,51 +64,40 @@ std::string runError(Program &p, const HostValues &in) {
 
 const HostValues kX = {{0, {-1, 2, -3, 4, 0, 0.5}}};
 
-TEST(Arena, CApiAccountsArenaApart) {
-  int64_t cur = fsdp_mem_current_bytes(), arena = fsdp_mem_arena_bytes();
-  void *a = fsdp_arena_alloc(1000, 256);
-  ASSERT_NE(a, nullptr);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 256, 0u);
-  EXPECT_EQ(static_cast<unsigned char *>(a)[999], 0);
-  EXPECT_EQ(fsdp_mem_arena_bytes(), arena + 1000);
-  EXPECT_EQ(fsdp_mem_current_bytes(), cur); // not a buffer's bytes
-  fsdp_mem_reset_peak();
-  fsdp_mem_account(300);
-  fsdp_mem_account(-300);
-  EXPECT_EQ(fsdp_mem_current_bytes(), cur);
-  EXPECT_EQ(fsdp_mem_peak_bytes(), cur + 300);
-  fsdp_arena_free(a);
-  EXPECT_EQ(fsdp_mem_arena_bytes(), arena);
-  EXPECT_EQ(fsdp_arena_alloc(10, 96), nullptr);
-  EXPECT_HAS(fsdp_last_error(), "not a power of two");
-}
-
 TEST(Arena, BindsBuffersAndReusesSlots) {
   // z reuses x's slot: x is freed after #0, z is defined at #1.
   Program p = Program::fromString(chain(0, 64, 0), true, "chain.json");
   ASSERT_TRUE(p.usesArena());
   EXPECT_EQ(p.plannedArenaBytes(), 128);
-  EXPECT_EQ(p.arenaBytes(), 0); // allocated by the first run
-  int64_t held = fsdp_mem_arena_bytes();
-  HostValues out = p.run(kX);
-  EXPECT_EQ(out.at(2), (std::vector<double>{0, 2, 0, 4, 0, 0.5}));
-  EXPECT_EQ(p.arenaBytes(), 128);
-  EXPECT_EQ(fsdp_mem_arena_bytes(), held + 128);
-  // Per-buffer accounting: at most two of the 24-byte buffers are live.
-  EXPECT_EQ(p.lastPeakBytes(), 48);
-  EXPECT_EQ(fsdp_mem_current_bytes(), 0);
-  // A second run (and a copy of the Program) reuses the same arena.
-  Program q = p;
-  out = q.run({{0, {3, -3, 3, -3, 3, -3}}});
-  EXPECT_EQ(out.at(2), (std::vector<double>{3, 0, 3, 0, 3, 0}));
-  EXPECT_EQ(fsdp_mem_arena_bytes(), held + 128);
-  EXPECT_EQ(q.arenaBytes(), 128);
+  Executor ex(p, fsdp::test::cpuDevice());
+  EXPECT_TRUE(ex.usesArena());
+  EXPECT_EQ(ex.arenaBytes(), 128);
+  ex.write(0, kX.at(0));
+  ex.step();
+  std::vector<double> z;
+  ex.read(2, z);
+  EXPECT_EQ(z, (std::vector<double>{0, 2, 0, 4, 0, 0.5}));
+  // The plan's bookkeeping: at most two of the 24-byte buffers are live.
+  EXPECT_EQ(ex.lastPeakBytes(), 48);
+  // A second step reuses the arena.
+  ex.write(0, {3, -3, 3, -3, 3, -3});
+  ex.step();
+  ex.read(2, z);
+  EXPECT_EQ(z, (std::vector<double>{3, 0, 3, 0, 3, 0}));
+  // Per buffer: the same results and the same bookkeeping.
+  Executor pb(p, fsdp::test::cpuDevice(), AllocMode::PerBuffer);
+  EXPECT_FALSE(pb.usesArena());
+  pb.write(0, kX.at(0));
+  pb.step();
+  pb.read(2, z);
+  EXPECT_EQ(z, (std::vector<double>{0, 2, 0, 4, 0, 0.5}));
+  EXPECT_EQ(pb.lastPeakBytes(), 48);
 }
 
 TEST(Arena, ZeroFillsReusedSlot) {
   // y is a view of the 2-row buffer 3 (two [2, 3] halves) bound by #1: the
   // other half must read zero although x's values were in that slot.
-  std::string s = R"({"format": "fsdp-schedule", "version": 1, "world_size": 1,
+  std::string s = R"({"format": "fsdp-schedule", "version": 2, "world_size": 1,
     "memory_plan": {"arena_bytes": 128, "arena_alignment": 64}, "units": [],
     "buffers": [{"id": 0, "dtype": "f32", "shape": [2, 3], "arena_offset": 0},
                 {"id": 1, "dtype": "f32", "shape": [2, 3], "arena_offset": 64},
@@ -129,7 +121,7 @@ TEST(Arena, GatherOverSmallerRunTimeGroupZeroFillsTail) {
   // check): the all-gather writes only this rank's shard, into the slot
   // where input x's values 8, 9, 10 were; the rest must read zero. Results
   // of other ops, which write every element, are not zero-filled first.
-  std::string s = R"({"format": "fsdp-schedule", "version": 1, "world_size": 2,
+  std::string s = R"({"format": "fsdp-schedule", "version": 2, "world_size": 2,
     "memory_plan": {"arena_bytes": 128, "arena_alignment": 64}, "units": [],
     "buffers": [{"id": 0, "dtype": "f32", "shape": [6], "arena_offset": 0},
                 {"id": 1, "dtype": "f32", "shape": [6], "arena_offset": 64},
@@ -157,13 +149,17 @@ TEST(Arena, OverlapWithInputIsAnError) {
   EXPECT_HAS(m, "memory plan error: buffer 1 at arena bytes [0, 24) overlaps "
                 "live buffer 0 at arena bytes [0, 24), live since the step "
                 "start (an input)");
-  EXPECT_EQ(fsdp_mem_current_bytes(), 0); // released on the error path
+  EXPECT_EQ(fsdp::test::allocationsLeft([&] {
+              EXPECT_HAS(fsdp::test::stepOnTestDevice(p, kX, AllocMode::Arena),
+                         "overlaps");
+            }),
+            0); // released on the error path
 }
 
 TEST(Arena, OverlapBetweenIntermediatesIsAnError) {
   // Two results of one nn.split with overlapping offsets [64, 88) and
   // [64, 88): the second is bound while the first is live.
-  std::string s = R"({"format": "fsdp-schedule", "version": 1, "world_size": 1,
+  std::string s = R"({"format": "fsdp-schedule", "version": 2, "world_size": 1,
     "memory_plan": {"arena_bytes": 192, "arena_alignment": 64}, "units": [],
     "buffers": [{"id": 0, "dtype": "f32", "shape": [4, 3], "arena_offset": 0},
                 {"id": 1, "dtype": "f32", "shape": [2, 3], "arena_offset": 64},
@@ -202,8 +198,10 @@ TEST(Arena, PartialPlanAllocatesPerBuffer) {
   EXPECT_EQ(p.plannedArenaBytes(), 0);
   HostValues out = p.run(kX); // the overlapping offsets are ignored
   EXPECT_EQ(out.at(2), (std::vector<double>{0, 2, 0, 4, 0, 0.5}));
-  EXPECT_EQ(p.arenaBytes(), 0);
   EXPECT_EQ(p.lastPeakBytes(), 48);
+  Executor ex(p, fsdp::test::cpuDevice());
+  EXPECT_FALSE(ex.usesArena());
+  EXPECT_EQ(ex.arenaBytes(), 0);
 }
 
 TEST(Arena, LoadTimeOffsetChecks) {
@@ -226,6 +224,89 @@ TEST(Arena, CompilerSchedulesCarryAPlan) {
       std::string(FSDP_TEST_SCHEDULE_DIR) + "/gpt2_tiny_np1.json");
   EXPECT_TRUE(p.usesArena());
   EXPECT_GT(p.plannedArenaBytes(), 0);
+}
+
+// One SGD step p' = p - 0.5·g on a state input p [4] with g = the features
+// x [4]: the output p' replaces p at the next step. `aliases` writes p' over
+// p (the update reads each element before it writes it); `extra` adds
+// instructions after the update. Offsets: p at 0, x at 64, p' at `outOff`.
+std::string sgdState(bool alias, int64_t outOff = 0,
+                     const std::string &extra = "",
+                     const std::string &pFrees = "[1]") {
+  return R"({"format": "fsdp-schedule", "version": 2, "world_size": 1,
+    "optimizer": {"kind": "sgd", "lr": 0.5},
+    "memory_plan": {"peak_bytes": 48, "arena_bytes": 256},
+    "units": [{"name": "u", "dtype": "f32", "numel": 4, "padded_numel": 4,
+               "shard_numel": 4, "params": [{"fqn": "w", "shape": [4],
+               "offset": 0, "numel": 4}]}],
+    "buffers": [{"id": 0, "dtype": "f32", "shape": [4], "arena_offset": 0},
+                {"id": 1, "dtype": "f32", "shape": [4], "arena_offset": 64},
+                {"id": 2, "dtype": "f32", "shape": [4], "arena_offset": )" +
+         std::to_string(outOff) + R"(},
+                {"id": 3, "dtype": "f32", "shape": [4], "arena_offset": 128}],
+    "inputs": [{"buffer": 0, "role": "param", "unit": "u"},
+               {"buffer": 1, "role": "features"}],
+    "outputs": [{"buffer": 2, "role": "param", "unit": "u")" +
+         (alias ? R"(, "aliases": 0)" : "") + R"(}],
+    "instructions": [
+      {"op": "nn.sgd_update", "operands": [0, 1], "results": [2],
+       "frees": )" + pFrees + R"(, "loc": "s.mlir:2:3"})" + extra + R"(]})";
+}
+
+std::vector<double> trainState(const Program &p, AllocMode mode) {
+  Executor ex(p, fsdp::test::cpuDevice(), mode);
+  ex.write(0, {1, 2, 3, 4});
+  for (int s = 0; s < 3; ++s) {
+    ex.write(1, {2, -2, 4, 0});
+    ex.step();
+  }
+  std::vector<double> v;
+  ex.read(0, v);
+  return v;
+}
+
+TEST(State, ResidentAndWrittenInPlace) {
+  // Three steps of p -= 0.5·x: p = {1, 2, 3, 4} - 1.5·{2, -2, 4, 0}.
+  const std::vector<double> want = {-2, 5, -3, 4};
+  Program inPlace = Program::fromString(sgdState(true), true, "sgd.json");
+  Program copied = Program::fromString(sgdState(false, 192), true, "sgd.json");
+  for (AllocMode m : {AllocMode::Arena, AllocMode::PerBuffer}) {
+    EXPECT_EQ(trainState(inPlace, m), want);
+    EXPECT_EQ(trainState(copied, m), want);
+  }
+  Executor a(inPlace, fsdp::test::cpuDevice()), b(copied, fsdp::test::cpuDevice());
+  EXPECT_EQ(a.inPlaceOutputs(), 1);
+  EXPECT_EQ(a.copiedOutputs(), 0);
+  EXPECT_EQ(b.inPlaceOutputs(), 0);
+  EXPECT_EQ(b.copiedOutputs(), 1);
+}
+
+TEST(State, UnsafeAliasesAndFreedStateAreErrors) {
+  auto err = [](const std::string &text) {
+    try {
+      Program p = Program::fromString(text, true, "sgd.json");
+      Executor ex(p, fsdp::test::cpuDevice());
+    } catch (const Error &e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // A read of the old state after the update wrote the new one.
+  EXPECT_HAS(err(sgdState(true, 0, R"(,
+      {"op": "nn.add", "operands": [0, 1], "results": [3], "frees": [3],
+       "loc": "s.mlir:3:3"})")),
+             "sgd.json: output buffer 2 (role 'param', unit 'u') aliases "
+             "input buffer 0, but instruction #1 'nn.add' (s.mlir:3:3) reads "
+             "the input after instruction #0 'nn.sgd_update' (s.mlir:2:3) "
+             "writes the output");
+  // An alias in the arena must share the input's slot.
+  EXPECT_HAS(err(sgdState(true, 192)),
+             "aliases input buffer 0, but its arena_offset 192 differs from "
+             "the input's 0");
+  // The resident state is never freed by a step.
+  EXPECT_HAS(err(sgdState(true, 0, "", "[0, 1]")),
+             "sgd.json: instruction #0 'nn.sgd_update' (s.mlir:2:3): frees "
+             "state input buffer 0, but the training state is resident");
 }
 
 } // namespace

@@ -7,6 +7,7 @@
 // check of the whole step (SGD schedule, f64) against finite differences.
 //
 //===----------------------------------------------------------------------===//
+#include "TestDevice.h"
 #include "fsdp/Interpreter.h"
 #include "fsdp/runtime.h"
 
@@ -23,7 +24,7 @@ const std::string kDir = FSDP_TEST_SCHEDULE_DIR;
 
 // A minimal valid schedule: y = relu(x) for a [2, 3] f32 input.
 std::string tiny(const std::string &op = "nn.relu",
-                 const std::string &dtype = "f32", int version = 1,
+                 const std::string &dtype = "f32", int version = 2,
                  int worldSize = 1, const std::string &operands = "[0]") {
   return R"({"format": "fsdp-schedule", "version": )" +
          std::to_string(version) + R"(, "world_size": )" +
@@ -54,7 +55,10 @@ TEST(Interpreter, RunsTinySchedule) {
   HostValues out = p.run({{0, {-1, 2, -3, 4, 0, 0.5}}});
   EXPECT_EQ(out.at(1), (std::vector<double>{0, 2, 0, 4, 0, 0.5}));
   EXPECT_EQ(p.lastPeakBytes(), 48); // input and result, 24 bytes each
-  EXPECT_EQ(fsdp_mem_current_bytes(), 0);
+  EXPECT_EQ(fsdp::test::allocationsLeft([&] {
+              EXPECT_EQ(fsdp::test::stepOnTestDevice(p, {{0, {1, 2, 3, 4, 5, 6}}}), "");
+            }),
+            0);
 }
 
 TEST(Interpreter, NonThrowingVariants) {
@@ -72,15 +76,15 @@ TEST(Interpreter, NonThrowingVariants) {
 }
 
 TEST(Interpreter, ErrorNotJson) {
-  std::string m = errorOf("{\"format\": \"fsdp-schedule\", \"version\": 1,,}");
+  std::string m = errorOf("{\"format\": \"fsdp-schedule\", \"version\": 2,,}");
   EXPECT_HAS(m, "test.json: not valid JSON");
   EXPECT_HAS(m, "line 1, column 42");
 }
 
 TEST(Interpreter, ErrorWrongFormatAndVersion) {
-  std::string m = errorOf(tiny("nn.relu", "f32", 2));
-  EXPECT_HAS(m, "unsupported schedule version 2");
-  EXPECT_HAS(m, "supports version 1");
+  std::string m = errorOf(tiny("nn.relu", "f32", 1));
+  EXPECT_HAS(m, "unsupported schedule version 1");
+  EXPECT_HAS(m, "supports version 2 (recompile it with this fsdp-translate)");
   m = errorOf(R"({"format": "onnx", "version": 1})");
   EXPECT_HAS(m, "'format' is \"onnx\", expected \"fsdp-schedule\"");
 }
@@ -99,14 +103,14 @@ TEST(Interpreter, ErrorOperandCountAndDtype) {
   EXPECT_HAS(m, "'nn.add' (tiny.mlir:4:7): expected 2 operand(s), got 1");
   m = errorOf(tiny("nn.relu", "i32"));
   EXPECT_HAS(m, "has dtype i32, expected a float dtype (f32, f64, bf16, f16)");
-  m = errorOf(tiny("nn.relu", "f32", 1, 1, "[7]"));
+  m = errorOf(tiny("nn.relu", "f32", 2, 1, "[7]"));
   EXPECT_HAS(m, "unknown buffer id 7");
 }
 
 TEST(Interpreter, ErrorWorldSize) {
-  std::string m = errorOf(tiny("nn.relu", "f32", 1, 4));
+  std::string m = errorOf(tiny("nn.relu", "f32", 2, 4));
   EXPECT_HAS(m, "planned for world_size 4 but 1 rank(s) are running");
-  EXPECT_EQ(errorOf(tiny("nn.relu", "f32", 1, 4), /*checkWorld=*/false), "");
+  EXPECT_EQ(errorOf(tiny("nn.relu", "f32", 2, 4), /*checkWorld=*/false), "");
 }
 
 TEST(Interpreter, ErrorMissingFileAndInput) {
@@ -123,7 +127,6 @@ TEST(Interpreter, ErrorMissingFileAndInput) {
   } catch (const Error &e) {
     EXPECT_HAS(e.what(), "needs 6 values, got 2");
   }
-  EXPECT_EQ(fsdp_mem_current_bytes(), 0);
 }
 
 // Inputs of the linear schedule (test/unit/schedules/gen_linear.py: F = 13,
@@ -177,7 +180,9 @@ TEST(Interpreter, LinearStepMatchesDirectComputation) {
       lossId = io.buffer;
   EXPECT_NEAR(out.at(lossId).at(0), loss, 1e-12);
   EXPECT_GT(p.lastPeakBytes(), 0);
-  EXPECT_EQ(fsdp_mem_current_bytes(), 0);
+  EXPECT_EQ(fsdp::test::allocationsLeft(
+                [&] { EXPECT_EQ(fsdp::test::stepOnTestDevice(p, in), ""); }),
+            0);
 }
 
 TEST(Interpreter, LabelOutOfRangeIsAnError) {
@@ -189,7 +194,11 @@ TEST(Interpreter, LabelOutOfRangeIsAnError) {
     EXPECT_HAS(e.what(), "'nn.cross_entropy' (linear.mlir:5:3)");
     EXPECT_HAS(e.what(), "label 5 at position 2 is outside [0, 5)");
   }
-  EXPECT_EQ(fsdp_mem_current_bytes(), 0);
+  HostValues bad = linearInputs(p, 5);
+  EXPECT_EQ(fsdp::test::allocationsLeft([&] {
+              EXPECT_HAS(fsdp::test::stepOnTestDevice(p, bad), "label 5");
+            }),
+            0); // released on the error path
 }
 
 // With SGD (lr 0.5, no weight decay) p' = p - lr*g, so the gradient the step
@@ -227,7 +236,7 @@ namespace {
 std::string embedSchedule(const std::string &attentionAttrs =
                               R"("num_heads": 2, "num_kv_heads": 1)",
                           const std::string &kvShape = "[2, 3, 1]") {
-  return R"({"format": "fsdp-schedule", "version": 1, "world_size": 1,
+  return R"({"format": "fsdp-schedule", "version": 2, "world_size": 1,
     "units": [],
     "buffers": [{"id": 0, "dtype": "i32", "shape": [2, 3]},
                 {"id": 1, "dtype": "f32", "shape": [4, 2], "class": "param"},
@@ -260,7 +269,6 @@ TEST(Interpreter, EmbeddingIndexOutOfRangeIsAnError) {
     EXPECT_HAS(e.what(), "instruction #0 'nn.embedding' (gpt.mlir:3:9)");
     EXPECT_HAS(e.what(), "index 4 at position 4 is outside [0, 4)");
   }
-  EXPECT_EQ(fsdp_mem_current_bytes(), 0);
 }
 
 TEST(Interpreter, TransformerOpValidation) {

@@ -7,7 +7,9 @@
 // the C API's byte accounting and single-process collectives.
 //
 //===----------------------------------------------------------------------===//
-#include "fsdp/Kernels.h"
+#include "Kernels.h"
+#include "TestDevice.h"
+#include "fsdp/kernels.h"
 #include "fsdp/runtime.h"
 
 #include <gtest/gtest.h>
@@ -298,47 +300,88 @@ TYPED_TEST(KernelTest, Flatten) {
                std::out_of_range);
 }
 
-TEST(RuntimeCApi, ByteAccounting) {
-  int64_t base = fsdp_mem_current_bytes();
-  fsdp_mem_reset_peak();
-  void *a = fsdp_alloc(1000);
-  void *b = fsdp_alloc(24);
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 64, 0u);
-  EXPECT_EQ(static_cast<const char *>(a)[999], 0); // zero-filled
-  EXPECT_EQ(fsdp_mem_current_bytes(), base + 1024);
-  fsdp_free(a);
-  EXPECT_EQ(fsdp_mem_current_bytes(), base + 24);
-  EXPECT_EQ(fsdp_mem_peak_bytes(), base + 1024);
-  fsdp_free(b);
-  fsdp_free(nullptr);
-  EXPECT_EQ(fsdp_mem_current_bytes(), base);
+TEST(RuntimeCApi, DeviceMemoryAndAllocatorStatistics) {
+  fsdp_device d = fsdp::test::cpuDevice();
+  ASSERT_EQ(fsdp_device_reset_stats(d), FSDP_OK);
+  fsdp_device_stats s0{}, s1{}, s2{};
+  ASSERT_EQ(fsdp_device_get_stats(d, &s0), FSDP_OK);
+  void *a = nullptr, *b = nullptr;
+  ASSERT_EQ(fsdp_device_alloc(d, 1 << 20, &a), FSDP_OK);
+  ASSERT_EQ(fsdp_device_alloc(d, 24, &b), FSDP_OK);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 256, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b) % 256, 0u);
+  ASSERT_EQ(fsdp_device_get_stats(d, &s1), FSDP_OK);
+  // glibc's own figures see the MiB (mmapped): in use and the high-water.
+  EXPECT_GE(s1.memory_in_use_bytes - s0.memory_in_use_bytes, 1 << 20);
+  EXPECT_GE(s1.memory_peak_bytes - s0.memory_peak_bytes, 1 << 20);
+  fsdp_stream s = fsdp::test::cpuStream();
+  ASSERT_EQ(fsdp_memset_zero(s, a, 1 << 20), FSDP_OK);
+  EXPECT_EQ(static_cast<const char *>(a)[(1 << 20) - 1], 0);
+  ASSERT_EQ(fsdp_device_free(d, a), FSDP_OK);
+  ASSERT_EQ(fsdp_device_free(d, b), FSDP_OK);
+  ASSERT_EQ(fsdp_device_free(d, nullptr), FSDP_OK);
+  ASSERT_EQ(fsdp_device_get_stats(d, &s2), FSDP_OK);
+  EXPECT_LT(s2.memory_in_use_bytes, s1.memory_in_use_bytes - (1 << 19));
+  EXPECT_EQ(s2.memory_peak_bytes, s1.memory_peak_bytes); // a high-water mark
+  // Strided copies (pack/unpack, split/concat).
+  int src[6] = {1, 2, 3, 4, 5, 6}, dst[4] = {0, 0, 0, 0};
+  ASSERT_EQ(fsdp_memcpy_2d(s, dst, 2 * sizeof(int), src + 1, 3 * sizeof(int),
+                           2 * sizeof(int), 2),
+            FSDP_OK);
+  EXPECT_EQ(dst[0], 2);
+  EXPECT_EQ(dst[1], 3);
+  EXPECT_EQ(dst[2], 5);
+  EXPECT_EQ(dst[3], 6);
+}
+
+TEST(RuntimeCApi, Devices) {
+  fsdp_device d = nullptr;
+  EXPECT_EQ(fsdp_device_create("tpu", nullptr, &d), FSDP_ERR_DEVICE);
+  EXPECT_NE(std::string(fsdp_last_error()).find("unknown device 'tpu'"),
+            std::string::npos);
+  EXPECT_EQ(fsdp_device_create("cuda:x", nullptr, &d), FSDP_ERR_DEVICE);
+  ASSERT_EQ(fsdp_device_create("cpu:0", nullptr, &d), FSDP_OK);
+  EXPECT_STREQ(fsdp_device_name(d), "cpu");
+  EXPECT_STREQ(fsdp_device_collectives(d), "mpi");
+  EXPECT_EQ(fsdp_stream_device(fsdp_device_stream(d, FSDP_STREAM_COMM)), d);
+  fsdp_device_destroy(d);
 }
 
 TEST(RuntimeCApi, SingleProcessCollectives) {
   ASSERT_EQ(fsdp_world_size(), 1);
   ASSERT_EQ(fsdp_rank(), 0);
-  fsdp_stats_reset();
+  fsdp_channel w = fsdp::test::worldChannel();
+  EXPECT_EQ(fsdp_channel_size(w), 1);
+  EXPECT_EQ(fsdp_channel_rank(w), 0);
+  fsdp_device_reset_stats(fsdp::test::cpuDevice());
   std::vector<float> shard = {1, 2, 3}, full(3);
-  fsdp_handle h = nullptr;
-  ASSERT_EQ(fsdp_all_gather_start(shard.data(), full.data(), 3, FSDP_F32, &h),
+  fsdp_event e = nullptr;
+  ASSERT_EQ(fsdp_all_gather_start(w, shard.data(), full.data(), 3, FSDP_F32, &e),
             FSDP_OK);
   int done = 0;
-  ASSERT_EQ(fsdp_test(h, &done), FSDP_OK);
+  ASSERT_EQ(fsdp_event_query(e, &done), FSDP_OK);
   EXPECT_EQ(done, 1);
-  ASSERT_EQ(fsdp_wait(h), FSDP_OK);
+  ASSERT_EQ(fsdp_wait(e), FSDP_OK);
   EXPECT_EQ(full, shard);
   std::vector<double> fd = {4, 5}, sd(2);
-  ASSERT_EQ(fsdp_reduce_scatter_start(fd.data(), sd.data(), 2, FSDP_F64,
-                                      FSDP_REDUCE_AVG, &h),
+  ASSERT_EQ(fsdp_reduce_scatter_start(w, fd.data(), sd.data(), 2, FSDP_F64,
+                                      FSDP_REDUCE_AVG, &e),
             FSDP_OK);
-  ASSERT_EQ(fsdp_wait(h), FSDP_OK);
+  // A stream waits on an event without releasing it; fsdp_wait releases.
+  ASSERT_EQ(fsdp_stream_wait_event(fsdp::test::cpuStream(), e), FSDP_OK);
+  ASSERT_EQ(fsdp_wait(e), FSDP_OK);
   EXPECT_EQ(sd, fd);
-  EXPECT_EQ(fsdp_comm_bytes_sent(), 0); // (N-1)/N of anything is 0 for N=1
-  EXPECT_NE(fsdp_all_gather_start(nullptr, full.data(), 3, FSDP_F32, &h),
+  fsdp_device_stats st{};
+  fsdp_device_get_stats(fsdp::test::cpuDevice(), &st);
+  EXPECT_EQ(st.comm_bytes[FSDP_COLL_ALL_GATHER], 0); // (N-1)/N is 0 for N=1
+  EXPECT_NE(fsdp_all_gather_start(w, nullptr, full.data(), 3, FSDP_F32, &e),
             FSDP_OK);
   EXPECT_STRNE(fsdp_last_error(), "");
+  // A split of one rank is itself.
+  fsdp_channel c = nullptr;
+  ASSERT_EQ(fsdp_channel_split(w, 0, 0, &c), FSDP_OK);
+  EXPECT_EQ(fsdp_channel_size(c), 1);
+  fsdp_channel_destroy(c);
 }
 
 } // namespace

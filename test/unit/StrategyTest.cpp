@@ -10,6 +10,7 @@
 // fsdp_run_strategies_e2e.py.
 //
 //===----------------------------------------------------------------------===//
+#include "TestDevice.h"
 #include "fsdp/Interpreter.h"
 #include "fsdp/Sharding.h"
 #include "fsdp/runtime.h"
@@ -42,7 +43,7 @@ std::string sched(int world, const std::string &header, const std::string &op,
                   const std::string &attrs, int64_t inNumel, int64_t outNumel,
                   int64_t padded, int64_t shard,
                   const std::string &layout = "shard") {
-  return R"({"format": "fsdp-schedule", "version": 1, "world_size": )" +
+  return R"({"format": "fsdp-schedule", "version": 2, "world_size": )" +
          std::to_string(world) + header + R"(,
     "units": [{"name": "u", "dtype": "f64", "numel": 6, "padded_numel": )" +
          std::to_string(padded) + R"(, "shard_numel": )" +
@@ -142,7 +143,6 @@ TEST(Strategy, LocalShardAndAllReduceOnOneRank) {
   Program ls = Program::fromString(
       sched(1, R"(, "strategy": "shard-optimizer")", "fsdp.local_shard", "{}",
             6, 6, 6, 6, "full"));
-  fsdp_stats_reset();
   HostValues out = ls.run({{0, {1, 2, 3, 4, 5, 6}}});
   EXPECT_EQ(out.at(1), (std::vector<double>{1, 2, 3, 4, 5, 6}));
   Program ar = Program::fromString(
@@ -150,37 +150,44 @@ TEST(Strategy, LocalShardAndAllReduceOnOneRank) {
             R"({"op": "avg", "group": "world"})", 6, 6, 6, 6, "full"));
   out = ar.run({{0, {1, -2, 3, 4, 5, 6}}});
   EXPECT_EQ(out.at(1), (std::vector<double>{1, -2, 3, 4, 5, 6}));
-  EXPECT_EQ(fsdp_comm_bytes_sent(), 0);
-  EXPECT_EQ(fsdp_comm_bytes_sent_by(FSDP_COLL_ALL_REDUCE), 0);
-  EXPECT_EQ(fsdp_mem_current_bytes(), 0);
+  // On an explicit device: no bytes sent.
+  fsdp_device d = fsdp::test::cpuDevice();
+  fsdp_device_reset_stats(d);
+  Executor ex(ar, d);
+  ex.write(0, {1, -2, 3, 4, 5, 6});
+  ex.step();
+  fsdp_device_stats st{};
+  fsdp_device_get_stats(d, &st);
+  EXPECT_EQ(st.comm_bytes[FSDP_COLL_ALL_REDUCE], 0);
 }
 
-TEST(Strategy, CApiGroupsWithoutMpi) {
-  ASSERT_EQ(fsdp_set_grid(1), FSDP_OK);
-  EXPECT_EQ(fsdp_grid_shard_size(), 1);
-  for (fsdp_group g : {FSDP_GROUP_WORLD, FSDP_GROUP_SHARD,
-                       FSDP_GROUP_REPLICATE}) {
-    EXPECT_EQ(fsdp_group_size(g), 1);
-    EXPECT_EQ(fsdp_group_rank(g), 0);
+TEST(Strategy, CApiChannelsWithoutMpi) {
+  // The grid's groups are channels split from the world one.
+  fsdp_channel w = fsdp::test::worldChannel(), shard = nullptr, repl = nullptr;
+  ASSERT_EQ(fsdp_channel_split(w, 0, 0, &shard), FSDP_OK);
+  ASSERT_EQ(fsdp_channel_split(w, 0, 0, &repl), FSDP_OK);
+  for (fsdp_channel c : {w, shard, repl}) {
+    EXPECT_EQ(fsdp_channel_size(c), 1);
+    EXPECT_EQ(fsdp_channel_rank(c), 0);
   }
-  EXPECT_NE(fsdp_set_grid(2), FSDP_OK);
-  EXPECT_HAS(fsdp_last_error(), "does not divide the world size 1");
+  EXPECT_NE(fsdp_channel_split(w, -1, 0, &shard), FSDP_OK);
   double in[3] = {1, 2, 3}, out[3] = {0, 0, 0};
-  fsdp_handle h = nullptr;
-  ASSERT_EQ(fsdp_all_reduce_start(FSDP_GROUP_REPLICATE, in, out, 3, FSDP_F64,
+  fsdp_event h = nullptr;
+  ASSERT_EQ(fsdp_all_reduce_start(repl, in, out, 3, FSDP_F64,
                                   FSDP_REDUCE_AVG, &h),
             FSDP_OK);
   ASSERT_EQ(fsdp_wait(h), FSDP_OK);
   EXPECT_EQ(out[2], 3.0);
-  EXPECT_NE(fsdp_all_reduce_start(static_cast<fsdp_group>(7), in, out, 3,
-                                  FSDP_F64, FSDP_REDUCE_SUM, &h),
+  EXPECT_NE(fsdp_all_reduce_start(nullptr, in, out, 3, FSDP_F64,
+                                  FSDP_REDUCE_SUM, &h),
             FSDP_OK);
-  EXPECT_HAS(fsdp_last_error(), "invalid group 7");
+  EXPECT_HAS(fsdp_last_error(), "invalid argument");
   int32_t iv[2] = {1, 2}, io[2];
-  EXPECT_NE(fsdp_all_reduce_start(FSDP_GROUP_WORLD, iv, io, 2, FSDP_I32,
-                                  FSDP_REDUCE_AVG, &h),
+  EXPECT_NE(fsdp_all_reduce_start(w, iv, io, 2, FSDP_I32, FSDP_REDUCE_AVG, &h),
             FSDP_OK);
   EXPECT_HAS(fsdp_last_error(), "avg needs a float dtype");
+  fsdp_channel_destroy(shard);
+  fsdp_channel_destroy(repl);
 }
 
 TEST(Strategy, RingAllReduceBytes) {

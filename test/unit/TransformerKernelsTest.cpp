@@ -9,8 +9,10 @@
 // keep files small).
 //
 //===----------------------------------------------------------------------===//
-#include "fsdp/Kernels.h"
-#include "fsdp/TransformerKernels.h"
+#include "Kernels.h"
+#include "TestDevice.h"
+#include "TransformerKernels.h"
+#include "fsdp/kernels.h"
 
 #include <gtest/gtest.h>
 
@@ -359,8 +361,12 @@ TYPED_TEST(TransformerKernelTest, SplitAndConcat) {
   Vec x = rounded<T>(outer * 6 * inner, 25);
   std::vector<T> xt = cast<T>(x), p0(outer * 1 * inner), p1(outer * 3 * inner),
                  p2(outer * 2 * inner);
-  cpu::split<T>(xt.data(), {p0.data(), p1.data(), p2.data()}, sizes, outer,
-                inner);
+  // The entry points (strided byte copies: any dtype) on the cpu device.
+  fsdp_dtype dt = sizeof(T) == 8 ? FSDP_F64 : FSDP_F32;
+  void *outs[3] = {p0.data(), p1.data(), p2.data()};
+  ASSERT_EQ(fsdp_split(fsdp::test::cpuStream(), dt, xt.data(), outs,
+                       sizes.data(), 3, outer, inner),
+            FSDP_OK);
   std::vector<std::vector<T> *> parts = {&p0, &p1, &p2};
   int64_t start = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -373,8 +379,10 @@ TYPED_TEST(TransformerKernelTest, SplitAndConcat) {
     start += sizes[i];
   }
   std::vector<T> y(x.size());
-  cpu::concat<T>({p0.data(), p1.data(), p2.data()}, y.data(), sizes, outer,
-                 inner);
+  const void *ins[3] = {p0.data(), p1.data(), p2.data()};
+  ASSERT_EQ(fsdp_concat(fsdp::test::cpuStream(), dt, ins, y.data(),
+                        sizes.data(), 3, outer, inner),
+            FSDP_OK);
   expectNear(y, x, 0, "concat(split(x))");
 }
 

@@ -174,7 +174,7 @@ check(rc != 0 and "--load: cannot open '/nonexistent/index.json'" in err, "load 
 # 8. An unsharded schedule (fsdp-autodiff alone: param inputs by fqn, no unit).
 unsharded = os.path.join(tmp, "unsharded.json")
 with open(unsharded, "w") as f:
-    json.dump({"format": "fsdp-schedule", "version": 1, "world_size": 1, "units": [],
+    json.dump({"format": "fsdp-schedule", "version": 2, "world_size": 1, "units": [],
                "buffers": [{"id": 0, "dtype": "f64", "shape": [3], "class": "param"},
                            {"id": 1, "dtype": "f64", "shape": []}],
                "inputs": [{"buffer": 0, "role": "param", "fqn": "w"}],

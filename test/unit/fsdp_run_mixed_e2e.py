@@ -86,7 +86,8 @@ def ring(b, g):
 def planned_peak(path):
     """Bytes of the schedule's buffers at their high-water mark, simulating
     the runtime's allocation rules (inputs first, results before their
-    instruction, views bound to their root, frees after)."""
+    instruction, views bound to their root, an output that `aliases` a state
+    input written into that input's bytes, frees after)."""
     with open(path) as f:
         s = json.load(f)
     bufs = {b["id"]: b for b in s["buffers"]}
@@ -94,6 +95,7 @@ def planned_peak(path):
     def root(i):
         return root(bufs[i]["view_of"]) if "view_of" in bufs[i] else i
 
+    aliased = {root(o["buffer"]) for o in s["outputs"] if "aliases" in o}
     live, cur, peak = set(), 0, 0
     for io in s["inputs"]:
         live.add(io["buffer"])
@@ -103,7 +105,7 @@ def planned_peak(path):
         for r in ins["results"]:
             if root(r) not in live:
                 live.add(root(r))
-                cur += bufs[root(r)]["bytes"]
+                cur += 0 if root(r) in aliased else bufs[root(r)]["bytes"]
         peak = max(peak, cur)
         frees = list(ins["frees"]) + (ins["operands"] if ins["op"] == "fsdp.free" else [])
         for i in frees:

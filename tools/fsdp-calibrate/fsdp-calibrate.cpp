@@ -65,14 +65,14 @@
 //   fsdp.flatten, ...) the efficiency at which the roofline reproduces that
 //   op's kernels above alone (the same bisection; data movement: bytes per
 //   second over memory_bandwidth). The simulator prefers it to the class's.
-// * dispatch_overhead_s: fsdp::rt::Program::run (as fsdp-run drives it) of a
+// * dispatch_overhead_s: fsdp::rt::Executor::step (as fsdp-run drives it) of a
 //   chain of 2000 nn.relu on 16 floats in a planned arena, per instruction,
 //   minus one run of a single relu and the kernel itself: the interpreter's
 //   binding, dispatch and frees. step_io_bandwidth: one nn.relu of 1 MiB in
 //   and out, bytes in + out per second of run() beyond one instruction and
 //   the kernel: converting the step's host values to and from buffers.
 // * comm_overlap: a 1 MiB all-gather (t_m) and k step GEMMs (linear M x H ->
-//   4H, k ≈ t_m / one GEMM) with fsdp_test after each, as the runtime's
+//   4H, k ≈ t_m / one GEMM) with fsdp_event_query after each, as the runtime's
 //   default progress mode does (t_c), alone and with the gather started
 //   before the GEMMs and waited after them (t_both), interleaved, medians of
 //   the max over ranks: (t_c + t_m − t_both) / min(t_c, t_m), clamped to
@@ -81,7 +81,7 @@
 // * collective_sync_s: FSDP's step pattern replayed with the runtime's
 //   kernels and collectives but without the interpreter (L blocks: forward
 //   [gather, block kernels], backward [gather, twice the block kernels with
-//   fsdp_test on the reduce-scatter in flight, its wait, the next
+//   fsdp_event_query on the reduce-scatter in flight, its wait, the next
 //   reduce-scatter]), I steps with no barrier, with and without the
 //   collectives and the collectives alone: (T_with − T_compute −
 //   T_collectives) / (I · 3L), max over ranks, median of 3 (the skew of
@@ -93,8 +93,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Interpreter.h"
-#include "fsdp/Kernels.h"
-#include "fsdp/TransformerKernels.h"
+#include "fsdp/kernels.h"
 #include "fsdp/runtime.h"
 
 #include <mpi.h>
@@ -117,7 +116,6 @@
 #include <vector>
 
 using json = nlohmann::ordered_json;
-namespace cpu = fsdp::rt::cpu;
 
 namespace {
 
@@ -221,6 +219,21 @@ Options parseArgs(int argc, char **argv) {
 }
 
 int rank = 0, world = 1;
+// The cpu device every kernel runs on (its compute stream) and its world
+// channel: the entry points the interpreter calls (fsdp/kernels.h).
+fsdp_device dev = nullptr;
+fsdp_stream gs = nullptr;
+fsdp_channel gworld = nullptr;
+
+/// Aborts every rank with the runtime's message unless rc is FSDP_OK.
+void check(int rc) {
+  if (rc != FSDP_OK)
+    fsdp_abort(fsdp_last_error(), 1);
+}
+
+template <typename T> constexpr fsdp_dtype dtypeOf() {
+  return sizeof(T) == 8 ? FSDP_F64 : FSDP_F32;
+}
 
 /// Mean, min and max over ranks.
 struct Stat {
@@ -342,22 +355,23 @@ std::vector<Case> gemmCases(int64_t m, int64_t k, int64_t n, double seconds,
                 2.0 * m * k * n + double(m) * n,
                 es * (m * k + k * n + n + m * n),
                 secondsPerCall([&] {
-                  cpu::linear<T>(x.data(), w.data(), b.data(), y.data(), m, k,
-                                 n, /*transposeWeight=*/true);
+                  check(fsdp_linear(gs, dtypeOf<T>(), x.data(), w.data(),
+                                    b.data(), y.data(), m, k, n,
+                                    /*transpose_weight=*/1));
                 }, seconds)});
   if (!backward)
     return cs;
   cs.push_back({"matmul", "matmul dx " + shape, 2.0 * m * k * n,
                 es * (m * n + k * n + m * k),
                 secondsPerCall([&] {
-                  cpu::matmul<T>(dy.data(), w.data(), dx.data(), m, n, k, n,
-                                 false, true);
+                  check(fsdp_matmul(gs, dtypeOf<T>(), dy.data(), w.data(),
+                                    dx.data(), m, n, k, n, 0, 1));
                 }, seconds)});
   cs.push_back({"matmul", "matmul dw " + shape, 2.0 * m * k * n,
                 es * (m * k + m * n + k * n),
                 secondsPerCall([&] {
-                  cpu::matmul<T>(x.data(), dy.data(), dw.data(), m, k, m, n,
-                                 true, false);
+                  check(fsdp_matmul(gs, dtypeOf<T>(), x.data(), dy.data(),
+                                    dw.data(), m, k, m, n, 1, 0));
                 }, seconds)});
   return cs;
 }
@@ -392,14 +406,13 @@ std::vector<CollPoint> measureCollectives(double budget) {
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = fsdp_now();
         for (int i = 0; i < kBatch; ++i) {
-          fsdp_handle h = nullptr;
-          int rc = ag ? fsdp_all_gather_start(shard.data(), all.data(),
-                                              shardCount, FSDP_F32, &h)
-                      : fsdp_reduce_scatter_start(all.data(), shard.data(),
-                                                  shardCount, FSDP_F32,
-                                                  FSDP_REDUCE_SUM, &h);
-          if (rc != FSDP_OK || fsdp_wait(h) != FSDP_OK)
-            fsdp_abort(fsdp_last_error(), 1);
+          fsdp_event h = nullptr;
+          check(ag ? fsdp_all_gather_start(gworld, shard.data(), all.data(),
+                                           shardCount, FSDP_F32, &h)
+                   : fsdp_reduce_scatter_start(gworld, all.data(),
+                                               shard.data(), shardCount,
+                                               FSDP_F32, FSDP_REDUCE_SUM, &h));
+          check(fsdp_wait(h));
         }
         double mx = maxOverRanks((fsdp_now() - t0) / kBatch);
         times.push_back(mx);
@@ -491,7 +504,7 @@ std::string reluChain(int64_t count, int64_t n) {
                std::to_string(i) + R"(], "results": [)" + std::to_string(i + 1) +
                R"(], "frees": [)" + std::to_string(i) + "]}";
   }
-  return R"({"format": "fsdp-schedule", "version": 1, "world_size": )" +
+  return R"({"format": "fsdp-schedule", "version": 2, "world_size": )" +
          std::to_string(world) + R"(, "memory_plan": {"peak_bytes": )" +
          std::to_string(2 * bytes) + R"(, "arena_bytes": )" +
          std::to_string(2 * slot) + R"(, "arena_alignment": 64}, "units": [],
@@ -502,18 +515,23 @@ std::string reluChain(int64_t count, int64_t n) {
          R"(, "role": "output"}], "instructions": [)" + insts + "]}";
 }
 
-/// Seconds per Program::run of `schedule` on every rank at once.
+/// Seconds per step of `schedule` on every rank at once, as fsdp-run drives
+/// an Executor: the input written, the step, the output read.
 Stat runSeconds(const std::string &schedule, int64_t n, double seconds) {
-  fsdp::rt::Program prog;
-  std::string err;
-  if (!fsdp::rt::Program::tryFromString(schedule, prog, err, true,
-                                        "<calibration chain>"))
-    fsdp_abort(("fsdp-calibrate: " + err).c_str(), 1);
-  fsdp::rt::HostValues in = {{0, std::vector<double>(n, 0.5)}}, out;
-  return secondsPerCall([&] {
-    if (!prog.tryRun(in, out, err))
-      fsdp_abort(("fsdp-calibrate: " + err).c_str(), 1);
-  }, seconds);
+  try {
+    fsdp::rt::Program prog =
+        fsdp::rt::Program::fromString(schedule, true, "<calibration chain>");
+    fsdp::rt::Executor ex(prog, dev);
+    std::vector<double> in(n, 0.5), out;
+    int64_t last = prog.outputs().at(0).buffer;
+    return secondsPerCall([&] {
+      ex.write(0, in);
+      ex.step();
+      ex.read(last, out);
+    }, seconds);
+  } catch (const std::exception &e) {
+    fsdp_abort((std::string("fsdp-calibrate: ") + e.what()).c_str(), 1);
+  }
 }
 
 struct Host {
@@ -530,8 +548,10 @@ struct Host {
 Host measureHost(double S) {
   Host h;
   std::vector<float> x(h.ioCount, 0.5f), y(h.ioCount), xs(16, 0.5f), ys(16);
-  Stat reluSmall = secondsPerCall([&] { cpu::relu<float>(xs.data(), ys.data(), 16); }, S);
-  h.relu = secondsPerCall([&] { cpu::relu<float>(x.data(), y.data(), h.ioCount); }, S);
+  Stat reluSmall = secondsPerCall(
+      [&] { check(fsdp_relu(gs, FSDP_F32, xs.data(), ys.data(), 16)); }, S);
+  h.relu = secondsPerCall(
+      [&] { check(fsdp_relu(gs, FSDP_F32, x.data(), y.data(), h.ioCount)); }, S);
   h.chain = runSeconds(reluChain(h.chainLength, 16), 16, S);
   h.single = runSeconds(reluChain(1, 16), 16, S);
   h.io = runSeconds(reluChain(1, h.ioCount), h.ioCount, S);
@@ -549,7 +569,7 @@ struct Overlap {
 };
 
 /// How much of a collective hides behind compute, as the runtime overlaps
-/// them (FSDP_PROGRESS_TEST: fsdp_test after every kernel): an all-gather of
+/// them (FSDP_PROGRESS_TEST: fsdp_event_query after every kernel): an all-gather of
 /// 1 MiB alone (t_m), k GEMMs of the step (linear M×H→4H, k chosen so that
 /// t_c ≈ t_m) alone (t_c), and the gather started before the GEMMs and
 /// waited after them (t_both), on every rank at once, interleaved, medians
@@ -565,24 +585,25 @@ Overlap measureOverlap(const Options &o, double budget) {
   int64_t shardCount = (1 << 20) / 4 / world;
   r.bytes = shardCount * world * 4;
   std::vector<float> shard(shardCount, 1.0f), all(shardCount * world);
-  auto gemm = [&] { cpu::linear<float>(x.data(), w.data(), b.data(), y.data(), M, K, N, true); };
+  auto gemm = [&] {
+    check(fsdp_linear(gs, FSDP_F32, x.data(), w.data(), b.data(), y.data(), M, K, N, 1));
+  };
   // One trial: mode 0 compute, 1 comm, 2 both.
   auto trial = [&](int mode) {
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = fsdp_now();
-    fsdp_handle h = nullptr;
-    if (mode >= 1 &&
-        fsdp_all_gather_start(shard.data(), all.data(), shardCount, FSDP_F32, &h) != FSDP_OK)
-      fsdp_abort(fsdp_last_error(), 1);
+    fsdp_event h = nullptr;
+    if (mode >= 1)
+      check(fsdp_all_gather_start(gworld, shard.data(), all.data(), shardCount, FSDP_F32, &h));
     if (mode != 1)
       for (int64_t i = 0; i < r.gemms; ++i) {
         gemm();
         int done = 0;
         if (h)
-          fsdp_test(h, &done);
+          fsdp_event_query(h, &done);
       }
-    if (h && fsdp_wait(h) != FSDP_OK)
-      fsdp_abort(fsdp_last_error(), 1);
+    if (h)
+      check(fsdp_wait(h));
     return maxOverRanks(fsdp_now() - t0);
   };
   double tg = secondsPerCall(gemm, budget / 10).mean;
@@ -618,7 +639,7 @@ struct Sync {
 /// a forward of [all-gather of one block's parameters, 4·(12H² + 13H) bytes,
 /// started and waited; the block's forward kernels (layer norms, the four
 /// linears, attention, GELU, residual adds)], then a backward of [the
-/// gather; the block's kernels twice (a backward's work) with fsdp_test on
+/// gather; the block's kernels twice (a backward's work) with fsdp_event_query on
 /// the previous reduce-scatter after every kernel, as the runtime's default
 /// progress does; that reduce-scatter waited; this block's reduce-scatter
 /// started], the last one waited. Run I times with no barrier between, the
@@ -638,32 +659,32 @@ Sync measureSync(const Options &o, double budget) {
                      wProj = randomVec<float>(H * H, 36), bProj = randomVec<float>(H, 37),
                      wFc = randomVec<float>(H * 4 * H, 38), bFc = randomVec<float>(4 * H, 39),
                      wOut = randomVec<float>(4 * H * H, 40), bOut = randomVec<float>(H, 41);
-  fsdp_handle pending = nullptr; // the reduce-scatter in flight
+  fsdp_event pending = nullptr; // the reduce-scatter in flight
   auto poke = [&] {
     int done = 0;
     if (pending)
-      fsdp_test(pending, &done);
+      fsdp_event_query(pending, &done);
   };
   auto block = [&] {
-    cpu::layerNorm<float>(x.data(), g.data(), bb.data(), ln.data(), M, H, 1e-5);
+    check(fsdp_layer_norm(gs, FSDP_F32, x.data(), g.data(), bb.data(), ln.data(), M, H, 1e-5));
     poke();
-    cpu::linear<float>(ln.data(), wQkv.data(), bQkv.data(), qkv.data(), M, H, 3 * H, true);
+    check(fsdp_linear(gs, FSDP_F32, ln.data(), wQkv.data(), bQkv.data(), qkv.data(), M, H, 3 * H, 1));
     poke();
-    cpu::attention<float>(qkv.data(), qkv.data() + M * H, qkv.data() + 2 * M * H, att.data(),
-                          Bt, o.seq, A, A, H / A);
+    check(fsdp_attention(gs, FSDP_F32, qkv.data(), qkv.data() + M * H, qkv.data() + 2 * M * H,
+                         att.data(), Bt, o.seq, A, A, H / A));
     poke();
-    cpu::linear<float>(att.data(), wProj.data(), bProj.data(), proj.data(), M, H, H, true);
+    check(fsdp_linear(gs, FSDP_F32, att.data(), wProj.data(), bProj.data(), proj.data(), M, H, H, 1));
     poke();
-    cpu::add<float>(x.data(), proj.data(), res.data(), M * H);
-    cpu::layerNorm<float>(res.data(), g.data(), bb.data(), ln.data(), M, H, 1e-5);
+    check(fsdp_add(gs, FSDP_F32, x.data(), proj.data(), res.data(), M * H));
+    check(fsdp_layer_norm(gs, FSDP_F32, res.data(), g.data(), bb.data(), ln.data(), M, H, 1e-5));
     poke();
-    cpu::linear<float>(ln.data(), wFc.data(), bFc.data(), fc.data(), M, H, 4 * H, true);
+    check(fsdp_linear(gs, FSDP_F32, ln.data(), wFc.data(), bFc.data(), fc.data(), M, H, 4 * H, 1));
     poke();
-    cpu::gelu<float>(fc.data(), act.data(), M * 4 * H, true);
+    check(fsdp_gelu(gs, FSDP_F32, fc.data(), act.data(), M * 4 * H, 1));
     poke();
-    cpu::linear<float>(act.data(), wOut.data(), bOut.data(), out.data(), M, 4 * H, H, true);
+    check(fsdp_linear(gs, FSDP_F32, act.data(), wOut.data(), bOut.data(), out.data(), M, 4 * H, H, 1));
     poke();
-    cpu::add<float>(res.data(), out.data(), x.data(), M * H);
+    check(fsdp_add(gs, FSDP_F32, res.data(), out.data(), x.data(), M * H));
     poke();
   };
   int64_t shardCount = (12 * H * H + 13 * H + world - 1) / world;
@@ -671,17 +692,13 @@ Sync measureSync(const Options &o, double budget) {
   r.collectives = 3 * L;
   std::vector<float> shard(shardCount, 1.0f), all(shardCount * world), grad(shardCount * world, 1.0f),
       gshard(shardCount);
-  auto check = [](int rc) {
-    if (rc != FSDP_OK)
-      fsdp_abort(fsdp_last_error(), 1);
-  };
   auto gather = [&] {
-    fsdp_handle h = nullptr;
-    check(fsdp_all_gather_start(shard.data(), all.data(), shardCount, FSDP_F32, &h));
+    fsdp_event h = nullptr;
+    check(fsdp_all_gather_start(gworld, shard.data(), all.data(), shardCount, FSDP_F32, &h));
     check(fsdp_wait(h));
   };
   auto reduceStart = [&] {
-    check(fsdp_reduce_scatter_start(grad.data(), gshard.data(), shardCount, FSDP_F32,
+    check(fsdp_reduce_scatter_start(gworld, grad.data(), gshard.data(), shardCount, FSDP_F32,
                                     FSDP_REDUCE_AVG, &pending));
   };
   auto reduceWait = [&] {
@@ -777,31 +794,34 @@ Kernels measureKernels(const Options &o, double S) {
     std::vector<float> table = randomVec<float>(V * H, 6), y(M * H);
     mem.push_back({"memory", "embedding", 0, 4.0 * (M + V * H + M * H),
                    secondsPerCall([&] {
-                     cpu::embedding<float, int32_t>(idx.data(), table.data(),
-                                                    y.data(), M, V, H);
+                     check(fsdp_embedding(gs, FSDP_F32, idx.data(), FSDP_I32,
+                                          table.data(), y.data(), M, V, H));
                    }, S)});
     std::vector<float> qkv = randomVec<float>(M * 3 * H, 7), q(M * H),
                        k(M * H), v(M * H);
-    std::vector<float *> outs = {q.data(), k.data(), v.data()};
+    std::vector<void *> outs = {q.data(), k.data(), v.data()};
     std::vector<int64_t> sizes = {H, H, H};
     mem.push_back({"memory", "split", 0, 4.0 * 2 * M * 3 * H,
                    secondsPerCall([&] {
-                     cpu::split<float>(qkv.data(), outs, sizes, M, 1);
+                     check(fsdp_split(gs, FSDP_F32, qkv.data(), outs.data(),
+                                      sizes.data(), 3, M, 1));
                    }, S)});
-    std::vector<const float *> ins = {q.data(), k.data(), v.data()};
+    std::vector<const void *> ins = {q.data(), k.data(), v.data()};
     mem.push_back({"memory", "concat", 0, 4.0 * 2 * M * 3 * H,
                    secondsPerCall([&] {
-                     cpu::concat<float>(ins, qkv.data(), sizes, M, 1);
+                     check(fsdp_concat(gs, FSDP_F32, ins.data(), qkv.data(),
+                                       sizes.data(), 3, M, 1));
                    }, S)});
     std::vector<float> pos = randomVec<float>(T * H, 8), yp(M * H);
     mem.push_back({"memory", "position_embedding", 0, 4.0 * (2 * M * H + T * H),
                    secondsPerCall([&] {
-                     cpu::positionEmbedding<float>(q.data(), pos.data(),
-                                                   yp.data(), Bt, T, H);
+                     check(fsdp_position_embedding(gs, FSDP_F32, q.data(),
+                                                   pos.data(), yp.data(), Bt,
+                                                   T, H));
                    }, S)});
     // fsdp.flatten of a block's gradients into its flat buffer.
     std::vector<float> flat(12 * H * H + 13 * H);
-    std::vector<const float *> parts = {qkv.data(), y.data(), k.data()};
+    std::vector<const void *> parts = {qkv.data(), y.data(), k.data()};
     std::vector<int64_t> partN = {M * 3 * H, M * H, M * H},
                          offs = {0, M * 3 * H, M * 4 * H};
     int64_t flatN = std::max<int64_t>(static_cast<int64_t>(flat.size()),
@@ -809,8 +829,9 @@ Kernels measureKernels(const Options &o, double S) {
     flat.resize(flatN);
     mem.push_back({"memory", "flatten", 0, 4.0 * (5 * M * H + flatN),
                    secondsPerCall([&] {
-                     cpu::flatten<float>(parts, partN, offs, flat.data(),
-                                         flatN);
+                     check(fsdp_flatten(gs, FSDP_F32, parts.data(),
+                                        partN.data(), offs.data(), 3,
+                                        flat.data(), flatN));
                    }, S)});
   }
   // Not in the fit (the main job has no nn.broadcast): the generic
@@ -820,8 +841,9 @@ Kernels measureKernels(const Options &o, double S) {
     std::vector<float> bias = randomVec<float>(4 * H, 8), yb(M * 4 * H);
     info.push_back({"info", "broadcast", 0, 4.0 * (4 * H + M * 4 * H),
                     secondsPerCall([&] {
-                      cpu::broadcast<float>(bias.data(), {M, 4 * H}, {0},
-                                            yb.data());
+                      const int64_t shape[2] = {M, 4 * H}, axes[1] = {0};
+                      check(fsdp_broadcast(gs, FSDP_F32, bias.data(), shape, 2,
+                                           axes, 1, yb.data()));
                     }, S)});
   }
 
@@ -834,15 +856,16 @@ Kernels measureKernels(const Options &o, double S) {
     double dense = 4.0 * Bt * T * T * H; // 4·B·Hq·T²·D
     att.push_back({"attention", "attention", dense / 2, 4.0 * 4 * M * H,
                    secondsPerCall([&] {
-                     cpu::attention<float>(q.data(), k.data(), v.data(),
-                                           out.data(), Bt, T, A, A, D);
+                     check(fsdp_attention(gs, FSDP_F32, q.data(), k.data(),
+                                          v.data(), out.data(), Bt, T, A, A,
+                                          D));
                    }, S)});
     att.push_back({"attention", "attention_grad", dense / 4 * 5,
                    4.0 * 7 * M * H, secondsPerCall([&] {
-                     cpu::attentionGrad<float>(q.data(), k.data(), v.data(),
-                                               dout.data(), dq.data(),
-                                               dk.data(), dv.data(), Bt, T, A,
-                                               A, D);
+                     check(fsdp_attention_grad(gs, FSDP_F32, q.data(),
+                                               k.data(), v.data(), dout.data(),
+                                               dq.data(), dk.data(), dv.data(),
+                                               Bt, T, A, A, D));
                    }, S)});
   }
 
@@ -855,33 +878,36 @@ Kernels measureKernels(const Options &o, double S) {
                        dw(H), db(H);
     ew.push_back({"elementwise", "layer_norm", 8.0 * n, 4.0 * (2 * n + 2 * H),
                   secondsPerCall([&] {
-                    cpu::layerNorm<float>(x.data(), w.data(), b.data(),
-                                          y.data(), M, H, 1e-5);
+                    check(fsdp_layer_norm(gs, FSDP_F32, x.data(), w.data(),
+                                          b.data(), y.data(), M, H, 1e-5));
                   }, S)});
     ew.push_back({"elementwise", "layer_norm_grad", 16.0 * n,
                   4.0 * (3 * n + 3 * H), secondsPerCall([&] {
-                    cpu::layerNormGrad<float>(x.data(), w.data(), dy.data(),
-                                              y.data(), dw.data(), db.data(),
-                                              M, H, 1e-5);
+                    check(fsdp_layer_norm_grad(gs, FSDP_F32, x.data(),
+                                               w.data(), dy.data(), y.data(),
+                                               dw.data(), db.data(), M, H,
+                                               1e-5));
                   }, S)});
     ew.push_back({"elementwise", "gelu", 8.0 * n4, 4.0 * 2 * n4,
                   secondsPerCall([&] {
-                    cpu::gelu<float>(x.data(), y.data(), n4, true);
+                    check(fsdp_gelu(gs, FSDP_F32, x.data(), y.data(), n4, 1));
                   }, S)});
     ew.push_back({"elementwise", "gelu_grad", 14.0 * n4, 4.0 * 3 * n4,
                   secondsPerCall([&] {
-                    cpu::geluGrad<float>(x.data(), dy.data(), y.data(), n4,
-                                         true);
+                    check(fsdp_gelu_grad(gs, FSDP_F32, x.data(), dy.data(),
+                                         y.data(), n4, 1));
                   }, S)});
     ew.push_back({"elementwise", "add", 1.0 * n, 4.0 * 3 * n,
                   secondsPerCall([&] {
-                    cpu::add<float>(x.data(), dy.data(), y.data(), n);
+                    check(fsdp_add(gs, FSDP_F32, x.data(), dy.data(), y.data(),
+                                   n));
                   }, S)});
     std::vector<float> red(4 * H);
     ew.push_back({"elementwise", "reduce_sum", 1.0 * n4, 4.0 * (n4 + 4 * H),
                   secondsPerCall([&] {
-                    cpu::reduceSum<float>(dy.data(), {M, 4 * H}, {0},
-                                          red.data());
+                    const int64_t shape[2] = {M, 4 * H}, axes[1] = {0};
+                    check(fsdp_reduce_sum(gs, FSDP_F32, dy.data(), shape, 2,
+                                          axes, 1, red.data()));
                   }, S)});
     // AdamW over one block's shard: 12·H² + 13·H parameters / N ranks.
     int64_t p = (12 * H * H + 13 * H + world - 1) / world;
@@ -890,10 +916,12 @@ Kernels measureKernels(const Options &o, double S) {
                        mo(p), vo(p);
     ew.push_back({"elementwise", "adamw_update", 16.0 * p,
                   4.0 * 7 * p + 8, secondsPerCall([&] {
-                    cpu::adamwUpdate<float>(pp.data(), g.data(), m1.data(),
-                                            v1.data(), 3, po.data(), mo.data(),
+                    const int64_t step = 3;
+                    check(fsdp_adamw_update(gs, FSDP_F32, pp.data(), g.data(),
+                                            m1.data(), v1.data(), &step,
+                                            FSDP_I64, po.data(), mo.data(),
                                             vo.data(), p, 1e-3, 0.9, 0.999,
-                                            1e-8, 0.1);
+                                            1e-8, 0.1));
                   }, S)});
     std::vector<float> logits = randomVec<float>(M * V, 20), dl(M * V);
     std::vector<int32_t> labels(M);
@@ -901,14 +929,17 @@ Kernels measureKernels(const Options &o, double S) {
       labels[i] = static_cast<int32_t>((i * 13) % V);
     ew.push_back({"elementwise", "cross_entropy", 4.0 * M * V,
                   4.0 * (M * V + M + 1), secondsPerCall([&] {
-                    volatile float l = cpu::crossEntropy<float, int32_t>(
-                        logits.data(), labels.data(), M, V);
-                    (void)l;
+                    float l = 0;
+                    check(fsdp_cross_entropy(gs, FSDP_F32, logits.data(),
+                                             labels.data(), FSDP_I32, M, V,
+                                             &l));
                   }, S)});
     ew.push_back({"elementwise", "cross_entropy_grad", 5.0 * M * V,
                   4.0 * (2 * M * V + M + 1), secondsPerCall([&] {
-                    cpu::crossEntropyGrad<float, int32_t>(
-                        logits.data(), labels.data(), 1.0f, dl.data(), M, V);
+                    const float one = 1.0f;
+                    check(fsdp_cross_entropy_grad(gs, FSDP_F32, logits.data(),
+                                                  labels.data(), FSDP_I32,
+                                                  &one, dl.data(), M, V));
                   }, S)});
   }
 
@@ -948,6 +979,13 @@ Kernels medianOfPasses(std::vector<Kernels> passes) {
 int runMain(const Options &o) {
   rank = fsdp_rank();
   world = fsdp_world_size();
+  fsdp::rt::Device cpuDevice("cpu");
+  dev = cpuDevice.get();
+  gs = fsdp_device_stream(dev, FSDP_STREAM_COMPUTE);
+  check(fsdp_channel_create(dev, &gworld));
+  struct ChannelGuard {
+    ~ChannelGuard() { fsdp_channel_destroy(gworld); }
+  } channelGuard;
   std::string loadBefore = loadAverage();
   double S = o.seconds;
   int64_t M = o.rows, H = o.hidden, T = o.seq, A = o.heads, V = o.vocab;
@@ -1110,12 +1148,12 @@ int runMain(const Options &o) {
        "op_efficiency: per op kind, the efficiency at which the roofline "
        "reproduces that op's kernels measured above (data movement: bytes "
        "per second over memory_bandwidth)",
-       "dispatch_overhead_s: fsdp::rt::Program::run of a chain of 2000 "
+       "dispatch_overhead_s: fsdp::rt::Executor::step of a chain of 2000 "
        "nn.relu on 16 floats in a planned arena, per instruction, minus the "
        "kernel; step_io_bandwidth: one nn.relu of 1 MiB in and out, bytes "
        "in + out per second of run() beyond one instruction and the kernel",
        "comm_overlap: (t_c + t_m - t_both) / min(t_c, t_m) for a 1 MiB "
-       "all-gather (t_m) and k step GEMMs with fsdp_test after each (t_c), "
+       "all-gather (t_m) and k step GEMMs with fsdp_event_query after each (t_c), "
        "alone and together (t_both), interleaved, medians of the max over "
        "ranks",
        "collective_sync_s: FSDP's step pattern (L blocks: forward gather + "

@@ -21,7 +21,7 @@
 
 using fsdp::rt::DType;
 using fsdp::rt::Error;
-using fsdp::rt::HostValues;
+using fsdp::rt::Executor;
 using fsdp::rt::IoDesc;
 using fsdp::rt::Program;
 using fsdp::rt::UnitDesc;
@@ -119,8 +119,9 @@ void expectEq(const T &got, const T &want, const std::string &what,
 
 } // namespace
 
-void saveCheckpoint(const std::string &dir, const Program &prog,
-                    const HostValues &state, int64_t step, int rank) {
+void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
+                    int rank) {
+  const Program &prog = ex.program();
   namespace fs = std::filesystem;
   int ok = 1;
   std::string err;
@@ -144,11 +145,14 @@ void saveCheckpoint(const std::string &dir, const Program &prog,
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     if (!out)
       throw Error("--save: cannot write '" + path + "'");
+    std::vector<double> values;
     for (const UnitDesc &u : prog.units())
       for (const char *role : kRoles) {
         int64_t id = shardInput(prog, role, u.name);
-        if (id >= 0)
-          writeShard(out, state.at(id), prog.buffer(id).dtype);
+        if (id < 0)
+          continue;
+        ex.read(id, values);
+        writeShard(out, values, prog.buffer(id).dtype);
       }
     if (!out.flush())
       throw Error("--save: error writing '" + path + "'");
@@ -212,8 +216,8 @@ void saveCheckpoint(const std::string &dir, const Program &prog,
     throw Error("--save: cannot write '" + ipath + "'");
 }
 
-int64_t loadCheckpoint(const std::string &dir, const Program &prog,
-                       HostValues &state, int rank) {
+int64_t loadCheckpoint(const std::string &dir, Executor &ex, int rank) {
+  const Program &prog = ex.program();
   namespace fs = std::filesystem;
   std::string ipath = (fs::path(dir) / "index.json").string();
   std::ifstream in(ipath);
@@ -307,9 +311,11 @@ int64_t loadCheckpoint(const std::string &dir, const Program &prog,
           throw Error(ctx + ": unit '" + u.name + "' has no '" + role +
                       "' shard in the checkpoint");
         bin.seekg(shards[u.name][role].get<int64_t>());
-        state[id] = readShard(bin, prog.buffer(id).numel, prog.buffer(id).dtype);
+        std::vector<double> v =
+            readShard(bin, prog.buffer(id).numel, prog.buffer(id).dtype);
         if (!bin)
           throw Error("--load: error reading '" + path + "'");
+        ex.write(id, v);
       }
     return index.at("step").get<int64_t>();
   } catch (const json::exception &e) {

@@ -36,19 +36,21 @@
 
 namespace fsdp::run {
 
-/// Writes this rank's buffers (the `param`/`exp_avg`/`exp_avg_sq` inputs of
-/// `state`, shard or full layout) to dir/rank<r>.bin and, on rank 0 after a barrier, dir/index.json
-/// for `step` completed steps. Collective: every rank must call it. Throws
-/// fsdp::rt::Error on I/O errors.
-void saveCheckpoint(const std::string &dir, const fsdp::rt::Program &prog,
-                    const fsdp::rt::HostValues &state, int64_t step, int rank);
+/// Writes this rank's state (the `param`/`master`/`exp_avg`/`exp_avg_sq`
+/// inputs resident on the executor's device, shard or full layout, read back
+/// to the host) to dir/rank<r>.bin and, on rank 0 after a barrier,
+/// dir/index.json for `step` completed steps. Collective: every rank must
+/// call it. Throws fsdp::rt::Error on I/O errors.
+void saveCheckpoint(const std::string &dir, const fsdp::rt::Executor &ex,
+                    int64_t step, int rank);
 
 /// Reads dir/index.json, checks it against the schedule (world size, grid,
 /// units, dtypes, sizes, layouts, parameter FQNs, shapes and offsets, roles)
-/// and loads this rank's buffers into `state`. Returns the saved step count. Throws
-/// fsdp::rt::Error with a message naming the mismatch.
-int64_t loadCheckpoint(const std::string &dir, const fsdp::rt::Program &prog,
-                       fsdp::rt::HostValues &state, int rank);
+/// and writes this rank's buffers into the executor's state. Returns the
+/// saved step count. Throws fsdp::rt::Error with a message naming the
+/// mismatch.
+int64_t loadCheckpoint(const std::string &dir, fsdp::rt::Executor &ex,
+                       int rank);
 
 } // namespace fsdp::run
 

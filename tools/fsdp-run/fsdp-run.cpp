@@ -1,20 +1,23 @@
 //===- fsdp-run.cpp - Runs an fsdp schedule for K training steps ----------===//
 //
 //   mpirun -np N fsdp-run SCHEDULE.json [--steps K] [--seed S]
+//          [--device cpu|cuda|cuda:N] [--collectives auto|mpi|nccl]
+//          [--alloc arena|per-buffer]
 //          [--data FILE] [--dump-params PATH] [--save DIR] [--load DIR]
 //          [--progress none|test|thread] [--progress-interval MIN[:MAX]]
 //          [--warmup W] [--profile]
 //
-// Loads the schedule (world_size must be N), initialises every rank's shards
-// or full (replicated) buffers deterministically (the full parameters do not
-// depend on N or the strategy) or loads them
-// from a checkpoint (Checkpoint.h), feeds synthetic, CSV or byte-level text
-// data (Data.h), runs K optimizer steps carrying parameter, f32 master
-// ("Mixed precision") and optimizer-state outputs to the next step, prints "step s loss x" per step
-// on rank 0 and, as the last line, one JSON summary. Any error on any rank
+// Loads the schedule (world_size must be N), creates the device, and
+// initialises every rank's shards or full (replicated) buffers
+// deterministically (the full parameters do not depend on N or the
+// strategy) or loads them from a checkpoint (Checkpoint.h) into the
+// executor's device-resident state. Feeds synthetic, CSV or byte-level text
+// data (Data.h), runs K optimizer steps (the state stays on the device; the
+// host sees the data in, the loss out), prints "step s loss x" per step on
+// rank 0 and, as the last line, one JSON summary. Any error on any rank
 // aborts all ranks (MPI_Abort) with a message; bad arguments print the usage
-// and exit 2. --progress picks how collectives progress while kernels run
-// (runtime.h, fsdp_progress; results are bit-identical across modes);
+// and exit 2. --progress picks how MPI collectives progress while kernels
+// run (runtime.h, fsdp_progress; results are bit-identical across modes);
 // --profile adds per-op seconds per step (mean over ranks) to the summary.
 //
 //===----------------------------------------------------------------------===//
@@ -41,7 +44,9 @@
 #include <string>
 #include <vector>
 
+using fsdp::rt::AllocMode;
 using fsdp::rt::Error;
+using fsdp::rt::Executor;
 using fsdp::rt::HostValues;
 using fsdp::rt::IoDesc;
 using fsdp::rt::Program;
@@ -61,13 +66,23 @@ struct Options {
   double intervalMin = 0, intervalMax = 0; // 0: the runtime's defaults
   int64_t warmup = 0;
   bool profile = false;
+  std::string device = "cpu";
+  std::string collectives = "auto";
+  AllocMode alloc = AllocMode::Arena;
 };
 
 const char *kUsage =
     "usage: mpirun -np N fsdp-run SCHEDULE.json [--steps K] [--seed S]\n"
     "                [--data FILE] [--dump-params PATH] [--save DIR]\n"
-    "                [--load DIR]\n"
+    "                [--load DIR] [--device D] [--collectives C] [--alloc A]\n"
     "  --steps K          optimizer steps to run (default 1, K >= 1)\n"
+    "  --device D         cpu (default), cuda (the local rank's GPU) or cuda:N\n"
+    "  --collectives C    auto (default: MPI on cpu, NCCL on cuda), mpi (on\n"
+    "                     cuda: staged through host memory, so that several\n"
+    "                     ranks may share one GPU) or nccl\n"
+    "  --alloc A          arena (default: one arena, the memory plan's offsets)\n"
+    "                     or per-buffer (one device allocation per buffer, so\n"
+    "                     that device_peak_bytes measures the step)\n"
     "  --seed S           seed of parameter init and synthetic data (default 0)\n"
     "  --data FILE        instead of synthetic data: for a features/labels\n"
     "                     schedule a CSV (lines f0,...,fF-1,label); for a\n"
@@ -163,6 +178,22 @@ Options parseArgs(int argc, char **argv) {
         usageError("--warmup needs an integer >= 0");
     } else if (a == "--profile") {
       o.profile = true;
+    } else if (a == "--device") {
+      o.device = value();
+    } else if (a == "--collectives") {
+      o.collectives = value();
+      if (o.collectives != "auto" && o.collectives != "mpi" &&
+          o.collectives != "nccl")
+        usageError("--collectives needs auto, mpi or nccl, got '" +
+                   o.collectives + "'");
+    } else if (a == "--alloc") {
+      std::string v = value();
+      if (v == "arena")
+        o.alloc = AllocMode::Arena;
+      else if (v == "per-buffer")
+        o.alloc = AllocMode::PerBuffer;
+      else
+        usageError("--alloc needs arena or per-buffer, got '" + v + "'");
     } else if (a.size() > 1 && a[0] == '-') {
       usageError("unknown option " + a);
     } else if (o.schedule.empty()) {
@@ -198,8 +229,9 @@ void appendNumber(std::string &s, double v, bool isF32) {
 /// between rank 0's result and the copies the other ranks (replicas) hold.
 /// Collective over MPI_COMM_WORLD.
 std::map<std::string, std::vector<double>>
-gatherRole(const Program &p, const HostValues &state, const std::string &role,
-           int rank, double &maxDiff) {
+gatherRole(const Executor &ex, const std::string &role, int rank,
+           double &maxDiff) {
+  const Program &p = ex.program();
   std::map<std::string, std::vector<double>> result;
   int64_t n = p.worldSize(), s = p.shardSize();
   for (const fsdp::rt::UnitDesc &u : p.units()) {
@@ -209,7 +241,8 @@ gatherRole(const Program &p, const HostValues &state, const std::string &role,
         io = &i;
     if (!io)
       continue;
-    std::vector<double> local = state.at(io->buffer);
+    std::vector<double> local;
+    ex.read(io->buffer, local);
     int64_t cnt = static_cast<int64_t>(local.size());
     std::vector<double> all(rank == 0 ? cnt * n : 0);
     if (MPI_Gather(local.data(), static_cast<int>(cnt), MPI_DOUBLE, all.data(),
@@ -304,19 +337,34 @@ void checkOutputPaths(const Options &opt) {
   }
 }
 
+/// The device options of --device and --collectives.
+fsdp_collectives collectivesOf(const Options &opt) {
+  bool cuda = opt.device.rfind("cuda", 0) == 0;
+  if (opt.collectives == "nccl" && !cuda)
+    throw Error("--collectives nccl needs a cuda device, got --device " +
+                opt.device);
+  return opt.collectives == "mpi" && cuda ? FSDP_COLLECTIVES_MPI
+                                          : FSDP_COLLECTIVES_NATIVE;
+}
+
 int runMain(const Options &opt) {
   int rank = fsdp_rank();
   checkOutputPaths(opt);
   Program prog = Program::fromFile(opt.schedule);
   int64_t n = prog.worldSize();
+  // Data first (a bad file fails before the device is set up), then the
+  // device, its channels and the resident state.
+  fsdp::run::DataSource data(prog, opt.data, opt.seed, rank);
+  fsdp::rt::Device device(opt.device, collectivesOf(opt));
+  Executor ex(prog, device.get(), opt.alloc);
 
-  // Initial state: parameter shards and zero optimizer moments, or a
-  // checkpoint's.
-  HostValues state;
+  // Initial state: parameter shards (layout "shard": this rank's shard at
+  // its index r mod S in the shard group; "full": the whole padded buffer,
+  // the same on every rank) and zero optimizer moments, or a checkpoint's.
+  // A `master` starts from the same values as `param`; a bf16/f16 `param`
+  // gets them rounded (through f32), i.e. cast(master).
   for (const IoDesc &io : prog.inputs()) {
-    bool shardRole = io.role == "param" || io.role == "master" ||
-                     io.role == "exp_avg" || io.role == "exp_avg_sq";
-    if (!shardRole)
+    if (!fsdp::rt::isStateRole(io.role))
       continue;
     const fsdp::rt::UnitDesc *unit = prog.findUnit(io.unit);
     if (!unit)
@@ -327,51 +375,35 @@ int runMain(const Options &opt) {
                   "needs per-unit shards, i.e. a schedule from the FSDP "
                   "pipeline (fsdp-opt --fsdp-pipeline), not from "
                   "fsdp-autodiff alone");
-    // Layout "shard": this rank's shard at its index r mod S in the shard
-    // group; "full": the whole padded buffer, the same on every rank. A
-    // `master` starts from the same values as `param`; a bf16/f16 `param`
-    // gets them rounded (through f32) by Program::run, i.e. cast(master).
-    bool paramLike = io.role == "param" || io.role == "master";
-    if (paramLike && io.layout == "full")
-      state[io.buffer] = fsdp::run::initFull(*unit, opt.seed);
-    else if (paramLike)
-      state[io.buffer] =
-          fsdp::run::initShard(*unit, opt.seed, rank % prog.shardSize());
-    else
-      state[io.buffer] = std::vector<double>(prog.buffer(io.buffer).numel, 0.0);
+    if (io.role == "param" || io.role == "master")
+      ex.write(io.buffer, io.layout == "full"
+                              ? fsdp::run::initFull(*unit, opt.seed)
+                              : fsdp::run::initShard(*unit, opt.seed,
+                                                     rank % prog.shardSize()));
+    // Moments stay as the executor zeroed them.
   }
   int64_t startStep = 0;
   if (!opt.load.empty())
-    startStep = fsdp::run::loadCheckpoint(opt.load, prog, state, rank);
-  // Which output feeds which input at the next step.
-  std::vector<std::pair<int64_t, int64_t>> carry;
-  int64_t lossId = -1;
-  for (const IoDesc &out : prog.outputs()) {
+    startStep = fsdp::run::loadCheckpoint(opt.load, ex, rank);
+  int64_t lossId = -1, stepId = -1;
+  for (const IoDesc &out : prog.outputs())
     if (out.role == "loss")
       lossId = out.buffer;
-    if (out.role != "param" && out.role != "master" && out.role != "exp_avg" &&
-        out.role != "exp_avg_sq")
-      continue;
-    for (const IoDesc &in : prog.inputs())
-      if (in.role == out.role && in.unit == out.unit)
-        carry.push_back({out.buffer, in.buffer});
-  }
   if (lossId < 0)
     throw Error(prog.name() + ": the schedule has no output with role 'loss'");
-  int64_t stepId = -1;
   for (const IoDesc &io : prog.inputs())
     if (io.role == "step")
       stepId = io.buffer;
 
-  fsdp::run::DataSource data(prog, opt.data, opt.seed, rank);
   int64_t globalBatch = prog.globalBatch() > 0 ? prog.globalBatch()
                                                : data.globalBatch;
-  fsdp_stats_reset();
-  // Per step, max over ranks: wall time of run(), kernel time, wait time.
+  // Statistics from here: the device's allocator peak covers the steps.
+  fsdp_device_reset_stats(device.get());
+  // Per step, max over ranks: wall time of the step, kernel time, wait time.
   std::vector<double> losses, stepTimes, computeTimes, commTimes;
   int64_t peak = 0;
-  double profiledSeconds = 0; // run() wall time of the profiled steps
-  HostValues out;             // the step's outputs, reused every step
+  double profiledSeconds = 0; // step wall time of the profiled steps
+  HostValues in;              // this step's data, reused every step
   for (int64_t step = startStep + 1; step <= startStep + opt.steps; ++step) {
     bool timed = step > startStep + opt.warmup;
     if (opt.profile) {
@@ -379,23 +411,24 @@ int runMain(const Options &opt) {
       if (step == startStep + opt.warmup + 1)
         fsdp_profile_reset();
     }
-    // The step's inputs are the carried state plus this step's data and
-    // step number, filled in place (no copy of the state per step).
-    HostValues &in = state;
     data.fill(step, in);
     if (stepId >= 0)
       in[stepId] = {static_cast<double>(step)};
-    double c0 = fsdp_compute_seconds(), w0 = fsdp_comm_wait_seconds();
+    fsdp_device_stats s0{}, s1{};
+    fsdp_device_get_stats(device.get(), &s0);
     double t0 = fsdp_now();
-    prog.run(in, out);
-    double times[3] = {fsdp_now() - t0, fsdp_compute_seconds() - c0,
-                       fsdp_comm_wait_seconds() - w0};
-    peak = std::max(peak, prog.lastPeakBytes());
-    // Swapped, not moved: `out` keeps the old vectors for the next step to
-    // overwrite (no allocation, no fresh pages per step).
-    for (auto [o, i] : carry)
-      std::swap(state[i], out[o]);
-    double local = out[lossId].at(0), sum = 0, maxTimes[3];
+    // Only the data and the step number travel to the device.
+    for (auto &[id, values] : in)
+      ex.write(id, values);
+    ex.step();
+    double local = ex.readScalar(lossId);
+    double t1 = fsdp_now();
+    fsdp_device_get_stats(device.get(), &s1);
+    double times[3] = {t1 - t0,
+                       s1.compute_seconds - s0.compute_seconds,
+                       s1.comm_wait_seconds - s0.comm_wait_seconds};
+    peak = std::max(peak, ex.lastPeakBytes());
+    double sum = 0, maxTimes[3];
     if (MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD) !=
             MPI_SUCCESS ||
         MPI_Allreduce(times, maxTimes, 3, MPI_DOUBLE, MPI_MAX,
@@ -414,6 +447,8 @@ int runMain(const Options &opt) {
       std::fflush(stdout);
     }
   }
+  fsdp_device_stats stats{};
+  fsdp_device_get_stats(device.get(), &stats);
 
   fsdp_profile_enable(0);
   // Per-op seconds and calls per step, mean over ranks (every rank runs the
@@ -429,8 +464,8 @@ int runMain(const Options &opt) {
       local[2 * i + 1] = static_cast<double>(fsdp_profile_calls(i)) / timedSteps;
       inSteps += fsdp_profile_seconds(i);
     }
-    // Not in any instruction: converting inputs and outputs, the arena's
-    // first binding, the final waits' bookkeeping.
+    // Not in any instruction: the data upload, binding the inputs, the
+    // carried state's copies, the final waits' bookkeeping, the loss read.
     local[2 * count] = (profiledSeconds - inSteps) / timedSteps;
     MPI_Allreduce(local.data(), sum.data(), 2 * count + 1, MPI_DOUBLE, MPI_SUM,
                   MPI_COMM_WORLD);
@@ -442,26 +477,26 @@ int runMain(const Options &opt) {
         {"seconds", sum[2 * count] / static_cast<double>(n)}, {"calls", 1}};
   }
 
-  long long peakLL = peak, peakMax = 0;
-  MPI_Allreduce(&peakLL, &peakMax, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
-  // The planned arena run() allocated on this rank (0 without a plan).
-  long long arenaLL = prog.arenaBytes(), arenaMax = 0;
-  MPI_Allreduce(&arenaLL, &arenaMax, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  // Max over ranks: the plan's bookkeeping peak, the arena, the allocator's
+  // peak and the memory outside its pool.
+  long long mine[5] = {peak, ex.arenaBytes(), stats.memory_peak_bytes,
+                       stats.workspace_bytes, stats.comm_buffer_bytes},
+            most[5];
+  MPI_Allreduce(mine, most, 5, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
 
   if (!opt.dumpParams.empty()) {
     double maxDiff = 0;
     std::string text = "{\"params\": ";
     // A unit with an f32 master reports it; other units their (widened)
     // param buffer.
-    auto params = gatherRole(prog, state, "master", rank, maxDiff);
-    for (auto &[name, values] : gatherRole(prog, state, "param", rank, maxDiff))
+    auto params = gatherRole(ex, "master", rank, maxDiff);
+    for (auto &[name, values] : gatherRole(ex, "param", rank, maxDiff))
       params.emplace(name, std::move(values)); // keeps a master if present
     appendRole(prog, params, text);
     text += ",\n\"exp_avg\": ";
-    appendRole(prog, gatherRole(prog, state, "exp_avg", rank, maxDiff), text);
+    appendRole(prog, gatherRole(ex, "exp_avg", rank, maxDiff), text);
     text += ",\n\"exp_avg_sq\": ";
-    appendRole(prog, gatherRole(prog, state, "exp_avg_sq", rank, maxDiff),
-               text);
+    appendRole(prog, gatherRole(ex, "exp_avg_sq", rank, maxDiff), text);
     // Replicated copies (full layouts, other replicas) should agree exactly.
     text += ",\n\"replica_max_abs_diff\": ";
     appendNumber(text, maxDiff, false);
@@ -478,27 +513,38 @@ int runMain(const Options &opt) {
     }
   }
   if (!opt.save.empty())
-    fsdp::run::saveCheckpoint(opt.save, prog, state, startStep + opt.steps,
-                              rank);
+    fsdp::run::saveCheckpoint(opt.save, ex, startStep + opt.steps, rank);
 
   if (rank == 0) {
     double st = median(stepTimes);
+    auto perStep = [&](fsdp_collective k) {
+      return stats.comm_bytes[k] / opt.steps;
+    };
     nlohmann::json summary = {
         {"world_size", n},
         {"steps", opt.steps},
         {"first_step", startStep + 1},
         {"losses", losses},
         {"final_loss", losses.back()},
-        {"peak_bytes", static_cast<int64_t>(peakMax)},
-        {"arena_bytes", static_cast<int64_t>(arenaMax)},
-        {"comm_bytes", fsdp_comm_bytes_sent() / opt.steps},
+        {"device", fsdp_device_name(device.get())},
+        {"collectives", fsdp_device_collectives(device.get())},
+        {"alloc", opt.alloc == AllocMode::Arena && ex.usesArena()
+                      ? "arena"
+                      : "per-buffer"},
+        {"peak_bytes", static_cast<int64_t>(most[0])},
+        {"device_peak_bytes", static_cast<int64_t>(most[2])},
+        {"device_workspace_bytes", static_cast<int64_t>(most[3])},
+        {"device_comm_buffer_bytes", static_cast<int64_t>(most[4])},
+        {"arena_bytes", static_cast<int64_t>(most[1])},
+        {"state_outputs_in_place", ex.inPlaceOutputs()},
+        {"state_outputs_copied", ex.copiedOutputs()},
+        {"comm_bytes", perStep(FSDP_COLL_ALL_GATHER) +
+                           perStep(FSDP_COLL_REDUCE_SCATTER) +
+                           perStep(FSDP_COLL_ALL_REDUCE)},
         {"comm_bytes_by_collective",
-         {{"all_gather",
-           fsdp_comm_bytes_sent_by(FSDP_COLL_ALL_GATHER) / opt.steps},
-          {"reduce_scatter",
-           fsdp_comm_bytes_sent_by(FSDP_COLL_REDUCE_SCATTER) / opt.steps},
-          {"all_reduce",
-           fsdp_comm_bytes_sent_by(FSDP_COLL_ALL_REDUCE) / opt.steps}}},
+         {{"all_gather", perStep(FSDP_COLL_ALL_GATHER)},
+          {"reduce_scatter", perStep(FSDP_COLL_REDUCE_SCATTER)},
+          {"all_reduce", perStep(FSDP_COLL_ALL_REDUCE)}}},
         {"sharding",
          {{"strategy", prog.strategy()},
           {"replicas", prog.replicas()},

@@ -3,9 +3,16 @@
 // The memory planner's analysis over the scheduled step function: every SSA
 // tensor is a buffer (views alias their base), live from the instruction that
 // defines it (function arguments: from the start of the step) to its last use
-// or its explicit fsdp.free (returned values: to the end of the step). This is
-// exactly how the runtime allocates, so the planned peak is what fsdp-run
-// measures. The JSON schedule takes its `frees` from here.
+// or its explicit fsdp.free (returned values: to the end of the step). The
+// training state (every argument that is not data or the step) is resident:
+// live for the whole step. A returned state value that replaces an argument
+// at the next step (same fsdp.role and fsdp.unit) takes that argument's
+// memory when nothing reads the argument after it is written -- the
+// optimizer update writing the new shard over the old one element by
+// element, as XLA's input/output aliasing does -- so the state is held once.
+// This is exactly how the runtime allocates, so the planned peak is what
+// fsdp-run's bookkeeping measures. The JSON schedule takes its `frees` and
+// `aliases` from here.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_ANALYSIS_MEMORYPLAN_H
@@ -46,6 +53,7 @@ struct PlannedBuffer {
   int64_t start = -1;         // first instruction it is live at (-1: step start)
   int64_t end = -1;           // last instruction it is live at (#instructions: step end)
   int64_t arenaOffset = -1;   // bytes from the arena's base (views: -1)
+  int64_t aliases = -1;       // the state argument whose memory it takes, or -1
 };
 
 /// Liveness, peak and static offsets of the step function `fn` (a single
@@ -72,6 +80,10 @@ public:
 
 private:
   void assignArenaOffsets();
+  /// Sets PlannedBuffer::aliases of the returned state values that can take
+  /// their argument's memory (lastUse: the last instruction reading each
+  /// buffer, async collectives until their wait).
+  void assignAliases(func::FuncOp fn, const std::vector<int64_t> &lastUse);
 };
 
 } // namespace mlir::fsdp

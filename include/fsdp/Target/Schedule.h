@@ -1,7 +1,8 @@
 //===- Schedule.h - scheduled fsdp IR to the JSON schedule ----------------===//
 //
-// The format is specified in runtime/docs/schedule-format.md; the runtime's
-// interpreter (runtime/) reads it.
+// The format is specified in runtime/docs/schedule-format.md, its version and
+// op table in fsdp/ScheduleFormat.h (shared with the runtime's interpreter,
+// which reads it).
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_TARGET_SCHEDULE_H
@@ -11,9 +12,6 @@
 #include "llvm/Support/raw_ostream.h"
 
 namespace mlir::fsdp {
-
-/// Version of the JSON schedule this compiler writes.
-inline constexpr int kScheduleVersion = 1;
 
 /// Writes the step function of `module` as a JSON schedule. Fails with a
 /// diagnostic on the offending op (unsupported op, non-splat constant, ...).

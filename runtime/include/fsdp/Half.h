@@ -9,8 +9,10 @@
 // once (through f32 with round-to-odd, which is exact for targets of at most
 // 22 significand bits), not twice.
 //
-// All functions are inline and header-only; they assume the default floating
-// point environment (round to nearest, no flush-to-zero).
+// All functions are inline and header-only, and __host__ __device__ under
+// nvcc (FSDP_HD): the cpu and cuda drivers round with the same code. They
+// assume the default floating point environment (round to nearest, no
+// flush-to-zero).
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_HALF_H
@@ -19,23 +21,37 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__CUDACC__)
+#define FSDP_HD __host__ __device__
+#else
+#define FSDP_HD
+#endif
+
 namespace fsdp {
 
 /// The bit pattern of `f`.
-inline uint32_t floatBits(float f) {
+FSDP_HD inline uint32_t floatBits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
   return u;
+#endif
 }
 /// The float with bit pattern `u`.
-inline float bitsFloat(uint32_t u) {
+FSDP_HD inline float bitsFloat(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
   float f;
   std::memcpy(&f, &u, sizeof f);
   return f;
+#endif
 }
 
 /// f32 -> bf16, round to nearest even; overflow to ±inf; NaN stays NaN.
-inline uint16_t floatToBf16(float f) {
+FSDP_HD inline uint16_t floatToBf16(float f) {
   uint32_t u = floatBits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) // NaN: keep sign/payload top, quiet
     return static_cast<uint16_t>((u >> 16) | 0x0040u);
@@ -44,13 +60,13 @@ inline uint16_t floatToBf16(float f) {
 }
 
 /// bf16 -> f32 (exact).
-inline float bf16ToFloat(uint16_t h) {
+FSDP_HD inline float bf16ToFloat(uint16_t h) {
   return bitsFloat(static_cast<uint32_t>(h) << 16);
 }
 
 /// f32 -> IEEE binary16, round to nearest even (subnormal results too);
 /// |f| >= 65520 becomes ±inf; NaN stays NaN.
-inline uint16_t floatToF16(float f) {
+FSDP_HD inline uint16_t floatToF16(float f) {
   uint32_t u = floatBits(f);
   uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   u &= 0x7fffffffu;
@@ -73,7 +89,7 @@ inline uint16_t floatToF16(float f) {
 }
 
 /// IEEE binary16 -> f32 (exact).
-inline float f16ToFloat(uint16_t h) {
+FSDP_HD inline float f16ToFloat(uint16_t h) {
   uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
   if (exp == 0) { // zero or subnormal: mant · 2^-24, exact in f32
@@ -88,7 +104,7 @@ inline float f16ToFloat(uint16_t h) {
 /// f64 -> f32 rounding to odd (inexact results get an odd last bit), so
 /// that a second rounding to a format of at most 22 significand bits equals
 /// a single rounding of the double.
-inline float doubleToFloatOdd(double d) {
+FSDP_HD inline float doubleToFloatOdd(double d) {
   float f = static_cast<float>(d);
   if (static_cast<double>(f) == d || d != d)
     return f;
@@ -101,29 +117,29 @@ inline float doubleToFloatOdd(double d) {
 }
 
 /// f64 -> bf16 with a single rounding to nearest even.
-inline uint16_t doubleToBf16(double d) {
+FSDP_HD inline uint16_t doubleToBf16(double d) {
   return floatToBf16(doubleToFloatOdd(d));
 }
 /// f64 -> f16 with a single rounding to nearest even.
-inline uint16_t doubleToF16(double d) { return floatToF16(doubleToFloatOdd(d)); }
+FSDP_HD inline uint16_t doubleToF16(double d) { return floatToF16(doubleToFloatOdd(d)); }
 
 /// Widens n bf16 values into f32.
-inline void bf16ToFloatN(const uint16_t *src, float *dst, int64_t n) {
+FSDP_HD inline void bf16ToFloatN(const uint16_t *src, float *dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     dst[i] = bf16ToFloat(src[i]);
 }
 /// Rounds n f32 values into bf16.
-inline void floatToBf16N(const float *src, uint16_t *dst, int64_t n) {
+FSDP_HD inline void floatToBf16N(const float *src, uint16_t *dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     dst[i] = floatToBf16(src[i]);
 }
 /// Widens n f16 values into f32.
-inline void f16ToFloatN(const uint16_t *src, float *dst, int64_t n) {
+FSDP_HD inline void f16ToFloatN(const uint16_t *src, float *dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     dst[i] = f16ToFloat(src[i]);
 }
 /// Rounds n f32 values into f16.
-inline void floatToF16N(const float *src, uint16_t *dst, int64_t n) {
+FSDP_HD inline void floatToF16N(const float *src, uint16_t *dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     dst[i] = floatToF16(src[i]);
 }

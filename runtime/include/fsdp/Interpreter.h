@@ -1,23 +1,33 @@
 //===- Interpreter.h - Executes fsdp-schedule JSON programs ----*- C++ -*-===//
 //
-// fsdp::rt::Program loads a schedule (runtime/docs/schedule-format.md, version 1),
-// validates it and runs one SPMD training step on this rank:
+// fsdp::rt::Program loads and validates a schedule
+// (runtime/docs/schedule-format.md); fsdp::rt::Executor runs its steps on one
+// device, SPMD on every rank, with the training state resident in device
+// memory from initialisation to the end:
 //
+//   fsdp::rt::Device dev("cpu");                      // or "cuda", "cuda:1"
 //   fsdp::rt::Program prog = fsdp::rt::Program::fromFile("step.json");
-//   fsdp::rt::HostValues in = {{0, features}, {1, labels}, {2, {1.0}}, ...};
-//   fsdp::rt::HostValues out = prog.run(in);   // keyed by output buffer id
+//   fsdp::rt::Executor ex(prog, dev.get());           // collective
+//   ex.write(paramShardId, initialValues);            // once: the state
+//   for (step...) { ex.write(tokensId, tokens); ex.write(stepId, {s});
+//                   ex.step(); double loss = ex.readScalar(lossId); }
 //
-// Host values are row-major element values stored as double whatever the
-// buffer's dtype (f32 <-> double and i32 <-> double are exact; i64 is exact up
-// to 2^53; a bf16/f16 input is rounded to f32 and then to the 2-byte dtype,
-// so that it equals nn.cast of the f32 value; their outputs widen exactly). Errors (bad file, bad schedule, bad input, a kernel error such as
-// a label out of range) throw fsdp::rt::Error with a message naming the file,
-// instruction index and source location. Collectives use the C API
-// (runtime.h), so without MPI a world_size 1 schedule runs in-process.
+// The interpreter only decodes the schedule and calls the runtime's C API
+// (runtime.h, kernels.h): the same code for every driver. Host values are
+// row-major element values as double whatever the buffer's dtype (f32 <->
+// double and i32 <-> double are exact; i64 up to 2^53; a value written into a
+// bf16/f16 buffer is rounded to f32 and then to the 2-byte dtype, so that it
+// equals nn.cast of the f32 value; reads widen exactly). Errors (bad file,
+// bad schedule, bad input, a kernel's data error such as a label out of
+// range) throw fsdp::rt::Error with a message naming the file, instruction
+// index and source location.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_INTERPRETER_H
 #define FSDP_INTERPRETER_H
+
+#include "fsdp/ScheduleFormat.h"
+#include "fsdp/runtime.h"
 
 #include <cstdint>
 #include <map>
@@ -84,8 +94,10 @@ struct UnitDesc {
 
 /// The "optimizer" section; ops without explicit attrs use these values.
 struct OptimizerDesc {
-  std::string kind = "adamw";
-  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.0;
+  std::string kind = schedule::kDefaultOptimizer;
+  double lr = schedule::kDefaultLr, beta1 = schedule::kDefaultBeta1,
+         beta2 = schedule::kDefaultBeta2, eps = schedule::kDefaultEps,
+         weightDecay = schedule::kDefaultWeightDecay;
 };
 
 /// One entry of "inputs" / "outputs".
@@ -99,7 +111,14 @@ struct IoDesc {
   /// index in the shard group) or "full" (the padded flat buffer,
   /// replicated); "shard" when absent.
   std::string layout = "shard";
+  /// Outputs: the input buffer this output is written into in place
+  /// ("aliases", schedule version 2), or -1.
+  int64_t aliases = -1;
 };
+
+/// An input of the training state (role param, master, exp_avg or
+/// exp_avg_sq): resident in device memory across steps.
+bool isStateRole(const std::string &role);
 
 /// Process groups of the grid R x S ("Sharding strategies"): world (N
 /// ranks), shard (the S ranks of one replica), replicate (the R ranks with
@@ -108,19 +127,7 @@ enum class Group { World, Shard, Replicate };
 /// "world", "shard", "replicate".
 const char *groupName(Group g);
 
-enum class OpKind {
-  Constant, Linear, Matmul, Add, Mul, Relu, ReluGrad, Gelu, GeluGrad,
-  ReduceSum, Broadcast, CrossEntropy, CrossEntropyGrad, SgdUpdate,
-  AdamwUpdate, AllGather, ReduceScatter, Free, ParamView, Wait, Flatten,
-  AllReduce, LocalShard, // "Sharding strategies"
-  Pack, Unpack,          // buckets: copy units' flat buffers into / out of one
-  // Transformer ops (runtime/docs/schedule-format.md, "Transformer ops").
-  Embedding, EmbeddingGrad, PositionEmbedding, PositionEmbeddingGrad,
-  LayerNorm, LayerNormGrad, RmsNorm, RmsNormGrad, Rope, Attention,
-  AttentionGrad, Silu, SiluGrad, Split, Concat, ZerosLike,
-  Cast, // "Mixed precision"
-  MicroBatch // gradient accumulation: rows [index·m, (index+1)·m) of the batch
-};
+using OpKind = fsdp::schedule::OpKind;
 
 /// One parsed instruction with its attributes decoded.
 struct Instruction {
@@ -163,18 +170,14 @@ public:
   static Program fromString(const std::string &text, bool checkWorldSize = true,
                             const std::string &name = "<schedule>");
 
-  /// Runs one step: sets the runtime's grid to this schedule's shard_size
-  /// (fsdp_set_grid, collective on the first run), allocates and fills every
-  /// input buffer from `inputs` (with a memory plan: binds it to its slot of
-  /// the arena, see usesArena())
-  /// (each must be present with exactly numel values), executes the
-  /// instructions, returns the values of every output buffer, and frees all
-  /// buffers. Throws Error on any failure (buffers are released).
+  /// Runs one step in-process on a fresh "cpu" device (an Executor): writes
+  /// every input from `inputs` (each must be present with exactly numel
+  /// values), runs, and returns every output by buffer id. For tests and
+  /// tools; training loops keep an Executor (state stays on the device).
+  /// Throws Error on any failure.
   HostValues run(const HostValues &inputs);
-  /// The same, writing each output into `outputs[buffer]`: a vector already
-  /// there is resized and overwritten in place, so a caller that keeps
-  /// `outputs` across steps allocates no new memory per step; other entries
-  /// are left as they are.
+  /// The same, writing each output into `outputs[buffer]` (resized and
+  /// overwritten in place; other entries are left as they are).
   void run(const HostValues &inputs, HostValues &outputs);
 
   /// Non-throwing variants for callers built with -fno-exceptions (LLVM
@@ -187,22 +190,21 @@ public:
   bool tryRun(const HostValues &inputs, HostValues &outputs,
               std::string &error);
 
-  /// Peak bytes allocated through fsdp_alloc during the last run(), above
-  /// the bytes that were live when it started.
+  /// The schedule's buffers' peak bytes during the last run() (the
+  /// Executor's bookkeeping, Executor::lastPeakBytes).
   int64_t lastPeakBytes() const { return lastPeak; }
 
   /// True when the schedule has a `memory_plan` with `arena_bytes` and every
-  /// owned (non-view) buffer has an `arena_offset`: run() then allocates one
-  /// arena (fsdp_arena_alloc, on the first run, shared by copies of this
-  /// Program and reused by every later run) and binds each buffer to
-  /// base + arena_offset instead of allocating it. Binding a buffer whose
-  /// byte range overlaps a live one is an error naming both.
+  /// owned (non-view) buffer has an `arena_offset`: an Executor in arena
+  /// mode then allocates one arena and binds each buffer to
+  /// base + arena_offset instead of allocating it.
   bool usesArena() const { return arenaPlanned; }
   /// memory_plan.arena_bytes (0 without a usable plan).
   int64_t plannedArenaBytes() const { return arenaPlanned ? arenaSize : 0; }
-  /// Bytes of the arena actually allocated (0 before the first run or
-  /// without a plan).
-  int64_t arenaBytes() const { return arena ? arenaSize : 0; }
+  /// memory_plan.arena_alignment (64 when absent).
+  int64_t arenaAlignment() const { return arenaAlignmentValue; }
+  /// memory_plan.peak_bytes (-1 when absent).
+  int64_t plannedPeakBytes() const { return plannedPeak; }
 
   const std::string &name() const { return sourceName; }
   int64_t worldSize() const { return worldSizeValue; }
@@ -215,9 +217,6 @@ public:
   int64_t shardSize() const { return shardSizeValue; }
   /// Ranks in `g` under the schedule's grid: N, S or R.
   int64_t groupSize(Group g) const;
-  /// Whether instruction `in` writes every element of its results (their
-  /// memory is then not zero-filled before it runs).
-  bool overwritesResults(const Instruction &in) const;
   const std::vector<UnitDesc> &units() const { return unitList; }
   const std::map<int64_t, BufferDesc> &buffers() const { return bufferMap; }
   const std::vector<IoDesc> &inputs() const { return inputList; }
@@ -235,14 +234,20 @@ public:
   /// logits), or -1 if there is none. Used to synthesise labels.
   int64_t numClasses() const;
 
-private:
   /// Throws Error on every rank unless all ranks' collectiveFingerprint()
-  /// agree (MPI_Allgather; once per Program, on its first run).
-  void checkSameCollectivesOnAllRanks();
-  bool collectivesChecked = false;
+  /// agree (MPI_Allgather over MPI_COMM_WORLD; skipped without MPI, on one
+  /// rank, or for a schedule of another world size). Collective.
+  void checkSameCollectivesOnAllRanks() const;
+  /// "file: instruction #i 'op' (loc)" for messages.
+  std::string where(size_t index) const;
+  /// The output carried into input `inputBuffer` at the next step (same
+  /// role, unit and layout), or nullptr.
+  const IoDesc *carriedOutput(int64_t inputBuffer) const;
+
+private:
   void parse(const std::string &text, bool checkWorldSize);
   void validateInstruction(const Instruction &inst, size_t index) const;
-  std::string where(size_t index) const;
+  void validateAliases() const;
 
   std::string sourceName;
   std::string functionName;
@@ -257,8 +262,109 @@ private:
   std::vector<Instruction> program;
   int64_t lastPeak = 0;
   bool arenaPlanned = false;
-  int64_t arenaSize = 0, arenaAlignment = 64;
-  std::shared_ptr<void> arena; ///< fsdp_arena_alloc'd on the first run()
+  int64_t arenaSize = 0, arenaAlignmentValue = 64, plannedPeak = -1;
+};
+
+/// An owned device (fsdp_device_create / fsdp_device_destroy).
+class Device {
+public:
+  /// Throws Error with the driver's message (unknown name, no GPU, ...).
+  explicit Device(const std::string &name,
+                  fsdp_collectives collectives = FSDP_COLLECTIVES_NATIVE);
+  ~Device();
+  Device(const Device &) = delete;
+  Device &operator=(const Device &) = delete;
+  fsdp_device get() const { return dev; }
+
+private:
+  fsdp_device dev = nullptr;
+};
+
+/// Where an Executor puts the step's buffers.
+enum class AllocMode {
+  /// One arena of memory_plan.arena_bytes, every buffer at its planned
+  /// offset (per buffer when the schedule has no usable plan).
+  Arena,
+  /// One fsdp_device_alloc per buffer when it becomes live, freed at its
+  /// free: the allocator's statistics then measure the step
+  /// (fsdp-run --alloc per-buffer, device_peak_bytes).
+  PerBuffer
+};
+
+/// Runs the steps of a Program on one device. The state inputs (roles
+/// param, master, exp_avg, exp_avg_sq) are resident: allocated once (in
+/// arena mode at their arena slots, which the planner keeps live for the
+/// whole step), written by the host with write(), and replaced at the end
+/// of every step by the output carried into them (the same role, unit and
+/// layout) -- in place when the output `aliases` the input (the update
+/// writes the state where it is), else by a device-to-device copy. Other
+/// inputs (data, step) are staged on the host by write() and copied to the
+/// device when the next step binds them. Not thread-safe.
+class Executor {
+public:
+  /// Creates the channels of the schedule's grid (world; shard: color r/S,
+  /// key r mod S; replicate: color r mod S, key r/S), allocates the state
+  /// (and the arena), zero-filled, and checks that every rank runs the same
+  /// collectives. Collective over MPI_COMM_WORLD. Throws Error.
+  Executor(const Program &program, fsdp_device device,
+           AllocMode alloc = AllocMode::Arena);
+  ~Executor();
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
+
+  /// Host values for input `buffer`: a state input is written into device
+  /// memory now; another input is staged for the next step(). `n` must be
+  /// the buffer's numel.
+  void write(int64_t buffer, const double *values, int64_t n);
+  void write(int64_t buffer, const std::vector<double> &values) {
+    write(buffer, values.data(), static_cast<int64_t>(values.size()));
+  }
+  /// Reads a state input (the current state) or an output of the last
+  /// step (valid until the next step()) into `out` (resized to numel).
+  void read(int64_t buffer, std::vector<double> &out) const;
+  /// Element 0 of read(buffer).
+  double readScalar(int64_t buffer) const;
+
+  /// Runs one step: binds the inputs, executes every instruction, completes
+  /// the collectives, carries the state outputs into the state, and waits
+  /// for the device (a deferred kernel error surfaces here). Every input
+  /// that is not state must have been written (once; it stays for later
+  /// steps until written again). Throws Error.
+  void step();
+
+  /// High-water mark of the bytes of the schedule's live buffers during the
+  /// last step (the plan's bookkeeping: equals memory_plan.peak_bytes).
+  int64_t lastPeakBytes() const { return lastPeak; }
+  /// Bytes of the arena (0 in per-buffer mode).
+  int64_t arenaBytes() const { return arenaSize; }
+  bool usesArena() const { return arena != nullptr; }
+  /// Carried state outputs written in place (aliases) / copied per step.
+  int64_t inPlaceOutputs() const { return inPlaceCount; }
+  int64_t copiedOutputs() const { return copiedCount; }
+  fsdp_device device() const { return dev; }
+  const Program &program() const { return prog; }
+
+private:
+  friend class Frame;
+  struct Staged {
+    std::vector<unsigned char> bytes;
+  };
+  void *stateAt(int64_t buffer) const;
+  void init(AllocMode alloc);
+  void release();
+
+  const Program &prog;
+  fsdp_device dev;
+  fsdp_stream compute;
+  fsdp_channel world = nullptr, shard = nullptr, replicate = nullptr;
+  char *arena = nullptr;
+  void *arenaAlloc = nullptr;
+  int64_t arenaSize = 0;
+  std::map<int64_t, void *> state;    ///< state input buffer -> memory
+  std::map<int64_t, Staged> staged;   ///< other inputs, staged on the host
+  std::map<int64_t, void *> outputs;  ///< output buffer -> memory (last step)
+  std::vector<void *> ownedOutputs;   ///< per-buffer mode: freed next step
+  int64_t lastPeak = 0, inPlaceCount = 0, copiedCount = 0;
 };
 
 } // namespace fsdp::rt

@@ -1,18 +1,37 @@
-/*===- runtime.h - C API of the fsdp-opt runtime ----------------*- C -*-===//
+/*===- runtime.h - C API of the fsdp-opt device runtime ---------*- C -*-===//
 //
-// The C interface of libfsdp_runtime: MPI start/stop, rank and world size,
-// byte-accounted buffer allocation (and planned arenas), the process groups of a sharding grid
-// (world, shard, replicate; runtime/docs/schedule-format.md, "Sharding
-// strategies"), asynchronous collectives over them (all-gather,
-// reduce-scatter, all-reduce), communication and timing counters, and an
-// abort that stops every rank. No C++ exception ever crosses
-// this interface: functions return FSDP_OK or an error code and set a
-// thread-local message readable with fsdp_last_error().
+// The C interface of libfsdp_runtime, a small hardware abstraction layer in
+// the manner of IREE's HAL (runtime/src/iree/hal): the schedule interpreter
+// and compiled steps call only this header and fsdp/kernels.h, and a driver
+// (runtime/docs/drivers.md) implements it for one kind of device.
 //
-// Every function also works when MPI has not been initialised (neither by
-// fsdp_init nor by the host program): the process then behaves as rank 0 of
-// a world of size 1 and collectives are local copies. This lets unit tests run
-// schedules in-process without mpirun.
+//   process    fsdp_init / fsdp_finalize (MPI), rank, world size, local rank,
+//              the all-ranks abort, MPI progress mode, per-op profile
+//   device     fsdp_device_create("cpu" | "cuda" | "cuda:N"): memory
+//              (device pointers), a compute and a communication stream,
+//              statistics (the allocator's own high-water mark included)
+//   event      the completion of work on a stream (a collective's start
+//              returns one); fsdp_wait makes the compute stream wait on it
+//   channel    a process group as an object (world, then fsdp_channel_split
+//              for the shard and replicate groups of a grid): MPI
+//              communicators (cpu) or NCCL communicators (cuda)
+//   collective all-gather, reduce-scatter, all-reduce over a channel, started
+//              on the communication stream
+//
+// Pointers handed to devices, streams, channels and kernels are device
+// pointers (host memory for "cpu", CUDA device memory for "cuda") obtained
+// from fsdp_device_alloc, or offsets into such an allocation. Host data moves
+// in and out with fsdp_memcpy.
+//
+// Errors: every function returns FSDP_OK or an fsdp_status and sets a
+// thread-local message readable with fsdp_last_error(). No C++ exception
+// crosses this interface. A data error inside a kernel (a label out of range)
+// is FSDP_ERR_DATA: reported by the kernel call on "cpu"; on "cuda" (kernels
+// run asynchronously) by the next fsdp_stream_synchronize of that device.
+//
+// Without an initialised MPI (neither fsdp_init nor the host program called
+// MPI_Init) the process is rank 0 of a world of size 1 and a channel's
+// collectives are local copies: unit tests run steps in-process this way.
 //
 //===----------------------------------------------------------------------===*/
 #ifndef FSDP_RUNTIME_H
@@ -25,18 +44,21 @@
 extern "C" {
 #endif
 
-/* Status codes returned by the API. */
+/* Status codes. */
 typedef enum fsdp_status {
   FSDP_OK = 0,
-  FSDP_ERR_MPI = 1,      /* an MPI call failed */
-  FSDP_ERR_INVALID = 2,  /* a bad argument (null pointer, count too large) */
-  FSDP_ERR_NOMEM = 3     /* allocation failed */
+  FSDP_ERR_MPI = 1,       /* an MPI or NCCL call failed */
+  FSDP_ERR_INVALID = 2,   /* a bad argument (null pointer, size, dtype) */
+  FSDP_ERR_NOMEM = 3,     /* an allocation failed */
+  FSDP_ERR_DATA = 4,      /* bad data in a kernel (an index out of range) */
+  FSDP_ERR_DEVICE = 5,    /* no such device, no driver, a device call failed */
+  FSDP_ERR_UNSUPPORTED = 6 /* the driver has no such kernel or dtype */
 } fsdp_status;
 
-/* Element types of buffers exchanged by collectives. FSDP_BF16 and FSDP_F16
- * are 2-byte floats (bfloat16, IEEE binary16; fsdp/Half.h): all-gather moves
- * them as 2-byte elements; reduce-scatter and all-reduce add them in f32 and
- * round each sum to the storage dtype (an MPI user-defined operation). */
+/* Element types. FSDP_BF16 and FSDP_F16 are 2-byte floats (bfloat16, IEEE
+ * binary16; fsdp/Half.h): kernels on them compute in f32 and round results
+ * to nearest even; all-gather moves them as 2-byte elements; reduce-scatter
+ * and all-reduce add them with f32 arithmetic and round each sum. */
 typedef enum fsdp_dtype {
   FSDP_F32 = 0,
   FSDP_F64 = 1,
@@ -46,23 +68,13 @@ typedef enum fsdp_dtype {
   FSDP_F16 = 5
 } fsdp_dtype;
 
-/* Reduction of fsdp_reduce_scatter_start. */
+/* Reduction of reduce-scatter and all-reduce. */
 typedef enum fsdp_reduce_op {
   FSDP_REDUCE_SUM = 0,
-  FSDP_REDUCE_AVG = 1 /* sum, then divide by the world size (floats only;
+  FSDP_REDUCE_AVG = 1 /* the sum divided by the channel's size (floats only;
                          bf16/f16: the sum is widened, divided in f32 and
                          rounded once) */
 } fsdp_reduce_op;
-
-/* Process groups of the grid R x S (R replicas of S shard ranks, R*S = N).
- * Rank r: WORLD = all N ranks (index r); SHARD = ranks [floor(r/S)*S,
- * floor(r/S)*S + S) (index r mod S); REPLICATE = ranks {r mod S + k*S : k < R}
- * (index floor(r/S)). */
-typedef enum fsdp_group {
-  FSDP_GROUP_WORLD = 0,
-  FSDP_GROUP_SHARD = 1,
-  FSDP_GROUP_REPLICATE = 2
-} fsdp_group;
 
 /* Kinds of collectives, for the per-kind byte counters. */
 typedef enum fsdp_collective {
@@ -71,187 +83,56 @@ typedef enum fsdp_collective {
   FSDP_COLL_ALL_REDUCE = 2
 } fsdp_collective;
 
-/* An in-flight collective; completed and released by fsdp_wait. */
-typedef struct fsdp_request *fsdp_handle;
+/*===--- Process --------------------------------------------------------===*/
 
-/* How in-flight collectives progress while the caller computes
- * (runtime/docs/schedule-format.md, "Runtime decisions"). Open MPI's
- * non-blocking collectives (libnbc over ob1/vader) only advance, round by
- * round, inside MPI calls on the calling process, so someone must call MPI
- * while the kernels run. */
+/* How in-flight MPI collectives progress while the caller computes (the cpu
+ * driver and the cuda driver's MPI channels; runtime/docs/schedule-format.md,
+ * "Runtime decisions"). Open MPI's non-blocking collectives (libnbc over
+ * ob1/vader) advance round by round only inside MPI calls on the calling
+ * process, so someone must call MPI while the kernels run. */
 typedef enum fsdp_progress {
-  FSDP_PROGRESS_NONE = 0,  /* only inside fsdp_wait (and explicit fsdp_test) */
-  FSDP_PROGRESS_TEST = 1,  /* the caller calls fsdp_test between kernels (the
-                              schedule interpreter does, after every
-                              instruction) */
-  FSDP_PROGRESS_THREAD = 2 /* a progress thread calls MPI_Test on every
-                              in-flight request with an exponential back-off
-                              (fsdp_set_progress_interval); MPI is initialised
-                              with MPI_THREAD_MULTIPLE */
+  FSDP_PROGRESS_NONE = 0,  /* only inside fsdp_wait */
+  FSDP_PROGRESS_TEST = 1,  /* the caller calls fsdp_event_query between
+                              kernels (the schedule interpreter does, after
+                              every instruction) */
+  FSDP_PROGRESS_THREAD = 2 /* a progress thread tests every in-flight MPI
+                              request with an exponential back-off
+                              (fsdp_set_progress_interval); MPI is
+                              initialised with MPI_THREAD_MULTIPLE */
 } fsdp_progress;
 
 /* Selects the progress mode (default FSDP_PROGRESS_TEST). Call before
  * fsdp_init for FSDP_PROGRESS_THREAD, so that fsdp_init asks for
  * MPI_THREAD_MULTIPLE; after MPI is initialised, FSDP_PROGRESS_THREAD fails
- * with FSDP_ERR_MPI unless MPI provides MPI_THREAD_MULTIPLE. Leaving thread
- * mode stops the thread (every in-flight request stays valid and is
- * completed by fsdp_wait). No effect on results: only on when transfers run. */
+ * with FSDP_ERR_MPI unless MPI provides it. Leaving thread mode stops the
+ * thread (in-flight requests stay valid). Never changes results. */
 int fsdp_set_progress(fsdp_progress mode);
-/* The current progress mode. */
 fsdp_progress fsdp_get_progress(void);
 /* "none", "test" or "thread"; fsdp_parse_progress reads those names
- * (returns -1 for anything else). */
+ * (-1 for anything else). */
 const char *fsdp_progress_name(fsdp_progress mode);
 int fsdp_parse_progress(const char *name);
-/* The progress thread's back-off: after a request is started or completes
- * it sleeps `min_seconds` between rounds of MPI_Test, doubling up to
- * `max_seconds` while nothing completes (defaults 2e-5 and 1e-3). Both must
- * be > 0 with min <= max. */
+/* The progress thread's back-off: `min_seconds` between rounds after a
+ * request starts or completes, doubling to `max_seconds` while nothing
+ * completes (defaults 2e-5 and 1e-3); 0 < min <= max <= 10. */
 int fsdp_set_progress_interval(double min_seconds, double max_seconds);
-/* MPI_Test calls the progress thread made since the last stats reset. */
-int64_t fsdp_progress_thread_tests(void);
 
 /* Initialises MPI (MPI_Init, or MPI_Init_thread(MPI_THREAD_MULTIPLE) in
  * FSDP_PROGRESS_THREAD mode) unless it is already initialised, and sets
  * MPI_ERRORS_RETURN on MPI_COMM_WORLD. argc/argv may be NULL. */
 int fsdp_init(int *argc, char ***argv);
-/* Finalises MPI if fsdp_init initialised it. */
+/* Finalises MPI if fsdp_init initialised it. Devices and channels must be
+ * destroyed first. */
 int fsdp_finalize(void);
-/* Rank in MPI_COMM_WORLD (0 without MPI). */
+/* Rank and size of MPI_COMM_WORLD (0 and 1 without MPI). */
 int fsdp_rank(void);
-/* Size of MPI_COMM_WORLD (1 without MPI). */
 int fsdp_world_size(void);
+/* Index of this process among the ranks on its node (MPI_Comm_split_type
+ * MPI_COMM_TYPE_SHARED; 0 without MPI): device "cuda" means GPU
+ * local_rank mod (number of GPUs). */
+int fsdp_local_rank(void);
 /* The message of the last error on this thread ("" if none). */
 const char *fsdp_last_error(void);
-
-/* Size in bytes of one element of `dtype` (0 for an invalid value). */
-size_t fsdp_dtype_size(fsdp_dtype dtype);
-
-/* Allocates `bytes` zero-filled bytes aligned to 64 and adds them to the
- * current-bytes counter (updating the high-water mark). Returns NULL and sets
- * the last error on failure. fsdp_alloc(0) returns a valid unique pointer. */
-void *fsdp_alloc(size_t bytes);
-/* Frees a pointer from fsdp_alloc (NULL is ignored) and subtracts its bytes. */
-void fsdp_free(void *ptr);
-/* Bytes currently allocated through fsdp_alloc on this process. */
-int64_t fsdp_mem_current_bytes(void);
-/* High-water mark of fsdp_mem_current_bytes since the last reset. */
-int64_t fsdp_mem_peak_bytes(void);
-/* Sets the high-water mark to the current bytes. */
-void fsdp_mem_reset_peak(void);
-
-/* Planned arenas (runtime/docs/schedule-format.md, "Runtime decisions"):
- * fsdp_arena_alloc allocates `bytes` zero-filled bytes aligned to 64 (or to
- * `alignment` if larger; 0 or a power of two) that are NOT added to the
- * current-bytes counter but to the arena counter; the buffers bound inside
- * the arena are accounted with fsdp_mem_account when they become live and
- * when they are freed. Returns NULL and sets the last error on failure. */
-void *fsdp_arena_alloc(size_t bytes, size_t alignment);
-/* Frees an arena from fsdp_arena_alloc (NULL is ignored). */
-void fsdp_arena_free(void *arena);
-/* Bytes currently held by arenas on this process. */
-int64_t fsdp_mem_arena_bytes(void);
-/* Adds `delta` bytes (negative: subtracts) to the current-bytes counter,
- * updating the high-water mark: a buffer bound inside an arena. */
-void fsdp_mem_account(int64_t delta);
-
-/* Sets the grid to shard groups of `shard_size` ranks (R = N / shard_size
- * replicas) and builds the SHARD and REPLICATE communicators with
- * MPI_Comm_split (keys chosen so that the indices are those of fsdp_group).
- * Collective over MPI_COMM_WORLD: every rank must call it with the same
- * value. A call with the current shard size does nothing. Until the first
- * call the grid is R = 1, S = N. FSDP_ERR_INVALID unless shard_size >= 1
- * divides N (without MPI, N = 1). No collective may be in flight. */
-int fsdp_set_grid(int shard_size);
-/* S of the current grid. */
-int fsdp_grid_shard_size(void);
-/* Number of ranks in `group` (N, S or R), or -1 for an invalid group. */
-int fsdp_group_size(fsdp_group group);
-/* This rank's index in `group` (see fsdp_group), or -1 for an invalid one. */
-int fsdp_group_rank(fsdp_group group);
-
-/* Starts an all-gather over the world group (fsdp_all_gather_start_in with
- * FSDP_GROUP_WORLD): every rank contributes `shard_count` elements at
- * `shard`; rank r's shard lands at full[r*shard_count, (r+1)*shard_count).
- * `full` holds shard_count * world_size elements. MPI_Iallgather. Both
- * buffers must stay untouched until fsdp_wait. Adds the ring volume
- * (N-1)/N * full bytes to the bytes-sent counter. */
-int fsdp_all_gather_start(const void *shard, void *full, int64_t shard_count,
-                          fsdp_dtype dtype, fsdp_handle *out);
-/* Starts a reduce-scatter over the world group (as
- * fsdp_reduce_scatter_start_in with FSDP_GROUP_WORLD): `full` holds shard_count * world_size elements;
- * rank r receives the element-wise sum (or average) over ranks of block r in
- * `shard`. MPI_Ireduce_scatter_block with MPI_SUM; FSDP_REDUCE_AVG divides by
- * the world size in fsdp_wait. Adds the ring volume to the bytes counter. */
-int fsdp_reduce_scatter_start(const void *full, void *shard,
-                              int64_t shard_count, fsdp_dtype dtype,
-                              fsdp_reduce_op op, fsdp_handle *out);
-/* fsdp_all_gather_start over `group` (G ranks): the shard of the rank with
- * index i in the group lands at full[i*shard_count, (i+1)*shard_count);
- * `full` holds shard_count * G elements. Adds (G-1)/G * full bytes to the
- * bytes-sent counters (total and all-gather). */
-int fsdp_all_gather_start_in(fsdp_group group, const void *shard, void *full,
-                             int64_t shard_count, fsdp_dtype dtype,
-                             fsdp_handle *out);
-/* fsdp_reduce_scatter_start over `group` (G ranks): block i of `full`
- * (shard_count * G elements), reduced over the group, lands on the rank with
- * index i; FSDP_REDUCE_AVG divides by G. Adds (G-1)/G * full bytes to the
- * bytes-sent counters (total and reduce-scatter). */
-int fsdp_reduce_scatter_start_in(fsdp_group group, const void *full,
-                                 void *shard, int64_t shard_count,
-                                 fsdp_dtype dtype, fsdp_reduce_op op,
-                                 fsdp_handle *out);
-/* Starts an all-reduce over `group` (G ranks): out[i] = sum over the group
- * of in[i] (i < count), divided by G for FSDP_REDUCE_AVG (floats only).
- * MPI_Iallreduce(MPI_SUM); `in` == `out` reduces in place. Adds
- * 2*(G-1)/G * count bytes (fsdp::ringAllReduceBytesPerRank) to the
- * bytes-sent counters (total and all-reduce). */
-int fsdp_all_reduce_start(fsdp_group group, const void *in, void *out,
-                          int64_t count, fsdp_dtype dtype, fsdp_reduce_op op,
-                          fsdp_handle *handle);
-
-/* Drives progress of `h` without blocking; *done = 1 once complete (the
- * handle stays valid until fsdp_wait). Safe in every progress mode (the
- * progress thread and the caller never test one request at once). */
-int fsdp_test(fsdp_handle h, int *done);
-/* Blocks until `h` completes, applies the average if any, releases `h`.
- * The time spent here is added to the comm-wait counter. */
-int fsdp_wait(fsdp_handle h);
-
-/* Bytes this rank sent in collectives since the last stats reset, counted as
- * the ring volume (fsdp::ringCollectiveBytesPerRank for all-gather and
- * reduce-scatter, fsdp::ringAllReduceBytesPerRank for all-reduce, over the
- * collective's group). */
-int64_t fsdp_comm_bytes_sent(void);
-/* The part of fsdp_comm_bytes_sent sent by collectives of `kind` (0 for an
- * invalid kind). */
-int64_t fsdp_comm_bytes_sent_by(fsdp_collective kind);
-/* Seconds spent in fsdp_wait since the last stats reset. */
-double fsdp_comm_wait_seconds(void);
-/* Seconds of compute reported through fsdp_add_compute_seconds. */
-double fsdp_compute_seconds(void);
-/* Adds `seconds` to the compute counter (called by the interpreter). */
-void fsdp_add_compute_seconds(double seconds);
-/* Zeroes the bytes-sent, comm-wait and compute counters. */
-void fsdp_stats_reset(void);
-/* Monotonic wall-clock time in seconds. */
-double fsdp_now(void);
-
-/* Per-op profile (fsdp-run --profile): while enabled, the schedule
- * interpreter adds each instruction's kernel seconds under its op name
- * ("nn.linear", "fsdp.all_gather" = the start call, ...). Off by default;
- * reset by fsdp_profile_reset (not by fsdp_stats_reset). */
-void fsdp_profile_enable(int on);
-int fsdp_profile_enabled(void);
-void fsdp_profile_add(const char *op, double seconds);
-void fsdp_profile_reset(void);
-/* Number of op names recorded; entry i (0 <= i < count, sorted by name):
- * its name, calls and seconds. Out-of-range i: NULL / 0. */
-int fsdp_profile_count(void);
-const char *fsdp_profile_op(int i);
-int64_t fsdp_profile_calls(int i);
-double fsdp_profile_seconds(int i);
-
 /* Prints "[rank R] message" to stderr and stops all ranks: MPI_Abort(code)
  * if MPI is initialised, exit(code) otherwise. Never returns. */
 void fsdp_abort(const char *message, int code)
@@ -259,6 +140,193 @@ void fsdp_abort(const char *message, int code)
     __attribute__((noreturn))
 #endif
     ;
+/* Size in bytes of one element of `dtype` (0 for an invalid value). */
+size_t fsdp_dtype_size(fsdp_dtype dtype);
+/* Monotonic wall-clock time, seconds. */
+double fsdp_now(void);
+
+/* Per-op profile (fsdp-run --profile): while enabled, the schedule
+ * interpreter adds each instruction's seconds under its op name. Reset by
+ * fsdp_profile_reset only. Entries are sorted by name; out-of-range i gives
+ * NULL / 0. */
+void fsdp_profile_enable(int on);
+int fsdp_profile_enabled(void);
+void fsdp_profile_add(const char *op, double seconds);
+void fsdp_profile_reset(void);
+int fsdp_profile_count(void);
+const char *fsdp_profile_op(int i);
+int64_t fsdp_profile_calls(int i);
+double fsdp_profile_seconds(int i);
+
+/*===--- Devices, memory, streams --------------------------------------===*/
+
+typedef struct fsdp_device_s *fsdp_device;
+typedef struct fsdp_stream_s *fsdp_stream;
+typedef struct fsdp_event_s *fsdp_event;
+typedef struct fsdp_channel_s *fsdp_channel;
+
+/* Which transport a device's channels use. */
+typedef enum fsdp_collectives {
+  FSDP_COLLECTIVES_NATIVE = 0, /* the device's own: MPI for "cpu", NCCL for
+                                  "cuda" (one GPU per rank) */
+  FSDP_COLLECTIVES_MPI = 1     /* MPI; on "cuda" device buffers are staged
+                                  through pinned host memory (several ranks
+                                  may then share one GPU, which NCCL refuses;
+                                  a testing mode: the host blocks while the
+                                  collective runs) */
+} fsdp_collectives;
+
+typedef struct fsdp_device_options {
+  fsdp_collectives collectives;
+} fsdp_device_options;
+
+/* Creates the device `name`: "cpu" (or "cpu:0"); "cuda:N" (GPU N of this
+ * node); "cuda" (GPU fsdp_local_rank() mod the number of GPUs). `options`
+ * may be NULL (native collectives). FSDP_ERR_DEVICE with a message for an
+ * unknown name, a build without the cuda driver, no CUDA device, or an
+ * ordinal out of range. */
+int fsdp_device_create(const char *name, const fsdp_device_options *options,
+                       fsdp_device *out);
+/* Destroys the device (after synchronising it). Its channels, events and
+ * memory must be released first. NULL is ignored. */
+void fsdp_device_destroy(fsdp_device device);
+/* The canonical name ("cpu", "cuda:0"). */
+const char *fsdp_device_name(fsdp_device device);
+/* "mpi" or "nccl": the transport of the device's channels. */
+const char *fsdp_device_collectives(fsdp_device device);
+
+/* Allocates `bytes` of device memory aligned to 256 bytes, in stream order
+ * on the compute stream (cuda: cudaMallocAsync from the device's pool).
+ * The contents are undefined. bytes == 0 gives a valid unique pointer. */
+int fsdp_device_alloc(fsdp_device device, size_t bytes, void **out);
+/* Frees memory of fsdp_device_alloc in compute-stream order (work already
+ * issued on the compute stream may still use it). NULL is ignored. */
+int fsdp_device_free(fsdp_device device, void *ptr);
+
+/* The device's streams. Work on one stream runs in issue order; the compute
+ * stream runs kernels, the communication stream collectives. On "cpu" the
+ * compute stream is the calling thread (kernels complete before they
+ * return) and the communication stream is MPI's non-blocking requests. */
+typedef enum fsdp_stream_kind {
+  FSDP_STREAM_COMPUTE = 0,
+  FSDP_STREAM_COMM = 1
+} fsdp_stream_kind;
+fsdp_stream fsdp_device_stream(fsdp_device device, fsdp_stream_kind kind);
+/* The device a stream belongs to. */
+fsdp_device fsdp_stream_device(fsdp_stream stream);
+
+/* Copies `bytes` on `stream` between any two of host memory and device
+ * memory (cuda: cudaMemcpyAsync, direction from unified addressing; a host
+ * buffer must stay valid until the stream reaches the copy, i.e. call
+ * fsdp_stream_synchronize before reusing it). */
+int fsdp_memcpy(fsdp_stream stream, void *dst, const void *src, size_t bytes);
+/* Copies `height` rows of `width` bytes: row i from src + i*spitch to
+ * dst + i*dpitch (cudaMemcpy2DAsync). */
+int fsdp_memcpy_2d(fsdp_stream stream, void *dst, size_t dpitch,
+                   const void *src, size_t spitch, size_t width,
+                   size_t height);
+/* Sets `bytes` of device memory to zero on `stream`. */
+int fsdp_memset_zero(fsdp_stream stream, void *dst, size_t bytes);
+/* Blocks the host until all work issued on `stream` has completed, then
+ * reports the first data error a kernel of the device raised since the last
+ * synchronisation (FSDP_ERR_DATA with the kernel's message). */
+int fsdp_stream_synchronize(fsdp_stream stream);
+
+/*===--- Events ---------------------------------------------------------===*/
+
+/* Non-blocking: *done = 1 when the event's work has completed. On MPI
+ * channels this drives the collective's progress (MPI_Test). */
+int fsdp_event_query(fsdp_event event, int *done);
+/* Work issued on `stream` after this call runs after `event`'s work (cuda:
+ * cudaStreamWaitEvent; the host does not block). On "cpu" the compute
+ * stream is the host thread, so this blocks until the collective completes
+ * (MPI_Wait) and applies an average. The time it blocks the host is added
+ * to the device's comm_wait_seconds. The event stays valid. */
+int fsdp_stream_wait_event(fsdp_stream stream, fsdp_event event);
+/* Releases an event (its work may still be in flight: it completes on its
+ * own, and buffers it uses must stay untouched until a stream waited on it).
+ * NULL is ignored. */
+void fsdp_event_release(fsdp_event event);
+/* fsdp.wait: the compute stream of the event's device waits on it, then the
+ * event is released. */
+int fsdp_wait(fsdp_event event);
+
+/*===--- Channels (process groups) --------------------------------------===*/
+
+/* The channel of all MPI_COMM_WORLD ranks on `device` (cpu: a duplicate of
+ * MPI_COMM_WORLD; cuda: an NCCL communicator bootstrapped by broadcasting
+ * an ncclUniqueId over MPI). Collective over MPI_COMM_WORLD. */
+int fsdp_channel_create(fsdp_device device, fsdp_channel *out);
+/* The sub-group of `parent` of the ranks that pass the same `color`, ordered
+ * by `key` (MPI_Comm_split semantics; a grid's shard group of rank r is
+ * color r/S, key r mod S). Collective over `parent`. */
+int fsdp_channel_split(fsdp_channel parent, int color, int key,
+                       fsdp_channel *out);
+/* This rank's index in the channel and the channel's size. */
+int fsdp_channel_rank(fsdp_channel channel);
+int fsdp_channel_size(fsdp_channel channel);
+/* NULL is ignored; no collective may be in flight on it. */
+void fsdp_channel_destroy(fsdp_channel channel);
+
+/*===--- Collectives ----------------------------------------------------===*/
+/* Each starts on the communication stream of the channel's device, after
+ * all work issued on its compute stream so far, and returns an event that
+ * completes with it (release it, usually through fsdp_wait). Its buffers
+ * must stay untouched until a stream waited on the event. Each adds its
+ * ring volume to the device's bytes-sent counters: (G-1)/G of the full
+ * buffer for all-gather and reduce-scatter, 2(G-1)/G of the buffer for
+ * all-reduce (G the channel's size; fsdp/Sharding.h). */
+
+/* Rank i's `shard_count` elements at `shard` land at
+ * full[i*shard_count, (i+1)*shard_count) on every rank (MPI_Iallgather /
+ * ncclAllGather); `full` holds shard_count * G elements. */
+int fsdp_all_gather_start(fsdp_channel channel, const void *shard, void *full,
+                          int64_t shard_count, fsdp_dtype dtype,
+                          fsdp_event *done);
+/* Block i of `full` (shard_count * G elements), summed (or averaged) over
+ * the channel, lands in `shard` on rank i (MPI_Ireduce_scatter_block /
+ * ncclReduceScatter). */
+int fsdp_reduce_scatter_start(fsdp_channel channel, const void *full,
+                              void *shard, int64_t shard_count,
+                              fsdp_dtype dtype, fsdp_reduce_op op,
+                              fsdp_event *done);
+/* out[i] = sum over the channel of in[i], i < count (or the average);
+ * in == out reduces in place (MPI_Iallreduce / ncclAllReduce). */
+int fsdp_all_reduce_start(fsdp_channel channel, const void *in, void *out,
+                          int64_t count, fsdp_dtype dtype, fsdp_reduce_op op,
+                          fsdp_event *done);
+
+/*===--- Statistics -----------------------------------------------------===*/
+
+typedef struct fsdp_device_stats {
+  /* Ring volume sent by collectives, bytes, by fsdp_collective kind. */
+  int64_t comm_bytes[3];
+  /* Host seconds blocked in fsdp_stream_wait_event (cpu: time waiting for
+   * collectives; cuda: 0, the host does not block). */
+  double comm_wait_seconds;
+  /* Host seconds inside kernel entry points (cpu: kernel time; cuda: the
+   * time to enqueue them). */
+  double compute_seconds;
+  /* MPI_Test calls of the progress thread. */
+  int64_t progress_tests;
+  /* fsdp_device_alloc allocations not yet freed (not reset). */
+  int64_t live_allocations;
+  /* The allocator's own figures, bytes: cpu: glibc's bytes in use
+   * (mallinfo2 uordblks - fsmblks + hblkhd, sampled after every device allocation,
+   * kernel scratch allocation and collective start) less those in use when
+   * the device was created; cuda: the device pool's cudaMemPoolAttrUsedMemCurrent
+   * and cudaMemPoolAttrUsedMemHigh (device buffers and kernel scratch). */
+  int64_t memory_in_use_bytes;
+  int64_t memory_peak_bytes;
+  /* Device memory outside that pool: the cuBLAS workspace, and what NCCL
+   * communicator set-up took (cudaMemGetInfo before and after). 0 on cpu. */
+  int64_t workspace_bytes;
+  int64_t comm_buffer_bytes;
+} fsdp_device_stats;
+
+int fsdp_device_get_stats(fsdp_device device, fsdp_device_stats *out);
+/* Zeroes the counters and sets the memory peak to the bytes in use now. */
+int fsdp_device_reset_stats(fsdp_device device);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,6 +1,6 @@
 //===- AttentionKernels.cpp - causal GQA attention and its VJP ------------===//
 //
-// cpu::attention / cpu::attentionGrad of fsdp/TransformerKernels.h for float
+// cpu::attention / cpu::attentionGrad of TransformerKernels.h for float
 // and double. For each (batch, query head) the scores S = q·kᵀ/√d are one
 // seq×seq GEMM (CBLAS) into a scratch matrix, the causal softmax is a
 // max-subtracted row loop in double, and o = P·v is a second GEMM; heads are
@@ -8,7 +8,8 @@
 // The backward recomputes P (Vaswani et al. 2017; GQA: Ainslie et al. 2023).
 //
 //===----------------------------------------------------------------------===//
-#include "fsdp/TransformerKernels.h"
+#include "TransformerKernels.h"
+#include "KernelUtil.h"
 
 #include <cblas.h>
 
@@ -93,6 +94,7 @@ void attention(const T *q, const T *k, const T *v, T *o, int64_t batch,
     return;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(d)));
   std::vector<T> p(seq * seq);
+  detail::sampleHeap();
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < hq; ++h) {
       HeadView hv = headView(b, h, seq, hq, hkv, d);
@@ -120,6 +122,7 @@ void attentionGrad(const T *q, const T *k, const T *v, const T *dout, T *dq,
   const double scaleD = 1.0 / std::sqrt(static_cast<double>(d));
   const T scale = static_cast<T>(scaleD);
   std::vector<T> p(seq * seq), ds(seq * seq);
+  detail::sampleHeap();
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < hq; ++h) {
       HeadView hv = headView(b, h, seq, hq, hkv, d);

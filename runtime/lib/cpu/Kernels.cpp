@@ -1,11 +1,12 @@
 //===- Kernels.cpp - CPU kernels of the fsdp-opt runtime ------------------===//
 //
-// Implementations of fsdp/Kernels.h for float and double: GEMMs through CBLAS
+// Implementations of Kernels.h for float and double: GEMMs through CBLAS
 // (OpenBLAS), everything else as plain loops. See the header for formulas.
 //
 //===----------------------------------------------------------------------===//
-#include "fsdp/Kernels.h"
+#include "Kernels.h"
 #include "KernelUtil.h"
+#include "fsdp/ElementMath.h"
 
 #include <cblas.h>
 
@@ -88,10 +89,6 @@ void forEachMapped(const std::vector<int64_t> &full,
   }
 }
 
-constexpr double kSqrt2OverPi = 0.79788456080286535588; // √(2/π)
-constexpr double kInvSqrt2 = 0.70710678118654752440;    // 1/√2
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1/√(2π)
-
 template <typename L>
 int64_t checkedLabel(const L *labels, int64_t i, int64_t classes) {
   return detail::checkedIndex(labels, i, classes, "label");
@@ -145,71 +142,24 @@ template <typename T> void mul(const T *a, const T *b, T *c, int64_t n) {
 }
 template <typename T> void relu(const T *x, T *y, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
-    y[i] = x[i] > T(0) ? x[i] : T(0);
+    y[i] = math::relu(x[i]);
 }
 template <typename T>
 void reluGrad(const T *x, const T *dy, T *dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
-    dx[i] = x[i] > T(0) ? dy[i] : T(0);
-}
-
-// tanh(u) for the GELU approximation: in float through expf (1 − 2/(e^{2u}+1),
-// a few ulp, and several times faster than the double std::tanh); in double
-// std::tanh.
-inline float fastTanh(float u) {
-  if (u > 15.0f)
-    return 1.0f;
-  if (u < -15.0f)
-    return -1.0f;
-  return 1.0f - 2.0f / (std::exp(2.0f * u) + 1.0f);
+    dx[i] = math::reluGrad(x[i], dy[i]);
 }
 
 template <typename T>
 void gelu(const T *x, T *y, int64_t n, bool approximateTanh) {
-  if (approximateTanh && std::is_same<T, float>::value) {
-    const float c = static_cast<float>(kSqrt2OverPi);
-    for (int64_t i = 0; i < n; ++i) {
-      float v = static_cast<float>(x[i]);
-      y[i] = static_cast<T>(0.5f * v *
-                            (1.0f + fastTanh(c * (v + 0.044715f * v * v * v))));
-    }
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    double v = x[i];
-    if (approximateTanh)
-      y[i] = static_cast<T>(
-          0.5 * v * (1.0 + std::tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v))));
-    else
-      y[i] = static_cast<T>(0.5 * v * (1.0 + std::erf(v * kInvSqrt2)));
-  }
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = math::gelu(x[i], approximateTanh);
 }
 
 template <typename T>
 void geluGrad(const T *x, const T *dy, T *dx, int64_t n, bool approximateTanh) {
-  if (approximateTanh && std::is_same<T, float>::value) {
-    const float c = static_cast<float>(kSqrt2OverPi);
-    for (int64_t i = 0; i < n; ++i) {
-      float v = static_cast<float>(x[i]);
-      float t = fastTanh(c * (v + 0.044715f * v * v * v));
-      float d = 0.5f * (1.0f + t) +
-                0.5f * v * (1.0f - t * t) * c * (1.0f + 3.0f * 0.044715f * v * v);
-      dx[i] = static_cast<T>(d * static_cast<float>(dy[i]));
-    }
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    double v = x[i], d;
-    if (approximateTanh) {
-      double t = std::tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v));
-      d = 0.5 * (1.0 + t) +
-          0.5 * v * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * 0.044715 * v * v);
-    } else {
-      d = 0.5 * (1.0 + std::erf(v * kInvSqrt2)) +
-          v * kInvSqrt2Pi * std::exp(-0.5 * v * v);
-    }
-    dx[i] = static_cast<T>(d * static_cast<double>(dy[i]));
-  }
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = math::geluGrad(x[i], dy[i], approximateTanh);
 }
 
 template <typename T>
@@ -227,6 +177,7 @@ void reduceSum(const T *x, const std::vector<int64_t> &xShape,
     for (size_t i = 0; i < xShape.size(); ++i)
       (i < axes.size() ? rows : cols) *= xShape[i];
     std::vector<double> acc(cols, 0.0);
+    detail::sampleHeap();
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c)
         acc[c] += x[r * cols + c];
@@ -240,6 +191,7 @@ void reduceSum(const T *x, const std::vector<int64_t> &xShape,
         axes.end())
       outN *= xShape[i];
   std::vector<double> acc(outN, 0.0);
+  detail::sampleHeap();
   forEachMapped(xShape, rs, [&](int64_t i, int64_t r) { acc[r] += x[i]; });
   for (int64_t i = 0; i < outN; ++i)
     y[i] = static_cast<T>(acc[i]);
@@ -302,7 +254,7 @@ void sgdUpdate(const T *p, const T *g, T *out, int64_t n, double lr,
                double weightDecay) {
   T tlr = static_cast<T>(lr), twd = static_cast<T>(weightDecay);
   for (int64_t i = 0; i < n; ++i)
-    out[i] = p[i] - tlr * (g[i] + twd * p[i]);
+    out[i] = math::sgd(p[i], g[i], tlr, twd);
 }
 
 template <typename T>
@@ -312,26 +264,10 @@ void adamwUpdate(const T *p, const T *g, const T *m, const T *v, int64_t step,
   if (step < 1)
     throw std::invalid_argument("adamw_update: step must be >= 1, got " +
                                 std::to_string(step));
-  // Scalars as torch computes them (Python floats), then per-element math in
-  // T, in torch's order: decay, moments, bias-corrected step.
-  const double bc1 = 1.0 - std::pow(beta1, static_cast<double>(step));
-  const double bc2 = 1.0 - std::pow(beta2, static_cast<double>(step));
-  const T decay = static_cast<T>(1.0 - lr * weightDecay);
-  const T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2);
-  const T omb1 = static_cast<T>(1.0 - beta1), omb2 = static_cast<T>(1.0 - beta2);
-  const T stepSize = static_cast<T>(lr / bc1);
-  const T bc2Sqrt = static_cast<T>(std::sqrt(bc2));
-  const T teps = static_cast<T>(eps);
-  for (int64_t i = 0; i < n; ++i) {
-    T gi = g[i];
-    T pi = p[i] * decay;
-    T mi = b1 * m[i] + omb1 * gi;
-    T vi = b2 * v[i] + omb2 * gi * gi;
-    T denom = std::sqrt(vi) / bc2Sqrt + teps;
-    pOut[i] = pi - stepSize * (mi / denom);
-    mOut[i] = mi;
-    vOut[i] = vi;
-  }
+  const math::AdamWScalars<T> s =
+      math::adamwScalars<T>(step, lr, beta1, beta2, eps, weightDecay);
+  for (int64_t i = 0; i < n; ++i)
+    math::adamw(s, p[i], g[i], m[i], v[i], pOut[i], mOut[i], vOut[i]);
 }
 
 template <typename T>

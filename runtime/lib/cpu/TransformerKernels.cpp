@@ -1,12 +1,13 @@
-//===- TransformerKernels.cpp - embeddings, norms, RoPE, SiLU, split ------===//
+//===- TransformerKernels.cpp - embeddings, norms, RoPE, SiLU -------------===//
 //
-// Implementations of fsdp/TransformerKernels.h except attention (in
+// Implementations of TransformerKernels.h except attention (in
 // AttentionKernels.cpp), for float and double. Plain loops; per-row
 // statistics in double. See the header for formulas and sources.
 //
 //===----------------------------------------------------------------------===//
-#include "fsdp/TransformerKernels.h"
+#include "TransformerKernels.h"
 #include "KernelUtil.h"
+#include "fsdp/ElementMath.h"
 
 #include <algorithm>
 #include <cmath>
@@ -21,14 +22,6 @@ namespace {
 template <typename I>
 int64_t checkedIndex(const I *idx, int64_t i, int64_t vocab) {
   return detail::checkedIndex(idx, i, vocab, "index");
-}
-
-double sigmoid(double x) {
-  // Stable for large |x|: never exponentiates a large positive number.
-  if (x >= 0)
-    return 1.0 / (1.0 + std::exp(-x));
-  double e = std::exp(x);
-  return e / (1.0 + e);
 }
 
 } // namespace
@@ -87,7 +80,7 @@ void layerNorm(const T *x, const T *w, const T *b, T *y, int64_t rows,
     double mean, rstd;
     detail::rowMeanRstd(xr, dim, eps, mean, rstd);
     for (int64_t c = 0; c < dim; ++c)
-      yr[c] = static_cast<T>((xr[c] - mean) * rstd * w[c] + b[c]);
+      yr[c] = math::layerNorm(xr[c], mean, rstd, w[c], b[c]);
   }
 }
 
@@ -95,6 +88,7 @@ template <typename T>
 void layerNormGrad(const T *x, const T *w, const T *dy, T *dx, T *dw, T *db,
                    int64_t rows, int64_t dim, double eps) {
   std::vector<double> accW(dim, 0.0), accB(dim, 0.0);
+  detail::sampleHeap();
   for (int64_t r = 0; r < rows; ++r) {
     const T *xr = x + r * dim, *gr = dy + r * dim;
     T *dxr = dx + r * dim;
@@ -111,11 +105,8 @@ void layerNormGrad(const T *x, const T *w, const T *dy, T *dx, T *dw, T *db,
     }
     double mG = sumG / static_cast<double>(dim);
     double mGX = sumGX / static_cast<double>(dim);
-    for (int64_t c = 0; c < dim; ++c) {
-      double xh = (xr[c] - mean) * rstd;
-      double g = static_cast<double>(gr[c]) * w[c];
-      dxr[c] = static_cast<T>(rstd * (g - mG - xh * mGX));
-    }
+    for (int64_t c = 0; c < dim; ++c)
+      dxr[c] = math::layerNormGrad(xr[c], w[c], gr[c], mean, rstd, mG, mGX);
   }
   for (int64_t c = 0; c < dim; ++c) {
     dw[c] = static_cast<T>(accW[c]);
@@ -134,7 +125,7 @@ void rmsNorm(const T *x, const T *w, T *y, int64_t rows, int64_t dim,
       ss += static_cast<double>(xr[c]) * xr[c];
     double rr = 1.0 / std::sqrt(ss / static_cast<double>(dim) + eps);
     for (int64_t c = 0; c < dim; ++c)
-      yr[c] = static_cast<T>(xr[c] * rr * w[c]);
+      yr[c] = math::rmsNorm(xr[c], rr, w[c]);
   }
 }
 
@@ -142,6 +133,7 @@ template <typename T>
 void rmsNormGrad(const T *x, const T *w, const T *dy, T *dx, T *dw,
                  int64_t rows, int64_t dim, double eps) {
   std::vector<double> accW(dim, 0.0);
+  detail::sampleHeap();
   for (int64_t r = 0; r < rows; ++r) {
     const T *xr = x + r * dim, *gr = dy + r * dim;
     T *dxr = dx + r * dim;
@@ -153,8 +145,7 @@ void rmsNormGrad(const T *x, const T *w, const T *dy, T *dx, T *dw,
     double rr = 1.0 / std::sqrt(ss / static_cast<double>(dim) + eps);
     double k = rr * rr * gx / static_cast<double>(dim);
     for (int64_t c = 0; c < dim; ++c) {
-      double g = static_cast<double>(gr[c]) * w[c];
-      dxr[c] = static_cast<T>(rr * (g - xr[c] * k));
+      dxr[c] = math::rmsNormGrad(xr[c], w[c], gr[c], rr, k);
       accW[c] += static_cast<double>(gr[c]) * xr[c] * rr;
     }
   }
@@ -171,13 +162,10 @@ void rope(const T *x, T *y, int64_t batch, int64_t seq, int64_t heads,
   int64_t half = headDim / 2, width = heads * headDim;
   // Angle table for every position (shared by batch and heads).
   std::vector<double> cs(seq * half), sn(seq * half);
+  detail::sampleHeap();
   for (int64_t t = 0; t < seq; ++t)
     for (int64_t i = 0; i < half; ++i) {
-      double phi = static_cast<double>(t) *
-                   std::pow(theta, -2.0 * static_cast<double>(i) /
-                                       static_cast<double>(headDim));
-      if (inverse)
-        phi = -phi;
+      double phi = math::ropeAngle(t, i, headDim, theta, inverse);
       cs[t * half + i] = std::cos(phi);
       sn[t * half + i] = std::sin(phi);
     }
@@ -198,55 +186,14 @@ void rope(const T *x, T *y, int64_t batch, int64_t seq, int64_t heads,
 }
 
 template <typename T> void silu(const T *x, T *y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    double v = x[i];
-    y[i] = static_cast<T>(v * sigmoid(v));
-  }
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = math::silu(x[i]);
 }
 
 template <typename T>
 void siluGrad(const T *x, const T *dy, T *dx, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    double v = x[i], s = sigmoid(v);
-    dx[i] = static_cast<T>(static_cast<double>(dy[i]) * s *
-                           (1.0 + v * (1.0 - s)));
-  }
-}
-
-template <typename T>
-void split(const T *x, const std::vector<T *> &outs,
-           const std::vector<int64_t> &sizes, int64_t outer, int64_t inner) {
-  if (outs.size() != sizes.size())
-    throw std::invalid_argument("split: " + std::to_string(outs.size()) +
-                                " outputs but " + std::to_string(sizes.size()) +
-                                " sizes");
-  int64_t total = 0;
-  for (int64_t s : sizes)
-    total += s;
-  for (int64_t o = 0; o < outer; ++o) {
-    const T *src = x + o * total * inner;
-    for (size_t i = 0; i < outs.size(); ++i) {
-      int64_t chunk = sizes[i] * inner;
-      std::memcpy(outs[i] + o * chunk, src, chunk * sizeof(T));
-      src += chunk;
-    }
-  }
-}
-
-template <typename T>
-void concat(const std::vector<const T *> &ins, T *y,
-            const std::vector<int64_t> &sizes, int64_t outer, int64_t inner) {
-  if (ins.size() != sizes.size())
-    throw std::invalid_argument("concat: " + std::to_string(ins.size()) +
-                                " inputs but " + std::to_string(sizes.size()) +
-                                " sizes");
-  T *dst = y;
-  for (int64_t o = 0; o < outer; ++o)
-    for (size_t i = 0; i < ins.size(); ++i) {
-      int64_t chunk = sizes[i] * inner;
-      std::memcpy(dst, ins[i] + o * chunk, chunk * sizeof(T));
-      dst += chunk;
-    }
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = math::siluGrad(x[i], dy[i]);
 }
 
 #define FSDP_INSTANTIATE_IDX(T, I)                                             \
@@ -272,11 +219,7 @@ void concat(const std::vector<const T *> &ins, T *y,
   template void rope<T>(const T *, T *, int64_t, int64_t, int64_t, int64_t,    \
                         double, bool);                                         \
   template void silu<T>(const T *, T *, int64_t);                              \
-  template void siluGrad<T>(const T *, const T *, T *, int64_t);               \
-  template void split<T>(const T *, const std::vector<T *> &,                  \
-                         const std::vector<int64_t> &, int64_t, int64_t);      \
-  template void concat<T>(const std::vector<const T *> &, T *,                 \
-                          const std::vector<int64_t> &, int64_t, int64_t);
+  template void siluGrad<T>(const T *, const T *, T *, int64_t);
 
 FSDP_INSTANTIATE_TK(float)
 FSDP_INSTANTIATE_TK(double)

@@ -1,7 +1,7 @@
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2" --mlir-print-debuginfo | fsdp-translate --fsdp-to-schedule | FileCheck %s
 
 // CHECK: "format": "fsdp-schedule",
-// CHECK: "version": 1,
+// CHECK: "version": 2,
 // CHECK: "function": "f",
 // CHECK: "world_size": 2,
 // CHECK: "global_batch": 4,

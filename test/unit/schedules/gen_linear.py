@@ -134,9 +134,10 @@ def main():
     if strategy in ("no-shard", "shard-optimizer", "hybrid-shard"):
         buffers, instructions, inputs, outputs = restructure(
             strategy, buffers, instructions, inputs, outputs, pad, shard)
+    resident_state(instructions, inputs, outputs)
     bound = (1.0 / F) ** 0.5
     sched = {
-        "format": "fsdp-schedule", "version": 1, "function": "forward", "world_size": n,
+        "format": "fsdp-schedule", "version": 2, "function": "forward", "world_size": n,
         "global_batch": GLOBAL_BATCH, "optimizer": opt,
         "units": [{"name": "fc", "dtype": dtype, "numel": numel, "padded_numel": pad,
                    "shard_numel": shard, "params": [
@@ -155,6 +156,29 @@ def main():
     with open(out, "w") as f:
         json.dump(sched, f, indent=1)
         f.write("\n")
+
+
+STATE_ROLES = ("param", "master", "exp_avg", "exp_avg_sq")
+# Operand -> result positions that an optimizer update writes in place.
+IN_PLACE = {"nn.sgd_update": {0: 0}, "nn.adamw_update": {0: 0, 2: 1, 3: 2}}
+
+
+def resident_state(instructions, inputs, outputs):
+    """Schedule version 2: the state inputs live for the whole step (never in
+    `frees`), and an output that an optimizer update writes over its state
+    input element by element `aliases` it (as the compiler's memory plan)."""
+    state = {i["role"] + "/" + i["unit"]: i["buffer"] for i in inputs
+             if i["role"] in STATE_ROLES}
+    for ins in instructions:
+        ins["frees"] = [f for f in ins.get("frees", []) if f not in state.values()]
+    for o in outputs:
+        src = state.get(o["role"] + "/" + o.get("unit", ""))
+        for ins in instructions:
+            pairs = IN_PLACE.get(ins["op"], {})
+            if o["buffer"] in ins["results"] and any(
+                    ins["operands"][a] == src and ins["results"][r] == o["buffer"]
+                    for a, r in pairs.items()):
+                o["aliases"] = src
 
 
 def mixed(pdt, rdt, master, buffers, instructions, inputs, outputs, b, pad, shard):

@@ -11,6 +11,8 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "fsdp/ScheduleFormat.h" // ODS default attribute values
+
 namespace mlir::fsdp {
 /// The resource that collectives read and write: data moved between ranks.
 struct CommunicationResource : public SideEffects::Resource::Base<CommunicationResource> {

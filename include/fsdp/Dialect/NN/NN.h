@@ -10,6 +10,8 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "fsdp/ScheduleFormat.h" // ODS default attribute values
+
 #include "nn/NNDialect.h.inc"
 #include "nn/NNInterfaces.h.inc"
 

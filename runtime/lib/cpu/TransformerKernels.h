@@ -2,16 +2,16 @@
 //
 // The kernels behind the transformer ops of runtime/docs/schedule-format.md
 // ("Transformer ops"): embeddings, LayerNorm, RMSNorm, rotary position
-// embedding, causal grouped-query attention, SiLU, split and concat, with
-// their VJPs. Templated on the element type T (instantiated for float and
+// embedding, causal grouped-query attention and SiLU, with their VJPs (split
+// and concat are byte copies in CpuDevice.cpp). Templated on the element type T (instantiated for float and
 // double in runtime/lib/cpu/TransformerKernels.cpp and AttentionKernels.cpp).
 // Tensors are dense row-major, sizes in elements; outputs never alias inputs.
 // Statistics (means, variances, softmax sums) are accumulated in double.
 // Bad data (an index out of range) raises std::out_of_range.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_TRANSFORMER_KERNELS_H
-#define FSDP_TRANSFORMER_KERNELS_H
+#ifndef FSDP_RUNTIME_CPU_TRANSFORMERKERNELS_H
+#define FSDP_RUNTIME_CPU_TRANSFORMERKERNELS_H
 
 #include <cstdint>
 #include <vector>
@@ -100,18 +100,6 @@ template <typename T> void silu(const T *x, T *y, int64_t n);
 template <typename T>
 void siluGrad(const T *x, const T *dy, T *dx, int64_t n);
 
-/// Splits x, viewed as [outer, sum(sizes), inner], along the middle axis
-/// into outs[i] of shape [outer, sizes[i], inner].
-template <typename T>
-void split(const T *x, const std::vector<T *> &outs,
-           const std::vector<int64_t> &sizes, int64_t outer, int64_t inner);
-
-/// The inverse of split: y [outer, sum(sizes), inner] from ins[i]
-/// [outer, sizes[i], inner].
-template <typename T>
-void concat(const std::vector<const T *> &ins, T *y,
-            const std::vector<int64_t> &sizes, int64_t outer, int64_t inner);
-
 } // namespace fsdp::rt::cpu
 
-#endif // FSDP_TRANSFORMER_KERNELS_H
+#endif // FSDP_RUNTIME_CPU_TRANSFORMERKERNELS_H

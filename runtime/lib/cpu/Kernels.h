@@ -1,6 +1,6 @@
 //===- Kernels.h - CPU kernels of the fsdp-opt runtime ---------*- C++ -*-===//
 //
-// Plain C++17 kernels for the ops of runtime/docs/schedule-format.md, templated on the
+// The cpu driver's kernels behind fsdp/kernels.h (CpuDevice.cpp), templated on the
 // element type T (explicitly instantiated for float and double in
 // runtime/lib/cpu/Kernels.cpp). All tensors are dense row-major; sizes are in
 // elements. Kernels never allocate their outputs; outputs must not alias
@@ -8,8 +8,8 @@
 // shapes) raises std::invalid_argument / std::out_of_range with a message.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_KERNELS_H
-#define FSDP_KERNELS_H
+#ifndef FSDP_RUNTIME_CPU_KERNELS_H
+#define FSDP_RUNTIME_CPU_KERNELS_H
 
 #include <cstdint>
 #include <vector>
@@ -104,4 +104,4 @@ template <typename T> void fill(T *r, int64_t n, double value);
 
 } // namespace fsdp::rt::cpu
 
-#endif // FSDP_KERNELS_H
+#endif // FSDP_RUNTIME_CPU_KERNELS_H

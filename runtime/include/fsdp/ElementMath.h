@@ -1,0 +1,181 @@
+//===- ElementMath.h - per-element formulas shared by the drivers -*- C++ -*-===//
+//
+// The per-element math of the kernels of fsdp/kernels.h, written once and
+// compiled by g++ for the cpu driver and by nvcc (__host__ __device__) for
+// the cuda driver, so that the CPU tests exercise the formulas the GPU runs.
+// T is the compute type (float or double); an expression mixing T and double
+// evaluates in double, as written. Sources of the formulas: fsdp/kernels.h.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_ELEMENTMATH_H
+#define FSDP_ELEMENTMATH_H
+
+#include "fsdp/Half.h" // FSDP_HD
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+namespace fsdp::math {
+
+inline constexpr double kSqrt2OverPi = 0.79788456080286535588; // √(2/π)
+inline constexpr double kInvSqrt2 = 0.70710678118654752440;    // 1/√2
+inline constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1/√(2π)
+
+FSDP_HD inline float sqrtT(float x) { return sqrtf(x); }
+FSDP_HD inline double sqrtT(double x) { return sqrt(x); }
+
+template <typename T> FSDP_HD inline T relu(T x) { return x > T(0) ? x : T(0); }
+template <typename T> FSDP_HD inline T reluGrad(T x, T dy) {
+  return x > T(0) ? dy : T(0);
+}
+
+/// tanh(u) for the float GELU approximation: 1 − 2/(e^{2u}+1) through expf
+/// (a few ulp, several times faster than the double tanh).
+FSDP_HD inline float fastTanh(float u) {
+  if (u > 15.0f)
+    return 1.0f;
+  if (u < -15.0f)
+    return -1.0f;
+  return 1.0f - 2.0f / (expf(2.0f * u) + 1.0f);
+}
+
+/// GELU: the tanh approximation in float arithmetic for T = float, every
+/// other case in double.
+template <typename T> FSDP_HD inline T gelu(T x, bool approximateTanh) {
+  if constexpr (std::is_same<T, float>::value) {
+    if (approximateTanh) {
+      const float c = static_cast<float>(kSqrt2OverPi);
+      float v = x;
+      return 0.5f * v * (1.0f + fastTanh(c * (v + 0.044715f * v * v * v)));
+    }
+  }
+  double v = x;
+  if (approximateTanh)
+    return static_cast<T>(
+        0.5 * v * (1.0 + tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v))));
+  return static_cast<T>(0.5 * v * (1.0 + erf(v * kInvSqrt2)));
+}
+
+/// dy · dGELU/dx (exact: Φ(x) + x·φ(x); tanh: 0.5(1+t) +
+/// 0.5x(1−t²)·√(2/π)(1 + 3·0.044715x²)).
+template <typename T>
+FSDP_HD inline T geluGrad(T x, T dy, bool approximateTanh) {
+  if constexpr (std::is_same<T, float>::value) {
+    if (approximateTanh) {
+      const float c = static_cast<float>(kSqrt2OverPi);
+      float v = x;
+      float t = fastTanh(c * (v + 0.044715f * v * v * v));
+      float d = 0.5f * (1.0f + t) +
+                0.5f * v * (1.0f - t * t) * c * (1.0f + 3.0f * 0.044715f * v * v);
+      return d * static_cast<float>(dy);
+    }
+  }
+  double v = x, d;
+  if (approximateTanh) {
+    double t = tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v));
+    d = 0.5 * (1.0 + t) +
+        0.5 * v * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * 0.044715 * v * v);
+  } else {
+    d = 0.5 * (1.0 + erf(v * kInvSqrt2)) + v * kInvSqrt2Pi * exp(-0.5 * v * v);
+  }
+  return static_cast<T>(d * static_cast<double>(dy));
+}
+
+/// σ(x), stable for large |x| (never exponentiates a large positive number).
+FSDP_HD inline double sigmoid(double x) {
+  if (x >= 0)
+    return 1.0 / (1.0 + exp(-x));
+  double e = exp(x);
+  return e / (1.0 + e);
+}
+
+template <typename T> FSDP_HD inline T silu(T x) {
+  double v = x;
+  return static_cast<T>(v * sigmoid(v));
+}
+template <typename T> FSDP_HD inline T siluGrad(T x, T dy) {
+  double v = x, s = sigmoid(v);
+  return static_cast<T>(static_cast<double>(dy) * s * (1.0 + v * (1.0 - s)));
+}
+
+/// The scalars of one AdamW step in T, computed as torch does (Python
+/// floats, then cast): decay 1 − lr·wd, β1, β2, 1−β1, 1−β2, lr/(1−β1ᵗ),
+/// √(1−β2ᵗ), ε.
+template <typename T> struct AdamWScalars {
+  T decay, b1, b2, omb1, omb2, stepSize, bc2Sqrt, eps;
+};
+template <typename T>
+FSDP_HD inline AdamWScalars<T> adamwScalars(int64_t step, double lr,
+                                            double beta1, double beta2,
+                                            double eps, double weightDecay) {
+  const double bc1 = 1.0 - pow(beta1, static_cast<double>(step));
+  const double bc2 = 1.0 - pow(beta2, static_cast<double>(step));
+  AdamWScalars<T> s;
+  s.decay = static_cast<T>(1.0 - lr * weightDecay);
+  s.b1 = static_cast<T>(beta1);
+  s.b2 = static_cast<T>(beta2);
+  s.omb1 = static_cast<T>(1.0 - beta1);
+  s.omb2 = static_cast<T>(1.0 - beta2);
+  s.stepSize = static_cast<T>(lr / bc1);
+  s.bc2Sqrt = static_cast<T>(sqrt(bc2));
+  s.eps = static_cast<T>(eps);
+  return s;
+}
+/// One element of AdamW in torch's order: decay, moments, bias-corrected
+/// step. Outputs may alias inputs (everything is read first).
+template <typename T>
+FSDP_HD inline void adamw(const AdamWScalars<T> &s, T p, T g, T m, T v,
+                          T &pOut, T &mOut, T &vOut) {
+  T pi = p * s.decay;
+  T mi = s.b1 * m + s.omb1 * g;
+  T vi = s.b2 * v + s.omb2 * g * g;
+  T denom = sqrtT(vi) / s.bc2Sqrt + s.eps;
+  pOut = pi - s.stepSize * (mi / denom);
+  mOut = mi;
+  vOut = vi;
+}
+
+/// SGD with L2 weight decay: p − lr·(g + wd·p), lr and wd already in T.
+template <typename T> FSDP_HD inline T sgd(T p, T g, T lr, T wd) {
+  return p - lr * (g + wd * p);
+}
+
+/// The RoPE angle of position t and pair i < headDim/2:
+/// t·theta^(−2i/headDim), negated for the inverse rotation.
+FSDP_HD inline double ropeAngle(int64_t t, int64_t i, int64_t headDim,
+                                double theta, bool inverse) {
+  double phi = static_cast<double>(t) *
+               pow(theta, -2.0 * static_cast<double>(i) /
+                              static_cast<double>(headDim));
+  return inverse ? -phi : phi;
+}
+
+/// LayerNorm of one element given its row's mean and 1/√(σ²+eps).
+template <typename T>
+FSDP_HD inline T layerNorm(T x, double mean, double rstd, T w, T b) {
+  return static_cast<T>((x - mean) * rstd * w + b);
+}
+/// LayerNorm's dx of one element: rstd·(g − mean(g) − x̂·mean(g·x̂)) with
+/// g = dy·w and x̂ = (x − mean)·rstd.
+template <typename T>
+FSDP_HD inline T layerNormGrad(T x, T w, T dy, double mean, double rstd,
+                               double meanG, double meanGX) {
+  double xh = (x - mean) * rstd;
+  double g = static_cast<double>(dy) * w;
+  return static_cast<T>(rstd * (g - meanG - xh * meanGX));
+}
+/// RMSNorm of one element given its row's 1/√(mean(x²)+eps).
+template <typename T> FSDP_HD inline T rmsNorm(T x, double rr, T w) {
+  return static_cast<T>(x * rr * w);
+}
+/// RMSNorm's dx of one element: rr·(g − x·k) with k = rr²·mean(g·x).
+template <typename T>
+FSDP_HD inline T rmsNormGrad(T x, T w, T dy, double rr, double k) {
+  double g = static_cast<double>(dy) * w;
+  return static_cast<T>(rr * (g - x * k));
+}
+
+} // namespace fsdp::math
+
+#endif // FSDP_ELEMENTMATH_H

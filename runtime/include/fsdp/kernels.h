@@ -1,0 +1,205 @@
+/*===- kernels.h - kernel entry points of the fsdp-opt runtime --*- C -*-===//
+//
+// One entry point per compute op of the schedule format
+// (runtime/docs/schedule-format.md): every driver implements each of them,
+// and the schedule interpreter and compiled steps call only these. Arguments
+// are device pointers of the stream's device, sizes in elements, and the
+// stream the kernel is issued on (normally the device's compute stream).
+// Tensors are dense and row-major. Outputs must not alias inputs unless
+// stated. Returns FSDP_OK or an fsdp_status (runtime.h): FSDP_ERR_INVALID for
+// an unsupported dtype or inconsistent sizes, FSDP_ERR_DATA for bad data (an
+// index out of range; on "cuda" reported by the next fsdp_stream_synchronize).
+//
+// `dtype` is the float type of the float tensors: f32, f64, bf16 or f16. On
+// bf16/f16 the math runs in f32 and each result is rounded once to the
+// storage dtype. Statistics (sums of reductions, means and variances of the
+// norms, softmax sums) accumulate in double on every driver; the per-element
+// formulas are shared by the drivers (fsdp/ElementMath.h).
+//
+//===----------------------------------------------------------------------===*/
+#ifndef FSDP_KERNELS_H
+#define FSDP_KERNELS_H
+
+#include "fsdp/runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* y[i] = value, i < n (any dtype; integers truncate toward zero). */
+int fsdp_fill(fsdp_stream s, fsdp_dtype dtype, void *y, int64_t n,
+              double value);
+/* y = x converted element-wise from `xdtype` to `ydtype` (float dtypes;
+ * narrowing rounds to nearest even once, f64 -> bf16/f16 included). */
+int fsdp_cast(fsdp_stream s, fsdp_dtype xdtype, const void *x,
+              fsdp_dtype ydtype, void *y, int64_t n);
+
+/* y[M,N] = x[M,K] · w[N,K]ᵀ (+ b[N] on every row; b may be NULL), the
+ * semantics of torch.nn.functional.linear; with transpose_weight the weight
+ * is stored w[K,N] (GPT-2's Conv1D) and y = x·w. BLAS GEMM (cpu: OpenBLAS
+ * sgemm/dgemm; cuda: cublasGemmEx, f32 accumulation). */
+int fsdp_linear(fsdp_stream s, fsdp_dtype dtype, const void *x, const void *w,
+                const void *b, void *y, int64_t m, int64_t k, int64_t n,
+                int transpose_weight);
+/* c = op(a) · op(b) with a stored [a_rows, a_cols] and b [b_rows, b_cols],
+ * op = transpose where the flag is set; the inner dimensions must agree;
+ * c is [rows of op(a), cols of op(b)]. */
+int fsdp_matmul(fsdp_stream s, fsdp_dtype dtype, const void *a, const void *b,
+                void *c, int64_t a_rows, int64_t a_cols, int64_t b_rows,
+                int64_t b_cols, int trans_a, int trans_b);
+
+/* c[i] = a[i] + b[i] and c[i] = a[i] · b[i], i < n. */
+int fsdp_add(fsdp_stream s, fsdp_dtype dtype, const void *a, const void *b,
+             void *c, int64_t n);
+int fsdp_mul(fsdp_stream s, fsdp_dtype dtype, const void *a, const void *b,
+             void *c, int64_t n);
+/* y = max(x, 0); dx = dy · [x > 0] (0 at 0, as PyTorch). */
+int fsdp_relu(fsdp_stream s, fsdp_dtype dtype, const void *x, void *y,
+              int64_t n);
+int fsdp_relu_grad(fsdp_stream s, fsdp_dtype dtype, const void *x,
+                   const void *dy, void *dx, int64_t n);
+/* GELU (Hendrycks & Gimpel 2016): y = x·Φ(x) = x/2·(1 + erf(x/√2)), or with
+ * approximate_tanh y = x/2·(1 + tanh(√(2/π)(x + 0.044715x³))) as
+ * torch.nn.functional.gelu(approximate="tanh"); dx = dy · dGELU/dx. */
+int fsdp_gelu(fsdp_stream s, fsdp_dtype dtype, const void *x, void *y,
+              int64_t n, int approximate_tanh);
+int fsdp_gelu_grad(fsdp_stream s, fsdp_dtype dtype, const void *x,
+                   const void *dy, void *dx, int64_t n, int approximate_tanh);
+/* SiLU (Elfwing et al. 2018): y = x·σ(x); dx = dy·σ(x)(1 + x(1 − σ(x))). */
+int fsdp_silu(fsdp_stream s, fsdp_dtype dtype, const void *x, void *y,
+              int64_t n);
+int fsdp_silu_grad(fsdp_stream s, fsdp_dtype dtype, const void *x,
+                   const void *dy, void *dx, int64_t n);
+
+/* y = x (shape x_shape[rank]) summed over `axes` (naxes distinct axes in
+ * [0, rank)); y has x's shape without them. */
+int fsdp_reduce_sum(fsdp_stream s, fsdp_dtype dtype, const void *x,
+                    const int64_t *x_shape, int rank, const int64_t *axes,
+                    int naxes, void *y);
+/* y (shape y_shape[rank]) = x repeated along `axes` of y; x has y's shape
+ * without them (the inverse of fsdp_reduce_sum's shape map). */
+int fsdp_broadcast(fsdp_stream s, fsdp_dtype dtype, const void *x,
+                   const int64_t *y_shape, int rank, const int64_t *axes,
+                   int naxes, void *y);
+
+/* loss (a scalar of `dtype`) = mean over `positions` rows of
+ * logits[positions, classes] of −log softmax(row)[label] (max-shifted
+ * log-sum-exp in double). labels: `label_dtype` i32 or i64; a label outside
+ * [0, classes) is FSDP_ERR_DATA naming it and its position. */
+int fsdp_cross_entropy(fsdp_stream s, fsdp_dtype dtype, const void *logits,
+                       const void *labels, fsdp_dtype label_dtype,
+                       int64_t positions, int64_t classes, void *loss);
+/* dlogits = (softmax(logits) − onehot(label)) · dloss / positions, with
+ * dloss a scalar of `dtype` in device memory. */
+int fsdp_cross_entropy_grad(fsdp_stream s, fsdp_dtype dtype,
+                            const void *logits, const void *labels,
+                            fsdp_dtype label_dtype, const void *dloss,
+                            void *dlogits, int64_t positions, int64_t classes);
+
+/* out = p − lr·(g + weight_decay·p) (torch.optim.SGD without momentum);
+ * out may alias p. f32 or f64. */
+int fsdp_sgd_update(fsdp_stream s, fsdp_dtype dtype, const void *p,
+                    const void *g, void *out, int64_t n, double lr,
+                    double weight_decay);
+/* One AdamW step (Loshchilov & Hutter, ICLR 2019, Algorithm 2) exactly as
+ * torch.optim.AdamW's single-tensor path: p ← p·(1 − lr·wd);
+ * m' = β1·m + (1−β1)·g; v' = β2·v + (1−β2)·g²;
+ * p' = p − (lr/(1−β1ᵗ)) · m' / (√v'/√(1−β2ᵗ) + ε). The 1-based step t is read
+ * from device memory `step` (a scalar of `step_dtype`, i32 or i64; t < 1 is
+ * FSDP_ERR_DATA). Outputs may alias the matching inputs (p_out = p, ...).
+ * f32 or f64. */
+int fsdp_adamw_update(fsdp_stream s, fsdp_dtype dtype, const void *p,
+                      const void *g, const void *m, const void *v,
+                      const void *step, fsdp_dtype step_dtype, void *p_out,
+                      void *m_out, void *v_out, int64_t n, double lr,
+                      double beta1, double beta2, double eps,
+                      double weight_decay);
+
+/* flat[flat_numel] = zeros where no part lands, parts[i] (numels[i]
+ * elements) copied to flat[offsets[i], ...) (FSDP's FlatParameter). A part
+ * outside [0, flat_numel) is FSDP_ERR_INVALID. */
+int fsdp_flatten(fsdp_stream s, fsdp_dtype dtype, const void *const *parts,
+                 const int64_t *numels, const int64_t *offsets, int nparts,
+                 void *flat, int64_t flat_numel);
+
+/* y[i, :] = table[idx[i], :], i < n; table [vocab, dim], y [n, dim]; idx of
+ * `idx_dtype` i32 or i64; an index outside [0, vocab) is FSDP_ERR_DATA. */
+int fsdp_embedding(fsdp_stream s, fsdp_dtype dtype, const void *idx,
+                   fsdp_dtype idx_dtype, const void *table, void *y,
+                   int64_t n, int64_t vocab, int64_t dim);
+/* dtable[vocab, dim] = 0, then dtable[idx[i], :] += dy[i, :] (the VJP of
+ * embedding; on cuda the additions of one row run in no fixed order). */
+int fsdp_embedding_grad(fsdp_stream s, fsdp_dtype dtype, const void *idx,
+                        fsdp_dtype idx_dtype, const void *dy, void *dtable,
+                        int64_t n, int64_t vocab, int64_t dim);
+/* y[b, t, :] = x[b, t, :] + table[t, :] (x, y [batch, seq, dim], table
+ * [positions >= seq, dim]: GPT-2's learned positions). */
+int fsdp_position_embedding(fsdp_stream s, fsdp_dtype dtype, const void *x,
+                            const void *table, void *y, int64_t batch,
+                            int64_t seq, int64_t dim);
+/* dtable[t, :] = Σ_b dy[b, t, :] for t < seq, 0 for seq <= t < positions. */
+int fsdp_position_embedding_grad(fsdp_stream s, fsdp_dtype dtype,
+                                 const void *dy, void *dtable, int64_t batch,
+                                 int64_t seq, int64_t dim, int64_t positions);
+
+/* LayerNorm over the last dim (Ba, Kiros & Hinton 2016, eq. 4) as
+ * torch.nn.LayerNorm: y = (x − μ)/√(σ² + eps)·w + b per row of x[rows, dim],
+ * σ² the biased variance. */
+int fsdp_layer_norm(fsdp_stream s, fsdp_dtype dtype, const void *x,
+                    const void *w, const void *b, void *y, int64_t rows,
+                    int64_t dim, double eps);
+/* Its VJP, statistics recomputed: x̂ the normalised row, r = 1/√(σ²+eps),
+ * g = dy·w: dx = r·(g − mean(g) − x̂·mean(g·x̂)); dw = Σ_rows dy·x̂,
+ * db = Σ_rows dy. */
+int fsdp_layer_norm_grad(fsdp_stream s, fsdp_dtype dtype, const void *x,
+                         const void *w, const void *dy, void *dx, void *dw,
+                         void *db, int64_t rows, int64_t dim, double eps);
+/* RMSNorm (Zhang & Sennrich 2019, eq. 4) as HF LlamaRMSNorm:
+ * y = x/√(mean(x²) + eps)·w. */
+int fsdp_rms_norm(fsdp_stream s, fsdp_dtype dtype, const void *x,
+                  const void *w, void *y, int64_t rows, int64_t dim,
+                  double eps);
+/* Its VJP: r = 1/√(mean(x²)+eps), g = dy·w: dx = r·(g − x·r²·mean(g·x)),
+ * dw = Σ_rows dy·x·r. */
+int fsdp_rms_norm_grad(fsdp_stream s, fsdp_dtype dtype, const void *x,
+                       const void *w, const void *dy, void *dx, void *dw,
+                       int64_t rows, int64_t dim, double eps);
+/* Rotary position embedding (Su et al. 2021, RoFormer eq. 34) in HF Llama's
+ * rotate-half layout on x, y [batch, seq, heads·head_dim]: for position t and
+ * i < head_dim/2, φ = t·theta^(−2i/head_dim) (−φ if inverse, the VJP):
+ * y[i] = x[i]cosφ − x[i+D/2]sinφ, y[i+D/2] = x[i+D/2]cosφ + x[i]sinφ.
+ * head_dim must be positive and even. */
+int fsdp_rope(fsdp_stream s, fsdp_dtype dtype, const void *x, void *y,
+              int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
+              double theta, int inverse);
+/* Causal scaled-dot-product attention (Vaswani et al. 2017, eq. 1) with
+ * grouped-query heads (Ainslie et al. 2023): q, o [batch, seq, hq·d];
+ * k, v [batch, seq, hkv·d]; query head h reads kv head h/(hq/hkv);
+ * o = softmax(q·kᵀ/√d over keys s <= t)·v (max-subtracted softmax in
+ * double). Per (batch, query head) one seq×seq probability matrix is kept
+ * (scratch). hq must be a positive multiple of hkv. */
+int fsdp_attention(fsdp_stream s, fsdp_dtype dtype, const void *q,
+                   const void *k, const void *v, void *o, int64_t batch,
+                   int64_t seq, int64_t hq, int64_t hkv, int64_t d);
+/* Its VJP, probabilities P recomputed: dP = dO·Vᵀ,
+ * dS = P⊙(dP − rowsum(dP⊙P))/√d; dQ = dS·K, dK = dSᵀ·Q, dV = Pᵀ·dO, dK and
+ * dV of a kv head summed over its query heads. */
+int fsdp_attention_grad(fsdp_stream s, fsdp_dtype dtype, const void *q,
+                        const void *k, const void *v, const void *dout,
+                        void *dq, void *dk, void *dv, int64_t batch,
+                        int64_t seq, int64_t hq, int64_t hkv, int64_t d);
+
+/* x viewed as [outer, Σ sizes, inner] split along the middle axis into
+ * outs[i] [outer, sizes[i], inner]; concat is the inverse. Any dtype. */
+int fsdp_split(fsdp_stream s, fsdp_dtype dtype, const void *x,
+               void *const *outs, const int64_t *sizes, int nparts,
+               int64_t outer, int64_t inner);
+int fsdp_concat(fsdp_stream s, fsdp_dtype dtype, const void *const *ins,
+                void *y, const int64_t *sizes, int nparts, int64_t outer,
+                int64_t inner);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FSDP_KERNELS_H */

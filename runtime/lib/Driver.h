@@ -1,0 +1,238 @@
+//===- Driver.h - the interface a device driver implements ------*- C++ -*-===//
+//
+// The opaque structs of runtime.h are C++ classes with virtual methods: a
+// driver (runtime/lib/cpu, runtime/lib/cuda) derives from fsdp_device_s,
+// fsdp_event_s and fsdp_channel_s and implements them; Runtime.cpp turns the
+// C calls into virtual calls and a DeviceError into a status and message.
+// runtime/docs/drivers.md describes the contract for a new driver.
+//
+// Drivers report errors by throwing DeviceError (inside the runtime only;
+// never across the C interface).
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_DRIVER_H
+#define FSDP_RUNTIME_DRIVER_H
+
+#include "fsdp/kernels.h"
+#include "fsdp/runtime.h"
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace fsdp::hal {
+
+/// An error inside a driver: an fsdp_status code and its message.
+class DeviceError : public std::runtime_error {
+public:
+  DeviceError(int code, const std::string &message)
+      : std::runtime_error(message), code(code) {}
+  int code;
+};
+
+[[noreturn]] inline void fail(int code, const std::string &message) {
+  throw DeviceError(code, message);
+}
+
+} // namespace fsdp::hal
+
+/// A stream of a device: the driver keeps its native handle.
+struct fsdp_stream_s {
+  fsdp_device_s *device = nullptr;
+  fsdp_stream_kind kind = FSDP_STREAM_COMPUTE;
+  void *native = nullptr; ///< cudaStream_t on cuda
+};
+
+/// The completion of work on a stream.
+struct fsdp_event_s {
+  virtual ~fsdp_event_s() = default;
+  /// Non-blocking; drives progress where the transport needs it.
+  virtual bool query() = 0;
+  fsdp_device_s *device = nullptr;
+};
+
+/// A process group on one device.
+struct fsdp_channel_s {
+  virtual ~fsdp_channel_s() = default;
+  /// The sub-group of ranks with the same color, ordered by key.
+  virtual std::unique_ptr<fsdp_channel_s> split(int color, int key) = 0;
+  virtual fsdp_event_s *allGather(const void *shard, void *full,
+                                  int64_t shardCount, fsdp_dtype dtype) = 0;
+  virtual fsdp_event_s *reduceScatter(const void *full, void *shard,
+                                      int64_t shardCount, fsdp_dtype dtype,
+                                      fsdp_reduce_op op) = 0;
+  virtual fsdp_event_s *allReduce(const void *in, void *out, int64_t count,
+                                  fsdp_dtype dtype, fsdp_reduce_op op) = 0;
+  fsdp_device_s *device = nullptr;
+  int rank = 0, size = 1;
+};
+
+/// The kernel entry points of fsdp/kernels.h as (name, parameters after the
+/// stream, arguments): Runtime.cpp defines the C functions from this list
+/// and a driver overrides one virtual per entry.
+#define FSDP_UNPAREN(...) __VA_ARGS__
+#define FSDP_DRIVER_KERNELS(X)                                                 \
+  X(fill, (fsdp_dtype t, void *y, int64_t n, double value), (t, y, n, value))  \
+  X(cast, (fsdp_dtype xt, const void *x, fsdp_dtype yt, void *y, int64_t n),   \
+    (xt, x, yt, y, n))                                                         \
+  X(linear, (fsdp_dtype t, const void *x, const void *w, const void *b,       \
+             void *y, int64_t m, int64_t k, int64_t n, int transposeWeight),   \
+    (t, x, w, b, y, m, k, n, transposeWeight))                                 \
+  X(matmul, (fsdp_dtype t, const void *a, const void *b, void *c,             \
+             int64_t aRows, int64_t aCols, int64_t bRows, int64_t bCols,       \
+             int transA, int transB),                                          \
+    (t, a, b, c, aRows, aCols, bRows, bCols, transA, transB))                  \
+  X(add, (fsdp_dtype t, const void *a, const void *b, void *c, int64_t n),    \
+    (t, a, b, c, n))                                                           \
+  X(mul, (fsdp_dtype t, const void *a, const void *b, void *c, int64_t n),    \
+    (t, a, b, c, n))                                                           \
+  X(relu, (fsdp_dtype t, const void *x, void *y, int64_t n), (t, x, y, n))     \
+  X(relu_grad, (fsdp_dtype t, const void *x, const void *dy, void *dx,        \
+                int64_t n),                                                    \
+    (t, x, dy, dx, n))                                                         \
+  X(gelu, (fsdp_dtype t, const void *x, void *y, int64_t n, int approxTanh),  \
+    (t, x, y, n, approxTanh))                                                  \
+  X(gelu_grad, (fsdp_dtype t, const void *x, const void *dy, void *dx,        \
+                int64_t n, int approxTanh),                                    \
+    (t, x, dy, dx, n, approxTanh))                                             \
+  X(silu, (fsdp_dtype t, const void *x, void *y, int64_t n), (t, x, y, n))     \
+  X(silu_grad, (fsdp_dtype t, const void *x, const void *dy, void *dx,        \
+                int64_t n),                                                    \
+    (t, x, dy, dx, n))                                                         \
+  X(reduce_sum, (fsdp_dtype t, const void *x, const int64_t *xShape,          \
+                 int rank, const int64_t *axes, int naxes, void *y),           \
+    (t, x, xShape, rank, axes, naxes, y))                                      \
+  X(broadcast, (fsdp_dtype t, const void *x, const int64_t *yShape, int rank, \
+                const int64_t *axes, int naxes, void *y),                      \
+    (t, x, yShape, rank, axes, naxes, y))                                      \
+  X(cross_entropy, (fsdp_dtype t, const void *logits, const void *labels,     \
+                    fsdp_dtype lt, int64_t positions, int64_t classes,         \
+                    void *loss),                                               \
+    (t, logits, labels, lt, positions, classes, loss))                         \
+  X(cross_entropy_grad, (fsdp_dtype t, const void *logits,                    \
+                         const void *labels, fsdp_dtype lt, const void *dloss, \
+                         void *dlogits, int64_t positions, int64_t classes),   \
+    (t, logits, labels, lt, dloss, dlogits, positions, classes))               \
+  X(sgd_update, (fsdp_dtype t, const void *p, const void *g, void *out,       \
+                 int64_t n, double lr, double weightDecay),                    \
+    (t, p, g, out, n, lr, weightDecay))                                        \
+  X(adamw_update, (fsdp_dtype t, const void *p, const void *g, const void *m, \
+                   const void *v, const void *step, fsdp_dtype st,             \
+                   void *pOut, void *mOut, void *vOut, int64_t n, double lr,   \
+                   double beta1, double beta2, double eps,                     \
+                   double weightDecay),                                        \
+    (t, p, g, m, v, step, st, pOut, mOut, vOut, n, lr, beta1, beta2, eps,      \
+     weightDecay))                                                             \
+  X(flatten, (fsdp_dtype t, const void *const *parts, const int64_t *numels,  \
+              const int64_t *offsets, int nparts, void *flat,                  \
+              int64_t flatNumel),                                              \
+    (t, parts, numels, offsets, nparts, flat, flatNumel))                      \
+  X(embedding, (fsdp_dtype t, const void *idx, fsdp_dtype it,                 \
+                const void *table, void *y, int64_t n, int64_t vocab,          \
+                int64_t dim),                                                  \
+    (t, idx, it, table, y, n, vocab, dim))                                     \
+  X(embedding_grad, (fsdp_dtype t, const void *idx, fsdp_dtype it,            \
+                     const void *dy, void *dtable, int64_t n, int64_t vocab,   \
+                     int64_t dim),                                             \
+    (t, idx, it, dy, dtable, n, vocab, dim))                                   \
+  X(position_embedding, (fsdp_dtype t, const void *x, const void *table,      \
+                         void *y, int64_t batch, int64_t seq, int64_t dim),    \
+    (t, x, table, y, batch, seq, dim))                                         \
+  X(position_embedding_grad, (fsdp_dtype t, const void *dy, void *dtable,     \
+                              int64_t batch, int64_t seq, int64_t dim,         \
+                              int64_t positions),                              \
+    (t, dy, dtable, batch, seq, dim, positions))                               \
+  X(layer_norm, (fsdp_dtype t, const void *x, const void *w, const void *b,   \
+                 void *y, int64_t rows, int64_t dim, double eps),              \
+    (t, x, w, b, y, rows, dim, eps))                                           \
+  X(layer_norm_grad, (fsdp_dtype t, const void *x, const void *w,             \
+                      const void *dy, void *dx, void *dw, void *db,            \
+                      int64_t rows, int64_t dim, double eps),                  \
+    (t, x, w, dy, dx, dw, db, rows, dim, eps))                                 \
+  X(rms_norm, (fsdp_dtype t, const void *x, const void *w, void *y,           \
+               int64_t rows, int64_t dim, double eps),                         \
+    (t, x, w, y, rows, dim, eps))                                              \
+  X(rms_norm_grad, (fsdp_dtype t, const void *x, const void *w,               \
+                    const void *dy, void *dx, void *dw, int64_t rows,          \
+                    int64_t dim, double eps),                                  \
+    (t, x, w, dy, dx, dw, rows, dim, eps))                                     \
+  X(rope, (fsdp_dtype t, const void *x, void *y, int64_t batch, int64_t seq,  \
+           int64_t heads, int64_t headDim, double theta, int inverse),         \
+    (t, x, y, batch, seq, heads, headDim, theta, inverse))                     \
+  X(attention, (fsdp_dtype t, const void *q, const void *k, const void *v,    \
+                void *o, int64_t batch, int64_t seq, int64_t hq, int64_t hkv,  \
+                int64_t d),                                                    \
+    (t, q, k, v, o, batch, seq, hq, hkv, d))                                   \
+  X(attention_grad, (fsdp_dtype t, const void *q, const void *k,              \
+                     const void *v, const void *dout, void *dq, void *dk,      \
+                     void *dv, int64_t batch, int64_t seq, int64_t hq,         \
+                     int64_t hkv, int64_t d),                                  \
+    (t, q, k, v, dout, dq, dk, dv, batch, seq, hq, hkv, d))                    \
+  X(split, (fsdp_dtype t, const void *x, void *const *outs,                   \
+            const int64_t *sizes, int nparts, int64_t outer, int64_t inner),   \
+    (t, x, outs, sizes, nparts, outer, inner))                                 \
+  X(concat, (fsdp_dtype t, const void *const *ins, void *y,                   \
+             const int64_t *sizes, int nparts, int64_t outer, int64_t inner),  \
+    (t, ins, y, sizes, nparts, outer, inner))
+
+/// A device: memory, two streams, channels and kernels.
+struct fsdp_device_s {
+  virtual ~fsdp_device_s() = default;
+
+  virtual void *allocate(size_t bytes) = 0;
+  virtual void deallocate(void *ptr) = 0;
+  virtual void copy(fsdp_stream_s *s, void *dst, const void *src,
+                    size_t bytes) = 0;
+  virtual void copy2d(fsdp_stream_s *s, void *dst, size_t dpitch,
+                      const void *src, size_t spitch, size_t width,
+                      size_t height) = 0;
+  virtual void zero(fsdp_stream_s *s, void *dst, size_t bytes) = 0;
+  /// Blocks until `s` is idle; throws the first deferred kernel error.
+  virtual void synchronize(fsdp_stream_s *s) = 0;
+  /// Work issued on `s` later runs after `e` (cpu: blocks, completes it).
+  virtual void waitEvent(fsdp_stream_s *s, fsdp_event_s *e) = 0;
+  virtual std::unique_ptr<fsdp_channel_s> createWorldChannel() = 0;
+  /// Fills the memory_* and workspace fields of `out`.
+  virtual void memoryStats(fsdp_device_stats &out) = 0;
+  virtual void resetMemoryPeak() = 0;
+  virtual int64_t progressTests() { return 0; }
+
+#define FSDP_DECLARE_KERNEL(name, params, args)                                \
+  virtual void name(fsdp_stream_s *s, FSDP_UNPAREN params) = 0;
+  FSDP_DRIVER_KERNELS(FSDP_DECLARE_KERNEL)
+#undef FSDP_DECLARE_KERNEL
+
+  std::string name;        ///< "cpu", "cuda:0"
+  std::string collectives; ///< "mpi" or "nccl"
+  fsdp_stream_s compute{this, FSDP_STREAM_COMPUTE, nullptr};
+  fsdp_stream_s comm{this, FSDP_STREAM_COMM, nullptr};
+  // Counters of fsdp_device_stats (Runtime.cpp and the channels add to them).
+  std::atomic<int64_t> commBytes[3] = {{0}, {0}, {0}};
+  std::atomic<int64_t> commWaitNs{0}, computeNs{0};
+  std::atomic<int64_t> liveAllocations{0};
+};
+
+/// The override declarations of every kernel, for a driver's class body.
+#define FSDP_OVERRIDE_KERNEL(name, params, args)                               \
+  void name(fsdp_stream_s *s, FSDP_UNPAREN params) override;
+#define FSDP_OVERRIDE_KERNELS FSDP_DRIVER_KERNELS(FSDP_OVERRIDE_KERNEL)
+
+namespace fsdp::hal {
+
+/// Creates the cpu device (runtime/lib/cpu/CpuDevice.cpp).
+std::unique_ptr<fsdp_device_s> createCpuDevice(const fsdp_device_options &o);
+
+/// The entry point a cuda driver library exports (extern "C", dlopen'd by
+/// Runtime.cpp): creates device `ordinal` (-1: the local rank's GPU), or
+/// returns null and sets *error to a malloc'd message the caller frees.
+using CreateDeviceFn = fsdp_device_s *(*)(int ordinal,
+                                          const fsdp_device_options *options,
+                                          char **error);
+inline constexpr const char *kCudaDriverEntry = "fsdp_cuda_driver_create_device";
+inline constexpr const char *kCudaDriverLibrary = "libfsdp_cuda.so";
+
+} // namespace fsdp::hal
+
+#endif // FSDP_RUNTIME_DRIVER_H

@@ -1,0 +1,714 @@
+//===- CpuDevice.cpp - the cpu driver: host memory, C++ kernels -----------===//
+//
+// Device "cpu": device memory is host memory (aligned_alloc), the compute
+// stream is the calling thread (a kernel has completed when it returns, and a
+// data error is reported by the kernel call itself), the communication
+// stream is MPI's non-blocking collectives (CpuChannel.cpp).
+//
+// Kernels are the templates of Kernels.h / TransformerKernels.h (OpenBLAS
+// GEMMs, plain loops). On bf16/f16 tensors a kernel runs the f32 template on
+// f32 working copies of its 2-byte operands and rounds each result once
+// ("Mixed precision", runtime/docs/schedule-format.md).
+//
+// Memory measured by the allocator: glibc's bytes in use (mallinfo2
+// uordblks - fsmblks + hblkhd: allocated chunks less the free fast-bin ones,
+// plus mmapped chunks; chunks in the per-thread cache count as in use) are
+// sampled after every device allocation, after a
+// kernel's scratch (the f32 copies, attention's probabilities, ...) is
+// allocated, and after a collective starts; the device reports the
+// high-water mark of those samples less the bytes in use when it was
+// created. The samples cover the whole process (host copies included).
+//
+//===----------------------------------------------------------------------===//
+#include "CpuDriver.h"
+#include "KernelUtil.h"
+#include "Kernels.h"
+#include "TransformerKernels.h"
+
+#include "../mpi/Mpi.h"
+#include "fsdp/Half.h"
+
+#include <malloc.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <vector>
+
+namespace fsdp::rt::cpu::detail {
+
+namespace {
+std::atomic<int64_t> heapHigh{0};
+
+int64_t heapInUse() {
+  struct mallinfo2 m = mallinfo2();
+  return static_cast<int64_t>(m.uordblks - m.fsmblks + m.hblkhd);
+}
+} // namespace
+
+void sampleHeap() {
+  int64_t now = heapInUse();
+  int64_t prev = heapHigh.load();
+  while (now > prev && !heapHigh.compare_exchange_weak(prev, now)) {
+  }
+}
+
+int64_t heapNow() { return heapInUse(); }
+int64_t heapPeak() { return heapHigh.load(); }
+void resetHeapPeak() { heapHigh.store(heapInUse()); }
+
+} // namespace fsdp::rt::cpu::detail
+
+namespace fsdp::hal::cpu {
+
+namespace {
+
+namespace k = fsdp::rt::cpu;
+namespace heap = fsdp::rt::cpu::detail;
+
+constexpr size_t kAlign = 256;
+
+/// f32 working copies of the 2-byte float tensors of one kernel call: in()
+/// widens an operand (once per distinct pointer), out() hands out f32
+/// scratch for a result, finish() rounds every result into its tensor. For
+/// f32/f64 both return the tensor itself.
+class Stage {
+public:
+  explicit Stage(fsdp_dtype t) : dtype(t), half(mpi::isHalf(t)) {}
+
+  template <typename T> const T *in(const void *p, int64_t n) {
+    if (!half)
+      return static_cast<const T *>(p);
+    auto it = widened.find(p);
+    if (it != widened.end())
+      return reinterpret_cast<const T *>(it->second);
+    float *f = scratch(n);
+    const uint16_t *h = static_cast<const uint16_t *>(p);
+    if (dtype == FSDP_BF16)
+      bf16ToFloatN(h, f, n);
+    else
+      f16ToFloatN(h, f, n);
+    widened[p] = f;
+    return reinterpret_cast<const T *>(f);
+  }
+  template <typename T> T *out(void *p, int64_t n) {
+    if (!half)
+      return static_cast<T *>(p);
+    float *f = scratch(n);
+    outs.push_back({p, f, n});
+    return reinterpret_cast<T *>(f);
+  }
+  /// Pointers for a list of tensors of the same dtype.
+  template <typename T>
+  std::vector<const T *> ins(const void *const *ps, const int64_t *ns, int k) {
+    std::vector<const T *> r;
+    for (int i = 0; i < k; ++i)
+      r.push_back(in<T>(ps[i], ns[i]));
+    return r;
+  }
+  void finish() {
+    if (!half)
+      return;
+    heap::sampleHeap(); // every working copy is live here
+    for (const Out &o : outs) {
+      uint16_t *h = static_cast<uint16_t *>(o.dst);
+      if (dtype == FSDP_BF16)
+        floatToBf16N(o.src, h, o.n);
+      else
+        floatToF16N(o.src, h, o.n);
+    }
+  }
+
+private:
+  float *scratch(int64_t n) {
+    store.emplace_back(new float[static_cast<size_t>(std::max<int64_t>(n, 1))]);
+    return store.back().get();
+  }
+  struct Out {
+    void *dst;
+    const float *src;
+    int64_t n;
+  };
+  fsdp_dtype dtype;
+  bool half;
+  std::vector<std::unique_ptr<float[]>> store;
+  std::map<const void *, float *> widened;
+  std::vector<Out> outs;
+};
+
+/// Runs fn(T{}, stage) with T = float for f32/bf16/f16 and double for f64.
+template <typename Fn> void floatKernel(fsdp_dtype t, const char *op, Fn &&fn) {
+  Stage st(t);
+  switch (t) {
+  case FSDP_F32:
+  case FSDP_BF16:
+  case FSDP_F16:
+    fn(float{}, st);
+    break;
+  case FSDP_F64:
+    fn(double{}, st);
+    break;
+  default:
+    fail(FSDP_ERR_INVALID,
+         std::string(op) + ": dtype must be f32, f64, bf16 or f16");
+  }
+  st.finish();
+}
+
+/// The optimizer updates run on f32 or f64 only ("Mixed precision": the
+/// compiler keeps f32 masters).
+void checkWide(fsdp_dtype t, const char *op) {
+  if (t != FSDP_F32 && t != FSDP_F64)
+    fail(FSDP_ERR_INVALID, std::string(op) + ": dtype must be f32 or f64");
+}
+
+int64_t loadIndex(const void *p, fsdp_dtype t, const char *what) {
+  if (t == FSDP_I32)
+    return *static_cast<const int32_t *>(p);
+  if (t == FSDP_I64)
+    return *static_cast<const int64_t *>(p);
+  fail(FSDP_ERR_INVALID, std::string(what) + " must be i32 or i64");
+}
+
+void checkIndexType(fsdp_dtype t, const char *what) {
+  if (t != FSDP_I32 && t != FSDP_I64)
+    fail(FSDP_ERR_INVALID, std::string(what) + " must be i32 or i64");
+}
+
+double loadDouble(const void *p, fsdp_dtype t, int64_t i) {
+  switch (t) {
+  case FSDP_F32: return static_cast<const float *>(p)[i];
+  case FSDP_F64: return static_cast<const double *>(p)[i];
+  case FSDP_I32: return static_cast<const int32_t *>(p)[i];
+  case FSDP_I64: return static_cast<double>(static_cast<const int64_t *>(p)[i]);
+  case FSDP_BF16: return bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
+  case FSDP_F16: return f16ToFloat(static_cast<const uint16_t *>(p)[i]);
+  }
+  return 0;
+}
+
+class CpuDevice final : public fsdp_device_s {
+public:
+  explicit CpuDevice(const fsdp_device_options &) {
+    name = "cpu";
+    collectives = "mpi";
+    heap::resetHeapPeak();
+    heapBase = heap::heapNow();
+    testsBase = progressThreadTests();
+  }
+
+  void *allocate(size_t bytes) override {
+    size_t total = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+    if (total < bytes)
+      fail(FSDP_ERR_NOMEM, "fsdp_device_alloc: size overflow");
+    void *p = std::aligned_alloc(kAlign, total);
+    if (!p)
+      fail(FSDP_ERR_NOMEM, "fsdp_device_alloc: out of memory allocating " +
+                               std::to_string(bytes) + " bytes");
+    heap::sampleHeap();
+    return p;
+  }
+  void deallocate(void *p) override { std::free(p); }
+  void copy(fsdp_stream_s *, void *dst, const void *src,
+            size_t bytes) override {
+    if (bytes)
+      std::memmove(dst, src, bytes);
+  }
+  void copy2d(fsdp_stream_s *, void *dst, size_t dpitch, const void *src,
+              size_t spitch, size_t width, size_t height) override {
+    for (size_t r = 0; r < height; ++r)
+      std::memcpy(static_cast<char *>(dst) + r * dpitch,
+                  static_cast<const char *>(src) + r * spitch, width);
+  }
+  void zero(fsdp_stream_s *, void *dst, size_t bytes) override {
+    if (bytes)
+      std::memset(dst, 0, bytes);
+  }
+  void synchronize(fsdp_stream_s *) override {}
+  void waitEvent(fsdp_stream_s *s, fsdp_event_s *e) override {
+    // The communication stream is MPI itself: a collective started after an
+    // event's work already follows it. Compute is this thread: block.
+    if (s->kind != FSDP_STREAM_COMPUTE)
+      return;
+    auto *ce = static_cast<CpuEvent *>(e);
+    if (ce->finished)
+      return;
+    double t0 = fsdp_now();
+    ce->finish();
+    commWaitNs += static_cast<int64_t>((fsdp_now() - t0) * 1e9);
+  }
+  std::unique_ptr<fsdp_channel_s> createWorldChannel() override {
+    return cpu::createWorldChannel(this);
+  }
+  void memoryStats(fsdp_device_stats &o) override {
+    o.memory_in_use_bytes = heap::heapNow() - heapBase;
+    o.memory_peak_bytes = heap::heapPeak() - heapBase;
+    o.workspace_bytes = 0;
+    o.comm_buffer_bytes = 0;
+  }
+  void resetMemoryPeak() override {
+    heap::resetHeapPeak();
+    testsBase = progressThreadTests();
+  }
+  int64_t progressTests() override { return progressThreadTests() - testsBase; }
+
+  FSDP_OVERRIDE_KERNELS
+
+private:
+  int64_t heapBase = 0;
+  int64_t testsBase = 0;
+};
+
+//===--- Kernels -----------------------------------------------------------===//
+
+void CpuDevice::fill(fsdp_stream_s *, fsdp_dtype t, void *y, int64_t n,
+                     double value) {
+  switch (t) {
+  case FSDP_F32: k::fill(static_cast<float *>(y), n, value); break;
+  case FSDP_F64: k::fill(static_cast<double *>(y), n, value); break;
+  case FSDP_I32: k::fill(static_cast<int32_t *>(y), n, value); break;
+  case FSDP_I64: k::fill(static_cast<int64_t *>(y), n, value); break;
+  case FSDP_BF16:
+  case FSDP_F16: {
+    // Through f32, so that a constant equals nn.cast of its f32 rounding.
+    float f = static_cast<float>(value);
+    uint16_t h = t == FSDP_BF16 ? floatToBf16(f) : floatToF16(f);
+    std::fill(static_cast<uint16_t *>(y), static_cast<uint16_t *>(y) + n, h);
+    break;
+  }
+  default: fail(FSDP_ERR_INVALID, "fsdp_fill: invalid dtype");
+  }
+}
+
+void CpuDevice::cast(fsdp_stream_s *, fsdp_dtype st, const void *src,
+                     fsdp_dtype dt, void *dst, int64_t n) {
+  if (!mpi::isFloat(st) || !mpi::isFloat(dt))
+    fail(FSDP_ERR_INVALID, "fsdp_cast: float dtypes only");
+  if (st == dt) {
+    std::memmove(dst, src, static_cast<size_t>(n) * fsdp_dtype_size(st));
+    return;
+  }
+  if (st == FSDP_F64 && mpi::isHalf(dt)) { // one rounding, not two
+    const double *s = static_cast<const double *>(src);
+    uint16_t *d = static_cast<uint16_t *>(dst);
+    for (int64_t i = 0; i < n; ++i)
+      d[i] = dt == FSDP_BF16 ? doubleToBf16(s[i]) : doubleToF16(s[i]);
+    return;
+  }
+  if (dt == FSDP_F64) { // widening is exact
+    double *d = static_cast<double *>(dst);
+    for (int64_t i = 0; i < n; ++i)
+      d[i] = loadDouble(src, st, i);
+    return;
+  }
+  // st is f32 or 2-byte and dt f32 or 2-byte (different), or f64 -> f32.
+  for (int64_t i = 0; i < n; ++i) {
+    float v = st == FSDP_F64
+                  ? static_cast<float>(static_cast<const double *>(src)[i])
+                  : static_cast<float>(loadDouble(src, st, i));
+    if (dt == FSDP_F32)
+      static_cast<float *>(dst)[i] = v;
+    else
+      static_cast<uint16_t *>(dst)[i] =
+          dt == FSDP_BF16 ? floatToBf16(v) : floatToF16(v);
+  }
+}
+
+void CpuDevice::linear(fsdp_stream_s *, fsdp_dtype t, const void *x,
+                       const void *w, const void *b, void *y, int64_t m,
+                       int64_t kk, int64_t n, int transposeWeight) {
+  floatKernel(t, "fsdp_linear", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    k::linear<T>(st.in<T>(x, m * kk), st.in<T>(w, n * kk),
+                 b ? st.in<T>(b, n) : nullptr, st.out<T>(y, m * n), m, kk, n,
+                 transposeWeight != 0);
+  });
+}
+
+void CpuDevice::matmul(fsdp_stream_s *, fsdp_dtype t, const void *a,
+                       const void *b, void *c, int64_t aRows, int64_t aCols,
+                       int64_t bRows, int64_t bCols, int transA, int transB) {
+  int64_t m = transA ? aCols : aRows, n = transB ? bRows : bCols;
+  floatKernel(t, "fsdp_matmul", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    k::matmul<T>(st.in<T>(a, aRows * aCols), st.in<T>(b, bRows * bCols),
+                 st.out<T>(c, m * n), aRows, aCols, bRows, bCols, transA != 0,
+                 transB != 0);
+  });
+}
+
+void CpuDevice::add(fsdp_stream_s *, fsdp_dtype t, const void *a,
+                    const void *b, void *c, int64_t n) {
+  floatKernel(t, "fsdp_add", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    k::add<T>(st.in<T>(a, n), st.in<T>(b, n), st.out<T>(c, n), n);
+  });
+}
+
+void CpuDevice::mul(fsdp_stream_s *, fsdp_dtype t, const void *a,
+                    const void *b, void *c, int64_t n) {
+  floatKernel(t, "fsdp_mul", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    k::mul<T>(st.in<T>(a, n), st.in<T>(b, n), st.out<T>(c, n), n);
+  });
+}
+
+void CpuDevice::relu(fsdp_stream_s *, fsdp_dtype t, const void *x, void *y,
+                     int64_t n) {
+  floatKernel(t, "fsdp_relu", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    k::relu<T>(st.in<T>(x, n), st.out<T>(y, n), n);
+  });
+}
+
+void CpuDevice::relu_grad(fsdp_stream_s *, fsdp_dtype t, const void *x,
+                          const void *dy, void *dx, int64_t n) {
+  floatKernel(t, "fsdp_relu_grad", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    k::reluGrad<T>(st.in<T>(x, n), st.in<T>(dy, n), st.out<T>(dx, n), n);
+  });
+}
+
+void CpuDevice::gelu(fsdp_stream_s *, fsdp_dtype t, const void *x, void *y,
+                     int64_t n, int approxTanh) {
+  floatKernel(t, "fsdp_gelu", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    k::gelu<T>(st.in<T>(x, n), st.out<T>(y, n), n, approxTanh != 0);
+  });
+}
+
+void CpuDevice::gelu_grad(fsdp_stream_s *, fsdp_dtype t, const void *x,
+                          const void *dy, void *dx, int64_t n,
+                          int approxTanh) {
+  floatKernel(t, "fsdp_gelu_grad", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    k::geluGrad<T>(st.in<T>(x, n), st.in<T>(dy, n), st.out<T>(dx, n), n,
+                   approxTanh != 0);
+  });
+}
+
+void CpuDevice::silu(fsdp_stream_s *, fsdp_dtype t, const void *x, void *y,
+                     int64_t n) {
+  floatKernel(t, "fsdp_silu", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    k::silu<T>(st.in<T>(x, n), st.out<T>(y, n), n);
+  });
+}
+
+void CpuDevice::silu_grad(fsdp_stream_s *, fsdp_dtype t, const void *x,
+                          const void *dy, void *dx, int64_t n) {
+  floatKernel(t, "fsdp_silu_grad", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    k::siluGrad<T>(st.in<T>(x, n), st.in<T>(dy, n), st.out<T>(dx, n), n);
+  });
+}
+
+int64_t product(const int64_t *shape, int rank) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i)
+    n *= shape[i];
+  return n;
+}
+
+/// Elements of `shape` without `axes` (the reduced side of reduce_sum).
+int64_t keptNumel(const int64_t *shape, int rank, const int64_t *axes,
+                  int naxes) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i)
+    if (std::find(axes, axes + naxes, i) == axes + naxes)
+      n *= shape[i];
+  return n;
+}
+
+void CpuDevice::reduce_sum(fsdp_stream_s *, fsdp_dtype t, const void *x,
+                           const int64_t *xShape, int rank,
+                           const int64_t *axes, int naxes, void *y) {
+  std::vector<int64_t> shape(xShape, xShape + rank), ax(axes, axes + naxes);
+  floatKernel(t, "fsdp_reduce_sum", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    k::reduceSum<T>(st.in<T>(x, product(xShape, rank)), shape, ax,
+                    st.out<T>(y, keptNumel(xShape, rank, axes, naxes)));
+  });
+}
+
+void CpuDevice::broadcast(fsdp_stream_s *, fsdp_dtype t, const void *x,
+                          const int64_t *yShape, int rank,
+                          const int64_t *axes, int naxes, void *y) {
+  std::vector<int64_t> shape(yShape, yShape + rank), ax(axes, axes + naxes);
+  floatKernel(t, "fsdp_broadcast", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    k::broadcast<T>(st.in<T>(x, keptNumel(yShape, rank, axes, naxes)), shape,
+                    ax, st.out<T>(y, product(yShape, rank)));
+  });
+}
+
+void CpuDevice::cross_entropy(fsdp_stream_s *, fsdp_dtype t,
+                              const void *logits, const void *labels,
+                              fsdp_dtype lt, int64_t positions,
+                              int64_t classes, void *loss) {
+  checkIndexType(lt, "fsdp_cross_entropy: labels");
+  floatKernel(t, "fsdp_cross_entropy", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    const T *l = st.in<T>(logits, positions * classes);
+    *st.out<T>(loss, 1) =
+        lt == FSDP_I32
+            ? k::crossEntropy<T, int32_t>(
+                  l, static_cast<const int32_t *>(labels), positions, classes)
+            : k::crossEntropy<T, int64_t>(
+                  l, static_cast<const int64_t *>(labels), positions, classes);
+  });
+}
+
+void CpuDevice::cross_entropy_grad(fsdp_stream_s *, fsdp_dtype t,
+                                   const void *logits, const void *labels,
+                                   fsdp_dtype lt, const void *dloss,
+                                   void *dlogits, int64_t positions,
+                                   int64_t classes) {
+  checkIndexType(lt, "fsdp_cross_entropy_grad: labels");
+  floatKernel(t, "fsdp_cross_entropy_grad", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    int64_t n = positions * classes;
+    const T *l = st.in<T>(logits, n);
+    T d = *st.in<T>(dloss, 1);
+    T *out = st.out<T>(dlogits, n);
+    if (lt == FSDP_I32)
+      k::crossEntropyGrad<T, int32_t>(
+          l, static_cast<const int32_t *>(labels), d, out, positions, classes);
+    else
+      k::crossEntropyGrad<T, int64_t>(
+          l, static_cast<const int64_t *>(labels), d, out, positions, classes);
+  });
+}
+
+void CpuDevice::sgd_update(fsdp_stream_s *, fsdp_dtype t, const void *p,
+                           const void *g, void *out, int64_t n, double lr,
+                           double weightDecay) {
+  checkWide(t, "fsdp_sgd_update");
+  floatKernel(t, "fsdp_sgd_update", [&](auto tag, Stage &) {
+    using T = decltype(tag);
+    k::sgdUpdate<T>(static_cast<const T *>(p), static_cast<const T *>(g),
+                    static_cast<T *>(out), n, lr, weightDecay);
+  });
+}
+
+void CpuDevice::adamw_update(fsdp_stream_s *, fsdp_dtype t, const void *p,
+                             const void *g, const void *m, const void *v,
+                             const void *step, fsdp_dtype stepType,
+                             void *pOut, void *mOut, void *vOut, int64_t n,
+                             double lr, double beta1, double beta2, double eps,
+                             double weightDecay) {
+  checkWide(t, "fsdp_adamw_update");
+  int64_t stepValue = loadIndex(step, stepType, "fsdp_adamw_update: step");
+  floatKernel(t, "fsdp_adamw_update", [&](auto tag, Stage &) {
+    using T = decltype(tag);
+    k::adamwUpdate<T>(static_cast<const T *>(p), static_cast<const T *>(g),
+                      static_cast<const T *>(m), static_cast<const T *>(v),
+                      stepValue, static_cast<T *>(pOut), static_cast<T *>(mOut),
+                      static_cast<T *>(vOut), n, lr, beta1, beta2, eps,
+                      weightDecay);
+  });
+}
+
+void CpuDevice::flatten(fsdp_stream_s *, fsdp_dtype t,
+                        const void *const *parts, const int64_t *numels,
+                        const int64_t *offsets, int nparts, void *flat,
+                        int64_t flatNumel) {
+  std::vector<int64_t> ns(numels, numels + nparts),
+      offs(offsets, offsets + nparts);
+  floatKernel(t, "fsdp_flatten", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    k::flatten<T>(st.ins<T>(parts, numels, nparts), ns, offs,
+                  st.out<T>(flat, flatNumel), flatNumel);
+  });
+}
+
+void CpuDevice::embedding(fsdp_stream_s *, fsdp_dtype t, const void *idx,
+                          fsdp_dtype it, const void *table, void *y, int64_t n,
+                          int64_t vocab, int64_t dim) {
+  checkIndexType(it, "fsdp_embedding: indices");
+  floatKernel(t, "fsdp_embedding", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    const T *tb = st.in<T>(table, vocab * dim);
+    T *out = st.out<T>(y, n * dim);
+    if (it == FSDP_I32)
+      k::embedding<T, int32_t>(static_cast<const int32_t *>(idx), tb, out, n,
+                               vocab, dim);
+    else
+      k::embedding<T, int64_t>(static_cast<const int64_t *>(idx), tb, out, n,
+                               vocab, dim);
+  });
+}
+
+void CpuDevice::embedding_grad(fsdp_stream_s *, fsdp_dtype t, const void *idx,
+                               fsdp_dtype it, const void *dy, void *dtable,
+                               int64_t n, int64_t vocab, int64_t dim) {
+  checkIndexType(it, "fsdp_embedding_grad: indices");
+  floatKernel(t, "fsdp_embedding_grad", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    const T *g = st.in<T>(dy, n * dim);
+    T *out = st.out<T>(dtable, vocab * dim);
+    if (it == FSDP_I32)
+      k::embeddingGrad<T, int32_t>(static_cast<const int32_t *>(idx), g, out,
+                                   n, vocab, dim);
+    else
+      k::embeddingGrad<T, int64_t>(static_cast<const int64_t *>(idx), g, out,
+                                   n, vocab, dim);
+  });
+}
+
+void CpuDevice::position_embedding(fsdp_stream_s *, fsdp_dtype t,
+                                   const void *x, const void *table, void *y,
+                                   int64_t batch, int64_t seq, int64_t dim) {
+  floatKernel(t, "fsdp_position_embedding", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    int64_t n = batch * seq * dim;
+    k::positionEmbedding<T>(st.in<T>(x, n), st.in<T>(table, seq * dim),
+                            st.out<T>(y, n), batch, seq, dim);
+  });
+}
+
+void CpuDevice::position_embedding_grad(fsdp_stream_s *, fsdp_dtype t,
+                                        const void *dy, void *dtable,
+                                        int64_t batch, int64_t seq,
+                                        int64_t dim, int64_t positions) {
+  floatKernel(t, "fsdp_position_embedding_grad", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    k::positionEmbeddingGrad<T>(st.in<T>(dy, batch * seq * dim),
+                                st.out<T>(dtable, positions * dim), batch, seq,
+                                dim, positions);
+  });
+}
+
+void CpuDevice::layer_norm(fsdp_stream_s *, fsdp_dtype t, const void *x,
+                           const void *w, const void *b, void *y, int64_t rows,
+                           int64_t dim, double eps) {
+  floatKernel(t, "fsdp_layer_norm", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    k::layerNorm<T>(st.in<T>(x, rows * dim), st.in<T>(w, dim),
+                    st.in<T>(b, dim), st.out<T>(y, rows * dim), rows, dim,
+                    eps);
+  });
+}
+
+void CpuDevice::layer_norm_grad(fsdp_stream_s *, fsdp_dtype t, const void *x,
+                                const void *w, const void *dy, void *dx,
+                                void *dw, void *db, int64_t rows, int64_t dim,
+                                double eps) {
+  floatKernel(t, "fsdp_layer_norm_grad", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    int64_t n = rows * dim;
+    k::layerNormGrad<T>(st.in<T>(x, n), st.in<T>(w, dim), st.in<T>(dy, n),
+                        st.out<T>(dx, n), st.out<T>(dw, dim),
+                        st.out<T>(db, dim), rows, dim, eps);
+  });
+}
+
+void CpuDevice::rms_norm(fsdp_stream_s *, fsdp_dtype t, const void *x,
+                         const void *w, void *y, int64_t rows, int64_t dim,
+                         double eps) {
+  floatKernel(t, "fsdp_rms_norm", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    k::rmsNorm<T>(st.in<T>(x, rows * dim), st.in<T>(w, dim),
+                  st.out<T>(y, rows * dim), rows, dim, eps);
+  });
+}
+
+void CpuDevice::rms_norm_grad(fsdp_stream_s *, fsdp_dtype t, const void *x,
+                              const void *w, const void *dy, void *dx,
+                              void *dw, int64_t rows, int64_t dim,
+                              double eps) {
+  floatKernel(t, "fsdp_rms_norm_grad", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    int64_t n = rows * dim;
+    k::rmsNormGrad<T>(st.in<T>(x, n), st.in<T>(w, dim), st.in<T>(dy, n),
+                      st.out<T>(dx, n), st.out<T>(dw, dim), rows, dim, eps);
+  });
+}
+
+void CpuDevice::rope(fsdp_stream_s *, fsdp_dtype t, const void *x, void *y,
+                     int64_t batch, int64_t seq, int64_t heads,
+                     int64_t headDim, double theta, int inverse) {
+  floatKernel(t, "fsdp_rope", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    int64_t n = batch * seq * heads * headDim;
+    k::rope<T>(st.in<T>(x, n), st.out<T>(y, n), batch, seq, heads, headDim,
+               theta, inverse != 0);
+  });
+}
+
+void CpuDevice::attention(fsdp_stream_s *, fsdp_dtype t, const void *q,
+                          const void *kk, const void *v, void *o,
+                          int64_t batch, int64_t seq, int64_t hq, int64_t hkv,
+                          int64_t d) {
+  floatKernel(t, "fsdp_attention", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    int64_t nq = batch * seq * hq * d, nk = batch * seq * hkv * d;
+    k::attention<T>(st.in<T>(q, nq), st.in<T>(kk, nk), st.in<T>(v, nk),
+                    st.out<T>(o, nq), batch, seq, hq, hkv, d);
+  });
+}
+
+void CpuDevice::attention_grad(fsdp_stream_s *, fsdp_dtype t, const void *q,
+                               const void *kk, const void *v,
+                               const void *dout, void *dq, void *dk, void *dv,
+                               int64_t batch, int64_t seq, int64_t hq,
+                               int64_t hkv, int64_t d) {
+  floatKernel(t, "fsdp_attention_grad", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    int64_t nq = batch * seq * hq * d, nk = batch * seq * hkv * d;
+    k::attentionGrad<T>(st.in<T>(q, nq), st.in<T>(kk, nk), st.in<T>(v, nk),
+                        st.in<T>(dout, nq), st.out<T>(dq, nq),
+                        st.out<T>(dk, nk), st.out<T>(dv, nk), batch, seq, hq,
+                        hkv, d);
+  });
+}
+
+// split / concat move bytes: any dtype, no working copies.
+void CpuDevice::split(fsdp_stream_s *s, fsdp_dtype t, const void *x,
+                      void *const *outs, const int64_t *sizes, int nparts,
+                      int64_t outer, int64_t inner) {
+  size_t es = fsdp_dtype_size(t);
+  if (!es)
+    fail(FSDP_ERR_INVALID, "fsdp_split: invalid dtype");
+  int64_t total = 0;
+  for (int i = 0; i < nparts; ++i)
+    total += sizes[i];
+  int64_t at = 0;
+  for (int i = 0; i < nparts; ++i) {
+    size_t chunk = static_cast<size_t>(sizes[i] * inner) * es;
+    copy2d(s, outs[i], chunk, static_cast<const char *>(x) + at * inner * es,
+           static_cast<size_t>(total * inner) * es, chunk,
+           static_cast<size_t>(outer));
+    at += sizes[i];
+  }
+}
+
+void CpuDevice::concat(fsdp_stream_s *s, fsdp_dtype t, const void *const *ins,
+                       void *y, const int64_t *sizes, int nparts,
+                       int64_t outer, int64_t inner) {
+  size_t es = fsdp_dtype_size(t);
+  if (!es)
+    fail(FSDP_ERR_INVALID, "fsdp_concat: invalid dtype");
+  int64_t total = 0;
+  for (int i = 0; i < nparts; ++i)
+    total += sizes[i];
+  int64_t at = 0;
+  for (int i = 0; i < nparts; ++i) {
+    size_t chunk = static_cast<size_t>(sizes[i] * inner) * es;
+    copy2d(s, static_cast<char *>(y) + at * inner * es,
+           static_cast<size_t>(total * inner) * es, ins[i], chunk, chunk,
+           static_cast<size_t>(outer));
+    at += sizes[i];
+  }
+}
+
+} // namespace
+
+} // namespace fsdp::hal::cpu
+
+std::unique_ptr<fsdp_device_s>
+fsdp::hal::createCpuDevice(const fsdp_device_options &o) {
+  return std::make_unique<cpu::CpuDevice>(o);
+}
