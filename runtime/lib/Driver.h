@@ -36,6 +36,20 @@ public:
   throw DeviceError(code, message);
 }
 
+/// fsdp_dtype_size for the drivers (the cuda driver library does not link
+/// the runtime's C functions): 4, 8, 4, 8, 2, 2 bytes; 0 if invalid.
+inline size_t dtypeSize(fsdp_dtype t) {
+  switch (t) {
+  case FSDP_F32: return 4;
+  case FSDP_F64: return 8;
+  case FSDP_I32: return 4;
+  case FSDP_I64: return 8;
+  case FSDP_BF16:
+  case FSDP_F16: return 2;
+  }
+  return 0;
+}
+
 } // namespace fsdp::hal
 
 /// A stream of a device: the driver keeps its native handle.
@@ -221,13 +235,39 @@ struct fsdp_device_s {
 
 namespace fsdp::hal {
 
+/// nn.split (toParts) and nn.concat on any driver: `whole` viewed as
+/// [outer, Σ sizes, inner] to or from parts[i] [outer, sizes[i], inner], one
+/// strided copy (copy2d) per part; any dtype. The source is only read.
+inline void copyParts(fsdp_device_s *d, fsdp_stream_s *s, fsdp_dtype t,
+                      void *whole, void *const *parts, const int64_t *sizes,
+                      int nparts, int64_t outer, int64_t inner, bool toParts) {
+  size_t es = dtypeSize(t);
+  if (!es)
+    fail(FSDP_ERR_INVALID, toParts ? "fsdp_split: invalid dtype"
+                                   : "fsdp_concat: invalid dtype");
+  int64_t total = 0;
+  for (int i = 0; i < nparts; ++i)
+    total += sizes[i];
+  size_t row = static_cast<size_t>(total * inner) * es;
+  char *w = static_cast<char *>(whole);
+  for (int i = 0; i < nparts; w += static_cast<size_t>(sizes[i++] * inner) * es) {
+    size_t chunk = static_cast<size_t>(sizes[i] * inner) * es;
+    if (!chunk || !outer)
+      continue;
+    if (toParts)
+      d->copy2d(s, parts[i], chunk, w, row, chunk, static_cast<size_t>(outer));
+    else
+      d->copy2d(s, w, row, parts[i], chunk, chunk, static_cast<size_t>(outer));
+  }
+}
+
 /// Creates the cpu device (runtime/lib/cpu/CpuDevice.cpp).
 std::unique_ptr<fsdp_device_s> createCpuDevice(const fsdp_device_options &o);
 
 /// The entry point a cuda driver library exports (extern "C", dlopen'd by
-/// Runtime.cpp): creates device `ordinal` (-1: the local rank's GPU), or
-/// returns null and sets *error to a malloc'd message the caller frees.
-using CreateDeviceFn = fsdp_device_s *(*)(int ordinal,
+/// Runtime.cpp): creates device `ordinal` (-1: GPU localRank mod the GPUs),
+/// or returns null and sets *error to a malloc'd message the caller frees.
+using CreateDeviceFn = fsdp_device_s *(*)(int ordinal, int localRank,
                                           const fsdp_device_options *options,
                                           char **error);
 inline constexpr const char *kCudaDriverEntry = "fsdp_cuda_driver_create_device";

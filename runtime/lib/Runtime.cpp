@@ -227,17 +227,7 @@ int fsdp_local_rank(void) {
 
 const char *fsdp_last_error(void) { return lastError.c_str(); }
 
-size_t fsdp_dtype_size(fsdp_dtype dtype) {
-  switch (dtype) {
-  case FSDP_F32: return 4;
-  case FSDP_F64: return 8;
-  case FSDP_I32: return 4;
-  case FSDP_I64: return 8;
-  case FSDP_BF16:
-  case FSDP_F16: return 2;
-  }
-  return 0;
-}
+size_t fsdp_dtype_size(fsdp_dtype dtype) { return fsdp::hal::dtypeSize(dtype); }
 
 double fsdp_now(void) {
   using namespace std::chrono;
@@ -325,7 +315,7 @@ int fsdp_device_create(const char *name, const fsdp_device_options *options,
       *out = fsdp::hal::createCpuDevice(o).release();
     } else if (parseCuda(n, ordinal)) {
       char *error = nullptr;
-      fsdp_device d = cudaDriver()(ordinal, &o, &error);
+      fsdp_device d = cudaDriver()(ordinal, fsdp_local_rank(), &o, &error);
       if (!d) {
         std::string msg = error ? error : "unknown error";
         std::free(error);

@@ -185,7 +185,7 @@ public:
                           fsdp_dtype dtype) override {
     mpi::checkCollective("fsdp_all_gather_start", shard, full, count, dtype,
                          false);
-    size_t es = fsdp_dtype_size(dtype);
+    size_t es = hal::dtypeSize(dtype);
     auto e = newEvent();
     if (comm.isNull()) {
       std::memmove(full, shard, static_cast<size_t>(count) * es);
@@ -206,7 +206,7 @@ public:
                               fsdp_dtype dtype, fsdp_reduce_op op) override {
     mpi::checkCollective("fsdp_reduce_scatter_start", full, shard, count,
                          dtype, op == FSDP_REDUCE_AVG);
-    size_t es = fsdp_dtype_size(dtype);
+    size_t es = hal::dtypeSize(dtype);
     auto e = newEvent();
     if (comm.isNull()) {
       std::memmove(shard, full, static_cast<size_t>(count) * es);
@@ -228,7 +228,7 @@ public:
                           fsdp_dtype dtype, fsdp_reduce_op op) override {
     mpi::checkCollective("fsdp_all_reduce_start", in, out, count, dtype,
                          op == FSDP_REDUCE_AVG);
-    size_t es = fsdp_dtype_size(dtype);
+    size_t es = hal::dtypeSize(dtype);
     auto e = newEvent();
     if (comm.isNull()) {
       std::memmove(out, in, static_cast<size_t>(count) * es);

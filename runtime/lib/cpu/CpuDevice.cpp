@@ -287,7 +287,7 @@ void CpuDevice::cast(fsdp_stream_s *, fsdp_dtype st, const void *src,
   if (!mpi::isFloat(st) || !mpi::isFloat(dt))
     fail(FSDP_ERR_INVALID, "fsdp_cast: float dtypes only");
   if (st == dt) {
-    std::memmove(dst, src, static_cast<size_t>(n) * fsdp_dtype_size(st));
+    std::memmove(dst, src, static_cast<size_t>(n) * hal::dtypeSize(st));
     return;
   }
   if (st == FSDP_F64 && mpi::isHalf(dt)) { // one rounding, not two
@@ -665,43 +665,18 @@ void CpuDevice::attention_grad(fsdp_stream_s *, fsdp_dtype t, const void *q,
   });
 }
 
-// split / concat move bytes: any dtype, no working copies.
 void CpuDevice::split(fsdp_stream_s *s, fsdp_dtype t, const void *x,
                       void *const *outs, const int64_t *sizes, int nparts,
                       int64_t outer, int64_t inner) {
-  size_t es = fsdp_dtype_size(t);
-  if (!es)
-    fail(FSDP_ERR_INVALID, "fsdp_split: invalid dtype");
-  int64_t total = 0;
-  for (int i = 0; i < nparts; ++i)
-    total += sizes[i];
-  int64_t at = 0;
-  for (int i = 0; i < nparts; ++i) {
-    size_t chunk = static_cast<size_t>(sizes[i] * inner) * es;
-    copy2d(s, outs[i], chunk, static_cast<const char *>(x) + at * inner * es,
-           static_cast<size_t>(total * inner) * es, chunk,
-           static_cast<size_t>(outer));
-    at += sizes[i];
-  }
+  copyParts(this, s, t, const_cast<void *>(x), outs, sizes, nparts, outer, inner,
+            /*toParts=*/true);
 }
 
 void CpuDevice::concat(fsdp_stream_s *s, fsdp_dtype t, const void *const *ins,
                        void *y, const int64_t *sizes, int nparts,
                        int64_t outer, int64_t inner) {
-  size_t es = fsdp_dtype_size(t);
-  if (!es)
-    fail(FSDP_ERR_INVALID, "fsdp_concat: invalid dtype");
-  int64_t total = 0;
-  for (int i = 0; i < nparts; ++i)
-    total += sizes[i];
-  int64_t at = 0;
-  for (int i = 0; i < nparts; ++i) {
-    size_t chunk = static_cast<size_t>(sizes[i] * inner) * es;
-    copy2d(s, static_cast<char *>(y) + at * inner * es,
-           static_cast<size_t>(total * inner) * es, ins[i], chunk, chunk,
-           static_cast<size_t>(outer));
-    at += sizes[i];
-  }
+  copyParts(this, s, t, y, const_cast<void *const *>(ins), sizes, nparts, outer,
+            inner, /*toParts=*/false);
 }
 
 } // namespace

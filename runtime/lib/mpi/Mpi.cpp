@@ -119,7 +119,7 @@ void checkCollective(const char *fn, const void *a, const void *b,
   if (count > INT_MAX)
     fail(FSDP_ERR_INVALID, std::string(fn) + ": " + std::to_string(count) +
                                " elements exceed the MPI count limit");
-  if (fsdp_dtype_size(dtype) == 0)
+  if (hal::dtypeSize(dtype) == 0)
     fail(FSDP_ERR_INVALID, std::string(fn) + ": invalid dtype");
   if (average && !isFloat(dtype))
     fail(FSDP_ERR_INVALID, std::string(fn) + ": avg needs a float dtype");

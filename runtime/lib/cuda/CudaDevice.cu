@@ -1,0 +1,505 @@
+//===- CudaDevice.cu - the cuda driver: memory, streams, channels ---------===//
+//
+// Device "cuda:N": memory from the GPU's default stream-ordered pool
+// (cudaMallocAsync / cudaFreeAsync on the compute stream, the pool keeping
+// what it obtained so that cudaMemPoolAttrUsedMemHigh is the step's
+// high-water mark), two non-blocking streams, cuBLAS with a workspace of
+// its own, and channels:
+//   native  NCCL communicators, one per process group, bootstrapped by an
+//           ncclUniqueId broadcast over the group's MPI communicator; each
+//           collective waits for the compute stream's work, runs on the
+//           communication stream and records an event; averages are a sum
+//           followed by a division in the sum's dtype (f32 for bf16/f16,
+//           rounded once), as the cpu driver does;
+//   mpi     device buffers staged through pinned host memory into blocking
+//           MPI collectives (several ranks may share one GPU; the host
+//           blocks on the copies: a testing mode).
+// A kernel's data error (a label out of range) is recorded in device memory
+// and thrown by the next synchronisation.
+//
+//===----------------------------------------------------------------------===//
+#include "CudaDriver.h"
+
+#include "../mpi/Mpi.h"
+#include "fsdp/Sharding.h"
+
+#include <nccl.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace fsdp::hal::cuda {
+
+void check(cudaError_t err, const char *what) {
+  if (err != cudaSuccess)
+    fail(FSDP_ERR_DEVICE, std::string(what) + " failed: " +
+                              cudaGetErrorName(err) + ": " +
+                              cudaGetErrorString(err));
+}
+
+void check(cublasStatus_t st, const char *what) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    fail(FSDP_ERR_DEVICE, std::string(what) + " failed: " +
+                              cublasGetStatusString(st));
+}
+
+namespace {
+
+void checkNccl(ncclResult_t r, ncclComm_t comm, const char *what) {
+  if (r == ncclSuccess)
+    return;
+  std::string msg = std::string(what) + " failed: " + ncclGetErrorString(r);
+  if (comm) {
+    const char *last = ncclGetLastError(comm);
+    if (last && *last)
+      msg += std::string(" (") + last + ")";
+  }
+  fail(FSDP_ERR_MPI, msg);
+}
+
+ncclDataType_t ncclType(fsdp_dtype t) {
+  switch (t) {
+  case FSDP_F32: return ncclFloat32;
+  case FSDP_F64: return ncclFloat64;
+  case FSDP_I32: return ncclInt32;
+  case FSDP_I64: return ncclInt64;
+  case FSDP_BF16: return ncclBfloat16;
+  case FSDP_F16: return ncclFloat16;
+  }
+  return ncclFloat32;
+}
+
+} // namespace
+
+std::string errorMessage(const DeviceErrors &e) {
+  auto where = [&](const char *what) {
+    return std::string(what) + " " + std::to_string(e.value) +
+           " at position " + std::to_string(e.position) + " is outside [0, " +
+           std::to_string(e.bound) + ")";
+  };
+  switch (e.flag) {
+  case kLabelOutOfRange: return where("label");
+  case kIndexOutOfRange: return where("index");
+  case kStepBelowOne:
+    return "adamw_update: step must be >= 1, got " + std::to_string(e.value);
+  default: return "unknown kernel error " + std::to_string(e.flag);
+  }
+}
+
+cudaStream_t streamOf(fsdp_stream_s *s) {
+  return static_cast<cudaStream_t>(s->native);
+}
+
+CudaEvent::CudaEvent(fsdp_device_s *d, cudaStream_t recordedOn) {
+  device = d;
+  check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+        "cudaEventCreate");
+  check(cudaEventRecord(event, recordedOn), "cudaEventRecord");
+}
+
+CudaEvent::~CudaEvent() {
+  if (event)
+    cudaEventDestroy(event); // released when its work completes
+}
+
+bool CudaEvent::query() {
+  cudaError_t e = cudaEventQuery(event);
+  if (e == cudaErrorNotReady)
+    return false;
+  check(e, "cudaEventQuery");
+  return true;
+}
+
+//===--- Device ---------------------------------------------------------------===//
+
+namespace {
+constexpr size_t kBlasWorkspace = 32u << 20; // cuBLAS's recommendation for Hopper
+constexpr size_t kAlign = 256;
+} // namespace
+
+CudaDevice::CudaDevice(int ord, const fsdp_device_options &o)
+    : ordinal(ord), transport(o.collectives) {
+  name = "cuda:" + std::to_string(ord);
+  collectives = transport == FSDP_COLLECTIVES_MPI ? "mpi" : "nccl";
+  check(cudaSetDevice(ordinal), "cudaSetDevice");
+  cudaStream_t c = nullptr, m = nullptr;
+  check(cudaStreamCreateWithFlags(&c, cudaStreamNonBlocking), "cudaStreamCreate");
+  check(cudaStreamCreateWithFlags(&m, cudaStreamNonBlocking), "cudaStreamCreate");
+  compute.native = c;
+  comm.native = m;
+  check(cudaDeviceGetDefaultMemPool(&pool, ordinal), "cudaDeviceGetDefaultMemPool");
+  // Keep what the pool obtains: no trimming at synchronisations.
+  uint64_t keep = ~uint64_t(0);
+  check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+        "cudaMemPoolSetAttribute");
+  check(cublasCreate(&blas), "cublasCreate");
+  check(cudaMalloc(&blasWorkspace, kBlasWorkspace), "cudaMalloc (cuBLAS workspace)");
+  blasWorkspaceBytes = kBlasWorkspace;
+  check(cublasSetWorkspace(blas, blasWorkspace, kBlasWorkspace), "cublasSetWorkspace");
+  // f32 GEMMs in f32 (no TF32), as the cpu driver computes them.
+  check(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  check(cudaMalloc(reinterpret_cast<void **>(&errors), sizeof(DeviceErrors)),
+        "cudaMalloc (error record)");
+  check(cudaMemset(errors, 0, sizeof(DeviceErrors)), "cudaMemset");
+  check(cudaMallocHost(reinterpret_cast<void **>(&errorsHost), sizeof(DeviceErrors)),
+        "cudaMallocHost");
+  check(cudaEventCreateWithFlags(&computeReady, cudaEventDisableTiming),
+        "cudaEventCreate");
+  resetMemoryPeak();
+}
+
+CudaDevice::~CudaDevice() {
+  cudaSetDevice(ordinal);
+  cudaDeviceSynchronize();
+  if (computeReady)
+    cudaEventDestroy(computeReady);
+  cudaFreeHost(errorsHost);
+  cudaFree(errors);
+  if (blas)
+    cublasDestroy(blas);
+  cudaFree(blasWorkspace);
+  cudaStreamDestroy(streamOf(&compute));
+  cudaStreamDestroy(streamOf(&comm));
+}
+
+void *CudaDevice::allocate(size_t bytes) {
+  void *p = nullptr;
+  size_t n = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+  cudaError_t e = cudaMallocAsync(&p, n, streamOf(&compute));
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    fail(FSDP_ERR_NOMEM, "fsdp_device_alloc on " + name + ": " +
+                             std::to_string(bytes) + " bytes: " +
+                             cudaGetErrorString(e));
+  }
+  return p;
+}
+
+void CudaDevice::deallocate(void *p) {
+  check(cudaFreeAsync(p, streamOf(&compute)), "cudaFreeAsync");
+}
+
+void *CudaDevice::scratch(cudaStream_t stream, size_t bytes) {
+  void *p = nullptr;
+  check(cudaMallocAsync(&p, std::max<size_t>(bytes, 1), stream),
+        "cudaMallocAsync (kernel scratch)");
+  return p;
+}
+
+void CudaDevice::release(cudaStream_t stream, void *p) {
+  check(cudaFreeAsync(p, stream), "cudaFreeAsync (kernel scratch)");
+}
+
+void CudaDevice::copy(fsdp_stream_s *s, void *dst, const void *src,
+                      size_t bytes) {
+  if (bytes)
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, streamOf(s)),
+          "cudaMemcpyAsync");
+}
+
+void CudaDevice::copy2d(fsdp_stream_s *s, void *dst, size_t dpitch,
+                        const void *src, size_t spitch, size_t width,
+                        size_t height) {
+  check(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height,
+                          cudaMemcpyDefault, streamOf(s)),
+        "cudaMemcpy2DAsync");
+}
+
+void CudaDevice::zero(fsdp_stream_s *s, void *dst, size_t bytes) {
+  if (bytes)
+    check(cudaMemsetAsync(dst, 0, bytes, streamOf(s)), "cudaMemsetAsync");
+}
+
+void CudaDevice::synchronize(fsdp_stream_s *s) {
+  check(cudaStreamSynchronize(streamOf(s)), "cudaStreamSynchronize");
+  check(cudaGetLastError(), "a kernel launch");
+  check(cudaMemcpy(errorsHost, errors, sizeof(DeviceErrors), cudaMemcpyDeviceToHost),
+        "cudaMemcpy (error record)");
+  if (errorsHost->flag != kNoError) {
+    DeviceErrors e = *errorsHost;
+    check(cudaMemset(errors, 0, sizeof(DeviceErrors)), "cudaMemset");
+    fail(FSDP_ERR_DATA, errorMessage(e));
+  }
+}
+
+void CudaDevice::waitEvent(fsdp_stream_s *s, fsdp_event_s *e) {
+  check(cudaStreamWaitEvent(streamOf(s), static_cast<CudaEvent *>(e)->event, 0),
+        "cudaStreamWaitEvent");
+}
+
+void CudaDevice::commAfterCompute() {
+  check(cudaEventRecord(computeReady, streamOf(&compute)), "cudaEventRecord");
+  check(cudaStreamWaitEvent(streamOf(&comm), computeReady, 0), "cudaStreamWaitEvent");
+}
+
+std::unique_ptr<fsdp_channel_s> CudaDevice::createWorldChannel() {
+  return transport == FSDP_COLLECTIVES_MPI ? createMpiWorld(this)
+                                           : createNcclWorld(this);
+}
+
+void CudaDevice::memoryStats(fsdp_device_stats &o) {
+  uint64_t cur = 0, high = 0;
+  check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &cur),
+        "cudaMemPoolGetAttribute");
+  check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high),
+        "cudaMemPoolGetAttribute");
+  o.memory_in_use_bytes = static_cast<int64_t>(cur);
+  o.memory_peak_bytes = static_cast<int64_t>(high);
+  o.workspace_bytes = static_cast<int64_t>(blasWorkspaceBytes);
+  o.comm_buffer_bytes = commBufferBytes;
+}
+
+void CudaDevice::resetMemoryPeak() {
+  uint64_t zero = 0; // resets the high-water mark to the current use
+  check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero),
+        "cudaMemPoolSetAttribute");
+}
+
+//===--- NCCL channels ----------------------------------------------------------===//
+
+namespace {
+
+int64_t deviceFreeBytes() {
+  size_t freeB = 0, total = 0;
+  cudaMemGetInfo(&freeB, &total);
+  return static_cast<int64_t>(freeB);
+}
+
+class NcclChannel final : public fsdp_channel_s {
+public:
+  NcclChannel(CudaDevice *d, mpi::Comm c) : dev(d), comm(std::move(c)) {
+    device = d;
+    rank = comm.rank();
+    size = comm.size();
+    ncclUniqueId id;
+    if (rank == 0)
+      checkNccl(ncclGetUniqueId(&id), nullptr, "ncclGetUniqueId");
+    if (!comm.isNull())
+      mpi::check(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm.get()),
+                 "MPI_Bcast of the ncclUniqueId");
+    int64_t before = deviceFreeBytes();
+    ncclResult_t r = ncclCommInitRank(&nccl, size, id, rank);
+    if (r != ncclSuccess)
+      checkNccl(r, nullptr,
+                "ncclCommInitRank (NCCL needs one GPU per rank; ranks that "
+                "share a GPU need --collectives mpi)");
+    dev->commBufferBytes += std::max<int64_t>(0, before - deviceFreeBytes());
+  }
+  ~NcclChannel() override {
+    if (nccl)
+      ncclCommDestroy(nccl);
+  }
+
+  std::unique_ptr<fsdp_channel_s> split(int color, int key) override {
+    return std::make_unique<NcclChannel>(dev, comm.split(color, key));
+  }
+
+  fsdp_event_s *allGather(const void *shard, void *full, int64_t count,
+                          fsdp_dtype dtype) override {
+    mpi::checkCollective("fsdp_all_gather_start", shard, full, count, dtype, false);
+    dev->commAfterCompute();
+    checkNccl(ncclAllGather(shard, full, static_cast<size_t>(count),
+                            ncclType(dtype), nccl, streamOf(&dev->comm)),
+              nccl, "ncclAllGather");
+    size_t es = dtypeSize(dtype);
+    return done(FSDP_COLL_ALL_GATHER,
+                ringCollectiveBytesPerRank(count * es * size, size));
+  }
+
+  fsdp_event_s *reduceScatter(const void *full, void *shard, int64_t count,
+                              fsdp_dtype dtype, fsdp_reduce_op op) override {
+    mpi::checkCollective("fsdp_reduce_scatter_start", full, shard, count, dtype,
+                         op == FSDP_REDUCE_AVG);
+    dev->commAfterCompute();
+    checkNccl(ncclReduceScatter(full, shard, static_cast<size_t>(count),
+                                ncclType(dtype), ncclSum, nccl,
+                                streamOf(&dev->comm)),
+              nccl, "ncclReduceScatter");
+    if (op == FSDP_REDUCE_AVG)
+      launchDivide(shard, count, dtype, size, streamOf(&dev->comm));
+    size_t es = dtypeSize(dtype);
+    return done(FSDP_COLL_REDUCE_SCATTER,
+                ringCollectiveBytesPerRank(count * es * size, size));
+  }
+
+  fsdp_event_s *allReduce(const void *in, void *out, int64_t count,
+                          fsdp_dtype dtype, fsdp_reduce_op op) override {
+    mpi::checkCollective("fsdp_all_reduce_start", in, out, count, dtype,
+                         op == FSDP_REDUCE_AVG);
+    dev->commAfterCompute();
+    checkNccl(ncclAllReduce(in, out, static_cast<size_t>(count),
+                            ncclType(dtype), ncclSum, nccl,
+                            streamOf(&dev->comm)),
+              nccl, "ncclAllReduce");
+    if (op == FSDP_REDUCE_AVG)
+      launchDivide(out, count, dtype, size, streamOf(&dev->comm));
+    return done(FSDP_COLL_ALL_REDUCE,
+                ringAllReduceBytesPerRank(
+                    count * static_cast<int64_t>(dtypeSize(dtype)), size));
+  }
+
+private:
+  fsdp_event_s *done(fsdp_collective kind, int64_t bytes) {
+    dev->commBytes[kind] += bytes;
+    return new CudaEvent(dev, streamOf(&dev->comm));
+  }
+
+  CudaDevice *dev;
+  mpi::Comm comm;
+  ncclComm_t nccl = nullptr;
+};
+
+//===--- MPI channels (staged through pinned host memory) -------------------===//
+
+class MpiChannel final : public fsdp_channel_s {
+public:
+  MpiChannel(CudaDevice *d, mpi::Comm c) : dev(d), comm(std::move(c)) {
+    device = d;
+    rank = comm.rank();
+    size = comm.size();
+  }
+  ~MpiChannel() override {
+    cudaStreamSynchronize(streamOf(&dev->comm));
+    cudaFreeHost(send);
+    cudaFreeHost(recv);
+  }
+
+  std::unique_ptr<fsdp_channel_s> split(int color, int key) override {
+    return std::make_unique<MpiChannel>(dev, comm.split(color, key));
+  }
+
+  fsdp_event_s *allGather(const void *shard, void *full, int64_t count,
+                          fsdp_dtype dtype) override {
+    mpi::checkCollective("fsdp_all_gather_start", shard, full, count, dtype, false);
+    size_t bytes = static_cast<size_t>(count) * dtypeSize(dtype);
+    stage(shard, bytes, bytes * size);
+    if (comm.isNull())
+      std::memcpy(recv, send, bytes);
+    else
+      mpi::check(MPI_Allgather(send, static_cast<int>(count), mpi::datatype(dtype),
+                               recv, static_cast<int>(count), mpi::datatype(dtype),
+                               comm.get()),
+                 "MPI_Allgather");
+    return unstage(full, bytes * size, FSDP_COLL_ALL_GATHER,
+                   ringCollectiveBytesPerRank(static_cast<int64_t>(bytes) * size, size));
+  }
+
+  fsdp_event_s *reduceScatter(const void *full, void *shard, int64_t count,
+                              fsdp_dtype dtype, fsdp_reduce_op op) override {
+    mpi::checkCollective("fsdp_reduce_scatter_start", full, shard, count, dtype,
+                         op == FSDP_REDUCE_AVG);
+    size_t bytes = static_cast<size_t>(count) * dtypeSize(dtype);
+    stage(full, bytes * size, bytes);
+    if (comm.isNull())
+      std::memcpy(recv, send, bytes);
+    else
+      mpi::check(MPI_Reduce_scatter_block(send, recv, static_cast<int>(count),
+                                          mpi::datatype(dtype), mpi::sumOp(dtype),
+                                          comm.get()),
+                 "MPI_Reduce_scatter_block");
+    if (op == FSDP_REDUCE_AVG)
+      mpi::divideInPlace(recv, count, dtype, size);
+    return unstage(shard, bytes, FSDP_COLL_REDUCE_SCATTER,
+                   ringCollectiveBytesPerRank(static_cast<int64_t>(bytes) * size, size));
+  }
+
+  fsdp_event_s *allReduce(const void *in, void *out, int64_t count,
+                          fsdp_dtype dtype, fsdp_reduce_op op) override {
+    mpi::checkCollective("fsdp_all_reduce_start", in, out, count, dtype,
+                         op == FSDP_REDUCE_AVG);
+    size_t bytes = static_cast<size_t>(count) * dtypeSize(dtype);
+    stage(in, bytes, bytes);
+    if (comm.isNull())
+      std::memcpy(recv, send, bytes);
+    else
+      mpi::check(MPI_Allreduce(send, recv, static_cast<int>(count),
+                               mpi::datatype(dtype), mpi::sumOp(dtype), comm.get()),
+                 "MPI_Allreduce");
+    if (op == FSDP_REDUCE_AVG)
+      mpi::divideInPlace(recv, count, dtype, size);
+    return unstage(out, bytes, FSDP_COLL_ALL_REDUCE,
+                   ringAllReduceBytesPerRank(static_cast<int64_t>(bytes), size));
+  }
+
+private:
+  /// The device input, after the compute stream's work so far, into the
+  /// pinned send buffer (the host waits for the copy).
+  void stage(const void *src, size_t bytes, size_t recvBytes) {
+    cudaStream_t s = streamOf(&dev->comm);
+    dev->commAfterCompute();
+    // The previous collective's copy out of `recv` is done before reuse.
+    check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    grow(send, sendCap, bytes);
+    grow(recv, recvCap, recvBytes);
+    check(cudaMemcpyAsync(send, src, bytes, cudaMemcpyDeviceToHost, s),
+          "cudaMemcpyAsync");
+    check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  }
+  fsdp_event_s *unstage(void *dst, size_t bytes, fsdp_collective kind,
+                        int64_t ringBytes) {
+    cudaStream_t s = streamOf(&dev->comm);
+    check(cudaMemcpyAsync(dst, recv, bytes, cudaMemcpyHostToDevice, s),
+          "cudaMemcpyAsync");
+    dev->commBytes[kind] += ringBytes;
+    return new CudaEvent(dev, s);
+  }
+  static void grow(void *&buf, size_t &cap, size_t need) {
+    if (need <= cap)
+      return;
+    cudaFreeHost(buf);
+    buf = nullptr;
+    check(cudaMallocHost(&buf, need), "cudaMallocHost (MPI staging)");
+    cap = need;
+  }
+
+  CudaDevice *dev;
+  mpi::Comm comm;
+  void *send = nullptr, *recv = nullptr;
+  size_t sendCap = 0, recvCap = 0;
+};
+
+} // namespace
+
+std::unique_ptr<fsdp_channel_s> createNcclWorld(CudaDevice *device) {
+  return std::make_unique<NcclChannel>(device, mpi::Comm::world());
+}
+
+std::unique_ptr<fsdp_channel_s> createMpiWorld(CudaDevice *device) {
+  return std::make_unique<MpiChannel>(device, mpi::Comm::world());
+}
+
+} // namespace fsdp::hal::cuda
+
+/// The driver's entry point (Driver.h, kCudaDriverEntry): device `ordinal`,
+/// or for -1 the GPU local_rank mod the number of GPUs.
+extern "C" __attribute__((visibility("default"))) fsdp_device_s *
+fsdp_cuda_driver_create_device(int ordinal, int localRank,
+                               const fsdp_device_options *options,
+                               char **error) {
+  auto fail = [&](const std::string &msg) -> fsdp_device_s * {
+    if (error)
+      *error = strdup(msg.c_str());
+    return nullptr;
+  };
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0)
+    return fail(std::string("no CUDA device found") +
+                (e != cudaSuccess ? std::string(" (cudaGetDeviceCount: ") +
+                                        cudaGetErrorString(e) + ")"
+                                  : std::string()));
+  if (ordinal < 0)
+    ordinal = localRank % count;
+  if (ordinal >= count)
+    return fail("no CUDA device " + std::to_string(ordinal) + ": this node has " +
+                std::to_string(count));
+  try {
+    fsdp_device_options o{FSDP_COLLECTIVES_NATIVE};
+    if (options)
+      o = *options;
+    return new fsdp::hal::cuda::CudaDevice(ordinal, o);
+  } catch (const std::exception &ex) {
+    return fail(ex.what());
+  }
+}

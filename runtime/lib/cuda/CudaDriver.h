@@ -1,0 +1,106 @@
+//===- CudaDriver.h - the cuda driver's shared pieces ------------*- C++ -*-===//
+//
+// The cuda driver (libfsdp_cuda.so, loaded by the runtime on the first
+// "cuda" device): CudaDevice (CudaDevice.cu: memory from the device's
+// stream-ordered pool, a compute and a communication stream, cuBLAS,
+// channels over NCCL or MPI staged through pinned host memory), its kernels
+// (CudaKernels.cu), and the device-side record of a data error that a
+// kernel cannot throw (reported by the next synchronisation).
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_CUDA_CUDADRIVER_H
+#define FSDP_RUNTIME_CUDA_CUDADRIVER_H
+
+#include "../Driver.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+namespace fsdp::hal::cuda {
+
+/// Throws DeviceError(FSDP_ERR_DEVICE) naming `what` unless err is success.
+void check(cudaError_t err, const char *what);
+void check(cublasStatus_t st, const char *what);
+
+/// The first data error a kernel met since the last synchronisation, in
+/// device memory: `flag` 0 (none) or an ErrorKind; the rest describe it.
+enum ErrorKind : int {
+  kNoError = 0,
+  kLabelOutOfRange = 1, ///< value, position, bound: "label v at position p ..."
+  kIndexOutOfRange = 2, ///< the same for embedding indices
+  kStepBelowOne = 3     ///< value: the AdamW step
+};
+struct DeviceErrors {
+  int flag;
+  long long value, position, bound;
+};
+/// The message of a recorded error (the cpu driver's wording).
+std::string errorMessage(const DeviceErrors &e);
+
+cudaStream_t streamOf(fsdp_stream_s *s);
+
+/// A cudaEvent_t recorded on a stream (a collective's completion).
+struct CudaEvent final : fsdp_event_s {
+  CudaEvent(fsdp_device_s *d, cudaStream_t recordedOn);
+  ~CudaEvent() override;
+  bool query() override;
+  cudaEvent_t event = nullptr;
+};
+
+/// Device "cuda:N". Kernels (CudaKernels.cu) run on the stream they are
+/// given; cuBLAS follows it.
+class CudaDevice final : public fsdp_device_s {
+public:
+  CudaDevice(int ordinal, const fsdp_device_options &options);
+  ~CudaDevice() override;
+
+  void *allocate(size_t bytes) override;
+  void deallocate(void *ptr) override;
+  void copy(fsdp_stream_s *s, void *dst, const void *src,
+            size_t bytes) override;
+  void copy2d(fsdp_stream_s *s, void *dst, size_t dpitch, const void *src,
+              size_t spitch, size_t width, size_t height) override;
+  void zero(fsdp_stream_s *s, void *dst, size_t bytes) override;
+  void synchronize(fsdp_stream_s *s) override;
+  void waitEvent(fsdp_stream_s *s, fsdp_event_s *e) override;
+  std::unique_ptr<fsdp_channel_s> createWorldChannel() override;
+  void memoryStats(fsdp_device_stats &out) override;
+  void resetMemoryPeak() override;
+
+  FSDP_OVERRIDE_KERNELS
+
+  /// Stream-ordered scratch of a kernel (from the pool: in memory_peak).
+  void *scratch(cudaStream_t stream, size_t bytes);
+  void release(cudaStream_t stream, void *p);
+  /// Makes the communication stream wait for the compute stream's work so
+  /// far (a collective's inputs) and returns the event a collective records
+  /// when it is done.
+  void commAfterCompute();
+
+  int ordinal = 0;
+  fsdp_collectives transport = FSDP_COLLECTIVES_NATIVE;
+  cudaMemPool_t pool = nullptr;
+  cublasHandle_t blas = nullptr;
+  void *blasWorkspace = nullptr;
+  size_t blasWorkspaceBytes = 0;
+  DeviceErrors *errors = nullptr;    ///< device memory
+  DeviceErrors *errorsHost = nullptr; ///< pinned mirror
+  cudaEvent_t computeReady = nullptr;
+  int64_t commBufferBytes = 0;
+};
+
+/// data[i] /= divisor in the dtype's arithmetic (bf16/f16: in f32, rounded
+/// once), on `stream` (CudaKernels.cu): the average after an NCCL sum.
+void launchDivide(void *data, int64_t count, fsdp_dtype t, int divisor,
+                  cudaStream_t stream);
+
+/// Channels: NCCL communicators (native) or MPI staged through pinned host
+/// buffers (FSDP_COLLECTIVES_MPI). Collective over MPI_COMM_WORLD.
+std::unique_ptr<fsdp_channel_s> createNcclWorld(CudaDevice *device);
+std::unique_ptr<fsdp_channel_s> createMpiWorld(CudaDevice *device);
+
+} // namespace fsdp::hal::cuda
+
+#endif // FSDP_RUNTIME_CUDA_CUDADRIVER_H
