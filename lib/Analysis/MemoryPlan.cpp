@@ -4,6 +4,8 @@
 #include "fsdp/Dialect/FSDP/FSDP.h"
 #include "fsdp/Dialect/NN/NN.h"
 
+#include "fsdp/KernelScratch.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "llvm/ADT/DenseSet.h"
 
@@ -225,6 +227,38 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
       plan.peakBytes = live;
       plan.peakInstruction = i;
     }
+  }
+  // The reference (cpu) driver's kernel scratch, live while its instruction
+  // runs.
+  plan.scratchBytes.assign(n, 0);
+  plan.peakBytesWithScratch = atStart;
+  auto tensorOf = [](Value v) {
+    auto t = cast<RankedTensorType>(v.getType());
+    Type e = t.getElementType();
+    return ::fsdp::schedule::ScratchTensor{v.getAsOpaquePointer(), t.getShape().vec(),
+                                           e.getIntOrFloatBitWidth() / 8,
+                                           e.isBF16() || e.isF16()};
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    Operation *op = plan.instructions[i];
+    ::fsdp::schedule::OpKind kind;
+    if (::fsdp::schedule::lookupOp(op->getName().getStringRef().str().c_str(), kind)) {
+      std::vector<::fsdp::schedule::ScratchTensor> ins, outs;
+      // nn.broadcast's `like` operand is not passed to the kernel.
+      ValueRange operands = op->getOperands();
+      if (isa<nn::BroadcastOp>(op))
+        operands = operands.take_front(1);
+      for (Value v : operands)
+        ins.push_back(tensorOf(v));
+      for (Value v : op->getResults())
+        outs.push_back(tensorOf(v));
+      int64_t headDim = 0;
+      if (auto hd = op->getAttrOfType<IntegerAttr>("head_dim"))
+        headDim = hd.getInt();
+      plan.scratchBytes[i] = ::fsdp::schedule::cpuKernelScratchBytes(kind, ins, outs, headDim);
+    }
+    plan.peakBytesWithScratch =
+        std::max(plan.peakBytesWithScratch, plan.liveBytes[i] + plan.scratchBytes[i]);
   }
   plan.peakBytesByClass.assign(kNumMemoryClasses, 0);
   for (auto &b : plan.buffers)

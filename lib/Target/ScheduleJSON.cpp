@@ -303,6 +303,7 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
   for (unsigned c = 0; c < kNumMemoryClasses; ++c)
     byClass[memoryClassName((MemoryClass)c).str()] = plan.peakBytesByClass[c];
   out["memory_plan"] = {{"peak_bytes", plan.peakBytes},
+                        {"peak_bytes_with_scratch", plan.peakBytesWithScratch},
                         {"peak_instruction", plan.peakInstruction},
                         {"peak_bytes_by_class", std::move(byClass)},
                         {"arena_bytes", plan.arenaBytes},

@@ -372,6 +372,10 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
       root["memory_plan"].contains("peak_bytes"))
     plannedPeak = intField(root["memory_plan"], "peak_bytes", src + ": memory_plan");
   if (root.contains("memory_plan") && root["memory_plan"].is_object() &&
+      root["memory_plan"].contains("peak_bytes_with_scratch"))
+    plannedPeakScratch = intField(root["memory_plan"], "peak_bytes_with_scratch",
+                                  src + ": memory_plan");
+  if (root.contains("memory_plan") && root["memory_plan"].is_object() &&
       root["memory_plan"].contains("arena_bytes")) {
     const json &mp = root["memory_plan"];
     std::string ctx = src + ": memory_plan";

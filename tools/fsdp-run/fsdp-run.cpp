@@ -532,6 +532,8 @@ int runMain(const Options &opt) {
                       ? "arena"
                       : "per-buffer"},
         {"peak_bytes", static_cast<int64_t>(most[0])},
+        {"planned_peak_bytes", prog.plannedPeakBytes()},
+        {"planned_peak_bytes_with_scratch", prog.plannedPeakBytesWithScratch()},
         {"device_peak_bytes", static_cast<int64_t>(most[2])},
         {"device_workspace_bytes", static_cast<int64_t>(most[3])},
         {"device_comm_buffer_bytes", static_cast<int64_t>(most[4])},

@@ -203,8 +203,9 @@ public:
   int64_t plannedArenaBytes() const { return arenaPlanned ? arenaSize : 0; }
   /// memory_plan.arena_alignment (64 when absent).
   int64_t arenaAlignment() const { return arenaAlignmentValue; }
-  /// memory_plan.peak_bytes (-1 when absent).
+  /// memory_plan.peak_bytes and peak_bytes_with_scratch (-1 when absent).
   int64_t plannedPeakBytes() const { return plannedPeak; }
+  int64_t plannedPeakBytesWithScratch() const { return plannedPeakScratch; }
 
   const std::string &name() const { return sourceName; }
   int64_t worldSize() const { return worldSizeValue; }
@@ -262,7 +263,8 @@ private:
   std::vector<Instruction> program;
   int64_t lastPeak = 0;
   bool arenaPlanned = false;
-  int64_t arenaSize = 0, arenaAlignmentValue = 64, plannedPeak = -1;
+  int64_t arenaSize = 0, arenaAlignmentValue = 64, plannedPeak = -1,
+          plannedPeakScratch = -1;
 };
 
 /// An owned device (fsdp_device_create / fsdp_device_destroy).

@@ -1,4 +1,21 @@
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2" --mlir-print-debuginfo | fsdp-translate --fsdp-to-schedule | FileCheck %s
+// The resident training state (version 2): no state input is ever freed;
+// each carried output the AdamW update writes in place aliases its input and
+// shares its arena slot; the plan's peak with the cpu kernels' scratch.
+// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2" | fsdp-translate --fsdp-to-schedule | %python -c "import json,sys; \
+// RUN: s=json.load(sys.stdin); b={x['id']: x for x in s['buffers']}; \
+// RUN: root=lambda i: root(b[i]['view_of']) if 'view_of' in b[i] else i; \
+// RUN: state={i['buffer'] for i in s['inputs'] if i['role'] in ('param','exp_avg','exp_avg_sq')}; \
+// RUN: freed={f for x in s['instructions'] for f in x.get('frees', [])}; \
+// RUN: print('state inputs freed:', len(state & freed)); \
+// RUN: [print('alias', o['role'], o['unit'], b[root(o['buffer'])]['arena_offset'] == b[o['aliases']]['arena_offset'], \
+// RUN:        [i['role'] for i in s['inputs'] if i['buffer'] == o['aliases']]) for o in s['outputs'] if 'aliases' in o]; \
+// RUN: m=s['memory_plan']; print('scratch', m['peak_bytes_with_scratch'] >= m['peak_bytes'])" | FileCheck %s --check-prefix=STATE
+// STATE: state inputs freed: 0
+// STATE: alias param fc1 True ['param']
+// STATE: alias exp_avg fc1 True ['exp_avg']
+// STATE: alias exp_avg_sq fc1 True ['exp_avg_sq']
+// STATE: scratch True
 
 // CHECK: "format": "fsdp-schedule",
 // CHECK: "version": 2,

@@ -1,0 +1,111 @@
+//===- KernelScratch.h - the cpu driver's kernel scratch per op --*- C++ -*-===//
+//
+// The bytes a kernel of the reference (cpu) driver allocates for itself
+// while it runs, beyond the schedule's buffers: the memory planner adds them
+// to the live bytes of their instruction (memory_plan.peak_bytes_with_scratch)
+// and fsdp-run's allocator measurement (device_peak_bytes, --alloc
+// per-buffer) checks the sum (test/lit/Integration/device-peak.test).
+// From runtime/lib/cpu: on bf16/f16 every float kernel computes on f32
+// working copies of its 2-byte operands (each distinct tensor once) and
+// results (CpuDevice.cpp, Stage); attention keeps one seq×seq probability
+// matrix per (batch, head) in the compute type, its VJP two; the norm VJPs
+// accumulate the weight (and bias) gradients in double; RoPE tabulates
+// cos and sin of seq × head_dim/2 angles in double; reduce_sum accumulates
+// its output in double; flatten sorts its parts' ranges. The cuda driver needs at most these (it widens only
+// attention's operands). Header-only, no dependencies.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_KERNELSCRATCH_H
+#define FSDP_KERNELSCRATCH_H
+
+#include "fsdp/ScheduleFormat.h"
+
+#include <cstdint>
+#include <set>
+#include <vector>
+
+namespace fsdp::schedule {
+
+/// One operand or result: its identity (the same tensor passed twice is
+/// staged once), shape, element size in bytes and whether it is bf16/f16.
+struct ScratchTensor {
+  const void *id;
+  std::vector<int64_t> shape;
+  int64_t elementBytes;
+  bool half;
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+};
+
+/// Scratch bytes of one instruction on the cpu driver. `headDim` is
+/// nn.rope's head_dim (unused by other ops).
+inline int64_t cpuKernelScratchBytes(OpKind op,
+                                     const std::vector<ScratchTensor> &operands,
+                                     const std::vector<ScratchTensor> &results,
+                                     int64_t headDim = 0) {
+  switch (op) {
+  // No float kernel of its own: copies, collectives, casts, f32/f64-only
+  // optimizer updates.
+  case OpKind::Constant: case OpKind::AllGather: case OpKind::ReduceScatter:
+  case OpKind::AllReduce: case OpKind::Free: case OpKind::ParamView:
+  case OpKind::Wait: case OpKind::LocalShard: case OpKind::Pack:
+  case OpKind::Unpack: case OpKind::Split: case OpKind::Concat:
+  case OpKind::ZerosLike: case OpKind::Cast: case OpKind::MicroBatch:
+  case OpKind::SgdUpdate: case OpKind::AdamwUpdate:
+    return 0;
+  default:
+    break;
+  }
+  if (results.empty())
+    return 0;
+  const ScratchTensor &r0 = results[0];
+  bool half = r0.half;
+  int64_t bytes = 0;
+  if (half) { // the f32 working copies (Stage)
+    std::set<const void *> seen;
+    for (const ScratchTensor &t : operands)
+      if (t.half && seen.insert(t.id).second)
+        bytes += 4 * t.numel();
+    for (const ScratchTensor &t : results)
+      if (t.half)
+        bytes += 4 * t.numel();
+  }
+  int64_t compute = half ? 4 : r0.elementBytes; // the kernel's element type
+  auto dim = [](const ScratchTensor &t, size_t i) {
+    return i < t.shape.size() ? t.shape[i] : 1;
+  };
+  switch (op) {
+  case OpKind::Attention:
+  case OpKind::AttentionGrad: {
+    int64_t seq = dim(operands[0], 1);
+    bytes += (op == OpKind::Attention ? 1 : 2) * seq * seq * compute;
+    break;
+  }
+  case OpKind::LayerNormGrad:
+    bytes += 2 * 8 * operands[0].shape.back();
+    break;
+  case OpKind::RmsNormGrad:
+    bytes += 8 * operands[0].shape.back();
+    break;
+  case OpKind::Rope:
+    bytes += 8 * dim(operands[0], 1) * headDim;
+    break;
+  case OpKind::ReduceSum:
+    bytes += 8 * r0.numel();
+    break;
+  case OpKind::Flatten: // the parts' [offset, end) ranges
+    bytes += 16 * static_cast<int64_t>(operands.size());
+    break;
+  default:
+    break;
+  }
+  return bytes;
+}
+
+} // namespace fsdp::schedule
+
+#endif // FSDP_KERNELSCRATCH_H
