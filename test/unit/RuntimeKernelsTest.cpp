@@ -1,6 +1,6 @@
 //===- RuntimeKernelsTest.cpp - Tests of the runtime's CPU kernels --------===//
 //
-// Every kernel of fsdp/Kernels.h, for float and double, against a naive
+// Every kernel of the cpu driver (runtime/lib/cpu/Kernels.h), for float and double, against a naive
 // double-precision reference on small random shapes that are not multiples of
 // anything; the AdamW step against a hand-computed two-step example; the
 // cross-entropy and GELU gradients against central finite differences; and

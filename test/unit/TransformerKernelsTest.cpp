@@ -1,6 +1,6 @@
 //===- TransformerKernelsTest.cpp - Tests of the transformer CPU kernels --===//
 //
-// Every kernel of fsdp/TransformerKernels.h (and nn.linear's
+// Every kernel of the cpu driver's TransformerKernels.h (and nn.linear's
 // transpose_weight), for float and double, against a naive double-precision
 // reference on small odd shapes: forward kernels against direct loops, VJP
 // kernels against central differences of the naive double forward (loss =

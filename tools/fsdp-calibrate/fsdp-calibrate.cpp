@@ -17,8 +17,9 @@
 // its median pass, so a burst of other work spoils at most one; "measured"
 // also records the load average before and after):
 //
-// * Kernels are the runtime's own (fsdp/Kernels.h, fsdp/TransformerKernels.h:
-//   OpenBLAS GEMM for linear/matmul, C++ loops for the rest) at the shapes of
+// * Kernels are the runtime's own, called through their entry points
+//   (fsdp/kernels.h) on a "cpu" device as the interpreter calls them (the cpu
+//   driver: OpenBLAS GEMM for linear/matmul, C++ loops for the rest) at the shapes of
 //   one rank's share of a GPT-2 block (defaults: the main job,
 //   tools/scripts/run-main.sh, at 4 ranks: M = 4·64 = 256 rows, hidden H =
 //   128, 4 heads, sequence 64, MLP 4H, vocabulary 256). FLOPs and bytes are
@@ -69,8 +70,8 @@
 //   chain of 2000 nn.relu on 16 floats in a planned arena, per instruction,
 //   minus one run of a single relu and the kernel itself: the interpreter's
 //   binding, dispatch and frees. step_io_bandwidth: one nn.relu of 1 MiB in
-//   and out, bytes in + out per second of run() beyond one instruction and
-//   the kernel: converting the step's host values to and from buffers.
+//   and out, bytes in + out per second of a step beyond one instruction and
+//   the kernel: writing the step's host data in and reading its output.
 // * comm_overlap: a 1 MiB all-gather (t_m) and k step GEMMs (linear M x H ->
 //   4H, k ≈ t_m / one GEMM) with fsdp_event_query after each, as the runtime's
 //   default progress mode does (t_c), alone and with the gather started
@@ -1151,7 +1152,7 @@ int runMain(const Options &o) {
        "dispatch_overhead_s: fsdp::rt::Executor::step of a chain of 2000 "
        "nn.relu on 16 floats in a planned arena, per instruction, minus the "
        "kernel; step_io_bandwidth: one nn.relu of 1 MiB in and out, bytes "
-       "in + out per second of run() beyond one instruction and the kernel",
+       "in + out per second of a step beyond one instruction and the kernel",
        "comm_overlap: (t_c + t_m - t_both) / min(t_c, t_m) for a 1 MiB "
        "all-gather (t_m) and k step GEMMs with fsdp_event_query after each (t_c), "
        "alone and together (t_both), interleaved, medians of the max over "
