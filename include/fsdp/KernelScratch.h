@@ -11,8 +11,11 @@
 // matrix per (batch, head) in the compute type, its VJP two; the norm VJPs
 // accumulate the weight (and bias) gradients in double; RoPE tabulates
 // cos and sin of seq × head_dim/2 angles in double; reduce_sum accumulates
-// its output in double; flatten sorts its parts' ranges. The cuda driver needs at most these (it widens only
-// attention's operands). Header-only, no dependencies.
+// its output in double; flatten sorts its parts' ranges. Header-only, no
+// dependencies. The cuda driver differs: on bf16/f16 it widens only
+// attention's operands (and a biased linear's accumulator), and it keeps
+// per-row statistics (8-16 bytes per row) for the norm VJPs and
+// cross-entropy; its pool statistics measure its own.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_KERNELSCRATCH_H
