@@ -243,9 +243,10 @@ int fsdp_event_query(fsdp_event event, int *done);
  * (MPI_Wait) and applies an average. The time it blocks the host is added
  * to the device's comm_wait_seconds. The event stays valid. */
 int fsdp_stream_wait_event(fsdp_stream stream, fsdp_event event);
-/* Releases an event (its work may still be in flight: it completes on its
- * own, and buffers it uses must stay untouched until a stream waited on it).
- * NULL is ignored. */
+/* Releases an event. On cuda its work may still be in flight and completes on
+ * its own (buffers it uses must stay untouched until a stream waited on it);
+ * on cpu the release completes the MPI request first (it blocks). NULL is
+ * ignored. */
 void fsdp_event_release(fsdp_event event);
 /* fsdp.wait: the compute stream of the event's device waits on it, then the
  * event is released. */
