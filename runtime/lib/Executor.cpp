@@ -166,10 +166,15 @@ public:
       const BufferDesc &b = prog.buffer(io.buffer);
       try {
         if (isStateRole(io.role)) {
+          // The state is checked like any binding: two inputs planned over
+          // each other would silently corrupt training.
+          if (ex.arena) {
+            checkSlotFree(b);
+            if (b.bytes > 0)
+              slots[b.arenaOffset] = {b.id, -1};
+          }
           live[b.id] = ex.state.at(b.id);
           account(b.bytes);
-          if (ex.arena && b.bytes > 0)
-            slots[b.arenaOffset] = {b.id, -1};
           continue;
         }
         auto st = ex.staged.find(b.id);

@@ -495,8 +495,12 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
       }
       if (e.contains("global_shape"))
         io.globalShape = intListField(e, "global_shape", ctx);
-      if (!isIn && e.contains("aliases"))
+      if (!isIn && e.contains("aliases")) {
         io.aliases = intField(e, "aliases", ctx);
+        if (io.aliases < 0)
+          throw Error(ctx + ": 'aliases' must be an input buffer id, got " +
+                      std::to_string(io.aliases));
+      }
       list.push_back(io);
     }
   };

@@ -508,8 +508,26 @@ void Program::validateInstruction(const Instruction &in, size_t idx) const {
 
 void Program::validateAliases() const {
   for (const IoDesc &o : outputList) {
-    if (o.aliases < 0)
+    // A carried output planned into its state input's slot must be written
+    // in place: without `aliases` the two would be live at once.
+    if (o.aliases < 0) {
+      const IoDesc *in = nullptr;
+      for (const IoDesc &i : inputList)
+        if (carriedOutput(i.buffer) == &o)
+          in = &i;
+      if (in && arenaPlanned &&
+          buffer(buffer(o.buffer).rootId).arenaOffset ==
+              buffer(in->buffer).arenaOffset &&
+          buffer(in->buffer).bytes > 0)
+        throw Error(sourceName + ": output buffer " + std::to_string(o.buffer) +
+                    " (role '" + o.role + "', unit '" + o.unit +
+                    "') has the arena_offset of the state input buffer " +
+                    std::to_string(in->buffer) +
+                    " it replaces but no \"aliases\": " +
+                    std::to_string(in->buffer) +
+                    " (the memory plan writes it in place)");
       continue;
+    }
     std::string ctx = sourceName + ": output buffer " +
                       std::to_string(o.buffer) + " (role '" + o.role + "'" +
                       (o.unit.empty() ? "" : ", unit '" + o.unit + "'") +

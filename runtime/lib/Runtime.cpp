@@ -83,7 +83,7 @@ std::string exeDir() {
 /// The cuda driver's entry point, loaded once: $FSDP_CUDA_DRIVER, else
 /// libfsdp_cuda.so in ../lib or beside the executable, else the loader's
 /// search path. Throws FSDP_ERR_DEVICE naming what was tried.
-fsdp::hal::CreateDeviceFn cudaDriver() {
+fsdp::hal::CreateDeviceFn cudaDriver(const std::string &device) {
   static std::mutex m;
   static fsdp::hal::CreateDeviceFn fn = nullptr;
   std::lock_guard<std::mutex> lk(m);
@@ -123,7 +123,7 @@ fsdp::hal::CreateDeviceFn cudaDriver() {
     return fn;
   }
   fsdp::hal::fail(FSDP_ERR_DEVICE,
-                  "device 'cuda': the cuda driver (" + lib +
+                  "device '" + device + "': the cuda driver (" + lib +
                       ") could not be loaded (tried " + tried + ": " +
                       loadError +
                       "); build with -DFSDP_ENABLE_CUDA=ON on a machine with "
@@ -315,7 +315,7 @@ int fsdp_device_create(const char *name, const fsdp_device_options *options,
       *out = fsdp::hal::createCpuDevice(o).release();
     } else if (parseCuda(n, ordinal)) {
       char *error = nullptr;
-      fsdp_device d = cudaDriver()(ordinal, fsdp_local_rank(), &o, &error);
+      fsdp_device d = cudaDriver(n)(ordinal, fsdp_local_rank(), &o, &error);
       if (!d) {
         std::string msg = error ? error : "unknown error";
         std::free(error);

@@ -303,10 +303,38 @@ TEST(State, UnsafeAliasesAndFreedStateAreErrors) {
   EXPECT_HAS(err(sgdState(true, 192)),
              "aliases input buffer 0, but its arena_offset 192 differs from "
              "the input's 0");
+  // Planned into the state's slot, the output must be written in place.
+  EXPECT_HAS(err(sgdState(false, 0)),
+             "sgd.json: output buffer 2 (role 'param', unit 'u') has the "
+             "arena_offset of the state input buffer 0 it replaces but no "
+             "\"aliases\": 0");
   // The resident state is never freed by a step.
   EXPECT_HAS(err(sgdState(true, 0, "", "[0, 1]")),
              "sgd.json: instruction #0 'nn.sgd_update' (s.mlir:2:3): frees "
              "state input buffer 0, but the training state is resident");
+}
+
+TEST(State, InputsPlannedOverEachOtherAreAnError) {
+  // The features planned over the resident parameter: the first step
+  // stops before any kernel, instead of training on clobbered state.
+  std::string text = sgdState(true);
+  std::string from = R"({"id": 1, "dtype": "f32", "shape": [4], "arena_offset": 64})";
+  ASSERT_NE(text.find(from), std::string::npos);
+  text.replace(text.find(from), from.size(),
+               R"({"id": 1, "dtype": "f32", "shape": [4], "arena_offset": 0})");
+  Program p = Program::fromString(text, true, "sgd.json");
+  Executor ex(p, fsdp::test::cpuDevice());
+  ex.write(0, {1, 2, 3, 4});
+  ex.write(1, {2, -2, 4, 0});
+  try {
+    ex.step();
+    FAIL();
+  } catch (const Error &e) {
+    EXPECT_HAS(e.what(), "input buffer 1 (role 'features'): memory plan "
+                         "error: buffer 1 at arena bytes [0, 16) overlaps live "
+                         "buffer 0 at arena bytes [0, 16), live since the step "
+                         "start");
+  }
 }
 
 } // namespace

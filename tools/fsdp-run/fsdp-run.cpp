@@ -32,6 +32,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <thread>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -110,8 +112,14 @@ const char *kUsage =
 
 [[noreturn]] void usageError(const std::string &msg) {
   const char *r = std::getenv("OMPI_COMM_WORLD_RANK");
-  if (!r || std::string(r) == "0")
+  if (!r || std::string(r) == "0") {
     std::fprintf(stderr, "fsdp-run: %s\n%s", msg.c_str(), kUsage);
+    std::fflush(stderr);
+  } else {
+    // The other ranks exit after rank 0 has printed: mpirun stops every
+    // rank when the first one exits.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
   std::exit(2);
 }
 
@@ -132,7 +140,7 @@ Options parseArgs(int argc, char **argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
-      if (i + 1 >= argc)
+      if (i + 1 >= argc || std::strncmp(argv[i + 1], "--", 2) == 0)
         usageError("missing value after " + a);
       return argv[++i];
     };
@@ -357,6 +365,11 @@ int runMain(const Options &opt) {
   fsdp::run::DataSource data(prog, opt.data, opt.seed, rank);
   fsdp::rt::Device device(opt.device, collectivesOf(opt));
   Executor ex(prog, device.get(), opt.alloc);
+  if (rank == 0 && opt.alloc == AllocMode::Arena && !ex.usesArena())
+    std::fprintf(stderr, "fsdp-run: note: %s has no complete memory plan "
+                         "(arena_bytes and every buffer's arena_offset): "
+                         "allocating per buffer\n",
+                 prog.name().c_str());
 
   // Initial state: parameter shards (layout "shard": this rank's shard at
   // its index r mod S in the shard group; "full": the whole padded buffer,
@@ -517,6 +530,10 @@ int runMain(const Options &opt) {
 
   if (rank == 0) {
     double st = median(stepTimes);
+    // A figure the schedule does not give is null.
+    auto planned = [](int64_t v) {
+      return v < 0 ? nlohmann::json(nullptr) : nlohmann::json(v);
+    };
     auto perStep = [&](fsdp_collective k) {
       return stats.comm_bytes[k] / opt.steps;
     };
@@ -532,8 +549,9 @@ int runMain(const Options &opt) {
                       ? "arena"
                       : "per-buffer"},
         {"peak_bytes", static_cast<int64_t>(most[0])},
-        {"planned_peak_bytes", prog.plannedPeakBytes()},
-        {"planned_peak_bytes_with_scratch", prog.plannedPeakBytesWithScratch()},
+        {"planned_peak_bytes", planned(prog.plannedPeakBytes())},
+        {"planned_peak_bytes_with_scratch",
+         planned(prog.plannedPeakBytesWithScratch())},
         {"device_peak_bytes", static_cast<int64_t>(most[2])},
         {"device_workspace_bytes", static_cast<int64_t>(most[3])},
         {"device_comm_buffer_bytes", static_cast<int64_t>(most[4])},
