@@ -36,6 +36,17 @@ public:
   throw DeviceError(code, message);
 }
 
+/// bf16 or f16; a float dtype (f32, f64, bf16, f16).
+inline bool isHalf(fsdp_dtype t) { return t == FSDP_BF16 || t == FSDP_F16; }
+inline bool isFloat(fsdp_dtype t) {
+  return t == FSDP_F32 || t == FSDP_F64 || isHalf(t);
+}
+/// Throws FSDP_ERR_INVALID unless indices/labels/steps are i32 or i64.
+inline void checkIndexType(fsdp_dtype t, const char *what) {
+  if (t != FSDP_I32 && t != FSDP_I64)
+    fail(FSDP_ERR_INVALID, std::string(what) + " must be i32 or i64");
+}
+
 /// fsdp_dtype_size for the drivers (the cuda driver library does not link
 /// the runtime's C functions): 4, 8, 4, 8, 2, 2 bytes; 0 if invalid.
 inline size_t dtypeSize(fsdp_dtype t) {

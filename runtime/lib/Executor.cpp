@@ -146,11 +146,7 @@ Device::~Device() { fsdp_device_destroy(dev); }
 /// and releases the step's own allocations, also on errors.
 class Frame {
 public:
-  explicit Frame(Executor &e) : ex(e), prog(e.prog) {
-    for (const IoDesc &o : prog.outputs())
-      if (o.aliases >= 0)
-        aliasOf[prog.buffer(o.buffer).rootId] = o.aliases;
-  }
+  explicit Frame(Executor &e) : ex(e), prog(e.prog), aliasOf(e.aliasOf) {}
   ~Frame() {
     for (Pending &q : pending)
       fsdp_wait(q.event);
@@ -241,12 +237,9 @@ public:
     const BufferDesc &o = prog.buffer(it->second.id);
     if (it->first + o.bytes <= lo)
       return;
-    std::string since = "the step start (an input)";
-    if (it->second.inst >= 0) {
-      const Instruction &d = prog.instructions()[it->second.inst];
-      since = "instruction #" + std::to_string(it->second.inst) + " '" +
-              d.op + "'" + (d.loc.empty() ? "" : " (" + d.loc + ")");
-    }
+    std::string since = it->second.inst >= 0
+                            ? prog.instructionName(static_cast<size_t>(it->second.inst))
+                            : "the step start (an input)";
     throw Error("memory plan error: buffer " + std::to_string(b.id) +
                 " at arena bytes [" + std::to_string(lo) + ", " +
                 std::to_string(hi) + ") overlaps live buffer " +
@@ -380,7 +373,7 @@ public:
   std::map<int64_t, Slot> slots; ///< live arena slots by byte offset
   std::unordered_map<int64_t, void *> live;
   std::set<int64_t> kept; ///< live at the end, kept past the step
-  std::unordered_map<int64_t, int64_t> aliasOf; ///< output root -> state input
+  const std::map<int64_t, int64_t> &aliasOf; ///< output root -> state input
   std::vector<Pending> pending;
   int64_t liveBytes = 0, peakBytes = 0;
   double waitSeconds = 0;
@@ -727,9 +720,10 @@ void Executor::init(AllocMode alloc) {
   }
   for (const IoDesc &o : prog.outputs())
     if (o.aliases >= 0)
-      ++inPlaceCount;
-    else if (!o.unit.empty() && isStateRole(o.role))
-      ++copiedCount;
+      aliasOf[prog.buffer(o.buffer).rootId] = o.aliases;
+  for (const IoDesc &in : prog.inputs())
+    if (const IoDesc *o = prog.carriedOutput(in.buffer); o && o->aliases < 0)
+      copies.push_back({in.buffer, o->buffer});
 }
 
 Executor::~Executor() { release(); }
@@ -871,13 +865,9 @@ void Executor::step() {
     if (!f.aliasOf.count(root) && f.kept.insert(root).second && !arena)
       ownedOutputs.push_back(f.live.at(root));
   }
-  for (const IoDesc &in : prog.inputs()) {
-    const IoDesc *o = prog.carriedOutput(in.buffer);
-    if (!o || o->aliases >= 0)
-      continue;
-    check(fsdp_memcpy(compute, state.at(in.buffer), outputs.at(o->buffer),
-                      static_cast<size_t>(prog.buffer(in.buffer).bytes)));
-  }
+  for (auto [in, out] : copies)
+    check(fsdp_memcpy(compute, state.at(in), outputs.at(out),
+                      static_cast<size_t>(prog.buffer(in).bytes)));
   if (fsdp_stream_synchronize(compute) != FSDP_OK)
     throw Error(prog.name() + ": " + fsdp_last_error());
   lastPeak = f.peakBytes;

@@ -174,13 +174,14 @@ int64_t Program::numClasses() const {
   return -1;
 }
 
-std::string Program::where(size_t index) const {
+std::string Program::instructionName(size_t index) const {
   const Instruction &i = program[index];
-  std::string s = sourceName + ": instruction #" + std::to_string(index) +
-                  " '" + i.op + "'";
-  if (!i.loc.empty())
-    s += " (" + i.loc + ")";
-  return s;
+  return "instruction #" + std::to_string(index) + " '" + i.op + "'" +
+         (i.loc.empty() ? "" : " (" + i.loc + ")");
+}
+
+std::string Program::where(size_t index) const {
+  return sourceName + ": " + instructionName(index);
 }
 
 Program Program::fromFile(const std::string &path, bool checkWorldSize) {

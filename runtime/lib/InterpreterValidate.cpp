@@ -580,14 +580,10 @@ void Program::validateAliases() const {
             static_cast<size_t>(pair) < ins.results.size() &&
             ins.results[pair] == root.id)
           continue;
-        auto at = [&](size_t k) {
-          const Instruction &x = program[k];
-          return "instruction #" + std::to_string(k) + " '" + x.op + "'" +
-                 (x.loc.empty() ? "" : " (" + x.loc + ")");
-        };
-        throw Error(ctx + ", but " + at(i) + " reads the input " +
+        throw Error(ctx + ", but " + instructionName(i) + " reads the input " +
                     (static_cast<int64_t>(i) == def ? "while " : "after ") +
-                    at(static_cast<size_t>(def)) + " writes the output");
+                    instructionName(static_cast<size_t>(def)) +
+                    " writes the output");
       }
     }
   }

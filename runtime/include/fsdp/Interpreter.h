@@ -239,7 +239,9 @@ public:
   /// agree (MPI_Allgather over MPI_COMM_WORLD; skipped without MPI, on one
   /// rank, or for a schedule of another world size). Collective.
   void checkSameCollectivesOnAllRanks() const;
-  /// "file: instruction #i 'op' (loc)" for messages.
+  /// "instruction #i 'op' (loc)" and "file: instruction #i 'op' (loc)" for
+  /// messages.
+  std::string instructionName(size_t index) const;
   std::string where(size_t index) const;
   /// The output carried into input `inputBuffer` at the next step (same
   /// role, unit and layout), or nullptr.
@@ -341,8 +343,8 @@ public:
   int64_t arenaBytes() const { return arenaSize; }
   bool usesArena() const { return arena != nullptr; }
   /// Carried state outputs written in place (aliases) / copied per step.
-  int64_t inPlaceOutputs() const { return inPlaceCount; }
-  int64_t copiedOutputs() const { return copiedCount; }
+  int64_t inPlaceOutputs() const { return static_cast<int64_t>(aliasOf.size()); }
+  int64_t copiedOutputs() const { return static_cast<int64_t>(copies.size()); }
   fsdp_device device() const { return dev; }
   const Program &program() const { return prog; }
 
@@ -366,7 +368,11 @@ private:
   std::map<int64_t, Staged> staged;   ///< other inputs, staged on the host
   std::map<int64_t, void *> outputs;  ///< output buffer -> memory (last step)
   std::vector<void *> ownedOutputs;   ///< per-buffer mode: freed next step
-  int64_t lastPeak = 0, inPlaceCount = 0, copiedCount = 0;
+  /// Root of each output written in place -> the state input it aliases.
+  std::map<int64_t, int64_t> aliasOf;
+  /// (state input, output) pairs copied into the state after each step.
+  std::vector<std::pair<int64_t, int64_t>> copies;
+  int64_t lastPeak = 0;
 };
 
 } // namespace fsdp::rt

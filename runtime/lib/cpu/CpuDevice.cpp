@@ -76,7 +76,7 @@ constexpr size_t kAlign = 256;
 /// f32/f64 both return the tensor itself.
 class Stage {
 public:
-  explicit Stage(fsdp_dtype t) : dtype(t), half(mpi::isHalf(t)) {}
+  explicit Stage(fsdp_dtype t) : dtype(t), half(isHalf(t)) {}
 
   template <typename T> const T *in(const void *p, int64_t n) {
     if (!half)
@@ -170,11 +170,6 @@ int64_t loadIndex(const void *p, fsdp_dtype t, const char *what) {
   if (t == FSDP_I64)
     return *static_cast<const int64_t *>(p);
   fail(FSDP_ERR_INVALID, std::string(what) + " must be i32 or i64");
-}
-
-void checkIndexType(fsdp_dtype t, const char *what) {
-  if (t != FSDP_I32 && t != FSDP_I64)
-    fail(FSDP_ERR_INVALID, std::string(what) + " must be i32 or i64");
 }
 
 double loadDouble(const void *p, fsdp_dtype t, int64_t i) {
@@ -284,13 +279,13 @@ void CpuDevice::fill(fsdp_stream_s *, fsdp_dtype t, void *y, int64_t n,
 
 void CpuDevice::cast(fsdp_stream_s *, fsdp_dtype st, const void *src,
                      fsdp_dtype dt, void *dst, int64_t n) {
-  if (!mpi::isFloat(st) || !mpi::isFloat(dt))
+  if (!isFloat(st) || !isFloat(dt))
     fail(FSDP_ERR_INVALID, "fsdp_cast: float dtypes only");
   if (st == dt) {
     std::memmove(dst, src, static_cast<size_t>(n) * hal::dtypeSize(st));
     return;
   }
-  if (st == FSDP_F64 && mpi::isHalf(dt)) { // one rounding, not two
+  if (st == FSDP_F64 && isHalf(dt)) { // one rounding, not two
     const double *s = static_cast<const double *>(src);
     uint16_t *d = static_cast<uint16_t *>(dst);
     for (int64_t i = 0; i < n; ++i)

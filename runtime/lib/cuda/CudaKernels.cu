@@ -92,11 +92,6 @@ template <typename Fn> void wideDtype(fsdp_dtype t, const char *op, Fn &&fn) {
     fail(FSDP_ERR_INVALID, std::string(op) + ": dtype must be f32 or f64");
 }
 
-void checkIndexType(fsdp_dtype t, const char *what) {
-  if (t != FSDP_I32 && t != FSDP_I64)
-    fail(FSDP_ERR_INVALID, std::string(what) + " must be i32 or i64");
-}
-
 __device__ int64_t loadIndex(const void *p, int isI64, int64_t i) {
   return isI64 ? static_cast<const int64_t *>(p)[i]
                : static_cast<const int32_t *>(p)[i];
@@ -834,9 +829,6 @@ void CudaDevice::fill(fsdp_stream_s *s, fsdp_dtype t, void *y, int64_t n, double
 
 void CudaDevice::cast(fsdp_stream_s *s, fsdp_dtype xt, const void *x, fsdp_dtype yt,
                       void *y, int64_t n) {
-  auto isFloat = [](fsdp_dtype d) {
-    return d == FSDP_F32 || d == FSDP_F64 || d == FSDP_BF16 || d == FSDP_F16;
-  };
   if (!isFloat(xt) || !isFloat(yt))
     fail(FSDP_ERR_INVALID, "fsdp_cast: float dtypes only");
   if (xt == yt) {
@@ -853,7 +845,7 @@ void CudaDevice::linear(fsdp_stream_s *s, fsdp_dtype t, const void *x, const voi
     return;
   cudaStream_t st = streamOf(s);
   check(cublasSetStream(blas, st), "cublasSetStream");
-  bool half = t == FSDP_BF16 || t == FSDP_F16;
+  bool half = isHalf(t);
   floatDtype(t, "fsdp_linear", [&](auto tag) {
     constexpr int DT = decltype(tag)::value;
     using S = typename Elt<DT>::S;
@@ -1085,7 +1077,7 @@ void CudaDevice::embedding_grad(fsdp_stream_s *s, fsdp_dtype t, const void *idx,
                                 int64_t vocab, int64_t dim) {
   checkIndexType(it, "fsdp_embedding_grad: indices");
   cudaStream_t st = streamOf(s);
-  bool half = t == FSDP_BF16 || t == FSDP_F16;
+  bool half = isHalf(t);
   size_t tableN = static_cast<size_t>(vocab * dim);
   floatDtype(t, "fsdp_embedding_grad", [&](auto tag) {
     constexpr int DT = decltype(tag)::value;

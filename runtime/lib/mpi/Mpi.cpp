@@ -1,7 +1,6 @@
 //===- Mpi.cpp - MPI helpers shared by the drivers ------------------------===//
 #include "Mpi.h"
 
-#include "../Driver.h"
 #include "fsdp/Half.h"
 
 #include <climits>
@@ -64,7 +63,7 @@ MPI_Op bf16SumOp = MPI_OP_NULL, f16SumOp = MPI_OP_NULL;
 } // namespace
 
 MPI_Op sumOp(fsdp_dtype t) {
-  if (!isHalf(t))
+  if (!hal::isHalf(t))
     return MPI_SUM;
   MPI_Op &op = t == FSDP_BF16 ? bf16SumOp : f16SumOp;
   if (op == MPI_OP_NULL)
@@ -121,7 +120,7 @@ void checkCollective(const char *fn, const void *a, const void *b,
                                " elements exceed the MPI count limit");
   if (hal::dtypeSize(dtype) == 0)
     fail(FSDP_ERR_INVALID, std::string(fn) + ": invalid dtype");
-  if (average && !isFloat(dtype))
+  if (average && !hal::isFloat(dtype))
     fail(FSDP_ERR_INVALID, std::string(fn) + ": avg needs a float dtype");
 }
 

@@ -11,7 +11,7 @@
 #ifndef FSDP_RUNTIME_MPI_H
 #define FSDP_RUNTIME_MPI_H
 
-#include "fsdp/runtime.h"
+#include "../Driver.h"
 
 #include <mpi.h>
 
@@ -36,11 +36,6 @@ void freeOps();
 /// data[i] /= divisor for i < count, in the dtype's arithmetic (bf16/f16:
 /// widened, divided in f32, rounded once). Floats only.
 void divideInPlace(void *data, int64_t count, fsdp_dtype t, int divisor);
-/// bf16 or f16.
-inline bool isHalf(fsdp_dtype t) { return t == FSDP_BF16 || t == FSDP_F16; }
-inline bool isFloat(fsdp_dtype t) {
-  return t == FSDP_F32 || t == FSDP_F64 || isHalf(t);
-}
 
 /// Checks the arguments every collective shares; throws FSDP_ERR_INVALID.
 void checkCollective(const char *fn, const void *a, const void *b,
