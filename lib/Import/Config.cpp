@@ -39,6 +39,11 @@ bool ConfigReader::has(const std::string &key) const {
   return it != root.end() && !it->is_null();
 }
 
+const json *ConfigReader::find(const std::string &key) const {
+  auto it = root.find(key);
+  return it == root.end() || it->is_null() ? nullptr : &*it;
+}
+
 std::optional<int64_t> ConfigReader::checkInt(const std::string &key, const json &v) {
   if (!v.is_number_integer()) {
     fail("key '" + key + "' must be an integer, got " + v.dump());

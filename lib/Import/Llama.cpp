@@ -33,6 +33,20 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *ctx, ConfigReader &cfg, const Over
   auto act = cfg.optionalString("hidden_act", "silu");
   auto eps = cfg.optionalNumber("rms_norm_eps", 1e-6, /*positive=*/true);
   auto theta = cfg.optionalNumber("rope_theta", 10000.0, /*positive=*/true);
+  // transformers >= 5 writes {"rope_parameters": {"rope_type", "rope_theta"}}
+  // instead of a top-level rope_theta / rope_scaling.
+  bool scaledRope = cfg.has("rope_scaling");
+  if (const nlohmann::json *rp = cfg.find("rope_parameters")) {
+    auto t = rp->is_object() ? rp->find("rope_theta") : rp->end();
+    if (!rp->is_object() || t == rp->end() || !t->is_number() || t->get<double>() <= 0) {
+      cfg.fail("key 'rope_parameters' must be an object with a positive 'rope_theta', got " +
+               rp->dump());
+      return nullptr;
+    }
+    theta = t->get<double>();
+    auto type = rp->find("rope_type");
+    scaledRope = type != rp->end() && *type != "default";
+  }
   auto tied = cfg.optionalBool("tie_word_embeddings", false);
   auto attnBias = cfg.optionalBool("attention_bias", false);
   auto mlpBias = cfg.optionalBool("mlp_bias", false);
@@ -91,9 +105,10 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *ctx, ConfigReader &cfg, const Over
       return nullptr;
     }
   }
-  if (cfg.has("rope_scaling"))
+  if (scaledRope)
     llvm::errs() << "fsdp-import: warning: " << cfg.getPath()
-                 << ": 'rope_scaling' is ignored (plain RoPE with 'rope_theta')\n";
+                 << ": 'rope_scaling' / a 'rope_type' other than \"default\" is ignored (plain "
+                    "RoPE with 'rope_theta')\n";
 
   const int64_t C = *hidden, I = *inter, V = *vocab, L = *layers, Hq = *heads, Hkv = *kvHeads,
                 D = headDim;

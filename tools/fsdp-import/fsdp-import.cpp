@@ -52,7 +52,8 @@ Supported model_type values:
            num_attention_heads, max_position_embeddings (required);
            num_key_value_heads (= heads), head_dim (hidden / heads; derived
            also when --hidden or --heads is given), hidden_act (only "silu"),
-           rms_norm_eps (1e-6), rope_theta (10000), tie_word_embeddings (false),
+           rms_norm_eps (1e-6), rope_theta (10000; transformers >= 5 writes
+           rope_parameters.rope_theta), tie_word_embeddings (false),
            attention_bias (false; qwen2 always has q/k/v biases and no o_proj
            bias), mlp_bias (false), initializer_range (0.02).
            mistral: sliding_window is not modelled (full causal attention),

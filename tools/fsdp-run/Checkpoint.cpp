@@ -12,7 +12,7 @@
 #include <mpi.h>
 #include <nlohmann/json.hpp>
 
-#include "fsdp/Half.h"
+#include "HostCodec.h"
 
 #include <filesystem>
 #include <fstream>
@@ -26,10 +26,6 @@ using fsdp::rt::IoDesc;
 using fsdp::rt::Program;
 using fsdp::rt::UnitDesc;
 using nlohmann::json;
-
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "fsdp-run checkpoints are raw little-endian; add byte swapping here"
-#endif
 
 namespace fsdp::run {
 
@@ -71,40 +67,16 @@ json shardLayout(const Program &p, int64_t &totalBytes) {
 }
 
 void writeShard(std::ofstream &out, const std::vector<double> &v, DType t) {
-  if (t == DType::BF16 || t == DType::F16) { // exact: the values are 2-byte
-    std::vector<uint16_t> h(v.size());
-    for (size_t i = 0; i < v.size(); ++i)
-      h[i] = t == DType::BF16 ? fsdp::floatToBf16(static_cast<float>(v[i]))
-                              : fsdp::floatToF16(static_cast<float>(v[i]));
-    out.write(reinterpret_cast<const char *>(h.data()),
-              static_cast<std::streamsize>(h.size() * sizeof(uint16_t)));
-  } else if (t == DType::F32) {
-    std::vector<float> f(v.begin(), v.end());
-    out.write(reinterpret_cast<const char *>(f.data()),
-              static_cast<std::streamsize>(f.size() * sizeof(float)));
-  } else {
-    out.write(reinterpret_cast<const char *>(v.data()),
-              static_cast<std::streamsize>(v.size() * sizeof(double)));
-  }
+  std::vector<char> bytes(v.size() * static_cast<size_t>(floatBytes(t)));
+  encodeValues(t, v.data(), static_cast<int64_t>(v.size()), bytes.data());
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 std::vector<double> readShard(std::ifstream &in, int64_t n, DType t) {
+  std::vector<char> bytes(static_cast<size_t>(n * floatBytes(t)));
+  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   std::vector<double> v(n);
-  if (t == DType::BF16 || t == DType::F16) {
-    std::vector<uint16_t> h(n);
-    in.read(reinterpret_cast<char *>(h.data()),
-            static_cast<std::streamsize>(n * sizeof(uint16_t)));
-    for (int64_t i = 0; i < n; ++i)
-      v[i] = t == DType::BF16 ? fsdp::bf16ToFloat(h[i]) : fsdp::f16ToFloat(h[i]);
-  } else if (t == DType::F32) {
-    std::vector<float> f(n);
-    in.read(reinterpret_cast<char *>(f.data()),
-            static_cast<std::streamsize>(n * sizeof(float)));
-    std::copy(f.begin(), f.end(), v.begin());
-  } else {
-    in.read(reinterpret_cast<char *>(v.data()),
-            static_cast<std::streamsize>(n * sizeof(double)));
-  }
+  decodeValues(t, bytes.data(), n, v.data());
   return v;
 }
 

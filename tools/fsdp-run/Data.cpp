@@ -18,6 +18,12 @@
 #include <fstream>
 #include <sstream>
 
+#include <cerrno>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 using fsdp::rt::Error;
 using fsdp::rt::HostValues;
 using fsdp::rt::IoDesc;
@@ -157,8 +163,8 @@ std::vector<double> initShard(const fsdp::rt::UnitDesc &u, uint64_t seed,
 }
 
 DataSource::DataSource(const Program &p, const std::string &dataFile,
-                       uint64_t seed, int rank)
-    : prog(p), seed(seed) {
+                       uint64_t seed, int rank, DataOrder order)
+    : prog(p), seed(seed), order(order) {
   int64_t n = p.worldSize();
   for (const IoDesc &io : p.inputs()) {
     if (io.role != "features" && io.role != "labels" && io.role != "tokens" &&
@@ -202,25 +208,80 @@ DataSource::DataSource(const Program &p, const std::string &dataFile,
       throw Error("data file '" + dataFile + "' has " + std::to_string(csvLabels.size()) +
                   " rows; one step's global batch needs " + std::to_string(globalBatch));
   } else if (tokensSlot >= 0) {
-    std::ifstream in(dataFile, std::ios::binary);
-    if (!in)
-      throw Error("cannot open data file '" + dataFile + "'");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
     int64_t seq = slots[tokensSlot].perSample;
-    if (static_cast<int64_t>(text.size()) < seq + 1)
-      throw Error("data file '" + dataFile + "' has " +
-                  std::to_string(text.size()) + " bytes; a window of T+1 = " +
-                  std::to_string(seq + 1) + " bytes is needed");
-    if (classes >= 0 && classes < 256)
-      throw Error("--data '" + dataFile + "' is read as bytes (vocabulary "
-                  "256) but the schedule's logits have only " +
-                  std::to_string(classes) + " classes");
+    bool bin = std::filesystem::path(dataFile).extension() == ".bin";
+    if (bin) {
+      mapTokens(dataFile);
+    } else {
+      std::ifstream in(dataFile, std::ios::binary);
+      if (!in)
+        throw Error("cannot open data file '" + dataFile + "'");
+      std::stringstream ss;
+      ss << in.rdbuf();
+      text = ss.str();
+      numTokens = static_cast<int64_t>(text.size());
+      if (classes >= 0 && classes < 256)
+        throw Error("--data '" + dataFile + "' is read as bytes (vocabulary "
+                    "256) but the schedule's logits have only " +
+                    std::to_string(classes) + " classes (a .bin file of "
+                    "uint16 token ids takes any vocabulary)");
+    }
+    if (numTokens < seq + 1)
+      throw Error("data file '" + dataFile + "' has " + std::to_string(numTokens) +
+                  (bin ? " tokens" : " bytes") + "; a window of T+1 = " +
+                  std::to_string(seq + 1) + " tokens is needed");
+    if (bin && classes >= 0) {
+      // Every id is checked once, before step 1: a bad id found at step
+      // 5000 would cost the run.
+      for (int64_t i = 0; i < numTokens; ++i)
+        if (ids[i] >= classes)
+          throw Error("data file '" + dataFile + "': token id " +
+                      std::to_string(ids[i]) + " at position " +
+                      std::to_string(i) + " (token index; byte " +
+                      std::to_string(2 * i) + ") is >= the model's "
+                      "vocabulary of " + std::to_string(classes));
+    }
   } else {
     throw Error("--data needs a schedule with a 'features' (CSV) or 'tokens' "
                 "(text) input");
   }
+}
+
+DataSource::~DataSource() {
+  if (ids)
+    ::munmap(const_cast<uint16_t *>(ids), mappedBytes);
+}
+
+void DataSource::mapTokens(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    throw Error("cannot open data file '" + path + "': " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    throw Error("cannot stat data file '" + path + "'");
+  }
+  mappedBytes = static_cast<size_t>(st.st_size);
+  if (mappedBytes % 2) {
+    ::close(fd);
+    throw Error("data file '" + path + "' has " + std::to_string(mappedBytes) +
+                " bytes, not a whole number of uint16 token ids");
+  }
+  numTokens = static_cast<int64_t>(mappedBytes / 2);
+  if (mappedBytes) {
+    void *m = ::mmap(nullptr, mappedBytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED) {
+      ::close(fd);
+      throw Error("cannot map data file '" + path + "': " + std::strerror(errno));
+    }
+    ids = static_cast<const uint16_t *>(m);
+  }
+  ::close(fd);
+}
+
+int64_t DataSource::tokenAt(int64_t i) const {
+  i %= numTokens;
+  return ids ? ids[i] : static_cast<unsigned char>(text[i]);
 }
 
 void DataSource::fill(int64_t step, HostValues &in) const {
@@ -270,9 +331,14 @@ int64_t DataSource::mapToken(int64_t tok) const {
   return static_cast<int64_t>((a * static_cast<uint64_t>(tok) + c) % v);
 }
 
-// Start of window g of `step` in the text: uniform in [0, bytes − T).
+// Start of window g of `step` in the token file (DataOrder).
 int64_t DataSource::windowOffset(int64_t step, int64_t g) const {
-  uint64_t span = text.size() - static_cast<uint64_t>(slots[tokensSlot].perSample);
+  int64_t seq = slots[tokensSlot].perSample;
+  if (order == DataOrder::Sequential)
+    return static_cast<int64_t>(
+        (static_cast<unsigned __int128>((step - 1) * globalBatch + g) * seq) %
+        static_cast<uint64_t>(numTokens)); // no overflow for 2^63-token files
+  uint64_t span = static_cast<uint64_t>(numTokens - seq);
   return static_cast<int64_t>(
       hashKey({seed, kWindow, (uint64_t)step, (uint64_t)g}) % span);
 }
@@ -283,13 +349,13 @@ void DataSource::fillRow(int64_t step, const Slot &s, int64_t g,
   bool tokens = tokensSlot >= 0;
   if (s.role == "features") {
     featureRow(step, g, out);
-  } else if (tokens && !text.empty() &&
+  } else if (tokens && numTokens > 0 &&
              (s.role == "tokens" || s.role == "targets" ||
               (s.role == "labels" && !features))) {
-    // Byte-level text: tokens = bytes[o, o+T), targets = bytes[o+1, o+T].
+    // Token file: tokens = w[o, o+T), targets = w[o+1, o+T].
     int64_t o = windowOffset(step, g) + (s.role == "tokens" ? 0 : 1);
     for (int64_t t = 0; t < s.perSample; ++t)
-      out[t] = static_cast<double>(static_cast<unsigned char>(text[o + t]));
+      out[t] = static_cast<double>(tokenAt(o + t));
   } else if (s.role == "tokens") {
     for (int64_t t = 0; t < s.perSample; ++t)
       out[t] = static_cast<double>(token(step, g, t));

@@ -3,9 +3,9 @@
 // Counter-based random numbers (the same on every rank and world size),
 // parameter initialisation of one rank's shard, and the DataSource that fills
 // a step's data inputs: synthetic features/labels/tokens, a CSV file of
-// features and labels, or a text file read as bytes for language models
-// (runtime/docs/schedule-format.md, "Data roles for language models" and "Runtime
-// decisions").
+// features and labels, a text file read as bytes or a .bin file of uint16
+// token ids for language models (runtime/docs/schedule-format.md, "Data roles
+// for language models" and "Runtime decisions").
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RUN_DATA_H
@@ -41,15 +41,31 @@ std::vector<double> initShard(const fsdp::rt::UnitDesc &u, uint64_t seed,
 /// the same values as the shards of initShard side by side.
 std::vector<double> initFull(const fsdp::rt::UnitDesc &u, uint64_t seed);
 
+/// How token windows are drawn from a token file.
+enum class DataOrder {
+  /// Window g of step s starts at hashKey(seed, 7, s, g) mod (n − T).
+  Random,
+  /// Window g of step s reads tokens [((s−1)·B + g)·T, … + T + 1) mod n
+  /// (B the global batch): every token once per epoch, in file order.
+  Sequential,
+};
+
 /// Fills the data inputs (roles features, labels, tokens, targets) of one
 /// step. With an empty `dataFile` the data are synthetic; otherwise the file
-/// is a CSV of features and labels when the schedule has a `features` input,
-/// and a text file read as bytes (vocabulary 256) when it has `tokens`.
-/// Throws fsdp::rt::Error for an unreadable or too short file.
+/// is a CSV of features and labels when the schedule has a `features` input;
+/// when it has `tokens`, a `.bin` file is read as little-endian uint16 token
+/// ids (the nanoGPT / llm.c convention; memory-mapped) and any other file as
+/// bytes (vocabulary 256). Windows of T+1 tokens give tokens = w[0, T) and
+/// targets = w[1, T]; `order` picks where they start. Throws fsdp::rt::Error
+/// for an unreadable or too short file, a .bin of odd size, or a token id
+/// >= the model's vocabulary (naming its position).
 class DataSource {
 public:
   DataSource(const fsdp::rt::Program &p, const std::string &dataFile,
-             uint64_t seed, int rank);
+             uint64_t seed, int rank, DataOrder order = DataOrder::Random);
+  ~DataSource();
+  DataSource(const DataSource &) = delete;
+  DataSource &operator=(const DataSource &) = delete;
 
   /// Sets in[buffer] of every data input for the 1-based global `step`.
   void fill(int64_t step, fsdp::rt::HostValues &in) const;
@@ -73,6 +89,8 @@ private:
   int64_t token(int64_t step, int64_t g, int64_t t) const;
   int64_t mapToken(int64_t tok) const;
   int64_t windowOffset(int64_t step, int64_t g) const;
+  int64_t tokenAt(int64_t i) const;
+  void mapTokens(const std::string &path);
   void fillRow(int64_t step, const Slot &s, int64_t g, double *out) const;
 
   const fsdp::rt::Program &prog;
@@ -83,8 +101,12 @@ private:
   // CSV (features/labels schedules).
   std::vector<std::vector<double>> csvFeatures;
   std::vector<int64_t> csvLabels;
-  // Text (token schedules): the file's bytes.
+  // Token schedules: the text file's bytes, or the mapped .bin file.
+  DataOrder order;
   std::string text;
+  const uint16_t *ids = nullptr;
+  size_t mappedBytes = 0;
+  int64_t numTokens = 0;
 };
 
 } // namespace fsdp::run

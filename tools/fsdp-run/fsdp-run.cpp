@@ -3,16 +3,19 @@
 //   mpirun -np N fsdp-run SCHEDULE.json [--steps K] [--seed S]
 //          [--device cpu|cuda|cuda:N] [--collectives auto|mpi|nccl]
 //          [--alloc arena|per-buffer]
-//          [--data FILE] [--dump-params PATH] [--save DIR] [--load DIR]
+//          [--data FILE] [--data-order random|sequential]
+//          [--init-from SAFETENSORS] [--export PATH.safetensors]
+//          [--dump-params PATH] [--save DIR] [--load DIR]
 //          [--progress none|test|thread] [--progress-interval MIN[:MAX]]
 //          [--warmup W] [--profile]
 //
 // Loads the schedule (world_size must be N), creates the device, and
 // initialises every rank's shards or full (replicated) buffers
 // deterministically (the full parameters do not depend on N or the
-// strategy) or loads them from a checkpoint (Checkpoint.h) into the
-// executor's device-resident state. Feeds synthetic, CSV or byte-level text
-// data (Data.h), runs K optimizer steps (the state stays on the device; the
+// strategy), reads them from a Hugging Face safetensors checkpoint
+// (SafeTensors.h) or loads a checkpoint (Checkpoint.h) into the executor's
+// device-resident state. Feeds synthetic, CSV, byte-level text or uint16
+// token data (Data.h), runs K optimizer steps (the state stays on the device; the
 // host sees the data in, the loss out), prints "step s loss x" per step on
 // rank 0 and, as the last line, one JSON summary. Any error on any rank
 // aborts all ranks (MPI_Abort) with a message; bad arguments print the usage
@@ -23,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 #include "Checkpoint.h"
 #include "Data.h"
+#include "SafeTensors.h"
 
 #include "fsdp/Interpreter.h"
 #include "fsdp/runtime.h"
@@ -37,11 +41,13 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -63,6 +69,8 @@ struct Options {
   uint64_t seed = 0;
   std::string dumpParams;
   std::string data;
+  std::string dataOrder; // empty: random
+  std::string initFrom, exportPath;
   std::string save, load;
   int progress = FSDP_PROGRESS_TEST;
   double intervalMin = 0, intervalMax = 0; // 0: the runtime's defaults
@@ -88,8 +96,19 @@ const char *kUsage =
     "  --seed S           seed of parameter init and synthetic data (default 0)\n"
     "  --data FILE        instead of synthetic data: for a features/labels\n"
     "                     schedule a CSV (lines f0,...,fF-1,label); for a\n"
-    "                     tokens/targets schedule a text file read as bytes\n"
-    "                     (vocabulary 256, random windows of T+1 bytes)\n"
+    "                     tokens/targets schedule a .bin file of uint16 token\n"
+    "                     ids (nanoGPT / llm.c) or a text file read as bytes\n"
+    "                     (vocabulary 256), windows of T+1 tokens\n"
+    "  --data-order O     random (default) or sequential token windows: window\n"
+    "                     g of step s reads tokens [((s-1)*B + g)*T, ... + T+1)\n"
+    "                     of the file, wrapping (B the global batch)\n"
+    "  --init-from PATH   initial parameters from a Hugging Face safetensors\n"
+    "                     file, or a directory with model.safetensors(.index.json)\n"
+    "                     and its shards; names = the schedule's FQNs; each rank\n"
+    "                     reads only its shards' bytes\n"
+    "  --export PATH      after training, write the full parameters as one\n"
+    "                     safetensors file (Hugging Face names; each rank writes\n"
+    "                     its shards' bytes)\n"
     "  --dump-params PATH write the final unpadded parameters (the f32\n"
     "                     master where a unit has one) and AdamW moments as\n"
     "                     JSON on rank 0\n"
@@ -159,6 +178,15 @@ Options parseArgs(int argc, char **argv) {
       o.dumpParams = value();
     } else if (a == "--data") {
       o.data = value();
+    } else if (a == "--data-order") {
+      o.dataOrder = value();
+      if (o.dataOrder != "random" && o.dataOrder != "sequential")
+        usageError("--data-order needs random or sequential, got '" +
+                   o.dataOrder + "'");
+    } else if (a == "--init-from") {
+      o.initFrom = value();
+    } else if (a == "--export") {
+      o.exportPath = value();
     } else if (a == "--save") {
       o.save = value();
     } else if (a == "--load") {
@@ -215,6 +243,10 @@ Options parseArgs(int argc, char **argv) {
     usageError("no schedule file given");
   if (o.warmup >= o.steps)
     usageError("--warmup must be smaller than --steps");
+  if (!o.initFrom.empty() && !o.load.empty())
+    usageError("--init-from and --load both set the parameters; give one");
+  if (!o.dataOrder.empty() && o.data.empty())
+    usageError("--data-order needs --data (a token file)");
   return o;
 }
 
@@ -329,11 +361,14 @@ double median(std::vector<double> v) {
 /// (its directory exists and is writable), the --save directory creatable.
 void checkOutputPaths(const Options &opt) {
   namespace fs = std::filesystem;
-  if (!opt.dumpParams.empty()) {
-    fs::path dir = fs::absolute(opt.dumpParams).parent_path();
-    if (fs::is_directory(opt.dumpParams) || !fs::is_directory(dir) ||
+  for (auto [flag, path] : {std::pair{"--dump-params", &opt.dumpParams},
+                             std::pair{"--export", &opt.exportPath}}) {
+    if (path->empty())
+      continue;
+    fs::path dir = fs::absolute(*path).parent_path();
+    if (fs::is_directory(*path) || !fs::is_directory(dir) ||
         access(dir.c_str(), W_OK) != 0)
-      throw Error("cannot write --dump-params file '" + opt.dumpParams +
+      throw Error(std::string("cannot write ") + flag + " file '" + *path +
                   "' (not a writable location)");
   }
   if (!opt.save.empty()) {
@@ -343,6 +378,14 @@ void checkOutputPaths(const Options &opt) {
       throw Error("cannot write --save directory '" + opt.save + "'" +
                   (ec ? ": " + ec.message() : std::string()));
   }
+}
+
+/// This process's peak resident set (getrusage ru_maxrss, KiB on Linux), in
+/// bytes.
+int64_t peakRssBytes() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<int64_t>(ru.ru_maxrss) * 1024;
 }
 
 /// The device options of --device and --collectives.
@@ -362,7 +405,14 @@ int runMain(const Options &opt) {
   int64_t n = prog.worldSize();
   // Data first (a bad file fails before the device is set up), then the
   // device, its channels and the resident state.
-  fsdp::run::DataSource data(prog, opt.data, opt.seed, rank);
+  fsdp::run::DataSource data(prog, opt.data, opt.seed, rank,
+                             opt.dataOrder == "sequential"
+                                 ? fsdp::run::DataOrder::Sequential
+                                 : fsdp::run::DataOrder::Random);
+  // A checkpoint's headers are checked before the device is set up too.
+  std::optional<fsdp::run::SafeTensorsArchive> init;
+  if (!opt.initFrom.empty())
+    init = fsdp::run::SafeTensorsArchive::open(opt.initFrom);
   fsdp::rt::Device device(opt.device, collectivesOf(opt));
   Executor ex(prog, device.get(), opt.alloc);
   if (rank == 0 && opt.alloc == AllocMode::Arena && !ex.usesArena())
@@ -395,9 +445,14 @@ int runMain(const Options &opt) {
                                                      rank % prog.shardSize()));
     // Moments stay as the executor zeroed them.
   }
+  if (init)
+    fsdp::run::initFromSafeTensors(*init, ex, rank);
   int64_t startStep = 0;
   if (!opt.load.empty())
     startStep = fsdp::run::loadCheckpoint(opt.load, ex, rank);
+  // The resident set's high-water mark once the state is in place (Linux
+  // reports ru_maxrss in KiB): what initialisation cost on the host.
+  int64_t initRss = peakRssBytes();
   int64_t lossId = -1, stepId = -1;
   for (const IoDesc &out : prog.outputs())
     if (out.role == "loss")
@@ -527,6 +582,10 @@ int runMain(const Options &opt) {
   }
   if (!opt.save.empty())
     fsdp::run::saveCheckpoint(opt.save, ex, startStep + opt.steps, rank);
+  if (!opt.exportPath.empty())
+    fsdp::run::exportSafeTensors(opt.exportPath, ex, startStep + opt.steps, rank);
+  long long rss[2] = {initRss, peakRssBytes()}, maxRss[2];
+  MPI_Allreduce(rss, maxRss, 2, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
 
   if (rank == 0) {
     double st = median(stepTimes);
@@ -556,6 +615,8 @@ int runMain(const Options &opt) {
         {"device_workspace_bytes", static_cast<int64_t>(most[3])},
         {"device_comm_buffer_bytes", static_cast<int64_t>(most[4])},
         {"arena_bytes", static_cast<int64_t>(most[1])},
+        {"init_peak_rss_bytes", static_cast<int64_t>(maxRss[0])},
+        {"peak_rss_bytes", static_cast<int64_t>(maxRss[1])},
         {"state_outputs_in_place", ex.inPlaceOutputs()},
         {"state_outputs_copied", ex.copiedOutputs()},
         {"comm_bytes", perStep(FSDP_COLL_ALL_GATHER) +

@@ -34,6 +34,8 @@ public:
 
   const std::string &getPath() const { return path; }
   bool has(const std::string &key) const;
+  /// The value of `key` if present and not null, else nullptr.
+  const nlohmann::json *find(const std::string &key) const;
 
   /// An integer >= 1: `override` if set, else the key (required).
   std::optional<int64_t> requireInt(const std::string &key,
