@@ -117,7 +117,7 @@ bool writeAt(int fd, const void *buf, uint64_t n, uint64_t off) {
 /// Parses and checks one file's header, adding its tensors to `out`.
 void parseFile(const std::string &path, std::map<std::string, TensorEntry> &out) {
   auto bad = [&](const std::string &what) {
-    return Error("safetensors file '" + path + "': " + what);
+    return Error("--init-from: safetensors file '" + path + "': " + what);
   };
   Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (f.fd < 0)
