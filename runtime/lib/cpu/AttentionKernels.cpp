@@ -3,13 +3,14 @@
 // cpu::attention / cpu::attentionGrad of TransformerKernels.h for float
 // and double. For each (batch, query head) the scores S = q·kᵀ/√d are one
 // seq×seq GEMM (CBLAS) into a scratch matrix, the causal softmax is a
-// max-subtracted row loop in double, and o = P·v is a second GEMM; heads are
+// max-subtracted row loop (exponentials in T, their sum in double), and o = P·v is a second GEMM; heads are
 // addressed in place through leading dimensions (no transposes or copies).
 // The backward recomputes P (Vaswani et al. 2017; GQA: Ainslie et al. 2023).
 //
 //===----------------------------------------------------------------------===//
 #include "TransformerKernels.h"
 #include "KernelUtil.h"
+#include "fsdp/ElementMath.h"
 
 #include <cblas.h>
 
@@ -45,23 +46,22 @@ void checkHeads(int64_t hq, int64_t hkv, int64_t d) {
 }
 
 /// p[seq, seq] = causal softmax of the rows of s (scaled scores); entries
-/// above the diagonal are set to 0. p may alias s.
-template <typename T> void causalSoftmax(const T *s, T *p, int64_t seq) {
+/// above the diagonal are set to 0. p may alias s. The exponentials are
+/// math::expT in T (one vectorizable loop), their sum in double.
+template <typename T>
+FSDP_CPU_MULTIVERSION void causalSoftmax(const T *s, T *p, int64_t seq) {
   for (int64_t t = 0; t < seq; ++t) {
     const T *row = s + t * seq;
     T *out = p + t * seq;
-    double mx = row[0];
+    T mx = row[0];
     for (int64_t j = 1; j <= t; ++j)
-      mx = std::max(mx, static_cast<double>(row[j]));
-    double sum = 0;
-    for (int64_t j = 0; j <= t; ++j) {
-      double e = std::exp(static_cast<double>(row[j]) - mx);
-      out[j] = static_cast<T>(e);
-      sum += e;
-    }
-    double inv = 1.0 / sum;
+      mx = row[j] > mx ? row[j] : mx;
     for (int64_t j = 0; j <= t; ++j)
-      out[j] = static_cast<T>(out[j] * inv);
+      out[j] = math::expT(static_cast<T>(row[j] - mx));
+    double sum = detail::sum8(t + 1, [&](int64_t j) { return static_cast<double>(out[j]); });
+    const T inv = static_cast<T>(1.0 / sum);
+    for (int64_t j = 0; j <= t; ++j)
+      out[j] = out[j] * inv;
     for (int64_t j = t + 1; j < seq; ++j)
       out[j] = T(0);
   }
@@ -109,7 +109,7 @@ void attention(const T *q, const T *k, const T *v, T *o, int64_t batch,
 }
 
 template <typename T>
-void attentionGrad(const T *q, const T *k, const T *v, const T *dout, T *dq,
+FSDP_CPU_MULTIVERSION void attentionGrad(const T *q, const T *k, const T *v, const T *dout, T *dq,
                    T *dk, T *dv, int64_t batch, int64_t seq, int64_t hq,
                    int64_t hkv, int64_t d) {
   checkHeads(hq, hkv, d);
@@ -137,9 +137,9 @@ void attentionGrad(const T *q, const T *k, const T *v, const T *dout, T *dq,
       for (int64_t t = 0; t < seq; ++t) {
         const T *pr = &p[t * seq];
         T *dr = &ds[t * seq];
-        double dot = 0;
-        for (int64_t j = 0; j <= t; ++j)
-          dot += static_cast<double>(pr[j]) * dr[j];
+        double dot = detail::sum8(t + 1, [&](int64_t j) {
+          return static_cast<double>(pr[j]) * dr[j];
+        });
         for (int64_t j = 0; j <= t; ++j)
           dr[j] = static_cast<T>(pr[j] * (dr[j] - dot) * scaleD);
         for (int64_t j = t + 1; j < seq; ++j)

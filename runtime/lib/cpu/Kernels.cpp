@@ -132,34 +132,50 @@ void matmul(const T *a, const T *b, T *c, int64_t aRows, int64_t aCols,
        m, n, k, a, aCols, b, bCols, c, n);
 }
 
-template <typename T> void add(const T *a, const T *b, T *c, int64_t n) {
+template <typename T>
+FSDP_CPU_MULTIVERSION void add(const T *a, const T *b, T *c, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     c[i] = a[i] + b[i];
 }
-template <typename T> void mul(const T *a, const T *b, T *c, int64_t n) {
+template <typename T>
+FSDP_CPU_MULTIVERSION void mul(const T *a, const T *b, T *c, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     c[i] = a[i] * b[i];
 }
-template <typename T> void relu(const T *x, T *y, int64_t n) {
+template <typename T>
+FSDP_CPU_MULTIVERSION void relu(const T *x, T *y, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     y[i] = math::relu(x[i]);
 }
 template <typename T>
+FSDP_CPU_MULTIVERSION
 void reluGrad(const T *x, const T *dy, T *dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     dx[i] = math::reluGrad(x[i], dy[i]);
 }
 
+// One loop per approximation: a loop-invariant branch in the body would
+// keep the loop from vectorizing.
 template <typename T>
+FSDP_CPU_MULTIVERSION
 void gelu(const T *x, T *y, int64_t n, bool approximateTanh) {
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = math::gelu(x[i], approximateTanh);
+  if (approximateTanh)
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = math::gelu(x[i], true);
+  else
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = math::gelu(x[i], false);
 }
 
 template <typename T>
+FSDP_CPU_MULTIVERSION
 void geluGrad(const T *x, const T *dy, T *dx, int64_t n, bool approximateTanh) {
-  for (int64_t i = 0; i < n; ++i)
-    dx[i] = math::geluGrad(x[i], dy[i], approximateTanh);
+  if (approximateTanh)
+    for (int64_t i = 0; i < n; ++i)
+      dx[i] = math::geluGrad(x[i], dy[i], true);
+  else
+    for (int64_t i = 0; i < n; ++i)
+      dx[i] = math::geluGrad(x[i], dy[i], false);
 }
 
 template <typename T>
@@ -204,9 +220,11 @@ void broadcast(const T *x, const std::vector<int64_t> &yShape,
   forEachMapped(yShape, rs, [&](int64_t i, int64_t r) { y[i] = x[r]; });
 }
 
+// Cross-entropy rows: the max in T, the exponentials math::expT in T
+// (e^{x − max} ≤ 1, so f32 keeps its relative precision), sums in double.
 template <typename T, typename L>
-T crossEntropy(const T *logits, const L *labels, int64_t positions,
-               int64_t classes) {
+FSDP_CPU_MULTIVERSION T crossEntropy(const T *logits, const L *labels,
+                                     int64_t positions, int64_t classes) {
   if (classes <= 0)
     throw std::invalid_argument("cross_entropy needs at least one class");
   if (positions == 0)
@@ -215,20 +233,21 @@ T crossEntropy(const T *logits, const L *labels, int64_t positions,
   for (int64_t p = 0; p < positions; ++p) {
     const T *row = logits + p * classes;
     int64_t l = checkedLabel(labels, p, classes);
-    double mx = row[0];
+    T mx = row[0];
     for (int64_t c = 1; c < classes; ++c)
-      mx = std::max(mx, static_cast<double>(row[c]));
-    double s = 0.0;
-    for (int64_t c = 0; c < classes; ++c)
-      s += std::exp(static_cast<double>(row[c]) - mx);
-    total += (mx + std::log(s)) - static_cast<double>(row[l]);
+      mx = row[c] > mx ? row[c] : mx;
+    double s = detail::sum8(classes, [&](int64_t c) {
+      return static_cast<double>(math::expT(static_cast<T>(row[c] - mx)));
+    });
+    total += (static_cast<double>(mx) + std::log(s)) - static_cast<double>(row[l]);
   }
   return static_cast<T>(total / static_cast<double>(positions));
 }
 
 template <typename T, typename L>
-void crossEntropyGrad(const T *logits, const L *labels, T dloss, T *dlogits,
-                      int64_t positions, int64_t classes) {
+FSDP_CPU_MULTIVERSION void crossEntropyGrad(const T *logits, const L *labels,
+                                            T dloss, T *dlogits,
+                                            int64_t positions, int64_t classes) {
   if (classes <= 0)
     throw std::invalid_argument("cross_entropy_grad needs at least one class");
   double scale = static_cast<double>(dloss) / static_cast<double>(positions);
@@ -236,20 +255,22 @@ void crossEntropyGrad(const T *logits, const L *labels, T dloss, T *dlogits,
     const T *row = logits + p * classes;
     T *out = dlogits + p * classes;
     int64_t l = checkedLabel(labels, p, classes);
-    double mx = row[0];
+    T mx = row[0];
     for (int64_t c = 1; c < classes; ++c)
-      mx = std::max(mx, static_cast<double>(row[c]));
-    double s = 0.0;
+      mx = row[c] > mx ? row[c] : mx;
     for (int64_t c = 0; c < classes; ++c)
-      s += std::exp(static_cast<double>(row[c]) - mx);
-    for (int64_t c = 0; c < classes; ++c) {
-      double sm = std::exp(static_cast<double>(row[c]) - mx) / s;
-      out[c] = static_cast<T>((sm - (c == l ? 1.0 : 0.0)) * scale);
-    }
+      out[c] = math::expT(static_cast<T>(row[c] - mx));
+    double s = detail::sum8(classes, [&](int64_t c) { return static_cast<double>(out[c]); });
+    // softmax − one-hot, scaled by dloss / positions.
+    const T k = static_cast<T>(scale / s), sc = static_cast<T>(scale);
+    for (int64_t c = 0; c < classes; ++c)
+      out[c] = out[c] * k;
+    out[l] = out[l] - sc;
   }
 }
 
 template <typename T>
+FSDP_CPU_MULTIVERSION
 void sgdUpdate(const T *p, const T *g, T *out, int64_t n, double lr,
                double weightDecay) {
   T tlr = static_cast<T>(lr), twd = static_cast<T>(weightDecay);
@@ -258,6 +279,7 @@ void sgdUpdate(const T *p, const T *g, T *out, int64_t n, double lr,
 }
 
 template <typename T>
+FSDP_CPU_MULTIVERSION
 void adamwUpdate(const T *p, const T *g, const T *m, const T *v, int64_t step,
                  T *pOut, T *mOut, T *vOut, int64_t n, double lr, double beta1,
                  double beta2, double eps, double weightDecay) {

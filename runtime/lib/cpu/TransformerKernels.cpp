@@ -2,7 +2,7 @@
 //
 // Implementations of TransformerKernels.h except attention (in
 // AttentionKernels.cpp), for float and double. Plain loops; per-row
-// statistics in double. See the header for formulas and sources.
+// statistics in double (KernelUtil.h's sum8 order). See the header for formulas and sources.
 //
 //===----------------------------------------------------------------------===//
 #include "TransformerKernels.h"
@@ -72,7 +72,7 @@ void positionEmbeddingGrad(const T *dy, T *dtable, int64_t batch, int64_t seq,
 }
 
 template <typename T>
-void layerNorm(const T *x, const T *w, const T *b, T *y, int64_t rows,
+FSDP_CPU_MULTIVERSION void layerNorm(const T *x, const T *w, const T *b, T *y, int64_t rows,
                int64_t dim, double eps) {
   for (int64_t r = 0; r < rows; ++r) {
     const T *xr = x + r * dim;
@@ -85,8 +85,9 @@ void layerNorm(const T *x, const T *w, const T *b, T *y, int64_t rows,
 }
 
 template <typename T>
-void layerNormGrad(const T *x, const T *w, const T *dy, T *dx, T *dw, T *db,
-                   int64_t rows, int64_t dim, double eps) {
+FSDP_CPU_MULTIVERSION void layerNormGrad(const T *x, const T *w, const T *dy,
+                                         T *dx, T *dw, T *db, int64_t rows,
+                                         int64_t dim, double eps) {
   std::vector<double> accW(dim, 0.0), accB(dim, 0.0);
   detail::sampleHeap();
   for (int64_t r = 0; r < rows; ++r) {
@@ -94,13 +95,15 @@ void layerNormGrad(const T *x, const T *w, const T *dy, T *dx, T *dw, T *db,
     T *dxr = dx + r * dim;
     double mean, rstd;
     detail::rowMeanRstd(xr, dim, eps, mean, rstd);
-    double sumG = 0, sumGX = 0;
+    auto xh = [&](int64_t c) { return (xr[c] - mean) * rstd; };
+    double sumG = detail::sum8(dim, [&](int64_t c) {
+      return static_cast<double>(gr[c]) * w[c];
+    });
+    double sumGX = detail::sum8(dim, [&](int64_t c) {
+      return static_cast<double>(gr[c]) * w[c] * xh(c);
+    });
     for (int64_t c = 0; c < dim; ++c) {
-      double xh = (xr[c] - mean) * rstd;
-      double g = static_cast<double>(gr[c]) * w[c];
-      sumG += g;
-      sumGX += g * xh;
-      accW[c] += static_cast<double>(gr[c]) * xh;
+      accW[c] += static_cast<double>(gr[c]) * xh(c);
       accB[c] += gr[c];
     }
     double mG = sumG / static_cast<double>(dim);
@@ -115,14 +118,14 @@ void layerNormGrad(const T *x, const T *w, const T *dy, T *dx, T *dw, T *db,
 }
 
 template <typename T>
-void rmsNorm(const T *x, const T *w, T *y, int64_t rows, int64_t dim,
-             double eps) {
+FSDP_CPU_MULTIVERSION void rmsNorm(const T *x, const T *w, T *y, int64_t rows,
+                                   int64_t dim, double eps) {
   for (int64_t r = 0; r < rows; ++r) {
     const T *xr = x + r * dim;
     T *yr = y + r * dim;
-    double ss = 0;
-    for (int64_t c = 0; c < dim; ++c)
-      ss += static_cast<double>(xr[c]) * xr[c];
+    double ss = detail::sum8(dim, [&](int64_t c) {
+      return static_cast<double>(xr[c]) * xr[c];
+    });
     double rr = 1.0 / std::sqrt(ss / static_cast<double>(dim) + eps);
     for (int64_t c = 0; c < dim; ++c)
       yr[c] = math::rmsNorm(xr[c], rr, w[c]);
@@ -130,18 +133,20 @@ void rmsNorm(const T *x, const T *w, T *y, int64_t rows, int64_t dim,
 }
 
 template <typename T>
-void rmsNormGrad(const T *x, const T *w, const T *dy, T *dx, T *dw,
-                 int64_t rows, int64_t dim, double eps) {
+FSDP_CPU_MULTIVERSION void rmsNormGrad(const T *x, const T *w, const T *dy,
+                                       T *dx, T *dw, int64_t rows, int64_t dim,
+                                       double eps) {
   std::vector<double> accW(dim, 0.0);
   detail::sampleHeap();
   for (int64_t r = 0; r < rows; ++r) {
     const T *xr = x + r * dim, *gr = dy + r * dim;
     T *dxr = dx + r * dim;
-    double ss = 0, gx = 0;
-    for (int64_t c = 0; c < dim; ++c) {
-      ss += static_cast<double>(xr[c]) * xr[c];
-      gx += static_cast<double>(gr[c]) * w[c] * xr[c];
-    }
+    double ss = detail::sum8(dim, [&](int64_t c) {
+      return static_cast<double>(xr[c]) * xr[c];
+    });
+    double gx = detail::sum8(dim, [&](int64_t c) {
+      return static_cast<double>(gr[c]) * w[c] * xr[c];
+    });
     double rr = 1.0 / std::sqrt(ss / static_cast<double>(dim) + eps);
     double k = rr * rr * gx / static_cast<double>(dim);
     for (int64_t c = 0; c < dim; ++c) {
