@@ -5,8 +5,8 @@ usage: make_bad_safetensors.py FIXTURE_DIR OUT_DIR
 
 Writes into OUT_DIR (stdlib only, so CI needs nothing else):
   good: prefixless.safetensors (names without "model." / "transformer.", as
-        the original GPT-2 release), bf16.safetensors (every tensor rounded
-        to BF16), sharded/ (two shard files + model.safetensors.index.json)
+        the original GPT-2 release), bf16.safetensors and f16.safetensors
+        (every tensor rounded to BF16 / F16), f64.safetensors, sharded/ (two shard files + model.safetensors.index.json)
   bad:  missing.safetensors (one tensor dropped), extra.safetensors (an
         unknown tensor), lm_head.safetensors (an lm_head.weight for a tied
         model), shape.safetensors (one shape permuted), dtype.safetensors
@@ -69,6 +69,11 @@ def main(fixture, out):
           {k.split(".", 1)[1] if k.startswith(("model.", "transformer.")) else k: v
            for k, v in t.items()})
     write(p("bf16.safetensors"), {k: ("BF16", s, to_bf16(r)) for k, (d, s, r) in t.items()})
+    f32 = lambda r: struct.unpack("<%df" % (len(r) // 4), r)
+    write(p("f16.safetensors"), {k: ("F16", s, struct.pack("<%de" % (len(r) // 4), *f32(r)))
+                                 for k, (d, s, r) in t.items()})
+    write(p("f64.safetensors"), {k: ("F64", s, struct.pack("<%dd" % (len(r) // 4), *f32(r)))
+                                 for k, (d, s, r) in t.items()})
     os.makedirs(p("sharded"), exist_ok=True)
     half = len(names) // 2
     parts = {"model-00001-of-00002.safetensors": names[:half],

@@ -229,7 +229,8 @@ DataSource::DataSource(const Program &p, const std::string &dataFile,
     if (numTokens < seq + 1)
       throw Error("data file '" + dataFile + "' has " + std::to_string(numTokens) +
                   (bin ? " tokens" : " bytes") + "; a window of T+1 = " +
-                  std::to_string(seq + 1) + " tokens is needed");
+                  std::to_string(seq + 1) + (bin ? " tokens" : " bytes") +
+                  " is needed");
     if (bin && classes >= 0) {
       // Every id is checked once, before step 1: a bad id found at step
       // 5000 would cost the run.

@@ -14,7 +14,9 @@
 // bf16/f16 the math runs in f32 and each result is rounded once to the
 // storage dtype. Statistics (sums of reductions, means and variances of the
 // norms, softmax sums) accumulate in double on every driver; the per-element
-// formulas are shared by the drivers (fsdp/ElementMath.h).
+// formulas are shared by the drivers (fsdp/ElementMath.h), among them the
+// exponentials of softmax and cross-entropy (math::expT: a polynomial in f32,
+// the library exp in f64).
 //
 //===----------------------------------------------------------------------===*/
 #ifndef FSDP_KERNELS_H
@@ -84,7 +86,7 @@ int fsdp_broadcast(fsdp_stream s, fsdp_dtype dtype, const void *x,
 
 /* loss (a scalar of `dtype`) = mean over `positions` rows of
  * logits[positions, classes] of −log softmax(row)[label] (max-shifted
- * log-sum-exp in double). labels: `label_dtype` i32 or i64; a label outside
+ * log-sum-exp: exponentials in the compute type, their sum in double). labels: `label_dtype` i32 or i64; a label outside
  * [0, classes) is FSDP_ERR_DATA naming it and its position. */
 int fsdp_cross_entropy(fsdp_stream s, fsdp_dtype dtype, const void *logits,
                        const void *labels, fsdp_dtype label_dtype,
@@ -175,8 +177,8 @@ int fsdp_rope(fsdp_stream s, fsdp_dtype dtype, const void *x, void *y,
 /* Causal scaled-dot-product attention (Vaswani et al. 2017, eq. 1) with
  * grouped-query heads (Ainslie et al. 2023): q, o [batch, seq, hq·d];
  * k, v [batch, seq, hkv·d]; query head h reads kv head h/(hq/hkv);
- * o = softmax(q·kᵀ/√d over keys s <= t)·v (max-subtracted softmax in
- * double). Per (batch, query head) one seq×seq probability matrix is kept
+ * o = softmax(q·kᵀ/√d over keys s <= t)·v (max-subtracted softmax:
+ * exponentials in the compute type, their sum in double). Per (batch, query head) one seq×seq probability matrix is kept
  * (scratch). hq must be a positive multiple of hkv. */
 int fsdp_attention(fsdp_stream s, fsdp_dtype dtype, const void *q,
                    const void *k, const void *v, void *o, int64_t batch,

@@ -362,9 +362,13 @@ __global__ void crossEntropyRowK(const typename Elt<DT>::S *logits, const void *
   for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
     mx = fmax(mx, static_cast<double>(E::ld(row, c)));
   mx = blockMax(mx, sh);
+  // The cpu driver's arithmetic: e^{x − max} by math::expT in the compute
+  // type, the sum in double.
+  const typename E::C cmx = static_cast<typename E::C>(mx);
   double s = 0;
   for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-    s += exp(static_cast<double>(E::ld(row, c)) - mx);
+    s += static_cast<double>(
+        math::expT(static_cast<typename E::C>(E::ld(row, c) - cmx)));
   s = blockSum(s, sh);
   if (threadIdx.x == 0) {
     int64_t l = loadIndex(labels, labelsI64, p);
@@ -402,9 +406,11 @@ __global__ void crossEntropyGradK(const typename Elt<DT>::S *logits, const void 
   for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
     mx = fmax(mx, static_cast<double>(E::ld(row, c)));
   mx = blockMax(mx, sh);
+  const typename E::C cmx = static_cast<typename E::C>(mx);
   double s = 0;
   for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-    s += exp(static_cast<double>(E::ld(row, c)) - mx);
+    s += static_cast<double>(
+        math::expT(static_cast<typename E::C>(E::ld(row, c) - cmx)));
   s = blockSum(s, sh);
   int64_t l = loadIndex(labels, labelsI64, p);
   if (l < 0 || l >= classes) {
@@ -412,10 +418,13 @@ __global__ void crossEntropyGradK(const typename Elt<DT>::S *logits, const void 
       report(err, kLabelOutOfRange, l, p, classes);
     return;
   }
+  // As the cpu driver: e · (scale / s), minus scale at the label, in C.
   double scale = static_cast<double>(E::ld(dloss, 0)) / static_cast<double>(positions);
+  using C = typename E::C;
+  const C k = static_cast<C>(scale / s), sc = static_cast<C>(scale);
   for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-    double sm = exp(static_cast<double>(E::ld(row, c)) - mx) / s;
-    out[c] = E::st(static_cast<typename E::C>((sm - (c == l ? 1.0 : 0.0)) * scale));
+    C g = math::expT(static_cast<C>(E::ld(row, c) - cmx)) * k;
+    out[c] = E::st(c == l ? static_cast<C>(g - sc) : g);
   }
 }
 
@@ -656,7 +665,8 @@ __global__ void ropeK(const typename Elt<DT>::S *x, typename Elt<DT>::S *y, int6
 //===--- Attention (one (batch, head) at a time, as the cpu driver) ------------------===//
 
 // p[t, :] = causal softmax of s[t, :] (s already scaled), in place; the
-// cpu driver's arithmetic: e rounded to T, then scaled by 1/Σe in double.
+// cpu driver's arithmetic: e = math::expT(x − max) in T, Σe in double,
+// e · T(1/Σe) in T.
 template <typename T>
 __global__ void causalSoftmaxK(T *p, int64_t seq) {
   __shared__ double sh[kThreads];
@@ -665,14 +675,14 @@ __global__ void causalSoftmaxK(T *p, int64_t seq) {
   double mx = -INFINITY;
   for (int64_t j = threadIdx.x; j <= t; j += blockDim.x)
     mx = fmax(mx, static_cast<double>(row[j]));
-  mx = blockMax(mx, sh);
+  const T tmx = static_cast<T>(blockMax(mx, sh)); // exact: a max of T values
   double s = 0;
   for (int64_t j = threadIdx.x; j <= t; j += blockDim.x) {
-    double e = exp(static_cast<double>(row[j]) - mx);
-    row[j] = static_cast<T>(e);
-    s += e;
+    T e = math::expT(static_cast<T>(row[j] - tmx));
+    row[j] = e;
+    s += static_cast<double>(e);
   }
-  double inv = 1.0 / blockSum(s, sh);
+  const T inv = static_cast<T>(1.0 / blockSum(s, sh));
   for (int64_t j = threadIdx.x; j < seq; j += blockDim.x)
     row[j] = j <= t ? static_cast<T>(row[j] * inv) : T(0);
 }
