@@ -156,6 +156,14 @@ const UnitDesc *Program::findUnit(const std::string &name) const {
   return nullptr;
 }
 
+const IoDesc *Program::findUnitInput(const std::string &role,
+                                     const std::string &unit) const {
+  for (const IoDesc &io : inputList)
+    if (io.role == role && io.unit == unit)
+      return &io;
+  return nullptr;
+}
+
 int64_t Program::groupSize(Group g) const {
   switch (g) {
   case Group::World: return worldSizeValue;

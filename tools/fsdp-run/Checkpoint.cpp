@@ -33,18 +33,10 @@ namespace {
 
 const char *const kRoles[] = {"param", "master", "exp_avg", "exp_avg_sq"};
 
-/// The input of (role, unit), or nullptr.
-const IoDesc *unitInput(const Program &p, const std::string &role,
-                        const std::string &unit) {
-  for (const IoDesc &io : p.inputs())
-    if (io.role == role && io.unit == unit)
-      return &io;
-  return nullptr;
-}
 /// The input buffer of (role, unit), or -1.
 int64_t shardInput(const Program &p, const std::string &role,
                    const std::string &unit) {
-  const IoDesc *io = unitInput(p, role, unit);
+  const IoDesc *io = p.findUnitInput(role, unit);
   return io ? io->buffer : -1;
 }
 
@@ -139,7 +131,7 @@ void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
     json params = json::array(), layouts = json::object(),
          dtypes = json::object();
     for (const char *role : kRoles)
-      if (const IoDesc *io = unitInput(prog, role, u.name)) {
+      if (const IoDesc *io = prog.findUnitInput(role, u.name)) {
         layouts[role] = io->layout;
         dtypes[role] = fsdp::rt::dtypeName(prog.buffer(io->buffer).dtype);
       }
@@ -237,7 +229,7 @@ int64_t loadCheckpoint(const std::string &dir, Executor &ex, int rank) {
       // Checkpoints without "dtypes" hold every role in the unit dtype.
       json dtypes = ju.value("dtypes", json::object());
       for (const char *role : kRoles)
-        if (const IoDesc *io = unitInput(prog, role, u.name)) {
+        if (const IoDesc *io = prog.findUnitInput(role, u.name)) {
           expectEq(layouts.value(role, std::string("shard")), io->layout,
                    std::string("the layout of '") + role + "'", uctx);
           expectEq(dtypes.value(role, std::string(fsdp::rt::dtypeName(u.dtype))),

@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <set>
+#include <type_traits>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -83,35 +84,28 @@ struct Fd {
   Fd &operator=(const Fd &) = delete;
 };
 
-/// pread of exactly n bytes at `off`; false on an error or end of file.
-bool readAt(int fd, void *buf, uint64_t n, uint64_t off) {
-  char *p = static_cast<char *>(buf);
+/// pread / pwrite of exactly n bytes at `off`, resumed after short
+/// transfers and EINTR; false on an error or end of file.
+template <typename Buf, typename Io>
+bool transferAt(Io io, int fd, Buf *buf, uint64_t n, uint64_t off) {
+  auto *p = reinterpret_cast<std::conditional_t<std::is_const_v<Buf>, const char, char> *>(buf);
   while (n > 0) {
-    ssize_t got = ::pread(fd, p, n, static_cast<off_t>(off));
-    if (got < 0 && errno == EINTR)
+    ssize_t done = io(fd, p, n, static_cast<off_t>(off));
+    if (done < 0 && errno == EINTR)
       continue;
-    if (got <= 0)
+    if (done <= 0)
       return false;
-    p += got;
-    n -= static_cast<uint64_t>(got);
-    off += static_cast<uint64_t>(got);
+    p += done;
+    n -= static_cast<uint64_t>(done);
+    off += static_cast<uint64_t>(done);
   }
   return true;
 }
-
+bool readAt(int fd, void *buf, uint64_t n, uint64_t off) {
+  return transferAt(::pread, fd, buf, n, off);
+}
 bool writeAt(int fd, const void *buf, uint64_t n, uint64_t off) {
-  const char *p = static_cast<const char *>(buf);
-  while (n > 0) {
-    ssize_t put = ::pwrite(fd, p, n, static_cast<off_t>(off));
-    if (put < 0 && errno == EINTR)
-      continue;
-    if (put <= 0)
-      return false;
-    p += put;
-    n -= static_cast<uint64_t>(put);
-    off += static_cast<uint64_t>(put);
-  }
-  return true;
+  return transferAt(::pwrite, fd, buf, n, off);
 }
 
 /// Parses and checks one file's header, adding its tensors to `out`.
@@ -215,14 +209,6 @@ bool isKnownBuffer(const std::string &name) {
   };
   return ends(".attn.bias") || ends(".attn.masked_bias") ||
          ends(".rotary_emb.inv_freq");
-}
-
-/// The input of (role, unit), or nullptr.
-const IoDesc *unitInput(const Program &p, const char *role, const std::string &unit) {
-  for (const IoDesc &io : p.inputs())
-    if (io.role == role && io.unit == unit)
-      return &io;
-  return nullptr;
 }
 
 /// The flat element range [begin, end) of unit `u` a buffer of `layout`
@@ -372,7 +358,7 @@ void initFromSafeTensors(const SafeTensorsArchive &archive, Executor &ex,
   std::vector<double> values;
   for (const UnitDesc &u : prog.units())
     for (const char *role : {"param", "master"}) {
-      const IoDesc *io = unitInput(prog, role, u.name);
+      const IoDesc *io = prog.findUnitInput(role, u.name);
       if (!io)
         continue;
       int64_t begin, end;
@@ -399,9 +385,9 @@ void exportSafeTensors(const std::string &path, const Executor &ex,
   };
   std::vector<Src> srcs;
   for (const UnitDesc &u : prog.units()) {
-    const IoDesc *io = unitInput(prog, "master", u.name);
+    const IoDesc *io = prog.findUnitInput("master", u.name);
     if (!io)
-      io = unitInput(prog, "param", u.name);
+      io = prog.findUnitInput("param", u.name);
     if (!io)
       continue;
     DType bt = prog.buffer(io->buffer).dtype;

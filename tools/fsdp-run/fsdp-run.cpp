@@ -275,10 +275,7 @@ gatherRole(const Executor &ex, const std::string &role, int rank,
   std::map<std::string, std::vector<double>> result;
   int64_t n = p.worldSize(), s = p.shardSize();
   for (const fsdp::rt::UnitDesc &u : p.units()) {
-    const IoDesc *io = nullptr;
-    for (const IoDesc &i : p.inputs())
-      if (i.role == role && i.unit == u.name)
-        io = &i;
+    const IoDesc *io = p.findUnitInput(role, u.name);
     if (!io)
       continue;
     std::vector<double> local;

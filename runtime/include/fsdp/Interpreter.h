@@ -227,6 +227,10 @@ public:
   const BufferDesc &buffer(int64_t id) const;
   /// The unit called `name`, or nullptr.
   const UnitDesc *findUnit(const std::string &name) const;
+  /// The input of `role` (param, master, exp_avg, exp_avg_sq) of unit
+  /// `unit`, or nullptr.
+  const IoDesc *findUnitInput(const std::string &role,
+                              const std::string &unit) const;
   /// FNV-1a hash of the schedule's collectives in program order (kind,
   /// group, reduction, dtype and element counts): what every rank must agree
   /// on for SPMD execution to match collectives up.
