@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Compares an fsdp-run at world size N with a reference run (world size 1).
 
-Usage: fsdp_compare.py [--tol T] REF_LOG REF_PARAMS RUN_LOG RUN_PARAMS
+Usage: fsdp_compare.py [--tol T] [--loss-tol L] REF_LOG REF_PARAMS RUN_LOG RUN_PARAMS
 
 REF_LOG / RUN_LOG: fsdp-run's standard output (its last line is the JSON
 summary). REF_PARAMS / RUN_PARAMS: files written by `fsdp-run --dump-params`.
+A run resumed from a checkpoint (summary `first_step` > 1) is compared with
+the reference's steps from that step on.
 
 Checks, each against the relative tolerance T (default 1e-5):
-  - the loss at every step: |a - b| / |b|
+  - the loss at every step: |a - b| / |b| (against L, default T)
   - every gathered parameter tensor and optimizer-state tensor:
     ||a - b||_2 / ||b||_2 (absolute norm when ||b|| = 0)
 Prints the worst error of each kind; exits 1 naming the first violation.
@@ -38,10 +40,15 @@ def rel_norm(a, b):
 
 
 def main(argv):
-    tol = 1e-5
-    if len(argv) > 1 and argv[1] == "--tol":
-        tol = float(argv[2])
+    tol, loss_tol = 1e-5, None
+    while len(argv) > 2 and argv[1] in ("--tol", "--loss-tol"):
+        if argv[1] == "--tol":
+            tol = float(argv[2])
+        else:
+            loss_tol = float(argv[2])
         argv = argv[:1] + argv[3:]
+    if loss_tol is None:
+        loss_tol = tol
     if len(argv) != 5:
         sys.exit(__doc__)
     ref, run = summary(argv[1]), summary(argv[3])
@@ -51,14 +58,18 @@ def main(argv):
         run_params = json.load(f)
 
     failures = []
+    skip = run.get("first_step", 1) - ref.get("first_step", 1)
+    if skip < 0:
+        sys.exit(f"fsdp_compare: the run starts at step {run['first_step']}, before the reference")
+    ref["losses"] = ref["losses"][skip:]
     if len(ref["losses"]) != len(run["losses"]):
         failures.append(f"step count differs: {len(ref['losses'])} vs {len(run['losses'])}")
     worst_loss = 0.0
-    for step, (b, a) in enumerate(zip(ref["losses"], run["losses"]), start=1):
+    for step, (b, a) in enumerate(zip(ref["losses"], run["losses"]), start=run.get("first_step", 1)):
         err = abs(a - b) / abs(b)
         worst_loss = max(worst_loss, err)
-        if not err <= tol:
-            failures.append(f"loss at step {step}: {a} vs {b} (relative error {err:.3g} > {tol})")
+        if not err <= loss_tol:
+            failures.append(f"loss at step {step}: {a} vs {b} (relative error {err:.3g} > {loss_tol})")
 
     worst = {}
     for section in ("params", "exp_avg", "exp_avg_sq"):

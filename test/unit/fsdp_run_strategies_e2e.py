@@ -123,21 +123,22 @@ for strategy, n, r in (("no-shard", 2, 1), ("shard-optimizer", 4, 1), ("hybrid-s
         check(f6.read() == f33.read(), "%s: save/load params and AdamW state identical" % strategy)
     with open(os.path.join(ck, "index.json")) as f:
         idx = json.load(f)
-    lay = idx["units"][0]["layouts"]
-    want = {"no-shard": ["full"] * 3, "shard-optimizer": ["full", "shard", "shard"],
-            "hybrid-shard": ["shard"] * 3}[strategy]
-    check([lay["param"], lay["exp_avg"], lay["exp_avg_sq"]] == want
+    # Only the written copies: DDP's rank 0, the first replica's shards.
+    writers = {"no-shard": [0], "shard-optimizer": [0, 1, 2, 3], "hybrid-shard": [0, 1]}[strategy]
+    check([e["rank"] for e in idx["files"]] == writers
           and idx["grid"] == {"replicas": r, "shard_size": n // r}
           and all(os.path.getsize(os.path.join(ck, e["path"])) == e["bytes"] for e in idx["files"]),
-          "%s: index.json records layouts, grid and rank files" % strategy)
-ck = os.path.join(tmp, "ck_hybrid-shard")
-rc, out, err = mpirun(4, gen(4, "f32", "full-shard"), "--load", ck)
-check(rc != 0 and "grid.replicas is 2 in the checkpoint but 1 in the schedule" in err,
-      "load into another grid aborts")
-ck = os.path.join(tmp, "ck_no-shard")
-rc, out, err = mpirun(2, gen(2, "f32", "shard-optimizer"), "--load", ck)
-check(rc != 0 and "the layout of 'exp_avg' is \"full\" in the checkpoint" in err,
-      "load into another layout aborts")
+          "%s: index.json records the grid and the written copies' rank files" % strategy)
+# Resharding across grids and layouts: HSDP 2x2 into full-shard at 4 and
+# DDP into shard-optimizer continue as the straight runs of the target
+# (another reduction order: within 1e-6).
+for src, target, n in (("hybrid-shard", gen(4, "f32", "full-shard"), 4),
+                       ("no-shard", gen(2, "f32", "shard-optimizer"), 2)):
+    straight = run(n, target, "--steps", "6", "--seed", "5")
+    resumed = run(n, target, "--steps", "3", "--seed", "5", "--load",
+                  os.path.join(tmp, "ck_" + src))
+    check(max(abs(x - y) / abs(y) for x, y in zip(resumed["losses"], straight["losses"][3:]))
+          <= 1e-6, "a %s checkpoint resumes into another strategy" % src)
 
 
 # 3. Errors, at load time, on every rank.

@@ -1,188 +1,360 @@
 //===- Checkpoint.cpp - fsdp-run --save / --load of sharded training state ===//
 //
-// Implementation of Checkpoint.h: raw per-rank shard files plus a JSON index
-// that describes the units, parameters and byte offsets, and the checks that
-// a checkpoint matches the schedule it is loaded into. Each role's buffer is
-// stored in its own dtype (a bf16/f16 `param` as 2-byte elements beside its
-// f32 `master`).
+// Implementation of Checkpoint.h. Which bytes a rank writes, and hence
+// every range of the index, follows from the schedule alone (the grid and
+// the units' flat layouts), so rank 0 writes the whole index after only
+// gathering the files' CRCs. Loading inverts the map per FQN: for each
+// element range a rank's buffer needs, the saved ranges that overlap it.
 //
 //===----------------------------------------------------------------------===//
 #include "Checkpoint.h"
+#include "FileIo.h"
+#include "HostCodec.h"
 
 #include <mpi.h>
 #include <nlohmann/json.hpp>
+#include <zlib.h>
 
-#include "HostCodec.h"
-
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <sstream>
+#include <sys/stat.h>
 #include <vector>
 
 using fsdp::rt::DType;
 using fsdp::rt::Error;
 using fsdp::rt::Executor;
 using fsdp::rt::IoDesc;
+using fsdp::rt::ParamDesc;
 using fsdp::rt::Program;
 using fsdp::rt::UnitDesc;
 using nlohmann::json;
+namespace fs = std::filesystem;
 
 namespace fsdp::run {
 
 namespace {
 
 const char *const kRoles[] = {"param", "master", "exp_avg", "exp_avg_sq"};
+constexpr int kVersion = 2;
+constexpr int64_t kChunkBytes = 1 << 20;
 
-/// The input buffer of (role, unit), or -1.
-int64_t shardInput(const Program &p, const std::string &role,
-                   const std::string &unit) {
-  const IoDesc *io = p.findUnitInput(role, unit);
-  return io ? io->buffer : -1;
+std::string rankFile(int64_t rank) { return "rank" + std::to_string(rank) + ".bin"; }
+
+DType parseDtype(const std::string &s) {
+  for (DType t : {DType::F32, DType::F64, DType::BF16, DType::F16})
+    if (s == fsdp::rt::dtypeName(t))
+      return t;
+  throw Error("unsupported state dtype '" + s + "'");
 }
 
-std::string rankFile(int rank) { return "rank" + std::to_string(rank) + ".bin"; }
+/// One state buffer's part of a rank file: flat elements [begin, end) of
+/// the unit, at byte `offset` of the file.
+struct Block {
+  const UnitDesc *unit;
+  const IoDesc *io;
+  const char *role;
+  DType dtype;
+  int64_t begin, end;
+  uint64_t offset;
+};
 
-/// The byte layout shared by every rank file: unit -> role -> offset.
-json shardLayout(const Program &p, int64_t &totalBytes) {
-  json shards = json::object();
-  totalBytes = 0;
-  for (const UnitDesc &u : p.units()) {
-    json roles = json::object();
-    for (const char *role : kRoles)
-      if (shardInput(p, role, u.name) >= 0) {
-        roles[role] = totalBytes;
-        totalBytes += p.buffer(shardInput(p, role, u.name)).bytes;
-      }
-    shards[u.name] = roles;
+/// The blocks of `rank`'s file, in file order, and its size in bytes.
+std::vector<Block> fileBlocks(const Program &p, int64_t rank, uint64_t &bytes) {
+  std::vector<Block> blocks;
+  bytes = 0;
+  for (const UnitDesc &u : p.units())
+    for (const char *role : kRoles) {
+      const IoDesc *io = p.findUnitInput(role, u.name);
+      if (!io || !writesCopy(p, *io, static_cast<int>(rank)))
+        continue;
+      Block b{&u, io, role, p.buffer(io->buffer).dtype, 0, 0, bytes};
+      stateRange(p, u, *io, static_cast<int>(rank), b.begin, b.end);
+      bytes += static_cast<uint64_t>((b.end - b.begin) * floatBytes(b.dtype));
+      blocks.push_back(b);
+    }
+  return blocks;
+}
+
+/// A saved element range [begin, end) of one (FQN, role) in file `file`.
+struct Range {
+  size_t file;
+  uint64_t offset;
+  int64_t begin, end;
+};
+struct Saved {
+  std::vector<int64_t> shape;
+  DType dtype = DType::F32;
+  std::vector<Range> ranges;
+};
+struct SavedFile {
+  std::string path;
+  uint64_t bytes = 0;
+  int64_t crc = -1; ///< -1: none recorded (version 1)
+};
+using SavedMap = std::map<std::pair<std::string, std::string>, Saved>;
+
+/// Adds the (FQN, role) ranges of `blocks` (file `file`) to `saved`.
+void addRanges(const std::vector<Block> &blocks, size_t file, SavedMap &saved) {
+  for (const Block &b : blocks) {
+    int64_t es = floatBytes(b.dtype);
+    for (const ParamDesc &p : b.unit->params) {
+      int64_t lo = std::max(b.begin, p.offset), hi = std::min(b.end, p.offset + p.numel);
+      if (lo >= hi)
+        continue;
+      Saved &s = saved[{p.fqn, b.role}];
+      s.shape = p.shape;
+      s.dtype = b.dtype;
+      s.ranges.push_back({file, b.offset + static_cast<uint64_t>((lo - b.begin) * es),
+                          lo - p.offset, hi - p.offset});
+    }
   }
-  return shards;
 }
 
-void writeShard(std::ofstream &out, const std::vector<double> &v, DType t) {
-  std::vector<char> bytes(v.size() * static_cast<size_t>(floatBytes(t)));
-  encodeValues(t, v.data(), static_cast<int64_t>(v.size()), bytes.data());
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+json optimizerJson(const Program &p) {
+  const auto &o = p.optimizer();
+  return {{"kind", o.kind}, {"lr", o.lr}, {"beta1", o.beta1}, {"beta2", o.beta2},
+          {"eps", o.eps}, {"weight_decay", o.weightDecay}};
 }
 
-std::vector<double> readShard(std::ifstream &in, int64_t n, DType t) {
-  std::vector<char> bytes(static_cast<size_t>(n * floatBytes(t)));
-  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  std::vector<double> v(n);
-  decodeValues(t, bytes.data(), n, v.data());
-  return v;
+/// Every rank learns whether all succeeded; throws on every rank if not.
+void agree(const std::string &err, const std::string &what, const std::string &cleanup,
+           int rank) {
+  int ok = err.empty(), all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (all)
+    return;
+  if (rank == 0 && !cleanup.empty()) {
+    std::error_code ec;
+    fs::remove_all(cleanup, ec);
+  }
+  throw Error("--save: " + (err.empty() ? "another rank failed to " + what : err));
 }
 
-template <typename T>
-void expectEq(const T &got, const T &want, const std::string &what,
-              const std::string &ctx) {
-  if (got != want)
-    throw Error(ctx + ": " + what + " is " + json(got).dump() +
-                " in the checkpoint but " + json(want).dump() +
-                " in the schedule");
+bool fsyncPath(const std::string &path, int flags) {
+  Fd f(::open(path.c_str(), flags | O_CLOEXEC));
+  return f.fd >= 0 && ::fsync(f.fd) == 0;
+}
+
+/// The CRC-32 (zlib) of a whole file, read in chunks; false on a read error.
+bool fileCrc(const std::string &path, uint64_t bytes, uint32_t &crc) {
+  Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (f.fd < 0)
+    return false;
+  std::vector<char> buf(kChunkBytes);
+  crc = crc32(0L, Z_NULL, 0);
+  for (uint64_t off = 0; off < bytes;) {
+    uint64_t n = std::min<uint64_t>(kChunkBytes, bytes - off);
+    if (!readAt(f.fd, buf.data(), n, off))
+      return false;
+    crc = crc32(crc, reinterpret_cast<const Bytef *>(buf.data()), static_cast<uInt>(n));
+    off += n;
+  }
+  return true;
+}
+
+/// The saved ranges of a version-1 index (rank files of whole shards in
+/// unit order, every rank one file; replicas' files are skipped).
+void readVersion1(const json &index, const std::string &dir, SavedMap &saved,
+                  std::vector<SavedFile> &files) {
+  int64_t n = index.at("world_size").get<int64_t>();
+  json grid = index.value("grid", json{{"replicas", 1}, {"shard_size", n}});
+  int64_t s = grid.at("shard_size").get<int64_t>();
+  for (const json &f : index.at("files")) {
+    int64_t r = f.at("rank").get<int64_t>();
+    const json &shards = f.at("shards");
+    SavedFile sf{(fs::path(dir) / f.at("path").get<std::string>()).string(),
+                 f.at("bytes").get<uint64_t>()};
+    size_t fileIdx = files.size();
+    bool used = false;
+    for (const json &ju : index.at("units")) {
+      std::string name = ju.at("name").get<std::string>();
+      json layouts = ju.value("layouts", json::object());
+      json dtypes = ju.value("dtypes", json::object());
+      int64_t shardNumel = ju.at("shard_numel").get<int64_t>();
+      int64_t padded = ju.value("padded_numel", shardNumel * s);
+      for (const char *role : kRoles) {
+        if (!shards.contains(name) || !shards[name].contains(role))
+          continue;
+        bool full = layouts.value(role, std::string("shard")) == "full";
+        if (full ? r != 0 : r >= s)
+          continue; // a replica's copy
+        DType dt = parseDtype(dtypes.value(role, ju.at("dtype").get<std::string>()));
+        int64_t begin = full ? 0 : (r % s) * shardNumel, end = full ? padded : begin + shardNumel;
+        uint64_t base = shards[name][role].get<uint64_t>();
+        for (const json &jp : ju.at("params")) {
+          int64_t off = jp.at("offset").get<int64_t>();
+          int64_t numel = jp.value("numel", int64_t(1));
+          if (!jp.contains("numel"))
+            for (int64_t d : jp.at("shape").get<std::vector<int64_t>>())
+              numel *= d;
+          int64_t lo = std::max(begin, off), hi = std::min(end, off + numel);
+          if (lo >= hi)
+            continue;
+          Saved &sv = saved[{jp.at("fqn").get<std::string>(), role}];
+          sv.shape = jp.at("shape").get<std::vector<int64_t>>();
+          sv.dtype = dt;
+          sv.ranges.push_back({fileIdx, base + static_cast<uint64_t>((lo - begin) * floatBytes(dt)),
+                               lo - off, hi - off});
+          used = true;
+        }
+      }
+    }
+    if (used)
+      files.push_back(sf);
+  }
 }
 
 } // namespace
 
-void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
-                    int rank) {
+void checkSaveDir(const std::string &dir) {
+  std::error_code ec;
+  fs::path p = fs::absolute(dir);
+  auto fail = [&](const std::string &why) {
+    throw Error("cannot write --save directory '" + dir + "' (" + why + ")");
+  };
+  if (fs::exists(p, ec)) {
+    if (!fs::is_directory(p, ec))
+      fail("it is not a directory");
+    if (!fs::is_empty(p, ec)) {
+      std::ifstream in(p / "index.json");
+      json idx = in ? json::parse(in, nullptr, false) : json();
+      if (!idx.is_object() || idx.value("format", std::string()) != "fsdp-checkpoint")
+        fail("it exists and is not an fsdp checkpoint; a save replaces the directory");
+    }
+  } else {
+    fs::create_directories(p.parent_path(), ec);
+    if (ec || !fs::is_directory(p.parent_path(), ec))
+      fail(ec ? ec.message() : "its parent is not a directory");
+  }
+  if (access(p.parent_path().c_str(), W_OK) != 0)
+    fail("its parent directory is not writable");
+}
+
+void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step, int rank,
+                    const RunMeta &meta) {
   const Program &prog = ex.program();
-  namespace fs = std::filesystem;
-  int ok = 1;
+  const std::string target = fs::absolute(dir).lexically_normal().string();
+  const std::string tmp = target + ".partial";
   std::string err;
   if (rank == 0) {
     std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) {
-      ok = 0;
-      err = ec.message();
-    }
+    fs::remove_all(tmp, ec); // a save killed earlier
+    if (!ec)
+      fs::create_directories(tmp, ec);
+    if (ec)
+      err = "cannot create '" + tmp + "': " + ec.message();
   }
-  MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  if (!ok)
-    throw Error("--save: cannot create directory '" + dir + "'" +
-                (err.empty() ? std::string() : ": " + err));
+  agree(err, "create the directory", "", rank);
 
-  int64_t total = 0;
-  json layout = shardLayout(prog, total);
-  std::string path = (fs::path(dir) / rankFile(rank)).string();
-  {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    if (!out)
-      throw Error("--save: cannot write '" + path + "'");
+  // This rank's file: its written copies of every state buffer.
+  uint64_t bytes = 0;
+  std::vector<Block> blocks = fileBlocks(prog, rank, bytes);
+  uint32_t crc = crc32(0L, Z_NULL, 0);
+  if (!blocks.empty()) {
+    std::string path = tmp + "/" + rankFile(rank);
+    Fd f(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     std::vector<double> values;
-    for (const UnitDesc &u : prog.units())
-      for (const char *role : kRoles) {
-        int64_t id = shardInput(prog, role, u.name);
-        if (id < 0)
-          continue;
-        ex.read(id, values);
-        writeShard(out, values, prog.buffer(id).dtype);
-      }
-    if (!out.flush())
-      throw Error("--save: error writing '" + path + "'");
-  }
-  // The index is written last, so that its presence means every rank file
-  // is complete.
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (rank != 0)
-    return;
-  json units = json::array();
-  for (const UnitDesc &u : prog.units()) {
-    json params = json::array(), layouts = json::object(),
-         dtypes = json::object();
-    for (const char *role : kRoles)
-      if (const IoDesc *io = prog.findUnitInput(role, u.name)) {
-        layouts[role] = io->layout;
-        dtypes[role] = fsdp::rt::dtypeName(prog.buffer(io->buffer).dtype);
-      }
-    for (const auto &p : u.params)
-      params.push_back({{"fqn", p.fqn},
-                        {"shape", p.shape},
-                        {"dtype", fsdp::rt::dtypeName(u.dtype)},
-                        {"offset", p.offset},
-                        {"numel", p.numel}});
-    units.push_back({{"name", u.name},
-                     {"dtype", fsdp::rt::dtypeName(u.dtype)},
-                     {"numel", u.numel},
-                     {"padded_numel", u.paddedNumel},
-                     {"shard_numel", u.shardNumel},
-                     {"layouts", layouts},
-                     {"dtypes", dtypes},
-                     {"params", params}});
-  }
-  json roles = json::array();
-  for (const char *role : kRoles)
-    for (const UnitDesc &u : prog.units())
-      if (shardInput(prog, role, u.name) >= 0) {
-        roles.push_back(role);
+    std::vector<char> raw;
+    if (f.fd < 0)
+      err = "cannot write '" + path + "': " + std::strerror(errno);
+    for (const Block &b : blocks) {
+      if (!err.empty())
         break;
+      ex.read(b.io->buffer, values);
+      raw.resize(values.size() * static_cast<size_t>(floatBytes(b.dtype)));
+      encodeValues(b.dtype, values.data(), static_cast<int64_t>(values.size()), raw.data());
+      if (!writeAt(f.fd, raw.data(), raw.size(), b.offset))
+        err = "error writing '" + path + "': " + std::strerror(errno);
+      crc = crc32(crc, reinterpret_cast<const Bytef *>(raw.data()), static_cast<uInt>(raw.size()));
+    }
+    if (err.empty() && ::fsync(f.fd) != 0)
+      err = "fsync of '" + path + "' failed: " + std::strerror(errno);
+  }
+  agree(err, "write its file", tmp, rank);
+  unsigned long long mine = crc;
+  std::vector<unsigned long long> crcs(static_cast<size_t>(prog.worldSize()));
+  MPI_Gather(&mine, 1, MPI_UNSIGNED_LONG_LONG, crcs.data(), 1, MPI_UNSIGNED_LONG_LONG, 0,
+             MPI_COMM_WORLD);
+
+  if (rank == 0) {
+    SavedMap saved;
+    json files = json::array();
+    for (int64_t r = 0; r < prog.worldSize(); ++r) {
+      uint64_t b = 0;
+      std::vector<Block> bl = fileBlocks(prog, r, b);
+      if (bl.empty())
+        continue;
+      addRanges(bl, files.size(), saved);
+      files.push_back({{"rank", r}, {"path", rankFile(r)}, {"bytes", b}, {"crc32", crcs[r]}});
+    }
+    json tensors = json::array(), roles = json::array();
+    for (const char *role : kRoles)
+      for (const UnitDesc &u : prog.units())
+        if (prog.findUnitInput(role, u.name)) {
+          roles.push_back(role);
+          break;
+        }
+    for (const UnitDesc &u : prog.units())
+      for (const ParamDesc &p : u.params)
+        for (const char *role : kRoles) {
+          auto it = saved.find({p.fqn, role});
+          if (it == saved.end())
+            continue;
+          json ranges = json::array();
+          for (const Range &r : it->second.ranges)
+            ranges.push_back({{"file", r.file}, {"offset", r.offset}, {"begin", r.begin},
+                              {"end", r.end}});
+          tensors.push_back({{"fqn", p.fqn}, {"role", role}, {"shape", p.shape},
+                             {"dtype", fsdp::rt::dtypeName(it->second.dtype)},
+                             {"ranges", ranges}});
+        }
+    json index = {{"format", "fsdp-checkpoint"},
+                  {"version", kVersion},
+                  {"schedule", prog.name()},
+                  {"world_size", prog.worldSize()},
+                  {"strategy", prog.strategy()},
+                  {"grid", {{"replicas", prog.replicas()}, {"shard_size", prog.shardSize()}}},
+                  {"step", step},
+                  {"run", {{"seed", meta.seed}, {"data", meta.data}, {"data_order", meta.dataOrder}}},
+                  {"optimizer", optimizerJson(prog)},
+                  {"roles", roles},
+                  {"files", files},
+                  {"tensors", tensors}};
+    std::string ipath = tmp + "/index.json";
+    {
+      std::ofstream out(ipath);
+      if (!out || !(out << index.dump(1) << "\n") || !out.flush())
+        err = "cannot write '" + ipath + "'";
+    }
+    if (err.empty() && (!fsyncPath(ipath, O_RDONLY) || !fsyncPath(tmp, O_RDONLY | O_DIRECTORY)))
+      err = "fsync of '" + tmp + "' failed";
+    // The swap: the previous checkpoint stays whole until the new one is.
+    std::error_code ec;
+    if (err.empty()) {
+      if (fs::exists(target, ec)) {
+        if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0)
+          err = "cannot swap '" + tmp + "' into '" + target + "': " + std::strerror(errno);
+        else
+          fs::remove_all(tmp, ec); // now the previous checkpoint
+      } else if (std::rename(tmp.c_str(), target.c_str()) != 0) {
+        err = "cannot rename '" + tmp + "' to '" + target + "': " + std::strerror(errno);
       }
-  json files = json::array();
-  for (int64_t r = 0; r < prog.worldSize(); ++r)
-    files.push_back({{"rank", r},
-                     {"path", rankFile(static_cast<int>(r))},
-                     {"bytes", total},
-                     {"shards", layout}});
-  json index = {{"format", "fsdp-checkpoint"},
-                {"version", 1},
-                {"schedule", prog.name()},
-                {"world_size", prog.worldSize()},
-                {"strategy", prog.strategy()},
-                {"grid", {{"replicas", prog.replicas()},
-                          {"shard_size", prog.shardSize()}}},
-                {"step", step},
-                {"roles", roles},
-                {"units", units},
-                {"files", files}};
-  std::string ipath = (fs::path(dir) / "index.json").string();
-  std::ofstream out(ipath);
-  if (!out || !(out << index.dump(1) << "\n") || !out.flush())
-    throw Error("--save: cannot write '" + ipath + "'");
+    }
+    if (err.empty())
+      fsyncPath(fs::path(target).parent_path().string(), O_RDONLY | O_DIRECTORY);
+  }
+  agree(err, "finish the save", tmp, rank);
 }
 
-int64_t loadCheckpoint(const std::string &dir, Executor &ex, int rank) {
+LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex, int rank) {
   const Program &prog = ex.program();
-  namespace fs = std::filesystem;
   std::string ipath = (fs::path(dir) / "index.json").string();
   std::ifstream in(ipath);
   if (!in)
@@ -190,101 +362,143 @@ int64_t loadCheckpoint(const std::string &dir, Executor &ex, int rank) {
                 "' (not a checkpoint directory, or the save did not finish)");
   std::stringstream ss;
   ss << in.rdbuf();
-  json index;
+  json index = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  if (index.is_discarded() || !index.is_object())
+    throw Error("--load: '" + ipath + "' is not valid JSON");
+  const std::string ctx = "--load: checkpoint '" + dir + "' does not match schedule '" +
+                          prog.name() + "'";
+  LoadedCheckpoint result;
+  SavedMap saved;
+  std::vector<SavedFile> files;
   try {
-    index = json::parse(ss.str());
-  } catch (const json::exception &e) {
-    throw Error("--load: '" + ipath + "' is not valid JSON: " + e.what());
-  }
-  const std::string ctx = "--load: checkpoint '" + dir + "' does not match "
-                          "schedule '" + prog.name() + "'";
-  try {
-    if (index.value("format", std::string()) != "fsdp-checkpoint" ||
-        index.value("version", 0) != 1)
-      throw Error("--load: '" + ipath + "' is not an fsdp-checkpoint "
-                  "version 1 index");
-    expectEq(index.at("world_size").get<int64_t>(), prog.worldSize(),
-             "world_size", ctx);
-    // Checkpoints from before strategies: full-shard, R = 1, S = N.
-    json grid = index.value("grid", json{{"replicas", 1},
-                                         {"shard_size", prog.worldSize()}});
-    expectEq(grid.at("replicas").get<int64_t>(), prog.replicas(),
-             "grid.replicas", ctx);
-    expectEq(grid.at("shard_size").get<int64_t>(), prog.shardSize(),
-             "grid.shard_size", ctx);
-    const json &units = index.at("units");
-    expectEq(units.size(), prog.units().size(), "the number of units", ctx);
-    for (size_t i = 0; i < units.size(); ++i) {
-      const json &ju = units[i];
-      const UnitDesc &u = prog.units()[i];
-      expectEq(ju.at("name").get<std::string>(), u.name,
-               "the name of unit #" + std::to_string(i), ctx);
-      std::string uctx = ctx + ": unit '" + u.name + "'";
-      expectEq(ju.at("dtype").get<std::string>(),
-               std::string(fsdp::rt::dtypeName(u.dtype)), "dtype", uctx);
-      expectEq(ju.at("numel").get<int64_t>(), u.numel, "numel", uctx);
-      expectEq(ju.at("shard_numel").get<int64_t>(), u.shardNumel,
-               "shard_numel", uctx);
-      json layouts = ju.value("layouts", json::object());
-      // Checkpoints without "dtypes" hold every role in the unit dtype.
-      json dtypes = ju.value("dtypes", json::object());
-      for (const char *role : kRoles)
-        if (const IoDesc *io = prog.findUnitInput(role, u.name)) {
-          expectEq(layouts.value(role, std::string("shard")), io->layout,
-                   std::string("the layout of '") + role + "'", uctx);
-          expectEq(dtypes.value(role, std::string(fsdp::rt::dtypeName(u.dtype))),
-                   std::string(fsdp::rt::dtypeName(prog.buffer(io->buffer).dtype)),
-                   std::string("the dtype of '") + role + "'", uctx);
+    int version = index.value("format", std::string()) == "fsdp-checkpoint"
+                      ? index.value("version", 0)
+                      : 0;
+    if (version == 1) {
+      readVersion1(index, dir, saved, files);
+    } else if (version == kVersion) {
+      for (const json &f : index.at("files"))
+        files.push_back({(fs::path(dir) / f.at("path").get<std::string>()).string(),
+                         f.at("bytes").get<uint64_t>(), f.at("crc32").get<int64_t>()});
+      for (const json &t : index.at("tensors")) {
+        Saved &s = saved[{t.at("fqn").get<std::string>(), t.at("role").get<std::string>()}];
+        s.shape = t.at("shape").get<std::vector<int64_t>>();
+        s.dtype = parseDtype(t.at("dtype").get<std::string>());
+        for (const json &r : t.at("ranges")) {
+          size_t file = r.at("file").get<size_t>();
+          if (file >= files.size())
+            throw Error("--load: '" + ipath + "': a range of '" + t.at("fqn").get<std::string>() +
+                        "' names file #" + std::to_string(file) + " of " +
+                        std::to_string(files.size()));
+          s.ranges.push_back({file, r.at("offset").get<uint64_t>(), r.at("begin").get<int64_t>(),
+                              r.at("end").get<int64_t>()});
         }
-      const json &params = ju.at("params");
-      expectEq(params.size(), u.params.size(), "the number of parameters",
-               uctx);
-      for (size_t j = 0; j < params.size(); ++j) {
-        const auto &p = u.params[j];
-        expectEq(params[j].at("fqn").get<std::string>(), p.fqn,
-                 "the FQN of parameter #" + std::to_string(j), uctx);
-        std::string pctx = uctx + ": parameter '" + p.fqn + "'";
-        expectEq(params[j].at("shape").get<std::vector<int64_t>>(), p.shape,
-                 "shape", pctx);
-        expectEq(params[j].at("offset").get<int64_t>(), p.offset, "offset",
-                 pctx);
       }
+      const json &run = index.value("run", json::object());
+      result.hasMeta = true;
+      result.meta.seed = run.value("seed", uint64_t(0));
+      result.meta.data = run.value("data", std::string());
+      result.meta.dataOrder = run.value("data_order", std::string("random"));
+      json want = optimizerJson(prog), got = index.value("optimizer", json::object());
+      if (rank == 0 && got != want)
+        std::fprintf(stderr,
+                     "fsdp-run: warning: --load: the checkpoint was trained with optimizer %s; "
+                     "this schedule has %s\n",
+                     got.dump().c_str(), want.dump().c_str());
+    } else {
+      throw Error("--load: '" + ipath + "' is not an fsdp-checkpoint index of version 1 or 2");
     }
-    const json *file = nullptr;
-    for (const json &f : index.at("files"))
-      if (f.at("rank").get<int64_t>() == rank)
-        file = &f;
-    if (!file)
-      throw Error(ctx + ": no file for rank " + std::to_string(rank));
-    std::string path = (fs::path(dir) / file->at("path").get<std::string>())
-                           .string();
-    std::error_code ec;
-    auto size = fs::file_size(path, ec);
-    if (ec || static_cast<int64_t>(size) != file->at("bytes").get<int64_t>())
-      throw Error("--load: '" + path + "' is missing or does not have the " +
-                  std::to_string(file->at("bytes").get<int64_t>()) +
-                  " bytes the index gives");
-    std::ifstream bin(path, std::ios::binary);
-    const json &shards = file->at("shards");
-    for (const UnitDesc &u : prog.units())
-      for (const char *role : kRoles) {
-        int64_t id = shardInput(prog, role, u.name);
-        if (id < 0)
-          continue;
-        if (!shards.contains(u.name) || !shards[u.name].contains(role))
-          throw Error(ctx + ": unit '" + u.name + "' has no '" + role +
-                      "' shard in the checkpoint");
-        bin.seekg(shards[u.name][role].get<int64_t>());
-        std::vector<double> v =
-            readShard(bin, prog.buffer(id).numel, prog.buffer(id).dtype);
-        if (!bin)
-          throw Error("--load: error reading '" + path + "'");
-        ex.write(id, v);
-      }
-    return index.at("step").get<int64_t>();
+    result.step = index.at("step").get<int64_t>();
   } catch (const json::exception &e) {
     throw Error("--load: '" + ipath + "' is malformed: " + e.what());
   }
+
+  // The model must be the schedule's: every FQN, its shape, every role the
+  // schedule keeps, and nothing else.
+  std::map<std::string, const ParamDesc *> params;
+  for (const UnitDesc &u : prog.units())
+    for (const ParamDesc &p : u.params)
+      params[p.fqn] = &p;
+  for (const auto &[key, s] : saved)
+    if (!params.count(key.first))
+      throw Error(ctx + ": the checkpoint has parameter '" + key.first +
+                  "', which the schedule does not");
+  auto source = [&](const std::string &fqn, const char *role) -> const Saved & {
+    bool weights = !std::strcmp(role, "param") || !std::strcmp(role, "master");
+    auto it = weights ? saved.find({fqn, "master"}) : saved.end();
+    if (it == saved.end())
+      it = saved.find({fqn, weights ? "param" : role});
+    if (it == saved.end())
+      throw Error(ctx + ": the checkpoint has no '" + std::string(weights ? "param" : role) +
+                  "' of parameter '" + fqn + "'" +
+                  (weights ? "" : " (saved by a run without that optimizer state?)"));
+    if (it->second.shape != params[fqn]->shape)
+      throw Error(ctx + ": parameter '" + fqn + "' has shape " + json(it->second.shape).dump() +
+                  " in the checkpoint but " + json(params[fqn]->shape).dump() +
+                  " in the schedule");
+    return it->second;
+  };
+  for (const UnitDesc &u : prog.units())
+    for (const char *role : kRoles)
+      if (prog.findUnitInput(role, u.name))
+        for (const ParamDesc &p : u.params)
+          source(p.fqn, role);
+
+  // This rank's buffers, from the ranges that overlap them.
+  std::vector<double> values;
+  std::vector<char> raw;
+  std::map<size_t, std::unique_ptr<Fd>> open;
+  for (const UnitDesc &u : prog.units())
+    for (const char *role : kRoles) {
+      const IoDesc *io = prog.findUnitInput(role, u.name);
+      if (!io)
+        continue;
+      int64_t begin, end;
+      stateRange(prog, u, *io, rank, begin, end);
+      values.assign(static_cast<size_t>(end - begin), 0.0); // padding: zero
+      for (const ParamDesc &p : u.params) {
+        int64_t lo = std::max(begin, p.offset) - p.offset;
+        int64_t hi = std::min(end, p.offset + p.numel) - p.offset;
+        if (lo >= hi)
+          continue;
+        const Saved &s = source(p.fqn, role);
+        int64_t es = floatBytes(s.dtype), covered = 0;
+        for (const Range &r : s.ranges) {
+          int64_t a = std::max(lo, r.begin), b = std::min(hi, r.end);
+          if (a >= b)
+            continue;
+          SavedFile &f = files[r.file];
+          auto &fd = open[r.file];
+          if (!fd) {
+            struct stat st;
+            if (::stat(f.path.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_size) != f.bytes)
+              throw Error("--load: '" + f.path + "' is missing or truncated: " +
+                          (::stat(f.path.c_str(), &st) != 0
+                               ? std::string("cannot stat it")
+                               : std::to_string(st.st_size) + " bytes") +
+                          ", the index gives " + std::to_string(f.bytes));
+            uint32_t crc = 0;
+            if (f.crc >= 0 && (!fileCrc(f.path, f.bytes, crc) || crc != f.crc))
+              throw Error("--load: '" + f.path + "' is corrupted: its CRC-32 is " +
+                          std::to_string(crc) + ", the index gives " + std::to_string(f.crc));
+            fd = std::make_unique<Fd>(::open(f.path.c_str(), O_RDONLY | O_CLOEXEC));
+          }
+          raw.resize(static_cast<size_t>((b - a) * es));
+          if (fd->fd < 0 || !readAt(fd->fd, raw.data(), raw.size(),
+                                    r.offset + static_cast<uint64_t>((a - r.begin) * es)))
+            throw Error("--load: error reading '" + f.path + "'");
+          decodeValues(s.dtype, raw.data(), b - a, &values[p.offset + a - begin]);
+          covered += b - a;
+        }
+        if (covered != hi - lo)
+          throw Error(ctx + ": elements [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                      ") of '" + p.fqn + "' ('" + role + "') are " +
+                      (covered < hi - lo ? "missing from" : "saved twice in") +
+                      " the checkpoint's files");
+      }
+      ex.write(io->buffer, values);
+    }
+  return result;
 }
 
 } // namespace fsdp::run

@@ -1,29 +1,17 @@
 //===- Checkpoint.h - fsdp-run --save / --load of sharded training state --===//
 //
-// A checkpoint directory holds one raw little-endian file per rank,
-// `rank<r>.bin`, with that rank's buffers of every unit (for each unit in
-// schedule order: param, then master, exp_avg and exp_avg_sq when the
-// schedule has them; shard_numel elements of the buffer's dtype (the unit's,
-// or bf16/f16 for a mixed-precision param) each for layout "shard",
-// padded_numel for layout "full" -- full buffers are written by every rank,
-// each its own copy, so that loading is per rank and needs no broadcast),
-// and `index.json` written by rank 0 last (nlohmann/json):
+// A checkpoint is a directory (runtime/docs/checkpoints.md has the format):
+// `rank<r>.bin`, the raw little-endian state buffers of each rank that holds
+// a written copy (the first replica's shards; rank 0's full buffers), and
+// `index.json`, which maps every (FQN, role) to the element ranges each file
+// holds -- the idea of torch.distributed.checkpoint's metadata, in our own
+// format -- plus the optimizer step, what the data stream depends on and the
+// optimizer hyper-parameters, and a CRC-32 and size per file.
 //
-//   {"format": "fsdp-checkpoint", "version": 1, "world_size": N,
-//    "strategy": "...", "grid": {"replicas": R, "shard_size": S}, "step": K,
-//    "roles": ["param", "exp_avg", "exp_avg_sq"],
-//    "units": [{"name", "dtype", "numel", "padded_numel", "shard_numel",
-//               "layouts": {"param": "shard" | "full", ...},
-//               "dtypes": {"param": "bf16", "master": "f32", ...},
-//               "params": [{"fqn", "shape", "dtype", "offset", "numel"}]}],
-//    "files": [{"rank": r, "path": "rank<r>.bin", "bytes": B,
-//               "shards": {"<unit>": {"param": byte offset, ...}}}]}
-//
-// `step` is the number of optimizer steps taken; a resumed run continues at
-// step K+1 (data and AdamW bias correction use the global step). Loading
-// checks the grid and every role's layout and dtype besides the units (an
-// index without "grid"/"layouts"/"dtypes" means R = 1, S = N, all "shard",
-// every role in the unit dtype).
+// Because the index speaks of FQN element ranges, not of shards, --load
+// reshards: any saved world size, strategy, grid, wrap policy, bucket layout
+// or unit dtype loads into any schedule of the same model; each rank reads
+// only the byte ranges it needs. Saves are atomic (Checkpoint.cpp).
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RUN_CHECKPOINT_H
@@ -36,21 +24,48 @@
 
 namespace fsdp::run {
 
-/// Writes this rank's state (the `param`/`master`/`exp_avg`/`exp_avg_sq`
-/// inputs resident on the executor's device, shard or full layout, read back
-/// to the host) to dir/rank<r>.bin and, on rank 0 after a barrier,
-/// dir/index.json for `step` completed steps. Collective: every rank must
-/// call it. Throws fsdp::rt::Error on I/O errors.
-void saveCheckpoint(const std::string &dir, const fsdp::rt::Executor &ex,
-                    int64_t step, int rank);
+/// What a resumed run must reproduce besides the state: its data stream
+/// (a function of the seed, the data file and order, and the global step)
+/// and the optimizer's hyper-parameters (from the schedule).
+struct RunMeta {
+  uint64_t seed = 0;
+  std::string data;      ///< --data path ("" = synthetic)
+  std::string dataOrder; ///< "random" or "sequential"
+};
 
-/// Reads dir/index.json, checks it against the schedule (world size, grid,
-/// units, dtypes, sizes, layouts, parameter FQNs, shapes and offsets, roles)
-/// and writes this rank's buffers into the executor's state. Returns the
-/// saved step count. Throws fsdp::rt::Error with a message naming the
-/// mismatch.
-int64_t loadCheckpoint(const std::string &dir, fsdp::rt::Executor &ex,
-                       int rank);
+/// Writes the executor's state as checkpoint `dir` after `step` optimizer
+/// steps. Every rank writes into `dir`.partial; rank 0 writes the index
+/// last, fsyncs, and swaps the directory into place (renameat2
+/// RENAME_EXCHANGE, so the previous checkpoint stays whole until the new one
+/// is) only after every rank succeeded. `dir` must not exist, be empty, or
+/// be a checkpoint. Collective over MPI_COMM_WORLD. Throws fsdp::rt::Error
+/// on any rank's failure (every rank throws; the partial directory is
+/// removed).
+void saveCheckpoint(const std::string &dir, const fsdp::rt::Executor &ex,
+                    int64_t step, int rank, const RunMeta &meta);
+
+/// The saved step and run metadata of a loaded checkpoint.
+struct LoadedCheckpoint {
+  int64_t step = 0;
+  bool hasMeta = false; ///< version 1 indexes record no RunMeta
+  RunMeta meta;
+};
+
+/// Reads dir/index.json (format version 2, or a version-1 index of the
+/// same grid), checks that it holds this schedule's model (every parameter
+/// FQN with its shape, every optimizer-state role the schedule has, no
+/// extra FQN), verifies the size and CRC-32 of every file this rank reads,
+/// and writes this rank's buffers: `param` and `master` from the saved
+/// master if there is one, else the saved param, converted to the buffer
+/// dtype; moments from the saved moments. Throws fsdp::rt::Error naming the
+/// FQN, role, shape or file that does not match.
+LoadedCheckpoint loadCheckpoint(const std::string &dir, fsdp::rt::Executor &ex,
+                                int rank);
+
+/// Throws fsdp::rt::Error unless `dir` can become a checkpoint: absent,
+/// an empty directory, or a directory with an fsdp-checkpoint index.json
+/// (a save replaces a directory, so it must never be someone's data).
+void checkSaveDir(const std::string &dir);
 
 } // namespace fsdp::run
 

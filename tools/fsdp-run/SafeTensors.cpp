@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "SafeTensors.h"
+#include "FileIo.h"
 #include "HostCodec.h"
 
 #include <mpi.h>
@@ -18,7 +19,6 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <set>
-#include <type_traits>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -70,42 +70,6 @@ bool stFloatType(const std::string &d, DType &t) {
 const char *stName(DType t) {
   return t == DType::F64 ? "F64" : t == DType::BF16 ? "BF16"
          : t == DType::F16 ? "F16" : "F32";
-}
-
-/// An open file descriptor, closed on scope exit.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0)
-      ::close(fd);
-  }
-  Fd(const Fd &) = delete;
-  Fd &operator=(const Fd &) = delete;
-};
-
-/// pread / pwrite of exactly n bytes at `off`, resumed after short
-/// transfers and EINTR; false on an error or end of file.
-template <typename Buf, typename Io>
-bool transferAt(Io io, int fd, Buf *buf, uint64_t n, uint64_t off) {
-  auto *p = reinterpret_cast<std::conditional_t<std::is_const_v<Buf>, const char, char> *>(buf);
-  while (n > 0) {
-    ssize_t done = io(fd, p, n, static_cast<off_t>(off));
-    if (done < 0 && errno == EINTR)
-      continue;
-    if (done <= 0)
-      return false;
-    p += done;
-    n -= static_cast<uint64_t>(done);
-    off += static_cast<uint64_t>(done);
-  }
-  return true;
-}
-bool readAt(int fd, void *buf, uint64_t n, uint64_t off) {
-  return transferAt(::pread, fd, buf, n, off);
-}
-bool writeAt(int fd, const void *buf, uint64_t n, uint64_t off) {
-  return transferAt(::pwrite, fd, buf, n, off);
 }
 
 /// Parses and checks one file's header, adding its tensors to `out`.
@@ -209,19 +173,6 @@ bool isKnownBuffer(const std::string &name) {
   };
   return ends(".attn.bias") || ends(".attn.masked_bias") ||
          ends(".rotary_emb.inv_freq");
-}
-
-/// The flat element range [begin, end) of unit `u` a buffer of `layout`
-/// holds on `rank`.
-void rangeOf(const Program &p, const UnitDesc &u, const IoDesc &io, int rank,
-             int64_t &begin, int64_t &end) {
-  if (io.layout == "full") {
-    begin = 0;
-    end = u.paddedNumel;
-  } else {
-    begin = (rank % p.shardSize()) * u.shardNumel;
-    end = begin + u.shardNumel;
-  }
 }
 
 } // namespace
@@ -362,7 +313,7 @@ void initFromSafeTensors(const SafeTensorsArchive &archive, Executor &ex,
       if (!io)
         continue;
       int64_t begin, end;
-      rangeOf(prog, u, *io, rank, begin, end);
+      stateRange(prog, u, *io, rank, begin, end);
       values.assign(static_cast<size_t>(end - begin), 0.0); // padding: zero
       for (const ParamDesc &p : u.params) {
         int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel);
@@ -447,11 +398,10 @@ void exportSafeTensors(const std::string &path, const Executor &ex,
     for (const Src &s : srcs) {
       if (!err.empty())
         break;
-      bool full = s.io->layout == "full";
-      if (full ? rank != 0 : rank >= prog.shardSize())
+      if (!writesCopy(prog, *s.io, rank))
         continue;
       int64_t begin, end;
-      rangeOf(prog, *s.unit, *s.io, rank, begin, end);
+      stateRange(prog, *s.unit, *s.io, rank, begin, end);
       ex.read(s.io->buffer, values);
       int64_t es = floatBytes(s.type);
       for (const ParamDesc &p : s.unit->params) {

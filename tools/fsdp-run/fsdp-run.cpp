@@ -368,13 +368,8 @@ void checkOutputPaths(const Options &opt) {
       throw Error(std::string("cannot write ") + flag + " file '" + *path +
                   "' (not a writable location)");
   }
-  if (!opt.save.empty()) {
-    std::error_code ec;
-    fs::create_directories(opt.save, ec);
-    if (ec || !fs::is_directory(opt.save) || access(opt.save.c_str(), W_OK) != 0)
-      throw Error("cannot write --save directory '" + opt.save + "'" +
-                  (ec ? ": " + ec.message() : std::string()));
-  }
+  if (!opt.save.empty())
+    fsdp::run::checkSaveDir(opt.save);
 }
 
 /// This process's peak resident set (getrusage ru_maxrss, KiB on Linux), in
@@ -445,8 +440,23 @@ int runMain(const Options &opt) {
   if (init)
     fsdp::run::initFromSafeTensors(*init, ex, rank);
   int64_t startStep = 0;
-  if (!opt.load.empty())
-    startStep = fsdp::run::loadCheckpoint(opt.load, ex, rank);
+  fsdp::run::RunMeta meta{opt.seed, opt.data,
+                          opt.dataOrder.empty() ? "random" : opt.dataOrder};
+  if (!opt.load.empty()) {
+    fsdp::run::LoadedCheckpoint ck = fsdp::run::loadCheckpoint(opt.load, ex, rank);
+    startStep = ck.step;
+    // The data stream is a function of these and the step: a resumed run
+    // that changes them trains on other data (allowed, but said).
+    if (rank == 0 && ck.hasMeta &&
+        (ck.meta.seed != meta.seed || ck.meta.dataOrder != meta.dataOrder))
+      std::fprintf(stderr,
+                   "fsdp-run: warning: --load: the checkpoint's run had --seed %llu "
+                   "--data-order %s; this run has --seed %llu --data-order %s, so its "
+                   "data and initialisation differ from the saved run's\n",
+                   static_cast<unsigned long long>(ck.meta.seed),
+                   ck.meta.dataOrder.c_str(),
+                   static_cast<unsigned long long>(meta.seed), meta.dataOrder.c_str());
+  }
   // The resident set's high-water mark once the state is in place (Linux
   // reports ru_maxrss in KiB): what initialisation cost on the host.
   int64_t initRss = peakRssBytes();
@@ -578,7 +588,7 @@ int runMain(const Options &opt) {
     }
   }
   if (!opt.save.empty())
-    fsdp::run::saveCheckpoint(opt.save, ex, startStep + opt.steps, rank);
+    fsdp::run::saveCheckpoint(opt.save, ex, startStep + opt.steps, rank, meta);
   if (!opt.exportPath.empty())
     fsdp::run::exportSafeTensors(opt.exportPath, ex, startStep + opt.steps, rank);
   long long rss[2] = {initRss, peakRssBytes()}, maxRss[2];

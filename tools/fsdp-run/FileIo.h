@@ -1,0 +1,83 @@
+//===- FileIo.h - Positioned file reads and writes for fsdp-run -----------===//
+//
+// The file primitives of --init-from / --export (SafeTensors.cpp) and
+// --save / --load (Checkpoint.cpp): an owning descriptor and pread / pwrite
+// of exact byte counts; and where a rank's copy of a unit's state lies in
+// the unit's flat buffer.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUN_FILEIO_H
+#define FSDP_RUN_FILEIO_H
+
+#include "fsdp/Interpreter.h"
+
+#include <cerrno>
+#include <cstdint>
+#include <sys/types.h>
+#include <type_traits>
+#include <unistd.h>
+
+namespace fsdp::run {
+
+/// An open file descriptor, closed on scope exit.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+  Fd(const Fd &) = delete;
+  Fd &operator=(const Fd &) = delete;
+};
+
+/// pread / pwrite of exactly n bytes at `off`, resumed after short
+/// transfers and EINTR; false on an error or end of file.
+template <typename Buf, typename Io>
+inline bool transferAt(Io io, int fd, Buf *buf, uint64_t n, uint64_t off) {
+  auto *p = reinterpret_cast<std::conditional_t<std::is_const_v<Buf>, const char, char> *>(buf);
+  while (n > 0) {
+    ssize_t done = io(fd, p, n, static_cast<off_t>(off));
+    if (done < 0 && errno == EINTR)
+      continue;
+    if (done <= 0)
+      return false;
+    p += done;
+    n -= static_cast<uint64_t>(done);
+    off += static_cast<uint64_t>(done);
+  }
+  return true;
+}
+inline bool readAt(int fd, void *buf, uint64_t n, uint64_t off) {
+  return transferAt(::pread, fd, buf, n, off);
+}
+inline bool writeAt(int fd, const void *buf, uint64_t n, uint64_t off) {
+  return transferAt(::pwrite, fd, buf, n, off);
+}
+
+/// The flat element range [begin, end) of unit `u` that `rank`'s buffer of
+/// input `io` holds: its shard (index rank mod S) for layout "shard", the
+/// whole padded buffer for "full".
+inline void stateRange(const fsdp::rt::Program &p, const fsdp::rt::UnitDesc &u,
+                       const fsdp::rt::IoDesc &io, int rank, int64_t &begin,
+                       int64_t &end) {
+  if (io.layout == "full") {
+    begin = 0;
+    end = u.paddedNumel;
+  } else {
+    begin = (rank % p.shardSize()) * u.shardNumel;
+    end = begin + u.shardNumel;
+  }
+}
+
+/// Whether `rank` holds the copy of `io` that is written to files: the
+/// first replica's shards (ranks < S), or rank 0's full buffer. Other ranks
+/// hold replicas of those bytes.
+inline bool writesCopy(const fsdp::rt::Program &p, const fsdp::rt::IoDesc &io,
+                       int rank) {
+  return io.layout == "full" ? rank == 0 : rank < p.shardSize();
+}
+
+} // namespace fsdp::run
+
+#endif // FSDP_RUN_FILEIO_H
