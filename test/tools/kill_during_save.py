@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Kills a rank in the middle of `fsdp-run --save` and checks that the
+previous checkpoint is still whole and loads.
+
+usage: kill_during_save.py WORK_DIR --mpirun "mpirun ..."
+
+A GPT-2 shrunk to 2 layers, hidden 256 but with its real 50,257-token
+vocabulary (13.4M parameters, ~80 MB of state per rank at 2 ranks) makes a
+save long enough to hit: step 1 is saved to CK; then a run resumes from CK
+and saves over it, and rank 1 gets SIGKILL as soon as CK.partial/ appears
+(the new checkpoint is being written; the old one is still in place). The
+job must exit non-zero within 30 s; CK must still be the step-1 checkpoint,
+and `--load CK` must run. Tools come from PATH. Prints "OK" or exits 1.
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+
+def fail(msg):
+    print("FAIL", msg)
+    sys.exit(1)
+
+
+def rank_pids(rank):
+    """PIDs of fsdp-run processes whose Open MPI rank is `rank`."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            cmd = open("/proc/%s/cmdline" % d, "rb").read().split(b"\0")
+            if not cmd or not cmd[0].endswith(b"fsdp-run"):
+                continue
+            env = open("/proc/%s/environ" % d, "rb").read().split(b"\0")
+            if b"OMPI_COMM_WORLD_RANK=%d" % rank in env:
+                pids.append(int(d))
+        except OSError:
+            pass
+    return pids
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("work")
+    ap.add_argument("--mpirun", required=True)
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    cfg = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lit", "Inputs",
+                       "models", "gpt2.json")
+    mlir, sched = os.path.join(a.work, "m.mlir"), os.path.join(a.work, "s.json")
+    ck = os.path.join(a.work, "ck")
+    subprocess.run("fsdp-import %s --layers 2 --hidden 256 --heads 4 --seq 8 --batch 2 -o %s && "
+                   "fsdp-opt %s --fsdp-pipeline='world-size=2 policy=block' | "
+                   "fsdp-translate --fsdp-to-schedule -o %s" % (cfg, mlir, mlir, sched),
+                   shell=True, check=True)
+    run = "%s -np 2 fsdp-run %s" % (a.mpirun, sched)
+    subprocess.run(run + " --steps 1 --save " + ck, shell=True, check=True,
+                   stdout=subprocess.DEVNULL)
+    before = json.load(open(os.path.join(ck, "index.json")))["step"]
+
+    p = subprocess.Popen(run + " --load %s --steps 1 --save %s" % (ck, ck), shell=True,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         start_new_session=True)
+    deadline = time.time() + 120
+    while not os.path.isdir(ck + ".partial"):
+        if p.poll() is not None or time.time() > deadline:
+            fail("the save finished or failed before it could be interrupted")
+        time.sleep(0.0005)
+    victims = rank_pids(1)
+    if not victims:
+        fail("no rank-1 fsdp-run process found")
+    for pid in victims:
+        os.kill(pid, signal.SIGKILL)
+    t0 = time.time()
+    try:
+        _, err = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        fail("the job did not exit within 30 s of rank 1's SIGKILL")
+    if p.returncode == 0:
+        fail("the job exited 0 although rank 1 was killed")
+    print("killed rank 1 during the save; the job exited %d after %.1f s" %
+          (p.returncode, time.time() - t0))
+
+    after = json.load(open(os.path.join(ck, "index.json")))["step"]
+    if after != before:
+        fail("the checkpoint is step %d, not the previous step %d" % (after, before))
+    r = subprocess.run(run + " --load %s --steps 1" % ck, shell=True, capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        fail("the previous checkpoint does not load:\n" + r.stderr[-2000:])
+    first = json.loads(r.stdout.strip().splitlines()[-1])["first_step"]
+    print("the previous checkpoint (step %d) loads: the run continues at step %d" %
+          (before, first))
+    print("OK")
+
+
+if __name__ == "__main__":
+    main()
