@@ -64,8 +64,23 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, fsdp::rt::Executor &ex,
 
 /// Throws fsdp::rt::Error unless `dir` can become a checkpoint: absent,
 /// an empty directory, or a directory with an fsdp-checkpoint index.json
-/// (a save replaces a directory, so it must never be someone's data).
-void checkSaveDir(const std::string &dir);
+/// (a save replaces a directory, so it must never be someone's data). With
+/// `periodic` (--save-every), `dir` is a root of step_<step> checkpoints
+/// and may hold only those (and their .partial leftovers).
+void checkSaveDir(const std::string &dir, bool periodic);
+
+/// root/step_<step, 8 digits>: where --save-every puts the checkpoint of
+/// `step`.
+std::string periodicCheckpointDir(const std::string &root, int64_t step);
+
+/// Removes all but the newest `keep` step_* checkpoints under `root` (call
+/// on one rank, after a save succeeded).
+void pruneCheckpoints(const std::string &root, int64_t keep);
+
+/// What --load DIR names: DIR if it holds an index.json, else the newest
+/// step_* checkpoint under DIR that does (a --save-every root). Throws
+/// fsdp::rt::Error if there is neither.
+std::string resolveCheckpoint(const std::string &dir);
 
 } // namespace fsdp::run
 

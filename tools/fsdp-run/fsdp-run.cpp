@@ -5,7 +5,8 @@
 //          [--alloc arena|per-buffer]
 //          [--data FILE] [--data-order random|sequential]
 //          [--init-from SAFETENSORS] [--export PATH.safetensors]
-//          [--dump-params PATH] [--save DIR] [--load DIR]
+//          [--dump-params PATH] [--save DIR [--save-every K [--keep N]]]
+//          [--load DIR]
 //          [--progress none|test|thread] [--progress-interval MIN[:MAX]]
 //          [--warmup W] [--profile]
 //
@@ -72,6 +73,7 @@ struct Options {
   std::string dataOrder; // empty: random
   std::string initFrom, exportPath;
   std::string save, load;
+  int64_t saveEvery = 0, keep = 0; // 0: save at the end only; keep all
   int progress = FSDP_PROGRESS_TEST;
   double intervalMin = 0, intervalMax = 0; // 0: the runtime's defaults
   int64_t warmup = 0;
@@ -114,7 +116,12 @@ const char *kUsage =
     "                     JSON on rank 0\n"
     "  --save DIR         write the final sharded parameters and optimizer\n"
     "                     state to DIR (rank<r>.bin per rank, index.json)\n"
-    "  --load DIR         resume from a --save directory: its step count\n"
+    "  --save-every K     with --save DIR: also save every K global steps, as\n"
+    "                     DIR/step_<step> (and the last step at the end)\n"
+    "  --keep N           with --save-every: keep the newest N checkpoints\n"
+    "                     (default: all)\n"
+    "  --load DIR         resume from a --save directory (or the newest\n"
+    "                     step_<step> checkpoint under it): its step count\n"
     "                     continues (the next step is saved step + 1)\n"
     "  --progress MODE    how collectives progress while kernels run: none\n"
     "                     (only when waited), test (MPI_Test after every\n"
@@ -191,6 +198,12 @@ Options parseArgs(int argc, char **argv) {
       o.save = value();
     } else if (a == "--load") {
       o.load = value();
+    } else if (a == "--save-every") {
+      if (!parseInt(value(), o.saveEvery) || o.saveEvery < 1)
+        usageError("--save-every needs an integer >= 1");
+    } else if (a == "--keep") {
+      if (!parseInt(value(), o.keep) || o.keep < 1)
+        usageError("--keep needs an integer >= 1");
     } else if (a == "--progress") {
       std::string v = value();
       o.progress = fsdp_parse_progress(v.c_str());
@@ -245,6 +258,10 @@ Options parseArgs(int argc, char **argv) {
     usageError("--warmup must be smaller than --steps");
   if (!o.initFrom.empty() && !o.load.empty())
     usageError("--init-from and --load both set the parameters; give one");
+  if ((o.saveEvery || o.keep) && o.save.empty())
+    usageError("--save-every and --keep need --save DIR");
+  if (o.keep && !o.saveEvery)
+    usageError("--keep needs --save-every");
   if (!o.dataOrder.empty() && o.data.empty())
     usageError("--data-order needs --data (a token file)");
   return o;
@@ -369,7 +386,7 @@ void checkOutputPaths(const Options &opt) {
                   "' (not a writable location)");
   }
   if (!opt.save.empty())
-    fsdp::run::checkSaveDir(opt.save);
+    fsdp::run::checkSaveDir(opt.save, opt.saveEvery > 0);
 }
 
 /// This process's peak resident set (getrusage ru_maxrss, KiB on Linux), in
@@ -443,7 +460,10 @@ int runMain(const Options &opt) {
   fsdp::run::RunMeta meta{opt.seed, opt.data,
                           opt.dataOrder.empty() ? "random" : opt.dataOrder};
   if (!opt.load.empty()) {
-    fsdp::run::LoadedCheckpoint ck = fsdp::run::loadCheckpoint(opt.load, ex, rank);
+    std::string from = fsdp::run::resolveCheckpoint(opt.load);
+    if (rank == 0 && from != opt.load)
+      std::fprintf(stderr, "fsdp-run: --load: resuming from %s\n", from.c_str());
+    fsdp::run::LoadedCheckpoint ck = fsdp::run::loadCheckpoint(from, ex, rank);
     startStep = ck.step;
     // The data stream is a function of these and the step: a resumed run
     // that changes them trains on other data (allowed, but said).
@@ -521,6 +541,12 @@ int runMain(const Options &opt) {
       std::printf("step %lld loss %.6f\n", static_cast<long long>(step), loss);
       std::fflush(stdout);
     }
+    if (opt.saveEvery && (step % opt.saveEvery == 0 || step == startStep + opt.steps)) {
+      fsdp::run::saveCheckpoint(fsdp::run::periodicCheckpointDir(opt.save, step), ex,
+                                step, rank, meta);
+      if (rank == 0 && opt.keep)
+        fsdp::run::pruneCheckpoints(opt.save, opt.keep);
+    }
   }
   fsdp_device_stats stats{};
   fsdp_device_get_stats(device.get(), &stats);
@@ -587,7 +613,7 @@ int runMain(const Options &opt) {
         throw Error("cannot write --dump-params file '" + opt.dumpParams + "'");
     }
   }
-  if (!opt.save.empty())
+  if (!opt.save.empty() && !opt.saveEvery)
     fsdp::run::saveCheckpoint(opt.save, ex, startStep + opt.steps, rank, meta);
   if (!opt.exportPath.empty())
     fsdp::run::exportSafeTensors(opt.exportPath, ex, startStep + opt.steps, rank);
