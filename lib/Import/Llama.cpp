@@ -8,8 +8,9 @@
 // norms ones, biases zeros.
 //
 // Differences handled here: qwen2 always has q/k/v biases and no o_proj bias;
-// mistral's sliding_window only bounds --seq (the window is not applied, so
-// the graph is exact only for --seq <= sliding_window, which is enforced).
+// mistral's sliding_window (qwen2's with use_sliding_window) only bounds
+// --seq (the window is not applied, so the graph is exact only for
+// --seq <= sliding_window, which is enforced).
 //
 //===----------------------------------------------------------------------===//
 #include "Architectures.h"
@@ -95,7 +96,12 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *ctx, ConfigReader &cfg, const Over
   int64_t batch, seq;
   if (!resolveBatchSeq(cfg, ov, *positions, "max_position_embeddings", batch, seq))
     return nullptr;
-  if (modelType == "mistral" && cfg.has("sliding_window")) {
+  // qwen2 applies its window only with use_sliding_window (and then to the
+  // layers max_window_layers and above; refused here whatever the layer).
+  bool windowed = modelType == "mistral" ||
+                  (qwen2 && cfg.find("use_sliding_window") &&
+                   *cfg.find("use_sliding_window") == true);
+  if (windowed && cfg.has("sliding_window")) {
     auto window = cfg.requireInt("sliding_window");
     if (!window)
       return nullptr;

@@ -56,7 +56,8 @@ Supported model_type values:
            rope_parameters.rope_theta), tie_word_embeddings (false),
            attention_bias (false; qwen2 always has q/k/v biases and no o_proj
            bias), mlp_bias (false), initializer_range (0.02).
-           mistral: sliding_window is not modelled (full causal attention),
+           mistral (and qwen2 with use_sliding_window): sliding_window is not
+           modelled (full causal attention),
            which is exact while --seq <= sliding_window; a larger --seq is an
            error. rope_scaling is ignored, with a warning.
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -209,17 +210,27 @@ DataSource::DataSource(const Program &p, const std::string &dataFile,
                   " rows; one step's global batch needs " + std::to_string(globalBatch));
   } else if (tokensSlot >= 0) {
     int64_t seq = slots[tokensSlot].perSample;
-    bool bin = std::filesystem::path(dataFile).extension() == ".bin";
+    std::string ext = std::filesystem::path(dataFile).extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
+    bool bin = ext == ".bin";
     if (bin) {
       mapTokens(dataFile);
     } else {
+      errno = 0;
       std::ifstream in(dataFile, std::ios::binary);
       if (!in)
-        throw Error("cannot open data file '" + dataFile + "'");
+        throw Error("cannot open data file '" + dataFile + "'" +
+                    (errno ? std::string(": ") + std::strerror(errno) : std::string()));
       std::stringstream ss;
       ss << in.rdbuf();
       text = ss.str();
       numTokens = static_cast<int64_t>(text.size());
+      if (classes > 256 && rank == 0)
+        std::fprintf(stderr,
+                     "fsdp-run: warning: --data '%s' is read as bytes (token ids "
+                     "0-255) for a model with a vocabulary of %lld; a file of "
+                     "uint16 token ids must end in .bin\n",
+                     dataFile.c_str(), static_cast<long long>(classes));
       if (classes >= 0 && classes < 256)
         throw Error("--data '" + dataFile + "' is read as bytes (vocabulary "
                     "256) but the schedule's logits have only " +

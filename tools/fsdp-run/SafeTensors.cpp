@@ -187,15 +187,17 @@ SafeTensorsArchive SafeTensorsArchive::open(const std::string &path) {
     parseFile(path, a.entries);
     return a;
   }
+  // As transformers' from_pretrained: model.safetensors first, then the
+  // index of a sharded checkpoint.
   fs::path index = fs::path(path) / "model.safetensors.index.json";
-  if (!fs::exists(index, ec)) {
-    fs::path single = fs::path(path) / "model.safetensors";
-    if (!fs::exists(single, ec))
-      throw Error("--init-from: directory '" + path + "' has neither "
-                  "model.safetensors.index.json nor model.safetensors");
+  fs::path single = fs::path(path) / "model.safetensors";
+  if (fs::exists(single, ec)) {
     parseFile(single.string(), a.entries);
     return a;
   }
+  if (!fs::exists(index, ec))
+    throw Error("--init-from: directory '" + path + "' has neither "
+                "model.safetensors nor model.safetensors.index.json");
   std::string ipath = index.string();
   FILE *f = std::fopen(ipath.c_str(), "rb");
   if (!f)

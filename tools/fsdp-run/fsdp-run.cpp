@@ -42,6 +42,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include <cstdlib>
@@ -85,8 +86,10 @@ struct Options {
 
 const char *kUsage =
     "usage: mpirun -np N fsdp-run SCHEDULE.json [--steps K] [--seed S]\n"
-    "                [--data FILE] [--dump-params PATH] [--save DIR]\n"
-    "                [--load DIR] [--device D] [--collectives C] [--alloc A]\n"
+    "                [--data FILE] [--data-order O] [--init-from PATH]\n"
+    "                [--export PATH] [--dump-params PATH] [--save DIR]\n"
+    "                [--save-every K] [--keep N] [--load DIR] [--device D]\n"
+    "                [--collectives C] [--alloc A]\n"
     "  --steps K          optimizer steps to run (default 1, K >= 1)\n"
     "  --device D         cpu (default), cuda (the local rank's GPU) or cuda:N\n"
     "  --collectives C    auto (default: MPI on cpu, NCCL on cuda), mpi (on\n"
@@ -168,6 +171,9 @@ Options parseArgs(int argc, char **argv) {
     auto value = [&]() -> std::string {
       if (i + 1 >= argc || std::strncmp(argv[i + 1], "--", 2) == 0)
         usageError("missing value after " + a);
+      // An empty value (an unset shell variable) must not mean "not given".
+      if (!*argv[i + 1])
+        usageError("empty value after " + a);
       return argv[++i];
     };
     if (a == "--help" || a == "-h") {
@@ -384,6 +390,17 @@ void checkOutputPaths(const Options &opt) {
         access(dir.c_str(), W_OK) != 0)
       throw Error(std::string("cannot write ") + flag + " file '" + *path +
                   "' (not a writable location)");
+  }
+  // --export writes PATH.partial: create it once now (a directory of that
+  // name, /proc, a full disk fail here, not after training).
+  if (!opt.exportPath.empty() && fsdp_rank() == 0) {
+    std::string partial = opt.exportPath + ".partial";
+    int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+      throw Error("cannot write --export file '" + opt.exportPath + "': '" +
+                  partial + "': " + std::strerror(errno));
+    ::close(fd);
+    ::unlink(partial.c_str());
   }
   if (!opt.save.empty())
     fsdp::run::checkSaveDir(opt.save, opt.saveEvery > 0);
