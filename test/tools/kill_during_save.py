@@ -26,13 +26,18 @@ def fail(msg):
     sys.exit(1)
 
 
-def rank_pids(rank):
-    """PIDs of fsdp-run processes whose Open MPI rank is `rank`."""
+def rank_pids(rank, session):
+    """PIDs of fsdp-run processes of session `session` (this job's mpirun
+    and its children, never another test's ranks) whose Open MPI rank is
+    `rank`."""
     pids = []
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
         try:
+            stat = open("/proc/%s/stat" % d).read()
+            if int(stat[stat.rindex(")") + 2:].split()[3]) != session:
+                continue
             cmd = open("/proc/%s/cmdline" % d, "rb").read().split(b"\0")
             if not cmd or not cmd[0].endswith(b"fsdp-run"):
                 continue
@@ -71,7 +76,7 @@ def main():
         if p.poll() is not None or time.time() > deadline:
             fail("the save finished or failed before it could be interrupted")
         time.sleep(0.0005)
-    victims = rank_pids(1)
+    victims = rank_pids(1, p.pid)  # start_new_session: the session id is p.pid
     if not victims:
         fail("no rank-1 fsdp-run process found")
     for pid in victims:
