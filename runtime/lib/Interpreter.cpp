@@ -220,6 +220,12 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
   }
   if (!root.is_object())
     throw Error(src + ": not a schedule: the top level is not a JSON object");
+  {
+    uint64_t h = 1469598103934665603ull; // FNV-1a, 64-bit
+    for (unsigned char c : root.dump())
+      h = (h ^ c) * 1099511628211ull;
+    wholeFingerprint = h;
+  }
   if (!root.contains("format") || !root["format"].is_string() ||
       root["format"] != schedule::kFormat)
     throw Error(src + ": not an fsdp schedule: 'format' is " +
@@ -702,13 +708,35 @@ void Program::checkSameCollectivesOnAllRanks() const {
   if (MPI_Allgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1,
                     MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD) != MPI_SUCCESS)
     throw Error(sourceName + ": MPI_Allgather of the collective fingerprints failed");
+  // Each rank's schedule file name, for the messages (fixed width: names
+  // longer than that are cut).
+  constexpr int kName = 256;
+  std::vector<char> names(static_cast<size_t>(world) * kName, '\0');
+  std::string me = sourceName.substr(0, kName - 1);
+  std::vector<char> mine2(kName, '\0');
+  std::copy(me.begin(), me.end(), mine2.begin());
+  unsigned long long whole = wholeFingerprint;
+  std::vector<unsigned long long> wholes(static_cast<size_t>(world));
+  if (MPI_Allgather(mine2.data(), kName, MPI_CHAR, names.data(), kName, MPI_CHAR,
+                    MPI_COMM_WORLD) != MPI_SUCCESS ||
+      MPI_Allgather(&whole, 1, MPI_UNSIGNED_LONG_LONG, wholes.data(), 1,
+                    MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD) != MPI_SUCCESS)
+    throw Error(sourceName + ": MPI_Allgather of the schedule fingerprints failed");
+  auto name = [&](int r) { return std::string(&names[static_cast<size_t>(r) * kName]); };
   for (int r = 0; r < world; ++r)
     if (all[static_cast<size_t>(r)] != all[0])
       throw Error(sourceName + ": rank " + std::to_string(r) +
-                  " runs a different sequence of collectives than rank 0 "
-                  "(fingerprints " + std::to_string(all[static_cast<size_t>(r)]) +
-                  " and " + std::to_string(all[0]) +
-                  "): every rank must run the same schedule");
+                  " runs a different sequence of collectives than rank 0 (schedules '" +
+                  name(r) + "' and '" + name(0) + "', fingerprints " +
+                  std::to_string(all[static_cast<size_t>(r)]) + " and " +
+                  std::to_string(all[0]) + "): every rank must run the same schedule");
+  for (int r = 0; r < world; ++r)
+    if (wholes[static_cast<size_t>(r)] != wholes[0])
+      throw Error(sourceName + ": rank " + std::to_string(r) +
+                  " runs another schedule than rank 0 (schedules '" + name(r) + "' and '" +
+                  name(0) + "'): the collectives agree, but an instruction or an attribute "
+                  "differs (fingerprints " + std::to_string(wholes[static_cast<size_t>(r)]) +
+                  " and " + std::to_string(wholes[0]) + "): every rank must run the same schedule");
 }
 
 

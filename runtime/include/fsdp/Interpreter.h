@@ -235,13 +235,19 @@ public:
   /// group, reduction, dtype and element counts): what every rank must agree
   /// on for SPMD execution to match collectives up.
   uint64_t collectiveFingerprint() const;
+  /// FNV-1a hash of the whole schedule (its JSON re-serialised, so every
+  /// instruction and attribute, independent of the file's formatting).
+  uint64_t scheduleFingerprint() const { return wholeFingerprint; }
   /// Number of classes C of the first nn.cross_entropy (last dim of its
   /// logits), or -1 if there is none. Used to synthesise labels.
   int64_t numClasses() const;
 
   /// Throws Error on every rank unless all ranks' collectiveFingerprint()
-  /// agree (MPI_Allgather over MPI_COMM_WORLD; skipped without MPI, on one
-  /// rank, or for a schedule of another world size). Collective.
+  /// agree, then unless their scheduleFingerprint() agree (a schedule that
+  /// differs only in, say, a learning rate or a micro-batch count would
+  /// run silently otherwise); the messages name both ranks' schedule files
+  /// (MPI_Allgather over MPI_COMM_WORLD; skipped without MPI, on one rank,
+  /// or for a schedule of another world size). Collective.
   void checkSameCollectivesOnAllRanks() const;
   /// "instruction #i 'op' (loc)" and "file: instruction #i 'op' (loc)" for
   /// messages.
@@ -263,6 +269,7 @@ private:
   OptimizerDesc optimizerDesc;
   std::string strategyName = "full-shard";
   int64_t replicasValue = 1, shardSizeValue = 1;
+  uint64_t wholeFingerprint = 0;
   std::vector<UnitDesc> unitList;
   std::map<int64_t, BufferDesc> bufferMap;
   std::vector<IoDesc> inputList, outputList;

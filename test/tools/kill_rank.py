@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""Kills a rank in the middle of `fsdp-run --save` and checks that the
-previous checkpoint is still whole and loads.
+"""Kills a rank (SIGKILL) in the middle of a step or of `fsdp-run --save`.
 
-usage: kill_during_save.py WORK_DIR --mpirun "mpirun ..."
+usage: kill_rank.py WORK_DIR --mpirun "mpirun ..." [--mid-step]
 
+--mid-step: a 2-rank training run gets SIGKILL on rank 1 once step 2 has
+been printed; the job must exit non-zero within 10 s, and its messages must
+say that rank 1 was killed.
+
+Otherwise (mid-save):
 A GPT-2 shrunk to 2 layers, hidden 256 but with its real 50,257-token
 vocabulary (13.4M parameters, ~80 MB of state per rank at 2 ranks) makes a
 save long enough to hit: step 1 is saved to CK; then a run resumes from CK
@@ -49,10 +53,40 @@ def rank_pids(rank, session):
     return pids
 
 
+def mid_step(run):
+    p = subprocess.Popen(run + " --steps 100000", shell=True, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    for line in p.stdout:
+        if line.startswith("step 2 "):
+            break
+    else:
+        fail("the run ended before step 2")
+    victims = rank_pids(1, p.pid)
+    if not victims:
+        fail("no rank-1 fsdp-run process found")
+    for pid in victims:
+        os.kill(pid, signal.SIGKILL)
+    t0 = time.time()
+    try:
+        _, err = p.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        fail("the job did not exit within 10 s of rank 1's SIGKILL")
+    if p.returncode == 0:
+        fail("the job exited 0 although rank 1 was killed")
+    said = "rank 1" in err and "signal 9" in err
+    print("killed rank 1 mid-step; the job exited %d after %.1f s; the message %s rank 1" %
+          (p.returncode, time.time() - t0, "names" if said else "does NOT name"))
+    if not said:
+        fail("stderr:\n" + err[-2000:])
+    print("OK")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("work")
     ap.add_argument("--mpirun", required=True)
+    ap.add_argument("--mid-step", action="store_true")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     cfg = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lit", "Inputs",
@@ -64,6 +98,9 @@ def main():
                    "fsdp-translate --fsdp-to-schedule -o %s" % (cfg, mlir, mlir, sched),
                    shell=True, check=True)
     run = "%s -np 2 fsdp-run %s" % (a.mpirun, sched)
+    if a.mid_step:
+        mid_step(run)
+        return
     subprocess.run(run + " --steps 1 --save " + ck, shell=True, check=True,
                    stdout=subprocess.DEVNULL)
     before = json.load(open(os.path.join(ck, "index.json")))["step"]
