@@ -812,6 +812,7 @@ void Executor::step() {
   for (size_t idx = 0; idx < program.size(); ++idx) {
     const Instruction &in = program[idx];
     f.curInst = static_cast<int64_t>(idx);
+    running.store(f.curInst, std::memory_order_relaxed);
     // fsdp_profile_enabled: kernel seconds under the op name, time blocked
     // on collectives and the interpreter's own work (binding and, where
     // needed, zeroing buffers, frees, progress tests) under "(comm wait)" /
@@ -843,9 +844,11 @@ void Executor::step() {
                          (fsdp_now() - pt0) - (pk1 - pk0) - wait);
       }
     } catch (const std::exception &e) {
+      running.store(kIdle, std::memory_order_relaxed);
       throw Error(prog.where(idx) + ": " + e.what());
     }
   }
+  running.store(kStepEnd, std::memory_order_relaxed);
   double pw0 = f.waitSeconds;
   f.waitAll();
   if (fsdp_profile_enabled())
@@ -868,6 +871,7 @@ void Executor::step() {
   for (auto [in, out] : copies)
     check(fsdp_memcpy(compute, state.at(in), outputs.at(out),
                       static_cast<size_t>(prog.buffer(in).bytes)));
+  running.store(kIdle, std::memory_order_relaxed);
   if (fsdp_stream_synchronize(compute) != FSDP_OK)
     throw Error(prog.name() + ": " + fsdp_last_error());
   lastPeak = f.peakBytes;

@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Kills a rank (SIGKILL) in the middle of a step or of `fsdp-run --save`.
 
-usage: kill_rank.py WORK_DIR --mpirun "mpirun ..." [--mid-step]
+usage: kill_rank.py WORK_DIR --mpirun "mpirun ..." [--mid-step | --stop]
+
+--stop: rank 1 gets SIGSTOP instead (it stops responding); with
+--timeout 3 the other rank's watchdog must stop the job within 15 s,
+naming the step and the instruction it waits in.
 
 --mid-step: a 2-rank training run gets SIGKILL on rank 1 once step 2 has
 been printed; the job must exit non-zero within 10 s, and its messages must
@@ -53,8 +57,9 @@ def rank_pids(rank, session):
     return pids
 
 
-def mid_step(run):
-    p = subprocess.Popen(run + " --steps 100000", shell=True, stdout=subprocess.PIPE,
+def mid_step(run, stop):
+    extra = " --timeout 3" if stop else ""
+    p = subprocess.Popen(run + " --steps 100000" + extra, shell=True, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True)
     for line in p.stdout:
         if line.startswith("step 2 "):
@@ -65,20 +70,37 @@ def mid_step(run):
     if not victims:
         fail("no rank-1 fsdp-run process found")
     for pid in victims:
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, signal.SIGSTOP if stop else signal.SIGKILL)
     t0 = time.time()
+    limit = 15 if stop else 10
     try:
-        _, err = p.communicate(timeout=10)
+        _, err = p.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
-        fail("the job did not exit within 10 s of rank 1's SIGKILL")
+        fail("the job did not exit within %d s of rank 1's %s" % (limit, "SIGSTOP" if stop else
+                                                                   "SIGKILL"))
+    finally:
+        for pid in victims:  # a stopped rank mpirun could not reap
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
     if p.returncode == 0:
-        fail("the job exited 0 although rank 1 was killed")
-    said = "rank 1" in err and "signal 9" in err
-    print("killed rank 1 mid-step; the job exited %d after %.1f s; the message %s rank 1" %
-          (p.returncode, time.time() - t0, "names" if said else "does NOT name"))
+        fail("the job exited 0 although rank 1 was %s" % ("stopped" if stop else "killed"))
+    if stop:
+        said = "watchdog: step " in err and "has not finished after 3 s" in err
+        print("stopped rank 1 mid-step; the job exited %d after %.1f s; the watchdog %s" %
+              (p.returncode, time.time() - t0, "names the step" if said else "said nothing"))
+    else:
+        said = "rank 1" in err and "signal 9" in err
+        print("killed rank 1 mid-step; the job exited %d after %.1f s; the message %s rank 1" %
+              (p.returncode, time.time() - t0, "names" if said else "does NOT name"))
     if not said:
         fail("stderr:\n" + err[-2000:])
+    for l in err.splitlines():
+        if "watchdog" in l:
+            print(l[l.index("watchdog"):])
+            break
     print("OK")
 
 
@@ -87,6 +109,7 @@ def main():
     ap.add_argument("work")
     ap.add_argument("--mpirun", required=True)
     ap.add_argument("--mid-step", action="store_true")
+    ap.add_argument("--stop", action="store_true")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     cfg = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lit", "Inputs",
@@ -98,8 +121,8 @@ def main():
                    "fsdp-translate --fsdp-to-schedule -o %s" % (cfg, mlir, mlir, sched),
                    shell=True, check=True)
     run = "%s -np 2 fsdp-run %s" % (a.mpirun, sched)
-    if a.mid_step:
-        mid_step(run)
+    if a.mid_step or a.stop:
+        mid_step(run, a.stop)
         return
     subprocess.run(run + " --steps 1 --save " + ck, shell=True, check=True,
                    stdout=subprocess.DEVNULL)

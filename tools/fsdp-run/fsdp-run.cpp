@@ -8,7 +8,7 @@
 //          [--dump-params PATH] [--save DIR [--save-every K [--keep N]]]
 //          [--load DIR]
 //          [--progress none|test|thread] [--progress-interval MIN[:MAX]]
-//          [--warmup W] [--profile]
+//          [--warmup W] [--profile] [--timeout S]
 //
 // Loads the schedule (world_size must be N), creates the device, and
 // initialises every rank's shards or full (replicated) buffers
@@ -38,6 +38,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 #include <cmath>
 #include <cstdio>
@@ -75,6 +77,7 @@ struct Options {
   std::string initFrom, exportPath;
   std::string save, load;
   int64_t saveEvery = 0, keep = 0; // 0: save at the end only; keep all
+  double timeout = 600;            // --timeout: the watchdog's seconds
   int progress = FSDP_PROGRESS_TEST;
   double intervalMin = 0, intervalMax = 0; // 0: the runtime's defaults
   int64_t warmup = 0;
@@ -133,6 +136,9 @@ const char *kUsage =
     "  --progress-interval MIN[:MAX]\n"
     "                     the progress thread's back-off in microseconds\n"
     "                     (default 20:1000)\n"
+    "  --timeout S        watchdog: a step (or a save) that has not finished\n"
+    "                     after S seconds stops the job, naming the step and\n"
+    "                     the instruction it is in (default 600)\n"
     "  --warmup W         leave the first W steps out of the timings\n"
     "                     (default 0)\n"
     "  --profile          add \"profile\" to the summary: seconds and calls\n"
@@ -228,6 +234,12 @@ Options parseArgs(int argc, char **argv) {
         usageError("--progress-interval needs 1 <= MIN <= MAX <= 1e7 us");
       o.intervalMin = lo * 1e-6;
       o.intervalMax = hi * 1e-6;
+    } else if (a == "--timeout") {
+      std::string v = value();
+      char *end = nullptr;
+      o.timeout = std::strtod(v.c_str(), &end);
+      if (*end || !(o.timeout > 0) || o.timeout > 1e7)
+        usageError("--timeout needs seconds in (0, 1e7], got '" + v + "'");
     } else if (a == "--warmup") {
       if (!parseInt(value(), o.warmup) || o.warmup < 0)
         usageError("--warmup needs an integer >= 0");
@@ -414,6 +426,78 @@ int64_t peakRssBytes() {
   return static_cast<int64_t>(ru.ru_maxrss) * 1024;
 }
 
+/// Stops the job when a step (or a save) runs longer than --timeout: a
+/// rank that stopped responding (SIGSTOP, a collective that never
+/// completes) would otherwise hang every other rank forever. The thread
+/// names the step and the instruction the Executor is in, writes the message
+/// and exits the process non-zero, which makes mpirun stop every rank (the
+/// main thread may be blocked inside MPI, so MPI_Abort is not called).
+class Watchdog {
+public:
+  Watchdog(double timeout, const Executor &ex, int rank)
+      : timeout(timeout), ex(ex), rank(rank), thread([this] { loop(); }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> l(m);
+      stopping = true;
+    }
+    cv.notify_all();
+    thread.join();
+  }
+  /// Starts timing `what` ("step 5", "the save of step 5").
+  void begin(std::string what) {
+    std::lock_guard<std::mutex> l(m);
+    phase = std::move(what);
+    start = fsdp_now();
+    active = true;
+  }
+  void end() {
+    std::lock_guard<std::mutex> l(m);
+    active = false;
+  }
+
+private:
+  void loop() {
+    std::unique_lock<std::mutex> l(m);
+    auto tick = std::chrono::duration<double>(std::min(0.25, timeout / 4));
+    while (!cv.wait_for(l, tick, [this] { return stopping; })) {
+      if (!active || fsdp_now() - start <= timeout)
+        continue;
+      const Program &p = ex.program();
+      int64_t i = ex.currentInstruction();
+      std::string where;
+      if (i >= 0) {
+        const std::string &op = p.instructions()[static_cast<size_t>(i)].op;
+        bool coll = op == "fsdp.all_gather" || op == "fsdp.reduce_scatter" ||
+                    op == "fsdp.all_reduce" || op == "fsdp.wait";
+        where = "; it is in " + p.where(static_cast<size_t>(i)) +
+                (coll ? ", a collective: another rank is stopped, dead or "
+                        "running something else"
+                      : "");
+      } else if (i == Executor::kStepEnd) {
+        where = "; it is waiting for the step's last collectives (another "
+                "rank is stopped, dead or running something else)";
+      }
+      std::fprintf(stderr,
+                   "[rank %d] fsdp-run: error: watchdog: %s has not finished "
+                   "after %g s (--timeout)%s\n",
+                   rank, phase.c_str(), timeout, where.c_str());
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+  }
+
+  const double timeout;
+  const Executor &ex;
+  const int rank;
+  std::mutex m;
+  std::condition_variable cv;
+  bool stopping = false, active = false;
+  std::string phase;
+  double start = 0;
+  std::thread thread; // last: started once the members above exist
+};
+
 /// The options that change what a rank does, one "--option value" per line
 /// (paths by presence, and a data file by its size: ranks may read
 /// node-local copies).
@@ -576,6 +660,7 @@ int runMain(const Options &opt) {
 
   int64_t globalBatch = prog.globalBatch() > 0 ? prog.globalBatch()
                                                : data.globalBatch;
+  Watchdog watchdog(opt.timeout, ex, rank);
   // Statistics from here: the device's allocator peak covers the steps.
   fsdp_device_reset_stats(device.get());
   // Per step, max over ranks: wall time of the step, kernel time, wait time.
@@ -590,6 +675,7 @@ int runMain(const Options &opt) {
       if (step == startStep + opt.warmup + 1)
         fsdp_profile_reset();
     }
+    watchdog.begin("step " + std::to_string(step));
     data.fill(step, in);
     if (stepId >= 0)
       in[stepId] = {static_cast<double>(step)};
@@ -621,13 +707,16 @@ int runMain(const Options &opt) {
       commTimes.push_back(maxTimes[2]);
       profiledSeconds += times[0];
     }
+    watchdog.end();
     if (rank == 0) {
       std::printf("step %lld loss %.6f\n", static_cast<long long>(step), loss);
       std::fflush(stdout);
     }
     if (opt.saveEvery && (step % opt.saveEvery == 0 || step == startStep + opt.steps)) {
+      watchdog.begin("the save of step " + std::to_string(step));
       fsdp::run::saveCheckpoint(fsdp::run::periodicCheckpointDir(opt.save, step), ex,
                                 step, rank, meta);
+      watchdog.end();
       if (rank == 0 && opt.keep)
         fsdp::run::pruneCheckpoints(opt.save, opt.keep);
     }
@@ -697,8 +786,11 @@ int runMain(const Options &opt) {
         throw Error("cannot write --dump-params file '" + opt.dumpParams + "'");
     }
   }
-  if (!opt.save.empty() && !opt.saveEvery)
+  if (!opt.save.empty() && !opt.saveEvery) {
+    watchdog.begin("the save of step " + std::to_string(startStep + opt.steps));
     fsdp::run::saveCheckpoint(opt.save, ex, startStep + opt.steps, rank, meta);
+    watchdog.end();
+  }
   if (!opt.exportPath.empty())
     fsdp::run::exportSafeTensors(opt.exportPath, ex, startStep + opt.steps, rank);
   long long rss[2] = {initRss, peakRssBytes()}, maxRss[2];

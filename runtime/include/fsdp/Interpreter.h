@@ -29,6 +29,7 @@
 #include "fsdp/ScheduleFormat.h"
 #include "fsdp/runtime.h"
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -358,6 +359,11 @@ public:
   int64_t copiedOutputs() const { return static_cast<int64_t>(copies.size()); }
   fsdp_device device() const { return dev; }
   const Program &program() const { return prog; }
+  /// The instruction step() is executing (its index), kStepEnd while it
+  /// waits for the last collectives and stores the outputs, or kIdle
+  /// outside step(). Safe to read from another thread (a watchdog).
+  static constexpr int64_t kIdle = -1, kStepEnd = -2;
+  int64_t currentInstruction() const { return running.load(std::memory_order_relaxed); }
 
 private:
   friend class Frame;
@@ -371,6 +377,7 @@ private:
   const Program &prog;
   fsdp_device dev;
   fsdp_stream compute;
+  std::atomic<int64_t> running{kIdle};
   fsdp_channel world = nullptr, shard = nullptr, replicate = nullptr;
   char *arena = nullptr;
   void *arenaAlloc = nullptr;
