@@ -725,14 +725,14 @@ void Program::checkSameCollectivesOnAllRanks() const {
   auto name = [&](int r) { return std::string(&names[static_cast<size_t>(r) * kName]); };
   for (int r = 0; r < world; ++r)
     if (all[static_cast<size_t>(r)] != all[0])
-      throw Error(sourceName + ": rank " + std::to_string(r) +
+      throw CollectiveError(sourceName + ": rank " + std::to_string(r) +
                   " runs a different sequence of collectives than rank 0 (schedules '" +
                   name(r) + "' and '" + name(0) + "', fingerprints " +
                   std::to_string(all[static_cast<size_t>(r)]) + " and " +
                   std::to_string(all[0]) + "): every rank must run the same schedule");
   for (int r = 0; r < world; ++r)
     if (wholes[static_cast<size_t>(r)] != wholes[0])
-      throw Error(sourceName + ": rank " + std::to_string(r) +
+      throw CollectiveError(sourceName + ": rank " + std::to_string(r) +
                   " runs another schedule than rank 0 (schedules '" + name(r) + "' and '" +
                   name(0) + "'): the collectives agree, but an instruction or an attribute "
                   "differs (fingerprints " + std::to_string(wholes[static_cast<size_t>(r)]) +

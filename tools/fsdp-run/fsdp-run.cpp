@@ -557,7 +557,7 @@ void checkSameWorkOnAllRanks(const Options &o) {
     std::vector<std::string> other = lines(r);
     for (size_t i = 0; i < first.size() && i < other.size(); ++i)
       if (first[i] != other[i])
-        throw Error("the ranks were started with different options: rank " +
+        throw fsdp::rt::CollectiveError("the ranks were started with different options: rank " +
                     std::to_string(r) + " has " + other[i] + ", rank 0 has " +
                     first[i] + " (every rank must run the same steps on the same "
                     "data)");
@@ -874,6 +874,12 @@ int main(int argc, char **argv) {
   }
   try {
     runMain(opt);
+  } catch (const fsdp::rt::CollectiveError &e) {
+    // Every rank found it; rank 0 reports, the others give its abort time
+    // to arrive (then abort themselves, should rank 0 be gone).
+    if (fsdp_rank() != 0)
+      std::this_thread::sleep_for(std::chrono::seconds(10));
+    fsdp_abort((std::string("fsdp-run: error: ") + e.what()).c_str(), 1);
   } catch (const std::exception &e) {
     fsdp_abort((std::string("fsdp-run: error: ") + e.what()).c_str(), 1);
   }

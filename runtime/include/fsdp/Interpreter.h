@@ -44,6 +44,14 @@ class Error : public std::runtime_error {
 public:
   using std::runtime_error::runtime_error;
 };
+/// An Error that every rank detects alike, from data they exchanged (ranks
+/// that disagree on the schedule or the options): one rank reporting it is
+/// enough, and the others should let it (fsdp-run has rank 0 report, so
+/// that the message is never lost to the abort of another rank).
+class CollectiveError : public Error {
+public:
+  using Error::Error;
+};
 
 /// Buffer element types. BF16 and F16 are 2-byte storage dtypes ("Mixed
 /// precision"): nn ops on them compute in f32 (Half.h for the conversions).
