@@ -205,7 +205,13 @@ Program Program::fromString(const std::string &text, bool checkWorldSize,
                             const std::string &name) {
   Program p;
   p.sourceName = name;
-  p.parse(text, checkWorldSize);
+  try {
+    p.parse(text, checkWorldSize);
+  } catch (const json::exception &e) {
+    // A field of the wrong JSON type where the parser reads it with a
+    // default (value(), get()): found by fuzzing (test/fuzz).
+    throw Error(name + ": malformed schedule: " + e.what());
+  }
   return p;
 }
 
@@ -214,8 +220,9 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
   json root;
   try {
     root = json::parse(text);
-  } catch (const json::parse_error &e) {
-    // e.what() names the line and column of the error.
+  } catch (const json::exception &e) {
+    // e.what() names the line and column of the error (parse_error), or the
+    // number that does not fit (out_of_range 406, found by fuzzing).
     throw Error(src + ": not valid JSON: " + e.what());
   }
   if (!root.is_object())
@@ -316,6 +323,13 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
     // padded_numel: a multiple of S, at least numel and S (the compiler
     // pads with fsdp::paddedNumel(numel, S)); shard_numel = padded / S.
     int64_t S = shardSizeValue;
+    for (int64_t v : {ud.numel, ud.paddedNumel, ud.shardNumel})
+      if (v < 0 || v > kMaxCount)
+        throw Error(ctx + ": numel, padded_numel and shard_numel must be in [0, 2^62], got " +
+                    std::to_string(v));
+    if (ud.shardNumel > kMaxCount / S)
+      throw Error(ctx + ": shard_numel " + std::to_string(ud.shardNumel) + " x shard_size " +
+                  std::to_string(S) + " exceeds 2^62");
     if (ud.paddedNumel < ud.numel || ud.paddedNumel < S ||
         ud.paddedNumel % S != 0 || ud.shardNumel * S != ud.paddedNumel)
       throw Error(ctx + ": padded_numel " + std::to_string(ud.paddedNumel) +
@@ -337,10 +351,16 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
       pd.numel = intField(pj, "numel", pctx);
       pd.init = pj.value("init", std::string("zeros"));
       pd.trainable = pj.value("trainable", true);
-      if (pd.numel != numelOf(pd.shape))
+      int64_t shapeNumel;
+      try {
+        shapeNumel = numelOf(pd.shape);
+      } catch (const Error &e) {
+        throw Error(pctx + ": " + e.what() + " " + shapeStr(pd.shape));
+      }
+      if (pd.numel != shapeNumel)
         throw Error(pctx + ": numel " + std::to_string(pd.numel) +
                     " != product of shape " + shapeStr(pd.shape));
-      if (pd.offset < 0 || pd.offset + pd.numel > ud.numel)
+      if (pd.offset < 0 || pd.offset > kMaxCount || pd.offset + pd.numel > ud.numel)
         throw Error(pctx + ": elements [" + std::to_string(pd.offset) + ", " +
                     std::to_string(pd.offset + pd.numel) +
                     ") exceed the unit's numel " + std::to_string(ud.numel));
@@ -363,7 +383,13 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
     for (int64_t d : bd.shape)
       if (d < 0)
         throw Error(ctx + ": negative dimension in shape " + shapeStr(bd.shape));
-    bd.numel = numelOf(bd.shape);
+    try {
+      bd.numel = numelOf(bd.shape);
+    } catch (const Error &e) {
+      throw Error(ctx + ": " + e.what() + " " + shapeStr(bd.shape));
+    }
+    if (bd.numel > kMaxCount / dtypeSize(bd.dtype))
+      throw Error(ctx + ": shape " + shapeStr(bd.shape) + " has more than 2^62 bytes");
     bd.bytes = bd.numel * dtypeSize(bd.dtype);
     if (b.contains("bytes") && intField(b, "bytes", ctx) != bd.bytes)
       throw Error(ctx + ": 'bytes' is " + std::to_string(intField(b, "bytes", ctx)) +
