@@ -125,7 +125,18 @@ std::optional<ClusterSpec> ClusterSpec::load(StringRef path, std::string &error,
     }
     return true;
   };
-  s.name = j.value("name", path.str());
+  // Typed reads only: with exceptions off a mistyped value() aborts
+  // (nlohmann's JSON_NOEXCEPTION), found by fuzzing (test/fuzz).
+  if (j.contains("name") && !j["name"].is_string()) {
+    error = where + "'name' must be a string";
+    return std::nullopt;
+  }
+  s.name = j.contains("name") ? j["name"].get<std::string>() : path.str();
+  for (const char *key : {"intra_node", "inter_node", "efficiency"})
+    if (j.contains(key) && !j[key].is_object()) {
+      error = where + "'" + key + "' must be an object";
+      return std::nullopt;
+    }
   if (!j.contains("peak_flops") || !j["peak_flops"].is_object()) {
     error = where + "missing object 'peak_flops' (FLOP/s by dtype)";
     return std::nullopt;
@@ -151,6 +162,10 @@ std::optional<ClusterSpec> ClusterSpec::load(StringRef path, std::string &error,
       !number(inter, "bus_bandwidth", "inter_node.bus_bandwidth", s.interBandwidth) ||
       !number(inter, "latency_s", "inter_node.latency_s", s.interLatency, false))
     return std::nullopt;
+  if (dpn != std::floor(dpn) || dpn > double(int64_t(1) << 30)) {
+    error = where + "'devices_per_node' must be an integer in [1, 2^30]";
+    return std::nullopt;
+  }
   s.devicesPerNode = std::max<int64_t>(1, (int64_t)dpn);
   const json &eff = j.value("efficiency", json::object());
   for (auto [key, out] : {std::pair<const char *, double *>{"matmul", &s.effMatmul},

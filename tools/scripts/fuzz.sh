@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
-# Coverage-guided fuzzing of the parsers a user feeds fsdp-run: the JSON
-# schedule loader and the safetensors reader (test/fuzz/Fuzz*.cpp), with
-# Debian's clang 14 libFuzzer, AddressSanitizer and UBSan. Each target
+# Coverage-guided fuzzing of the parsers a user feeds the tools: the JSON
+# schedule loader and the safetensors reader of fsdp-run (clang 14), the
+# Hugging Face config importer and the cluster spec reader of the compiler
+# (clang 22, against MLIR 22 and the g++ build in build/: only the parser's
+# own sources are instrumented) -- test/fuzz/Fuzz*.cpp -- with libFuzzer,
+# AddressSanitizer and UBSan. Each target
 # starts from its committed corpus (test/fuzz/corpus/<target>) and writes
 # new inputs to build-fuzz/corpus/<target>, crashes to build-fuzz/crash-*.
 # Not part of the tests (ctest replays the committed corpus in seconds).
 #
 #   tools/scripts/fuzz.sh [SECONDS per target, default 600] [TARGET...]
 #
-# Needs clang-14 and libclang-rt-14-dev (apt-get install clang-14
-# libclang-rt-14-dev).
+# Needs clang-14, libclang-rt-14-dev, clang-22 and libclang-rt-22-dev
+# (apt-get install ...), and for config/cluster a build in build/
+# (tools/scripts/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SECONDS_PER=${1:-600}; shift || true
-TARGETS=${*:-schedule safetensors}
+TARGETS=${*:-schedule safetensors config cluster}
 out=build-fuzz
 mkdir -p "$out"
 flags=(-std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
@@ -21,14 +25,36 @@ flags=(-std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recov
        -I/usr/include/x86_64-linux-gnu/openblas-pthread
        $(mpicc --showme:compile) -DOMPI_SKIP_MPICXX=1)
 runtime=(runtime/lib/*.cpp runtime/lib/cpu/*.cpp runtime/lib/mpi/*.cpp)
+# The compiler's link libraries, as CMake wrote them for a tool (minus the
+# tool's own objects and the libraries whose sources are rebuilt here).
+linklibs() {
+  grep -A8 "^build bin/$1:" build/build.ninja | sed -n 's/^ *LINK_LIBRARIES = //p' |
+    sed -e 's/-Wl,-rpath,[^ ]*//' -e "s#\(lib/libFSDP[A-Za-z]*\.a\)#build/\1#g"
+}
+mlirflags=(-std=gnu++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+           -fno-exceptions -funwind-tables -fno-sanitize=vptr
+           -D_GLIBCXX_USE_CXX11_ABI=1 -D__STDC_CONSTANT_MACROS -D__STDC_FORMAT_MACROS
+           -D__STDC_LIMIT_MACROS -Iinclude -Ibuild/include -Idialects -Ibuild/dialects
+           -isystem /usr/lib/llvm-22/include)
 for t in $TARGETS; do
   case $t in
     schedule) src=(test/fuzz/FuzzSchedule.cpp) ;;
     safetensors) src=(test/fuzz/FuzzSafeTensors.cpp tools/fsdp-run/SafeTensors.cpp) ;;
+    config|cluster) ;;
     *) echo "unknown target $t" >&2; exit 2 ;;
   esac
-  clang++-14 "${flags[@]}" "${src[@]}" "${runtime[@]}" -o "$out/fuzz-$t" \
-    $(mpicc --showme:link) -lopenblas -ldl -lpthread
+  case $t in
+    schedule|safetensors)
+      clang++-14 "${flags[@]}" "${src[@]}" "${runtime[@]}" -o "$out/fuzz-$t" \
+        $(mpicc --showme:link) -lopenblas -ldl -lpthread ;;
+    config)
+      clang++-22 "${mlirflags[@]}" test/fuzz/FuzzConfig.cpp lib/Import/*.cpp -o "$out/fuzz-$t" \
+        -fuse-ld=lld $(linklibs fsdp-import | sed 's#build/lib/libFSDPImport.a##') \
+        -Wl,-rpath,/usr/lib/llvm-22/lib ;;
+    cluster)
+      clang++-22 "${mlirflags[@]}" test/fuzz/FuzzCluster.cpp lib/Analysis/Simulator.cpp \
+        -o "$out/fuzz-$t" -fuse-ld=lld $(linklibs fsdp-sweep) -Wl,-rpath,/usr/lib/llvm-22/lib ;;
+  esac
   mkdir -p "$out/corpus/$t"
   (cd "$out" && ASAN_OPTIONS=detect_leaks=0 ./fuzz-$t -max_total_time="$SECONDS_PER" \
      -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
