@@ -416,23 +416,17 @@ void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step, in
   agree(err, "finish the save", tmp, rank);
 }
 
-LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex, int rank) {
-  const Program &prog = ex.program();
-  std::string ipath = (fs::path(dir) / "index.json").string();
-  std::ifstream in(ipath);
-  if (!in)
-    throw Error("--load: cannot open '" + ipath +
-                "' (not a checkpoint directory, or the save did not finish)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json index = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+namespace {
+
+/// Parses index.json's `text` (either version) into the saved ranges and
+/// files: every field's type, every range's file and bounds are checked.
+/// `optimizer` receives the recorded hyper-parameters (empty for version 1).
+void parseIndex(const std::string &text, const std::string &dir, const std::string &ipath,
+                SavedMap &saved, std::vector<SavedFile> &files, LoadedCheckpoint &result,
+                json &optimizer) {
+  json index = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (index.is_discarded() || !index.is_object())
     throw Error("--load: '" + ipath + "' is not valid JSON");
-  const std::string ctx = "--load: checkpoint '" + dir + "' does not match schedule '" +
-                          prog.name() + "'";
-  LoadedCheckpoint result;
-  SavedMap saved;
-  std::vector<SavedFile> files;
   try {
     int version = index.value("format", std::string()) == "fsdp-checkpoint"
                       ? index.value("version", 0)
@@ -444,17 +438,20 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex, int rank) 
         files.push_back({(fs::path(dir) / f.at("path").get<std::string>()).string(),
                          f.at("bytes").get<uint64_t>(), f.at("crc32").get<int64_t>()});
       for (const json &t : index.at("tensors")) {
-        Saved &s = saved[{t.at("fqn").get<std::string>(), t.at("role").get<std::string>()}];
+        std::string fqn = t.at("fqn").get<std::string>();
+        Saved &s = saved[{fqn, t.at("role").get<std::string>()}];
         s.shape = t.at("shape").get<std::vector<int64_t>>();
         s.dtype = parseDtype(t.at("dtype").get<std::string>());
         for (const json &r : t.at("ranges")) {
           size_t file = r.at("file").get<size_t>();
-          if (file >= files.size())
-            throw Error("--load: '" + ipath + "': a range of '" + t.at("fqn").get<std::string>() +
-                        "' names file #" + std::to_string(file) + " of " +
-                        std::to_string(files.size()));
-          s.ranges.push_back({file, r.at("offset").get<uint64_t>(), r.at("begin").get<int64_t>(),
-                              r.at("end").get<int64_t>()});
+          Range range{file, r.at("offset").get<uint64_t>(), r.at("begin").get<int64_t>(),
+                      r.at("end").get<int64_t>()};
+          if (file >= files.size() || range.begin < 0 || range.end < range.begin)
+            throw Error("--load: '" + ipath + "': a range of '" + fqn + "' (file #" +
+                        std::to_string(file) + " of " + std::to_string(files.size()) +
+                        ", elements [" + std::to_string(range.begin) + ", " +
+                        std::to_string(range.end) + ")) is out of bounds");
+          s.ranges.push_back(range);
         }
       }
       const json &run = index.value("run", json::object());
@@ -462,12 +459,7 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex, int rank) 
       result.meta.seed = run.value("seed", uint64_t(0));
       result.meta.data = run.value("data", std::string());
       result.meta.dataOrder = run.value("data_order", std::string("random"));
-      json want = optimizerJson(prog), got = index.value("optimizer", json::object());
-      if (rank == 0 && got != want)
-        std::fprintf(stderr,
-                     "fsdp-run: warning: --load: the checkpoint was trained with optimizer %s; "
-                     "this schedule has %s\n",
-                     got.dump().c_str(), want.dump().c_str());
+      optimizer = index.value("optimizer", json::object());
     } else {
       throw Error("--load: '" + ipath + "' is not an fsdp-checkpoint index of version 1 or 2");
     }
@@ -475,6 +467,42 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex, int rank) 
   } catch (const json::exception &e) {
     throw Error("--load: '" + ipath + "' is malformed: " + e.what());
   }
+}
+
+} // namespace
+
+int64_t checkCheckpointIndex(const std::string &text, const std::string &dir) {
+  SavedMap saved;
+  std::vector<SavedFile> files;
+  LoadedCheckpoint result;
+  json optimizer;
+  parseIndex(text, dir, (fs::path(dir) / "index.json").string(), saved, files, result,
+             optimizer);
+  return result.step;
+}
+
+LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex, int rank) {
+  const Program &prog = ex.program();
+  std::string ipath = (fs::path(dir) / "index.json").string();
+  std::ifstream in(ipath);
+  if (!in)
+    throw Error("--load: cannot open '" + ipath +
+                "' (not a checkpoint directory, or the save did not finish)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string ctx = "--load: checkpoint '" + dir + "' does not match schedule '" +
+                          prog.name() + "'";
+  LoadedCheckpoint result;
+  SavedMap saved;
+  std::vector<SavedFile> files;
+  json got;
+  parseIndex(ss.str(), dir, ipath, saved, files, result, got);
+  json want = optimizerJson(prog);
+  if (rank == 0 && result.hasMeta && got != want)
+    std::fprintf(stderr,
+                 "fsdp-run: warning: --load: the checkpoint was trained with optimizer %s; "
+                 "this schedule has %s\n",
+                 got.dump().c_str(), want.dump().c_str());
 
   // The model must be the schedule's: every FQN, its shape, every role the
   // schedule keeps, and nothing else.

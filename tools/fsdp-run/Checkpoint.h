@@ -62,6 +62,12 @@ struct LoadedCheckpoint {
 LoadedCheckpoint loadCheckpoint(const std::string &dir, fsdp::rt::Executor &ex,
                                 int rank);
 
+/// Parses the text of an index.json (version 1 or 2) as --load does first,
+/// checking every field's type and every range's file and bounds, with
+/// file paths relative to `dir`; returns the saved step. Throws
+/// fsdp::rt::Error naming what is malformed. (The fuzz target's entry.)
+int64_t checkCheckpointIndex(const std::string &text, const std::string &dir);
+
 /// Throws fsdp::rt::Error unless `dir` can become a checkpoint: absent,
 /// an empty directory, or a directory with an fsdp-checkpoint index.json
 /// (a save replaces a directory, so it must never be someone's data). With

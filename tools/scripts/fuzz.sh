@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing of the parsers a user feeds the tools: the JSON
-# schedule loader and the safetensors reader of fsdp-run (clang 14), the
+# schedule loader, the safetensors reader and the checkpoint index of
+# fsdp-run (clang 14), the
 # Hugging Face config importer and the cluster spec reader of the compiler
 # (clang 22, against MLIR 22 and the g++ build in build/: only the parser's
 # own sources are instrumented) -- test/fuzz/Fuzz*.cpp -- with libFuzzer,
@@ -17,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SECONDS_PER=${1:-600}; shift || true
-TARGETS=${*:-schedule safetensors config cluster}
+TARGETS=${*:-schedule safetensors checkpoint config cluster}
 out=build-fuzz
 mkdir -p "$out"
 flags=(-std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
@@ -40,13 +41,14 @@ for t in $TARGETS; do
   case $t in
     schedule) src=(test/fuzz/FuzzSchedule.cpp) ;;
     safetensors) src=(test/fuzz/FuzzSafeTensors.cpp tools/fsdp-run/SafeTensors.cpp) ;;
+    checkpoint) src=(test/fuzz/FuzzCheckpointIndex.cpp tools/fsdp-run/Checkpoint.cpp) ;;
     config|cluster) ;;
     *) echo "unknown target $t" >&2; exit 2 ;;
   esac
   case $t in
-    schedule|safetensors)
+    schedule|safetensors|checkpoint)
       clang++-14 "${flags[@]}" "${src[@]}" "${runtime[@]}" -o "$out/fuzz-$t" \
-        $(mpicc --showme:link) -lopenblas -ldl -lpthread ;;
+        $(mpicc --showme:link) -lopenblas -lz -ldl -lpthread ;;
     config)
       clang++-22 "${mlirflags[@]}" test/fuzz/FuzzConfig.cpp lib/Import/*.cpp -o "$out/fuzz-$t" \
         -fuse-ld=lld $(linklibs fsdp-import | sed 's#build/lib/libFSDPImport.a##') \
