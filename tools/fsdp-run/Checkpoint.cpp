@@ -54,6 +54,33 @@ DType parseDtype(const std::string &s) {
   throw Error("unsupported state dtype '" + s + "'");
 }
 
+/// A field of the index with the wrong type or range (parseIndex adds the
+/// file's name). nlohmann's get<int64_t>() of a float is undefined
+/// behaviour when the float does not fit (found by fuzzing): integers are
+/// read only through these.
+struct BadField : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+int64_t intOf(const json &v, const char *what) {
+  if (!v.is_number_integer() ||
+      (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)))
+    throw BadField(std::string(what) + " must be an integer, got " + v.dump());
+  return v.get<int64_t>();
+}
+uint64_t uintOf(const json &v, const char *what) {
+  if (!v.is_number_unsigned())
+    throw BadField(std::string(what) + " must be a non-negative integer, got " + v.dump());
+  return v.get<uint64_t>();
+}
+std::vector<int64_t> intsOf(const json &v, const char *what) {
+  if (!v.is_array())
+    throw BadField(std::string(what) + " must be a list of integers, got " + v.dump());
+  std::vector<int64_t> out;
+  for (const json &d : v)
+    out.push_back(intOf(d, what));
+  return out;
+}
+
 /// One state buffer's part of a rank file: flat elements [begin, end) of
 /// the unit, at byte `offset` of the file.
 struct Block {
@@ -163,22 +190,22 @@ bool fileCrc(const std::string &path, uint64_t bytes, uint32_t &crc) {
 /// unit order, every rank one file; replicas' files are skipped).
 void readVersion1(const json &index, const std::string &dir, SavedMap &saved,
                   std::vector<SavedFile> &files) {
-  int64_t n = index.at("world_size").get<int64_t>();
+  int64_t n = intOf(index.at("world_size"), "world_size");
   json grid = index.value("grid", json{{"replicas", 1}, {"shard_size", n}});
-  int64_t s = grid.at("shard_size").get<int64_t>();
+  int64_t s = intOf(grid.at("shard_size"), "grid.shard_size");
   for (const json &f : index.at("files")) {
-    int64_t r = f.at("rank").get<int64_t>();
+    int64_t r = intOf(f.at("rank"), "files[].rank");
     const json &shards = f.at("shards");
     SavedFile sf{(fs::path(dir) / f.at("path").get<std::string>()).string(),
-                 f.at("bytes").get<uint64_t>()};
+                 uintOf(f.at("bytes"), "files[].bytes")};
     size_t fileIdx = files.size();
     bool used = false;
     for (const json &ju : index.at("units")) {
       std::string name = ju.at("name").get<std::string>();
       json layouts = ju.value("layouts", json::object());
       json dtypes = ju.value("dtypes", json::object());
-      int64_t shardNumel = ju.at("shard_numel").get<int64_t>();
-      int64_t padded = ju.value("padded_numel", shardNumel * s);
+      int64_t shardNumel = intOf(ju.at("shard_numel"), "units[].shard_numel");
+      int64_t padded = (ju.contains("padded_numel") ? intOf(ju["padded_numel"], "units[].padded_numel") : shardNumel * s);
       for (const char *role : kRoles) {
         if (!shards.contains(name) || !shards[name].contains(role))
           continue;
@@ -187,18 +214,18 @@ void readVersion1(const json &index, const std::string &dir, SavedMap &saved,
           continue; // a replica's copy
         DType dt = parseDtype(dtypes.value(role, ju.at("dtype").get<std::string>()));
         int64_t begin = full ? 0 : (r % s) * shardNumel, end = full ? padded : begin + shardNumel;
-        uint64_t base = shards[name][role].get<uint64_t>();
+        uint64_t base = uintOf(shards[name][role], "files[].shards offset");
         for (const json &jp : ju.at("params")) {
-          int64_t off = jp.at("offset").get<int64_t>();
-          int64_t numel = jp.value("numel", int64_t(1));
+          int64_t off = intOf(jp.at("offset"), "params[].offset");
+          int64_t numel = (jp.contains("numel") ? intOf(jp["numel"], "params[].numel") : int64_t(1));
           if (!jp.contains("numel"))
-            for (int64_t d : jp.at("shape").get<std::vector<int64_t>>())
+            for (int64_t d : intsOf(jp.at("shape"), "params[].shape"))
               numel *= d;
           int64_t lo = std::max(begin, off), hi = std::min(end, off + numel);
           if (lo >= hi)
             continue;
           Saved &sv = saved[{jp.at("fqn").get<std::string>(), role}];
-          sv.shape = jp.at("shape").get<std::vector<int64_t>>();
+          sv.shape = intsOf(jp.at("shape"), "params[].shape");
           sv.dtype = dt;
           sv.ranges.push_back({fileIdx, base + static_cast<uint64_t>((lo - begin) * floatBytes(dt)),
                                lo - off, hi - off});
@@ -436,16 +463,16 @@ void parseIndex(const std::string &text, const std::string &dir, const std::stri
     } else if (version == kVersion) {
       for (const json &f : index.at("files"))
         files.push_back({(fs::path(dir) / f.at("path").get<std::string>()).string(),
-                         f.at("bytes").get<uint64_t>(), f.at("crc32").get<int64_t>()});
+                         uintOf(f.at("bytes"), "files[].bytes"), intOf(f.at("crc32"), "files[].crc32")});
       for (const json &t : index.at("tensors")) {
         std::string fqn = t.at("fqn").get<std::string>();
         Saved &s = saved[{fqn, t.at("role").get<std::string>()}];
-        s.shape = t.at("shape").get<std::vector<int64_t>>();
+        s.shape = intsOf(t.at("shape"), "tensors[].shape");
         s.dtype = parseDtype(t.at("dtype").get<std::string>());
         for (const json &r : t.at("ranges")) {
-          size_t file = r.at("file").get<size_t>();
-          Range range{file, r.at("offset").get<uint64_t>(), r.at("begin").get<int64_t>(),
-                      r.at("end").get<int64_t>()};
+          size_t file = static_cast<size_t>(uintOf(r.at("file"), "ranges[].file"));
+          Range range{file, uintOf(r.at("offset"), "ranges[].offset"), intOf(r.at("begin"), "ranges[].begin"),
+                      intOf(r.at("end"), "ranges[].end")};
           if (file >= files.size() || range.begin < 0 || range.end < range.begin)
             throw Error("--load: '" + ipath + "': a range of '" + fqn + "' (file #" +
                         std::to_string(file) + " of " + std::to_string(files.size()) +
@@ -456,15 +483,17 @@ void parseIndex(const std::string &text, const std::string &dir, const std::stri
       }
       const json &run = index.value("run", json::object());
       result.hasMeta = true;
-      result.meta.seed = run.value("seed", uint64_t(0));
+      result.meta.seed = run.contains("seed") ? uintOf(run["seed"], "run.seed") : 0;
       result.meta.data = run.value("data", std::string());
       result.meta.dataOrder = run.value("data_order", std::string("random"));
       optimizer = index.value("optimizer", json::object());
     } else {
       throw Error("--load: '" + ipath + "' is not an fsdp-checkpoint index of version 1 or 2");
     }
-    result.step = index.at("step").get<int64_t>();
+    result.step = intOf(index.at("step"), "step");
   } catch (const json::exception &e) {
+    throw Error("--load: '" + ipath + "' is malformed: " + e.what());
+  } catch (const BadField &e) {
     throw Error("--load: '" + ipath + "' is malformed: " + e.what());
   }
 }
