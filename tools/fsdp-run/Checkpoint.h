@@ -51,8 +51,8 @@ struct LoadedCheckpoint {
   RunMeta meta;
 };
 
-/// Reads dir/index.json (format version 2, or a version-1 index of the
-/// same grid), checks that it holds this schedule's model (every parameter
+/// Reads dir/index.json (format version 2 or 1) and, whatever the saved
+/// world size, grid or layout, checks that it holds this schedule's model (every parameter
 /// FQN with its shape, every optimizer-state role the schedule has, no
 /// extra FQN), verifies the size and CRC-32 of every file this rank reads,
 /// and writes this rank's buffers: `param` and `master` from the saved
