@@ -455,9 +455,10 @@ void parseIndex(const std::string &text, const std::string &dir, const std::stri
   if (index.is_discarded() || !index.is_object())
     throw Error("--load: '" + ipath + "' is not valid JSON");
   try {
-    int version = index.value("format", std::string()) == "fsdp-checkpoint"
-                      ? index.value("version", 0)
-                      : 0;
+    int64_t version = index.value("format", std::string()) == "fsdp-checkpoint" &&
+                              index.contains("version")
+                          ? intOf(index["version"], "version")
+                          : 0;
     if (version == 1) {
       readVersion1(index, dir, saved, files);
     } else if (version == kVersion) {
