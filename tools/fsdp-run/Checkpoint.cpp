@@ -131,16 +131,13 @@ using SavedMap = std::map<std::pair<std::string, std::string>, Saved>;
 void addRanges(const std::vector<Block> &blocks, size_t file, SavedMap &saved) {
   for (const Block &b : blocks) {
     int64_t es = floatBytes(b.dtype);
-    for (const ParamDesc &p : b.unit->params) {
-      int64_t lo = std::max(b.begin, p.offset), hi = std::min(b.end, p.offset + p.numel);
-      if (lo >= hi)
-        continue;
+    forEachParamIn(*b.unit, b.begin, b.end, [&](const ParamDesc &p, int64_t lo, int64_t hi) {
       Saved &s = saved[{p.fqn, b.role}];
       s.shape = p.shape;
       s.dtype = b.dtype;
       s.ranges.push_back({file, b.offset + static_cast<uint64_t>((lo - b.begin) * es),
                           lo - p.offset, hi - p.offset});
-    }
+    });
   }
 }
 
@@ -577,11 +574,8 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex, int rank) 
       int64_t begin, end;
       stateRange(prog, u, *io, rank, begin, end);
       values.assign(static_cast<size_t>(end - begin), 0.0); // padding: zero
-      for (const ParamDesc &p : u.params) {
-        int64_t lo = std::max(begin, p.offset) - p.offset;
-        int64_t hi = std::min(end, p.offset + p.numel) - p.offset;
-        if (lo >= hi)
-          continue;
+      forEachParamIn(u, begin, end, [&](const ParamDesc &p, int64_t flatLo, int64_t flatHi) {
+        int64_t lo = flatLo - p.offset, hi = flatHi - p.offset; // elements of the FQN
         const Saved &s = source(p.fqn, role);
         int64_t es = floatBytes(s.dtype), covered = 0;
         for (const Range &r : s.ranges) {
@@ -592,11 +586,11 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex, int rank) 
           auto &fd = open[r.file];
           if (!fd) {
             struct stat st;
-            if (::stat(f.path.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_size) != f.bytes)
+            bool found = ::stat(f.path.c_str(), &st) == 0;
+            if (!found || static_cast<uint64_t>(st.st_size) != f.bytes)
               throw Error("--load: '" + f.path + "' is missing or truncated: " +
-                          (::stat(f.path.c_str(), &st) != 0
-                               ? std::string("cannot stat it")
-                               : std::to_string(st.st_size) + " bytes") +
+                          (found ? std::to_string(st.st_size) + " bytes"
+                                 : std::string("cannot stat it")) +
                           ", the index gives " + std::to_string(f.bytes));
             uint32_t crc = 0;
             if (f.crc >= 0 && (!fileCrc(f.path, f.bytes, crc) || crc != f.crc))
@@ -616,7 +610,7 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex, int rank) 
                       ") of '" + p.fqn + "' ('" + role + "') are " +
                       (covered < hi - lo ? "missing from" : "saved twice in") +
                       " the checkpoint's files");
-      }
+      });
       ex.write(io->buffer, values);
     }
   return result;

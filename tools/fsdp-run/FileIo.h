@@ -78,6 +78,19 @@ inline bool writesCopy(const fsdp::rt::Program &p, const fsdp::rt::IoDesc &io,
   return io.layout == "full" ? rank == 0 : rank < p.shardSize();
 }
 
+/// Calls f(param, lo, hi) for every parameter of `u` that overlaps flat
+/// elements [begin, end) of the unit, with [lo, hi) the overlap in the
+/// unit's flat (unpadded-offset) numbering; lo < hi.
+template <typename F>
+inline void forEachParamIn(const fsdp::rt::UnitDesc &u, int64_t begin, int64_t end, F &&f) {
+  for (const fsdp::rt::ParamDesc &p : u.params) {
+    int64_t lo = begin > p.offset ? begin : p.offset;
+    int64_t hi = end < p.offset + p.numel ? end : p.offset + p.numel;
+    if (lo < hi)
+      f(p, lo, hi);
+  }
+}
+
 } // namespace fsdp::run
 
 #endif // FSDP_RUN_FILEIO_H

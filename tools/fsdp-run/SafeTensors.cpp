@@ -317,11 +317,9 @@ void initFromSafeTensors(const SafeTensorsArchive &archive, Executor &ex,
       int64_t begin, end;
       stateRange(prog, u, *io, rank, begin, end);
       values.assign(static_cast<size_t>(end - begin), 0.0); // padding: zero
-      for (const ParamDesc &p : u.params) {
-        int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel);
-        if (lo < hi)
-          archive.read(*source[p.fqn], lo - p.offset, hi - lo, &values[lo - begin]);
-      }
+      forEachParamIn(u, begin, end, [&](const ParamDesc &p, int64_t lo, int64_t hi) {
+        archive.read(*source[p.fqn], lo - p.offset, hi - lo, &values[lo - begin]);
+      });
       ex.write(io->buffer, values);
     }
 }
@@ -406,10 +404,9 @@ void exportSafeTensors(const std::string &path, const Executor &ex,
       stateRange(prog, *s.unit, *s.io, rank, begin, end);
       ex.read(s.io->buffer, values);
       int64_t es = floatBytes(s.type);
-      for (const ParamDesc &p : s.unit->params) {
-        int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel);
-        if (lo >= hi)
-          continue;
+      forEachParamIn(*s.unit, begin, end, [&](const ParamDesc &p, int64_t lo, int64_t hi) {
+        if (!err.empty())
+          return;
         bytes.resize(static_cast<size_t>((hi - lo) * es));
         encodeValues(s.type, &values[lo - begin], hi - lo, bytes.data());
         if (!writeAt(f.fd, bytes.data(), bytes.size(),
@@ -417,9 +414,8 @@ void exportSafeTensors(const std::string &path, const Executor &ex,
                          static_cast<uint64_t>((lo - p.offset) * es))) {
           err = "error writing '" + partial + "' on rank " +
                 std::to_string(rank) + ": " + std::strerror(errno);
-          break;
         }
-      }
+      });
     }
     if (err.empty() && f.fd >= 0 && ::fsync(f.fd) != 0)
       err = "fsync of '" + partial + "' failed on rank " + std::to_string(rank);

@@ -350,6 +350,24 @@ __global__ void broadcastK(const typename Elt<DT>::S *x, AxisMap m, int64_t n,
 
 //===--- Cross-entropy ----------------------------------------------------------===//
 
+/// Row statistics of cross-entropy, as the cpu driver computes them: the
+/// max of the row (exact in double) and Σ math::expT(x − max) in the
+/// compute type, summed in double. Every thread of the block gets both.
+template <int DT>
+__device__ void rowMaxSumExp(const typename Elt<DT>::S *row, int64_t classes, double *sh,
+                             double &mx, double &s) {
+  using E = Elt<DT>;
+  mx = -INFINITY;
+  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+    mx = fmax(mx, static_cast<double>(E::ld(row, c)));
+  mx = blockMax(mx, sh);
+  const typename E::C cmx = static_cast<typename E::C>(mx);
+  s = 0;
+  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+    s += static_cast<double>(math::expT(static_cast<typename E::C>(E::ld(row, c) - cmx)));
+  s = blockSum(s, sh);
+}
+
 template <int DT>
 __global__ void crossEntropyRowK(const typename Elt<DT>::S *logits, const void *labels,
                                  int labelsI64, int64_t classes, double *rowLoss,
@@ -358,18 +376,8 @@ __global__ void crossEntropyRowK(const typename Elt<DT>::S *logits, const void *
   __shared__ double sh[kThreads];
   int64_t p = blockIdx.x;
   const typename E::S *row = logits + p * classes;
-  double mx = -INFINITY;
-  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-    mx = fmax(mx, static_cast<double>(E::ld(row, c)));
-  mx = blockMax(mx, sh);
-  // The cpu driver's arithmetic: e^{x − max} by math::expT in the compute
-  // type, the sum in double.
-  const typename E::C cmx = static_cast<typename E::C>(mx);
-  double s = 0;
-  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-    s += static_cast<double>(
-        math::expT(static_cast<typename E::C>(E::ld(row, c) - cmx)));
-  s = blockSum(s, sh);
+  double mx, s;
+  rowMaxSumExp<DT>(row, classes, sh, mx, s);
   if (threadIdx.x == 0) {
     int64_t l = loadIndex(labels, labelsI64, p);
     if (l < 0 || l >= classes) {
@@ -402,16 +410,9 @@ __global__ void crossEntropyGradK(const typename Elt<DT>::S *logits, const void 
   int64_t p = blockIdx.x;
   const typename E::S *row = logits + p * classes;
   typename E::S *out = dlogits + p * classes;
-  double mx = -INFINITY;
-  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-    mx = fmax(mx, static_cast<double>(E::ld(row, c)));
-  mx = blockMax(mx, sh);
+  double mx, s;
+  rowMaxSumExp<DT>(row, classes, sh, mx, s);
   const typename E::C cmx = static_cast<typename E::C>(mx);
-  double s = 0;
-  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-    s += static_cast<double>(
-        math::expT(static_cast<typename E::C>(E::ld(row, c) - cmx)));
-  s = blockSum(s, sh);
   int64_t l = loadIndex(labels, labelsI64, p);
   if (l < 0 || l >= classes) {
     if (threadIdx.x == 0)
