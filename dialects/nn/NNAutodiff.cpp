@@ -9,7 +9,9 @@
 using namespace mlir;
 using namespace mlir::nn;
 
-static RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+static RankedTensorType tensorOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
 
 static SmallVector<int64_t> leadingAxes(int64_t rank) {
   SmallVector<int64_t> axes;
@@ -20,9 +22,10 @@ static SmallVector<int64_t> leadingAxes(int64_t rank) {
 
 /// Builds nn.matmul with an inferred result type; fails (with a diagnostic on
 /// `anchor`) if the VJP's gradient would not have the shape of `like`.
-static FailureOr<Value> buildMatmul(OpBuilder &b, Operation *anchor, Value lhs, Value rhs,
-                                    bool ta, bool tb, Value like) {
-  auto op = MatmulOp::create(b, anchor->getLoc(), like.getType(), lhs, rhs, ta, tb);
+static FailureOr<Value> buildMatmul(OpBuilder &b, Operation *anchor, Value lhs,
+                                    Value rhs, bool ta, bool tb, Value like) {
+  auto op =
+      MatmulOp::create(b, anchor->getLoc(), like.getType(), lhs, rhs, ta, tb);
   SmallVector<Type> types;
   if (failed(op.inferResultTypes(types)) || types[0] != like.getType()) {
     op.erase();
@@ -35,7 +38,8 @@ static FailureOr<Value> buildMatmul(OpBuilder &b, Operation *anchor, Value lhs, 
 }
 
 LogicalResult LinearOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
-                                 ArrayRef<bool> needed, SmallVectorImpl<Value> &grads) {
+                                 ArrayRef<bool> needed,
+                                 SmallVectorImpl<Value> &grads) {
   Value dy = resultGrads[0];
   grads.assign(getNumOperands(), Value());
   if (!dy)
@@ -45,18 +49,23 @@ LogicalResult LinearOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
   // [in, out] (y = x·W): dx = dy·Wᵀ, dW = xᵀ·dy.
   bool t = getTransposeWeight();
   if (needed[0])
-    grads[0] = MatmulOp::create(b, loc, getInput().getType(), dy, getWeight(), false, t);
+    grads[0] = MatmulOp::create(b, loc, getInput().getType(), dy, getWeight(),
+                                false, t);
   if (needed[1])
-    grads[1] = t ? MatmulOp::create(b, loc, getWeight().getType(), getInput(), dy, true, false)
-                 : MatmulOp::create(b, loc, getWeight().getType(), dy, getInput(), true, false);
+    grads[1] = t ? MatmulOp::create(b, loc, getWeight().getType(), getInput(),
+                                    dy, true, false)
+                 : MatmulOp::create(b, loc, getWeight().getType(), dy,
+                                    getInput(), true, false);
   if (getBias() && needed[2])
-    grads[2] = ReduceSumOp::create(b, loc, getBias().getType(), dy,
-                                   b.getDenseI64ArrayAttr(leadingAxes(tensorOf(dy).getRank())));
+    grads[2] = ReduceSumOp::create(
+        b, loc, getBias().getType(), dy,
+        b.getDenseI64ArrayAttr(leadingAxes(tensorOf(dy).getRank())));
   return success();
 }
 
 LogicalResult MatmulOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
-                                 ArrayRef<bool> needed, SmallVectorImpl<Value> &grads) {
+                                 ArrayRef<bool> needed,
+                                 SmallVectorImpl<Value> &grads) {
   Value dc = resultGrads[0];
   grads.assign(2, Value());
   if (!dc)
@@ -67,17 +76,25 @@ LogicalResult MatmulOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
   // c = op(a)·op(b); the four cases of (Giles, "An extended collection of
   // matrix derivative results", 2008, Sec. 2.2.2) with transposes folded in.
   if (!ta && !tb) {
-    if (needed[0]) da = buildMatmul(b, *this, dc, bm, false, true, a);
-    if (needed[1]) db = buildMatmul(b, *this, a, dc, true, false, bm);
+    if (needed[0])
+      da = buildMatmul(b, *this, dc, bm, false, true, a);
+    if (needed[1])
+      db = buildMatmul(b, *this, a, dc, true, false, bm);
   } else if (!ta && tb) {
-    if (needed[0]) da = buildMatmul(b, *this, dc, bm, false, false, a);
-    if (needed[1]) db = buildMatmul(b, *this, dc, a, true, false, bm);
+    if (needed[0])
+      da = buildMatmul(b, *this, dc, bm, false, false, a);
+    if (needed[1])
+      db = buildMatmul(b, *this, dc, a, true, false, bm);
   } else if (ta && !tb) {
-    if (needed[0]) da = buildMatmul(b, *this, bm, dc, false, true, a);
-    if (needed[1]) db = buildMatmul(b, *this, a, dc, false, false, bm);
+    if (needed[0])
+      da = buildMatmul(b, *this, bm, dc, false, true, a);
+    if (needed[1])
+      db = buildMatmul(b, *this, a, dc, false, false, bm);
   } else {
-    if (needed[0]) da = buildMatmul(b, *this, bm, dc, true, true, a);
-    if (needed[1]) db = buildMatmul(b, *this, dc, a, true, true, bm);
+    if (needed[0])
+      da = buildMatmul(b, *this, bm, dc, true, true, a);
+    if (needed[1])
+      db = buildMatmul(b, *this, dc, a, true, true, bm);
   }
   if (failed(da) || failed(db))
     return failure();
@@ -86,26 +103,33 @@ LogicalResult MatmulOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
   return success();
 }
 
-LogicalResult AddOp::buildVJP(OpBuilder &, ArrayRef<Value> resultGrads, ArrayRef<bool> needed,
+LogicalResult AddOp::buildVJP(OpBuilder &, ArrayRef<Value> resultGrads,
+                              ArrayRef<bool> needed,
                               SmallVectorImpl<Value> &grads) {
   grads.assign(2, Value());
-  if (needed[0]) grads[0] = resultGrads[0];
-  if (needed[1]) grads[1] = resultGrads[0];
+  if (needed[0])
+    grads[0] = resultGrads[0];
+  if (needed[1])
+    grads[1] = resultGrads[0];
   return success();
 }
 
-LogicalResult MulOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads, ArrayRef<bool> needed,
+LogicalResult MulOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                              ArrayRef<bool> needed,
                               SmallVectorImpl<Value> &grads) {
   grads.assign(2, Value());
   Value dy = resultGrads[0];
   if (!dy)
     return success();
-  if (needed[0]) grads[0] = MulOp::create(b, getLoc(), dy, getRhs());
-  if (needed[1]) grads[1] = MulOp::create(b, getLoc(), dy, getLhs());
+  if (needed[0])
+    grads[0] = MulOp::create(b, getLoc(), dy, getRhs());
+  if (needed[1])
+    grads[1] = MulOp::create(b, getLoc(), dy, getLhs());
   return success();
 }
 
-LogicalResult ReluOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads, ArrayRef<bool> needed,
+LogicalResult ReluOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                               ArrayRef<bool> needed,
                                SmallVectorImpl<Value> &grads) {
   grads.assign(1, Value());
   if (resultGrads[0] && needed[0])
@@ -113,7 +137,8 @@ LogicalResult ReluOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads, ArrayR
   return success();
 }
 
-LogicalResult GeluOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads, ArrayRef<bool> needed,
+LogicalResult GeluOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                               ArrayRef<bool> needed,
                                SmallVectorImpl<Value> &grads) {
   grads.assign(1, Value());
   if (resultGrads[0] && needed[0])
@@ -123,43 +148,50 @@ LogicalResult GeluOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads, ArrayR
 }
 
 LogicalResult ReduceSumOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
-                                    ArrayRef<bool> needed, SmallVectorImpl<Value> &grads) {
+                                    ArrayRef<bool> needed,
+                                    SmallVectorImpl<Value> &grads) {
   grads.assign(1, Value());
   if (resultGrads[0] && needed[0])
-    grads[0] = BroadcastOp::create(b, getLoc(), getInput().getType(), resultGrads[0],
-                                   getInput(), getAxesAttr());
+    grads[0] = BroadcastOp::create(b, getLoc(), getInput().getType(),
+                                   resultGrads[0], getInput(), getAxesAttr());
   return success();
 }
 
 LogicalResult BroadcastOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
-                                    ArrayRef<bool> needed, SmallVectorImpl<Value> &grads) {
+                                    ArrayRef<bool> needed,
+                                    SmallVectorImpl<Value> &grads) {
   grads.assign(2, Value()); // `like` only supplies a shape: no gradient.
   if (resultGrads[0] && needed[0])
-    grads[0] = ReduceSumOp::create(b, getLoc(), getInput().getType(), resultGrads[0],
-                                   getAxesAttr());
+    grads[0] = ReduceSumOp::create(b, getLoc(), getInput().getType(),
+                                   resultGrads[0], getAxesAttr());
   return success();
 }
 
-LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
-                                       ArrayRef<bool> needed, SmallVectorImpl<Value> &grads) {
+LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b,
+                                       ArrayRef<Value> resultGrads,
+                                       ArrayRef<bool> needed,
+                                       SmallVectorImpl<Value> &grads) {
   grads.assign(2, Value()); // integer labels have no gradient
   if (resultGrads[0] && needed[0])
-    grads[0] = CrossEntropyGradOp::create(b, getLoc(), getLogits().getType(), getLogits(),
-                                          getLabels(), resultGrads[0]);
+    grads[0] =
+        CrossEntropyGradOp::create(b, getLoc(), getLogits().getType(),
+                                   getLogits(), getLabels(), resultGrads[0]);
   return success();
 }
 
 LogicalResult EmbeddingOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
-                                    ArrayRef<bool> needed, SmallVectorImpl<Value> &grads) {
+                                    ArrayRef<bool> needed,
+                                    SmallVectorImpl<Value> &grads) {
   grads.assign(2, Value()); // integer indices have no gradient
   if (resultGrads[0] && needed[1])
-    grads[1] = EmbeddingGradOp::create(b, getLoc(), getTable().getType(), getIndices(),
-                                       resultGrads[0],
+    grads[1] = EmbeddingGradOp::create(b, getLoc(), getTable().getType(),
+                                       getIndices(), resultGrads[0],
                                        tensorOf(getTable()).getShape()[0]);
   return success();
 }
 
-LogicalResult PositionEmbeddingOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+LogicalResult PositionEmbeddingOp::buildVJP(OpBuilder &b,
+                                            ArrayRef<Value> resultGrads,
                                             ArrayRef<bool> needed,
                                             SmallVectorImpl<Value> &grads) {
   grads.assign(2, Value());
@@ -168,18 +200,21 @@ LogicalResult PositionEmbeddingOp::buildVJP(OpBuilder &b, ArrayRef<Value> result
   if (needed[0])
     grads[0] = resultGrads[0];
   if (needed[1])
-    grads[1] = PositionEmbeddingGradOp::create(b, getLoc(), getTable().getType(), resultGrads[0],
-                                               tensorOf(getTable()).getShape()[0]);
+    grads[1] = PositionEmbeddingGradOp::create(
+        b, getLoc(), getTable().getType(), resultGrads[0],
+        tensorOf(getTable()).getShape()[0]);
   return success();
 }
 
 LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
-                                    ArrayRef<bool> needed, SmallVectorImpl<Value> &grads) {
+                                    ArrayRef<bool> needed,
+                                    SmallVectorImpl<Value> &grads) {
   grads.assign(3, Value());
   if (!resultGrads[0])
     return success();
-  auto g = LayerNormGradOp::create(b, getLoc(), getInput().getType(), getWeight().getType(),
-                                   getBias().getType(), getInput(), getWeight(), resultGrads[0],
+  auto g = LayerNormGradOp::create(b, getLoc(), getInput().getType(),
+                                   getWeight().getType(), getBias().getType(),
+                                   getInput(), getWeight(), resultGrads[0],
                                    getEpsAttr());
   grads[0] = needed[0] ? g.getGradInput() : Value();
   grads[1] = needed[1] ? g.getGradWeight() : Value();
@@ -188,42 +223,49 @@ LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
 }
 
 LogicalResult RMSNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
-                                  ArrayRef<bool> needed, SmallVectorImpl<Value> &grads) {
+                                  ArrayRef<bool> needed,
+                                  SmallVectorImpl<Value> &grads) {
   grads.assign(2, Value());
   if (!resultGrads[0])
     return success();
-  auto g = RMSNormGradOp::create(b, getLoc(), getInput().getType(), getWeight().getType(),
-                                 getInput(), getWeight(), resultGrads[0], getEpsAttr());
+  auto g = RMSNormGradOp::create(b, getLoc(), getInput().getType(),
+                                 getWeight().getType(), getInput(), getWeight(),
+                                 resultGrads[0], getEpsAttr());
   grads[0] = needed[0] ? g.getGradInput() : Value();
   grads[1] = needed[1] ? g.getGradWeight() : Value();
   return success();
 }
 
-LogicalResult RopeOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads, ArrayRef<bool> needed,
+LogicalResult RopeOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                               ArrayRef<bool> needed,
                                SmallVectorImpl<Value> &grads) {
   grads.assign(1, Value());
   // A rotation is orthogonal: its VJP is the inverse rotation.
   if (resultGrads[0] && needed[0])
     grads[0] = RopeOp::create(b, getLoc(), getInput().getType(), resultGrads[0],
-                              getHeadDimAttr(), getThetaAttr(), b.getBoolAttr(!getInverse()));
+                              getHeadDimAttr(), getThetaAttr(),
+                              b.getBoolAttr(!getInverse()));
   return success();
 }
 
 LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
-                                    ArrayRef<bool> needed, SmallVectorImpl<Value> &grads) {
+                                    ArrayRef<bool> needed,
+                                    SmallVectorImpl<Value> &grads) {
   grads.assign(3, Value());
   if (!resultGrads[0])
     return success();
-  auto g = AttentionGradOp::create(b, getLoc(), getQuery().getType(), getKey().getType(),
-                                   getValue().getType(), getQuery(), getKey(), getValue(),
-                                   resultGrads[0], getNumHeadsAttr(), getNumKvHeadsAttr());
+  auto g = AttentionGradOp::create(
+      b, getLoc(), getQuery().getType(), getKey().getType(),
+      getValue().getType(), getQuery(), getKey(), getValue(), resultGrads[0],
+      getNumHeadsAttr(), getNumKvHeadsAttr());
   grads[0] = needed[0] ? g.getGradQuery() : Value();
   grads[1] = needed[1] ? g.getGradKey() : Value();
   grads[2] = needed[2] ? g.getGradValue() : Value();
   return success();
 }
 
-LogicalResult SiluOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads, ArrayRef<bool> needed,
+LogicalResult SiluOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                               ArrayRef<bool> needed,
                                SmallVectorImpl<Value> &grads) {
   grads.assign(1, Value());
   if (resultGrads[0] && needed[0])
@@ -231,24 +273,29 @@ LogicalResult SiluOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads, ArrayR
   return success();
 }
 
-LogicalResult SplitOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads, ArrayRef<bool> needed,
+LogicalResult SplitOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                ArrayRef<bool> needed,
                                 SmallVectorImpl<Value> &grads) {
   grads.assign(1, Value());
   if (!needed[0])
     return success();
   SmallVector<Value> pieces;
   for (auto [r, g] : llvm::zip(getResults(), resultGrads))
-    pieces.push_back(g ? g : ZerosLikeOp::create(b, getLoc(), r.getType(), r).getResult());
-  grads[0] = ConcatOp::create(b, getLoc(), getInput().getType(), pieces, getAxisAttr());
+    pieces.push_back(
+        g ? g : ZerosLikeOp::create(b, getLoc(), r.getType(), r).getResult());
+  grads[0] = ConcatOp::create(b, getLoc(), getInput().getType(), pieces,
+                              getAxisAttr());
   return success();
 }
 
 LogicalResult ConcatOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
-                                 ArrayRef<bool> needed, SmallVectorImpl<Value> &grads) {
+                                 ArrayRef<bool> needed,
+                                 SmallVectorImpl<Value> &grads) {
   grads.assign(getNumOperands(), Value());
   if (!resultGrads[0])
     return success();
-  int64_t axis = static_cast<int64_t>(getAxis()); // I64Attr getters return uint64_t
+  int64_t axis =
+      static_cast<int64_t>(getAxis()); // I64Attr getters return uint64_t
   if (axis < 0)
     axis += tensorOf(getResult()).getRank();
   SmallVector<int64_t> sizes;
@@ -257,17 +304,20 @@ LogicalResult ConcatOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
     sizes.push_back(tensorOf(v).getShape()[axis]);
     types.push_back(v.getType());
   }
-  auto split = SplitOp::create(b, getLoc(), types, resultGrads[0], b.getI64IntegerAttr(axis),
-                               b.getDenseI64ArrayAttr(sizes));
+  auto split =
+      SplitOp::create(b, getLoc(), types, resultGrads[0],
+                      b.getI64IntegerAttr(axis), b.getDenseI64ArrayAttr(sizes));
   for (unsigned i = 0; i < getNumOperands(); ++i)
     grads[i] = needed[i] ? split.getResult(i) : Value();
   return success();
 }
 
-LogicalResult CastOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads, ArrayRef<bool> needed,
+LogicalResult CastOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                               ArrayRef<bool> needed,
                                SmallVectorImpl<Value> &grads) {
   grads.assign(1, Value());
   if (resultGrads[0] && needed[0])
-    grads[0] = CastOp::create(b, getLoc(), getInput().getType(), resultGrads[0]);
+    grads[0] =
+        CastOp::create(b, getLoc(), getInput().getType(), resultGrads[0]);
   return success();
 }

@@ -66,19 +66,23 @@ int64_t cols(Value v) {
 // multiply-add as 2 and each transcendental (exp, erf, tanh, rsqrt, sin/cos)
 // as 1, as the papers above count only arithmetic, not special-function cost.
 constexpr int64_t kAdd = 1, kMul = 1, kRelu = 1, kReluGrad = 1;
-constexpr int64_t kGelu = 8;       // erf/tanh form: x³, mul-adds, tanh, 0.5·x·(1+·)
-constexpr int64_t kGeluGrad = 14;  // the derivative of the above, times dy
-constexpr int64_t kSilu = 4;       // exp, add, div, mul
-constexpr int64_t kSiluGrad = 7;   // σ, 1 − σ, x·(·), 1 + ·, σ·(·), ·dy
-constexpr int64_t kReduce = 1;     // one add per input element
-constexpr int64_t kCrossEntropy = 4;     // per logit: max, sub, exp, sum
-constexpr int64_t kCrossEntropyGrad = 5; // per logit: sub, exp, div, sub onehot, scale
-constexpr int64_t kLayerNorm = 8;  // mean 1, sub 1, square-sum 2, rsqrt·, ·w, +b (per element)
+constexpr int64_t kGelu = 8; // erf/tanh form: x³, mul-adds, tanh, 0.5·x·(1+·)
+constexpr int64_t kGeluGrad = 14;    // the derivative of the above, times dy
+constexpr int64_t kSilu = 4;         // exp, add, div, mul
+constexpr int64_t kSiluGrad = 7;     // σ, 1 − σ, x·(·), 1 + ·, σ·(·), ·dy
+constexpr int64_t kReduce = 1;       // one add per input element
+constexpr int64_t kCrossEntropy = 4; // per logit: max, sub, exp, sum
+constexpr int64_t kCrossEntropyGrad =
+    5; // per logit: sub, exp, div, sub onehot, scale
+constexpr int64_t kLayerNorm =
+    8; // mean 1, sub 1, square-sum 2, rsqrt·, ·w, +b (per element)
 constexpr int64_t kLayerNormGrad = 16;
-constexpr int64_t kRMSNorm = 4;    // square-sum 2, ·rsqrt, ·w
+constexpr int64_t kRMSNorm = 4; // square-sum 2, ·rsqrt, ·w
 constexpr int64_t kRMSNormGrad = 10;
-constexpr int64_t kRope = 6;       // sin, cos, 2 mul, 1 add per output element (amortised)
-constexpr int64_t kScatterAdd = 1; // embedding_grad, position_embedding(_grad): one add
+constexpr int64_t kRope =
+    6; // sin, cos, 2 mul, 1 add per output element (amortised)
+constexpr int64_t kScatterAdd =
+    1; // embedding_grad, position_embedding(_grad): one add
 constexpr int64_t kSgd = 4;
 constexpr int64_t kAdamW = 16;
 
@@ -103,8 +107,10 @@ int64_t denseAttentionFlops(Value query) {
 }
 } // namespace
 
-#define NN_BYTES(Op)                                                                   \
-  int64_t Op::getBytesAccessed() { return operandAndResultBytes(getOperation()); }
+#define NN_BYTES(Op)                                                           \
+  int64_t Op::getBytesAccessed() {                                             \
+    return operandAndResultBytes(getOperation());                              \
+  }
 NN_BYTES(LinearOp)
 NN_BYTES(MatmulOp)
 NN_BYTES(AddOp)
@@ -156,16 +162,26 @@ int64_t SiluOp::getFlops() { return kSilu * numel(getResult()); }
 int64_t SiluGradOp::getFlops() { return kSiluGrad * numel(getResult()); }
 int64_t ReduceSumOp::getFlops() { return kReduce * numel(getInput()); }
 int64_t BroadcastOp::getFlops() { return 0; }
-int64_t CrossEntropyOp::getFlops() { return kCrossEntropy * numel(getLogits()); }
-int64_t CrossEntropyGradOp::getFlops() { return kCrossEntropyGrad * numel(getLogits()); }
+int64_t CrossEntropyOp::getFlops() {
+  return kCrossEntropy * numel(getLogits());
+}
+int64_t CrossEntropyGradOp::getFlops() {
+  return kCrossEntropyGrad * numel(getLogits());
+}
 int64_t SgdUpdateOp::getFlops() { return kSgd * numel(getParam()); }
 int64_t AdamWUpdateOp::getFlops() { return kAdamW * numel(getParam()); }
 int64_t EmbeddingOp::getFlops() { return 0; }
 int64_t EmbeddingGradOp::getFlops() { return kScatterAdd * numel(getGrad()); }
-int64_t PositionEmbeddingOp::getFlops() { return kScatterAdd * numel(getInput()); }
-int64_t PositionEmbeddingGradOp::getFlops() { return kScatterAdd * numel(getGrad()); }
+int64_t PositionEmbeddingOp::getFlops() {
+  return kScatterAdd * numel(getInput());
+}
+int64_t PositionEmbeddingGradOp::getFlops() {
+  return kScatterAdd * numel(getGrad());
+}
 int64_t LayerNormOp::getFlops() { return kLayerNorm * numel(getInput()); }
-int64_t LayerNormGradOp::getFlops() { return kLayerNormGrad * numel(getInput()); }
+int64_t LayerNormGradOp::getFlops() {
+  return kLayerNormGrad * numel(getInput());
+}
 int64_t RMSNormOp::getFlops() { return kRMSNorm * numel(getInput()); }
 int64_t RMSNormGradOp::getFlops() { return kRMSNormGrad * numel(getInput()); }
 int64_t RopeOp::getFlops() { return kRope * numel(getInput()); }

@@ -46,13 +46,15 @@ static LogicalResult verifyNNAttr(Operation *op, NamedAttribute attr, Type type,
                                   bool isResult) {
   StringRef name = attr.getName().getValue();
   auto err = [&]() {
-    return op->emitError() << "'" << name << "' on " << (isResult ? "result" : "argument")
-                           << " of type " << type << " ";
+    return op->emitError() << "'" << name << "' on "
+                           << (isResult ? "result" : "argument") << " of type "
+                           << type << " ";
   };
   if (name == kParamAttr || name == kGradOfAttr || name == kParamOfAttr) {
     auto s = dyn_cast<StringAttr>(attr.getValue());
     if (!s || s.getValue().empty())
-      return err() << "must be a non-empty string (a fully qualified parameter name)";
+      return err()
+             << "must be a non-empty string (a fully qualified parameter name)";
     if (name == kParamAttr) {
       auto t = dyn_cast<RankedTensorType>(type);
       if (!t || !t.hasStaticShape() || !isa<FloatType>(t.getElementType()))
@@ -66,7 +68,8 @@ static LogicalResult verifyNNAttr(Operation *op, NamedAttribute attr, Type type,
           auto s = dyn_cast<StringAttr>(a);
           return !s || s.getValue().empty();
         }))
-      return err() << "must be an array of FQNs (the names tied to this parameter, e.g. "
+      return err() << "must be an array of FQNs (the names tied to this "
+                      "parameter, e.g. "
                       "[\"lm_head.weight\"])";
     return success();
   }
@@ -80,7 +83,8 @@ static LogicalResult verifyNNAttr(Operation *op, NamedAttribute attr, Type type,
     StringRef kind;
     double scale;
     if (!s || !parseInitSpec(s.getValue(), kind, scale))
-      return err() << "must be one of \"zeros\", \"ones\", \"uniform(a)\", \"normal(std)\" with "
+      return err() << "must be one of \"zeros\", \"ones\", \"uniform(a)\", "
+                      "\"normal(std)\" with "
                       "a non-negative number, got "
                    << attr.getValue();
     return success();
@@ -91,11 +95,13 @@ static LogicalResult verifyNNAttr(Operation *op, NamedAttribute attr, Type type,
                        .Cases({"features", "labels", "tokens", "targets"}, true)
                        .Default(false);
     if (!ok)
-      return err() << "must be \"features\", \"labels\", \"tokens\" or \"targets\", got "
+      return err() << "must be \"features\", \"labels\", \"tokens\" or "
+                      "\"targets\", got "
                    << attr.getValue();
     auto t = dyn_cast<RankedTensorType>(type);
     if (!t || !t.hasStaticShape() || t.getRank() < 1)
-      return err() << "expects a statically shaped tensor whose first dimension is the batch";
+      return err() << "expects a statically shaped tensor whose first "
+                      "dimension is the batch";
     return success();
   }
   if (name == kStepAttr) {
@@ -115,18 +121,22 @@ static LogicalResult verifyNNAttr(Operation *op, NamedAttribute attr, Type type,
   return op->emitError() << "unknown nn attribute '" << name << "'";
 }
 
-LogicalResult NNDialect::verifyRegionArgAttribute(Operation *op, unsigned, unsigned argIndex,
-                                                   NamedAttribute attr) {
+LogicalResult NNDialect::verifyRegionArgAttribute(Operation *op, unsigned,
+                                                  unsigned argIndex,
+                                                  NamedAttribute attr) {
   auto fn = dyn_cast<FunctionOpInterface>(op);
   if (!fn)
-    return op->emitError() << "nn argument attributes are only allowed on functions";
+    return op->emitError()
+           << "nn argument attributes are only allowed on functions";
   return verifyNNAttr(op, attr, fn.getArgumentTypes()[argIndex], false);
 }
 
-LogicalResult NNDialect::verifyRegionResultAttribute(Operation *op, unsigned, unsigned resultIndex,
-                                                      NamedAttribute attr) {
+LogicalResult NNDialect::verifyRegionResultAttribute(Operation *op, unsigned,
+                                                     unsigned resultIndex,
+                                                     NamedAttribute attr) {
   auto fn = dyn_cast<FunctionOpInterface>(op);
   if (!fn)
-    return op->emitError() << "nn result attributes are only allowed on functions";
+    return op->emitError()
+           << "nn result attributes are only allowed on functions";
   return verifyNNAttr(op, attr, fn.getResultTypes()[resultIndex], true);
 }

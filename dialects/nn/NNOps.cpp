@@ -16,14 +16,17 @@ using namespace mlir::nn;
 #define GET_OP_CLASSES
 #include "nn/NNOps.cpp.inc"
 
-static RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+static RankedTensorType tensorOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
 
 /// Every nn tensor must be statically shaped: the planner sizes every buffer.
 static LogicalResult requireStatic(Operation *op) {
   for (auto [i, v] : llvm::enumerate(op->getOperands()))
     if (!tensorOf(v).hasStaticShape())
-      return op->emitOpError() << "expects statically shaped operands, operand #" << i
-                               << " has type " << v.getType();
+      return op->emitOpError()
+             << "expects statically shaped operands, operand #" << i
+             << " has type " << v.getType();
   return success();
 }
 
@@ -34,15 +37,19 @@ static LogicalResult verifyByInference(Operation *op) {
   SmallVector<Type> types;
   if (failed(cast<ShapeInferenceOpInterface>(op).inferResultTypes(types)))
     return failure();
-  for (auto [i, expected, actual] : llvm::enumerate(types, op->getResultTypes())) {
+  for (auto [i, expected, actual] :
+       llvm::enumerate(types, op->getResultTypes())) {
     if (expected == actual)
       continue;
-    auto e = cast<RankedTensorType>(expected), a = cast<RankedTensorType>(actual);
+    auto e = cast<RankedTensorType>(expected),
+         a = cast<RankedTensorType>(actual);
     if (e.getElementType() != a.getElementType())
-      return op->emitOpError() << "expects result #" << i << " of element type "
-                               << e.getElementType() << ", got " << a.getElementType();
+      return op->emitOpError()
+             << "expects result #" << i << " of element type "
+             << e.getElementType() << ", got " << a.getElementType();
     return op->emitOpError() << "expects result #" << i << " of shape "
-                             << formatShape(e.getShape()) << ", got " << formatShape(a.getShape());
+                             << formatShape(e.getShape()) << ", got "
+                             << formatShape(a.getShape());
   }
   return success();
 }
@@ -59,7 +66,8 @@ LogicalResult mlir::nn::reinferResultTypes(Operation *op) {
   return success();
 }
 
-/// Matrix view [rows, cols] of a tensor: rows = product of all but the last dim.
+/// Matrix view [rows, cols] of a tensor: rows = product of all but the last
+/// dim.
 static std::pair<int64_t, int64_t> matrixView(RankedTensorType t) {
   if (t.getRank() == 0)
     return {1, 1};
@@ -69,12 +77,13 @@ static std::pair<int64_t, int64_t> matrixView(RankedTensorType t) {
   return {rows, t.getShape().back()};
 }
 
-static LogicalResult sameElementType(Operation *op, Value a, Value b, StringRef an,
-                                     StringRef bn) {
+static LogicalResult sameElementType(Operation *op, Value a, Value b,
+                                     StringRef an, StringRef bn) {
   if (tensorOf(a).getElementType() != tensorOf(b).getElementType())
-    return op->emitOpError() << "expects " << an << " and " << bn
-                             << " of the same element type, got " << tensorOf(a).getElementType()
-                             << " and " << tensorOf(b).getElementType();
+    return op->emitOpError()
+           << "expects " << an << " and " << bn
+           << " of the same element type, got " << tensorOf(a).getElementType()
+           << " and " << tensorOf(b).getElementType();
   return success();
 }
 
@@ -88,16 +97,21 @@ LogicalResult LinearOp::inferResultTypes(SmallVectorImpl<Type> &types) {
     return emitOpError() << "expects an input of rank >= 1, got a scalar";
   int64_t in = x.getShape().back();
   bool t = getTransposeWeight();
-  int64_t outHint = tensorOf(getResult()).getRank() ? tensorOf(getResult()).getShape().back()
-                                                    : w.getShape().front();
+  int64_t outHint = tensorOf(getResult()).getRank()
+                        ? tensorOf(getResult()).getShape().back()
+                        : w.getShape().front();
   if (w.getRank() != 2 || w.getShape()[t ? 0 : 1] != in) {
     if (t)
-      return emitOpError() << "expects weight of shape [in=" << in << ", out=" << outHint
-                           << "] (transpose_weight), got " << formatShape(w.getShape());
-    return emitOpError() << "expects weight of shape [out=" << outHint << ", in=" << in
-                         << "], got " << formatShape(w.getShape());
+      return emitOpError() << "expects weight of shape [in=" << in
+                           << ", out=" << outHint
+                           << "] (transpose_weight), got "
+                           << formatShape(w.getShape());
+    return emitOpError() << "expects weight of shape [out=" << outHint
+                         << ", in=" << in << "], got "
+                         << formatShape(w.getShape());
   }
-  if (failed(sameElementType(*this, getInput(), getWeight(), "input", "weight")))
+  if (failed(
+          sameElementType(*this, getInput(), getWeight(), "input", "weight")))
     return failure();
   int64_t out = w.getShape()[t ? 1 : 0];
   if (Value b = getBias()) {
@@ -127,14 +141,16 @@ LogicalResult MatmulOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   if (getTransposeB())
     std::swap(br, bc);
   if (ac != br)
-    return emitOpError() << "expects contracting dimensions to match, got op(lhs) of shape ["
-                         << ar << ", " << ac << "] and op(rhs) of shape [" << br << ", " << bc
-                         << "]";
+    return emitOpError()
+           << "expects contracting dimensions to match, got op(lhs) of shape ["
+           << ar << ", " << ac << "] and op(rhs) of shape [" << br << ", " << bc
+           << "]";
   SmallVector<int64_t> shape;
   if (getTransposeA())
     shape = {ar, bc};
   else {
-    shape.assign(a.getShape().drop_back().begin(), a.getShape().drop_back().end());
+    shape.assign(a.getShape().drop_back().begin(),
+                 a.getShape().drop_back().end());
     shape.push_back(bc);
   }
   types.push_back(RankedTensorType::get(shape, a.getElementType()));
@@ -146,10 +162,10 @@ LogicalResult MatmulOp::verify() { return verifyByInference(*this); }
 // elementwise
 //===----------------------------------------------------------------------===//
 
-#define NN_SAME_AS_OPERAND(OP, OPERAND)                                                   \
-  LogicalResult OP::inferResultTypes(SmallVectorImpl<Type> &types) {                      \
-    types.push_back(OPERAND.getType());                                                   \
-    return success();                                                                     \
+#define NN_SAME_AS_OPERAND(OP, OPERAND)                                        \
+  LogicalResult OP::inferResultTypes(SmallVectorImpl<Type> &types) {           \
+    types.push_back(OPERAND.getType());                                        \
+    return success();                                                          \
   }
 NN_SAME_AS_OPERAND(AddOp, getLhs())
 NN_SAME_AS_OPERAND(MulOp, getLhs())
@@ -166,8 +182,9 @@ LogicalResult ReluGradOp::verify() { return verifyByInference(*this); }
 
 static LogicalResult verifyApproximate(Operation *op, StringRef approximate) {
   if (approximate != "none" && approximate != "tanh")
-    return op->emitOpError() << "expects approximate = \"none\" or \"tanh\", got \""
-                             << approximate << "\"";
+    return op->emitOpError()
+           << "expects approximate = \"none\" or \"tanh\", got \""
+           << approximate << "\"";
   return success();
 }
 LogicalResult GeluOp::verify() {
@@ -186,18 +203,21 @@ LogicalResult GeluGradOp::verify() {
 //===----------------------------------------------------------------------===//
 
 /// Checks that `axes` are strictly increasing and within [0, rank).
-static LogicalResult verifyAxes(Operation *op, ArrayRef<int64_t> axes, int64_t rank) {
+static LogicalResult verifyAxes(Operation *op, ArrayRef<int64_t> axes,
+                                int64_t rank) {
   for (auto [i, a] : llvm::enumerate(axes)) {
     if (a < 0 || a >= rank)
-      return op->emitOpError() << "expects axes in [0, " << rank << "), got " << a;
+      return op->emitOpError()
+             << "expects axes in [0, " << rank << "), got " << a;
     if (i > 0 && axes[i - 1] >= a)
-      return op->emitOpError() << "expects strictly increasing axes, got "
-                               << formatShape(axes);
+      return op->emitOpError()
+             << "expects strictly increasing axes, got " << formatShape(axes);
   }
   return success();
 }
 
-static SmallVector<int64_t> dropAxes(ArrayRef<int64_t> shape, ArrayRef<int64_t> axes) {
+static SmallVector<int64_t> dropAxes(ArrayRef<int64_t> shape,
+                                     ArrayRef<int64_t> axes) {
   SmallVector<int64_t> out;
   for (auto [i, d] : llvm::enumerate(shape))
     if (!llvm::is_contained(axes, (int64_t)i))
@@ -209,7 +229,8 @@ LogicalResult ReduceSumOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   auto x = tensorOf(getInput());
   if (failed(verifyAxes(*this, getAxes(), x.getRank())))
     return failure();
-  types.push_back(RankedTensorType::get(dropAxes(x.getShape(), getAxes()), x.getElementType()));
+  types.push_back(RankedTensorType::get(dropAxes(x.getShape(), getAxes()),
+                                        x.getElementType()));
   return success();
 }
 LogicalResult ReduceSumOp::verify() { return verifyByInference(*this); }
@@ -221,8 +242,9 @@ LogicalResult BroadcastOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   SmallVector<int64_t> expected = dropAxes(like.getShape(), getAxes());
   if (ArrayRef<int64_t>(expected) != x.getShape())
     return emitOpError() << "expects input of shape " << formatShape(expected)
-                         << " (the shape of 'like' without axes " << formatShape(getAxes())
-                         << "), got " << formatShape(x.getShape());
+                         << " (the shape of 'like' without axes "
+                         << formatShape(getAxes()) << "), got "
+                         << formatShape(x.getShape());
   types.push_back(RankedTensorType::get(like.getShape(), x.getElementType()));
   return success();
 }
@@ -232,10 +254,12 @@ LogicalResult BroadcastOp::verify() { return verifyByInference(*this); }
 // cross-entropy
 //===----------------------------------------------------------------------===//
 
-static LogicalResult checkLogitsLabels(Operation *op, Value logits, Value labels) {
+static LogicalResult checkLogitsLabels(Operation *op, Value logits,
+                                       Value labels) {
   auto l = tensorOf(logits), y = tensorOf(labels);
   if (l.getRank() < 1)
-    return op->emitOpError() << "expects logits of rank >= 1 ([..., classes]), got a scalar";
+    return op->emitOpError()
+           << "expects logits of rank >= 1 ([..., classes]), got a scalar";
   if (y.getShape() != l.getShape().drop_back())
     return op->emitOpError() << "expects labels of shape "
                              << formatShape(l.getShape().drop_back())
@@ -247,18 +271,22 @@ static LogicalResult checkLogitsLabels(Operation *op, Value logits, Value labels
 LogicalResult CrossEntropyOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   if (failed(checkLogitsLabels(*this, getLogits(), getLabels())))
     return failure();
-  types.push_back(RankedTensorType::get({}, tensorOf(getLogits()).getElementType()));
+  types.push_back(
+      RankedTensorType::get({}, tensorOf(getLogits()).getElementType()));
   return success();
 }
 LogicalResult CrossEntropyOp::verify() { return verifyByInference(*this); }
 
-LogicalResult CrossEntropyGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+LogicalResult
+CrossEntropyGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   if (failed(checkLogitsLabels(*this, getLogits(), getLabels())))
     return failure();
   auto g = tensorOf(getGrad());
-  if (g.getRank() != 0 || g.getElementType() != tensorOf(getLogits()).getElementType())
-    return emitOpError() << "expects a scalar gradient of the logits' element type, got "
-                         << g;
+  if (g.getRank() != 0 ||
+      g.getElementType() != tensorOf(getLogits()).getElementType())
+    return emitOpError()
+           << "expects a scalar gradient of the logits' element type, got "
+           << g;
   types.push_back(getLogits().getType());
   return success();
 }
@@ -287,7 +315,8 @@ LogicalResult AdamWUpdateOp::verify() {
   if (!(getLr().convertToDouble() > 0))
     return emitOpError() << "expects lr > 0";
   if (!(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1))
-    return emitOpError() << "expects betas in [0, 1), got (" << b1 << ", " << b2 << ")";
+    return emitOpError() << "expects betas in [0, 1), got (" << b1 << ", " << b2
+                         << ")";
   if (!(getEps().convertToDouble() > 0))
     return emitOpError() << "expects eps > 0";
   return verifyByInference(*this);
@@ -300,16 +329,18 @@ LogicalResult AdamWUpdateOp::verify() {
 static LogicalResult expectShape(Operation *op, StringRef what, Value v,
                                  ArrayRef<int64_t> expected) {
   if (tensorOf(v).getShape() != expected)
-    return op->emitOpError() << "expects " << what << " of shape " << formatShape(expected)
-                             << ", got " << formatShape(tensorOf(v).getShape());
+    return op->emitOpError()
+           << "expects " << what << " of shape " << formatShape(expected)
+           << ", got " << formatShape(tensorOf(v).getShape());
   return success();
 }
 
 LogicalResult EmbeddingOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   auto table = tensorOf(getTable());
   if (table.getRank() != 2)
-    return emitOpError() << "expects a table of shape [num_embeddings, dim], got "
-                         << formatShape(table.getShape());
+    return emitOpError()
+           << "expects a table of shape [num_embeddings, dim], got "
+           << formatShape(table.getShape());
   SmallVector<int64_t> shape(tensorOf(getIndices()).getShape());
   shape.push_back(table.getShape()[1]);
   types.push_back(RankedTensorType::get(shape, table.getElementType()));
@@ -327,21 +358,23 @@ LogicalResult EmbeddingGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   int64_t v = static_cast<int64_t>(getNumEmbeddings());
   if (v < 1)
     return emitOpError() << "expects num_embeddings >= 1, got " << v;
-  types.push_back(RankedTensorType::get({v, g.getShape().back()}, g.getElementType()));
+  types.push_back(
+      RankedTensorType::get({v, g.getShape().back()}, g.getElementType()));
   return success();
 }
 LogicalResult EmbeddingGradOp::verify() { return verifyByInference(*this); }
 
-LogicalResult PositionEmbeddingOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+LogicalResult
+PositionEmbeddingOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   auto x = tensorOf(getInput()), table = tensorOf(getTable());
   if (x.getRank() != 3)
     return emitOpError() << "expects an input of shape [batch, seq, dim], got "
                          << formatShape(x.getShape());
   if (table.getRank() != 2 || table.getShape()[1] != x.getShape()[2] ||
       table.getShape()[0] < x.getShape()[1])
-    return emitOpError() << "expects a table of shape [positions >= " << x.getShape()[1]
-                         << ", dim=" << x.getShape()[2] << "], got "
-                         << formatShape(table.getShape());
+    return emitOpError() << "expects a table of shape [positions >= "
+                         << x.getShape()[1] << ", dim=" << x.getShape()[2]
+                         << "], got " << formatShape(table.getShape());
   if (failed(sameElementType(*this, getInput(), getTable(), "input", "table")))
     return failure();
   types.push_back(x);
@@ -349,19 +382,25 @@ LogicalResult PositionEmbeddingOp::inferResultTypes(SmallVectorImpl<Type> &types
 }
 LogicalResult PositionEmbeddingOp::verify() { return verifyByInference(*this); }
 
-LogicalResult PositionEmbeddingGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
+LogicalResult
+PositionEmbeddingGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   auto g = tensorOf(getGrad());
   int64_t p = static_cast<int64_t>(getNumPositions());
   if (g.getRank() != 3 || p < g.getShape()[1])
-    return emitOpError() << "expects grad of shape [batch, seq <= num_positions=" << p
-                         << ", dim], got " << formatShape(g.getShape());
-  types.push_back(RankedTensorType::get({p, g.getShape()[2]}, g.getElementType()));
+    return emitOpError()
+           << "expects grad of shape [batch, seq <= num_positions=" << p
+           << ", dim], got " << formatShape(g.getShape());
+  types.push_back(
+      RankedTensorType::get({p, g.getShape()[2]}, g.getElementType()));
   return success();
 }
-LogicalResult PositionEmbeddingGradOp::verify() { return verifyByInference(*this); }
+LogicalResult PositionEmbeddingGradOp::verify() {
+  return verifyByInference(*this);
+}
 
 /// Checks a [..., C] input and [C] affine parameters of a normalisation.
-static LogicalResult checkNorm(Operation *op, Value x, ValueRange params, double eps) {
+static LogicalResult checkNorm(Operation *op, Value x, ValueRange params,
+                               double eps) {
   auto t = tensorOf(x);
   if (t.getRank() < 1)
     return op->emitOpError() << "expects an input of rank >= 1";
@@ -386,16 +425,20 @@ LogicalResult LayerNormOp::inferResultTypes(SmallVectorImpl<Type> &types) {
 LogicalResult LayerNormOp::verify() { return verifyByInference(*this); }
 
 LogicalResult LayerNormGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
-  if (failed(checkNorm(*this, getInput(), {getWeight()}, getEps().convertToDouble())) ||
-      failed(expectShape(*this, "grad", getGrad(), tensorOf(getInput()).getShape())))
+  if (failed(checkNorm(*this, getInput(), {getWeight()},
+                       getEps().convertToDouble())) ||
+      failed(expectShape(*this, "grad", getGrad(),
+                         tensorOf(getInput()).getShape())))
     return failure();
-  types.append({getInput().getType(), getWeight().getType(), getWeight().getType()});
+  types.append(
+      {getInput().getType(), getWeight().getType(), getWeight().getType()});
   return success();
 }
 LogicalResult LayerNormGradOp::verify() { return verifyByInference(*this); }
 
 LogicalResult RMSNormOp::inferResultTypes(SmallVectorImpl<Type> &types) {
-  if (failed(checkNorm(*this, getInput(), {getWeight()}, getEps().convertToDouble())))
+  if (failed(checkNorm(*this, getInput(), {getWeight()},
+                       getEps().convertToDouble())))
     return failure();
   types.push_back(getInput().getType());
   return success();
@@ -403,8 +446,10 @@ LogicalResult RMSNormOp::inferResultTypes(SmallVectorImpl<Type> &types) {
 LogicalResult RMSNormOp::verify() { return verifyByInference(*this); }
 
 LogicalResult RMSNormGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
-  if (failed(checkNorm(*this, getInput(), {getWeight()}, getEps().convertToDouble())) ||
-      failed(expectShape(*this, "grad", getGrad(), tensorOf(getInput()).getShape())))
+  if (failed(checkNorm(*this, getInput(), {getWeight()},
+                       getEps().convertToDouble())) ||
+      failed(expectShape(*this, "grad", getGrad(),
+                         tensorOf(getInput()).getShape())))
     return failure();
   types.append({getInput().getType(), getWeight().getType()});
   return success();
@@ -415,11 +460,13 @@ LogicalResult RopeOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   auto x = tensorOf(getInput());
   int64_t d = getHeadDim();
   if (x.getRank() != 3)
-    return emitOpError() << "expects an input of shape [batch, seq, heads * head_dim], got "
-                         << formatShape(x.getShape());
+    return emitOpError()
+           << "expects an input of shape [batch, seq, heads * head_dim], got "
+           << formatShape(x.getShape());
   if (d < 2 || d % 2 || x.getShape()[2] % d)
-    return emitOpError() << "expects an even head_dim that divides the last dimension "
-                         << x.getShape()[2] << ", got " << d;
+    return emitOpError()
+           << "expects an even head_dim that divides the last dimension "
+           << x.getShape()[2] << ", got " << d;
   if (!(getTheta().convertToDouble() > 0))
     return emitOpError() << "expects theta > 0";
   types.push_back(x);
@@ -428,21 +475,24 @@ LogicalResult RopeOp::inferResultTypes(SmallVectorImpl<Type> &types) {
 LogicalResult RopeOp::verify() { return verifyByInference(*this); }
 
 /// Checks q [B, T, Hq·D], k and v [B, T, Hkv·D] with Hq a multiple of Hkv.
-static LogicalResult checkAttention(Operation *op, Value q, Value k, Value v, int64_t hq,
-                                    int64_t hkv) {
+static LogicalResult checkAttention(Operation *op, Value q, Value k, Value v,
+                                    int64_t hq, int64_t hkv) {
   auto qt = tensorOf(q), kt = tensorOf(k);
   if (qt.getRank() != 3)
-    return op->emitOpError() << "expects a query of shape [batch, seq, heads * head_dim], got "
-                             << formatShape(qt.getShape());
+    return op->emitOpError()
+           << "expects a query of shape [batch, seq, heads * head_dim], got "
+           << formatShape(qt.getShape());
   if (hq < 1 || hkv < 1 || hq % hkv)
-    return op->emitOpError() << "expects num_heads (" << hq
-                             << ") to be a positive multiple of num_kv_heads (" << hkv << ")";
+    return op->emitOpError()
+           << "expects num_heads (" << hq
+           << ") to be a positive multiple of num_kv_heads (" << hkv << ")";
   if (qt.getShape()[2] % hq)
     return op->emitOpError() << "expects the query width " << qt.getShape()[2]
                              << " to divide by num_heads " << hq;
   int64_t d = qt.getShape()[2] / hq;
   SmallVector<int64_t> kvShape{qt.getShape()[0], qt.getShape()[1], hkv * d};
-  if (failed(expectShape(op, "key", k, kvShape)) || failed(expectShape(op, "value", v, kvShape)))
+  if (failed(expectShape(op, "key", k, kvShape)) ||
+      failed(expectShape(op, "value", v, kvShape)))
     return failure();
   if (failed(sameElementType(op, q, k, "query", "key")) ||
       failed(sameElementType(op, q, v, "query", "value")))
@@ -452,8 +502,8 @@ static LogicalResult checkAttention(Operation *op, Value q, Value k, Value v, in
 }
 
 LogicalResult AttentionOp::inferResultTypes(SmallVectorImpl<Type> &types) {
-  if (failed(checkAttention(*this, getQuery(), getKey(), getValue(), getNumHeads(),
-                            getNumKvHeads())))
+  if (failed(checkAttention(*this, getQuery(), getKey(), getValue(),
+                            getNumHeads(), getNumKvHeads())))
     return failure();
   types.push_back(getQuery().getType());
   return success();
@@ -461,11 +511,13 @@ LogicalResult AttentionOp::inferResultTypes(SmallVectorImpl<Type> &types) {
 LogicalResult AttentionOp::verify() { return verifyByInference(*this); }
 
 LogicalResult AttentionGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
-  if (failed(checkAttention(*this, getQuery(), getKey(), getValue(), getNumHeads(),
-                            getNumKvHeads())) ||
-      failed(expectShape(*this, "grad", getGrad(), tensorOf(getQuery()).getShape())))
+  if (failed(checkAttention(*this, getQuery(), getKey(), getValue(),
+                            getNumHeads(), getNumKvHeads())) ||
+      failed(expectShape(*this, "grad", getGrad(),
+                         tensorOf(getQuery()).getShape())))
     return failure();
-  types.append({getQuery().getType(), getKey().getType(), getValue().getType()});
+  types.append(
+      {getQuery().getType(), getKey().getType(), getValue().getType()});
   return success();
 }
 LogicalResult AttentionGradOp::verify() { return verifyByInference(*this); }
@@ -485,7 +537,8 @@ static LogicalResult normalizeAxis(Operation *op, int64_t &axis, int64_t rank) {
   if (axis < 0)
     axis += rank;
   if (axis < 0 || axis >= rank)
-    return op->emitOpError() << "expects axis in [-" << rank << ", " << rank << ")";
+    return op->emitOpError()
+           << "expects axis in [-" << rank << ", " << rank << ")";
   return success();
 }
 
@@ -497,13 +550,14 @@ LogicalResult SplitOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   int64_t total = 0;
   for (int64_t s : getSizes())
     total += s;
-  if (total != x.getShape()[axis] || llvm::any_of(getSizes(), [](int64_t s) { return s < 1; }))
+  if (total != x.getShape()[axis] ||
+      llvm::any_of(getSizes(), [](int64_t s) { return s < 1; }))
     return emitOpError() << "expects positive sizes " << formatShape(getSizes())
-                         << " that add up to dimension " << axis << " (" << x.getShape()[axis]
-                         << ")";
+                         << " that add up to dimension " << axis << " ("
+                         << x.getShape()[axis] << ")";
   if (getSizes().size() != getNumResults())
-    return emitOpError() << "expects one result per size (" << getSizes().size() << "), got "
-                         << getNumResults();
+    return emitOpError() << "expects one result per size (" << getSizes().size()
+                         << "), got " << getNumResults();
   for (int64_t s : getSizes()) {
     SmallVector<int64_t> shape(x.getShape());
     shape[axis] = s;
@@ -525,12 +579,14 @@ LogicalResult ConcatOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   for (Value v : getInputs()) {
     auto t = tensorOf(v);
     SmallVector<int64_t> s(t.getShape());
-    if (t.getRank() != first.getRank() || t.getElementType() != first.getElementType())
+    if (t.getRank() != first.getRank() ||
+        t.getElementType() != first.getElementType())
       return emitOpError() << "expects inputs of one rank and element type";
     shape[axis] += s[axis];
     s[axis] = first.getShape()[axis];
     if (ArrayRef<int64_t>(s) != first.getShape())
-      return emitOpError() << "expects inputs that differ only in dimension " << axis;
+      return emitOpError() << "expects inputs that differ only in dimension "
+                           << axis;
   }
   types.push_back(RankedTensorType::get(shape, first.getElementType()));
   return success();
@@ -545,20 +601,21 @@ LogicalResult ZerosLikeOp::verify() { return verifyByInference(*this); }
 
 LogicalResult CastOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   // The target element type is the op's own choice: keep it, follow the shape.
-  types.push_back(RankedTensorType::get(tensorOf(getInput()).getShape(),
-                                        tensorOf(getResult()).getElementType()));
+  types.push_back(RankedTensorType::get(
+      tensorOf(getInput()).getShape(), tensorOf(getResult()).getElementType()));
   return success();
 }
 LogicalResult CastOp::verify() { return verifyByInference(*this); }
 
 LogicalResult MicroBatchOp::inferResultTypes(SmallVectorImpl<Type> &types) {
   auto x = tensorOf(getInput());
-  int64_t count = static_cast<int64_t>(getCount()), index = static_cast<int64_t>(getIndex());
+  int64_t count = static_cast<int64_t>(getCount()),
+          index = static_cast<int64_t>(getIndex());
   if (x.getRank() < 1)
     return emitOpError() << "expects an input with a batch dimension";
   if (count < 1 || index < 0 || index >= count)
-    return emitOpError() << "expects 0 <= index < count, got index " << index << " and count "
-                         << count;
+    return emitOpError() << "expects 0 <= index < count, got index " << index
+                         << " and count " << count;
   if (x.getShape()[0] % count)
     return emitOpError() << "expects the batch " << x.getShape()[0]
                          << " to divide into " << count << " micro-batches";

@@ -19,8 +19,8 @@
 namespace mlir::fsdp {
 
 inline void registerAllDialects(DialectRegistry &registry) {
-  registry.insert<nn::NNDialect, FSDPDialect, func::FuncDialect, arith::ArithDialect,
-                  tensor::TensorDialect>();
+  registry.insert<nn::NNDialect, FSDPDialect, func::FuncDialect,
+                  arith::ArithDialect, tensor::TensorDialect>();
 }
 
 inline void registerAllPasses() {

@@ -1,4 +1,5 @@
-//===- KernelScratch.h - the cpu driver's kernel scratch per op --*- C++ -*-===//
+//===- KernelScratch.h - the cpu driver's kernel scratch per op --*- C++
+//-*-===//
 //
 // The bytes a kernel of the reference (cpu) driver allocates for itself
 // while it runs, beyond the schedule's buffers: the memory planner adds them
@@ -53,12 +54,23 @@ inline int64_t cpuKernelScratchBytes(OpKind op,
   switch (op) {
   // No float kernel of its own: copies, collectives, casts, f32/f64-only
   // optimizer updates.
-  case OpKind::Constant: case OpKind::AllGather: case OpKind::ReduceScatter:
-  case OpKind::AllReduce: case OpKind::Free: case OpKind::ParamView:
-  case OpKind::Wait: case OpKind::LocalShard: case OpKind::Pack:
-  case OpKind::Unpack: case OpKind::Split: case OpKind::Concat:
-  case OpKind::ZerosLike: case OpKind::Cast: case OpKind::MicroBatch:
-  case OpKind::SgdUpdate: case OpKind::AdamwUpdate:
+  case OpKind::Constant:
+  case OpKind::AllGather:
+  case OpKind::ReduceScatter:
+  case OpKind::AllReduce:
+  case OpKind::Free:
+  case OpKind::ParamView:
+  case OpKind::Wait:
+  case OpKind::LocalShard:
+  case OpKind::Pack:
+  case OpKind::Unpack:
+  case OpKind::Split:
+  case OpKind::Concat:
+  case OpKind::ZerosLike:
+  case OpKind::Cast:
+  case OpKind::MicroBatch:
+  case OpKind::SgdUpdate:
+  case OpKind::AdamwUpdate:
     return 0;
   default:
     break;

@@ -1,4 +1,5 @@
-//===- ScheduleFormat.h - the compiler <-> runtime schedule contract -*- C++ -*-===//
+//===- ScheduleFormat.h - the compiler <-> runtime schedule contract -*- C++
+//-*-===//
 //
 // The one definition of what `fsdp-translate --fsdp-to-schedule` writes and
 // the runtime reads (runtime/docs/schedule-format.md): the format name and
@@ -26,15 +27,48 @@ inline constexpr int kVersion = 2;
 
 /// Every instruction of the format ("op" names in kOps).
 enum class OpKind {
-  Constant, Linear, Matmul, Add, Mul, Relu, ReluGrad, Gelu, GeluGrad,
-  ReduceSum, Broadcast, CrossEntropy, CrossEntropyGrad, SgdUpdate,
-  AdamwUpdate, AllGather, ReduceScatter, Free, ParamView, Wait, Flatten,
-  AllReduce, LocalShard, // "Sharding strategies"
-  Pack, Unpack,          // buckets: copy units' flat buffers into / out of one
+  Constant,
+  Linear,
+  Matmul,
+  Add,
+  Mul,
+  Relu,
+  ReluGrad,
+  Gelu,
+  GeluGrad,
+  ReduceSum,
+  Broadcast,
+  CrossEntropy,
+  CrossEntropyGrad,
+  SgdUpdate,
+  AdamwUpdate,
+  AllGather,
+  ReduceScatter,
+  Free,
+  ParamView,
+  Wait,
+  Flatten,
+  AllReduce,
+  LocalShard, // "Sharding strategies"
+  Pack,
+  Unpack, // buckets: copy units' flat buffers into / out of one
   // "Transformer ops".
-  Embedding, EmbeddingGrad, PositionEmbedding, PositionEmbeddingGrad,
-  LayerNorm, LayerNormGrad, RmsNorm, RmsNormGrad, Rope, Attention,
-  AttentionGrad, Silu, SiluGrad, Split, Concat, ZerosLike,
+  Embedding,
+  EmbeddingGrad,
+  PositionEmbedding,
+  PositionEmbeddingGrad,
+  LayerNorm,
+  LayerNormGrad,
+  RmsNorm,
+  RmsNormGrad,
+  Rope,
+  Attention,
+  AttentionGrad,
+  Silu,
+  SiluGrad,
+  Split,
+  Concat,
+  ZerosLike,
   Cast,      // "Mixed precision"
   MicroBatch // gradient accumulation: rows [index·m, (index+1)·m) of the batch
 };

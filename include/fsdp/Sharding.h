@@ -2,10 +2,10 @@
 //
 // Header-only arithmetic shared by the compiler (fsdp-shard) and the runtime
 // (initialisation of shards, gathering for --dump-params). A unit of `numel`
-// elements is flattened, right-padded to a multiple of the world size N and split
-// into N equal contiguous shards, as PyTorch FSDP's FlatParameter (Zhao et al.,
-// "PyTorch FSDP", VLDB 2023, Sec. 3.2.1): padding is at most N-1 elements and
-// rank r owns flat elements [r*S, (r+1)*S) with S = padded / N.
+// elements is flattened, right-padded to a multiple of the world size N and
+// split into N equal contiguous shards, as PyTorch FSDP's FlatParameter (Zhao
+// et al., "PyTorch FSDP", VLDB 2023, Sec. 3.2.1): padding is at most N-1
+// elements and rank r owns flat elements [r*S, (r+1)*S) with S = padded / N.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_SHARDING_H
@@ -39,8 +39,10 @@ struct ShardRange {
 inline ShardRange ownedRange(int64_t numel, int64_t worldSize, int64_t rank) {
   int64_t s = shardNumel(numel, worldSize);
   int64_t b = rank * s, e = b + s;
-  if (b > numel) b = numel;
-  if (e > numel) e = numel;
+  if (b > numel)
+    b = numel;
+  if (e > numel)
+    e = numel;
   return {b, e};
 }
 
@@ -48,7 +50,8 @@ inline ShardRange ownedRange(int64_t numel, int64_t worldSize, int64_t rank) {
 /// buffer of `paddedBytes` total bytes over N ranks: (N-1)/N * S (Thakur,
 /// Rabenseifner & Gropp, IJHPCA 2005, Sec. 4; nccl-tests PERFORMANCE.md "bus
 /// bandwidth"). Exact in bytes because paddedBytes is a multiple of N.
-inline int64_t ringCollectiveBytesPerRank(int64_t paddedBytes, int64_t worldSize) {
+inline int64_t ringCollectiveBytesPerRank(int64_t paddedBytes,
+                                          int64_t worldSize) {
   return paddedBytes / worldSize * (worldSize - 1);
 }
 

@@ -17,16 +17,26 @@ using namespace mlir::fsdp;
 
 StringRef mlir::fsdp::memoryClassName(MemoryClass c) {
   switch (c) {
-  case MemoryClass::ParamShard: return "param_shard";
-  case MemoryClass::GatheredParam: return "gathered_param";
-  case MemoryClass::OptState: return "opt_state";
-  case MemoryClass::Grad: return "grad";
-  case MemoryClass::GradShard: return "grad_shard";
-  case MemoryClass::CommBuffer: return "comm_buffer";
-  case MemoryClass::Activation: return "activation";
-  case MemoryClass::Temporary: return "temporary";
-  case MemoryClass::Data: return "data";
-  case MemoryClass::Scalar: return "scalar";
+  case MemoryClass::ParamShard:
+    return "param_shard";
+  case MemoryClass::GatheredParam:
+    return "gathered_param";
+  case MemoryClass::OptState:
+    return "opt_state";
+  case MemoryClass::Grad:
+    return "grad";
+  case MemoryClass::GradShard:
+    return "grad_shard";
+  case MemoryClass::CommBuffer:
+    return "comm_buffer";
+  case MemoryClass::Activation:
+    return "activation";
+  case MemoryClass::Temporary:
+    return "temporary";
+  case MemoryClass::Data:
+    return "data";
+  case MemoryClass::Scalar:
+    return "scalar";
   }
   return "temporary";
 }
@@ -37,10 +47,12 @@ static MemoryClass classifyArgument(func::FuncOp fn, unsigned i) {
   if (fn.getArgAttr(i, nn::kStepAttr))
     return MemoryClass::Scalar;
   if (auto role = fn.getArgAttrOfType<StringAttr>(i, kRoleAttr))
-    return role.getValue() == "param" ? MemoryClass::ParamShard : MemoryClass::OptState;
+    return role.getValue() == "param" ? MemoryClass::ParamShard
+                                      : MemoryClass::OptState;
   if (fn.getArgAttr(i, nn::kOptStateAttr))
     return MemoryClass::OptState;
-  return MemoryClass::ParamShard; // an unsharded parameter (autodiff-only steps)
+  return MemoryClass::ParamShard; // an unsharded parameter (autodiff-only
+                                  // steps)
 }
 
 static MemoryClass classifyResult(OpResult r, bool backward) {
@@ -54,14 +66,17 @@ static MemoryClass classifyResult(OpResult r, bool backward) {
   if (isa<PackOp>(op))
     return MemoryClass::CommBuffer;
   if (auto u = dyn_cast<UnpackOp>(op))
-    return u.getBlocks() > 1 ? MemoryClass::GatheredParam : MemoryClass::GradShard;
+    return u.getBlocks() > 1 ? MemoryClass::GatheredParam
+                             : MemoryClass::GradShard;
   if (isa<FlattenOp>(op)) {
     // ZeRO-1 keeps each unit's whole gradient until backward ends: gradient
     // storage, not a transient send buffer.
     auto module = op->getParentOfType<ModuleOp>();
-    auto strategy = module ? module->getAttrOfType<StringAttr>(kStrategyAttr) : StringAttr();
-    return strategy && strategy.getValue() == "shard-optimizer" ? MemoryClass::Grad
-                                                                 : MemoryClass::CommBuffer;
+    auto strategy = module ? module->getAttrOfType<StringAttr>(kStrategyAttr)
+                           : StringAttr();
+    return strategy && strategy.getValue() == "shard-optimizer"
+               ? MemoryClass::Grad
+               : MemoryClass::CommBuffer;
   }
   if (auto c = dyn_cast<nn::CastOp>(op)) {
     // Mixed-precision casts around communication: the packed gradient in
@@ -70,12 +85,14 @@ static MemoryClass classifyResult(OpResult r, bool backward) {
     // replicated parameter cast for compute is a gathered (full) parameter.
     Operation *src = skipWait(c.getInput()).getDefiningOp();
     if ((src && isa<FlattenOp>(src)) ||
-        llvm::any_of(c->getUsers(), [](Operation *u) { return isa<AllGatherOp, PackOp>(u); }))
+        llvm::any_of(c->getUsers(),
+                     [](Operation *u) { return isa<AllGatherOp, PackOp>(u); }))
       return MemoryClass::CommBuffer;
     if (src && (isa<ReduceScatterOp, AllReduceOp>(src) ||
                 (isa<UnpackOp>(src) && cast<UnpackOp>(src).getBlocks() == 1)))
       return MemoryClass::GradShard;
-    if (llvm::any_of(c->getUsers(), [](Operation *u) { return isa<ParamViewOp>(u); }))
+    if (llvm::any_of(c->getUsers(),
+                     [](Operation *u) { return isa<ParamViewOp>(u); }))
       return MemoryClass::GatheredParam;
   }
   if (isa<ReduceScatterOp, AllReduceOp>(op))
@@ -83,7 +100,8 @@ static MemoryClass classifyResult(OpResult r, bool backward) {
   if (isa<LocalShardOp>(op))
     return MemoryClass::ParamShard;
   if (isa<nn::AdamWUpdateOp, nn::SgdUpdateOp>(op))
-    return r.getResultNumber() == 0 ? MemoryClass::ParamShard : MemoryClass::OptState;
+    return r.getResultNumber() == 0 ? MemoryClass::ParamShard
+                                    : MemoryClass::OptState;
   if (isa<arith::ConstantOp, nn::ZerosLikeOp>(op))
     return MemoryClass::Temporary;
   return backward ? MemoryClass::Grad : MemoryClass::Activation;
@@ -98,19 +116,22 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
   int64_t n = plan.instructions.size();
 
   if (Operation *def = lossDefiningOp(fn))
-    plan.lossInstruction = std::find(plan.instructions.begin(), plan.instructions.end(), def) -
-                           plan.instructions.begin();
+    plan.lossInstruction =
+        std::find(plan.instructions.begin(), plan.instructions.end(), def) -
+        plan.instructions.begin();
 
-  auto addBuffer = [&](Value v, MemoryClass cls, int64_t start) -> LogicalResult {
+  auto addBuffer = [&](Value v, MemoryClass cls,
+                       int64_t start) -> LogicalResult {
     auto t = dyn_cast<RankedTensorType>(v.getType());
     Type elt = t ? t.getElementType() : Type();
     bool ok = t && t.hasStaticShape() &&
-              (elt.isF32() || elt.isF64() || elt.isBF16() || elt.isF16() || elt.isInteger(32) ||
-               elt.isInteger(64));
+              (elt.isF32() || elt.isF64() || elt.isBF16() || elt.isF16() ||
+               elt.isInteger(32) || elt.isInteger(64));
     if (!ok)
-      return emitError(v.getLoc()) << "the memory plan supports statically shaped tensors of "
-                                      "f32, f64, i32 and i64, got "
-                                   << v.getType();
+      return emitError(v.getLoc())
+             << "the memory plan supports statically shaped tensors of "
+                "f32, f64, i32 and i64, got "
+             << v.getType();
     PlannedBuffer b;
     b.value = v;
     b.bytes = t.getNumElements() * (elt.getIntOrFloatBitWidth() / 8);
@@ -126,7 +147,8 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
       return failure();
   llvm::DenseSet<Value> explicitlyFreed;
   for (auto [idx, op] : llvm::enumerate(plan.instructions)) {
-    bool backward = plan.lossInstruction >= 0 && (int64_t)idx > plan.lossInstruction;
+    bool backward =
+        plan.lossInstruction >= 0 && (int64_t)idx > plan.lossInstruction;
     for (OpResult r : op->getResults())
       if (failed(addBuffer(r, classifyResult(r, backward), idx)))
         return failure();
@@ -206,7 +228,8 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
     }
 
   // Live bytes at each instruction: buffers with start <= i <= end.
-  std::vector<int64_t> delta(n + 2, 0); // index i + 1 for instruction i, 0 for the step start
+  std::vector<int64_t> delta(
+      n + 2, 0); // index i + 1 for instruction i, 0 for the step start
   int64_t atStart = 0;
   for (auto &b : plan.buffers) {
     if (b.viewOf >= 0 || b.aliases >= 0)
@@ -235,14 +258,15 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
   auto tensorOf = [](Value v) {
     auto t = cast<RankedTensorType>(v.getType());
     Type e = t.getElementType();
-    return ::fsdp::schedule::ScratchTensor{v.getAsOpaquePointer(), t.getShape().vec(),
-                                           e.getIntOrFloatBitWidth() / 8,
-                                           e.isBF16() || e.isF16()};
+    return ::fsdp::schedule::ScratchTensor{
+        v.getAsOpaquePointer(), t.getShape().vec(),
+        e.getIntOrFloatBitWidth() / 8, e.isBF16() || e.isF16()};
   };
   for (int64_t i = 0; i < n; ++i) {
     Operation *op = plan.instructions[i];
     ::fsdp::schedule::OpKind kind;
-    if (::fsdp::schedule::lookupOp(op->getName().getStringRef().str().c_str(), kind)) {
+    if (::fsdp::schedule::lookupOp(op->getName().getStringRef().str().c_str(),
+                                   kind)) {
       std::vector<::fsdp::schedule::ScratchTensor> ins, outs;
       // nn.broadcast's `like` operand is not passed to the kernel.
       ValueRange operands = op->getOperands();
@@ -255,10 +279,11 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
       int64_t headDim = 0;
       if (auto hd = op->getAttrOfType<IntegerAttr>("head_dim"))
         headDim = hd.getInt();
-      plan.scratchBytes[i] = ::fsdp::schedule::cpuKernelScratchBytes(kind, ins, outs, headDim);
+      plan.scratchBytes[i] =
+          ::fsdp::schedule::cpuKernelScratchBytes(kind, ins, outs, headDim);
     }
-    plan.peakBytesWithScratch =
-        std::max(plan.peakBytesWithScratch, plan.liveBytes[i] + plan.scratchBytes[i]);
+    plan.peakBytesWithScratch = std::max(
+        plan.peakBytesWithScratch, plan.liveBytes[i] + plan.scratchBytes[i]);
   }
   plan.peakBytesByClass.assign(kNumMemoryClasses, 0);
   for (auto &b : plan.buffers)
@@ -278,14 +303,18 @@ void MemoryPlan::assignArenaOffsets() {
   for (int64_t i = 0; i < (int64_t)buffers.size(); ++i)
     if (buffers[i].viewOf < 0 && buffers[i].aliases < 0)
       order.push_back(i);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return buffers[a].bytes > buffers[b].bytes; });
-  auto align = [](int64_t x) { return (x + kAlignment - 1) / kAlignment * kAlignment; };
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return buffers[a].bytes > buffers[b].bytes;
+  });
+  auto align = [](int64_t x) {
+    return (x + kAlignment - 1) / kAlignment * kAlignment;
+  };
   std::vector<int64_t> placed;
   arenaBytes = 0;
   for (int64_t i : order) {
     PlannedBuffer &b = buffers[i];
-    std::vector<std::pair<int64_t, int64_t>> busy; // [offset, offset + size) of overlapping ones
+    std::vector<std::pair<int64_t, int64_t>>
+        busy; // [offset, offset + size) of overlapping ones
     for (int64_t j : placed) {
       const PlannedBuffer &o = buffers[j];
       if (o.start <= b.end && b.start <= o.end)

@@ -1,10 +1,10 @@
 //===- PlanReport.cpp - the planner's memory and communication report -----===//
 #include "fsdp/Analysis/PlanReport.h"
+#include "fsdp/Analysis/Simulator.h"
+#include "fsdp/Analysis/StepFunction.h"
 #include "fsdp/Dialect/FSDP/FSDP.h"
 #include "fsdp/Dialect/NN/NN.h"
 #include "fsdp/Sharding.h"
-#include "fsdp/Analysis/StepFunction.h"
-#include "fsdp/Analysis/Simulator.h"
 
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/Format.h"
@@ -26,8 +26,8 @@ CommPlan CommPlan::compute(const MemoryPlan &plan, ModuleOp module) {
   int64_t world = groupSize(module, "world").value_or(1);
   for (Operation *op : plan.instructions) {
     auto ring = [&](Value full, StringRef group) {
-      return ::fsdp::ringCollectiveBytesPerRank(bytesOf(full),
-                                                groupSize(op, group).value_or(world));
+      return ::fsdp::ringCollectiveBytesPerRank(
+          bytesOf(full), groupSize(op, group).value_or(world));
     };
     if (auto ag = dyn_cast<AllGatherOp>(op))
       c.allGather += ring(ag.getResult(), ag.getGroup());
@@ -48,7 +48,8 @@ ModelState ModelState::compute(const MemoryPlan &plan, func::FuncOp fn) {
       continue;
     // The f32 master of separate master weights counts as optimizer state, as
     // ZeRO's K = 12 (master, momentum, variance).
-    (role.getValue() == "param" ? m.paramBytes : m.optStateBytes) += bytesOf(arg);
+    (role.getValue() == "param" ? m.paramBytes : m.optStateBytes) +=
+        bytesOf(arg);
   }
   // Gradient storage: what the update consumes (the reduced gradient), or the
   // whole flat gradient where the strategy keeps it (class grad, not
@@ -76,8 +77,9 @@ ModelState ModelState::compute(const MemoryPlan &plan, func::FuncOp fn) {
         break;
       root = def->getOperand(0);
     }
-    bool keptWhole = root.getDefiningOp<FlattenOp>() &&
-                     plan.buffers[plan.indexOf.lookup(root)].cls == MemoryClass::Grad;
+    bool keptWhole =
+        root.getDefiningOp<FlattenOp>() &&
+        plan.buffers[plan.indexOf.lookup(root)].cls == MemoryClass::Grad;
     m.gradBytes += bytesOf(keptWhole ? root : reduced ? reduced : g);
   }
   return m;
@@ -107,7 +109,8 @@ FailureOr<json> mlir::fsdp::buildPlanReport(ModuleOp module) {
         trainable += unit.getParamNumel(i);
     }
     params += numel;
-    json u{{"name", unit.getSymName().str()}, {"params", unit.getParams().size()},
+    json u{{"name", unit.getSymName().str()},
+           {"params", unit.getParams().size()},
            {"numel", numel}};
     if (unit.getPaddedNumel()) {
       u["padded_numel"] = static_cast<int64_t>(*unit.getPaddedNumel());
@@ -132,40 +135,44 @@ FailureOr<json> mlir::fsdp::buildPlanReport(ModuleOp module) {
   // models); 0 when the step has none.
   int64_t tokens = 0;
   for (BlockArgument arg : fn->getArguments()) {
-    auto kind = fn->getArgAttrOfType<StringAttr>(arg.getArgNumber(), nn::kDataAttr);
+    auto kind =
+        fn->getArgAttrOfType<StringAttr>(arg.getArgNumber(), nn::kDataAttr);
     if (!kind || kind.getValue() != "tokens")
       continue;
     ArrayRef<int64_t> shape = cast<RankedTensorType>(arg.getType()).getShape();
     SmallVector<int64_t> global(shape);
-    if (auto gs = fn->getArgAttrOfType<DenseI64ArrayAttr>(arg.getArgNumber(), kGlobalShapeAttr))
+    if (auto gs = fn->getArgAttrOfType<DenseI64ArrayAttr>(arg.getArgNumber(),
+                                                          kGlobalShapeAttr))
       global.assign(gs.asArrayRef().begin(), gs.asArrayRef().end());
     tokens = 1;
     for (int64_t d : global)
       tokens *= d;
     break;
   }
-  json report{
-      {"params", params},
-      {"trainable_params", trainable},
-      {"world_size", world},
-      {"strategy", strategy},
-      {"grid", {{"replicas", groupSize(module, "replicate").value_or(1)},
+  json report{{"params", params},
+              {"trainable_params", trainable},
+              {"world_size", world},
+              {"strategy", strategy},
+              {"grid",
+               {{"replicas", groupSize(module, "replicate").value_or(1)},
                 {"shard_size", groupSize(module, "shard").value_or(world)}}},
-      {"per_rank",
-       {{"peak_bytes", plan->peakBytes},
-        {"peak_instruction", plan->peakInstruction},
-        {"peak_at", peakAt},
-        {"peak_bytes_by_class", std::move(byClass)},
-        {"model_state_bytes", state.total()},
-        {"model_state",
-         {{"params", state.paramBytes}, {"grads", state.gradBytes},
-          {"optimizer_state", state.optStateBytes}}},
-        {"comm_bytes_per_step", comm.total()},
-        {"comm_bytes_by_collective",
-         {{"all_gather", comm.allGather}, {"reduce_scatter", comm.reduceScatter},
-          {"all_reduce", comm.allReduce}}},
-        {"arena_bytes", plan->arenaBytes}}},
-      {"units", std::move(units)}};
+              {"per_rank",
+               {{"peak_bytes", plan->peakBytes},
+                {"peak_instruction", plan->peakInstruction},
+                {"peak_at", peakAt},
+                {"peak_bytes_by_class", std::move(byClass)},
+                {"model_state_bytes", state.total()},
+                {"model_state",
+                 {{"params", state.paramBytes},
+                  {"grads", state.gradBytes},
+                  {"optimizer_state", state.optStateBytes}}},
+                {"comm_bytes_per_step", comm.total()},
+                {"comm_bytes_by_collective",
+                 {{"all_gather", comm.allGather},
+                  {"reduce_scatter", comm.reduceScatter},
+                  {"all_reduce", comm.allReduce}}},
+                {"arena_bytes", plan->arenaBytes}}},
+              {"units", std::move(units)}};
   if (tokens > 0)
     report["tokens_per_step"] = tokens;
   if (auto sched = module->getAttrOfType<StringAttr>(kScheduleAttr))
@@ -174,7 +181,7 @@ FailureOr<json> mlir::fsdp::buildPlanReport(ModuleOp module) {
 }
 
 void mlir::fsdp::addSimulationToReport(json &report, const SimResult &sim,
-                                        StringRef clusterName) {
+                                       StringRef clusterName) {
   report["cluster"] = clusterName.str();
   report["flops_per_rank"] = sim.flops;
   report["predicted_step_time_s"] = sim.stepTime;
@@ -183,9 +190,11 @@ void mlir::fsdp::addSimulationToReport(json &report, const SimResult &sim,
   report["comm_s"] = sim.commTime;
   report["exposed_comm_s"] = sim.exposedComm;
   report["lower_bound_s"] = sim.lowerBound;
-  report["step_over_lower_bound"] = sim.lowerBound > 0 ? sim.stepTime / sim.lowerBound : 0.0;
+  report["step_over_lower_bound"] =
+      sim.lowerBound > 0 ? sim.stepTime / sim.lowerBound : 0.0;
   if (report.contains("tokens_per_step") && sim.stepTime > 0)
-    report["predicted_tokens_per_s"] = report["tokens_per_step"].get<double>() / sim.stepTime;
+    report["predicted_tokens_per_s"] =
+        report["tokens_per_step"].get<double>() / sim.stepTime;
   report["mfu"] = sim.mfu;
   report["mfu_dtype"] = sim.mfuDtype;
 }
@@ -206,15 +215,16 @@ static std::string human(int64_t bytes) {
 std::string mlir::fsdp::formatPlanReport(const json &r) {
   std::ostringstream os;
   const json &p = r["per_rank"];
-  os << "fsdp-opt plan: " << r["params"].get<int64_t>() << " parameters, strategy "
-     << r["strategy"].get<std::string>() << ", world size " << r["world_size"].get<int64_t>()
-     << " (" << r["grid"]["replicas"].get<int64_t>() << " x "
+  os << "fsdp-opt plan: " << r["params"].get<int64_t>()
+     << " parameters, strategy " << r["strategy"].get<std::string>()
+     << ", world size " << r["world_size"].get<int64_t>() << " ("
+     << r["grid"]["replicas"].get<int64_t>() << " x "
      << r["grid"]["shard_size"].get<int64_t>() << ")\n";
   os << "per rank:\n";
   auto row = [&](const std::string &name, int64_t bytes) {
     char buf[160];
-    snprintf(buf, sizeof(buf), "  %-28s %16lld  %12s\n", name.c_str(), (long long)bytes,
-             human(bytes).c_str());
+    snprintf(buf, sizeof(buf), "  %-28s %16lld  %12s\n", name.c_str(),
+             (long long)bytes, human(bytes).c_str());
     os << buf;
   };
   row("peak bytes", p["peak_bytes"]);
@@ -244,12 +254,15 @@ std::string mlir::fsdp::formatPlanReport(const json &r) {
              "  lower bound                  %16.9g s\n"
              "  MFU (%s peak)              %16.4f\n",
              r["cluster"].get<std::string>().c_str(),
-             r.value("schedule", std::string("as placed, collectives waited at first use")).c_str(),
+             r.value("schedule",
+                     std::string("as placed, collectives waited at first use"))
+                 .c_str(),
              (long long)r["flops_per_rank"].get<int64_t>(),
-             r["predicted_step_time_s"].get<double>(), r["compute_s"].get<double>(),
-             r["comm_s"].get<double>(), r["exposed_comm_s"].get<double>(),
-             r["lower_bound_s"].get<double>(), r["mfu_dtype"].get<std::string>().c_str(),
-             r["mfu"].get<double>());
+             r["predicted_step_time_s"].get<double>(),
+             r["compute_s"].get<double>(), r["comm_s"].get<double>(),
+             r["exposed_comm_s"].get<double>(),
+             r["lower_bound_s"].get<double>(),
+             r["mfu_dtype"].get<std::string>().c_str(), r["mfu"].get<double>());
     os << buf;
     if (r.value("host_overhead_s", 0.0) > 0) {
       snprintf(buf, sizeof(buf), "  host (dispatch, step I/O)    %16.9g s\n",
@@ -265,11 +278,14 @@ std::string mlir::fsdp::formatPlanReport(const json &r) {
   os << "units:\n";
   for (const json &u : r["units"]) {
     char buf[200];
-    snprintf(buf, sizeof(buf), "  %-32s params %3lld  numel %12lld  padded %12lld  shard %12lld\n",
-             u["name"].get<std::string>().c_str(), (long long)u["params"].get<int64_t>(),
-             (long long)u["numel"].get<int64_t>(),
-             (long long)u.value("padded_numel", u["numel"].get<int64_t>()),
-             (long long)u.value("shard_numel", u["numel"].get<int64_t>()));
+    snprintf(
+        buf, sizeof(buf),
+        "  %-32s params %3lld  numel %12lld  padded %12lld  shard %12lld\n",
+        u["name"].get<std::string>().c_str(),
+        (long long)u["params"].get<int64_t>(),
+        (long long)u["numel"].get<int64_t>(),
+        (long long)u.value("padded_numel", u["numel"].get<int64_t>()),
+        (long long)u.value("shard_numel", u["numel"].get<int64_t>()));
     os << buf;
   }
   return os.str();
@@ -284,17 +300,18 @@ std::optional<int64_t> mlir::fsdp::parseByteSize(StringRef text) {
   if (i == 0 || text.take_front(i).getAsDouble(value))
     return std::nullopt;
   StringRef suffix = text.drop_front(i).trim();
-  std::optional<double> scale = llvm::StringSwitch<std::optional<double>>(suffix)
-                                    .Cases({"", "B"}, 1.0)
-                                    .Cases({"K", "KB"}, 1e3)
-                                    .Case("KiB", 1024.0)
-                                    .Cases({"M", "MB"}, 1e6)
-                                    .Case("MiB", 1024.0 * 1024)
-                                    .Cases({"G", "GB"}, 1e9)
-                                    .Case("GiB", 1024.0 * 1024 * 1024)
-                                    .Cases({"T", "TB"}, 1e12)
-                                    .Case("TiB", 1024.0 * 1024 * 1024 * 1024)
-                                    .Default(std::nullopt);
+  std::optional<double> scale =
+      llvm::StringSwitch<std::optional<double>>(suffix)
+          .Cases({"", "B"}, 1.0)
+          .Cases({"K", "KB"}, 1e3)
+          .Case("KiB", 1024.0)
+          .Cases({"M", "MB"}, 1e6)
+          .Case("MiB", 1024.0 * 1024)
+          .Cases({"G", "GB"}, 1e9)
+          .Case("GiB", 1024.0 * 1024 * 1024)
+          .Cases({"T", "TB"}, 1e12)
+          .Case("TiB", 1024.0 * 1024 * 1024 * 1024)
+          .Default(std::nullopt);
   if (!scale || !(value * *scale >= 0) || value * *scale > 9.2e18)
     return std::nullopt;
   return static_cast<int64_t>(std::llround(value * *scale));

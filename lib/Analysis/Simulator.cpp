@@ -83,9 +83,11 @@ namespace {
 /// without exceptions.
 struct RecordingParser : nlohmann::detail::json_sax_dom_parser<json> {
   std::string message;
-  explicit RecordingParser(json &out) : json_sax_dom_parser(out, /*allow_exceptions=*/false) {}
+  explicit RecordingParser(json &out)
+      : json_sax_dom_parser(out, /*allow_exceptions=*/false) {}
   template <class Exception>
-  bool parse_error(std::size_t position, const std::string &lastToken, const Exception &ex) {
+  bool parse_error(std::size_t position, const std::string &lastToken,
+                   const Exception &ex) {
     message = ex.what();
     return json_sax_dom_parser::parse_error(position, lastToken, ex);
   }
@@ -96,14 +98,17 @@ std::optional<ClusterSpec> ClusterSpec::load(StringRef path, std::string &error,
                                              MLIRContext *ctx) {
   auto buf = llvm::MemoryBuffer::getFile(path);
   if (!buf) {
-    error = "cannot read cluster spec '" + path.str() + "': " + buf.getError().message();
+    error = "cannot read cluster spec '" + path.str() +
+            "': " + buf.getError().message();
     return std::nullopt;
   }
   json j;
   RecordingParser parser(j);
-  if (!json::sax_parse((*buf)->getBuffer().begin(), (*buf)->getBuffer().end(), &parser) ||
+  if (!json::sax_parse((*buf)->getBuffer().begin(), (*buf)->getBuffer().end(),
+                       &parser) ||
       !parser.message.empty()) {
-    error = "cluster spec '" + path.str() + "' is not valid JSON: " + parser.message;
+    error = "cluster spec '" + path.str() +
+            "' is not valid JSON: " + parser.message;
     return std::nullopt;
   }
   if (!j.is_object()) {
@@ -112,15 +117,16 @@ std::optional<ClusterSpec> ClusterSpec::load(StringRef path, std::string &error,
   }
   ClusterSpec s;
   std::string where = "cluster spec '" + path.str() + "': ";
-  auto number = [&](const json &obj, const char *key, const std::string &field, double &out,
-                    bool positive = true) {
+  auto number = [&](const json &obj, const char *key, const std::string &field,
+                    double &out, bool positive = true) {
     if (!obj.is_object() || !obj.contains(key) || !obj[key].is_number()) {
       error = where + "missing or non-numeric '" + field + "'";
       return false;
     }
     out = obj[key].get<double>();
     if (!(out >= 0) || (positive && !(out > 0)) || !std::isfinite(out)) {
-      error = where + "'" + field + "' must be " + (positive ? "positive" : "non-negative");
+      error = where + "'" + field + "' must be " +
+              (positive ? "positive" : "non-negative");
       return false;
     }
     return true;
@@ -157,10 +163,14 @@ std::optional<ClusterSpec> ClusterSpec::load(StringRef path, std::string &error,
   if (!number(j, "memory_bytes", "memory_bytes", s.memoryBytes) ||
       !number(j, "memory_bandwidth", "memory_bandwidth", s.memoryBandwidth) ||
       !number(j, "devices_per_node", "devices_per_node", dpn) ||
-      !number(intra, "bus_bandwidth", "intra_node.bus_bandwidth", s.intraBandwidth) ||
-      !number(intra, "latency_s", "intra_node.latency_s", s.intraLatency, false) ||
-      !number(inter, "bus_bandwidth", "inter_node.bus_bandwidth", s.interBandwidth) ||
-      !number(inter, "latency_s", "inter_node.latency_s", s.interLatency, false))
+      !number(intra, "bus_bandwidth", "intra_node.bus_bandwidth",
+              s.intraBandwidth) ||
+      !number(intra, "latency_s", "intra_node.latency_s", s.intraLatency,
+              false) ||
+      !number(inter, "bus_bandwidth", "inter_node.bus_bandwidth",
+              s.interBandwidth) ||
+      !number(inter, "latency_s", "inter_node.latency_s", s.interLatency,
+              false))
     return std::nullopt;
   if (dpn != std::floor(dpn) || dpn > double(int64_t(1) << 30)) {
     error = where + "'devices_per_node' must be an integer in [1, 2^30]";
@@ -168,10 +178,11 @@ std::optional<ClusterSpec> ClusterSpec::load(StringRef path, std::string &error,
   }
   s.devicesPerNode = std::max<int64_t>(1, (int64_t)dpn);
   const json &eff = j.value("efficiency", json::object());
-  for (auto [key, out] : {std::pair<const char *, double *>{"matmul", &s.effMatmul},
-                          {"attention", &s.effAttention},
-                          {"elementwise", &s.effElementwise},
-                          {"memory", &s.effMemory}}) {
+  for (auto [key, out] :
+       {std::pair<const char *, double *>{"matmul", &s.effMatmul},
+        {"attention", &s.effAttention},
+        {"elementwise", &s.effElementwise},
+        {"memory", &s.effMemory}}) {
     if (!eff.contains(key))
       continue;
     if (!number(eff, key, std::string("efficiency.") + key, *out))
@@ -184,7 +195,8 @@ std::optional<ClusterSpec> ClusterSpec::load(StringRef path, std::string &error,
   if (j.contains("op_efficiency")) {
     const json &oe = j["op_efficiency"];
     if (!oe.is_object()) {
-      error = where + "'op_efficiency' must be an object (op name -> efficiency)";
+      error =
+          where + "'op_efficiency' must be an object (op name -> efficiency)";
       return std::nullopt;
     }
     for (auto &[op, v] : oe.items()) {
@@ -203,13 +215,15 @@ std::optional<ClusterSpec> ClusterSpec::load(StringRef path, std::string &error,
     }
   }
   if (j.contains("dispatch_overhead_s") &&
-      !number(j, "dispatch_overhead_s", "dispatch_overhead_s", s.dispatchOverhead, false))
+      !number(j, "dispatch_overhead_s", "dispatch_overhead_s",
+              s.dispatchOverhead, false))
     return std::nullopt;
   if (j.contains("step_io_bandwidth") &&
       !number(j, "step_io_bandwidth", "step_io_bandwidth", s.stepIoBandwidth))
     return std::nullopt;
   if (j.contains("collective_sync_s") &&
-      !number(j, "collective_sync_s", "collective_sync_s", s.collectiveSync, false))
+      !number(j, "collective_sync_s", "collective_sync_s", s.collectiveSync,
+              false))
     return std::nullopt;
   if (j.contains("comm_overlap")) {
     if (!number(j, "comm_overlap", "comm_overlap", s.commOverlap, false))
@@ -228,13 +242,14 @@ static double ring(int64_t g, double bytes, double alpha, double bw) {
   return (g - 1) * alpha + double(g - 1) / double(g) * bytes / bw;
 }
 
-double Simulator::collectiveTime(int64_t bytes, int64_t g, int64_t stride, bool allReduce,
-                                 bool hierarchical) const {
+double Simulator::collectiveTime(int64_t bytes, int64_t g, int64_t stride,
+                                 bool allReduce, bool hierarchical) const {
   if (g <= 1)
     return 0;
   int64_t dpn = spec.devicesPerNode;
   // Members of the group in one node (groups are aligned to nodes).
-  int64_t k = stride >= dpn ? 1 : std::min(g, dpn / std::max<int64_t>(stride, 1));
+  int64_t k =
+      stride >= dpn ? 1 : std::min(g, dpn / std::max<int64_t>(stride, 1));
   double t;
   if (k >= g)
     t = ring(g, bytes, spec.intraLatency, spec.intraBandwidth);
@@ -273,7 +288,8 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
   int64_t world = groupSize(module, "world").value_or(1);
   int64_t shardSize = groupSize(module, "shard").value_or(world);
   SimResult r;
-  llvm::DenseMap<Value, double> ready; // when a value produced by a collective is available
+  llvm::DenseMap<Value, double>
+      ready; // when a value produced by a collective is available
   std::map<std::string, int64_t> matmulFlopsByDtype;
   double tc = 0, tm = 0;
   double firstGather = -1, lastReduce = 0;
@@ -310,8 +326,10 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
       StringRef group = op.getAttrOfType<StringAttr>("group").getValue();
       int64_t g = groupSize(&op, group).value_or(world);
       int64_t stride = group == "replicate" ? shardSize : 1;
-      int64_t bytes = isa<AllGatherOp>(&op) ? tensorBytes(out) : tensorBytes(in);
-      double dur = collectiveTime(bytes, g, stride, isa<AllReduceOp>(&op), group == "replicate");
+      int64_t bytes =
+          isa<AllGatherOp>(&op) ? tensorBytes(out) : tensorBytes(in);
+      double dur = collectiveTime(bytes, g, stride, isa<AllReduceOp>(&op),
+                                  group == "replicate");
       if (g > 1)
         dur += spec.collectiveSync;
       double start = std::max({tc, tm, operandsReady});
@@ -332,7 +350,8 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
         firstGather = dur;
       if (isa<ReduceScatterOp, AllReduceOp>(&op)) {
         // HSDP's replicate all-reduce continues the same unit's reduce-scatter.
-        auto chainedFrom = skipWait(op.getOperand(0)).getDefiningOp<ReduceScatterOp>();
+        auto chainedFrom =
+            skipWait(op.getOperand(0)).getDefiningOp<ReduceScatterOp>();
         lastReduce = dur + (chainedFrom ? durationOf.lookup(chainedFrom) : 0.0);
       }
       std::string name = op.getName().getStringRef().str();
@@ -363,18 +382,21 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
       bytes = cost.getBytesAccessed();
       std::string dtype = "f32";
       for (Value v : op.getOperands())
-        if (auto t = dyn_cast<RankedTensorType>(v.getType()); t && isa<FloatType>(t.getElementType())) {
+        if (auto t = dyn_cast<RankedTensorType>(v.getType());
+            t && isa<FloatType>(t.getElementType())) {
           dtype = dtypeName(t.getElementType());
           break;
         }
       double peak, eff, effMem = spec.effMemory;
-      if (isa<nn::LinearOp, nn::MatmulOp, nn::AttentionOp, nn::AttentionGradOp>(&op)) {
+      if (isa<nn::LinearOp, nn::MatmulOp, nn::AttentionOp, nn::AttentionGradOp>(
+              &op)) {
         auto it = spec.peakFlops.find(dtype);
         if (it == spec.peakFlops.end())
-          return op.emitError() << "the cluster spec has no peak_flops." << dtype
-                                << " for this op's dtype";
+          return op.emitError() << "the cluster spec has no peak_flops."
+                                << dtype << " for this op's dtype";
         peak = it->second;
-        eff = isa<nn::AttentionOp, nn::AttentionGradOp>(&op) ? spec.effAttention : spec.effMatmul;
+        eff = isa<nn::AttentionOp, nn::AttentionGradOp>(&op) ? spec.effAttention
+                                                             : spec.effMatmul;
         matmulFlopsByDtype[dtype] += flops;
       } else {
         peak = spec.peakFlops.at("f32");
@@ -383,7 +405,8 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
       if (auto it = spec.opEfficiency.find(op.getName().getStringRef().str());
           it != spec.opEfficiency.end())
         (flops > 0 ? eff : effMem) = it->second;
-      dur = std::max(flops / (peak * eff), bytes / (spec.memoryBandwidth * effMem));
+      dur = std::max(flops / (peak * eff),
+                     bytes / (spec.memoryBandwidth * effMem));
       timed = true;
     } else if (isa<FlattenOp, LocalShardOp, PackOp, UnpackOp>(&op)) {
       for (Value v : op.getOperands())
@@ -391,8 +414,9 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
       for (Value v : op.getResults())
         bytes += tensorBytes(v);
       auto it = spec.opEfficiency.find(op.getName().getStringRef().str());
-      dur = bytes / (spec.memoryBandwidth *
-                     (it != spec.opEfficiency.end() ? it->second : spec.effMemory));
+      dur = bytes /
+            (spec.memoryBandwidth *
+             (it != spec.opEfficiency.end() ? it->second : spec.effMemory));
       timed = true;
     }
     if (!timed) {
@@ -407,15 +431,17 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
     tc = start + dur;
     r.computeTime += dur;
     r.flops += flops;
-    r.events.push_back({op.getName().getStringRef().str(), 0, start, dur, flops, bytes});
+    r.events.push_back(
+        {op.getName().getStringRef().str(), 0, start, dur, flops, bytes});
   }
   r.stepTime = std::max(tc, tm);
   if (ioOut > 0)
     r.events.push_back({"host: step outputs", 0, r.stepTime, ioOut, 0, 0});
   r.stepTime += ioOut;
   if (!std::isfinite(r.stepTime))
-    return module.emitError() << "the cluster spec's values make the predicted step time "
-                                 "overflow (check its rates, efficiencies and overheads)";
+    return module.emitError()
+           << "the cluster spec's values make the predicted step time "
+              "overflow (check its rates, efficiencies and overheads)";
   r.exposedComm = std::max(0.0, r.stepTime - r.computeTime - r.hostTime);
   r.firstGatherTime = std::max(firstGather, 0.0);
   r.lastReduceTime = lastReduce;
@@ -424,9 +450,10 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
   // first gather is done nor the last update before the last reduction;
   // only host work and other collectives' shares can fill those waits.
   double o = spec.commOverlap;
-  r.lowerBound = std::max(r.computeTime + std::max(r.hostTime + (1 - o) * r.commTime,
-                                                   r.firstGatherTime + r.lastReduceTime),
-                          r.commTime);
+  r.lowerBound =
+      std::max(r.computeTime + std::max(r.hostTime + (1 - o) * r.commTime,
+                                        r.firstGatherTime + r.lastReduceTime),
+               r.commTime);
   r.mfuDtype = "f32";
   int64_t most = -1;
   for (auto &[dtype, f] : matmulFlopsByDtype)
@@ -439,21 +466,31 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
   return r;
 }
 
-nlohmann::ordered_json mlir::fsdp::chromeTrace(const SimResult &r, StringRef clusterName) {
+nlohmann::ordered_json mlir::fsdp::chromeTrace(const SimResult &r,
+                                               StringRef clusterName) {
   using ojson = nlohmann::ordered_json;
   ojson events = ojson::array();
-  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0},
+  events.push_back({{"name", "process_name"},
+                    {"ph", "M"},
+                    {"pid", 0},
+                    {"tid", 0},
                     {"args", {{"name", "rank 0 on " + clusterName.str()}}}});
   const char *streams[] = {"compute", "communication"};
   for (int s = 0; s < 2; ++s) {
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", s},
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", 0},
+                      {"tid", s},
                       {"args", {{"name", streams[s]}}}});
-    events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 0}, {"tid", s},
+    events.push_back({{"name", "thread_sort_index"},
+                      {"ph", "M"},
+                      {"pid", 0},
+                      {"tid", s},
                       {"args", {{"sort_index", s}}}});
   }
   for (const SimEvent &e : r.events)
     events.push_back({{"name", e.name},
-                      {"cat", e.stream                          ? "comm"
+                      {"cat", e.stream                         ? "comm"
                               : e.name.rfind("wait ", 0) == 0  ? "stall"
                               : e.name.rfind("host: ", 0) == 0 ? "host"
                                                                : "compute"},

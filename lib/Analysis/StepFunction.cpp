@@ -33,14 +33,17 @@ FailureOr<func::FuncOp> mlir::fsdp::getStepFunction(ModuleOp module) {
   if (withLoss.empty() && candidates.size() == 1)
     return candidates.front();
   if (candidates.empty())
-    return module.emitError() << "expects a func.func with a body (the model's forward "
-                                 "function), found none";
-  return module.emitError() << "expects exactly one function whose result is marked "
-                               "'nn.loss' (or a single function), found "
-                            << candidates.size() << " functions";
+    return module.emitError()
+           << "expects a func.func with a body (the model's forward "
+              "function), found none";
+  return module.emitError()
+         << "expects exactly one function whose result is marked "
+            "'nn.loss' (or a single function), found "
+         << candidates.size() << " functions";
 }
 
-mlir::fsdp::StepPhases::StepPhases(func::FuncOp fn) : lossOp(lossDefiningOp(fn)) {
+mlir::fsdp::StepPhases::StepPhases(func::FuncOp fn)
+    : lossOp(lossDefiningOp(fn)) {
   for (Operation &op : fn.getBody().front())
     if (op.hasAttr(nn::kMicroBatchLossAttr))
       if (auto a = op.getAttrOfType<IntegerAttr>(nn::kMicroBatchAttr))
@@ -51,6 +54,7 @@ std::pair<int64_t, bool> mlir::fsdp::StepPhases::phaseOf(Operation *op) const {
   int64_t mb = -1;
   if (auto a = op->getAttrOfType<IntegerAttr>(nn::kMicroBatchAttr))
     mb = a.getInt();
-  Operation *boundary = mb >= 0 && lossOf.count(mb) ? lossOf.lookup(mb) : lossOp;
+  Operation *boundary =
+      mb >= 0 && lossOf.count(mb) ? lossOf.lookup(mb) : lossOp;
   return {mb, boundary && boundary->isBeforeInBlock(op)};
 }

@@ -7,7 +7,8 @@ using nlohmann::json;
 
 namespace fsdp_import {
 
-/// Integers larger than this are rejected as dimensions (keeps every numel in int64).
+/// Integers larger than this are rejected as dimensions (keeps every numel in
+/// int64).
 static constexpr int64_t kMaxDim = (int64_t(1) << 31) - 1;
 
 bool ConfigReader::load() {
@@ -17,7 +18,8 @@ bool ConfigReader::load() {
     return false;
   }
   llvm::StringRef text = (*buf)->getBuffer();
-  root = json::parse(text.begin(), text.end(), /*cb=*/nullptr, /*allow_exceptions=*/false);
+  root = json::parse(text.begin(), text.end(), /*cb=*/nullptr,
+                     /*allow_exceptions=*/false);
   if (root.is_discarded()) {
     fail("not valid JSON");
     return false;
@@ -44,16 +46,17 @@ const json *ConfigReader::find(const std::string &key) const {
   return it == root.end() || it->is_null() ? nullptr : &*it;
 }
 
-std::optional<int64_t> ConfigReader::checkInt(const std::string &key, const json &v) {
+std::optional<int64_t> ConfigReader::checkInt(const std::string &key,
+                                              const json &v) {
   if (!v.is_number_integer()) {
     fail("key '" + key + "' must be an integer, got " + v.dump());
     return std::nullopt;
   }
-  bool tooLarge =
-      v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(kMaxDim) : v.get<int64_t>() > kMaxDim;
+  bool tooLarge = v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(kMaxDim)
+                                         : v.get<int64_t>() > kMaxDim;
   if (tooLarge) {
-    fail("key '" + key + "' is too large (at most " + std::to_string(kMaxDim) + "), got " +
-         v.dump());
+    fail("key '" + key + "' is too large (at most " + std::to_string(kMaxDim) +
+         "), got " + v.dump());
     return std::nullopt;
   }
   if (v.get<int64_t>() < 1) {
@@ -63,8 +66,9 @@ std::optional<int64_t> ConfigReader::checkInt(const std::string &key, const json
   return v.get<int64_t>();
 }
 
-std::optional<int64_t> ConfigReader::requireInt(const std::string &key,
-                                                std::optional<int64_t> override) {
+std::optional<int64_t>
+ConfigReader::requireInt(const std::string &key,
+                         std::optional<int64_t> override) {
   if (override)
     return override;
   if (!has(key)) {
@@ -74,8 +78,9 @@ std::optional<int64_t> ConfigReader::requireInt(const std::string &key,
   return checkInt(key, root[key]);
 }
 
-std::optional<int64_t> ConfigReader::optionalInt(const std::string &key, int64_t dflt,
-                                                 std::optional<int64_t> override) {
+std::optional<int64_t>
+ConfigReader::optionalInt(const std::string &key, int64_t dflt,
+                          std::optional<int64_t> override) {
   if (override)
     return override;
   if (!has(key))
@@ -83,8 +88,8 @@ std::optional<int64_t> ConfigReader::optionalInt(const std::string &key, int64_t
   return checkInt(key, root[key]);
 }
 
-std::optional<double> ConfigReader::optionalNumber(const std::string &key, double dflt,
-                                                   bool positive) {
+std::optional<double> ConfigReader::optionalNumber(const std::string &key,
+                                                   double dflt, bool positive) {
   if (!has(key))
     return dflt;
   const json &v = root[key];
@@ -100,7 +105,8 @@ std::optional<double> ConfigReader::optionalNumber(const std::string &key, doubl
   return d;
 }
 
-std::optional<bool> ConfigReader::optionalBool(const std::string &key, bool dflt) {
+std::optional<bool> ConfigReader::optionalBool(const std::string &key,
+                                               bool dflt) {
   if (!has(key))
     return dflt;
   const json &v = root[key];
@@ -119,8 +125,8 @@ std::optional<std::string> ConfigReader::requireString(const std::string &key) {
   return optionalString(key, "");
 }
 
-std::optional<std::string> ConfigReader::optionalString(const std::string &key,
-                                                        const std::string &dflt) {
+std::optional<std::string>
+ConfigReader::optionalString(const std::string &key, const std::string &dflt) {
   if (!has(key))
     return dflt;
   const json &v = root[key];

@@ -17,8 +17,9 @@ using namespace mlir;
 
 namespace fsdp_import {
 
-bool resolveBatchSeq(ConfigReader &cfg, const Overrides &ov, int64_t maxPositions,
-                     const std::string &maxKey, int64_t &batch, int64_t &seq) {
+bool resolveBatchSeq(ConfigReader &cfg, const Overrides &ov,
+                     int64_t maxPositions, const std::string &maxKey,
+                     int64_t &batch, int64_t &seq) {
   batch = ov.batch.value_or(1);
   seq = ov.seq.value_or(std::min<int64_t>(1024, maxPositions));
   if (seq > maxPositions) {
@@ -29,7 +30,8 @@ bool resolveBatchSeq(ConfigReader &cfg, const Overrides &ov, int64_t maxPosition
   return true;
 }
 
-OwningOpRef<ModuleOp> buildGPT2(MLIRContext *ctx, ConfigReader &cfg, const Overrides &ov) {
+OwningOpRef<ModuleOp> buildGPT2(MLIRContext *ctx, ConfigReader &cfg,
+                                const Overrides &ov) {
   auto vocab = cfg.requireInt("vocab_size", ov.vocab);
   auto positions = cfg.requireInt("n_positions");
   auto embd = cfg.requireInt("n_embd", ov.hidden);
@@ -55,14 +57,15 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext *ctx, ConfigReader &cfg, const Overr
     return nullptr;
   }
   if (ov.kvHeads && *ov.kvHeads != *heads) {
-    cfg.fail("--kv-heads " + std::to_string(*ov.kvHeads) +
-             ": gpt2 has no grouped-query attention (key/value heads = 'n_head' = " +
-             std::to_string(*heads) + ")");
+    cfg.fail(
+        "--kv-heads " + std::to_string(*ov.kvHeads) +
+        ": gpt2 has no grouped-query attention (key/value heads = 'n_head' = " +
+        std::to_string(*heads) + ")");
     return nullptr;
   }
   if (*embd % *heads) {
-    cfg.fail("'n_embd' (" + std::to_string(*embd) + ") is not divisible by 'n_head' (" +
-             std::to_string(*heads) + ")");
+    cfg.fail("'n_embd' (" + std::to_string(*embd) +
+             ") is not divisible by 'n_head' (" + std::to_string(*heads) + ")");
     return nullptr;
   }
   int64_t batch, seq;
@@ -97,23 +100,30 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext *ctx, ConfigReader &cfg, const Overr
     mb.addParam("lm_head.weight", {V, C}, wInit);
 
   mb.begin();
-  Value x = mb.embedding("transformer.wte", mb.tokens(), mb.param("transformer.wte.weight"));
-  x = mb.positionEmbedding("transformer.wpe", x, mb.param("transformer.wpe.weight"));
+  Value x = mb.embedding("transformer.wte", mb.tokens(),
+                         mb.param("transformer.wte.weight"));
+  x = mb.positionEmbedding("transformer.wpe", x,
+                           mb.param("transformer.wpe.weight"));
   for (int64_t i = 0; i < L; ++i) {
     std::string m = "transformer.h." + std::to_string(i);
     auto P = [&](StringRef name) { return mb.param(m + "." + name.str()); };
     std::string attn = m + ".attn", mlp = m + ".mlp";
-    Value h = mb.layerNorm(m + ".ln_1", x, P("ln_1.weight"), P("ln_1.bias"), *eps);
-    Value qkv = mb.linear(attn + ".c_attn", h, P("attn.c_attn.weight"), P("attn.c_attn.bias"),
+    Value h =
+        mb.layerNorm(m + ".ln_1", x, P("ln_1.weight"), P("ln_1.bias"), *eps);
+    Value qkv = mb.linear(attn + ".c_attn", h, P("attn.c_attn.weight"),
+                          P("attn.c_attn.bias"),
                           /*transposeWeight=*/true);
     auto parts = mb.split(attn, qkv, 2, {C, C, C});
     Value a = mb.attention(attn, parts[0], parts[1], parts[2], H, H);
-    a = mb.linear(attn + ".c_proj", a, P("attn.c_proj.weight"), P("attn.c_proj.bias"), true);
+    a = mb.linear(attn + ".c_proj", a, P("attn.c_proj.weight"),
+                  P("attn.c_proj.bias"), true);
     x = mb.add(m, x, a);
     h = mb.layerNorm(m + ".ln_2", x, P("ln_2.weight"), P("ln_2.bias"), *eps);
-    h = mb.linear(mlp + ".c_fc", h, P("mlp.c_fc.weight"), P("mlp.c_fc.bias"), true);
+    h = mb.linear(mlp + ".c_fc", h, P("mlp.c_fc.weight"), P("mlp.c_fc.bias"),
+                  true);
     h = mb.gelu(mlp + ".act", h, approximate);
-    h = mb.linear(mlp + ".c_proj", h, P("mlp.c_proj.weight"), P("mlp.c_proj.bias"), true);
+    h = mb.linear(mlp + ".c_proj", h, P("mlp.c_proj.weight"),
+                  P("mlp.c_proj.bias"), true);
     x = mb.add(m, x, h);
   }
   x = mb.layerNorm("transformer.ln_f", x, mb.param("transformer.ln_f.weight"),

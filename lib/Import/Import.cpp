@@ -10,8 +10,8 @@ using namespace mlir;
 
 namespace fsdp_import {
 
-OwningOpRef<ModuleOp> importConfig(MLIRContext *ctx, StringRef path, const Overrides &ov,
-                                   std::string &error) {
+OwningOpRef<ModuleOp> importConfig(MLIRContext *ctx, StringRef path,
+                                   const Overrides &ov, std::string &error) {
   ctx->loadDialect<nn::NNDialect, func::FuncDialect>();
   ConfigReader cfg(path.str());
   OwningOpRef<ModuleOp> module;
@@ -47,7 +47,8 @@ LogicalResult checkSizes(ModuleOp module, std::string &error) {
         if (__builtin_mul_overflow(n, d, &n) || n > kMaxElements) {
           std::string s;
           llvm::raw_string_ostream os(s);
-          os << "a tensor of type " << rt << " has more than 2^56 elements; shrink the overrides";
+          os << "a tensor of type " << rt
+             << " has more than 2^56 elements; shrink the overrides";
           overflow = s;
           return;
         }
@@ -58,9 +59,11 @@ LogicalResult checkSizes(ModuleOp module, std::string &error) {
       for (auto [i, t] : llvm::enumerate(fn.getArgumentTypes())) {
         check(t);
         if (fn.getArgAttr(i, nn::kParamAttr) && overflow.empty() &&
-            (__builtin_add_overflow(total, cast<RankedTensorType>(t).getNumElements(), &total) ||
+            (__builtin_add_overflow(
+                 total, cast<RankedTensorType>(t).getNumElements(), &total) ||
              total > kMaxElements))
-          overflow = "the parameters add up to more than 2^56; shrink the overrides";
+          overflow =
+              "the parameters add up to more than 2^56; shrink the overrides";
       }
   });
   if (overflow.empty())
@@ -74,7 +77,8 @@ int64_t countParams(ModuleOp module) {
   module.walk([&](func::FuncOp fn) {
     for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i)
       if (fn.getArgAttr(i, nn::kParamAttr))
-        total += cast<RankedTensorType>(fn.getArgumentTypes()[i]).getNumElements();
+        total +=
+            cast<RankedTensorType>(fn.getArgumentTypes()[i]).getNumElements();
   });
   return total;
 }

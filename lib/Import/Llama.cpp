@@ -3,9 +3,9 @@
 // LlamaForCausalLM and the relatives that share its layout: pre-norm
 // decoder layers with RMSNorm, rotary embeddings (rotate-half), grouped-query
 // attention and a SwiGLU MLP. Parameters as in the Hugging Face state_dict
-// (module registration order: self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj,
-// input_layernorm, post_attention_layernorm); weights N(0, initializer_range),
-// norms ones, biases zeros.
+// (module registration order: self_attn.{q,k,v,o}_proj,
+// mlp.{gate,up,down}_proj, input_layernorm, post_attention_layernorm); weights
+// N(0, initializer_range), norms ones, biases zeros.
 //
 // Differences handled here: qwen2 always has q/k/v biases and no o_proj bias;
 // mistral's sliding_window (qwen2's with use_sliding_window) only bounds
@@ -22,8 +22,8 @@ using namespace mlir;
 
 namespace fsdp_import {
 
-OwningOpRef<ModuleOp> buildLlama(MLIRContext *ctx, ConfigReader &cfg, const Overrides &ov,
-                                 StringRef modelType) {
+OwningOpRef<ModuleOp> buildLlama(MLIRContext *ctx, ConfigReader &cfg,
+                                 const Overrides &ov, StringRef modelType) {
   const bool qwen2 = modelType == "qwen2";
   auto vocab = cfg.requireInt("vocab_size", ov.vocab);
   auto hidden = cfg.requireInt("hidden_size", ov.hidden);
@@ -39,8 +39,10 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *ctx, ConfigReader &cfg, const Over
   bool scaledRope = cfg.has("rope_scaling");
   if (const nlohmann::json *rp = cfg.find("rope_parameters")) {
     auto t = rp->is_object() ? rp->find("rope_theta") : rp->end();
-    if (!rp->is_object() || t == rp->end() || !t->is_number() || t->get<double>() <= 0) {
-      cfg.fail("key 'rope_parameters' must be an object with a positive 'rope_theta', got " +
+    if (!rp->is_object() || t == rp->end() || !t->is_number() ||
+        t->get<double>() <= 0) {
+      cfg.fail("key 'rope_parameters' must be an object with a positive "
+               "'rope_theta', got " +
                rp->dump());
       return nullptr;
     }
@@ -51,7 +53,8 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *ctx, ConfigReader &cfg, const Over
   auto tied = cfg.optionalBool("tie_word_embeddings", false);
   auto attnBias = cfg.optionalBool("attention_bias", false);
   auto mlpBias = cfg.optionalBool("mlp_bias", false);
-  auto initRange = cfg.optionalNumber("initializer_range", 0.02, /*positive=*/false);
+  auto initRange =
+      cfg.optionalNumber("initializer_range", 0.02, /*positive=*/false);
   if (cfg.failed())
     return nullptr;
   auto kvHeads = cfg.optionalInt("num_key_value_heads", *heads, ov.kvHeads);
@@ -59,14 +62,16 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *ctx, ConfigReader &cfg, const Over
     return nullptr;
 
   if (*act != "silu") {
-    cfg.fail("key 'hidden_act': unsupported value \"" + *act + "\" (supported: \"silu\")");
+    cfg.fail("key 'hidden_act': unsupported value \"" + *act +
+             "\" (supported: \"silu\")");
     return nullptr;
   }
   if (*initRange < 0) {
     cfg.fail("key 'initializer_range' must be >= 0");
     return nullptr;
   }
-  // head_dim: the config's, unless absent or --hidden/--heads changed the shape.
+  // head_dim: the config's, unless absent or --hidden/--heads changed the
+  // shape.
   int64_t headDim;
   if (cfg.has("head_dim") && !ov.hidden && !ov.heads) {
     auto d = cfg.requireInt("head_dim");
@@ -76,8 +81,8 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *ctx, ConfigReader &cfg, const Over
   } else {
     if (*hidden % *heads) {
       cfg.fail("'hidden_size' (" + std::to_string(*hidden) +
-               ") is not divisible by 'num_attention_heads' (" + std::to_string(*heads) +
-               "), so 'head_dim' cannot be derived");
+               ") is not divisible by 'num_attention_heads' (" +
+               std::to_string(*heads) + "), so 'head_dim' cannot be derived");
       return nullptr;
     }
     headDim = *hidden / *heads;
@@ -90,34 +95,38 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *ctx, ConfigReader &cfg, const Over
   }
   if (*heads % *kvHeads) {
     cfg.fail("'num_attention_heads' (" + std::to_string(*heads) +
-             ") is not divisible by 'num_key_value_heads' (" + std::to_string(*kvHeads) + ")");
+             ") is not divisible by 'num_key_value_heads' (" +
+             std::to_string(*kvHeads) + ")");
     return nullptr;
   }
   int64_t batch, seq;
-  if (!resolveBatchSeq(cfg, ov, *positions, "max_position_embeddings", batch, seq))
+  if (!resolveBatchSeq(cfg, ov, *positions, "max_position_embeddings", batch,
+                       seq))
     return nullptr;
   // qwen2 applies its window only with use_sliding_window (and then to the
   // layers max_window_layers and above; refused here whatever the layer).
-  bool windowed = modelType == "mistral" ||
-                  (qwen2 && cfg.find("use_sliding_window") &&
-                   *cfg.find("use_sliding_window") == true);
+  bool windowed =
+      modelType == "mistral" || (qwen2 && cfg.find("use_sliding_window") &&
+                                 *cfg.find("use_sliding_window") == true);
   if (windowed && cfg.has("sliding_window")) {
     auto window = cfg.requireInt("sliding_window");
     if (!window)
       return nullptr;
     if (seq > *window) {
       cfg.fail("--seq " + std::to_string(seq) + " exceeds 'sliding_window' (" +
-               std::to_string(*window) + "); sliding-window attention is not modelled");
+               std::to_string(*window) +
+               "); sliding-window attention is not modelled");
       return nullptr;
     }
   }
   if (scaledRope)
     llvm::errs() << "fsdp-import: warning: " << cfg.getPath()
-                 << ": 'rope_scaling' / a 'rope_type' other than \"default\" is ignored (plain "
+                 << ": 'rope_scaling' / a 'rope_type' other than \"default\" "
+                    "is ignored (plain "
                     "RoPE with 'rope_theta')\n";
 
-  const int64_t C = *hidden, I = *inter, V = *vocab, L = *layers, Hq = *heads, Hkv = *kvHeads,
-                D = headDim;
+  const int64_t C = *hidden, I = *inter, V = *vocab, L = *layers, Hq = *heads,
+                Hkv = *kvHeads, D = headDim;
   const bool qkvBias = qwen2 || *attnBias, oBias = !qwen2 && *attnBias;
   const std::string wInit = normalInit(*initRange);
 
@@ -125,7 +134,8 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *ctx, ConfigReader &cfg, const Over
   mb.addParam("model.embed_tokens.weight", {V, C}, wInit);
   for (int64_t i = 0; i < L; ++i) {
     std::string p = "model.layers." + std::to_string(i) + ".";
-    auto proj = [&](const std::string &name, int64_t out, int64_t in, bool bias) {
+    auto proj = [&](const std::string &name, int64_t out, int64_t in,
+                    bool bias) {
       mb.addParam(p + name + ".weight", {out, in}, wInit);
       if (bias)
         mb.addParam(p + name + ".bias", {out}, "zeros");
@@ -145,7 +155,8 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *ctx, ConfigReader &cfg, const Over
     mb.addParam("lm_head.weight", {V, C}, wInit);
 
   mb.begin();
-  Value x = mb.embedding("model.embed_tokens", mb.tokens(), mb.param("model.embed_tokens.weight"));
+  Value x = mb.embedding("model.embed_tokens", mb.tokens(),
+                         mb.param("model.embed_tokens.weight"));
   for (int64_t i = 0; i < L; ++i) {
     std::string m = "model.layers." + std::to_string(i);
     std::string attn = m + ".self_attn", mlp = m + ".mlp";
@@ -153,7 +164,8 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *ctx, ConfigReader &cfg, const Over
       Value b = bias ? mb.param(mod + ".bias") : Value();
       return mb.linear(mod, in, mb.param(mod + ".weight"), b);
     };
-    Value h = mb.rmsNorm(m + ".input_layernorm", x, mb.param(m + ".input_layernorm.weight"), *eps);
+    Value h = mb.rmsNorm(m + ".input_layernorm", x,
+                         mb.param(m + ".input_layernorm.weight"), *eps);
     Value q = lin(attn + ".q_proj", h, qkvBias);
     Value k = lin(attn + ".k_proj", h, qkvBias);
     Value v = lin(attn + ".v_proj", h, qkvBias);

@@ -17,12 +17,13 @@ std::string normalInit(double stddev) {
   return buf;
 }
 
-ModelBuilder::ModelBuilder(MLIRContext *ctx, StringRef configPath, int64_t batch, int64_t seq,
-                           bool f64)
-    : ctx(ctx), b(ctx), fileLoc(FileLineColLoc::get(ctx, configPath, 1, 1)), batch(batch),
-      seq(seq), f64(f64) {}
+ModelBuilder::ModelBuilder(MLIRContext *ctx, StringRef configPath,
+                           int64_t batch, int64_t seq, bool f64)
+    : ctx(ctx), b(ctx), fileLoc(FileLineColLoc::get(ctx, configPath, 1, 1)),
+      batch(batch), seq(seq), f64(f64) {}
 
-void ModelBuilder::addParam(StringRef fqn, ArrayRef<int64_t> shape, StringRef init) {
+void ModelBuilder::addParam(StringRef fqn, ArrayRef<int64_t> shape,
+                            StringRef init) {
   assert(!module && "parameters must be declared before begin()");
   bool inserted = argIndex.try_emplace(fqn, 2 + decls.size()).second;
   assert(inserted && "duplicate parameter FQN");
@@ -60,7 +61,8 @@ void ModelBuilder::begin() {
 void ModelBuilder::tie(StringRef fqn, StringRef alias) {
   auto arg = cast<BlockArgument>(param(fqn));
   SmallVector<Attribute> names;
-  if (auto old = func.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(), nn::kTiedAttr))
+  if (auto old =
+          func.getArgAttrOfType<ArrayAttr>(arg.getArgNumber(), nn::kTiedAttr))
     names.append(old.begin(), old.end());
   names.push_back(b.getStringAttr(alias));
   func.setArgAttr(arg.getArgNumber(), nn::kTiedAttr, b.getArrayAttr(names));
@@ -69,7 +71,8 @@ void ModelBuilder::tie(StringRef fqn, StringRef alias) {
 OwningOpRef<ModuleOp> ModelBuilder::finish(Value loss) {
   func::ReturnOp::create(b, loc("loss"), loss);
   if (failed(verify(*module)))
-    llvm::report_fatal_error("fsdp-import: internal error: the built module does not verify");
+    llvm::report_fatal_error(
+        "fsdp-import: internal error: the built module does not verify");
   return std::move(module);
 }
 
@@ -83,7 +86,9 @@ Location ModelBuilder::loc(StringRef m) const {
   return NameLoc::get(StringAttr::get(ctx, m), fileLoc);
 }
 
-static RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+static RankedTensorType tensorOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
 
 /// `like`'s type with its last dimension replaced by `last`.
 static RankedTensorType withLastDim(Value like, int64_t last) {
@@ -105,28 +110,34 @@ Value ModelBuilder::positionEmbedding(StringRef m, Value x, Value table) {
   return nn::PositionEmbeddingOp::create(b, loc(m), x.getType(), x, table);
 }
 
-Value ModelBuilder::linear(StringRef m, Value x, Value w, Value bias, bool transposeWeight) {
+Value ModelBuilder::linear(StringRef m, Value x, Value w, Value bias,
+                           bool transposeWeight) {
   auto ws = tensorOf(w).getShape();
   auto type = withLastDim(x, transposeWeight ? ws[1] : ws[0]);
   return nn::LinearOp::create(b, loc(m), type, x, w, bias, transposeWeight);
 }
 
-Value ModelBuilder::layerNorm(StringRef m, Value x, Value w, Value bias, double eps) {
-  return nn::LayerNormOp::create(b, loc(m), x.getType(), x, w, bias, b.getF64FloatAttr(eps));
+Value ModelBuilder::layerNorm(StringRef m, Value x, Value w, Value bias,
+                              double eps) {
+  return nn::LayerNormOp::create(b, loc(m), x.getType(), x, w, bias,
+                                 b.getF64FloatAttr(eps));
 }
 
 Value ModelBuilder::rmsNorm(StringRef m, Value x, Value w, double eps) {
-  return nn::RMSNormOp::create(b, loc(m), x.getType(), x, w, b.getF64FloatAttr(eps));
+  return nn::RMSNormOp::create(b, loc(m), x.getType(), x, w,
+                               b.getF64FloatAttr(eps));
 }
 
 Value ModelBuilder::rope(StringRef m, Value x, int64_t headDim, double theta) {
-  return nn::RopeOp::create(b, loc(m), x.getType(), x, b.getI64IntegerAttr(headDim),
+  return nn::RopeOp::create(b, loc(m), x.getType(), x,
+                            b.getI64IntegerAttr(headDim),
                             b.getF64FloatAttr(theta), b.getBoolAttr(false));
 }
 
-Value ModelBuilder::attention(StringRef m, Value q, Value k, Value v, int64_t heads,
-                              int64_t kvHeads) {
-  return nn::AttentionOp::create(b, loc(m), q.getType(), q, k, v, b.getI64IntegerAttr(heads),
+Value ModelBuilder::attention(StringRef m, Value q, Value k, Value v,
+                              int64_t heads, int64_t kvHeads) {
+  return nn::AttentionOp::create(b, loc(m), q.getType(), q, k, v,
+                                 b.getI64IntegerAttr(heads),
                                  b.getI64IntegerAttr(kvHeads));
 }
 
@@ -145,7 +156,8 @@ SmallVector<Value> ModelBuilder::split(StringRef m, Value x, int64_t axis,
 }
 
 Value ModelBuilder::gelu(StringRef m, Value x, StringRef approximate) {
-  return nn::GeluOp::create(b, loc(m), x.getType(), x, b.getStringAttr(approximate));
+  return nn::GeluOp::create(b, loc(m), x.getType(), x,
+                            b.getStringAttr(approximate));
 }
 
 Value ModelBuilder::silu(StringRef m, Value x) {

@@ -30,12 +30,14 @@ std::string normalInit(double stddev);
 
 class ModelBuilder {
 public:
-  ModelBuilder(mlir::MLIRContext *ctx, llvm::StringRef configPath, int64_t batch, int64_t seq,
-               bool f64 = false);
+  ModelBuilder(mlir::MLIRContext *ctx, llvm::StringRef configPath,
+               int64_t batch, int64_t seq, bool f64 = false);
 
   /// Declares a parameter; only before begin(). Order = argument order.
-  void addParam(llvm::StringRef fqn, llvm::ArrayRef<int64_t> shape, llvm::StringRef init);
-  /// Creates the module and @forward and moves the insertion point into its body.
+  void addParam(llvm::StringRef fqn, llvm::ArrayRef<int64_t> shape,
+                llvm::StringRef init);
+  /// Creates the module and @forward and moves the insertion point into its
+  /// body.
   void begin();
   /// Returns `loss`, verifies the module and hands it over.
   mlir::OwningOpRef<mlir::ModuleOp> finish(mlir::Value loss);
@@ -51,21 +53,28 @@ public:
 
   // Op helpers; `m` is the FQN of the module the op belongs to.
   mlir::Value embedding(llvm::StringRef m, mlir::Value ids, mlir::Value table);
-  mlir::Value positionEmbedding(llvm::StringRef m, mlir::Value x, mlir::Value table);
-  mlir::Value linear(llvm::StringRef m, mlir::Value x, mlir::Value w, mlir::Value b = {},
-                     bool transposeWeight = false);
-  mlir::Value layerNorm(llvm::StringRef m, mlir::Value x, mlir::Value w, mlir::Value b, double eps);
-  mlir::Value rmsNorm(llvm::StringRef m, mlir::Value x, mlir::Value w, double eps);
-  mlir::Value rope(llvm::StringRef m, mlir::Value x, int64_t headDim, double theta);
-  mlir::Value attention(llvm::StringRef m, mlir::Value q, mlir::Value k, mlir::Value v,
-                        int64_t heads, int64_t kvHeads);
-  llvm::SmallVector<mlir::Value> split(llvm::StringRef m, mlir::Value x, int64_t axis,
+  mlir::Value positionEmbedding(llvm::StringRef m, mlir::Value x,
+                                mlir::Value table);
+  mlir::Value linear(llvm::StringRef m, mlir::Value x, mlir::Value w,
+                     mlir::Value b = {}, bool transposeWeight = false);
+  mlir::Value layerNorm(llvm::StringRef m, mlir::Value x, mlir::Value w,
+                        mlir::Value b, double eps);
+  mlir::Value rmsNorm(llvm::StringRef m, mlir::Value x, mlir::Value w,
+                      double eps);
+  mlir::Value rope(llvm::StringRef m, mlir::Value x, int64_t headDim,
+                   double theta);
+  mlir::Value attention(llvm::StringRef m, mlir::Value q, mlir::Value k,
+                        mlir::Value v, int64_t heads, int64_t kvHeads);
+  llvm::SmallVector<mlir::Value> split(llvm::StringRef m, mlir::Value x,
+                                       int64_t axis,
                                        llvm::ArrayRef<int64_t> sizes);
-  mlir::Value gelu(llvm::StringRef m, mlir::Value x, llvm::StringRef approximate);
+  mlir::Value gelu(llvm::StringRef m, mlir::Value x,
+                   llvm::StringRef approximate);
   mlir::Value silu(llvm::StringRef m, mlir::Value x);
   mlir::Value add(llvm::StringRef m, mlir::Value a, mlir::Value b);
   mlir::Value mul(llvm::StringRef m, mlir::Value a, mlir::Value b);
-  mlir::Value crossEntropy(llvm::StringRef m, mlir::Value logits, mlir::Value labels);
+  mlir::Value crossEntropy(llvm::StringRef m, mlir::Value logits,
+                           mlir::Value labels);
 
 private:
   struct ParamDecl {

@@ -7,22 +7,27 @@ using namespace llvm;
 namespace fsdp_import {
 
 ArchitectureOptions::ArchitectureOptions(cl::OptionCategory &category)
-    : layers("layers", cl::desc("Number of layers"), cl::value_desc("N"), cl::cat(category)),
-      hidden("hidden", cl::desc("Hidden size (n_embd / hidden_size)"), cl::value_desc("N"),
+    : layers("layers", cl::desc("Number of layers"), cl::value_desc("N"),
              cl::cat(category)),
-      heads("heads", cl::desc("Attention heads"), cl::value_desc("N"), cl::cat(category)),
-      kvHeads("kv-heads", cl::desc("Key/value heads (llama family)"), cl::value_desc("N"),
-              cl::cat(category)),
-      intermediate("intermediate", cl::desc("MLP width (n_inner / intermediate_size)"),
+      hidden("hidden", cl::desc("Hidden size (n_embd / hidden_size)"),
+             cl::value_desc("N"), cl::cat(category)),
+      heads("heads", cl::desc("Attention heads"), cl::value_desc("N"),
+            cl::cat(category)),
+      kvHeads("kv-heads", cl::desc("Key/value heads (llama family)"),
+              cl::value_desc("N"), cl::cat(category)),
+      intermediate("intermediate",
+                   cl::desc("MLP width (n_inner / intermediate_size)"),
                    cl::value_desc("N"), cl::cat(category)),
-      vocab("vocab", cl::desc("Vocabulary size"), cl::value_desc("N"), cl::cat(category)) {}
+      vocab("vocab", cl::desc("Vocabulary size"), cl::value_desc("N"),
+            cl::cat(category)) {}
 
-bool readOverride(const cl::opt<int64_t> &opt, std::optional<int64_t> &dst, std::string &error,
-                  bool always) {
+bool readOverride(const cl::opt<int64_t> &opt, std::optional<int64_t> &dst,
+                  std::string &error, bool always) {
   if (!always && !opt.getNumOccurrences())
     return true;
   if (opt < 1 || opt > kMaxOverride) {
-    error = "--" + opt.ArgStr.str() + " must be in [1, 2^31 - 1], got " + std::to_string(opt);
+    error = "--" + opt.ArgStr.str() + " must be in [1, 2^31 - 1], got " +
+            std::to_string(opt);
     return false;
   }
   dst = opt;
@@ -30,8 +35,10 @@ bool readOverride(const cl::opt<int64_t> &opt, std::optional<int64_t> &dst, std:
 }
 
 bool ArchitectureOptions::read(Overrides &ov, std::string &error) const {
-  return readOverride(layers, ov.layers, error) && readOverride(hidden, ov.hidden, error) &&
-         readOverride(heads, ov.heads, error) && readOverride(kvHeads, ov.kvHeads, error) &&
+  return readOverride(layers, ov.layers, error) &&
+         readOverride(hidden, ov.hidden, error) &&
+         readOverride(heads, ov.heads, error) &&
+         readOverride(kvHeads, ov.kvHeads, error) &&
          readOverride(intermediate, ov.intermediate, error) &&
          readOverride(vocab, ov.vocab, error);
 }

@@ -5,11 +5,11 @@
 // single block); gathered parameters are freed where fsdp.free says.
 //
 //===----------------------------------------------------------------------===//
-#include "fsdp/Target/Schedule.h"
 #include "fsdp/Analysis/MemoryPlan.h"
-#include "fsdp/ScheduleFormat.h"
 #include "fsdp/Analysis/PlanReport.h"
+#include "fsdp/ScheduleFormat.h"
 #include "fsdp/Sharding.h"
+#include "fsdp/Target/Schedule.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -23,22 +23,29 @@ using namespace mlir::fsdp;
 using json = nlohmann::ordered_json;
 
 static std::string dtypeName(Type t) {
-  if (t.isF32()) return "f32";
-  if (t.isF64()) return "f64";
-  if (t.isBF16()) return "bf16";
-  if (t.isF16()) return "f16";
-  if (t.isInteger(32)) return "i32";
-  if (t.isInteger(64)) return "i64";
+  if (t.isF32())
+    return "f32";
+  if (t.isF64())
+    return "f64";
+  if (t.isBF16())
+    return "bf16";
+  if (t.isF16())
+    return "f16";
+  if (t.isInteger(32))
+    return "i32";
+  if (t.isInteger(64))
+    return "i64";
   return "";
 }
 
 static std::string locString(Location loc) {
   if (auto f = dyn_cast<FileLineColLoc>(loc))
-    return (f.getFilename().getValue() + ":" + std::to_string(f.getLine()) + ":" +
-            std::to_string(f.getColumn()))
+    return (f.getFilename().getValue() + ":" + std::to_string(f.getLine()) +
+            ":" + std::to_string(f.getColumn()))
         .str();
   if (auto n = dyn_cast<NameLoc>(loc)) {
-    // "module.name@file:line:col": the model's module path, as fsdp-import names ops.
+    // "module.name@file:line:col": the model's module path, as fsdp-import
+    // names ops.
     std::string child = locString(n.getChildLoc());
     return n.getName().str() + (child.empty() ? "" : "@" + child);
   }
@@ -51,13 +58,20 @@ static std::string locString(Location loc) {
 
 static FailureOr<json> attrToJson(Operation *op, NamedAttribute na) {
   Attribute a = na.getValue();
-  if (auto b = dyn_cast<BoolAttr>(a)) return json(b.getValue());
-  if (isa<UnitAttr>(a)) return json(true); // e.g. a collective's `async`
-  if (auto f = dyn_cast<FloatAttr>(a)) return json(f.getValueAsDouble());
-  if (auto i = dyn_cast<IntegerAttr>(a)) return json(i.getInt());
-  if (auto s = dyn_cast<StringAttr>(a)) return json(s.getValue().str());
-  if (auto s = dyn_cast<FlatSymbolRefAttr>(a)) return json(s.getValue().str());
-  if (auto d = dyn_cast<DenseI64ArrayAttr>(a)) return json(std::vector<int64_t>(d.asArrayRef()));
+  if (auto b = dyn_cast<BoolAttr>(a))
+    return json(b.getValue());
+  if (isa<UnitAttr>(a))
+    return json(true); // e.g. a collective's `async`
+  if (auto f = dyn_cast<FloatAttr>(a))
+    return json(f.getValueAsDouble());
+  if (auto i = dyn_cast<IntegerAttr>(a))
+    return json(i.getInt());
+  if (auto s = dyn_cast<StringAttr>(a))
+    return json(s.getValue().str());
+  if (auto s = dyn_cast<FlatSymbolRefAttr>(a))
+    return json(s.getValue().str());
+  if (auto d = dyn_cast<DenseI64ArrayAttr>(a))
+    return json(std::vector<int64_t>(d.asArrayRef()));
   if (auto arr = dyn_cast<ArrayAttr>(a)) { // a bucket's units
     json list = json::array();
     for (Attribute e : arr)
@@ -72,7 +86,8 @@ static FailureOr<json> attrToJson(Operation *op, NamedAttribute na) {
                            << "' that the JSON schedule cannot express";
 }
 
-LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) {
+LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
+                                              raw_ostream &os) {
   FailureOr<func::FuncOp> maybeFn = getStepFunction(module);
   if (failed(maybeFn))
     return failure();
@@ -92,14 +107,16 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
   out["world_size"] = worldSize;
   if (auto strategy = module->getAttrOfType<StringAttr>(kStrategyAttr))
     out["strategy"] = strategy.getValue().str();
-  out["grid"] = {{"replicas", groupSize(module, "replicate").value_or(1)},
-                 {"shard_size", groupSize(module, "shard").value_or(worldSize)}};
+  out["grid"] = {
+      {"replicas", groupSize(module, "replicate").value_or(1)},
+      {"shard_size", groupSize(module, "shard").value_or(worldSize)}};
 
   // Units.
   json units = json::array();
   for (UnitOp unit : module.getOps<UnitOp>()) {
     if (!unit.getOffsets())
-      return unit.emitOpError() << "is not sharded (run fsdp-shard before translating)";
+      return unit.emitOpError()
+             << "is not sharded (run fsdp-shard before translating)";
     json u{{"name", unit.getSymName().str()},
            {"dtype", dtypeName(unit.getElementType())},
            {"numel", *unit.getNumel()},
@@ -107,12 +124,13 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
            {"shard_numel", *unit.getShardNumel()}};
     json params = json::array();
     for (unsigned i = 0; i < unit.getParams().size(); ++i)
-      params.push_back({{"fqn", cast<StringAttr>(unit.getParams()[i]).getValue().str()},
-                        {"shape", unit.getParamShape(i)},
-                        {"offset", (*unit.getOffsets())[i]},
-                        {"numel", unit.getParamNumel(i)},
-                        {"init", cast<StringAttr>(unit.getInits()[i]).getValue().str()},
-                        {"trainable", (bool)unit.getTrainable()[i]}});
+      params.push_back(
+          {{"fqn", cast<StringAttr>(unit.getParams()[i]).getValue().str()},
+           {"shape", unit.getParamShape(i)},
+           {"offset", (*unit.getOffsets())[i]},
+           {"numel", unit.getParamNumel(i)},
+           {"init", cast<StringAttr>(unit.getInits()[i]).getValue().str()},
+           {"trainable", (bool)unit.getTrainable()[i]}});
     u["params"] = std::move(params);
     units.push_back(std::move(u));
   }
@@ -129,9 +147,10 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
     auto t = dyn_cast<RankedTensorType>(v.getType());
     std::string dt = t ? dtypeName(t.getElementType()) : "";
     if (!t || !t.hasStaticShape() || dt.empty())
-      return emitError(v.getLoc()) << "the JSON schedule supports statically shaped tensors of "
-                                      "f32, f64, i32 and i64, got "
-                                   << v.getType();
+      return emitError(v.getLoc())
+             << "the JSON schedule supports statically shaped tensors of "
+                "f32, f64, i32 and i64, got "
+             << v.getType();
     int64_t id = buffers.size();
     ids[v] = id;
     int64_t elt = t.getElementTypeBitWidth() / 8;
@@ -140,7 +159,8 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
                        {"shape", std::vector<int64_t>(t.getShape())},
                        {"bytes", t.getNumElements() * elt},
                        {"class", cls.str()}});
-    if (int64_t off = plan.buffers[plan.indexOf.lookup(v)].arenaOffset; off >= 0)
+    if (int64_t off = plan.buffers[plan.indexOf.lookup(v)].arenaOffset;
+        off >= 0)
       buffers.back()["arena_offset"] = off;
     return id;
   };
@@ -156,13 +176,15 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
       if (auto gs = fn.getArgAttrOfType<DenseI64ArrayAttr>(i, kGlobalShapeAttr))
         in["global_shape"] = std::vector<int64_t>(gs.asArrayRef());
       else
-        in["global_shape"] = cast<RankedTensorType>(arg.getType()).getShape().vec();
+        in["global_shape"] =
+            cast<RankedTensorType>(arg.getType()).getShape().vec();
     } else if (fn.getArgAttr(i, nn::kStepAttr)) {
       in["role"] = "step";
       cls = "scalar";
     } else if (auto role = fn.getArgAttrOfType<StringAttr>(i, kRoleAttr)) {
       in["role"] = role.getValue().str();
-      in["unit"] = fn.getArgAttrOfType<FlatSymbolRefAttr>(i, kUnitAttr).getValue().str();
+      in["unit"] =
+          fn.getArgAttrOfType<FlatSymbolRefAttr>(i, kUnitAttr).getValue().str();
       if (auto layout = fn.getArgAttrOfType<StringAttr>(i, kLayoutAttr))
         in["layout"] = layout.getValue().str();
       cls = role.getValue() == "param" ? "param_shard" : "opt_state";
@@ -207,7 +229,8 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
     if (auto c = dyn_cast<arith::ConstantOp>(op)) {
       auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
       if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()))
-        return op->emitOpError() << "must be a splat float tensor constant for the JSON schedule";
+        return op->emitOpError()
+               << "must be a splat float tensor constant for the JSON schedule";
       attrs["value"] = dense.getSplatValue<APFloat>().convertToDouble();
     } else {
       for (NamedAttribute na : op->getAttrs()) {
@@ -233,7 +256,8 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
       scheduled = bc->getOperands().take_front(1);
     for (Value v : scheduled) {
       if (!ids.count(v))
-        return op->emitOpError() << "uses a value defined outside the step function's block";
+        return op->emitOpError()
+               << "uses a value defined outside the step function's block";
       operands.push_back(ids[v]);
     }
     for (Value r : op->getResults()) {
@@ -268,18 +292,22 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
       o["role"] = "loss";
     } else if (auto role = fn.getResultAttrOfType<StringAttr>(i, kRoleAttr)) {
       o["role"] = role.getValue().str();
-      o["unit"] = fn.getResultAttrOfType<FlatSymbolRefAttr>(i, kUnitAttr).getValue().str();
+      o["unit"] = fn.getResultAttrOfType<FlatSymbolRefAttr>(i, kUnitAttr)
+                      .getValue()
+                      .str();
       if (auto layout = fn.getResultAttrOfType<StringAttr>(i, kLayoutAttr))
         o["layout"] = layout.getValue().str();
       // Written in place into the state input it replaces (MemoryPlan).
       const PlannedBuffer &b = plan.buffers[plan.indexOf.lookup(ownerOf(v))];
       if (b.aliases >= 0)
         o["aliases"] = ids[plan.buffers[b.aliases].value];
-    } else if (auto g = fn.getResultAttrOfType<StringAttr>(i, nn::kGradOfAttr)) {
+    } else if (auto g =
+                   fn.getResultAttrOfType<StringAttr>(i, nn::kGradOfAttr)) {
       o["role"] = "grad";
       o["fqn"] = g.getValue().str();
     } else {
-      return ret.emitOpError() << "result #" << i << " has no role (nn.loss or fsdp.role)";
+      return ret.emitOpError()
+             << "result #" << i << " has no role (nn.loss or fsdp.role)";
     }
     outputs.push_back(std::move(o));
   }
@@ -298,7 +326,8 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
                         {"reduce_scatter", comm.reduceScatter},
                         {"all_reduce", comm.allReduce}};
   int64_t commBytes = comm.total();
-  out["comm_plan"] = {{"bytes_per_step", commBytes}, {"by_collective", commByCollective}};
+  out["comm_plan"] = {{"bytes_per_step", commBytes},
+                      {"by_collective", commByCollective}};
   json byClass = json::object();
   for (unsigned c = 0; c < kNumMemoryClasses; ++c)
     byClass[memoryClassName((MemoryClass)c).str()] = plan.peakBytesByClass[c];
@@ -319,7 +348,8 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module, raw_ostream &os) 
 
 void mlir::fsdp::registerToScheduleTranslation() {
   TranslateFromMLIRRegistration reg(
-      "fsdp-to-schedule", "Write the scheduled step as a JSON schedule for fsdp-run",
+      "fsdp-to-schedule",
+      "Write the scheduled step as a JSON schedule for fsdp-run",
       [](Operation *op, raw_ostream &os) -> LogicalResult {
         auto module = dyn_cast<ModuleOp>(op);
         if (!module)
@@ -327,6 +357,7 @@ void mlir::fsdp::registerToScheduleTranslation() {
         return translateToSchedule(module, os);
       },
       [](DialectRegistry &registry) {
-        registry.insert<func::FuncDialect, arith::ArithDialect, nn::NNDialect, FSDPDialect>();
+        registry.insert<func::FuncDialect, arith::ArithDialect, nn::NNDialect,
+                        FSDPDialect>();
       });
 }

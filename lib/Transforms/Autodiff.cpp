@@ -44,23 +44,25 @@ struct FSDPAutodiffPass : mlir::fsdp::impl::FSDPAutodiffBase<FSDPAutodiffPass> {
       return signalPassFailure();
     func::FuncOp fn = *maybeFn;
     for (const std::string &pattern : frozen) {
-      llvm::Expected<llvm::GlobPattern> glob = llvm::GlobPattern::create(pattern);
+      llvm::Expected<llvm::GlobPattern> glob =
+          llvm::GlobPattern::create(pattern);
       if (!glob) {
         llvm::consumeError(glob.takeError());
-        getOperation().emitError() << "fsdp-autodiff: frozen pattern '" << pattern
-                                   << "' is not a valid glob";
+        getOperation().emitError() << "fsdp-autodiff: frozen pattern '"
+                                   << pattern << "' is not a valid glob";
         return signalPassFailure();
       }
       bool matched = false;
       for (unsigned i = 0; i < fn.getNumArguments(); ++i)
         if (auto fqn = fn.getArgAttrOfType<StringAttr>(i, nn::kParamAttr))
           if (glob->match(fqn.getValue())) {
-            fn.setArgAttr(i, nn::kTrainableAttr, BoolAttr::get(&getContext(), false));
+            fn.setArgAttr(i, nn::kTrainableAttr,
+                          BoolAttr::get(&getContext(), false));
             matched = true;
           }
       if (!matched) {
-        getOperation().emitError() << "fsdp-autodiff: frozen pattern '" << pattern
-                                   << "' matches no parameter";
+        getOperation().emitError() << "fsdp-autodiff: frozen pattern '"
+                                   << pattern << "' matches no parameter";
         return signalPassFailure();
       }
     }
@@ -71,15 +73,18 @@ struct FSDPAutodiffPass : mlir::fsdp::impl::FSDPAutodiffBase<FSDPAutodiffPass> {
     Block &block = fn.getBody().front();
     auto ret = dyn_cast<func::ReturnOp>(block.getTerminator());
     if (!ret || ret.getNumOperands() != 1) {
-      fn.emitError() << "expects the forward function to return exactly one value, the "
-                        "scalar loss; it returns "
-                     << (ret ? ret.getNumOperands() : 0);
+      fn.emitError()
+          << "expects the forward function to return exactly one value, the "
+             "scalar loss; it returns "
+          << (ret ? ret.getNumOperands() : 0);
       return signalPassFailure();
     }
     Value loss = ret.getOperand(0);
     auto lossType = dyn_cast<RankedTensorType>(loss.getType());
-    if (!lossType || lossType.getRank() != 0 || !isa<FloatType>(lossType.getElementType())) {
-      ret.emitError() << "expects the loss to be a scalar float tensor, got " << loss.getType();
+    if (!lossType || lossType.getRank() != 0 ||
+        !isa<FloatType>(lossType.getElementType())) {
+      ret.emitError() << "expects the loss to be a scalar float tensor, got "
+                      << loss.getType();
       return signalPassFailure();
     }
 
@@ -92,14 +97,16 @@ struct FSDPAutodiffPass : mlir::fsdp::impl::FSDPAutodiffBase<FSDPAutodiffPass> {
         params.push_back(i);
       }
     if (params.empty()) {
-      fn.emitError() << "has no trainable parameter (an argument with 'nn.param' that is not "
+      fn.emitError() << "has no trainable parameter (an argument with "
+                        "'nn.param' that is not "
                         "frozen): nothing to train";
       return signalPassFailure();
     }
     SmallVector<Operation *> forwardOps;
     for (Operation &op : block.without_terminator()) {
       forwardOps.push_back(&op);
-      if (llvm::any_of(op.getOperands(), [&](Value v) { return requiresGrad.contains(v); }))
+      if (llvm::any_of(op.getOperands(),
+                       [&](Value v) { return requiresGrad.contains(v); }))
         for (Value r : op.getResults())
           requiresGrad.insert(r);
     }
@@ -125,8 +132,9 @@ struct FSDPAutodiffPass : mlir::fsdp::impl::FSDPAutodiffBase<FSDPAutodiffPass> {
         continue;
       auto iface = dyn_cast<nn::AutodiffOpInterface>(op);
       if (!iface) {
-        op->emitOpError() << "is not differentiable, but the loss depends on it through a "
-                             "trainable parameter";
+        op->emitOpError()
+            << "is not differentiable, but the loss depends on it through a "
+               "trainable parameter";
         return signalPassFailure();
       }
       SmallVector<bool> needed;
@@ -159,8 +167,8 @@ struct FSDPAutodiffPass : mlir::fsdp::impl::FSDPAutodiffBase<FSDPAutodiffPass> {
     }
     func::ReturnOp::create(b, ret.getLoc(), results);
     ret.erase();
-    fn.setFunctionType(
-        FunctionType::get(&getContext(), fn.getArgumentTypes(), ValueRange(results).getTypes()));
+    fn.setFunctionType(FunctionType::get(&getContext(), fn.getArgumentTypes(),
+                                         ValueRange(results).getTypes()));
     fn.setAllResultAttrs(resultAttrs);
   }
 };

@@ -1,4 +1,5 @@
-//===- Collectives.cpp - fsdp-collectives: place gathers, frees, reduces ---===//
+//===- Collectives.cpp - fsdp-collectives: place gathers, frees, reduces
+//---===//
 //
 // FULL_SHARD (ZeRO-3) placement as in PyTorch FSDP (Zhao et al., VLDB 2023,
 // Sec. 3.3 and Fig. 4): all-gather a unit right before its first forward
@@ -22,7 +23,8 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 namespace {
-struct FSDPCollectivesPass : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectivesPass> {
+struct FSDPCollectivesPass
+    : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectivesPass> {
   using Base::Base;
 
   /// Re-materialises the gather of `gather` for the uses in `uses`: a new
@@ -69,7 +71,8 @@ struct FSDPCollectivesPass : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectiv
     Block &block = fn.getBody().front();
     Operation *lossOp = lossDefiningOp(fn);
     if (!lossOp) {
-      fn.emitError() << "expects a result marked 'nn.loss' computed in the function";
+      fn.emitError()
+          << "expects a result marked 'nn.loss' computed in the function";
       return signalPassFailure();
     }
 
@@ -78,22 +81,26 @@ struct FSDPCollectivesPass : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectiv
 
     // SHARD_GRAD_OP keeps gathered parameters from forward to backward.
     bool reshard = reshardAfterForward;
-    if (auto strategy = getOperation()->getAttrOfType<StringAttr>(kStrategyAttr))
+    if (auto strategy =
+            getOperation()->getAttrOfType<StringAttr>(kStrategyAttr))
       reshard &= strategy.getValue() != "shard-grad-op";
 
     for (const std::string &name : keepGathered)
       if (!SymbolTable::lookupSymbolIn(getOperation(), name)) {
-        getOperation().emitError() << "fsdp-collectives: keep-gathered names unknown unit '"
-                                   << name << "'";
+        getOperation().emitError()
+            << "fsdp-collectives: keep-gathered names unknown unit '" << name
+            << "'";
         return signalPassFailure();
       }
     for (AllGatherOp gather : llvm::to_vector(block.getOps<AllGatherOp>())) {
       // Only the gathers that feed parameter views are placed here; ZeRO-1's
       // gather of updated slices stays where fsdp-shard put it.
-      if (!llvm::any_of(gather->getUsers(), [](Operation *u) { return isa<ParamViewOp>(u); }))
+      if (!llvm::any_of(gather->getUsers(),
+                        [](Operation *u) { return isa<ParamViewOp>(u); }))
         continue;
       // Per-unit reshard_after_forward (FSDP2): listed units stay gathered.
-      bool reshardUnit = reshard && !llvm::is_contained(keepGathered, gather.getUnit().str());
+      bool reshardUnit =
+          reshard && !llvm::is_contained(keepGathered, gather.getUnit().str());
       // Uses grouped by phase: (micro-batch, forward or backward). With
       // reshard-after-forward each phase gathers its own copy; without, one
       // copy serves a micro-batch's forward and backward.
@@ -102,7 +109,8 @@ struct FSDPCollectivesPass : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectiv
       for (Operation *user : gather->getUsers()) {
         auto view = dyn_cast<ParamViewOp>(user);
         if (!view) {
-          user->emitOpError() << "uses a gathered buffer directly; expected fsdp.param_view";
+          user->emitOpError()
+              << "uses a gathered buffer directly; expected fsdp.param_view";
           return signalPassFailure();
         }
         views.push_back(view);
@@ -139,7 +147,8 @@ struct FSDPCollectivesPass : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectiv
     // whose gradients stay whole (replicated) until backward ends, as
     // DeepSpeed's stage 1 reduces them at the end of the step.
     bool keepWholeGradients = false;
-    if (auto strategy = getOperation()->getAttrOfType<StringAttr>(kStrategyAttr))
+    if (auto strategy =
+            getOperation()->getAttrOfType<StringAttr>(kStrategyAttr))
       keepWholeGradients = strategy.getValue() == "shard-optimizer";
     for (FlattenOp flatten : llvm::to_vector(block.getOps<FlattenOp>())) {
       if (keepWholeGradients) {
@@ -159,7 +168,8 @@ struct FSDPCollectivesPass : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectiv
       // (HSDP) the all-reduce of the reduce-scattered shard.
       Operation *anchor = flatten;
       Operation *firstReduce = nullptr;
-      SmallVector<Operation *> chain(flatten->getUsers().begin(), flatten->getUsers().end());
+      SmallVector<Operation *> chain(flatten->getUsers().begin(),
+                                     flatten->getUsers().end());
       while (!chain.empty()) {
         Operation *op = chain.pop_back_val();
         if (!isa<ReduceScatterOp, AllReduceOp, nn::CastOp>(op))

@@ -16,7 +16,8 @@ using namespace mlir::fsdp;
 using json = nlohmann::ordered_json;
 
 namespace {
-struct FSDPMemoryPlanPass : mlir::fsdp::impl::FSDPMemoryPlanBase<FSDPMemoryPlanPass> {
+struct FSDPMemoryPlanPass
+    : mlir::fsdp::impl::FSDPMemoryPlanBase<FSDPMemoryPlanPass> {
   using Base::Base;
 
   /// What would bring the peak under the budget, by the dominant class.
@@ -26,18 +27,24 @@ struct FSDPMemoryPlanPass : mlir::fsdp::impl::FSDPMemoryPlanBase<FSDPMemoryPlanP
     std::string s;
     if (cls == "param_shard" || cls == "opt_state" || cls == "grad_shard") {
       if (strategy != "full-shard" && strategy != "hybrid-shard")
-        s += "strategy=full-shard shards parameters, gradients and optimizer state; ";
+        s += "strategy=full-shard shards parameters, gradients and optimizer "
+             "state; ";
       // Model state scales as 1/N when fully sharded.
       if (state > over) {
-        int64_t n = (int64_t)std::ceil((double)world * state / (double)(state - over));
-        s += "about world-size=" + std::to_string(n) + " ranks would fit the model state";
+        int64_t n =
+            (int64_t)std::ceil((double)world * state / (double)(state - over));
+        s += "about world-size=" + std::to_string(n) +
+             " ranks would fit the model state";
       } else {
-        s += "the model state alone exceeds what sharding over more ranks can save";
+        s += "the model state alone exceeds what sharding over more ranks can "
+             "save";
       }
     } else if (cls == "gathered_param" || cls == "comm_buffer") {
-      s = "smaller units (policy=block or units=...) or reshard-after-forward=true";
+      s = "smaller units (policy=block or units=...) or "
+          "reshard-after-forward=true";
     } else {
-      s = "a smaller micro-batch (activations scale with the per-rank batch: a smaller "
+      s = "a smaller micro-batch (activations scale with the per-rank batch: a "
+          "smaller "
           "global batch or more ranks)";
     }
     return s;
@@ -45,20 +52,23 @@ struct FSDPMemoryPlanPass : mlir::fsdp::impl::FSDPMemoryPlanBase<FSDPMemoryPlanP
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (report.empty() && memoryBudget.empty() && cluster.empty() && trace.empty())
+    if (report.empty() && memoryBudget.empty() && cluster.empty() &&
+        trace.empty())
       return;
     if (!trace.empty() && cluster.empty()) {
-      module.emitError() << "fsdp-memory-plan: trace= needs cluster=SPEC.json (the trace is "
-                            "the simulated step on that cluster)";
+      module.emitError()
+          << "fsdp-memory-plan: trace= needs cluster=SPEC.json (the trace is "
+             "the simulated step on that cluster)";
       return signalPassFailure();
     }
     std::optional<int64_t> budget;
     if (!memoryBudget.empty()) {
       budget = parseByteSize(memoryBudget);
       if (!budget) {
-        module.emitError() << "fsdp-memory-plan: memory-budget must be a byte count such as "
-                              "80GiB, 1.5GB or 1000000, got '"
-                           << memoryBudget << "'";
+        module.emitError()
+            << "fsdp-memory-plan: memory-budget must be a byte count such as "
+               "80GiB, 1.5GB or 1000000, got '"
+            << memoryBudget << "'";
         return signalPassFailure();
       }
     }
@@ -67,7 +77,8 @@ struct FSDPMemoryPlanPass : mlir::fsdp::impl::FSDPMemoryPlanBase<FSDPMemoryPlanP
       return signalPassFailure();
     if (!cluster.empty()) {
       std::string err;
-      std::optional<ClusterSpec> spec = ClusterSpec::load(cluster, err, &getContext());
+      std::optional<ClusterSpec> spec =
+          ClusterSpec::load(cluster, err, &getContext());
       if (!spec) {
         module.emitError() << "fsdp-memory-plan: " << err;
         return signalPassFailure();
@@ -80,7 +91,8 @@ struct FSDPMemoryPlanPass : mlir::fsdp::impl::FSDPMemoryPlanBase<FSDPMemoryPlanP
       if (!trace.empty()) {
         auto out = openOutputFile(trace, &err);
         if (!out) {
-          module.emitError() << "fsdp-memory-plan: cannot write the trace: " << err;
+          module.emitError()
+              << "fsdp-memory-plan: cannot write the trace: " << err;
           return signalPassFailure();
         }
         out->os() << chromeTrace(*res, spec->name).dump(1) << "\n";
@@ -91,7 +103,8 @@ struct FSDPMemoryPlanPass : mlir::fsdp::impl::FSDPMemoryPlanBase<FSDPMemoryPlanP
       std::string err;
       auto out = openOutputFile(report, &err);
       if (!out) {
-        module.emitError() << "fsdp-memory-plan: cannot write the report: " << err;
+        module.emitError() << "fsdp-memory-plan: cannot write the report: "
+                           << err;
         return signalPassFailure();
       }
       if (report == "-")
@@ -113,10 +126,12 @@ struct FSDPMemoryPlanPass : mlir::fsdp::impl::FSDPMemoryPlanBase<FSDPMemoryPlanP
       InFlightDiagnostic diag = module.emitError();
       char pct[32];
       snprintf(pct, sizeof(pct), "%.1f", 100.0 * over / *budget);
-      diag << "the plan needs " << peak << " bytes per rank at its peak, " << over << " bytes ("
-           << pct << "%) over the memory budget of " << *budget << " bytes";
+      diag << "the plan needs " << peak << " bytes per rank at its peak, "
+           << over << " bytes (" << pct << "%) over the memory budget of "
+           << *budget << " bytes";
       if (!(*r)["per_rank"]["peak_at"].is_null())
-        diag << " (at instruction #" << (*r)["per_rank"]["peak_instruction"].get<int64_t>() << " "
+        diag << " (at instruction #"
+             << (*r)["per_rank"]["peak_instruction"].get<int64_t>() << " "
              << (*r)["per_rank"]["peak_at"].get<std::string>() << ")";
       diag << "; the largest class there is " << dominant << " with " << most
            << " bytes; to fit: " << advice(dominant, *r, over);

@@ -20,13 +20,15 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 namespace {
-struct FSDPMicroBatchPass : mlir::fsdp::impl::FSDPMicroBatchBase<FSDPMicroBatchPass> {
+struct FSDPMicroBatchPass
+    : mlir::fsdp::impl::FSDPMicroBatchBase<FSDPMicroBatchPass> {
   using Base::Base;
 
   void runOnOperation() override {
     int64_t k = microBatches;
     if (k < 1) {
-      getOperation().emitError() << "fsdp-micro-batch: micro-batches must be >= 1, got " << k;
+      getOperation().emitError()
+          << "fsdp-micro-batch: micro-batches must be >= 1, got " << k;
       return signalPassFailure();
     }
     if (k == 1)
@@ -43,7 +45,8 @@ struct FSDPMicroBatchPass : mlir::fsdp::impl::FSDPMicroBatchBase<FSDPMicroBatchP
       if (op.hasAttr(nn::kLossSeedAttr))
         seed = &op;
     if (lossIdx < 0 || !seed || fn.getNumResults() < 2) {
-      fn.emitError() << "fsdp-micro-batch expects the output of fsdp-autodiff (a loss, its "
+      fn.emitError() << "fsdp-micro-batch expects the output of fsdp-autodiff "
+                        "(a loss, its "
                         "seed and gradients)";
       return signalPassFailure();
     }
@@ -57,7 +60,8 @@ struct FSDPMicroBatchPass : mlir::fsdp::impl::FSDPMicroBatchBase<FSDPMicroBatchP
     auto scalar = [&](double v) {
       return arith::ConstantOp::create(
           b, loc,
-          DenseElementsAttr::get(lossType, FloatAttr::get(lossType.getElementType(), v)));
+          DenseElementsAttr::get(lossType,
+                                 FloatAttr::get(lossType.getElementType(), v)));
     };
 
     SmallVector<Value> sums(ret.getNumOperands());
@@ -68,14 +72,15 @@ struct FSDPMicroBatchPass : mlir::fsdp::impl::FSDPMicroBatchBase<FSDPMicroBatchP
           auto t = cast<RankedTensorType>(arg.getType());
           SmallVector<int64_t> shape(t.getShape());
           if (shape.empty() || shape[0] % k) {
-            emitError(arg.getLoc()) << "the batch of data argument #" << arg.getArgNumber()
-                                    << " does not divide into " << k << " micro-batches";
+            emitError(arg.getLoc())
+                << "the batch of data argument #" << arg.getArgNumber()
+                << " does not divide into " << k << " micro-batches";
             return signalPassFailure();
           }
           shape[0] /= k;
-          auto mb = nn::MicroBatchOp::create(b, arg.getLoc(),
-                                             RankedTensorType::get(shape, t.getElementType()),
-                                             arg, b.getI64IntegerAttr(j), b.getI64IntegerAttr(k));
+          auto mb = nn::MicroBatchOp::create(
+              b, arg.getLoc(), RankedTensorType::get(shape, t.getElementType()),
+              arg, b.getI64IntegerAttr(j), b.getI64IntegerAttr(k));
           map.map(arg, mb.getResult());
         }
       for (Operation *op : body) {
@@ -87,8 +92,9 @@ struct FSDPMicroBatchPass : mlir::fsdp::impl::FSDPMicroBatchBase<FSDPMicroBatchP
         if (op == seed) {
           c->removeAttr(nn::kLossSeedAttr);
           auto t = cast<RankedTensorType>(c->getResult(0).getType());
-          c->setAttr("value", DenseElementsAttr::get(
-                                  t, FloatAttr::get(t.getElementType(), 1.0 / k)));
+          c->setAttr("value",
+                     DenseElementsAttr::get(
+                         t, FloatAttr::get(t.getElementType(), 1.0 / k)));
         }
         if (op == ret.getOperand(lossIdx).getDefiningOp())
           c->setAttr(nn::kMicroBatchLossAttr, b.getUnitAttr());

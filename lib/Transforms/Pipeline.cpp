@@ -8,7 +8,8 @@
 using namespace mlir;
 using namespace mlir::fsdp;
 
-void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm, const PipelineOptions &o) {
+void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm,
+                                   const PipelineOptions &o) {
   FSDPAutodiffOptions ad;
   ad.frozen = llvm::to_vector(o.frozen);
   pm.addPass(createFSDPAutodiff(ad));
@@ -62,6 +63,7 @@ void mlir::fsdp::registerAllFSDPPasses() {
   registerFSDPPasses();
   PassPipelineRegistration<PipelineOptions>(
       "fsdp-pipeline",
-      "Plan a sharded training step: autodiff, optimizer, wrap, shard, collectives, schedule",
+      "Plan a sharded training step: autodiff, optimizer, wrap, shard, "
+      "collectives, schedule",
       buildFSDPPipeline);
 }

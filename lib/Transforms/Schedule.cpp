@@ -70,11 +70,13 @@ WaitOp waitOf(Operation *collective) {
 /// fsdp.wait right after it that all its uses read.
 void makeAsync(Block &block) {
   for (Operation &op : llvm::make_early_inc_range(block)) {
-    if (!isCollective(&op) || op.getResult(0).use_empty() || op.hasAttr("async"))
+    if (!isCollective(&op) || op.getResult(0).use_empty() ||
+        op.hasAttr("async"))
       continue;
     OpBuilder b(op.getContext());
     b.setInsertionPointAfter(&op);
-    auto wait = WaitOp::create(b, op.getLoc(), op.getResult(0).getType(), op.getResult(0));
+    auto wait = WaitOp::create(b, op.getLoc(), op.getResult(0).getType(),
+                               op.getResult(0));
     op.getResult(0).replaceAllUsesExcept(wait.getResult(), wait);
     op.setAttr("async", b.getUnitAttr());
   }
@@ -93,7 +95,8 @@ void placeReductionWaits(Block &block) {
       reductions.push_back(&op);
   auto sameKind = [](Operation *a, Operation *b) {
     return a->getName() == b->getName() &&
-           a->getAttrOfType<StringAttr>("group") == b->getAttrOfType<StringAttr>("group");
+           a->getAttrOfType<StringAttr>("group") ==
+               b->getAttrOfType<StringAttr>("group");
   };
   for (Operation *r : reductions) {
     WaitOp wait = waitOf(r);
@@ -110,8 +113,9 @@ void placeReductionWaits(Block &block) {
       for (Operation *u : v.getUsers())
         if (isa<nn::CastOp, AllReduceOp>(u) && !llvm::is_contained(chain, u))
           chain.push_back(u);
-    llvm::sort(chain.begin() + 1, chain.end(),
-               [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+    llvm::sort(chain.begin() + 1, chain.end(), [](Operation *a, Operation *b) {
+      return a->isBeforeInBlock(b);
+    });
     llvm::SmallPtrSet<Operation *, 4> inChain(chain.begin(), chain.end());
     Operation *target = block.getTerminator();
     for (Operation *c : chain) {
@@ -125,7 +129,8 @@ void placeReductionWaits(Block &block) {
           if (!inChain.contains(u) && u->isBeforeInBlock(target))
             target = u;
     }
-    for (Operation *n = r->getNextNode(); n && n != target; n = n->getNextNode())
+    for (Operation *n = r->getNextNode(); n && n != target;
+         n = n->getNextNode())
       if (isCollective(n) && sameKind(n, r)) {
         target = n;
         break;
@@ -143,7 +148,8 @@ void placeReductionWaits(Block &block) {
   // back after its start if needed.
   for (Operation &op : block)
     if (auto w = dyn_cast<WaitOp>(&op))
-      if (Operation *start = w.getToken().getDefiningOp(); w->isBeforeInBlock(start))
+      if (Operation *start = w.getToken().getDefiningOp();
+          w->isBeforeInBlock(start))
         w->moveAfter(start);
 }
 
@@ -247,11 +253,14 @@ void bucketGathers(func::FuncOp fn, int64_t bucketBytes) {
       fullNumel += m.start.getType().getNumElements();
     }
     Type elt = first.getType().getElementType();
-    auto pack = PackOp::create(b, loc, flatType(shardNumel, elt), shards, b.getI64IntegerAttr(1));
-    auto start = AllGatherOp::create(b, loc, flatType(fullNumel, elt), first.getUnitAttr(), pack,
-                                     first.getGroupAttr(), b.getUnitAttr(), b.getArrayAttr(units));
+    auto pack = PackOp::create(b, loc, flatType(shardNumel, elt), shards,
+                               b.getI64IntegerAttr(1));
+    auto start = AllGatherOp::create(
+        b, loc, flatType(fullNumel, elt), first.getUnitAttr(), pack,
+        first.getGroupAttr(), b.getUnitAttr(), b.getArrayAttr(units));
     auto wait = WaitOp::create(b, loc, start.getType(), start);
-    auto unpack = UnpackOp::create(b, loc, fullTypes, wait, b.getI64IntegerAttr(blocks));
+    auto unpack =
+        UnpackOp::create(b, loc, fullTypes, wait, b.getI64IntegerAttr(blocks));
     for (auto [i, m] : llvm::enumerate(members)) {
       m.wait.getResult().replaceAllUsesWith(unpack.getResult(i));
       m.wait->erase();
@@ -290,7 +299,8 @@ void bucketReductions(func::FuncOp fn, int64_t bucketBytes) {
   int64_t blocks = groupSize(fn, "shard").value_or(1);
   SmallVector<ReduceScatterOp> all;
   for (Operation &op : block)
-    if (auto r = dyn_cast<ReduceScatterOp>(&op); r && r.getAsync() && !r.getBucket())
+    if (auto r = dyn_cast<ReduceScatterOp>(&op);
+        r && r.getAsync() && !r.getBucket())
       all.push_back(r);
   auto flush = [&](MutableArrayRef<ReduceScatterOp> members) {
     if (members.size() < 2)
@@ -312,22 +322,26 @@ void bucketReductions(func::FuncOp fn, int64_t bucketBytes) {
     Type elt = last.getType().getElementType();
     auto pack = PackOp::create(b, loc, flatType(fullNumel, elt), inputs,
                                b.getI64IntegerAttr(blocks));
-    auto start = ReduceScatterOp::create(b, loc, flatType(shardNumel, elt),
-                                         members.front().getUnitAttr(), pack, last.getOpAttr(),
-                                         last.getGroupAttr(), b.getUnitAttr(),
-                                         b.getArrayAttr(units));
+    auto start = ReduceScatterOp::create(
+        b, loc, flatType(shardNumel, elt), members.front().getUnitAttr(), pack,
+        last.getOpAttr(), last.getGroupAttr(), b.getUnitAttr(),
+        b.getArrayAttr(units));
     auto wait = WaitOp::create(b, loc, start.getType(), start);
-    auto unpack = UnpackOp::create(b, loc, shardTypes, wait, b.getI64IntegerAttr(1));
+    auto unpack =
+        UnpackOp::create(b, loc, shardTypes, wait, b.getI64IntegerAttr(1));
     for (auto [i, m] : llvm::enumerate(members)) {
       // The packed gradient may be freed once copied into the bucket.
       for (Operation *u : llvm::make_early_inc_range(m.getInput().getUsers()))
         if (isa<FreeOp>(u))
           u->moveAfter(pack);
       WaitOp w = waitOf(m);
-      SmallVector<Operation *> readers(w->getUsers().begin(), w->getUsers().end());
+      SmallVector<Operation *> readers(w->getUsers().begin(),
+                                       w->getUsers().end());
       w.getResult().replaceAllUsesWith(unpack.getResult(i));
       // Readers of a member's reduced gradient now follow the unpack.
-      llvm::sort(readers, [](Operation *a, Operation *c) { return a->isBeforeInBlock(c); });
+      llvm::sort(readers, [](Operation *a, Operation *c) {
+        return a->isBeforeInBlock(c);
+      });
       Operation *after = unpack;
       for (Operation *u : readers)
         if (u->isBeforeInBlock(unpack)) {
@@ -353,7 +367,8 @@ void bucketReductions(func::FuncOp fn, int64_t bucketBytes) {
     bool joins = !current.empty() && !chained && readLater &&
                  current.front().getGroup() == r.getGroup() &&
                  current.front().getOp() == r.getOp() &&
-                 current.front().getType().getElementType() == r.getType().getElementType() &&
+                 current.front().getType().getElementType() ==
+                     r.getType().getElementType() &&
                  bytes + rb <= bucketBytes;
     if (!joins) {
       flush(current);
@@ -396,8 +411,8 @@ void prefetchOneAhead(SmallVector<Gather> &gathers, bool backwardOnly) {
 /// auto's list scheduler: each gather, in order, as early as the in-flight
 /// limit and the memory budget allow (live bytes from the memory plan of the
 /// unprefetched schedule, updated as gathers are hoisted).
-LogicalResult listSchedule(func::FuncOp fn, SmallVector<Gather> &gathers, int64_t maxInFlight,
-                           int64_t budget) {
+LogicalResult listSchedule(func::FuncOp fn, SmallVector<Gather> &gathers,
+                           int64_t maxInFlight, int64_t budget) {
   FailureOr<MemoryPlan> plan = MemoryPlan::compute(fn);
   if (failed(plan))
     return failure();
@@ -461,8 +476,9 @@ struct FSDPSchedulePass : mlir::fsdp::impl::FSDPScheduleBase<FSDPSchedulePass> {
   using Base::Base;
 
   /// Applies mode `mode` ("none", "fsdp1", "fsdp2" or "list") to `module`.
-  static LogicalResult apply(ModuleOp module, StringRef mode, int64_t maxInFlight,
-                             int64_t budget, int64_t bucketBytes) {
+  static LogicalResult apply(ModuleOp module, StringRef mode,
+                             int64_t maxInFlight, int64_t budget,
+                             int64_t bucketBytes) {
     FailureOr<func::FuncOp> fn = getStepFunction(module);
     if (failed(fn))
       return failure();
@@ -483,9 +499,11 @@ struct FSDPSchedulePass : mlir::fsdp::impl::FSDPScheduleBase<FSDPSchedulePass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (prefetch != "auto" && prefetch != "none" && prefetch != "fsdp1" && prefetch != "fsdp2") {
-      module.emitError() << "fsdp-schedule: prefetch must be auto, none, fsdp1 or fsdp2, got '"
-                         << prefetch << "'";
+    if (prefetch != "auto" && prefetch != "none" && prefetch != "fsdp1" &&
+        prefetch != "fsdp2") {
+      module.emitError()
+          << "fsdp-schedule: prefetch must be auto, none, fsdp1 or fsdp2, got '"
+          << prefetch << "'";
       return signalPassFailure();
     }
     if (bucketBytes < 0) {
@@ -494,7 +512,8 @@ struct FSDPSchedulePass : mlir::fsdp::impl::FSDPScheduleBase<FSDPSchedulePass> {
       return signalPassFailure();
     }
     if (maxInFlight < 1) {
-      module.emitError() << "fsdp-schedule: max-in-flight must be >= 1, got " << static_cast<int64_t>(maxInFlight);
+      module.emitError() << "fsdp-schedule: max-in-flight must be >= 1, got "
+                         << static_cast<int64_t>(maxInFlight);
       return signalPassFailure();
     }
     std::optional<ClusterSpec> spec;
@@ -510,9 +529,10 @@ struct FSDPSchedulePass : mlir::fsdp::impl::FSDPScheduleBase<FSDPSchedulePass> {
     if (!memoryBudget.empty()) {
       std::optional<int64_t> b = parseByteSize(memoryBudget);
       if (!b) {
-        module.emitError() << "fsdp-schedule: memory-budget must be a byte count such as "
-                              "80GiB, got '"
-                           << memoryBudget << "'";
+        module.emitError()
+            << "fsdp-schedule: memory-budget must be a byte count such as "
+               "80GiB, got '"
+            << memoryBudget << "'";
         return signalPassFailure();
       }
       budget = *b;
@@ -520,7 +540,8 @@ struct FSDPSchedulePass : mlir::fsdp::impl::FSDPScheduleBase<FSDPSchedulePass> {
       budget = (int64_t)spec->memoryBytes;
     }
 
-    std::string chosen = prefetch == "auto" ? std::string("list") : std::string(prefetch);
+    std::string chosen =
+        prefetch == "auto" ? std::string("list") : std::string(prefetch);
     int64_t limit = maxInFlight;
     if (prefetch == "auto" && spec) {
       // The cost model picks the fastest candidate that fits the budget (if
@@ -544,19 +565,21 @@ struct FSDPSchedulePass : mlir::fsdp::impl::FSDPScheduleBase<FSDPSchedulePass> {
       for (Candidate &c : candidates)
         c.module = module.clone();
       Simulator sim(*spec);
-      if (failed(failableParallelForEach(&getContext(), candidates, [&](Candidate &c) {
-            if (failed(apply(*c.module, c.mode, c.limit, budget, bucketBytes)))
-              return failure();
-            FailureOr<func::FuncOp> fn = getStepFunction(*c.module);
-            FailureOr<MemoryPlan> plan = MemoryPlan::compute(*fn);
-            FailureOr<SimResult> r = sim.run(*c.module);
-            if (failed(plan) || failed(r))
-              return failure();
-            c.time = r->stepTime;
-            c.peak = plan->peakBytes;
-            c.fits = plan->peakBytes <= budget;
-            return success();
-          })))
+      if (failed(failableParallelForEach(
+              &getContext(), candidates, [&](Candidate &c) {
+                if (failed(
+                        apply(*c.module, c.mode, c.limit, budget, bucketBytes)))
+                  return failure();
+                FailureOr<func::FuncOp> fn = getStepFunction(*c.module);
+                FailureOr<MemoryPlan> plan = MemoryPlan::compute(*fn);
+                FailureOr<SimResult> r = sim.run(*c.module);
+                if (failed(plan) || failed(r))
+                  return failure();
+                c.time = r->stepTime;
+                c.peak = plan->peakBytes;
+                c.fits = plan->peakBytes <= budget;
+                return success();
+              })))
         return signalPassFailure();
       // Equal predicted times (within rounding: where no transfer can overlap
       // compute, comm_overlap = 0, every placement costs the same) go to the
@@ -570,20 +593,25 @@ struct FSDPSchedulePass : mlir::fsdp::impl::FSDPScheduleBase<FSDPSchedulePass> {
       };
       Candidate *best = &candidates.front();
       for (Candidate &c : candidates)
-        if (c.fits ? (!best->fits || faster(c, *best)) : (!best->fits && faster(c, *best)))
+        if (c.fits ? (!best->fits || faster(c, *best))
+                   : (!best->fits && faster(c, *best)))
           best = &c;
       chosen = best->mode;
       limit = best->limit;
       Block *body = module.getBody();
       body->clear();
-      body->getOperations().splice(body->end(), best->module->getBody()->getOperations());
+      body->getOperations().splice(body->end(),
+                                   best->module->getBody()->getOperations());
     } else if (failed(apply(module, chosen, limit, budget, bucketBytes))) {
       return signalPassFailure();
     }
-    std::string label = chosen == "list" ? "list(max-in-flight=" + std::to_string(limit) + ")"
-                                         : chosen;
-    module->setAttr(kScheduleAttr, StringAttr::get(module.getContext(),
-                                                   (prefetch == "auto" ? "auto: " : "") + label));
+    std::string label =
+        chosen == "list" ? "list(max-in-flight=" + std::to_string(limit) + ")"
+                         : chosen;
+    module->setAttr(
+        kScheduleAttr,
+        StringAttr::get(module.getContext(),
+                        (prefetch == "auto" ? "auto: " : "") + label));
   }
 };
 } // namespace

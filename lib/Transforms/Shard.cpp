@@ -14,8 +14,8 @@
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/StringSwitch.h"
 
-#include <functional>
 #include "llvm/ADT/StringMap.h"
+#include <functional>
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPSHARD
@@ -41,20 +41,22 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       int64_t batch = t.getShape()[0];
       if (batch % worldSize != 0)
         return emitError(arg.getLoc())
-               << "global batch " << batch << " (dimension 0 of data argument #" << i
-               << ") is not divisible by world size " << static_cast<int64_t>(worldSize);
+               << "global batch " << batch << " (dimension 0 of data argument #"
+               << i << ") is not divisible by world size "
+               << static_cast<int64_t>(worldSize);
       SmallVector<int64_t> shape(t.getShape());
       fn.setArgAttr(i, kGlobalShapeAttr, b.getDenseI64ArrayAttr(shape));
       shape[0] = batch / worldSize;
       arg.setType(RankedTensorType::get(shape, t.getElementType()));
     }
-    fn.setFunctionType(FunctionType::get(fn.getContext(),
-                                         fn.getBody().front().getArgumentTypes(),
-                                         fn.getResultTypes()));
+    fn.setFunctionType(FunctionType::get(
+        fn.getContext(), fn.getBody().front().getArgumentTypes(),
+        fn.getResultTypes()));
     for (Operation &op : fn.getBody().front().without_terminator())
       if (failed(nn::reinferResultTypes(&op)))
-        return op.emitError() << "cannot split the batch over "
-                              << static_cast<int64_t>(worldSize) << " ranks here";
+        return op.emitError()
+               << "cannot split the batch over "
+               << static_cast<int64_t>(worldSize) << " ranks here";
     return success();
   }
 
@@ -72,8 +74,9 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       if (!dense || !t || t.getElementType() != modelType || !dense.isSplat())
         continue;
       // Constants that feed only optimizer updates stay in the master type.
-      if (llvm::all_of(c->getUsers(),
-                       [](Operation *u) { return isa<nn::AdamWUpdateOp, nn::SgdUpdateOp>(u); }))
+      if (llvm::all_of(c->getUsers(), [](Operation *u) {
+            return isa<nn::AdamWUpdateOp, nn::SgdUpdateOp>(u);
+          }))
         continue;
       OpBuilder b(c);
       auto nt = RankedTensorType::get(t.getShape(), pdt);
@@ -85,7 +88,8 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
     }
     for (Operation &op : fn.getBody().front().without_terminator()) {
       if (failed(nn::reinferResultTypes(&op)))
-        return op.emitError() << "cannot compute in the requested param-dtype here";
+        return op.emitError()
+               << "cannot compute in the requested param-dtype here";
     }
     return success();
   }
@@ -93,7 +97,8 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (worldSize < 1) {
-      module.emitError() << "fsdp-shard: world-size must be >= 1, got " << static_cast<int64_t>(worldSize);
+      module.emitError() << "fsdp-shard: world-size must be >= 1, got "
+                         << static_cast<int64_t>(worldSize);
       return signalPassFailure();
     }
     FailureOr<func::FuncOp> maybeFn = getStepFunction(module);
@@ -102,15 +107,18 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
     func::FuncOp fn = *maybeFn;
     auto unitOps = llvm::to_vector(module.getOps<UnitOp>());
     if (unitOps.empty()) {
-      module.emitError() << "fsdp-shard: no fsdp.unit declared (run fsdp-wrap first)";
+      module.emitError()
+          << "fsdp-shard: no fsdp.unit declared (run fsdp-wrap first)";
       return signalPassFailure();
     }
-    static const char *kStrategies[] = {"full-shard", "shard-grad-op", "shard-optimizer",
-                                        "no-shard", "hybrid-shard"};
+    static const char *kStrategies[] = {"full-shard", "shard-grad-op",
+                                        "shard-optimizer", "no-shard",
+                                        "hybrid-shard"};
     if (!llvm::is_contained(kStrategies, StringRef(strategy))) {
-      module.emitError() << "fsdp-shard: strategy must be one of full-shard, shard-grad-op, "
-                            "shard-optimizer, no-shard, hybrid-shard, got '"
-                         << strategy << "'";
+      module.emitError()
+          << "fsdp-shard: strategy must be one of full-shard, shard-grad-op, "
+             "shard-optimizer, no-shard, hybrid-shard, got '"
+          << strategy << "'";
       return signalPassFailure();
     }
     // The grid: replicas × shardGroup ranks (HSDP); one shard group otherwise.
@@ -118,15 +126,18 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
     if (strategy == "hybrid-shard") {
       shardGroup = shardSize > 0 ? static_cast<int64_t>(shardSize) : worldSize;
       if (worldSize % shardGroup != 0) {
-        module.emitError() << "fsdp-shard: hybrid-shard needs shard-size to divide world-size "
-                           << static_cast<int64_t>(worldSize) << ", got " << shardGroup;
+        module.emitError()
+            << "fsdp-shard: hybrid-shard needs shard-size to divide world-size "
+            << static_cast<int64_t>(worldSize) << ", got " << shardGroup;
         return signalPassFailure();
       }
     } else if (shardSize > 0 && shardSize != worldSize) {
-      module.emitError() << "fsdp-shard: shard-size is only for strategy=hybrid-shard";
+      module.emitError()
+          << "fsdp-shard: shard-size is only for strategy=hybrid-shard";
       return signalPassFailure();
     }
-    const bool replicatedParams = strategy == "no-shard" || strategy == "shard-optimizer";
+    const bool replicatedParams =
+        strategy == "no-shard" || strategy == "shard-optimizer";
     const bool replicatedState = strategy == "no-shard";
 
     // Mixed precision (FSDP MixedPrecision / MixedPrecisionPolicy).
@@ -139,8 +150,9 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
                    .Case("f16", Float16Type::get(&getContext()))
                    .Default(Type());
       if (!t)
-        return module.emitError() << "fsdp-shard: " << what << " must be f32, bf16 or f16, got '"
-                                  << name << "'";
+        return module.emitError()
+               << "fsdp-shard: " << what << " must be f32, bf16 or f16, got '"
+               << name << "'";
       return t;
     };
     FailureOr<Type> pdtOr = parseDtype(paramDtype, "param-dtype");
@@ -148,12 +160,14 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
     if (failed(pdtOr) || failed(rdtOr))
       return signalPassFailure();
     if (accumulate != "sharded" && accumulate != "unsharded") {
-      module.emitError() << "fsdp-shard: accumulate must be sharded or unsharded, got '"
-                         << accumulate << "'";
+      module.emitError()
+          << "fsdp-shard: accumulate must be sharded or unsharded, got '"
+          << accumulate << "'";
       return signalPassFailure();
     }
     if (masterWeights != "cast-on-gather" && masterWeights != "separate") {
-      module.emitError() << "fsdp-shard: master-weights must be cast-on-gather or separate, got '"
+      module.emitError() << "fsdp-shard: master-weights must be cast-on-gather "
+                            "or separate, got '"
                          << masterWeights << "'";
       return signalPassFailure();
     }
@@ -186,7 +200,8 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       if (auto fqn = fn.getArgAttrOfType<StringAttr>(i, nn::kParamAttr))
         paramArg[fqn.getValue()] = i;
       if (auto kind = fn.getArgAttrOfType<StringAttr>(i, nn::kOptStateAttr)) {
-        StringRef of = fn.getArgAttrOfType<StringAttr>(i, nn::kParamOfAttr).getValue();
+        StringRef of =
+            fn.getArgAttrOfType<StringAttr>(i, nn::kParamOfAttr).getValue();
         (kind.getValue() == "exp_avg" ? expAvgArg : expAvgSqArg)[of] = i;
       }
       if (fn.getArgAttr(i, nn::kStepAttr))
@@ -198,8 +213,9 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
     Type modelType = unitOps.front().getElementType();
     for (UnitOp unit : unitOps)
       if (unit.getElementType() != modelType) {
-        unit.emitOpError() << "has element type " << unit.getElementType() << " but unit @"
-                           << unitOps.front().getSymName() << " has " << modelType
+        unit.emitOpError() << "has element type " << unit.getElementType()
+                           << " but unit @" << unitOps.front().getSymName()
+                           << " has " << modelType
                            << ": one model, one parameter dtype";
         return signalPassFailure();
       }
@@ -210,15 +226,17 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
     const bool mixed = pdt != modelType;
     const bool separate = masterWeights == "separate";
     if (separate && !mixed) {
-      module.emitError() << "fsdp-shard: master-weights=separate needs a param-dtype narrower "
-                            "than the parameters' "
-                         << modelType;
+      module.emitError()
+          << "fsdp-shard: master-weights=separate needs a param-dtype narrower "
+             "than the parameters' "
+          << modelType;
       return signalPassFailure();
     }
     // With separate masters the param-dtype copy is replicated unless the
     // strategy shards parameters (ZeRO-1/2 keep fp16 parameters whole); the
     // f32 master is sharded unless nothing is (DDP).
-    const bool lowFull = strategy == "no-shard" || strategy == "shard-optimizer" ||
+    const bool lowFull = strategy == "no-shard" ||
+                         strategy == "shard-optimizer" ||
                          strategy == "shard-grad-op";
     const bool masterFull = separate ? replicatedState : replicatedParams;
     if (mixed) {
@@ -229,8 +247,8 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
         if (!fn.getArgAttr(arg.getArgNumber(), nn::kDataAttr) || !t ||
             !isa<FloatType>(t.getElementType()))
           continue;
-        auto c = nn::CastOp::create(top, arg.getLoc(), RankedTensorType::get(t.getShape(), pdt),
-                                    arg);
+        auto c = nn::CastOp::create(
+            top, arg.getLoc(), RankedTensorType::get(t.getShape(), pdt), arg);
         arg.replaceAllUsesExcept(c, c);
       }
     }
@@ -256,12 +274,13 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       return b.getDictionaryAttr(attrs);
     };
     // A unit-role argument: this rank's shard, or the whole padded flat buffer.
-    auto addUnitArg = [&](UnitOp unit, StringRef role, bool full, Type elt = Type()) -> Value {
+    auto addUnitArg = [&](UnitOp unit, StringRef role, bool full,
+                          Type elt = Type()) -> Value {
       int64_t n = full ? static_cast<int64_t>(*unit.getPaddedNumel())
                        : static_cast<int64_t>(*unit.getShardNumel());
       auto t = RankedTensorType::get({n}, elt ? elt : unit.getElementType());
-      (void)fn.insertArgument(fn.getNumArguments(), t, roleAttrs(unit, role, full),
-                              unit.getLoc());
+      (void)fn.insertArgument(fn.getNumArguments(), t,
+                              roleAttrs(unit, role, full), unit.getLoc());
       eraseArgs.resize(fn.getNumArguments());
       return fn.getArguments().back();
     };
@@ -276,7 +295,8 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       // The master (or only) parameter copy, and with separate masters the
       // persistent param-dtype copy.
       Value pArg = addUnitArg(unit, separate ? "master" : "param", masterFull);
-      Value lowArg = separate ? addUnitArg(unit, "param", lowFull, pdt) : Value();
+      Value lowArg =
+          separate ? addUnitArg(unit, "param", lowFull, pdt) : Value();
 
       // Sharded parameters are gathered once at the top (fsdp-collectives
       // places the real gathers); replicated ones are viewed directly.
@@ -287,19 +307,23 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
         auto vt = cast<RankedTensorType>(v.getType());
         if (vt.getElementType() == t)
           return v;
-        return nn::CastOp::create(b, uloc, RankedTensorType::get(vt.getShape(), t), v);
+        return nn::CastOp::create(b, uloc,
+                                  RankedTensorType::get(vt.getShape(), t), v);
       };
       Value full;
       if (separate)
-        full = lowFull ? lowArg
-                       : AllGatherOp::create(b, uloc, lowFlatType, unitRef, lowArg, shardGroupAttr,
-                                             /*async=*/nullptr, /*bucket=*/nullptr)
-                             .getResult();
+        full = lowFull
+                   ? lowArg
+                   : AllGatherOp::create(b, uloc, lowFlatType, unitRef, lowArg,
+                                         shardGroupAttr,
+                                         /*async=*/nullptr, /*bucket=*/nullptr)
+                         .getResult();
       else if (replicatedParams)
         full = castTo(pArg, pdt);
       else
-        full = AllGatherOp::create(b, uloc, lowFlatType, unitRef, castTo(pArg, pdt),
-                                   shardGroupAttr, /*async=*/nullptr, /*bucket=*/nullptr);
+        full = AllGatherOp::create(b, uloc, lowFlatType, unitRef,
+                                   castTo(pArg, pdt), shardGroupAttr,
+                                   /*async=*/nullptr, /*bucket=*/nullptr);
       SmallVector<Value> grads;
       SmallVector<int64_t> gradOffsets;
       SmallVector<Operation *> updates;
@@ -308,17 +332,21 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
         unsigned argIdx = paramArg.lookup(fqn);
         BlockArgument arg = fn.getArgument(argIdx);
         eraseArgs.set(argIdx);
-        auto viewType = RankedTensorType::get(cast<RankedTensorType>(arg.getType()).getShape(), pdt);
-        Value view = ParamViewOp::create(b, arg.getLoc(), viewType, full, b.getStringAttr(fqn),
-                                         b.getI64IntegerAttr((*unit.getOffsets())[i]));
+        auto viewType = RankedTensorType::get(
+            cast<RankedTensorType>(arg.getType()).getShape(), pdt);
+        Value view = ParamViewOp::create(
+            b, arg.getLoc(), viewType, full, b.getStringAttr(fqn),
+            b.getI64IntegerAttr((*unit.getOffsets())[i]));
         // The update ops of this parameter, before their operand is replaced.
         for (Operation *user : arg.getUsers())
-          if (isa<nn::AdamWUpdateOp, nn::SgdUpdateOp>(user) && user->getOperand(0) == arg)
+          if (isa<nn::AdamWUpdateOp, nn::SgdUpdateOp>(user) &&
+              user->getOperand(0) == arg)
             updates.push_back(user);
         arg.replaceAllUsesWith(view);
         if (unit.getTrainable()[i] && updates.size() != grads.size() + 1) {
-          emitError(arg.getLoc()) << "expects exactly one optimizer update of trainable parameter '"
-                                  << fqn << "' (run fsdp-autodiff and fsdp-optimizer first)";
+          emitError(arg.getLoc())
+              << "expects exactly one optimizer update of trainable parameter '"
+              << fqn << "' (run fsdp-autodiff and fsdp-optimizer first)";
           return signalPassFailure();
         }
         if (unit.getTrainable()[i]) {
@@ -351,15 +379,18 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
         Value toReduce = castTo(flat, rdt);
         Value reduced;
         if (replicatedState) {
-          reduced = AllReduceOp::create(b, loc, toReduce.getType(), unitRef, toReduce, avg,
-                                        b.getStringAttr("world"));
+          reduced =
+              AllReduceOp::create(b, loc, toReduce.getType(), unitRef, toReduce,
+                                  avg, b.getStringAttr("world"));
         } else {
-          reduced = ReduceScatterOp::create(b, loc, reduceShardType, unitRef, toReduce, avg,
-                                            shardGroupAttr, /*async=*/nullptr,
+          reduced = ReduceScatterOp::create(b, loc, reduceShardType, unitRef,
+                                            toReduce, avg, shardGroupAttr,
+                                            /*async=*/nullptr,
                                             /*bucket=*/nullptr);
           if (strategy == "hybrid-shard" && worldSize / shardGroup > 1)
-            reduced = AllReduceOp::create(b, loc, reduceShardType, unitRef, reduced, avg,
-                                          b.getStringAttr("replicate"));
+            reduced =
+                AllReduceOp::create(b, loc, reduceShardType, unitRef, reduced,
+                                    avg, b.getStringAttr("replicate"));
         }
         return castTo(reduced, elt);
       };
@@ -373,7 +404,8 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
           SmallVector<Value> leaves;
           std::function<void(Value)> collect = [&](Value v) {
             Operation *def = v.getDefiningOp();
-            if (def && isa<nn::AddOp>(def) && def->hasAttr(nn::kAccumulateAttr)) {
+            if (def && isa<nn::AddOp>(def) &&
+                def->hasAttr(nn::kAccumulateAttr)) {
               collect(def->getOperand(0));
               collect(def->getOperand(1));
             } else {
@@ -395,7 +427,8 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       if (perMicroBatch.size() > 1) {
         for (auto &mbGrads : perMicroBatch) {
           Value r = reduceGrads(mbGrads);
-          gShard = gShard ? nn::AddOp::create(b, loc, gShard, r).getResult() : r;
+          gShard =
+              gShard ? nn::AddOp::create(b, loc, gShard, r).getResult() : r;
         }
       } else {
         gShard = reduceGrads(grads);
@@ -403,12 +436,15 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       // ZeRO-1 updates this rank's slice of the replicated parameters.
       Value pUpdate = pArg;
       if (strategy == "shard-optimizer" && masterFull)
-        pUpdate = LocalShardOp::create(b, loc, shardType, unitRef, pArg, shardGroupAttr);
+        pUpdate = LocalShardOp::create(b, loc, shardType, unitRef, pArg,
+                                       shardGroupAttr);
       Operation *first = updates.front();
       for (Operation *u : updates)
-        if (u->getName() != first->getName() || u->getAttrDictionary() != first->getAttrDictionary()) {
-          u->emitOpError() << "differs from the other updates of unit '" << unit.getSymName()
-                           << "': one flat shard takes one optimizer configuration";
+        if (u->getName() != first->getName() ||
+            u->getAttrDictionary() != first->getAttrDictionary()) {
+          u->emitOpError()
+              << "differs from the other updates of unit '" << unit.getSymName()
+              << "': one flat shard takes one optimizer configuration";
           return signalPassFailure();
         }
       // The updated parameters: the master (ZeRO-1: its slice all-gathered
@@ -417,16 +453,16 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       auto newParam = [&](Value updated) -> Value {
         if (strategy != "shard-optimizer" || !masterFull)
           return updated;
-        return AllGatherOp::create(b, loc, flatType, unitRef, updated, shardGroupAttr, nullptr,
-                                   nullptr);
+        return AllGatherOp::create(b, loc, flatType, unitRef, updated,
+                                   shardGroupAttr, nullptr, nullptr);
       };
       auto addLowCopy = [&](Value updated) {
         if (!separate)
           return;
         Value low = castTo(updated, pdt);
         if (lowFull && !masterFull)
-          low = AllGatherOp::create(b, loc, lowFlatType, unitRef, low, shardGroupAttr, nullptr,
-                                    nullptr);
+          low = AllGatherOp::create(b, loc, lowFlatType, unitRef, low,
+                                    shardGroupAttr, nullptr, nullptr);
         results.push_back(low);
         resultAttrs.push_back(roleAttrs(unit, "param", lowFull));
       };
@@ -434,18 +470,21 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       if (auto adam = dyn_cast<nn::AdamWUpdateOp>(first)) {
         Value m = addUnitArg(unit, "exp_avg", replicatedState);
         Value v = addUnitArg(unit, "exp_avg_sq", replicatedState);
-        auto op = nn::AdamWUpdateOp::create(b, loc, pUpdate, gShard, m, v, step, adam.getLrAttr(),
-                                            adam.getBeta1Attr(), adam.getBeta2Attr(),
-                                            adam.getEpsAttr(), adam.getWeightDecayAttr());
-        results.append({newParam(op.getNewParam()), op.getNewExpAvg(), op.getNewExpAvgSq()});
+        auto op = nn::AdamWUpdateOp::create(
+            b, loc, pUpdate, gShard, m, v, step, adam.getLrAttr(),
+            adam.getBeta1Attr(), adam.getBeta2Attr(), adam.getEpsAttr(),
+            adam.getWeightDecayAttr());
+        results.append({newParam(op.getNewParam()), op.getNewExpAvg(),
+                        op.getNewExpAvgSq()});
         resultAttrs.push_back(roleAttrs(unit, masterRole, masterFull));
         resultAttrs.push_back(roleAttrs(unit, "exp_avg", replicatedState));
         resultAttrs.push_back(roleAttrs(unit, "exp_avg_sq", replicatedState));
         addLowCopy(op.getNewParam());
       } else {
         auto sgd = cast<nn::SgdUpdateOp>(first);
-        Value updated = nn::SgdUpdateOp::create(b, loc, pUpdate.getType(), pUpdate, gShard,
-                                                sgd.getLrAttr(), sgd.getWeightDecayAttr());
+        Value updated =
+            nn::SgdUpdateOp::create(b, loc, pUpdate.getType(), pUpdate, gShard,
+                                    sgd.getLrAttr(), sgd.getWeightDecayAttr());
         results.push_back(newParam(updated));
         resultAttrs.push_back(roleAttrs(unit, masterRole, masterFull));
         addLowCopy(updated);
@@ -455,10 +494,12 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
         for (Value r : u->getResults())
           for (OpOperand &use : llvm::make_early_inc_range(r.getUses()))
             if (use.getOwner() != ret) {
-              use.getOwner()->emitOpError() << "uses an updated parameter inside the step";
+              use.getOwner()->emitOpError()
+                  << "uses an updated parameter inside the step";
               return signalPassFailure();
             }
-      ret->setOperands(results); // drop uses of the old updates before erasing them
+      ret->setOperands(
+          results); // drop uses of the old updates before erasing them
       for (Operation *u : updates)
         u->erase();
     }

@@ -24,7 +24,8 @@ using namespace mlir::fsdp;
 static std::string defaultInit(RankedTensorType t) {
   if (t.getRank() >= 2) {
     char buf[64];
-    snprintf(buf, sizeof(buf), "uniform(%.9g)", 1.0 / std::sqrt((double)t.getShape().back()));
+    snprintf(buf, sizeof(buf), "uniform(%.9g)",
+             1.0 / std::sqrt((double)t.getShape().back()));
     return buf;
   }
   return "zeros";
@@ -58,15 +59,17 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
     fqn.split(parts, '.');
     if (parts.size() == 1)
       return "root";
-    size_t keep = unitDepth > 0 ? std::min<size_t>(unitDepth, parts.size() - 1) : parts.size() - 1;
+    size_t keep = unitDepth > 0 ? std::min<size_t>(unitDepth, parts.size() - 1)
+                                : parts.size() - 1;
     return llvm::join(ArrayRef<StringRef>(parts).take_front(keep), ".");
   }
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (policy != "module" && policy != "block" && policy != "size") {
-      module.emitError() << "fsdp-wrap: policy must be 'module', 'block' or 'size', got '"
-                         << policy << "'";
+      module.emitError()
+          << "fsdp-wrap: policy must be 'module', 'block' or 'size', got '"
+          << policy << "'";
       return signalPassFailure();
     }
     if (policy == "size" && minUnitNumel < 1) {
@@ -75,7 +78,8 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
       return signalPassFailure();
     }
     if (unitDepth < 0) {
-      module.emitError() << "fsdp-wrap: unit-depth must be >= 0, got " << static_cast<int64_t>(unitDepth);
+      module.emitError() << "fsdp-wrap: unit-depth must be >= 0, got "
+                         << static_cast<int64_t>(unitDepth);
       return signalPassFailure();
     }
     if (!module.getOps<UnitOp>().empty()) {
@@ -93,33 +97,39 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
     fn.walk([&](Operation *op) {
       for (Value v : op->getOperands())
         if (auto arg = dyn_cast<BlockArgument>(v))
-          if (arg.getOwner()->getParentOp() == fn && fn.getArgAttr(arg.getArgNumber(), nn::kParamAttr))
+          if (arg.getOwner()->getParentOp() == fn &&
+              fn.getArgAttr(arg.getArgNumber(), nn::kParamAttr))
             order.insert({arg.getArgNumber(), true});
     });
     for (unsigned i = 0; i < fn.getNumArguments(); ++i)
       if (fn.getArgAttr(i, nn::kParamAttr))
         order.insert({i, true});
     if (order.empty()) {
-      fn.emitError() << "has no parameter (an argument with 'nn.param') to wrap";
+      fn.emitError()
+          << "has no parameter (an argument with 'nn.param') to wrap";
       return signalPassFailure();
     }
 
-    llvm::MapVector<StringRef, SmallVector<unsigned>, llvm::StringMap<unsigned>> groups;
+    llvm::MapVector<StringRef, SmallVector<unsigned>, llvm::StringMap<unsigned>>
+        groups;
     std::vector<std::unique_ptr<std::string>> names; // owns the group keys
     llvm::StringMap<unsigned> seen;
     int64_t sizeUnits = 0, sizeUnitNumel = 0;
     for (auto [i, _] : order) {
-      StringRef fqn = fn.getArgAttrOfType<StringAttr>(i, nn::kParamAttr).getValue();
+      StringRef fqn =
+          fn.getArgAttrOfType<StringAttr>(i, nn::kParamAttr).getValue();
       if (!seen.insert({fqn, i}).second) {
         emitError(fn.getArgument(i).getLoc())
-            << "parameter '" << fqn << "' is declared twice (arguments #" << seen[fqn] << " and #"
-            << i << "); a tied parameter is one argument used twice";
+            << "parameter '" << fqn << "' is declared twice (arguments #"
+            << seen[fqn] << " and #" << i
+            << "); a tied parameter is one argument used twice";
         return signalPassFailure();
       }
       std::string n;
       if (policy == "size") {
         // Fill units in first-use order up to min-unit-numel elements.
-        int64_t numel = cast<RankedTensorType>(fn.getArgument(i).getType()).getNumElements();
+        int64_t numel = cast<RankedTensorType>(fn.getArgument(i).getType())
+                            .getNumElements();
         if (sizeUnitNumel >= minUnitNumel || names.empty()) {
           ++sizeUnits;
           sizeUnitNumel = 0;
@@ -138,8 +148,10 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
             if (other != n) {
               emitError(fn.getArgument(i).getLoc())
                   << "parameter '" << fqn << "' is tied to '" << alias
-                  << "' (one parameter, two names), but the wrap request puts them in units '"
-                  << n << "' and '" << other << "'; tied parameters live in one unit";
+                  << "' (one parameter, two names), but the wrap request puts "
+                     "them in units '"
+                  << n << "' and '" << other
+                  << "'; tied parameters live in one unit";
               return signalPassFailure();
             }
           }
@@ -153,8 +165,9 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
 
     for (const std::string &prefix : units)
       if (!groups.count(prefix)) {
-        module.emitError() << "fsdp-wrap: units prefix '" << prefix
-                           << "' matches no parameter (or only ones a longer prefix takes)";
+        module.emitError()
+            << "fsdp-wrap: units prefix '" << prefix
+            << "' matches no parameter (or only ones a longer prefix takes)";
         return signalPassFailure();
       }
     // Frozen and trainable parameters of one unit: two flat buffers (units
@@ -186,7 +199,8 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
           emitError(fn.getArgument(i).getLoc())
               << "unit '" << name << "' mixes element types " << elt << " and "
               << t.getElementType() << " (parameter '" << fqn.getValue()
-              << "'): one flat buffer has one dtype; wrap them into separate units with units=";
+              << "'): one flat buffer has one dtype; wrap them into separate "
+                 "units with units=";
           return signalPassFailure();
         }
         elt = t.getElementType();
@@ -197,11 +211,12 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
         auto tr = fn.getArgAttrOfType<BoolAttr>(i, nn::kTrainableAttr);
         trainable.push_back(!tr || tr.getValue());
       }
-      UnitOp::create(b, fn.getLoc(), b.getStringAttr(name), b.getArrayAttr(fqns),
-                     b.getArrayAttr(shapes), b.getArrayAttr(inits),
-                     b.getDenseBoolArrayAttr(trainable), TypeAttr::get(elt),
-                     /*offsets=*/nullptr, /*numel=*/nullptr, /*padded_numel=*/nullptr,
-                     /*shard_numel=*/nullptr);
+      UnitOp::create(
+          b, fn.getLoc(), b.getStringAttr(name), b.getArrayAttr(fqns),
+          b.getArrayAttr(shapes), b.getArrayAttr(inits),
+          b.getDenseBoolArrayAttr(trainable), TypeAttr::get(elt),
+          /*offsets=*/nullptr, /*numel=*/nullptr, /*padded_numel=*/nullptr,
+          /*shard_numel=*/nullptr);
     }
   }
 };

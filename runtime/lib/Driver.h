@@ -51,12 +51,17 @@ inline void checkIndexType(fsdp_dtype t, const char *what) {
 /// the runtime's C functions): 4, 8, 4, 8, 2, 2 bytes; 0 if invalid.
 inline size_t dtypeSize(fsdp_dtype t) {
   switch (t) {
-  case FSDP_F32: return 4;
-  case FSDP_F64: return 8;
-  case FSDP_I32: return 4;
-  case FSDP_I64: return 8;
+  case FSDP_F32:
+    return 4;
+  case FSDP_F64:
+    return 8;
+  case FSDP_I32:
+    return 4;
+  case FSDP_I64:
+    return 8;
   case FSDP_BF16:
-  case FSDP_F16: return 2;
+  case FSDP_F16:
+    return 2;
   }
   return 0;
 }
@@ -102,104 +107,115 @@ struct fsdp_channel_s {
   X(fill, (fsdp_dtype t, void *y, int64_t n, double value), (t, y, n, value))  \
   X(cast, (fsdp_dtype xt, const void *x, fsdp_dtype yt, void *y, int64_t n),   \
     (xt, x, yt, y, n))                                                         \
-  X(linear, (fsdp_dtype t, const void *x, const void *w, const void *b,       \
-             void *y, int64_t m, int64_t k, int64_t n, int transposeWeight),   \
+  X(linear,                                                                    \
+    (fsdp_dtype t, const void *x, const void *w, const void *b, void *y,       \
+     int64_t m, int64_t k, int64_t n, int transposeWeight),                    \
     (t, x, w, b, y, m, k, n, transposeWeight))                                 \
-  X(matmul, (fsdp_dtype t, const void *a, const void *b, void *c,             \
-             int64_t aRows, int64_t aCols, int64_t bRows, int64_t bCols,       \
-             int transA, int transB),                                          \
+  X(matmul,                                                                    \
+    (fsdp_dtype t, const void *a, const void *b, void *c, int64_t aRows,       \
+     int64_t aCols, int64_t bRows, int64_t bCols, int transA, int transB),     \
     (t, a, b, c, aRows, aCols, bRows, bCols, transA, transB))                  \
-  X(add, (fsdp_dtype t, const void *a, const void *b, void *c, int64_t n),    \
+  X(add, (fsdp_dtype t, const void *a, const void *b, void *c, int64_t n),     \
     (t, a, b, c, n))                                                           \
-  X(mul, (fsdp_dtype t, const void *a, const void *b, void *c, int64_t n),    \
+  X(mul, (fsdp_dtype t, const void *a, const void *b, void *c, int64_t n),     \
     (t, a, b, c, n))                                                           \
   X(relu, (fsdp_dtype t, const void *x, void *y, int64_t n), (t, x, y, n))     \
-  X(relu_grad, (fsdp_dtype t, const void *x, const void *dy, void *dx,        \
-                int64_t n),                                                    \
+  X(relu_grad,                                                                 \
+    (fsdp_dtype t, const void *x, const void *dy, void *dx, int64_t n),        \
     (t, x, dy, dx, n))                                                         \
-  X(gelu, (fsdp_dtype t, const void *x, void *y, int64_t n, int approxTanh),  \
+  X(gelu, (fsdp_dtype t, const void *x, void *y, int64_t n, int approxTanh),   \
     (t, x, y, n, approxTanh))                                                  \
-  X(gelu_grad, (fsdp_dtype t, const void *x, const void *dy, void *dx,        \
-                int64_t n, int approxTanh),                                    \
+  X(gelu_grad,                                                                 \
+    (fsdp_dtype t, const void *x, const void *dy, void *dx, int64_t n,         \
+     int approxTanh),                                                          \
     (t, x, dy, dx, n, approxTanh))                                             \
   X(silu, (fsdp_dtype t, const void *x, void *y, int64_t n), (t, x, y, n))     \
-  X(silu_grad, (fsdp_dtype t, const void *x, const void *dy, void *dx,        \
-                int64_t n),                                                    \
+  X(silu_grad,                                                                 \
+    (fsdp_dtype t, const void *x, const void *dy, void *dx, int64_t n),        \
     (t, x, dy, dx, n))                                                         \
-  X(reduce_sum, (fsdp_dtype t, const void *x, const int64_t *xShape,          \
-                 int rank, const int64_t *axes, int naxes, void *y),           \
+  X(reduce_sum,                                                                \
+    (fsdp_dtype t, const void *x, const int64_t *xShape, int rank,             \
+     const int64_t *axes, int naxes, void *y),                                 \
     (t, x, xShape, rank, axes, naxes, y))                                      \
-  X(broadcast, (fsdp_dtype t, const void *x, const int64_t *yShape, int rank, \
-                const int64_t *axes, int naxes, void *y),                      \
+  X(broadcast,                                                                 \
+    (fsdp_dtype t, const void *x, const int64_t *yShape, int rank,             \
+     const int64_t *axes, int naxes, void *y),                                 \
     (t, x, yShape, rank, axes, naxes, y))                                      \
-  X(cross_entropy, (fsdp_dtype t, const void *logits, const void *labels,     \
-                    fsdp_dtype lt, int64_t positions, int64_t classes,         \
-                    void *loss),                                               \
+  X(cross_entropy,                                                             \
+    (fsdp_dtype t, const void *logits, const void *labels, fsdp_dtype lt,      \
+     int64_t positions, int64_t classes, void *loss),                          \
     (t, logits, labels, lt, positions, classes, loss))                         \
-  X(cross_entropy_grad, (fsdp_dtype t, const void *logits,                    \
-                         const void *labels, fsdp_dtype lt, const void *dloss, \
-                         void *dlogits, int64_t positions, int64_t classes),   \
+  X(cross_entropy_grad,                                                        \
+    (fsdp_dtype t, const void *logits, const void *labels, fsdp_dtype lt,      \
+     const void *dloss, void *dlogits, int64_t positions, int64_t classes),    \
     (t, logits, labels, lt, dloss, dlogits, positions, classes))               \
-  X(sgd_update, (fsdp_dtype t, const void *p, const void *g, void *out,       \
-                 int64_t n, double lr, double weightDecay),                    \
+  X(sgd_update,                                                                \
+    (fsdp_dtype t, const void *p, const void *g, void *out, int64_t n,         \
+     double lr, double weightDecay),                                           \
     (t, p, g, out, n, lr, weightDecay))                                        \
-  X(adamw_update, (fsdp_dtype t, const void *p, const void *g, const void *m, \
-                   const void *v, const void *step, fsdp_dtype st,             \
-                   void *pOut, void *mOut, void *vOut, int64_t n, double lr,   \
-                   double beta1, double beta2, double eps,                     \
-                   double weightDecay),                                        \
+  X(adamw_update,                                                              \
+    (fsdp_dtype t, const void *p, const void *g, const void *m, const void *v, \
+     const void *step, fsdp_dtype st, void *pOut, void *mOut, void *vOut,      \
+     int64_t n, double lr, double beta1, double beta2, double eps,             \
+     double weightDecay),                                                      \
     (t, p, g, m, v, step, st, pOut, mOut, vOut, n, lr, beta1, beta2, eps,      \
      weightDecay))                                                             \
-  X(flatten, (fsdp_dtype t, const void *const *parts, const int64_t *numels,  \
-              const int64_t *offsets, int nparts, void *flat,                  \
-              int64_t flatNumel),                                              \
+  X(flatten,                                                                   \
+    (fsdp_dtype t, const void *const *parts, const int64_t *numels,            \
+     const int64_t *offsets, int nparts, void *flat, int64_t flatNumel),       \
     (t, parts, numels, offsets, nparts, flat, flatNumel))                      \
-  X(embedding, (fsdp_dtype t, const void *idx, fsdp_dtype it,                 \
-                const void *table, void *y, int64_t n, int64_t vocab,          \
-                int64_t dim),                                                  \
+  X(embedding,                                                                 \
+    (fsdp_dtype t, const void *idx, fsdp_dtype it, const void *table, void *y, \
+     int64_t n, int64_t vocab, int64_t dim),                                   \
     (t, idx, it, table, y, n, vocab, dim))                                     \
-  X(embedding_grad, (fsdp_dtype t, const void *idx, fsdp_dtype it,            \
-                     const void *dy, void *dtable, int64_t n, int64_t vocab,   \
-                     int64_t dim),                                             \
+  X(embedding_grad,                                                            \
+    (fsdp_dtype t, const void *idx, fsdp_dtype it, const void *dy,             \
+     void *dtable, int64_t n, int64_t vocab, int64_t dim),                     \
     (t, idx, it, dy, dtable, n, vocab, dim))                                   \
-  X(position_embedding, (fsdp_dtype t, const void *x, const void *table,      \
-                         void *y, int64_t batch, int64_t seq, int64_t dim),    \
+  X(position_embedding,                                                        \
+    (fsdp_dtype t, const void *x, const void *table, void *y, int64_t batch,   \
+     int64_t seq, int64_t dim),                                                \
     (t, x, table, y, batch, seq, dim))                                         \
-  X(position_embedding_grad, (fsdp_dtype t, const void *dy, void *dtable,     \
-                              int64_t batch, int64_t seq, int64_t dim,         \
-                              int64_t positions),                              \
+  X(position_embedding_grad,                                                   \
+    (fsdp_dtype t, const void *dy, void *dtable, int64_t batch, int64_t seq,   \
+     int64_t dim, int64_t positions),                                          \
     (t, dy, dtable, batch, seq, dim, positions))                               \
-  X(layer_norm, (fsdp_dtype t, const void *x, const void *w, const void *b,   \
-                 void *y, int64_t rows, int64_t dim, double eps),              \
+  X(layer_norm,                                                                \
+    (fsdp_dtype t, const void *x, const void *w, const void *b, void *y,       \
+     int64_t rows, int64_t dim, double eps),                                   \
     (t, x, w, b, y, rows, dim, eps))                                           \
-  X(layer_norm_grad, (fsdp_dtype t, const void *x, const void *w,             \
-                      const void *dy, void *dx, void *dw, void *db,            \
-                      int64_t rows, int64_t dim, double eps),                  \
+  X(layer_norm_grad,                                                           \
+    (fsdp_dtype t, const void *x, const void *w, const void *dy, void *dx,     \
+     void *dw, void *db, int64_t rows, int64_t dim, double eps),               \
     (t, x, w, dy, dx, dw, db, rows, dim, eps))                                 \
-  X(rms_norm, (fsdp_dtype t, const void *x, const void *w, void *y,           \
-               int64_t rows, int64_t dim, double eps),                         \
+  X(rms_norm,                                                                  \
+    (fsdp_dtype t, const void *x, const void *w, void *y, int64_t rows,        \
+     int64_t dim, double eps),                                                 \
     (t, x, w, y, rows, dim, eps))                                              \
-  X(rms_norm_grad, (fsdp_dtype t, const void *x, const void *w,               \
-                    const void *dy, void *dx, void *dw, int64_t rows,          \
-                    int64_t dim, double eps),                                  \
+  X(rms_norm_grad,                                                             \
+    (fsdp_dtype t, const void *x, const void *w, const void *dy, void *dx,     \
+     void *dw, int64_t rows, int64_t dim, double eps),                         \
     (t, x, w, dy, dx, dw, rows, dim, eps))                                     \
-  X(rope, (fsdp_dtype t, const void *x, void *y, int64_t batch, int64_t seq,  \
-           int64_t heads, int64_t headDim, double theta, int inverse),         \
+  X(rope,                                                                      \
+    (fsdp_dtype t, const void *x, void *y, int64_t batch, int64_t seq,         \
+     int64_t heads, int64_t headDim, double theta, int inverse),               \
     (t, x, y, batch, seq, heads, headDim, theta, inverse))                     \
-  X(attention, (fsdp_dtype t, const void *q, const void *k, const void *v,    \
-                void *o, int64_t batch, int64_t seq, int64_t hq, int64_t hkv,  \
-                int64_t d),                                                    \
+  X(attention,                                                                 \
+    (fsdp_dtype t, const void *q, const void *k, const void *v, void *o,       \
+     int64_t batch, int64_t seq, int64_t hq, int64_t hkv, int64_t d),          \
     (t, q, k, v, o, batch, seq, hq, hkv, d))                                   \
-  X(attention_grad, (fsdp_dtype t, const void *q, const void *k,              \
-                     const void *v, const void *dout, void *dq, void *dk,      \
-                     void *dv, int64_t batch, int64_t seq, int64_t hq,         \
-                     int64_t hkv, int64_t d),                                  \
+  X(attention_grad,                                                            \
+    (fsdp_dtype t, const void *q, const void *k, const void *v,                \
+     const void *dout, void *dq, void *dk, void *dv, int64_t batch,            \
+     int64_t seq, int64_t hq, int64_t hkv, int64_t d),                         \
     (t, q, k, v, dout, dq, dk, dv, batch, seq, hq, hkv, d))                    \
-  X(split, (fsdp_dtype t, const void *x, void *const *outs,                   \
-            const int64_t *sizes, int nparts, int64_t outer, int64_t inner),   \
+  X(split,                                                                     \
+    (fsdp_dtype t, const void *x, void *const *outs, const int64_t *sizes,     \
+     int nparts, int64_t outer, int64_t inner),                                \
     (t, x, outs, sizes, nparts, outer, inner))                                 \
-  X(concat, (fsdp_dtype t, const void *const *ins, void *y,                   \
-             const int64_t *sizes, int nparts, int64_t outer, int64_t inner),  \
+  X(concat,                                                                    \
+    (fsdp_dtype t, const void *const *ins, void *y, const int64_t *sizes,      \
+     int nparts, int64_t outer, int64_t inner),                                \
     (t, ins, y, sizes, nparts, outer, inner))
 
 /// A device: memory, two streams, channels and kernels.
@@ -254,14 +270,15 @@ inline void copyParts(fsdp_device_s *d, fsdp_stream_s *s, fsdp_dtype t,
                       int nparts, int64_t outer, int64_t inner, bool toParts) {
   size_t es = dtypeSize(t);
   if (!es)
-    fail(FSDP_ERR_INVALID, toParts ? "fsdp_split: invalid dtype"
-                                   : "fsdp_concat: invalid dtype");
+    fail(FSDP_ERR_INVALID,
+         toParts ? "fsdp_split: invalid dtype" : "fsdp_concat: invalid dtype");
   int64_t total = 0;
   for (int i = 0; i < nparts; ++i)
     total += sizes[i];
   size_t row = static_cast<size_t>(total * inner) * es;
   char *w = static_cast<char *>(whole);
-  for (int i = 0; i < nparts; w += static_cast<size_t>(sizes[i++] * inner) * es) {
+  for (int i = 0; i < nparts;
+       w += static_cast<size_t>(sizes[i++] * inner) * es) {
     size_t chunk = static_cast<size_t>(sizes[i] * inner) * es;
     if (!chunk || !outer)
       continue;
@@ -281,7 +298,8 @@ std::unique_ptr<fsdp_device_s> createCpuDevice(const fsdp_device_options &o);
 using CreateDeviceFn = fsdp_device_s *(*)(int ordinal, int localRank,
                                           const fsdp_device_options *options,
                                           char **error);
-inline constexpr const char *kCudaDriverEntry = "fsdp_cuda_driver_create_device";
+inline constexpr const char *kCudaDriverEntry =
+    "fsdp_cuda_driver_create_device";
 inline constexpr const char *kCudaDriverLibrary = "libfsdp_cuda.so";
 
 } // namespace fsdp::hal

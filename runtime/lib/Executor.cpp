@@ -34,12 +34,18 @@ namespace {
 
 fsdp_dtype toC(DType t) {
   switch (t) {
-  case DType::F32: return FSDP_F32;
-  case DType::F64: return FSDP_F64;
-  case DType::I32: return FSDP_I32;
-  case DType::I64: return FSDP_I64;
-  case DType::BF16: return FSDP_BF16;
-  case DType::F16: return FSDP_F16;
+  case DType::F32:
+    return FSDP_F32;
+  case DType::F64:
+    return FSDP_F64;
+  case DType::I32:
+    return FSDP_I32;
+  case DType::I64:
+    return FSDP_I64;
+  case DType::BF16:
+    return FSDP_BF16;
+  case DType::F16:
+    return FSDP_F16;
   }
   return FSDP_F32;
 }
@@ -118,8 +124,8 @@ void fromBytes(const void *src, int64_t n, DType t, double *v) {
 }
 
 // [outer, axis, inner] factorisation of `shape` around `axis`.
-void aroundAxis(const std::vector<int64_t> &shape, int64_t axis,
-                int64_t &outer, int64_t &inner) {
+void aroundAxis(const std::vector<int64_t> &shape, int64_t axis, int64_t &outer,
+                int64_t &inner) {
   outer = inner = 1;
   for (int64_t i = 0; i < axis; ++i)
     outer *= shape[i];
@@ -129,7 +135,8 @@ void aroundAxis(const std::vector<int64_t> &shape, int64_t axis,
 
 } // namespace
 
-//===--- Device -------------------------------------------------------------===//
+//===--- Device
+//-------------------------------------------------------------===//
 
 Device::Device(const std::string &name, fsdp_collectives collectives) {
   fsdp_device_options o{collectives};
@@ -139,7 +146,8 @@ Device::Device(const std::string &name, fsdp_collectives collectives) {
 
 Device::~Device() { fsdp_device_destroy(dev); }
 
-//===--- One step -------------------------------------------------------------===//
+//===--- One step
+//-------------------------------------------------------------===//
 
 /// The state of one step: live buffers by root id, their arena slots and
 /// the collectives in flight. The destructor completes every collective
@@ -180,8 +188,9 @@ public:
         check(fsdp_memcpy(ex.compute, live.at(b.id), st->second.bytes.data(),
                           static_cast<size_t>(b.bytes)));
       } catch (const Error &e) {
-        throw Error(prog.name() + ": input buffer " + std::to_string(io.buffer) +
-                    " (role '" + io.role + "'): " + e.what());
+        throw Error(prog.name() + ": input buffer " +
+                    std::to_string(io.buffer) + " (role '" + io.role +
+                    "'): " + e.what());
       }
     }
   }
@@ -237,16 +246,16 @@ public:
     const BufferDesc &o = prog.buffer(it->second.id);
     if (it->first + o.bytes <= lo)
       return;
-    std::string since = it->second.inst >= 0
-                            ? prog.instructionName(static_cast<size_t>(it->second.inst))
-                            : "the step start (an input)";
+    std::string since =
+        it->second.inst >= 0
+            ? prog.instructionName(static_cast<size_t>(it->second.inst))
+            : "the step start (an input)";
     throw Error("memory plan error: buffer " + std::to_string(b.id) +
                 " at arena bytes [" + std::to_string(lo) + ", " +
                 std::to_string(hi) + ") overlaps live buffer " +
                 std::to_string(o.id) + " at arena bytes [" +
                 std::to_string(it->first) + ", " +
-                std::to_string(it->first + o.bytes) + "), live since " +
-                since);
+                std::to_string(it->first + o.bytes) + "), live since " + since);
   }
 
   /// Makes result `id` usable: an aliased state output takes over the
@@ -287,9 +296,9 @@ public:
     auto it = live.find(b.rootId);
     if (it == live.end())
       throw Error("buffer " + std::to_string(id) +
-                  (b.viewOf >= 0 ? " (a view of buffer " +
-                                       std::to_string(b.rootId) + ")"
-                                 : std::string()) +
+                  (b.viewOf >= 0
+                       ? " (a view of buffer " + std::to_string(b.rootId) + ")"
+                       : std::string()) +
                   " is used but not live (never defined, or already freed)");
     return static_cast<char *>(it->second) +
            b.rootOffset * dtypeSize(prog.buffer(b.rootId).dtype);
@@ -342,8 +351,9 @@ public:
   }
 
   fsdp_channel channel(Group g) const {
-    return g == Group::World ? ex.world
-                             : g == Group::Shard ? ex.shard : ex.replicate;
+    return g == Group::World   ? ex.world
+           : g == Group::Shard ? ex.shard
+                               : ex.replicate;
   }
 
   /// Whether `in` writes every element of its results (then their memory
@@ -402,18 +412,16 @@ void Frame::execute(const Instruction &in) {
     fsdp_reduce_op op = in.average ? FSDP_REDUCE_AVG : FSDP_REDUCE_SUM;
     check(ag ? fsdp_all_gather_start(channel(in.group), ptr(src), ptr(dst),
                                      sb.numel, toC(sb.dtype), &e)
-             : fsdp_reduce_scatter_start(channel(in.group), ptr(src),
-                                         ptr(dst), sb.numel, toC(sb.dtype), op,
-                                         &e));
+             : fsdp_reduce_scatter_start(channel(in.group), ptr(src), ptr(dst),
+                                         sb.numel, toC(sb.dtype), op, &e));
     pending.push_back({e, B(src).rootId, B(dst).rootId});
     return;
   }
   case OpKind::AllReduce: {
     fsdp_event e = nullptr;
-    check(fsdp_all_reduce_start(channel(in.group), ptr(o[0]), ptr(r[0]),
-                                B(r[0]).numel, t,
-                                in.average ? FSDP_REDUCE_AVG : FSDP_REDUCE_SUM,
-                                &e));
+    check(fsdp_all_reduce_start(
+        channel(in.group), ptr(o[0]), ptr(r[0]), B(r[0]).numel, t,
+        in.average ? FSDP_REDUCE_AVG : FSDP_REDUCE_SUM, &e));
     pending.push_back({e, B(o[0]).rootId, B(r[0]).rootId});
     return;
   }
@@ -427,7 +435,8 @@ void Frame::execute(const Instruction &in) {
     return;
   }
   case OpKind::MicroBatch: {
-    // Micro-batch `index` is the contiguous block of rows [index·m, (index+1)·m).
+    // Micro-batch `index` is the contiguous block of rows [index·m,
+    // (index+1)·m).
     int64_t bytes = B(r[0]).bytes;
     check(fsdp_memcpy(s, ptr(r[0]),
                       static_cast<const char *>(ptr(o[0])) + in.index * bytes,
@@ -511,16 +520,16 @@ void Frame::execute(const Instruction &in) {
     return;
   case OpKind::ReduceSum: {
     std::vector<int64_t> xs = shapeOf(o[0]);
-    check(fsdp_reduce_sum(s, t, ptr(o[0]), xs.data(), static_cast<int>(xs.size()),
-                          in.axes.data(), static_cast<int>(in.axes.size()),
-                          ptr(r[0])));
+    check(fsdp_reduce_sum(s, t, ptr(o[0]), xs.data(),
+                          static_cast<int>(xs.size()), in.axes.data(),
+                          static_cast<int>(in.axes.size()), ptr(r[0])));
     return;
   }
   case OpKind::Broadcast: {
     std::vector<int64_t> ys = shapeOf(r[0]);
-    check(fsdp_broadcast(s, t, ptr(o[0]), ys.data(), static_cast<int>(ys.size()),
-                         in.axes.data(), static_cast<int>(in.axes.size()),
-                         ptr(r[0])));
+    check(fsdp_broadcast(s, t, ptr(o[0]), ys.data(),
+                         static_cast<int>(ys.size()), in.axes.data(),
+                         static_cast<int>(in.axes.size()), ptr(r[0])));
     return;
   }
   case OpKind::CrossEntropy:
@@ -538,9 +547,9 @@ void Frame::execute(const Instruction &in) {
     return;
   case OpKind::AdamwUpdate:
     check(fsdp_adamw_update(s, t, ptr(o[0]), ptr(o[1]), ptr(o[2]), ptr(o[3]),
-                            ptr(o[4]), toC(B(o[4]).dtype), ptr(r[0]),
-                            ptr(r[1]), ptr(r[2]), B(r[0]).numel, in.lr,
-                            in.beta1, in.beta2, in.eps, in.weightDecay));
+                            ptr(o[4]), toC(B(o[4]).dtype), ptr(r[0]), ptr(r[1]),
+                            ptr(r[2]), B(r[0]).numel, in.lr, in.beta1, in.beta2,
+                            in.eps, in.weightDecay));
     return;
   case OpKind::Flatten: {
     std::vector<const void *> parts;
@@ -593,8 +602,8 @@ void Frame::execute(const Instruction &in) {
       check(fsdp_rms_norm(s, t, ptr(o[0]), ptr(o[1]), ptr(r[0]), rows, c,
                           in.eps));
     else
-      check(fsdp_rms_norm_grad(s, t, ptr(o[0]), ptr(o[1]), ptr(o[2]),
-                               ptr(r[0]), ptr(r[1]), rows, c, in.eps));
+      check(fsdp_rms_norm_grad(s, t, ptr(o[0]), ptr(o[1]), ptr(o[2]), ptr(r[0]),
+                               ptr(r[1]), rows, c, in.eps));
     return;
   }
   case OpKind::Rope: {
@@ -644,7 +653,8 @@ void Frame::execute(const Instruction &in) {
   throw Error("internal error: no kernel for '" + in.op + "'");
 }
 
-//===--- Executor -------------------------------------------------------------===//
+//===--- Executor
+//-------------------------------------------------------------===//
 
 Executor::Executor(const Program &p, fsdp_device device, AllocMode alloc)
     : prog(p), dev(device) {
@@ -862,7 +872,8 @@ void Executor::step() {
     try {
       outputs[o.buffer] = f.ptr(o.buffer);
     } catch (const Error &e) {
-      throw Error(prog.name() + ": output (role '" + o.role + "'): " + e.what());
+      throw Error(prog.name() + ": output (role '" + o.role +
+                  "'): " + e.what());
     }
     int64_t root = prog.buffer(o.buffer).rootId;
     if (!f.aliasOf.count(root) && f.kept.insert(root).second && !arena)
@@ -877,7 +888,8 @@ void Executor::step() {
   lastPeak = f.peakBytes;
 }
 
-//===--- The in-process convenience -------------------------------------------===//
+//===--- The in-process convenience
+//-------------------------------------------===//
 
 HostValues Program::run(const HostValues &inputs) {
   HostValues out;

@@ -27,21 +27,30 @@ namespace fsdp::rt {
 
 const char *dtypeName(DType t) {
   switch (t) {
-  case DType::F32: return "f32";
-  case DType::F64: return "f64";
-  case DType::I32: return "i32";
-  case DType::I64: return "i64";
-  case DType::BF16: return "bf16";
-  case DType::F16: return "f16";
+  case DType::F32:
+    return "f32";
+  case DType::F64:
+    return "f64";
+  case DType::I32:
+    return "i32";
+  case DType::I64:
+    return "i64";
+  case DType::BF16:
+    return "bf16";
+  case DType::F16:
+    return "f16";
   }
   return "?";
 }
 
 const char *groupName(Group g) {
   switch (g) {
-  case Group::World: return "world";
-  case Group::Shard: return "shard";
-  case Group::Replicate: return "replicate";
+  case Group::World:
+    return "world";
+  case Group::Shard:
+    return "shard";
+  case Group::Replicate:
+    return "replicate";
   }
   return "?";
 }
@@ -60,7 +69,6 @@ bool isHalfDType(DType t) { return t == DType::BF16 || t == DType::F16; }
 
 namespace {
 
-
 // Typed field access with messages that name the JSON context.
 const json &field(const json &obj, const char *key, const std::string &ctx) {
   if (!obj.is_object() || !obj.contains(key))
@@ -77,7 +85,8 @@ int64_t intField(const json &obj, const char *key, const std::string &ctx) {
 std::string strField(const json &obj, const char *key, const std::string &ctx) {
   const json &v = field(obj, key, ctx);
   if (!v.is_string())
-    throw Error(ctx + ": field '" + key + "' must be a string, got " + v.dump());
+    throw Error(ctx + ": field '" + key + "' must be a string, got " +
+                v.dump());
   return v.get<std::string>();
 }
 std::vector<int64_t> intList(const json &v, const std::string &ctx) {
@@ -92,7 +101,8 @@ std::vector<int64_t> intList(const json &v, const std::string &ctx) {
   return out;
 }
 std::vector<int64_t> intListField(const json &obj, const char *key,
-                                  const std::string &ctx, bool required = true) {
+                                  const std::string &ctx,
+                                  bool required = true) {
   if (!obj.contains(key)) {
     if (required)
       throw Error(ctx + ": missing field '" + key + "'");
@@ -103,12 +113,18 @@ std::vector<int64_t> intListField(const json &obj, const char *key,
 
 DType parseDType(const json &obj, const std::string &ctx) {
   std::string s = strField(obj, "dtype", ctx);
-  if (s == "f32") return DType::F32;
-  if (s == "f64") return DType::F64;
-  if (s == "i32") return DType::I32;
-  if (s == "i64") return DType::I64;
-  if (s == "bf16") return DType::BF16;
-  if (s == "f16") return DType::F16;
+  if (s == "f32")
+    return DType::F32;
+  if (s == "f64")
+    return DType::F64;
+  if (s == "i32")
+    return DType::I32;
+  if (s == "i64")
+    return DType::I64;
+  if (s == "bf16")
+    return DType::BF16;
+  if (s == "f16")
+    return DType::F16;
   throw Error(ctx + ": unknown dtype '" + s +
               "' (supported: f32, f64, bf16, f16, i32, i64)");
 }
@@ -166,9 +182,12 @@ const IoDesc *Program::findUnitInput(const std::string &role,
 
 int64_t Program::groupSize(Group g) const {
   switch (g) {
-  case Group::World: return worldSizeValue;
-  case Group::Shard: return shardSizeValue;
-  case Group::Replicate: return replicasValue;
+  case Group::World:
+    return worldSizeValue;
+  case Group::Shard:
+    return shardSizeValue;
+  case Group::Replicate:
+    return replicasValue;
   }
   return 1;
 }
@@ -276,8 +295,10 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
     const json &g = root["grid"];
     std::string ctx = src + ": grid";
     if (!g.is_object())
-      throw Error(ctx + " must be an object {\"replicas\": R, "
-                        "\"shard_size\": S}, got " + g.dump());
+      throw Error(ctx +
+                  " must be an object {\"replicas\": R, "
+                  "\"shard_size\": S}, got " +
+                  g.dump());
     replicasValue = intField(g, "replicas", ctx);
     shardSizeValue = intField(g, "shard_size", ctx);
     if (shardSizeValue < 1 || replicasValue < 1)
@@ -291,14 +312,14 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
                   " does not equal world_size " +
                   std::to_string(worldSizeValue));
   }
-  globalBatchValue = root.contains("global_batch")
-                         ? intField(root, "global_batch", src)
-                         : 0;
+  globalBatchValue =
+      root.contains("global_batch") ? intField(root, "global_batch", src) : 0;
 
   if (root.contains("optimizer")) {
     const json &o = root["optimizer"];
     std::string ctx = src + ": optimizer";
-    optimizerDesc.kind = o.value("kind", std::string(schedule::kDefaultOptimizer));
+    optimizerDesc.kind =
+        o.value("kind", std::string(schedule::kDefaultOptimizer));
     if (optimizerDesc.kind != "adamw" && optimizerDesc.kind != "sgd")
       throw Error(ctx + ": unknown kind '" + optimizerDesc.kind +
                   "' (supported: adamw, sgd)");
@@ -325,11 +346,13 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
     int64_t S = shardSizeValue;
     for (int64_t v : {ud.numel, ud.paddedNumel, ud.shardNumel})
       if (v < 0 || v > kMaxCount)
-        throw Error(ctx + ": numel, padded_numel and shard_numel must be in [0, 2^62], got " +
-                    std::to_string(v));
+        throw Error(
+            ctx +
+            ": numel, padded_numel and shard_numel must be in [0, 2^62], got " +
+            std::to_string(v));
     if (ud.shardNumel > kMaxCount / S)
-      throw Error(ctx + ": shard_numel " + std::to_string(ud.shardNumel) + " x shard_size " +
-                  std::to_string(S) + " exceeds 2^62");
+      throw Error(ctx + ": shard_numel " + std::to_string(ud.shardNumel) +
+                  " x shard_size " + std::to_string(S) + " exceeds 2^62");
     if (ud.paddedNumel < ud.numel || ud.paddedNumel < S ||
         ud.paddedNumel % S != 0 || ud.shardNumel * S != ud.paddedNumel)
       throw Error(ctx + ": padded_numel " + std::to_string(ud.paddedNumel) +
@@ -360,7 +383,8 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
       if (pd.numel != shapeNumel)
         throw Error(pctx + ": numel " + std::to_string(pd.numel) +
                     " != product of shape " + shapeStr(pd.shape));
-      if (pd.offset < 0 || pd.offset > kMaxCount || pd.offset + pd.numel > ud.numel)
+      if (pd.offset < 0 || pd.offset > kMaxCount ||
+          pd.offset + pd.numel > ud.numel)
         throw Error(pctx + ": elements [" + std::to_string(pd.offset) + ", " +
                     std::to_string(pd.offset + pd.numel) +
                     ") exceed the unit's numel " + std::to_string(ud.numel));
@@ -382,20 +406,22 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
     bd.shape = intListField(b, "shape", ctx);
     for (int64_t d : bd.shape)
       if (d < 0)
-        throw Error(ctx + ": negative dimension in shape " + shapeStr(bd.shape));
+        throw Error(ctx + ": negative dimension in shape " +
+                    shapeStr(bd.shape));
     try {
       bd.numel = numelOf(bd.shape);
     } catch (const Error &e) {
       throw Error(ctx + ": " + e.what() + " " + shapeStr(bd.shape));
     }
     if (bd.numel > kMaxCount / dtypeSize(bd.dtype))
-      throw Error(ctx + ": shape " + shapeStr(bd.shape) + " has more than 2^62 bytes");
+      throw Error(ctx + ": shape " + shapeStr(bd.shape) +
+                  " has more than 2^62 bytes");
     bd.bytes = bd.numel * dtypeSize(bd.dtype);
     if (b.contains("bytes") && intField(b, "bytes", ctx) != bd.bytes)
-      throw Error(ctx + ": 'bytes' is " + std::to_string(intField(b, "bytes", ctx)) +
-                  " but shape " + shapeStr(bd.shape) + " of " +
-                  dtypeName(bd.dtype) + " is " + std::to_string(bd.bytes) +
-                  " bytes");
+      throw Error(ctx + ": 'bytes' is " +
+                  std::to_string(intField(b, "bytes", ctx)) + " but shape " +
+                  shapeStr(bd.shape) + " of " + dtypeName(bd.dtype) + " is " +
+                  std::to_string(bd.bytes) + " bytes");
     bd.cls = b.value("class", std::string("temporary"));
     if (b.contains("view_of") && !b["view_of"].is_null()) {
       bd.viewOf = intField(b, "view_of", ctx);
@@ -411,11 +437,12 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
   arenaPlanned = false;
   if (root.contains("memory_plan") && root["memory_plan"].is_object() &&
       root["memory_plan"].contains("peak_bytes"))
-    plannedPeak = intField(root["memory_plan"], "peak_bytes", src + ": memory_plan");
+    plannedPeak =
+        intField(root["memory_plan"], "peak_bytes", src + ": memory_plan");
   if (root.contains("memory_plan") && root["memory_plan"].is_object() &&
       root["memory_plan"].contains("peak_bytes_with_scratch"))
-    plannedPeakScratch = intField(root["memory_plan"], "peak_bytes_with_scratch",
-                                  src + ": memory_plan");
+    plannedPeakScratch = intField(
+        root["memory_plan"], "peak_bytes_with_scratch", src + ": memory_plan");
   if (root.contains("memory_plan") && root["memory_plan"].is_object() &&
       root["memory_plan"].contains("arena_bytes")) {
     const json &mp = root["memory_plan"];
@@ -440,10 +467,10 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
         continue;
       if (bd.arenaOffset % arenaAlignmentValue != 0 ||
           bd.arenaOffset + bd.bytes > arenaSize)
-        throw Error(src + ": buffer " + std::to_string(id) +
-                    ": arena bytes [" + std::to_string(bd.arenaOffset) +
-                    ", " + std::to_string(bd.arenaOffset + bd.bytes) +
-                    ") are not " + std::to_string(arenaAlignmentValue) +
+        throw Error(src + ": buffer " + std::to_string(id) + ": arena bytes [" +
+                    std::to_string(bd.arenaOffset) + ", " +
+                    std::to_string(bd.arenaOffset + bd.bytes) + ") are not " +
+                    std::to_string(arenaAlignmentValue) +
                     "-byte aligned inside the arena of " +
                     std::to_string(arenaSize) + " bytes");
     }
@@ -480,11 +507,11 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
 
   // Inputs and outputs.
   static const std::set<std::string> kInRoles = {
-      "features", "labels", "tokens", "targets", "step",
-      "param", "master", "exp_avg", "exp_avg_sq"};
+      "features", "labels", "tokens",  "targets",   "step",
+      "param",    "master", "exp_avg", "exp_avg_sq"};
   static const std::set<std::string> kOutRoles = {
-      "loss", "param", "master", "exp_avg", "exp_avg_sq", "grad", "logits",
-      "output"};
+      "loss",       "param", "master", "exp_avg",
+      "exp_avg_sq", "grad",  "logits", "output"};
   auto parseIo = [&](const char *key, std::vector<IoDesc> &list, bool isIn) {
     for (const json &e : field(root, key, src)) {
       IoDesc io;
@@ -525,7 +552,8 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
                       std::to_string(want) + " " + dtypeName(u->dtype) +
                       (io.role == "param" ? " (or bf16/f16)" : "") +
                       " (layout '" + io.layout + "')");
-      } else if (e.contains("fqn") && (io.role == "param" || io.role == "grad")) {
+      } else if (e.contains("fqn") &&
+                 (io.role == "param" || io.role == "grad")) {
         // An unsharded parameter (or its gradient), named by its FQN: the
         // buffer holds the whole tensor.
         io.fqn = strField(e, "fqn", ctx);
@@ -589,8 +617,10 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
                 ? attrs["approximate"].get<std::string>()
                 : attrs["approximate"].dump();
       if (a != "none" && a != "tanh")
-        throw Error(ctx + ": attribute 'approximate' must be \"none\" or "
-                          "\"tanh\", got " + a);
+        throw Error(ctx +
+                    ": attribute 'approximate' must be \"none\" or "
+                    "\"tanh\", got " +
+                    a);
       in.approxTanh = (a == "tanh");
     }
     if (attrs.contains("axes"))
@@ -608,8 +638,8 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
       in.average = (o == "avg");
     }
     // A unit named by an op must be one of the schedule's units.
-    if (attrs.contains("unit") &&
-        (!attrs["unit"].is_string() || !findUnit(attrs["unit"].get<std::string>())))
+    if (attrs.contains("unit") && (!attrs["unit"].is_string() ||
+                                   !findUnit(attrs["unit"].get<std::string>())))
       throw Error(ctx + ": unknown unit " + attrs["unit"].dump());
     // Process group of collectives and fsdp.local_shard.
     {
@@ -642,21 +672,44 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
         throw Error(ctx + ": missing attribute '" + key + "'");
     };
     switch (in.kind) {
-    case OpKind::LayerNorm: case OpKind::LayerNormGrad:
-    case OpKind::RmsNorm: case OpKind::RmsNormGrad:
+    case OpKind::LayerNorm:
+    case OpKind::LayerNormGrad:
+    case OpKind::RmsNorm:
+    case OpKind::RmsNormGrad:
       require("eps");
       break;
-    case OpKind::EmbeddingGrad: require("num_embeddings"); break;
-    case OpKind::PositionEmbeddingGrad: require("num_positions"); break;
-    case OpKind::Rope: require("head_dim"); require("theta"); break;
-    case OpKind::Attention: case OpKind::AttentionGrad:
-      require("num_heads"); require("num_kv_heads");
+    case OpKind::EmbeddingGrad:
+      require("num_embeddings");
       break;
-    case OpKind::Split: require("sizes"); require("axis"); break;
-    case OpKind::Concat: require("axis"); break;
-    case OpKind::MicroBatch: require("index"); require("count"); break;
-    case OpKind::Pack: case OpKind::Unpack: require("blocks"); break;
-    default: break;
+    case OpKind::PositionEmbeddingGrad:
+      require("num_positions");
+      break;
+    case OpKind::Rope:
+      require("head_dim");
+      require("theta");
+      break;
+    case OpKind::Attention:
+    case OpKind::AttentionGrad:
+      require("num_heads");
+      require("num_kv_heads");
+      break;
+    case OpKind::Split:
+      require("sizes");
+      require("axis");
+      break;
+    case OpKind::Concat:
+      require("axis");
+      break;
+    case OpKind::MicroBatch:
+      require("index");
+      require("count");
+      break;
+    case OpKind::Pack:
+    case OpKind::Unpack:
+      require("blocks");
+      break;
+    default:
+      break;
     }
     in.blocks = attrInt(attrs, "blocks", 1, ctx);
     in.index = attrInt(attrs, "index", 0, ctx);
@@ -733,7 +786,8 @@ void Program::checkSameCollectivesOnAllRanks() const {
   std::vector<unsigned long long> all(static_cast<size_t>(world));
   if (MPI_Allgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1,
                     MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD) != MPI_SUCCESS)
-    throw Error(sourceName + ": MPI_Allgather of the collective fingerprints failed");
+    throw Error(sourceName +
+                ": MPI_Allgather of the collective fingerprints failed");
   // Each rank's schedule file name, for the messages (fixed width: names
   // longer than that are cut).
   constexpr int kName = 256;
@@ -743,27 +797,34 @@ void Program::checkSameCollectivesOnAllRanks() const {
   std::copy(me.begin(), me.end(), mine2.begin());
   unsigned long long whole = wholeFingerprint;
   std::vector<unsigned long long> wholes(static_cast<size_t>(world));
-  if (MPI_Allgather(mine2.data(), kName, MPI_CHAR, names.data(), kName, MPI_CHAR,
-                    MPI_COMM_WORLD) != MPI_SUCCESS ||
+  if (MPI_Allgather(mine2.data(), kName, MPI_CHAR, names.data(), kName,
+                    MPI_CHAR, MPI_COMM_WORLD) != MPI_SUCCESS ||
       MPI_Allgather(&whole, 1, MPI_UNSIGNED_LONG_LONG, wholes.data(), 1,
                     MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD) != MPI_SUCCESS)
-    throw Error(sourceName + ": MPI_Allgather of the schedule fingerprints failed");
-  auto name = [&](int r) { return std::string(&names[static_cast<size_t>(r) * kName]); };
+    throw Error(sourceName +
+                ": MPI_Allgather of the schedule fingerprints failed");
+  auto name = [&](int r) {
+    return std::string(&names[static_cast<size_t>(r) * kName]);
+  };
   for (int r = 0; r < world; ++r)
     if (all[static_cast<size_t>(r)] != all[0])
-      throw CollectiveError(sourceName + ": rank " + std::to_string(r) +
-                  " runs a different sequence of collectives than rank 0 (schedules '" +
-                  name(r) + "' and '" + name(0) + "', fingerprints " +
-                  std::to_string(all[static_cast<size_t>(r)]) + " and " +
-                  std::to_string(all[0]) + "): every rank must run the same schedule");
+      throw CollectiveError(
+          sourceName + ": rank " + std::to_string(r) +
+          " runs a different sequence of collectives than rank 0 (schedules '" +
+          name(r) + "' and '" + name(0) + "', fingerprints " +
+          std::to_string(all[static_cast<size_t>(r)]) + " and " +
+          std::to_string(all[0]) + "): every rank must run the same schedule");
   for (int r = 0; r < world; ++r)
     if (wholes[static_cast<size_t>(r)] != wholes[0])
-      throw CollectiveError(sourceName + ": rank " + std::to_string(r) +
-                  " runs another schedule than rank 0 (schedules '" + name(r) + "' and '" +
-                  name(0) + "'): the collectives agree, but an instruction or an attribute "
-                  "differs (fingerprints " + std::to_string(wholes[static_cast<size_t>(r)]) +
-                  " and " + std::to_string(wholes[0]) + "): every rank must run the same schedule");
+      throw CollectiveError(
+          sourceName + ": rank " + std::to_string(r) +
+          " runs another schedule than rank 0 (schedules '" + name(r) +
+          "' and '" + name(0) +
+          "'): the collectives agree, but an instruction or an attribute "
+          "differs (fingerprints " +
+          std::to_string(wholes[static_cast<size_t>(r)]) + " and " +
+          std::to_string(wholes[0]) +
+          "): every rank must run the same schedule");
 }
-
 
 } // namespace fsdp::rt

@@ -3,15 +3,15 @@
 // Program::validateInstruction: operand/result counts, dtypes (float ops need
 // one float dtype throughout, bf16/f16 included, except nn.cast; optimizer
 // updates f32 or f64 only; indices and labels i32 or i64), shapes and
-// attribute values of every op of runtime/docs/schedule-format.md, checked once at
-// load time. Messages name the file, the instruction index, the op and its
+// attribute values of every op of runtime/docs/schedule-format.md, checked once
+// at load time. Messages name the file, the instruction index, the op and its
 // `loc`. Program::validateAliases checks that an output written in place
 // into a state input ("aliases") is safe: nothing reads the old state after
 // the instruction that writes the new one.
 //
 //===----------------------------------------------------------------------===//
-#include "fsdp/Interpreter.h"
 #include "ShapeUtil.h"
+#include "fsdp/Interpreter.h"
 
 #include <set>
 #include <string>
@@ -22,7 +22,6 @@ namespace {
 
 bool isFloat(DType t) { return isFloatDType(t); }
 bool isInt(DType t) { return t == DType::I32 || t == DType::I64; }
-
 
 } // namespace
 
@@ -64,9 +63,11 @@ void Program::validateInstruction(const Instruction &in, size_t idx) const {
   auto wideFloat = [&](const std::vector<int64_t> &ids) {
     for (int64_t id : ids)
       if (isHalfDType(B(id).dtype))
-        throw Error(ctx + ": " + in.op + " needs f32 or f64 operands and "
-                    "results, but buffer " + std::to_string(id) + " is " +
-                    dtypeName(B(id).dtype) + " (cast the gradient and keep "
+        throw Error(ctx + ": " + in.op +
+                    " needs f32 or f64 operands and "
+                    "results, but buffer " +
+                    std::to_string(id) + " is " + dtypeName(B(id).dtype) +
+                    " (cast the gradient and keep "
                     "an f32 master copy of the parameters)");
   };
   auto lastDim = [&](int64_t id) -> int64_t {
@@ -103,9 +104,8 @@ void Program::validateInstruction(const Instruction &in, size_t idx) const {
                     " does not match " + std::to_string(n) + " outputs");
     }
     if (B(r[0]).numel != m * n || (n && lastDim(r[0]) != n))
-      throw Error(ctx + ": result " + shapeStr(B(r[0]).shape) +
-                  " should be [" + std::to_string(m) + ", " +
-                  std::to_string(n) + "]");
+      throw Error(ctx + ": result " + shapeStr(B(r[0]).shape) + " should be [" +
+                  std::to_string(m) + ", " + std::to_string(n) + "]");
     break;
   }
   case OpKind::Matmul: {
@@ -116,9 +116,9 @@ void Program::validateInstruction(const Instruction &in, size_t idx) const {
     int64_t m = in.transA ? ac : ar, k = in.transA ? ar : ac;
     int64_t kb = in.transB ? bc : br, n = in.transB ? br : bc;
     if (k != kb)
-      throw Error(ctx + ": inner dimensions differ: " + shapeStr(B(o[0]).shape) +
-                  (in.transA ? "ᵀ" : "") + " · " + shapeStr(B(o[1]).shape) +
-                  (in.transB ? "ᵀ" : ""));
+      throw Error(ctx + ": inner dimensions differ: " +
+                  shapeStr(B(o[0]).shape) + (in.transA ? "ᵀ" : "") + " · " +
+                  shapeStr(B(o[1]).shape) + (in.transB ? "ᵀ" : ""));
     if (B(r[0]).numel != m * n)
       throw Error(ctx + ": result " + shapeStr(B(r[0]).shape) +
                   " should hold [" + std::to_string(m) + ", " +
@@ -215,8 +215,8 @@ void Program::validateInstruction(const Instruction &in, size_t idx) const {
     if (B(full).numel != B(shard).numel * g)
       throw Error(ctx + ": full buffer " + std::to_string(full) + " has " +
                   std::to_string(B(full).numel) + " elements, expected shard " +
-                  std::to_string(B(shard).numel) + " x " +
-                  groupName(in.group) + " group size " + std::to_string(g));
+                  std::to_string(B(shard).numel) + " x " + groupName(in.group) +
+                  " group size " + std::to_string(g));
     break;
   }
   case OpKind::AllReduce:
@@ -234,9 +234,11 @@ void Program::validateInstruction(const Instruction &in, size_t idx) const {
     int64_t g = groupSize(in.group);
     if (B(o[0]).numel != B(r[0]).numel * g)
       throw Error(ctx + ": full buffer " + std::to_string(o[0]) + " has " +
-                  std::to_string(B(o[0]).numel) + " elements, expected the "
-                  "result's " + std::to_string(B(r[0]).numel) + " x " +
-                  groupName(in.group) + " group size " + std::to_string(g));
+                  std::to_string(B(o[0]).numel) +
+                  " elements, expected the "
+                  "result's " +
+                  std::to_string(B(r[0]).numel) + " x " + groupName(in.group) +
+                  " group size " + std::to_string(g));
     break;
   }
   case OpKind::Free:
@@ -260,12 +262,14 @@ void Program::validateInstruction(const Instruction &in, size_t idx) const {
     if (parts.size() < 2)
       throw Error(ctx + ": a bucket needs at least two unit buffers");
     if (in.blocks < 1)
-      throw Error(ctx + ": blocks must be >= 1, got " + std::to_string(in.blocks));
+      throw Error(ctx + ": blocks must be >= 1, got " +
+                  std::to_string(in.blocks));
     int64_t total = 0;
     for (int64_t id : parts) {
       if (B(id).dtype != B(bucket).dtype)
-        throw Error(ctx + ": unit buffer " + std::to_string(id) + " and bucket " +
-                    std::to_string(bucket) + " have different dtypes");
+        throw Error(ctx + ": unit buffer " + std::to_string(id) +
+                    " and bucket " + std::to_string(bucket) +
+                    " have different dtypes");
       if (B(id).numel % in.blocks != 0)
         throw Error(ctx + ": unit buffer " + std::to_string(id) + " of " +
                     std::to_string(B(id).numel) + " elements is not " +
@@ -281,11 +285,11 @@ void Program::validateInstruction(const Instruction &in, size_t idx) const {
   case OpKind::Wait:
     need(1, 1);
     if (B(r[0]).viewOf < 0 || B(r[0]).rootId != B(o[0]).rootId ||
-        B(r[0]).rootOffset != B(o[0]).rootOffset || B(r[0]).numel != B(o[0]).numel ||
-        B(r[0]).dtype != B(o[0]).dtype)
+        B(r[0]).rootOffset != B(o[0]).rootOffset ||
+        B(r[0]).numel != B(o[0]).numel || B(r[0]).dtype != B(o[0]).dtype)
       throw Error(ctx + ": result buffer " + std::to_string(r[0]) +
-                  " must be a whole view_of operand buffer " + std::to_string(o[0]) +
-                  " (the awaited collective's buffer)");
+                  " must be a whole view_of operand buffer " +
+                  std::to_string(o[0]) + " (the awaited collective's buffer)");
     break;
   case OpKind::Flatten:
     need(o.size(), 1);
@@ -294,8 +298,7 @@ void Program::validateInstruction(const Instruction &in, size_t idx) const {
                   std::to_string(in.offsets.size()) + " offsets");
     for (size_t i = 0; i < o.size(); ++i) {
       floatSame({o[i], r[0]});
-      if (in.offsets[i] < 0 ||
-          in.offsets[i] + B(o[i]).numel > B(r[0]).numel)
+      if (in.offsets[i] < 0 || in.offsets[i] + B(o[i]).numel > B(r[0]).numel)
         throw Error(ctx + ": operand " + std::to_string(o[i]) + " at offset " +
                     std::to_string(in.offsets[i]) + " does not fit in " +
                     std::to_string(B(r[0]).numel) + " elements");
@@ -314,9 +317,10 @@ void Program::validateInstruction(const Instruction &in, size_t idx) const {
     if (ts.size() != 2)
       throw Error(ctx + ": table " + shapeStr(ts) + " must be [V, C]");
     if (grad && ts[0] != in.numEmbeddings)
-      throw Error(ctx + ": result " + shapeStr(ts) + " does not have "
-                  "num_embeddings = " + std::to_string(in.numEmbeddings) +
-                  " rows");
+      throw Error(ctx + ": result " + shapeStr(ts) +
+                  " does not have "
+                  "num_embeddings = " +
+                  std::to_string(in.numEmbeddings) + " rows");
     if (B(rows).numel != B(o[0]).numel * ts[1] ||
         (ts[1] && lastDim(rows) != ts[1]))
       throw Error(ctx + ": " + (grad ? "gradient " : "result ") +
@@ -337,9 +341,10 @@ void Program::validateInstruction(const Instruction &in, size_t idx) const {
       throw Error(ctx + ": table " + shapeStr(ts) + " must be [P >= " +
                   std::to_string(xs[1]) + ", " + std::to_string(xs[2]) + "]");
     if (grad && ts[0] != in.numPositions)
-      throw Error(ctx + ": result " + shapeStr(ts) + " does not have "
-                  "num_positions = " + std::to_string(in.numPositions) +
-                  " rows");
+      throw Error(ctx + ": result " + shapeStr(ts) +
+                  " does not have "
+                  "num_positions = " +
+                  std::to_string(in.numPositions) + " rows");
     if (!grad)
       sameNumel(x, r[0]);
     break;
@@ -349,7 +354,8 @@ void Program::validateInstruction(const Instruction &in, size_t idx) const {
   case OpKind::RmsNorm:
   case OpKind::RmsNormGrad: {
     bool ln = in.kind == OpKind::LayerNorm || in.kind == OpKind::LayerNormGrad;
-    bool grad = in.kind == OpKind::LayerNormGrad || in.kind == OpKind::RmsNormGrad;
+    bool grad =
+        in.kind == OpKind::LayerNormGrad || in.kind == OpKind::RmsNormGrad;
     // forward: x, w(, b) -> y; grad: x, w, dy -> dx, dw(, db)
     need(ln || grad ? 3 : 2, grad ? (ln ? 3 : 2) : 1);
     std::vector<int64_t> all(o.begin(), o.end());
@@ -488,12 +494,14 @@ void Program::validateInstruction(const Instruction &in, size_t idx) const {
     std::vector<int64_t> expect = x.shape;
     if (x.dtype != y.dtype || expect.empty() || in.count < 1 || in.index < 0 ||
         in.index >= in.count || expect[0] % in.count)
-      throw Error(ctx + ": expects 0 <= index < count, a batch " + shapeStr(x.shape) +
-                  " that divides by count " + std::to_string(in.count) +
+      throw Error(ctx + ": expects 0 <= index < count, a batch " +
+                  shapeStr(x.shape) + " that divides by count " +
+                  std::to_string(in.count) +
                   " and a result of the input's dtype");
     expect[0] /= in.count;
     if (y.shape != expect)
-      throw Error(ctx + ": result " + shapeStr(y.shape) + " should be " + shapeStr(expect));
+      throw Error(ctx + ": result " + shapeStr(y.shape) + " should be " +
+                  shapeStr(expect));
     break;
   }
   case OpKind::Cast:
@@ -519,13 +527,13 @@ void Program::validateAliases() const {
           buffer(buffer(o.buffer).rootId).arenaOffset ==
               buffer(in->buffer).arenaOffset &&
           buffer(in->buffer).bytes > 0)
-        throw Error(sourceName + ": output buffer " + std::to_string(o.buffer) +
-                    " (role '" + o.role + "', unit '" + o.unit +
-                    "') has the arena_offset of the state input buffer " +
-                    std::to_string(in->buffer) +
-                    " it replaces but no \"aliases\": " +
-                    std::to_string(in->buffer) +
-                    " (the memory plan writes it in place)");
+        throw Error(
+            sourceName + ": output buffer " + std::to_string(o.buffer) +
+            " (role '" + o.role + "', unit '" + o.unit +
+            "') has the arena_offset of the state input buffer " +
+            std::to_string(in->buffer) +
+            " it replaces but no \"aliases\": " + std::to_string(in->buffer) +
+            " (the memory plan writes it in place)");
       continue;
     }
     std::string ctx = sourceName + ": output buffer " +
@@ -550,8 +558,10 @@ void Program::validateAliases() const {
                   dtypeName(state.dtype) + ")");
     if (arenaPlanned && root.arenaOffset != state.arenaOffset)
       throw Error(ctx + ", but its arena_offset " +
-                  std::to_string(root.arenaOffset) + " differs from the "
-                  "input's " + std::to_string(state.arenaOffset));
+                  std::to_string(root.arenaOffset) +
+                  " differs from the "
+                  "input's " +
+                  std::to_string(state.arenaOffset));
     // The instruction that defines the output's memory, and every read of
     // the state input (through views) at or after it.
     int64_t def = -1;
@@ -569,13 +579,12 @@ void Program::validateAliases() const {
           continue;
         // The update itself reads the old state element by element
         // before it writes the new one (kernels.h: outputs may alias).
-        bool update = static_cast<int64_t>(i) == def &&
-                      (ins.kind == OpKind::AdamwUpdate ||
-                       ins.kind == OpKind::SgdUpdate);
+        bool update =
+            static_cast<int64_t>(i) == def &&
+            (ins.kind == OpKind::AdamwUpdate || ins.kind == OpKind::SgdUpdate);
         static const int kAdamwPair[] = {0, -1, 1, 2, -1};
-        int pair = ins.kind == OpKind::SgdUpdate
-                       ? (j == 0 ? 0 : -1)
-                       : (j < 5 ? kAdamwPair[j] : -1);
+        int pair = ins.kind == OpKind::SgdUpdate ? (j == 0 ? 0 : -1)
+                                                 : (j < 5 ? kAdamwPair[j] : -1);
         if (update && pair >= 0 &&
             static_cast<size_t>(pair) < ins.results.size() &&
             ins.results[pair] == root.id)

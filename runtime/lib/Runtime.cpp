@@ -118,8 +118,8 @@ fsdp::hal::CreateDeviceFn cudaDriver(const std::string &device) {
     fn = reinterpret_cast<fsdp::hal::CreateDeviceFn>(
         dlsym(h, fsdp::hal::kCudaDriverEntry));
     if (!fn)
-      fsdp::hal::fail(FSDP_ERR_DEVICE, p + " has no entry point " +
-                                           fsdp::hal::kCudaDriverEntry);
+      fsdp::hal::fail(FSDP_ERR_DEVICE,
+                      p + " has no entry point " + fsdp::hal::kCudaDriverEntry);
     return fn;
   }
   fsdp::hal::fail(FSDP_ERR_DEVICE,
@@ -150,7 +150,8 @@ bool parseCuda(const std::string &name, int &ordinal) {
 
 extern "C" {
 
-//===--- Process ------------------------------------------------------------===//
+//===--- Process
+//------------------------------------------------------------===//
 
 int fsdp_init(int *argc, char ***argv) {
   int init = 0;
@@ -248,8 +249,9 @@ void fsdp_abort(const char *message, int code) {
 int fsdp_set_progress(fsdp_progress mode) {
   if (mode != FSDP_PROGRESS_NONE && mode != FSDP_PROGRESS_TEST &&
       mode != FSDP_PROGRESS_THREAD)
-    return setError(FSDP_ERR_INVALID, "fsdp_set_progress: invalid mode " +
-                                          std::to_string(static_cast<int>(mode)));
+    return setError(FSDP_ERR_INVALID,
+                    "fsdp_set_progress: invalid mode " +
+                        std::to_string(static_cast<int>(mode)));
   if (mode == FSDP_PROGRESS_THREAD && fsdp::mpi::active()) {
     int provided = MPI_THREAD_SINGLE;
     MPI_Query_thread(&provided);
@@ -272,9 +274,12 @@ fsdp_progress fsdp_get_progress(void) {
 
 const char *fsdp_progress_name(fsdp_progress mode) {
   switch (mode) {
-  case FSDP_PROGRESS_NONE: return "none";
-  case FSDP_PROGRESS_TEST: return "test";
-  case FSDP_PROGRESS_THREAD: return "thread";
+  case FSDP_PROGRESS_NONE:
+    return "none";
+  case FSDP_PROGRESS_TEST:
+    return "test";
+  case FSDP_PROGRESS_THREAD:
+    return "thread";
   }
   return "invalid";
 }
@@ -299,7 +304,8 @@ int fsdp_set_progress_interval(double min_seconds, double max_seconds) {
   return FSDP_OK;
 }
 
-//===--- Devices, memory, streams -------------------------------------------===//
+//===--- Devices, memory, streams
+//-------------------------------------------===//
 
 int fsdp_device_create(const char *name, const fsdp_device_options *options,
                        fsdp_device *out) {
@@ -407,7 +413,8 @@ int fsdp_stream_synchronize(fsdp_stream s) {
   return guard([&] { s->device->synchronize(s); });
 }
 
-//===--- Events -------------------------------------------------------------===//
+//===--- Events
+//-------------------------------------------------------------===//
 
 int fsdp_event_query(fsdp_event event, int *done) {
   if (!event || !done)
@@ -428,12 +435,14 @@ void fsdp_event_release(fsdp_event event) { delete event; }
 int fsdp_wait(fsdp_event event) {
   if (!event)
     return setError(FSDP_ERR_INVALID, "fsdp_wait: null event");
-  int rc = guard([&] { event->device->waitEvent(&event->device->compute, event); });
+  int rc =
+      guard([&] { event->device->waitEvent(&event->device->compute, event); });
   delete event;
   return rc;
 }
 
-//===--- Channels and collectives -------------------------------------------===//
+//===--- Channels and collectives
+//-------------------------------------------===//
 
 int fsdp_channel_create(fsdp_device device, fsdp_channel *out) {
   if (!device || !out)
@@ -456,7 +465,8 @@ int fsdp_all_gather_start(fsdp_channel c, const void *shard, void *full,
                           int64_t shard_count, fsdp_dtype dtype,
                           fsdp_event *done) {
   if (!c || !done)
-    return setError(FSDP_ERR_INVALID, "fsdp_all_gather_start: invalid argument");
+    return setError(FSDP_ERR_INVALID,
+                    "fsdp_all_gather_start: invalid argument");
   return guard([&] { *done = c->allGather(shard, full, shard_count, dtype); });
 }
 
@@ -474,15 +484,18 @@ int fsdp_all_reduce_start(fsdp_channel c, const void *in, void *out,
                           int64_t count, fsdp_dtype dtype, fsdp_reduce_op op,
                           fsdp_event *done) {
   if (!c || !done)
-    return setError(FSDP_ERR_INVALID, "fsdp_all_reduce_start: invalid argument");
+    return setError(FSDP_ERR_INVALID,
+                    "fsdp_all_reduce_start: invalid argument");
   return guard([&] { *done = c->allReduce(in, out, count, dtype, op); });
 }
 
-//===--- Statistics ---------------------------------------------------------===//
+//===--- Statistics
+//---------------------------------------------------------===//
 
 int fsdp_device_get_stats(fsdp_device d, fsdp_device_stats *o) {
   if (!d || !o)
-    return setError(FSDP_ERR_INVALID, "fsdp_device_get_stats: invalid argument");
+    return setError(FSDP_ERR_INVALID,
+                    "fsdp_device_get_stats: invalid argument");
   return guard([&] {
     *o = fsdp_device_stats{};
     for (int k = 0; k < 3; ++k)
@@ -507,7 +520,8 @@ int fsdp_device_reset_stats(fsdp_device d) {
   });
 }
 
-//===--- Kernels (fsdp/kernels.h) -------------------------------------------===//
+//===--- Kernels (fsdp/kernels.h)
+//-------------------------------------------===//
 
 #define FSDP_DEFINE_KERNEL(name, params, args)                                 \
   int fsdp_##name(fsdp_stream s, FSDP_UNPAREN params) {                        \
@@ -517,7 +531,8 @@ int fsdp_device_reset_stats(fsdp_device d) {
 FSDP_DRIVER_KERNELS(FSDP_DEFINE_KERNEL)
 #undef FSDP_DEFINE_KERNEL
 
-//===--- Profile ------------------------------------------------------------===//
+//===--- Profile
+//------------------------------------------------------------===//
 
 namespace {
 std::atomic<int> profileOn{0};

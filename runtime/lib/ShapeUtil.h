@@ -21,8 +21,9 @@ inline int64_t numelOf(const std::vector<int64_t> &shape) {
   int64_t n = 1;
   for (int64_t d : shape)
     if (d < 0 || (d && n > kMaxCount / d))
-      throw Error("shape with " + std::string(d < 0 ? "a negative dimension"
-                                                    : "more than 2^62 elements"));
+      throw Error("shape with " + std::string(d < 0
+                                                  ? "a negative dimension"
+                                                  : "more than 2^62 elements"));
     else
       n *= d;
   return n;

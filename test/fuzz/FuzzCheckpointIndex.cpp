@@ -14,7 +14,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   try {
     (void)fsdp::run::checkCheckpointIndex(
-        std::string(reinterpret_cast<const char *>(data), size), "/nonexistent/ck");
+        std::string(reinterpret_cast<const char *>(data), size),
+        "/nonexistent/ck");
   } catch (const fsdp::rt::Error &) {
   }
   return 0;

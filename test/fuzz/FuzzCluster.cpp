@@ -19,7 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   if (write(fd, data, size) == static_cast<ssize_t>(size)) {
     std::string error;
-    (void)mlir::fsdp::ClusterSpec::load("/proc/self/fd/" + std::to_string(fd), error);
+    (void)mlir::fsdp::ClusterSpec::load("/proc/self/fd/" + std::to_string(fd),
+                                        error);
   }
   close(fd);
   return 0;

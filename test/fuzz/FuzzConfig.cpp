@@ -37,7 +37,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   ov.batch = 1;
   ov.layers = 1; // keep a valid import small
   std::string error;
-  auto module = fsdp_import::importConfig(ctx, "/proc/self/fd/" + std::to_string(fd), ov, error);
+  auto module = fsdp_import::importConfig(
+      ctx, "/proc/self/fd/" + std::to_string(fd), ov, error);
   if (module)
     (void)fsdp_import::countParams(*module);
   close(fd);

@@ -27,7 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     done += static_cast<size_t>(n);
   }
   try {
-    auto a = fsdp::run::SafeTensorsArchive::open("/proc/self/fd/" + std::to_string(fd));
+    auto a = fsdp::run::SafeTensorsArchive::open("/proc/self/fd/" +
+                                                 std::to_string(fd));
     std::vector<double> v;
     for (const auto &[name, t] : a.tensors()) {
       int64_t n = t.numel < 4096 ? t.numel : 4096;

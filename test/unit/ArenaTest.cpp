@@ -24,7 +24,7 @@ using namespace fsdp::rt;
 namespace {
 
 #define EXPECT_HAS(haystack, needle)                                           \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos)            \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos)             \
       << "message: " << (haystack)
 
 // x [2, 3] -> relu -> y -> relu -> z, x freed after #0 and y after #1, so x
@@ -112,8 +112,8 @@ TEST(Arena, ZeroFillsReusedSlot) {
   Program p = Program::fromString(s);
   ASSERT_TRUE(p.usesArena());
   HostValues out = p.run({{0, {5, 6, 7, 8, 9, 10}}});
-  EXPECT_EQ(out.at(3), (std::vector<double>{0, 0, 0, 0, 0, 0, 5, 6, 7, 8, 9,
-                                            10}));
+  EXPECT_EQ(out.at(3),
+            (std::vector<double>{0, 0, 0, 0, 0, 0, 5, 6, 7, 8, 9, 10}));
 }
 
 TEST(Arena, GatherOverSmallerRunTimeGroupZeroFillsTail) {
@@ -181,9 +181,11 @@ TEST(Arena, OverlapBetweenIntermediatesIsAnError) {
   // With disjoint offsets the same schedule runs: 1 + 1 = 2 (buffer 3
   // reuses buffer 0's bytes, freed after #0).
   std::string ok = s;
-  std::string from = R"("id": 2, "dtype": "f32", "shape": [2, 3], "arena_offset": 64)";
-  ok.replace(ok.find(from), from.size(),
-             R"("id": 2, "dtype": "f32", "shape": [2, 3], "arena_offset": 128)");
+  std::string from =
+      R"("id": 2, "dtype": "f32", "shape": [2, 3], "arena_offset": 64)";
+  ok.replace(
+      ok.find(from), from.size(),
+      R"("id": 2, "dtype": "f32", "shape": [2, 3], "arena_offset": 128)");
   from = R"("id": 3, "dtype": "f32", "shape": [2, 3], "arena_offset": 128)";
   ok.replace(ok.find(from), from.size(),
              R"("id": 3, "dtype": "f32", "shape": [2, 3], "arena_offset": 0)");
@@ -220,8 +222,8 @@ TEST(Arena, LoadTimeOffsetChecks) {
 }
 
 TEST(Arena, CompilerSchedulesCarryAPlan) {
-  Program p = Program::fromFile(
-      std::string(FSDP_TEST_SCHEDULE_DIR) + "/gpt2_tiny_np1.json");
+  Program p = Program::fromFile(std::string(FSDP_TEST_SCHEDULE_DIR) +
+                                "/gpt2_tiny_np1.json");
   EXPECT_TRUE(p.usesArena());
   EXPECT_GT(p.plannedArenaBytes(), 0);
 }
@@ -250,7 +252,8 @@ std::string sgdState(bool alias, int64_t outOff = 0,
          (alias ? R"(, "aliases": 0)" : "") + R"(}],
     "instructions": [
       {"op": "nn.sgd_update", "operands": [0, 1], "results": [2],
-       "frees": )" + pFrees + R"(, "loc": "s.mlir:2:3"})" + extra + R"(]})";
+       "frees": )" +
+         pFrees + R"(, "loc": "s.mlir:2:3"})" + extra + R"(]})";
 }
 
 std::vector<double> trainState(const Program &p, AllocMode mode) {
@@ -274,7 +277,8 @@ TEST(State, ResidentAndWrittenInPlace) {
     EXPECT_EQ(trainState(inPlace, m), want);
     EXPECT_EQ(trainState(copied, m), want);
   }
-  Executor a(inPlace, fsdp::test::cpuDevice()), b(copied, fsdp::test::cpuDevice());
+  Executor a(inPlace, fsdp::test::cpuDevice()),
+      b(copied, fsdp::test::cpuDevice());
   EXPECT_EQ(a.inPlaceOutputs(), 1);
   EXPECT_EQ(a.copiedOutputs(), 0);
   EXPECT_EQ(b.inPlaceOutputs(), 0);
@@ -318,7 +322,8 @@ TEST(State, InputsPlannedOverEachOtherAreAnError) {
   // The features planned over the resident parameter: the first step
   // stops before any kernel, instead of training on clobbered state.
   std::string text = sgdState(true);
-  std::string from = R"({"id": 1, "dtype": "f32", "shape": [4], "arena_offset": 64})";
+  std::string from =
+      R"({"id": 1, "dtype": "f32", "shape": [4], "arena_offset": 64})";
   ASSERT_NE(text.find(from), std::string::npos);
   text.replace(text.find(from), from.size(),
                R"({"id": 1, "dtype": "f32", "shape": [4], "arena_offset": 0})");

@@ -61,14 +61,24 @@ std::vector<unsigned char> toBytes(const Vec &v, fsdp_dtype t) {
   std::vector<unsigned char> b(v.size() * fsdp_dtype_size(t));
   for (size_t i = 0; i < v.size(); ++i) {
     switch (t) {
-    case FSDP_F32: reinterpret_cast<float *>(b.data())[i] = static_cast<float>(v[i]); break;
-    case FSDP_F64: reinterpret_cast<double *>(b.data())[i] = v[i]; break;
-    case FSDP_BF16:
-      reinterpret_cast<uint16_t *>(b.data())[i] = fsdp::floatToBf16(static_cast<float>(v[i]));
+    case FSDP_F32:
+      reinterpret_cast<float *>(b.data())[i] = static_cast<float>(v[i]);
       break;
-    case FSDP_I32: reinterpret_cast<int32_t *>(b.data())[i] = static_cast<int32_t>(v[i]); break;
-    case FSDP_I64: reinterpret_cast<int64_t *>(b.data())[i] = static_cast<int64_t>(v[i]); break;
-    default: ADD_FAILURE() << "dtype";
+    case FSDP_F64:
+      reinterpret_cast<double *>(b.data())[i] = v[i];
+      break;
+    case FSDP_BF16:
+      reinterpret_cast<uint16_t *>(b.data())[i] =
+          fsdp::floatToBf16(static_cast<float>(v[i]));
+      break;
+    case FSDP_I32:
+      reinterpret_cast<int32_t *>(b.data())[i] = static_cast<int32_t>(v[i]);
+      break;
+    case FSDP_I64:
+      reinterpret_cast<int64_t *>(b.data())[i] = static_cast<int64_t>(v[i]);
+      break;
+    default:
+      ADD_FAILURE() << "dtype";
     }
   }
   return b;
@@ -77,9 +87,11 @@ std::vector<unsigned char> toBytes(const Vec &v, fsdp_dtype t) {
 Vec fromBytes(const std::vector<unsigned char> &b, size_t n, fsdp_dtype t) {
   Vec v(n);
   for (size_t i = 0; i < n; ++i)
-    v[i] = t == FSDP_F32    ? reinterpret_cast<const float *>(b.data())[i]
-           : t == FSDP_F64  ? reinterpret_cast<const double *>(b.data())[i]
-                            : fsdp::bf16ToFloat(reinterpret_cast<const uint16_t *>(b.data())[i]);
+    v[i] = t == FSDP_F32 ? reinterpret_cast<const float *>(b.data())[i]
+           : t == FSDP_F64
+               ? reinterpret_cast<const double *>(b.data())[i]
+               : fsdp::bf16ToFloat(
+                     reinterpret_cast<const uint16_t *>(b.data())[i]);
   return v;
 }
 
@@ -90,8 +102,9 @@ std::vector<Vec> runCase(const Case &c, fsdp_device dev, fsdp_dtype t,
   std::vector<std::unique_ptr<DeviceBuffer>> ins, outs;
   std::vector<void *> ip, op;
   for (size_t i = 0; i < c.inputs.size(); ++i) {
-    fsdp_dtype at = c.inputs[i].kind == Arg::Float ? t
-                    : c.inputs[i].kind == Arg::Index ? FSDP_I32 : FSDP_I64;
+    fsdp_dtype at = c.inputs[i].kind == Arg::Float   ? t
+                    : c.inputs[i].kind == Arg::Index ? FSDP_I32
+                                                     : FSDP_I64;
     std::vector<unsigned char> b = toBytes(inputs[i], at);
     ins.push_back(std::make_unique<DeviceBuffer>(dev, b.size()));
     EXPECT_EQ(fsdp_memcpy(s, ins.back()->p, b.data(), b.size()), FSDP_OK);
@@ -102,8 +115,10 @@ std::vector<Vec> runCase(const Case &c, fsdp_device dev, fsdp_dtype t,
     outs.push_back(std::make_unique<DeviceBuffer>(dev, n * fsdp_dtype_size(t)));
     op.push_back(outs.back()->p);
   }
-  EXPECT_EQ(c.run(s, t, ip, op), FSDP_OK) << c.name << ": " << fsdp_last_error();
-  EXPECT_EQ(fsdp_stream_synchronize(s), FSDP_OK) << c.name << ": " << fsdp_last_error();
+  EXPECT_EQ(c.run(s, t, ip, op), FSDP_OK)
+      << c.name << ": " << fsdp_last_error();
+  EXPECT_EQ(fsdp_stream_synchronize(s), FSDP_OK)
+      << c.name << ": " << fsdp_last_error();
   std::vector<Vec> r;
   for (size_t i = 0; i < c.outputs.size(); ++i) {
     std::vector<unsigned char> b(outs[i]->bytes);
@@ -135,7 +150,8 @@ std::vector<Vec> randomInputs(const Case &c, unsigned seed, bool bf16) {
       else if (a.kind == Arg::Step)
         e = 3;
       else
-        e = bf16 ? fsdp::bf16ToFloat(fsdp::floatToBf16(static_cast<float>(nd(g))))
+        e = bf16 ? fsdp::bf16ToFloat(
+                       fsdp::floatToBf16(static_cast<float>(nd(g))))
                  : nd(g);
     }
     v.push_back(x);
@@ -146,141 +162,225 @@ std::vector<Vec> randomInputs(const Case &c, unsigned seed, bool bf16) {
 const void *in(const std::vector<void *> &v, size_t i) { return v[i]; }
 
 std::vector<Case> cases() {
-  const int64_t M = 6, K = 5, N = 7, B = 2, T = 5, HQ = 4, HKV = 2, D = 4, V = 11;
+  const int64_t M = 6, K = 5, N = 7, B = 2, T = 5, HQ = 4, HKV = 2, D = 4,
+                V = 11;
   std::vector<Case> cs;
   using P = const std::vector<void *> &;
-  cs.push_back({"linear+bias", {{M * K}, {N * K}, {N}}, {M * N},
+  cs.push_back({"linear+bias",
+                {{M * K}, {N * K}, {N}},
+                {M * N},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
-                  return fsdp_linear(s, t, in(i, 0), in(i, 1), in(i, 2), o[0], M, K, N, 0);
+                  return fsdp_linear(s, t, in(i, 0), in(i, 1), in(i, 2), o[0],
+                                     M, K, N, 0);
                 }});
-  cs.push_back({"linear transpose_weight", {{M * K}, {K * N}}, {M * N},
+  cs.push_back({"linear transpose_weight",
+                {{M * K}, {K * N}},
+                {M * N},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
-                  return fsdp_linear(s, t, in(i, 0), in(i, 1), nullptr, o[0], M, K, N, 1);
+                  return fsdp_linear(s, t, in(i, 0), in(i, 1), nullptr, o[0], M,
+                                     K, N, 1);
                 }});
   for (int ta = 0; ta < 2; ++ta)
     for (int tb = 0; tb < 2; ++tb)
-      cs.push_back({"matmul " + std::to_string(ta) + std::to_string(tb), {{M * K}, {K * N}},
+      cs.push_back({"matmul " + std::to_string(ta) + std::to_string(tb),
+                    {{M * K}, {K * N}},
                     {M * N},
                     [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
                       // op(a) [M, K] stored [M, K] or [K, M]; op(b) [K, N]
                       // stored [K, N] or [N, K].
-                      return fsdp_matmul(s, t, in(i, 0), in(i, 1), o[0], ta ? K : M,
-                                         ta ? M : K, tb ? N : K, tb ? K : N, ta, tb);
+                      return fsdp_matmul(s, t, in(i, 0), in(i, 1), o[0],
+                                         ta ? K : M, ta ? M : K, tb ? N : K,
+                                         tb ? K : N, ta, tb);
                     }});
   auto ew = [&](const char *name, int nin, auto fn) {
     std::vector<Arg> a(nin, Arg{M * N});
     cs.push_back({name, a, {M * N}, fn});
   };
-  ew("add", 2, [=](fsdp_stream s, fsdp_dtype t, P i, P o) { return fsdp_add(s, t, in(i, 0), in(i, 1), o[0], M * N); });
-  ew("mul", 2, [=](fsdp_stream s, fsdp_dtype t, P i, P o) { return fsdp_mul(s, t, in(i, 0), in(i, 1), o[0], M * N); });
-  ew("relu", 1, [=](fsdp_stream s, fsdp_dtype t, P i, P o) { return fsdp_relu(s, t, in(i, 0), o[0], M * N); });
-  ew("relu_grad", 2, [=](fsdp_stream s, fsdp_dtype t, P i, P o) { return fsdp_relu_grad(s, t, in(i, 0), in(i, 1), o[0], M * N); });
+  ew("add", 2, [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
+    return fsdp_add(s, t, in(i, 0), in(i, 1), o[0], M * N);
+  });
+  ew("mul", 2, [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
+    return fsdp_mul(s, t, in(i, 0), in(i, 1), o[0], M * N);
+  });
+  ew("relu", 1, [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
+    return fsdp_relu(s, t, in(i, 0), o[0], M * N);
+  });
+  ew("relu_grad", 2, [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
+    return fsdp_relu_grad(s, t, in(i, 0), in(i, 1), o[0], M * N);
+  });
   for (int tanh = 0; tanh < 2; ++tanh) {
-    ew(tanh ? "gelu tanh" : "gelu", 1, [=](fsdp_stream s, fsdp_dtype t, P i, P o) { return fsdp_gelu(s, t, in(i, 0), o[0], M * N, tanh); });
-    ew(tanh ? "gelu_grad tanh" : "gelu_grad", 2, [=](fsdp_stream s, fsdp_dtype t, P i, P o) { return fsdp_gelu_grad(s, t, in(i, 0), in(i, 1), o[0], M * N, tanh); });
+    ew(tanh ? "gelu tanh" : "gelu", 1,
+       [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
+         return fsdp_gelu(s, t, in(i, 0), o[0], M * N, tanh);
+       });
+    ew(tanh ? "gelu_grad tanh" : "gelu_grad", 2,
+       [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
+         return fsdp_gelu_grad(s, t, in(i, 0), in(i, 1), o[0], M * N, tanh);
+       });
   }
-  ew("silu", 1, [=](fsdp_stream s, fsdp_dtype t, P i, P o) { return fsdp_silu(s, t, in(i, 0), o[0], M * N); });
-  ew("silu_grad", 2, [=](fsdp_stream s, fsdp_dtype t, P i, P o) { return fsdp_silu_grad(s, t, in(i, 0), in(i, 1), o[0], M * N); });
-  cs.push_back({"reduce_sum leading", {{B * M * N}}, {N},
+  ew("silu", 1, [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
+    return fsdp_silu(s, t, in(i, 0), o[0], M * N);
+  });
+  ew("silu_grad", 2, [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
+    return fsdp_silu_grad(s, t, in(i, 0), in(i, 1), o[0], M * N);
+  });
+  cs.push_back({"reduce_sum leading",
+                {{B * M * N}},
+                {N},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
                   const int64_t shape[3] = {B, M, N}, axes[2] = {0, 1};
-                  return fsdp_reduce_sum(s, t, in(i, 0), shape, 3, axes, 2, o[0]);
+                  return fsdp_reduce_sum(s, t, in(i, 0), shape, 3, axes, 2,
+                                         o[0]);
                 }});
-  cs.push_back({"reduce_sum middle", {{B * M * N}}, {B * N},
+  cs.push_back({"reduce_sum middle",
+                {{B * M * N}},
+                {B * N},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
                   const int64_t shape[3] = {B, M, N}, axes[1] = {1};
-                  return fsdp_reduce_sum(s, t, in(i, 0), shape, 3, axes, 1, o[0]);
+                  return fsdp_reduce_sum(s, t, in(i, 0), shape, 3, axes, 1,
+                                         o[0]);
                 }});
-  cs.push_back({"broadcast", {{B * N}}, {B * M * N},
+  cs.push_back({"broadcast",
+                {{B * N}},
+                {B * M * N},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
                   const int64_t shape[3] = {B, M, N}, axes[1] = {1};
-                  return fsdp_broadcast(s, t, in(i, 0), shape, 3, axes, 1, o[0]);
+                  return fsdp_broadcast(s, t, in(i, 0), shape, 3, axes, 1,
+                                        o[0]);
                 }});
-  cs.push_back({"cross_entropy", {{M * V}, {M, Arg::Index, V}}, {1},
+  cs.push_back({"cross_entropy",
+                {{M * V}, {M, Arg::Index, V}},
+                {1},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
-                  return fsdp_cross_entropy(s, t, in(i, 0), in(i, 1), FSDP_I32, M, V, o[0]);
+                  return fsdp_cross_entropy(s, t, in(i, 0), in(i, 1), FSDP_I32,
+                                            M, V, o[0]);
                 }});
-  cs.push_back({"cross_entropy_grad", {{M * V}, {M, Arg::Index, V}, {1}}, {M * V},
+  cs.push_back({"cross_entropy_grad",
+                {{M * V}, {M, Arg::Index, V}, {1}},
+                {M * V},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
-                  return fsdp_cross_entropy_grad(s, t, in(i, 0), in(i, 1), FSDP_I32, in(i, 2),
-                                                 o[0], M, V);
+                  return fsdp_cross_entropy_grad(
+                      s, t, in(i, 0), in(i, 1), FSDP_I32, in(i, 2), o[0], M, V);
                 }});
-  cs.push_back({"sgd_update", {{M}, {M}}, {M},
+  cs.push_back({"sgd_update",
+                {{M}, {M}},
+                {M},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
-                  return fsdp_sgd_update(s, t, in(i, 0), in(i, 1), o[0], M, 0.1, 0.01);
-                }, true});
-  cs.push_back({"adamw_update", {{M}, {M}, {M}, {M}, {1, Arg::Step}}, {M, M, M},
+                  return fsdp_sgd_update(s, t, in(i, 0), in(i, 1), o[0], M, 0.1,
+                                         0.01);
+                },
+                true});
+  cs.push_back({"adamw_update",
+                {{M}, {M}, {M}, {M}, {1, Arg::Step}},
+                {M, M, M},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
                   // v must be >= 0: square it on the host side of the case.
-                  return fsdp_adamw_update(s, t, in(i, 0), in(i, 1), in(i, 2), in(i, 3),
-                                           in(i, 4), FSDP_I64, o[0], o[1], o[2], M, 1e-3,
-                                           0.9, 0.999, 1e-8, 0.1);
-                }, true});
-  cs.push_back({"flatten", {{3}, {4}}, {10},
+                  return fsdp_adamw_update(s, t, in(i, 0), in(i, 1), in(i, 2),
+                                           in(i, 3), in(i, 4), FSDP_I64, o[0],
+                                           o[1], o[2], M, 1e-3, 0.9, 0.999,
+                                           1e-8, 0.1);
+                },
+                true});
+  cs.push_back(
+      {"flatten", {{3}, {4}}, {10}, [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
+         const void *parts[2] = {in(i, 0), in(i, 1)};
+         const int64_t n[2] = {3, 4}, off[2] = {5, 0};
+         return fsdp_flatten(s, t, parts, n, off, 2, o[0], 10);
+       }});
+  cs.push_back({"embedding",
+                {{M, Arg::Index, V}, {V * N}},
+                {M * N},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
-                  const void *parts[2] = {in(i, 0), in(i, 1)};
-                  const int64_t n[2] = {3, 4}, off[2] = {5, 0};
-                  return fsdp_flatten(s, t, parts, n, off, 2, o[0], 10);
+                  return fsdp_embedding(s, t, in(i, 0), FSDP_I32, in(i, 1),
+                                        o[0], M, V, N);
                 }});
-  cs.push_back({"embedding", {{M, Arg::Index, V}, {V * N}}, {M * N},
+  cs.push_back({"embedding_grad",
+                {{M, Arg::Index, 3}, {M * N}},
+                {V * N},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
-                  return fsdp_embedding(s, t, in(i, 0), FSDP_I32, in(i, 1), o[0], M, V, N);
+                  return fsdp_embedding_grad(s, t, in(i, 0), FSDP_I32, in(i, 1),
+                                             o[0], M, V, N);
                 }});
-  cs.push_back({"embedding_grad", {{M, Arg::Index, 3}, {M * N}}, {V * N},
+  cs.push_back({"position_embedding",
+                {{B * T * N}, {(T + 2) * N}},
+                {B * T * N},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
-                  return fsdp_embedding_grad(s, t, in(i, 0), FSDP_I32, in(i, 1), o[0], M, V, N);
+                  return fsdp_position_embedding(s, t, in(i, 0), in(i, 1), o[0],
+                                                 B, T, N);
                 }});
-  cs.push_back({"position_embedding", {{B * T * N}, {(T + 2) * N}}, {B * T * N},
+  cs.push_back({"position_embedding_grad",
+                {{B * T * N}},
+                {(T + 2) * N},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
-                  return fsdp_position_embedding(s, t, in(i, 0), in(i, 1), o[0], B, T, N);
+                  return fsdp_position_embedding_grad(s, t, in(i, 0), o[0], B,
+                                                      T, N, T + 2);
                 }});
-  cs.push_back({"position_embedding_grad", {{B * T * N}}, {(T + 2) * N},
+  cs.push_back({"layer_norm",
+                {{M * N}, {N}, {N}},
+                {M * N},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
-                  return fsdp_position_embedding_grad(s, t, in(i, 0), o[0], B, T, N, T + 2);
+                  return fsdp_layer_norm(s, t, in(i, 0), in(i, 1), in(i, 2),
+                                         o[0], M, N, 1e-5);
                 }});
-  cs.push_back({"layer_norm", {{M * N}, {N}, {N}}, {M * N},
+  cs.push_back({"layer_norm_grad",
+                {{M * N}, {N}, {M * N}},
+                {M * N, N, N},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
-                  return fsdp_layer_norm(s, t, in(i, 0), in(i, 1), in(i, 2), o[0], M, N, 1e-5);
+                  return fsdp_layer_norm_grad(s, t, in(i, 0), in(i, 1),
+                                              in(i, 2), o[0], o[1], o[2], M, N,
+                                              1e-5);
                 }});
-  cs.push_back({"layer_norm_grad", {{M * N}, {N}, {M * N}}, {M * N, N, N},
+  cs.push_back({"rms_norm",
+                {{M * N}, {N}},
+                {M * N},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
-                  return fsdp_layer_norm_grad(s, t, in(i, 0), in(i, 1), in(i, 2), o[0], o[1],
-                                              o[2], M, N, 1e-5);
+                  return fsdp_rms_norm(s, t, in(i, 0), in(i, 1), o[0], M, N,
+                                       1e-6);
                 }});
-  cs.push_back({"rms_norm", {{M * N}, {N}}, {M * N},
+  cs.push_back({"rms_norm_grad",
+                {{M * N}, {N}, {M * N}},
+                {M * N, N},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
-                  return fsdp_rms_norm(s, t, in(i, 0), in(i, 1), o[0], M, N, 1e-6);
-                }});
-  cs.push_back({"rms_norm_grad", {{M * N}, {N}, {M * N}}, {M * N, N},
-                [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
-                  return fsdp_rms_norm_grad(s, t, in(i, 0), in(i, 1), in(i, 2), o[0], o[1], M,
-                                            N, 1e-6);
+                  return fsdp_rms_norm_grad(s, t, in(i, 0), in(i, 1), in(i, 2),
+                                            o[0], o[1], M, N, 1e-6);
                 }});
   for (int inv = 0; inv < 2; ++inv)
-    cs.push_back({inv ? "rope inverse" : "rope", {{B * T * HQ * D}}, {B * T * HQ * D},
+    cs.push_back({inv ? "rope inverse" : "rope",
+                  {{B * T * HQ * D}},
+                  {B * T * HQ * D},
                   [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
-                    return fsdp_rope(s, t, in(i, 0), o[0], B, T, HQ, D, 10000.0, inv);
+                    return fsdp_rope(s, t, in(i, 0), o[0], B, T, HQ, D, 10000.0,
+                                     inv);
                   }});
-  cs.push_back({"attention GQA", {{B * T * HQ * D}, {B * T * HKV * D}, {B * T * HKV * D}},
+  cs.push_back({"attention GQA",
+                {{B * T * HQ * D}, {B * T * HKV * D}, {B * T * HKV * D}},
                 {B * T * HQ * D},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
-                  return fsdp_attention(s, t, in(i, 0), in(i, 1), in(i, 2), o[0], B, T, HQ,
-                                        HKV, D);
+                  return fsdp_attention(s, t, in(i, 0), in(i, 1), in(i, 2),
+                                        o[0], B, T, HQ, HKV, D);
                 }});
   cs.push_back({"attention_grad GQA",
-                {{B * T * HQ * D}, {B * T * HKV * D}, {B * T * HKV * D}, {B * T * HQ * D}},
+                {{B * T * HQ * D},
+                 {B * T * HKV * D},
+                 {B * T * HKV * D},
+                 {B * T * HQ * D}},
                 {B * T * HQ * D, B * T * HKV * D, B * T * HKV * D},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
-                  return fsdp_attention_grad(s, t, in(i, 0), in(i, 1), in(i, 2), in(i, 3),
-                                             o[0], o[1], o[2], B, T, HQ, HKV, D);
+                  return fsdp_attention_grad(s, t, in(i, 0), in(i, 1), in(i, 2),
+                                             in(i, 3), o[0], o[1], o[2], B, T,
+                                             HQ, HKV, D);
                 }});
-  cs.push_back({"split", {{B * 6 * 3}}, {B * 1 * 3, B * 5 * 3},
+  cs.push_back({"split",
+                {{B * 6 * 3}},
+                {B * 1 * 3, B * 5 * 3},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
                   void *outs[2] = {o[0], o[1]};
                   const int64_t sizes[2] = {1, 5};
                   return fsdp_split(s, t, in(i, 0), outs, sizes, 2, B, 3);
                 }});
-  cs.push_back({"concat", {{B * 1 * 3}, {B * 5 * 3}}, {B * 6 * 3},
+  cs.push_back({"concat",
+                {{B * 1 * 3}, {B * 5 * 3}},
+                {B * 6 * 3},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
                   const void *ins[2] = {in(i, 0), in(i, 1)};
                   const int64_t sizes[2] = {1, 5};
@@ -323,11 +423,15 @@ TEST(DriverParity, CpuF32AndBf16AgainstF64) {
         continue;
       std::vector<Vec> in = randomInputs(c, 7, t == FSDP_BF16);
       fixInputs(c, in);
-      std::vector<Vec> ref = runCase(c, cpu, FSDP_F64, in), got = runCase(c, cpu, t, in);
+      std::vector<Vec> ref = runCase(c, cpu, FSDP_F64, in),
+                       got = runCase(c, cpu, t, in);
       for (size_t k = 0; k < ref.size(); ++k) {
-        if (std::getenv("FSDP_PARITY_PRINT")) std::printf("%-28s %zu %s %.3g\n", c.name.c_str(), k, t == FSDP_F32 ? "f32" : "bf16", relErr(got[k], ref[k]));
+        if (std::getenv("FSDP_PARITY_PRINT"))
+          std::printf("%-28s %zu %s %.3g\n", c.name.c_str(), k,
+                      t == FSDP_F32 ? "f32" : "bf16", relErr(got[k], ref[k]));
         EXPECT_LE(relErr(got[k], ref[k]), t == FSDP_F32 ? 1e-5 : 1e-2)
-            << c.name << " output " << k << " in " << (t == FSDP_F32 ? "f32" : "bf16");
+            << c.name << " output " << k << " in "
+            << (t == FSDP_F32 ? "f32" : "bf16");
       }
     }
   }
@@ -345,7 +449,8 @@ TEST(DriverParity, CudaAgainstCpu) {
         continue;
       std::vector<Vec> in = randomInputs(c, 11, t == FSDP_BF16);
       fixInputs(c, in);
-      std::vector<Vec> ref = runCase(c, cpu, t, in), got = runCase(c, gpu, t, in);
+      std::vector<Vec> ref = runCase(c, cpu, t, in),
+                       got = runCase(c, gpu, t, in);
       for (size_t k = 0; k < ref.size(); ++k)
         EXPECT_LE(relErr(got[k], ref[k]), t == FSDP_BF16 ? 1e-2 : 1e-5)
             << c.name << " output " << k << " dtype " << t;
@@ -358,15 +463,17 @@ TEST(DriverParity, CudaDataErrorsSurfaceAtSynchronize) {
   if (!gpu)
     GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
   fsdp_stream s = fsdp_device_stream(gpu, FSDP_STREAM_COMPUTE);
-  DeviceBuffer logits(gpu, 4 * 3 * sizeof(float)), labels(gpu, 4 * sizeof(int32_t)),
-      loss(gpu, sizeof(float));
+  DeviceBuffer logits(gpu, 4 * 3 * sizeof(float)),
+      labels(gpu, 4 * sizeof(int32_t)), loss(gpu, sizeof(float));
   int32_t lab[4] = {0, 1, 7, 2};
   ASSERT_EQ(fsdp_memset_zero(s, logits.p, logits.bytes), FSDP_OK);
   ASSERT_EQ(fsdp_memcpy(s, labels.p, lab, sizeof lab), FSDP_OK);
-  ASSERT_EQ(fsdp_cross_entropy(s, FSDP_F32, logits.p, labels.p, FSDP_I32, 4, 3, loss.p),
+  ASSERT_EQ(fsdp_cross_entropy(s, FSDP_F32, logits.p, labels.p, FSDP_I32, 4, 3,
+                               loss.p),
             FSDP_OK); // asynchronous: the error comes later
   EXPECT_EQ(fsdp_stream_synchronize(s), FSDP_ERR_DATA);
-  EXPECT_NE(std::string(fsdp_last_error()).find("label 7 at position 2 is outside [0, 3)"),
+  EXPECT_NE(std::string(fsdp_last_error())
+                .find("label 7 at position 2 is outside [0, 3)"),
             std::string::npos)
       << fsdp_last_error();
   EXPECT_EQ(fsdp_stream_synchronize(s), FSDP_OK); // reported once

@@ -182,24 +182,25 @@ double gradCheck(const char *src, const Options &opt = {}) {
         p[i] = saved + delta;
         return lossAt(inputs);
       };
-      double numeric = (-at(2 * kStep) + 8 * at(kStep) - 8 * at(-kStep) +
-                        at(-2 * kStep)) /
-                       (12 * kStep);
+      double numeric =
+          (-at(2 * kStep) + 8 * at(kStep) - 8 * at(-kStep) + at(-2 * kStep)) /
+          (12 * kStep);
       p[i] = saved;
       double a = analytic[i];
       // Below |a| + |numeric| = 1e-5 the error is judged absolutely (to
       // 1e-11), above the rounding of the difference quotient (~1e-12·|f|).
       double rel = std::fabs(a - numeric) /
                    std::max(1e-5, std::fabs(a) + std::fabs(numeric));
-      EXPECT_LT(rel, kTolerance) << "d loss / d " << fqn << "[" << i
-                                 << "]: analytic " << a << ", numeric "
-                                 << numeric;
+      EXPECT_LT(rel, kTolerance)
+          << "d loss / d " << fqn << "[" << i << "]: analytic " << a
+          << ", numeric " << numeric;
       worstHere = std::max(worstHere, rel);
     }
     worst = std::max(worst, worstHere);
   }
   // Recorded in the test log (and in the XML report as a property).
-  ::testing::Test::RecordProperty("worst_relative_error", std::to_string(worst));
+  ::testing::Test::RecordProperty("worst_relative_error",
+                                  std::to_string(worst));
   std::printf("[ gradcheck ] %s: worst relative error %.3e\n",
               ::testing::UnitTest::GetInstance()->current_test_info()->name(),
               worst);
@@ -745,8 +746,9 @@ func.func @forward(%w: tensor<3x5xf64> {nn.param = "w"},
   pm.addPass(mlir::fsdp::createFSDPAutodiff());
   EXPECT_TRUE(mlir::failed(pm.run(*module)));
   ASSERT_EQ(errors.size(), 1u);
-  EXPECT_NE(errors[0].find("the loss does not depend on any trainable parameter"),
-            std::string::npos)
+  EXPECT_NE(
+      errors[0].find("the loss does not depend on any trainable parameter"),
+      std::string::npos)
       << errors[0];
 }
 

@@ -7,8 +7,8 @@
 // load-time dtype errors, and peak bytes that leave out the f32 scratch.
 //
 //===----------------------------------------------------------------------===//
-#include "TestDevice.h"
 #include "fsdp/Half.h"
+#include "TestDevice.h"
 #include "fsdp/Interpreter.h"
 #include "fsdp/runtime.h"
 
@@ -84,9 +84,9 @@ TEST(Half, F16RoundsToNearestEven) {
   EXPECT_EQ(hf(std::ldexp(1.0f, -25)), 0x0000);
   EXPECT_EQ(hf(-std::ldexp(1.0f, -25)), 0x8000);
   EXPECT_EQ(hf(std::ldexp(1.5f, -25)), 0x0001);
-  EXPECT_EQ(hf(std::ldexp(3.0f, -25)), 0x0002); // 1.5 units: tie, odd -> up
-  EXPECT_EQ(hf(std::ldexp(5.0f, -25)), 0x0002); // 2.5 units: tie -> even 2
-  EXPECT_EQ(hf(std::ldexp(1.0f, -14)), 0x0400); // smallest normal
+  EXPECT_EQ(hf(std::ldexp(3.0f, -25)), 0x0002);    // 1.5 units: tie, odd -> up
+  EXPECT_EQ(hf(std::ldexp(5.0f, -25)), 0x0002);    // 2.5 units: tie -> even 2
+  EXPECT_EQ(hf(std::ldexp(1.0f, -14)), 0x0400);    // smallest normal
   EXPECT_EQ(hf(std::ldexp(1023.5f, -24)), 0x0400); // rounds up into normal
   EXPECT_EQ(hf(bitsFloat(0x00000001u)), 0x0000);
   // NaN.
@@ -149,11 +149,14 @@ std::string oneOp(const std::string &op, const std::string &in,
                   const std::string &out, const std::string &operands = "[0]") {
   return R"({"format": "fsdp-schedule", "version": 2, "world_size": 1,
     "units": [], "buffers": [
-      {"id": 0, "dtype": ")" + in + R"(", "shape": [2, 3]},
-      {"id": 1, "dtype": ")" + out + R"(", "shape": [2, 3]}],
+      {"id": 0, "dtype": ")" +
+         in + R"(", "shape": [2, 3]},
+      {"id": 1, "dtype": ")" +
+         out + R"(", "shape": [2, 3]}],
     "inputs": [{"buffer": 0, "role": "features", "global_shape": [2, 3]}],
     "outputs": [{"buffer": 1, "role": "output"}],
-    "instructions": [{"op": ")" + op + R"(", "operands": )" + operands +
+    "instructions": [{"op": ")" +
+         op + R"(", "operands": )" + operands +
          R"(, "results": [1], "frees": [0]}]})";
 }
 
@@ -167,12 +170,13 @@ TEST(Half, CastKernel) {
   EXPECT_EQ(out.at(1)[1], bf16ToFloat(0x3F82));
   EXPECT_EQ(out.at(1)[2], 65536.0);
   EXPECT_EQ(out.at(1)[3], -std::ldexp(1.0, -133)); // ~1.09 subnormal units
-  EXPECT_TRUE(std::isinf(out.at(1)[5])); // 1e39 is inf already in f32
+  EXPECT_TRUE(std::isinf(out.at(1)[5]));           // 1e39 is inf already in f32
   EXPECT_EQ(p.lastPeakBytes(), 24 + 12);
   // f32 -> f16: 65520 overflows to inf.
   Program q = Program::fromString(oneOp("nn.cast", "f32", "f16"));
-  out = q.run({{0, {1.0, 65504.0, 65520.0, -2.5, std::ldexp(1.0, -25),
-                    std::ldexp(3.0, -25)}}});
+  out = q.run({{0,
+                {1.0, 65504.0, 65520.0, -2.5, std::ldexp(1.0, -25),
+                 std::ldexp(3.0, -25)}}});
   EXPECT_EQ(out.at(1)[1], 65504.0);
   EXPECT_TRUE(std::isinf(out.at(1)[2]));
   EXPECT_EQ(out.at(1)[4], 0.0);

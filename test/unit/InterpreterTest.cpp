@@ -7,8 +7,8 @@
 // check of the whole step (SGD schedule, f64) against finite differences.
 //
 //===----------------------------------------------------------------------===//
-#include "TestDevice.h"
 #include "fsdp/Interpreter.h"
+#include "TestDevice.h"
 #include "fsdp/runtime.h"
 
 #include <gtest/gtest.h>
@@ -29,11 +29,13 @@ std::string tiny(const std::string &op = "nn.relu",
   return R"({"format": "fsdp-schedule", "version": )" +
          std::to_string(version) + R"(, "world_size": )" +
          std::to_string(worldSize) + R"(, "units": [],
-    "buffers": [{"id": 0, "dtype": ")" + dtype + R"(", "shape": [2, 3]},
+    "buffers": [{"id": 0, "dtype": ")" +
+         dtype + R"(", "shape": [2, 3]},
                 {"id": 1, "dtype": "f32", "shape": [2, 3]}],
     "inputs": [{"buffer": 0, "role": "features", "global_shape": [2, 3]}],
     "outputs": [{"buffer": 1, "role": "output"}],
-    "instructions": [{"op": ")" + op + R"(", "operands": )" + operands +
+    "instructions": [{"op": ")" +
+         op + R"(", "operands": )" + operands +
          R"(, "results": [1], "loc": "tiny.mlir:4:7", "frees": [0]}]})";
 }
 
@@ -47,7 +49,7 @@ std::string errorOf(const std::string &text, bool checkWorld = true) {
 }
 
 #define EXPECT_HAS(haystack, needle)                                           \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos)            \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos)             \
       << "message: " << (haystack)
 
 TEST(Interpreter, RunsTinySchedule) {
@@ -56,7 +58,9 @@ TEST(Interpreter, RunsTinySchedule) {
   EXPECT_EQ(out.at(1), (std::vector<double>{0, 2, 0, 4, 0, 0.5}));
   EXPECT_EQ(p.lastPeakBytes(), 48); // input and result, 24 bytes each
   EXPECT_EQ(fsdp::test::allocationsLeft([&] {
-              EXPECT_EQ(fsdp::test::stepOnTestDevice(p, {{0, {1, 2, 3, 4, 5, 6}}}), "");
+              EXPECT_EQ(
+                  fsdp::test::stepOnTestDevice(p, {{0, {1, 2, 3, 4, 5, 6}}}),
+                  "");
             }),
             0);
 }
@@ -209,11 +213,14 @@ TEST(Interpreter, WholeStepGradientCheck) {
   HostValues in = linearInputs(p);
   int64_t lossId = -1, paramOut = -1, paramIn = -1;
   for (const IoDesc &io : p.outputs()) {
-    if (io.role == "loss") lossId = io.buffer;
-    if (io.role == "param") paramOut = io.buffer;
+    if (io.role == "loss")
+      lossId = io.buffer;
+    if (io.role == "param")
+      paramOut = io.buffer;
   }
   for (const IoDesc &io : p.inputs())
-    if (io.role == "param") paramIn = io.buffer;
+    if (io.role == "param")
+      paramIn = io.buffer;
   HostValues out = p.run(in);
   const double lr = 0.5, h = 1e-6;
   const auto &p0 = in.at(paramIn), &p1 = out.at(paramOut);
@@ -221,8 +228,8 @@ TEST(Interpreter, WholeStepGradientCheck) {
     HostValues plus = in, minus = in;
     plus[paramIn][i] += h;
     minus[paramIn][i] -= h;
-    double fd = (p.run(plus).at(lossId)[0] - p.run(minus).at(lossId)[0]) /
-                (2 * h);
+    double fd =
+        (p.run(plus).at(lossId)[0] - p.run(minus).at(lossId)[0]) / (2 * h);
     EXPECT_NEAR((p0[i] - p1[i]) / lr, fd, 1e-7) << "parameter element " << i;
   }
 }
@@ -233,15 +240,16 @@ namespace {
 
 // y = embedding(tokens [2, 3] i32, table [V=4, C=2] f32), then attention over
 // y as q, k and v; for the transformer-op checks below.
-std::string embedSchedule(const std::string &attentionAttrs =
-                              R"("num_heads": 2, "num_kv_heads": 1)",
-                          const std::string &kvShape = "[2, 3, 1]") {
+std::string embedSchedule(
+    const std::string &attentionAttrs = R"("num_heads": 2, "num_kv_heads": 1)",
+    const std::string &kvShape = "[2, 3, 1]") {
   return R"({"format": "fsdp-schedule", "version": 2, "world_size": 1,
     "units": [],
     "buffers": [{"id": 0, "dtype": "i32", "shape": [2, 3]},
                 {"id": 1, "dtype": "f32", "shape": [4, 2], "class": "param"},
                 {"id": 2, "dtype": "f32", "shape": [2, 3, 2]},
-                {"id": 3, "dtype": "f32", "shape": )" + kvShape + R"(},
+                {"id": 3, "dtype": "f32", "shape": )" +
+         kvShape + R"(},
                 {"id": 4, "dtype": "f32", "shape": [2, 3, 2]}],
     "inputs": [{"buffer": 0, "role": "tokens", "global_shape": [2, 3]},
                {"buffer": 1, "role": "param", "fqn": "wte"}],
@@ -252,7 +260,8 @@ std::string embedSchedule(const std::string &attentionAttrs =
       {"op": "nn.split", "operands": [2], "results": [3, 3],
        "attrs": {"axis": -1, "sizes": [1, 1]}, "loc": "gpt.mlir:4:9"},
       {"op": "nn.attention", "operands": [2, 3, 3], "results": [4],
-       "attrs": {)" + attentionAttrs + R"(}, "loc": "gpt.mlir:5:9"}]})";
+       "attrs": {)" +
+         attentionAttrs + R"(}, "loc": "gpt.mlir:5:9"}]})";
 }
 
 } // namespace
@@ -272,11 +281,12 @@ TEST(Interpreter, EmbeddingIndexOutOfRangeIsAnError) {
 }
 
 TEST(Interpreter, TransformerOpValidation) {
-  std::string m = errorOf(embedSchedule(R"("num_heads": 3, "num_kv_heads": 2)"));
+  std::string m =
+      errorOf(embedSchedule(R"("num_heads": 3, "num_kv_heads": 2)"));
   EXPECT_HAS(m, "'nn.attention' (gpt.mlir:5:9): num_heads 3 must be a "
                 "positive multiple of num_kv_heads 2");
-  m = errorOf(embedSchedule(R"("num_heads": 2, "num_kv_heads": 1)",
-                            "[2, 3, 2]"));
+  m = errorOf(
+      embedSchedule(R"("num_heads": 2, "num_kv_heads": 1)", "[2, 3, 2]"));
   EXPECT_HAS(m, "'nn.split' (gpt.mlir:4:9): piece 3 [2, 3, 2] should be "
                 "[2, 3, 1]");
   m = errorOf(embedSchedule(R"("num_heads": 2)"));

@@ -1,10 +1,10 @@
 //===- RuntimeKernelsTest.cpp - Tests of the runtime's CPU kernels --------===//
 //
-// Every kernel of the cpu driver (runtime/lib/cpu/Kernels.h), for float and double, against a naive
-// double-precision reference on small random shapes that are not multiples of
-// anything; the AdamW step against a hand-computed two-step example; the
-// cross-entropy and GELU gradients against central finite differences; and
-// the C API's byte accounting and single-process collectives.
+// Every kernel of the cpu driver (runtime/lib/cpu/Kernels.h), for float and
+// double, against a naive double-precision reference on small random shapes
+// that are not multiples of anything; the AdamW step against a hand-computed
+// two-step example; the cross-entropy and GELU gradients against central finite
+// differences; and the C API's byte accounting and single-process collectives.
 //
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
@@ -94,9 +94,9 @@ TYPED_TEST(KernelTest, MatmulAllTransposes) {
       expectNear(c, ref, 10 * tol<T>());
     }
   std::vector<T> a(6), b(6), c(4);
-  EXPECT_THROW(cpu::matmul<T>(a.data(), b.data(), c.data(), 2, 3, 2, 3, false,
-                              false),
-               std::invalid_argument);
+  EXPECT_THROW(
+      cpu::matmul<T>(a.data(), b.data(), c.data(), 2, 3, 2, 3, false, false),
+      std::invalid_argument);
 }
 
 TYPED_TEST(KernelTest, Elementwise) {
@@ -211,8 +211,9 @@ TYPED_TEST(KernelTest, CrossEntropyMatchesNaive) {
   // Stability: huge logits give a finite, exact loss.
   std::vector<T> big = {T(1000), T(0), T(-1000)};
   std::vector<int64_t> l1 = {1};
-  EXPECT_NEAR(double(cpu::crossEntropy<T, int64_t>(big.data(), l1.data(), 1, 3)),
-              1000.0, 1e-3);
+  EXPECT_NEAR(
+      double(cpu::crossEntropy<T, int64_t>(big.data(), l1.data(), 1, 3)),
+      1000.0, 1e-3);
 
   // Labels out of range are errors, not crashes.
   std::vector<int32_t> bad = labels;
@@ -295,9 +296,9 @@ TYPED_TEST(KernelTest, Flatten) {
   std::fill(flat.begin(), flat.end(), T(7));
   cpu::flatten<T>({a.data(), b.data()}, {3, 2}, {5, 0}, flat.data(), 9);
   expectNear(flat, {4, 5, 0, 0, 0, 1, 2, 3, 0}, 0);
-  EXPECT_THROW(cpu::flatten<T>({a.data(), b.data()}, {3, 2}, {0, 8},
-                               flat.data(), 9),
-               std::out_of_range);
+  EXPECT_THROW(
+      cpu::flatten<T>({a.data(), b.data()}, {3, 2}, {0, 8}, flat.data(), 9),
+      std::out_of_range);
 }
 
 TEST(RuntimeCApi, DeviceMemoryAndAllocatorStatistics) {
@@ -356,8 +357,9 @@ TEST(RuntimeCApi, SingleProcessCollectives) {
   fsdp_device_reset_stats(fsdp::test::cpuDevice());
   std::vector<float> shard = {1, 2, 3}, full(3);
   fsdp_event e = nullptr;
-  ASSERT_EQ(fsdp_all_gather_start(w, shard.data(), full.data(), 3, FSDP_F32, &e),
-            FSDP_OK);
+  ASSERT_EQ(
+      fsdp_all_gather_start(w, shard.data(), full.data(), 3, FSDP_F32, &e),
+      FSDP_OK);
   int done = 0;
   ASSERT_EQ(fsdp_event_query(e, &done), FSDP_OK);
   EXPECT_EQ(done, 1);

@@ -24,7 +24,7 @@ using namespace fsdp::rt;
 namespace {
 
 #define EXPECT_HAS(haystack, needle)                                           \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos)            \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos)             \
       << "message: " << (haystack)
 
 std::string errorOf(const std::string &text, bool checkWorld = false) {
@@ -56,8 +56,10 @@ std::string sched(int world, const std::string &header, const std::string &op,
     "inputs": [{"buffer": 0, "role": "param", "unit": "u", "layout": ")" +
          layout + R"("}],
     "outputs": [{"buffer": 1, "role": "output"}],
-    "instructions": [{"op": ")" + op + R"(", "operands": [0], "results": [1],
-                      "attrs": )" + attrs + R"(, "loc": "s.mlir:1:1"}]})";
+    "instructions": [{"op": ")" +
+         op + R"(", "operands": [0], "results": [1],
+                      "attrs": )" +
+         attrs + R"(, "loc": "s.mlir:1:1"}]})";
 }
 
 TEST(Strategy, DefaultsAreFullShardOverTheWorld) {
@@ -94,9 +96,9 @@ TEST(Strategy, HybridGridSizesGroups) {
 }
 
 TEST(Strategy, GridErrors) {
-  std::string e = errorOf(sched(
-      4, R"(, "grid": {"replicas": 3, "shard_size": 2})", "fsdp.all_gather",
-      "{}", 3, 6, 6, 3));
+  std::string e =
+      errorOf(sched(4, R"(, "grid": {"replicas": 3, "shard_size": 2})",
+                    "fsdp.all_gather", "{}", 3, 6, 6, 3));
   EXPECT_HAS(e, "grid: replicas 3 x shard_size 2 = 6 does not equal "
                 "world_size 4");
   e = errorOf(sched(2, R"(, "grid": {"replicas": 2, "shard_size": 0})",
@@ -113,25 +115,25 @@ TEST(Strategy, GridErrors) {
 }
 
 TEST(Strategy, GroupErrors) {
-  std::string e = errorOf(sched(2, "", "fsdp.all_gather",
-                                R"({"group": "pod"})", 3, 6, 6, 3));
+  std::string e = errorOf(
+      sched(2, "", "fsdp.all_gather", R"({"group": "pod"})", 3, 6, 6, 3));
   EXPECT_HAS(e, "instruction #0 (s.mlir:1:1) 'fsdp.all_gather': unknown "
                 "group 'pod' (supported: world, shard, replicate)");
   std::string h = R"(, "grid": {"replicas": 2, "shard_size": 2})";
   // Over the replicate group (size 2) of a world of 4 the full size is 2·3.
-  e = errorOf(sched(4, h, "fsdp.reduce_scatter", R"({"group": "world"})", 6,
-                    3, 6, 3, "full"));
-  EXPECT_HAS(e, "expected shard 3 x world group size 4");
-  e = errorOf(sched(4, h, "fsdp.local_shard", R"({"group": "shard"})", 6, 2,
+  e = errorOf(sched(4, h, "fsdp.reduce_scatter", R"({"group": "world"})", 6, 3,
                     6, 3, "full"));
+  EXPECT_HAS(e, "expected shard 3 x world group size 4");
+  e = errorOf(sched(4, h, "fsdp.local_shard", R"({"group": "shard"})", 6, 2, 6,
+                    3, "full"));
   EXPECT_HAS(e, "expected the result's 2 x shard group size 2");
   e = errorOf(sched(4, h, "fsdp.all_reduce", "{}", 3, 2, 6, 3));
   EXPECT_HAS(e, "differ in size");
 }
 
 TEST(Strategy, LayoutErrors) {
-  std::string e = errorOf(sched(2, "", "fsdp.all_gather", "{}", 3, 6, 6, 3,
-                                "full"));
+  std::string e =
+      errorOf(sched(2, "", "fsdp.all_gather", "{}", 3, 6, 6, 3, "full"));
   EXPECT_HAS(e, "does not hold unit 'u' full padded buffer of 6 f64");
   e = errorOf(sched(2, "", "fsdp.all_gather", "{}", 3, 6, 6, 3, "rows"));
   EXPECT_HAS(e, "unknown layout 'rows' (supported: shard, full)");
@@ -140,9 +142,9 @@ TEST(Strategy, LayoutErrors) {
 TEST(Strategy, LocalShardAndAllReduceOnOneRank) {
   // World 1: the rank's slice is everything, the all-reduce is a copy
   // (avg divides by G = 1) and no bytes are sent.
-  Program ls = Program::fromString(
-      sched(1, R"(, "strategy": "shard-optimizer")", "fsdp.local_shard", "{}",
-            6, 6, 6, 6, "full"));
+  Program ls =
+      Program::fromString(sched(1, R"(, "strategy": "shard-optimizer")",
+                                "fsdp.local_shard", "{}", 6, 6, 6, 6, "full"));
   HostValues out = ls.run({{0, {1, 2, 3, 4, 5, 6}}});
   EXPECT_EQ(out.at(1), (std::vector<double>{1, 2, 3, 4, 5, 6}));
   Program ar = Program::fromString(
@@ -173,14 +175,14 @@ TEST(Strategy, CApiChannelsWithoutMpi) {
   EXPECT_NE(fsdp_channel_split(w, -1, 0, &shard), FSDP_OK);
   double in[3] = {1, 2, 3}, out[3] = {0, 0, 0};
   fsdp_event h = nullptr;
-  ASSERT_EQ(fsdp_all_reduce_start(repl, in, out, 3, FSDP_F64,
-                                  FSDP_REDUCE_AVG, &h),
-            FSDP_OK);
+  ASSERT_EQ(
+      fsdp_all_reduce_start(repl, in, out, 3, FSDP_F64, FSDP_REDUCE_AVG, &h),
+      FSDP_OK);
   ASSERT_EQ(fsdp_wait(h), FSDP_OK);
   EXPECT_EQ(out[2], 3.0);
-  EXPECT_NE(fsdp_all_reduce_start(nullptr, in, out, 3, FSDP_F64,
-                                  FSDP_REDUCE_SUM, &h),
-            FSDP_OK);
+  EXPECT_NE(
+      fsdp_all_reduce_start(nullptr, in, out, 3, FSDP_F64, FSDP_REDUCE_SUM, &h),
+      FSDP_OK);
   EXPECT_HAS(fsdp_last_error(), "invalid argument");
   int32_t iv[2] = {1, 2}, io[2];
   EXPECT_NE(fsdp_all_reduce_start(w, iv, io, 2, FSDP_I32, FSDP_REDUCE_AVG, &h),

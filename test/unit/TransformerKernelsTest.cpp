@@ -9,9 +9,9 @@
 // keep files small).
 //
 //===----------------------------------------------------------------------===//
+#include "TransformerKernels.h"
 #include "Kernels.h"
 #include "TestDevice.h"
-#include "TransformerKernels.h"
 #include "fsdp/kernels.h"
 
 #include <gtest/gtest.h>
@@ -116,7 +116,8 @@ TYPED_TEST(TransformerKernelTest, EmbeddingAndGrad) {
   Vec table = rounded<T>(vocab * dim, 4), dy = rounded<T>(n * dim, 5);
   std::vector<T> tt = cast<T>(table), y(n * dim), y64(n * dim);
   cpu::embedding<T, int32_t>(idx.data(), tt.data(), y.data(), n, vocab, dim);
-  cpu::embedding<T, int64_t>(idx64.data(), tt.data(), y64.data(), n, vocab, dim);
+  cpu::embedding<T, int64_t>(idx64.data(), tt.data(), y64.data(), n, vocab,
+                             dim);
   Vec ref(n * dim), dref(vocab * dim, 0.0);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t c = 0; c < dim; ++c) {
@@ -169,7 +170,8 @@ Vec layerNormRef(const Vec &x, const Vec &w, const Vec &b, int64_t rows,
     for (int64_t c = 0; c < dim; ++c)
       var += (x[r * dim + c] - mu) * (x[r * dim + c] - mu) / dim;
     for (int64_t c = 0; c < dim; ++c)
-      y[r * dim + c] = (x[r * dim + c] - mu) / std::sqrt(var + eps) * w[c] + b[c];
+      y[r * dim + c] =
+          (x[r * dim + c] - mu) / std::sqrt(var + eps) * w[c] + b[c];
   }
   return y;
 }
@@ -265,8 +267,8 @@ TYPED_TEST(TransformerKernelTest, RopeAndInverse) {
 }
 
 /// Naive causal GQA attention in double.
-Vec attentionRef(const Vec &q, const Vec &k, const Vec &v, int64_t b,
-                 int64_t t, int64_t hq, int64_t hkv, int64_t d) {
+Vec attentionRef(const Vec &q, const Vec &k, const Vec &v, int64_t b, int64_t t,
+                 int64_t hq, int64_t hkv, int64_t d) {
   Vec o(b * t * hq * d, 0.0);
   for (int64_t i = 0; i < b; ++i)
     for (int64_t h = 0; h < hq; ++h) {
@@ -295,7 +297,9 @@ Vec attentionRef(const Vec &q, const Vec &k, const Vec &v, int64_t b,
 
 TYPED_TEST(TransformerKernelTest, AttentionAndGrad) {
   using T = TypeParam;
-  struct Case { int64_t hq, hkv; };
+  struct Case {
+    int64_t hq, hkv;
+  };
   for (Case cs : {Case{4, 2}, Case{2, 2}, Case{3, 1}}) {
     const int64_t b = 2, t = 5, d = 3;
     SCOPED_TRACE(testing::Message() << "Hq=" << cs.hq << " Hkv=" << cs.hkv);
@@ -306,8 +310,8 @@ TYPED_TEST(TransformerKernelTest, AttentionAndGrad) {
                    dot = cast<T>(dout), o(nq), dq(nq), dk(nk), dv(nk);
     cpu::attention<T>(qt.data(), kt.data(), vt.data(), o.data(), b, t, cs.hq,
                       cs.hkv, d);
-    expectNear(o, attentionRef(q, k, v, b, t, cs.hq, cs.hkv, d),
-               10 * tol<T>(), "o");
+    expectNear(o, attentionRef(q, k, v, b, t, cs.hq, cs.hkv, d), 10 * tol<T>(),
+               "o");
     cpu::attentionGrad<T>(qt.data(), kt.data(), vt.data(), dot.data(),
                           dq.data(), dk.data(), dv.data(), b, t, cs.hq, cs.hkv,
                           d);

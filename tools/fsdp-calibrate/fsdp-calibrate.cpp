@@ -19,8 +19,8 @@
 //
 // * Kernels are the runtime's own, called through their entry points
 //   (fsdp/kernels.h) on a "cpu" device as the interpreter calls them (the cpu
-//   driver: OpenBLAS GEMM for linear/matmul, C++ loops for the rest) at the shapes of
-//   one rank's share of a GPT-2 block (defaults: the main job,
+//   driver: OpenBLAS GEMM for linear/matmul, C++ loops for the rest) at the
+//   shapes of one rank's share of a GPT-2 block (defaults: the main job,
 //   tools/scripts/run-main.sh, at 4 ranks: M = 4·64 = 256 rows, hidden H =
 //   128, 4 heads, sequence 64, MLP 4H, vocabulary 256). FLOPs and bytes are
 //   counted as dialects/nn/NNCost.cpp counts them (2·M·K·N (+ M·N bias) per
@@ -103,16 +103,16 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <map>
 #include <cstdio>
 #include <cstdlib>
-#include <sys/stat.h>
 #include <cstring>
 #include <ctime>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
 
@@ -198,11 +198,12 @@ Options parseArgs(int argc, char **argv) {
     }
   }
   if (o.rows % o.seq)
-    usageError("--rows (" + std::to_string(o.rows) + ") must be a multiple of --seq (" +
-               std::to_string(o.seq) + ")");
+    usageError("--rows (" + std::to_string(o.rows) +
+               ") must be a multiple of --seq (" + std::to_string(o.seq) + ")");
   if (o.hidden % o.heads)
-    usageError("--hidden (" + std::to_string(o.hidden) + ") must be a multiple of --heads (" +
-               std::to_string(o.heads) + ")");
+    usageError("--hidden (" + std::to_string(o.hidden) +
+               ") must be a multiple of --heads (" + std::to_string(o.heads) +
+               ")");
   // The output must be writable before a minute of measuring: a directory
   // that exists and is writable, and not a directory itself.
   if (o.out != "-") {
@@ -214,7 +215,8 @@ Options parseArgs(int argc, char **argv) {
       usageError("-o " + o.out + " is a directory");
     if (access(dir.c_str(), W_OK) != 0)
       usageError("cannot write '" + o.out + "': directory '" + dir + "' " +
-                 (access(dir.c_str(), F_OK) != 0 ? "does not exist" : "is not writable"));
+                 (access(dir.c_str(), F_OK) != 0 ? "does not exist"
+                                                 : "is not writable"));
   }
   return o;
 }
@@ -317,8 +319,7 @@ double solveEfficiency(const std::vector<Case> &cases, double peak, double bw,
   auto predicted = [&](double e) {
     double s = 0;
     for (const Case &c : cases)
-      s += c.weight *
-           std::max(c.flops / (peak * e), c.bytes / (bw * effMem));
+      s += c.weight * std::max(c.flops / (peak * e), c.bytes / (bw * effMem));
     return s;
   };
   if (predicted(1.0) >= measured)
@@ -338,7 +339,8 @@ double sumSeconds(const std::vector<Case> &cases) {
   return s;
 }
 
-//===--- GEMMs ---------------------------------------------------------------===//
+//===--- GEMMs
+//---------------------------------------------------------------===//
 
 /// linear y[M,N] = x[M,K]·w[K,N] + b (GPT-2's Conv1D layout, as the main job)
 /// and the backward matmuls dx[M,K] = dy[M,N]·w[K,N]ᵀ, dw[K,N] = x[M,K]ᵀ·dy.
@@ -349,31 +351,36 @@ std::vector<Case> gemmCases(int64_t m, int64_t k, int64_t n, double seconds,
                  b = randomVec<T>(n, 3), dy = randomVec<T>(m * n, 4);
   std::vector<T> y(m * n), dx(m * k), dw(k * n);
   double es = sizeof(T);
-  std::string shape = std::to_string(m) + "x" + std::to_string(k) + "x" +
-                      std::to_string(n);
+  std::string shape =
+      std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
   std::vector<Case> cs;
-  cs.push_back({"matmul", "linear " + shape,
-                2.0 * m * k * n + double(m) * n,
+  cs.push_back({"matmul", "linear " + shape, 2.0 * m * k * n + double(m) * n,
                 es * (m * k + k * n + n + m * n),
-                secondsPerCall([&] {
-                  check(fsdp_linear(gs, dtypeOf<T>(), x.data(), w.data(),
-                                    b.data(), y.data(), m, k, n,
-                                    /*transpose_weight=*/1));
-                }, seconds)});
+                secondsPerCall(
+                    [&] {
+                      check(fsdp_linear(gs, dtypeOf<T>(), x.data(), w.data(),
+                                        b.data(), y.data(), m, k, n,
+                                        /*transpose_weight=*/1));
+                    },
+                    seconds)});
   if (!backward)
     return cs;
   cs.push_back({"matmul", "matmul dx " + shape, 2.0 * m * k * n,
                 es * (m * n + k * n + m * k),
-                secondsPerCall([&] {
-                  check(fsdp_matmul(gs, dtypeOf<T>(), dy.data(), w.data(),
-                                    dx.data(), m, n, k, n, 0, 1));
-                }, seconds)});
+                secondsPerCall(
+                    [&] {
+                      check(fsdp_matmul(gs, dtypeOf<T>(), dy.data(), w.data(),
+                                        dx.data(), m, n, k, n, 0, 1));
+                    },
+                    seconds)});
   cs.push_back({"matmul", "matmul dw " + shape, 2.0 * m * k * n,
                 es * (m * k + m * n + k * n),
-                secondsPerCall([&] {
-                  check(fsdp_matmul(gs, dtypeOf<T>(), x.data(), dy.data(),
-                                    dw.data(), m, k, m, n, 1, 0));
-                }, seconds)});
+                secondsPerCall(
+                    [&] {
+                      check(fsdp_matmul(gs, dtypeOf<T>(), x.data(), dy.data(),
+                                        dw.data(), m, k, m, n, 1, 0));
+                    },
+                    seconds)});
   return cs;
 }
 
@@ -387,7 +394,8 @@ std::vector<std::pair<int64_t, int64_t>> blockLinears(const Options &o) {
           {o.hidden, o.vocab}};
 }
 
-//===--- Collectives -----------------------------------------------------------===//
+//===--- Collectives
+//-----------------------------------------------------------===//
 
 struct CollPoint {
   std::string kind;
@@ -410,9 +418,9 @@ std::vector<CollPoint> measureCollectives(double budget) {
           fsdp_event h = nullptr;
           check(ag ? fsdp_all_gather_start(gworld, shard.data(), all.data(),
                                            shardCount, FSDP_F32, &h)
-                   : fsdp_reduce_scatter_start(gworld, all.data(),
-                                               shard.data(), shardCount,
-                                               FSDP_F32, FSDP_REDUCE_SUM, &h));
+                   : fsdp_reduce_scatter_start(gworld, all.data(), shard.data(),
+                                               shardCount, FSDP_F32,
+                                               FSDP_REDUCE_SUM, &h));
           check(fsdp_wait(h));
         }
         double mx = maxOverRanks((fsdp_now() - t0) / kBatch);
@@ -450,8 +458,9 @@ void fitRing(const std::vector<CollPoint> &pts, int g, double &alpha,
   bandwidth = 1 / beta;
   maxRelErr = 0;
   for (const CollPoint &p : pts)
-    maxRelErr = std::max(maxRelErr, std::fabs(c + beta * frac * p.bytes -
-                                              p.seconds) / p.seconds);
+    maxRelErr =
+        std::max(maxRelErr,
+                 std::fabs(c + beta * frac * p.bytes - p.seconds) / p.seconds);
 }
 
 std::string loadAverage() {
@@ -486,7 +495,8 @@ struct Kernels {
   double bw = 0, bwBig = 0;
 };
 
-//===--- Host work and overlap -------------------------------------------------===//
+//===--- Host work and overlap
+//-------------------------------------------------===//
 
 /// A schedule (runtime/docs/schedule-format.md) of `count` nn.relu on f32
 /// [n] buffers in a chain, each freeing its operand, planned into a 2-slot
@@ -501,19 +511,22 @@ std::string reluChain(int64_t count, int64_t n) {
             R"(, "dtype": "f32", "shape": [)" + std::to_string(n) +
             R"(], "arena_offset": )" + std::to_string((i % 2) * slot) + "}";
     if (i < count)
-      insts += (i ? ", " : "") + std::string(R"({"op": "nn.relu", "operands": [)") +
-               std::to_string(i) + R"(], "results": [)" + std::to_string(i + 1) +
-               R"(], "frees": [)" + std::to_string(i) + "]}";
+      insts +=
+          (i ? ", " : "") + std::string(R"({"op": "nn.relu", "operands": [)") +
+          std::to_string(i) + R"(], "results": [)" + std::to_string(i + 1) +
+          R"(], "frees": [)" + std::to_string(i) + "]}";
   }
   return R"({"format": "fsdp-schedule", "version": 2, "world_size": )" +
          std::to_string(world) + R"(, "memory_plan": {"peak_bytes": )" +
          std::to_string(2 * bytes) + R"(, "arena_bytes": )" +
          std::to_string(2 * slot) + R"(, "arena_alignment": 64}, "units": [],
-    "buffers": [)" + bufs + R"(],
+    "buffers": [)" +
+         bufs + R"(],
     "inputs": [{"buffer": 0, "role": "features", "global_shape": [)" +
          std::to_string(n) + R"(]}],
-    "outputs": [{"buffer": )" + std::to_string(count) +
-         R"(, "role": "output"}], "instructions": [)" + insts + "]}";
+    "outputs": [{"buffer": )" +
+         std::to_string(count) + R"(, "role": "output"}], "instructions": [)" +
+         insts + "]}";
 }
 
 /// Seconds per step of `schedule` on every rank at once, as fsdp-run drives
@@ -525,11 +538,13 @@ Stat runSeconds(const std::string &schedule, int64_t n, double seconds) {
     fsdp::rt::Executor ex(prog, dev);
     std::vector<double> in(n, 0.5), out;
     int64_t last = prog.outputs().at(0).buffer;
-    return secondsPerCall([&] {
-      ex.write(0, in);
-      ex.step();
-      ex.read(last, out);
-    }, seconds);
+    return secondsPerCall(
+        [&] {
+          ex.write(0, in);
+          ex.step();
+          ex.read(last, out);
+        },
+        seconds);
   } catch (const std::exception &e) {
     fsdp_abort((std::string("fsdp-calibrate: ") + e.what()).c_str(), 1);
   }
@@ -552,7 +567,8 @@ Host measureHost(double S) {
   Stat reluSmall = secondsPerCall(
       [&] { check(fsdp_relu(gs, FSDP_F32, xs.data(), ys.data(), 16)); }, S);
   h.relu = secondsPerCall(
-      [&] { check(fsdp_relu(gs, FSDP_F32, x.data(), y.data(), h.ioCount)); }, S);
+      [&] { check(fsdp_relu(gs, FSDP_F32, x.data(), y.data(), h.ioCount)); },
+      S);
   h.chain = runSeconds(reluChain(h.chainLength, 16), 16, S);
   h.single = runSeconds(reluChain(1, 16), 16, S);
   h.io = runSeconds(reluChain(1, h.ioCount), h.ioCount, S);
@@ -570,24 +586,26 @@ struct Overlap {
 };
 
 /// How much of a collective hides behind compute, as the runtime overlaps
-/// them (FSDP_PROGRESS_TEST: fsdp_event_query after every kernel): an all-gather of
-/// 1 MiB alone (t_m), k GEMMs of the step (linear M×H→4H, k chosen so that
-/// t_c ≈ t_m) alone (t_c), and the gather started before the GEMMs and
-/// waited after them (t_both), on every rank at once, interleaved, medians
-/// of max over ranks. overlap = (t_c + t_m − t_both) / min(t_c, t_m),
+/// them (FSDP_PROGRESS_TEST: fsdp_event_query after every kernel): an
+/// all-gather of 1 MiB alone (t_m), k GEMMs of the step (linear M×H→4H, k
+/// chosen so that t_c ≈ t_m) alone (t_c), and the gather started before the
+/// GEMMs and waited after them (t_both), on every rank at once, interleaved,
+/// medians of max over ranks. overlap = (t_c + t_m − t_both) / min(t_c, t_m),
 /// clamped to [0, 1]: 1 when the transfer costs the compute nothing.
 Overlap measureOverlap(const Options &o, double budget) {
   Overlap r;
   if (world < 2)
     return r;
   int64_t M = o.rows, K = o.hidden, N = 4 * o.hidden;
-  std::vector<float> x = randomVec<float>(M * K, 21), w = randomVec<float>(K * N, 22),
+  std::vector<float> x = randomVec<float>(M * K, 21),
+                     w = randomVec<float>(K * N, 22),
                      b = randomVec<float>(N, 23), y(M * N);
   int64_t shardCount = (1 << 20) / 4 / world;
   r.bytes = shardCount * world * 4;
   std::vector<float> shard(shardCount, 1.0f), all(shardCount * world);
   auto gemm = [&] {
-    check(fsdp_linear(gs, FSDP_F32, x.data(), w.data(), b.data(), y.data(), M, K, N, 1));
+    check(fsdp_linear(gs, FSDP_F32, x.data(), w.data(), b.data(), y.data(), M,
+                      K, N, 1));
   };
   // One trial: mode 0 compute, 1 comm, 2 both.
   auto trial = [&](int mode) {
@@ -595,7 +613,8 @@ Overlap measureOverlap(const Options &o, double budget) {
     double t0 = fsdp_now();
     fsdp_event h = nullptr;
     if (mode >= 1)
-      check(fsdp_all_gather_start(gworld, shard.data(), all.data(), shardCount, FSDP_F32, &h));
+      check(fsdp_all_gather_start(gworld, shard.data(), all.data(), shardCount,
+                                  FSDP_F32, &h));
     if (mode != 1)
       for (int64_t i = 0; i < r.gemms; ++i) {
         gemm();
@@ -624,7 +643,8 @@ Overlap measureOverlap(const Options &o, double budget) {
   r.compute = median(tc);
   r.comm = median(tm);
   r.both = median(tb);
-  r.overlap = std::clamp((r.compute + r.comm - r.both) / std::min(r.compute, r.comm), 0.0, 1.0);
+  r.overlap = std::clamp(
+      (r.compute + r.comm - r.both) / std::min(r.compute, r.comm), 0.0, 1.0);
   return r;
 }
 
@@ -640,8 +660,8 @@ struct Sync {
 /// a forward of [all-gather of one block's parameters, 4·(12H² + 13H) bytes,
 /// started and waited; the block's forward kernels (layer norms, the four
 /// linears, attention, GELU, residual adds)], then a backward of [the
-/// gather; the block's kernels twice (a backward's work) with fsdp_event_query on
-/// the previous reduce-scatter after every kernel, as the runtime's default
+/// gather; the block's kernels twice (a backward's work) with fsdp_event_query
+/// on the previous reduce-scatter after every kernel, as the runtime's default
 /// progress does; that reduce-scatter waited; this block's reduce-scatter
 /// started], the last one waited. Run I times with no barrier between, the
 /// same without collectives, and the collectives alone back to back:
@@ -651,15 +671,20 @@ Sync measureSync(const Options &o, double budget) {
   Sync r;
   if (world < 2)
     return r;
-  int64_t M = o.rows, H = o.hidden, Bt = o.rows / o.seq, A = o.heads, L = o.layers;
+  int64_t M = o.rows, H = o.hidden, Bt = o.rows / o.seq, A = o.heads,
+          L = o.layers;
   std::vector<float> x = randomVec<float>(M * H, 31), ln(M * H), qkv(M * 3 * H),
-                     att(M * H), proj(M * H), res(M * H), fc(M * 4 * H), act(M * 4 * H),
-                     out(M * H);
+                     att(M * H), proj(M * H), res(M * H), fc(M * 4 * H),
+                     act(M * 4 * H), out(M * H);
   std::vector<float> g = randomVec<float>(H, 32), bb = randomVec<float>(H, 33),
-                     wQkv = randomVec<float>(H * 3 * H, 34), bQkv = randomVec<float>(3 * H, 35),
-                     wProj = randomVec<float>(H * H, 36), bProj = randomVec<float>(H, 37),
-                     wFc = randomVec<float>(H * 4 * H, 38), bFc = randomVec<float>(4 * H, 39),
-                     wOut = randomVec<float>(4 * H * H, 40), bOut = randomVec<float>(H, 41);
+                     wQkv = randomVec<float>(H * 3 * H, 34),
+                     bQkv = randomVec<float>(3 * H, 35),
+                     wProj = randomVec<float>(H * H, 36),
+                     bProj = randomVec<float>(H, 37),
+                     wFc = randomVec<float>(H * 4 * H, 38),
+                     bFc = randomVec<float>(4 * H, 39),
+                     wOut = randomVec<float>(4 * H * H, 40),
+                     bOut = randomVec<float>(H, 41);
   fsdp_event pending = nullptr; // the reduce-scatter in flight
   auto poke = [&] {
     int done = 0;
@@ -667,23 +692,30 @@ Sync measureSync(const Options &o, double budget) {
       fsdp_event_query(pending, &done);
   };
   auto block = [&] {
-    check(fsdp_layer_norm(gs, FSDP_F32, x.data(), g.data(), bb.data(), ln.data(), M, H, 1e-5));
+    check(fsdp_layer_norm(gs, FSDP_F32, x.data(), g.data(), bb.data(),
+                          ln.data(), M, H, 1e-5));
     poke();
-    check(fsdp_linear(gs, FSDP_F32, ln.data(), wQkv.data(), bQkv.data(), qkv.data(), M, H, 3 * H, 1));
+    check(fsdp_linear(gs, FSDP_F32, ln.data(), wQkv.data(), bQkv.data(),
+                      qkv.data(), M, H, 3 * H, 1));
     poke();
-    check(fsdp_attention(gs, FSDP_F32, qkv.data(), qkv.data() + M * H, qkv.data() + 2 * M * H,
-                         att.data(), Bt, o.seq, A, A, H / A));
+    check(fsdp_attention(gs, FSDP_F32, qkv.data(), qkv.data() + M * H,
+                         qkv.data() + 2 * M * H, att.data(), Bt, o.seq, A, A,
+                         H / A));
     poke();
-    check(fsdp_linear(gs, FSDP_F32, att.data(), wProj.data(), bProj.data(), proj.data(), M, H, H, 1));
+    check(fsdp_linear(gs, FSDP_F32, att.data(), wProj.data(), bProj.data(),
+                      proj.data(), M, H, H, 1));
     poke();
     check(fsdp_add(gs, FSDP_F32, x.data(), proj.data(), res.data(), M * H));
-    check(fsdp_layer_norm(gs, FSDP_F32, res.data(), g.data(), bb.data(), ln.data(), M, H, 1e-5));
+    check(fsdp_layer_norm(gs, FSDP_F32, res.data(), g.data(), bb.data(),
+                          ln.data(), M, H, 1e-5));
     poke();
-    check(fsdp_linear(gs, FSDP_F32, ln.data(), wFc.data(), bFc.data(), fc.data(), M, H, 4 * H, 1));
+    check(fsdp_linear(gs, FSDP_F32, ln.data(), wFc.data(), bFc.data(),
+                      fc.data(), M, H, 4 * H, 1));
     poke();
     check(fsdp_gelu(gs, FSDP_F32, fc.data(), act.data(), M * 4 * H, 1));
     poke();
-    check(fsdp_linear(gs, FSDP_F32, act.data(), wOut.data(), bOut.data(), out.data(), M, 4 * H, H, 1));
+    check(fsdp_linear(gs, FSDP_F32, act.data(), wOut.data(), bOut.data(),
+                      out.data(), M, 4 * H, H, 1));
     poke();
     check(fsdp_add(gs, FSDP_F32, res.data(), out.data(), x.data(), M * H));
     poke();
@@ -691,16 +723,18 @@ Sync measureSync(const Options &o, double budget) {
   int64_t shardCount = (12 * H * H + 13 * H + world - 1) / world;
   r.bytes = shardCount * world * 4;
   r.collectives = 3 * L;
-  std::vector<float> shard(shardCount, 1.0f), all(shardCount * world), grad(shardCount * world, 1.0f),
-      gshard(shardCount);
+  std::vector<float> shard(shardCount, 1.0f), all(shardCount * world),
+      grad(shardCount * world, 1.0f), gshard(shardCount);
   auto gather = [&] {
     fsdp_event h = nullptr;
-    check(fsdp_all_gather_start(gworld, shard.data(), all.data(), shardCount, FSDP_F32, &h));
+    check(fsdp_all_gather_start(gworld, shard.data(), all.data(), shardCount,
+                                FSDP_F32, &h));
     check(fsdp_wait(h));
   };
   auto reduceStart = [&] {
-    check(fsdp_reduce_scatter_start(gworld, grad.data(), gshard.data(), shardCount, FSDP_F32,
-                                    FSDP_REDUCE_AVG, &pending));
+    check(fsdp_reduce_scatter_start(gworld, grad.data(), gshard.data(),
+                                    shardCount, FSDP_F32, FSDP_REDUCE_AVG,
+                                    &pending));
   };
   auto reduceWait = [&] {
     if (pending)
@@ -748,8 +782,9 @@ Sync measureSync(const Options &o, double budget) {
   r.withCollectives = median(with);
   r.computeOnly = median(without);
   r.collectivesOnly = median(coll);
-  r.sync = std::max(0.0, (r.withCollectives - r.computeOnly - r.collectivesOnly) /
-                             static_cast<double>(r.collectives));
+  r.sync =
+      std::max(0.0, (r.withCollectives - r.computeOnly - r.collectivesOnly) /
+                        static_cast<double>(r.collectives));
   return r;
 }
 
@@ -794,46 +829,57 @@ Kernels measureKernels(const Options &o, double S) {
       idx[i] = static_cast<int32_t>((i * 37) % V);
     std::vector<float> table = randomVec<float>(V * H, 6), y(M * H);
     mem.push_back({"memory", "embedding", 0, 4.0 * (M + V * H + M * H),
-                   secondsPerCall([&] {
-                     check(fsdp_embedding(gs, FSDP_F32, idx.data(), FSDP_I32,
-                                          table.data(), y.data(), M, V, H));
-                   }, S)});
-    std::vector<float> qkv = randomVec<float>(M * 3 * H, 7), q(M * H),
-                       k(M * H), v(M * H);
+                   secondsPerCall(
+                       [&] {
+                         check(fsdp_embedding(gs, FSDP_F32, idx.data(),
+                                              FSDP_I32, table.data(), y.data(),
+                                              M, V, H));
+                       },
+                       S)});
+    std::vector<float> qkv = randomVec<float>(M * 3 * H, 7), q(M * H), k(M * H),
+                       v(M * H);
     std::vector<void *> outs = {q.data(), k.data(), v.data()};
     std::vector<int64_t> sizes = {H, H, H};
     mem.push_back({"memory", "split", 0, 4.0 * 2 * M * 3 * H,
-                   secondsPerCall([&] {
-                     check(fsdp_split(gs, FSDP_F32, qkv.data(), outs.data(),
-                                      sizes.data(), 3, M, 1));
-                   }, S)});
+                   secondsPerCall(
+                       [&] {
+                         check(fsdp_split(gs, FSDP_F32, qkv.data(), outs.data(),
+                                          sizes.data(), 3, M, 1));
+                       },
+                       S)});
     std::vector<const void *> ins = {q.data(), k.data(), v.data()};
     mem.push_back({"memory", "concat", 0, 4.0 * 2 * M * 3 * H,
-                   secondsPerCall([&] {
-                     check(fsdp_concat(gs, FSDP_F32, ins.data(), qkv.data(),
-                                       sizes.data(), 3, M, 1));
-                   }, S)});
+                   secondsPerCall(
+                       [&] {
+                         check(fsdp_concat(gs, FSDP_F32, ins.data(), qkv.data(),
+                                           sizes.data(), 3, M, 1));
+                       },
+                       S)});
     std::vector<float> pos = randomVec<float>(T * H, 8), yp(M * H);
     mem.push_back({"memory", "position_embedding", 0, 4.0 * (2 * M * H + T * H),
-                   secondsPerCall([&] {
-                     check(fsdp_position_embedding(gs, FSDP_F32, q.data(),
-                                                   pos.data(), yp.data(), Bt,
-                                                   T, H));
-                   }, S)});
+                   secondsPerCall(
+                       [&] {
+                         check(fsdp_position_embedding(gs, FSDP_F32, q.data(),
+                                                       pos.data(), yp.data(),
+                                                       Bt, T, H));
+                       },
+                       S)});
     // fsdp.flatten of a block's gradients into its flat buffer.
     std::vector<float> flat(12 * H * H + 13 * H);
     std::vector<const void *> parts = {qkv.data(), y.data(), k.data()};
     std::vector<int64_t> partN = {M * 3 * H, M * H, M * H},
                          offs = {0, M * 3 * H, M * 4 * H};
-    int64_t flatN = std::max<int64_t>(static_cast<int64_t>(flat.size()),
-                                      M * 5 * H);
+    int64_t flatN =
+        std::max<int64_t>(static_cast<int64_t>(flat.size()), M * 5 * H);
     flat.resize(flatN);
     mem.push_back({"memory", "flatten", 0, 4.0 * (5 * M * H + flatN),
-                   secondsPerCall([&] {
-                     check(fsdp_flatten(gs, FSDP_F32, parts.data(),
-                                        partN.data(), offs.data(), 3,
-                                        flat.data(), flatN));
-                   }, S)});
+                   secondsPerCall(
+                       [&] {
+                         check(fsdp_flatten(gs, FSDP_F32, parts.data(),
+                                            partN.data(), offs.data(), 3,
+                                            flat.data(), flatN));
+                       },
+                       S)});
   }
   // Not in the fit (the main job has no nn.broadcast): the generic
   // broadcast kernel, recorded.
@@ -841,107 +887,134 @@ Kernels measureKernels(const Options &o, double S) {
   {
     std::vector<float> bias = randomVec<float>(4 * H, 8), yb(M * 4 * H);
     info.push_back({"info", "broadcast", 0, 4.0 * (4 * H + M * 4 * H),
-                    secondsPerCall([&] {
-                      const int64_t shape[2] = {M, 4 * H}, axes[1] = {0};
-                      check(fsdp_broadcast(gs, FSDP_F32, bias.data(), shape, 2,
-                                           axes, 1, yb.data()));
-                    }, S)});
+                    secondsPerCall(
+                        [&] {
+                          const int64_t shape[2] = {M, 4 * H}, axes[1] = {0};
+                          check(fsdp_broadcast(gs, FSDP_F32, bias.data(), shape,
+                                               2, axes, 1, yb.data()));
+                        },
+                        S)});
   }
 
   // Attention (forward + backward) at [Bt, T, A·D].
   std::vector<Case> att;
   {
-    std::vector<float> q = randomVec<float>(M * H, 9), k = randomVec<float>(M * H, 10),
-                       v = randomVec<float>(M * H, 11), dout = randomVec<float>(M * H, 12);
+    std::vector<float> q = randomVec<float>(M * H, 9),
+                       k = randomVec<float>(M * H, 10),
+                       v = randomVec<float>(M * H, 11),
+                       dout = randomVec<float>(M * H, 12);
     std::vector<float> out(M * H), dq(M * H), dk(M * H), dv(M * H);
     double dense = 4.0 * Bt * T * T * H; // 4·B·Hq·T²·D
     att.push_back({"attention", "attention", dense / 2, 4.0 * 4 * M * H,
-                   secondsPerCall([&] {
-                     check(fsdp_attention(gs, FSDP_F32, q.data(), k.data(),
-                                          v.data(), out.data(), Bt, T, A, A,
-                                          D));
-                   }, S)});
-    att.push_back({"attention", "attention_grad", dense / 4 * 5,
-                   4.0 * 7 * M * H, secondsPerCall([&] {
-                     check(fsdp_attention_grad(gs, FSDP_F32, q.data(),
-                                               k.data(), v.data(), dout.data(),
-                                               dq.data(), dk.data(), dv.data(),
-                                               Bt, T, A, A, D));
-                   }, S)});
+                   secondsPerCall(
+                       [&] {
+                         check(fsdp_attention(gs, FSDP_F32, q.data(), k.data(),
+                                              v.data(), out.data(), Bt, T, A, A,
+                                              D));
+                       },
+                       S)});
+    att.push_back(
+        {"attention", "attention_grad", dense / 4 * 5, 4.0 * 7 * M * H,
+         secondsPerCall(
+             [&] {
+               check(fsdp_attention_grad(gs, FSDP_F32, q.data(), k.data(),
+                                         v.data(), dout.data(), dq.data(),
+                                         dk.data(), dv.data(), Bt, T, A, A, D));
+             },
+             S)});
   }
 
   // The other ops of a block at their sizes (NNCost per-element FLOPs).
   std::vector<Case> ew;
   {
     int64_t n = M * H, n4 = M * 4 * H;
-    std::vector<float> x = randomVec<float>(n4, 13), dy = randomVec<float>(n4, 14),
-                       y(n4), w = randomVec<float>(H, 15), b = randomVec<float>(H, 16),
+    std::vector<float> x = randomVec<float>(n4, 13),
+                       dy = randomVec<float>(n4, 14), y(n4),
+                       w = randomVec<float>(H, 15), b = randomVec<float>(H, 16),
                        dw(H), db(H);
     ew.push_back({"elementwise", "layer_norm", 8.0 * n, 4.0 * (2 * n + 2 * H),
-                  secondsPerCall([&] {
-                    check(fsdp_layer_norm(gs, FSDP_F32, x.data(), w.data(),
-                                          b.data(), y.data(), M, H, 1e-5));
-                  }, S)});
-    ew.push_back({"elementwise", "layer_norm_grad", 16.0 * n,
-                  4.0 * (3 * n + 3 * H), secondsPerCall([&] {
-                    check(fsdp_layer_norm_grad(gs, FSDP_F32, x.data(),
-                                               w.data(), dy.data(), y.data(),
-                                               dw.data(), db.data(), M, H,
-                                               1e-5));
-                  }, S)});
-    ew.push_back({"elementwise", "gelu", 8.0 * n4, 4.0 * 2 * n4,
-                  secondsPerCall([&] {
-                    check(fsdp_gelu(gs, FSDP_F32, x.data(), y.data(), n4, 1));
-                  }, S)});
+                  secondsPerCall(
+                      [&] {
+                        check(fsdp_layer_norm(gs, FSDP_F32, x.data(), w.data(),
+                                              b.data(), y.data(), M, H, 1e-5));
+                      },
+                      S)});
+    ew.push_back(
+        {"elementwise", "layer_norm_grad", 16.0 * n, 4.0 * (3 * n + 3 * H),
+         secondsPerCall(
+             [&] {
+               check(fsdp_layer_norm_grad(gs, FSDP_F32, x.data(), w.data(),
+                                          dy.data(), y.data(), dw.data(),
+                                          db.data(), M, H, 1e-5));
+             },
+             S)});
+    ew.push_back(
+        {"elementwise", "gelu", 8.0 * n4, 4.0 * 2 * n4,
+         secondsPerCall(
+             [&] { check(fsdp_gelu(gs, FSDP_F32, x.data(), y.data(), n4, 1)); },
+             S)});
     ew.push_back({"elementwise", "gelu_grad", 14.0 * n4, 4.0 * 3 * n4,
-                  secondsPerCall([&] {
-                    check(fsdp_gelu_grad(gs, FSDP_F32, x.data(), dy.data(),
-                                         y.data(), n4, 1));
-                  }, S)});
-    ew.push_back({"elementwise", "add", 1.0 * n, 4.0 * 3 * n,
-                  secondsPerCall([&] {
-                    check(fsdp_add(gs, FSDP_F32, x.data(), dy.data(), y.data(),
-                                   n));
-                  }, S)});
+                  secondsPerCall(
+                      [&] {
+                        check(fsdp_gelu_grad(gs, FSDP_F32, x.data(), dy.data(),
+                                             y.data(), n4, 1));
+                      },
+                      S)});
+    ew.push_back(
+        {"elementwise", "add", 1.0 * n, 4.0 * 3 * n,
+         secondsPerCall(
+             [&] {
+               check(fsdp_add(gs, FSDP_F32, x.data(), dy.data(), y.data(), n));
+             },
+             S)});
     std::vector<float> red(4 * H);
     ew.push_back({"elementwise", "reduce_sum", 1.0 * n4, 4.0 * (n4 + 4 * H),
-                  secondsPerCall([&] {
-                    const int64_t shape[2] = {M, 4 * H}, axes[1] = {0};
-                    check(fsdp_reduce_sum(gs, FSDP_F32, dy.data(), shape, 2,
-                                          axes, 1, red.data()));
-                  }, S)});
+                  secondsPerCall(
+                      [&] {
+                        const int64_t shape[2] = {M, 4 * H}, axes[1] = {0};
+                        check(fsdp_reduce_sum(gs, FSDP_F32, dy.data(), shape, 2,
+                                              axes, 1, red.data()));
+                      },
+                      S)});
     // AdamW over one block's shard: 12·H² + 13·H parameters / N ranks.
     int64_t p = (12 * H * H + 13 * H + world - 1) / world;
-    std::vector<float> pp = randomVec<float>(p, 17), g = randomVec<float>(p, 18),
-                       m1 = randomVec<float>(p, 19), v1(p, 0.5f), po(p),
-                       mo(p), vo(p);
-    ew.push_back({"elementwise", "adamw_update", 16.0 * p,
-                  4.0 * 7 * p + 8, secondsPerCall([&] {
-                    const int64_t step = 3;
-                    check(fsdp_adamw_update(gs, FSDP_F32, pp.data(), g.data(),
-                                            m1.data(), v1.data(), &step,
-                                            FSDP_I64, po.data(), mo.data(),
-                                            vo.data(), p, 1e-3, 0.9, 0.999,
-                                            1e-8, 0.1));
-                  }, S)});
+    std::vector<float> pp = randomVec<float>(p, 17),
+                       g = randomVec<float>(p, 18),
+                       m1 = randomVec<float>(p, 19), v1(p, 0.5f), po(p), mo(p),
+                       vo(p);
+    ew.push_back({"elementwise", "adamw_update", 16.0 * p, 4.0 * 7 * p + 8,
+                  secondsPerCall(
+                      [&] {
+                        const int64_t step = 3;
+                        check(fsdp_adamw_update(
+                            gs, FSDP_F32, pp.data(), g.data(), m1.data(),
+                            v1.data(), &step, FSDP_I64, po.data(), mo.data(),
+                            vo.data(), p, 1e-3, 0.9, 0.999, 1e-8, 0.1));
+                      },
+                      S)});
     std::vector<float> logits = randomVec<float>(M * V, 20), dl(M * V);
     std::vector<int32_t> labels(M);
     for (int64_t i = 0; i < M; ++i)
       labels[i] = static_cast<int32_t>((i * 13) % V);
-    ew.push_back({"elementwise", "cross_entropy", 4.0 * M * V,
-                  4.0 * (M * V + M + 1), secondsPerCall([&] {
-                    float l = 0;
-                    check(fsdp_cross_entropy(gs, FSDP_F32, logits.data(),
-                                             labels.data(), FSDP_I32, M, V,
-                                             &l));
-                  }, S)});
+    ew.push_back(
+        {"elementwise", "cross_entropy", 4.0 * M * V, 4.0 * (M * V + M + 1),
+         secondsPerCall(
+             [&] {
+               float l = 0;
+               check(fsdp_cross_entropy(gs, FSDP_F32, logits.data(),
+                                        labels.data(), FSDP_I32, M, V, &l));
+             },
+             S)});
     ew.push_back({"elementwise", "cross_entropy_grad", 5.0 * M * V,
-                  4.0 * (2 * M * V + M + 1), secondsPerCall([&] {
-                    const float one = 1.0f;
-                    check(fsdp_cross_entropy_grad(gs, FSDP_F32, logits.data(),
-                                                  labels.data(), FSDP_I32,
-                                                  &one, dl.data(), M, V));
-                  }, S)});
+                  4.0 * (2 * M * V + M + 1),
+                  secondsPerCall(
+                      [&] {
+                        const float one = 1.0f;
+                        check(fsdp_cross_entropy_grad(
+                            gs, FSDP_F32, logits.data(), labels.data(),
+                            FSDP_I32, &one, dl.data(), M, V));
+                      },
+                      S)});
   }
 
   return Kernels{mm32, mm64, big, mem, info, att, ew, copy, copyBig, bw, bwBig};
@@ -1095,14 +1168,15 @@ int runMain(const Options &o) {
                      "MPI_Iallgather / MPI_Ireduce_scatter_block), measured";
   json spec;
   spec["name"] = name;
-  spec["peak_flops"] = {{"f64", peak64}, {"f32", peak32}, {"bf16", peak32},
-                        {"f16", peak32}};
+  spec["peak_flops"] = {
+      {"f64", peak64}, {"f32", peak32}, {"bf16", peak32}, {"f16", peak32}};
   spec["memory_bytes"] = ram / world;
   spec["memory_bandwidth"] = bw;
   spec["devices_per_node"] = world;
-  spec["intra_node"] = {{"bus_bandwidth", busBw}, {"latency_s", alpha},
-                        {"link", link}};
-  spec["inter_node"] = {{"bus_bandwidth", busBw}, {"latency_s", alpha},
+  spec["intra_node"] = {
+      {"bus_bandwidth", busBw}, {"latency_s", alpha}, {"link", link}};
+  spec["inter_node"] = {{"bus_bandwidth", busBw},
+                        {"latency_s", alpha},
                         {"link", "one node: the intra-node values"}};
   spec["efficiency"] = {{"matmul", effMatmul},
                         {"attention", effAtt},
@@ -1154,7 +1228,8 @@ int runMain(const Options &o) {
        "kernel; step_io_bandwidth: one nn.relu of 1 MiB in and out, bytes "
        "in + out per second of a step beyond one instruction and the kernel",
        "comm_overlap: (t_c + t_m - t_both) / min(t_c, t_m) for a 1 MiB "
-       "all-gather (t_m) and k step GEMMs with fsdp_event_query after each (t_c), "
+       "all-gather (t_m) and k step GEMMs with fsdp_event_query after each "
+       "(t_c), "
        "alone and together (t_both), interleaved, medians of the max over "
        "ranks",
        "collective_sync_s: FSDP's step pattern (L blocks: forward gather + "
@@ -1185,7 +1260,8 @@ int runMain(const Options &o) {
   measured["kernels"] = kernels;
   json cj = json::array();
   for (const CollPoint &p : coll) {
-    double pred = (world - 1) * alpha + double(world - 1) / world * p.bytes / busBw;
+    double pred =
+        (world - 1) * alpha + double(world - 1) / world * p.bytes / busBw;
     cj.push_back({{"kind", p.kind},
                   {"bytes", p.bytes},
                   {"seconds", p.seconds},
@@ -1228,8 +1304,8 @@ int runMain(const Options &o) {
                "%.0f%%); dispatch %.3g s per instruction, step I/O %.3g B/s, "
                "comm overlap %.2f, collective sync %.3g s\n",
                peak32, peak64, bw, effMatmul, effAtt, effEw, effMem, alpha,
-               busBw, 100 * fitErr, hostWork.dispatch, hostWork.ioBandwidth, ov.overlap,
-               sync.sync);
+               busBw, 100 * fitErr, hostWork.dispatch, hostWork.ioBandwidth,
+               ov.overlap, sync.sync);
   return 0;
 }
 

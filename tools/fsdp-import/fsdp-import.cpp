@@ -1,4 +1,5 @@
-//===- fsdp-import.cpp - Hugging Face config.json → nn-dialect forward graph ===//
+//===- fsdp-import.cpp - Hugging Face config.json → nn-dialect forward graph
+//===//
 //
 //   fsdp-import CONFIG.json -o model.mlir [--layers N] [--hidden N] ...
 //   fsdp-import --count-params CONFIG.json [overrides]
@@ -70,28 +71,34 @@ exit with status 1 and write nothing.
 
 static cl::OptionCategory mainCat("fsdp-import options");
 static cl::opt<std::string> inputPath(cl::Positional, cl::Required,
-                                      cl::desc("<config.json | model.mlir>"), cl::cat(mainCat));
-static cl::opt<std::string> outputPath("o", cl::desc("Output file (default: stdout)"),
-                                       cl::value_desc("file"), cl::init("-"), cl::cat(mainCat));
-static cl::opt<bool> countOnly("count-params",
-                               cl::desc("Print the number of parameters (sum of the numel of "
-                                        "the nn.param arguments) and nothing else; the input "
-                                        "may also be an imported .mlir module"),
-                               cl::cat(mainCat));
+                                      cl::desc("<config.json | model.mlir>"),
+                                      cl::cat(mainCat));
+static cl::opt<std::string>
+    outputPath("o", cl::desc("Output file (default: stdout)"),
+               cl::value_desc("file"), cl::init("-"), cl::cat(mainCat));
+static cl::opt<bool>
+    countOnly("count-params",
+              cl::desc("Print the number of parameters (sum of the numel of "
+                       "the nn.param arguments) and nothing else; the input "
+                       "may also be an imported .mlir module"),
+              cl::cat(mainCat));
 
 static cl::OptionCategory overrideCat("Overrides (applied before validation)");
 static const fsdp_import::ArchitectureOptions archOpts(overrideCat);
-static cl::opt<int64_t> batchOpt("batch", cl::desc("Global batch size B (default 1)"),
+static cl::opt<int64_t> batchOpt("batch",
+                                 cl::desc("Global batch size B (default 1)"),
                                  cl::value_desc("N"), cl::cat(overrideCat));
-static cl::opt<int64_t> seqOpt("seq",
-                               cl::desc("Sequence length T (default min(1024, max "
-                                        "positions))"),
-                               cl::value_desc("N"), cl::cat(overrideCat));
+static cl::opt<int64_t>
+    seqOpt("seq",
+           cl::desc("Sequence length T (default min(1024, max "
+                    "positions))"),
+           cl::value_desc("N"), cl::cat(overrideCat));
 
-static cl::opt<std::string> dtypeOpt("dtype",
-                                     cl::desc("Element type of parameters and activations: "
-                                              "f32 (default) or f64"),
-                                     cl::init("f32"), cl::cat(overrideCat));
+static cl::opt<std::string>
+    dtypeOpt("dtype",
+             cl::desc("Element type of parameters and activations: "
+                      "f32 (default) or f64"),
+             cl::init("f32"), cl::cat(overrideCat));
 
 static int error(const std::string &msg) {
   llvm::errs() << "fsdp-import: error: " << msg << "\n";
@@ -101,7 +108,8 @@ static int error(const std::string &msg) {
 /// Collects the given overrides; false (with a message) if one is < 1.
 static bool readOverrides(Overrides &ov) {
   std::string message;
-  if (!archOpts.read(ov, message) || !readOverride(batchOpt, ov.batch, message) ||
+  if (!archOpts.read(ov, message) ||
+      !readOverride(batchOpt, ov.batch, message) ||
       !readOverride(seqOpt, ov.seq, message)) {
     error(message);
     return false;

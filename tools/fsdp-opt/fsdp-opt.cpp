@@ -19,7 +19,8 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   mlir::fsdp::registerAllDialects(registry);
   mlir::fsdp::registerAllPasses();
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "fsdp-opt: plans Fully Sharded Data Parallel training steps\n",
-                        registry));
+  return mlir::asMainReturnCode(mlir::MlirOptMain(
+      argc, argv,
+      "fsdp-opt: plans Fully Sharded Data Parallel training steps\n",
+      registry));
 }

@@ -45,7 +45,9 @@ const char *const kRoles[] = {"param", "master", "exp_avg", "exp_avg_sq"};
 constexpr int kVersion = 2;
 constexpr int64_t kChunkBytes = 1 << 20;
 
-std::string rankFile(int64_t rank) { return "rank" + std::to_string(rank) + ".bin"; }
+std::string rankFile(int64_t rank) {
+  return "rank" + std::to_string(rank) + ".bin";
+}
 
 DType parseDtype(const std::string &s) {
   for (DType t : {DType::F32, DType::F64, DType::BF16, DType::F16})
@@ -69,12 +71,14 @@ int64_t intOf(const json &v, const char *what) {
 }
 uint64_t uintOf(const json &v, const char *what) {
   if (!v.is_number_unsigned())
-    throw BadField(std::string(what) + " must be a non-negative integer, got " + v.dump());
+    throw BadField(std::string(what) + " must be a non-negative integer, got " +
+                   v.dump());
   return v.get<uint64_t>();
 }
 std::vector<int64_t> intsOf(const json &v, const char *what) {
   if (!v.is_array())
-    throw BadField(std::string(what) + " must be a list of integers, got " + v.dump());
+    throw BadField(std::string(what) + " must be a list of integers, got " +
+                   v.dump());
   std::vector<int64_t> out;
   for (const json &d : v)
     out.push_back(intOf(d, what));
@@ -131,25 +135,28 @@ using SavedMap = std::map<std::pair<std::string, std::string>, Saved>;
 void addRanges(const std::vector<Block> &blocks, size_t file, SavedMap &saved) {
   for (const Block &b : blocks) {
     int64_t es = floatBytes(b.dtype);
-    forEachParamIn(*b.unit, b.begin, b.end, [&](const ParamDesc &p, int64_t lo, int64_t hi) {
-      Saved &s = saved[{p.fqn, b.role}];
-      s.shape = p.shape;
-      s.dtype = b.dtype;
-      s.ranges.push_back({file, b.offset + static_cast<uint64_t>((lo - b.begin) * es),
+    forEachParamIn(*b.unit, b.begin, b.end,
+                   [&](const ParamDesc &p, int64_t lo, int64_t hi) {
+                     Saved &s = saved[{p.fqn, b.role}];
+                     s.shape = p.shape;
+                     s.dtype = b.dtype;
+                     s.ranges.push_back(
+                         {file,
+                          b.offset + static_cast<uint64_t>((lo - b.begin) * es),
                           lo - p.offset, hi - p.offset});
-    });
+                   });
   }
 }
 
 json optimizerJson(const Program &p) {
   const auto &o = p.optimizer();
-  return {{"kind", o.kind}, {"lr", o.lr}, {"beta1", o.beta1}, {"beta2", o.beta2},
-          {"eps", o.eps}, {"weight_decay", o.weightDecay}};
+  return {{"kind", o.kind},   {"lr", o.lr},   {"beta1", o.beta1},
+          {"beta2", o.beta2}, {"eps", o.eps}, {"weight_decay", o.weightDecay}};
 }
 
 /// Every rank learns whether all succeeded; throws on every rank if not.
-void agree(const std::string &err, const std::string &what, const std::string &cleanup,
-           int rank) {
+void agree(const std::string &err, const std::string &what,
+           const std::string &cleanup, int rank) {
   int ok = err.empty(), all = 0;
   MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (all)
@@ -158,7 +165,8 @@ void agree(const std::string &err, const std::string &what, const std::string &c
     std::error_code ec;
     fs::remove_all(cleanup, ec);
   }
-  throw Error("--save: " + (err.empty() ? "another rank failed to " + what : err));
+  throw Error("--save: " +
+              (err.empty() ? "another rank failed to " + what : err));
 }
 
 bool fsyncPath(const std::string &path, int flags) {
@@ -177,7 +185,8 @@ bool fileCrc(const std::string &path, uint64_t bytes, uint32_t &crc) {
     uint64_t n = std::min<uint64_t>(kChunkBytes, bytes - off);
     if (!readAt(f.fd, buf.data(), n, off))
       return false;
-    crc = crc32(crc, reinterpret_cast<const Bytef *>(buf.data()), static_cast<uInt>(n));
+    crc = crc32(crc, reinterpret_cast<const Bytef *>(buf.data()),
+                static_cast<uInt>(n));
     off += n;
   }
   return true;
@@ -202,19 +211,25 @@ void readVersion1(const json &index, const std::string &dir, SavedMap &saved,
       json layouts = ju.value("layouts", json::object());
       json dtypes = ju.value("dtypes", json::object());
       int64_t shardNumel = intOf(ju.at("shard_numel"), "units[].shard_numel");
-      int64_t padded = (ju.contains("padded_numel") ? intOf(ju["padded_numel"], "units[].padded_numel") : shardNumel * s);
+      int64_t padded = (ju.contains("padded_numel")
+                            ? intOf(ju["padded_numel"], "units[].padded_numel")
+                            : shardNumel * s);
       for (const char *role : kRoles) {
         if (!shards.contains(name) || !shards[name].contains(role))
           continue;
         bool full = layouts.value(role, std::string("shard")) == "full";
         if (full ? r != 0 : r >= s)
           continue; // a replica's copy
-        DType dt = parseDtype(dtypes.value(role, ju.at("dtype").get<std::string>()));
-        int64_t begin = full ? 0 : (r % s) * shardNumel, end = full ? padded : begin + shardNumel;
+        DType dt =
+            parseDtype(dtypes.value(role, ju.at("dtype").get<std::string>()));
+        int64_t begin = full ? 0 : (r % s) * shardNumel,
+                end = full ? padded : begin + shardNumel;
         uint64_t base = uintOf(shards[name][role], "files[].shards offset");
         for (const json &jp : ju.at("params")) {
           int64_t off = intOf(jp.at("offset"), "params[].offset");
-          int64_t numel = (jp.contains("numel") ? intOf(jp["numel"], "params[].numel") : int64_t(1));
+          int64_t numel =
+              (jp.contains("numel") ? intOf(jp["numel"], "params[].numel")
+                                    : int64_t(1));
           if (!jp.contains("numel"))
             for (int64_t d : intsOf(jp.at("shape"), "params[].shape"))
               numel *= d;
@@ -224,8 +239,10 @@ void readVersion1(const json &index, const std::string &dir, SavedMap &saved,
           Saved &sv = saved[{jp.at("fqn").get<std::string>(), role}];
           sv.shape = intsOf(jp.at("shape"), "params[].shape");
           sv.dtype = dt;
-          sv.ranges.push_back({fileIdx, base + static_cast<uint64_t>((lo - begin) * floatBytes(dt)),
-                               lo - off, hi - off});
+          sv.ranges.push_back(
+              {fileIdx,
+               base + static_cast<uint64_t>((lo - begin) * floatBytes(dt)),
+               lo - off, hi - off});
           used = true;
         }
       }
@@ -241,7 +258,8 @@ namespace {
 
 /// The step of a root entry named step_<digits> (optionally .partial), or -1.
 int64_t stepOfEntry(const std::string &name, bool &partial) {
-  partial = name.size() > 8 && name.compare(name.size() - 8, 8, ".partial") == 0;
+  partial =
+      name.size() > 8 && name.compare(name.size() - 8, 8, ".partial") == 0;
   std::string base = partial ? name.substr(0, name.size() - 8) : name;
   if (base.rfind("step_", 0) != 0 || base.size() == 5 ||
       base.find_first_not_of("0123456789", 5) != std::string::npos)
@@ -252,11 +270,13 @@ int64_t stepOfEntry(const std::string &name, bool &partial) {
 bool isCheckpointDir(const fs::path &p) {
   std::ifstream in(p / "index.json");
   json idx = in ? json::parse(in, nullptr, false) : json();
-  return idx.is_object() && idx.value("format", std::string()) == "fsdp-checkpoint";
+  return idx.is_object() &&
+         idx.value("format", std::string()) == "fsdp-checkpoint";
 }
 
 /// The complete step_* checkpoints under `root`, oldest first.
-std::vector<std::pair<int64_t, fs::path>> periodicCheckpoints(const fs::path &root) {
+std::vector<std::pair<int64_t, fs::path>>
+periodicCheckpoints(const fs::path &root) {
   std::vector<std::pair<int64_t, fs::path>> out;
   std::error_code ec;
   for (const auto &e : fs::directory_iterator(root, ec)) {
@@ -288,7 +308,8 @@ void checkSaveDir(const std::string &dir, bool periodic) {
                e.path().filename().string() + "' is not one");
       }
     } else if (!fs::is_empty(p, ec) && !isCheckpointDir(p)) {
-      fail("it exists and is not an fsdp checkpoint; a save replaces the directory");
+      fail("it exists and is not an fsdp checkpoint; a save replaces the "
+           "directory");
     }
     if (access(p.c_str(), W_OK) != 0)
       fail("it is not writable");
@@ -319,13 +340,14 @@ std::string resolveCheckpoint(const std::string &dir) {
     return dir; // loadCheckpoint names what is wrong
   auto all = periodicCheckpoints(dir);
   if (all.empty())
-    throw Error("--load: '" + dir + "' has no index.json and no complete step_<N> "
+    throw Error("--load: '" + dir +
+                "' has no index.json and no complete step_<N> "
                 "checkpoint (not a checkpoint directory, or no save finished)");
   return all.back().second.string();
 }
 
-void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step, int rank,
-                    const RunMeta &meta) {
+void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
+                    int rank, const RunMeta &meta) {
   const Program &prog = ex.program();
   const std::string target = fs::absolute(dir).lexically_normal().string();
   const std::string tmp = target + ".partial";
@@ -356,10 +378,12 @@ void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step, in
         break;
       ex.read(b.io->buffer, values);
       raw.resize(values.size() * static_cast<size_t>(floatBytes(b.dtype)));
-      encodeValues(b.dtype, values.data(), static_cast<int64_t>(values.size()), raw.data());
+      encodeValues(b.dtype, values.data(), static_cast<int64_t>(values.size()),
+                   raw.data());
       if (!writeAt(f.fd, raw.data(), raw.size(), b.offset))
         err = "error writing '" + path + "': " + std::strerror(errno);
-      crc = crc32(crc, reinterpret_cast<const Bytef *>(raw.data()), static_cast<uInt>(raw.size()));
+      crc = crc32(crc, reinterpret_cast<const Bytef *>(raw.data()),
+                  static_cast<uInt>(raw.size()));
     }
     if (err.empty() && ::fsync(f.fd) != 0)
       err = "fsync of '" + path + "' failed: " + std::strerror(errno);
@@ -367,8 +391,8 @@ void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step, in
   agree(err, "write its file", tmp, rank);
   unsigned long long mine = crc;
   std::vector<unsigned long long> crcs(static_cast<size_t>(prog.worldSize()));
-  MPI_Gather(&mine, 1, MPI_UNSIGNED_LONG_LONG, crcs.data(), 1, MPI_UNSIGNED_LONG_LONG, 0,
-             MPI_COMM_WORLD);
+  MPI_Gather(&mine, 1, MPI_UNSIGNED_LONG_LONG, crcs.data(), 1,
+             MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
 
   if (rank == 0) {
     SavedMap saved;
@@ -379,7 +403,10 @@ void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step, in
       if (bl.empty())
         continue;
       addRanges(bl, files.size(), saved);
-      files.push_back({{"rank", r}, {"path", rankFile(r)}, {"bytes", b}, {"crc32", crcs[r]}});
+      files.push_back({{"rank", r},
+                       {"path", rankFile(r)},
+                       {"bytes", b},
+                       {"crc32", crcs[r]}});
     }
     json tensors = json::array(), roles = json::array();
     for (const char *role : kRoles)
@@ -396,46 +423,60 @@ void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step, in
             continue;
           json ranges = json::array();
           for (const Range &r : it->second.ranges)
-            ranges.push_back({{"file", r.file}, {"offset", r.offset}, {"begin", r.begin},
+            ranges.push_back({{"file", r.file},
+                              {"offset", r.offset},
+                              {"begin", r.begin},
                               {"end", r.end}});
-          tensors.push_back({{"fqn", p.fqn}, {"role", role}, {"shape", p.shape},
+          tensors.push_back({{"fqn", p.fqn},
+                             {"role", role},
+                             {"shape", p.shape},
                              {"dtype", fsdp::rt::dtypeName(it->second.dtype)},
                              {"ranges", ranges}});
         }
-    json index = {{"format", "fsdp-checkpoint"},
-                  {"version", kVersion},
-                  {"schedule", prog.name()},
-                  {"world_size", prog.worldSize()},
-                  {"strategy", prog.strategy()},
-                  {"grid", {{"replicas", prog.replicas()}, {"shard_size", prog.shardSize()}}},
-                  {"step", step},
-                  {"run", {{"seed", meta.seed}, {"data", meta.data}, {"data_order", meta.dataOrder}}},
-                  {"optimizer", optimizerJson(prog)},
-                  {"roles", roles},
-                  {"files", files},
-                  {"tensors", tensors}};
+    json index = {
+        {"format", "fsdp-checkpoint"},
+        {"version", kVersion},
+        {"schedule", prog.name()},
+        {"world_size", prog.worldSize()},
+        {"strategy", prog.strategy()},
+        {"grid",
+         {{"replicas", prog.replicas()}, {"shard_size", prog.shardSize()}}},
+        {"step", step},
+        {"run",
+         {{"seed", meta.seed},
+          {"data", meta.data},
+          {"data_order", meta.dataOrder}}},
+        {"optimizer", optimizerJson(prog)},
+        {"roles", roles},
+        {"files", files},
+        {"tensors", tensors}};
     std::string ipath = tmp + "/index.json";
     {
       std::ofstream out(ipath);
       if (!out || !(out << index.dump(1) << "\n") || !out.flush())
         err = "cannot write '" + ipath + "'";
     }
-    if (err.empty() && (!fsyncPath(ipath, O_RDONLY) || !fsyncPath(tmp, O_RDONLY | O_DIRECTORY)))
+    if (err.empty() && (!fsyncPath(ipath, O_RDONLY) ||
+                        !fsyncPath(tmp, O_RDONLY | O_DIRECTORY)))
       err = "fsync of '" + tmp + "' failed";
     // The swap: the previous checkpoint stays whole until the new one is.
     std::error_code ec;
     if (err.empty()) {
       if (fs::exists(target, ec)) {
-        if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0)
-          err = "cannot swap '" + tmp + "' into '" + target + "': " + std::strerror(errno);
+        if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(),
+                        RENAME_EXCHANGE) != 0)
+          err = "cannot swap '" + tmp + "' into '" + target +
+                "': " + std::strerror(errno);
         else
           fs::remove_all(tmp, ec); // now the previous checkpoint
       } else if (std::rename(tmp.c_str(), target.c_str()) != 0) {
-        err = "cannot rename '" + tmp + "' to '" + target + "': " + std::strerror(errno);
+        err = "cannot rename '" + tmp + "' to '" + target +
+              "': " + std::strerror(errno);
       }
     }
     if (err.empty())
-      fsyncPath(fs::path(target).parent_path().string(), O_RDONLY | O_DIRECTORY);
+      fsyncPath(fs::path(target).parent_path().string(),
+                O_RDONLY | O_DIRECTORY);
   }
   agree(err, "finish the save", tmp, rank);
 }
@@ -445,48 +486,58 @@ namespace {
 /// Parses index.json's `text` (either version) into the saved ranges and
 /// files: every field's type, every range's file and bounds are checked.
 /// `optimizer` receives the recorded hyper-parameters (empty for version 1).
-void parseIndex(const std::string &text, const std::string &dir, const std::string &ipath,
-                SavedMap &saved, std::vector<SavedFile> &files, LoadedCheckpoint &result,
+void parseIndex(const std::string &text, const std::string &dir,
+                const std::string &ipath, SavedMap &saved,
+                std::vector<SavedFile> &files, LoadedCheckpoint &result,
                 json &optimizer) {
   json index = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (index.is_discarded() || !index.is_object())
     throw Error("--load: '" + ipath + "' is not valid JSON");
   try {
-    int64_t version = index.value("format", std::string()) == "fsdp-checkpoint" &&
-                              index.contains("version")
-                          ? intOf(index["version"], "version")
-                          : 0;
+    int64_t version =
+        index.value("format", std::string()) == "fsdp-checkpoint" &&
+                index.contains("version")
+            ? intOf(index["version"], "version")
+            : 0;
     if (version == 1) {
       readVersion1(index, dir, saved, files);
     } else if (version == kVersion) {
       for (const json &f : index.at("files"))
-        files.push_back({(fs::path(dir) / f.at("path").get<std::string>()).string(),
-                         uintOf(f.at("bytes"), "files[].bytes"), intOf(f.at("crc32"), "files[].crc32")});
+        files.push_back(
+            {(fs::path(dir) / f.at("path").get<std::string>()).string(),
+             uintOf(f.at("bytes"), "files[].bytes"),
+             intOf(f.at("crc32"), "files[].crc32")});
       for (const json &t : index.at("tensors")) {
         std::string fqn = t.at("fqn").get<std::string>();
         Saved &s = saved[{fqn, t.at("role").get<std::string>()}];
         s.shape = intsOf(t.at("shape"), "tensors[].shape");
         s.dtype = parseDtype(t.at("dtype").get<std::string>());
         for (const json &r : t.at("ranges")) {
-          size_t file = static_cast<size_t>(uintOf(r.at("file"), "ranges[].file"));
-          Range range{file, uintOf(r.at("offset"), "ranges[].offset"), intOf(r.at("begin"), "ranges[].begin"),
+          size_t file =
+              static_cast<size_t>(uintOf(r.at("file"), "ranges[].file"));
+          Range range{file, uintOf(r.at("offset"), "ranges[].offset"),
+                      intOf(r.at("begin"), "ranges[].begin"),
                       intOf(r.at("end"), "ranges[].end")};
-          if (file >= files.size() || range.begin < 0 || range.end < range.begin)
-            throw Error("--load: '" + ipath + "': a range of '" + fqn + "' (file #" +
-                        std::to_string(file) + " of " + std::to_string(files.size()) +
-                        ", elements [" + std::to_string(range.begin) + ", " +
+          if (file >= files.size() || range.begin < 0 ||
+              range.end < range.begin)
+            throw Error("--load: '" + ipath + "': a range of '" + fqn +
+                        "' (file #" + std::to_string(file) + " of " +
+                        std::to_string(files.size()) + ", elements [" +
+                        std::to_string(range.begin) + ", " +
                         std::to_string(range.end) + ")) is out of bounds");
           s.ranges.push_back(range);
         }
       }
       const json &run = index.value("run", json::object());
       result.hasMeta = true;
-      result.meta.seed = run.contains("seed") ? uintOf(run["seed"], "run.seed") : 0;
+      result.meta.seed =
+          run.contains("seed") ? uintOf(run["seed"], "run.seed") : 0;
       result.meta.data = run.value("data", std::string());
       result.meta.dataOrder = run.value("data_order", std::string("random"));
       optimizer = index.value("optimizer", json::object());
     } else {
-      throw Error("--load: '" + ipath + "' is not an fsdp-checkpoint index of version 1 or 2");
+      throw Error("--load: '" + ipath +
+                  "' is not an fsdp-checkpoint index of version 1 or 2");
     }
     result.step = intOf(index.at("step"), "step");
   } catch (const json::exception &e) {
@@ -503,12 +554,13 @@ int64_t checkCheckpointIndex(const std::string &text, const std::string &dir) {
   std::vector<SavedFile> files;
   LoadedCheckpoint result;
   json optimizer;
-  parseIndex(text, dir, (fs::path(dir) / "index.json").string(), saved, files, result,
-             optimizer);
+  parseIndex(text, dir, (fs::path(dir) / "index.json").string(), saved, files,
+             result, optimizer);
   return result.step;
 }
 
-LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex, int rank) {
+LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex,
+                                int rank) {
   const Program &prog = ex.program();
   std::string ipath = (fs::path(dir) / "index.json").string();
   std::ifstream in(ipath);
@@ -517,8 +569,8 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex, int rank) 
                 "' (not a checkpoint directory, or the save did not finish)");
   std::stringstream ss;
   ss << in.rdbuf();
-  const std::string ctx = "--load: checkpoint '" + dir + "' does not match schedule '" +
-                          prog.name() + "'";
+  const std::string ctx = "--load: checkpoint '" + dir +
+                          "' does not match schedule '" + prog.name() + "'";
   LoadedCheckpoint result;
   SavedMap saved;
   std::vector<SavedFile> files;
@@ -527,7 +579,8 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex, int rank) 
   json want = optimizerJson(prog);
   if (rank == 0 && result.hasMeta && got != want)
     std::fprintf(stderr,
-                 "fsdp-run: warning: --load: the checkpoint was trained with optimizer %s; "
+                 "fsdp-run: warning: --load: the checkpoint was trained with "
+                 "optimizer %s; "
                  "this schedule has %s\n",
                  got.dump().c_str(), want.dump().c_str());
 
@@ -547,13 +600,15 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex, int rank) 
     if (it == saved.end())
       it = saved.find({fqn, weights ? "param" : role});
     if (it == saved.end())
-      throw Error(ctx + ": the checkpoint has no '" + std::string(weights ? "param" : role) +
-                  "' of parameter '" + fqn + "'" +
-                  (weights ? "" : " (saved by a run without that optimizer state?)"));
+      throw Error(
+          ctx + ": the checkpoint has no '" +
+          std::string(weights ? "param" : role) + "' of parameter '" + fqn +
+          "'" +
+          (weights ? "" : " (saved by a run without that optimizer state?)"));
     if (it->second.shape != params[fqn]->shape)
-      throw Error(ctx + ": parameter '" + fqn + "' has shape " + json(it->second.shape).dump() +
-                  " in the checkpoint but " + json(params[fqn]->shape).dump() +
-                  " in the schedule");
+      throw Error(ctx + ": parameter '" + fqn + "' has shape " +
+                  json(it->second.shape).dump() + " in the checkpoint but " +
+                  json(params[fqn]->shape).dump() + " in the schedule");
     return it->second;
   };
   for (const UnitDesc &u : prog.units())
@@ -574,43 +629,55 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex, int rank) 
       int64_t begin, end;
       stateRange(prog, u, *io, rank, begin, end);
       values.assign(static_cast<size_t>(end - begin), 0.0); // padding: zero
-      forEachParamIn(u, begin, end, [&](const ParamDesc &p, int64_t flatLo, int64_t flatHi) {
-        int64_t lo = flatLo - p.offset, hi = flatHi - p.offset; // elements of the FQN
-        const Saved &s = source(p.fqn, role);
-        int64_t es = floatBytes(s.dtype), covered = 0;
-        for (const Range &r : s.ranges) {
-          int64_t a = std::max(lo, r.begin), b = std::min(hi, r.end);
-          if (a >= b)
-            continue;
-          SavedFile &f = files[r.file];
-          auto &fd = open[r.file];
-          if (!fd) {
-            struct stat st;
-            bool found = ::stat(f.path.c_str(), &st) == 0;
-            if (!found || static_cast<uint64_t>(st.st_size) != f.bytes)
-              throw Error("--load: '" + f.path + "' is missing or truncated: " +
-                          (found ? std::to_string(st.st_size) + " bytes"
-                                 : std::string("cannot stat it")) +
-                          ", the index gives " + std::to_string(f.bytes));
-            uint32_t crc = 0;
-            if (f.crc >= 0 && (!fileCrc(f.path, f.bytes, crc) || crc != f.crc))
-              throw Error("--load: '" + f.path + "' is corrupted: its CRC-32 is " +
-                          std::to_string(crc) + ", the index gives " + std::to_string(f.crc));
-            fd = std::make_unique<Fd>(::open(f.path.c_str(), O_RDONLY | O_CLOEXEC));
-          }
-          raw.resize(static_cast<size_t>((b - a) * es));
-          if (fd->fd < 0 || !readAt(fd->fd, raw.data(), raw.size(),
-                                    r.offset + static_cast<uint64_t>((a - r.begin) * es)))
-            throw Error("--load: error reading '" + f.path + "'");
-          decodeValues(s.dtype, raw.data(), b - a, &values[p.offset + a - begin]);
-          covered += b - a;
-        }
-        if (covered != hi - lo)
-          throw Error(ctx + ": elements [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                      ") of '" + p.fqn + "' ('" + role + "') are " +
-                      (covered < hi - lo ? "missing from" : "saved twice in") +
-                      " the checkpoint's files");
-      });
+      forEachParamIn(
+          u, begin, end,
+          [&](const ParamDesc &p, int64_t flatLo, int64_t flatHi) {
+            int64_t lo = flatLo - p.offset,
+                    hi = flatHi - p.offset; // elements of the FQN
+            const Saved &s = source(p.fqn, role);
+            int64_t es = floatBytes(s.dtype), covered = 0;
+            for (const Range &r : s.ranges) {
+              int64_t a = std::max(lo, r.begin), b = std::min(hi, r.end);
+              if (a >= b)
+                continue;
+              SavedFile &f = files[r.file];
+              auto &fd = open[r.file];
+              if (!fd) {
+                struct stat st;
+                bool found = ::stat(f.path.c_str(), &st) == 0;
+                if (!found || static_cast<uint64_t>(st.st_size) != f.bytes)
+                  throw Error("--load: '" + f.path +
+                              "' is missing or truncated: " +
+                              (found ? std::to_string(st.st_size) + " bytes"
+                                     : std::string("cannot stat it")) +
+                              ", the index gives " + std::to_string(f.bytes));
+                uint32_t crc = 0;
+                if (f.crc >= 0 &&
+                    (!fileCrc(f.path, f.bytes, crc) || crc != f.crc))
+                  throw Error("--load: '" + f.path +
+                              "' is corrupted: its CRC-32 is " +
+                              std::to_string(crc) + ", the index gives " +
+                              std::to_string(f.crc));
+                fd = std::make_unique<Fd>(
+                    ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC));
+              }
+              raw.resize(static_cast<size_t>((b - a) * es));
+              if (fd->fd < 0 ||
+                  !readAt(fd->fd, raw.data(), raw.size(),
+                          r.offset + static_cast<uint64_t>((a - r.begin) * es)))
+                throw Error("--load: error reading '" + f.path + "'");
+              decodeValues(s.dtype, raw.data(), b - a,
+                           &values[p.offset + a - begin]);
+              covered += b - a;
+            }
+            if (covered != hi - lo)
+              throw Error(
+                  ctx + ": elements [" + std::to_string(lo) + ", " +
+                  std::to_string(hi) + ") of '" + p.fqn + "' ('" + role +
+                  "') are " +
+                  (covered < hi - lo ? "missing from" : "saved twice in") +
+                  " the checkpoint's files");
+          });
       ex.write(io->buffer, values);
     }
   return result;

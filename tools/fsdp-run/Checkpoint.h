@@ -52,10 +52,10 @@ struct LoadedCheckpoint {
 };
 
 /// Reads dir/index.json (format version 2 or 1) and, whatever the saved
-/// world size, grid or layout, checks that it holds this schedule's model (every parameter
-/// FQN with its shape, every optimizer-state role the schedule has, no
-/// extra FQN), verifies the size and CRC-32 of every file this rank reads,
-/// and writes this rank's buffers: `param` and `master` from the saved
+/// world size, grid or layout, checks that it holds this schedule's model
+/// (every parameter FQN with its shape, every optimizer-state role the schedule
+/// has, no extra FQN), verifies the size and CRC-32 of every file this rank
+/// reads, and writes this rank's buffers: `param` and `master` from the saved
 /// master if there is one, else the saved param, converted to the buffer
 /// dtype; moments from the saved moments. Throws fsdp::rt::Error naming the
 /// FQN, role, shape or file that does not match.

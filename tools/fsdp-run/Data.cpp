@@ -12,8 +12,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -60,8 +60,15 @@ double normal01(uint64_t h) {
 
 namespace {
 
-enum Tag : uint64_t { kParam = 1, kFeature = 2, kTeacher = 3, kToken = 4,
-                      kTokenMap = 5, kLabel = 6, kWindow = 7 };
+enum Tag : uint64_t {
+  kParam = 1,
+  kFeature = 2,
+  kTeacher = 3,
+  kToken = 4,
+  kTokenMap = 5,
+  kLabel = 6,
+  kWindow = 7
+};
 
 /// Value of element `i` of parameter `fqn` for init string `init`.
 double initValue(const std::string &init, uint64_t seed, const std::string &fqn,
@@ -126,8 +133,8 @@ void readCsv(const std::string &path, int64_t featPerSample,
     if (static_cast<int64_t>(vals.size()) != featPerSample + 1)
       throw Error(path + ":" + std::to_string(lineNo) + ": expected " +
                   std::to_string(featPerSample + 1) + " values (" +
-                  std::to_string(featPerSample) + " features and a label), got " +
-                  std::to_string(vals.size()));
+                  std::to_string(featPerSample) +
+                  " features and a label), got " + std::to_string(vals.size()));
     double lab = vals.back();
     if (lab != std::floor(lab))
       throw Error(path + ":" + std::to_string(lineNo) + ": label " +
@@ -176,8 +183,8 @@ DataSource::DataSource(const Program &p, const std::string &dataFile,
       throw Error(p.name() + ": data input " + std::to_string(io.buffer) +
                   " must have a batch dimension");
     Slot s{io.buffer, io.role, b.shape[0], 0, 0};
-    int64_t global = io.globalShape.empty() ? b.shape[0] * n
-                                            : io.globalShape[0];
+    int64_t global =
+        io.globalShape.empty() ? b.shape[0] * n : io.globalShape[0];
     if (global != b.shape[0] * n)
       throw Error(p.name() + ": data input " + std::to_string(io.buffer) +
                   ": global batch " + std::to_string(global) + " != local " +
@@ -206,8 +213,10 @@ DataSource::DataSource(const Program &p, const std::string &dataFile,
     // Each step's global batch takes consecutive rows; fewer rows than one
     // batch would repeat samples within a step.
     if (static_cast<int64_t>(csvLabels.size()) < globalBatch)
-      throw Error("data file '" + dataFile + "' has " + std::to_string(csvLabels.size()) +
-                  " rows; one step's global batch needs " + std::to_string(globalBatch));
+      throw Error("data file '" + dataFile + "' has " +
+                  std::to_string(csvLabels.size()) +
+                  " rows; one step's global batch needs " +
+                  std::to_string(globalBatch));
   } else if (tokensSlot >= 0) {
     int64_t seq = slots[tokensSlot].perSample;
     std::string ext = std::filesystem::path(dataFile).extension().string();
@@ -219,29 +228,33 @@ DataSource::DataSource(const Program &p, const std::string &dataFile,
       errno = 0;
       std::ifstream in(dataFile, std::ios::binary);
       if (!in)
-        throw Error("cannot open data file '" + dataFile + "'" +
-                    (errno ? std::string(": ") + std::strerror(errno) : std::string()));
+        throw Error(
+            "cannot open data file '" + dataFile + "'" +
+            (errno ? std::string(": ") + std::strerror(errno) : std::string()));
       std::stringstream ss;
       ss << in.rdbuf();
       text = ss.str();
       numTokens = static_cast<int64_t>(text.size());
       if (classes > 256 && rank == 0)
-        std::fprintf(stderr,
-                     "fsdp-run: warning: --data '%s' is read as bytes (token ids "
-                     "0-255) for a model with a vocabulary of %lld; a file of "
-                     "uint16 token ids must end in .bin\n",
-                     dataFile.c_str(), static_cast<long long>(classes));
+        std::fprintf(
+            stderr,
+            "fsdp-run: warning: --data '%s' is read as bytes (token ids "
+            "0-255) for a model with a vocabulary of %lld; a file of "
+            "uint16 token ids must end in .bin\n",
+            dataFile.c_str(), static_cast<long long>(classes));
       if (classes >= 0 && classes < 256)
-        throw Error("--data '" + dataFile + "' is read as bytes (vocabulary "
+        throw Error("--data '" + dataFile +
+                    "' is read as bytes (vocabulary "
                     "256) but the schedule's logits have only " +
-                    std::to_string(classes) + " classes (a .bin file of "
+                    std::to_string(classes) +
+                    " classes (a .bin file of "
                     "uint16 token ids takes any vocabulary)");
     }
     if (numTokens < seq + 1)
-      throw Error("data file '" + dataFile + "' has " + std::to_string(numTokens) +
-                  (bin ? " tokens" : " bytes") + "; a window of T+1 = " +
-                  std::to_string(seq + 1) + (bin ? " tokens" : " bytes") +
-                  " is needed");
+      throw Error("data file '" + dataFile + "' has " +
+                  std::to_string(numTokens) + (bin ? " tokens" : " bytes") +
+                  "; a window of T+1 = " + std::to_string(seq + 1) +
+                  (bin ? " tokens" : " bytes") + " is needed");
     if (bin && classes >= 0) {
       // Every id is checked once, before step 1: a bad id found at step
       // 5000 would cost the run.
@@ -250,8 +263,10 @@ DataSource::DataSource(const Program &p, const std::string &dataFile,
           throw Error("data file '" + dataFile + "': token id " +
                       std::to_string(ids[i]) + " at position " +
                       std::to_string(i) + " (token index; byte " +
-                      std::to_string(2 * i) + ") is >= the model's "
-                      "vocabulary of " + std::to_string(classes));
+                      std::to_string(2 * i) +
+                      ") is >= the model's "
+                      "vocabulary of " +
+                      std::to_string(classes));
     }
   } else {
     throw Error("--data needs a schedule with a 'features' (CSV) or 'tokens' "
@@ -267,7 +282,8 @@ DataSource::~DataSource() {
 void DataSource::mapTokens(const std::string &path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    throw Error("cannot open data file '" + path + "': " + std::strerror(errno));
+    throw Error("cannot open data file '" + path +
+                "': " + std::strerror(errno));
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     ::close(fd);
@@ -284,7 +300,8 @@ void DataSource::mapTokens(const std::string &path) {
     void *m = ::mmap(nullptr, mappedBytes, PROT_READ, MAP_PRIVATE, fd, 0);
     if (m == MAP_FAILED) {
       ::close(fd);
-      throw Error("cannot map data file '" + path + "': " + std::strerror(errno));
+      throw Error("cannot map data file '" + path +
+                  "': " + std::strerror(errno));
     }
     ids = static_cast<const uint16_t *>(m);
   }
@@ -374,7 +391,8 @@ void DataSource::fillRow(int64_t step, const Slot &s, int64_t g,
   } else if (s.role == "labels" && !csvLabels.empty()) {
     if (s.perSample != 1)
       throw Error("--data gives one label per sample but the labels input "
-                  "has " + std::to_string(s.perSample));
+                  "has " +
+                  std::to_string(s.perSample));
     out[0] = static_cast<double>(csvLabels[csvRow(step, g)]);
   } else if (s.role == "labels" && features) {
     // Teacher labels: argmax_c sum_j T[c][j] x[p][j] per position p.

@@ -35,7 +35,8 @@ struct Fd {
 /// transfers and EINTR; false on an error or end of file.
 template <typename Buf, typename Io>
 inline bool transferAt(Io io, int fd, Buf *buf, uint64_t n, uint64_t off) {
-  auto *p = reinterpret_cast<std::conditional_t<std::is_const_v<Buf>, const char, char> *>(buf);
+  auto *p = reinterpret_cast<
+      std::conditional_t<std::is_const_v<Buf>, const char, char> *>(buf);
   while (n > 0) {
     ssize_t done = io(fd, p, n, static_cast<off_t>(off));
     if (done < 0 && errno == EINTR)
@@ -82,7 +83,8 @@ inline bool writesCopy(const fsdp::rt::Program &p, const fsdp::rt::IoDesc &io,
 /// elements [begin, end) of the unit, with [lo, hi) the overlap in the
 /// unit's flat (unpadded-offset) numbering; lo < hi.
 template <typename F>
-inline void forEachParamIn(const fsdp::rt::UnitDesc &u, int64_t begin, int64_t end, F &&f) {
+inline void forEachParamIn(const fsdp::rt::UnitDesc &u, int64_t begin,
+                           int64_t end, F &&f) {
   for (const fsdp::rt::ParamDesc &p : u.params) {
     int64_t lo = begin > p.offset ? begin : p.offset;
     int64_t hi = end < p.offset + p.numel ? end : p.offset + p.numel;

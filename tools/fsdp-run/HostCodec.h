@@ -24,8 +24,10 @@ namespace fsdp::run {
 /// Bytes per element of a floating dtype (f64, f32, bf16, f16), else 0.
 inline int64_t floatBytes(fsdp::rt::DType t) {
   using fsdp::rt::DType;
-  return t == DType::F64 ? 8 : t == DType::F32 ? 4
-         : (t == DType::BF16 || t == DType::F16) ? 2 : 0;
+  return t == DType::F64                         ? 8
+         : t == DType::F32                       ? 4
+         : (t == DType::BF16 || t == DType::F16) ? 2
+                                                 : 0;
 }
 
 /// Writes n values as dtype `t` into `out` (n · floatBytes(t) bytes).
@@ -41,7 +43,8 @@ inline void encodeValues(fsdp::rt::DType t, const double *v, int64_t n,
       std::memcpy(o + 4 * i, &f, 4);
     } else {
       float f = static_cast<float>(v[i]);
-      uint16_t h = t == DType::BF16 ? fsdp::floatToBf16(f) : fsdp::floatToF16(f);
+      uint16_t h =
+          t == DType::BF16 ? fsdp::floatToBf16(f) : fsdp::floatToF16(f);
       std::memcpy(o + 2 * i, &h, 2);
     }
   }

@@ -68,12 +68,15 @@ bool stFloatType(const std::string &d, DType &t) {
 }
 
 const char *stName(DType t) {
-  return t == DType::F64 ? "F64" : t == DType::BF16 ? "BF16"
-         : t == DType::F16 ? "F16" : "F32";
+  return t == DType::F64    ? "F64"
+         : t == DType::BF16 ? "BF16"
+         : t == DType::F16  ? "F16"
+                            : "F32";
 }
 
 /// Parses and checks one file's header, adding its tensors to `out`.
-void parseFile(const std::string &path, std::map<std::string, TensorEntry> &out) {
+void parseFile(const std::string &path,
+               std::map<std::string, TensorEntry> &out) {
   auto bad = [&](const std::string &what) {
     return Error("--init-from: safetensors file '" + path + "': " + what);
   };
@@ -90,8 +93,9 @@ void parseFile(const std::string &path, std::map<std::string, TensorEntry> &out)
               " bytes, shorter than the 8-byte header length");
   if (n > kMaxHeaderBytes || n > size - 8)
     throw bad("header length " + std::to_string(n) + " exceeds " +
-              (n > kMaxHeaderBytes ? "the 100 MB limit" : "the file (" +
-                                         std::to_string(size) + " bytes)"));
+              (n > kMaxHeaderBytes
+                   ? "the 100 MB limit"
+                   : "the file (" + std::to_string(size) + " bytes)"));
   std::string text(n, '\0');
   if (!readAt(f.fd, text.data(), n, 8))
     throw bad("cannot read the header");
@@ -109,7 +113,8 @@ void parseFile(const std::string &path, std::map<std::string, TensorEntry> &out)
         !e.contains("shape") || !e["shape"].is_array() ||
         !e.contains("data_offsets") || !e["data_offsets"].is_array() ||
         e["data_offsets"].size() != 2)
-      throw bad(where + ": needs \"dtype\", \"shape\" and two \"data_offsets\"");
+      throw bad(where +
+                ": needs \"dtype\", \"shape\" and two \"data_offsets\"");
     TensorEntry t;
     t.name = it.key();
     t.file = path;
@@ -129,7 +134,8 @@ void parseFile(const std::string &path, std::map<std::string, TensorEntry> &out)
     }
     const json &o = e["data_offsets"];
     if (!o[0].is_number_unsigned() || !o[1].is_number_unsigned())
-      throw bad(where + ": data_offsets " + o.dump() + " are not non-negative integers");
+      throw bad(where + ": data_offsets " + o.dump() +
+                " are not non-negative integers");
     uint64_t b = o[0].get<uint64_t>(), end = o[1].get<uint64_t>();
     int64_t want;
     if (__builtin_mul_overflow(t.numel, es, &want) || b > end ||
@@ -196,7 +202,8 @@ SafeTensorsArchive SafeTensorsArchive::open(const std::string &path) {
     return a;
   }
   if (!fs::exists(index, ec))
-    throw Error("--init-from: directory '" + path + "' has neither "
+    throw Error("--init-from: directory '" + path +
+                "' has neither "
                 "model.safetensors nor model.safetensors.index.json");
   std::string ipath = index.string();
   FILE *f = std::fopen(ipath.c_str(), "rb");
@@ -206,15 +213,18 @@ SafeTensorsArchive SafeTensorsArchive::open(const std::string &path) {
   std::fclose(f);
   if (idx.is_discarded() || !idx.is_object() || !idx.contains("weight_map") ||
       !idx["weight_map"].is_object())
-    throw Error("--init-from: '" + ipath + "' is not a JSON object with a "
+    throw Error("--init-from: '" + ipath +
+                "' is not a JSON object with a "
                 "\"weight_map\" object");
   std::map<std::string, std::string> wanted; // tensor -> file
   std::set<std::string> files;
-  for (auto it = idx["weight_map"].begin(); it != idx["weight_map"].end(); ++it) {
+  for (auto it = idx["weight_map"].begin(); it != idx["weight_map"].end();
+       ++it) {
     if (!it.value().is_string())
       throw Error("--init-from: '" + ipath + "': weight_map[\"" + it.key() +
                   "\"] is not a file name");
-    std::string file = (fs::path(path) / it.value().get<std::string>()).string();
+    std::string file =
+        (fs::path(path) / it.value().get<std::string>()).string();
     wanted[it.key()] = file;
     files.insert(file);
   }
@@ -239,13 +249,15 @@ void SafeTensorsArchive::read(const TensorEntry &t, int64_t first,
   DType dt;
   if (!stFloatType(t.dtype, dt))
     throw Error("--init-from: tensor '" + t.name + "' in '" + t.file +
-                "' has dtype " + t.dtype + "; parameters need F32, BF16, F16 "
+                "' has dtype " + t.dtype +
+                "; parameters need F32, BF16, F16 "
                 "or F64");
   if (first < 0 || count < 0 || first + count > t.numel)
     throw Error("--init-from: element range out of tensor '" + t.name + "'");
   Fd f(::open(t.file.c_str(), O_RDONLY | O_CLOEXEC));
   if (f.fd < 0)
-    throw Error("--init-from: cannot open '" + t.file + "': " + std::strerror(errno));
+    throw Error("--init-from: cannot open '" + t.file +
+                "': " + std::strerror(errno));
   int64_t es = floatBytes(dt), per = kChunkBytes / es;
   std::vector<char> buf(static_cast<size_t>(std::min(count, per) * es));
   for (int64_t done = 0; done < count;) {
@@ -276,12 +288,14 @@ void initFromSafeTensors(const SafeTensorsArchive &archive, Executor &ex,
       }
       if (t->shape != p.shape)
         throw Error("--init-from: tensor '" + t->name + "' in '" + t->file +
-                    "' has shape " + json(t->shape).dump() + "; the schedule's '" +
-                    p.fqn + "' is " + json(p.shape).dump());
+                    "' has shape " + json(t->shape).dump() +
+                    "; the schedule's '" + p.fqn + "' is " +
+                    json(p.shape).dump());
       DType dt;
       if (!stFloatType(t->dtype, dt))
         throw Error("--init-from: tensor '" + t->name + "' in '" + t->file +
-                    "' has dtype " + t->dtype + "; parameters need F32, BF16, "
+                    "' has dtype " + t->dtype +
+                    "; parameters need F32, BF16, "
                     "F16 or F64");
       source[p.fqn] = t;
       used.insert(t->name);
@@ -293,8 +307,10 @@ void initFromSafeTensors(const SafeTensorsArchive &archive, Executor &ex,
     if (missing.size() > 5)
       list += " and " + std::to_string(missing.size() - 5) + " more";
     throw Error("--init-from: '" + archive.path() + "' has no tensor for " +
-                std::to_string(missing.size()) + " parameter(s) of the "
-                "schedule: " + list);
+                std::to_string(missing.size()) +
+                " parameter(s) of the "
+                "schedule: " +
+                list);
   }
   for (const auto &[name, t] : archive.tensors())
     if (!used.count(name) && !isKnownBuffer(name)) {
@@ -317,9 +333,11 @@ void initFromSafeTensors(const SafeTensorsArchive &archive, Executor &ex,
       int64_t begin, end;
       stateRange(prog, u, *io, rank, begin, end);
       values.assign(static_cast<size_t>(end - begin), 0.0); // padding: zero
-      forEachParamIn(u, begin, end, [&](const ParamDesc &p, int64_t lo, int64_t hi) {
-        archive.read(*source[p.fqn], lo - p.offset, hi - lo, &values[lo - begin]);
-      });
+      forEachParamIn(u, begin, end,
+                     [&](const ParamDesc &p, int64_t lo, int64_t hi) {
+                       archive.read(*source[p.fqn], lo - p.offset, hi - lo,
+                                    &values[lo - begin]);
+                     });
       ex.write(io->buffer, values);
     }
 }
@@ -362,7 +380,8 @@ void exportSafeTensors(const std::string &path, const Executor &ex,
       total += bytes;
     }
   std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' '); // the reference writer's alignment
+  text.append((8 - text.size() % 8) % 8,
+              ' '); // the reference writer's alignment
   const uint64_t dataStart = 8 + text.size();
 
   std::string err;
@@ -372,12 +391,13 @@ void exportSafeTensors(const std::string &path, const Executor &ex,
     if (!all) {
       if (rank == 0)
         ::unlink(partial.c_str());
-      throw Error("--export: " + (err.empty() ? "another rank failed to " + what
-                                               : err));
+      throw Error("--export: " +
+                  (err.empty() ? "another rank failed to " + what : err));
     }
   };
   if (rank == 0) {
-    Fd f(::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    Fd f(::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                0644));
     uint64_t n = text.size();
     if (f.fd < 0 || !writeAt(f.fd, &n, 8, 0) ||
         !writeAt(f.fd, text.data(), n, 8) ||
@@ -404,25 +424,27 @@ void exportSafeTensors(const std::string &path, const Executor &ex,
       stateRange(prog, *s.unit, *s.io, rank, begin, end);
       ex.read(s.io->buffer, values);
       int64_t es = floatBytes(s.type);
-      forEachParamIn(*s.unit, begin, end, [&](const ParamDesc &p, int64_t lo, int64_t hi) {
-        if (!err.empty())
-          return;
-        bytes.resize(static_cast<size_t>((hi - lo) * es));
-        encodeValues(s.type, &values[lo - begin], hi - lo, bytes.data());
-        if (!writeAt(f.fd, bytes.data(), bytes.size(),
-                     dataStart + dataOffset[p.fqn] +
-                         static_cast<uint64_t>((lo - p.offset) * es))) {
-          err = "error writing '" + partial + "' on rank " +
-                std::to_string(rank) + ": " + std::strerror(errno);
-        }
-      });
+      forEachParamIn(
+          *s.unit, begin, end, [&](const ParamDesc &p, int64_t lo, int64_t hi) {
+            if (!err.empty())
+              return;
+            bytes.resize(static_cast<size_t>((hi - lo) * es));
+            encodeValues(s.type, &values[lo - begin], hi - lo, bytes.data());
+            if (!writeAt(f.fd, bytes.data(), bytes.size(),
+                         dataStart + dataOffset[p.fqn] +
+                             static_cast<uint64_t>((lo - p.offset) * es))) {
+              err = "error writing '" + partial + "' on rank " +
+                    std::to_string(rank) + ": " + std::strerror(errno);
+            }
+          });
     }
     if (err.empty() && f.fd >= 0 && ::fsync(f.fd) != 0)
       err = "fsync of '" + partial + "' failed on rank " + std::to_string(rank);
   }
   agree("write its shards");
   if (rank == 0 && std::rename(partial.c_str(), path.c_str()) != 0)
-    err = "cannot rename '" + partial + "' to '" + path + "': " + std::strerror(errno);
+    err = "cannot rename '" + partial + "' to '" + path +
+          "': " + std::strerror(errno);
   agree("rename the file");
 }
 

@@ -34,11 +34,11 @@ namespace fsdp::run {
 /// One tensor of a safetensors archive.
 struct TensorEntry {
   std::string name;
-  std::string file;           ///< the .safetensors file holding it
-  std::string dtype;          ///< "F64", "F32", "BF16", "F16" (others: error on read)
+  std::string file;  ///< the .safetensors file holding it
+  std::string dtype; ///< "F64", "F32", "BF16", "F16" (others: error on read)
   std::vector<int64_t> shape;
   int64_t numel = 0;
-  uint64_t fileOffset = 0;    ///< absolute byte offset of element 0 in `file`
+  uint64_t fileOffset = 0; ///< absolute byte offset of element 0 in `file`
   uint64_t bytes = 0;
 };
 

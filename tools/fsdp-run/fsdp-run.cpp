@@ -16,8 +16,8 @@
 // strategy), reads them from a Hugging Face safetensors checkpoint
 // (SafeTensors.h) or loads a checkpoint (Checkpoint.h) into the executor's
 // device-resident state. Feeds synthetic, CSV, byte-level text or uint16
-// token data (Data.h), runs K optimizer steps (the state stays on the device; the
-// host sees the data in, the loss out), prints "step s loss x" per step on
+// token data (Data.h), runs K optimizer steps (the state stays on the device;
+// the host sees the data in, the loss out), prints "step s loss x" per step on
 // rank 0 and, as the last line, one JSON summary. Any error on any rank
 // aborts all ranks (MPI_Abort) with a message; bad arguments print the usage
 // and exit 2. --progress picks how MPI collectives progress while kernels
@@ -38,22 +38,22 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
-#include <filesystem>
-#include <fcntl.h>
-#include <sys/resource.h>
-#include <unistd.h>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
+#include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <sys/resource.h>
+#include <thread>
+#include <unistd.h>
 #include <vector>
 
 using fsdp::rt::AllocMode;
@@ -94,28 +94,36 @@ const char *kUsage =
     "                [--save-every K] [--keep N] [--load DIR] [--device D]\n"
     "                [--collectives C] [--alloc A]\n"
     "  --steps K          optimizer steps to run (default 1, K >= 1)\n"
-    "  --device D         cpu (default), cuda (the local rank's GPU) or cuda:N\n"
+    "  --device D         cpu (default), cuda (the local rank's GPU) or "
+    "cuda:N\n"
     "  --collectives C    auto (default: MPI on cpu, NCCL on cuda), mpi (on\n"
     "                     cuda: staged through host memory, so that several\n"
     "                     ranks may share one GPU) or nccl\n"
-    "  --alloc A          arena (default: one arena, the memory plan's offsets)\n"
+    "  --alloc A          arena (default: one arena, the memory plan's "
+    "offsets)\n"
     "                     or per-buffer (one device allocation per buffer, so\n"
     "                     that device_peak_bytes measures the step)\n"
-    "  --seed S           seed of parameter init and synthetic data (default 0)\n"
+    "  --seed S           seed of parameter init and synthetic data (default "
+    "0)\n"
     "  --data FILE        instead of synthetic data: for a features/labels\n"
     "                     schedule a CSV (lines f0,...,fF-1,label); for a\n"
     "                     tokens/targets schedule a .bin file of uint16 token\n"
     "                     ids (nanoGPT / llm.c) or a text file read as bytes\n"
     "                     (vocabulary 256), windows of T+1 tokens\n"
-    "  --data-order O     random (default) or sequential token windows: window\n"
-    "                     g of step s reads tokens [((s-1)*B + g)*T, ... + T+1)\n"
+    "  --data-order O     random (default) or sequential token windows: "
+    "window\n"
+    "                     g of step s reads tokens [((s-1)*B + g)*T, ... + "
+    "T+1)\n"
     "                     of the file, wrapping (B the global batch)\n"
     "  --init-from PATH   initial parameters from a Hugging Face safetensors\n"
-    "                     file, or a directory with model.safetensors(.index.json)\n"
-    "                     and its shards; names = the schedule's FQNs; each rank\n"
+    "                     file, or a directory with "
+    "model.safetensors(.index.json)\n"
+    "                     and its shards; names = the schedule's FQNs; each "
+    "rank\n"
     "                     reads only its shards' bytes\n"
     "  --export PATH      after training, write the full parameters as one\n"
-    "                     safetensors file (Hugging Face names; each rank writes\n"
+    "                     safetensors file (Hugging Face names; each rank "
+    "writes\n"
     "                     its shards' bytes)\n"
     "  --dump-params PATH write the final unpadded parameters (the f32\n"
     "                     master where a unit has one) and AdamW moments as\n"
@@ -285,7 +293,8 @@ Options parseArgs(int argc, char **argv) {
   return o;
 }
 
-//===--- Parameters ---------------------------------------------------------===//
+//===--- Parameters
+//---------------------------------------------------------===//
 
 void appendNumber(std::string &s, double v, bool isF32) {
   if (!std::isfinite(v)) {
@@ -303,9 +312,10 @@ void appendNumber(std::string &s, double v, bool isF32) {
 /// shard group) side by side. `maxDiff` is raised to the largest |difference|
 /// between rank 0's result and the copies the other ranks (replicas) hold.
 /// Collective over MPI_COMM_WORLD.
-std::map<std::string, std::vector<double>>
-gatherRole(const Executor &ex, const std::string &role, int rank,
-           double &maxDiff) {
+std::map<std::string, std::vector<double>> gatherRole(const Executor &ex,
+                                                      const std::string &role,
+                                                      int rank,
+                                                      double &maxDiff) {
   const Program &p = ex.program();
   std::map<std::string, std::vector<double>> result;
   int64_t n = p.worldSize(), s = p.shardSize();
@@ -394,7 +404,7 @@ double median(std::vector<double> v) {
 void checkOutputPaths(const Options &opt) {
   namespace fs = std::filesystem;
   for (auto [flag, path] : {std::pair{"--dump-params", &opt.dumpParams},
-                             std::pair{"--export", &opt.exportPath}}) {
+                            std::pair{"--export", &opt.exportPath}}) {
     if (path->empty())
       continue;
     fs::path dir = fs::absolute(*path).parent_path();
@@ -421,7 +431,7 @@ void checkOutputPaths(const Options &opt) {
 /// This process's peak resident set (getrusage ru_maxrss, KiB on Linux), in
 /// bytes.
 int64_t peakRssBytes() {
-  struct rusage ru {};
+  struct rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   return static_cast<int64_t>(ru.ru_maxrss) * 1024;
 }
@@ -503,20 +513,23 @@ private:
 /// node-local copies).
 std::string workOf(const Options &o) {
   namespace fs = std::filesystem;
-  auto given = [](const std::string &v) { return v.empty() ? "none" : "given"; };
+  auto given = [](const std::string &v) {
+    return v.empty() ? "none" : "given";
+  };
   std::string data = "none";
   if (!o.data.empty()) {
     std::error_code ec;
     auto size = fs::file_size(o.data, ec);
-    data = ec ? "a file that cannot be read" : "a file of " + std::to_string(size) + " bytes";
+    data = ec ? "a file that cannot be read"
+              : "a file of " + std::to_string(size) + " bytes";
   }
   std::ostringstream w;
-  w << "--steps " << o.steps << "\n--seed " << o.seed << "\n--warmup " << o.warmup
-    << "\n--data " << data << "\n--data-order "
+  w << "--steps " << o.steps << "\n--seed " << o.seed << "\n--warmup "
+    << o.warmup << "\n--data " << data << "\n--data-order "
     << (o.dataOrder.empty() ? "random" : o.dataOrder) << "\n--init-from "
     << given(o.initFrom) << "\n--load " << given(o.load) << "\n--save "
-    << given(o.save) << "\n--save-every " << o.saveEvery << "\n--keep " << o.keep
-    << "\n--export " << given(o.exportPath) << "\n--dump-params "
+    << given(o.save) << "\n--save-every " << o.saveEvery << "\n--keep "
+    << o.keep << "\n--export " << given(o.exportPath) << "\n--dump-params "
     << given(o.dumpParams) << "\n--profile " << (o.profile ? "on" : "off")
     << "\n--device " << (o.device.rfind("cuda", 0) == 0 ? "cuda" : o.device)
     << "\n--collectives " << o.collectives << "\n--alloc "
@@ -534,7 +547,8 @@ void checkSameWorkOnAllRanks(const Options &o) {
     return;
   std::string mine = workOf(o);
   int len = static_cast<int>(mine.size());
-  std::vector<int> lens(static_cast<size_t>(world)), offs(static_cast<size_t>(world));
+  std::vector<int> lens(static_cast<size_t>(world)),
+      offs(static_cast<size_t>(world));
   MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD);
   int total = 0;
   for (int r = 0; r < world; ++r) {
@@ -542,12 +556,13 @@ void checkSameWorkOnAllRanks(const Options &o) {
     total += lens[static_cast<size_t>(r)];
   }
   std::string all(static_cast<size_t>(total), '\0');
-  MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(),
-                 MPI_CHAR, MPI_COMM_WORLD);
+  MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(),
+                 offs.data(), MPI_CHAR, MPI_COMM_WORLD);
   auto lines = [&](int r) {
     std::vector<std::string> out;
-    std::istringstream in(all.substr(static_cast<size_t>(offs[static_cast<size_t>(r)]),
-                                     static_cast<size_t>(lens[static_cast<size_t>(r)])));
+    std::istringstream in(
+        all.substr(static_cast<size_t>(offs[static_cast<size_t>(r)]),
+                   static_cast<size_t>(lens[static_cast<size_t>(r)])));
     for (std::string l; std::getline(in, l);)
       out.push_back(l);
     return out;
@@ -557,10 +572,12 @@ void checkSameWorkOnAllRanks(const Options &o) {
     std::vector<std::string> other = lines(r);
     for (size_t i = 0; i < first.size() && i < other.size(); ++i)
       if (first[i] != other[i])
-        throw fsdp::rt::CollectiveError("the ranks were started with different options: rank " +
-                    std::to_string(r) + " has " + other[i] + ", rank 0 has " +
-                    first[i] + " (every rank must run the same steps on the same "
-                    "data)");
+        throw fsdp::rt::CollectiveError(
+            "the ranks were started with different options: rank " +
+            std::to_string(r) + " has " + other[i] + ", rank 0 has " +
+            first[i] +
+            " (every rank must run the same steps on the same "
+            "data)");
   }
 }
 
@@ -593,9 +610,10 @@ int runMain(const Options &opt) {
   fsdp::rt::Device device(opt.device, collectivesOf(opt));
   Executor ex(prog, device.get(), opt.alloc);
   if (rank == 0 && opt.alloc == AllocMode::Arena && !ex.usesArena())
-    std::fprintf(stderr, "fsdp-run: note: %s has no complete memory plan "
-                         "(arena_bytes and every buffer's arena_offset): "
-                         "allocating per buffer\n",
+    std::fprintf(stderr,
+                 "fsdp-run: note: %s has no complete memory plan "
+                 "(arena_bytes and every buffer's arena_offset): "
+                 "allocating per buffer\n",
                  prog.name().c_str());
 
   // Initial state: parameter shards (layout "shard": this rank's shard at
@@ -630,20 +648,22 @@ int runMain(const Options &opt) {
   if (!opt.load.empty()) {
     std::string from = fsdp::run::resolveCheckpoint(opt.load);
     if (rank == 0 && from != opt.load)
-      std::fprintf(stderr, "fsdp-run: --load: resuming from %s\n", from.c_str());
+      std::fprintf(stderr, "fsdp-run: --load: resuming from %s\n",
+                   from.c_str());
     fsdp::run::LoadedCheckpoint ck = fsdp::run::loadCheckpoint(from, ex, rank);
     startStep = ck.step;
     // The data stream is a function of these and the step: a resumed run
     // that changes them trains on other data (allowed, but said).
     if (rank == 0 && ck.hasMeta &&
         (ck.meta.seed != meta.seed || ck.meta.dataOrder != meta.dataOrder))
-      std::fprintf(stderr,
-                   "fsdp-run: warning: --load: the checkpoint's run had --seed %llu "
-                   "--data-order %s; this run has --seed %llu --data-order %s, so its "
-                   "data and initialisation differ from the saved run's\n",
-                   static_cast<unsigned long long>(ck.meta.seed),
-                   ck.meta.dataOrder.c_str(),
-                   static_cast<unsigned long long>(meta.seed), meta.dataOrder.c_str());
+      std::fprintf(
+          stderr,
+          "fsdp-run: warning: --load: the checkpoint's run had --seed %llu "
+          "--data-order %s; this run has --seed %llu --data-order %s, so its "
+          "data and initialisation differ from the saved run's\n",
+          static_cast<unsigned long long>(ck.meta.seed),
+          ck.meta.dataOrder.c_str(), static_cast<unsigned long long>(meta.seed),
+          meta.dataOrder.c_str());
   }
   // The resident set's high-water mark once the state is in place (Linux
   // reports ru_maxrss in KiB): what initialisation cost on the host.
@@ -658,8 +678,8 @@ int runMain(const Options &opt) {
     if (io.role == "step")
       stepId = io.buffer;
 
-  int64_t globalBatch = prog.globalBatch() > 0 ? prog.globalBatch()
-                                               : data.globalBatch;
+  int64_t globalBatch =
+      prog.globalBatch() > 0 ? prog.globalBatch() : data.globalBatch;
   Watchdog watchdog(opt.timeout, ex, rank);
   // Statistics from here: the device's allocator peak covers the steps.
   fsdp_device_reset_stats(device.get());
@@ -689,8 +709,7 @@ int runMain(const Options &opt) {
     double local = ex.readScalar(lossId);
     double t1 = fsdp_now();
     fsdp_device_get_stats(device.get(), &s1);
-    double times[3] = {t1 - t0,
-                       s1.compute_seconds - s0.compute_seconds,
+    double times[3] = {t1 - t0, s1.compute_seconds - s0.compute_seconds,
                        s1.comm_wait_seconds - s0.comm_wait_seconds};
     peak = std::max(peak, ex.lastPeakBytes());
     double sum = 0, maxTimes[3];
@@ -712,10 +731,12 @@ int runMain(const Options &opt) {
       std::printf("step %lld loss %.6f\n", static_cast<long long>(step), loss);
       std::fflush(stdout);
     }
-    if (opt.saveEvery && (step % opt.saveEvery == 0 || step == startStep + opt.steps)) {
+    if (opt.saveEvery &&
+        (step % opt.saveEvery == 0 || step == startStep + opt.steps)) {
       watchdog.begin("the save of step " + std::to_string(step));
-      fsdp::run::saveCheckpoint(fsdp::run::periodicCheckpointDir(opt.save, step), ex,
-                                step, rank, meta);
+      fsdp::run::saveCheckpoint(
+          fsdp::run::periodicCheckpointDir(opt.save, step), ex, step, rank,
+          meta);
       watchdog.end();
       if (rank == 0 && opt.keep)
         fsdp::run::pruneCheckpoints(opt.save, opt.keep);
@@ -735,7 +756,8 @@ int runMain(const Options &opt) {
     double inSteps = 0;
     for (int i = 0; i < count; ++i) {
       local[2 * i] = fsdp_profile_seconds(i) / timedSteps;
-      local[2 * i + 1] = static_cast<double>(fsdp_profile_calls(i)) / timedSteps;
+      local[2 * i + 1] =
+          static_cast<double>(fsdp_profile_calls(i)) / timedSteps;
       inSteps += fsdp_profile_seconds(i);
     }
     // Not in any instruction: the data upload, binding the inputs, the
@@ -792,7 +814,8 @@ int runMain(const Options &opt) {
     watchdog.end();
   }
   if (!opt.exportPath.empty())
-    fsdp::run::exportSafeTensors(opt.exportPath, ex, startStep + opt.steps, rank);
+    fsdp::run::exportSafeTensors(opt.exportPath, ex, startStep + opt.steps,
+                                 rank);
   long long rss[2] = {initRss, peakRssBytes()}, maxRss[2];
   MPI_Allreduce(rss, maxRss, 2, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
 

@@ -1,14 +1,16 @@
-//===- fsdp-sweep.cpp - an architect's table: strategy x world size x bucket ===//
+//===- fsdp-sweep.cpp - an architect's table: strategy x world size x bucket
+//===//
 //
-//   fsdp-sweep CONFIG.json --cluster SPEC.json [--world-sizes 8,64,512,4096,16384]
+//   fsdp-sweep CONFIG.json --cluster SPEC.json [--world-sizes
+//   8,64,512,4096,16384]
 //              [--strategies full-shard,...] [--seq T] [--micro-batch b]
 //              [--param-dtype bf16] [--unit-numel X,Y] [--bucket-bytes A,B]
 //              [--pipeline "..."] [--json PATH]
 //
 // For one Hugging Face model config, plans every combination of strategy,
-// world size, wrap policy and bucket limit with fsdp-pipeline in-process (the model is
-// imported once per world size, because the global batch b·N changes, and
-// cloned for each plan), then builds the planner's report and simulates the
+// world size, wrap policy and bucket limit with fsdp-pipeline in-process (the
+// model is imported once per world size, because the global batch b·N changes,
+// and cloned for each plan), then builds the planner's report and simulates the
 // step on the cluster through the analysis APIs (buildPlanReport, Simulator):
 // exactly what `fsdp-opt --fsdp-pipeline="... cluster=SPEC report=PATH"`
 // writes for the same options. Prints one row per plan: peak memory per rank
@@ -84,58 +86,69 @@ malformed list, unknown strategy) is an error with exit status 1.
 
 static cl::OptionCategory mainCat("fsdp-sweep options");
 static cl::opt<std::string> configPath(cl::Positional, cl::Required,
-                                       cl::desc("<Hugging Face config.json>"), cl::cat(mainCat));
-static cl::opt<std::string> clusterPath("cluster", cl::Required,
-                                        cl::desc("Cluster spec JSON (bench/clusters/*.json)"),
-                                        cl::value_desc("spec.json"), cl::cat(mainCat));
-static cl::opt<std::string> worldSizesOpt("world-sizes",
-                                          cl::desc("Comma-separated world sizes (ranks; default "
-                                                   "8,64,512,4096,16384)"),
-                                          cl::value_desc("list"),
-                                          cl::init("8,64,512,4096,16384"), cl::cat(mainCat));
+                                       cl::desc("<Hugging Face config.json>"),
+                                       cl::cat(mainCat));
 static cl::opt<std::string>
-    strategiesOpt("strategies",
-                  cl::desc("Comma-separated strategies: full-shard, shard-grad-op, "
-                           "shard-optimizer, no-shard, hybrid-shard (default: all)"),
-                  cl::value_desc("list"),
-                  cl::init("full-shard,shard-grad-op,shard-optimizer,no-shard,hybrid-shard"),
+    clusterPath("cluster", cl::Required,
+                cl::desc("Cluster spec JSON (bench/clusters/*.json)"),
+                cl::value_desc("spec.json"), cl::cat(mainCat));
+static cl::opt<std::string>
+    worldSizesOpt("world-sizes",
+                  cl::desc("Comma-separated world sizes (ranks; default "
+                           "8,64,512,4096,16384)"),
+                  cl::value_desc("list"), cl::init("8,64,512,4096,16384"),
                   cl::cat(mainCat));
-static cl::opt<int64_t> seqOpt("seq",
-                               cl::desc("Sequence length T in tokens (default: fsdp-import's, "
-                                        "min(1024, max positions))"),
-                               cl::value_desc("T"), cl::cat(mainCat));
-static cl::opt<int64_t> microBatchOpt("micro-batch",
-                                      cl::desc("Sequences per rank b; the global batch is "
-                                               "b x world size (default 1)"),
-                                      cl::value_desc("b"), cl::init(1), cl::cat(mainCat));
-static cl::opt<std::string> paramDtypeOpt("param-dtype",
-                                          cl::desc("Dtype of gathered parameters and compute: "
-                                                   "f32, bf16 (default) or f16"),
-                                          cl::init("bf16"), cl::cat(mainCat));
+static cl::opt<std::string> strategiesOpt(
+    "strategies",
+    cl::desc("Comma-separated strategies: full-shard, shard-grad-op, "
+             "shard-optimizer, no-shard, hybrid-shard (default: all)"),
+    cl::value_desc("list"),
+    cl::init("full-shard,shard-grad-op,shard-optimizer,no-shard,hybrid-shard"),
+    cl::cat(mainCat));
+static cl::opt<int64_t>
+    seqOpt("seq",
+           cl::desc("Sequence length T in tokens (default: fsdp-import's, "
+                    "min(1024, max positions))"),
+           cl::value_desc("T"), cl::cat(mainCat));
+static cl::opt<int64_t>
+    microBatchOpt("micro-batch",
+                  cl::desc("Sequences per rank b; the global batch is "
+                           "b x world size (default 1)"),
+                  cl::value_desc("b"), cl::init(1), cl::cat(mainCat));
 static cl::opt<std::string>
-    unitNumelOpt("unit-numel",
-                 cl::desc("Comma-separated minimum unit sizes in elements (e.g. 1e9): each adds "
-                          "policy=size min-unit-numel=X beside policy=block"),
-                 cl::value_desc("list"), cl::cat(mainCat));
+    paramDtypeOpt("param-dtype",
+                  cl::desc("Dtype of gathered parameters and compute: "
+                           "f32, bf16 (default) or f16"),
+                  cl::init("bf16"), cl::cat(mainCat));
+static cl::opt<std::string> unitNumelOpt(
+    "unit-numel",
+    cl::desc(
+        "Comma-separated minimum unit sizes in elements (e.g. 1e9): each adds "
+        "policy=size min-unit-numel=X beside policy=block"),
+    cl::value_desc("list"), cl::cat(mainCat));
+static cl::opt<std::string> bucketBytesOpt(
+    "bucket-bytes",
+    cl::desc(
+        "Comma-separated bucket limits in bytes (0: off; suffixes as "
+        "memory-budget's, e.g. 0,500MB,2GiB): each plans every policy with "
+        "bucket-bytes=X"),
+    cl::value_desc("list"), cl::cat(mainCat));
+static cl::opt<std::string> pipelineOpt(
+    "pipeline",
+    cl::desc(
+        "More fsdp-pipeline options, passed through verbatim (e.g. "
+        "\"prefetch=fsdp2 max-in-flight=1\"); not the ones the sweep sets"),
+    cl::value_desc("options"), cl::cat(mainCat));
 static cl::opt<std::string>
-    bucketBytesOpt("bucket-bytes",
-                   cl::desc("Comma-separated bucket limits in bytes (0: off; suffixes as "
-                            "memory-budget's, e.g. 0,500MB,2GiB): each plans every policy with "
-                            "bucket-bytes=X"),
-                   cl::value_desc("list"), cl::cat(mainCat));
-static cl::opt<std::string>
-    pipelineOpt("pipeline",
-                cl::desc("More fsdp-pipeline options, passed through verbatim (e.g. "
-                         "\"prefetch=fsdp2 max-in-flight=1\"); not the ones the sweep sets"),
-                cl::value_desc("options"), cl::cat(mainCat));
-static cl::opt<std::string> jsonPath("json",
-                                     cl::desc("Also write every row, with the planner's full "
-                                              "report, as JSON"),
-                                     cl::value_desc("path"), cl::cat(mainCat));
-static cl::opt<unsigned> jobsOpt("jobs",
-                                 cl::desc("Plans run in parallel, one MLIR context each "
-                                          "(default: the number of hardware threads)"),
-                                 cl::value_desc("N"), cl::init(0), cl::cat(mainCat));
+    jsonPath("json",
+             cl::desc("Also write every row, with the planner's full "
+                      "report, as JSON"),
+             cl::value_desc("path"), cl::cat(mainCat));
+static cl::opt<unsigned>
+    jobsOpt("jobs",
+            cl::desc("Plans run in parallel, one MLIR context each "
+                     "(default: the number of hardware threads)"),
+            cl::value_desc("N"), cl::init(0), cl::cat(mainCat));
 
 static cl::OptionCategory overrideCat("Model overrides (as fsdp-import's)");
 static const fsdp_import::ArchitectureOptions archOpts(overrideCat);
@@ -146,17 +159,19 @@ static int error(const std::string &msg) {
 }
 
 static constexpr llvm::StringLiteral kStrategies[] = {
-    "full-shard", "shard-grad-op", "shard-optimizer", "no-shard", "hybrid-shard"};
+    "full-shard", "shard-grad-op", "shard-optimizer", "no-shard",
+    "hybrid-shard"};
 
-/// The pipeline options the sweep sets itself (or that would write files per plan).
+/// The pipeline options the sweep sets itself (or that would write files per
+/// plan).
 static constexpr llvm::StringLiteral kReservedOptions[] = {
-    "world-size", "strategy", "shard-size", "policy", "min-unit-numel",
-    "param-dtype", "report",  "cluster",    "trace"};
+    "world-size",  "strategy", "shard-size", "policy", "min-unit-numel",
+    "param-dtype", "report",   "cluster",    "trace"};
 
 /// Splits a comma-separated list of positive integers (decimal, or a whole
 /// number in exponent form such as 1e9) no larger than `max`.
-static std::optional<std::vector<int64_t>> parseIntList(llvm::StringRef option,
-                                                        llvm::StringRef text, int64_t max) {
+static std::optional<std::vector<int64_t>>
+parseIntList(llvm::StringRef option, llvm::StringRef text, int64_t max) {
   std::vector<int64_t> values;
   llvm::SmallVector<llvm::StringRef> items;
   text.split(items, ',');
@@ -171,8 +186,9 @@ static std::optional<std::vector<int64_t>> parseIntList(llvm::StringRef option,
       ok = true;
     }
     if (!ok || v < 1 || v > max) {
-      error("--" + option.str() + ": '" + item.str() + "' is not an integer in [1, " +
-            std::to_string(max) + "] (expected a comma-separated list such as " +
+      error("--" + option.str() + ": '" + item.str() +
+            "' is not an integer in [1, " + std::to_string(max) +
+            "] (expected a comma-separated list such as " +
             (option == "unit-numel" ? "1e8,1e9" : "8,64,512") + ")");
       return std::nullopt;
     }
@@ -185,18 +201,18 @@ static std::optional<std::vector<int64_t>> parseIntList(llvm::StringRef option,
 struct Plan {
   int64_t worldSize = 0;
   std::string strategy;
-  int64_t shardSize = 0;          // hybrid-shard: ranks per shard group; 0 otherwise
-  int64_t minUnitNumel = 0;       // policy=size: elements; 0 for policy=block
-  int64_t bucketBytes = -1;       // fsdp-schedule bucket-bytes (0: off); -1: not set
+  int64_t shardSize = 0;    // hybrid-shard: ranks per shard group; 0 otherwise
+  int64_t minUnitNumel = 0; // policy=size: elements; 0 for policy=block
+  int64_t bucketBytes = -1; // fsdp-schedule bucket-bytes (0: off); -1: not set
   std::unique_ptr<PipelineOptions> options;
-  std::string optionString;       // as fsdp-opt --fsdp-pipeline="..." takes it
+  std::string optionString; // as fsdp-opt --fsdp-pipeline="..." takes it
 
   // Results.
-  std::string error;              // why the plan failed; empty on success
-  json report;                    // buildPlanReport + addSimulationToReport
+  std::string error; // why the plan failed; empty on success
+  json report;       // buildPlanReport + addSimulationToReport
   int64_t units = 0;
   int64_t bucketMaxBytes = 0, bucketMeanBytes = 0;
-  double planSeconds = 0;         // pipeline + report + simulation, wall clock
+  double planSeconds = 0; // pipeline + report + simulation, wall clock
 
   /// "block", or "size>=X" with X in short form (3e9 for 3000000000).
   std::string policy() const {
@@ -207,7 +223,8 @@ struct Plan {
       mantissa /= 10;
       ++exponent;
     }
-    return "size>=" + (exponent >= 3 ? std::to_string(mantissa) + "e" + std::to_string(exponent)
+    return "size>=" + (exponent >= 3 ? std::to_string(mantissa) + "e" +
+                                           std::to_string(exponent)
                                      : std::to_string(minUnitNumel));
   }
 };
@@ -241,7 +258,8 @@ static void measureBuckets(ModuleOp module, func::FuncOp fn, Plan &plan) {
 
 /// Plans `plan` on a clone of `model` in `ctx`; on failure sets plan.error
 /// to the first error diagnostic.
-static void runPlan(MLIRContext &ctx, ModuleOp model, const ClusterSpec &spec, Plan &plan) {
+static void runPlan(MLIRContext &ctx, ModuleOp model, const ClusterSpec &spec,
+                    Plan &plan) {
   auto start = std::chrono::steady_clock::now();
   std::string firstError;
   ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &diag) {
@@ -267,7 +285,8 @@ static void runPlan(MLIRContext &ctx, ModuleOp model, const ClusterSpec &spec, P
   plan.report = std::move(*report);
   measureBuckets(*module, *getStepFunction(*module), plan);
   plan.planSeconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
 }
 
 /// The `nn.data = "tokens"` argument of the model's forward function
@@ -288,7 +307,8 @@ static Value tokensArgument(ModuleOp model) {
 /// size, so a worker imports a model about once per world size). `base` has
 /// the per-rank batch in `batch`; the model gets batch × world size.
 static void worker(std::vector<Plan> &plans, std::atomic<size_t> &next,
-                   const fsdp_import::Overrides &base, const ClusterSpec &spec) {
+                   const fsdp_import::Overrides &base,
+                   const ClusterSpec &spec) {
   DialectRegistry registry;
   registerAllDialects(registry);
   MLIRContext ctx(registry, MLIRContext::Threading::DISABLED);
@@ -341,12 +361,14 @@ static std::string format(const char *fmt, double v) {
 /// Prints the rows as a table with every column padded to its widest cell.
 static void printTable(llvm::raw_ostream &os, const std::vector<Plan> &plans,
                        const ClusterSpec &spec, bool bucketLimits) {
-  std::vector<std::string> header = {"strategy",  "world",       "shard", "policy",
-                                     "units",     "bucket max/mean", "peak GiB/rank", "fits",
-                                     "step s",    "tokens/s",    "MFU",   "exposed comm s",
-                                     "step/bound", "schedule"};
-  std::vector<bool> rightAligned = {false, true, true, false, true, true, true,
-                                    false, true, true, true,  true, true, false};
+  std::vector<std::string> header = {
+      "strategy",   "world",           "shard",         "policy",
+      "units",      "bucket max/mean", "peak GiB/rank", "fits",
+      "step s",     "tokens/s",        "MFU",           "exposed comm s",
+      "step/bound", "schedule"};
+  std::vector<bool> rightAligned = {false, true, true,  false, true,
+                                    true,  true, false, true,  true,
+                                    true,  true, true,  false};
   if (bucketLimits) {
     header.insert(header.begin() + 4, "bucket limit");
     rightAligned.insert(rightAligned.begin() + 4, true);
@@ -360,7 +382,8 @@ static void printTable(llvm::raw_ostream &os, const std::vector<Plan> &plans,
                                                 : std::to_string(p.worldSize),
                                     p.policy()};
     if (bucketLimits)
-      row.push_back(p.bucketBytes > 0 ? humanBytes(p.bucketBytes) : std::string("off"));
+      row.push_back(p.bucketBytes > 0 ? humanBytes(p.bucketBytes)
+                                      : std::string("off"));
     if (!p.error.empty()) {
       row.push_back("failed: " + p.error);
       rows.push_back(std::move(row));
@@ -370,7 +393,8 @@ static void printTable(llvm::raw_ostream &os, const std::vector<Plan> &plans,
     int64_t peak = r["per_rank"]["peak_bytes"];
     row[2] = std::to_string(r["grid"]["shard_size"].get<int64_t>());
     row.push_back(std::to_string(p.units));
-    row.push_back(humanBytes(p.bucketMaxBytes) + " / " + humanBytes(p.bucketMeanBytes));
+    row.push_back(humanBytes(p.bucketMaxBytes) + " / " +
+                  humanBytes(p.bucketMeanBytes));
     double gib = peak / double(int64_t(1) << 30);
     row.push_back(format(gib >= 0.01 ? "%.2f" : "%.2g", gib));
     row.push_back(peak <= spec.memoryBytes ? "yes" : "NO");
@@ -396,7 +420,8 @@ static void printTable(llvm::raw_ostream &os, const std::vector<Plan> &plans,
         line += "  ";
       bool last = c + 1 == row.size();
       size_t pad = width[c] > row[c].size() ? width[c] - row[c].size() : 0;
-      if (rightAligned[c] && !(row.size() == reasonColumn + 1 && c == reasonColumn))
+      if (rightAligned[c] &&
+          !(row.size() == reasonColumn + 1 && c == reasonColumn))
         line += std::string(pad, ' ') + row[c];
       else
         line += last ? row[c] : row[c] + std::string(pad, ' ');
@@ -417,11 +442,15 @@ int main(int argc, char **argv) {
   // Model overrides, as fsdp-import validates them.
   fsdp_import::Overrides ov;
   std::string message;
-  if (!archOpts.read(ov, message) || !fsdp_import::readOverride(seqOpt, ov.seq, message) ||
-      !fsdp_import::readOverride(microBatchOpt, ov.batch, message, /*always=*/true))
+  if (!archOpts.read(ov, message) ||
+      !fsdp_import::readOverride(seqOpt, ov.seq, message) ||
+      !fsdp_import::readOverride(microBatchOpt, ov.batch, message,
+                                 /*always=*/true))
     return error(message);
-  if (paramDtypeOpt != "f32" && paramDtypeOpt != "bf16" && paramDtypeOpt != "f16")
-    return error("--param-dtype must be f32, bf16 or f16, got " + paramDtypeOpt);
+  if (paramDtypeOpt != "f32" && paramDtypeOpt != "bf16" &&
+      paramDtypeOpt != "f16")
+    return error("--param-dtype must be f32, bf16 or f16, got " +
+                 paramDtypeOpt);
 
   // The dimensions of the sweep.
   auto worldSizes = parseIntList("world-sizes", worldSizesOpt,
@@ -434,9 +463,10 @@ int main(int argc, char **argv) {
   for (llvm::StringRef s : items) {
     s = s.trim();
     if (!llvm::is_contained(kStrategies, s))
-      return error("--strategies: unknown strategy '" + s.str() +
-                   "' (known: full-shard, shard-grad-op, shard-optimizer, no-shard, "
-                   "hybrid-shard)");
+      return error(
+          "--strategies: unknown strategy '" + s.str() +
+          "' (known: full-shard, shard-grad-op, shard-optimizer, no-shard, "
+          "hybrid-shard)");
     strategies.push_back(s.str());
   }
   std::vector<int64_t> unitNumels = {0}; // 0: policy=block
@@ -455,9 +485,10 @@ int main(int argc, char **argv) {
     for (llvm::StringRef item : limits) {
       std::optional<int64_t> bytes = parseByteSize(item.trim());
       if (!bytes)
-        return error("--bucket-bytes: '" + item.trim().str() +
-                     "' is not a byte count (expected a comma-separated list such as "
-                     "0,500MB,2GiB)");
+        return error(
+            "--bucket-bytes: '" + item.trim().str() +
+            "' is not a byte count (expected a comma-separated list such as "
+            "0,500MB,2GiB)");
       bucketLimits.push_back(*bytes);
     }
   }
@@ -469,17 +500,19 @@ int main(int argc, char **argv) {
     llvm::StringRef key = w.split('=').first;
     if (w.contains('=') && (llvm::is_contained(kReservedOptions, key) ||
                             (key == "bucket-bytes" && !bucketBytesOpt.empty())))
-      return error("--pipeline: '" + key.str() + "' is set by the sweep (world sizes, "
-                   "strategies, --unit-numel, --bucket-bytes, --param-dtype, --cluster, "
-                   "--json)");
+      return error(
+          "--pipeline: '" + key.str() +
+          "' is set by the sweep (world sizes, "
+          "strategies, --unit-numel, --bucket-bytes, --param-dtype, --cluster, "
+          "--json)");
   }
   {
     std::string msg;
     llvm::raw_string_ostream os(msg);
     PipelineOptions probe;
     if (failed(probe.parseFromString(pipelineOpt, os)))
-      return error("--pipeline: not valid fsdp-pipeline options: '" + pipelineOpt + "': " +
-                   llvm::StringRef(msg).trim().str());
+      return error("--pipeline: not valid fsdp-pipeline options: '" +
+                   pipelineOpt + "': " + llvm::StringRef(msg).trim().str());
   }
 
   std::string err;
@@ -498,7 +531,8 @@ int main(int argc, char **argv) {
   int64_t params = 0, seq = 0;
   {
     MLIRContext ctx;
-    OwningOpRef<ModuleOp> model = fsdp_import::importConfig(&ctx, configPath, ov, err);
+    OwningOpRef<ModuleOp> model =
+        fsdp_import::importConfig(&ctx, configPath, ov, err);
     if (!model)
       return error(err);
     params = fsdp_import::countParams(*model);
@@ -517,7 +551,8 @@ int main(int argc, char **argv) {
 
   // Every plan, ordered by world size.
   std::vector<Plan> plans;
-  auto addPlan = [&](int64_t n, const std::string &strategy, int64_t minNumel, int64_t bucket) {
+  auto addPlan = [&](int64_t n, const std::string &strategy, int64_t minNumel,
+                     int64_t bucket) {
     Plan p;
     p.worldSize = n;
     p.strategy = strategy;
@@ -559,7 +594,8 @@ int main(int argc, char **argv) {
           addPlan(n, s, minNumel, bucket);
     }
 
-  unsigned jobs = jobsOpt ? jobsOpt : std::max(1u, std::thread::hardware_concurrency());
+  unsigned jobs =
+      jobsOpt ? jobsOpt : std::max(1u, std::thread::hardware_concurrency());
   jobs = std::max<unsigned>(1, std::min<size_t>(jobs, plans.size()));
   std::atomic<size_t> next{0};
   std::vector<std::thread> threads;
@@ -569,25 +605,28 @@ int main(int argc, char **argv) {
   worker(plans, next, ov, *spec);
   for (std::thread &t : threads)
     t.join();
-  double wall =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wallStart).count();
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                              wallStart)
+                    .count();
 
   // The table.
   llvm::raw_ostream &os = llvm::outs();
-  os << "fsdp-sweep: " << configPath << ": " << params << " parameters, seq " << seq << ", "
-     << microBatchOpt << (microBatchOpt == 1 ? " sequence" : " sequences")
+  os << "fsdp-sweep: " << configPath << ": " << params << " parameters, seq "
+     << seq << ", " << microBatchOpt
+     << (microBatchOpt == 1 ? " sequence" : " sequences")
      << " per rank, param-dtype " << paramDtypeOpt;
   if (!pipelineOpt.empty())
     os << ", pipeline options \"" << pipelineOpt << "\"";
   os << "\n";
-  os << "cluster: " << spec->name << ": " << humanBytes(spec->memoryBytes) << " ("
-     << format("%.0f", spec->memoryBytes) << " bytes) per device, " << spec->devicesPerNode
-     << " devices per node\n\n";
+  os << "cluster: " << spec->name << ": " << humanBytes(spec->memoryBytes)
+     << " (" << format("%.0f", spec->memoryBytes) << " bytes) per device, "
+     << spec->devicesPerNode << " devices per node\n\n";
   printTable(os, plans, *spec, !bucketBytesOpt.empty());
   os << "\n";
   if (skippedHybrid)
     os << "hybrid-shard (shard groups of " << spec->devicesPerNode
-       << " ranks, one node) left out at world sizes <= " << spec->devicesPerNode << "\n";
+       << " ranks, one node) left out at world sizes <= "
+       << spec->devicesPerNode << "\n";
   double planSum = 0;
   for (const Plan &p : plans)
     planSum += p.planSeconds;
@@ -602,8 +641,10 @@ int main(int argc, char **argv) {
       json row{{"strategy", p.strategy},
                {"world_size", p.worldSize},
                {"policy", p.minUnitNumel ? "size" : "block"},
-               {"min_unit_numel", p.minUnitNumel ? json(p.minUnitNumel) : json(nullptr)},
-               {"bucket_bytes", p.bucketBytes >= 0 ? json(p.bucketBytes) : json(nullptr)},
+               {"min_unit_numel",
+                p.minUnitNumel ? json(p.minUnitNumel) : json(nullptr)},
+               {"bucket_bytes",
+                p.bucketBytes >= 0 ? json(p.bucketBytes) : json(nullptr)},
                {"pipeline", p.optionString}};
       if (!p.error.empty()) {
         row["error"] = p.error;

@@ -8,5 +8,7 @@
 
 int main(int argc, char **argv) {
   mlir::fsdp::registerToScheduleTranslation();
-  return mlir::failed(mlir::mlirTranslateMain(argc, argv, "fsdp-translate")) ? 1 : 0;
+  return mlir::failed(mlir::mlirTranslateMain(argc, argv, "fsdp-translate"))
+             ? 1
+             : 0;
 }

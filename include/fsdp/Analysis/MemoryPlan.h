@@ -33,12 +33,13 @@ enum class MemoryClass {
   GatheredParam, // a unit's full parameters after all-gather
   OptState,      // AdamW moments (shards)
   Grad,          // gradients of activations and parameters
-  GradShard,     // a unit's reduced gradient (this rank's shard, or the whole for DDP)
-  CommBuffer,    // a unit's packed gradient, sent to the reduction
-  Activation,    // values computed in forward
-  Temporary,     // constants and other scratch
-  Data,          // the micro-batch (features, labels, tokens, targets)
-  Scalar,        // the optimizer step and other scalars
+  GradShard,  // a unit's reduced gradient (this rank's shard, or the whole for
+              // DDP)
+  CommBuffer, // a unit's packed gradient, sent to the reduction
+  Activation, // values computed in forward
+  Temporary,  // constants and other scratch
+  Data,       // the micro-batch (features, labels, tokens, targets)
+  Scalar,     // the optimizer step and other scalars
 };
 llvm::StringRef memoryClassName(MemoryClass c);
 inline constexpr unsigned kNumMemoryClasses = 10;
@@ -46,14 +47,14 @@ inline constexpr unsigned kNumMemoryClasses = 10;
 /// One buffer of the plan.
 struct PlannedBuffer {
   Value value;
-  int64_t bytes = 0;          // numel × element size (0 for views)
+  int64_t bytes = 0; // numel × element size (0 for views)
   MemoryClass cls = MemoryClass::Temporary;
-  int64_t viewOf = -1;        // index of the owning buffer for a view, else -1
-  int64_t viewOffset = 0;     // in elements of the owner
-  int64_t start = -1;         // first instruction it is live at (-1: step start)
-  int64_t end = -1;           // last instruction it is live at (#instructions: step end)
-  int64_t arenaOffset = -1;   // bytes from the arena's base (views: -1)
-  int64_t aliases = -1;       // the state argument whose memory it takes, or -1
+  int64_t viewOf = -1;    // index of the owning buffer for a view, else -1
+  int64_t viewOffset = 0; // in elements of the owner
+  int64_t start = -1;     // first instruction it is live at (-1: step start)
+  int64_t end = -1; // last instruction it is live at (#instructions: step end)
+  int64_t arenaOffset = -1; // bytes from the arena's base (views: -1)
+  int64_t aliases = -1;     // the state argument whose memory it takes, or -1
 };
 
 /// Liveness, peak and static offsets of the step function `fn` (a single
@@ -64,19 +65,21 @@ public:
   /// tensor of f32, f64, i32 or i64.
   static FailureOr<MemoryPlan> compute(func::FuncOp fn);
 
-  std::vector<PlannedBuffer> buffers;         // arguments, then results in op order
-  llvm::DenseMap<Value, int64_t> indexOf;     // value → buffer index
+  std::vector<PlannedBuffer> buffers;     // arguments, then results in op order
+  llvm::DenseMap<Value, int64_t> indexOf; // value → buffer index
   std::vector<Operation *> instructions;
-  std::vector<std::vector<int64_t>> freesAfter; // buffer indices freed after instruction i
-  std::vector<int64_t> liveBytes;             // bytes live while instruction i runs
-  int64_t peakBytes = 0;                      // max of liveBytes (and the step's start)
-  std::vector<int64_t> scratchBytes;          // the cpu driver's kernel scratch at instruction i
-                                              // (fsdp/KernelScratch.h)
-  int64_t peakBytesWithScratch = 0;           // max of liveBytes + scratchBytes
-  int64_t peakInstruction = -1;               // index of the first instruction at the peak
-  std::vector<int64_t> peakBytesByClass;      // live bytes per MemoryClass at the peak
-  int64_t arenaBytes = 0;                     // size of one arena holding every buffer
-  int64_t lossInstruction = -1;               // forward ends here
+  std::vector<std::vector<int64_t>>
+      freesAfter;                    // buffer indices freed after instruction i
+  std::vector<int64_t> liveBytes;    // bytes live while instruction i runs
+  int64_t peakBytes = 0;             // max of liveBytes (and the step's start)
+  std::vector<int64_t> scratchBytes; // the cpu driver's kernel scratch at
+                                     // instruction i (fsdp/KernelScratch.h)
+  int64_t peakBytesWithScratch = 0;  // max of liveBytes + scratchBytes
+  int64_t peakInstruction = -1; // index of the first instruction at the peak
+  std::vector<int64_t>
+      peakBytesByClass;         // live bytes per MemoryClass at the peak
+  int64_t arenaBytes = 0;       // size of one arena holding every buffer
+  int64_t lossInstruction = -1; // forward ends here
 
   /// Alignment of arena offsets, bytes (the runtime's allocation alignment).
   static constexpr int64_t kAlignment = 64;

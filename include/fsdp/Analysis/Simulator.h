@@ -23,10 +23,12 @@ namespace mlir::fsdp {
 /// node (NVLink) and between nodes (InfiniBand, per GPU).
 struct ClusterSpec {
   std::string name;
-  std::map<std::string, double> peakFlops; // dense FLOP/s by dtype: f32, tf32, bf16, f16, f64
+  std::map<std::string, double>
+      peakFlops; // dense FLOP/s by dtype: f32, tf32, bf16, f16, f64
   double memoryBytes = 0, memoryBandwidth = 0; // HBM bytes and bytes/s
   int64_t devicesPerNode = 1;
-  double intraBandwidth = 0, intraLatency = 0; // bus bandwidth (bytes/s), α (s) per ring step
+  double intraBandwidth = 0,
+         intraLatency = 0; // bus bandwidth (bytes/s), α (s) per ring step
   double interBandwidth = 0, interLatency = 0;
   double effMatmul = 1, effAttention = 1, effElementwise = 1, effMemory = 1;
   /// "op_efficiency": per op name (nn.gelu, fsdp.flatten, ...) an efficiency
@@ -56,12 +58,13 @@ struct ClusterSpec {
   /// JSON syntax error with its line and column). With `ctx`, every
   /// op_efficiency key must name an op registered there (a misspelt op
   /// would otherwise fall back to its class silently).
-  static std::optional<ClusterSpec> load(llvm::StringRef path, std::string &error,
-                                         MLIRContext *ctx = nullptr);
+  static std::optional<ClusterSpec>
+  load(llvm::StringRef path, std::string &error, MLIRContext *ctx = nullptr);
 };
 
 struct SimEvent {
-  std::string name; // op name, collective name and unit, or "wait ..." (a compute stall)
+  std::string name; // op name, collective name and unit, or "wait ..." (a
+                    // compute stall)
   int stream = 0;   // 0 compute (host work included), 1 communication
   double start = 0, duration = 0;
   int64_t flops = 0, bytes = 0;
@@ -72,7 +75,8 @@ struct SimResult {
   /// step − compute − host, and the lower bound max(compute + max(host +
   /// (1 − overlap) · comm, first all-gather + last reduction), comm) with
   /// its two collective terms.
-  double stepTime = 0, computeTime = 0, commTime = 0, exposedComm = 0, lowerBound = 0;
+  double stepTime = 0, computeTime = 0, commTime = 0, exposedComm = 0,
+         lowerBound = 0;
   /// Seconds of host work on the compute stream: instruction dispatch and
   /// the step's input/output (the collectives' share that cannot overlap,
   /// (1 − comm_overlap) · their time, counts as exposed communication).
@@ -95,8 +99,8 @@ public:
   /// (Thakur, Rabenseifner & Gropp 2005): (G−1)·α + (G−1)/G·S/B, twice for
   /// an all-reduce; `hierarchical` splits a group spanning nodes into an
   /// inter-node ring over the nodes and an intra-node ring over the rest.
-  double collectiveTime(int64_t bytes, int64_t groupSize, int64_t stride, bool allReduce,
-                        bool hierarchical) const;
+  double collectiveTime(int64_t bytes, int64_t groupSize, int64_t stride,
+                        bool allReduce, bool hierarchical) const;
 
 private:
   const ClusterSpec &spec;
@@ -104,7 +108,8 @@ private:
 
 /// The Chrome trace ("traceEvents", loads in Perfetto / chrome://tracing):
 /// one track per stream, each op a complete event with args flops/bytes.
-nlohmann::ordered_json chromeTrace(const SimResult &result, llvm::StringRef clusterName);
+nlohmann::ordered_json chromeTrace(const SimResult &result,
+                                   llvm::StringRef clusterName);
 
 } // namespace mlir::fsdp
 

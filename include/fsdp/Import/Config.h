@@ -19,7 +19,8 @@ namespace fsdp_import {
 
 /// Command-line overrides; each is set only when its option was given.
 struct Overrides {
-  std::optional<int64_t> layers, hidden, heads, kvHeads, intermediate, vocab, batch, seq;
+  std::optional<int64_t> layers, hidden, heads, kvHeads, intermediate, vocab,
+      batch, seq;
   /// Element type of parameters and activations: false f32 (default), true f64
   /// (used by tests that check sharded runs to tighter tolerances).
   bool f64 = false;
@@ -29,7 +30,8 @@ class ConfigReader {
 public:
   explicit ConfigReader(std::string path) : path(std::move(path)) {}
 
-  /// Reads and parses the file; false (with error()) if missing, not JSON or not an object.
+  /// Reads and parses the file; false (with error()) if missing, not JSON or
+  /// not an object.
   bool load();
 
   const std::string &getPath() const { return path; }
@@ -38,24 +40,30 @@ public:
   const nlohmann::json *find(const std::string &key) const;
 
   /// An integer >= 1: `override` if set, else the key (required).
-  std::optional<int64_t> requireInt(const std::string &key,
-                                    std::optional<int64_t> override = std::nullopt);
+  std::optional<int64_t>
+  requireInt(const std::string &key,
+             std::optional<int64_t> override = std::nullopt);
   /// As requireInt, but an absent or null key gives `dflt`.
-  std::optional<int64_t> optionalInt(const std::string &key, int64_t dflt,
-                                     std::optional<int64_t> override = std::nullopt);
+  std::optional<int64_t>
+  optionalInt(const std::string &key, int64_t dflt,
+              std::optional<int64_t> override = std::nullopt);
   /// A number (integer or floating point); absent or null gives `dflt`.
-  std::optional<double> optionalNumber(const std::string &key, double dflt, bool positive);
+  std::optional<double> optionalNumber(const std::string &key, double dflt,
+                                       bool positive);
   std::optional<bool> optionalBool(const std::string &key, bool dflt);
   std::optional<std::string> requireString(const std::string &key);
-  std::optional<std::string> optionalString(const std::string &key, const std::string &dflt);
+  std::optional<std::string> optionalString(const std::string &key,
+                                            const std::string &dflt);
 
-  /// Records `msg` (prefixed with the file name) unless an error is already recorded.
+  /// Records `msg` (prefixed with the file name) unless an error is already
+  /// recorded.
   void fail(const std::string &msg);
   bool failed() const { return !error.empty(); }
   const std::string &getError() const { return error; }
 
 private:
-  std::optional<int64_t> checkInt(const std::string &key, const nlohmann::json &v);
+  std::optional<int64_t> checkInt(const std::string &key,
+                                  const nlohmann::json &v);
 
   std::string path;
   nlohmann::json root;

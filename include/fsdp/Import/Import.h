@@ -35,8 +35,10 @@ inline constexpr int64_t kMaxElements = int64_t(1) << 56;
 /// Builds the forward graph of the config at `path` with `ov` applied (loads
 /// the nn and func dialects into `ctx`). On a bad config returns null and
 /// sets `error` to "<path>: <message naming the key>".
-mlir::OwningOpRef<mlir::ModuleOp> importConfig(mlir::MLIRContext *ctx, llvm::StringRef path,
-                                               const Overrides &ov, std::string &error);
+mlir::OwningOpRef<mlir::ModuleOp> importConfig(mlir::MLIRContext *ctx,
+                                               llvm::StringRef path,
+                                               const Overrides &ov,
+                                               std::string &error);
 
 /// Fails, with `error` saying which, if a tensor of `module` or the sum of its
 /// parameters has more than kMaxElements elements.

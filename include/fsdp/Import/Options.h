@@ -1,4 +1,5 @@
-//===- Options.h - command-line overrides shared by fsdp-import and fsdp-sweep ===//
+//===- Options.h - command-line overrides shared by fsdp-import and fsdp-sweep
+//===//
 #ifndef FSDP_IMPORT_OPTIONS_H
 #define FSDP_IMPORT_OPTIONS_H
 
@@ -26,8 +27,9 @@ private:
 
 /// `opt`'s value into `dst` if it was given (or `always`); false with `error`
 /// ("--NAME must be in [1, 2^31 - 1], got V") if outside [1, kMaxOverride].
-bool readOverride(const llvm::cl::opt<int64_t> &opt, std::optional<int64_t> &dst,
-                  std::string &error, bool always = false);
+bool readOverride(const llvm::cl::opt<int64_t> &opt,
+                  std::optional<int64_t> &dst, std::string &error,
+                  bool always = false);
 
 } // namespace fsdp_import
 

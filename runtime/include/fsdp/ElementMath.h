@@ -1,4 +1,5 @@
-//===- ElementMath.h - per-element formulas shared by the drivers -*- C++ -*-===//
+//===- ElementMath.h - per-element formulas shared by the drivers -*- C++
+//-*-===//
 //
 // The per-element math of the kernels of fsdp/kernels.h, written once and
 // compiled by g++ for the cpu driver and by nvcc (__host__ __device__) for
@@ -44,7 +45,8 @@ FSDP_HD inline float expPoly(float x) {
   float xn = x >= -87.0f ? xc : -87.0f;
   float t = xn * 1.44269504088896341f + 0.5f;
   int32_t n = static_cast<int32_t>(t);
-  n -= static_cast<int32_t>(static_cast<float>(n) > t); // floor(t) = round(x/ln2)
+  n -= static_cast<int32_t>(static_cast<float>(n) >
+                            t); // floor(t) = round(x/ln2)
   float fn = static_cast<float>(n);
   float r = xc - fn * 0.693359375f;
   r = r - fn * -2.12194440e-4f;
@@ -96,8 +98,8 @@ FSDP_HD inline T geluGrad(T x, T dy, bool approximateTanh) {
       const float c = static_cast<float>(kSqrt2OverPi);
       float v = x;
       float t = fastTanh(c * (v + 0.044715f * v * v * v));
-      float d = 0.5f * (1.0f + t) +
-                0.5f * v * (1.0f - t * t) * c * (1.0f + 3.0f * 0.044715f * v * v);
+      float d = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * c *
+                                        (1.0f + 3.0f * 0.044715f * v * v);
       return d * static_cast<float>(dy);
     }
   }
@@ -155,8 +157,8 @@ FSDP_HD inline AdamWScalars<T> adamwScalars(int64_t step, double lr,
 /// One element of AdamW in torch's order: decay, moments, bias-corrected
 /// step. Outputs may alias inputs (everything is read first).
 template <typename T>
-FSDP_HD inline void adamw(const AdamWScalars<T> &s, T p, T g, T m, T v,
-                          T &pOut, T &mOut, T &vOut) {
+FSDP_HD inline void adamw(const AdamWScalars<T> &s, T p, T g, T m, T v, T &pOut,
+                          T &mOut, T &vOut) {
   T pi = p * s.decay;
   T mi = s.b1 * m + s.omb1 * g;
   T vi = s.b2 * v + s.omb2 * g * g;
@@ -175,9 +177,9 @@ template <typename T> FSDP_HD inline T sgd(T p, T g, T lr, T wd) {
 /// t·theta^(−2i/headDim), negated for the inverse rotation.
 FSDP_HD inline double ropeAngle(int64_t t, int64_t i, int64_t headDim,
                                 double theta, bool inverse) {
-  double phi = static_cast<double>(t) *
-               pow(theta, -2.0 * static_cast<double>(i) /
-                              static_cast<double>(headDim));
+  double phi =
+      static_cast<double>(t) *
+      pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(headDim));
   return inverse ? -phi : phi;
 }
 

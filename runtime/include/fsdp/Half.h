@@ -121,7 +121,9 @@ FSDP_HD inline uint16_t doubleToBf16(double d) {
   return floatToBf16(doubleToFloatOdd(d));
 }
 /// f64 -> f16 with a single rounding to nearest even.
-FSDP_HD inline uint16_t doubleToF16(double d) { return floatToF16(doubleToFloatOdd(d)); }
+FSDP_HD inline uint16_t doubleToF16(double d) {
+  return floatToF16(doubleToFloatOdd(d));
+}
 
 /// Widens n bf16 values into f32.
 FSDP_HD inline void bf16ToFloatN(const uint16_t *src, float *dst, int64_t n) {

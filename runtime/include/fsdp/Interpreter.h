@@ -88,7 +88,7 @@ struct ParamDesc {
   std::vector<int64_t> shape;
   int64_t offset = 0; ///< elements into the unpadded flat buffer
   int64_t numel = 0;
-  std::string init;   ///< "zeros", "ones", "uniform(a)", "normal(s)"
+  std::string init; ///< "zeros", "ones", "uniform(a)", "normal(s)"
   bool trainable = true;
 };
 
@@ -144,26 +144,27 @@ struct Instruction {
   std::string op;  ///< the op name as written
   std::string loc; ///< "file:line:col" or ""
   std::vector<int64_t> operands, results, frees;
-  double value = 0.0;                            ///< arith.constant
-  bool transA = false, transB = false;           ///< nn.matmul
-  bool approxTanh = false;                       ///< nn.gelu(_grad)
-  std::vector<int64_t> axes;                     ///< reduce_sum / broadcast
-  std::vector<int64_t> offsets;                  ///< fsdp.flatten
-  bool average = true;                           ///< reduce_scatter/all_reduce
-  Group group = Group::Shard;                    ///< collectives, local_shard
-  double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0; ///< updates
-                                                 ///< (eps: also the norms')
-  bool transposeWeight = false;                  ///< nn.linear: w is [K, N]
-  int64_t numEmbeddings = 0;                     ///< nn.embedding_grad
-  int64_t numPositions = 0;                      ///< nn.position_embedding_grad
-  int64_t headDim = 0;                           ///< nn.rope
-  double theta = 0;                              ///< nn.rope
-  bool inverse = false;                          ///< nn.rope
-  int64_t numHeads = 0, numKvHeads = 0;          ///< nn.attention(_grad)
-  int64_t axis = 0;                              ///< split / concat (as given)
-  std::vector<int64_t> sizes;                    ///< nn.split
-  int64_t index = 0, count = 1;                  ///< nn.micro_batch
-  int64_t blocks = 1;                            ///< fsdp.pack / fsdp.unpack
+  double value = 0.0;                  ///< arith.constant
+  bool transA = false, transB = false; ///< nn.matmul
+  bool approxTanh = false;             ///< nn.gelu(_grad)
+  std::vector<int64_t> axes;           ///< reduce_sum / broadcast
+  std::vector<int64_t> offsets;        ///< fsdp.flatten
+  bool average = true;                 ///< reduce_scatter/all_reduce
+  Group group = Group::Shard;          ///< collectives, local_shard
+  double lr = 0, beta1 = 0, beta2 = 0, eps = 0,
+         weightDecay = 0;               ///< updates
+                                        ///< (eps: also the norms')
+  bool transposeWeight = false;         ///< nn.linear: w is [K, N]
+  int64_t numEmbeddings = 0;            ///< nn.embedding_grad
+  int64_t numPositions = 0;             ///< nn.position_embedding_grad
+  int64_t headDim = 0;                  ///< nn.rope
+  double theta = 0;                     ///< nn.rope
+  bool inverse = false;                 ///< nn.rope
+  int64_t numHeads = 0, numKvHeads = 0; ///< nn.attention(_grad)
+  int64_t axis = 0;                     ///< split / concat (as given)
+  std::vector<int64_t> sizes;           ///< nn.split
+  int64_t index = 0, count = 1;         ///< nn.micro_batch
+  int64_t blocks = 1;                   ///< fsdp.pack / fsdp.unpack
 };
 
 /// Buffer id -> element values (row-major, as double).
@@ -363,7 +364,9 @@ public:
   int64_t arenaBytes() const { return arenaSize; }
   bool usesArena() const { return arena != nullptr; }
   /// Carried state outputs written in place (aliases) / copied per step.
-  int64_t inPlaceOutputs() const { return static_cast<int64_t>(aliasOf.size()); }
+  int64_t inPlaceOutputs() const {
+    return static_cast<int64_t>(aliasOf.size());
+  }
   int64_t copiedOutputs() const { return static_cast<int64_t>(copies.size()); }
   fsdp_device device() const { return dev; }
   const Program &program() const { return prog; }
@@ -371,7 +374,9 @@ public:
   /// waits for the last collectives and stores the outputs, or kIdle
   /// outside step(). Safe to read from another thread (a watchdog).
   static constexpr int64_t kIdle = -1, kStepEnd = -2;
-  int64_t currentInstruction() const { return running.load(std::memory_order_relaxed); }
+  int64_t currentInstruction() const {
+    return running.load(std::memory_order_relaxed);
+  }
 
 private:
   friend class Frame;
@@ -390,10 +395,10 @@ private:
   char *arena = nullptr;
   void *arenaAlloc = nullptr;
   int64_t arenaSize = 0;
-  std::map<int64_t, void *> state;    ///< state input buffer -> memory
-  std::map<int64_t, Staged> staged;   ///< other inputs, staged on the host
-  std::map<int64_t, void *> outputs;  ///< output buffer -> memory (last step)
-  std::vector<void *> ownedOutputs;   ///< per-buffer mode: freed next step
+  std::map<int64_t, void *> state;   ///< state input buffer -> memory
+  std::map<int64_t, Staged> staged;  ///< other inputs, staged on the host
+  std::map<int64_t, void *> outputs; ///< output buffer -> memory (last step)
+  std::vector<void *> ownedOutputs;  ///< per-buffer mode: freed next step
   /// Root of each output written in place -> the state input it aliases.
   std::map<int64_t, int64_t> aliasOf;
   /// (state input, output) pairs copied into the state after each step.

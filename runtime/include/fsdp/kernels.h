@@ -86,17 +86,18 @@ int fsdp_broadcast(fsdp_stream s, fsdp_dtype dtype, const void *x,
 
 /* loss (a scalar of `dtype`) = mean over `positions` rows of
  * logits[positions, classes] of −log softmax(row)[label] (max-shifted
- * log-sum-exp: exponentials in the compute type, their sum in double). labels: `label_dtype` i32 or i64; a label outside
- * [0, classes) is FSDP_ERR_DATA naming it and its position. */
+ * log-sum-exp: exponentials in the compute type, their sum in double). labels:
+ * `label_dtype` i32 or i64; a label outside [0, classes) is FSDP_ERR_DATA
+ * naming it and its position. */
 int fsdp_cross_entropy(fsdp_stream s, fsdp_dtype dtype, const void *logits,
                        const void *labels, fsdp_dtype label_dtype,
                        int64_t positions, int64_t classes, void *loss);
 /* dlogits = (softmax(logits) − onehot(label)) · dloss / positions, with
  * dloss a scalar of `dtype` in device memory. */
-int fsdp_cross_entropy_grad(fsdp_stream s, fsdp_dtype dtype,
-                            const void *logits, const void *labels,
-                            fsdp_dtype label_dtype, const void *dloss,
-                            void *dlogits, int64_t positions, int64_t classes);
+int fsdp_cross_entropy_grad(fsdp_stream s, fsdp_dtype dtype, const void *logits,
+                            const void *labels, fsdp_dtype label_dtype,
+                            const void *dloss, void *dlogits, int64_t positions,
+                            int64_t classes);
 
 /* out = p − lr·(g + weight_decay·p) (torch.optim.SGD without momentum);
  * out may alias p. f32 or f64. */
@@ -127,8 +128,8 @@ int fsdp_flatten(fsdp_stream s, fsdp_dtype dtype, const void *const *parts,
 /* y[i, :] = table[idx[i], :], i < n; table [vocab, dim], y [n, dim]; idx of
  * `idx_dtype` i32 or i64; an index outside [0, vocab) is FSDP_ERR_DATA. */
 int fsdp_embedding(fsdp_stream s, fsdp_dtype dtype, const void *idx,
-                   fsdp_dtype idx_dtype, const void *table, void *y,
-                   int64_t n, int64_t vocab, int64_t dim);
+                   fsdp_dtype idx_dtype, const void *table, void *y, int64_t n,
+                   int64_t vocab, int64_t dim);
 /* dtable[vocab, dim] = 0, then dtable[idx[i], :] += dy[i, :] (the VJP of
  * embedding; on cuda the additions of one row run in no fixed order). */
 int fsdp_embedding_grad(fsdp_stream s, fsdp_dtype dtype, const void *idx,
@@ -158,9 +159,8 @@ int fsdp_layer_norm_grad(fsdp_stream s, fsdp_dtype dtype, const void *x,
                          void *db, int64_t rows, int64_t dim, double eps);
 /* RMSNorm (Zhang & Sennrich 2019, eq. 4) as HF LlamaRMSNorm:
  * y = x/√(mean(x²) + eps)·w. */
-int fsdp_rms_norm(fsdp_stream s, fsdp_dtype dtype, const void *x,
-                  const void *w, void *y, int64_t rows, int64_t dim,
-                  double eps);
+int fsdp_rms_norm(fsdp_stream s, fsdp_dtype dtype, const void *x, const void *w,
+                  void *y, int64_t rows, int64_t dim, double eps);
 /* Its VJP: r = 1/√(mean(x²)+eps), g = dy·w: dx = r·(g − x·r²·mean(g·x)),
  * dw = Σ_rows dy·x·r. */
 int fsdp_rms_norm_grad(fsdp_stream s, fsdp_dtype dtype, const void *x,
@@ -178,8 +178,9 @@ int fsdp_rope(fsdp_stream s, fsdp_dtype dtype, const void *x, void *y,
  * grouped-query heads (Ainslie et al. 2023): q, o [batch, seq, hq·d];
  * k, v [batch, seq, hkv·d]; query head h reads kv head h/(hq/hkv);
  * o = softmax(q·kᵀ/√d over keys s <= t)·v (max-subtracted softmax:
- * exponentials in the compute type, their sum in double). Per (batch, query head) one seq×seq probability matrix is kept
- * (scratch). hq must be a positive multiple of hkv. */
+ * exponentials in the compute type, their sum in double). Per (batch, query
+ * head) one seq×seq probability matrix is kept (scratch). hq must be a positive
+ * multiple of hkv. */
 int fsdp_attention(fsdp_stream s, fsdp_dtype dtype, const void *q,
                    const void *k, const void *v, void *o, int64_t batch,
                    int64_t seq, int64_t hq, int64_t hkv, int64_t d);

@@ -47,11 +47,11 @@ extern "C" {
 /* Status codes. */
 typedef enum fsdp_status {
   FSDP_OK = 0,
-  FSDP_ERR_MPI = 1,       /* an MPI or NCCL call failed */
-  FSDP_ERR_INVALID = 2,   /* a bad argument (null pointer, size, dtype) */
-  FSDP_ERR_NOMEM = 3,     /* an allocation failed */
-  FSDP_ERR_DATA = 4,      /* bad data in a kernel (an index out of range) */
-  FSDP_ERR_DEVICE = 5,    /* no such device, no driver, a device call failed */
+  FSDP_ERR_MPI = 1,        /* an MPI or NCCL call failed */
+  FSDP_ERR_INVALID = 2,    /* a bad argument (null pointer, size, dtype) */
+  FSDP_ERR_NOMEM = 3,      /* an allocation failed */
+  FSDP_ERR_DATA = 4,       /* bad data in a kernel (an index out of range) */
+  FSDP_ERR_DEVICE = 5,     /* no such device, no driver, a device call failed */
   FSDP_ERR_UNSUPPORTED = 6 /* the driver has no such kernel or dtype */
 } fsdp_status;
 
@@ -223,8 +223,7 @@ int fsdp_memcpy(fsdp_stream stream, void *dst, const void *src, size_t bytes);
 /* Copies `height` rows of `width` bytes: row i from src + i*spitch to
  * dst + i*dpitch (cudaMemcpy2DAsync). */
 int fsdp_memcpy_2d(fsdp_stream stream, void *dst, size_t dpitch,
-                   const void *src, size_t spitch, size_t width,
-                   size_t height);
+                   const void *src, size_t spitch, size_t width, size_t height);
 /* Sets `bytes` of device memory to zero on `stream`. */
 int fsdp_memset_zero(fsdp_stream stream, void *dst, size_t bytes);
 /* Blocks the host until all work issued on `stream` has completed, then
@@ -313,10 +312,11 @@ typedef struct fsdp_device_stats {
   /* fsdp_device_alloc allocations not yet freed (not reset). */
   int64_t live_allocations;
   /* The allocator's own figures, bytes: cpu: glibc's bytes in use
-   * (mallinfo2 uordblks - fsmblks + hblkhd, sampled after every device allocation,
-   * kernel scratch allocation and collective start) less those in use when
-   * the device was created; cuda: the device pool's cudaMemPoolAttrUsedMemCurrent
-   * and cudaMemPoolAttrUsedMemHigh (device buffers and kernel scratch). */
+   * (mallinfo2 uordblks - fsmblks + hblkhd, sampled after every device
+   * allocation, kernel scratch allocation and collective start) less those in
+   * use when the device was created; cuda: the device pool's
+   * cudaMemPoolAttrUsedMemCurrent and cudaMemPoolAttrUsedMemHigh (device
+   * buffers and kernel scratch). */
   int64_t memory_in_use_bytes;
   int64_t memory_peak_bytes;
   /* Device memory outside that pool: the cuBLAS workspace, and what NCCL

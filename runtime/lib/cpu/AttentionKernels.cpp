@@ -3,13 +3,14 @@
 // cpu::attention / cpu::attentionGrad of TransformerKernels.h for float
 // and double. For each (batch, query head) the scores S = q·kᵀ/√d are one
 // seq×seq GEMM (CBLAS) into a scratch matrix, the causal softmax is a
-// max-subtracted row loop (exponentials in T, their sum in double), and o = P·v is a second GEMM; heads are
-// addressed in place through leading dimensions (no transposes or copies).
-// The backward recomputes P (Vaswani et al. 2017; GQA: Ainslie et al. 2023).
+// max-subtracted row loop (exponentials in T, their sum in double), and o = P·v
+// is a second GEMM; heads are addressed in place through leading dimensions (no
+// transposes or copies). The backward recomputes P (Vaswani et al. 2017; GQA:
+// Ainslie et al. 2023).
 //
 //===----------------------------------------------------------------------===//
-#include "TransformerKernels.h"
 #include "KernelUtil.h"
+#include "TransformerKernels.h"
 #include "fsdp/ElementMath.h"
 
 #include <cblas.h>
@@ -58,7 +59,8 @@ FSDP_CPU_MULTIVERSION void causalSoftmax(const T *s, T *p, int64_t seq) {
       mx = row[j] > mx ? row[j] : mx;
     for (int64_t j = 0; j <= t; ++j)
       out[j] = math::expT(static_cast<T>(row[j] - mx));
-    double sum = detail::sum8(t + 1, [&](int64_t j) { return static_cast<double>(out[j]); });
+    double sum = detail::sum8(
+        t + 1, [&](int64_t j) { return static_cast<double>(out[j]); });
     const T inv = static_cast<T>(1.0 / sum);
     for (int64_t j = 0; j <= t; ++j)
       out[j] = out[j] * inv;
@@ -69,12 +71,12 @@ FSDP_CPU_MULTIVERSION void causalSoftmax(const T *s, T *p, int64_t seq) {
 
 /// Strided views of one (batch, query head) pair.
 struct HeadView {
-  int64_t ldq, ldk;     // row strides of q-like and k-like tensors
-  int64_t qOff, kOff;   // element offsets of this head's first row
+  int64_t ldq, ldk;   // row strides of q-like and k-like tensors
+  int64_t qOff, kOff; // element offsets of this head's first row
 };
 
-HeadView headView(int64_t b, int64_t h, int64_t seq, int64_t hq,
-                     int64_t hkv, int64_t d) {
+HeadView headView(int64_t b, int64_t h, int64_t seq, int64_t hq, int64_t hkv,
+                  int64_t d) {
   int64_t group = hq / hkv;
   HeadView v;
   v.ldq = hq * d;
@@ -109,9 +111,10 @@ void attention(const T *q, const T *k, const T *v, T *o, int64_t batch,
 }
 
 template <typename T>
-FSDP_CPU_MULTIVERSION void attentionGrad(const T *q, const T *k, const T *v, const T *dout, T *dq,
-                   T *dk, T *dv, int64_t batch, int64_t seq, int64_t hq,
-                   int64_t hkv, int64_t d) {
+FSDP_CPU_MULTIVERSION void attentionGrad(const T *q, const T *k, const T *v,
+                                         const T *dout, T *dq, T *dk, T *dv,
+                                         int64_t batch, int64_t seq, int64_t hq,
+                                         int64_t hkv, int64_t d) {
   checkHeads(hq, hkv, d);
   int64_t kvNumel = batch * seq * hkv * d;
   std::fill(dk, dk + kvNumel, T(0));
@@ -128,12 +131,12 @@ FSDP_CPU_MULTIVERSION void attentionGrad(const T *q, const T *k, const T *v, con
       HeadView hv = headView(b, h, seq, hq, hkv, d);
       const T *qh = q + hv.qOff, *kh = k + hv.kOff, *vh = v + hv.kOff;
       const T *doh = dout + hv.qOff;
-      gemm(CblasNoTrans, CblasTrans, seq, seq, d, scale, qh, hv.ldq, kh,
-           hv.ldk, T(0), p.data(), seq);
+      gemm(CblasNoTrans, CblasTrans, seq, seq, d, scale, qh, hv.ldq, kh, hv.ldk,
+           T(0), p.data(), seq);
       causalSoftmax(p.data(), p.data(), seq);
       // dP = dO Vᵀ (into ds), then dS = P ⊙ (dP − rowsum(P ⊙ dP)) · scale.
-      gemm(CblasNoTrans, CblasTrans, seq, seq, d, T(1), doh, hv.ldq, vh,
-           hv.ldk, T(0), ds.data(), seq);
+      gemm(CblasNoTrans, CblasTrans, seq, seq, d, T(1), doh, hv.ldq, vh, hv.ldk,
+           T(0), ds.data(), seq);
       for (int64_t t = 0; t < seq; ++t) {
         const T *pr = &p[t * seq];
         T *dr = &ds[t * seq];

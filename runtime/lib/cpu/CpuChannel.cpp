@@ -76,9 +76,8 @@ void progressLoop() {
     // Sleep without the lock; a new request (or stop) wakes the thread early
     // and restarts the back-off.
     uint64_t seen = registrations;
-    if (reqCv.wait_for(lk, std::chrono::nanoseconds(interval), [seen] {
-          return stopThread || registrations != seen;
-        }))
+    if (reqCv.wait_for(lk, std::chrono::nanoseconds(interval),
+                       [seen] { return stopThread || registrations != seen; }))
       interval = minIntervalNs.load();
   }
 }
@@ -126,7 +125,8 @@ void setProgressInterval(int64_t minNs, int64_t maxNs) {
 
 int64_t progressThreadTests() { return threadTests.load(); }
 
-//===--- Events -------------------------------------------------------------===//
+//===--- Events
+//-------------------------------------------------------------===//
 
 bool CpuEvent::query() {
   std::lock_guard<std::mutex> lk(reqMutex);
@@ -165,7 +165,8 @@ CpuEvent::~CpuEvent() {
   }
 }
 
-//===--- Channels -----------------------------------------------------------===//
+//===--- Channels
+//-----------------------------------------------------------===//
 
 namespace {
 
@@ -204,18 +205,17 @@ public:
 
   fsdp_event_s *reduceScatter(const void *full, void *shard, int64_t count,
                               fsdp_dtype dtype, fsdp_reduce_op op) override {
-    mpi::checkCollective("fsdp_reduce_scatter_start", full, shard, count,
-                         dtype, op == FSDP_REDUCE_AVG);
+    mpi::checkCollective("fsdp_reduce_scatter_start", full, shard, count, dtype,
+                         op == FSDP_REDUCE_AVG);
     size_t es = hal::dtypeSize(dtype);
     auto e = newEvent();
     if (comm.isNull()) {
       std::memmove(shard, full, static_cast<size_t>(count) * es);
     } else {
       std::lock_guard<std::mutex> lk(reqMutex);
-      mpi::check(MPI_Ireduce_scatter_block(full, shard, static_cast<int>(count),
-                                           mpi::datatype(dtype),
-                                           mpi::sumOp(dtype), comm.get(),
-                                           &e->request),
+      mpi::check(MPI_Ireduce_scatter_block(
+                     full, shard, static_cast<int>(count), mpi::datatype(dtype),
+                     mpi::sumOp(dtype), comm.get(), &e->request),
                  "MPI_Ireduce_scatter_block");
       registerLocked(e.get());
     }
@@ -241,9 +241,9 @@ public:
       registerLocked(e.get());
     }
     setAverage(*e, op, out, count, dtype);
-    return started(std::move(e), FSDP_COLL_ALL_REDUCE,
-                   ringAllReduceBytesPerRank(count * static_cast<int64_t>(es),
-                                             size));
+    return started(
+        std::move(e), FSDP_COLL_ALL_REDUCE,
+        ringAllReduceBytesPerRank(count * static_cast<int64_t>(es), size));
   }
 
 private:

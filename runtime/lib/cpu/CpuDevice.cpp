@@ -174,12 +174,18 @@ int64_t loadIndex(const void *p, fsdp_dtype t, const char *what) {
 
 double loadDouble(const void *p, fsdp_dtype t, int64_t i) {
   switch (t) {
-  case FSDP_F32: return static_cast<const float *>(p)[i];
-  case FSDP_F64: return static_cast<const double *>(p)[i];
-  case FSDP_I32: return static_cast<const int32_t *>(p)[i];
-  case FSDP_I64: return static_cast<double>(static_cast<const int64_t *>(p)[i]);
-  case FSDP_BF16: return bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
-  case FSDP_F16: return f16ToFloat(static_cast<const uint16_t *>(p)[i]);
+  case FSDP_F32:
+    return static_cast<const float *>(p)[i];
+  case FSDP_F64:
+    return static_cast<const double *>(p)[i];
+  case FSDP_I32:
+    return static_cast<const int32_t *>(p)[i];
+  case FSDP_I64:
+    return static_cast<double>(static_cast<const int64_t *>(p)[i]);
+  case FSDP_BF16:
+    return bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
+  case FSDP_F16:
+    return f16ToFloat(static_cast<const uint16_t *>(p)[i]);
   }
   return 0;
 }
@@ -256,15 +262,24 @@ private:
   int64_t testsBase = 0;
 };
 
-//===--- Kernels -----------------------------------------------------------===//
+//===--- Kernels
+//-----------------------------------------------------------===//
 
 void CpuDevice::fill(fsdp_stream_s *, fsdp_dtype t, void *y, int64_t n,
                      double value) {
   switch (t) {
-  case FSDP_F32: k::fill(static_cast<float *>(y), n, value); break;
-  case FSDP_F64: k::fill(static_cast<double *>(y), n, value); break;
-  case FSDP_I32: k::fill(static_cast<int32_t *>(y), n, value); break;
-  case FSDP_I64: k::fill(static_cast<int64_t *>(y), n, value); break;
+  case FSDP_F32:
+    k::fill(static_cast<float *>(y), n, value);
+    break;
+  case FSDP_F64:
+    k::fill(static_cast<double *>(y), n, value);
+    break;
+  case FSDP_I32:
+    k::fill(static_cast<int32_t *>(y), n, value);
+    break;
+  case FSDP_I64:
+    k::fill(static_cast<int64_t *>(y), n, value);
+    break;
   case FSDP_BF16:
   case FSDP_F16: {
     // Through f32, so that a constant equals nn.cast of its f32 rounding.
@@ -273,7 +288,8 @@ void CpuDevice::fill(fsdp_stream_s *, fsdp_dtype t, void *y, int64_t n,
     std::fill(static_cast<uint16_t *>(y), static_cast<uint16_t *>(y) + n, h);
     break;
   }
-  default: fail(FSDP_ERR_INVALID, "fsdp_fill: invalid dtype");
+  default:
+    fail(FSDP_ERR_INVALID, "fsdp_fill: invalid dtype");
   }
 }
 
@@ -334,16 +350,16 @@ void CpuDevice::matmul(fsdp_stream_s *, fsdp_dtype t, const void *a,
   });
 }
 
-void CpuDevice::add(fsdp_stream_s *, fsdp_dtype t, const void *a,
-                    const void *b, void *c, int64_t n) {
+void CpuDevice::add(fsdp_stream_s *, fsdp_dtype t, const void *a, const void *b,
+                    void *c, int64_t n) {
   floatKernel(t, "fsdp_add", [&](auto tag, Stage &st) {
     using T = decltype(tag);
     k::add<T>(st.in<T>(a, n), st.in<T>(b, n), st.out<T>(c, n), n);
   });
 }
 
-void CpuDevice::mul(fsdp_stream_s *, fsdp_dtype t, const void *a,
-                    const void *b, void *c, int64_t n) {
+void CpuDevice::mul(fsdp_stream_s *, fsdp_dtype t, const void *a, const void *b,
+                    void *c, int64_t n) {
   floatKernel(t, "fsdp_mul", [&](auto tag, Stage &st) {
     using T = decltype(tag);
     k::mul<T>(st.in<T>(a, n), st.in<T>(b, n), st.out<T>(c, n), n);
@@ -375,8 +391,7 @@ void CpuDevice::gelu(fsdp_stream_s *, fsdp_dtype t, const void *x, void *y,
 }
 
 void CpuDevice::gelu_grad(fsdp_stream_s *, fsdp_dtype t, const void *x,
-                          const void *dy, void *dx, int64_t n,
-                          int approxTanh) {
+                          const void *dy, void *dx, int64_t n, int approxTanh) {
   floatKernel(t, "fsdp_gelu_grad", [&](auto tag, Stage &st) {
     using T = decltype(tag);
     k::geluGrad<T>(st.in<T>(x, n), st.in<T>(dy, n), st.out<T>(dx, n), n,
@@ -418,8 +433,8 @@ int64_t keptNumel(const int64_t *shape, int rank, const int64_t *axes,
 }
 
 void CpuDevice::reduce_sum(fsdp_stream_s *, fsdp_dtype t, const void *x,
-                           const int64_t *xShape, int rank,
-                           const int64_t *axes, int naxes, void *y) {
+                           const int64_t *xShape, int rank, const int64_t *axes,
+                           int naxes, void *y) {
   std::vector<int64_t> shape(xShape, xShape + rank), ax(axes, axes + naxes);
   floatKernel(t, "fsdp_reduce_sum", [&](auto tag, Stage &st) {
     using T = decltype(tag);
@@ -429,8 +444,8 @@ void CpuDevice::reduce_sum(fsdp_stream_s *, fsdp_dtype t, const void *x,
 }
 
 void CpuDevice::broadcast(fsdp_stream_s *, fsdp_dtype t, const void *x,
-                          const int64_t *yShape, int rank,
-                          const int64_t *axes, int naxes, void *y) {
+                          const int64_t *yShape, int rank, const int64_t *axes,
+                          int naxes, void *y) {
   std::vector<int64_t> shape(yShape, yShape + rank), ax(axes, axes + naxes);
   floatKernel(t, "fsdp_broadcast", [&](auto tag, Stage &st) {
     using T = decltype(tag);
@@ -439,10 +454,9 @@ void CpuDevice::broadcast(fsdp_stream_s *, fsdp_dtype t, const void *x,
   });
 }
 
-void CpuDevice::cross_entropy(fsdp_stream_s *, fsdp_dtype t,
-                              const void *logits, const void *labels,
-                              fsdp_dtype lt, int64_t positions,
-                              int64_t classes, void *loss) {
+void CpuDevice::cross_entropy(fsdp_stream_s *, fsdp_dtype t, const void *logits,
+                              const void *labels, fsdp_dtype lt,
+                              int64_t positions, int64_t classes, void *loss) {
   checkIndexType(lt, "fsdp_cross_entropy: labels");
   floatKernel(t, "fsdp_cross_entropy", [&](auto tag, Stage &st) {
     using T = decltype(tag);
@@ -469,11 +483,11 @@ void CpuDevice::cross_entropy_grad(fsdp_stream_s *, fsdp_dtype t,
     T d = *st.in<T>(dloss, 1);
     T *out = st.out<T>(dlogits, n);
     if (lt == FSDP_I32)
-      k::crossEntropyGrad<T, int32_t>(
-          l, static_cast<const int32_t *>(labels), d, out, positions, classes);
+      k::crossEntropyGrad<T, int32_t>(l, static_cast<const int32_t *>(labels),
+                                      d, out, positions, classes);
     else
-      k::crossEntropyGrad<T, int64_t>(
-          l, static_cast<const int64_t *>(labels), d, out, positions, classes);
+      k::crossEntropyGrad<T, int64_t>(l, static_cast<const int64_t *>(labels),
+                                      d, out, positions, classes);
   });
 }
 
@@ -490,9 +504,9 @@ void CpuDevice::sgd_update(fsdp_stream_s *, fsdp_dtype t, const void *p,
 
 void CpuDevice::adamw_update(fsdp_stream_s *, fsdp_dtype t, const void *p,
                              const void *g, const void *m, const void *v,
-                             const void *step, fsdp_dtype stepType,
-                             void *pOut, void *mOut, void *vOut, int64_t n,
-                             double lr, double beta1, double beta2, double eps,
+                             const void *step, fsdp_dtype stepType, void *pOut,
+                             void *mOut, void *vOut, int64_t n, double lr,
+                             double beta1, double beta2, double eps,
                              double weightDecay) {
   checkWide(t, "fsdp_adamw_update");
   int64_t stepValue = loadIndex(step, stepType, "fsdp_adamw_update: step");
@@ -506,10 +520,9 @@ void CpuDevice::adamw_update(fsdp_stream_s *, fsdp_dtype t, const void *p,
   });
 }
 
-void CpuDevice::flatten(fsdp_stream_s *, fsdp_dtype t,
-                        const void *const *parts, const int64_t *numels,
-                        const int64_t *offsets, int nparts, void *flat,
-                        int64_t flatNumel) {
+void CpuDevice::flatten(fsdp_stream_s *, fsdp_dtype t, const void *const *parts,
+                        const int64_t *numels, const int64_t *offsets,
+                        int nparts, void *flat, int64_t flatNumel) {
   std::vector<int64_t> ns(numels, numels + nparts),
       offs(offsets, offsets + nparts);
   floatKernel(t, "fsdp_flatten", [&](auto tag, Stage &st) {
@@ -545,17 +558,17 @@ void CpuDevice::embedding_grad(fsdp_stream_s *, fsdp_dtype t, const void *idx,
     const T *g = st.in<T>(dy, n * dim);
     T *out = st.out<T>(dtable, vocab * dim);
     if (it == FSDP_I32)
-      k::embeddingGrad<T, int32_t>(static_cast<const int32_t *>(idx), g, out,
-                                   n, vocab, dim);
+      k::embeddingGrad<T, int32_t>(static_cast<const int32_t *>(idx), g, out, n,
+                                   vocab, dim);
     else
-      k::embeddingGrad<T, int64_t>(static_cast<const int64_t *>(idx), g, out,
-                                   n, vocab, dim);
+      k::embeddingGrad<T, int64_t>(static_cast<const int64_t *>(idx), g, out, n,
+                                   vocab, dim);
   });
 }
 
-void CpuDevice::position_embedding(fsdp_stream_s *, fsdp_dtype t,
-                                   const void *x, const void *table, void *y,
-                                   int64_t batch, int64_t seq, int64_t dim) {
+void CpuDevice::position_embedding(fsdp_stream_s *, fsdp_dtype t, const void *x,
+                                   const void *table, void *y, int64_t batch,
+                                   int64_t seq, int64_t dim) {
   floatKernel(t, "fsdp_position_embedding", [&](auto tag, Stage &st) {
     using T = decltype(tag);
     int64_t n = batch * seq * dim;
@@ -566,8 +579,8 @@ void CpuDevice::position_embedding(fsdp_stream_s *, fsdp_dtype t,
 
 void CpuDevice::position_embedding_grad(fsdp_stream_s *, fsdp_dtype t,
                                         const void *dy, void *dtable,
-                                        int64_t batch, int64_t seq,
-                                        int64_t dim, int64_t positions) {
+                                        int64_t batch, int64_t seq, int64_t dim,
+                                        int64_t positions) {
   floatKernel(t, "fsdp_position_embedding_grad", [&](auto tag, Stage &st) {
     using T = decltype(tag);
     k::positionEmbeddingGrad<T>(st.in<T>(dy, batch * seq * dim),
@@ -581,9 +594,8 @@ void CpuDevice::layer_norm(fsdp_stream_s *, fsdp_dtype t, const void *x,
                            int64_t dim, double eps) {
   floatKernel(t, "fsdp_layer_norm", [&](auto tag, Stage &st) {
     using T = decltype(tag);
-    k::layerNorm<T>(st.in<T>(x, rows * dim), st.in<T>(w, dim),
-                    st.in<T>(b, dim), st.out<T>(y, rows * dim), rows, dim,
-                    eps);
+    k::layerNorm<T>(st.in<T>(x, rows * dim), st.in<T>(w, dim), st.in<T>(b, dim),
+                    st.out<T>(y, rows * dim), rows, dim, eps);
   });
 }
 
@@ -611,9 +623,8 @@ void CpuDevice::rms_norm(fsdp_stream_s *, fsdp_dtype t, const void *x,
 }
 
 void CpuDevice::rms_norm_grad(fsdp_stream_s *, fsdp_dtype t, const void *x,
-                              const void *w, const void *dy, void *dx,
-                              void *dw, int64_t rows, int64_t dim,
-                              double eps) {
+                              const void *w, const void *dy, void *dx, void *dw,
+                              int64_t rows, int64_t dim, double eps) {
   floatKernel(t, "fsdp_rms_norm_grad", [&](auto tag, Stage &st) {
     using T = decltype(tag);
     int64_t n = rows * dim;
@@ -623,8 +634,8 @@ void CpuDevice::rms_norm_grad(fsdp_stream_s *, fsdp_dtype t, const void *x,
 }
 
 void CpuDevice::rope(fsdp_stream_s *, fsdp_dtype t, const void *x, void *y,
-                     int64_t batch, int64_t seq, int64_t heads,
-                     int64_t headDim, double theta, int inverse) {
+                     int64_t batch, int64_t seq, int64_t heads, int64_t headDim,
+                     double theta, int inverse) {
   floatKernel(t, "fsdp_rope", [&](auto tag, Stage &st) {
     using T = decltype(tag);
     int64_t n = batch * seq * heads * headDim;
@@ -634,9 +645,8 @@ void CpuDevice::rope(fsdp_stream_s *, fsdp_dtype t, const void *x, void *y,
 }
 
 void CpuDevice::attention(fsdp_stream_s *, fsdp_dtype t, const void *q,
-                          const void *kk, const void *v, void *o,
-                          int64_t batch, int64_t seq, int64_t hq, int64_t hkv,
-                          int64_t d) {
+                          const void *kk, const void *v, void *o, int64_t batch,
+                          int64_t seq, int64_t hq, int64_t hkv, int64_t d) {
   floatKernel(t, "fsdp_attention", [&](auto tag, Stage &st) {
     using T = decltype(tag);
     int64_t nq = batch * seq * hq * d, nk = batch * seq * hkv * d;
@@ -646,10 +656,10 @@ void CpuDevice::attention(fsdp_stream_s *, fsdp_dtype t, const void *q,
 }
 
 void CpuDevice::attention_grad(fsdp_stream_s *, fsdp_dtype t, const void *q,
-                               const void *kk, const void *v,
-                               const void *dout, void *dq, void *dk, void *dv,
-                               int64_t batch, int64_t seq, int64_t hq,
-                               int64_t hkv, int64_t d) {
+                               const void *kk, const void *v, const void *dout,
+                               void *dq, void *dk, void *dv, int64_t batch,
+                               int64_t seq, int64_t hq, int64_t hkv,
+                               int64_t d) {
   floatKernel(t, "fsdp_attention_grad", [&](auto tag, Stage &st) {
     using T = decltype(tag);
     int64_t nq = batch * seq * hq * d, nk = batch * seq * hkv * d;
@@ -663,13 +673,14 @@ void CpuDevice::attention_grad(fsdp_stream_s *, fsdp_dtype t, const void *q,
 void CpuDevice::split(fsdp_stream_s *s, fsdp_dtype t, const void *x,
                       void *const *outs, const int64_t *sizes, int nparts,
                       int64_t outer, int64_t inner) {
-  copyParts(this, s, t, const_cast<void *>(x), outs, sizes, nparts, outer, inner,
+  copyParts(this, s, t, const_cast<void *>(x), outs, sizes, nparts, outer,
+            inner,
             /*toParts=*/true);
 }
 
 void CpuDevice::concat(fsdp_stream_s *s, fsdp_dtype t, const void *const *ins,
-                       void *y, const int64_t *sizes, int nparts,
-                       int64_t outer, int64_t inner) {
+                       void *y, const int64_t *sizes, int nparts, int64_t outer,
+                       int64_t inner) {
   copyParts(this, s, t, y, const_cast<void *const *>(ins), sizes, nparts, outer,
             inner, /*toParts=*/false);
 }

@@ -1,4 +1,5 @@
-//===- CpuDriver.h - the cpu driver's pieces shared by its sources -*- C++ -*-===//
+//===- CpuDriver.h - the cpu driver's pieces shared by its sources -*- C++
+//-*-===//
 //
 // The event of an MPI collective and the process-wide MPI progress thread
 // (CpuChannel.cpp), used by the device (CpuDevice.cpp) and by Runtime.cpp's

@@ -12,7 +12,7 @@
 /// one binary that runs anywhere and uses the vector width the CPU has.
 /// The clones compute the same bits: these files build with
 /// -ffp-contract=off, and the vectorizer does not reassociate.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&         \
     !defined(__CUDACC__)
 #define FSDP_CPU_MULTIVERSION                                                  \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -38,8 +38,9 @@ template <typename I>
 int64_t checkedIndex(const I *idx, int64_t i, int64_t n, const char *what) {
   int64_t v = static_cast<int64_t>(idx[i]);
   if (v < 0 || v >= n)
-    throw std::out_of_range(std::string(what) + " " + std::to_string(v) + " at position " +
-                            std::to_string(i) + " is outside [0, " + std::to_string(n) + ")");
+    throw std::out_of_range(std::string(what) + " " + std::to_string(v) +
+                            " at position " + std::to_string(i) +
+                            " is outside [0, " + std::to_string(n) + ")");
   return v;
 }
 
@@ -68,10 +69,11 @@ inline void rowMeanRstd(const T *x, int64_t dim, double eps, double &mean,
   mean = sum8(dim, [&](int64_t c) { return static_cast<double>(x[c]); }) /
          static_cast<double>(dim);
   const double m = mean;
-  double var = sum8(dim, [&](int64_t c) {
-                 double d = x[c] - m;
-                 return d * d;
-               }) /
+  double var = sum8(dim,
+                    [&](int64_t c) {
+                      double d = x[c] - m;
+                      return d * d;
+                    }) /
                static_cast<double>(dim);
   rstd = 1.0 / std::sqrt(var + eps);
 }

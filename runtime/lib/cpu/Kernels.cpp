@@ -28,8 +28,8 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n,
               ldc);
 }
 void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n,
-          int64_t k, const double *a, int64_t lda, const double *b,
-          int64_t ldb, double *c, int64_t ldc) {
+          int64_t k, const double *a, int64_t lda, const double *b, int64_t ldb,
+          double *c, int64_t ldc) {
   cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
 }
 
@@ -119,9 +119,9 @@ void matmul(const T *a, const T *b, T *c, int64_t aRows, int64_t aCols,
   int64_t m = transA ? aCols : aRows, k = transA ? aRows : aCols;
   int64_t kb = transB ? bCols : bRows, n = transB ? bRows : bCols;
   if (k != kb)
-    throw std::invalid_argument("matmul inner dimensions differ: " +
-                                std::to_string(k) + " vs " +
-                                std::to_string(kb));
+    throw std::invalid_argument(
+        "matmul inner dimensions differ: " + std::to_string(k) + " vs " +
+        std::to_string(kb));
   if (m == 0 || n == 0)
     return;
   if (k == 0) {
@@ -148,8 +148,7 @@ FSDP_CPU_MULTIVERSION void relu(const T *x, T *y, int64_t n) {
     y[i] = math::relu(x[i]);
 }
 template <typename T>
-FSDP_CPU_MULTIVERSION
-void reluGrad(const T *x, const T *dy, T *dx, int64_t n) {
+FSDP_CPU_MULTIVERSION void reluGrad(const T *x, const T *dy, T *dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     dx[i] = math::reluGrad(x[i], dy[i]);
 }
@@ -157,8 +156,8 @@ void reluGrad(const T *x, const T *dy, T *dx, int64_t n) {
 // One loop per approximation: a loop-invariant branch in the body would
 // keep the loop from vectorizing.
 template <typename T>
-FSDP_CPU_MULTIVERSION
-void gelu(const T *x, T *y, int64_t n, bool approximateTanh) {
+FSDP_CPU_MULTIVERSION void gelu(const T *x, T *y, int64_t n,
+                                bool approximateTanh) {
   if (approximateTanh)
     for (int64_t i = 0; i < n; ++i)
       y[i] = math::gelu(x[i], true);
@@ -168,8 +167,8 @@ void gelu(const T *x, T *y, int64_t n, bool approximateTanh) {
 }
 
 template <typename T>
-FSDP_CPU_MULTIVERSION
-void geluGrad(const T *x, const T *dy, T *dx, int64_t n, bool approximateTanh) {
+FSDP_CPU_MULTIVERSION void geluGrad(const T *x, const T *dy, T *dx, int64_t n,
+                                    bool approximateTanh) {
   if (approximateTanh)
     for (int64_t i = 0; i < n; ++i)
       dx[i] = math::geluGrad(x[i], dy[i], true);
@@ -239,15 +238,16 @@ FSDP_CPU_MULTIVERSION T crossEntropy(const T *logits, const L *labels,
     double s = detail::sum8(classes, [&](int64_t c) {
       return static_cast<double>(math::expT(static_cast<T>(row[c] - mx)));
     });
-    total += (static_cast<double>(mx) + std::log(s)) - static_cast<double>(row[l]);
+    total +=
+        (static_cast<double>(mx) + std::log(s)) - static_cast<double>(row[l]);
   }
   return static_cast<T>(total / static_cast<double>(positions));
 }
 
 template <typename T, typename L>
-FSDP_CPU_MULTIVERSION void crossEntropyGrad(const T *logits, const L *labels,
-                                            T dloss, T *dlogits,
-                                            int64_t positions, int64_t classes) {
+FSDP_CPU_MULTIVERSION void
+crossEntropyGrad(const T *logits, const L *labels, T dloss, T *dlogits,
+                 int64_t positions, int64_t classes) {
   if (classes <= 0)
     throw std::invalid_argument("cross_entropy_grad needs at least one class");
   double scale = static_cast<double>(dloss) / static_cast<double>(positions);
@@ -260,7 +260,8 @@ FSDP_CPU_MULTIVERSION void crossEntropyGrad(const T *logits, const L *labels,
       mx = row[c] > mx ? row[c] : mx;
     for (int64_t c = 0; c < classes; ++c)
       out[c] = math::expT(static_cast<T>(row[c] - mx));
-    double s = detail::sum8(classes, [&](int64_t c) { return static_cast<double>(out[c]); });
+    double s = detail::sum8(
+        classes, [&](int64_t c) { return static_cast<double>(out[c]); });
     // softmax − one-hot, scaled by dloss / positions.
     const T k = static_cast<T>(scale / s), sc = static_cast<T>(scale);
     for (int64_t c = 0; c < classes; ++c)
@@ -270,19 +271,18 @@ FSDP_CPU_MULTIVERSION void crossEntropyGrad(const T *logits, const L *labels,
 }
 
 template <typename T>
-FSDP_CPU_MULTIVERSION
-void sgdUpdate(const T *p, const T *g, T *out, int64_t n, double lr,
-               double weightDecay) {
+FSDP_CPU_MULTIVERSION void sgdUpdate(const T *p, const T *g, T *out, int64_t n,
+                                     double lr, double weightDecay) {
   T tlr = static_cast<T>(lr), twd = static_cast<T>(weightDecay);
   for (int64_t i = 0; i < n; ++i)
     out[i] = math::sgd(p[i], g[i], tlr, twd);
 }
 
 template <typename T>
-FSDP_CPU_MULTIVERSION
-void adamwUpdate(const T *p, const T *g, const T *m, const T *v, int64_t step,
-                 T *pOut, T *mOut, T *vOut, int64_t n, double lr, double beta1,
-                 double beta2, double eps, double weightDecay) {
+FSDP_CPU_MULTIVERSION void
+adamwUpdate(const T *p, const T *g, const T *m, const T *v, int64_t step,
+            T *pOut, T *mOut, T *vOut, int64_t n, double lr, double beta1,
+            double beta2, double eps, double weightDecay) {
   if (step < 1)
     throw std::invalid_argument("adamw_update: step must be >= 1, got " +
                                 std::to_string(step));

@@ -1,7 +1,7 @@
 //===- Kernels.h - CPU kernels of the fsdp-opt runtime ---------*- C++ -*-===//
 //
-// The cpu driver's kernels behind fsdp/kernels.h (CpuDevice.cpp), templated on the
-// element type T (explicitly instantiated for float and double in
+// The cpu driver's kernels behind fsdp/kernels.h (CpuDevice.cpp), templated on
+// the element type T (explicitly instantiated for float and double in
 // runtime/lib/cpu/Kernels.cpp). All tensors are dense row-major; sizes are in
 // elements. Kernels never allocate their outputs; outputs must not alias
 // inputs unless stated. Invalid data (a label out of range, inconsistent
@@ -37,8 +37,7 @@ template <typename T> void mul(const T *a, const T *b, T *c, int64_t n);
 /// y[i] = max(x[i], 0).
 template <typename T> void relu(const T *x, T *y, int64_t n);
 /// dx[i] = dy[i] · [x[i] > 0] (the subgradient at 0 is 0, as PyTorch).
-template <typename T>
-void reluGrad(const T *x, const T *dy, T *dx, int64_t n);
+template <typename T> void reluGrad(const T *x, const T *dy, T *dx, int64_t n);
 
 /// GELU (Hendrycks & Gimpel, 2016). approximateTanh = false: exact
 /// y = x·Φ(x) = x/2·(1 + erf(x/√2)); true: y = x/2·(1 + tanh(√(2/π)(x +

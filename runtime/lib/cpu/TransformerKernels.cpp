@@ -2,7 +2,8 @@
 //
 // Implementations of TransformerKernels.h except attention (in
 // AttentionKernels.cpp), for float and double. Plain loops; per-row
-// statistics in double (KernelUtil.h's sum8 order). See the header for formulas and sources.
+// statistics in double (KernelUtil.h's sum8 order). See the header for formulas
+// and sources.
 //
 //===----------------------------------------------------------------------===//
 #include "TransformerKernels.h"
@@ -60,10 +61,9 @@ template <typename T>
 void positionEmbeddingGrad(const T *dy, T *dtable, int64_t batch, int64_t seq,
                            int64_t dim, int64_t positions) {
   if (positions < seq)
-    throw std::invalid_argument("position_embedding_grad: " +
-                                std::to_string(positions) +
-                                " positions < sequence length " +
-                                std::to_string(seq));
+    throw std::invalid_argument(
+        "position_embedding_grad: " + std::to_string(positions) +
+        " positions < sequence length " + std::to_string(seq));
   int64_t plane = seq * dim;
   std::fill(dtable, dtable + positions * dim, T(0));
   for (int64_t b = 0; b < batch; ++b)
@@ -72,8 +72,8 @@ void positionEmbeddingGrad(const T *dy, T *dtable, int64_t batch, int64_t seq,
 }
 
 template <typename T>
-FSDP_CPU_MULTIVERSION void layerNorm(const T *x, const T *w, const T *b, T *y, int64_t rows,
-               int64_t dim, double eps) {
+FSDP_CPU_MULTIVERSION void layerNorm(const T *x, const T *w, const T *b, T *y,
+                                     int64_t rows, int64_t dim, double eps) {
   for (int64_t r = 0; r < rows; ++r) {
     const T *xr = x + r * dim;
     T *yr = y + r * dim;
@@ -96,9 +96,8 @@ FSDP_CPU_MULTIVERSION void layerNormGrad(const T *x, const T *w, const T *dy,
     double mean, rstd;
     detail::rowMeanRstd(xr, dim, eps, mean, rstd);
     auto xh = [&](int64_t c) { return (xr[c] - mean) * rstd; };
-    double sumG = detail::sum8(dim, [&](int64_t c) {
-      return static_cast<double>(gr[c]) * w[c];
-    });
+    double sumG = detail::sum8(
+        dim, [&](int64_t c) { return static_cast<double>(gr[c]) * w[c]; });
     double sumGX = detail::sum8(dim, [&](int64_t c) {
       return static_cast<double>(gr[c]) * w[c] * xh(c);
     });
@@ -123,9 +122,8 @@ FSDP_CPU_MULTIVERSION void rmsNorm(const T *x, const T *w, T *y, int64_t rows,
   for (int64_t r = 0; r < rows; ++r) {
     const T *xr = x + r * dim;
     T *yr = y + r * dim;
-    double ss = detail::sum8(dim, [&](int64_t c) {
-      return static_cast<double>(xr[c]) * xr[c];
-    });
+    double ss = detail::sum8(
+        dim, [&](int64_t c) { return static_cast<double>(xr[c]) * xr[c]; });
     double rr = 1.0 / std::sqrt(ss / static_cast<double>(dim) + eps);
     for (int64_t c = 0; c < dim; ++c)
       yr[c] = math::rmsNorm(xr[c], rr, w[c]);
@@ -141,9 +139,8 @@ FSDP_CPU_MULTIVERSION void rmsNormGrad(const T *x, const T *w, const T *dy,
   for (int64_t r = 0; r < rows; ++r) {
     const T *xr = x + r * dim, *gr = dy + r * dim;
     T *dxr = dx + r * dim;
-    double ss = detail::sum8(dim, [&](int64_t c) {
-      return static_cast<double>(xr[c]) * xr[c];
-    });
+    double ss = detail::sum8(
+        dim, [&](int64_t c) { return static_cast<double>(xr[c]) * xr[c]; });
     double gx = detail::sum8(dim, [&](int64_t c) {
       return static_cast<double>(gr[c]) * w[c] * xr[c];
     });
@@ -163,7 +160,8 @@ void rope(const T *x, T *y, int64_t batch, int64_t seq, int64_t heads,
           int64_t headDim, double theta, bool inverse) {
   if (headDim <= 0 || headDim % 2)
     throw std::invalid_argument("rope: head_dim must be positive and even, "
-                                "got " + std::to_string(headDim));
+                                "got " +
+                                std::to_string(headDim));
   int64_t half = headDim / 2, width = heads * headDim;
   // Angle table for every position (shared by batch and heads).
   std::vector<double> cs(seq * half), sn(seq * half);
@@ -195,8 +193,7 @@ template <typename T> void silu(const T *x, T *y, int64_t n) {
     y[i] = math::silu(x[i]);
 }
 
-template <typename T>
-void siluGrad(const T *x, const T *dy, T *dx, int64_t n) {
+template <typename T> void siluGrad(const T *x, const T *dy, T *dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     dx[i] = math::siluGrad(x[i], dy[i]);
 }

@@ -1,13 +1,15 @@
-//===- TransformerKernels.h - CPU kernels of the transformer ops -*- C++ -*-===//
+//===- TransformerKernels.h - CPU kernels of the transformer ops -*- C++
+//-*-===//
 //
 // The kernels behind the transformer ops of runtime/docs/schedule-format.md
 // ("Transformer ops"): embeddings, LayerNorm, RMSNorm, rotary position
 // embedding, causal grouped-query attention and SiLU, with their VJPs (split
-// and concat are byte copies in CpuDevice.cpp). Templated on the element type T (instantiated for float and
-// double in runtime/lib/cpu/TransformerKernels.cpp and AttentionKernels.cpp).
-// Tensors are dense row-major, sizes in elements; outputs never alias inputs.
-// Statistics (means, variances, softmax sums) are accumulated in double.
-// Bad data (an index out of range) raises std::out_of_range.
+// and concat are byte copies in CpuDevice.cpp). Templated on the element type T
+// (instantiated for float and double in runtime/lib/cpu/TransformerKernels.cpp
+// and AttentionKernels.cpp). Tensors are dense row-major, sizes in elements;
+// outputs never alias inputs. Statistics (means, variances, softmax sums) are
+// accumulated in double. Bad data (an index out of range) raises
+// std::out_of_range.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RUNTIME_CPU_TRANSFORMERKERNELS_H
@@ -97,8 +99,7 @@ void attentionGrad(const T *q, const T *k, const T *v, const T *dout, T *dq,
 /// SiLU (Elfwing et al. 2018; Hendrycks & Gimpel 2016): y = x·σ(x).
 template <typename T> void silu(const T *x, T *y, int64_t n);
 /// dx = dy·σ(x)·(1 + x·(1 − σ(x))).
-template <typename T>
-void siluGrad(const T *x, const T *dy, T *dx, int64_t n);
+template <typename T> void siluGrad(const T *x, const T *dy, T *dx, int64_t n);
 
 } // namespace fsdp::rt::cpu
 

@@ -33,15 +33,15 @@ namespace fsdp::hal::cuda {
 
 void check(cudaError_t err, const char *what) {
   if (err != cudaSuccess)
-    fail(FSDP_ERR_DEVICE, std::string(what) + " failed: " +
-                              cudaGetErrorName(err) + ": " +
+    fail(FSDP_ERR_DEVICE, std::string(what) +
+                              " failed: " + cudaGetErrorName(err) + ": " +
                               cudaGetErrorString(err));
 }
 
 void check(cublasStatus_t st, const char *what) {
   if (st != CUBLAS_STATUS_SUCCESS)
-    fail(FSDP_ERR_DEVICE, std::string(what) + " failed: " +
-                              cublasGetStatusString(st));
+    fail(FSDP_ERR_DEVICE,
+         std::string(what) + " failed: " + cublasGetStatusString(st));
 }
 
 namespace {
@@ -60,12 +60,18 @@ void checkNccl(ncclResult_t r, ncclComm_t comm, const char *what) {
 
 ncclDataType_t ncclType(fsdp_dtype t) {
   switch (t) {
-  case FSDP_F32: return ncclFloat32;
-  case FSDP_F64: return ncclFloat64;
-  case FSDP_I32: return ncclInt32;
-  case FSDP_I64: return ncclInt64;
-  case FSDP_BF16: return ncclBfloat16;
-  case FSDP_F16: return ncclFloat16;
+  case FSDP_F32:
+    return ncclFloat32;
+  case FSDP_F64:
+    return ncclFloat64;
+  case FSDP_I32:
+    return ncclInt32;
+  case FSDP_I64:
+    return ncclInt64;
+  case FSDP_BF16:
+    return ncclBfloat16;
+  case FSDP_F16:
+    return ncclFloat16;
   }
   return ncclFloat32;
 }
@@ -74,16 +80,19 @@ ncclDataType_t ncclType(fsdp_dtype t) {
 
 std::string errorMessage(const DeviceErrors &e) {
   auto where = [&](const char *what) {
-    return std::string(what) + " " + std::to_string(e.value) +
-           " at position " + std::to_string(e.position) + " is outside [0, " +
+    return std::string(what) + " " + std::to_string(e.value) + " at position " +
+           std::to_string(e.position) + " is outside [0, " +
            std::to_string(e.bound) + ")";
   };
   switch (e.flag) {
-  case kLabelOutOfRange: return where("label");
-  case kIndexOutOfRange: return where("index");
+  case kLabelOutOfRange:
+    return where("label");
+  case kIndexOutOfRange:
+    return where("index");
   case kStepBelowOne:
     return "adamw_update: step must be >= 1, got " + std::to_string(e.value);
-  default: return "unknown kernel error " + std::to_string(e.flag);
+  default:
+    return "unknown kernel error " + std::to_string(e.flag);
   }
 }
 
@@ -111,10 +120,12 @@ bool CudaEvent::query() {
   return true;
 }
 
-//===--- Device ---------------------------------------------------------------===//
+//===--- Device
+//---------------------------------------------------------------===//
 
 namespace {
-constexpr size_t kBlasWorkspace = 32u << 20; // cuBLAS's recommendation for Hopper
+constexpr size_t kBlasWorkspace = 32u
+                                  << 20; // cuBLAS's recommendation for Hopper
 constexpr size_t kAlign = 256;
 } // namespace
 
@@ -124,25 +135,31 @@ CudaDevice::CudaDevice(int ord, const fsdp_device_options &o)
   collectives = transport == FSDP_COLLECTIVES_MPI ? "mpi" : "nccl";
   check(cudaSetDevice(ordinal), "cudaSetDevice");
   cudaStream_t c = nullptr, m = nullptr;
-  check(cudaStreamCreateWithFlags(&c, cudaStreamNonBlocking), "cudaStreamCreate");
-  check(cudaStreamCreateWithFlags(&m, cudaStreamNonBlocking), "cudaStreamCreate");
+  check(cudaStreamCreateWithFlags(&c, cudaStreamNonBlocking),
+        "cudaStreamCreate");
+  check(cudaStreamCreateWithFlags(&m, cudaStreamNonBlocking),
+        "cudaStreamCreate");
   compute.native = c;
   comm.native = m;
-  check(cudaDeviceGetDefaultMemPool(&pool, ordinal), "cudaDeviceGetDefaultMemPool");
+  check(cudaDeviceGetDefaultMemPool(&pool, ordinal),
+        "cudaDeviceGetDefaultMemPool");
   // Keep what the pool obtains: no trimming at synchronisations.
   uint64_t keep = ~uint64_t(0);
   check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
         "cudaMemPoolSetAttribute");
   check(cublasCreate(&blas), "cublasCreate");
-  check(cudaMalloc(&blasWorkspace, kBlasWorkspace), "cudaMalloc (cuBLAS workspace)");
+  check(cudaMalloc(&blasWorkspace, kBlasWorkspace),
+        "cudaMalloc (cuBLAS workspace)");
   blasWorkspaceBytes = kBlasWorkspace;
-  check(cublasSetWorkspace(blas, blasWorkspace, kBlasWorkspace), "cublasSetWorkspace");
+  check(cublasSetWorkspace(blas, blasWorkspace, kBlasWorkspace),
+        "cublasSetWorkspace");
   // f32 GEMMs in f32 (no TF32), as the cpu driver computes them.
   check(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
   check(cudaMalloc(reinterpret_cast<void **>(&errors), sizeof(DeviceErrors)),
         "cudaMalloc (error record)");
   check(cudaMemset(errors, 0, sizeof(DeviceErrors)), "cudaMemset");
-  check(cudaMallocHost(reinterpret_cast<void **>(&errorsHost), sizeof(DeviceErrors)),
+  check(cudaMallocHost(reinterpret_cast<void **>(&errorsHost),
+                       sizeof(DeviceErrors)),
         "cudaMallocHost");
   check(cudaEventCreateWithFlags(&computeReady, cudaEventDisableTiming),
         "cudaEventCreate");
@@ -170,8 +187,8 @@ void *CudaDevice::allocate(size_t bytes) {
   if (e != cudaSuccess) {
     cudaGetLastError();
     fail(FSDP_ERR_NOMEM, "fsdp_device_alloc on " + name + ": " +
-                             std::to_string(bytes) + " bytes: " +
-                             cudaGetErrorString(e));
+                             std::to_string(bytes) +
+                             " bytes: " + cudaGetErrorString(e));
   }
   return p;
 }
@@ -214,7 +231,8 @@ void CudaDevice::zero(fsdp_stream_s *s, void *dst, size_t bytes) {
 void CudaDevice::synchronize(fsdp_stream_s *s) {
   check(cudaStreamSynchronize(streamOf(s)), "cudaStreamSynchronize");
   check(cudaGetLastError(), "a kernel launch");
-  check(cudaMemcpy(errorsHost, errors, sizeof(DeviceErrors), cudaMemcpyDeviceToHost),
+  check(cudaMemcpy(errorsHost, errors, sizeof(DeviceErrors),
+                   cudaMemcpyDeviceToHost),
         "cudaMemcpy (error record)");
   if (errorsHost->flag != kNoError) {
     DeviceErrors e = *errorsHost;
@@ -230,7 +248,8 @@ void CudaDevice::waitEvent(fsdp_stream_s *s, fsdp_event_s *e) {
 
 void CudaDevice::commAfterCompute() {
   check(cudaEventRecord(computeReady, streamOf(&compute)), "cudaEventRecord");
-  check(cudaStreamWaitEvent(streamOf(&comm), computeReady, 0), "cudaStreamWaitEvent");
+  check(cudaStreamWaitEvent(streamOf(&comm), computeReady, 0),
+        "cudaStreamWaitEvent");
 }
 
 std::unique_ptr<fsdp_channel_s> CudaDevice::createWorldChannel() {
@@ -256,7 +275,8 @@ void CudaDevice::resetMemoryPeak() {
         "cudaMemPoolSetAttribute");
 }
 
-//===--- NCCL channels ----------------------------------------------------------===//
+//===--- NCCL channels
+//----------------------------------------------------------===//
 
 namespace {
 
@@ -297,7 +317,8 @@ public:
 
   fsdp_event_s *allGather(const void *shard, void *full, int64_t count,
                           fsdp_dtype dtype) override {
-    mpi::checkCollective("fsdp_all_gather_start", shard, full, count, dtype, false);
+    mpi::checkCollective("fsdp_all_gather_start", shard, full, count, dtype,
+                         false);
     dev->commAfterCompute();
     checkNccl(ncclAllGather(shard, full, static_cast<size_t>(count),
                             ncclType(dtype), nccl, streamOf(&dev->comm)),
@@ -350,7 +371,8 @@ private:
   ncclComm_t nccl = nullptr;
 };
 
-//===--- MPI channels (staged through pinned host memory) -------------------===//
+//===--- MPI channels (staged through pinned host memory)
+//-------------------===//
 
 class MpiChannel final : public fsdp_channel_s {
 public:
@@ -371,18 +393,20 @@ public:
 
   fsdp_event_s *allGather(const void *shard, void *full, int64_t count,
                           fsdp_dtype dtype) override {
-    mpi::checkCollective("fsdp_all_gather_start", shard, full, count, dtype, false);
+    mpi::checkCollective("fsdp_all_gather_start", shard, full, count, dtype,
+                         false);
     size_t bytes = static_cast<size_t>(count) * dtypeSize(dtype);
     stage(shard, bytes, bytes * size);
     if (comm.isNull())
       std::memcpy(recv, send, bytes);
     else
-      mpi::check(MPI_Allgather(send, static_cast<int>(count), mpi::datatype(dtype),
-                               recv, static_cast<int>(count), mpi::datatype(dtype),
-                               comm.get()),
+      mpi::check(MPI_Allgather(
+                     send, static_cast<int>(count), mpi::datatype(dtype), recv,
+                     static_cast<int>(count), mpi::datatype(dtype), comm.get()),
                  "MPI_Allgather");
-    return unstage(full, bytes * size, FSDP_COLL_ALL_GATHER,
-                   ringCollectiveBytesPerRank(static_cast<int64_t>(bytes) * size, size));
+    return unstage(
+        full, bytes * size, FSDP_COLL_ALL_GATHER,
+        ringCollectiveBytesPerRank(static_cast<int64_t>(bytes) * size, size));
   }
 
   fsdp_event_s *reduceScatter(const void *full, void *shard, int64_t count,
@@ -395,13 +419,14 @@ public:
       std::memcpy(recv, send, bytes);
     else
       mpi::check(MPI_Reduce_scatter_block(send, recv, static_cast<int>(count),
-                                          mpi::datatype(dtype), mpi::sumOp(dtype),
-                                          comm.get()),
+                                          mpi::datatype(dtype),
+                                          mpi::sumOp(dtype), comm.get()),
                  "MPI_Reduce_scatter_block");
     if (op == FSDP_REDUCE_AVG)
       mpi::divideInPlace(recv, count, dtype, size);
-    return unstage(shard, bytes, FSDP_COLL_REDUCE_SCATTER,
-                   ringCollectiveBytesPerRank(static_cast<int64_t>(bytes) * size, size));
+    return unstage(
+        shard, bytes, FSDP_COLL_REDUCE_SCATTER,
+        ringCollectiveBytesPerRank(static_cast<int64_t>(bytes) * size, size));
   }
 
   fsdp_event_s *allReduce(const void *in, void *out, int64_t count,
@@ -414,12 +439,14 @@ public:
       std::memcpy(recv, send, bytes);
     else
       mpi::check(MPI_Allreduce(send, recv, static_cast<int>(count),
-                               mpi::datatype(dtype), mpi::sumOp(dtype), comm.get()),
+                               mpi::datatype(dtype), mpi::sumOp(dtype),
+                               comm.get()),
                  "MPI_Allreduce");
     if (op == FSDP_REDUCE_AVG)
       mpi::divideInPlace(recv, count, dtype, size);
-    return unstage(out, bytes, FSDP_COLL_ALL_REDUCE,
-                   ringAllReduceBytesPerRank(static_cast<int64_t>(bytes), size));
+    return unstage(
+        out, bytes, FSDP_COLL_ALL_REDUCE,
+        ringAllReduceBytesPerRank(static_cast<int64_t>(bytes), size));
   }
 
 private:
@@ -492,8 +519,8 @@ fsdp_cuda_driver_create_device(int ordinal, int localRank,
   if (ordinal < 0)
     ordinal = localRank % count;
   if (ordinal >= count)
-    return fail("no CUDA device " + std::to_string(ordinal) + ": this node has " +
-                std::to_string(count));
+    return fail("no CUDA device " + std::to_string(ordinal) +
+                ": this node has " + std::to_string(count));
   try {
     fsdp_device_options o{FSDP_COLLECTIVES_NATIVE};
     if (options)

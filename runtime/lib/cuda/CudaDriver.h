@@ -1,4 +1,5 @@
-//===- CudaDriver.h - the cuda driver's shared pieces ------------*- C++ -*-===//
+//===- CudaDriver.h - the cuda driver's shared pieces ------------*- C++
+//-*-===//
 //
 // The cuda driver (libfsdp_cuda.so, loaded by the runtime on the first
 // "cuda" device): CudaDevice (CudaDevice.cu: memory from the device's
@@ -85,7 +86,7 @@ public:
   cublasHandle_t blas = nullptr;
   void *blasWorkspace = nullptr;
   size_t blasWorkspaceBytes = 0;
-  DeviceErrors *errors = nullptr;    ///< device memory
+  DeviceErrors *errors = nullptr;     ///< device memory
   DeviceErrors *errorsHost = nullptr; ///< pinned mirror
   cudaEvent_t computeReady = nullptr;
   int64_t commBufferBytes = 0;

@@ -38,7 +38,8 @@ int blocksFor(int64_t n) {
 
 void launched(const char *what) { check(cudaGetLastError(), what); }
 
-//===--- Element types ---------------------------------------------------------===//
+//===--- Element types
+//---------------------------------------------------------===//
 
 /// Storage type S and compute type C of a float dtype, with the load and
 /// the rounding store.
@@ -73,12 +74,21 @@ template <int V> using DtTag = std::integral_constant<int, V>;
 /// Calls fn(DtTag<dtype>) for a float dtype.
 template <typename Fn> void floatDtype(fsdp_dtype t, const char *op, Fn &&fn) {
   switch (t) {
-  case FSDP_F32: fn(DtTag<FSDP_F32>{}); return;
-  case FSDP_F64: fn(DtTag<FSDP_F64>{}); return;
-  case FSDP_BF16: fn(DtTag<FSDP_BF16>{}); return;
-  case FSDP_F16: fn(DtTag<FSDP_F16>{}); return;
+  case FSDP_F32:
+    fn(DtTag<FSDP_F32>{});
+    return;
+  case FSDP_F64:
+    fn(DtTag<FSDP_F64>{});
+    return;
+  case FSDP_BF16:
+    fn(DtTag<FSDP_BF16>{});
+    return;
+  case FSDP_F16:
+    fn(DtTag<FSDP_F16>{});
+    return;
   default:
-    fail(FSDP_ERR_INVALID, std::string(op) + ": dtype must be f32, f64, bf16 or f16");
+    fail(FSDP_ERR_INVALID,
+         std::string(op) + ": dtype must be f32, f64, bf16 or f16");
   }
 }
 
@@ -108,7 +118,8 @@ __device__ void report(DeviceErrors *e, int kind, long long value,
   }
 }
 
-//===--- Block reductions (blockDim.x == kThreads) ----------------------------===//
+//===--- Block reductions (blockDim.x == kThreads)
+//----------------------------===//
 
 __device__ double blockSum(double v, double *sh) {
   sh[threadIdx.x] = v;
@@ -137,10 +148,12 @@ __device__ double blockMax(double v, double *sh) {
 }
 
 #define FSDP_GRID_LOOP(i, n)                                                   \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; \
+  for (int64_t i =                                                             \
+           blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;        \
        i < (n); i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
-//===--- Elementwise ------------------------------------------------------------===//
+//===--- Elementwise
+//------------------------------------------------------------===//
 
 template <typename T> __global__ void fillK(T *y, int64_t n, T v) {
   FSDP_GRID_LOOP(i, n) y[i] = v;
@@ -148,10 +161,14 @@ template <typename T> __global__ void fillK(T *y, int64_t n, T v) {
 
 __device__ double loadAny(const void *p, int t, int64_t i) {
   switch (t) {
-  case FSDP_F32: return static_cast<const float *>(p)[i];
-  case FSDP_F64: return static_cast<const double *>(p)[i];
-  case FSDP_BF16: return bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
-  case FSDP_F16: return f16ToFloat(static_cast<const uint16_t *>(p)[i]);
+  case FSDP_F32:
+    return static_cast<const float *>(p)[i];
+  case FSDP_F64:
+    return static_cast<const double *>(p)[i];
+  case FSDP_BF16:
+    return bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
+  case FSDP_F16:
+    return f16ToFloat(static_cast<const uint16_t *>(p)[i]);
   }
   return 0;
 }
@@ -162,7 +179,8 @@ __global__ void castK(const void *src, int st, void *dst, int dt, int64_t n) {
   FSDP_GRID_LOOP(i, n) {
     if (st == FSDP_F64 && (dt == FSDP_BF16 || dt == FSDP_F16)) {
       double d = static_cast<const double *>(src)[i];
-      static_cast<uint16_t *>(dst)[i] = dt == FSDP_BF16 ? doubleToBf16(d) : doubleToF16(d);
+      static_cast<uint16_t *>(dst)[i] =
+          dt == FSDP_BF16 ? doubleToBf16(d) : doubleToF16(d);
     } else if (dt == FSDP_F64) {
       static_cast<double *>(dst)[i] = loadAny(src, st, i);
     } else {
@@ -170,7 +188,8 @@ __global__ void castK(const void *src, int st, void *dst, int dt, int64_t n) {
       if (dt == FSDP_F32)
         static_cast<float *>(dst)[i] = v;
       else
-        static_cast<uint16_t *>(dst)[i] = dt == FSDP_BF16 ? floatToBf16(v) : floatToF16(v);
+        static_cast<uint16_t *>(dst)[i] =
+            dt == FSDP_BF16 ? floatToBf16(v) : floatToF16(v);
     }
   }
 }
@@ -184,13 +203,19 @@ void launchCast(const void *src, fsdp_dtype st, void *dst, fsdp_dtype dt,
 }
 
 struct AddOp {
-  template <typename C> __device__ C operator()(C a, C b) const { return a + b; }
+  template <typename C> __device__ C operator()(C a, C b) const {
+    return a + b;
+  }
 };
 struct MulOp {
-  template <typename C> __device__ C operator()(C a, C b) const { return a * b; }
+  template <typename C> __device__ C operator()(C a, C b) const {
+    return a * b;
+  }
 };
 struct ReluOp {
-  template <typename C> __device__ C operator()(C x) const { return math::relu(x); }
+  template <typename C> __device__ C operator()(C x) const {
+    return math::relu(x);
+  }
 };
 struct ReluGradOp {
   template <typename C> __device__ C operator()(C x, C dy) const {
@@ -210,7 +235,9 @@ struct GeluGradOp {
   }
 };
 struct SiluOp {
-  template <typename C> __device__ C operator()(C x) const { return math::silu(x); }
+  template <typename C> __device__ C operator()(C x) const {
+    return math::silu(x);
+  }
 };
 struct SiluGradOp {
   template <typename C> __device__ C operator()(C x, C dy) const {
@@ -226,8 +253,9 @@ __global__ void unaryK(const typename Elt<DT>::S *x, typename Elt<DT>::S *y,
 }
 
 template <int DT, typename Op>
-__global__ void binaryK(const typename Elt<DT>::S *a, const typename Elt<DT>::S *b,
-                        typename Elt<DT>::S *c, int64_t n, Op op) {
+__global__ void binaryK(const typename Elt<DT>::S *a,
+                        const typename Elt<DT>::S *b, typename Elt<DT>::S *c,
+                        int64_t n, Op op) {
   using E = Elt<DT>;
   FSDP_GRID_LOOP(i, n) c[i] = E::st(op(E::ld(a, i), E::ld(b, i)));
 }
@@ -255,8 +283,8 @@ void binary(fsdp_stream_s *s, fsdp_dtype t, const char *name, const void *a,
     constexpr int DT = decltype(tag)::value;
     using S = typename Elt<DT>::S;
     binaryK<DT><<<blocksFor(n), kThreads, 0, streamOf(s)>>>(
-        static_cast<const S *>(a), static_cast<const S *>(b), static_cast<S *>(c),
-        n, op);
+        static_cast<const S *>(a), static_cast<const S *>(b),
+        static_cast<S *>(c), n, op);
   });
   launched(name);
 }
@@ -268,7 +296,8 @@ __global__ void divideK(typename Elt<DT>::S *p, int64_t n, int divisor) {
   FSDP_GRID_LOOP(i, n) p[i] = E::st(E::ld(p, i) / static_cast<C>(divisor));
 }
 
-//===--- Reductions and broadcasts over axes ------------------------------------===//
+//===--- Reductions and broadcasts over axes
+//------------------------------------===//
 
 constexpr int kMaxRank = 8;
 
@@ -284,12 +313,14 @@ struct AxisMap {
 AxisMap axisMap(const int64_t *shape, int rank, const int64_t *axes, int naxes,
                 const char *op) {
   if (rank > kMaxRank)
-    fail(FSDP_ERR_UNSUPPORTED, std::string(op) + ": rank " + std::to_string(rank) +
-                                   " above " + std::to_string(kMaxRank));
+    fail(FSDP_ERR_UNSUPPORTED, std::string(op) + ": rank " +
+                                   std::to_string(rank) + " above " +
+                                   std::to_string(kMaxRank));
   std::vector<bool> dropped(rank, false);
   for (int i = 0; i < naxes; ++i) {
     if (axes[i] < 0 || axes[i] >= rank || dropped[axes[i]])
-      fail(FSDP_ERR_INVALID, std::string(op) + ": bad axis " + std::to_string(axes[i]));
+      fail(FSDP_ERR_INVALID,
+           std::string(op) + ": bad axis " + std::to_string(axes[i]));
     dropped[axes[i]] = true;
   }
   AxisMap m;
@@ -345,17 +376,19 @@ template <int DT>
 __global__ void broadcastK(const typename Elt<DT>::S *x, AxisMap m, int64_t n,
                            typename Elt<DT>::S *y) {
   using E = Elt<DT>;
-  FSDP_GRID_LOOP(i, n) y[i] = E::st(E::ld(x, offsetOf(i, m.nk, m.kept, m.keptStride)));
+  FSDP_GRID_LOOP(i, n)
+  y[i] = E::st(E::ld(x, offsetOf(i, m.nk, m.kept, m.keptStride)));
 }
 
-//===--- Cross-entropy ----------------------------------------------------------===//
+//===--- Cross-entropy
+//----------------------------------------------------------===//
 
 /// Row statistics of cross-entropy, as the cpu driver computes them: the
 /// max of the row (exact in double) and Σ math::expT(x − max) in the
 /// compute type, summed in double. Every thread of the block gets both.
 template <int DT>
-__device__ void rowMaxSumExp(const typename Elt<DT>::S *row, int64_t classes, double *sh,
-                             double &mx, double &s) {
+__device__ void rowMaxSumExp(const typename Elt<DT>::S *row, int64_t classes,
+                             double *sh, double &mx, double &s) {
   using E = Elt<DT>;
   mx = -INFINITY;
   for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
@@ -364,13 +397,15 @@ __device__ void rowMaxSumExp(const typename Elt<DT>::S *row, int64_t classes, do
   const typename E::C cmx = static_cast<typename E::C>(mx);
   s = 0;
   for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-    s += static_cast<double>(math::expT(static_cast<typename E::C>(E::ld(row, c) - cmx)));
+    s += static_cast<double>(
+        math::expT(static_cast<typename E::C>(E::ld(row, c) - cmx)));
   s = blockSum(s, sh);
 }
 
 template <int DT>
-__global__ void crossEntropyRowK(const typename Elt<DT>::S *logits, const void *labels,
-                                 int labelsI64, int64_t classes, double *rowLoss,
+__global__ void crossEntropyRowK(const typename Elt<DT>::S *logits,
+                                 const void *labels, int labelsI64,
+                                 int64_t classes, double *rowLoss,
                                  DeviceErrors *err) {
   using E = Elt<DT>;
   __shared__ double sh[kThreads];
@@ -397,14 +432,16 @@ __global__ void meanK(const double *v, int64_t n, typename Elt<DT>::S *out) {
     s += v[i];
   s = blockSum(s, sh);
   if (threadIdx.x == 0)
-    *out = Elt<DT>::st(static_cast<typename Elt<DT>::C>(n ? s / static_cast<double>(n) : 0.0));
+    *out = Elt<DT>::st(
+        static_cast<typename Elt<DT>::C>(n ? s / static_cast<double>(n) : 0.0));
 }
 
 template <int DT>
-__global__ void crossEntropyGradK(const typename Elt<DT>::S *logits, const void *labels,
-                                  int labelsI64, const typename Elt<DT>::S *dloss,
-                                  typename Elt<DT>::S *dlogits, int64_t positions,
-                                  int64_t classes, DeviceErrors *err) {
+__global__ void
+crossEntropyGradK(const typename Elt<DT>::S *logits, const void *labels,
+                  int labelsI64, const typename Elt<DT>::S *dloss,
+                  typename Elt<DT>::S *dlogits, int64_t positions,
+                  int64_t classes, DeviceErrors *err) {
   using E = Elt<DT>;
   __shared__ double sh[kThreads];
   int64_t p = blockIdx.x;
@@ -420,7 +457,8 @@ __global__ void crossEntropyGradK(const typename Elt<DT>::S *logits, const void 
     return;
   }
   // As the cpu driver: e · (scale / s), minus scale at the label, in C.
-  double scale = static_cast<double>(E::ld(dloss, 0)) / static_cast<double>(positions);
+  double scale =
+      static_cast<double>(E::ld(dloss, 0)) / static_cast<double>(positions);
   using C = typename E::C;
   const C k = static_cast<C>(scale / s), sc = static_cast<C>(scale);
   for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
@@ -429,7 +467,8 @@ __global__ void crossEntropyGradK(const typename Elt<DT>::S *logits, const void 
   }
 }
 
-//===--- Optimizers --------------------------------------------------------------===//
+//===--- Optimizers
+//--------------------------------------------------------------===//
 
 template <typename T>
 __global__ void sgdK(const T *p, const T *g, T *out, int64_t n, T lr, T wd) {
@@ -454,13 +493,16 @@ __global__ void adamwK(const T *p, const T *g, const T *m, const T *v,
   __syncthreads();
   if (bad)
     return;
-  FSDP_GRID_LOOP(i, n) math::adamw(s, p[i], g[i], m[i], v[i], pOut[i], mOut[i], vOut[i]);
+  FSDP_GRID_LOOP(i, n)
+  math::adamw(s, p[i], g[i], m[i], v[i], pOut[i], mOut[i], vOut[i]);
 }
 
-//===--- Embeddings -----------------------------------------------------------------===//
+//===--- Embeddings
+//-----------------------------------------------------------------===//
 
 template <int DT>
-__global__ void embeddingK(const void *idx, int idxI64, const typename Elt<DT>::S *table,
+__global__ void embeddingK(const void *idx, int idxI64,
+                           const typename Elt<DT>::S *table,
                            typename Elt<DT>::S *y, int64_t n, int64_t vocab,
                            int64_t dim, DeviceErrors *err) {
   FSDP_GRID_LOOP(e, n * dim) {
@@ -477,9 +519,9 @@ __global__ void embeddingK(const void *idx, int idxI64, const typename Elt<DT>::
 
 // dtable (in f32 for 2-byte dtypes, else T) += dy rows at their index.
 template <int DT, typename A>
-__global__ void embeddingGradK(const void *idx, int idxI64, const typename Elt<DT>::S *dy,
-                               A *acc, int64_t n, int64_t vocab, int64_t dim,
-                               DeviceErrors *err) {
+__global__ void embeddingGradK(const void *idx, int idxI64,
+                               const typename Elt<DT>::S *dy, A *acc, int64_t n,
+                               int64_t vocab, int64_t dim, DeviceErrors *err) {
   FSDP_GRID_LOOP(e, n * dim) {
     int64_t i = e / dim, c = e % dim, v = loadIndex(idx, idxI64, i);
     if (v < 0 || v >= vocab) {
@@ -494,7 +536,8 @@ __global__ void embeddingGradK(const void *idx, int idxI64, const typename Elt<D
 template <int DT>
 __global__ void positionEmbeddingK(const typename Elt<DT>::S *x,
                                    const typename Elt<DT>::S *table,
-                                   typename Elt<DT>::S *y, int64_t n, int64_t plane) {
+                                   typename Elt<DT>::S *y, int64_t n,
+                                   int64_t plane) {
   using E = Elt<DT>;
   FSDP_GRID_LOOP(i, n) y[i] = E::st(E::ld(x, i) + E::ld(table, i % plane));
 }
@@ -502,8 +545,9 @@ __global__ void positionEmbeddingK(const typename Elt<DT>::S *x,
 // dtable[t, c] = Σ_b dy[b, t, c] in the compute type, b in order.
 template <int DT>
 __global__ void positionEmbeddingGradK(const typename Elt<DT>::S *dy,
-                                       typename Elt<DT>::S *dtable, int64_t batch,
-                                       int64_t plane, int64_t total) {
+                                       typename Elt<DT>::S *dtable,
+                                       int64_t batch, int64_t plane,
+                                       int64_t total) {
   using E = Elt<DT>;
   FSDP_GRID_LOOP(i, total) {
     typename E::C acc = 0;
@@ -514,7 +558,8 @@ __global__ void positionEmbeddingGradK(const typename Elt<DT>::S *dy,
   }
 }
 
-//===--- Norms ------------------------------------------------------------------------===//
+//===--- Norms
+//------------------------------------------------------------------------===//
 
 /// Mean and 1/√(var + eps) of one row, by the block, in double.
 template <int DT>
@@ -533,7 +578,8 @@ __device__ void rowStats(const typename Elt<DT>::S *xr, int64_t dim, double eps,
 }
 
 template <int DT>
-__global__ void layerNormK(const typename Elt<DT>::S *x, const typename Elt<DT>::S *w,
+__global__ void layerNormK(const typename Elt<DT>::S *x,
+                           const typename Elt<DT>::S *w,
                            const typename Elt<DT>::S *b, typename Elt<DT>::S *y,
                            int64_t dim, double eps) {
   using E = Elt<DT>;
@@ -542,15 +588,16 @@ __global__ void layerNormK(const typename Elt<DT>::S *x, const typename Elt<DT>:
   double mean, rstd;
   rowStats<DT>(xr, dim, eps, sh, mean, rstd);
   for (int64_t c = threadIdx.x; c < dim; c += blockDim.x)
-    y[blockIdx.x * dim + c] =
-        E::st(math::layerNorm(E::ld(xr, c), mean, rstd, E::ld(w, c), E::ld(b, c)));
+    y[blockIdx.x * dim + c] = E::st(
+        math::layerNorm(E::ld(xr, c), mean, rstd, E::ld(w, c), E::ld(b, c)));
 }
 
 // dx per row; each row's (mean, rstd) into stats for the column sums.
 template <int DT>
-__global__ void layerNormGradRowK(const typename Elt<DT>::S *x, const typename Elt<DT>::S *w,
-                                  const typename Elt<DT>::S *dy, typename Elt<DT>::S *dx,
-                                  double *stats, int64_t dim, double eps) {
+__global__ void
+layerNormGradRowK(const typename Elt<DT>::S *x, const typename Elt<DT>::S *w,
+                  const typename Elt<DT>::S *dy, typename Elt<DT>::S *dx,
+                  double *stats, int64_t dim, double eps) {
   using E = Elt<DT>;
   __shared__ double sh[kThreads];
   int64_t r = blockIdx.x;
@@ -567,8 +614,8 @@ __global__ void layerNormGradRowK(const typename Elt<DT>::S *x, const typename E
   double mG = blockSum(sg, sh) / static_cast<double>(dim);
   double mGX = blockSum(sgx, sh) / static_cast<double>(dim);
   for (int64_t c = threadIdx.x; c < dim; c += blockDim.x)
-    dx[r * dim + c] = E::st(math::layerNormGrad(E::ld(xr, c), E::ld(w, c), E::ld(gr, c),
-                                                mean, rstd, mG, mGX));
+    dx[r * dim + c] = E::st(math::layerNormGrad(
+        E::ld(xr, c), E::ld(w, c), E::ld(gr, c), mean, rstd, mG, mGX));
   if (threadIdx.x == 0) {
     stats[2 * r] = mean;
     stats[2 * r + 1] = rstd;
@@ -576,9 +623,10 @@ __global__ void layerNormGradRowK(const typename Elt<DT>::S *x, const typename E
 }
 
 template <int DT>
-__global__ void layerNormGradColK(const typename Elt<DT>::S *x, const typename Elt<DT>::S *dy,
-                                  const double *stats, typename Elt<DT>::S *dw,
-                                  typename Elt<DT>::S *db, int64_t rows, int64_t dim) {
+__global__ void
+layerNormGradColK(const typename Elt<DT>::S *x, const typename Elt<DT>::S *dy,
+                  const double *stats, typename Elt<DT>::S *dw,
+                  typename Elt<DT>::S *db, int64_t rows, int64_t dim) {
   using E = Elt<DT>;
   FSDP_GRID_LOOP(c, dim) {
     double aw = 0, ab = 0;
@@ -593,8 +641,9 @@ __global__ void layerNormGradColK(const typename Elt<DT>::S *x, const typename E
 }
 
 template <int DT>
-__global__ void rmsNormK(const typename Elt<DT>::S *x, const typename Elt<DT>::S *w,
-                         typename Elt<DT>::S *y, int64_t dim, double eps) {
+__global__ void rmsNormK(const typename Elt<DT>::S *x,
+                         const typename Elt<DT>::S *w, typename Elt<DT>::S *y,
+                         int64_t dim, double eps) {
   using E = Elt<DT>;
   __shared__ double sh[kThreads];
   const typename E::S *xr = x + blockIdx.x * dim;
@@ -605,13 +654,15 @@ __global__ void rmsNormK(const typename Elt<DT>::S *x, const typename Elt<DT>::S
   }
   double rr = 1.0 / sqrt(blockSum(ss, sh) / static_cast<double>(dim) + eps);
   for (int64_t c = threadIdx.x; c < dim; c += blockDim.x)
-    y[blockIdx.x * dim + c] = E::st(math::rmsNorm(E::ld(xr, c), rr, E::ld(w, c)));
+    y[blockIdx.x * dim + c] =
+        E::st(math::rmsNorm(E::ld(xr, c), rr, E::ld(w, c)));
 }
 
 template <int DT>
-__global__ void rmsNormGradRowK(const typename Elt<DT>::S *x, const typename Elt<DT>::S *w,
-                                const typename Elt<DT>::S *dy, typename Elt<DT>::S *dx,
-                                double *rrs, int64_t dim, double eps) {
+__global__ void
+rmsNormGradRowK(const typename Elt<DT>::S *x, const typename Elt<DT>::S *w,
+                const typename Elt<DT>::S *dy, typename Elt<DT>::S *dx,
+                double *rrs, int64_t dim, double eps) {
   using E = Elt<DT>;
   __shared__ double sh[kThreads];
   int64_t r = blockIdx.x;
@@ -625,34 +676,39 @@ __global__ void rmsNormGradRowK(const typename Elt<DT>::S *x, const typename Elt
   double rr = 1.0 / sqrt(blockSum(ss, sh) / static_cast<double>(dim) + eps);
   double k = rr * rr * blockSum(gx, sh) / static_cast<double>(dim);
   for (int64_t c = threadIdx.x; c < dim; c += blockDim.x)
-    dx[r * dim + c] = E::st(math::rmsNormGrad(E::ld(xr, c), E::ld(w, c), E::ld(gr, c), rr, k));
+    dx[r * dim + c] = E::st(
+        math::rmsNormGrad(E::ld(xr, c), E::ld(w, c), E::ld(gr, c), rr, k));
   if (threadIdx.x == 0)
     rrs[r] = rr;
 }
 
 template <int DT>
-__global__ void rmsNormGradColK(const typename Elt<DT>::S *x, const typename Elt<DT>::S *dy,
-                                const double *rrs, typename Elt<DT>::S *dw, int64_t rows,
-                                int64_t dim) {
+__global__ void rmsNormGradColK(const typename Elt<DT>::S *x,
+                                const typename Elt<DT>::S *dy,
+                                const double *rrs, typename Elt<DT>::S *dw,
+                                int64_t rows, int64_t dim) {
   using E = Elt<DT>;
   FSDP_GRID_LOOP(c, dim) {
     double aw = 0;
     for (int64_t r = 0; r < rows; ++r)
-      aw += static_cast<double>(E::ld(dy, r * dim + c)) * E::ld(x, r * dim + c) * rrs[r];
+      aw += static_cast<double>(E::ld(dy, r * dim + c)) *
+            E::ld(x, r * dim + c) * rrs[r];
     dw[c] = E::st(static_cast<typename E::C>(aw));
   }
 }
 
-//===--- RoPE ---------------------------------------------------------------------------===//
+//===--- RoPE
+//---------------------------------------------------------------------------===//
 
 template <int DT>
-__global__ void ropeK(const typename Elt<DT>::S *x, typename Elt<DT>::S *y, int64_t batch,
-                      int64_t seq, int64_t heads, int64_t headDim, double theta,
-                      int inverse) {
+__global__ void ropeK(const typename Elt<DT>::S *x, typename Elt<DT>::S *y,
+                      int64_t batch, int64_t seq, int64_t heads,
+                      int64_t headDim, double theta, int inverse) {
   using E = Elt<DT>;
   int64_t half = headDim / 2, n = batch * seq * heads * half;
   FSDP_GRID_LOOP(e, n) {
-    int64_t i = e % half, h = (e / half) % heads, t = (e / (half * heads)) % seq;
+    int64_t i = e % half, h = (e / half) % heads,
+            t = (e / (half * heads)) % seq;
     int64_t bt = e / (half * heads); // b * seq + t
     int64_t base = bt * heads * headDim + h * headDim;
     double phi = math::ropeAngle(t, i, headDim, theta, inverse != 0);
@@ -663,13 +719,13 @@ __global__ void ropeK(const typename Elt<DT>::S *x, typename Elt<DT>::S *y, int6
   }
 }
 
-//===--- Attention (one (batch, head) at a time, as the cpu driver) ------------------===//
+//===--- Attention (one (batch, head) at a time, as the cpu driver)
+//------------------===//
 
 // p[t, :] = causal softmax of s[t, :] (s already scaled), in place; the
 // cpu driver's arithmetic: e = math::expT(x − max) in T, Σe in double,
 // e · T(1/Σe) in T.
-template <typename T>
-__global__ void causalSoftmaxK(T *p, int64_t seq) {
+template <typename T> __global__ void causalSoftmaxK(T *p, int64_t seq) {
   __shared__ double sh[kThreads];
   int64_t t = blockIdx.x;
   T *row = p + t * seq;
@@ -705,15 +761,17 @@ __global__ void softmaxGradK(const T *p, T *ds, int64_t seq, double scale) {
 
 /// Column-major GEMM C = α·op(A)·op(B) + β·C in T (f32: no TF32; f64).
 template <typename T>
-void gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m,
-          int64_t n, int64_t k, T alpha, const T *a, int64_t lda, const T *b,
-          int64_t ldb, T beta, T *c, int64_t ldc) {
+void gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+          int64_t m, int64_t n, int64_t k, T alpha, const T *a, int64_t lda,
+          const T *b, int64_t ldb, T beta, T *c, int64_t ldc) {
   if constexpr (std::is_same<T, float>::value)
-    check(cublasSgemm(h, ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc),
-          "cublasSgemm");
+    check(
+        cublasSgemm(h, ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc),
+        "cublasSgemm");
   else
-    check(cublasDgemm(h, ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc),
-          "cublasDgemm");
+    check(
+        cublasDgemm(h, ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc),
+        "cublasDgemm");
 }
 
 /// Attention (or its VJP with dout/dq/dk/dv) in compute type T on T
@@ -721,9 +779,10 @@ void gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t 
 /// column-major Sᵀ = K·Qᵀ), P = causal softmax, O = P·V; the VJP recomputes
 /// P, dP = dO·Vᵀ, dS, dQ = dS·K, dK += dSᵀ·Q, dV += Pᵀ·dO.
 template <typename T>
-void attentionCore(CudaDevice *dev, cudaStream_t st, const T *q, const T *k, const T *v,
-                   T *o, const T *dout, T *dq, T *dk, T *dv, int64_t batch, int64_t seq,
-                   int64_t hq, int64_t hkv, int64_t d) {
+void attentionCore(CudaDevice *dev, cudaStream_t st, const T *q, const T *k,
+                   const T *v, T *o, const T *dout, T *dq, T *dk, T *dv,
+                   int64_t batch, int64_t seq, int64_t hq, int64_t hkv,
+                   int64_t d) {
   cublasHandle_t h = dev->blas;
   check(cublasSetStream(h, st), "cublasSetStream");
   bool grad = dout != nullptr;
@@ -734,27 +793,36 @@ void attentionCore(CudaDevice *dev, cudaStream_t st, const T *q, const T *k, con
   double scaleD = 1.0 / std::sqrt(static_cast<double>(d));
   T scale = static_cast<T>(scaleD);
   if (grad) {
-    check(cudaMemsetAsync(dq, 0, batch * seq * lq * sizeof(T), st), "cudaMemsetAsync");
-    check(cudaMemsetAsync(dk, 0, batch * seq * lk * sizeof(T), st), "cudaMemsetAsync");
-    check(cudaMemsetAsync(dv, 0, batch * seq * lk * sizeof(T), st), "cudaMemsetAsync");
+    check(cudaMemsetAsync(dq, 0, batch * seq * lq * sizeof(T), st),
+          "cudaMemsetAsync");
+    check(cudaMemsetAsync(dk, 0, batch * seq * lk * sizeof(T), st),
+          "cudaMemsetAsync");
+    check(cudaMemsetAsync(dv, 0, batch * seq * lk * sizeof(T), st),
+          "cudaMemsetAsync");
   }
   auto N = CUBLAS_OP_N, Tr = CUBLAS_OP_T;
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t hh = 0; hh < hq; ++hh) {
       int64_t qo = b * seq * lq + hh * d, ko = b * seq * lk + (hh / group) * d;
-      gemm<T>(h, Tr, N, seq, seq, d, scale, k + ko, lk, q + qo, lq, T(0), p, seq);
+      gemm<T>(h, Tr, N, seq, seq, d, scale, k + ko, lk, q + qo, lq, T(0), p,
+              seq);
       causalSoftmaxK<T><<<seq, kThreads, 0, st>>>(p, seq);
       launched("attention softmax");
       if (!grad) {
-        gemm<T>(h, N, N, d, seq, seq, T(1), v + ko, lk, p, seq, T(0), o + qo, lq);
+        gemm<T>(h, N, N, d, seq, seq, T(1), v + ko, lk, p, seq, T(0), o + qo,
+                lq);
         continue;
       }
-      gemm<T>(h, Tr, N, seq, seq, d, T(1), v + ko, lk, dout + qo, lq, T(0), ds, seq);
+      gemm<T>(h, Tr, N, seq, seq, d, T(1), v + ko, lk, dout + qo, lq, T(0), ds,
+              seq);
       softmaxGradK<T><<<seq, kThreads, 0, st>>>(p, ds, seq, scaleD);
       launched("attention softmax gradient");
-      gemm<T>(h, N, N, d, seq, seq, T(1), k + ko, lk, ds, seq, T(0), dq + qo, lq);
-      gemm<T>(h, N, Tr, d, seq, seq, T(1), q + qo, lq, ds, seq, T(1), dk + ko, lk);
-      gemm<T>(h, N, Tr, d, seq, seq, T(1), dout + qo, lq, p, seq, T(1), dv + ko, lk);
+      gemm<T>(h, N, N, d, seq, seq, T(1), k + ko, lk, ds, seq, T(0), dq + qo,
+              lq);
+      gemm<T>(h, N, Tr, d, seq, seq, T(1), q + qo, lq, ds, seq, T(1), dk + ko,
+              lk);
+      gemm<T>(h, N, Tr, d, seq, seq, T(1), dout + qo, lq, p, seq, T(1), dv + ko,
+              lk);
     }
   dev->release(st, p);
   if (ds)
@@ -763,10 +831,14 @@ void attentionCore(CudaDevice *dev, cudaStream_t st, const T *q, const T *k, con
 
 cudaDataType_t blasType(fsdp_dtype t) {
   switch (t) {
-  case FSDP_F64: return CUDA_R_64F;
-  case FSDP_BF16: return CUDA_R_16BF;
-  case FSDP_F16: return CUDA_R_16F;
-  default: return CUDA_R_32F;
+  case FSDP_F64:
+    return CUDA_R_64F;
+  case FSDP_BF16:
+    return CUDA_R_16BF;
+  case FSDP_F16:
+    return CUDA_R_16F;
+  default:
+    return CUDA_R_32F;
   }
 }
 
@@ -783,16 +855,17 @@ void gemmEx(cublasHandle_t h, fsdp_dtype t, bool transA, bool transB, int64_t m,
                      transA ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
                      f64 ? static_cast<const void *>(&alpha64) : &alpha32, b,
                      blasType(t), ldb, a, blasType(t), lda,
-                     f64 ? static_cast<const void *>(&beta64) : &beta32, c, ctype, n,
-                     f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                     f64 ? static_cast<const void *>(&beta64) : &beta32, c,
+                     ctype, n, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
+                     CUBLAS_GEMM_DEFAULT),
         "cublasGemmEx");
 }
 
 // y[i, j] = round(acc[i, j] + b[j]): acc in the compute type (f32 scratch for
 // 2-byte dtypes, the output itself otherwise), one rounding.
 template <int DT, typename A>
-__global__ void biasK(const A *acc, const typename Elt<DT>::S *b, typename Elt<DT>::S *y,
-                      int64_t m, int64_t n) {
+__global__ void biasK(const A *acc, const typename Elt<DT>::S *b,
+                      typename Elt<DT>::S *y, int64_t m, int64_t n) {
   using E = Elt<DT>;
   FSDP_GRID_LOOP(i, m * n) {
     typename E::C v = static_cast<typename E::C>(acc[i]);
@@ -814,18 +887,31 @@ void launchDivide(void *data, int64_t count, fsdp_dtype t, int divisor,
   launched("avg kernel");
 }
 
-//===--- The entry points -----------------------------------------------------------===//
+//===--- The entry points
+//-----------------------------------------------------------===//
 
-void CudaDevice::fill(fsdp_stream_s *s, fsdp_dtype t, void *y, int64_t n, double value) {
+void CudaDevice::fill(fsdp_stream_s *s, fsdp_dtype t, void *y, int64_t n,
+                      double value) {
   if (n == 0)
     return;
   cudaStream_t st = streamOf(s);
   int b = blocksFor(n);
   switch (t) {
-  case FSDP_F32: fillK<<<b, kThreads, 0, st>>>(static_cast<float *>(y), n, static_cast<float>(value)); break;
-  case FSDP_F64: fillK<<<b, kThreads, 0, st>>>(static_cast<double *>(y), n, value); break;
-  case FSDP_I32: fillK<<<b, kThreads, 0, st>>>(static_cast<int32_t *>(y), n, static_cast<int32_t>(value)); break;
-  case FSDP_I64: fillK<<<b, kThreads, 0, st>>>(static_cast<int64_t *>(y), n, static_cast<int64_t>(value)); break;
+  case FSDP_F32:
+    fillK<<<b, kThreads, 0, st>>>(static_cast<float *>(y), n,
+                                  static_cast<float>(value));
+    break;
+  case FSDP_F64:
+    fillK<<<b, kThreads, 0, st>>>(static_cast<double *>(y), n, value);
+    break;
+  case FSDP_I32:
+    fillK<<<b, kThreads, 0, st>>>(static_cast<int32_t *>(y), n,
+                                  static_cast<int32_t>(value));
+    break;
+  case FSDP_I64:
+    fillK<<<b, kThreads, 0, st>>>(static_cast<int64_t *>(y), n,
+                                  static_cast<int64_t>(value));
+    break;
   case FSDP_BF16:
   case FSDP_F16: {
     float f = static_cast<float>(value);
@@ -833,13 +919,14 @@ void CudaDevice::fill(fsdp_stream_s *s, fsdp_dtype t, void *y, int64_t n, double
     fillK<<<b, kThreads, 0, st>>>(static_cast<uint16_t *>(y), n, h);
     break;
   }
-  default: fail(FSDP_ERR_INVALID, "fsdp_fill: invalid dtype");
+  default:
+    fail(FSDP_ERR_INVALID, "fsdp_fill: invalid dtype");
   }
   launched("fill kernel");
 }
 
-void CudaDevice::cast(fsdp_stream_s *s, fsdp_dtype xt, const void *x, fsdp_dtype yt,
-                      void *y, int64_t n) {
+void CudaDevice::cast(fsdp_stream_s *s, fsdp_dtype xt, const void *x,
+                      fsdp_dtype yt, void *y, int64_t n) {
   if (!isFloat(xt) || !isFloat(yt))
     fail(FSDP_ERR_INVALID, "fsdp_cast: float dtypes only");
   if (xt == yt) {
@@ -849,9 +936,9 @@ void CudaDevice::cast(fsdp_stream_s *s, fsdp_dtype xt, const void *x, fsdp_dtype
   launchCast(x, xt, y, yt, n, streamOf(s));
 }
 
-void CudaDevice::linear(fsdp_stream_s *s, fsdp_dtype t, const void *x, const void *w,
-                        const void *b, void *y, int64_t m, int64_t k, int64_t n,
-                        int transposeWeight) {
+void CudaDevice::linear(fsdp_stream_s *s, fsdp_dtype t, const void *x,
+                        const void *w, const void *b, void *y, int64_t m,
+                        int64_t k, int64_t n, int transposeWeight) {
   if (m == 0 || n == 0)
     return;
   cudaStream_t st = streamOf(s);
@@ -863,36 +950,43 @@ void CudaDevice::linear(fsdp_stream_s *s, fsdp_dtype t, const void *x, const voi
     // With a bias, 2-byte outputs accumulate in f32 scratch and round once
     // after the bias, as the cpu driver.
     bool viaScratch = half && b;
-    void *out = viaScratch ? scratch(st, static_cast<size_t>(m * n) * sizeof(float)) : y;
+    void *out = viaScratch
+                    ? scratch(st, static_cast<size_t>(m * n) * sizeof(float))
+                    : y;
     if (k == 0)
-      check(cudaMemsetAsync(out, 0, static_cast<size_t>(m * n) *
-                                        (viaScratch ? sizeof(float) : sizeof(S)), st),
+      check(cudaMemsetAsync(out, 0,
+                            static_cast<size_t>(m * n) *
+                                (viaScratch ? sizeof(float) : sizeof(S)),
+                            st),
             "cudaMemsetAsync");
     else
       // y = x·wᵀ with w [N, K] (transpose), or y = x·w with w [K, N].
-      gemmEx(blas, t, false, !transposeWeight, m, n, k, x, k, w, transposeWeight ? n : k,
-             out, viaScratch ? CUDA_R_32F : blasType(t));
+      gemmEx(blas, t, false, !transposeWeight, m, n, k, x, k, w,
+             transposeWeight ? n : k, out,
+             viaScratch ? CUDA_R_32F : blasType(t));
     if (viaScratch) {
       biasK<DT, float><<<blocksFor(m * n), kThreads, 0, st>>>(
-          static_cast<const float *>(out), static_cast<const S *>(b), static_cast<S *>(y), m, n);
+          static_cast<const float *>(out), static_cast<const S *>(b),
+          static_cast<S *>(y), m, n);
       launched("bias kernel");
       release(st, out);
     } else if (b) {
       biasK<DT, S><<<blocksFor(m * n), kThreads, 0, st>>>(
-          static_cast<const S *>(y), static_cast<const S *>(b), static_cast<S *>(y), m, n);
+          static_cast<const S *>(y), static_cast<const S *>(b),
+          static_cast<S *>(y), m, n);
       launched("bias kernel");
     }
   });
 }
 
-void CudaDevice::matmul(fsdp_stream_s *s, fsdp_dtype t, const void *a, const void *b,
-                        void *c, int64_t aRows, int64_t aCols, int64_t bRows,
-                        int64_t bCols, int transA, int transB) {
+void CudaDevice::matmul(fsdp_stream_s *s, fsdp_dtype t, const void *a,
+                        const void *b, void *c, int64_t aRows, int64_t aCols,
+                        int64_t bRows, int64_t bCols, int transA, int transB) {
   int64_t m = transA ? aCols : aRows, k = transA ? aRows : aCols;
   int64_t kb = transB ? bCols : bRows, n = transB ? bRows : bCols;
   if (k != kb)
-    fail(FSDP_ERR_INVALID, "matmul inner dimensions differ: " + std::to_string(k) +
-                               " vs " + std::to_string(kb));
+    fail(FSDP_ERR_INVALID, "matmul inner dimensions differ: " +
+                               std::to_string(k) + " vs " + std::to_string(kb));
   if (m == 0 || n == 0)
     return;
   floatDtype(t, "fsdp_matmul", [](auto) {});
@@ -902,43 +996,47 @@ void CudaDevice::matmul(fsdp_stream_s *s, fsdp_dtype t, const void *a, const voi
     return;
   }
   check(cublasSetStream(blas, st), "cublasSetStream");
-  gemmEx(blas, t, transA != 0, transB != 0, m, n, k, a, aCols, b, bCols, c, blasType(t));
+  gemmEx(blas, t, transA != 0, transB != 0, m, n, k, a, aCols, b, bCols, c,
+         blasType(t));
 }
 
-void CudaDevice::add(fsdp_stream_s *s, fsdp_dtype t, const void *a, const void *b,
-                     void *c, int64_t n) {
+void CudaDevice::add(fsdp_stream_s *s, fsdp_dtype t, const void *a,
+                     const void *b, void *c, int64_t n) {
   binary(s, t, "fsdp_add", a, b, c, n, AddOp{});
 }
-void CudaDevice::mul(fsdp_stream_s *s, fsdp_dtype t, const void *a, const void *b,
-                     void *c, int64_t n) {
+void CudaDevice::mul(fsdp_stream_s *s, fsdp_dtype t, const void *a,
+                     const void *b, void *c, int64_t n) {
   binary(s, t, "fsdp_mul", a, b, c, n, MulOp{});
 }
-void CudaDevice::relu(fsdp_stream_s *s, fsdp_dtype t, const void *x, void *y, int64_t n) {
+void CudaDevice::relu(fsdp_stream_s *s, fsdp_dtype t, const void *x, void *y,
+                      int64_t n) {
   unary(s, t, "fsdp_relu", x, y, n, ReluOp{});
 }
-void CudaDevice::relu_grad(fsdp_stream_s *s, fsdp_dtype t, const void *x, const void *dy,
-                           void *dx, int64_t n) {
+void CudaDevice::relu_grad(fsdp_stream_s *s, fsdp_dtype t, const void *x,
+                           const void *dy, void *dx, int64_t n) {
   binary(s, t, "fsdp_relu_grad", x, dy, dx, n, ReluGradOp{});
 }
-void CudaDevice::gelu(fsdp_stream_s *s, fsdp_dtype t, const void *x, void *y, int64_t n,
-                      int approxTanh) {
+void CudaDevice::gelu(fsdp_stream_s *s, fsdp_dtype t, const void *x, void *y,
+                      int64_t n, int approxTanh) {
   unary(s, t, "fsdp_gelu", x, y, n, GeluOp{approxTanh != 0});
 }
-void CudaDevice::gelu_grad(fsdp_stream_s *s, fsdp_dtype t, const void *x, const void *dy,
-                           void *dx, int64_t n, int approxTanh) {
+void CudaDevice::gelu_grad(fsdp_stream_s *s, fsdp_dtype t, const void *x,
+                           const void *dy, void *dx, int64_t n,
+                           int approxTanh) {
   binary(s, t, "fsdp_gelu_grad", x, dy, dx, n, GeluGradOp{approxTanh != 0});
 }
-void CudaDevice::silu(fsdp_stream_s *s, fsdp_dtype t, const void *x, void *y, int64_t n) {
+void CudaDevice::silu(fsdp_stream_s *s, fsdp_dtype t, const void *x, void *y,
+                      int64_t n) {
   unary(s, t, "fsdp_silu", x, y, n, SiluOp{});
 }
-void CudaDevice::silu_grad(fsdp_stream_s *s, fsdp_dtype t, const void *x, const void *dy,
-                           void *dx, int64_t n) {
+void CudaDevice::silu_grad(fsdp_stream_s *s, fsdp_dtype t, const void *x,
+                           const void *dy, void *dx, int64_t n) {
   binary(s, t, "fsdp_silu_grad", x, dy, dx, n, SiluGradOp{});
 }
 
 void CudaDevice::reduce_sum(fsdp_stream_s *s, fsdp_dtype t, const void *x,
-                            const int64_t *xShape, int rank, const int64_t *axes,
-                            int naxes, void *y) {
+                            const int64_t *xShape, int rank,
+                            const int64_t *axes, int naxes, void *y) {
   AxisMap m = axisMap(xShape, rank, axes, naxes, "fsdp_reduce_sum");
   floatDtype(t, "fsdp_reduce_sum", [&](auto tag) {
     constexpr int DT = decltype(tag)::value;
@@ -980,29 +1078,34 @@ void CudaDevice::broadcast(fsdp_stream_s *s, fsdp_dtype t, const void *x,
   launched("broadcast kernel");
 }
 
-void CudaDevice::cross_entropy(fsdp_stream_s *s, fsdp_dtype t, const void *logits,
-                               const void *labels, fsdp_dtype lt, int64_t positions,
+void CudaDevice::cross_entropy(fsdp_stream_s *s, fsdp_dtype t,
+                               const void *logits, const void *labels,
+                               fsdp_dtype lt, int64_t positions,
                                int64_t classes, void *loss) {
   checkIndexType(lt, "fsdp_cross_entropy: labels");
   if (classes <= 0)
     fail(FSDP_ERR_INVALID, "cross_entropy needs at least one class");
   cudaStream_t st = streamOf(s);
-  double *rows = static_cast<double *>(scratch(st, std::max<int64_t>(positions, 1) * sizeof(double)));
+  double *rows = static_cast<double *>(
+      scratch(st, std::max<int64_t>(positions, 1) * sizeof(double)));
   floatDtype(t, "fsdp_cross_entropy", [&](auto tag) {
     constexpr int DT = decltype(tag)::value;
     using S = typename Elt<DT>::S;
     if (positions > 0)
       crossEntropyRowK<DT><<<positions, kThreads, 0, st>>>(
-          static_cast<const S *>(logits), labels, lt == FSDP_I64, classes, rows, errors);
+          static_cast<const S *>(logits), labels, lt == FSDP_I64, classes, rows,
+          errors);
     meanK<DT><<<1, kThreads, 0, st>>>(rows, positions, static_cast<S *>(loss));
   });
   launched("cross_entropy kernel");
   release(st, rows);
 }
 
-void CudaDevice::cross_entropy_grad(fsdp_stream_s *s, fsdp_dtype t, const void *logits,
-                                    const void *labels, fsdp_dtype lt, const void *dloss,
-                                    void *dlogits, int64_t positions, int64_t classes) {
+void CudaDevice::cross_entropy_grad(fsdp_stream_s *s, fsdp_dtype t,
+                                    const void *logits, const void *labels,
+                                    fsdp_dtype lt, const void *dloss,
+                                    void *dlogits, int64_t positions,
+                                    int64_t classes) {
   checkIndexType(lt, "fsdp_cross_entropy_grad: labels");
   if (classes <= 0)
     fail(FSDP_ERR_INVALID, "cross_entropy_grad needs at least one class");
@@ -1013,21 +1116,23 @@ void CudaDevice::cross_entropy_grad(fsdp_stream_s *s, fsdp_dtype t, const void *
     using S = typename Elt<DT>::S;
     crossEntropyGradK<DT><<<positions, kThreads, 0, streamOf(s)>>>(
         static_cast<const S *>(logits), labels, lt == FSDP_I64,
-        static_cast<const S *>(dloss), static_cast<S *>(dlogits), positions, classes,
-        errors);
+        static_cast<const S *>(dloss), static_cast<S *>(dlogits), positions,
+        classes, errors);
   });
   launched("cross_entropy_grad kernel");
 }
 
-void CudaDevice::sgd_update(fsdp_stream_s *s, fsdp_dtype t, const void *p, const void *g,
-                            void *out, int64_t n, double lr, double weightDecay) {
+void CudaDevice::sgd_update(fsdp_stream_s *s, fsdp_dtype t, const void *p,
+                            const void *g, void *out, int64_t n, double lr,
+                            double weightDecay) {
   if (n == 0)
     return;
   wideDtype(t, "fsdp_sgd_update", [&](auto tag) {
     using T = typename Elt<decltype(tag)::value>::S;
     sgdK<T><<<blocksFor(n), kThreads, 0, streamOf(s)>>>(
-        static_cast<const T *>(p), static_cast<const T *>(g), static_cast<T *>(out), n,
-        static_cast<T>(lr), static_cast<T>(weightDecay));
+        static_cast<const T *>(p), static_cast<const T *>(g),
+        static_cast<T *>(out), n, static_cast<T>(lr),
+        static_cast<T>(weightDecay));
   });
   launched("sgd_update kernel");
 }
@@ -1042,25 +1147,27 @@ void CudaDevice::adamw_update(fsdp_stream_s *s, fsdp_dtype t, const void *p,
   wideDtype(t, "fsdp_adamw_update", [&](auto tag) {
     using T = typename Elt<decltype(tag)::value>::S;
     adamwK<T><<<blocksFor(n), kThreads, 0, streamOf(s)>>>(
-        static_cast<const T *>(p), static_cast<const T *>(g), static_cast<const T *>(m),
-        static_cast<const T *>(v), step, stepType == FSDP_I64, static_cast<T *>(pOut),
-        static_cast<T *>(mOut), static_cast<T *>(vOut), n, lr, beta1, beta2, eps,
-        weightDecay, errors);
+        static_cast<const T *>(p), static_cast<const T *>(g),
+        static_cast<const T *>(m), static_cast<const T *>(v), step,
+        stepType == FSDP_I64, static_cast<T *>(pOut), static_cast<T *>(mOut),
+        static_cast<T *>(vOut), n, lr, beta1, beta2, eps, weightDecay, errors);
   });
   launched("adamw_update kernel");
 }
 
-void CudaDevice::flatten(fsdp_stream_s *s, fsdp_dtype t, const void *const *parts,
-                         const int64_t *numels, const int64_t *offsets, int nparts,
-                         void *flat, int64_t flatNumel) {
+void CudaDevice::flatten(fsdp_stream_s *s, fsdp_dtype t,
+                         const void *const *parts, const int64_t *numels,
+                         const int64_t *offsets, int nparts, void *flat,
+                         int64_t flatNumel) {
   floatDtype(t, "fsdp_flatten", [](auto) {});
   size_t es = dtypeSize(t);
   for (int i = 0; i < nparts; ++i)
     if (offsets[i] < 0 || offsets[i] + numels[i] > flatNumel)
-      fail(FSDP_ERR_INVALID, "flatten: part " + std::to_string(i) + " (" +
-                                 std::to_string(numels[i]) + " elements at offset " +
-                                 std::to_string(offsets[i]) + ") does not fit in " +
-                                 std::to_string(flatNumel));
+      fail(FSDP_ERR_INVALID,
+           "flatten: part " + std::to_string(i) + " (" +
+               std::to_string(numels[i]) + " elements at offset " +
+               std::to_string(offsets[i]) + ") does not fit in " +
+               std::to_string(flatNumel));
   zero(s, flat, static_cast<size_t>(flatNumel) * es);
   for (int i = 0; i < nparts; ++i)
     copy(s, static_cast<char *>(flat) + offsets[i] * es, parts[i],
@@ -1077,15 +1184,15 @@ void CudaDevice::embedding(fsdp_stream_s *s, fsdp_dtype t, const void *idx,
     constexpr int DT = decltype(tag)::value;
     using S = typename Elt<DT>::S;
     embeddingK<DT><<<blocksFor(n * dim), kThreads, 0, streamOf(s)>>>(
-        idx, it == FSDP_I64, static_cast<const S *>(table), static_cast<S *>(y), n, vocab,
-        dim, errors);
+        idx, it == FSDP_I64, static_cast<const S *>(table), static_cast<S *>(y),
+        n, vocab, dim, errors);
   });
   launched("embedding kernel");
 }
 
 void CudaDevice::embedding_grad(fsdp_stream_s *s, fsdp_dtype t, const void *idx,
-                                fsdp_dtype it, const void *dy, void *dtable, int64_t n,
-                                int64_t vocab, int64_t dim) {
+                                fsdp_dtype it, const void *dy, void *dtable,
+                                int64_t n, int64_t vocab, int64_t dim) {
   checkIndexType(it, "fsdp_embedding_grad: indices");
   cudaStream_t st = streamOf(s);
   bool half = isHalf(t);
@@ -1094,11 +1201,13 @@ void CudaDevice::embedding_grad(fsdp_stream_s *s, fsdp_dtype t, const void *idx,
     constexpr int DT = decltype(tag)::value;
     using S = typename Elt<DT>::S;
     using A = std::conditional_t<DT == FSDP_F64, double, float>;
-    A *acc = half ? static_cast<A *>(scratch(st, tableN * sizeof(A))) : static_cast<A *>(dtable);
+    A *acc = half ? static_cast<A *>(scratch(st, tableN * sizeof(A)))
+                  : static_cast<A *>(dtable);
     check(cudaMemsetAsync(acc, 0, tableN * sizeof(A), st), "cudaMemsetAsync");
     if (n * dim > 0)
       embeddingGradK<DT, A><<<blocksFor(n * dim), kThreads, 0, st>>>(
-          idx, it == FSDP_I64, static_cast<const S *>(dy), acc, n, vocab, dim, errors);
+          idx, it == FSDP_I64, static_cast<const S *>(dy), acc, n, vocab, dim,
+          errors);
     launched("embedding_grad kernel");
     if (half) {
       launchCast(acc, FSDP_F32, dtable, t, static_cast<int64_t>(tableN), st);
@@ -1107,9 +1216,9 @@ void CudaDevice::embedding_grad(fsdp_stream_s *s, fsdp_dtype t, const void *idx,
   });
 }
 
-void CudaDevice::position_embedding(fsdp_stream_s *s, fsdp_dtype t, const void *x,
-                                    const void *table, void *y, int64_t batch, int64_t seq,
-                                    int64_t dim) {
+void CudaDevice::position_embedding(fsdp_stream_s *s, fsdp_dtype t,
+                                    const void *x, const void *table, void *y,
+                                    int64_t batch, int64_t seq, int64_t dim) {
   int64_t n = batch * seq * dim;
   if (n == 0)
     return;
@@ -1117,18 +1226,20 @@ void CudaDevice::position_embedding(fsdp_stream_s *s, fsdp_dtype t, const void *
     constexpr int DT = decltype(tag)::value;
     using S = typename Elt<DT>::S;
     positionEmbeddingK<DT><<<blocksFor(n), kThreads, 0, streamOf(s)>>>(
-        static_cast<const S *>(x), static_cast<const S *>(table), static_cast<S *>(y), n,
-        seq * dim);
+        static_cast<const S *>(x), static_cast<const S *>(table),
+        static_cast<S *>(y), n, seq * dim);
   });
   launched("position_embedding kernel");
 }
 
-void CudaDevice::position_embedding_grad(fsdp_stream_s *s, fsdp_dtype t, const void *dy,
-                                         void *dtable, int64_t batch, int64_t seq,
+void CudaDevice::position_embedding_grad(fsdp_stream_s *s, fsdp_dtype t,
+                                         const void *dy, void *dtable,
+                                         int64_t batch, int64_t seq,
                                          int64_t dim, int64_t positions) {
   if (positions < seq)
-    fail(FSDP_ERR_INVALID, "position_embedding_grad: " + std::to_string(positions) +
-                               " positions < sequence length " + std::to_string(seq));
+    fail(FSDP_ERR_INVALID,
+         "position_embedding_grad: " + std::to_string(positions) +
+             " positions < sequence length " + std::to_string(seq));
   int64_t total = positions * dim;
   if (total == 0)
     return;
@@ -1136,85 +1247,93 @@ void CudaDevice::position_embedding_grad(fsdp_stream_s *s, fsdp_dtype t, const v
     constexpr int DT = decltype(tag)::value;
     using S = typename Elt<DT>::S;
     positionEmbeddingGradK<DT><<<blocksFor(total), kThreads, 0, streamOf(s)>>>(
-        static_cast<const S *>(dy), static_cast<S *>(dtable), batch, seq * dim, total);
+        static_cast<const S *>(dy), static_cast<S *>(dtable), batch, seq * dim,
+        total);
   });
   launched("position_embedding_grad kernel");
 }
 
-void CudaDevice::layer_norm(fsdp_stream_s *s, fsdp_dtype t, const void *x, const void *w,
-                            const void *b, void *y, int64_t rows, int64_t dim, double eps) {
+void CudaDevice::layer_norm(fsdp_stream_s *s, fsdp_dtype t, const void *x,
+                            const void *w, const void *b, void *y, int64_t rows,
+                            int64_t dim, double eps) {
   if (rows == 0 || dim == 0)
     return;
   floatDtype(t, "fsdp_layer_norm", [&](auto tag) {
     constexpr int DT = decltype(tag)::value;
     using S = typename Elt<DT>::S;
     layerNormK<DT><<<rows, kThreads, 0, streamOf(s)>>>(
-        static_cast<const S *>(x), static_cast<const S *>(w), static_cast<const S *>(b),
-        static_cast<S *>(y), dim, eps);
+        static_cast<const S *>(x), static_cast<const S *>(w),
+        static_cast<const S *>(b), static_cast<S *>(y), dim, eps);
   });
   launched("layer_norm kernel");
 }
 
 void CudaDevice::layer_norm_grad(fsdp_stream_s *s, fsdp_dtype t, const void *x,
-                                 const void *w, const void *dy, void *dx, void *dw,
-                                 void *db, int64_t rows, int64_t dim, double eps) {
+                                 const void *w, const void *dy, void *dx,
+                                 void *dw, void *db, int64_t rows, int64_t dim,
+                                 double eps) {
   if (dim == 0)
     return;
   cudaStream_t st = streamOf(s);
-  double *stats = static_cast<double *>(scratch(st, std::max<int64_t>(rows, 1) * 2 * sizeof(double)));
+  double *stats = static_cast<double *>(
+      scratch(st, std::max<int64_t>(rows, 1) * 2 * sizeof(double)));
   floatDtype(t, "fsdp_layer_norm_grad", [&](auto tag) {
     constexpr int DT = decltype(tag)::value;
     using S = typename Elt<DT>::S;
     if (rows > 0)
       layerNormGradRowK<DT><<<rows, kThreads, 0, st>>>(
-          static_cast<const S *>(x), static_cast<const S *>(w), static_cast<const S *>(dy),
-          static_cast<S *>(dx), stats, dim, eps);
+          static_cast<const S *>(x), static_cast<const S *>(w),
+          static_cast<const S *>(dy), static_cast<S *>(dx), stats, dim, eps);
     layerNormGradColK<DT><<<blocksFor(dim), kThreads, 0, st>>>(
-        static_cast<const S *>(x), static_cast<const S *>(dy), stats, static_cast<S *>(dw),
-        static_cast<S *>(db), rows, dim);
+        static_cast<const S *>(x), static_cast<const S *>(dy), stats,
+        static_cast<S *>(dw), static_cast<S *>(db), rows, dim);
   });
   launched("layer_norm_grad kernels");
   release(st, stats);
 }
 
-void CudaDevice::rms_norm(fsdp_stream_s *s, fsdp_dtype t, const void *x, const void *w,
-                          void *y, int64_t rows, int64_t dim, double eps) {
+void CudaDevice::rms_norm(fsdp_stream_s *s, fsdp_dtype t, const void *x,
+                          const void *w, void *y, int64_t rows, int64_t dim,
+                          double eps) {
   if (rows == 0 || dim == 0)
     return;
   floatDtype(t, "fsdp_rms_norm", [&](auto tag) {
     constexpr int DT = decltype(tag)::value;
     using S = typename Elt<DT>::S;
     rmsNormK<DT><<<rows, kThreads, 0, streamOf(s)>>>(
-        static_cast<const S *>(x), static_cast<const S *>(w), static_cast<S *>(y), dim, eps);
+        static_cast<const S *>(x), static_cast<const S *>(w),
+        static_cast<S *>(y), dim, eps);
   });
   launched("rms_norm kernel");
 }
 
 void CudaDevice::rms_norm_grad(fsdp_stream_s *s, fsdp_dtype t, const void *x,
-                               const void *w, const void *dy, void *dx, void *dw,
-                               int64_t rows, int64_t dim, double eps) {
+                               const void *w, const void *dy, void *dx,
+                               void *dw, int64_t rows, int64_t dim,
+                               double eps) {
   if (dim == 0)
     return;
   cudaStream_t st = streamOf(s);
-  double *rrs = static_cast<double *>(scratch(st, std::max<int64_t>(rows, 1) * sizeof(double)));
+  double *rrs = static_cast<double *>(
+      scratch(st, std::max<int64_t>(rows, 1) * sizeof(double)));
   floatDtype(t, "fsdp_rms_norm_grad", [&](auto tag) {
     constexpr int DT = decltype(tag)::value;
     using S = typename Elt<DT>::S;
     if (rows > 0)
       rmsNormGradRowK<DT><<<rows, kThreads, 0, st>>>(
-          static_cast<const S *>(x), static_cast<const S *>(w), static_cast<const S *>(dy),
-          static_cast<S *>(dx), rrs, dim, eps);
+          static_cast<const S *>(x), static_cast<const S *>(w),
+          static_cast<const S *>(dy), static_cast<S *>(dx), rrs, dim, eps);
     rmsNormGradColK<DT><<<blocksFor(dim), kThreads, 0, st>>>(
-        static_cast<const S *>(x), static_cast<const S *>(dy), rrs, static_cast<S *>(dw),
-        rows, dim);
+        static_cast<const S *>(x), static_cast<const S *>(dy), rrs,
+        static_cast<S *>(dw), rows, dim);
   });
   launched("rms_norm_grad kernels");
   release(st, rrs);
 }
 
-void CudaDevice::rope(fsdp_stream_s *s, fsdp_dtype t, const void *x, void *y, int64_t batch,
-                      int64_t seq, int64_t heads, int64_t headDim, double theta,
-                      int inverse) {
+void CudaDevice::rope(fsdp_stream_s *s, fsdp_dtype t, const void *x, void *y,
+                      int64_t batch, int64_t seq, int64_t heads,
+                      int64_t headDim, double theta, int inverse) {
   if (headDim <= 0 || headDim % 2)
     fail(FSDP_ERR_INVALID, "rope: head_dim must be positive and even, got " +
                                std::to_string(headDim));
@@ -1225,8 +1344,8 @@ void CudaDevice::rope(fsdp_stream_s *s, fsdp_dtype t, const void *x, void *y, in
     constexpr int DT = decltype(tag)::value;
     using S = typename Elt<DT>::S;
     ropeK<DT><<<blocksFor(n), kThreads, 0, streamOf(s)>>>(
-        static_cast<const S *>(x), static_cast<S *>(y), batch, seq, heads, headDim, theta,
-        inverse);
+        static_cast<const S *>(x), static_cast<S *>(y), batch, seq, heads,
+        headDim, theta, inverse);
   });
   launched("rope kernel");
 }
@@ -1243,10 +1362,10 @@ void checkHeads(int64_t hq, int64_t hkv, int64_t d) {
 
 /// Attention in f32/f64, or for 2-byte dtypes on f32 working copies of the
 /// operands whose results are rounded once (the cpu driver's way).
-void attentionAny(CudaDevice *dev, fsdp_stream_s *s, fsdp_dtype t, const void *q,
-                  const void *k, const void *v, void *o, const void *dout, void *dq,
-                  void *dk, void *dv, int64_t batch, int64_t seq, int64_t hq,
-                  int64_t hkv, int64_t d) {
+void attentionAny(CudaDevice *dev, fsdp_stream_s *s, fsdp_dtype t,
+                  const void *q, const void *k, const void *v, void *o,
+                  const void *dout, void *dq, void *dk, void *dv, int64_t batch,
+                  int64_t seq, int64_t hq, int64_t hkv, int64_t d) {
   checkHeads(hq, hkv, d);
   if (batch == 0 || seq == 0)
     return;
@@ -1255,33 +1374,37 @@ void attentionAny(CudaDevice *dev, fsdp_stream_s *s, fsdp_dtype t, const void *q
   if (t == FSDP_F32 || t == FSDP_F64) {
     wideDtype(t, "fsdp_attention", [&](auto tag) {
       using T = typename Elt<decltype(tag)::value>::S;
-      attentionCore<T>(dev, st, static_cast<const T *>(q), static_cast<const T *>(k),
-                       static_cast<const T *>(v), static_cast<T *>(o),
-                       static_cast<const T *>(dout), static_cast<T *>(dq),
-                       static_cast<T *>(dk), static_cast<T *>(dv), batch, seq, hq, hkv, d);
+      attentionCore<T>(dev, st, static_cast<const T *>(q),
+                       static_cast<const T *>(k), static_cast<const T *>(v),
+                       static_cast<T *>(o), static_cast<const T *>(dout),
+                       static_cast<T *>(dq), static_cast<T *>(dk),
+                       static_cast<T *>(dv), batch, seq, hq, hkv, d);
     });
     return;
   }
   if (t != FSDP_BF16 && t != FSDP_F16)
-    fail(FSDP_ERR_INVALID, "fsdp_attention: dtype must be f32, f64, bf16 or f16");
+    fail(FSDP_ERR_INVALID,
+         "fsdp_attention: dtype must be f32, f64, bf16 or f16");
   int64_t nq = batch * seq * hq * d, nk = batch * seq * hkv * d;
   auto widen = [&](const void *src, int64_t n) {
     float *f = static_cast<float *>(dev->scratch(st, n * sizeof(float)));
     launchCast(src, t, f, FSDP_F32, n, st);
     return f;
   };
-  auto out = [&](int64_t n) { return static_cast<float *>(dev->scratch(st, n * sizeof(float))); };
+  auto out = [&](int64_t n) {
+    return static_cast<float *>(dev->scratch(st, n * sizeof(float)));
+  };
   float *qf = widen(q, nq), *kf = widen(k, nk), *vf = widen(v, nk);
   std::vector<std::pair<float *, std::pair<void *, int64_t>>> results;
   if (!grad) {
     float *of = out(nq);
-    attentionCore<float>(dev, st, qf, kf, vf, of, nullptr, nullptr, nullptr, nullptr, batch,
-                         seq, hq, hkv, d);
+    attentionCore<float>(dev, st, qf, kf, vf, of, nullptr, nullptr, nullptr,
+                         nullptr, batch, seq, hq, hkv, d);
     results.push_back({of, {o, nq}});
   } else {
     float *df = widen(dout, nq), *dqf = out(nq), *dkf = out(nk), *dvf = out(nk);
-    attentionCore<float>(dev, st, qf, kf, vf, nullptr, df, dqf, dkf, dvf, batch, seq, hq,
-                         hkv, d);
+    attentionCore<float>(dev, st, qf, kf, vf, nullptr, df, dqf, dkf, dvf, batch,
+                         seq, hq, hkv, d);
     results.push_back({dqf, {dq, nq}});
     results.push_back({dkf, {dk, nk}});
     results.push_back({dvf, {dv, nk}});
@@ -1298,28 +1421,33 @@ void attentionAny(CudaDevice *dev, fsdp_stream_s *s, fsdp_dtype t, const void *q
 
 } // namespace
 
-void CudaDevice::attention(fsdp_stream_s *s, fsdp_dtype t, const void *q, const void *k,
-                           const void *v, void *o, int64_t batch, int64_t seq, int64_t hq,
-                           int64_t hkv, int64_t d) {
-  attentionAny(this, s, t, q, k, v, o, nullptr, nullptr, nullptr, nullptr, batch, seq, hq,
-               hkv, d);
+void CudaDevice::attention(fsdp_stream_s *s, fsdp_dtype t, const void *q,
+                           const void *k, const void *v, void *o, int64_t batch,
+                           int64_t seq, int64_t hq, int64_t hkv, int64_t d) {
+  attentionAny(this, s, t, q, k, v, o, nullptr, nullptr, nullptr, nullptr,
+               batch, seq, hq, hkv, d);
 }
 
 void CudaDevice::attention_grad(fsdp_stream_s *s, fsdp_dtype t, const void *q,
-                                const void *k, const void *v, const void *dout, void *dq,
-                                void *dk, void *dv, int64_t batch, int64_t seq, int64_t hq,
-                                int64_t hkv, int64_t d) {
-  attentionAny(this, s, t, q, k, v, nullptr, dout, dq, dk, dv, batch, seq, hq, hkv, d);
+                                const void *k, const void *v, const void *dout,
+                                void *dq, void *dk, void *dv, int64_t batch,
+                                int64_t seq, int64_t hq, int64_t hkv,
+                                int64_t d) {
+  attentionAny(this, s, t, q, k, v, nullptr, dout, dq, dk, dv, batch, seq, hq,
+               hkv, d);
 }
 
-void CudaDevice::split(fsdp_stream_s *s, fsdp_dtype t, const void *x, void *const *outs,
-                       const int64_t *sizes, int nparts, int64_t outer, int64_t inner) {
-  copyParts(this, s, t, const_cast<void *>(x), outs, sizes, nparts, outer, inner,
+void CudaDevice::split(fsdp_stream_s *s, fsdp_dtype t, const void *x,
+                       void *const *outs, const int64_t *sizes, int nparts,
+                       int64_t outer, int64_t inner) {
+  copyParts(this, s, t, const_cast<void *>(x), outs, sizes, nparts, outer,
+            inner,
             /*toParts=*/true);
 }
 
-void CudaDevice::concat(fsdp_stream_s *s, fsdp_dtype t, const void *const *ins, void *y,
-                        const int64_t *sizes, int nparts, int64_t outer, int64_t inner) {
+void CudaDevice::concat(fsdp_stream_s *s, fsdp_dtype t, const void *const *ins,
+                        void *y, const int64_t *sizes, int nparts,
+                        int64_t outer, int64_t inner) {
   copyParts(this, s, t, y, const_cast<void *const *>(ins), sizes, nparts, outer,
             inner, /*toParts=*/false);
 }

@@ -32,12 +32,17 @@ void check(int err, const char *what) {
 
 MPI_Datatype datatype(fsdp_dtype t) {
   switch (t) {
-  case FSDP_F32: return MPI_FLOAT;
-  case FSDP_F64: return MPI_DOUBLE;
-  case FSDP_I32: return MPI_INT32_T;
-  case FSDP_I64: return MPI_INT64_T;
+  case FSDP_F32:
+    return MPI_FLOAT;
+  case FSDP_F64:
+    return MPI_DOUBLE;
+  case FSDP_I32:
+    return MPI_INT32_T;
+  case FSDP_I64:
+    return MPI_INT64_T;
   case FSDP_BF16:
-  case FSDP_F16: return MPI_UINT16_T;
+  case FSDP_F16:
+    return MPI_UINT16_T;
   }
   return MPI_DATATYPE_NULL;
 }

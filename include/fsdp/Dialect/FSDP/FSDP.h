@@ -15,7 +15,8 @@
 
 namespace mlir::fsdp {
 /// The resource that collectives read and write: data moved between ranks.
-struct CommunicationResource : public SideEffects::Resource::Base<CommunicationResource> {
+struct CommunicationResource
+    : public SideEffects::Resource::Base<CommunicationResource> {
   llvm::StringRef getName() final { return "<Communication>"; }
 };
 

@@ -21,21 +21,32 @@
 namespace mlir::nn {
 
 /// Argument/result attribute names used across the pipeline.
-inline constexpr llvm::StringLiteral kParamAttr = "nn.param";         // FQN of a parameter
-inline constexpr llvm::StringLiteral kTrainableAttr = "nn.trainable"; // bool, default true
-inline constexpr llvm::StringLiteral kInitAttr = "nn.init";           // zeros|ones|uniform(a)|normal(s)
-inline constexpr llvm::StringLiteral kDataAttr = "nn.data";           // features|labels|tokens|targets
-inline constexpr llvm::StringLiteral kStepAttr = "nn.step";           // unit: 1-based optimizer step
-inline constexpr llvm::StringLiteral kLossAttr = "nn.loss";           // result: the scalar loss
-inline constexpr llvm::StringLiteral kGradOfAttr = "nn.grad_of";      // result: gradient of FQN
-inline constexpr llvm::StringLiteral kOptStateAttr = "nn.opt_state";  // exp_avg|exp_avg_sq
-inline constexpr llvm::StringLiteral kParamOfAttr = "nn.param_of";    // FQN an opt state belongs to
-inline constexpr llvm::StringLiteral kTiedAttr = "nn.tied";           // FQNs tied to this parameter
+inline constexpr llvm::StringLiteral kParamAttr =
+    "nn.param"; // FQN of a parameter
+inline constexpr llvm::StringLiteral kTrainableAttr =
+    "nn.trainable"; // bool, default true
+inline constexpr llvm::StringLiteral kInitAttr =
+    "nn.init"; // zeros|ones|uniform(a)|normal(s)
+inline constexpr llvm::StringLiteral kDataAttr =
+    "nn.data"; // features|labels|tokens|targets
+inline constexpr llvm::StringLiteral kStepAttr =
+    "nn.step"; // unit: 1-based optimizer step
+inline constexpr llvm::StringLiteral kLossAttr =
+    "nn.loss"; // result: the scalar loss
+inline constexpr llvm::StringLiteral kGradOfAttr =
+    "nn.grad_of"; // result: gradient of FQN
+inline constexpr llvm::StringLiteral kOptStateAttr =
+    "nn.opt_state"; // exp_avg|exp_avg_sq
+inline constexpr llvm::StringLiteral kParamOfAttr =
+    "nn.param_of"; // FQN an opt state belongs to
+inline constexpr llvm::StringLiteral kTiedAttr =
+    "nn.tied"; // FQNs tied to this parameter
 /// Op attributes: the autodiff seed constant; the micro-batch an op computes
 /// (fsdp-micro-batch); the loss op of a micro-batch; a gradient accumulation.
 inline constexpr llvm::StringLiteral kLossSeedAttr = "nn.loss_seed";
 inline constexpr llvm::StringLiteral kMicroBatchAttr = "nn.micro_batch";
-inline constexpr llvm::StringLiteral kMicroBatchLossAttr = "nn.micro_batch_loss";
+inline constexpr llvm::StringLiteral kMicroBatchLossAttr =
+    "nn.micro_batch_loss";
 inline constexpr llvm::StringLiteral kAccumulateAttr = "nn.accumulate";
 
 /// Parses an `nn.init` spec; returns false if malformed. kind is one of
