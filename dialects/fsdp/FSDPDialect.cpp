@@ -10,15 +10,15 @@
 using namespace mlir;
 using namespace mlir::fsdp;
 
-#include "fsdp/FSDPDialect.cpp.inc"
+#include "fsdp/Dialect/FSDP/FSDPOpsDialect.cpp.inc"
 
 #define GET_OP_CLASSES
-#include "fsdp/FSDPOps.cpp.inc"
+#include "fsdp/Dialect/FSDP/FSDPOps.cpp.inc"
 
 void FSDPDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
-#include "fsdp/FSDPOps.cpp.inc"
+#include "fsdp/Dialect/FSDP/FSDPOps.cpp.inc"
       >();
 }
 

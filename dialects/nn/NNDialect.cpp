@@ -7,13 +7,13 @@
 using namespace mlir;
 using namespace mlir::nn;
 
-#include "nn/NNDialect.cpp.inc"
-#include "nn/NNInterfaces.cpp.inc"
+#include "fsdp/Dialect/NN/NNInterfaces.cpp.inc"
+#include "fsdp/Dialect/NN/NNOpsDialect.cpp.inc"
 
 void NNDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
-#include "nn/NNOps.cpp.inc"
+#include "fsdp/Dialect/NN/NNOps.cpp.inc"
       >();
 }
 

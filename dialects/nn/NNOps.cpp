@@ -14,7 +14,7 @@ using namespace mlir;
 using namespace mlir::nn;
 
 #define GET_OP_CLASSES
-#include "nn/NNOps.cpp.inc"
+#include "fsdp/Dialect/NN/NNOps.cpp.inc"
 
 static RankedTensorType tensorOf(Value v) {
   return cast<RankedTensorType>(v.getType());

@@ -47,10 +47,10 @@ inline constexpr llvm::StringLiteral kScheduleAttr = "fsdp.schedule";
 std::optional<int64_t> groupSize(Operation *op, llvm::StringRef group);
 } // namespace mlir::fsdp
 
-#include "fsdp/FSDPDialect.h.inc"
+#include "fsdp/Dialect/FSDP/FSDPOpsDialect.h.inc"
 
 #define GET_OP_CLASSES
-#include "fsdp/FSDPOps.h.inc"
+#include "fsdp/Dialect/FSDP/FSDPOps.h.inc"
 
 namespace mlir::fsdp {
 /// `v`, or for the result of an fsdp.wait the async collective's result it

@@ -12,11 +12,11 @@
 
 #include "fsdp/ScheduleFormat.h" // ODS default attribute values
 
-#include "nn/NNDialect.h.inc"
-#include "nn/NNInterfaces.h.inc"
+#include "fsdp/Dialect/NN/NNInterfaces.h.inc"
+#include "fsdp/Dialect/NN/NNOpsDialect.h.inc"
 
 #define GET_OP_CLASSES
-#include "nn/NNOps.h.inc"
+#include "fsdp/Dialect/NN/NNOps.h.inc"
 
 namespace mlir::nn {
 

@@ -2,7 +2,7 @@
 #ifndef FSDP_OPS
 #define FSDP_OPS
 
-include "FSDPDialect.td"
+include "fsdp/Dialect/FSDP/FSDPDialect.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 

@@ -7,8 +7,8 @@
 #ifndef NN_OPS
 #define NN_OPS
 
-include "NNDialect.td"
-include "NNInterfaces.td"
+include "fsdp/Dialect/NN/NNDialect.td"
+include "fsdp/Dialect/NN/NNInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/IR/OpBase.td"
