@@ -12,6 +12,14 @@ using namespace mlir::fsdp;
 
 #include "fsdp/Dialect/FSDP/FSDPOpsDialect.cpp.inc"
 
+#include "fsdp/Dialect/FSDP/FSDPEnums.cpp.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "fsdp/Dialect/FSDP/FSDPOpsTypes.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "fsdp/Dialect/FSDP/FSDPAttrs.cpp.inc"
+
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/FSDP/FSDPOps.cpp.inc"
 
@@ -20,11 +28,53 @@ void FSDPDialect::initialize() {
 #define GET_OP_LIST
 #include "fsdp/Dialect/FSDP/FSDPOps.cpp.inc"
       >();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "fsdp/Dialect/FSDP/FSDPOpsTypes.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "fsdp/Dialect/FSDP/FSDPAttrs.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+Attribute StrategyAttr::parse(AsmParser &parser, Type) {
+  std::string name;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseLess() || parser.parseKeywordOrString(&name) ||
+      parser.parseGreater())
+    return {};
+  std::optional<Strategy> s = symbolizeStrategy(name);
+  if (!s) {
+    parser.emitError(loc) << "unknown strategy \"" << name << "\"";
+    return {};
+  }
+  return StrategyAttr::get(parser.getContext(), *s);
+}
+
+void StrategyAttr::print(AsmPrinter &printer) const {
+  printer << "<\"" << stringifyStrategy(getValue()) << "\">";
 }
 
 //===----------------------------------------------------------------------===//
 // Attribute verifiers
 //===----------------------------------------------------------------------===//
+
+/// `"a", "b" or "c"`: the cases of an enum, quoted, for diagnostics.
+template <typename E>
+static std::string quotedCases(llvm::StringRef (*stringify)(E), uint32_t max) {
+  std::string s;
+  for (uint32_t i = 0; i <= max; ++i) {
+    if (i)
+      s += i == max ? " or " : ", ";
+    s += "\"" + stringify(static_cast<E>(i)).str() + "\"";
+  }
+  return s;
+}
 
 static LogicalResult verifyArgOrResultAttr(Operation *op, NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
@@ -35,21 +85,19 @@ static LogicalResult verifyArgOrResultAttr(Operation *op, NamedAttribute attr) {
     return success();
   }
   if (name == kRoleAttr) {
-    auto s = dyn_cast<StringAttr>(attr.getValue());
-    if (!s || !llvm::is_contained({"param", "master", "exp_avg", "exp_avg_sq"},
-                                  s.getValue()))
-      return op->emitError() << "'" << name
-                             << "' must be \"param\", \"master\", \"exp_avg\" "
-                                "or \"exp_avg_sq\", got "
-                             << attr.getValue();
+    if (!isa<RoleAttr>(attr.getValue()))
+      return op->emitError()
+             << "'" << name << "' must be #fsdp.role<...> of "
+             << quotedCases(stringifyRole, getMaxEnumValForRole()) << ", got "
+             << attr.getValue();
     return success();
   }
   if (name == kLayoutAttr) {
-    auto s = dyn_cast<StringAttr>(attr.getValue());
-    if (!s || (s.getValue() != "shard" && s.getValue() != "full"))
+    if (!isa<LayoutAttr>(attr.getValue()))
       return op->emitError()
-             << "'" << name << "' must be \"shard\" or \"full\", got "
-             << attr.getValue();
+             << "'" << name << "' must be #fsdp.layout<...> of "
+             << quotedCases(stringifyLayout, getMaxEnumValForLayout())
+             << ", got " << attr.getValue();
     return success();
   }
   if (name == kGlobalShapeAttr) {
@@ -81,17 +129,11 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   if (attr.getName() == kStrategyAttr) {
-    auto s = dyn_cast<StringAttr>(attr.getValue());
-    bool ok =
-        s && llvm::is_contained({"full-shard", "shard-grad-op",
-                                 "shard-optimizer", "no-shard", "hybrid-shard"},
-                                s.getValue());
-    if (!isa<ModuleOp>(op) || !ok)
+    if (!isa<ModuleOp>(op) || !isa<StrategyAttr>(attr.getValue()))
       return op->emitError()
-             << "'" << kStrategyAttr
-             << "' must be one of full-shard, shard-grad-op, shard-optimizer, "
-                "no-shard, hybrid-shard on the module, got "
-             << attr.getValue();
+             << "'" << kStrategyAttr << "' must be #fsdp.strategy<...> of "
+             << quotedCases(stringifyStrategy, getMaxEnumValForStrategy())
+             << " on the module, got " << attr.getValue();
     return success();
   }
   if (attr.getName() == kReplicasAttr || attr.getName() == kShardSizeAttr) {
@@ -113,7 +155,7 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
                          << attr.getName().getValue() << "'";
 }
 
-std::optional<int64_t> mlir::fsdp::groupSize(Operation *op, StringRef group) {
+std::optional<int64_t> mlir::fsdp::groupSize(Operation *op, Group group) {
   auto module =
       isa<ModuleOp>(op) ? cast<ModuleOp>(op) : op->getParentOfType<ModuleOp>();
   if (!module)
@@ -126,12 +168,23 @@ std::optional<int64_t> mlir::fsdp::groupSize(Operation *op, StringRef group) {
   std::optional<int64_t> world = attr(kWorldSizeAttr);
   if (!world)
     return std::nullopt;
-  if (group == "world")
+  switch (group) {
+  case Group::World:
     return world;
-  if (group == "shard")
+  case Group::Shard:
     return attr(kShardSizeAttr).value_or(*world);
-  if (group == "replicate")
+  case Group::Replicate:
     return attr(kReplicasAttr).value_or(1);
+  }
+  llvm_unreachable("unknown fsdp::Group");
+}
+
+std::optional<Strategy> mlir::fsdp::strategyOf(Operation *op) {
+  auto module =
+      isa<ModuleOp>(op) ? cast<ModuleOp>(op) : op->getParentOfType<ModuleOp>();
+  if (auto s = module ? module->getAttrOfType<StrategyAttr>(kStrategyAttr)
+                      : StrategyAttr())
+    return s.getValue();
   return std::nullopt;
 }
 
@@ -144,8 +197,9 @@ static int64_t numelOf(Type t) {
 }
 
 /// Resolves the op's `unit` symbol; emits an error naming it if missing.
-static FailureOr<UnitOp> lookupUnit(Operation *op, FlatSymbolRefAttr ref) {
-  auto unit = SymbolTable::lookupNearestSymbolFrom<UnitOp>(op, ref);
+static FailureOr<UnitOp> lookupUnit(Operation *op, FlatSymbolRefAttr ref,
+                                    SymbolTableCollection &symbols) {
+  auto unit = symbols.lookupNearestSymbolFrom<UnitOp>(op, ref);
   if (!unit)
     return op->emitOpError() << "refers to unknown fsdp.unit " << ref;
   return unit;
@@ -216,7 +270,7 @@ LogicalResult UnitOp::verify() {
     return emitOpError() << "expects numel " << end
                          << " (the sum of parameter sizes), got "
                          << *getNumel();
-  if (std::optional<int64_t> ws = groupSize(*this, "shard")) {
+  if (std::optional<int64_t> ws = groupSize(*this, Group::Shard)) {
     int64_t padded = (end + *ws - 1) / *ws * *ws;
     if (padded < *ws)
       padded = *ws;
@@ -233,28 +287,27 @@ LogicalResult UnitOp::verify() {
 //===----------------------------------------------------------------------===//
 // Collectives and views
 //===----------------------------------------------------------------------===//
+// Collectives and views
+//
+// verify() checks what the op says on its own (types, async, sizes that do
+// not depend on its unit); verifySymbolUses() resolves `unit` (and a bucket's
+// units) once through the module's symbol table and checks the sizes that
+// depend on them.
+//===----------------------------------------------------------------------===//
 
 /// Checks the shard/full sizes of a collective against its unit, or against
 /// the sum of its bucket's units (the bucket starts with `unit`).
 static LogicalResult verifyCollectiveSizes(Operation *op,
                                            FlatSymbolRefAttr unitRef,
                                            ArrayAttr bucket, Type shard,
-                                           Type full) {
-  if (failed(sameElementType(op, shard, full)))
-    return failure();
+                                           Type full,
+                                           SymbolTableCollection &symbols) {
   SmallVector<FlatSymbolRefAttr> members{unitRef};
-  if (bucket) {
-    members.clear();
-    for (Attribute a : bucket)
-      members.push_back(cast<FlatSymbolRefAttr>(a));
-    if (members.size() < 2 || members.front() != unitRef)
-      return op->emitOpError()
-             << "expects a bucket of at least two units starting with "
-             << unitRef;
-  }
+  if (bucket)
+    members = llvm::to_vector(bucket.getAsRange<FlatSymbolRefAttr>());
   int64_t shardNumel = 0, paddedNumel = 0;
   for (FlatSymbolRefAttr ref : members) {
-    FailureOr<UnitOp> unit = lookupUnit(op, ref);
+    FailureOr<UnitOp> unit = lookupUnit(op, ref, symbols);
     if (failed(unit))
       return failure();
     if (!unit->getShardNumel())
@@ -272,50 +325,40 @@ static LogicalResult verifyCollectiveSizes(Operation *op,
   return success();
 }
 
-/// Checks `group` names a process group; returns its size if the module
-/// knows its world size.
-static FailureOr<std::optional<int64_t>> verifyGroup(Operation *op,
-                                                     StringRef group) {
-  if (group != "world" && group != "shard" && group != "replicate")
-    return op->emitOpError()
-           << "expects group = \"world\", \"shard\" or \"replicate\", got \""
-           << group << "\"";
-  return groupSize(op, group);
-}
-
-static LogicalResult verifyReduction(Operation *op, StringRef reduction) {
-  if (reduction != "avg" && reduction != "sum")
-    return op->emitOpError()
-           << "expects op = \"avg\" or \"sum\", got \"" << reduction << "\"";
-  return success();
-}
-
-/// A gather or scatter between a shard and a full buffer over `group`.
+/// A gather or scatter between a shard and a full buffer over `group`: the
+/// checks that need no unit.
 static LogicalResult verifyShardedCollective(Operation *op,
                                              FlatSymbolRefAttr unit,
-                                             ArrayAttr bucket, StringRef group,
+                                             ArrayAttr bucket, Group group,
                                              Type shard, Type full) {
-  FailureOr<std::optional<int64_t>> g = verifyGroup(op, group);
-  if (failed(g))
+  if (failed(sameElementType(op, shard, full)))
     return failure();
-  if (group == "shard")
-    return verifyCollectiveSizes(op, unit, bucket, shard, full);
-  if (failed(lookupUnit(op, unit)) || failed(sameElementType(op, shard, full)))
-    return failure();
-  if (*g && numelOf(shard) * **g != numelOf(full))
+  if (bucket &&
+      (bucket.size() < 2 || cast<FlatSymbolRefAttr>(bucket[0]) != unit))
     return op->emitOpError()
-           << "expects the full buffer to hold " << **g << " shards of "
-           << numelOf(shard) << " elements (group \"" << group << "\"), got "
-           << numelOf(full);
+           << "expects a bucket of at least two units starting with " << unit;
+  if (group == Group::Shard)
+    return success(); // sized by the unit: verifySymbolUses
+  std::optional<int64_t> g = groupSize(op, group);
+  if (g && numelOf(shard) * *g != numelOf(full))
+    return op->emitOpError()
+           << "expects the full buffer to hold " << *g << " shards of "
+           << numelOf(shard) << " elements (group \"" << stringifyGroup(group)
+           << "\"), got " << numelOf(full);
   return success();
 }
 
-/// An `async` collective's result is a token read by exactly one fsdp.wait.
+/// An `async` collective returns a future, which only fsdp.wait accepts
+/// (a type rule); exactly one wait must complete it.
 static LogicalResult verifyAsync(Operation *op, bool async) {
-  if (!async)
-    return success();
   Value r = op->getResult(0);
-  if (!r.hasOneUse() || !isa<WaitOp>(*r.getUsers().begin()))
+  bool future = isa<FutureType>(r.getType());
+  if (async != future)
+    return op->emitOpError()
+           << (async ? "is async: expects an !fsdp.future result"
+                     : "is not async: expects a tensor result, got ")
+           << (async ? Type() : r.getType());
+  if (async && (!r.hasOneUse() || !isa<WaitOp>(*r.getUsers().begin())))
     return op->emitOpError()
            << "is async: expects its result to be used by exactly one "
               "fsdp.wait and nothing else";
@@ -324,11 +367,7 @@ static LogicalResult verifyAsync(Operation *op, bool async) {
 
 LogicalResult WaitOp::verify() {
   Operation *def = getToken().getDefiningOp();
-  bool async = def && llvm::TypeSwitch<Operation *, bool>(def)
-                          .Case<AllGatherOp, ReduceScatterOp, AllReduceOp>(
-                              [](auto c) { return c.getAsync(); })
-                          .Default([](Operation *) { return false; });
-  if (!async)
+  if (!def || !isCollective(def))
     return emitOpError() << "expects the result of an async fsdp.all_gather, "
                             "fsdp.reduce_scatter or fsdp.all_reduce";
   return success();
@@ -338,32 +377,47 @@ LogicalResult AllGatherOp::verify() {
   if (failed(verifyAsync(*this, getAsync())))
     return failure();
   return verifyShardedCollective(*this, getUnitAttr(), getBucketAttr(),
-                                 getGroup(), getShard().getType(), getType());
+                                 getGroup(), getShard().getType(),
+                                 getBufferType());
+}
+
+LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  if (getGroup() != Group::Shard)
+    return lookupUnit(*this, getUnitAttr(), symbols);
+  return verifyCollectiveSizes(*this, getUnitAttr(), getBucketAttr(),
+                               getShard().getType(), getBufferType(), symbols);
 }
 
 LogicalResult ReduceScatterOp::verify() {
-  if (failed(verifyReduction(*this, getOp())) ||
-      failed(verifyAsync(*this, getAsync())))
+  if (failed(verifyAsync(*this, getAsync())))
     return failure();
   return verifyShardedCollective(*this, getUnitAttr(), getBucketAttr(),
-                                 getGroup(), getType(), getInput().getType());
+                                 getGroup(), getBufferType(),
+                                 getInput().getType());
+}
+
+LogicalResult
+ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  if (getGroup() != Group::Shard)
+    return lookupUnit(*this, getUnitAttr(), symbols);
+  return verifyCollectiveSizes(*this, getUnitAttr(), getBucketAttr(),
+                               getBufferType(), getInput().getType(), symbols);
 }
 
 LogicalResult AllReduceOp::verify() {
-  if (failed(verifyReduction(*this, getOp())) ||
-      failed(verifyAsync(*this, getAsync())) ||
-      failed(verifyGroup(*this, getGroup())) ||
-      failed(lookupUnit(*this, getUnitAttr())))
+  if (failed(verifyAsync(*this, getAsync())))
     return failure();
-  if (getInput().getType() != getType())
+  if (getInput().getType() != getBufferType())
     return emitOpError()
            << "expects the result type to equal the input type, got "
-           << getInput().getType() << " and " << getType();
+           << getInput().getType() << " and " << getBufferType();
   return success();
 }
 
-/// fsdp.pack / fsdp.unpack: `blocks` ≥ 1 rank blocks; the bucket holds
-/// every part's blocks, and each part divides into `blocks` blocks.
+LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return lookupUnit(*this, getUnitAttr(), symbols);
+}
+
 static LogicalResult verifyBucketCopy(Operation *op, int64_t blocks,
                                       Value bucket, ValueRange parts) {
   if (blocks < 1)
@@ -397,15 +451,18 @@ LogicalResult UnpackOp::verify() {
 }
 
 LogicalResult LocalShardOp::verify() {
-  FailureOr<std::optional<int64_t>> g = verifyGroup(*this, getGroup());
-  if (failed(g) || failed(lookupUnit(*this, getUnitAttr())) ||
-      failed(sameElementType(*this, getInput().getType(), getType())))
+  if (failed(sameElementType(*this, getInput().getType(), getType())))
     return failure();
-  if (*g && numelOf(getType()) * **g != numelOf(getInput().getType()))
+  std::optional<int64_t> g = groupSize(*this, getGroup());
+  if (g && numelOf(getType()) * *g != numelOf(getInput().getType()))
     return emitOpError() << "expects a slice of "
-                         << numelOf(getInput().getType()) << " / " << **g
+                         << numelOf(getInput().getType()) << " / " << *g
                          << " elements, got " << numelOf(getType());
   return success();
+}
+
+LogicalResult LocalShardOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return lookupUnit(*this, getUnitAttr(), symbols);
 }
 
 LogicalResult ParamViewOp::verify() {
@@ -435,5 +492,9 @@ LogicalResult FlattenOp::verify() {
                            << " elements, got offset " << offsets[i];
     end = offsets[i] + numelOf(v.getType());
   }
-  return lookupUnit(*this, getUnitAttr());
+  return success();
+}
+
+LogicalResult FlattenOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return lookupUnit(*this, getUnitAttr(), symbols);
 }

@@ -37,12 +37,7 @@ int64_t numel(Value v) {
   auto t = dyn_cast<RankedTensorType>(v.getType());
   return t && t.hasStaticShape() ? t.getNumElements() : 0;
 }
-int64_t bytes(Value v) {
-  auto t = dyn_cast<RankedTensorType>(v.getType());
-  if (!t || !t.hasStaticShape())
-    return 0;
-  return t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
-}
+int64_t bytes(Value v) { return checkedTensorBytes(v.getType()).value_or(0); }
 int64_t operandAndResultBytes(Operation *op) {
   int64_t b = 0;
   for (Value v : op->getOperands())

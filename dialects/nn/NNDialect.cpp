@@ -3,6 +3,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::nn;
@@ -42,14 +43,38 @@ std::string mlir::nn::formatShape(ArrayRef<int64_t> shape) {
   return s + "]";
 }
 
+std::optional<int64_t> mlir::nn::checkedTensorBytes(Type type) {
+  auto t = dyn_cast<RankedTensorType>(type);
+  if (!t || !t.hasStaticShape() || !t.getElementType().isIntOrFloat())
+    return std::nullopt;
+  int64_t bytes = (t.getElementTypeBitWidth() + 7) / 8;
+  for (int64_t d : t.getShape())
+    if (llvm::MulOverflow(bytes, d, bytes) || bytes > kMaxTensorBytes)
+      return std::nullopt;
+  return bytes;
+}
+
+int64_t mlir::nn::tensorBytes(Type type) {
+  std::optional<int64_t> bytes = checkedTensorBytes(type);
+  assert(bytes && "tensor size not checked by a verifier");
+  return *bytes;
+}
+
 static LogicalResult verifyNNAttr(Operation *op, NamedAttribute attr, Type type,
-                                  bool isResult) {
+                                  bool isResult, Location loc) {
   StringRef name = attr.getName().getValue();
   auto err = [&]() {
     return op->emitError() << "'" << name << "' on "
                            << (isResult ? "result" : "argument") << " of type "
                            << type << " ";
   };
+  // A parameter, data or state tensor too large to size is an error at the
+  // tensor (the argument's location), before any pass sizes it.
+  if (auto t = dyn_cast<RankedTensorType>(type);
+      t && t.hasStaticShape() && t.getElementType().isIntOrFloat() &&
+      !checkedTensorBytes(t))
+    return emitError(loc) << "'" << name << "' on " << type
+                          << ": the tensor's size exceeds 2^59 bytes";
   if (name == kParamAttr || name == kGradOfAttr || name == kParamOfAttr) {
     auto s = dyn_cast<StringAttr>(attr.getValue());
     if (!s || s.getValue().empty())
@@ -128,7 +153,8 @@ LogicalResult NNDialect::verifyRegionArgAttribute(Operation *op, unsigned,
   if (!fn)
     return op->emitError()
            << "nn argument attributes are only allowed on functions";
-  return verifyNNAttr(op, attr, fn.getArgumentTypes()[argIndex], false);
+  return verifyNNAttr(op, attr, fn.getArgumentTypes()[argIndex], false,
+                      fn.getArgument(argIndex).getLoc());
 }
 
 LogicalResult NNDialect::verifyRegionResultAttribute(Operation *op, unsigned,
@@ -138,5 +164,6 @@ LogicalResult NNDialect::verifyRegionResultAttribute(Operation *op, unsigned,
   if (!fn)
     return op->emitError()
            << "nn result attributes are only allowed on functions";
-  return verifyNNAttr(op, attr, fn.getResultTypes()[resultIndex], true);
+  return verifyNNAttr(op, attr, fn.getResultTypes()[resultIndex], true,
+                      op->getLoc());
 }

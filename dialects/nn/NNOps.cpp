@@ -20,13 +20,18 @@ static RankedTensorType tensorOf(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
 
-/// Every nn tensor must be statically shaped: the planner sizes every buffer.
+/// Every nn tensor must be statically shaped and of a size the planner can
+/// hold (checkedTensorBytes): the planner sizes every buffer.
 static LogicalResult requireStatic(Operation *op) {
   for (auto [i, v] : llvm::enumerate(op->getOperands()))
     if (!tensorOf(v).hasStaticShape())
       return op->emitOpError()
              << "expects statically shaped operands, operand #" << i
              << " has type " << v.getType();
+  for (auto [i, t] : llvm::enumerate(op->getResultTypes()))
+    if (cast<RankedTensorType>(t).hasStaticShape() && !checkedTensorBytes(t))
+      return op->emitOpError() << "result #" << i << " of type " << t
+                               << ": the tensor's size exceeds 2^59 bytes";
   return success();
 }
 

@@ -46,9 +46,9 @@ static MemoryClass classifyArgument(func::FuncOp fn, unsigned i) {
     return MemoryClass::Data;
   if (fn.getArgAttr(i, nn::kStepAttr))
     return MemoryClass::Scalar;
-  if (auto role = fn.getArgAttrOfType<StringAttr>(i, kRoleAttr))
-    return role.getValue() == "param" ? MemoryClass::ParamShard
-                                      : MemoryClass::OptState;
+  if (auto role = fn.getArgAttrOfType<RoleAttr>(i, kRoleAttr))
+    return role.getValue() == Role::Param ? MemoryClass::ParamShard
+                                          : MemoryClass::OptState;
   if (fn.getArgAttr(i, nn::kOptStateAttr))
     return MemoryClass::OptState;
   return MemoryClass::ParamShard; // an unsharded parameter (autodiff-only
@@ -71,12 +71,8 @@ static MemoryClass classifyResult(OpResult r, bool backward) {
   if (isa<FlattenOp>(op)) {
     // ZeRO-1 keeps each unit's whole gradient until backward ends: gradient
     // storage, not a transient send buffer.
-    auto module = op->getParentOfType<ModuleOp>();
-    auto strategy = module ? module->getAttrOfType<StringAttr>(kStrategyAttr)
-                           : StringAttr();
-    return strategy && strategy.getValue() == "shard-optimizer"
-               ? MemoryClass::Grad
-               : MemoryClass::CommBuffer;
+    return strategyOf(op) == Strategy::ShardOptimizer ? MemoryClass::Grad
+                                                      : MemoryClass::CommBuffer;
   }
   if (auto c = dyn_cast<nn::CastOp>(op)) {
     // Mixed-precision casts around communication: the packed gradient in
@@ -122,7 +118,7 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
 
   auto addBuffer = [&](Value v, MemoryClass cls,
                        int64_t start) -> LogicalResult {
-    auto t = dyn_cast<RankedTensorType>(v.getType());
+    RankedTensorType t = bufferTensorType(v.getType());
     Type elt = t ? t.getElementType() : Type();
     bool ok = t && t.hasStaticShape() &&
               (elt.isF32() || elt.isF64() || elt.isBF16() || elt.isF16() ||
@@ -134,7 +130,7 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
              << v.getType();
     PlannedBuffer b;
     b.value = v;
-    b.bytes = t.getNumElements() * (elt.getIntOrFloatBitWidth() / 8);
+    b.bytes = bufferBytes(t);
     b.cls = cls;
     b.start = start;
     plan.indexOf[v] = plan.buffers.size();
@@ -256,7 +252,7 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
   plan.scratchBytes.assign(n, 0);
   plan.peakBytesWithScratch = atStart;
   auto tensorOf = [](Value v) {
-    auto t = cast<RankedTensorType>(v.getType());
+    RankedTensorType t = bufferTensorType(v.getType());
     Type e = t.getElementType();
     return ::fsdp::schedule::ScratchTensor{
         v.getAsOpaquePointer(), t.getShape().vec(),
@@ -353,7 +349,7 @@ void MemoryPlan::assignAliases(func::FuncOp fn,
   auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
   llvm::DenseSet<int64_t> taken;
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-    auto role = fn.getResultAttrOfType<StringAttr>(i, kRoleAttr);
+    auto role = fn.getResultAttrOfType<RoleAttr>(i, kRoleAttr);
     auto unit = fn.getResultAttrOfType<FlatSymbolRefAttr>(i, kUnitAttr);
     if (!role || !unit)
       continue;
@@ -372,7 +368,7 @@ void MemoryPlan::assignAliases(func::FuncOp fn,
     // size as the argument, and used for nothing else the next step sees.
     if (arg < 0 || o.start < 0 || o.bytes != buffers[arg].bytes ||
         (self != out && buffers[self].viewOffset != 0) ||
-        o.value.getType() != buffers[arg].value.getType() ||
+        bufferTensorType(o.value.getType()) != buffers[arg].value.getType() ||
         taken.contains(out) || taken.contains(arg))
       continue;
     // Nothing reads the argument after the output is written, except the

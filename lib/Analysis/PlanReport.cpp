@@ -16,18 +16,13 @@ using namespace mlir;
 using namespace mlir::fsdp;
 using json = nlohmann::ordered_json;
 
-static int64_t bytesOf(Value v) {
-  auto t = cast<RankedTensorType>(v.getType());
-  return t.getNumElements() * t.getElementTypeBitWidth() / 8;
-}
-
 CommPlan CommPlan::compute(const MemoryPlan &plan, ModuleOp module) {
   CommPlan c;
-  int64_t world = groupSize(module, "world").value_or(1);
+  int64_t world = groupSize(module, Group::World).value_or(1);
   for (Operation *op : plan.instructions) {
-    auto ring = [&](Value full, StringRef group) {
+    auto ring = [&](Value full, Group group) {
       return ::fsdp::ringCollectiveBytesPerRank(
-          bytesOf(full), groupSize(op, group).value_or(world));
+          bufferBytes(full), groupSize(op, group).value_or(world));
     };
     if (auto ag = dyn_cast<AllGatherOp>(op))
       c.allGather += ring(ag.getResult(), ag.getGroup());
@@ -35,7 +30,8 @@ CommPlan CommPlan::compute(const MemoryPlan &plan, ModuleOp module) {
       c.reduceScatter += ring(rs.getInput(), rs.getGroup());
     else if (auto ar = dyn_cast<AllReduceOp>(op))
       c.allReduce += ::fsdp::ringAllReduceBytesPerRank(
-          bytesOf(ar.getInput()), groupSize(op, ar.getGroup()).value_or(world));
+          bufferBytes(ar.getInput()),
+          groupSize(op, ar.getGroup()).value_or(world));
   }
   return c;
 }
@@ -43,13 +39,13 @@ CommPlan CommPlan::compute(const MemoryPlan &plan, ModuleOp module) {
 ModelState ModelState::compute(const MemoryPlan &plan, func::FuncOp fn) {
   ModelState m;
   for (BlockArgument arg : fn.getArguments()) {
-    auto role = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kRoleAttr);
+    auto role = fn.getArgAttrOfType<RoleAttr>(arg.getArgNumber(), kRoleAttr);
     if (!role)
       continue;
     // The f32 master of separate master weights counts as optimizer state, as
     // ZeRO's K = 12 (master, momentum, variance).
-    (role.getValue() == "param" ? m.paramBytes : m.optStateBytes) +=
-        bytesOf(arg);
+    (role.getValue() == Role::Param ? m.paramBytes : m.optStateBytes) +=
+        bufferBytes(arg);
   }
   // Gradient storage: what the update consumes (the reduced gradient), or the
   // whole flat gradient where the strategy keeps it (class grad, not
@@ -80,7 +76,7 @@ ModelState ModelState::compute(const MemoryPlan &plan, func::FuncOp fn) {
     bool keptWhole =
         root.getDefiningOp<FlattenOp>() &&
         plan.buffers[plan.indexOf.lookup(root)].cls == MemoryClass::Grad;
-    m.gradBytes += bytesOf(keptWhole ? root : reduced ? reduced : g);
+    m.gradBytes += bufferBytes(keptWhole ? root : reduced ? reduced : g);
   }
   return m;
 }
@@ -127,10 +123,9 @@ FailureOr<json> mlir::fsdp::buildPlanReport(ModuleOp module) {
   json peakAt = nullptr;
   if (plan->peakInstruction >= 0)
     peakAt = describe(plan->instructions[plan->peakInstruction]);
-  std::string strategy = "full-shard";
-  if (auto s = module->getAttrOfType<StringAttr>(kStrategyAttr))
-    strategy = s.getValue().str();
-  int64_t world = groupSize(module, "world").value_or(1);
+  std::string strategy =
+      stringifyStrategy(strategyOf(module).value_or(Strategy::FullShard)).str();
+  int64_t world = groupSize(module, Group::World).value_or(1);
   // Tokens per step: the global shape [B, T] of the token ids (language
   // models); 0 when the step has none.
   int64_t tokens = 0;
@@ -149,30 +144,31 @@ FailureOr<json> mlir::fsdp::buildPlanReport(ModuleOp module) {
       tokens *= d;
     break;
   }
-  json report{{"params", params},
-              {"trainable_params", trainable},
-              {"world_size", world},
-              {"strategy", strategy},
-              {"grid",
-               {{"replicas", groupSize(module, "replicate").value_or(1)},
-                {"shard_size", groupSize(module, "shard").value_or(world)}}},
-              {"per_rank",
-               {{"peak_bytes", plan->peakBytes},
-                {"peak_instruction", plan->peakInstruction},
-                {"peak_at", peakAt},
-                {"peak_bytes_by_class", std::move(byClass)},
-                {"model_state_bytes", state.total()},
-                {"model_state",
-                 {{"params", state.paramBytes},
-                  {"grads", state.gradBytes},
-                  {"optimizer_state", state.optStateBytes}}},
-                {"comm_bytes_per_step", comm.total()},
-                {"comm_bytes_by_collective",
-                 {{"all_gather", comm.allGather},
-                  {"reduce_scatter", comm.reduceScatter},
-                  {"all_reduce", comm.allReduce}}},
-                {"arena_bytes", plan->arenaBytes}}},
-              {"units", std::move(units)}};
+  json report{
+      {"params", params},
+      {"trainable_params", trainable},
+      {"world_size", world},
+      {"strategy", strategy},
+      {"grid",
+       {{"replicas", groupSize(module, Group::Replicate).value_or(1)},
+        {"shard_size", groupSize(module, Group::Shard).value_or(world)}}},
+      {"per_rank",
+       {{"peak_bytes", plan->peakBytes},
+        {"peak_instruction", plan->peakInstruction},
+        {"peak_at", peakAt},
+        {"peak_bytes_by_class", std::move(byClass)},
+        {"model_state_bytes", state.total()},
+        {"model_state",
+         {{"params", state.paramBytes},
+          {"grads", state.gradBytes},
+          {"optimizer_state", state.optStateBytes}}},
+        {"comm_bytes_per_step", comm.total()},
+        {"comm_bytes_by_collective",
+         {{"all_gather", comm.allGather},
+          {"reduce_scatter", comm.reduceScatter},
+          {"all_reduce", comm.allReduce}}},
+        {"arena_bytes", plan->arenaBytes}}},
+      {"units", std::move(units)}};
   if (tokens > 0)
     report["tokens_per_step"] = tokens;
   if (auto sched = module->getAttrOfType<StringAttr>(kScheduleAttr))

@@ -262,13 +262,6 @@ double Simulator::collectiveTime(int64_t bytes, int64_t g, int64_t stride,
   return allReduce ? 2 * t : t;
 }
 
-static int64_t tensorBytes(Value v) {
-  auto t = dyn_cast<RankedTensorType>(v.getType());
-  if (!t || !t.hasStaticShape())
-    return 0;
-  return t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
-}
-
 static std::string dtypeName(Type t) {
   if (t.isF32())
     return "f32";
@@ -285,8 +278,8 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
   FailureOr<func::FuncOp> fn = getStepFunction(module);
   if (failed(fn))
     return failure();
-  int64_t world = groupSize(module, "world").value_or(1);
-  int64_t shardSize = groupSize(module, "shard").value_or(world);
+  int64_t world = groupSize(module, Group::World).value_or(1);
+  int64_t shardSize = groupSize(module, Group::Shard).value_or(world);
   SimResult r;
   llvm::DenseMap<Value, double>
       ready; // when a value produced by a collective is available
@@ -304,11 +297,11 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
     for (BlockArgument a : fn->getArguments())
       if (fn->getArgAttr(a.getArgNumber(), nn::kDataAttr) ||
           fn->getArgAttr(a.getArgNumber(), nn::kStepAttr))
-        ioIn += tensorBytes(a) / spec.stepIoBandwidth;
+        ioIn += bufferBytes(a) / spec.stepIoBandwidth;
     for (auto [i, v] :
          llvm::enumerate(fn->getBody().front().getTerminator()->getOperands()))
       if (!fn->getResultAttr(i, kRoleAttr))
-        ioOut += tensorBytes(v) / spec.stepIoBandwidth;
+        ioOut += bufferBytes(v) / spec.stepIoBandwidth;
   }
   if (ioIn > 0)
     r.events.push_back({"host: step inputs", 0, 0, ioIn, 0, 0});
@@ -323,13 +316,13 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
       operandsReady = std::max(operandsReady, readyAt(v));
     if (isa<AllGatherOp, ReduceScatterOp, AllReduceOp>(&op)) {
       Value in = op.getOperand(0), out = op.getResult(0);
-      StringRef group = op.getAttrOfType<StringAttr>("group").getValue();
+      Group group = collectiveGroup(&op);
       int64_t g = groupSize(&op, group).value_or(world);
-      int64_t stride = group == "replicate" ? shardSize : 1;
+      int64_t stride = group == Group::Replicate ? shardSize : 1;
       int64_t bytes =
-          isa<AllGatherOp>(&op) ? tensorBytes(out) : tensorBytes(in);
+          isa<AllGatherOp>(&op) ? bufferBytes(out) : bufferBytes(in);
       double dur = collectiveTime(bytes, g, stride, isa<AllReduceOp>(&op),
-                                  group == "replicate");
+                                  group == Group::Replicate);
       if (g > 1)
         dur += spec.collectiveSync;
       double start = std::max({tc, tm, operandsReady});
@@ -410,9 +403,9 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
       timed = true;
     } else if (isa<FlattenOp, LocalShardOp, PackOp, UnpackOp>(&op)) {
       for (Value v : op.getOperands())
-        bytes += tensorBytes(v);
+        bytes += bufferBytes(v);
       for (Value v : op.getResults())
-        bytes += tensorBytes(v);
+        bytes += bufferBytes(v);
       auto it = spec.opEfficiency.find(op.getName().getStringRef().str());
       dur = bytes /
             (spec.memoryBandwidth *

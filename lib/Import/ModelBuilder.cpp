@@ -2,6 +2,7 @@
 #include "ModelBuilder.h"
 
 #include "fsdp/Dialect/NN/NN.h"
+#include "fsdp/Import/Import.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/Support/ErrorHandling.h"
 
@@ -70,7 +71,12 @@ void ModelBuilder::tie(StringRef fqn, StringRef alias) {
 
 OwningOpRef<ModuleOp> ModelBuilder::finish(Value loss) {
   func::ReturnOp::create(b, loc("loss"), loss);
-  if (failed(verify(*module)))
+  // Sizes past the planner's limits are the user's overrides, reported by
+  // checkSizes with their own message; anything else failing to verify is a
+  // bug in the builder.
+  std::string sizeError;
+  if (succeeded(fsdp_import::checkSizes(*module, sizeError)) &&
+      failed(verify(*module)))
     llvm::report_fatal_error(
         "fsdp-import: internal error: the built module does not verify");
   return std::move(module);

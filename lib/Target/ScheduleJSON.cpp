@@ -68,6 +68,11 @@ static FailureOr<json> attrToJson(Operation *op, NamedAttribute na) {
     return json(i.getInt());
   if (auto s = dyn_cast<StringAttr>(a))
     return json(s.getValue().str());
+  // Enum attributes: the schedule format spells each case as the IR does.
+  if (auto g = dyn_cast<GroupAttr>(a))
+    return json(stringifyGroup(g.getValue()).str());
+  if (auto r = dyn_cast<ReductionAttr>(a))
+    return json(stringifyReduction(r.getValue()).str());
   if (auto s = dyn_cast<FlatSymbolRefAttr>(a))
     return json(s.getValue().str());
   if (auto d = dyn_cast<DenseI64ArrayAttr>(a))
@@ -105,11 +110,11 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
   out["version"] = ::fsdp::schedule::kVersion;
   out["function"] = fn.getSymName().str();
   out["world_size"] = worldSize;
-  if (auto strategy = module->getAttrOfType<StringAttr>(kStrategyAttr))
-    out["strategy"] = strategy.getValue().str();
+  if (std::optional<Strategy> strategy = strategyOf(module))
+    out["strategy"] = stringifyStrategy(*strategy).str();
   out["grid"] = {
-      {"replicas", groupSize(module, "replicate").value_or(1)},
-      {"shard_size", groupSize(module, "shard").value_or(worldSize)}};
+      {"replicas", groupSize(module, Group::Replicate).value_or(1)},
+      {"shard_size", groupSize(module, Group::Shard).value_or(worldSize)}};
 
   // Units.
   json units = json::array();
@@ -144,7 +149,7 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
   llvm::DenseMap<Value, int64_t> ids;
   json buffers = json::array();
   auto addBuffer = [&](Value v, StringRef cls) -> FailureOr<int64_t> {
-    auto t = dyn_cast<RankedTensorType>(v.getType());
+    RankedTensorType t = bufferTensorType(v.getType());
     std::string dt = t ? dtypeName(t.getElementType()) : "";
     if (!t || !t.hasStaticShape() || dt.empty())
       return emitError(v.getLoc())
@@ -153,11 +158,10 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
              << v.getType();
     int64_t id = buffers.size();
     ids[v] = id;
-    int64_t elt = t.getElementTypeBitWidth() / 8;
     buffers.push_back({{"id", id},
                        {"dtype", dt},
                        {"shape", std::vector<int64_t>(t.getShape())},
-                       {"bytes", t.getNumElements() * elt},
+                       {"bytes", bufferBytes(t)},
                        {"class", cls.str()}});
     if (int64_t off = plan.buffers[plan.indexOf.lookup(v)].arenaOffset;
         off >= 0)
@@ -181,13 +185,13 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
     } else if (fn.getArgAttr(i, nn::kStepAttr)) {
       in["role"] = "step";
       cls = "scalar";
-    } else if (auto role = fn.getArgAttrOfType<StringAttr>(i, kRoleAttr)) {
-      in["role"] = role.getValue().str();
+    } else if (auto role = fn.getArgAttrOfType<RoleAttr>(i, kRoleAttr)) {
+      in["role"] = stringifyRole(role.getValue()).str();
       in["unit"] =
           fn.getArgAttrOfType<FlatSymbolRefAttr>(i, kUnitAttr).getValue().str();
-      if (auto layout = fn.getArgAttrOfType<StringAttr>(i, kLayoutAttr))
-        in["layout"] = layout.getValue().str();
-      cls = role.getValue() == "param" ? "param_shard" : "opt_state";
+      if (auto layout = fn.getArgAttrOfType<LayoutAttr>(i, kLayoutAttr))
+        in["layout"] = stringifyLayout(layout.getValue()).str();
+      cls = role.getValue() == Role::Param ? "param_shard" : "opt_state";
     } else if (auto fqn = fn.getArgAttrOfType<StringAttr>(i, nn::kParamAttr)) {
       // An unsharded parameter (e.g. after fsdp-autodiff alone): the whole
       // tensor, named by its FQN instead of a unit.
@@ -290,13 +294,13 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
     json o{{"buffer", ids[v]}};
     if (fn.getResultAttr(i, nn::kLossAttr)) {
       o["role"] = "loss";
-    } else if (auto role = fn.getResultAttrOfType<StringAttr>(i, kRoleAttr)) {
-      o["role"] = role.getValue().str();
+    } else if (auto role = fn.getResultAttrOfType<RoleAttr>(i, kRoleAttr)) {
+      o["role"] = stringifyRole(role.getValue()).str();
       o["unit"] = fn.getResultAttrOfType<FlatSymbolRefAttr>(i, kUnitAttr)
                       .getValue()
                       .str();
-      if (auto layout = fn.getResultAttrOfType<StringAttr>(i, kLayoutAttr))
-        o["layout"] = layout.getValue().str();
+      if (auto layout = fn.getResultAttrOfType<LayoutAttr>(i, kLayoutAttr))
+        o["layout"] = stringifyLayout(layout.getValue()).str();
       // Written in place into the state input it replaces (MemoryPlan).
       const PlannedBuffer &b = plan.buffers[plan.indexOf.lookup(ownerOf(v))];
       if (b.aliases >= 0)

@@ -81,9 +81,7 @@ struct FSDPCollectivesPass
 
     // SHARD_GRAD_OP keeps gathered parameters from forward to backward.
     bool reshard = reshardAfterForward;
-    if (auto strategy =
-            getOperation()->getAttrOfType<StringAttr>(kStrategyAttr))
-      reshard &= strategy.getValue() != "shard-grad-op";
+    reshard &= strategyOf(getOperation()) != Strategy::ShardGradOp;
 
     for (const std::string &name : keepGathered)
       if (!SymbolTable::lookupSymbolIn(getOperation(), name)) {
@@ -146,10 +144,8 @@ struct FSDPCollectivesPass
     // Reduce as soon as the unit's gradient is complete — except for ZeRO-1,
     // whose gradients stay whole (replicated) until backward ends, as
     // DeepSpeed's stage 1 reduces them at the end of the step.
-    bool keepWholeGradients = false;
-    if (auto strategy =
-            getOperation()->getAttrOfType<StringAttr>(kStrategyAttr))
-      keepWholeGradients = strategy.getValue() == "shard-optimizer";
+    bool keepWholeGradients =
+        strategyOf(getOperation()) == Strategy::ShardOptimizer;
     for (FlattenOp flatten : llvm::to_vector(block.getOps<FlattenOp>())) {
       if (keepWholeGradients) {
         Operation *user = *flatten->getUsers().begin();

@@ -66,8 +66,8 @@ WaitOp waitOf(Operation *collective) {
   return cast<WaitOp>(*collective->getResult(0).getUsers().begin());
 }
 
-/// Step 1: every collective whose result is used becomes async, with an
-/// fsdp.wait right after it that all its uses read.
+/// Step 1: every collective whose result is used becomes async (its result
+/// an !fsdp.future), with an fsdp.wait right after it that all its uses read.
 void makeAsync(Block &block) {
   for (Operation &op : llvm::make_early_inc_range(block)) {
     if (!isCollective(&op) || op.getResult(0).use_empty() ||
@@ -75,9 +75,11 @@ void makeAsync(Block &block) {
       continue;
     OpBuilder b(op.getContext());
     b.setInsertionPointAfter(&op);
-    auto wait = WaitOp::create(b, op.getLoc(), op.getResult(0).getType(),
-                               op.getResult(0));
-    op.getResult(0).replaceAllUsesExcept(wait.getResult(), wait);
+    Value result = op.getResult(0);
+    auto tensor = cast<RankedTensorType>(result.getType());
+    result.setType(FutureType::get(op.getContext(), tensor));
+    auto wait = WaitOp::create(b, op.getLoc(), tensor, result);
+    result.replaceAllUsesExcept(wait.getResult(), wait);
     op.setAttr("async", b.getUnitAttr());
   }
 }
@@ -213,11 +215,6 @@ SmallVector<Gather> unitGathers(func::FuncOp fn) {
   return gathers;
 }
 
-static int64_t bytesOf(Value v) {
-  auto t = cast<RankedTensorType>(v.getType());
-  return t.getNumElements() * (int64_t)((t.getElementTypeBitWidth() + 7) / 8);
-}
-
 static RankedTensorType flatType(int64_t numel, Type elt) {
   return RankedTensorType::get({numel}, elt);
 }
@@ -231,7 +228,7 @@ static RankedTensorType flatType(int64_t numel, Type elt) {
 /// member was.
 void bucketGathers(func::FuncOp fn, int64_t bucketBytes) {
   SmallVector<Gather> gathers = unitGathers(fn);
-  int64_t blocks = groupSize(fn, "shard").value_or(1);
+  int64_t blocks = groupSize(fn, Group::Shard).value_or(1);
   auto flush = [&](MutableArrayRef<Gather> members) {
     if (members.size() < 2)
       return;
@@ -247,18 +244,19 @@ void bucketGathers(func::FuncOp fn, int64_t bucketBytes) {
     int64_t shardNumel = 0, fullNumel = 0;
     for (Gather &m : members) {
       shards.push_back(m.start.getShard());
-      fullTypes.push_back(m.start.getType());
+      fullTypes.push_back(m.start.getBufferType());
       units.push_back(m.start.getUnitAttr());
       shardNumel += m.start.getShard().getType().getNumElements();
-      fullNumel += m.start.getType().getNumElements();
+      fullNumel += m.start.getBufferType().getNumElements();
     }
-    Type elt = first.getType().getElementType();
+    Type elt = first.getBufferType().getElementType();
     auto pack = PackOp::create(b, loc, flatType(shardNumel, elt), shards,
                                b.getI64IntegerAttr(1));
     auto start = AllGatherOp::create(
-        b, loc, flatType(fullNumel, elt), first.getUnitAttr(), pack,
-        first.getGroupAttr(), b.getUnitAttr(), b.getArrayAttr(units));
-    auto wait = WaitOp::create(b, loc, start.getType(), start);
+        b, loc, FutureType::get(b.getContext(), flatType(fullNumel, elt)),
+        first.getUnitAttr(), pack, first.getGroupAttr(), b.getUnitAttr(),
+        b.getArrayAttr(units));
+    auto wait = WaitOp::create(b, loc, start.getBufferType(), start);
     auto unpack =
         UnpackOp::create(b, loc, fullTypes, wait, b.getI64IntegerAttr(blocks));
     for (auto [i, m] : llvm::enumerate(members)) {
@@ -270,11 +268,11 @@ void bucketGathers(func::FuncOp fn, int64_t bucketBytes) {
   SmallVector<Gather> current;
   int64_t bytes = 0;
   for (Gather &g : gathers) {
-    int64_t gb = bytesOf(g.start.getResult());
+    int64_t gb = bufferBytes(g.start.getResult());
     bool joins = !current.empty() && current.front().phase == g.phase &&
                  current.front().start.getGroup() == g.start.getGroup() &&
-                 current.front().start.getType().getElementType() ==
-                     g.start.getType().getElementType() &&
+                 current.front().start.getBufferType().getElementType() ==
+                     g.start.getBufferType().getElementType() &&
                  bytes + gb <= bucketBytes;
     if (!joins) {
       flush(current);
@@ -296,7 +294,7 @@ void bucketGathers(func::FuncOp fn, int64_t bucketBytes) {
 /// units' gradient shards.
 void bucketReductions(func::FuncOp fn, int64_t bucketBytes) {
   Block &block = fn.getBody().front();
-  int64_t blocks = groupSize(fn, "shard").value_or(1);
+  int64_t blocks = groupSize(fn, Group::Shard).value_or(1);
   SmallVector<ReduceScatterOp> all;
   for (Operation &op : block)
     if (auto r = dyn_cast<ReduceScatterOp>(&op);
@@ -314,19 +312,19 @@ void bucketReductions(func::FuncOp fn, int64_t bucketBytes) {
     int64_t shardNumel = 0, fullNumel = 0;
     for (ReduceScatterOp m : members) {
       inputs.push_back(m.getInput());
-      shardTypes.push_back(m.getType());
+      shardTypes.push_back(m.getBufferType());
       units.push_back(m.getUnitAttr());
-      shardNumel += m.getType().getNumElements();
+      shardNumel += m.getBufferType().getNumElements();
       fullNumel += m.getInput().getType().getNumElements();
     }
-    Type elt = last.getType().getElementType();
+    Type elt = last.getBufferType().getElementType();
     auto pack = PackOp::create(b, loc, flatType(fullNumel, elt), inputs,
                                b.getI64IntegerAttr(blocks));
     auto start = ReduceScatterOp::create(
-        b, loc, flatType(shardNumel, elt), members.front().getUnitAttr(), pack,
-        last.getOpAttr(), last.getGroupAttr(), b.getUnitAttr(),
-        b.getArrayAttr(units));
-    auto wait = WaitOp::create(b, loc, start.getType(), start);
+        b, loc, FutureType::get(b.getContext(), flatType(shardNumel, elt)),
+        members.front().getUnitAttr(), pack, last.getOpAttr(),
+        last.getGroupAttr(), b.getUnitAttr(), b.getArrayAttr(units));
+    auto wait = WaitOp::create(b, loc, start.getBufferType(), start);
     auto unpack =
         UnpackOp::create(b, loc, shardTypes, wait, b.getI64IntegerAttr(1));
     for (auto [i, m] : llvm::enumerate(members)) {
@@ -355,7 +353,7 @@ void bucketReductions(func::FuncOp fn, int64_t bucketBytes) {
   SmallVector<ReduceScatterOp> current;
   int64_t bytes = 0;
   for (ReduceScatterOp r : all) {
-    int64_t rb = bytesOf(r.getInput());
+    int64_t rb = bufferBytes(r.getInput());
     bool chained = r.getInput().getDefiningOp<WaitOp>() != nullptr;
     // The bucket starts where its last member was: every earlier member's
     // reduced gradient must be read only after that (ZeRO-1 updates and
@@ -367,15 +365,15 @@ void bucketReductions(func::FuncOp fn, int64_t bucketBytes) {
     bool joins = !current.empty() && !chained && readLater &&
                  current.front().getGroup() == r.getGroup() &&
                  current.front().getOp() == r.getOp() &&
-                 current.front().getType().getElementType() ==
-                     r.getType().getElementType() &&
+                 current.front().getBufferType().getElementType() ==
+                     r.getBufferType().getElementType() &&
                  bytes + rb <= bucketBytes;
     if (!joins) {
       flush(current);
       current.clear();
       bytes = 0;
     }
-    if (rb <= bucketBytes && !chained && r.getGroup() == "shard") {
+    if (rb <= bucketBytes && !chained && r.getGroup() == Group::Shard) {
       current.push_back(r);
       bytes += rb;
     }
@@ -443,13 +441,13 @@ LogicalResult listSchedule(func::FuncOp fn, SmallVector<Gather> &gathers,
     int64_t w = pos.lookup(g.wait);
     // Hoisting makes the gathered buffer and the send buffers (casts, pack)
     // live from the new start to the wait.
-    int64_t extra = bytesOf(g.start.getResult());
+    int64_t extra = bufferBytes(g.start.getResult());
     int64_t earliest = lo;
     SmallVector<Operation *> moved(g.prelude);
     moved.push_back(g.start);
     for (Operation *op : moved) {
       if (op != g.start)
-        extra += bytesOf(op->getResult(0));
+        extra += bufferBytes(op->getResult(0));
       for (Value v : op->getOperands())
         if (Operation *def = v.getDefiningOp(); def && !movable.contains(def))
           earliest = std::max(earliest, pos.lookup(def) + 1);

@@ -172,8 +172,10 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       return signalPassFailure();
     }
     OpBuilder b(module);
+    MLIRContext *ctx = &getContext();
     module->setAttr(kWorldSizeAttr, b.getI64IntegerAttr(worldSize));
-    module->setAttr(kStrategyAttr, b.getStringAttr(strategy));
+    module->setAttr(kStrategyAttr,
+                    StrategyAttr::get(ctx, *symbolizeStrategy(strategy)));
     module->setAttr(kReplicasAttr, b.getI64IntegerAttr(worldSize / shardGroup));
     module->setAttr(kShardSizeAttr, b.getI64IntegerAttr(shardGroup));
     if (failed(splitBatch(fn)))
@@ -268,9 +270,10 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
     auto roleAttrs = [&](UnitOp unit, StringRef role, bool full) {
       SmallVector<NamedAttribute> attrs{
           b.getNamedAttr(kUnitAttr, FlatSymbolRefAttr::get(unit)),
-          b.getNamedAttr(kRoleAttr, b.getStringAttr(role))};
+          b.getNamedAttr(kRoleAttr, RoleAttr::get(ctx, *symbolizeRole(role)))};
       if (full)
-        attrs.push_back(b.getNamedAttr(kLayoutAttr, b.getStringAttr("full")));
+        attrs.push_back(
+            b.getNamedAttr(kLayoutAttr, LayoutAttr::get(ctx, Layout::Full)));
       return b.getDictionaryAttr(attrs);
     };
     // A unit-role argument: this rank's shard, or the whole padded flat buffer.
@@ -291,7 +294,7 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       auto flatType = RankedTensorType::get({padded}, elt);
       auto lowFlatType = RankedTensorType::get({padded}, pdt);
       auto unitRef = FlatSymbolRefAttr::get(unit);
-      auto shardGroupAttr = b.getStringAttr("shard");
+      auto shardGroupAttr = GroupAttr::get(ctx, Group::Shard);
       // The master (or only) parameter copy, and with separate masters the
       // persistent param-dtype copy.
       Value pArg = addUnitArg(unit, separate ? "master" : "param", masterFull);
@@ -372,7 +375,7 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       uloc = loc;
       auto shardType = RankedTensorType::get({shard}, elt);
       auto reduceShardType = RankedTensorType::get({shard}, rdt);
-      auto avg = b.getStringAttr("avg");
+      auto avg = ReductionAttr::get(ctx, Reduction::Avg);
       auto reduceGrads = [&](ValueRange unitGrads) -> Value {
         Value flat = FlattenOp::create(b, loc, lowFlatType, unitRef, unitGrads,
                                        b.getDenseI64ArrayAttr(gradOffsets));
@@ -381,7 +384,7 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
         if (replicatedState) {
           reduced =
               AllReduceOp::create(b, loc, toReduce.getType(), unitRef, toReduce,
-                                  avg, b.getStringAttr("world"));
+                                  avg, GroupAttr::get(ctx, Group::World));
         } else {
           reduced = ReduceScatterOp::create(b, loc, reduceShardType, unitRef,
                                             toReduce, avg, shardGroupAttr,
@@ -390,7 +393,7 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
           if (strategy == "hybrid-shard" && worldSize / shardGroup > 1)
             reduced =
                 AllReduceOp::create(b, loc, reduceShardType, unitRef, reduced,
-                                    avg, b.getStringAttr("replicate"));
+                                    avg, GroupAttr::get(ctx, Group::Replicate));
         }
         return castTo(reduced, elt);
       };

@@ -229,11 +229,6 @@ struct Plan {
   }
 };
 
-static int64_t bytesOf(Value v) {
-  auto t = cast<RankedTensorType>(v.getType());
-  return t.getNumElements() * t.getElementTypeBitWidth() / 8;
-}
-
 /// Largest and mean bytes one all-gather of the planned step function moves
 /// (its gathered buffer: a unit's flat parameter, or a bucket of units); for a
 /// step without all-gathers (no-shard), one all-reduce (its flat gradient).
@@ -241,9 +236,9 @@ static void measureBuckets(ModuleOp module, func::FuncOp fn, Plan &plan) {
   std::vector<int64_t> gathers, allReduces;
   fn.walk([&](Operation *op) {
     if (auto ag = dyn_cast<AllGatherOp>(op))
-      gathers.push_back(bytesOf(ag.getResult()));
+      gathers.push_back(bufferBytes(ag.getResult()));
     else if (auto ar = dyn_cast<AllReduceOp>(op))
-      allReduces.push_back(bytesOf(ar.getInput()));
+      allReduces.push_back(bufferBytes(ar.getInput()));
   });
   plan.units = llvm::range_size(module.getOps<UnitOp>());
   const std::vector<int64_t> &sizes = gathers.empty() ? allReduces : gathers;

@@ -14,6 +14,7 @@
 #ifndef FSDP_IMPORT_IMPORT_H
 #define FSDP_IMPORT_IMPORT_H
 
+#include "fsdp/Dialect/NN/NN.h"
 #include "fsdp/Import/Config.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -28,9 +29,9 @@ namespace fsdp_import {
 inline constexpr int64_t kMaxOverride = (int64_t(1) << 31) - 1;
 
 /// Largest element count of one tensor, and of all parameters together, that
-/// checkSizes accepts: 2^56 (the planner counts bytes of every tensor and of
-/// all parameters in int64).
-inline constexpr int64_t kMaxElements = int64_t(1) << 56;
+/// checkSizes accepts: 2^56, so that a tensor of any dtype (at most 8 bytes
+/// an element) fits the nn verifiers' size limit (nn::kMaxTensorBytes).
+inline constexpr int64_t kMaxElements = mlir::nn::kMaxTensorBytes / 8;
 
 /// Builds the forward graph of the config at `path` with `ov` applied (loads
 /// the nn and func dialects into `ctx`). On a bad config returns null and

@@ -4,10 +4,10 @@
 
 // The whole pipeline on a 2-layer MLP at 4 ranks: units of 16 and 8
 // elements become shards of 4 and 2; SGD keeps no state.
-// CHECK: module attributes {fsdp.replicas = 1 : i64, fsdp.schedule = "auto: list(max-in-flight=2)", fsdp.shard_size = 4 : i64, fsdp.strategy = "full-shard", fsdp.world_size = 4 : i64}
-// CHECK-LABEL: func.func @f(%arg0: tensor<2x3xf32> {{.*}}, %arg1: tensor<2xi32> {{.*}}, %arg2: tensor<4xf32> {fsdp.role = "param", fsdp.unit = @fc1}, %arg3: tensor<2xf32> {fsdp.role = "param", fsdp.unit = @fc2})
-// CHECK: %[[G1:.*]] = fsdp.all_gather @fc1 %arg2 async : tensor<4xf32> -> tensor<16xf32>
-// CHECK: fsdp.all_gather @fc2 %arg3 async : tensor<2xf32> -> tensor<8xf32>
+// CHECK: module attributes {fsdp.replicas = 1 : i64, fsdp.schedule = "auto: list(max-in-flight=2)", fsdp.shard_size = 4 : i64, fsdp.strategy = #fsdp.strategy<"full-shard">, fsdp.world_size = 4 : i64}
+// CHECK-LABEL: func.func @f(%arg0: tensor<2x3xf32> {{.*}}, %arg1: tensor<2xi32> {{.*}}, %arg2: tensor<4xf32> {fsdp.role = #fsdp.role<param>, fsdp.unit = @fc1}, %arg3: tensor<2xf32> {fsdp.role = #fsdp.role<param>, fsdp.unit = @fc2})
+// CHECK: %[[G1:.*]] = fsdp.all_gather @fc1 %arg2 async : tensor<4xf32> -> !fsdp.future<tensor<16xf32>>
+// CHECK: fsdp.all_gather @fc2 %arg3 async : tensor<2xf32> -> !fsdp.future<tensor<8xf32>>
 // CHECK: fsdp.wait %[[G1]] : tensor<16xf32>
 // CHECK: fsdp.reduce_scatter @fc2 %{{.*}} async
 // CHECK: fsdp.reduce_scatter @fc1 %{{.*}} async

@@ -7,10 +7,12 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
+#include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "fsdp/Dialect/NN/NN.h"
 #include "fsdp/ScheduleFormat.h" // ODS default attribute values
 
 namespace mlir::fsdp {
@@ -22,7 +24,8 @@ struct CommunicationResource
 
 /// Attribute names. On the module: fsdp.world_size (i64). On function
 /// arguments and results of the sharded step: fsdp.unit (symbol ref) with
-/// fsdp.role (param | exp_avg | exp_avg_sq); on data arguments
+/// fsdp.role (#fsdp.role<...>: param, master, exp_avg, exp_avg_sq); on data
+/// arguments
 /// fsdp.global_shape (the shape before the batch was split).
 inline constexpr llvm::StringLiteral kWorldSizeAttr = "fsdp.world_size";
 inline constexpr llvm::StringLiteral kUnitAttr = "fsdp.unit";
@@ -33,26 +36,37 @@ inline constexpr llvm::StringLiteral kGlobalShapeAttr = "fsdp.global_shape";
 inline constexpr llvm::StringLiteral kStrategyAttr = "fsdp.strategy";
 inline constexpr llvm::StringLiteral kReplicasAttr = "fsdp.replicas";
 inline constexpr llvm::StringLiteral kShardSizeAttr = "fsdp.shard_size";
-/// On arguments and results of unit roles: "shard" (default) or "full"
-/// (the whole padded flat buffer, replicated on every rank).
+/// On arguments and results of unit roles: #fsdp.layout<shard> (the default
+/// when absent) or #fsdp.layout<full> (the whole padded flat buffer,
+/// replicated on every rank).
 inline constexpr llvm::StringLiteral kLayoutAttr = "fsdp.layout";
 /// On the module after fsdp-schedule: the collective schedule applied
 /// ("none", "fsdp1", "fsdp2", "list(max-in-flight=N)"; "auto: " + the
 /// cost model's pick).
 inline constexpr llvm::StringLiteral kScheduleAttr = "fsdp.schedule";
-
-/// Size of process group `group` ("world", "shard" or "replicate") for the
-/// module that contains `op`; nullopt if the module has no world size yet or
-/// the group name is unknown.
-std::optional<int64_t> groupSize(Operation *op, llvm::StringRef group);
 } // namespace mlir::fsdp
 
+#include "fsdp/Dialect/FSDP/FSDPEnums.h.inc"
+
 #include "fsdp/Dialect/FSDP/FSDPOpsDialect.h.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "fsdp/Dialect/FSDP/FSDPOpsTypes.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "fsdp/Dialect/FSDP/FSDPAttrs.h.inc"
 
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/FSDP/FSDPOps.h.inc"
 
 namespace mlir::fsdp {
+/// Size of process group `group` for the module that contains `op` (its
+/// fsdp.world_size, fsdp.shard_size and fsdp.replicas); nullopt if the
+/// module has no world size yet (before fsdp-shard).
+std::optional<int64_t> groupSize(Operation *op, Group group);
+/// The enclosing module's fsdp.strategy; nullopt before fsdp-shard.
+std::optional<Strategy> strategyOf(Operation *op);
+
 /// `v`, or for the result of an fsdp.wait the async collective's result it
 /// completes (the same buffer).
 inline Value skipWait(Value v) {
@@ -60,9 +74,33 @@ inline Value skipWait(Value v) {
     return w.getToken();
   return v;
 }
+/// Bytes of a buffer of type `type` (a tensor, or the tensor an
+/// !fsdp.future completes): nn::tensorBytes, the compiler's one definition.
+inline int64_t bufferBytes(Type type) {
+  if (auto f = dyn_cast<FutureType>(type))
+    type = f.getValueType();
+  return nn::tensorBytes(type);
+}
+/// The tensor type of a buffer: `type` itself, or the tensor an
+/// !fsdp.future completes (the same buffer); null for any other type.
+inline RankedTensorType bufferTensorType(Type type) {
+  if (auto f = dyn_cast<FutureType>(type))
+    return f.getValueType();
+  return dyn_cast<RankedTensorType>(type);
+}
+inline int64_t bufferBytes(Value v) { return bufferBytes(v.getType()); }
+
 /// True for the three collectives (all-gather, reduce-scatter, all-reduce).
 inline bool isCollective(Operation *op) {
   return isa<AllGatherOp, ReduceScatterOp, AllReduceOp>(op);
+}
+/// The process group of a collective (isCollective(op)).
+inline Group collectiveGroup(Operation *op) {
+  if (auto ag = dyn_cast<AllGatherOp>(op))
+    return ag.getGroup();
+  if (auto rs = dyn_cast<ReduceScatterOp>(op))
+    return rs.getGroup();
+  return cast<AllReduceOp>(op).getGroup();
 }
 } // namespace mlir::fsdp
 

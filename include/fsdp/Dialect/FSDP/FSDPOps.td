@@ -3,6 +3,8 @@
 #define FSDP_OPS
 
 include "fsdp/Dialect/FSDP/FSDPDialect.td"
+include "fsdp/Dialect/FSDP/FSDPEnums.td"
+include "fsdp/Dialect/FSDP/FSDPTypes.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -11,6 +13,23 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 def FSDP_CommResource : Resource<"::mlir::fsdp::CommunicationResource">;
 
 def FSDP_FlatTensor : 1DTensorOf<[F32, F64, BF16, F16]>;
+/// A collective's result: the flat buffer, or (`async`) its future.
+def FSDP_FlatTensorOrFuture : AnyTypeOf<[FSDP_FlatTensor, FSDP_FutureType]>;
+
+/// Collectives and unit views name their unit by symbol; the reference (and
+/// the sizes that depend on the unit) are checked in verifySymbolUses.
+def FSDP_UnitUser : DeclareOpInterfaceMethods<SymbolUserOpInterface>;
+/// Accessors of the three collectives (an `async` one returns !fsdp.future).
+defvar FSDP_CollectiveDecls = [{
+    /// The flat buffer this collective produces: the result's type, or the
+    /// value type of its future when it is `async`.
+    ::mlir::RankedTensorType getBufferType() {
+      ::mlir::Type t = getResult().getType();
+      if (auto f = ::llvm::dyn_cast<::mlir::fsdp::FutureType>(t))
+        return f.getValueType();
+      return ::llvm::cast<::mlir::RankedTensorType>(t);
+    }
+}];
 
 def FSDP_UnitOp : FSDP_Op<"unit", [Symbol, HasParent<"::mlir::ModuleOp">]> {
   let summary = "an FSDP unit: parameters flattened into one padded buffer";
@@ -43,7 +62,7 @@ def FSDP_UnitOp : FSDP_Op<"unit", [Symbol, HasParent<"::mlir::ModuleOp">]> {
   }];
 }
 
-def FSDP_AllGatherOp : FSDP_Op<"all_gather", [
+def FSDP_AllGatherOp : FSDP_Op<"all_gather", [FSDP_UnitUser,
     MemoryEffects<[MemRead<FSDP_CommResource>, MemWrite<FSDP_CommResource>]>]> {
   let summary = "gather every rank's shard of a unit into the full flat buffer";
   let description = [{
@@ -51,67 +70,72 @@ def FSDP_AllGatherOp : FSDP_Op<"all_gather", [
     Ring volume sent per rank: (N−1)·S elements.
   }];
   let arguments = (ins FlatSymbolRefAttr:$unit, FSDP_FlatTensor:$shard,
-                       DefaultValuedAttr<StrAttr, "::fsdp::schedule::kDefaultGroup">:$group,
+                       DefaultValuedAttr<FSDP_GroupAttr, "::mlir::fsdp::Group::Shard">:$group,
                        UnitAttr:$async,
                        OptionalAttr<FlatSymbolRefArrayAttr>:$bucket);
-  let results = (outs FSDP_FlatTensor:$result);
+  let results = (outs FSDP_FlatTensorOrFuture:$result);
   let assemblyFormat = "$unit $shard (`async` $async^)? attr-dict `:` type($shard) `->` type($result)";
   let hasVerifier = 1;
+  let extraClassDeclaration = FSDP_CollectiveDecls;
 }
 
-def FSDP_ReduceScatterOp : FSDP_Op<"reduce_scatter", [
+def FSDP_ReduceScatterOp : FSDP_Op<"reduce_scatter", [FSDP_UnitUser,
     MemoryEffects<[MemRead<FSDP_CommResource>, MemWrite<FSDP_CommResource>]>]> {
   let summary = "reduce a unit's full flat gradient and keep this rank's shard";
   let description = [{
-    `input` [S·N] → `result` [S]: element-wise sum (or mean, `op = "avg"`)
+    `input` [S·N] → `result` [S]: element-wise sum (or mean, `op = #fsdp.reduction<avg>`, the default)
     over ranks of rank r's slice [r·S, (r+1)·S).
   }];
   let arguments = (ins FlatSymbolRefAttr:$unit, FSDP_FlatTensor:$input,
-                       DefaultValuedAttr<StrAttr, "::fsdp::schedule::kDefaultReduction">:$op,
-                       DefaultValuedAttr<StrAttr, "::fsdp::schedule::kDefaultGroup">:$group,
+                       DefaultValuedAttr<FSDP_ReductionAttr, "::mlir::fsdp::Reduction::Avg">:$op,
+                       DefaultValuedAttr<FSDP_GroupAttr, "::mlir::fsdp::Group::Shard">:$group,
                        UnitAttr:$async,
                        OptionalAttr<FlatSymbolRefArrayAttr>:$bucket);
-  let results = (outs FSDP_FlatTensor:$result);
+  let results = (outs FSDP_FlatTensorOrFuture:$result);
   let assemblyFormat = "$unit $input (`async` $async^)? attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
+  let extraClassDeclaration = FSDP_CollectiveDecls;
 }
 
-def FSDP_AllReduceOp : FSDP_Op<"all_reduce", [
+def FSDP_AllReduceOp : FSDP_Op<"all_reduce", [FSDP_UnitUser,
     MemoryEffects<[MemRead<FSDP_CommResource>, MemWrite<FSDP_CommResource>]>]> {
   let summary = "element-wise sum (or mean) of a unit's gradient over a process group";
   let description = [{
     `input` [n] → `result` [n] (DDP's gradient all-reduce; HSDP's all-reduce
-    of gradient shards across replicas, `group = "replicate"`). Ring volume
+    of gradient shards across replicas, `group = #fsdp.group<replicate>`). Ring volume
     sent per rank: 2·(G−1)/G·n elements.
   }];
   let arguments = (ins FlatSymbolRefAttr:$unit, FSDP_FlatTensor:$input,
-                       DefaultValuedAttr<StrAttr, "::fsdp::schedule::kDefaultReduction">:$op,
-                       DefaultValuedAttr<StrAttr, "::fsdp::schedule::kDefaultAllReduceGroup">:$group,
+                       DefaultValuedAttr<FSDP_ReductionAttr, "::mlir::fsdp::Reduction::Avg">:$op,
+                       DefaultValuedAttr<FSDP_GroupAttr, "::mlir::fsdp::Group::World">:$group,
                        UnitAttr:$async);
-  let results = (outs FSDP_FlatTensor:$result);
+  let results = (outs FSDP_FlatTensorOrFuture:$result);
   let assemblyFormat = "$unit $input (`async` $async^)? attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
+  let extraClassDeclaration = FSDP_CollectiveDecls;
 }
 
 def FSDP_WaitOp : FSDP_Op<"wait", [
-    AllTypesMatch<["token", "result"]>,
+    TypesMatchWith<"token is a future of the result type", "result", "token",
+                   "::mlir::fsdp::FutureType::get($_self.getContext(), "
+                   "::llvm::cast<::mlir::RankedTensorType>($_self))">,
     MemoryEffects<[MemRead<FSDP_CommResource>, MemWrite<FSDP_CommResource>]>]> {
   let summary = "complete an asynchronous collective and read its result";
   let description = [{
     An `async` collective is the *start* of a transfer on the communication
-    stream; its result is a token for the in-flight buffer that only
-    `fsdp.wait` may read. The wait blocks the compute stream until the
+    stream; its result is an `!fsdp.future` of the in-flight buffer that
+    only `fsdp.wait` accepts. The wait blocks the compute stream until the
     transfer is complete and returns the buffer itself (no copy: the result
     aliases the collective's buffer). It is the only synchronisation between
     the two streams (as XLA's all-gather-start / all-gather-done pair).
 
     ```mlir
-    %g = fsdp.all_gather @fc1 %s async : tensor<4xf32> -> tensor<16xf32>
+    %g = fsdp.all_gather @fc1 %s async : tensor<4xf32> -> !fsdp.future<tensor<16xf32>>
     ... compute that overlaps the transfer ...
     %w = fsdp.wait %g : tensor<16xf32>
     ```
   }];
-  let arguments = (ins FSDP_FlatTensor:$token);
+  let arguments = (ins FSDP_FutureType:$token);
   let results = (outs FSDP_FlatTensor:$result);
   let assemblyFormat = "$token attr-dict `:` type($result)";
   let hasVerifier = 1;
@@ -145,7 +169,7 @@ def FSDP_UnpackOp : FSDP_Op<"unpack", [Pure]> {
   let hasVerifier = 1;
 }
 
-def FSDP_LocalShardOp : FSDP_Op<"local_shard", [Pure]> {
+def FSDP_LocalShardOp : FSDP_Op<"local_shard", [Pure, FSDP_UnitUser]> {
   let summary = "this rank's slice of a replicated flat buffer (a copy)";
   let description = [{
     `input` [P] → `result` [P/G]: elements [i·P/G, (i+1)·P/G) with i this
@@ -153,7 +177,7 @@ def FSDP_LocalShardOp : FSDP_Op<"local_shard", [Pure]> {
     replicated parameters).
   }];
   let arguments = (ins FlatSymbolRefAttr:$unit, FSDP_FlatTensor:$input,
-                       DefaultValuedAttr<StrAttr, "::fsdp::schedule::kDefaultGroup">:$group);
+                       DefaultValuedAttr<FSDP_GroupAttr, "::mlir::fsdp::Group::Shard">:$group);
   let results = (outs FSDP_FlatTensor:$result);
   let assemblyFormat = "$unit $input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
@@ -173,7 +197,7 @@ def FSDP_ParamViewOp : FSDP_Op<"param_view", [Pure]> {
   let hasVerifier = 1;
 }
 
-def FSDP_FlattenOp : FSDP_Op<"flatten", [Pure]> {
+def FSDP_FlattenOp : FSDP_Op<"flatten", [Pure, FSDP_UnitUser]> {
   let summary = "pack a unit's parameter gradients into one zero-padded flat buffer";
   let arguments = (ins FlatSymbolRefAttr:$unit, Variadic<RankedTensorOf<[F32, F64, BF16, F16]>>:$inputs,
                        DenseI64ArrayAttr:$offsets);

@@ -59,6 +59,22 @@ bool parseInitSpec(llvm::StringRef spec, llvm::StringRef &kind, double &scale);
 /// pass changes operand types (batch split, micro-batches, param-dtype).
 llvm::LogicalResult reinferResultTypes(Operation *op);
 
+/// The most bytes one tensor may occupy: 2^59 (512 PiB; 2^56 elements of
+/// up to 8 bytes, fsdp-import's limit), so that the planner's sums of the
+/// sizes of a step's live tensors stay far inside int64.
+inline constexpr int64_t kMaxTensorBytes = int64_t(1) << 59;
+
+/// Bytes of a statically shaped tensor of int or float elements:
+/// numel × ⌈element bits / 8⌉. nullopt when `type` is not such a tensor or
+/// its size does not fit in kMaxTensorBytes (computed without overflow).
+/// The one definition of a tensor's size in the compiler: the nn verifiers
+/// reject a tensor for which it is nullopt, so passes and analyses may use
+/// tensorBytes below.
+std::optional<int64_t> checkedTensorBytes(Type type);
+
+/// checkedTensorBytes for a tensor the verifiers have accepted (bytes).
+int64_t tensorBytes(Type type);
+
 /// Formats a shape as "[a, b, c]" for diagnostics.
 std::string formatShape(llvm::ArrayRef<int64_t> shape);
 

@@ -34,8 +34,9 @@ module {
 module attributes {fsdp.world_size = 4 : i64} {
   fsdp.unit @l params ["w"] {element_type = f32, inits = ["zeros"], shapes = [array<i64: 10>], trainable = array<i1: true>, offsets = array<i64: 0>, numel = 10 : i64, padded_numel = 12 : i64, shard_numel = 3 : i64}
   func.func @rs_op(%g: tensor<12xf32>) -> tensor<3xf32> {
-    // expected-error @+1 {{'fsdp.reduce_scatter' op expects op = "avg" or "sum", got "max"}}
-    %0 = fsdp.reduce_scatter @l %g {op = "max"} : tensor<12xf32> -> tensor<3xf32>
+    // expected-error @+2 {{expected ::mlir::fsdp::Reduction to be one of: avg, sum}}
+    // expected-error @+1 {{failed to parse FSDP_ReductionAttr parameter 'value'}}
+    %0 = fsdp.reduce_scatter @l %g {op = #fsdp.reduction<max>} : tensor<12xf32> -> tensor<3xf32>
     return %0 : tensor<3xf32>
   }
 }
@@ -100,7 +101,7 @@ module attributes {fsdp.world_size = 0 : i64} {
 
 // -----
 
-// expected-error @+1 {{'fsdp.role' must be "param", "master", "exp_avg" or "exp_avg_sq", got "momentum"}}
+// expected-error @+1 {{'fsdp.role' must be #fsdp.role<...> of "param", "master", "exp_avg" or "exp_avg_sq", got "momentum"}}
 func.func @role(%s: tensor<3xf32> {fsdp.role = "momentum"}) {
   return
 }
@@ -110,8 +111,10 @@ func.func @role(%s: tensor<3xf32> {fsdp.role = "momentum"}) {
 module attributes {fsdp.world_size = 4 : i64} {
   fsdp.unit @l params ["w"] {element_type = f32, inits = ["zeros"], shapes = [array<i64: 10>], trainable = array<i1: true>, offsets = array<i64: 0>, numel = 10 : i64, padded_numel = 12 : i64, shard_numel = 3 : i64}
   func.func @wait_on_sync(%s: tensor<3xf32>) -> tensor<12xf32> {
+    // expected-note @+1 {{prior use here}}
     %0 = fsdp.all_gather @l %s : tensor<3xf32> -> tensor<12xf32>
-    // expected-error @+1 {{'fsdp.wait' op expects the result of an async fsdp.all_gather, fsdp.reduce_scatter or fsdp.all_reduce}}
+    // A synchronous collective's tensor is not a future: a type error.
+    // expected-error @+1 {{use of value '%0' expects different type than prior uses: '!fsdp.future<tensor<12xf32>>' vs 'tensor<12xf32>'}}
     %1 = fsdp.wait %0 : tensor<12xf32>
     return %1 : tensor<12xf32>
   }
@@ -119,7 +122,7 @@ module attributes {fsdp.world_size = 4 : i64} {
 
 // -----
 
-func.func @wait_on_argument(%s: tensor<12xf32>) -> tensor<12xf32> {
+func.func @wait_on_argument(%s: !fsdp.future<tensor<12xf32>>) -> tensor<12xf32> {
   // expected-error @+1 {{'fsdp.wait' op expects the result of an async fsdp.all_gather}}
   %1 = fsdp.wait %s : tensor<12xf32>
   return %1 : tensor<12xf32>
@@ -129,11 +132,11 @@ func.func @wait_on_argument(%s: tensor<12xf32>) -> tensor<12xf32> {
 
 module attributes {fsdp.world_size = 4 : i64} {
   fsdp.unit @l params ["w"] {element_type = f32, inits = ["zeros"], shapes = [array<i64: 10>], trainable = array<i1: true>, offsets = array<i64: 0>, numel = 10 : i64, padded_numel = 12 : i64, shard_numel = 3 : i64}
-  func.func @read_in_flight(%s: tensor<3xf32>) -> tensor<12xf32> {
+  func.func @read_in_flight(%s: tensor<3xf32>) -> !fsdp.future<tensor<12xf32>> {
     // expected-error @+1 {{'fsdp.all_gather' op is async: expects its result to be used by exactly one fsdp.wait and nothing else}}
-    %0 = fsdp.all_gather @l %s async : tensor<3xf32> -> tensor<12xf32>
+    %0 = fsdp.all_gather @l %s async : tensor<3xf32> -> !fsdp.future<tensor<12xf32>>
     %1 = fsdp.wait %0 : tensor<12xf32>
-    return %0 : tensor<12xf32>
+    return %0 : !fsdp.future<tensor<12xf32>>
   }
 }
 
@@ -142,9 +145,9 @@ module attributes {fsdp.world_size = 4 : i64} {
 module attributes {fsdp.world_size = 4 : i64} {
   fsdp.unit @l params ["w"] {element_type = f32, inits = ["zeros"], shapes = [array<i64: 10>], trainable = array<i1: true>, offsets = array<i64: 0>, numel = 10 : i64, padded_numel = 12 : i64, shard_numel = 3 : i64}
   func.func @wait_type(%s: tensor<3xf32>) -> tensor<12xf64> {
-    %0 = fsdp.all_gather @l %s async : tensor<3xf32> -> tensor<12xf32>
-    // expected-error @+1 {{'fsdp.wait' op failed to verify that all of {token, result} have same type}}
-    %1 = "fsdp.wait"(%0) : (tensor<12xf32>) -> tensor<12xf64>
+    %0 = fsdp.all_gather @l %s async : tensor<3xf32> -> !fsdp.future<tensor<12xf32>>
+    // expected-error @+1 {{'fsdp.wait' op failed to verify that token is a future of the result type}}
+    %1 = "fsdp.wait"(%0) : (!fsdp.future<tensor<12xf32>>) -> tensor<12xf64>
     return %1 : tensor<12xf64>
   }
 }
@@ -197,3 +200,31 @@ func.func @pack_one(%a: tensor<2xf32>) -> tensor<2xf32> {
   return %0 : tensor<2xf32>
 }
 
+// -----
+
+module attributes {fsdp.world_size = 4 : i64} {
+  fsdp.unit @l params ["w"] {element_type = f32, inits = ["zeros"], shapes = [array<i64: 10>], trainable = array<i1: true>, offsets = array<i64: 0>, numel = 10 : i64, padded_numel = 12 : i64, shard_numel = 3 : i64}
+  func.func @async_without_future(%s: tensor<3xf32>) -> tensor<12xf32> {
+    // expected-error @+1 {{'fsdp.all_gather' op is async: expects an !fsdp.future result}}
+    %0 = fsdp.all_gather @l %s async : tensor<3xf32> -> tensor<12xf32>
+    return %0 : tensor<12xf32>
+  }
+}
+
+// -----
+
+module attributes {fsdp.world_size = 4 : i64} {
+  fsdp.unit @l params ["w"] {element_type = f32, inits = ["zeros"], shapes = [array<i64: 10>], trainable = array<i1: true>, offsets = array<i64: 0>, numel = 10 : i64, padded_numel = 12 : i64, shard_numel = 3 : i64}
+  func.func @future_without_async(%s: tensor<3xf32>) -> tensor<12xf32> {
+    // expected-error @+1 {{'fsdp.all_gather' op is not async: expects a tensor result, got '!fsdp.future<tensor<12xf32>>'}}
+    %0 = fsdp.all_gather @l %s : tensor<3xf32> -> !fsdp.future<tensor<12xf32>>
+    %1 = fsdp.wait %0 : tensor<12xf32>
+    return %1 : tensor<12xf32>
+  }
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.strategy' must be #fsdp.strategy<...> of "full-shard", "shard-grad-op", "shard-optimizer", "no-shard" or "hybrid-shard" on the module, got "zero-3"}}
+module attributes {fsdp.strategy = "zero-3"} {
+}

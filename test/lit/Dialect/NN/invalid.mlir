@@ -296,3 +296,13 @@ func.func @concat(%a: tensor<2x4xf32>, %b: tensor<3x4xf32>) -> tensor<2x8xf32> {
   %0 = nn.concat %a, %b {axis = 1 : i64} : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<2x8xf32>
   return %0 : tensor<2x8xf32>
 }
+
+// -----
+
+// A parameter whose size does not fit: a diagnostic at the tensor (it used to
+// be planned with "bytes": -9223372036854775808 and pass any memory budget).
+func.func @huge(
+    // expected-error @+1 {{'nn.param' on 'tensor<2147483648x2147483648xf32>': the tensor's size exceeds 2^59 bytes}}
+    %w: tensor<2147483648x2147483648xf32> {nn.param = "w"}) -> tensor<2147483648x2147483648xf32> {
+  return %w : tensor<2147483648x2147483648xf32>
+}
