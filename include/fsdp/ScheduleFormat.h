@@ -5,9 +5,10 @@
 // the runtime reads (runtime/docs/schedule-format.md): the format name and
 // version, every op with its kind, and the defaults of optional attributes.
 // The compiler's translation rejects an op missing from kOps (the runtime
-// would have no kernel for it), the ODS of the collectives, nn.gelu and
-// nn.sgd_update name the defaults below as their DefaultValuedAttr values, and
-// the runtime applies the same defaults to attributes a schedule leaves out.
+// would have no kernel for it); the runtime applies the defaults below to
+// attributes a schedule leaves out, and they are the ODS defaults of the
+// collectives' enum attributes and nn.gelu (test/unit/DialectTest.cpp checks
+// that they agree).
 // Header-only, no dependencies: the runtime does not depend on MLIR.
 //
 //===----------------------------------------------------------------------===//

@@ -126,7 +126,7 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
     if (!ok)
       return emitError(v.getLoc())
              << "the memory plan supports statically shaped tensors of "
-                "f32, f64, i32 and i64, got "
+                "f32, f64, bf16, f16, i32 and i64, got "
              << v.getType();
     PlannedBuffer b;
     b.value = v;

@@ -1,8 +1,9 @@
 //===- ScheduleJSON.cpp - scheduled fsdp IR to the JSON schedule ----------===//
 //
-// Every SSA tensor becomes a buffer; every op an instruction in program
-// order. Temporaries are freed after their last use (liveness over the
-// single block); gathered parameters are freed where fsdp.free says.
+// Every SSA tensor (or !fsdp.future of one) becomes a buffer; every op an
+// instruction in program order (runtime/docs/schedule-format.md). Frees,
+// arena offsets and input/output aliases are the memory plan's
+// (lib/Analysis/MemoryPlan.cpp), so the runtime allocates what was planned.
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Analysis/MemoryPlan.h"
@@ -154,7 +155,7 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
     if (!t || !t.hasStaticShape() || dt.empty())
       return emitError(v.getLoc())
              << "the JSON schedule supports statically shaped tensors of "
-                "f32, f64, i32 and i64, got "
+                "f32, f64, bf16, f16, i32 and i64, got "
              << v.getType();
     int64_t id = buffers.size();
     ids[v] = id;

@@ -10,19 +10,46 @@
 #include "fsdp/Dialect/NN/NN.h"
 
 #include "mlir/AsmParser/AsmParser.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 
 #include <gtest/gtest.h>
 
 using namespace mlir;
 
 TEST(DialectFacts, EnumDefaultsAreTheScheduleFormatDefaults) {
-  // The ODS defaults (FSDPOps.td) are these enum cases.
-  EXPECT_EQ(mlir::fsdp::stringifyGroup(mlir::fsdp::Group::Shard),
+  MLIRContext ctx;
+  ctx.loadDialect<mlir::fsdp::FSDPDialect, func::FuncDialect>();
+  // Collectives that leave `group` and `op` out: their ODS defaults.
+  const char *ir = R"mlir(
+    module attributes {fsdp.world_size = 2 : i64} {
+      fsdp.unit @u params ["w"] {element_type = f32, inits = ["zeros"],
+        shapes = [array<i64: 4>], trainable = array<i1: true>,
+        offsets = array<i64: 0>, numel = 4 : i64, padded_numel = 4 : i64,
+        shard_numel = 2 : i64}
+      func.func @f(%s: tensor<2xf32>, %g: tensor<4xf32>) {
+        %a = fsdp.all_gather @u %s : tensor<2xf32> -> tensor<4xf32>
+        %r = fsdp.reduce_scatter @u %g : tensor<4xf32> -> tensor<2xf32>
+        %w = fsdp.all_reduce @u %g : tensor<4xf32> -> tensor<4xf32>
+        return
+      }
+    })mlir";
+  OwningOpRef<ModuleOp> m = parseSourceString<ModuleOp>(ir, &ctx);
+  ASSERT_TRUE(m);
+  func::FuncOp f = *m->getOps<func::FuncOp>().begin();
+  auto ag = *f.getOps<mlir::fsdp::AllGatherOp>().begin();
+  auto rs = *f.getOps<mlir::fsdp::ReduceScatterOp>().begin();
+  auto ar = *f.getOps<mlir::fsdp::AllReduceOp>().begin();
+  EXPECT_EQ(mlir::fsdp::stringifyGroup(ag.getGroup()),
             ::fsdp::schedule::kDefaultGroup);
-  EXPECT_EQ(mlir::fsdp::stringifyGroup(mlir::fsdp::Group::World),
+  EXPECT_EQ(mlir::fsdp::stringifyGroup(rs.getGroup()),
+            ::fsdp::schedule::kDefaultGroup);
+  EXPECT_EQ(mlir::fsdp::stringifyGroup(ar.getGroup()),
             ::fsdp::schedule::kDefaultAllReduceGroup);
-  EXPECT_EQ(mlir::fsdp::stringifyReduction(mlir::fsdp::Reduction::Avg),
+  EXPECT_EQ(mlir::fsdp::stringifyReduction(rs.getOp()),
+            ::fsdp::schedule::kDefaultReduction);
+  EXPECT_EQ(mlir::fsdp::stringifyReduction(ar.getOp()),
             ::fsdp::schedule::kDefaultReduction);
 }
 

@@ -10,9 +10,10 @@
 // memory when nothing reads the argument after it is written -- the
 // optimizer update writing the new shard over the old one element by
 // element, as XLA's input/output aliasing does -- so the state is held once.
-// This is exactly how the runtime allocates, so the planned peak is what
-// fsdp-run's bookkeeping measures. The JSON schedule takes its `frees` and
-// `aliases` from here.
+// The JSON schedule takes its `frees`, `aliases` and arena offsets from
+// here, so the runtime allocates exactly this plan; the independent check of
+// the planned peak is the allocator's own high-water mark (fsdp-run --alloc
+// per-buffer, test/lit/Integration/device-peak.test).
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_ANALYSIS_MEMORYPLAN_H
@@ -47,7 +48,7 @@ inline constexpr unsigned kNumMemoryClasses = 10;
 /// One buffer of the plan.
 struct PlannedBuffer {
   Value value;
-  int64_t bytes = 0; // numel × element size (0 for views)
+  int64_t bytes = 0; // fsdp::bufferBytes of the value (0 for views)
   MemoryClass cls = MemoryClass::Temporary;
   int64_t viewOf = -1;    // index of the owning buffer for a view, else -1
   int64_t viewOffset = 0; // in elements of the owner
@@ -62,7 +63,7 @@ struct PlannedBuffer {
 class MemoryPlan {
 public:
   /// Fails with a diagnostic on a value that is not a statically shaped
-  /// tensor of f32, f64, i32 or i64.
+  /// tensor (or !fsdp.future of one) of f32, f64, bf16, f16, i32 or i64.
   static FailureOr<MemoryPlan> compute(func::FuncOp fn);
 
   std::vector<PlannedBuffer> buffers;     // arguments, then results in op order
