@@ -54,6 +54,22 @@ std::optional<int64_t> mlir::nn::checkedTensorBytes(Type type) {
   return bytes;
 }
 
+StringRef mlir::nn::dtypeName(Type t) {
+  if (t.isF32())
+    return "f32";
+  if (t.isF64())
+    return "f64";
+  if (t.isBF16())
+    return "bf16";
+  if (t.isF16())
+    return "f16";
+  if (t.isInteger(32))
+    return "i32";
+  if (t.isInteger(64))
+    return "i64";
+  return "";
+}
+
 int64_t mlir::nn::tensorBytes(Type type) {
   std::optional<int64_t> bytes = checkedTensorBytes(type);
   assert(bytes && "tensor size not checked by a verifier");

@@ -120,9 +120,7 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
                        int64_t start) -> LogicalResult {
     RankedTensorType t = bufferTensorType(v.getType());
     Type elt = t ? t.getElementType() : Type();
-    bool ok = t && t.hasStaticShape() &&
-              (elt.isF32() || elt.isF64() || elt.isBF16() || elt.isF16() ||
-               elt.isInteger(32) || elt.isInteger(64));
+    bool ok = t && t.hasStaticShape() && !nn::dtypeName(elt).empty();
     if (!ok)
       return emitError(v.getLoc())
              << "the memory plan supports statically shaped tensors of "

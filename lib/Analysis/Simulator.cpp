@@ -262,18 +262,6 @@ double Simulator::collectiveTime(int64_t bytes, int64_t g, int64_t stride,
   return allReduce ? 2 * t : t;
 }
 
-static std::string dtypeName(Type t) {
-  if (t.isF32())
-    return "f32";
-  if (t.isBF16())
-    return "bf16";
-  if (t.isF16())
-    return "f16";
-  if (t.isF64())
-    return "f64";
-  return "f32";
-}
-
 FailureOr<SimResult> Simulator::run(ModuleOp module) const {
   FailureOr<func::FuncOp> fn = getStepFunction(module);
   if (failed(fn))
@@ -377,7 +365,9 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
       for (Value v : op.getOperands())
         if (auto t = dyn_cast<RankedTensorType>(v.getType());
             t && isa<FloatType>(t.getElementType())) {
-          dtype = dtypeName(t.getElementType());
+          dtype = nn::dtypeName(t.getElementType()).str();
+          if (dtype.empty()) // a float type without a peak of its own
+            dtype = "f32";
           break;
         }
       double peak, eff, effMem = spec.effMemory;

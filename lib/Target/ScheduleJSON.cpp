@@ -23,22 +23,6 @@ using namespace mlir;
 using namespace mlir::fsdp;
 using json = nlohmann::ordered_json;
 
-static std::string dtypeName(Type t) {
-  if (t.isF32())
-    return "f32";
-  if (t.isF64())
-    return "f64";
-  if (t.isBF16())
-    return "bf16";
-  if (t.isF16())
-    return "f16";
-  if (t.isInteger(32))
-    return "i32";
-  if (t.isInteger(64))
-    return "i64";
-  return "";
-}
-
 static std::string locString(Location loc) {
   if (auto f = dyn_cast<FileLineColLoc>(loc))
     return (f.getFilename().getValue() + ":" + std::to_string(f.getLine()) +
@@ -124,7 +108,7 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
       return unit.emitOpError()
              << "is not sharded (run fsdp-shard before translating)";
     json u{{"name", unit.getSymName().str()},
-           {"dtype", dtypeName(unit.getElementType())},
+           {"dtype", nn::dtypeName(unit.getElementType()).str()},
            {"numel", *unit.getNumel()},
            {"padded_numel", *unit.getPaddedNumel()},
            {"shard_numel", *unit.getShardNumel()}};
@@ -151,7 +135,7 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
   json buffers = json::array();
   auto addBuffer = [&](Value v, StringRef cls) -> FailureOr<int64_t> {
     RankedTensorType t = bufferTensorType(v.getType());
-    std::string dt = t ? dtypeName(t.getElementType()) : "";
+    std::string dt = t ? nn::dtypeName(t.getElementType()).str() : "";
     if (!t || !t.hasStaticShape() || dt.empty())
       return emitError(v.getLoc())
              << "the JSON schedule supports statically shaped tensors of "

@@ -11,8 +11,11 @@ cd "$(dirname "$0")/../.."
 out=${1:?usage: schedule-snapshot.sh OUT_DIR}
 bin=${BIN:-build/bin}
 mkdir -p "$out"
-# A fixed path, so that diagnostics (which name the input) compare equal.
-tmp=${TMPDIR:-/tmp}/fsdp-schedule-snapshot-inputs
+# A fixed path, so that locations and diagnostics (which name the input)
+# compare equal; concurrent runs take turns on it.
+tmp=/tmp/fsdp-schedule-snapshot-inputs
+exec 9> /tmp/fsdp-schedule-snapshot.lock
+flock 9
 rm -rf "$tmp" && mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 models=test/lit/Inputs/models

@@ -75,6 +75,10 @@ std::optional<int64_t> checkedTensorBytes(Type type);
 /// checkedTensorBytes for a tensor the verifiers have accepted (bytes).
 int64_t tensorBytes(Type type);
 
+/// The schedule format's name of an element type the planner and the runtime
+/// support: "f32", "f64", "bf16", "f16", "i32" or "i64"; "" for any other.
+llvm::StringRef dtypeName(Type elementType);
+
 /// Formats a shape as "[a, b, c]" for diagnostics.
 std::string formatShape(llvm::ArrayRef<int64_t> shape);
 
