@@ -1,36 +1,16 @@
 //===- NNCost.cpp - CostOpInterface: FLOPs and bytes of every nn op -------===//
 //
-// The cost model the cluster simulator (lib/Analysis/Simulator.cpp) uses.
-// Counts are from the op's current (per-rank) shapes; a multiply-add is 2
-// FLOPs, as in Kaplan et al. 2020 ("Scaling Laws for Neural Language Models",
-// Sec. 2.1: C ≈ 6N per token for training = 2N forward + 4N backward) and
-// Narayanan et al., SC21 ("Efficient Large-Scale Language Model Training on
-// GPU Clusters Using Megatron-LM", Sec. 5.1, the per-layer matmul count).
-//
-//   linear        2·M·K·N (+ M·N with a bias): M rows, K = in, N = out
-//   matmul        2·M·K·N of op(a)[M, K] · op(b)[K, N]
-//   attention     causal: half of the dense 4·B·Hq·T²·D (2·B·Hq·T²·D for
-//                 q·kᵀ and 2·B·Hq·T²·D for p·v), i.e. 2·B·Hq·T²·D
-//                 (softmax not counted, as the papers above)
-//   attention_grad 2.5× the forward (5 matmuls instead of 2: the recomputed
-//                 q·kᵀ, dv, dp, dq, dk; Dao et al. 2022, FlashAttention,
-//                 Sec. 3.1 and App. B.4): 5·B·Hq·T²·D
-//   elementwise and normalisation ops: a constant per element, below
-//                 (kFlopsPerElement); data movement (split, concat, cast,
-//                 broadcast, zeros_like, embedding gather, micro_batch) 0.
-//   optimizer     per parameter element: SGD 4 (decay, scale, add, sub);
-//                 AdamW 16 (decay 2, m 3, v 4, bias corrections 2,
-//                 sqrt/add/div/mul/sub 5)
-//
-// Bytes accessed: every tensor operand plus every tensor result, once (a
-// kernel that streams its inputs and writes its outputs; no reuse beyond
-// that, no re-reads).
+// The cost model the cluster simulator (lib/Analysis/Simulator.cpp) uses:
+// each op's shapes read from its operands, counted by the formulas of
+// fsdp/CostFormulas.h (with their sources), which fsdp-calibrate shares.
 //
 //===----------------------------------------------------------------------===//
+#include "fsdp/CostFormulas.h"
 #include "fsdp/Dialect/NN/NN.h"
 
 using namespace mlir;
 using namespace mlir::nn;
+using namespace fsdp::cost;
 
 namespace {
 int64_t numel(Value v) {
@@ -57,48 +37,26 @@ int64_t cols(Value v) {
   return t.getRank() ? t.getShape().back() : 1;
 }
 
-// FLOPs per element (of the first operand unless stated), counting a
-// multiply-add as 2 and each transcendental (exp, erf, tanh, rsqrt, sin/cos)
-// as 1, as the papers above count only arithmetic, not special-function cost.
-constexpr int64_t kAdd = 1, kMul = 1, kRelu = 1, kReluGrad = 1;
-constexpr int64_t kGelu = 8; // erf/tanh form: x³, mul-adds, tanh, 0.5·x·(1+·)
-constexpr int64_t kGeluGrad = 14;    // the derivative of the above, times dy
-constexpr int64_t kSilu = 4;         // exp, add, div, mul
-constexpr int64_t kSiluGrad = 7;     // σ, 1 − σ, x·(·), 1 + ·, σ·(·), ·dy
-constexpr int64_t kReduce = 1;       // one add per input element
-constexpr int64_t kCrossEntropy = 4; // per logit: max, sub, exp, sum
-constexpr int64_t kCrossEntropyGrad =
-    5; // per logit: sub, exp, div, sub onehot, scale
-constexpr int64_t kLayerNorm =
-    8; // mean 1, sub 1, square-sum 2, rsqrt·, ·w, +b (per element)
-constexpr int64_t kLayerNormGrad = 16;
-constexpr int64_t kRMSNorm = 4; // square-sum 2, ·rsqrt, ·w
-constexpr int64_t kRMSNormGrad = 10;
-constexpr int64_t kRope =
-    6; // sin, cos, 2 mul, 1 add per output element (amortised)
-constexpr int64_t kScatterAdd =
-    1; // embedding_grad, position_embedding(_grad): one add
-constexpr int64_t kSgd = 4;
-constexpr int64_t kAdamW = 16;
-
-int64_t linearFlops(LinearOp op) {
+int64_t flopsOf(LinearOp op) {
   int64_t m = rows(op.getInput()), k = cols(op.getInput());
   auto w = cast<RankedTensorType>(op.getWeight().getType());
   int64_t n = op.getTransposeWeight() ? w.getDimSize(1) : w.getDimSize(0);
-  return 2 * m * k * n + (op.getBias() ? m * n : 0);
+  return linearFlops(m, k, n, static_cast<bool>(op.getBias()));
 }
-int64_t matmulFlops(MatmulOp op) {
+int64_t flopsOf(MatmulOp op) {
   int64_t ar = rows(op.getLhs()), ac = cols(op.getLhs());
   int64_t br = rows(op.getRhs()), bc = cols(op.getRhs());
   int64_t m = op.getTransposeA() ? ac : ar, k = op.getTransposeA() ? ar : ac;
   int64_t n = op.getTransposeB() ? br : bc;
-  return 2 * m * k * n;
+  return matmulFlops(m, k, n);
 }
-/// Dense q·kᵀ plus p·v: 4·B·Hq·T²·D = 4·B·T·T·(Hq·D).
-int64_t denseAttentionFlops(Value query) {
+/// [B, T, Hq·D] of an attention query.
+struct QueryDims {
+  int64_t b, t, hd;
+};
+QueryDims queryDims(Value query) {
   auto q = cast<RankedTensorType>(query.getType());
-  int64_t b = q.getDimSize(0), t = q.getDimSize(1), hd = q.getDimSize(2);
-  return 4 * b * t * t * hd;
+  return {q.getDimSize(0), q.getDimSize(1), q.getDimSize(2)};
 }
 } // namespace
 
@@ -140,12 +98,15 @@ NN_BYTES(CastOp)
 NN_BYTES(MicroBatchOp)
 #undef NN_BYTES
 
-int64_t LinearOp::getFlops() { return linearFlops(*this); }
-int64_t MatmulOp::getFlops() { return matmulFlops(*this); }
-int64_t AttentionOp::getFlops() { return denseAttentionFlops(getQuery()) / 2; }
+int64_t LinearOp::getFlops() { return flopsOf(*this); }
+int64_t MatmulOp::getFlops() { return flopsOf(*this); }
+int64_t AttentionOp::getFlops() {
+  auto [b, t, hd] = queryDims(getQuery());
+  return attentionFlops(b, t, hd);
+}
 int64_t AttentionGradOp::getFlops() {
-  // 2.5 × the causal forward (2·B·Hq·T²·D) = 5·B·Hq·T²·D.
-  return denseAttentionFlops(getQuery()) / 4 * 5;
+  auto [b, t, hd] = queryDims(getQuery());
+  return attentionGradFlops(b, t, hd);
 }
 int64_t AddOp::getFlops() { return kAdd * numel(getResult()); }
 int64_t MulOp::getFlops() { return kMul * numel(getResult()); }
