@@ -19,12 +19,12 @@
 //   shapes of one rank's share of a GPT-2 block (defaults: the main job,
 //   tools/scripts/run-main.sh, at 4 ranks: M = 4·64 = 256 rows, hidden H =
 //   128, 4 heads, sequence 64, MLP 4H, vocabulary 256). FLOPs and bytes are
-//   counted as dialects/nn/NNCost.cpp counts them (2·M·K·N (+ M·N bias) per
-//   GEMM, causal attention 2·B·H·T²·D and its gradient 5·B·H·T²·D, the
-//   per-element constants; bytes = every operand and result once), so that
-//   the simulator's roofline max(FLOPs / (peak · eff), bytes / (bw ·
-//   eff.memory)) (Williams, Waterman & Patterson, CACM 2009) reproduces the
-//   measured times of these kernels.
+//   dialects/nn/NNCost.cpp's, from the formulas it uses (fsdp/CostFormulas.h:
+//   2·M·K·N (+ M·N bias) per GEMM, causal attention 2·B·H·T²·D and its gradient
+//   5·B·H·T²·D, the per-element constants; bytes = every operand and result
+//   once), so that the simulator's roofline max(FLOPs / (peak · eff), bytes /
+//   (bw · eff.memory)) (Williams, Waterman & Patterson, CACM 2009) reproduces
+//   the measured times of these kernels.
 // * peak_flops.f32 / .f64: the best rate per rank of the GEMM kernels (f32:
 //   linear and the backward matmuls; f64: linear) over the step's shapes and
 //   a 512³ linear. bf16 and f16 are set to

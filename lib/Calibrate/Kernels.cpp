@@ -6,20 +6,39 @@
 // shapes of one rank's share of a GPT-2 block (defaults: the main job,
 // tools/scripts/run-main.sh, at 4 ranks: M = 4·64 = 256 rows, hidden H =
 // 128, 4 heads, sequence 64, MLP 4H, vocabulary 256), each with the FLOPs
-// and bytes dialects/nn/NNCost.cpp counts for its op.
+// and bytes dialects/nn/NNCost.cpp counts for its op: the same formulas
+// (fsdp/CostFormulas.h) over the operands and results of the op that the
+// kernel implements.
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/kernels.h"
 #include "fsdp/Calibrate/Benchmarks.h"
+#include "fsdp/CostFormulas.h"
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <utility>
 
 namespace fsdp::calibrate {
 
 namespace {
+
+namespace cost = fsdp::cost;
+
+/// Bytes of a tensor of `n` elements of type T, as NNCost counts them.
+template <typename T> int64_t bytesOf(int64_t n) {
+  return cost::tensorBytes(n, 8 * sizeof(T));
+}
+int64_t f32(int64_t n) { return bytesOf<float>(n); }
+int64_t i32(int64_t n) { return bytesOf<int32_t>(n); }
+int64_t i64(int64_t n) { return bytesOf<int64_t>(n); }
+
+/// The bytes an op accesses: each of its operands' and results' bytes once.
+double accessed(std::initializer_list<int64_t> tensorBytes) {
+  return static_cast<double>(cost::bytesAccessed(tensorBytes));
+}
 
 /// linear y[M,N] = x[M,K]·w[K,N] + b (GPT-2's Conv1D layout, as the main job)
 /// and the backward matmuls dx[M,K] = dy[M,N]·w[K,N]ᵀ, dw[K,N] = x[M,K]ᵀ·dy.
@@ -30,12 +49,13 @@ std::vector<Case> gemmCases(const Machine &mc, int64_t m, int64_t k, int64_t n,
   std::vector<T> x = randomVec<T>(mc, m * k, 1), w = randomVec<T>(mc, k * n, 2),
                  b = randomVec<T>(mc, n, 3), dy = randomVec<T>(mc, m * n, 4);
   std::vector<T> y(m * n), dx(m * k), dw(k * n);
-  double es = sizeof(T);
+  auto t = [](int64_t count) { return bytesOf<T>(count); };
   std::string shape =
       std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
   std::vector<Case> cs;
-  cs.push_back({"matmul", "linear " + shape, 2.0 * m * k * n + double(m) * n,
-                es * (m * k + k * n + n + m * n),
+  cs.push_back({"matmul", "linear " + shape,
+                double(cost::linearFlops(m, k, n, /*bias=*/true)),
+                accessed({t(m * k), t(k * n), t(n), t(m * n)}),
                 secondsPerCall(
                     mc,
                     [&] {
@@ -46,8 +66,9 @@ std::vector<Case> gemmCases(const Machine &mc, int64_t m, int64_t k, int64_t n,
                     seconds)});
   if (!backward)
     return cs;
-  cs.push_back({"matmul", "matmul dx " + shape, 2.0 * m * k * n,
-                es * (m * n + k * n + m * k),
+  cs.push_back({"matmul", "matmul dx " + shape,
+                double(cost::matmulFlops(m, n, k)),
+                accessed({t(m * n), t(k * n), t(m * k)}),
                 secondsPerCall(
                     mc,
                     [&] {
@@ -55,8 +76,9 @@ std::vector<Case> gemmCases(const Machine &mc, int64_t m, int64_t k, int64_t n,
                                         dx.data(), m, n, k, n, 0, 1));
                     },
                     seconds)});
-  cs.push_back({"matmul", "matmul dw " + shape, 2.0 * m * k * n,
-                es * (m * k + m * n + k * n),
+  cs.push_back({"matmul", "matmul dw " + shape,
+                double(cost::matmulFlops(k, m, n)),
+                accessed({t(m * k), t(m * n), t(k * n)}),
                 secondsPerCall(
                     mc,
                     [&] {
@@ -122,38 +144,43 @@ Kernels measureKernels(const Machine &mc, const Options &o, double S) {
     for (int64_t i = 0; i < M; ++i)
       idx[i] = static_cast<int32_t>((i * 37) % V);
     std::vector<float> table = randomVec<float>(mc, V * H, 6), y(M * H);
-    mem.push_back({"memory", "embedding", 0, 4.0 * (M + V * H + M * H),
-                   secondsPerCall(
-                       mc,
-                       [&] {
-                         check(fsdp_embedding(gs, FSDP_F32, idx.data(),
-                                              FSDP_I32, table.data(), y.data(),
-                                              M, V, H));
-                       },
-                       S)});
+    mem.push_back(
+        {"memory", "embedding", 0, accessed({i32(M), f32(V * H), f32(M * H)}),
+         secondsPerCall(
+             mc,
+             [&] {
+               check(fsdp_embedding(gs, FSDP_F32, idx.data(), FSDP_I32,
+                                    table.data(), y.data(), M, V, H));
+             },
+             S)});
     std::vector<float> qkv = randomVec<float>(mc, M * 3 * H, 7), q(M * H),
                        k(M * H), v(M * H);
     std::vector<void *> outs = {q.data(), k.data(), v.data()};
     std::vector<int64_t> sizes = {H, H, H};
-    mem.push_back({"memory", "split", 0, 4.0 * 2 * M * 3 * H,
-                   secondsPerCall(
-                       mc,
-                       [&] {
-                         check(fsdp_split(gs, FSDP_F32, qkv.data(), outs.data(),
-                                          sizes.data(), 3, M, 1));
-                       },
-                       S)});
+    mem.push_back(
+        {"memory", "split", 0,
+         accessed({f32(M * 3 * H), f32(M * H), f32(M * H), f32(M * H)}),
+         secondsPerCall(
+             mc,
+             [&] {
+               check(fsdp_split(gs, FSDP_F32, qkv.data(), outs.data(),
+                                sizes.data(), 3, M, 1));
+             },
+             S)});
     std::vector<const void *> ins = {q.data(), k.data(), v.data()};
-    mem.push_back({"memory", "concat", 0, 4.0 * 2 * M * 3 * H,
-                   secondsPerCall(
-                       mc,
-                       [&] {
-                         check(fsdp_concat(gs, FSDP_F32, ins.data(), qkv.data(),
-                                           sizes.data(), 3, M, 1));
-                       },
-                       S)});
+    mem.push_back(
+        {"memory", "concat", 0,
+         accessed({f32(M * H), f32(M * H), f32(M * H), f32(M * 3 * H)}),
+         secondsPerCall(
+             mc,
+             [&] {
+               check(fsdp_concat(gs, FSDP_F32, ins.data(), qkv.data(),
+                                 sizes.data(), 3, M, 1));
+             },
+             S)});
     std::vector<float> pos = randomVec<float>(mc, T * H, 8), yp(M * H);
-    mem.push_back({"memory", "position_embedding", 0, 4.0 * (2 * M * H + T * H),
+    mem.push_back({"memory", "position_embedding", 0,
+                   accessed({f32(M * H), f32(T * H), f32(M * H)}),
                    secondsPerCall(
                        mc,
                        [&] {
@@ -170,22 +197,24 @@ Kernels measureKernels(const Machine &mc, const Options &o, double S) {
     int64_t flatN =
         std::max<int64_t>(static_cast<int64_t>(flat.size()), M * 5 * H);
     flat.resize(flatN);
-    mem.push_back({"memory", "flatten", 0, 4.0 * (5 * M * H + flatN),
-                   secondsPerCall(
-                       mc,
-                       [&] {
-                         check(fsdp_flatten(gs, FSDP_F32, parts.data(),
-                                            partN.data(), offs.data(), 3,
-                                            flat.data(), flatN));
-                       },
-                       S)});
+    mem.push_back(
+        {"memory", "flatten", 0,
+         accessed({f32(M * 3 * H), f32(M * H), f32(M * H), f32(flatN)}),
+         secondsPerCall(
+             mc,
+             [&] {
+               check(fsdp_flatten(gs, FSDP_F32, parts.data(), partN.data(),
+                                  offs.data(), 3, flat.data(), flatN));
+             },
+             S)});
   }
   // Not in the fit (the main job has no nn.broadcast): the generic
   // broadcast kernel, recorded.
   std::vector<Case> info;
   {
     std::vector<float> bias = randomVec<float>(mc, 4 * H, 8), yb(M * 4 * H);
-    info.push_back({"info", "broadcast", 0, 4.0 * (4 * H + M * 4 * H),
+    info.push_back({"info", "broadcast", 0,
+                    accessed({f32(4 * H), f32(M * 4 * H)}),
                     secondsPerCall(
                         mc,
                         [&] {
@@ -204,18 +233,21 @@ Kernels measureKernels(const Machine &mc, const Options &o, double S) {
                        v = randomVec<float>(mc, M * H, 11),
                        dout = randomVec<float>(mc, M * H, 12);
     std::vector<float> out(M * H), dq(M * H), dk(M * H), dv(M * H);
-    double dense = 4.0 * Bt * T * T * H; // 4·B·Hq·T²·D
-    att.push_back({"attention", "attention", dense / 2, 4.0 * 4 * M * H,
-                   secondsPerCall(
-                       mc,
-                       [&] {
-                         check(fsdp_attention(gs, FSDP_F32, q.data(), k.data(),
-                                              v.data(), out.data(), Bt, T, A, A,
-                                              D));
-                       },
-                       S)});
     att.push_back(
-        {"attention", "attention_grad", dense / 4 * 5, 4.0 * 7 * M * H,
+        {"attention", "attention", double(cost::attentionFlops(Bt, T, H)),
+         accessed({f32(M * H), f32(M * H), f32(M * H), f32(M * H)}),
+         secondsPerCall(
+             mc,
+             [&] {
+               check(fsdp_attention(gs, FSDP_F32, q.data(), k.data(), v.data(),
+                                    out.data(), Bt, T, A, A, D));
+             },
+             S)});
+    att.push_back(
+        {"attention", "attention_grad",
+         double(cost::attentionGradFlops(Bt, T, H)),
+         accessed({f32(M * H), f32(M * H), f32(M * H), f32(M * H), f32(M * H),
+                   f32(M * H), f32(M * H)}),
          secondsPerCall(
              mc,
              [&] {
@@ -234,7 +266,8 @@ Kernels measureKernels(const Machine &mc, const Options &o, double S) {
                        dy = randomVec<float>(mc, n4, 14), y(n4),
                        w = randomVec<float>(mc, H, 15),
                        b = randomVec<float>(mc, H, 16), dw(H), db(H);
-    ew.push_back({"elementwise", "layer_norm", 8.0 * n, 4.0 * (2 * n + 2 * H),
+    ew.push_back({"elementwise", "layer_norm", double(cost::kLayerNorm * n),
+                  accessed({f32(n), f32(H), f32(H), f32(n)}),
                   secondsPerCall(
                       mc,
                       [&] {
@@ -243,7 +276,8 @@ Kernels measureKernels(const Machine &mc, const Options &o, double S) {
                       },
                       S)});
     ew.push_back(
-        {"elementwise", "layer_norm_grad", 16.0 * n, 4.0 * (3 * n + 3 * H),
+        {"elementwise", "layer_norm_grad", double(cost::kLayerNormGrad * n),
+         accessed({f32(n), f32(H), f32(n), f32(n), f32(H), f32(H)}),
          secondsPerCall(
              mc,
              [&] {
@@ -253,12 +287,14 @@ Kernels measureKernels(const Machine &mc, const Options &o, double S) {
              },
              S)});
     ew.push_back(
-        {"elementwise", "gelu", 8.0 * n4, 4.0 * 2 * n4,
+        {"elementwise", "gelu", double(cost::kGelu * n4),
+         accessed({f32(n4), f32(n4)}),
          secondsPerCall(
              mc,
              [&] { check(fsdp_gelu(gs, FSDP_F32, x.data(), y.data(), n4, 1)); },
              S)});
-    ew.push_back({"elementwise", "gelu_grad", 14.0 * n4, 4.0 * 3 * n4,
+    ew.push_back({"elementwise", "gelu_grad", double(cost::kGeluGrad * n4),
+                  accessed({f32(n4), f32(n4), f32(n4)}),
                   secondsPerCall(
                       mc,
                       [&] {
@@ -267,7 +303,8 @@ Kernels measureKernels(const Machine &mc, const Options &o, double S) {
                       },
                       S)});
     ew.push_back(
-        {"elementwise", "add", 1.0 * n, 4.0 * 3 * n,
+        {"elementwise", "add", double(cost::kAdd * n),
+         accessed({f32(n), f32(n), f32(n)}),
          secondsPerCall(
              mc,
              [&] {
@@ -275,7 +312,8 @@ Kernels measureKernels(const Machine &mc, const Options &o, double S) {
              },
              S)});
     std::vector<float> red(4 * H);
-    ew.push_back({"elementwise", "reduce_sum", 1.0 * n4, 4.0 * (n4 + 4 * H),
+    ew.push_back({"elementwise", "reduce_sum", double(cost::kReduce * n4),
+                  accessed({f32(n4), f32(4 * H)}),
                   secondsPerCall(
                       mc,
                       [&] {
@@ -290,7 +328,9 @@ Kernels measureKernels(const Machine &mc, const Options &o, double S) {
                        g = randomVec<float>(mc, p, 18),
                        m1 = randomVec<float>(mc, p, 19), v1(p, 0.5f), po(p),
                        mo(p), vo(p);
-    ew.push_back({"elementwise", "adamw_update", 16.0 * p, 4.0 * 7 * p + 8,
+    ew.push_back({"elementwise", "adamw_update", double(cost::kAdamW * p),
+                  accessed({f32(p), f32(p), f32(p), f32(p), i64(1), f32(p),
+                            f32(p), f32(p)}),
                   secondsPerCall(
                       mc,
                       [&] {
@@ -306,7 +346,8 @@ Kernels measureKernels(const Machine &mc, const Options &o, double S) {
     for (int64_t i = 0; i < M; ++i)
       labels[i] = static_cast<int32_t>((i * 13) % V);
     ew.push_back(
-        {"elementwise", "cross_entropy", 4.0 * M * V, 4.0 * (M * V + M + 1),
+        {"elementwise", "cross_entropy", double(cost::kCrossEntropy * M * V),
+         accessed({f32(M * V), i32(M), f32(1)}),
          secondsPerCall(
              mc,
              [&] {
@@ -315,8 +356,9 @@ Kernels measureKernels(const Machine &mc, const Options &o, double S) {
                                         labels.data(), FSDP_I32, M, V, &l));
              },
              S)});
-    ew.push_back({"elementwise", "cross_entropy_grad", 5.0 * M * V,
-                  4.0 * (2 * M * V + M + 1),
+    ew.push_back({"elementwise", "cross_entropy_grad",
+                  double(cost::kCrossEntropyGrad * M * V),
+                  accessed({f32(M * V), i32(M), f32(1), f32(M * V)}),
                   secondsPerCall(
                       mc,
                       [&] {
