@@ -33,9 +33,10 @@
 //   them; McCalpin 1995) of the step's largest activation (M × 4H floats):
 //   the bandwidth the step's streaming kernels see (cache-resident on most
 //   CPUs); 32 MiB (beyond the caches) is recorded in "measured" only.
-// * efficiency.memory: the data-movement kernels with no FLOPs in NNCost that
-//   the step runs (embedding, position_embedding, split, concat, flatten):
-//   Σ bytes / Σ time over memory_bandwidth (capped at 1).
+// * efficiency.memory: the data-movement kernels the step runs (embedding,
+//   position_embedding, split, concat, flatten; no FLOPs in NNCost but
+//   position_embedding's one add per element): Σ bytes / Σ time over
+//   memory_bandwidth (capped at 1).
 // * efficiency.matmul, .attention, .elementwise: for each class the value e
 //   at which the roofline reproduces the class's measured time,
 //   Σ w·max(F / (peak · e), B / (bw · eff.memory)) = Σ w·t (bisection;

@@ -179,16 +179,17 @@ Kernels measureKernels(const Machine &mc, const Options &o, double S) {
              },
              S)});
     std::vector<float> pos = randomVec<float>(mc, T * H, 8), yp(M * H);
-    mem.push_back({"memory", "position_embedding", 0,
-                   accessed({f32(M * H), f32(T * H), f32(M * H)}),
-                   secondsPerCall(
-                       mc,
-                       [&] {
-                         check(fsdp_position_embedding(gs, FSDP_F32, q.data(),
-                                                       pos.data(), yp.data(),
-                                                       Bt, T, H));
-                       },
-                       S)});
+    // One add per element (NNCost counts it), streaming like the others.
+    mem.push_back(
+        {"memory", "position_embedding", double(cost::kScatterAdd * M * H),
+         accessed({f32(M * H), f32(T * H), f32(M * H)}),
+         secondsPerCall(
+             mc,
+             [&] {
+               check(fsdp_position_embedding(gs, FSDP_F32, q.data(), pos.data(),
+                                             yp.data(), Bt, T, H));
+             },
+             S)});
     // fsdp.flatten of a block's gradients into its flat buffer.
     std::vector<float> flat(12 * H * H + 13 * H);
     std::vector<const void *> parts = {qkv.data(), y.data(), k.data()};
@@ -213,8 +214,9 @@ Kernels measureKernels(const Machine &mc, const Options &o, double S) {
   std::vector<Case> info;
   {
     std::vector<float> bias = randomVec<float>(mc, 4 * H, 8), yb(M * 4 * H);
+    // Operands input and `like` (the result's shape), then the result.
     info.push_back({"info", "broadcast", 0,
-                    accessed({f32(4 * H), f32(M * 4 * H)}),
+                    accessed({f32(4 * H), f32(M * 4 * H), f32(M * 4 * H)}),
                     secondsPerCall(
                         mc,
                         [&] {

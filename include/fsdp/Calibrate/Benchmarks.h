@@ -25,8 +25,9 @@ struct Kernels {
   /// GEMMs: f32 linear and its backward matmuls at the block's shapes
   /// (mm32), f64 linear at the same (mm64), 512³ f32 and f64 linear (big).
   std::vector<Case> mm32, mm64, big;
-  /// Data movement (no FLOPs: embedding, split, concat, position_embedding,
-  /// fsdp.flatten), and kernels recorded but not fitted (broadcast).
+  /// Data movement (embedding, split, concat, position_embedding,
+  /// fsdp.flatten: no FLOPs but position_embedding's one add per element),
+  /// and kernels recorded but not fitted (broadcast).
   std::vector<Case> mem, info;
   /// Attention forward and backward; the block's other ops (elementwise).
   std::vector<Case> att, ew;
