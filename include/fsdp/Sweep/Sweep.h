@@ -1,0 +1,124 @@
+//===- Sweep.h - Plans and simulates a grid of FSDP configurations -*- C++
+//-*-===//
+//
+// The library behind fsdp-sweep: for one Hugging Face model config, every
+// combination of world size, strategy, wrap policy and bucket limit is
+// planned with fsdp-pipeline in-process (the model is imported once per
+// world size, because the global batch b·N changes, and cloned for each
+// plan), then the planner's report is built and the step simulated on the
+// cluster through the analysis APIs (buildPlanReport, Simulator): exactly
+// what `fsdp-opt --fsdp-pipeline="... cluster=SPEC report=PATH"` writes for
+// the same options. The result prints as a table (one row per plan) or
+// JSON (each row with its whole report).
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_SWEEP_SWEEP_H
+#define FSDP_SWEEP_SWEEP_H
+
+#include "fsdp/Analysis/Simulator.h"
+#include "fsdp/Import/Config.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace mlir::fsdp::sweep {
+
+/// Builds one plan's fsdp-pipeline into a pass manager.
+using PipelineBuilder = std::function<void(PassManager &)>;
+
+/// The only place the sweep touches fsdp-pipeline's options
+/// (PipelineOptions, buildFSDPPipeline; fsdp/Transforms/Passes.h): parses
+/// `options` as `fsdp-opt --fsdp-pipeline="..."` takes them, sets the
+/// cluster spec path to `clusterPath` (directly, so that any file name
+/// works) unless it is empty, and returns what builds that pipeline; on a
+/// parse error sets `error` to the parser's message, trimmed.
+FailureOr<PipelineBuilder> parsePipeline(llvm::StringRef options,
+                                         llvm::StringRef clusterPath,
+                                         std::string &error);
+
+/// What to sweep.
+struct SweepOptions {
+  std::string configPath;  ///< the Hugging Face config.json
+  std::string clusterPath; ///< the cluster spec JSON
+  /// Model overrides as fsdp-import's; `batch` is the per-rank batch b (the
+  /// model of world size N gets b·N).
+  fsdp_import::Overrides overrides;
+  int64_t microBatch = 1; ///< b, sequences per rank
+  std::vector<int64_t> worldSizes;
+  std::vector<std::string> strategies;
+  /// Wrap policies: 0 is policy=block, X > 0 policy=size min-unit-numel=X
+  /// (elements).
+  std::vector<int64_t> unitNumels = {0};
+  /// fsdp-schedule bucket-bytes limits (bytes, 0: off); -1: not set.
+  std::vector<int64_t> bucketLimits = {-1};
+  bool bucketLimitsGiven = false; ///< the table gets a bucket limit column
+  std::string paramDtype = "bf16";
+  std::string pipeline; ///< more fsdp-pipeline options, verbatim
+};
+
+/// One plan of the sweep: its options and, after it ran, its report or error.
+struct Plan {
+  int64_t worldSize = 0;
+  std::string strategy;
+  int64_t shardSize = 0;    // hybrid-shard: ranks per shard group; 0 otherwise
+  int64_t minUnitNumel = 0; // policy=size: elements; 0 for policy=block
+  int64_t bucketBytes = -1; // fsdp-schedule bucket-bytes (0: off); -1: not set
+  PipelineBuilder pipeline; // from parsePipeline; unset if it failed
+  std::string optionString; // as fsdp-opt --fsdp-pipeline="..." takes it
+
+  // Results.
+  std::string error;             // why the plan failed; empty on success
+  nlohmann::ordered_json report; // buildPlanReport + addSimulationToReport
+  int64_t units = 0;
+  int64_t bucketMaxBytes = 0, bucketMeanBytes = 0; // bytes per collective
+  double planSeconds = 0; // pipeline + report + simulation, wall clock
+
+  /// "block", or "size>=X" with X in short form (3e9 for 3000000000).
+  std::string policy() const;
+};
+
+/// Imports the model once with o.overrides (a bad config fails here, before
+/// any plan) for the table's title: its parameter count and sequence length
+/// (of its tokens argument).
+LogicalResult inspectModel(const SweepOptions &o, int64_t &params, int64_t &seq,
+                           std::string &error);
+
+/// Every plan, ordered by world size: world sizes × strategies × policies ×
+/// bucket limits, with hybrid-shard (shard groups of one node,
+/// spec.devicesPerNode ranks) left out where N <= devicesPerNode, counted in
+/// `skippedHybrid`.
+std::vector<Plan> makePlans(const SweepOptions &o, const ClusterSpec &spec,
+                            int64_t &skippedHybrid);
+
+/// Runs the plans on `jobs` threads (0: the hardware's; at most one per
+/// plan), one MLIR context each, and returns the number of threads used.
+unsigned runPlans(std::vector<Plan> &plans, unsigned jobs,
+                  const SweepOptions &o, const ClusterSpec &spec);
+
+/// What the sweep printed beside its rows.
+struct SweepResult {
+  std::vector<Plan> plans;
+  int64_t params = 0, seq = 0; ///< the model's parameters and tokens per row
+  int64_t skippedHybrid = 0;
+  unsigned jobs = 0;
+  double wallSeconds = 0; ///< the whole run, seconds
+};
+
+/// The title, the table (every column padded to its widest cell), the note
+/// on hybrid-shard and the time taken.
+void printSweep(llvm::raw_ostream &os, const SweepOptions &o,
+                const ClusterSpec &spec, const SweepResult &r);
+
+/// The document fsdp-sweep --json writes: the settings and every row with
+/// its whole report.
+nlohmann::ordered_json sweepJson(const SweepOptions &o, const ClusterSpec &spec,
+                                 const SweepResult &r);
+
+} // namespace mlir::fsdp::sweep
+
+#endif // FSDP_SWEEP_SWEEP_H

@@ -1,0 +1,236 @@
+//===- Sweep.cpp - Plans and simulates a grid of FSDP configurations ------===//
+#include "fsdp/Sweep/Sweep.h"
+#include "fsdp/Analysis/PlanReport.h"
+#include "fsdp/Analysis/StepFunction.h"
+#include "fsdp/Import/Import.h"
+#include "fsdp/InitAll.h"
+#include "fsdp/Transforms/Passes.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+
+using namespace mlir;
+using namespace mlir::fsdp;
+using namespace mlir::fsdp::sweep;
+using json = nlohmann::ordered_json;
+
+FailureOr<PipelineBuilder> sweep::parsePipeline(llvm::StringRef options,
+                                                llvm::StringRef clusterPath,
+                                                std::string &error) {
+  auto parsed = std::make_shared<PipelineOptions>();
+  std::string msg;
+  llvm::raw_string_ostream os(msg);
+  if (failed(parsed->parseFromString(options, os))) {
+    error = llvm::StringRef(msg).trim().str();
+    return failure();
+  }
+  // fsdp-schedule's prefetch=auto picks its schedule with the cost model on
+  // the cluster (and within its device memory) as fsdp-opt's cluster= does.
+  if (!clusterPath.empty())
+    parsed->cluster = clusterPath.str();
+  return PipelineBuilder(
+      [parsed](PassManager &pm) { buildFSDPPipeline(pm, *parsed); });
+}
+
+std::string Plan::policy() const {
+  if (!minUnitNumel)
+    return "block";
+  int64_t mantissa = minUnitNumel, exponent = 0;
+  while (mantissa % 10 == 0) {
+    mantissa /= 10;
+    ++exponent;
+  }
+  return "size>=" + (exponent >= 3 ? std::to_string(mantissa) + "e" +
+                                         std::to_string(exponent)
+                                   : std::to_string(minUnitNumel));
+}
+
+std::vector<Plan> sweep::makePlans(const SweepOptions &o,
+                                   const ClusterSpec &spec,
+                                   int64_t &skippedHybrid) {
+  std::vector<Plan> plans;
+  auto addPlan = [&](int64_t n, const std::string &strategy, int64_t minNumel,
+                     int64_t bucket) {
+    Plan p;
+    p.worldSize = n;
+    p.strategy = strategy;
+    p.minUnitNumel = minNumel;
+    p.bucketBytes = bucket;
+    std::string opts =
+        "world-size=" + std::to_string(n) + " strategy=" + strategy;
+    if (strategy == "hybrid-shard") {
+      p.shardSize = spec.devicesPerNode;
+      opts += " shard-size=" + std::to_string(p.shardSize);
+    }
+    opts += minNumel ? " policy=size min-unit-numel=" + std::to_string(minNumel)
+                     : std::string(" policy=block");
+    if (bucket >= 0)
+      opts += " bucket-bytes=" + std::to_string(bucket);
+    opts += " param-dtype=" + o.paramDtype;
+    if (!o.pipeline.empty())
+      opts += " " + o.pipeline;
+    std::string msg;
+    FailureOr<PipelineBuilder> pipeline =
+        parsePipeline(opts, o.clusterPath, msg);
+    if (failed(pipeline))
+      p.error = "options: " + msg;
+    else
+      p.pipeline = std::move(*pipeline);
+    p.optionString = opts + " cluster=" + o.clusterPath;
+    plans.push_back(std::move(p));
+  };
+  skippedHybrid = 0;
+  for (int64_t n : o.worldSizes)
+    for (const std::string &s : o.strategies) {
+      if (s == "hybrid-shard" && n <= spec.devicesPerNode) {
+        ++skippedHybrid;
+        continue;
+      }
+      for (int64_t minNumel : o.unitNumels)
+        for (int64_t bucket : o.bucketLimits)
+          addPlan(n, s, minNumel, bucket);
+    }
+  return plans;
+}
+
+namespace {
+
+/// Largest and mean bytes one all-gather of the planned step function moves
+/// (its gathered buffer: a unit's flat parameter, or a bucket of units); for a
+/// step without all-gathers (no-shard), one all-reduce (its flat gradient).
+void measureBuckets(ModuleOp module, func::FuncOp fn, Plan &plan) {
+  std::vector<int64_t> gathers, allReduces;
+  fn.walk([&](Operation *op) {
+    if (auto ag = dyn_cast<AllGatherOp>(op))
+      gathers.push_back(bufferBytes(ag.getResult()));
+    else if (auto ar = dyn_cast<AllReduceOp>(op))
+      allReduces.push_back(bufferBytes(ar.getInput()));
+  });
+  plan.units = llvm::range_size(module.getOps<UnitOp>());
+  const std::vector<int64_t> &sizes = gathers.empty() ? allReduces : gathers;
+  int64_t total = 0;
+  for (int64_t bytes : sizes) {
+    plan.bucketMaxBytes = std::max(plan.bucketMaxBytes, bytes);
+    total += bytes;
+  }
+  if (!sizes.empty())
+    plan.bucketMeanBytes = total / static_cast<int64_t>(sizes.size());
+}
+
+/// Plans `plan` on a clone of `model` in `ctx`; on failure sets plan.error
+/// to the first error diagnostic.
+void runPlan(MLIRContext &ctx, ModuleOp model, const ClusterSpec &spec,
+             Plan &plan) {
+  auto start = std::chrono::steady_clock::now();
+  std::string firstError;
+  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &diag) {
+    if (diag.getSeverity() == DiagnosticSeverity::Error && firstError.empty())
+      firstError = diag.str();
+    return success();
+  });
+  auto fail = [&](const char *what) {
+    plan.error = firstError.empty() ? std::string(what) : firstError;
+  };
+  OwningOpRef<ModuleOp> module = model.clone();
+  PassManager pm(&ctx);
+  plan.pipeline(pm);
+  if (failed(pm.run(*module)))
+    return fail("the pipeline failed");
+  FailureOr<json> report = buildPlanReport(*module);
+  if (failed(report))
+    return fail("the report could not be built");
+  FailureOr<SimResult> sim = Simulator(spec).run(*module);
+  if (failed(sim))
+    return fail("the simulation failed");
+  addSimulationToReport(*report, *sim, spec.name);
+  plan.report = std::move(*report);
+  measureBuckets(*module, *getStepFunction(*module), plan);
+  plan.planSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+}
+
+/// A worker: one MLIR context, the model of the world size it is on, and the
+/// next plan taken from `next` until none is left (plans are ordered by world
+/// size, so a worker imports a model about once per world size). The model
+/// gets o.overrides' per-rank batch × world size.
+void worker(std::vector<Plan> &plans, std::atomic<size_t> &next,
+            const SweepOptions &o, const ClusterSpec &spec) {
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  MLIRContext ctx(registry, MLIRContext::Threading::DISABLED);
+  ctx.loadAllAvailableDialects();
+  const fsdp_import::Overrides &base = o.overrides;
+  int64_t worldSize = 0;
+  OwningOpRef<ModuleOp> model;
+  std::string importError;
+  for (size_t i = next++; i < plans.size(); i = next++) {
+    Plan &plan = plans[i];
+    if (!plan.error.empty()) // its options did not parse
+      continue;
+    if (plan.worldSize != worldSize) {
+      worldSize = plan.worldSize;
+      fsdp_import::Overrides ov = base;
+      ov.batch = *base.batch * worldSize;
+      importError.clear();
+      model = fsdp_import::importConfig(&ctx, o.configPath, ov, importError);
+      std::string overflow;
+      if (model && failed(fsdp_import::checkSizes(*model, overflow))) {
+        importError = o.configPath + ": " + overflow;
+        model = nullptr;
+      }
+    }
+    if (!model) {
+      plan.error = "import: " + importError;
+      continue;
+    }
+    runPlan(ctx, *model, spec, plan);
+  }
+}
+
+} // namespace
+
+unsigned sweep::runPlans(std::vector<Plan> &plans, unsigned jobs,
+                         const SweepOptions &o, const ClusterSpec &spec) {
+  if (!jobs)
+    jobs = std::max(1u, std::thread::hardware_concurrency());
+  jobs = std::max<unsigned>(1, std::min<size_t>(jobs, plans.size()));
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> threads;
+  for (unsigned t = 1; t < jobs; ++t)
+    threads.emplace_back(worker, std::ref(plans), std::ref(next), std::cref(o),
+                         std::cref(spec));
+  worker(plans, next, o, spec);
+  for (std::thread &t : threads)
+    t.join();
+  return jobs;
+}
+
+LogicalResult sweep::inspectModel(const SweepOptions &o, int64_t &params,
+                                  int64_t &seq, std::string &error) {
+  MLIRContext ctx;
+  OwningOpRef<ModuleOp> model =
+      fsdp_import::importConfig(&ctx, o.configPath, o.overrides, error);
+  if (!model)
+    return failure();
+  params = fsdp_import::countParams(*model);
+  // The `nn.data = "tokens"` argument of the forward function, [B, T] i32.
+  Value tokens;
+  if (FailureOr<func::FuncOp> fn = getStepFunction(*model); succeeded(fn))
+    for (unsigned a = 0; a < fn->getNumArguments() && !tokens; ++a)
+      if (auto data = fn->getArgAttrOfType<StringAttr>(a, nn::kDataAttr);
+          data && data.getValue() == "tokens")
+        tokens = fn->getArgument(a);
+  if (!tokens) {
+    error = o.configPath + ": the imported model has no tokens argument";
+    return failure();
+  }
+  seq = cast<RankedTensorType>(tokens.getType()).getDimSize(1);
+  return success();
+}
