@@ -1,5 +1,6 @@
 //===- FSDPDialect.cpp - fsdp dialect registration and verifiers ----------===//
 #include "fsdp/Dialect/FSDP/FSDP.h"
+#include "fsdp/InitSpec.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -244,6 +245,12 @@ LogicalResult UnitOp::verify() {
     if (!isa<DenseI64ArrayAttr>(s))
       return emitOpError() << "expects every shape to be an array<i64>, got "
                            << s;
+  for (auto [fqn, init] : llvm::zip(getParams(), getInits()))
+    if (!::fsdp::init::isValid(cast<StringAttr>(init).getValue()))
+      return emitOpError() << "expects every init to be one of "
+                           << ::fsdp::init::kForms
+                           << " (a, s >= 0; finite numbers), got " << init
+                           << " for parameter " << fqn;
   if (!isa<FloatType>(getElementType()))
     return emitOpError() << "expects a float element type, got "
                          << getElementType();

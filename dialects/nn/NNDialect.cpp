@@ -1,5 +1,6 @@
 //===- NNDialect.cpp - nn dialect registration and attribute checks -------===//
 #include "fsdp/Dialect/NN/NN.h"
+#include "fsdp/InitSpec.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -16,24 +17,6 @@ void NNDialect::initialize() {
 #define GET_OP_LIST
 #include "fsdp/Dialect/NN/NNOps.cpp.inc"
       >();
-}
-
-bool mlir::nn::parseInitSpec(StringRef spec, StringRef &kind, double &scale) {
-  scale = 0;
-  if (spec == "zeros" || spec == "ones") {
-    kind = spec;
-    return true;
-  }
-  size_t open = spec.find('(');
-  if (open == StringRef::npos || !spec.ends_with(")"))
-    return false;
-  kind = spec.take_front(open);
-  if (kind != "uniform" && kind != "normal")
-    return false;
-  StringRef num = spec.slice(open + 1, spec.size() - 1).trim();
-  if (num.getAsDouble(scale) || !(scale >= 0))
-    return false;
-  return true;
 }
 
 std::string mlir::nn::formatShape(ArrayRef<int64_t> shape) {
@@ -121,13 +104,12 @@ static LogicalResult verifyNNAttr(Operation *op, NamedAttribute attr, Type type,
   }
   if (name == kInitAttr) {
     auto s = dyn_cast<StringAttr>(attr.getValue());
-    StringRef kind;
-    double scale;
-    if (!s || !parseInitSpec(s.getValue(), kind, scale))
+    if (!s || !::fsdp::init::isValid(s.getValue()))
       return err() << "must be one of \"zeros\", \"ones\", \"uniform(a)\", "
                       "\"normal(std)\" with "
                       "a non-negative number, got "
-                   << attr.getValue();
+                   << attr.getValue()
+                   << "; \"constant(v)\" takes any finite number";
     return success();
   }
   if (name == kDataAttr) {

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "Data.h"
 
+#include "fsdp/InitSpec.h"
 #include "fsdp/Sharding.h"
 
 #include <algorithm>
@@ -70,34 +71,39 @@ enum Tag : uint64_t {
   kWindow = 7
 };
 
-/// Value of element `i` of parameter `fqn` for init string `init`.
-double initValue(const std::string &init, uint64_t seed, const std::string &fqn,
-                 int64_t i) {
-  auto arg = [&](const char *prefix) -> double {
-    size_t n = std::strlen(prefix);
-    std::string body = init.substr(n, init.size() - n - 1);
-    char *end = nullptr;
-    double v = std::strtod(body.c_str(), &end);
-    if (body.empty() || *end)
-      throw Error("parameter '" + fqn + "': bad init '" + init + "'");
-    return v;
-  };
-  auto is = [&](const char *prefix) {
-    return init.rfind(prefix, 0) == 0 && init.back() == ')';
-  };
-  uint64_t h = hashKey({seed, kParam, fnv1a(fqn), static_cast<uint64_t>(i)});
-  if (init == "zeros")
-    return 0.0;
-  if (init == "ones")
-    return 1.0;
-  if (is("uniform("))
-    return arg("uniform(") * (2.0 * uniform01(h) - 1.0);
-  if (is("normal("))
-    return arg("normal(") * normal01(h);
-  if (is("constant("))
-    return arg("constant(");
+/// The spec of parameter `fqn`'s init string (fsdp/InitSpec.h, the forms
+/// the compiler's verifier accepts).
+fsdp::init::Spec initSpec(const std::string &init, const std::string &fqn) {
+  fsdp::init::Spec spec;
+  switch (fsdp::init::parse(init, spec)) {
+  case fsdp::init::ParseError::None:
+    return spec;
+  case fsdp::init::ParseError::BadNumber:
+    throw Error("parameter '" + fqn + "': bad init '" + init + "'");
+  case fsdp::init::ParseError::UnknownKind:
+    break;
+  }
   throw Error("parameter '" + fqn + "': unknown init '" + init +
-              "' (supported: zeros, ones, uniform(a), normal(s), constant(v))");
+              "' (supported: " + fsdp::init::kForms + ")");
+}
+
+/// Value of element `i` of parameter `fqn` for init `spec`.
+double initValue(const fsdp::init::Spec &spec, uint64_t seed,
+                 const std::string &fqn, int64_t i) {
+  uint64_t h = hashKey({seed, kParam, fnv1a(fqn), static_cast<uint64_t>(i)});
+  switch (spec.kind) {
+  case fsdp::init::Kind::Zeros:
+    return 0.0;
+  case fsdp::init::Kind::Ones:
+    return 1.0;
+  case fsdp::init::Kind::Uniform:
+    return spec.value * (2.0 * uniform01(h) - 1.0);
+  case fsdp::init::Kind::Normal:
+    return spec.value * normal01(h);
+  case fsdp::init::Kind::Constant:
+    return spec.value;
+  }
+  return 0.0;
 }
 
 void readCsv(const std::string &path, int64_t featPerSample,
@@ -151,9 +157,13 @@ void readCsv(const std::string &path, int64_t featPerSample,
 
 std::vector<double> initFull(const fsdp::rt::UnitDesc &u, uint64_t seed) {
   std::vector<double> full(u.paddedNumel, 0.0);
-  for (const fsdp::rt::ParamDesc &p : u.params)
+  for (const fsdp::rt::ParamDesc &p : u.params) {
+    if (p.numel <= 0)
+      continue;
+    fsdp::init::Spec spec = initSpec(p.init, p.fqn);
     for (int64_t i = 0; i < p.numel; ++i)
-      full[p.offset + i] = initValue(p.init, seed, p.fqn, i);
+      full[p.offset + i] = initValue(spec, seed, p.fqn, i);
+  }
   return full;
 }
 
@@ -164,8 +174,11 @@ std::vector<double> initShard(const fsdp::rt::UnitDesc &u, uint64_t seed,
   for (const fsdp::rt::ParamDesc &p : u.params) {
     int64_t lo = std::max(begin, p.offset);
     int64_t hi = std::min(end, p.offset + p.numel);
+    if (lo >= hi)
+      continue;
+    fsdp::init::Spec spec = initSpec(p.init, p.fqn);
     for (int64_t f = lo; f < hi; ++f)
-      shard[f - begin] = initValue(p.init, seed, p.fqn, f - p.offset);
+      shard[f - begin] = initValue(spec, seed, p.fqn, f - p.offset);
   }
   return shard;
 }

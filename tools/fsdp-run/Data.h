@@ -34,7 +34,8 @@ double normal01(uint64_t h);
 /// Shard `shardIndex` [shard_numel] of `unit` (a rank's index in the shard
 /// group, r mod S): flat element f of the unit is in it when f in
 /// [i·shard_numel, (i+1)·shard_numel); element j of parameter `fqn` is
-/// initValue(init, seed, fqn, j); padding and gaps are zero.
+/// the value of its init spec (fsdp/InitSpec.h) for (seed, fqn, j); padding
+/// and gaps are zero. Throws fsdp::rt::Error for a spec that does not parse.
 std::vector<double> initShard(const fsdp::rt::UnitDesc &u, uint64_t seed,
                               int64_t shardIndex);
 /// The whole padded flat buffer [padded_numel] of `unit` (layout "full"),

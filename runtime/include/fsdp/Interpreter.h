@@ -88,7 +88,7 @@ struct ParamDesc {
   std::vector<int64_t> shape;
   int64_t offset = 0; ///< elements into the unpadded flat buffer
   int64_t numel = 0;
-  std::string init; ///< "zeros", "ones", "uniform(a)", "normal(s)"
+  std::string init; ///< fsdp/InitSpec.h: "zeros", "normal(s)", ...
   bool trainable = true;
 };
 

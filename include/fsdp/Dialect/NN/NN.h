@@ -26,7 +26,7 @@ inline constexpr llvm::StringLiteral kParamAttr =
 inline constexpr llvm::StringLiteral kTrainableAttr =
     "nn.trainable"; // bool, default true
 inline constexpr llvm::StringLiteral kInitAttr =
-    "nn.init"; // zeros|ones|uniform(a)|normal(s)
+    "nn.init"; // fsdp/InitSpec.h: zeros|ones|uniform(a)|normal(s)|constant(v)
 inline constexpr llvm::StringLiteral kDataAttr =
     "nn.data"; // features|labels|tokens|targets
 inline constexpr llvm::StringLiteral kStepAttr =
@@ -48,10 +48,6 @@ inline constexpr llvm::StringLiteral kMicroBatchAttr = "nn.micro_batch";
 inline constexpr llvm::StringLiteral kMicroBatchLossAttr =
     "nn.micro_batch_loss";
 inline constexpr llvm::StringLiteral kAccumulateAttr = "nn.accumulate";
-
-/// Parses an `nn.init` spec; returns false if malformed. kind is one of
-/// zeros, ones, uniform (U(-scale, scale)), normal (N(0, scale^2)).
-bool parseInitSpec(llvm::StringRef spec, llvm::StringRef &kind, double &scale);
 
 /// Recomputes the result types of `op` from its current operands when it
 /// implements ShapeInferenceOpInterface (a no-op otherwise); fails, with the
