@@ -102,16 +102,8 @@ constexpr int64_t attentionGradFlops(int64_t b, int64_t t, int64_t hd) {
   return denseAttentionFlops(b, t, hd) / 4 * 5;
 }
 
-/// Bytes of one element of a `bitWidth`-bit type, rounded up to a byte.
-constexpr int64_t elementBytes(int64_t bitWidth) { return (bitWidth + 7) / 8; }
-
-/// Bytes of a tensor of `numel` elements of a `bitWidth`-bit type.
-constexpr int64_t tensorBytes(int64_t numel, int64_t bitWidth) {
-  return numel * elementBytes(bitWidth);
-}
-
 /// Bytes an op accesses: the sum of its tensor operands' and results' bytes,
-/// each once.
+/// each once (a tensor's bytes: nn::checkedTensorBytes in the compiler).
 constexpr int64_t bytesAccessed(std::initializer_list<int64_t> tensorBytes) {
   int64_t b = 0;
   for (int64_t t : tensorBytes)

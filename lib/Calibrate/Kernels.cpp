@@ -27,9 +27,9 @@ namespace {
 
 namespace cost = fsdp::cost;
 
-/// Bytes of a tensor of `n` elements of type T, as NNCost counts them.
+/// Bytes of a host tensor of `n` elements of type T.
 template <typename T> int64_t bytesOf(int64_t n) {
-  return cost::tensorBytes(n, 8 * sizeof(T));
+  return n * static_cast<int64_t>(sizeof(T));
 }
 int64_t f32(int64_t n) { return bytesOf<float>(n); }
 int64_t i32(int64_t n) { return bytesOf<int32_t>(n); }
