@@ -97,8 +97,7 @@ void placeReductionWaits(Block &block) {
       reductions.push_back(&op);
   auto sameKind = [](Operation *a, Operation *b) {
     return a->getName() == b->getName() &&
-           a->getAttrOfType<StringAttr>("group") ==
-               b->getAttrOfType<StringAttr>("group");
+           collectiveGroup(a) == collectiveGroup(b);
   };
   for (Operation *r : reductions) {
     WaitOp wait = waitOf(r);
