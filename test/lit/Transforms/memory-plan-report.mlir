@@ -1,0 +1,95 @@
+// fsdp-memory-plan alone on hand-written input in the form it expects (the
+// output of fsdp-schedule): one full-shard AdamW unit @fc of 9 elements
+// (fc.weight [3, 2], fc.bias [3]) at 2 ranks, padded to 10, shards of 5.
+// RUN: fsdp-opt %s --fsdp-memory-plan="report=%t.json" -o /dev/null
+// RUN: FileCheck %s --check-prefix=JSON < %t.json
+// RUN: fsdp-opt %s --fsdp-memory-plan="report=-" -o /dev/null | FileCheck %s --check-prefix=TEXT
+// A budget of exactly the peak fits (the over-budget error: memory-plan-error.mlir).
+// RUN: fsdp-opt %s --fsdp-memory-plan="memory-budget=160B" -o /dev/null
+// Without report, budget or cluster the pass leaves the IR as it is.
+// RUN: fsdp-opt %s --fsdp-memory-plan | FileCheck %s --check-prefix=IR
+
+// The peak is at the forward nn.linear (instruction #5): param shard 20 B,
+// the gathered unit 40 B, moments 2 x 20 B, the activation h (2x3 f32) 24 B,
+// the seed constant 4 B, data x (2x2 f32) + y (2 i32) 24 B and the i64 step
+// 8 B: 160 B. Model state: shards of parameters, gradients and the two
+// moments, 20 + 20 + 40 = 80 B. Ring volume, (N-1)/N of the 40 B buffer per
+// collective: one all-gather (fc is not gathered for backward), one
+// reduce-scatter.
+// JSON: "params": 9,
+// JSON: "trainable_params": 9,
+// JSON: "world_size": 2,
+// JSON: "strategy": "full-shard",
+// JSON: "replicas": 1,
+// JSON: "shard_size": 2
+// JSON: "peak_bytes": 160,
+// JSON: "peak_instruction": 5,
+// JSON: "peak_at": "'nn.linear' at
+// JSON: "param_shard": 20,
+// JSON-NEXT: "gathered_param": 40,
+// JSON-NEXT: "opt_state": 40,
+// JSON-NEXT: "grad": 0,
+// JSON-NEXT: "grad_shard": 0,
+// JSON-NEXT: "comm_buffer": 0,
+// JSON-NEXT: "activation": 24,
+// JSON-NEXT: "temporary": 4,
+// JSON-NEXT: "data": 24,
+// JSON-NEXT: "scalar": 8
+// JSON: "model_state_bytes": 80,
+// JSON: "params": 20,
+// JSON-NEXT: "grads": 20,
+// JSON-NEXT: "optimizer_state": 40
+// JSON: "comm_bytes_per_step": 40,
+// JSON: "all_gather": 20,
+// JSON-NEXT: "reduce_scatter": 20,
+// JSON-NEXT: "all_reduce": 0
+// JSON: "name": "fc",
+// JSON-NEXT: "params": 2,
+// JSON-NEXT: "numel": 9,
+// JSON-NEXT: "padded_numel": 10,
+// JSON-NEXT: "padding": 1,
+// JSON-NEXT: "shard_numel": 5
+// JSON: "schedule": "none"
+
+// TEXT: fsdp-opt plan: 9 parameters, strategy full-shard, world size 2 (1 x 2)
+// TEXT: peak bytes 160
+// TEXT: at instruction #5 'nn.linear'
+// TEXT: model-state bytes 80
+// TEXT: comm bytes per step 40
+// TEXT: fc params 2 numel 9 padded 10 shard 5
+
+// IR: fsdp.schedule = "none"
+// IR: fsdp.all_gather @fc %arg3 async
+// IR-NOT: fsdp.memory
+
+module attributes {fsdp.replicas = 1 : i64, fsdp.schedule = "none", fsdp.shard_size = 2 : i64, fsdp.strategy = #fsdp.strategy<"full-shard">, fsdp.world_size = 2 : i64} {
+  fsdp.unit @fc params ["fc.weight", "fc.bias"] {element_type = f32, inits = ["uniform(0.5)", "zeros"], numel = 9 : i64, offsets = array<i64: 0, 6>, padded_numel = 10 : i64, shapes = [array<i64: 3, 2>, array<i64: 3>], shard_numel = 5 : i64, trainable = array<i1: true, true>}
+  func.func @step(%x: tensor<2x2xf32> {fsdp.global_shape = array<i64: 4, 2>, nn.data = "features"},
+                  %y: tensor<2xi32> {fsdp.global_shape = array<i64: 4>, nn.data = "labels"},
+                  %step: tensor<i64> {nn.step},
+                  %p: tensor<5xf32> {fsdp.role = #fsdp.role<param>, fsdp.unit = @fc},
+                  %m: tensor<5xf32> {fsdp.role = #fsdp.role<exp_avg>, fsdp.unit = @fc},
+                  %v: tensor<5xf32> {fsdp.role = #fsdp.role<exp_avg_sq>, fsdp.unit = @fc})
+      -> (tensor<f32> {nn.loss}, tensor<5xf32> {fsdp.role = #fsdp.role<param>, fsdp.unit = @fc},
+          tensor<5xf32> {fsdp.role = #fsdp.role<exp_avg>, fsdp.unit = @fc}, tensor<5xf32> {fsdp.role = #fsdp.role<exp_avg_sq>, fsdp.unit = @fc}) {
+    %seed = arith.constant {nn.loss_seed} dense<1.000000e+00> : tensor<f32>
+    // Forward: the gathered unit (10 floats) lives from its wait to its free.
+    %t = fsdp.all_gather @fc %p async : tensor<5xf32> -> !fsdp.future<tensor<10xf32>>
+    %full = fsdp.wait %t : tensor<10xf32>
+    %w = fsdp.param_view %full "fc.weight" at 0 : tensor<10xf32> -> tensor<3x2xf32>
+    %b = fsdp.param_view %full "fc.bias" at 6 : tensor<10xf32> -> tensor<3xf32>
+    %h = nn.linear %x, %w, %b : (tensor<2x2xf32>, tensor<3x2xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+    fsdp.free %full : tensor<10xf32>
+    %loss = nn.cross_entropy %h, %y : (tensor<2x3xf32>, tensor<2xi32>) -> tensor<f32>
+    // Backward: the packed gradient (10 floats) is reduce-scattered to 5.
+    %dh = nn.cross_entropy_grad %h, %y, %seed : (tensor<2x3xf32>, tensor<2xi32>, tensor<f32>) -> tensor<2x3xf32>
+    %dw = nn.matmul %dh, %x {transpose_a = true} : (tensor<2x3xf32>, tensor<2x2xf32>) -> tensor<3x2xf32>
+    %db = nn.reduce_sum %dh {axes = array<i64: 0>} : tensor<2x3xf32> -> tensor<3xf32>
+    %g = fsdp.flatten @fc(%dw, %db) {offsets = array<i64: 0, 6>} : (tensor<3x2xf32>, tensor<3xf32>) -> tensor<10xf32>
+    %r = fsdp.reduce_scatter @fc %g async : tensor<10xf32> -> !fsdp.future<tensor<5xf32>>
+    %gs = fsdp.wait %r : tensor<5xf32>
+    fsdp.free %g : tensor<10xf32>
+    %p_new, %m_new, %v_new = nn.adamw_update %p, %gs, %m, %v, %step {beta1 = 9.000000e-01 : f64, beta2 = 0.99899999999999999 : f64, eps = 1.000000e-08 : f64, lr = 1.000000e-03 : f64, weight_decay = 1.000000e-02 : f64} : tensor<5xf32>, tensor<i64>
+    return %loss, %p_new, %m_new, %v_new : tensor<f32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>
+  }
+}
