@@ -54,10 +54,10 @@ module attributes {fsdp.replicas = 1 : i64, fsdp.shard_size = 2 : i64, fsdp.stra
 // CHECK: nn.cross_entropy_grad
 // CHECK-NOT: fsdp.free
 // CHECK: %[[DW:.*]] = nn.add
+// CHECK-NEXT: %[[S:.*]] = fsdp.local_shard @fc %arg2
 // CHECK-NEXT: %[[F:.*]] = fsdp.flatten @fc(%[[DW]])
 // CHECK-NEXT: %[[R:.*]] = fsdp.reduce_scatter @fc %[[F]] : tensor<10xf32> -> tensor<5xf32>
 // CHECK-NEXT: fsdp.free %[[F]] : tensor<10xf32>
-// CHECK-NEXT: %[[S:.*]] = fsdp.local_shard @fc %arg2
 // CHECK-NEXT: %[[U:.*]] = nn.sgd_update %[[S]], %[[R]]
 // CHECK-NEXT: %[[NEW:.*]] = fsdp.all_gather @fc %[[U]] : tensor<5xf32> -> tensor<10xf32>
 // CHECK-NEXT: return %{{.*}}, %[[NEW]]
@@ -76,9 +76,11 @@ module attributes {fsdp.replicas = 1 : i64, fsdp.shard_size = 2 : i64, fsdp.stra
     %dw_o = nn.matmul %do, %h {transpose_a = true} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<3x3xf32>
     %dw_h = nn.matmul %dh, %x {transpose_a = true} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<3x3xf32>
     %dw = nn.add %dw_o, %dw_h : tensor<3x3xf32>
+    // The slice is taken before the gradient is packed, so that moving the
+    // packed gradient up to its last gradient (other strategies) would show.
+    %slice = fsdp.local_shard @fc %p : tensor<10xf32> -> tensor<5xf32>
     %g = fsdp.flatten @fc(%dw) {offsets = array<i64: 0>} : (tensor<3x3xf32>) -> tensor<10xf32>
     %r = fsdp.reduce_scatter @fc %g : tensor<10xf32> -> tensor<5xf32>
-    %slice = fsdp.local_shard @fc %p : tensor<10xf32> -> tensor<5xf32>
     %slice_new = nn.sgd_update %slice, %r {lr = 1.000000e-01 : f64} : tensor<5xf32>
     %p_new = fsdp.all_gather @fc %slice_new : tensor<5xf32> -> tensor<10xf32>
     return %loss, %p_new : tensor<f32>, tensor<10xf32>
