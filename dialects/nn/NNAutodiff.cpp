@@ -4,14 +4,11 @@
 // pass is ordinary IR that the FSDP passes schedule like the forward.
 //
 //===----------------------------------------------------------------------===//
-#include "fsdp/Dialect/NN/NN.h"
+#include "ShapeRules.h"
 
 using namespace mlir;
 using namespace mlir::nn;
-
-static RankedTensorType tensorOf(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
+using namespace mlir::nn::detail;
 
 static SmallVector<int64_t> leadingAxes(int64_t rank) {
   SmallVector<int64_t> axes;
@@ -27,7 +24,7 @@ static FailureOr<Value> buildMatmul(OpBuilder &b, Operation *anchor, Value lhs,
   auto op =
       MatmulOp::create(b, anchor->getLoc(), like.getType(), lhs, rhs, ta, tb);
   SmallVector<Type> types;
-  if (failed(op.inferResultTypes(types)) || types[0] != like.getType()) {
+  if (failed(inferResultTypes(op, types)) || types[0] != like.getType()) {
     op.erase();
     return anchor->emitOpError()
            << "cannot differentiate: the gradient of an operand of shape "

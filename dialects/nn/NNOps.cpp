@@ -1,10 +1,10 @@
 //===- NNOps.cpp - nn op shape rules and verifiers ------------------------===//
 //
-// Each op's shape rule lives in inferResultTypes (ShapeInferenceOpInterface);
-// the verifier runs the rule and compares with the declared result types, so
-// that a rule and its check cannot drift apart. This file has the common ops
-// (linear algebra, elementwise, reductions, loss, optimizer updates, casts and
-// micro-batches); NNTransformerOps.cpp the transformer ops.
+// Each op's shape rule is its inferReturnTypes (InferTypeOpInterface); the
+// verifier runs the rule and compares with the declared result types, so that
+// a rule and its check cannot drift apart. This file has the common ops
+// (linear algebra, elementwise, reductions, loss, optimizer updates, zeros,
+// casts and micro-batches); NNTransformerOps.cpp the transformer ops.
 //
 //===----------------------------------------------------------------------===//
 #include "ShapeRules.h"
@@ -19,9 +19,7 @@ using namespace mlir::nn::detail;
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/NN/NNOps.cpp.inc"
 
-/// Every nn tensor must be statically shaped and of a size the planner can
-/// hold (checkedTensorBytes): the planner sizes every buffer.
-static LogicalResult requireStatic(Operation *op) {
+LogicalResult mlir::nn::detail::requireStatic(Operation *op) {
   for (auto [i, v] : llvm::enumerate(op->getOperands()))
     if (!tensorOf(v).hasStaticShape())
       return op->emitOpError()
@@ -34,14 +32,21 @@ static LogicalResult requireStatic(Operation *op) {
   return success();
 }
 
-LogicalResult mlir::nn::detail::verifyByInference(Operation *op) {
-  if (failed(requireStatic(op)))
-    return failure();
-  SmallVector<Type> types;
-  if (failed(cast<ShapeInferenceOpInterface>(op).inferResultTypes(types)))
-    return failure();
+LogicalResult mlir::nn::detail::inferResultTypes(Operation *op,
+                                                 SmallVectorImpl<Type> &types) {
+  return cast<InferTypeOpInterface>(op).inferReturnTypes(
+      op->getContext(), op->getLoc(), op->getOperands(),
+      op->getRawDictionaryAttrs(), op->getPropertiesStorage(), op->getRegions(),
+      types);
+}
+
+LogicalResult mlir::nn::detail::verifyResultTypes(Operation *op,
+                                                  TypeRange inferred) {
+  if (inferred.size() != op->getNumResults())
+    return op->emitOpError() << "expects " << inferred.size()
+                             << " results, got " << op->getNumResults();
   for (auto [i, expected, actual] :
-       llvm::enumerate(types, op->getResultTypes())) {
+       llvm::enumerate(inferred, op->getResultTypes())) {
     if (expected == actual)
       continue;
     auto e = cast<RankedTensorType>(expected),
@@ -57,14 +62,22 @@ LogicalResult mlir::nn::detail::verifyByInference(Operation *op) {
   return success();
 }
 
-LogicalResult mlir::nn::reinferResultTypes(Operation *op) {
-  auto iface = dyn_cast<ShapeInferenceOpInterface>(op);
-  if (!iface)
-    return success();
+LogicalResult mlir::nn::detail::verifyByInference(Operation *op) {
   SmallVector<Type> types;
-  if (failed(iface.inferResultTypes(types)))
+  if (failed(requireStatic(op)) || failed(inferResultTypes(op, types)))
     return failure();
-  for (auto [r, t] : llvm::zip(op->getResults(), types))
+  return verifyResultTypes(op, types);
+}
+
+LogicalResult mlir::nn::reinferResultTypes(Operation *op) {
+  SmallVector<Type> types;
+  if (auto c = dyn_cast<CastOp>(op))
+    types.push_back(c.inferResultType());
+  else if (!isa<InferTypeOpInterface>(op))
+    return success();
+  else if (failed(inferResultTypes(op, types)))
+    return failure();
+  for (auto [r, t] : llvm::zip_equal(op->getResults(), types))
     r.setType(t);
   return success();
 }
@@ -80,13 +93,14 @@ static std::pair<int64_t, int64_t> matrixView(RankedTensorType t) {
   return {rows, t.getShape().back()};
 }
 
-LogicalResult mlir::nn::detail::sameElementType(Operation *op, Value a, Value b,
-                                                StringRef an, StringRef bn) {
+LogicalResult mlir::nn::detail::sameElementType(EmitErrorFn emitError, Value a,
+                                                Value b, StringRef an,
+                                                StringRef bn) {
   if (tensorOf(a).getElementType() != tensorOf(b).getElementType())
-    return op->emitOpError()
-           << "expects " << an << " and " << bn
-           << " of the same element type, got " << tensorOf(a).getElementType()
-           << " and " << tensorOf(b).getElementType();
+    return emitError() << "expects " << an << " and " << bn
+                       << " of the same element type, got "
+                       << tensorOf(a).getElementType() << " and "
+                       << tensorOf(b).getElementType();
   return success();
 }
 
@@ -94,89 +108,103 @@ LogicalResult mlir::nn::detail::sameElementType(Operation *op, Value a, Value b,
 // linear, matmul
 //===----------------------------------------------------------------------===//
 
-LogicalResult LinearOp::inferResultTypes(SmallVectorImpl<Type> &types) {
-  auto x = tensorOf(getInput()), w = tensorOf(getWeight());
+/// Checks a linear's input [..., in] and weight [out, in] ([in, out] with
+/// transpose_weight). The message names the weight shape it expected, with
+/// `out` from `outHint` (the declared result's, when there is one).
+static LogicalResult checkLinearWeight(EmitErrorFn emitError,
+                                       RankedTensorType x, RankedTensorType w,
+                                       bool t, int64_t outHint) {
   if (x.getRank() < 1)
-    return emitOpError() << "expects an input of rank >= 1, got a scalar";
+    return emitError() << "expects an input of rank >= 1, got a scalar";
   int64_t in = x.getShape().back();
-  bool t = getTransposeWeight();
-  int64_t outHint = tensorOf(getResult()).getRank()
-                        ? tensorOf(getResult()).getShape().back()
-                        : w.getShape().front();
-  if (w.getRank() != 2 || w.getShape()[t ? 0 : 1] != in) {
-    if (t)
-      return emitOpError() << "expects weight of shape [in=" << in
-                           << ", out=" << outHint
-                           << "] (transpose_weight), got "
-                           << formatShape(w.getShape());
-    return emitOpError() << "expects weight of shape [out=" << outHint
-                         << ", in=" << in << "], got "
-                         << formatShape(w.getShape());
-  }
-  if (failed(
-          sameElementType(*this, getInput(), getWeight(), "input", "weight")))
+  if (w.getRank() == 2 && w.getShape()[t ? 0 : 1] == in)
+    return success();
+  if (t)
+    return emitError() << "expects weight of shape [in=" << in
+                       << ", out=" << outHint << "] (transpose_weight), got "
+                       << formatShape(w.getShape());
+  return emitError() << "expects weight of shape [out=" << outHint
+                     << ", in=" << in << "], got " << formatShape(w.getShape());
+}
+
+LogicalResult LinearOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> location,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  auto emitError = opErrorAt(location, getOperationName());
+  auto x = tensorOf(adaptor.getInput()), w = tensorOf(adaptor.getWeight());
+  bool t = adaptor.getTransposeWeight();
+  if (failed(checkLinearWeight(emitError, x, w, t,
+                               w.getRank() ? w.getShape().front() : 0)) ||
+      failed(sameElementType(emitError, adaptor.getInput(), adaptor.getWeight(),
+                             "input", "weight")))
     return failure();
   int64_t out = w.getShape()[t ? 1 : 0];
-  if (Value b = getBias()) {
+  if (Value b = adaptor.getBias()) {
     if (tensorOf(b).getShape() != ArrayRef<int64_t>{out})
-      return emitOpError() << "expects bias of shape [out=" << out << "], got "
-                           << formatShape(tensorOf(b).getShape());
-    if (failed(sameElementType(*this, getInput(), b, "input", "bias")))
+      return emitError() << "expects bias of shape [out=" << out << "], got "
+                         << formatShape(tensorOf(b).getShape());
+    if (failed(
+            sameElementType(emitError, adaptor.getInput(), b, "input", "bias")))
       return failure();
   }
   SmallVector<int64_t> shape(x.getShape().drop_back());
   shape.push_back(out);
-  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  inferred.push_back(RankedTensorType::get(shape, x.getElementType()));
   return success();
 }
-LogicalResult LinearOp::verify() { return verifyByInference(*this); }
+LogicalResult LinearOp::verify() {
+  // The weight check first, to name the `out` the declared result has.
+  auto x = tensorOf(getInput()), w = tensorOf(getWeight()),
+       y = tensorOf(getResult());
+  int64_t outHint = y.getRank()   ? y.getShape().back()
+                    : w.getRank() ? w.getShape().front()
+                                  : 0;
+  if (failed(requireStatic(*this)) ||
+      failed(checkLinearWeight(opErrorAt(getLoc(), getOperationName()), x, w,
+                               getTransposeWeight(), outHint)))
+    return failure();
+  return verifyByInference(*this);
+}
 
-LogicalResult MatmulOp::inferResultTypes(SmallVectorImpl<Type> &types) {
-  auto a = tensorOf(getLhs()), b = tensorOf(getRhs());
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> location,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  auto emitError = opErrorAt(location, getOperationName());
+  auto a = tensorOf(adaptor.getLhs()), b = tensorOf(adaptor.getRhs());
   if (a.getRank() < 1 || b.getRank() < 1)
-    return emitOpError() << "expects operands of rank >= 1";
-  if (failed(sameElementType(*this, getLhs(), getRhs(), "lhs", "rhs")))
+    return emitError() << "expects operands of rank >= 1";
+  if (failed(sameElementType(emitError, adaptor.getLhs(), adaptor.getRhs(),
+                             "lhs", "rhs")))
     return failure();
   auto [ar, ac] = matrixView(a);
   auto [br, bc] = matrixView(b);
-  if (getTransposeA())
+  if (adaptor.getTransposeA())
     std::swap(ar, ac);
-  if (getTransposeB())
+  if (adaptor.getTransposeB())
     std::swap(br, bc);
   if (ac != br)
-    return emitOpError()
+    return emitError()
            << "expects contracting dimensions to match, got op(lhs) of shape ["
            << ar << ", " << ac << "] and op(rhs) of shape [" << br << ", " << bc
            << "]";
   SmallVector<int64_t> shape;
-  if (getTransposeA())
+  if (adaptor.getTransposeA())
     shape = {ar, bc};
   else {
     shape.assign(a.getShape().drop_back().begin(),
                  a.getShape().drop_back().end());
     shape.push_back(bc);
   }
-  types.push_back(RankedTensorType::get(shape, a.getElementType()));
+  inferred.push_back(RankedTensorType::get(shape, a.getElementType()));
   return success();
 }
 LogicalResult MatmulOp::verify() { return verifyByInference(*this); }
 
 //===----------------------------------------------------------------------===//
-// elementwise
+// elementwise (shape rules generated from SameOperandsAndResultType)
 //===----------------------------------------------------------------------===//
-
-#define NN_SAME_AS_OPERAND(OP, OPERAND)                                        \
-  LogicalResult OP::inferResultTypes(SmallVectorImpl<Type> &types) {           \
-    types.push_back(OPERAND.getType());                                        \
-    return success();                                                          \
-  }
-NN_SAME_AS_OPERAND(AddOp, getLhs())
-NN_SAME_AS_OPERAND(MulOp, getLhs())
-NN_SAME_AS_OPERAND(ReluOp, getInput())
-NN_SAME_AS_OPERAND(GeluOp, getInput())
-NN_SAME_AS_OPERAND(ReluGradOp, getInput())
-NN_SAME_AS_OPERAND(GeluGradOp, getInput())
-#undef NN_SAME_AS_OPERAND
 
 LogicalResult AddOp::verify() { return verifyByInference(*this); }
 LogicalResult MulOp::verify() { return verifyByInference(*this); }
@@ -206,15 +234,14 @@ LogicalResult GeluGradOp::verify() {
 //===----------------------------------------------------------------------===//
 
 /// Checks that `axes` are strictly increasing and within [0, rank).
-static LogicalResult verifyAxes(Operation *op, ArrayRef<int64_t> axes,
+static LogicalResult verifyAxes(EmitErrorFn emitError, ArrayRef<int64_t> axes,
                                 int64_t rank) {
   for (auto [i, a] : llvm::enumerate(axes)) {
     if (a < 0 || a >= rank)
-      return op->emitOpError()
-             << "expects axes in [0, " << rank << "), got " << a;
+      return emitError() << "expects axes in [0, " << rank << "), got " << a;
     if (i > 0 && axes[i - 1] >= a)
-      return op->emitOpError()
-             << "expects strictly increasing axes, got " << formatShape(axes);
+      return emitError() << "expects strictly increasing axes, got "
+                         << formatShape(axes);
   }
   return success();
 }
@@ -228,27 +255,36 @@ static SmallVector<int64_t> dropAxes(ArrayRef<int64_t> shape,
   return out;
 }
 
-LogicalResult ReduceSumOp::inferResultTypes(SmallVectorImpl<Type> &types) {
-  auto x = tensorOf(getInput());
-  if (failed(verifyAxes(*this, getAxes(), x.getRank())))
+LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> location,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  auto emitError = opErrorAt(location, getOperationName());
+  auto x = tensorOf(adaptor.getInput());
+  if (failed(verifyAxes(emitError, adaptor.getAxes(), x.getRank())))
     return failure();
-  types.push_back(RankedTensorType::get(dropAxes(x.getShape(), getAxes()),
-                                        x.getElementType()));
+  inferred.push_back(RankedTensorType::get(
+      dropAxes(x.getShape(), adaptor.getAxes()), x.getElementType()));
   return success();
 }
 LogicalResult ReduceSumOp::verify() { return verifyByInference(*this); }
 
-LogicalResult BroadcastOp::inferResultTypes(SmallVectorImpl<Type> &types) {
-  auto x = tensorOf(getInput()), like = tensorOf(getLike());
-  if (failed(verifyAxes(*this, getAxes(), like.getRank())))
+LogicalResult BroadcastOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> location,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  auto emitError = opErrorAt(location, getOperationName());
+  auto x = tensorOf(adaptor.getInput()), like = tensorOf(adaptor.getLike());
+  if (failed(verifyAxes(emitError, adaptor.getAxes(), like.getRank())))
     return failure();
-  SmallVector<int64_t> expected = dropAxes(like.getShape(), getAxes());
+  SmallVector<int64_t> expected = dropAxes(like.getShape(), adaptor.getAxes());
   if (ArrayRef<int64_t>(expected) != x.getShape())
-    return emitOpError() << "expects input of shape " << formatShape(expected)
-                         << " (the shape of 'like' without axes "
-                         << formatShape(getAxes()) << "), got "
-                         << formatShape(x.getShape());
-  types.push_back(RankedTensorType::get(like.getShape(), x.getElementType()));
+    return emitError() << "expects input of shape " << formatShape(expected)
+                       << " (the shape of 'like' without axes "
+                       << formatShape(adaptor.getAxes()) << "), got "
+                       << formatShape(x.getShape());
+  inferred.push_back(
+      RankedTensorType::get(like.getShape(), x.getElementType()));
   return success();
 }
 LogicalResult BroadcastOp::verify() { return verifyByInference(*this); }
@@ -257,62 +293,61 @@ LogicalResult BroadcastOp::verify() { return verifyByInference(*this); }
 // cross-entropy
 //===----------------------------------------------------------------------===//
 
-static LogicalResult checkLogitsLabels(Operation *op, Value logits,
+static LogicalResult checkLogitsLabels(EmitErrorFn emitError, Value logits,
                                        Value labels) {
   auto l = tensorOf(logits), y = tensorOf(labels);
   if (l.getRank() < 1)
-    return op->emitOpError()
+    return emitError()
            << "expects logits of rank >= 1 ([..., classes]), got a scalar";
   if (y.getShape() != l.getShape().drop_back())
-    return op->emitOpError() << "expects labels of shape "
-                             << formatShape(l.getShape().drop_back())
-                             << " (logits without the class dimension), got "
-                             << formatShape(y.getShape());
+    return emitError() << "expects labels of shape "
+                       << formatShape(l.getShape().drop_back())
+                       << " (logits without the class dimension), got "
+                       << formatShape(y.getShape());
   return success();
 }
 
-LogicalResult CrossEntropyOp::inferResultTypes(SmallVectorImpl<Type> &types) {
-  if (failed(checkLogitsLabels(*this, getLogits(), getLabels())))
+LogicalResult CrossEntropyOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  auto emitError = opErrorAt(location, getOperationName());
+  if (failed(checkLogitsLabels(emitError, adaptor.getLogits(),
+                               adaptor.getLabels())))
     return failure();
-  types.push_back(
-      RankedTensorType::get({}, tensorOf(getLogits()).getElementType()));
+  inferred.push_back(RankedTensorType::get(
+      {}, tensorOf(adaptor.getLogits()).getElementType()));
   return success();
 }
 LogicalResult CrossEntropyOp::verify() { return verifyByInference(*this); }
 
-LogicalResult
-CrossEntropyGradOp::inferResultTypes(SmallVectorImpl<Type> &types) {
-  if (failed(checkLogitsLabels(*this, getLogits(), getLabels())))
+LogicalResult CrossEntropyGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  auto emitError = opErrorAt(location, getOperationName());
+  if (failed(checkLogitsLabels(emitError, adaptor.getLogits(),
+                               adaptor.getLabels())))
     return failure();
-  auto g = tensorOf(getGrad());
+  auto g = tensorOf(adaptor.getGrad());
   if (g.getRank() != 0 ||
-      g.getElementType() != tensorOf(getLogits()).getElementType())
-    return emitOpError()
+      g.getElementType() != tensorOf(adaptor.getLogits()).getElementType())
+    return emitError()
            << "expects a scalar gradient of the logits' element type, got "
            << g;
-  types.push_back(getLogits().getType());
+  inferred.push_back(adaptor.getLogits().getType());
   return success();
 }
 LogicalResult CrossEntropyGradOp::verify() { return verifyByInference(*this); }
 
 //===----------------------------------------------------------------------===//
-// optimizer updates
+// optimizer updates (shape rules generated from AllTypesMatch)
 //===----------------------------------------------------------------------===//
 
-LogicalResult SgdUpdateOp::inferResultTypes(SmallVectorImpl<Type> &types) {
-  types.push_back(getParam().getType());
-  return success();
-}
 LogicalResult SgdUpdateOp::verify() {
   if (!(getLr().convertToDouble() > 0))
     return emitOpError() << "expects lr > 0";
   return verifyByInference(*this);
 }
 
-LogicalResult AdamWUpdateOp::inferResultTypes(SmallVectorImpl<Type> &types) {
-  types.append(3, getParam().getType());
-  return success();
-}
 LogicalResult AdamWUpdateOp::verify() {
   double b1 = getBeta1().convertToDouble(), b2 = getBeta2().convertToDouble();
   if (!(getLr().convertToDouble() > 0))
@@ -329,35 +364,44 @@ LogicalResult AdamWUpdateOp::verify() {
 // zeros_like, cast, micro_batch
 //===----------------------------------------------------------------------===//
 
-LogicalResult ZerosLikeOp::inferResultTypes(SmallVectorImpl<Type> &types) {
-  types.push_back(getLike().getType());
+LogicalResult ZerosLikeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location>,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  inferred.push_back(adaptor.getLike().getType());
   return success();
 }
 LogicalResult ZerosLikeOp::verify() { return verifyByInference(*this); }
 
-LogicalResult CastOp::inferResultTypes(SmallVectorImpl<Type> &types) {
-  // The target element type is the op's own choice: keep it, follow the shape.
-  types.push_back(RankedTensorType::get(
-      tensorOf(getInput()).getShape(), tensorOf(getResult()).getElementType()));
-  return success();
+RankedTensorType CastOp::inferResultType() {
+  return RankedTensorType::get(tensorOf(getInput()).getShape(),
+                               tensorOf(getResult()).getElementType());
 }
-LogicalResult CastOp::verify() { return verifyByInference(*this); }
+LogicalResult CastOp::verify() {
+  if (failed(requireStatic(*this)))
+    return failure();
+  return verifyResultTypes(*this, {inferResultType()});
+}
 
-LogicalResult MicroBatchOp::inferResultTypes(SmallVectorImpl<Type> &types) {
-  auto x = tensorOf(getInput());
-  int64_t count = static_cast<int64_t>(getCount()),
-          index = static_cast<int64_t>(getIndex());
+LogicalResult MicroBatchOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> location,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type> &inferred) {
+  auto emitError = opErrorAt(location, getOperationName());
+  auto x = tensorOf(adaptor.getInput());
+  int64_t count = static_cast<int64_t>(adaptor.getCount()),
+          index = static_cast<int64_t>(adaptor.getIndex());
   if (x.getRank() < 1)
-    return emitOpError() << "expects an input with a batch dimension";
+    return emitError() << "expects an input with a batch dimension";
   if (count < 1 || index < 0 || index >= count)
-    return emitOpError() << "expects 0 <= index < count, got index " << index
-                         << " and count " << count;
+    return emitError() << "expects 0 <= index < count, got index " << index
+                       << " and count " << count;
   if (x.getShape()[0] % count)
-    return emitOpError() << "expects the batch " << x.getShape()[0]
-                         << " to divide into " << count << " micro-batches";
+    return emitError() << "expects the batch " << x.getShape()[0]
+                       << " to divide into " << count << " micro-batches";
   SmallVector<int64_t> shape(x.getShape());
   shape[0] /= count;
-  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  inferred.push_back(RankedTensorType::get(shape, x.getElementType()));
   return success();
 }
 LogicalResult MicroBatchOp::verify() { return verifyByInference(*this); }

@@ -3,7 +3,8 @@
 // The ODS defaults of the collectives' enum attributes are the schedule
 // format's defaults (the runtime applies those to attributes a schedule
 // leaves out); every strategy round-trips through its IR spelling; the one
-// tensor-size definition refuses sizes it cannot hold.
+// tensor-size definition refuses sizes it cannot hold; the nn shape rules are
+// InferTypeOpInterface's, which nn::reinferResultTypes and the builders use.
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Dialect/FSDP/FSDP.h"
@@ -12,6 +13,7 @@
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Parser/Parser.h"
 
 #include <gtest/gtest.h>
@@ -94,4 +96,50 @@ TEST(DialectFacts, TensorBytesRefusesWhatItCannotHold) {
   EXPECT_EQ(nn::checkedTensorBytes(
                 RankedTensorType::get({ShapedType::kDynamic}, b.getF32Type())),
             std::nullopt);
+}
+
+TEST(DialectFacts, ShapeRulesReinferThroughInferTypeOpInterface) {
+  MLIRContext ctx;
+  ctx.loadDialect<nn::NNDialect, func::FuncDialect>();
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(R"mlir(
+func.func @f(%x: tensor<4x3xf32>, %w: tensor<5x3xf32>) -> tensor<4x5xbf16> {
+  %y = nn.linear %x, %w : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+  %c = nn.cast %y : tensor<4x5xf32> -> tensor<4x5xbf16>
+  return %c : tensor<4x5xbf16>
+})mlir",
+                                                             &ctx);
+  ASSERT_TRUE(module);
+  auto fn = *module->getOps<func::FuncOp>().begin();
+  auto linear = *fn.getOps<nn::LinearOp>().begin();
+  auto castOp = *fn.getOps<nn::CastOp>().begin();
+  EXPECT_TRUE(isa<InferTypeOpInterface>(linear.getOperation()));
+  // nn.cast's target element type is its own: no InferTypeOpInterface.
+  EXPECT_FALSE(isa<InferTypeOpInterface>(castOp.getOperation()));
+
+  // A batch split, as fsdp-shard makes it: the results follow the input, and
+  // the cast keeps its target element type.
+  Builder b(&ctx);
+  fn.getArgument(0).setType(RankedTensorType::get({2, 3}, b.getF32Type()));
+  EXPECT_TRUE(succeeded(nn::reinferResultTypes(linear)));
+  EXPECT_TRUE(succeeded(nn::reinferResultTypes(castOp)));
+  EXPECT_EQ(linear.getType(), RankedTensorType::get({2, 5}, b.getF32Type()));
+  EXPECT_EQ(castOp.getType(), RankedTensorType::get({2, 5}, b.getBF16Type()));
+
+  // The builders without result types infer them.
+  OpBuilder ob(castOp);
+  auto built = nn::LinearOp::create(ob, linear.getLoc(), fn.getArgument(0),
+                                    fn.getArgument(1), Value());
+  EXPECT_EQ(built.getType(), linear.getType());
+  built.erase();
+
+  // Inconsistent operands: the op's own message, at its location.
+  std::string message;
+  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &d) {
+    message = d.str();
+    return success();
+  });
+  fn.getArgument(1).setType(RankedTensorType::get({5, 4}, b.getF32Type()));
+  EXPECT_TRUE(failed(nn::reinferResultTypes(linear)));
+  EXPECT_EQ(message,
+            "'nn.linear' op expects weight of shape [out=5, in=3], got [5, 4]");
 }

@@ -8,6 +8,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "fsdp/ScheduleFormat.h" // ODS default attribute values
@@ -49,10 +50,12 @@ inline constexpr llvm::StringLiteral kMicroBatchLossAttr =
     "nn.micro_batch_loss";
 inline constexpr llvm::StringLiteral kAccumulateAttr = "nn.accumulate";
 
-/// Recomputes the result types of `op` from its current operands when it
-/// implements ShapeInferenceOpInterface (a no-op otherwise); fails, with the
-/// op's diagnostic emitted, if the operands are inconsistent. Used after a
-/// pass changes operand types (batch split, micro-batches, param-dtype).
+/// Recomputes the result types of `op` from its current operands and
+/// attributes when it implements InferTypeOpInterface (and those of nn.cast,
+/// which keeps its element type and follows its input's shape); a no-op for
+/// other ops. Fails, with the op's diagnostic emitted at its location, if the
+/// operands are inconsistent. Used after a pass changes operand types (batch
+/// split, micro-batches, param-dtype).
 llvm::LogicalResult reinferResultTypes(Operation *op);
 
 /// The most bytes one tensor may occupy: 2^59 (512 PiB; 2^56 elements of

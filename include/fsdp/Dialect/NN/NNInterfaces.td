@@ -1,28 +1,14 @@
-//===- NNInterfaces.td - interfaces every nn op implements ----------------===//
+//===- NNInterfaces.td - the nn dialect's op interfaces -------------------===//
 //
-// Shape inference (used by verifiers and by fsdp-shard when it splits the
-// batch) and the vector-Jacobian product (used by fsdp-autodiff).
+// The vector-Jacobian product (used by fsdp-autodiff) and the cost model
+// (used by the cluster simulator). Shape rules are upstream's
+// InferTypeOpInterface (NNOps.td).
 //
 //===----------------------------------------------------------------------===//
 #ifndef NN_INTERFACES
 #define NN_INTERFACES
 
 include "mlir/IR/OpBase.td"
-
-def NN_ShapeInferenceOpInterface : OpInterface<"ShapeInferenceOpInterface"> {
-  let description = [{
-    Recomputes the result types of an op from its current operand types and
-    attributes. Verifiers compare the result with the declared result types;
-    fsdp-shard calls it after shrinking the batch dimension of the inputs.
-    Emits a diagnostic on the op and fails when the operands are inconsistent.
-  }];
-  let cppNamespace = "::mlir::nn";
-  let methods = [
-    InterfaceMethod<"Infers the result types from the operands.",
-      "::llvm::LogicalResult", "inferResultTypes",
-      (ins "::llvm::SmallVectorImpl<::mlir::Type> &":$types)>
-  ];
-}
 
 def NN_AutodiffOpInterface : OpInterface<"AutodiffOpInterface"> {
   let description = [{

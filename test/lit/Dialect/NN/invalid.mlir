@@ -291,6 +291,22 @@ func.func @split(%x: tensor<2x9xf32>) -> tensor<2x4xf32> {
 
 // -----
 
+func.func @split_results(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{'nn.split' op expects one result per size (2), got 3}}
+  %a, %b, %c = nn.split %x {axis = 1 : i64, sizes = array<i64: 4, 4>} : tensor<2x8xf32> -> tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>
+  return %a : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @cast_shape(%x: tensor<2x8xf32>) -> tensor<2x4xbf16> {
+  // expected-error @+1 {{'nn.cast' op expects result #0 of shape [2, 8], got [2, 4]}}
+  %0 = nn.cast %x : tensor<2x8xf32> -> tensor<2x4xbf16>
+  return %0 : tensor<2x4xbf16>
+}
+
+// -----
+
 func.func @concat(%a: tensor<2x4xf32>, %b: tensor<3x4xf32>) -> tensor<2x8xf32> {
   // expected-error @+1 {{'nn.concat' op expects inputs that differ only in dimension 1}}
   %0 = nn.concat %a, %b {axis = 1 : i64} : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<2x8xf32>
