@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
@@ -12,10 +13,19 @@ using namespace mlir::nn;
 #include "fsdp/Dialect/NN/NNInterfaces.cpp.inc"
 #include "fsdp/Dialect/NN/NNOpsDialect.cpp.inc"
 
+#include "fsdp/Dialect/NN/NNEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "fsdp/Dialect/NN/NNAttrs.cpp.inc"
+
 void NNDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "fsdp/Dialect/NN/NNOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "fsdp/Dialect/NN/NNAttrs.cpp.inc"
       >();
 }
 

@@ -210,24 +210,8 @@ LogicalResult AddOp::verify() { return verifyByInference(*this); }
 LogicalResult MulOp::verify() { return verifyByInference(*this); }
 LogicalResult ReluOp::verify() { return verifyByInference(*this); }
 LogicalResult ReluGradOp::verify() { return verifyByInference(*this); }
-
-static LogicalResult verifyApproximate(Operation *op, StringRef approximate) {
-  if (approximate != "none" && approximate != "tanh")
-    return op->emitOpError()
-           << "expects approximate = \"none\" or \"tanh\", got \""
-           << approximate << "\"";
-  return success();
-}
-LogicalResult GeluOp::verify() {
-  if (failed(verifyApproximate(*this, getApproximate())))
-    return failure();
-  return verifyByInference(*this);
-}
-LogicalResult GeluGradOp::verify() {
-  if (failed(verifyApproximate(*this, getApproximate())))
-    return failure();
-  return verifyByInference(*this);
-}
+LogicalResult GeluOp::verify() { return verifyByInference(*this); }
+LogicalResult GeluGradOp::verify() { return verifyByInference(*this); }
 
 //===----------------------------------------------------------------------===//
 // reduce_sum, broadcast

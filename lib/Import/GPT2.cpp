@@ -46,11 +46,11 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext *ctx, ConfigReader &cfg,
   if (cfg.failed())
     return nullptr;
 
-  StringRef approximate;
+  nn::GeluApproximation approximate;
   if (*act == "gelu_new")
-    approximate = "tanh";
+    approximate = nn::GeluApproximation::Tanh;
   else if (*act == "gelu")
-    approximate = "none";
+    approximate = nn::GeluApproximation::None;
   else {
     cfg.fail("key 'activation_function': unsupported value \"" + *act +
              "\" (supported: \"gelu_new\", \"gelu\")");

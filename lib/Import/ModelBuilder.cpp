@@ -161,9 +161,10 @@ SmallVector<Value> ModelBuilder::split(StringRef m, Value x, int64_t axis,
   return SmallVector<Value>(op.getResults());
 }
 
-Value ModelBuilder::gelu(StringRef m, Value x, StringRef approximate) {
+Value ModelBuilder::gelu(StringRef m, Value x,
+                         nn::GeluApproximation approximate) {
   return nn::GeluOp::create(b, loc(m), x.getType(), x,
-                            b.getStringAttr(approximate));
+                            nn::GeluApproximationAttr::get(ctx, approximate));
 }
 
 Value ModelBuilder::silu(StringRef m, Value x) {

@@ -15,6 +15,8 @@
 #ifndef FSDP_IMPORT_MODELBUILDER_H
 #define FSDP_IMPORT_MODELBUILDER_H
 
+#include "fsdp/Dialect/NN/NN.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -69,7 +71,7 @@ public:
                                        int64_t axis,
                                        llvm::ArrayRef<int64_t> sizes);
   mlir::Value gelu(llvm::StringRef m, mlir::Value x,
-                   llvm::StringRef approximate);
+                   mlir::nn::GeluApproximation approximate);
   mlir::Value silu(llvm::StringRef m, mlir::Value x);
   mlir::Value add(llvm::StringRef m, mlir::Value a, mlir::Value b);
   mlir::Value mul(llvm::StringRef m, mlir::Value a, mlir::Value b);

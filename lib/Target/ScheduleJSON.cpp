@@ -58,6 +58,8 @@ static FailureOr<json> attrToJson(Operation *op, NamedAttribute na) {
     return json(stringifyGroup(g.getValue()).str());
   if (auto r = dyn_cast<ReductionAttr>(a))
     return json(stringifyReduction(r.getValue()).str());
+  if (auto g = dyn_cast<nn::GeluApproximationAttr>(a))
+    return json(nn::stringifyGeluApproximation(g.getValue()).str());
   if (auto s = dyn_cast<FlatSymbolRefAttr>(a))
     return json(s.getValue().str());
   if (auto d = dyn_cast<DenseI64ArrayAttr>(a))

@@ -55,6 +55,36 @@ TEST(DialectFacts, EnumDefaultsAreTheScheduleFormatDefaults) {
             ::fsdp::schedule::kDefaultReduction);
 }
 
+TEST(DialectFacts, GeluDefaultIsTheScheduleFormatDefault) {
+  // The ODS default of nn.gelu's `approximate` (NNOps.td), read from an op
+  // that does not spell it, is the runtime's default.
+  MLIRContext ctx;
+  ctx.loadDialect<nn::NNDialect, func::FuncDialect>();
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(R"mlir(
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = nn.gelu %x : tensor<4xf32>
+  %g = nn.gelu_grad %x, %y : tensor<4xf32>
+  return %g : tensor<4xf32>
+})mlir",
+                                                             &ctx);
+  ASSERT_TRUE(module);
+  auto fn = *module->getOps<func::FuncOp>().begin();
+  EXPECT_EQ(nn::stringifyGeluApproximation(
+                (*fn.getOps<nn::GeluOp>().begin()).getApproximate()),
+            ::fsdp::schedule::kDefaultGeluApproximation);
+  EXPECT_EQ(nn::stringifyGeluApproximation(
+                (*fn.getOps<nn::GeluGradOp>().begin()).getApproximate()),
+            ::fsdp::schedule::kDefaultGeluApproximation);
+  for (uint32_t i = 0; i <= nn::getMaxEnumValForGeluApproximation(); ++i) {
+    auto a = static_cast<nn::GeluApproximation>(i);
+    std::string text =
+        "#nn.approximation<" + nn::stringifyGeluApproximation(a).str() + ">";
+    EXPECT_EQ(parseAttribute(text, &ctx),
+              nn::GeluApproximationAttr::get(&ctx, a))
+        << text;
+  }
+}
+
 TEST(DialectFacts, EveryStrategyRoundTrips) {
   MLIRContext ctx;
   ctx.loadDialect<mlir::fsdp::FSDPDialect>();

@@ -373,7 +373,7 @@ TEST(GradCheck, GeluExact) {
 func.func @forward(%x: tensor<3x5xf64> {nn.param = "x"},
                    %r: tensor<3x5xf64> {nn.param = "r", nn.trainable = false})
     -> (tensor<f64> {nn.loss}) {
-  %y = nn.gelu %x {approximate = "none"} : tensor<3x5xf64>
+  %y = nn.gelu %x {approximate = #nn.approximation<none>} : tensor<3x5xf64>
   %p = nn.mul %y, %r : tensor<3x5xf64>
   %l = nn.reduce_sum %p {axes = array<i64: 0, 1>} : tensor<3x5xf64> -> tensor<f64>
   return %l : tensor<f64>
@@ -388,7 +388,7 @@ TEST(GradCheck, GeluTanh) {
 func.func @forward(%x: tensor<3x5xf64> {nn.param = "x"},
                    %r: tensor<3x5xf64> {nn.param = "r", nn.trainable = false})
     -> (tensor<f64> {nn.loss}) {
-  %y = nn.gelu %x {approximate = "tanh"} : tensor<3x5xf64>
+  %y = nn.gelu %x {approximate = #nn.approximation<tanh>} : tensor<3x5xf64>
   %p = nn.mul %y, %r : tensor<3x5xf64>
   %l = nn.reduce_sum %p {axes = array<i64: 0, 1>} : tensor<3x5xf64> -> tensor<f64>
   return %l : tensor<f64>
@@ -489,7 +489,7 @@ func.func @forward(%x: tensor<3x5xf64> {nn.param = "x"},
                    %w2: tensor<3x7xf64> {nn.param = "fc2.weight"})
     -> (tensor<f64> {nn.loss}) {
   %h = nn.linear %x, %w1, %b1 : (tensor<3x5xf64>, tensor<7x5xf64>, tensor<7xf64>) -> tensor<3x7xf64>
-  %a = nn.gelu %h {approximate = "tanh"} : tensor<3x7xf64>
+  %a = nn.gelu %h {approximate = #nn.approximation<tanh>} : tensor<3x7xf64>
   %s = nn.add %a, %h : tensor<3x7xf64>
   %z = nn.linear %s, %w2 : (tensor<3x7xf64>, tensor<3x7xf64>) -> tensor<3x3xf64>
   %l = nn.cross_entropy %z, %y : (tensor<3x3xf64>, tensor<3xi32>) -> tensor<f64>

@@ -7,14 +7,19 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
+#include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "fsdp/ScheduleFormat.h" // ODS default attribute values
 
+#include "fsdp/Dialect/NN/NNEnums.h.inc"
 #include "fsdp/Dialect/NN/NNInterfaces.h.inc"
 #include "fsdp/Dialect/NN/NNOpsDialect.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "fsdp/Dialect/NN/NNAttrs.h.inc"
 
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/NN/NNOps.h.inc"

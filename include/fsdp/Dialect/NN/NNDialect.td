@@ -17,6 +17,7 @@ def NN_Dialect : Dialect {
   }];
   let hasRegionArgAttrVerify = 1;
   let hasRegionResultAttrVerify = 1;
+  let useDefaultAttributePrinterParser = 1;
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 

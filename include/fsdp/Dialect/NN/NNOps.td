@@ -15,6 +15,7 @@
 #define NN_OPS
 
 include "fsdp/Dialect/NN/NNDialect.td"
+include "fsdp/Dialect/NN/NNEnums.td"
 include "fsdp/Dialect/NN/NNInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
@@ -90,7 +91,8 @@ def NN_GeluOp : NN_DiffOp<"gelu", [SameOperandsAndResultType,
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "GELU (Hendrycks & Gimpel 2016): exact erf form or tanh approximation";
   let arguments = (ins NN_FloatTensor:$input,
-                       DefaultValuedAttr<StrAttr, "::fsdp::schedule::kDefaultGeluApproximation">:$approximate);
+                       DefaultValuedAttr<NN_GeluApproximationAttr,
+                           "::mlir::nn::GeluApproximation::None">:$approximate);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
@@ -107,7 +109,8 @@ def NN_GeluGradOp : NN_ShapedOp<"gelu_grad", [SameOperandsAndResultType,
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "dx = gelu'(x) · dy";
   let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$grad,
-                       DefaultValuedAttr<StrAttr, "::fsdp::schedule::kDefaultGeluApproximation">:$approximate);
+                       DefaultValuedAttr<NN_GeluApproximationAttr,
+                           "::mlir::nn::GeluApproximation::None">:$approximate);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
 }

@@ -74,8 +74,9 @@ func.func @add(%a: tensor<4x3xf32>, %b: tensor<3x4xf32>) -> tensor<4x3xf32> {
 // -----
 
 func.func @gelu(%a: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'nn.gelu' op expects approximate = "none" or "tanh", got "fast"}}
-  %0 = nn.gelu %a {approximate = "fast"} : tensor<4xf32>
+  // expected-error @+2 {{expected ::mlir::nn::GeluApproximation to be one of: none, tanh}}
+  // expected-error @+1 {{failed to parse NN_GeluApproximationAttr parameter 'value'}}
+  %0 = nn.gelu %a {approximate = #nn.approximation<fast>} : tensor<4xf32>
   return %0 : tensor<4xf32>
 }
 

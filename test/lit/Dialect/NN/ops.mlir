@@ -15,8 +15,8 @@ func.func @all_ops(%x: tensor<4x3xf32> {nn.data = "features"}, %y: tensor<4xi32>
   %a = nn.add %h, %h0 : tensor<4x5xf32>
   %p = nn.mul %a, %h : tensor<4x5xf32>
   %r = nn.relu %p : tensor<4x5xf32>
-  // CHECK: nn.gelu %{{.*}} {approximate = "tanh"} : tensor<4x5xf32>
-  %g = nn.gelu %r {approximate = "tanh"} : tensor<4x5xf32>
+  // CHECK: nn.gelu %{{.*}} {approximate = #nn.approximation<tanh>} : tensor<4x5xf32>
+  %g = nn.gelu %r {approximate = #nn.approximation<tanh>} : tensor<4x5xf32>
   %rg = nn.relu_grad %p, %g : tensor<4x5xf32>
   %gg = nn.gelu_grad %r, %rg : tensor<4x5xf32>
   // CHECK: nn.reduce_sum %{{.*}} {axes = array<i64: 0>} : tensor<4x5xf32> -> tensor<5xf32>
