@@ -43,7 +43,8 @@ def NN_LinearOp : NN_DiffOp<"linear", [InferTypeOpAdaptor]> {
     `input` [..., in], `weight` [out, in], optional `bias` [out] →
     [..., out]. Leading dimensions of the input are batch dimensions.
     With `transpose_weight` the weight is stored [in, out] (GPT-2's Conv1D
-    layout, as in its Hugging Face checkpoints). FLOPs: 2·rows·in·out.
+    layout, as in its Hugging Face checkpoints). FLOPs: 2·rows·in·out, plus
+    rows·out with a bias.
   }];
   let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$weight,
                        Optional<NN_FloatTensor>:$bias,
@@ -284,8 +285,9 @@ def NN_AttentionOp : NN_DiffOp<"attention", [InferTypeOpAdaptor]> {
     `query` [B, T, Hq·D], `key`, `value` [B, T, Hkv·D]; query head h uses
     key/value head h / (Hq / Hkv) (Ainslie et al., GQA, 2023). For each
     head: softmax(q·kᵀ / √D + causal mask)·v (Vaswani et al., 2017, 3.2.1)
-    → [B, T, Hq·D]. FLOPs: 4·B·T²·Hq·D (2 for q·kᵀ, 2 for p·v; the causal
-    mask halves what a kernel must do).
+    → [B, T, Hq·D]. FLOPs (NNCost.cpp): 2·B·T²·Hq·D, half of the dense
+    4·B·T²·Hq·D (2 for q·kᵀ, 2 for p·v), since the causal mask halves what a
+    kernel must do.
   }];
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key, NN_FloatTensor:$value,
                        I64Attr:$num_heads, I64Attr:$num_kv_heads);
