@@ -1,10 +1,11 @@
 //===- DialectTest.cpp - facts the fsdp/nn dialects define once -----------===//
 //
-// The ODS defaults of the collectives' enum attributes are the schedule
-// format's defaults (the runtime applies those to attributes a schedule
-// leaves out); every strategy round-trips through its IR spelling; the one
-// tensor-size definition refuses sizes it cannot hold; the nn shape rules are
-// InferTypeOpInterface's, which nn::reinferResultTypes and the builders use.
+// The ODS defaults of the collectives' and nn.gelu's enum attributes are the
+// schedule format's defaults (the runtime applies those to attributes a
+// schedule leaves out); every strategy round-trips through its IR spelling; the
+// one tensor-size definition refuses sizes it cannot hold; the nn shape rules
+// are InferTypeOpInterface's, which nn::reinferResultTypes and the builders
+// use.
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Dialect/FSDP/FSDP.h"
