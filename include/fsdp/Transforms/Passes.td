@@ -1,8 +1,19 @@
 //===- Passes.td - the FSDP planning passes --------------------------------===//
+//
+// Each pass's options are a `defvar` list declared right before the pass, so
+// that fsdp-pipeline takes the very same declarations: an option is declared
+// once, with one default and one description, wherever it is accepted.
+//
+//===----------------------------------------------------------------------===//
 #ifndef FSDP_TRANSFORMS_PASSES
 #define FSDP_TRANSFORMS_PASSES
 
 include "mlir/Pass/PassBase.td"
+
+defvar FSDPAutodiffOptions = [
+  ListOption<"frozen", "frozen", "std::string",
+             "FQN glob patterns of parameters to freeze">
+];
 
 def FSDPAutodiff : Pass<"fsdp-autodiff", "::mlir::ModuleOp"> {
   let summary = "Reverse-mode differentiation of the forward function";
@@ -19,12 +30,13 @@ def FSDPAutodiff : Pass<"fsdp-autodiff", "::mlir::ModuleOp"> {
     of parameters to freeze (`nn.trainable = false`): no gradient, hence no
     reduce-scatter and no optimizer state.
   }];
-  let options = [
-    ListOption<"frozen", "frozen", "std::string",
-               "FQN glob patterns of parameters to freeze">
-  ];
+  let options = FSDPAutodiffOptions;
   let dependentDialects = ["::mlir::nn::NNDialect", "::mlir::arith::ArithDialect"];
 }
+
+defvar FSDPMicroBatchOptions = [
+  Option<"microBatches", "micro-batches", "int64_t", "1", "micro-batches per step (>= 1)">
+];
 
 def FSDPMicroBatch : Pass<"fsdp-micro-batch", "::mlir::ModuleOp"> {
   let summary = "Gradient accumulation: k forward/backward passes per optimizer step";
@@ -40,11 +52,19 @@ def FSDPMicroBatch : Pass<"fsdp-micro-batch", "::mlir::ModuleOp"> {
     shards (`accumulate=sharded`, the default) or reduces the accumulated
     full gradient once (`accumulate=unsharded`, FSDP's no_sync).
   }];
-  let options = [
-    Option<"microBatches", "micro-batches", "int64_t", "1", "micro-batches per step (>= 1)">
-  ];
+  let options = FSDPMicroBatchOptions;
   let dependentDialects = ["::mlir::nn::NNDialect", "::mlir::arith::ArithDialect"];
 }
+
+defvar FSDPOptimizerOptions = [
+  Option<"optimizer", "optimizer", "std::string", "\"adamw\"", "sgd or adamw">,
+  Option<"lr", "lr", "double", "1e-3", "learning rate">,
+  Option<"beta1", "beta1", "double", "0.9", "AdamW beta1">,
+  Option<"beta2", "beta2", "double", "0.999", "AdamW beta2">,
+  Option<"eps", "eps", "double", "1e-8", "AdamW epsilon">,
+  Option<"weightDecay", "weight-decay", "double", "0.01",
+         "decoupled weight decay (AdamW) or L2 (SGD)">
+];
 
 def FSDPOptimizer : Pass<"fsdp-optimizer", "::mlir::ModuleOp"> {
   let summary = "Append an SGD or AdamW update of every trainable parameter";
@@ -56,17 +76,23 @@ def FSDPOptimizer : Pass<"fsdp-optimizer", "::mlir::ModuleOp"> {
     AdamW follows Loshchilov & Hutter (ICLR 2019, Algorithm 2) with bias
     correction, as torch.optim.AdamW.
   }];
-  let options = [
-    Option<"optimizer", "optimizer", "std::string", "\"adamw\"", "sgd or adamw">,
-    Option<"lr", "lr", "double", "1e-3", "learning rate">,
-    Option<"beta1", "beta1", "double", "0.9", "AdamW beta1">,
-    Option<"beta2", "beta2", "double", "0.999", "AdamW beta2">,
-    Option<"eps", "eps", "double", "1e-8", "AdamW epsilon">,
-    Option<"weightDecay", "weight-decay", "double", "0.01",
-           "decoupled weight decay (AdamW) or L2 (SGD)">
-  ];
+  let options = FSDPOptimizerOptions;
   let dependentDialects = ["::mlir::nn::NNDialect"];
 }
+
+defvar FSDPWrapOptions = [
+  Option<"policy", "policy", "std::string", "\"module\"",
+         "module (a unit per module: FQN prefixes, unit-depth or units), block (one "
+         "unit per transformer block, named by the FQN up to its block index, plus a "
+         "root unit for the rest, as PyTorch's transformer_auto_wrap_policy) or size "
+         "(units filled in first-use order to min-unit-numel elements)">,
+  Option<"minUnitNumel", "min-unit-numel", "int64_t", "100000000",
+         "policy=size: parameters in first-use order join a unit until it holds at "
+         "least this many elements (torch's size_based_auto_wrap_policy, default 1e8)">,
+  Option<"unitDepth", "unit-depth", "int", "0",
+         "number of FQN components that name a unit (0: all but the last)">,
+  ListOption<"units", "units", "std::string", "explicit unit FQN prefixes">
+];
 
 def FSDPWrap : Pass<"fsdp-wrap", "::mlir::ModuleOp"> {
   let summary = "Group parameters into FSDP units by FQN prefix";
@@ -91,27 +117,38 @@ def FSDPWrap : Pass<"fsdp-wrap", "::mlir::ModuleOp"> {
     gradient, reduce-scatter or optimizer state). Parameters of different
     dtypes in one unit are rejected.
   }];
-  let options = [
-    Option<"policy", "policy", "std::string", "\"module\"",
-           "module (FQN prefixes, as below) or block (one unit per transformer block, "
-           "named by the FQN up to its block index, plus a root unit for the rest, as "
-           "PyTorch's transformer_auto_wrap_policy)">,
-    Option<"minUnitNumel", "min-unit-numel", "int64_t", "100000000",
-           "policy=size: parameters in first-use order join a unit until it holds at "
-           "least this many elements (torch's size_based_auto_wrap_policy, default 1e8)">,
-    Option<"unitDepth", "unit-depth", "int", "0",
-           "number of FQN components that name a unit (0: all but the last)">,
-    ListOption<"units", "units", "std::string", "explicit unit FQN prefixes">
-  ];
+  let options = FSDPWrapOptions;
   let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
 }
+
+defvar FSDPShardOptions = [
+  Option<"worldSize", "world-size", "int64_t", "1", "number of ranks (>= 1)">,
+  Option<"strategy", "strategy", "std::string", "\"full-shard\"",
+         "full-shard (ZeRO-3), shard-grad-op (ZeRO-2), shard-optimizer (ZeRO-1), "
+         "no-shard (DDP) or hybrid-shard (HSDP)">,
+  Option<"shardSize", "shard-size", "int64_t", "0",
+         "hybrid-shard: ranks per shard group (divides world-size; 0: world-size)">,
+  Option<"paramDtype", "param-dtype", "std::string", "\"\"",
+         "dtype of gathered parameters and of compute: f32, bf16 or f16 (default: the "
+         "parameters' own)">,
+  Option<"reduceDtype", "reduce-dtype", "std::string", "\"\"",
+         "dtype of gradient reduction (default: param-dtype)">,
+  Option<"accumulate", "accumulate", "std::string", "\"sharded\"",
+         "with micro-batches: sharded (reduce-scatter every micro-batch, accumulate "
+         "shards) or unsharded (accumulate full gradients, reduce once: no_sync)">,
+  Option<"masterWeights", "master-weights", "std::string", "\"cast-on-gather\"",
+         "cast-on-gather (FSDP2: the f32 shard is the only copy, cast as it is "
+         "gathered) or separate (ZeRO: a persistent param-dtype copy beside the f32 "
+         "master)">
+];
 
 def FSDPShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
   let summary = "Flatten each unit into padded per-rank shards and split the batch";
   let description = [{
     Each unit becomes one flat buffer, right-padded to a multiple of the
-    world size and split into equal contiguous shards (PyTorch FSDP's
-    FlatParameter). The step function takes and returns this rank's shards
+    shard-group size (the world size, or `shard-size` for hybrid-shard) and
+    split into equal contiguous shards (PyTorch FSDP's FlatParameter;
+    include/fsdp/Sharding.h). The step function takes and returns this rank's shards
     of the parameters and of the optimizer state (`fsdp.unit`, `fsdp.role`)
     and this rank's micro-batch: data arguments lose a factor world-size in
     their first dimension (contiguous blocks; `fsdp.global_shape` keeps the
@@ -131,28 +168,17 @@ def FSDPShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
     shards within groups of `shard-size` ranks and all-reduces gradient
     shards across the world-size / shard-size replicas.
   }];
-  let options = [
-    Option<"worldSize", "world-size", "int64_t", "1", "number of ranks (>= 1)">,
-    Option<"strategy", "strategy", "std::string", "\"full-shard\"",
-           "full-shard (ZeRO-3), shard-grad-op (ZeRO-2), shard-optimizer (ZeRO-1), "
-           "no-shard (DDP) or hybrid-shard (HSDP)">,
-    Option<"shardSize", "shard-size", "int64_t", "0",
-           "hybrid-shard: ranks per shard group (divides world-size; 0: world-size)">,
-    Option<"paramDtype", "param-dtype", "std::string", "\"\"",
-           "dtype of gathered parameters and of compute: f32, bf16 or f16 (default: the "
-           "parameters' own)">,
-    Option<"reduceDtype", "reduce-dtype", "std::string", "\"\"",
-           "dtype of gradient reduction (default: param-dtype)">,
-    Option<"accumulate", "accumulate", "std::string", "\"sharded\"",
-           "with micro-batches: sharded (reduce-scatter every micro-batch, accumulate "
-           "shards) or unsharded (accumulate full gradients, reduce once: no_sync)">,
-    Option<"masterWeights", "master-weights", "std::string", "\"cast-on-gather\"",
-           "cast-on-gather (FSDP2: the f32 shard is the only copy, cast as it is "
-           "gathered) or separate (ZeRO: a persistent param-dtype copy beside the f32 "
-           "master)">
-  ];
+  let options = FSDPShardOptions;
   let dependentDialects = ["::mlir::fsdp::FSDPDialect", "::mlir::nn::NNDialect"];
 }
+
+defvar FSDPCollectivesOptions = [
+  Option<"reshardAfterForward", "reshard-after-forward", "bool", "true",
+         "free gathered parameters after forward and gather again for backward">,
+  ListOption<"keepGathered", "keep-gathered", "std::string",
+             "units not resharded after forward (FSDP2's per-module "
+             "reshard_after_forward=False), e.g. the root unit">
+];
 
 def FSDPCollectives : Pass<"fsdp-collectives", "::mlir::ModuleOp"> {
   let summary = "Place all-gathers, frees and reduce-scatters by first and last use";
@@ -160,20 +186,43 @@ def FSDPCollectives : Pass<"fsdp-collectives", "::mlir::ModuleOp"> {
     For each unit: an all-gather right before the first forward use of its
     parameters and a free right after the last forward use; with
     `reshard-after-forward` (default, FULL_SHARD / ZeRO-3) a second
-    all-gather before the first backward use and a free after the last; a
+    all-gather before the first backward use and a free after the last
+    (not under strategy=shard-grad-op, nor for the units listed in
+    `keep-gathered`, which stay gathered from forward to backward); a
     reduce-scatter of the packed gradient right after the unit's last
     gradient is complete, and a free of the full gradient after it. Forward
-    ends at the op that defines the loss.
+    ends at the op that defines the loss (with micro-batches, each
+    micro-batch's forward and backward are phases of their own).
   }];
-  let options = [
-    Option<"reshardAfterForward", "reshard-after-forward", "bool", "true",
-           "free gathered parameters after forward and gather again for backward">,
-    ListOption<"keepGathered", "keep-gathered", "std::string",
-               "units not resharded after forward (FSDP2's per-module "
-               "reshard_after_forward=False), e.g. the root unit">
-  ];
+  let options = FSDPCollectivesOptions;
   let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
 }
+
+// memory-budget and cluster: one option each, taken by fsdp-schedule and
+// fsdp-memory-plan alike (fsdp-pipeline gives both the same value).
+defvar MemoryBudgetOption =
+  Option<"memoryBudget", "memory-budget", "std::string", "\"\"",
+         "per-rank memory budget, e.g. 80GiB: fsdp-schedule keeps the planned peak "
+         "of its hoisted gathers under it; fsdp-memory-plan fails if the peak "
+         "exceeds it">;
+defvar ClusterOption =
+  Option<"cluster", "cluster", "std::string", "\"\"",
+         "cluster spec JSON (bench/clusters/*.json): fsdp-schedule's cost model picks "
+         "the schedule on it; fsdp-memory-plan simulates the step and adds the "
+         "predicted step time, lower bound, exposed communication and MFU to the "
+         "report">;
+
+defvar FSDPScheduleOptions = [
+  Option<"prefetch", "prefetch", "std::string", "\"auto\"",
+         "auto (cost model / list scheduler), none, fsdp1 or fsdp2">,
+  Option<"maxInFlight", "max-in-flight", "int64_t", "2",
+         "most all-gathers started and not yet waited (FSDP's rate limiter: 2)">,
+  Option<"bucketBytes", "bucket-bytes", "int64_t", "0",
+         "merge consecutive units' all-gathers (and reduce-scatters) into one of at most "
+         "this many bytes (0: one collective per unit)">,
+  MemoryBudgetOption,
+  ClusterOption
+];
 
 def FSDPSchedule : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
   let summary = "Async collectives (start + fsdp.wait) placed for overlap";
@@ -195,21 +244,18 @@ def FSDPSchedule : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
     reduce-scatters) into one collective of a packed buffer (fsdp.pack /
     fsdp.unpack). See lib/Transforms/Schedule.cpp.
   }];
-  let options = [
-    Option<"prefetch", "prefetch", "std::string", "\"auto\"",
-           "auto (cost model / list scheduler), none, fsdp1 or fsdp2">,
-    Option<"maxInFlight", "max-in-flight", "int64_t", "2",
-           "most all-gathers started and not yet waited (FSDP's rate limiter: 2)">,
-    Option<"bucketBytes", "bucket-bytes", "int64_t", "0",
-           "merge consecutive units' all-gathers (and reduce-scatters) into one of at most "
-           "this many bytes (0: one collective per unit)">,
-    Option<"memoryBudget", "memory-budget", "std::string", "\"\"",
-           "per-rank bytes the hoisted gathers must keep the planned peak under">,
-    Option<"cluster", "cluster", "std::string", "\"\"",
-           "cluster spec JSON: let the cost model pick the schedule">
-  ];
+  let options = FSDPScheduleOptions;
   let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
 }
+
+defvar FSDPMemoryPlanOptions = [
+  Option<"report", "report", "std::string", "\"\"",
+         "write the memory/communication report here (JSON; '-' for text on stdout)">,
+  MemoryBudgetOption,
+  ClusterOption,
+  Option<"trace", "trace", "std::string", "\"\"",
+         "write the simulated step as a Chrome trace JSON (Perfetto); needs cluster=">
+];
 
 def FSDPMemoryPlan : Pass<"fsdp-memory-plan", "::mlir::ModuleOp"> {
   let summary = "Plan every rank's memory; report it and check it against a budget";
@@ -230,17 +276,8 @@ def FSDPMemoryPlan : Pass<"fsdp-memory-plan", "::mlir::ModuleOp"> {
     op times, ring collectives) and `trace=PATH` writes the simulated
     timeline as a Chrome trace.
   }];
-  let options = [
-    Option<"report", "report", "std::string", "\"\"",
-           "write the memory/communication report here (JSON; '-' for text on stdout)">,
-    Option<"memoryBudget", "memory-budget", "std::string", "\"\"",
-           "per-rank memory budget, e.g. 80GiB; exceeding it is an error">,
-    Option<"cluster", "cluster", "std::string", "\"\"",
-           "cluster spec JSON (bench/clusters/*.json): simulate the step and add "
-           "the predicted step time, lower bound, exposed communication and MFU to the report">,
-    Option<"trace", "trace", "std::string", "\"\"",
-           "write the simulated step as a Chrome trace JSON (Perfetto); needs cluster=">
-  ];
+  let options = FSDPMemoryPlanOptions;
 }
+
 
 #endif // FSDP_TRANSFORMS_PASSES
