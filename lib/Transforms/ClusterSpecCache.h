@@ -16,7 +16,7 @@
 #define FSDP_LIB_TRANSFORMS_CLUSTERSPECCACHE_H
 
 #include "fsdp/Analysis/Simulator.h"
-#include "mlir/Pass/Pass.h"
+#include "fsdp/Transforms/Passes.h"
 
 #include <memory>
 #include <string>
@@ -43,9 +43,7 @@ public:
   }
 
   /// Whether the pass has a cluster: cluster=`path` or a given spec.
-  bool hasCluster(llvm::StringRef path) const {
-    return given || !path.empty();
-  }
+  bool hasCluster(llvm::StringRef path) const { return given || !path.empty(); }
 
   /// The spec, or null with getError() saying why it could not be read.
   const ClusterSpec *get() const { return spec.get(); }
@@ -57,10 +55,14 @@ private:
   std::shared_ptr<const ClusterSpec> spec;
 };
 
-/// fsdp-schedule and fsdp-memory-plan with the cache `specs` (shared by
-/// fsdp-pipeline's two passes); their options come with initializeOptions.
-std::unique_ptr<Pass> createFSDPSchedule(std::shared_ptr<ClusterSpecCache>);
-std::unique_ptr<Pass> createFSDPMemoryPlan(std::shared_ptr<ClusterSpecCache>);
+/// fsdp-schedule and fsdp-memory-plan reading cluster= into `specs` (which
+/// fsdp-pipeline shares between the two).
+std::unique_ptr<Pass>
+createFSDPSchedule(FSDPScheduleOptions options,
+                   std::shared_ptr<ClusterSpecCache> specs);
+std::unique_ptr<Pass>
+createFSDPMemoryPlan(FSDPMemoryPlanOptions options,
+                     std::shared_ptr<ClusterSpecCache> specs);
 
 } // namespace mlir::fsdp
 

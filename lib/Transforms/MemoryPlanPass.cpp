@@ -1,4 +1,5 @@
 //===- MemoryPlanPass.cpp - fsdp-memory-plan: report and memory budget ----===//
+#include "ClusterSpecCache.h"
 #include "fsdp/Analysis/PlanReport.h"
 #include "fsdp/Analysis/Simulator.h"
 #include "fsdp/Transforms/Passes.h"
@@ -19,6 +20,16 @@ namespace {
 struct FSDPMemoryPlanPass
     : mlir::fsdp::impl::FSDPMemoryPlanBase<FSDPMemoryPlanPass> {
   using Base::Base;
+  FSDPMemoryPlanPass(FSDPMemoryPlanOptions options,
+                     std::shared_ptr<ClusterSpecCache> specs)
+      : Base(std::move(options)), clusterSpecs(std::move(specs)) {}
+
+  /// The spec is read here, once; a bad one is reported where it is needed.
+  LogicalResult initialize(MLIRContext *ctx) override {
+    if (!cluster.empty())
+      clusterSpecs->load(cluster, ctx);
+    return success();
+  }
 
   /// What would bring the peak under the budget, by the dominant class.
   static std::string advice(StringRef cls, const json &r, int64_t over) {
@@ -52,10 +63,10 @@ struct FSDPMemoryPlanPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (report.empty() && memoryBudget.empty() && cluster.empty() &&
-        trace.empty())
+    const bool hasCluster = clusterSpecs->hasCluster(cluster);
+    if (report.empty() && memoryBudget.empty() && !hasCluster && trace.empty())
       return;
-    if (!trace.empty() && cluster.empty()) {
+    if (!trace.empty() && !hasCluster) {
       module.emitError()
           << "fsdp-memory-plan: trace= needs cluster=SPEC.json (the trace is "
              "the simulated step on that cluster)";
@@ -75,14 +86,13 @@ struct FSDPMemoryPlanPass
     FailureOr<json> r = buildPlanReport(module);
     if (failed(r))
       return signalPassFailure();
-    if (!cluster.empty()) {
-      std::string err;
-      std::optional<ClusterSpec> spec =
-          ClusterSpec::load(cluster, err, &getContext());
+    if (hasCluster) {
+      const ClusterSpec *spec = clusterSpecs->get();
       if (!spec) {
-        module.emitError() << "fsdp-memory-plan: " << err;
+        module.emitError() << "fsdp-memory-plan: " << clusterSpecs->getError();
         return signalPassFailure();
       }
+      std::string err;
       Simulator sim(*spec);
       FailureOr<SimResult> res = sim.run(module);
       if (failed(res))
@@ -138,5 +148,15 @@ struct FSDPMemoryPlanPass
       return signalPassFailure();
     }
   }
+
+  std::shared_ptr<ClusterSpecCache> clusterSpecs =
+      std::make_shared<ClusterSpecCache>();
 };
 } // namespace
+
+std::unique_ptr<Pass>
+mlir::fsdp::createFSDPMemoryPlan(FSDPMemoryPlanOptions options,
+                                 std::shared_ptr<ClusterSpecCache> specs) {
+  return std::make_unique<FSDPMemoryPlanPass>(std::move(options),
+                                              std::move(specs));
+}

@@ -1,4 +1,5 @@
 //===- Pipeline.cpp - fsdp-pipeline and pass registration -----------------===//
+#include "ClusterSpecCache.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -50,13 +51,15 @@ void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm,
   sched.bucketBytes = o.bucketBytes;
   sched.memoryBudget = o.memoryBudget;
   sched.cluster = o.cluster;
-  pm.addPass(createFSDPSchedule(sched));
+  // One read of cluster= for fsdp-schedule and fsdp-memory-plan.
+  auto clusterSpecs = std::make_shared<ClusterSpecCache>();
+  pm.addPass(createFSDPSchedule(sched, clusterSpecs));
   FSDPMemoryPlanOptions mem;
   mem.report = o.report;
   mem.memoryBudget = o.memoryBudget;
   mem.cluster = o.cluster;
   mem.trace = o.trace;
-  pm.addPass(createFSDPMemoryPlan(mem));
+  pm.addPass(createFSDPMemoryPlan(mem, clusterSpecs));
 }
 
 void mlir::fsdp::registerAllFSDPPasses() {

@@ -40,6 +40,7 @@
 // runtime/docs/schedule-format.md).
 //
 //===----------------------------------------------------------------------===//
+#include "ClusterSpecCache.h"
 #include "fsdp/Analysis/MemoryPlan.h"
 #include "fsdp/Analysis/PlanReport.h"
 #include "fsdp/Analysis/Simulator.h"
@@ -471,6 +472,16 @@ LogicalResult listSchedule(func::FuncOp fn, SmallVector<Gather> &gathers,
 
 struct FSDPSchedulePass : mlir::fsdp::impl::FSDPScheduleBase<FSDPSchedulePass> {
   using Base::Base;
+  FSDPSchedulePass(FSDPScheduleOptions options,
+                   std::shared_ptr<ClusterSpecCache> specs)
+      : Base(std::move(options)), clusterSpecs(std::move(specs)) {}
+
+  /// The spec is read here, once; a bad one is reported where it is needed.
+  LogicalResult initialize(MLIRContext *ctx) override {
+    if (!cluster.empty())
+      clusterSpecs->load(cluster, ctx);
+    return success();
+  }
 
   /// Applies mode `mode` ("none", "fsdp1", "fsdp2" or "list") to `module`.
   static LogicalResult apply(ModuleOp module, StringRef mode,
@@ -513,12 +524,11 @@ struct FSDPSchedulePass : mlir::fsdp::impl::FSDPScheduleBase<FSDPSchedulePass> {
                          << static_cast<int64_t>(maxInFlight);
       return signalPassFailure();
     }
-    std::optional<ClusterSpec> spec;
-    if (!cluster.empty()) {
-      std::string error;
-      spec = ClusterSpec::load(cluster, error, &getContext());
+    const ClusterSpec *spec = nullptr;
+    if (clusterSpecs->hasCluster(cluster)) {
+      spec = clusterSpecs->get();
       if (!spec) {
-        module.emitError() << "fsdp-schedule: " << error;
+        module.emitError() << "fsdp-schedule: " << clusterSpecs->getError();
         return signalPassFailure();
       }
     }
@@ -610,5 +620,15 @@ struct FSDPSchedulePass : mlir::fsdp::impl::FSDPScheduleBase<FSDPSchedulePass> {
         StringAttr::get(module.getContext(),
                         (prefetch == "auto" ? "auto: " : "") + label));
   }
+
+  std::shared_ptr<ClusterSpecCache> clusterSpecs =
+      std::make_shared<ClusterSpecCache>();
 };
 } // namespace
+
+std::unique_ptr<Pass>
+mlir::fsdp::createFSDPSchedule(FSDPScheduleOptions options,
+                               std::shared_ptr<ClusterSpecCache> specs) {
+  return std::make_unique<FSDPSchedulePass>(std::move(options),
+                                            std::move(specs));
+}
