@@ -1,7 +1,10 @@
 //===- InitAll.h - one place that registers every dialect and pass --------===//
 //
-// Shared by fsdp-opt, fsdp-translate and the unit tests (as Triton's
-// RegisterTritonDialects.h), so that every tool sees the same IR.
+// Shared by fsdp-opt, fsdp-sweep and the unit tests (as Triton's
+// RegisterTritonDialects.h), so that every tool sees the same IR
+// (fsdp-translate's translation registers the dialects it reads itself, in
+// lib/Target). The passes: those of Passes.td, fsdp-pipeline among them, and
+// upstream canonicalize and cse.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_INITALL_H

@@ -20,22 +20,21 @@ using namespace mlir::fsdp;
 using namespace mlir::fsdp::sweep;
 using json = nlohmann::ordered_json;
 
-FailureOr<PipelineBuilder> sweep::parsePipeline(llvm::StringRef options,
-                                                llvm::StringRef clusterPath,
-                                                std::string &error) {
-  auto parsed = std::make_shared<PipelineOptions>();
+FailureOr<PipelineBuilder>
+sweep::parsePipeline(llvm::StringRef options,
+                     std::shared_ptr<const ClusterSpec> cluster,
+                     std::string &error) {
   std::string msg;
-  llvm::raw_string_ostream os(msg);
-  if (failed(parsed->parseFromString(options, os))) {
+  if (!createFSDPPipeline(options, msg, cluster)) {
     error = llvm::StringRef(msg).trim().str();
     return failure();
   }
   // fsdp-schedule's prefetch=auto picks its schedule with the cost model on
   // the cluster (and within its device memory) as fsdp-opt's cluster= does.
-  if (!clusterPath.empty())
-    parsed->cluster = clusterPath.str();
-  return PipelineBuilder(
-      [parsed](PassManager &pm) { buildFSDPPipeline(pm, *parsed); });
+  return PipelineBuilder([text = options.str(), cluster](PassManager &pm) {
+    std::string unused; // the options parsed above
+    pm.addPass(createFSDPPipeline(text, unused, cluster));
+  });
 }
 
 std::string Plan::policy() const {
@@ -55,6 +54,7 @@ std::vector<Plan> sweep::makePlans(const SweepOptions &o,
                                    const ClusterSpec &spec,
                                    int64_t &skippedHybrid) {
   std::vector<Plan> plans;
+  auto cluster = std::make_shared<const ClusterSpec>(spec);
   auto addPlan = [&](int64_t n, const std::string &strategy, int64_t minNumel,
                      int64_t bucket) {
     Plan p;
@@ -76,8 +76,7 @@ std::vector<Plan> sweep::makePlans(const SweepOptions &o,
     if (!o.pipeline.empty())
       opts += " " + o.pipeline;
     std::string msg;
-    FailureOr<PipelineBuilder> pipeline =
-        parsePipeline(opts, o.clusterPath, msg);
+    FailureOr<PipelineBuilder> pipeline = parsePipeline(opts, cluster, msg);
     if (failed(pipeline))
       p.error = "options: " + msg;
     else

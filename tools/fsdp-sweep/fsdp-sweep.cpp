@@ -268,7 +268,7 @@ int main(int argc, char **argv) {
   }
   {
     std::string msg;
-    if (failed(sweep::parsePipeline(pipelineOpt, /*clusterPath=*/"", msg)))
+    if (failed(sweep::parsePipeline(pipelineOpt, /*cluster=*/nullptr, msg)))
       return error("--pipeline: not valid fsdp-pipeline options: '" +
                    pipelineOpt + "': " + msg);
   }

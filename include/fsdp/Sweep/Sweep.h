@@ -22,6 +22,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -32,14 +33,15 @@ namespace mlir::fsdp::sweep {
 using PipelineBuilder = std::function<void(PassManager &)>;
 
 /// The only place the sweep touches fsdp-pipeline's options
-/// (PipelineOptions, buildFSDPPipeline; fsdp/Transforms/Passes.h): parses
-/// `options` as `fsdp-opt --fsdp-pipeline="..."` takes them, sets the
-/// cluster spec path to `clusterPath` (directly, so that any file name
-/// works) unless it is empty, and returns what builds that pipeline; on a
-/// parse error sets `error` to the parser's message, trimmed.
-FailureOr<PipelineBuilder> parsePipeline(llvm::StringRef options,
-                                         llvm::StringRef clusterPath,
-                                         std::string &error);
+/// (createFSDPPipeline, fsdp/Transforms/Passes.h): parses `options` as
+/// `fsdp-opt --fsdp-pipeline="..."` takes them, gives the pipeline the
+/// cluster spec the sweep has read, `cluster`, unless it is null (it stands
+/// for cluster=, so that any file name works and the file is read once), and
+/// returns what builds that pipeline; on a parse error sets `error` to the
+/// parser's message, trimmed.
+FailureOr<PipelineBuilder>
+parsePipeline(llvm::StringRef options,
+              std::shared_ptr<const ClusterSpec> cluster, std::string &error);
 
 /// What to sweep.
 struct SweepOptions {

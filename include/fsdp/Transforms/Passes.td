@@ -279,5 +279,30 @@ def FSDPMemoryPlan : Pass<"fsdp-memory-plan", "::mlir::ModuleOp"> {
   let options = FSDPMemoryPlanOptions;
 }
 
+// The options of every pass fsdp-pipeline runs, each once (memory-budget and
+// cluster are one option of two passes).
+defvar FSDPPipelineOptions = !foldl([]<Option>, [
+    FSDPAutodiffOptions, FSDPMicroBatchOptions, FSDPOptimizerOptions,
+    FSDPWrapOptions, FSDPShardOptions, FSDPCollectivesOptions,
+    FSDPScheduleOptions, FSDPMemoryPlanOptions],
+  all, opts, !listconcat(all, !listremove(opts, all)));
+
+def FSDPPipeline : Pass<"fsdp-pipeline", "::mlir::ModuleOp"> {
+  let summary = "Plan a sharded training step: autodiff, micro-batch, optimizer, "
+                "wrap, shard, collectives, schedule, memory-plan";
+  let description = [{
+    Runs fsdp-autodiff, fsdp-micro-batch, fsdp-optimizer, fsdp-wrap,
+    fsdp-shard, fsdp-collectives, canonicalize, fsdp-schedule and
+    fsdp-memory-plan on the module, as a nested pipeline. Its options are
+    those passes' options (declared once, above): each option given to
+    fsdp-pipeline goes, as written, to every pass that has it (memory-budget
+    and cluster to both fsdp-schedule and fsdp-memory-plan), and the spec
+    that `cluster` names is read once for both.
+  }];
+  let options = FSDPPipelineOptions;
+  // Created from option text only (createFSDPPipeline in Passes.h): the text
+  // is what is forwarded.
+  let constructor = "::mlir::fsdp::createFSDPPipeline()";
+}
 
 #endif // FSDP_TRANSFORMS_PASSES

@@ -1,0 +1,53 @@
+// fsdp-pipeline hands each option, as written, to the passes that declare it:
+// every run below gives the same IR (and report and trace) as the passes run
+// one by one with the same options. Together the runs set every option of
+// fsdp-pipeline to a value that changes the result; the doubles have 17
+// significant digits (a value printed back would be rounded to 7).
+// RUN: fsdp-opt %s --fsdp-pipeline="frozen=head.bias micro-batches=2 lr=0.00030000000000000003 beta1=0.85 beta2=0.99912345678 eps=1.234567891e-9 weight-decay=0.125 unit-depth=1 world-size=4 strategy=hybrid-shard shard-size=2 param-dtype=bf16 reduce-dtype=f32 accumulate=unsharded master-weights=separate keep-gathered=head max-in-flight=1 bucket-bytes=64 cluster=%fsdp_src/bench/clusters/h100-sxm-8.json report=%t.a1.json trace=%t.a1.trace.json" -o %t.a1.mlir
+// RUN: fsdp-opt %s --fsdp-autodiff="frozen=head.bias" --fsdp-micro-batch="micro-batches=2" \
+// RUN:   --fsdp-optimizer="lr=0.00030000000000000003 beta1=0.85 beta2=0.99912345678 eps=1.234567891e-9 weight-decay=0.125" \
+// RUN:   --fsdp-wrap="unit-depth=1" \
+// RUN:   --fsdp-shard="world-size=4 strategy=hybrid-shard shard-size=2 param-dtype=bf16 reduce-dtype=f32 accumulate=unsharded master-weights=separate" \
+// RUN:   --fsdp-collectives="keep-gathered=head" --canonicalize \
+// RUN:   --fsdp-schedule="max-in-flight=1 bucket-bytes=64 cluster=%fsdp_src/bench/clusters/h100-sxm-8.json" \
+// RUN:   --fsdp-memory-plan="cluster=%fsdp_src/bench/clusters/h100-sxm-8.json report=%t.a2.json trace=%t.a2.trace.json" -o %t.a2.mlir
+// RUN: diff %t.a1.mlir %t.a2.mlir
+// RUN: diff %t.a1.json %t.a2.json
+// RUN: diff %t.a1.trace.json %t.a2.trace.json
+// RUN: FileCheck %s --check-prefix=EXACT < %t.a1.mlir
+// EXACT: beta1 = 8.500000e-01 : f64, beta2 = 0.99912345678000002 : f64, eps = 1.2345678910000001E-9 : f64, lr = 3.0000000000000003E-4 : f64, weight_decay = 1.250000e-01 : f64
+
+// RUN: fsdp-opt %s --fsdp-pipeline="optimizer=sgd lr=0.5 weight-decay=0 policy=size min-unit-numel=40 world-size=2 strategy=shard-optimizer" -o %t.b1.mlir
+// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-micro-batch --fsdp-optimizer="optimizer=sgd lr=0.5 weight-decay=0" \
+// RUN:   --fsdp-wrap="policy=size min-unit-numel=40" --fsdp-shard="world-size=2 strategy=shard-optimizer" \
+// RUN:   --fsdp-collectives --canonicalize --fsdp-schedule --fsdp-memory-plan -o %t.b2.mlir
+// RUN: diff %t.b1.mlir %t.b2.mlir
+
+// RUN: fsdp-opt %s --fsdp-pipeline="units=enc.fc1 world-size=2 reshard-after-forward=false prefetch=fsdp1" -o %t.c1.mlir
+// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-micro-batch --fsdp-optimizer --fsdp-wrap="units=enc.fc1" --fsdp-shard="world-size=2" \
+// RUN:   --fsdp-collectives="reshard-after-forward=false" --canonicalize --fsdp-schedule="prefetch=fsdp1" --fsdp-memory-plan -o %t.c2.mlir
+// RUN: diff %t.c1.mlir %t.c2.mlir
+
+// memory-budget reaches both passes: fsdp-schedule holds gathers back to
+// stay under 1283 bytes (1284 without), fsdp-memory-plan checks the peak.
+// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 memory-budget=1283 report=%t.d1.json" -o %t.d1.mlir
+// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-micro-batch --fsdp-optimizer --fsdp-wrap --fsdp-shard="world-size=2" \
+// RUN:   --fsdp-collectives --canonicalize --fsdp-schedule="memory-budget=1283" --fsdp-memory-plan="memory-budget=1283 report=%t.d2.json" -o %t.d2.mlir
+// RUN: diff %t.d1.mlir %t.d2.mlir
+// RUN: diff %t.d1.json %t.d2.json
+// RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 memory-budget=1000" 2>&1 | FileCheck %s --check-prefix=BUDGET
+// BUDGET: error: the plan needs 1284 bytes per rank at its peak, 284 bytes (28.4%) over the memory budget of 1000 bytes
+
+func.func @forward(%x: tensor<8x4xf32> {nn.data = "features"}, %y: tensor<8xi32> {nn.data = "labels"},
+                   %w1: tensor<6x4xf32> {nn.param = "enc.fc1.weight"}, %b1: tensor<6xf32> {nn.param = "enc.fc1.bias"},
+                   %w2: tensor<5x6xf32> {nn.param = "enc.fc2.weight"}, %b2: tensor<5xf32> {nn.param = "enc.fc2.bias"},
+                   %w3: tensor<3x5xf32> {nn.param = "head.weight"}, %b3: tensor<3xf32> {nn.param = "head.bias"})
+    -> (tensor<f32> {nn.loss}) {
+  %h1 = nn.linear %x, %w1, %b1 : (tensor<8x4xf32>, tensor<6x4xf32>, tensor<6xf32>) -> tensor<8x6xf32>
+  %a1 = nn.relu %h1 : tensor<8x6xf32>
+  %h2 = nn.linear %a1, %w2, %b2 : (tensor<8x6xf32>, tensor<5x6xf32>, tensor<5xf32>) -> tensor<8x5xf32>
+  %a2 = nn.relu %h2 : tensor<8x5xf32>
+  %o = nn.linear %a2, %w3, %b3 : (tensor<8x5xf32>, tensor<3x5xf32>, tensor<3xf32>) -> tensor<8x3xf32>
+  %l = nn.cross_entropy %o, %y : (tensor<8x3xf32>, tensor<8xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
