@@ -12,7 +12,6 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "llvm/ADT/BitVector.h"
-#include "llvm/ADT/StringSwitch.h"
 
 #include "llvm/ADT/StringMap.h"
 #include <functional>
@@ -28,6 +27,21 @@ using namespace mlir::fsdp;
 namespace {
 struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
   using Base::Base;
+
+  /// The type of a param-dtype / reduce-dtype value; null for the default.
+  Type floatType(ComputeDtype dtype) {
+    switch (dtype) {
+    case ComputeDtype::Default:
+      return Type();
+    case ComputeDtype::F32:
+      return Float32Type::get(&getContext());
+    case ComputeDtype::BF16:
+      return BFloat16Type::get(&getContext());
+    case ComputeDtype::F16:
+      return Float16Type::get(&getContext());
+    }
+    llvm_unreachable("unknown dtype");
+  }
 
   /// Divides the batch dimension of data arguments by the world size and
   /// re-infers every shape downstream.
@@ -111,19 +125,9 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
           << "fsdp-shard: no fsdp.unit declared (run fsdp-wrap first)";
       return signalPassFailure();
     }
-    static const char *kStrategies[] = {"full-shard", "shard-grad-op",
-                                        "shard-optimizer", "no-shard",
-                                        "hybrid-shard"};
-    if (!llvm::is_contained(kStrategies, StringRef(strategy))) {
-      module.emitError()
-          << "fsdp-shard: strategy must be one of full-shard, shard-grad-op, "
-             "shard-optimizer, no-shard, hybrid-shard, got '"
-          << strategy << "'";
-      return signalPassFailure();
-    }
     // The grid: replicas × shardGroup ranks (HSDP); one shard group otherwise.
     int64_t shardGroup = worldSize;
-    if (strategy == "hybrid-shard") {
+    if (strategy == Strategy::HybridShard) {
       shardGroup = shardSize > 0 ? static_cast<int64_t>(shardSize) : worldSize;
       if (worldSize % shardGroup != 0) {
         module.emitError()
@@ -137,45 +141,15 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       return signalPassFailure();
     }
     const bool replicatedParams =
-        strategy == "no-shard" || strategy == "shard-optimizer";
-    const bool replicatedState = strategy == "no-shard";
+        strategy == Strategy::NoShard || strategy == Strategy::ShardOptimizer;
+    const bool replicatedState = strategy == Strategy::NoShard;
 
     // Mixed precision (FSDP MixedPrecision / MixedPrecisionPolicy).
-    auto parseDtype = [&](StringRef name, StringRef what) -> FailureOr<Type> {
-      if (name.empty())
-        return Type();
-      Type t = llvm::StringSwitch<Type>(name)
-                   .Case("f32", Float32Type::get(&getContext()))
-                   .Case("bf16", BFloat16Type::get(&getContext()))
-                   .Case("f16", Float16Type::get(&getContext()))
-                   .Default(Type());
-      if (!t)
-        return module.emitError()
-               << "fsdp-shard: " << what << " must be f32, bf16 or f16, got '"
-               << name << "'";
-      return t;
-    };
-    FailureOr<Type> pdtOr = parseDtype(paramDtype, "param-dtype");
-    FailureOr<Type> rdtOr = parseDtype(reduceDtype, "reduce-dtype");
-    if (failed(pdtOr) || failed(rdtOr))
-      return signalPassFailure();
-    if (accumulate != "sharded" && accumulate != "unsharded") {
-      module.emitError()
-          << "fsdp-shard: accumulate must be sharded or unsharded, got '"
-          << accumulate << "'";
-      return signalPassFailure();
-    }
-    if (masterWeights != "cast-on-gather" && masterWeights != "separate") {
-      module.emitError() << "fsdp-shard: master-weights must be cast-on-gather "
-                            "or separate, got '"
-                         << masterWeights << "'";
-      return signalPassFailure();
-    }
+    Type pdtOption = floatType(paramDtype), rdtOption = floatType(reduceDtype);
     OpBuilder b(module);
     MLIRContext *ctx = &getContext();
     module->setAttr(kWorldSizeAttr, b.getI64IntegerAttr(worldSize));
-    module->setAttr(kStrategyAttr,
-                    StrategyAttr::get(ctx, *symbolizeStrategy(strategy)));
+    module->setAttr(kStrategyAttr, StrategyAttr::get(ctx, strategy));
     module->setAttr(kReplicasAttr, b.getI64IntegerAttr(worldSize / shardGroup));
     module->setAttr(kShardSizeAttr, b.getI64IntegerAttr(shardGroup));
     if (failed(splitBatch(fn)))
@@ -223,10 +197,10 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       }
     // pdt: the dtype of gathered parameters and compute; rdt: of gradient
     // reduction. Master parameters and optimizer state keep modelType.
-    Type pdt = *pdtOr ? *pdtOr : modelType;
-    Type rdt = *rdtOr ? *rdtOr : pdt;
+    Type pdt = pdtOption ? pdtOption : modelType;
+    Type rdt = rdtOption ? rdtOption : pdt;
     const bool mixed = pdt != modelType;
-    const bool separate = masterWeights == "separate";
+    const bool separate = masterWeights == MasterWeights::Separate;
     if (separate && !mixed) {
       module.emitError()
           << "fsdp-shard: master-weights=separate needs a param-dtype narrower "
@@ -237,9 +211,9 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
     // With separate masters the param-dtype copy is replicated unless the
     // strategy shards parameters (ZeRO-1/2 keep fp16 parameters whole); the
     // f32 master is sharded unless nothing is (DDP).
-    const bool lowFull = strategy == "no-shard" ||
-                         strategy == "shard-optimizer" ||
-                         strategy == "shard-grad-op";
+    const bool lowFull = strategy == Strategy::NoShard ||
+                         strategy == Strategy::ShardOptimizer ||
+                         strategy == Strategy::ShardGradOp;
     const bool masterFull = separate ? replicatedState : replicatedParams;
     if (mixed) {
       // Float data enters compute in pdt.
@@ -390,7 +364,7 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
                                             toReduce, avg, shardGroupAttr,
                                             /*async=*/nullptr,
                                             /*bucket=*/nullptr);
-          if (strategy == "hybrid-shard" && worldSize / shardGroup > 1)
+          if (strategy == Strategy::HybridShard && worldSize / shardGroup > 1)
             reduced =
                 AllReduceOp::create(b, loc, reduceShardType, unitRef, reduced,
                                     avg, GroupAttr::get(ctx, Group::Replicate));
@@ -402,7 +376,7 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       // otherwise (one micro-batch, or no_sync) the accumulated gradient is
       // reduced once.
       SmallVector<SmallVector<Value>> perMicroBatch;
-      if (accumulate == "sharded") {
+      if (accumulate == Accumulate::Sharded) {
         for (Value g : grads) {
           SmallVector<Value> leaves;
           std::function<void(Value)> collect = [&](Value v) {
@@ -438,7 +412,7 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       }
       // ZeRO-1 updates this rank's slice of the replicated parameters.
       Value pUpdate = pArg;
-      if (strategy == "shard-optimizer" && masterFull)
+      if (strategy == Strategy::ShardOptimizer && masterFull)
         pUpdate = LocalShardOp::create(b, loc, shardType, unitRef, pArg,
                                        shardGroupAttr);
       Operation *first = updates.front();
@@ -454,7 +428,7 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       // back when replicated) and, with separate masters, the new param-dtype
       // copy (all-gathered when that copy is replicated but the master is not).
       auto newParam = [&](Value updated) -> Value {
-        if (strategy != "shard-optimizer" || !masterFull)
+        if (strategy != Strategy::ShardOptimizer || !masterFull)
           return updated;
         return AllGatherOp::create(b, loc, flatType, unitRef, updated,
                                    shardGroupAttr, nullptr, nullptr);

@@ -36,7 +36,7 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
   using Base::Base;
 
   std::string unitName(StringRef fqn) {
-    if (policy == "block") {
+    if (policy == WrapPolicy::Block) {
       // The prefix up to the first numeric component (a block index, as
       // `transformer.h.3` or `model.layers.3`); everything else is the root.
       SmallVector<StringRef> parts;
@@ -66,13 +66,7 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (policy != "module" && policy != "block" && policy != "size") {
-      module.emitError()
-          << "fsdp-wrap: policy must be 'module', 'block' or 'size', got '"
-          << policy << "'";
-      return signalPassFailure();
-    }
-    if (policy == "size" && minUnitNumel < 1) {
+    if (policy == WrapPolicy::Size && minUnitNumel < 1) {
       module.emitError() << "fsdp-wrap: min-unit-numel must be >= 1, got "
                          << static_cast<int64_t>(minUnitNumel);
       return signalPassFailure();
@@ -126,7 +120,7 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
         return signalPassFailure();
       }
       std::string n;
-      if (policy == "size") {
+      if (policy == WrapPolicy::Size) {
         // Fill units in first-use order up to min-unit-numel elements.
         int64_t numel = cast<RankedTensorType>(fn.getArgument(i).getType())
                             .getNumElements();

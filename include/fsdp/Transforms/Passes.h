@@ -17,6 +17,9 @@
 #include <memory>
 #include <string>
 
+// The enums of the passes' options (PassEnums.td).
+#include "fsdp/Transforms/PassEnums.h.inc"
+
 namespace mlir::fsdp {
 
 struct ClusterSpec;

@@ -8,7 +8,21 @@
 #ifndef FSDP_TRANSFORMS_PASSES
 #define FSDP_TRANSFORMS_PASSES
 
+include "fsdp/Dialect/FSDP/FSDPEnums.td"
+include "fsdp/Transforms/PassEnums.td"
 include "mlir/Pass/PassBase.td"
+
+// An option whose values are the cases of `enum` (`::llvm::cl::values`, as
+// upstream's enum options): each value is spelled as in the enum, with the
+// case's help text where it has one (OptionValue, PassEnums.td).
+class EnumOption<string varName, string arg, EnumInfo enum, string default,
+                 string desc>
+    : Option<varName, arg, enum.cppType, enum.cppType # "::" # default, desc,
+             "::llvm::cl::values(" # !interleave(!foreach(c, enum.enumerants,
+                 "clEnumValN(" # enum.cppType # "::" # c.symbol # ", \"" #
+                 c.str # "\", \"" #
+                 !if(!isa<OptionValue>(c), !cast<OptionValue>(c).description,
+                     "") # "\")"), ", ") # ")">;
 
 defvar FSDPAutodiffOptions = [
   ListOption<"frozen", "frozen", "std::string",
@@ -81,11 +95,8 @@ def FSDPOptimizer : Pass<"fsdp-optimizer", "::mlir::ModuleOp"> {
 }
 
 defvar FSDPWrapOptions = [
-  Option<"policy", "policy", "std::string", "\"module\"",
-         "module (a unit per module: FQN prefixes, unit-depth or units), block (one "
-         "unit per transformer block, named by the FQN up to its block index, plus a "
-         "root unit for the rest, as PyTorch's transformer_auto_wrap_policy) or size "
-         "(units filled in first-use order to min-unit-numel elements)">,
+  EnumOption<"policy", "policy", FSDP_WrapPolicy, "Module",
+             "how parameters are grouped into units">,
   Option<"minUnitNumel", "min-unit-numel", "int64_t", "100000000",
          "policy=size: parameters in first-use order join a unit until it holds at "
          "least this many elements (torch's size_based_auto_wrap_policy, default 1e8)">,
@@ -123,23 +134,21 @@ def FSDPWrap : Pass<"fsdp-wrap", "::mlir::ModuleOp"> {
 
 defvar FSDPShardOptions = [
   Option<"worldSize", "world-size", "int64_t", "1", "number of ranks (>= 1)">,
-  Option<"strategy", "strategy", "std::string", "\"full-shard\"",
-         "full-shard (ZeRO-3), shard-grad-op (ZeRO-2), shard-optimizer (ZeRO-1), "
-         "no-shard (DDP) or hybrid-shard (HSDP)">,
+  EnumOption<"strategy", "strategy", FSDP_Strategy, "FullShard",
+             "what is sharded: full-shard (ZeRO-3), shard-grad-op (ZeRO-2), "
+             "shard-optimizer (ZeRO-1), no-shard (DDP) or hybrid-shard (HSDP)">,
   Option<"shardSize", "shard-size", "int64_t", "0",
          "hybrid-shard: ranks per shard group (divides world-size; 0: world-size)">,
-  Option<"paramDtype", "param-dtype", "std::string", "\"\"",
-         "dtype of gathered parameters and of compute: f32, bf16 or f16 (default: the "
-         "parameters' own)">,
-  Option<"reduceDtype", "reduce-dtype", "std::string", "\"\"",
-         "dtype of gradient reduction (default: param-dtype)">,
-  Option<"accumulate", "accumulate", "std::string", "\"sharded\"",
-         "with micro-batches: sharded (reduce-scatter every micro-batch, accumulate "
-         "shards) or unsharded (accumulate full gradients, reduce once: no_sync)">,
-  Option<"masterWeights", "master-weights", "std::string", "\"cast-on-gather\"",
-         "cast-on-gather (FSDP2: the f32 shard is the only copy, cast as it is "
-         "gathered) or separate (ZeRO: a persistent param-dtype copy beside the f32 "
-         "master)">
+  EnumOption<"paramDtype", "param-dtype", FSDP_ComputeDtype, "Default",
+             "dtype of gathered parameters and of compute (default: the "
+             "parameters' own)">,
+  EnumOption<"reduceDtype", "reduce-dtype", FSDP_ComputeDtype, "Default",
+             "dtype of gradient reduction (default: param-dtype)">,
+  EnumOption<"accumulate", "accumulate", FSDP_Accumulate, "Sharded",
+             "gradient accumulation with micro-batches">,
+  EnumOption<"masterWeights", "master-weights", FSDP_MasterWeights,
+             "CastOnGather", "the f32 master weights under a narrower "
+             "param-dtype">
 ];
 
 def FSDPShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {

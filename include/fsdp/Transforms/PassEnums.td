@@ -1,0 +1,56 @@
+//===- PassEnums.td - the closed sets of the passes' options --------------===//
+//
+// Each enum is the one list of the values of a pass option (Passes.td builds
+// the option's cl::values from it, so a value is spelled once). The sharding
+// strategy is the fsdp dialect's (FSDPEnums.td): the IR carries it too.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_TRANSFORMS_PASSENUMS
+#define FSDP_TRANSFORMS_PASSENUMS
+
+include "mlir/IR/EnumAttr.td"
+
+/// A value of a pass option, with its help text in --help.
+class OptionValue<string sym, int val, string str, string help>
+    : I32EnumCase<sym, val, str> {
+  string description = help;
+}
+
+class OptionEnum<string name, string summary, list<OptionValue> values>
+    : I32Enum<name, summary, values> {
+  let cppNamespace = "::mlir::fsdp";
+}
+
+def FSDP_WrapPolicy : OptionEnum<"WrapPolicy", "fsdp-wrap policy", [
+    OptionValue<"Module", 0, "module",
+                "a unit per module: FQN prefixes, unit-depth or units">,
+    OptionValue<"Block", 1, "block",
+                "one unit per transformer block, named by the FQN up to its "
+                "block index, plus a root unit for the rest (PyTorch's "
+                "transformer_auto_wrap_policy)">,
+    OptionValue<"Size", 2, "size",
+                "units filled in first-use order to min-unit-numel elements "
+                "(torch's size_based_auto_wrap_policy)">]>;
+
+/// param-dtype and reduce-dtype; Default keeps the model's own dtype (or,
+/// for reduce-dtype, param-dtype).
+def FSDP_ComputeDtype : OptionEnum<"ComputeDtype", "floating-point dtype", [
+    OptionValue<"Default", 0, "", "the default">,
+    OptionValue<"F32", 1, "f32", "">,
+    OptionValue<"BF16", 2, "bf16", "">,
+    OptionValue<"F16", 3, "f16", "">]>;
+
+def FSDP_Accumulate : OptionEnum<"Accumulate", "gradient accumulation", [
+    OptionValue<"Sharded", 0, "sharded",
+                "reduce-scatter every micro-batch, accumulate shards">,
+    OptionValue<"Unsharded", 1, "unsharded",
+                "accumulate full gradients, reduce once (FSDP's no_sync)">]>;
+
+def FSDP_MasterWeights : OptionEnum<"MasterWeights", "master weights", [
+    OptionValue<"CastOnGather", 0, "cast-on-gather",
+                "FSDP2: the f32 shard is the only copy, cast as it is "
+                "gathered">,
+    OptionValue<"Separate", 1, "separate",
+                "ZeRO: a persistent param-dtype copy beside the f32 master">]>;
+
+#endif // FSDP_TRANSFORMS_PASSENUMS
