@@ -1,0 +1,448 @@
+//===- StepSharder.cpp - fsdp-shard's rewrite of the step, unit by unit --===//
+//
+// StepSharder holds the state of the rewrite (the argument index, the new
+// results, the arguments to erase) and does it in steps: index the
+// arguments, cast float data to param-dtype, keep the loss, then per unit
+// its flat arguments, gather, views, gradient reduction and update, and
+// last the new function type. See Shard.cpp for the IR before and after.
+//
+//===----------------------------------------------------------------------===//
+#include "StepSharder.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Debug.h"
+
+#include <functional>
+
+#define DEBUG_TYPE "fsdp-shard"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+/// Moves compute from the model's float type to pdt: float constants are
+/// rebuilt in pdt and every nn op's result types are re-inferred from its
+/// (now pdt) operands. Casts keep their target type and the optimizer
+/// updates keep the master's type.
+LogicalResult retypeCompute(func::FuncOp fn, Type modelType, Type pdt) {
+  for (Operation &op : llvm::make_early_inc_range(fn.getBody().front())) {
+    auto c = dyn_cast<arith::ConstantOp>(op);
+    if (!c)
+      continue;
+    auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+    auto t = dyn_cast<RankedTensorType>(c.getType());
+    if (!dense || !t || t.getElementType() != modelType || !dense.isSplat())
+      continue;
+    // Constants that feed only optimizer updates stay in the master type.
+    if (llvm::all_of(c->getUsers(), [](Operation *u) {
+          return isa<nn::AdamWUpdateOp, nn::SgdUpdateOp>(u);
+        }))
+      continue;
+    OpBuilder b(c);
+    auto nt = RankedTensorType::get(t.getShape(), pdt);
+    double v = dense.getSplatValue<APFloat>().convertToDouble();
+    auto nc = arith::ConstantOp::create(
+        b, c.getLoc(), DenseElementsAttr::get(nt, FloatAttr::get(pdt, v)));
+    c.replaceAllUsesWith(nc.getResult());
+    c.erase();
+  }
+  for (Operation &op : fn.getBody().front().without_terminator()) {
+    if (failed(nn::reinferResultTypes(&op)))
+      return op.emitError()
+             << "cannot compute in the requested param-dtype here";
+  }
+  return success();
+}
+
+/// The gradients of a unit's trainable parameters, at their flat offsets.
+struct UnitGradients {
+  SmallVector<Value> grads;
+  SmallVector<int64_t> offsets;
+};
+
+/// Rewrites the step function for one rank: the batch split, then each
+/// unit's parameter and optimizer-state arguments replaced by flat buffers
+/// (shards or whole) with gathers, views, the gradient reduction and one
+/// update of the flat shard.
+class StepSharder {
+public:
+  StepSharder(func::FuncOp fn, const ShardLayout &layout, Accumulate accumulate)
+      : fn(fn), block(fn.getBody().front()),
+        ret(cast<func::ReturnOp>(block.getTerminator())), b(fn),
+        ctx(b.getContext()), layout(layout), accumulate(accumulate) {}
+
+  /// Indexes the parameter, optimizer-state and step arguments.
+  void indexArguments() {
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
+      if (auto fqn = fn.getArgAttrOfType<StringAttr>(i, nn::kParamAttr))
+        paramArg[fqn.getValue()] = i;
+      if (auto kind = fn.getArgAttrOfType<StringAttr>(i, nn::kOptStateAttr)) {
+        StringRef of =
+            fn.getArgAttrOfType<StringAttr>(i, nn::kParamOfAttr).getValue();
+        (kind.getValue() == "exp_avg" ? expAvgArg : expAvgSqArg)[of] = i;
+      }
+      if (fn.getArgAttr(i, nn::kStepAttr))
+        step = fn.getArgument(i);
+    }
+    eraseArgs.resize(fn.getNumArguments());
+  }
+
+  /// Casts float data to pdt where compute is mixed precision.
+  void castData() {
+    OpBuilder top(&block, block.begin());
+    for (BlockArgument arg : fn.getArguments()) {
+      auto t = dyn_cast<RankedTensorType>(arg.getType());
+      if (!fn.getArgAttr(arg.getArgNumber(), nn::kDataAttr) || !t ||
+          !isa<FloatType>(t.getElementType()))
+        continue;
+      auto c = nn::CastOp::create(
+          top, arg.getLoc(), RankedTensorType::get(t.getShape(), layout.pdt),
+          arg);
+      arg.replaceAllUsesExcept(c, c);
+    }
+  }
+
+  /// Keeps the loss as the first result.
+  LogicalResult keepLoss() {
+    for (unsigned i = 0; i < fn.getNumResults(); ++i)
+      if (fn.getResultAttr(i, nn::kLossAttr)) {
+        results.push_back(ret.getOperand(i));
+        resultAttrs.push_back(fn.getResultAttrDict(i));
+      }
+    if (results.size() != 1)
+      return fn.emitError() << "expects exactly one result marked 'nn.loss'";
+    return success();
+  }
+
+  /// Replaces the unit's arguments by flat ones and its per-parameter
+  /// updates by one update of the flat shard.
+  LogicalResult shardUnit(UnitOp unit) {
+    const bool separate = layout.separate;
+    LLVM_DEBUG(llvm::dbgs()
+               << "unit @" << unit.getSymName() << ": "
+               << (separate ? "master " : "parameters ")
+               << (layout.masterFull() ? "whole" : "sharded")
+               << (separate && layout.lowFull() ? ", param-dtype copy whole"
+                                                : "")
+               << ", optimizer state "
+               << (layout.replicatedState() ? "whole" : "sharded") << "\n");
+    // The master (or only) parameter copy, and with separate masters the
+    // persistent param-dtype copy.
+    Value master = addUnitArg(unit, separate ? Role::Master : Role::Param,
+                              layout.masterFull());
+    Value low =
+        separate ? addUnitArg(unit, Role::Param, layout.lowFull(), layout.pdt)
+                 : Value();
+    b.setInsertionPointToStart(&block);
+    Value full = gatheredParams(unit, master, low);
+    SmallVector<Operation *> updates;
+    UnitGradients gradients;
+    if (failed(viewParams(unit, full, updates, gradients)))
+      return failure();
+    if (updates.empty()) {
+      LLVM_DEBUG(llvm::dbgs()
+                 << "  frozen: not reduced, updated or returned\n");
+      return success();
+    }
+    // The gradient: packed, then averaged over all ranks — reduce-scattered in
+    // the shard group (and, for HSDP, all-reduced across replicas), or
+    // all-reduced whole for DDP. Gradients are computed in pdt, reduced in rdt
+    // and applied in the master's dtype.
+    b.setInsertionPoint(ret);
+    Location loc = updates.front()->getLoc();
+    Value gradShard = reduceGradients(unit, gradients, loc);
+    return updateUnit(unit, updates, master, gradShard, loc);
+  }
+
+  /// The new function type and results; retypes compute to pdt.
+  LogicalResult finish() {
+    ret->setOperands(results);
+    if (layout.mixed() &&
+        failed(retypeCompute(fn, layout.modelType, layout.pdt)))
+      return failure();
+    fn.setFunctionType(FunctionType::get(ctx, fn.getArgumentTypes(),
+                                         ValueRange(results).getTypes()));
+    fn.setAllResultAttrs(resultAttrs);
+    if (failed(fn.eraseArguments(eraseArgs)))
+      return fn.emitError()
+             << "could not remove the replicated parameter arguments";
+    return success();
+  }
+
+private:
+  DictionaryAttr roleAttrs(UnitOp unit, Role role, bool full) {
+    SmallVector<NamedAttribute> attrs{
+        b.getNamedAttr(kUnitAttr, FlatSymbolRefAttr::get(unit)),
+        b.getNamedAttr(kRoleAttr, RoleAttr::get(ctx, role))};
+    if (full)
+      attrs.push_back(
+          b.getNamedAttr(kLayoutAttr, LayoutAttr::get(ctx, Layout::Full)));
+    return b.getDictionaryAttr(attrs);
+  }
+
+  /// A new unit-role argument: this rank's shard, or the whole padded flat
+  /// buffer.
+  Value addUnitArg(UnitOp unit, Role role, bool full, Type elt = Type()) {
+    int64_t n = full ? static_cast<int64_t>(*unit.getPaddedNumel())
+                     : static_cast<int64_t>(*unit.getShardNumel());
+    auto t = RankedTensorType::get({n}, elt ? elt : unit.getElementType());
+    (void)fn.insertArgument(fn.getNumArguments(), t,
+                            roleAttrs(unit, role, full), unit.getLoc());
+    eraseArgs.resize(fn.getNumArguments());
+    return fn.getArguments().back();
+  }
+
+  Value castTo(Value v, Type t, Location loc) {
+    auto vt = cast<RankedTensorType>(v.getType());
+    if (vt.getElementType() == t)
+      return v;
+    return nn::CastOp::create(b, loc, RankedTensorType::get(vt.getShape(), t),
+                              v);
+  }
+
+  /// The unit's gathered (or replicated) flat parameters in pdt.
+  /// Sharded parameters are gathered once at the top (fsdp-collectives places
+  /// the real gathers); replicated ones are viewed directly. cast-on-gather
+  /// casts the shard to pdt before gathering (FSDP2).
+  Value gatheredParams(UnitOp unit, Value master, Value low) {
+    int64_t padded = *unit.getPaddedNumel();
+    auto flatType = RankedTensorType::get({padded}, layout.pdt);
+    auto unitRef = FlatSymbolRefAttr::get(unit);
+    auto shardGroup = GroupAttr::get(ctx, Group::Shard);
+    Location loc = unit.getLoc();
+    if (layout.separate)
+      return layout.lowFull() ? low
+                              : AllGatherOp::create(b, loc, flatType, unitRef,
+                                                    low, shardGroup,
+                                                    /*async=*/nullptr,
+                                                    /*bucket=*/nullptr)
+                                    .getResult();
+    if (layout.replicatedParams())
+      return castTo(master, layout.pdt, loc);
+    return AllGatherOp::create(b, loc, flatType, unitRef,
+                               castTo(master, layout.pdt, loc), shardGroup,
+                               /*async=*/nullptr, /*bucket=*/nullptr);
+  }
+
+  /// Views of each parameter into `full`, replacing the parameter's uses;
+  /// collects the parameter's optimizer updates and gradients.
+  LogicalResult viewParams(UnitOp unit, Value full,
+                           SmallVectorImpl<Operation *> &updates,
+                           UnitGradients &gradients) {
+    for (auto [i, fqnAttr] : llvm::enumerate(unit.getParams())) {
+      StringRef fqn = cast<StringAttr>(fqnAttr).getValue();
+      int64_t offset = (*unit.getOffsets())[i];
+      unsigned argIdx = paramArg.lookup(fqn);
+      BlockArgument arg = fn.getArgument(argIdx);
+      eraseArgs.set(argIdx);
+      auto viewType = RankedTensorType::get(
+          cast<RankedTensorType>(arg.getType()).getShape(), layout.pdt);
+      Value view = ParamViewOp::create(b, arg.getLoc(), viewType, full,
+                                       b.getStringAttr(fqn),
+                                       b.getI64IntegerAttr(offset));
+      // The update ops of this parameter, before their operand is replaced.
+      for (Operation *user : arg.getUsers())
+        if (isa<nn::AdamWUpdateOp, nn::SgdUpdateOp>(user) &&
+            user->getOperand(0) == arg)
+          updates.push_back(user);
+      arg.replaceAllUsesWith(view);
+      if (unit.getTrainable()[i]) {
+        if (updates.size() != gradients.grads.size() + 1)
+          return emitError(arg.getLoc())
+                 << "expects exactly one optimizer update of trainable "
+                    "parameter '"
+                 << fqn << "' (run fsdp-autodiff and fsdp-optimizer first)";
+        gradients.grads.push_back(updates.back()->getOperand(1));
+        gradients.offsets.push_back(offset);
+      }
+      for (auto *map : {&expAvgArg, &expAvgSqArg})
+        if (map->count(fqn))
+          eraseArgs.set(map->lookup(fqn));
+    }
+    return success();
+  }
+
+  /// One reduction of `grads`: packed, reduced in rdt over the strategy's
+  /// groups, cast back.
+  Value reduce(UnitOp unit, ValueRange grads, ArrayRef<int64_t> offsets,
+               Location loc) {
+    auto unitRef = FlatSymbolRefAttr::get(unit);
+    int64_t shard = *unit.getShardNumel(), padded = *unit.getPaddedNumel();
+    auto avg = ReductionAttr::get(ctx, Reduction::Avg);
+    Value flat =
+        FlattenOp::create(b, loc, RankedTensorType::get({padded}, layout.pdt),
+                          unitRef, grads, b.getDenseI64ArrayAttr(offsets));
+    Value toReduce = castTo(flat, layout.rdt, loc);
+    Value reduced;
+    if (layout.replicatedState()) {
+      reduced =
+          AllReduceOp::create(b, loc, toReduce.getType(), unitRef, toReduce,
+                              avg, GroupAttr::get(ctx, Group::World));
+    } else {
+      auto shardType = RankedTensorType::get({shard}, layout.rdt);
+      reduced = ReduceScatterOp::create(b, loc, shardType, unitRef, toReduce,
+                                        avg, GroupAttr::get(ctx, Group::Shard),
+                                        /*async=*/nullptr,
+                                        /*bucket=*/nullptr);
+      if (layout.allReducesReplicas())
+        reduced = AllReduceOp::create(b, loc, shardType, unitRef, reduced, avg,
+                                      GroupAttr::get(ctx, Group::Replicate));
+    }
+    return castTo(reduced, unit.getElementType(), loc);
+  }
+
+  /// This rank's reduced gradient shard, in the master's dtype.
+  /// With micro-batches (fsdp-micro-batch) and accumulate=sharded, each
+  /// micro-batch's gradients are reduced and the reduced shards summed;
+  /// otherwise (one micro-batch, or no_sync) the accumulated gradient is
+  /// reduced once.
+  Value reduceGradients(UnitOp unit, const UnitGradients &gradients,
+                        Location loc) {
+    SmallVector<SmallVector<Value>> perMicroBatch;
+    if (accumulate == Accumulate::Sharded) {
+      for (Value g : gradients.grads) {
+        SmallVector<Value> leaves;
+        std::function<void(Value)> collect = [&](Value v) {
+          Operation *def = v.getDefiningOp();
+          if (def && isa<nn::AddOp>(def) && def->hasAttr(nn::kAccumulateAttr)) {
+            collect(def->getOperand(0));
+            collect(def->getOperand(1));
+          } else {
+            leaves.push_back(v);
+          }
+        };
+        collect(g);
+        if (perMicroBatch.empty())
+          perMicroBatch.resize(leaves.size());
+        if (leaves.size() != perMicroBatch.size()) {
+          perMicroBatch.clear();
+          break;
+        }
+        for (auto [j, leaf] : llvm::enumerate(leaves))
+          perMicroBatch[j].push_back(leaf);
+      }
+    }
+    if (perMicroBatch.size() <= 1)
+      return reduce(unit, gradients.grads, gradients.offsets, loc);
+    LLVM_DEBUG(llvm::dbgs()
+               << "  reduced per micro-batch (" << perMicroBatch.size()
+               << "), shards accumulated\n");
+    Value sum;
+    for (SmallVector<Value> &grads : perMicroBatch) {
+      Value r = reduce(unit, grads, gradients.offsets, loc);
+      sum = sum ? nn::AddOp::create(b, loc, sum, r).getResult() : r;
+    }
+    return sum;
+  }
+
+  /// The flat shard's optimizer update, and the results it returns.
+  LogicalResult updateUnit(UnitOp unit, ArrayRef<Operation *> updates,
+                           Value master, Value gradShard, Location loc) {
+    auto unitRef = FlatSymbolRefAttr::get(unit);
+    auto shardGroup = GroupAttr::get(ctx, Group::Shard);
+    Type elt = unit.getElementType();
+    int64_t shard = *unit.getShardNumel(), padded = *unit.getPaddedNumel();
+    const bool masterFull = layout.masterFull(), lowFull = layout.lowFull();
+    const bool stateFull = layout.replicatedState();
+    Value toUpdate = master;
+    if (layout.updatesSlice())
+      toUpdate =
+          LocalShardOp::create(b, loc, RankedTensorType::get({shard}, elt),
+                               unitRef, master, shardGroup);
+    Operation *first = updates.front();
+    for (Operation *u : updates)
+      if (u->getName() != first->getName() ||
+          u->getAttrDictionary() != first->getAttrDictionary())
+        return u->emitOpError()
+               << "differs from the other updates of unit '"
+               << unit.getSymName()
+               << "': one flat shard takes one optimizer configuration";
+    // The updated parameters: the master (ZeRO-1: its slice all-gathered back
+    // when replicated) and, with separate masters, the new param-dtype copy
+    // (all-gathered when that copy is replicated but the master is not).
+    auto newParam = [&](Value updated) -> Value {
+      if (!layout.updatesSlice())
+        return updated;
+      return AllGatherOp::create(b, loc, RankedTensorType::get({padded}, elt),
+                                 unitRef, updated, shardGroup, nullptr,
+                                 nullptr);
+    };
+    auto addLowCopy = [&](Value updated) {
+      if (!layout.separate)
+        return;
+      Value low = castTo(updated, layout.pdt, loc);
+      if (lowFull && !masterFull)
+        low = AllGatherOp::create(b, loc,
+                                  RankedTensorType::get({padded}, layout.pdt),
+                                  unitRef, low, shardGroup, nullptr, nullptr);
+      results.push_back(low);
+      resultAttrs.push_back(roleAttrs(unit, Role::Param, lowFull));
+    };
+    Role masterRole = layout.separate ? Role::Master : Role::Param;
+    if (auto adam = dyn_cast<nn::AdamWUpdateOp>(first)) {
+      Value m = addUnitArg(unit, Role::ExpAvg, stateFull);
+      Value v = addUnitArg(unit, Role::ExpAvgSq, stateFull);
+      auto op = nn::AdamWUpdateOp::create(
+          b, loc, toUpdate, gradShard, m, v, step, adam.getLrAttr(),
+          adam.getBeta1Attr(), adam.getBeta2Attr(), adam.getEpsAttr(),
+          adam.getWeightDecayAttr());
+      results.append(
+          {newParam(op.getNewParam()), op.getNewExpAvg(), op.getNewExpAvgSq()});
+      resultAttrs.push_back(roleAttrs(unit, masterRole, masterFull));
+      resultAttrs.push_back(roleAttrs(unit, Role::ExpAvg, stateFull));
+      resultAttrs.push_back(roleAttrs(unit, Role::ExpAvgSq, stateFull));
+      addLowCopy(op.getNewParam());
+    } else {
+      auto sgd = cast<nn::SgdUpdateOp>(first);
+      Value updated = nn::SgdUpdateOp::create(
+          b, loc, toUpdate.getType(), toUpdate, gradShard, sgd.getLrAttr(),
+          sgd.getWeightDecayAttr());
+      results.push_back(newParam(updated));
+      resultAttrs.push_back(roleAttrs(unit, masterRole, masterFull));
+      addLowCopy(updated);
+    }
+    // The per-parameter updates and their results die with the old return.
+    for (Operation *u : updates)
+      for (Value r : u->getResults())
+        for (OpOperand &use : llvm::make_early_inc_range(r.getUses()))
+          if (use.getOwner() != ret)
+            return use.getOwner()->emitOpError()
+                   << "uses an updated parameter inside the step";
+    ret->setOperands(results); // drop uses of the old updates before erasing
+    for (Operation *u : updates)
+      u->erase();
+    return success();
+  }
+
+  func::FuncOp fn;
+  Block &block;
+  func::ReturnOp ret;
+  OpBuilder b;
+  MLIRContext *ctx;
+  const ShardLayout &layout;
+  Accumulate accumulate;
+  llvm::StringMap<unsigned> paramArg, expAvgArg, expAvgSqArg;
+  Value step;
+  llvm::BitVector eraseArgs;
+  SmallVector<Value> results;
+  SmallVector<Attribute> resultAttrs;
+};
+} // namespace
+
+LogicalResult mlir::fsdp::shardStep(func::FuncOp fn, ArrayRef<UnitOp> units,
+                                    const ShardLayout &layout,
+                                    Accumulate accumulate) {
+  StepSharder sharder(fn, layout, accumulate);
+  sharder.indexArguments();
+  if (layout.mixed())
+    sharder.castData();
+  if (failed(sharder.keepLoss()))
+    return failure();
+  for (UnitOp unit : units)
+    if (failed(sharder.shardUnit(unit)))
+      return failure();
+  return sharder.finish();
+}
