@@ -1,6 +1,7 @@
 //===- FSDPDialect.cpp - fsdp dialect registration and verifiers ----------===//
 #include "fsdp/Dialect/FSDP/FSDP.h"
 #include "fsdp/InitSpec.h"
+#include "fsdp/Sharding.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -278,9 +279,8 @@ LogicalResult UnitOp::verify() {
                          << " (the sum of parameter sizes), got "
                          << *getNumel();
   if (std::optional<int64_t> ws = groupSize(*this, Group::Shard)) {
-    int64_t padded = (end + *ws - 1) / *ws * *ws;
-    if (padded < *ws)
-      padded = *ws;
+    // fsdp-shard's padding (fsdp/Sharding.h), the one definition.
+    int64_t padded = ::fsdp::paddedNumel(end, *ws);
     if (*getPaddedNumel() != padded || *getShardNumel() * *ws != padded)
       return emitOpError() << "expects padded_numel " << padded
                            << " and shard_numel " << padded / *ws
