@@ -8,7 +8,10 @@
 #include "fsdp/Transforms/Passes.h"
 
 #include "llvm/ADT/MapVector.h"
+#include "llvm/Support/Debug.h"
 #include <cmath>
+
+#define DEBUG_TYPE "fsdp-wrap"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPWRAP
@@ -62,6 +65,21 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
     size_t keep = unitDepth > 0 ? std::min<size_t>(unitDepth, parts.size() - 1)
                                 : parts.size() - 1;
     return llvm::join(ArrayRef<StringRef>(parts).take_front(keep), ".");
+  }
+
+  /// Why unitName(fqn) is `unit` (for -debug-only=fsdp-wrap).
+  std::string reason(StringRef fqn, StringRef unit) {
+    if (policy == WrapPolicy::Block)
+      return unit == "root" ? "no numeric FQN component: not in a block"
+                            : "the FQN up to its block index";
+    if (!units.empty())
+      return unit == "root" ? "no listed units= prefix matches"
+                            : "the longest units= prefix of the FQN";
+    if (!fqn.contains('.'))
+      return "a top-level name";
+    if (unitDepth > 0)
+      return "its first " + std::to_string(unitDepth) + " FQN components";
+    return "its module (the FQN without the last component)";
   }
 
   void runOnOperation() override {
@@ -125,13 +143,23 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
         int64_t numel = cast<RankedTensorType>(fn.getArgument(i).getType())
                             .getNumElements();
         if (sizeUnitNumel >= minUnitNumel || names.empty()) {
+          LLVM_DEBUG(if (!names.empty()) llvm::dbgs()
+                     << "unit size." << sizeUnits - 1 << " closed at "
+                     << sizeUnitNumel << " >= min-unit-numel "
+                     << static_cast<int64_t>(minUnitNumel) << " elements\n");
           ++sizeUnits;
           sizeUnitNumel = 0;
         }
         sizeUnitNumel += numel;
         n = "size." + std::to_string(sizeUnits - 1);
+        LLVM_DEBUG(llvm::dbgs()
+                   << "'" << fqn << "' (" << numel << " elements) -> " << n
+                   << ": next in first-use order, the unit now holds "
+                   << sizeUnitNumel << "\n");
       } else {
         n = unitName(fqn);
+        LLVM_DEBUG(llvm::dbgs() << "'" << fqn << "' -> " << n << ": "
+                                << reason(fqn, n) << "\n");
       }
       // A tied parameter's other names must not be wrapped elsewhere.
       if (auto tied = fn.getArgAttrOfType<ArrayAttr>(i, nn::kTiedAttr))
@@ -175,6 +203,9 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
         (!tr || tr.getValue() ? train : frozenArgs).push_back(i);
       }
       if (!train.empty() && !frozenArgs.empty()) {
+        LLVM_DEBUG(llvm::dbgs() << "unit " << name << ": " << frozenArgs.size()
+                                << " frozen parameter(s) -> " << name
+                                << ".frozen (no gradient, no state)\n");
         flatGroups.push_back({name.str(), train});
         flatGroups.push_back({name.str() + ".frozen", frozenArgs});
       } else {
