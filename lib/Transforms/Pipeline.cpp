@@ -14,7 +14,10 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/Debug.h"
 #include "llvm/Support/ErrorHandling.h"
+
+#define DEBUG_TYPE "fsdp-pipeline"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPPIPELINE
@@ -128,6 +131,11 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
   void runOnOperation() override {
     OpPassManager pm(ModuleOp::getOperationName());
     buildPipeline(pm);
+    LLVM_DEBUG({
+      llvm::dbgs() << "fsdp-pipeline runs ";
+      pm.printAsTextualPipeline(llvm::dbgs());
+      llvm::dbgs() << "\n";
+    });
     if (failed(runPipeline(pm, getOperation())))
       signalPassFailure();
   }
