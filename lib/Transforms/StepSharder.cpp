@@ -121,14 +121,23 @@ public:
   /// updates by one update of the flat shard.
   LogicalResult shardUnit(UnitOp unit) {
     const bool separate = layout.separate;
-    LLVM_DEBUG(llvm::dbgs()
-               << "unit @" << unit.getSymName() << ": "
-               << (separate ? "master " : "parameters ")
-               << (layout.masterFull() ? "whole" : "sharded")
-               << (separate && layout.lowFull() ? ", param-dtype copy whole"
-                                                : "")
-               << ", optimizer state "
-               << (layout.replicatedState() ? "whole" : "sharded") << "\n");
+    LLVM_DEBUG({
+      auto whole = [](bool full) { return full ? "whole" : "sharded"; };
+      llvm::dbgs() << "unit @" << unit.getSymName() << ": "
+                   << (separate ? "master " : "parameters ")
+                   << whole(layout.masterFull());
+      if (separate)
+        llvm::dbgs() << ", param-dtype copy " << whole(layout.lowFull());
+      llvm::dbgs() << ", optimizer state " << whole(layout.replicatedState())
+                   << "; gradients "
+                   << (layout.replicatedState()
+                           ? "all-reduced over the world"
+                           : "reduce-scattered over the shard group");
+      if (layout.allReducesReplicas())
+        llvm::dbgs() << ", then all-reduced over " << layout.replicas()
+                     << " replicas";
+      llvm::dbgs() << "\n";
+    });
     // The master (or only) parameter copy, and with separate masters the
     // persistent param-dtype copy.
     Value master = addUnitArg(unit, separate ? Role::Master : Role::Param,
