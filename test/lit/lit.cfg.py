@@ -37,3 +37,8 @@ llvm_config.add_tool_substitutions(["fsdp-opt", "fsdp-import", "fsdp-sweep", "fs
                                     "fsdp-calibrate", "FileCheck",
                                     "not", "count"],
                                    [config.fsdp_tools_dir, config.llvm_tools_dir])
+
+# -debug-only exists (and LLVM_DEBUG is compiled in: HandleLLVMOptions drops
+# NDEBUG) only against an LLVM built with assertions; Debian's is not.
+if config.llvm_enable_assertions.upper() in ("ON", "1", "TRUE", "YES"):
+    config.available_features.add("asserts")
