@@ -33,11 +33,12 @@ struct FSDPMemoryPlanPass
 
   /// What would bring the peak under the budget, by the dominant class.
   static std::string advice(StringRef cls, const json &r, int64_t over) {
-    std::string strategy = r["strategy"];
+    std::optional<Strategy> strategy =
+        symbolizeStrategy(r["strategy"].get<std::string>());
     int64_t world = r["world_size"], state = r["per_rank"]["model_state_bytes"];
     std::string s;
     if (cls == "param_shard" || cls == "opt_state" || cls == "grad_shard") {
-      if (strategy != "full-shard" && strategy != "hybrid-shard")
+      if (strategy != Strategy::FullShard && strategy != Strategy::HybridShard)
         s += "strategy=full-shard shards parameters, gradients and optimizer "
              "state; ";
       // Model state scales as 1/N when fully sharded.
