@@ -13,16 +13,24 @@ include "fsdp/Transforms/PassEnums.td"
 include "mlir/Pass/PassBase.td"
 
 // An option whose values are the cases of `enum` (`::llvm::cl::values`, as
-// upstream's enum options): each value is spelled as in the enum, with the
-// case's help text where it has one (OptionValue, PassEnums.td).
+// upstream's enum options): each value is spelled as in the enum, with its
+// help text from the case (OptionValue, PassEnums.td) or from `help`, one
+// per case in order (for an enum declared elsewhere); the description lists
+// the values, for the generated docs.
 class EnumOption<string varName, string arg, EnumInfo enum, string default,
-                 string desc>
-    : Option<varName, arg, enum.cppType, enum.cppType # "::" # default, desc,
-             "::llvm::cl::values(" # !interleave(!foreach(c, enum.enumerants,
-                 "clEnumValN(" # enum.cppType # "::" # c.symbol # ", \"" #
-                 c.str # "\", \"" #
-                 !if(!isa<OptionValue>(c), !cast<OptionValue>(c).description,
-                     "") # "\")"), ", ") # ")">;
+                 string desc, list<string> help = []>
+    : Option<varName, arg, enum.cppType, enum.cppType # "::" # default,
+             desc # ": " # !interleave(!filter(name,
+                 !foreach(c, enum.enumerants, c.str), !ne(name, "")), ", "),
+             "::llvm::cl::values(" # !interleave(
+                 !foreach(i, !range(!size(enum.enumerants)),
+                   "clEnumValN(" # enum.cppType # "::" #
+                   enum.enumerants[i].symbol # ", \"" #
+                   enum.enumerants[i].str # "\", \"" #
+                   !if(!isa<OptionValue>(enum.enumerants[i]),
+                       !cast<OptionValue>(enum.enumerants[i]).description,
+                       !if(!empty(help), "", help[i])) # "\")"), ", ") #
+             ")">;
 
 defvar FSDPAutodiffOptions = [
   ListOption<"frozen", "frozen", "std::string",
@@ -135,8 +143,15 @@ def FSDPWrap : Pass<"fsdp-wrap", "::mlir::ModuleOp"> {
 defvar FSDPShardOptions = [
   Option<"worldSize", "world-size", "int64_t", "1", "number of ranks (>= 1)">,
   EnumOption<"strategy", "strategy", FSDP_Strategy, "FullShard",
-             "what is sharded: full-shard (ZeRO-3), shard-grad-op (ZeRO-2), "
-             "shard-optimizer (ZeRO-1), no-shard (DDP) or hybrid-shard (HSDP)">,
+             "what is sharded", [
+               "ZeRO-3: parameters, gradients and optimizer state, "
+               "re-gathered for backward",
+               "ZeRO-2: the same, parameters kept gathered from forward to "
+               "backward",
+               "ZeRO-1: gradients and optimizer state; parameters replicated",
+               "DDP: nothing; gradients all-reduced",
+               "HSDP: full-shard within groups of shard-size ranks, "
+               "replicated across them"]>,
   Option<"shardSize", "shard-size", "int64_t", "0",
          "hybrid-shard: ranks per shard group (divides world-size; 0: world-size)">,
   EnumOption<"paramDtype", "param-dtype", FSDP_ComputeDtype, "Default",
@@ -157,11 +172,12 @@ def FSDPShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
     Each unit becomes one flat buffer, right-padded to a multiple of the
     shard-group size (the world size, or `shard-size` for hybrid-shard) and
     split into equal contiguous shards (PyTorch FSDP's FlatParameter;
-    include/fsdp/Sharding.h). The step function takes and returns this rank's shards
-    of the parameters and of the optimizer state (`fsdp.unit`, `fsdp.role`)
-    and this rank's micro-batch: data arguments lose a factor world-size in
-    their first dimension (contiguous blocks; `fsdp.global_shape` keeps the
-    global one), and every shape is re-inferred. Each unit is gathered once
+    include/fsdp/Sharding.h). The step function takes and returns this
+    rank's shards of the parameters and of the optimizer state (`fsdp.unit`,
+    `fsdp.role`) and this rank's part of the batch: data arguments lose a
+    factor world-size in their first dimension (contiguous blocks;
+    `fsdp.global_shape` keeps the global one), and every shape is
+    re-inferred. Each unit is gathered once
     at the top (`fsdp.all_gather` + `fsdp.param_view`), its gradients are
     packed (`fsdp.flatten`) and reduce-scattered with `avg`, and the
     optimizer updates the flat shards. fsdp-collectives then places these.
@@ -171,11 +187,20 @@ def FSDPShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
     full-shard and shard-grad-op shard parameters, gradients and optimizer
     state (shard-grad-op keeps gathered parameters from forward to
     backward); shard-optimizer (ZeRO-1) keeps replicated parameters
-    (`fsdp.layout = "full"`), reduce-scatters gradients, updates this rank's
+    (`fsdp.layout = #fsdp.layout<full>`), reduce-scatters gradients, updates
+    this rank's
     slice (`fsdp.local_shard`) and all-gathers it back; no-shard (DDP)
     replicates everything and all-reduces gradients; hybrid-shard (HSDP)
     shards within groups of `shard-size` ranks and all-reduces gradient
     shards across the world-size / shard-size replicas.
+
+    Mixed precision (FSDP's MixedPrecision): `param-dtype` is the dtype of
+    gathered parameters and of compute, `reduce-dtype` that of gradient
+    reduction; the shards keep the parameters' dtype and are cast as they
+    are gathered, or with `master-weights=separate` a persistent
+    param-dtype copy is kept beside them. With fsdp-micro-batch,
+    `accumulate=sharded` reduces each micro-batch's gradients and sums the
+    shards; `unsharded` reduces the summed gradient once.
   }];
   let options = FSDPShardOptions;
   let dependentDialects = ["::mlir::fsdp::FSDPDialect", "::mlir::nn::NNDialect"];
@@ -199,7 +224,9 @@ def FSDPCollectives : Pass<"fsdp-collectives", "::mlir::ModuleOp"> {
     (not under strategy=shard-grad-op, nor for the units listed in
     `keep-gathered`, which stay gathered from forward to backward); a
     reduce-scatter of the packed gradient right after the unit's last
-    gradient is complete, and a free of the full gradient after it. Forward
+    gradient is complete (under shard-optimizer where fsdp-shard put it, at
+    the end of backward, as DeepSpeed's stage 1), and a free of the full
+    gradient after it. Forward
     ends at the op that defines the loss (with micro-batches, each
     micro-batch's forward and backward are phases of their own).
   }];
@@ -251,7 +278,8 @@ def FSDPSchedule : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
     `fsdp.schedule` naming the schedule applied. `bucket-bytes` merges
     consecutive small units' all-gathers of one phase (and consecutive
     reduce-scatters) into one collective of a packed buffer (fsdp.pack /
-    fsdp.unpack). See lib/Transforms/Schedule.cpp.
+    fsdp.unpack). See lib/Transforms/Schedule.cpp (the steps:
+    ScheduleSteps.cpp).
   }];
   let options = FSDPScheduleOptions;
   let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
