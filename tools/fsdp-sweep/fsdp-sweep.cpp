@@ -89,13 +89,21 @@ static cl::opt<std::string>
                            "8,64,512,4096,16384)"),
                   cl::value_desc("list"), cl::init("8,64,512,4096,16384"),
                   cl::cat(mainCat));
+/// "full-shard, shard-grad-op, ...": the fsdp dialect's Strategy cases.
+static std::string strategyList(llvm::StringRef sep) {
+  std::string s;
+  for (uint32_t i = 0; i <= mlir::fsdp::getMaxEnumValForStrategy(); ++i)
+    s += (i ? sep.str() : "") +
+         mlir::fsdp::stringifyStrategy(static_cast<mlir::fsdp::Strategy>(i))
+             .str();
+  return s;
+}
+
 static cl::opt<std::string> strategiesOpt(
     "strategies",
     cl::desc("Comma-separated strategies: full-shard, shard-grad-op, "
              "shard-optimizer, no-shard, hybrid-shard (default: all)"),
-    cl::value_desc("list"),
-    cl::init("full-shard,shard-grad-op,shard-optimizer,no-shard,hybrid-shard"),
-    cl::cat(mainCat));
+    cl::value_desc("list"), cl::init(strategyList(",")), cl::cat(mainCat));
 static cl::opt<int64_t>
     seqOpt("seq",
            cl::desc("Sequence length T in tokens (default: fsdp-import's, "
@@ -148,10 +156,6 @@ static int error(const std::string &msg) {
   llvm::errs() << "fsdp-sweep: error: " << msg << "\n";
   return 1;
 }
-
-static constexpr llvm::StringLiteral kStrategies[] = {
-    "full-shard", "shard-grad-op", "shard-optimizer", "no-shard",
-    "hybrid-shard"};
 
 /// The pipeline options the sweep sets itself (or that would write files per
 /// plan).
@@ -223,11 +227,9 @@ int main(int argc, char **argv) {
   llvm::StringRef(strategiesOpt).split(items, ',');
   for (llvm::StringRef s : items) {
     s = s.trim();
-    if (!llvm::is_contained(kStrategies, s))
-      return error(
-          "--strategies: unknown strategy '" + s.str() +
-          "' (known: full-shard, shard-grad-op, shard-optimizer, no-shard, "
-          "hybrid-shard)");
+    if (!mlir::fsdp::symbolizeStrategy(s))
+      return error("--strategies: unknown strategy '" + s.str() +
+                   "' (known: " + strategyList(", ") + ")");
     o.strategies.push_back(s.str());
   }
   if (!unitNumelOpt.empty()) {
