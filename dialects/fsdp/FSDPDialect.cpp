@@ -360,11 +360,12 @@ static LogicalResult verifyShardedCollective(Operation *op,
 static LogicalResult verifyAsync(Operation *op, bool async) {
   Value r = op->getResult(0);
   bool future = isa<FutureType>(r.getType());
-  if (async != future)
+  if (async && !future)
     return op->emitOpError()
-           << (async ? "is async: expects an !fsdp.future result"
-                     : "is not async: expects a tensor result, got ")
-           << (async ? Type() : r.getType());
+           << "is async: expects an !fsdp.future result, got " << r.getType();
+  if (!async && future)
+    return op->emitOpError()
+           << "is not async: expects a tensor result, got " << r.getType();
   if (async && (!r.hasOneUse() || !isa<WaitOp>(*r.getUsers().begin())))
     return op->emitOpError()
            << "is async: expects its result to be used by exactly one "

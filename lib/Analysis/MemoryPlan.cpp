@@ -126,6 +126,11 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
              << "the memory plan supports statically shaped tensors of "
                 "f32, f64, bf16, f16, i32 and i64, got "
              << v.getType();
+    // Hand-written fsdp IR is not sized by the nn verifiers everywhere: the
+    // plan refuses what it cannot hold rather than wrap.
+    if (!nn::checkedTensorBytes(t))
+      return emitError(v.getLoc())
+             << "the tensor's size exceeds 2^59 bytes: " << v.getType();
     PlannedBuffer b;
     b.value = v;
     b.bytes = bufferBytes(t);

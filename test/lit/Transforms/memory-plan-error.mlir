@@ -64,3 +64,14 @@ module attributes {fsdp.replicas = 1 : i64, fsdp.schedule = "none", fsdp.shard_s
     return %loss, %p_new, %m_new, %v_new : tensor<f32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>
   }
 }
+
+// -----
+
+// A buffer too large to size (hand-written fsdp IR that no nn verifier
+// sized): refused, not planned with a wrapped byte count.
+func.func @huge(%w: tensor<2xf32>) -> (tensor<f32> {nn.loss}) {
+  // expected-error @+1 {{the tensor's size exceeds 2^59 bytes: 'tensor<2147483648x2147483648xf32>'}}
+  %big = arith.constant dense<0.0> : tensor<2147483648x2147483648xf32>
+  %l = nn.reduce_sum %w {axes = array<i64: 0>} : tensor<2xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
