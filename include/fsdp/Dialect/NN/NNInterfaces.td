@@ -36,7 +36,8 @@ def NN_CostOpInterface : OpInterface<"CostOpInterface"> {
     every result, once). Used by the cluster simulator (lib/Analysis/
     Simulator.cpp) for a roofline time max(FLOPs / (peak · efficiency),
     bytes / memory bandwidth). The formulas and their sources are in
-    dialects/nn/NNCost.cpp: a multiply-add counts as 2 FLOPs (Kaplan et al.
+    include/fsdp/CostFormulas.h (shared with fsdp-calibrate; NNCost.cpp
+    reads the shapes): a multiply-add counts as 2 FLOPs (Kaplan et al.
     2020, "6N" per token for training; Narayanan et al., SC21, Sec. 5.1 for
     the transformer matmuls), causal attention counts half of the dense
     4·B·Hq·T²·D and its backward 2.5× the forward (Dao et al., FlashAttention,
