@@ -289,6 +289,25 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
     if (b.viewOf < 0 && b.aliases < 0 && b.start <= plan.peakInstruction &&
         plan.peakInstruction <= b.end)
       plan.peakBytesByClass[(unsigned)b.cls] += b.bytes;
+  // Each class's own maximum over the step: the same sweep per class.
+  plan.maxBytesByClass.assign(kNumMemoryClasses, 0);
+  for (unsigned c = 0; c < kNumMemoryClasses; ++c) {
+    std::vector<int64_t> d(n + 2, 0);
+    for (auto &b : plan.buffers) {
+      if (b.viewOf >= 0 || b.aliases >= 0 || (unsigned)b.cls != c)
+        continue;
+      d[b.start + 1] += b.bytes;
+      if (b.end + 2 <= n + 1)
+        d[b.end + 2] -= b.bytes;
+    }
+    int64_t liveC = d[0];
+    int64_t most = liveC;
+    for (int64_t i = 0; i < n; ++i) {
+      liveC += d[i + 1];
+      most = std::max(most, liveC);
+    }
+    plan.maxBytesByClass[c] = most;
+  }
   plan.assignArenaOffsets();
   return plan;
 }

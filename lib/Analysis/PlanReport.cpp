@@ -117,9 +117,12 @@ FailureOr<json> mlir::fsdp::buildPlanReport(ModuleOp module) {
   }
   CommPlan comm = CommPlan::compute(*plan, module);
   ModelState state = ModelState::compute(*plan, *fn);
-  json byClass = json::object();
-  for (unsigned c = 0; c < kNumMemoryClasses; ++c)
+  json byClass = json::object(), maxByClass = json::object();
+  for (unsigned c = 0; c < kNumMemoryClasses; ++c) {
     byClass[memoryClassName((MemoryClass)c).str()] = plan->peakBytesByClass[c];
+    maxByClass[memoryClassName((MemoryClass)c).str()] =
+        plan->maxBytesByClass[c];
+  }
   json peakAt = nullptr;
   if (plan->peakInstruction >= 0)
     peakAt = describe(plan->instructions[plan->peakInstruction]);
@@ -157,6 +160,7 @@ FailureOr<json> mlir::fsdp::buildPlanReport(ModuleOp module) {
         {"peak_instruction", plan->peakInstruction},
         {"peak_at", peakAt},
         {"peak_bytes_by_class", std::move(byClass)},
+        {"max_bytes_by_class", std::move(maxByClass)},
         {"model_state_bytes", state.total()},
         {"model_state",
          {{"params", state.paramBytes},
@@ -228,6 +232,10 @@ std::string mlir::fsdp::formatPlanReport(const json &r) {
     os << "    at instruction #" << p["peak_instruction"].get<int64_t>() << " "
        << p["peak_at"].get<std::string>() << "\n";
   for (auto &[cls, bytes] : p["peak_bytes_by_class"].items())
+    if (bytes.get<int64_t>() > 0)
+      row("  " + cls, bytes);
+  os << "  most of each class at any point of the step:\n";
+  for (auto &[cls, bytes] : p["max_bytes_by_class"].items())
     if (bytes.get<int64_t>() > 0)
       row("  " + cls, bytes);
   row("model-state bytes", p["model_state_bytes"]);

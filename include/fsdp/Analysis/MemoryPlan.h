@@ -78,8 +78,12 @@ public:
   int64_t peakBytesWithScratch = 0;  // max of liveBytes + scratchBytes
   int64_t peakInstruction = -1; // index of the first instruction at the peak
   std::vector<int64_t>
-      peakBytesByClass;         // live bytes per MemoryClass at the peak
-  int64_t arenaBytes = 0;       // size of one arena holding every buffer
+      peakBytesByClass; // live bytes per MemoryClass at the peak
+  std::vector<int64_t>
+      maxBytesByClass;    // per MemoryClass, its most live bytes at any point
+                          // of the step (a class can peak elsewhere than the
+                          // step does: a large gradient after the activations)
+  int64_t arenaBytes = 0; // size of one arena holding every buffer
   int64_t lossInstruction = -1; // forward ends here
 
   /// Alignment of arena offsets, bytes (the runtime's allocation alignment).

@@ -35,6 +35,22 @@
 // JSON-NEXT: "temporary": 4,
 // JSON-NEXT: "data": 24,
 // JSON-NEXT: "scalar": 8
+// Each class's own maximum over the step (max_bytes_by_class), which the
+// peak's snapshot above cannot show: the gradients dh, dw, db (24 + 24 + 12
+// B) are live together at nn.reduce_sum, the packed gradient g (40 B) from
+// flatten to its free, the reduced shard (20 B) from its reduce-scatter, and
+// h with the loss (24 + 4 B) at nn.cross_entropy.
+// JSON: "max_bytes_by_class": {
+// JSON-NEXT: "param_shard": 20,
+// JSON-NEXT: "gathered_param": 40,
+// JSON-NEXT: "opt_state": 40,
+// JSON-NEXT: "grad": 60,
+// JSON-NEXT: "grad_shard": 20,
+// JSON-NEXT: "comm_buffer": 40,
+// JSON-NEXT: "activation": 28,
+// JSON-NEXT: "temporary": 4,
+// JSON-NEXT: "data": 24,
+// JSON-NEXT: "scalar": 8
 // JSON: "model_state_bytes": 80,
 // JSON: "params": 20,
 // JSON-NEXT: "grads": 20,
@@ -54,6 +70,9 @@
 // TEXT: fsdp-opt plan: 9 parameters, strategy full-shard, world size 2 (1 x 2)
 // TEXT: peak bytes 160
 // TEXT: at instruction #5 'nn.linear'
+// TEXT: most of each class at any point of the step:
+// TEXT: grad 60
+// TEXT: comm_buffer 40
 // TEXT: model-state bytes 80
 // TEXT: comm bytes per step 40
 // TEXT: fc params 2 numel 9 padded 10 shard 5
