@@ -226,28 +226,41 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
       b.end = plan.buffers[b.viewOf].end;
     }
 
-  // Live bytes at each instruction: buffers with start <= i <= end.
-  std::vector<int64_t> delta(
-      n + 2, 0); // index i + 1 for instruction i, 0 for the step start
-  int64_t atStart = 0;
+  // Live bytes at each instruction, per class: buffers with start <= i <=
+  // end (index i + 1 of a class's deltas for instruction i, 0 for the step
+  // start). One sweep gives the step's live bytes, its peak with the
+  // snapshot of each class there, and each class's own maximum.
+  std::vector<std::vector<int64_t>> delta(kNumMemoryClasses,
+                                          std::vector<int64_t>(n + 2, 0));
   for (auto &b : plan.buffers) {
     if (b.viewOf >= 0 || b.aliases >= 0)
       continue; // a view or an aliased output holds no bytes of its own
-    delta[b.start + 1] += b.bytes;
+    std::vector<int64_t> &d = delta[(unsigned)b.cls];
+    d[b.start + 1] += b.bytes;
     if (b.end + 2 <= n + 1)
-      delta[b.end + 2] -= b.bytes;
-    if (b.start < 0)
-      atStart += b.bytes;
+      d[b.end + 2] -= b.bytes;
   }
-  plan.liveBytes.assign(n, 0);
-  int64_t live = delta[0];
+  std::vector<int64_t> liveByClass(kNumMemoryClasses);
+  int64_t live = 0;
+  for (unsigned c = 0; c < kNumMemoryClasses; ++c)
+    live += liveByClass[c] = delta[c][0];
+  const int64_t atStart = live;
   plan.peakBytes = atStart;
+  plan.peakBytesByClass = liveByClass;
+  plan.maxBytesByClass = liveByClass;
+  plan.liveBytes.assign(n, 0);
   for (int64_t i = 0; i < n; ++i) {
-    live += delta[i + 1];
+    for (unsigned c = 0; c < kNumMemoryClasses; ++c) {
+      live += delta[c][i + 1];
+      liveByClass[c] += delta[c][i + 1];
+      plan.maxBytesByClass[c] =
+          std::max(plan.maxBytesByClass[c], liveByClass[c]);
+    }
     plan.liveBytes[i] = live;
     if (live > plan.peakBytes) {
       plan.peakBytes = live;
       plan.peakInstruction = i;
+      plan.peakBytesByClass = liveByClass;
     }
   }
   // The reference (cpu) driver's kernel scratch, live while its instruction
@@ -283,30 +296,6 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
     }
     plan.peakBytesWithScratch = std::max(
         plan.peakBytesWithScratch, plan.liveBytes[i] + plan.scratchBytes[i]);
-  }
-  plan.peakBytesByClass.assign(kNumMemoryClasses, 0);
-  for (auto &b : plan.buffers)
-    if (b.viewOf < 0 && b.aliases < 0 && b.start <= plan.peakInstruction &&
-        plan.peakInstruction <= b.end)
-      plan.peakBytesByClass[(unsigned)b.cls] += b.bytes;
-  // Each class's own maximum over the step: the same sweep per class.
-  plan.maxBytesByClass.assign(kNumMemoryClasses, 0);
-  for (unsigned c = 0; c < kNumMemoryClasses; ++c) {
-    std::vector<int64_t> d(n + 2, 0);
-    for (auto &b : plan.buffers) {
-      if (b.viewOf >= 0 || b.aliases >= 0 || (unsigned)b.cls != c)
-        continue;
-      d[b.start + 1] += b.bytes;
-      if (b.end + 2 <= n + 1)
-        d[b.end + 2] -= b.bytes;
-    }
-    int64_t liveC = d[0];
-    int64_t most = liveC;
-    for (int64_t i = 0; i < n; ++i) {
-      liveC += d[i + 1];
-      most = std::max(most, liveC);
-    }
-    plan.maxBytesByClass[c] = most;
   }
   plan.assignArenaOffsets();
   return plan;

@@ -55,6 +55,26 @@ private:
   std::shared_ptr<const ClusterSpec> spec;
 };
 
+/// What fsdp-schedule and fsdp-memory-plan share around cluster=: the cache
+/// (fsdp-pipeline's, or the pass's own) and its one read in initialize().
+/// `PassBase` is the pass's generated base, `Options` its options struct.
+template <typename PassBase, typename Options>
+struct ClusterSpecPass : PassBase {
+  using PassBase::PassBase;
+  ClusterSpecPass(Options options, std::shared_ptr<ClusterSpecCache> specs)
+      : PassBase(std::move(options)), clusterSpecs(std::move(specs)) {}
+
+  /// The spec is read here, once; a bad one is reported where it is needed.
+  LogicalResult initialize(MLIRContext *ctx) override {
+    if (!this->cluster.empty())
+      clusterSpecs->load(this->cluster, ctx);
+    return success();
+  }
+
+  std::shared_ptr<ClusterSpecCache> clusterSpecs =
+      std::make_shared<ClusterSpecCache>();
+};
+
 /// fsdp-schedule and fsdp-memory-plan reading cluster= into `specs` (which
 /// fsdp-pipeline shares between the two).
 std::unique_ptr<Pass>

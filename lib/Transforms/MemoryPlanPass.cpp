@@ -18,18 +18,9 @@ using json = nlohmann::ordered_json;
 
 namespace {
 struct FSDPMemoryPlanPass
-    : mlir::fsdp::impl::FSDPMemoryPlanBase<FSDPMemoryPlanPass> {
-  using Base::Base;
-  FSDPMemoryPlanPass(FSDPMemoryPlanOptions options,
-                     std::shared_ptr<ClusterSpecCache> specs)
-      : Base(std::move(options)), clusterSpecs(std::move(specs)) {}
-
-  /// The spec is read here, once; a bad one is reported where it is needed.
-  LogicalResult initialize(MLIRContext *ctx) override {
-    if (!cluster.empty())
-      clusterSpecs->load(cluster, ctx);
-    return success();
-  }
+    : ClusterSpecPass<mlir::fsdp::impl::FSDPMemoryPlanBase<FSDPMemoryPlanPass>,
+                      FSDPMemoryPlanOptions> {
+  using ClusterSpecPass::ClusterSpecPass;
 
   /// What would bring the peak under the budget, by the dominant class.
   static std::string advice(StringRef cls, const json &r, int64_t over) {
@@ -149,9 +140,6 @@ struct FSDPMemoryPlanPass
       return signalPassFailure();
     }
   }
-
-  std::shared_ptr<ClusterSpecCache> clusterSpecs =
-      std::make_shared<ClusterSpecCache>();
 };
 } // namespace
 

@@ -74,18 +74,10 @@ std::string scheduleName(StringRef mode, int64_t maxInFlight) {
              : mode.str();
 }
 
-struct FSDPSchedulePass : mlir::fsdp::impl::FSDPScheduleBase<FSDPSchedulePass> {
-  using Base::Base;
-  FSDPSchedulePass(FSDPScheduleOptions options,
-                   std::shared_ptr<ClusterSpecCache> specs)
-      : Base(std::move(options)), clusterSpecs(std::move(specs)) {}
-
-  /// The spec is read here, once; a bad one is reported where it is needed.
-  LogicalResult initialize(MLIRContext *ctx) override {
-    if (!cluster.empty())
-      clusterSpecs->load(cluster, ctx);
-    return success();
-  }
+struct FSDPSchedulePass
+    : ClusterSpecPass<mlir::fsdp::impl::FSDPScheduleBase<FSDPSchedulePass>,
+                      FSDPScheduleOptions> {
+  using ClusterSpecPass::ClusterSpecPass;
 
   /// Applies mode `mode` ("none", "fsdp1", "fsdp2" or "list") to `module`.
   static LogicalResult apply(ModuleOp module, StringRef mode,
@@ -243,9 +235,6 @@ struct FSDPSchedulePass : mlir::fsdp::impl::FSDPScheduleBase<FSDPSchedulePass> {
         StringAttr::get(module.getContext(),
                         (prefetch == "auto" ? "auto: " : "") + label));
   }
-
-  std::shared_ptr<ClusterSpecCache> clusterSpecs =
-      std::make_shared<ClusterSpecCache>();
 };
 } // namespace
 
