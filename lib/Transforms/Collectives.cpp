@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 #include "fsdp/Transforms/Passes.h"
 
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <map>
@@ -63,6 +65,52 @@ struct FSDPCollectivesPass
     FreeOp::create(b, last->getLoc(), newGather.getResult());
   }
 
+  /// The root unit of each micro-batch, as (gather, micro-batch): the unit
+  /// whose forward ends the micro-batch's forward and whose backward begins
+  /// its backward, no other unit's parameters used in between. Resharding
+  /// it after forward would free it only to gather it again at once, and
+  /// a prefetch would make both copies coexist; FSDP2 leaves its root
+  /// module gathered (`reshard_after_forward=False`) and torchtitan its
+  /// last unit (norm + output) for this reason.
+  static llvm::DenseSet<std::pair<Operation *, int64_t>>
+  rootUnits(ArrayRef<AllGatherOp> gathers, const StepPhases &phases) {
+    struct Extent {
+      Operation *lastForward = nullptr, *firstBackward = nullptr;
+    };
+    // Per micro-batch, per gather: its last forward and first backward use.
+    std::map<int64_t, llvm::MapVector<Operation *, Extent>> extents;
+    for (AllGatherOp gather : gathers)
+      for (Operation *view : gather->getUsers())
+        for (Operation *user : view->getUsers()) {
+          auto [mb, backward] = phases.phaseOf(user);
+          Extent &e = extents[mb][gather];
+          Operation *&slot = backward ? e.firstBackward : e.lastForward;
+          if (!slot || (backward ? user->isBeforeInBlock(slot)
+                                 : slot->isBeforeInBlock(user)))
+            slot = user;
+        }
+    llvm::DenseSet<std::pair<Operation *, int64_t>> roots;
+    for (auto &[mb, units] : extents) {
+      Operation *root = nullptr;
+      for (auto &[gather, e] : units)
+        if (e.lastForward &&
+            (!root || units[root].lastForward->isBeforeInBlock(e.lastForward)))
+          root = gather;
+      if (!root || !units[root].firstBackward)
+        continue;
+      Extent r = units[root];
+      // Nothing of another unit between the root's forward and backward.
+      bool atOnce = llvm::all_of(units, [&](auto &entry) {
+        const Extent &e = entry.second;
+        return entry.first == root || !e.firstBackward ||
+               r.firstBackward->isBeforeInBlock(e.firstBackward);
+      });
+      if (atOnce)
+        roots.insert({root, mb});
+    }
+    return roots;
+  }
+
   void runOnOperation() override {
     FailureOr<func::FuncOp> maybeFn = getStepFunction(getOperation());
     if (failed(maybeFn))
@@ -90,12 +138,18 @@ struct FSDPCollectivesPass
             << "'";
         return signalPassFailure();
       }
-    for (AllGatherOp gather : llvm::to_vector(block.getOps<AllGatherOp>())) {
+    SmallVector<AllGatherOp> paramGathers;
+    for (AllGatherOp gather : block.getOps<AllGatherOp>())
       // Only the gathers that feed parameter views are placed here; ZeRO-1's
       // gather of updated slices stays where fsdp-shard put it.
-      if (!llvm::any_of(gather->getUsers(),
-                        [](Operation *u) { return isa<ParamViewOp>(u); }))
-        continue;
+      if (llvm::any_of(gather->getUsers(),
+                       [](Operation *u) { return isa<ParamViewOp>(u); }))
+        paramGathers.push_back(gather);
+    llvm::DenseSet<std::pair<Operation *, int64_t>> rootOf;
+    if (!reshardRoot)
+      rootOf = rootUnits(paramGathers, stepPhases);
+
+    for (AllGatherOp gather : paramGathers) {
       // Per-unit reshard_after_forward (FSDP2): listed units stay gathered.
       bool reshardUnit =
           reshard && !llvm::is_contained(keepGathered, gather.getUnit().str());
@@ -114,7 +168,9 @@ struct FSDPCollectivesPass
         views.push_back(view);
         for (OpOperand &use : view->getUses()) {
           auto [mb, backward] = stepPhases.phaseOf(use.getOwner());
-          phases[{mb, reshardUnit && backward}].push_back(&use);
+          bool regather =
+              reshardUnit && backward && !rootOf.contains({gather, mb});
+          phases[{mb, regather}].push_back(&use);
         }
       }
       // Gathers in program order of their first use.

@@ -162,10 +162,20 @@ static Operation *soleCast(Value shard) {
   return c && c->hasOneUse() ? c : nullptr;
 }
 
+/// The units a gather (or a bucket of gathers) gathers.
+static SmallVector<StringRef> unitNames(AllGatherOp g) {
+  if (ArrayAttr bucket = g.getBucketAttr())
+    return llvm::map_to_vector(bucket, [](Attribute a) {
+      return cast<FlatSymbolRefAttr>(a).getValue();
+    });
+  return {g.getUnit()};
+}
+
 SmallVector<Gather> mlir::fsdp::unitGathers(func::FuncOp fn) {
   Block &block = fn.getBody().front();
   StepPhases phases(fn);
   SmallVector<Gather> gathers;
+  llvm::StringMap<SmallVector<Operation *>> lastCopyFrees;
   for (Operation &op : block) {
     auto g = dyn_cast<AllGatherOp>(&op);
     if (!g || !g.getAsync())
@@ -191,7 +201,16 @@ SmallVector<Gather> mlir::fsdp::unitGathers(func::FuncOp fn) {
     } else if (Operation *c = soleCast(g.getShard())) {
       prelude.push_back(c);
     }
-    gathers.push_back({g, prelude, w, phases.phaseOf(firstUse)});
+    SmallVector<Operation *> frees, previousFrees;
+    for (Value buffer : gatheredBuffers(w))
+      for (Operation *u : buffer.getUsers())
+        if (isa<FreeOp>(u))
+          frees.push_back(u);
+    for (StringRef unit : unitNames(g)) {
+      llvm::append_range(previousFrees, lastCopyFrees.lookup(unit));
+      lastCopyFrees[unit] = frees;
+    }
+    gathers.push_back({g, prelude, w, phases.phaseOf(firstUse), previousFrees});
   }
   return gathers;
 }
@@ -406,6 +425,11 @@ void mlir::fsdp::prefetchOneAhead(SmallVector<Gather> &gathers,
       Operation *anchor = gathers[k].wait->getNextNode();
       if (gathers[j].start->isBeforeInBlock(anchor))
         break;
+      // Not while the unit's previous copy is still gathered.
+      if (llvm::any_of(gathers[j].previousFrees, [&](Operation *free) {
+            return !free->isBeforeInBlock(anchor);
+          }))
+        break;
       LLVM_DEBUG(llvm::dbgs()
                  << "  prefetch: the all-gather of "
                  << unitsOf(gathers[j].start) << " ("
@@ -470,6 +494,12 @@ LogicalResult mlir::fsdp::listSchedule(func::FuncOp fn,
         if (Operation *def = v.getDefiningOp(); def && !movable.contains(def))
           earliest = std::max(earliest, pos.lookup(def) + 1);
     }
+    // A unit is never gathered while its previous copy is still gathered
+    // (both copies would coexist for nothing).
+    int64_t afterCopy = 0;
+    for (Operation *free : g.previousFrees)
+      afterCopy = std::max(afterCopy, pos.lookup(free) + 1);
+    earliest = std::max(earliest, afterCopy);
     int64_t p = w;
     // In flight from its start through its wait (inclusive); the
     // unprefetched place (right before the wait) is always allowed.
@@ -492,6 +522,8 @@ LogicalResult mlir::fsdp::listSchedule(func::FuncOp fn,
       else if (p - 1 < lo)
         llvm::dbgs()
             << "gathers start in order (the previous one starts there)";
+      else if (p - 1 < afterCopy)
+        llvm::dbgs() << "the unit's previous copy is freed there";
       else if (p - 1 < earliest)
         llvm::dbgs() << "its inputs (cast or pack operands) are computed there";
       else if (inFlight[p - 1] + 1 > maxInFlight)

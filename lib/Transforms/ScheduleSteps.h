@@ -22,6 +22,9 @@ struct Gather {
   SmallVector<Operation *> prelude;
   WaitOp wait;
   std::pair<int64_t, bool> phase; // (micro-batch, backward)
+  /// The frees of the previous gathered copy of any of its units: the start
+  /// must follow them (a unit is never gathered while still gathered).
+  SmallVector<Operation *> previousFrees;
 };
 
 /// Step 1: every collective whose result is used becomes async (its result

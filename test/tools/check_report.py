@@ -4,7 +4,8 @@
 Usage: check_report.py REPORT.json KEY EXPECTED [REL_TOL]
 KEY is a dotted path into the report (e.g. per_rank.model_state_bytes); EXPECTED
 a number or a Python expression over the report's values `params`, `N` (world
-size) and `padded` (the sum of the units' padded numel). REL_TOL defaults to 0
+size), `padded` (the sum of the units' padded numel) and `unit` (each unit's
+padded numel by name, e.g. unit['root']). REL_TOL defaults to 0
 (exact). Prints "OK KEY = value (expected ...)" or "FAIL ..." and exits 1.
 """
 import json
@@ -16,7 +17,8 @@ value = report
 for part in sys.argv[2].split("."):
     value = value[part]
 env = {"params": report["params"], "N": report["world_size"],
-       "padded": sum(u.get("padded_numel", u["numel"]) for u in report["units"])}
+       "padded": sum(u.get("padded_numel", u["numel"]) for u in report["units"]),
+       "unit": {u["name"]: u.get("padded_numel", u["numel"]) for u in report["units"]}}
 expected = eval(sys.argv[3], {"__builtins__": {}}, env)
 tol = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
 err = abs(value - expected) / abs(expected) if expected else abs(value)

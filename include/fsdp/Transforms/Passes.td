@@ -211,7 +211,11 @@ defvar FSDPCollectivesOptions = [
          "free gathered parameters after forward and gather again for backward">,
   ListOption<"keepGathered", "keep-gathered", "std::string",
              "units not resharded after forward (FSDP2's per-module "
-             "reshard_after_forward=False), e.g. the root unit">
+             "reshard_after_forward=False), e.g. the root unit">,
+  Option<"reshardRoot", "reshard-root", "bool", "false",
+         "reshard the root unit after forward too (by default the unit whose "
+         "backward follows its forward at once stays gathered, as FSDP2's root "
+         "and torchtitan's norm + output)">
 ];
 
 def FSDPCollectives : Pass<"fsdp-collectives", "::mlir::ModuleOp"> {
@@ -222,7 +226,12 @@ def FSDPCollectives : Pass<"fsdp-collectives", "::mlir::ModuleOp"> {
     `reshard-after-forward` (default, FULL_SHARD / ZeRO-3) a second
     all-gather before the first backward use and a free after the last
     (not under strategy=shard-grad-op, nor for the units listed in
-    `keep-gathered`, which stay gathered from forward to backward); a
+    `keep-gathered`, which stay gathered from forward to backward, nor for
+    the root unit of each micro-batch: the one whose forward ends the
+    forward and whose backward begins the backward, no other unit's
+    parameters used in between, which would be freed only to be gathered
+    again at once, as FSDP2 leaves its root gathered and torchtitan its
+    norm + output; `reshard-root=true` reshards it too); a
     reduce-scatter of the packed gradient right after the unit's last
     gradient is complete (under shard-optimizer where fsdp-shard put it, at
     the end of backward, as DeepSpeed's stage 1), and a free of the full

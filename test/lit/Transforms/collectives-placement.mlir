@@ -3,12 +3,14 @@
 // at the top, views of the gathered buffer, and all packed gradients and
 // reduce-scatters at the end. Units: fc1 (fc1.weight [4, 3], fc1.bias [4];
 // shards of 8) and fc2 (fc2.weight [2, 4]; shards of 4).
-// RUN: fsdp-opt %s --fsdp-collectives | FileCheck %s
+// RUN: fsdp-opt %s --fsdp-collectives="reshard-root=true" | FileCheck %s
+// RUN: fsdp-opt %s --fsdp-collectives | FileCheck %s --check-prefix=KEEP
 // RUN: fsdp-opt %s --fsdp-collectives="reshard-after-forward=false" | FileCheck %s --check-prefix=NORESHARD
 // RUN: fsdp-opt %s --fsdp-collectives="keep-gathered=fc2" | FileCheck %s --check-prefix=KEEP
 
-// FULL_SHARD: a gather right before the first forward use, a free right after
-// the last forward use; fc2 gathered again right before its backward use
+// FULL_SHARD with reshard-root=true: a gather right before the first forward
+// use, a free right after the last forward use; fc2 gathered again right
+// before its backward use
 // (fc1 is not used in backward: its input is data). Each unit's packed
 // gradient and reduce-scatter move up to right after the unit's last
 // gradient (fc2's before fc1's backward), the packed gradient freed after.
@@ -60,7 +62,9 @@
 // NORESHARD-NEXT: fsdp.free %[[G2]] : tensor<8xf32>
 // NORESHARD-NOT: fsdp.all_gather
 
-// keep-gathered=fc2: as above for fc2 only.
+// keep-gathered=fc2: as above for fc2 only. So is the default: fc2 is the
+// root unit (its forward ends the forward, its backward begins the
+// backward), which stays gathered unless reshard-root=true.
 // KEEP-LABEL: func.func @step(
 // KEEP: %[[G2:.*]] = fsdp.all_gather @fc2
 // KEEP-NOT: fsdp.free %[[G2]]

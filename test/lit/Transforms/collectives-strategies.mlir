@@ -1,7 +1,11 @@
 // fsdp-collectives alone on hand-written fsdp-shard output for the other
 // strategies, mixed precision and micro-batches: one unit @fc (fc.weight
-// [3, 3], used twice, so backward needs it too), 2 ranks, shards of 5.
-// RUN: fsdp-opt %s --fsdp-collectives -split-input-file | FileCheck %s
+// [3, 3], used twice, so backward needs it too), 2 ranks, shards of 5. The
+// one unit is the root (its forward ends the forward, its backward begins
+// the backward), so reshard-root=true makes it reshard as any unit; the
+// default keeps it gathered into each micro-batch's backward (ROOT).
+// RUN: fsdp-opt %s --fsdp-collectives="reshard-root=true" -split-input-file | FileCheck %s
+// RUN: fsdp-opt %s --fsdp-collectives -split-input-file | FileCheck %s --check-prefix=ROOT
 
 // shard-grad-op (the module's strategy): one gather serves forward and
 // backward, freed after the last backward use, whatever reshard-after-forward.
@@ -148,6 +152,22 @@ module attributes {fsdp.replicas = 2 : i64, fsdp.shard_size = 2 : i64, fsdp.stra
 // Two micro-batches (accumulate=sharded): forward ends at each micro-batch's
 // own loss (nn.micro_batch_loss), so each micro-batch gathers for its forward
 // and again for its backward, and its reduce-scatter moves up into it.
+// The root by default: one gather per micro-batch serves its forward and its
+// backward, freed after that micro-batch's last backward use.
+// ROOT-LABEL: func.func @micro(
+// ROOT: %[[G0:.*]] = fsdp.all_gather @fc
+// ROOT-NOT: fsdp.free %[[G0]]
+// ROOT: nn.cross_entropy {{.*}}nn.micro_batch = 0
+// ROOT-NOT: fsdp.all_gather
+// ROOT: nn.matmul {{.*}}nn.micro_batch = 0
+// ROOT-NEXT: fsdp.free %[[G0]]
+// ROOT: %[[G1:.*]] = fsdp.all_gather @fc
+// ROOT-NOT: fsdp.free %[[G1]]
+// ROOT: nn.cross_entropy {{.*}}nn.micro_batch = 1
+// ROOT-NOT: fsdp.all_gather
+// ROOT: nn.matmul {{.*}}nn.micro_batch = 1
+// ROOT-NEXT: fsdp.free %[[G1]]
+// ROOT-NOT: fsdp.all_gather
 // CHECK-LABEL: func.func @micro(
 // CHECK: %[[G0:.*]] = fsdp.all_gather @fc
 // CHECK: nn.linear {{.*}}nn.micro_batch = 0

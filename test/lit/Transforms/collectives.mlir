@@ -1,5 +1,5 @@
 // The pass under test runs alone in the second fsdp-opt; the first prepares its input.
-// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer --fsdp-wrap --fsdp-shard="world-size=2" | fsdp-opt --fsdp-collectives | FileCheck %s
+// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer --fsdp-wrap --fsdp-shard="world-size=2" | fsdp-opt --fsdp-collectives="reshard-root=true" | FileCheck %s
 // RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer --fsdp-wrap --fsdp-shard="world-size=2" | fsdp-opt --fsdp-collectives="reshard-after-forward=false" | FileCheck %s --check-prefix=NORESHARD
 
 // FULL_SHARD: gather before first forward use, free after last forward use,

@@ -1,10 +1,10 @@
 // The pass under test runs alone in the second fsdp-opt; the first prepares its input.
-// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2" | fsdp-opt --fsdp-memory-plan="report=%t.json" -o /dev/null
+// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 reshard-root=true" | fsdp-opt --fsdp-memory-plan="report=%t.json" -o /dev/null
 // RUN: FileCheck %s --check-prefix=JSON < %t.json
-// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2" | fsdp-opt --fsdp-memory-plan="report=-" -o /dev/null | FileCheck %s --check-prefix=TEXT
-// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2" | not fsdp-opt --fsdp-memory-plan="memory-budget=300B" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BUDGET
-// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2" | fsdp-opt --fsdp-memory-plan="memory-budget=1GiB" -o /dev/null
-// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2" | not fsdp-opt --fsdp-memory-plan="memory-budget=lots" -o /dev/null 2>&1 | FileCheck %s --check-prefix=PARSE
+// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 reshard-root=true" | fsdp-opt --fsdp-memory-plan="report=-" -o /dev/null | FileCheck %s --check-prefix=TEXT
+// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 reshard-root=true" | not fsdp-opt --fsdp-memory-plan="memory-budget=300B" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BUDGET
+// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 reshard-root=true" | fsdp-opt --fsdp-memory-plan="memory-budget=1GiB" -o /dev/null
+// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 reshard-root=true" | not fsdp-opt --fsdp-memory-plan="memory-budget=lots" -o /dev/null 2>&1 | FileCheck %s --check-prefix=PARSE
 
 // A 4 -> 3 -> 2 MLP (15 + 6 = 21 parameters) at 2 ranks: units of 15 (padded
 // to 16, shards of 8) and 6 (shards of 3). Model state per rank, f32 AdamW:
@@ -24,7 +24,8 @@
 // JSON: "optimizer_state": 88
 // Ring volume per rank, (N-1)/N of each full buffer: forward all-gathers of
 // fc1 (64 B) and fc2 (24 B), a backward all-gather of fc2 only (fc1's weight
-// is not needed: its input is data), reduce-scatters of both.
+// is not needed: its input is data; fc2, the root, is gathered again because
+// of reshard-root=true), reduce-scatters of both.
 // JSON: "comm_bytes_per_step": 100,
 // JSON: "all_gather": 56,
 // JSON: "reduce_scatter": 44,

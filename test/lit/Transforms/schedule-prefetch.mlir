@@ -6,8 +6,8 @@
 // output filtered to those lines so that CHECK-NEXT pins the whole order.
 // RUN: fsdp-opt %s --fsdp-schedule="prefetch=fsdp1" | grep -E "fsdp.(all_gather|reduce_scatter|wait)|nn.(linear|matmul|cross_entropy )|fsdp.schedule" | FileCheck %s --check-prefix=FSDP1
 // RUN: fsdp-opt %s --fsdp-schedule="prefetch=fsdp2" | grep -E "fsdp.(all_gather|reduce_scatter|wait)|nn.(linear|matmul|cross_entropy )|fsdp.schedule" | FileCheck %s --check-prefix=FSDP2
-// RUN: fsdp-opt %s --fsdp-schedule | grep -E "fsdp.(all_gather|reduce_scatter|wait)|nn.(linear|matmul|cross_entropy )|fsdp.schedule" | FileCheck %s --check-prefix=AUTO
-// RUN: fsdp-opt %s --fsdp-schedule="max-in-flight=1" | grep -E "fsdp.(all_gather|reduce_scatter|wait)|nn.(linear|matmul|cross_entropy )|fsdp.schedule" | FileCheck %s --check-prefix=ONE
+// RUN: fsdp-opt %s --fsdp-schedule | grep -E "fsdp.(all_gather|reduce_scatter|wait|free)|nn.(linear|matmul|cross_entropy )|fsdp.schedule" | FileCheck %s --check-prefix=AUTO
+// RUN: fsdp-opt %s --fsdp-schedule="max-in-flight=1" | grep -E "fsdp.(all_gather|reduce_scatter|wait|free)|nn.(linear|matmul|cross_entropy )|fsdp.schedule" | FileCheck %s --check-prefix=ONE
 // RUN: fsdp-opt %s --fsdp-schedule="prefetch=none bucket-bytes=96" | FileCheck %s --check-prefix=BUCKET
 
 // none, the whole output: every collective an async start returning an
@@ -99,38 +99,49 @@
 // FSDP2-NEXT: fsdp.wait [[AG2B]]
 
 // auto (no cluster, no budget): the list scheduler with two gathers in
-// flight, across the forward/backward boundary.
+// flight, across the forward/backward boundary, but never gathering a unit
+// while its previous copy is still gathered: fc3's backward gather waits for
+// the free of its forward copy (after fc3's forward linear), and fc2's
+// backward gather, in order after it, too.
 // AUTO: fsdp.schedule = "auto: list(max-in-flight=2)"
 // AUTO-NEXT: [[AG1:%[0-9]+]] = fsdp.all_gather @fc1
 // AUTO-NEXT: [[AG2:%[0-9]+]] = fsdp.all_gather @fc2
 // AUTO-NEXT: fsdp.wait [[AG1]]
 // AUTO-NEXT: [[AG3:%[0-9]+]] = fsdp.all_gather @fc3
 // AUTO-NEXT: nn.linear
+// AUTO-NEXT: fsdp.free
 // AUTO-NEXT: fsdp.wait [[AG2]]
+// AUTO-NEXT: nn.linear
+// AUTO-NEXT: fsdp.free
+// AUTO-NEXT: [[W3:%[0-9]+]] = fsdp.wait [[AG3]]
+// AUTO-NEXT: nn.linear
+// AUTO-NEXT: fsdp.free [[W3]]
 // AUTO-NEXT: [[AG3B:%[0-9]+]] = fsdp.all_gather @fc3
-// AUTO-NEXT: nn.linear
-// AUTO-NEXT: fsdp.wait [[AG3]]
 // AUTO-NEXT: [[AG2B:%[0-9]+]] = fsdp.all_gather @fc2
-// AUTO-NEXT: nn.linear
 // AUTO-NEXT: nn.cross_entropy
 // AUTO-NEXT: fsdp.wait [[AG3B]]
 // AUTO-NEXT: nn.matmul
+// AUTO-NEXT: fsdp.free
 // AUTO-NEXT: nn.matmul
 // AUTO-NEXT: [[RS3:%[0-9]+]] = fsdp.reduce_scatter @fc3
 // AUTO-NEXT: fsdp.wait [[AG2B]]
 
-// max-in-flight=1: each gather issued right after the previous wait.
+// max-in-flight=1: each gather issued right after the previous wait, fc3's
+// backward gather after its forward copy's free.
 // ONE: fsdp.schedule = "auto: list(max-in-flight=1)"
 // ONE-NEXT: [[AG1:%[0-9]+]] = fsdp.all_gather @fc1
 // ONE-NEXT: fsdp.wait [[AG1]]
 // ONE-NEXT: [[AG2:%[0-9]+]] = fsdp.all_gather @fc2
 // ONE-NEXT: nn.linear
+// ONE-NEXT: fsdp.free
 // ONE-NEXT: fsdp.wait [[AG2]]
 // ONE-NEXT: [[AG3:%[0-9]+]] = fsdp.all_gather @fc3
 // ONE-NEXT: nn.linear
-// ONE-NEXT: fsdp.wait [[AG3]]
-// ONE-NEXT: [[AG3B:%[0-9]+]] = fsdp.all_gather @fc3
+// ONE-NEXT: fsdp.free
+// ONE-NEXT: [[W3:%[0-9]+]] = fsdp.wait [[AG3]]
 // ONE-NEXT: nn.linear
+// ONE-NEXT: fsdp.free [[W3]]
+// ONE-NEXT: [[AG3B:%[0-9]+]] = fsdp.all_gather @fc3
 // ONE-NEXT: nn.cross_entropy
 // ONE-NEXT: fsdp.wait [[AG3B]]
 // ONE-NEXT: [[AG2B:%[0-9]+]] = fsdp.all_gather @fc2

@@ -2,13 +2,13 @@
 // collective starts, waits and compute under each prefetch mode. The output
 // is filtered to starts, waits and the compute ops (views, frees, flatten and
 // element-wise ops left out) so that CHECK-NEXT pins the whole order.
-// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer --fsdp-wrap --fsdp-shard="world-size=2" --fsdp-collectives --canonicalize > %t.mlir
+// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer --fsdp-wrap --fsdp-shard="world-size=2" --fsdp-collectives="reshard-root=true" --canonicalize > %t.mlir
 // RUN: fsdp-opt %t.mlir --fsdp-schedule="prefetch=none" | grep -E "fsdp.(all_gather|reduce_scatter|all_reduce|wait)|nn.(linear|matmul|cross_entropy )" | FileCheck %s --check-prefix=NONE
 // RUN: fsdp-opt %t.mlir --fsdp-schedule="prefetch=fsdp1" | grep -E "fsdp.(all_gather|reduce_scatter|all_reduce|wait)|nn.(linear|matmul|cross_entropy )" | FileCheck %s --check-prefix=FSDP1
 // RUN: fsdp-opt %t.mlir --fsdp-schedule="prefetch=fsdp2" | grep -E "fsdp.(all_gather|reduce_scatter|all_reduce|wait)|nn.(linear|matmul|cross_entropy )" | FileCheck %s --check-prefix=FSDP2
 // RUN: fsdp-opt %t.mlir --fsdp-schedule | grep -E "fsdp.(all_gather|reduce_scatter|all_reduce|wait)|nn.(linear|matmul|cross_entropy )" | FileCheck %s --check-prefix=AUTO
 // RUN: fsdp-opt %t.mlir --fsdp-schedule="max-in-flight=1" | grep -E "fsdp.(all_gather|reduce_scatter|all_reduce|wait)|nn.(linear|matmul|cross_entropy )" | FileCheck %s --check-prefix=ONE
-// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer --fsdp-wrap --fsdp-shard="world-size=4 strategy=hybrid-shard shard-size=2" --fsdp-collectives --canonicalize \
+// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer --fsdp-wrap --fsdp-shard="world-size=4 strategy=hybrid-shard shard-size=2" --fsdp-collectives="reshard-root=true" --canonicalize \
 // RUN:   | fsdp-opt --fsdp-schedule="prefetch=none" | grep -E "fsdp.(all_gather|reduce_scatter|all_reduce|wait)|nn.(linear|matmul|cross_entropy )" | FileCheck %s --check-prefix=HSDP
 // Buckets: the shard dtype's units' all-gathers (and reduce-scatters) merged
 // up to bucket-bytes.
@@ -135,20 +135,21 @@ func.func @forward(%x: tensor<8x13xf32> {nn.data = "features"},
 // FSDP2-NEXT: fsdp.wait [[RS_FC1]]
 
 // auto without a cluster spec: the list scheduler issues each gather as early
-// as two gathers in flight allow, across the forward/backward boundary: fc1
-// and fc2 at the start, fc3 after fc1's wait, fc3's backward gather after
-// fc2's wait, fc2's backward gather after fc3's wait.
+// as two gathers in flight allow, across the forward/backward boundary, but
+// not while the unit is still gathered: fc1 and fc2 at the start, fc3 after
+// fc1's wait, fc3's backward gather after its forward copy is freed (after
+// fc3's forward linear), fc2's backward gather in order after it.
 // AUTO: [[AG_FC1:%[0-9]+]] = fsdp.all_gather @fc1 {{.*}} async
 // AUTO-NEXT: [[AG_FC2:%[0-9]+]] = fsdp.all_gather @fc2 {{.*}} async
 // AUTO-NEXT: fsdp.wait [[AG_FC1]]
 // AUTO-NEXT: [[AG_FC3:%[0-9]+]] = fsdp.all_gather @fc3 {{.*}} async
 // AUTO-NEXT: nn.linear
 // AUTO-NEXT: fsdp.wait [[AG_FC2]]
-// AUTO-NEXT: [[AG_FC3_B:%[0-9]+]] = fsdp.all_gather @fc3 {{.*}} async
 // AUTO-NEXT: nn.linear
 // AUTO-NEXT: fsdp.wait [[AG_FC3]]
-// AUTO-NEXT: [[AG_FC2_B:%[0-9]+]] = fsdp.all_gather @fc2 {{.*}} async
 // AUTO-NEXT: nn.linear
+// AUTO-NEXT: [[AG_FC3_B:%[0-9]+]] = fsdp.all_gather @fc3 {{.*}} async
+// AUTO-NEXT: [[AG_FC2_B:%[0-9]+]] = fsdp.all_gather @fc2 {{.*}} async
 // AUTO-NEXT: nn.cross_entropy
 // AUTO-NEXT: fsdp.wait [[AG_FC3_B]]
 // AUTO-NEXT: nn.matmul
@@ -173,8 +174,8 @@ func.func @forward(%x: tensor<8x13xf32> {nn.data = "features"},
 // ONE-NEXT: [[AG_FC3:%[0-9]+]] = fsdp.all_gather @fc3 {{.*}} async
 // ONE-NEXT: nn.linear
 // ONE-NEXT: fsdp.wait [[AG_FC3]]
-// ONE-NEXT: [[AG_FC3_B:%[0-9]+]] = fsdp.all_gather @fc3 {{.*}} async
 // ONE-NEXT: nn.linear
+// ONE-NEXT: [[AG_FC3_B:%[0-9]+]] = fsdp.all_gather @fc3 {{.*}} async
 // ONE-NEXT: nn.cross_entropy
 // ONE-NEXT: fsdp.wait [[AG_FC3_B]]
 // ONE-NEXT: [[AG_FC2_B:%[0-9]+]] = fsdp.all_gather @fc2 {{.*}} async
@@ -254,19 +255,21 @@ func.func @forward(%x: tensor<8x13xf32> {nn.data = "features"},
 // BUCKET-NEXT: fsdp.unpack %{{[0-9]+}} {blocks = 1 : i64}
 
 // bucket-bytes=12000 with the list scheduler: fc1 alone (fc1 + fc2 > 12000),
-// [fc2, fc3] and the backward [fc3, fc2] hoisted as buckets; the reduce-scatter
-// bucket [fc3, fc2] starts when fc2's gradient is complete, fc1's alone.
+// [fc2, fc3] hoisted as a bucket; the backward [fc3, fc2] not before the
+// forward bucket's copies are freed (after fc3's forward linear); the
+// reduce-scatter bucket [fc3, fc2] starts when fc2's gradient is complete,
+// fc1's alone.
 // BUCKETAUTO: [[AG_FC1:%[0-9]+]] = fsdp.all_gather @fc1 %{{.*}} async
 // BUCKETAUTO-NEXT: fsdp.pack(%arg6, %arg9) {blocks = 1 : i64}
 // BUCKETAUTO-NEXT: [[AG_FC2:%[0-9]+]] = fsdp.all_gather @fc2 %{{[0-9]+}} async {bucket = [@fc2, @fc3]}
 // BUCKETAUTO-NEXT: fsdp.wait [[AG_FC1]]
-// BUCKETAUTO-NEXT: fsdp.pack(%arg9, %arg6) {blocks = 1 : i64}
-// BUCKETAUTO-NEXT: [[AG_FC3:%[0-9]+]] = fsdp.all_gather @fc3 %{{[0-9]+}} async {bucket = [@fc3, @fc2]}
 // BUCKETAUTO-NEXT: nn.linear
 // BUCKETAUTO-NEXT: fsdp.wait [[AG_FC2]]
 // BUCKETAUTO-NEXT: fsdp.unpack %{{[0-9]+}} {blocks = 2 : i64}
 // BUCKETAUTO-NEXT: nn.linear
 // BUCKETAUTO-NEXT: nn.linear
+// BUCKETAUTO-NEXT: fsdp.pack(%arg9, %arg6) {blocks = 1 : i64}
+// BUCKETAUTO-NEXT: [[AG_FC3:%[0-9]+]] = fsdp.all_gather @fc3 %{{[0-9]+}} async {bucket = [@fc3, @fc2]}
 // BUCKETAUTO-NEXT: nn.cross_entropy
 // BUCKETAUTO-NEXT: fsdp.wait [[AG_FC3]]
 // BUCKETAUTO-NEXT: fsdp.unpack %{{[0-9]+}} {blocks = 2 : i64}
