@@ -7,6 +7,7 @@
 // bf16 it computes in bf16, as the forward.
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 units=blk activation-checkpoint=full param-dtype=bf16" | FileCheck %s --check-prefix=SHARD
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 units=blk activation-checkpoint=full strategy=shard-grad-op" | FileCheck %s --check-prefix=ZERO2
+// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 units=blk activation-checkpoint=full keep-gathered=blk" | FileCheck %s --check-prefix=ZERO2
 
 // One block `blk` (layer norm, fc1, gelu, fc2, residual add) applied twice,
 // then the root unit's head: two uses of blk, each recomputed before its own
@@ -117,6 +118,7 @@ func.func @f(%x: tensor<4x8xf32> {nn.data = "features"}, %y: tensor<4xi32> {nn.d
 // SHARD: %[[NR:.+]] = nn.layer_norm %{{.+}}, %[[LNW]], %[[LNB]] {{.*}}nn.recompute = "blk"} : (tensor<2x8xbf16>, tensor<8xbf16>, tensor<8xbf16>) -> tensor<2x8xbf16>
 // SHARD-NEXT: nn.linear %[[NR]], %[[FC1]] {nn.recompute = "blk"} : (tensor<2x8xbf16>, tensor<16x8xbf16>) -> tensor<2x16xbf16>
 
-// shard-grad-op: one gather of blk serves forward, recompute and backward.
+// shard-grad-op, and keep-gathered=blk: one gather of blk serves forward,
+// recompute and backward.
 // ZERO2-COUNT-1: fsdp.all_gather @blk
 // ZERO2-NOT: fsdp.all_gather @blk
