@@ -100,6 +100,10 @@ static MemoryClass classifyResult(OpResult r, bool backward) {
                                     : MemoryClass::OptState;
   if (isa<arith::ConstantOp, nn::ZerosLikeOp>(op))
     return MemoryClass::Temporary;
+  // fsdp-activation-checkpoint's recomputed forward ops run in backward but
+  // hold activations.
+  if (op->hasAttr(nn::kRecomputeAttr))
+    return MemoryClass::Activation;
   return backward ? MemoryClass::Grad : MemoryClass::Activation;
 }
 

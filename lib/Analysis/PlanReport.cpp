@@ -175,6 +175,21 @@ FailureOr<json> mlir::fsdp::buildPlanReport(ModuleOp module) {
       {"units", std::move(units)}};
   if (tokens > 0)
     report["tokens_per_step"] = tokens;
+  // Activation checkpointing: the mode and the FLOPs per rank per step of the
+  // recomputed forward ops (nn::CostOpInterface, as the simulator counts).
+  if (auto ac =
+          module->getAttrOfType<StringAttr>(nn::kActivationCheckpointAttr)) {
+    int64_t recomputeFlops = 0, recomputeOps = 0;
+    for (Operation *op : plan->instructions)
+      if (op->hasAttr(nn::kRecomputeAttr)) {
+        ++recomputeOps;
+        if (auto cost = dyn_cast<nn::CostOpInterface>(op))
+          recomputeFlops += cost.getFlops();
+      }
+    report["activation_checkpoint"] = ac.getValue().str();
+    report["recompute_ops"] = recomputeOps;
+    report["recompute_flops"] = recomputeFlops;
+  }
   if (auto sched = module->getAttrOfType<StringAttr>(kScheduleAttr))
     report["schedule"] = sched.getValue().str();
   return report;
@@ -184,6 +199,8 @@ void mlir::fsdp::addSimulationToReport(json &report, const SimResult &sim,
                                        StringRef clusterName) {
   report["cluster"] = clusterName.str();
   report["flops_per_rank"] = sim.flops;
+  if (report.contains("activation_checkpoint"))
+    report["recompute_s"] = sim.recomputeTime;
   report["predicted_step_time_s"] = sim.stepTime;
   report["compute_s"] = sim.computeTime;
   report["host_overhead_s"] = sim.hostTime;
@@ -246,6 +263,12 @@ std::string mlir::fsdp::formatPlanReport(const json &r) {
     if (bytes.get<int64_t>() > 0)
       row("  " + k, bytes);
   row("arena bytes", p["arena_bytes"]);
+  if (r.contains("activation_checkpoint")) {
+    os << "activation checkpointing: "
+       << r["activation_checkpoint"].get<std::string>() << ", "
+       << r["recompute_ops"].get<int64_t>() << " ops recomputed, "
+       << r["recompute_flops"].get<int64_t>() << " FLOPs per rank\n";
+  }
   if (r.contains("predicted_step_time_s")) {
     char buf[1024];
     snprintf(buf, sizeof(buf),

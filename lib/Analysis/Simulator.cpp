@@ -414,8 +414,14 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
     tc = start + dur;
     r.computeTime += dur;
     r.flops += flops;
+    bool recompute = op.hasAttr(nn::kRecomputeAttr);
+    if (recompute) {
+      r.recomputeFlops += flops;
+      r.recomputeTime += dur;
+    }
     r.events.push_back(
-        {op.getName().getStringRef().str(), 0, start, dur, flops, bytes});
+        {(recompute ? "recompute " : "") + op.getName().getStringRef().str(), 0,
+         start, dur, flops, bytes});
   }
   r.stepTime = std::max(tc, tm);
   if (ioOut > 0)
@@ -445,7 +451,9 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
       r.mfuDtype = dtype;
     }
   r.peakFlops = spec.peakFlops.at(r.mfuDtype);
-  r.mfu = r.stepTime > 0 ? r.flops / (r.stepTime * r.peakFlops) : 0;
+  r.mfu = r.stepTime > 0
+              ? (r.flops - r.recomputeFlops) / (r.stepTime * r.peakFlops)
+              : 0;
   return r;
 }
 
@@ -473,10 +481,11 @@ nlohmann::ordered_json mlir::fsdp::chromeTrace(const SimResult &r,
   }
   for (const SimEvent &e : r.events)
     events.push_back({{"name", e.name},
-                      {"cat", e.stream                         ? "comm"
-                              : e.name.rfind("wait ", 0) == 0  ? "stall"
-                              : e.name.rfind("host: ", 0) == 0 ? "host"
-                                                               : "compute"},
+                      {"cat", e.stream                             ? "comm"
+                              : e.name.rfind("wait ", 0) == 0      ? "stall"
+                              : e.name.rfind("host: ", 0) == 0     ? "host"
+                              : e.name.rfind("recompute ", 0) == 0 ? "recompute"
+                                                                   : "compute"},
                       {"ph", "X"},
                       {"pid", 0},
                       {"tid", e.stream},

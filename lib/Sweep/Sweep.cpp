@@ -56,12 +56,13 @@ std::vector<Plan> sweep::makePlans(const SweepOptions &o,
   std::vector<Plan> plans;
   auto cluster = std::make_shared<const ClusterSpec>(spec);
   auto addPlan = [&](int64_t n, const std::string &strategy, int64_t minNumel,
-                     int64_t bucket) {
+                     int64_t bucket, const std::string &ac) {
     Plan p;
     p.worldSize = n;
     p.strategy = strategy;
     p.minUnitNumel = minNumel;
     p.bucketBytes = bucket;
+    p.activationCheckpoint = ac;
     std::string opts =
         "world-size=" + std::to_string(n) + " strategy=" + strategy;
     if (strategy == "hybrid-shard") {
@@ -72,6 +73,8 @@ std::vector<Plan> sweep::makePlans(const SweepOptions &o,
                      : std::string(" policy=block");
     if (bucket >= 0)
       opts += " bucket-bytes=" + std::to_string(bucket);
+    if (!ac.empty())
+      opts += " activation-checkpoint=" + ac;
     opts += " param-dtype=" + o.paramDtype;
     if (!o.pipeline.empty())
       opts += " " + o.pipeline;
@@ -85,6 +88,9 @@ std::vector<Plan> sweep::makePlans(const SweepOptions &o,
     plans.push_back(std::move(p));
   };
   skippedHybrid = 0;
+  std::vector<std::string> modes = o.activationCheckpoints;
+  if (modes.empty())
+    modes.push_back(""); // not set
   for (int64_t n : o.worldSizes)
     for (const std::string &s : o.strategies) {
       if (s == "hybrid-shard" && n <= spec.devicesPerNode) {
@@ -93,7 +99,8 @@ std::vector<Plan> sweep::makePlans(const SweepOptions &o,
       }
       for (int64_t minNumel : o.unitNumels)
         for (int64_t bucket : o.bucketLimits)
-          addPlan(n, s, minNumel, bucket);
+          for (const std::string &ac : modes)
+            addPlan(n, s, minNumel, bucket, ac);
     }
   return plans;
 }
@@ -208,6 +215,24 @@ unsigned sweep::runPlans(std::vector<Plan> &plans, unsigned jobs,
   worker(plans, next, o, spec);
   for (std::thread &t : threads)
     t.join();
+  // Rows that fit only with activation checkpointing: the plan of the same
+  // world size, strategy, policy and bucket limit with activation-
+  // checkpoint=none does not fit.
+  auto fits = [&](const Plan &p) {
+    return p.error.empty() &&
+           p.report["per_rank"]["peak_bytes"].get<int64_t>() <=
+               spec.memoryBytes;
+  };
+  for (Plan &p : plans) {
+    if (p.activationCheckpoint.empty() || p.activationCheckpoint == "none" ||
+        !fits(p))
+      continue;
+    for (const Plan &q : plans)
+      if (q.activationCheckpoint == "none" && q.worldSize == p.worldSize &&
+          q.strategy == p.strategy && q.minUnitNumel == p.minUnitNumel &&
+          q.bucketBytes == p.bucketBytes && q.error.empty() && !fits(q))
+        p.fitsOnlyWithAC = true;
+  }
   return jobs;
 }
 

@@ -30,7 +30,7 @@ std::string format(const char *fmt, double v) {
 
 /// Prints the rows as a table with every column padded to its widest cell.
 void printTable(llvm::raw_ostream &os, const std::vector<Plan> &plans,
-                const ClusterSpec &spec, bool bucketLimits) {
+                const ClusterSpec &spec, bool bucketLimits, bool ac) {
   std::vector<std::string> header = {
       "strategy",   "world",           "shard",         "policy",
       "units",      "bucket max/mean", "peak GiB/rank", "fits",
@@ -43,14 +43,20 @@ void printTable(llvm::raw_ostream &os, const std::vector<Plan> &plans,
     header.insert(header.begin() + 4, "bucket limit");
     rightAligned.insert(rightAligned.begin() + 4, true);
   }
+  if (ac) {
+    header.insert(header.begin() + 4, "AC");
+    rightAligned.insert(rightAligned.begin() + 4, false);
+  }
   // A failed plan's reason runs from this column to the end of the line.
-  const size_t reasonColumn = bucketLimits ? 5 : 4;
+  const size_t reasonColumn = 4 + bucketLimits + ac;
   std::vector<std::vector<std::string>> rows;
   for (const Plan &p : plans) {
     std::vector<std::string> row = {p.strategy, std::to_string(p.worldSize),
                                     p.shardSize ? std::to_string(p.shardSize)
                                                 : std::to_string(p.worldSize),
                                     p.policy()};
+    if (ac)
+      row.push_back(p.activationCheckpoint);
     if (bucketLimits)
       row.push_back(p.bucketBytes > 0 ? humanBytes(p.bucketBytes)
                                       : std::string("off"));
@@ -67,7 +73,9 @@ void printTable(llvm::raw_ostream &os, const std::vector<Plan> &plans,
                   humanBytes(p.bucketMeanBytes));
     double gib = peak / double(int64_t(1) << 30);
     row.push_back(format(gib >= 0.01 ? "%.2f" : "%.2g", gib));
-    row.push_back(peak <= spec.memoryBytes ? "yes" : "NO");
+    row.push_back(peak > spec.memoryBytes ? "NO"
+                  : p.fitsOnlyWithAC      ? "yes (AC only)"
+                                          : "yes");
     row.push_back(format("%.4g", r["predicted_step_time_s"].get<double>()));
     row.push_back(format("%.0f", r.value("predicted_tokens_per_s", 0.0)));
     row.push_back(format("%.3f", r["mfu"].get<double>()));
@@ -118,7 +126,8 @@ void sweep::printSweep(llvm::raw_ostream &os, const SweepOptions &o,
   os << "cluster: " << spec.name << ": " << humanBytes(spec.memoryBytes) << " ("
      << format("%.0f", spec.memoryBytes) << " bytes) per device, "
      << spec.devicesPerNode << " devices per node\n\n";
-  printTable(os, plans, spec, o.bucketLimitsGiven);
+  printTable(os, plans, spec, o.bucketLimitsGiven,
+             !o.activationCheckpoints.empty());
   os << "\n";
   if (r.skippedHybrid)
     os << "hybrid-shard (shard groups of " << spec.devicesPerNode
@@ -145,6 +154,8 @@ json sweep::sweepJson(const SweepOptions &o, const ClusterSpec &spec,
              {"bucket_bytes",
               p.bucketBytes >= 0 ? json(p.bucketBytes) : json(nullptr)},
              {"pipeline", p.optionString}};
+    if (!p.activationCheckpoint.empty())
+      row["activation_checkpoint"] = p.activationCheckpoint;
     if (!p.error.empty()) {
       row["error"] = p.error;
     } else {
@@ -156,6 +167,8 @@ json sweep::sweepJson(const SweepOptions &o, const ClusterSpec &spec,
       row["bucket_mean_bytes"] = p.bucketMeanBytes;
       row["peak_bytes"] = peak;
       row["fits"] = peak <= spec.memoryBytes;
+      if (!p.activationCheckpoint.empty())
+        row["fits_only_with_ac"] = p.fitsOnlyWithAC;
       row["predicted_step_time_s"] = r["predicted_step_time_s"];
       row["tokens_per_step"] = r.value("tokens_per_step", int64_t(0));
       row["predicted_tokens_per_s"] = r.value("predicted_tokens_per_s", 0.0);

@@ -103,6 +103,7 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
     pm.addPass(createFSDPMicroBatch());
     pm.addPass(createFSDPOptimizer());
     pm.addPass(createFSDPWrap());
+    pm.addPass(createFSDPActivationCheckpoint());
     pm.addPass(createFSDPShard());
     pm.addPass(createFSDPCollectives());
     pm.addPass(createCanonicalizerPass());

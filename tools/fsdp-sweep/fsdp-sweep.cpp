@@ -5,6 +5,7 @@
 //   8,64,512,4096,16384]
 //              [--strategies full-shard,...] [--seq T] [--micro-batch b]
 //              [--param-dtype bf16] [--unit-numel X,Y] [--bucket-bytes A,B]
+//              [--activation-checkpoint none,full,selective]
 //              [--pipeline "..."] [--json PATH]
 //
 // For one Hugging Face model config, plans every combination of strategy,
@@ -21,6 +22,7 @@
 #include "fsdp/Import/Options.h"
 #include "fsdp/InitAll.h"
 #include "fsdp/Sweep/Sweep.h"
+#include "fsdp/Transforms/Passes.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
@@ -63,6 +65,10 @@ fsdp-schedule's bucket-bytes=A, ... (consecutive units' collectives merged
 into one packed collective of at most that many bytes). The table's bucket
 column is the largest / mean bytes one all-gather of the planned step moves
 (its gathered buffer; for no-shard, which has none, one gradient all-reduce).
+
+--activation-checkpoint none,full,selective plans every row once per mode
+(fsdp-pipeline's activation-checkpoint=X, column AC); the fits column says
+`yes (AC only)` where a row fits and the same row with none does not.
 
 Columns: strategy, world size, shard group size, policy, units, bucket,
 peak GiB per rank (the memory plan's peak), fits (peak <= the spec's
@@ -131,6 +137,12 @@ static cl::opt<std::string> bucketBytesOpt(
         "Comma-separated bucket limits in bytes (0: off; suffixes as "
         "memory-budget's, e.g. 0,500MB,2GiB): each plans every policy with "
         "bucket-bytes=X"),
+    cl::value_desc("list"), cl::cat(mainCat));
+static cl::opt<std::string> activationCheckpointOpt(
+    "activation-checkpoint",
+    cl::desc("Comma-separated activation checkpointing modes: none, full, "
+             "selective (each plans every row with activation-checkpoint=X; "
+             "the fits column marks rows that fit only with it)"),
     cl::value_desc("list"), cl::cat(mainCat));
 static cl::opt<std::string> pipelineOpt(
     "pipeline",
@@ -255,13 +267,27 @@ int main(int argc, char **argv) {
     }
   }
 
+  if (!activationCheckpointOpt.empty()) {
+    llvm::SmallVector<llvm::StringRef> modes;
+    llvm::StringRef(activationCheckpointOpt).split(modes, ',');
+    for (llvm::StringRef m : modes) {
+      m = m.trim();
+      if (!mlir::fsdp::symbolizeActivationCheckpoint(m))
+        return error("--activation-checkpoint: unknown mode '" + m.str() +
+                     "' (known: none, full, selective)");
+      o.activationCheckpoints.push_back(m.str());
+    }
+  }
+
   // Extra pipeline options: not one the sweep sets, and parseable.
   llvm::SmallVector<llvm::StringRef> words;
   llvm::SplitString(pipelineOpt, words);
   for (llvm::StringRef w : words) {
     llvm::StringRef key = w.split('=').first;
-    if (w.contains('=') && (llvm::is_contained(kReservedOptions, key) ||
-                            (key == "bucket-bytes" && !bucketBytesOpt.empty())))
+    if (w.contains('=') &&
+        (llvm::is_contained(kReservedOptions, key) ||
+         (key == "bucket-bytes" && !bucketBytesOpt.empty()) ||
+         (key == "activation-checkpoint" && !activationCheckpointOpt.empty())))
       return error(
           "--pipeline: '" + key.str() +
           "' is set by the sweep (world sizes, "

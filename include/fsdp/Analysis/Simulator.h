@@ -84,6 +84,11 @@ struct SimResult {
   double firstGatherTime = 0, lastReduceTime = 0;
   double mfu = 0, peakFlops = 0;
   int64_t flops = 0; // per rank per step, from the cost model
+  /// Of those, the FLOPs and compute-stream seconds of the ops
+  /// fsdp-activation-checkpoint recomputes (`nn.recompute`). MFU counts
+  /// model FLOPs only, without them (Chowdhery et al., PaLM, 2022, App. B).
+  int64_t recomputeFlops = 0;
+  double recomputeTime = 0;
   std::string mfuDtype;
   std::vector<SimEvent> events;
 };

@@ -59,6 +59,9 @@ struct SweepOptions {
   /// fsdp-schedule bucket-bytes limits (bytes, 0: off); -1: not set.
   std::vector<int64_t> bucketLimits = {-1};
   bool bucketLimitsGiven = false; ///< the table gets a bucket limit column
+  /// fsdp-activation-checkpoint modes (none, full, selective); empty: not
+  /// set (no activation-checkpoint option, no column).
+  std::vector<std::string> activationCheckpoints;
   std::string paramDtype = "bf16";
   std::string pipeline; ///< more fsdp-pipeline options, verbatim
 };
@@ -70,7 +73,8 @@ struct Plan {
   int64_t shardSize = 0;    // hybrid-shard: ranks per shard group; 0 otherwise
   int64_t minUnitNumel = 0; // policy=size: elements; 0 for policy=block
   int64_t bucketBytes = -1; // fsdp-schedule bucket-bytes (0: off); -1: not set
-  PipelineBuilder pipeline; // from parsePipeline; unset if it failed
+  std::string activationCheckpoint; // its mode; empty: not set
+  PipelineBuilder pipeline;         // from parsePipeline; unset if it failed
   std::string optionString; // as fsdp-opt --fsdp-pipeline="..." takes it
 
   // Results.
@@ -79,6 +83,9 @@ struct Plan {
   int64_t units = 0;
   int64_t bucketMaxBytes = 0, bucketMeanBytes = 0; // bytes per collective
   double planSeconds = 0; // pipeline + report + simulation, wall clock
+  /// It fits the device, and the same plan without activation
+  /// checkpointing (activation-checkpoint=none, swept beside it) does not.
+  bool fitsOnlyWithAC = false;
 
   /// "block", or "size>=X" with X in short form (3e9 for 3000000000).
   std::string policy() const;
@@ -91,14 +98,16 @@ LogicalResult inspectModel(const SweepOptions &o, int64_t &params, int64_t &seq,
                            std::string &error);
 
 /// Every plan, ordered by world size: world sizes × strategies × policies ×
-/// bucket limits, with hybrid-shard (shard groups of one node,
-/// spec.devicesPerNode ranks) left out where N <= devicesPerNode, counted in
-/// `skippedHybrid`.
+/// bucket limits × activation-checkpoint modes, with hybrid-shard (shard groups
+/// of one node, spec.devicesPerNode ranks) left out where N <= devicesPerNode,
+/// counted in `skippedHybrid`.
 std::vector<Plan> makePlans(const SweepOptions &o, const ClusterSpec &spec,
                             int64_t &skippedHybrid);
 
 /// Runs the plans on `jobs` threads (0: the hardware's; at most one per
-/// plan), one MLIR context each, and returns the number of threads used.
+/// plan), one MLIR context each, and returns the number of threads used;
+/// then marks the plans that fit `spec`'s device only with activation
+/// checkpointing (Plan::fitsOnlyWithAC).
 unsigned runPlans(std::vector<Plan> &plans, unsigned jobs,
                   const SweepOptions &o, const ClusterSpec &spec);
 

@@ -53,4 +53,14 @@ def FSDP_MasterWeights : OptionEnum<"MasterWeights", "master weights", [
     OptionValue<"Separate", 1, "separate",
                 "ZeRO: a persistent param-dtype copy beside the f32 master">]>;
 
+def FSDP_ActivationCheckpoint : OptionEnum<"ActivationCheckpoint",
+    "activation checkpointing", [
+    OptionValue<"None", 0, "none", "keep every activation">,
+    OptionValue<"Full", 1, "full",
+                "keep a checkpointed unit's inputs, recompute its forward in "
+                "backward">,
+    OptionValue<"Selective", 2, "selective",
+                "keep matmul/linear and attention outputs, recompute the rest "
+                "(torchtitan's op-level selective AC)">]>;
+
 #endif // FSDP_TRANSFORMS_PASSENUMS

@@ -140,6 +140,43 @@ def FSDPWrap : Pass<"fsdp-wrap", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
 }
 
+defvar FSDPActivationCheckpointOptions = [
+  EnumOption<"mode", "activation-checkpoint", FSDP_ActivationCheckpoint, "None",
+             "activation checkpointing of FSDP units">,
+  ListOption<"acUnits", "ac-units", "std::string",
+             "glob patterns of the FSDP units to checkpoint (default: every "
+             "unit but root)">
+];
+
+def FSDPActivationCheckpoint
+    : Pass<"fsdp-activation-checkpoint", "::mlir::ModuleOp"> {
+  let summary = "Recompute checkpointed units' forward activations in backward";
+  let description = [{
+    Runs after fsdp-wrap and before fsdp-shard. `activation-checkpoint=full`
+    keeps from the forward of each checkpointed unit only its inputs and
+    outputs (what the rest of the step keeps anyway) and recomputes the rest
+    of the unit's forward right before its VJP (torch.utils.checkpoint;
+    Chen et al., 2016). `selective` keeps the outputs of nn.linear,
+    nn.matmul and nn.attention as well and recomputes only the other ops:
+    norms, activations, rope, elementwise (torchtitan's op-level selective
+    AC, whose save list is the matmuls and scaled-dot-product attention).
+    An op belongs to the unit of the parameter read most recently in program
+    order; a use of a unit is a run of consecutive ops of that unit in one
+    micro-batch that reads no parameter twice, and each use is recomputed before its own VJP (a module
+    applied twice, every micro-batch). `ac-units` are glob patterns over unit
+    names (`transformer.h.*`); by default every unit but `root` is
+    checkpointed. Recomputed ops are clones of the forward ops marked
+    `nn.recompute = "<unit>"`; the module gets `nn.activation_checkpoint`.
+    Later passes treat them as backward ops: fsdp-shard computes them in
+    param-dtype as the forward, fsdp-collectives serves them with the
+    backward all-gather (full-shard) or the kept forward gather
+    (shard-grad-op, keep-gathered). Errors: ac-units without a mode, a
+    pattern that is no glob or matches no unit, no unit to checkpoint.
+  }];
+  let options = FSDPActivationCheckpointOptions;
+  let dependentDialects = ["::mlir::nn::NNDialect"];
+}
+
 defvar FSDPShardOptions = [
   Option<"worldSize", "world-size", "int64_t", "1", "number of ranks (>= 1)">,
   EnumOption<"strategy", "strategy", FSDP_Strategy, "FullShard",
@@ -329,16 +366,17 @@ def FSDPMemoryPlan : Pass<"fsdp-memory-plan", "::mlir::ModuleOp"> {
 // cluster are one option of two passes).
 defvar FSDPPipelineOptions = !foldl([]<Option>, [
     FSDPAutodiffOptions, FSDPMicroBatchOptions, FSDPOptimizerOptions,
-    FSDPWrapOptions, FSDPShardOptions, FSDPCollectivesOptions,
+    FSDPWrapOptions, FSDPActivationCheckpointOptions, FSDPShardOptions, FSDPCollectivesOptions,
     FSDPScheduleOptions, FSDPMemoryPlanOptions],
   all, opts, !listconcat(all, !listremove(opts, all)));
 
 def FSDPPipeline : Pass<"fsdp-pipeline", "::mlir::ModuleOp"> {
   let summary = "Plan a sharded training step: autodiff, micro-batch, optimizer, "
-                "wrap, shard, collectives, schedule, memory-plan";
+                "wrap, activation-checkpoint, shard, collectives, schedule, "
+                "memory-plan";
   let description = [{
     Runs fsdp-autodiff, fsdp-micro-batch, fsdp-optimizer, fsdp-wrap,
-    fsdp-shard, fsdp-collectives, canonicalize, fsdp-schedule and
+    fsdp-activation-checkpoint, fsdp-shard, fsdp-collectives, canonicalize, fsdp-schedule and
     fsdp-memory-plan on the module, as a nested pipeline. Its options are
     those passes' options (declared once, above): each option given to
     fsdp-pipeline goes, as written, to every pass that has it (memory-budget

@@ -23,10 +23,13 @@
 // RUN:   --fsdp-collectives --canonicalize --fsdp-schedule --fsdp-memory-plan -o %t.b2.mlir
 // RUN: diff %t.b1.mlir %t.b2.mlir
 
-// RUN: fsdp-opt %s --fsdp-pipeline="units=enc.fc1 world-size=2 reshard-after-forward=false prefetch=fsdp1" -o %t.c1.mlir
-// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-micro-batch --fsdp-optimizer --fsdp-wrap="units=enc.fc1" --fsdp-shard="world-size=2" \
+// RUN: fsdp-opt %s --fsdp-pipeline="units=enc.fc1 activation-checkpoint=full ac-units=enc.* world-size=2 reshard-after-forward=false prefetch=fsdp1" -o %t.c1.mlir
+// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-micro-batch --fsdp-optimizer --fsdp-wrap="units=enc.fc1" \
+// RUN:   --fsdp-activation-checkpoint="activation-checkpoint=full ac-units=enc.*" --fsdp-shard="world-size=2" \
 // RUN:   --fsdp-collectives="reshard-after-forward=false" --canonicalize --fsdp-schedule="prefetch=fsdp1" --fsdp-memory-plan -o %t.c2.mlir
 // RUN: diff %t.c1.mlir %t.c2.mlir
+// RUN: FileCheck %s --check-prefix=AC < %t.c1.mlir
+// AC: nn.linear {{.*}}nn.recompute = "enc.fc1"
 
 // memory-budget reaches both passes: fsdp-schedule holds gathers back to
 // stay under 1275 bytes (1276 without), fsdp-memory-plan checks the peak.

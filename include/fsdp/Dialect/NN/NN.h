@@ -54,6 +54,12 @@ inline constexpr llvm::StringLiteral kMicroBatchAttr = "nn.micro_batch";
 inline constexpr llvm::StringLiteral kMicroBatchLossAttr =
     "nn.micro_batch_loss";
 inline constexpr llvm::StringLiteral kAccumulateAttr = "nn.accumulate";
+/// fsdp-activation-checkpoint: a forward op recomputed in backward (the
+/// name of the checkpointed FSDP unit), and on the module the mode
+/// (`full` or `selective`).
+inline constexpr llvm::StringLiteral kRecomputeAttr = "nn.recompute";
+inline constexpr llvm::StringLiteral kActivationCheckpointAttr =
+    "nn.activation_checkpoint";
 
 /// Recomputes the result types of `op` from its current operands and
 /// attributes when it implements InferTypeOpInterface (and those of nn.cast,

@@ -1,0 +1,280 @@
+//===- ActivationCheckpoint.cpp - fsdp-activation-checkpoint --------------===//
+//
+// Activation checkpointing (Chen et al., "Training Deep Nets with Sublinear
+// Memory Cost", 2016; torch.utils.checkpoint; torchtitan's
+// activation_checkpoint.mode = full | selective) decided statically: the
+// forward of a checkpointed FSDP unit keeps only what the rest of the step
+// needs anyway (its inputs and its outputs), and its backward recomputes the
+// rest of its forward right before its VJP.
+//
+// Which unit an op's forward belongs to: the unit of the parameter used most
+// recently in program order (an op that reads a parameter belongs to that
+// parameter's unit; the parameter-free ops after it, as a block's
+// activations and residual add, to the same unit). A *use* of a unit is a
+// run of consecutive forward ops of that unit in one micro-batch that reads
+// no parameter twice: a unit whose forward runs twice (a module applied
+// twice, or one forward per micro-batch) is recomputed once per use, each
+// before its own VJP.
+//
+// Runs after fsdp-wrap (the units exist) and before fsdp-shard, so that the
+// recomputed ops are ordinary backward ops to the later passes: fsdp-shard
+// gives them parameter views and param-dtype (the recompute runs in the
+// forward's dtype), fsdp-collectives serves them with the backward
+// all-gather under full-shard and with the kept forward gather under
+// shard-grad-op / keep-gathered.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Debug.h"
+#include "llvm/Support/GlobPattern.h"
+
+#define DEBUG_TYPE "fsdp-activation-checkpoint"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPACTIVATIONCHECKPOINT
+#include "fsdp/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+/// The unit a parameter's FQN belongs to, without fsdp-wrap's `.frozen`
+/// suffix: a unit's frozen and trainable buffers are one module's forward.
+static StringRef baseUnit(StringRef unit) {
+  unit.consume_back(".frozen");
+  return unit;
+}
+
+/// The ops selective AC saves: torchtitan's op-level selective AC saves the
+/// outputs of matmuls and scaled-dot-product attention (its _save_list:
+/// aten.mm, _scaled_dot_product_*_attention) and recomputes the rest (norms,
+/// activations, rope, elementwise), which is cheap in FLOPs and large in
+/// bytes.
+static bool selectiveSaves(Operation *op) {
+  return isa<nn::LinearOp, nn::MatmulOp, nn::AttentionOp>(op);
+}
+
+namespace {
+/// One use of a unit: consecutive forward ops of one unit in one micro-batch.
+struct UnitUse {
+  std::string unit;
+  SmallVector<Operation *> ops;
+};
+
+struct FSDPActivationCheckpointPass
+    : mlir::fsdp::impl::FSDPActivationCheckpointBase<
+          FSDPActivationCheckpointPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (mode == ActivationCheckpoint::None) {
+      if (!acUnits.empty()) {
+        module.emitError() << "fsdp-activation-checkpoint: ac-units needs "
+                              "activation-checkpoint=full or selective";
+        return signalPassFailure();
+      }
+      return;
+    }
+    auto unitOps = llvm::to_vector(module.getOps<UnitOp>());
+    if (unitOps.empty()) {
+      module.emitError() << "fsdp-activation-checkpoint: the module declares "
+                            "no FSDP unit (run fsdp-wrap first)";
+      return signalPassFailure();
+    }
+    FailureOr<func::FuncOp> maybeFn = getStepFunction(module);
+    if (failed(maybeFn))
+      return signalPassFailure();
+    func::FuncOp fn = *maybeFn;
+    Block &block = fn.getBody().front();
+
+    // Units (as fsdp-wrap ordered them) and the parameters' units.
+    SmallVector<std::string> unitNames;
+    llvm::StringMap<std::string> unitOfFqn;
+    for (UnitOp unit : unitOps) {
+      StringRef name = baseUnit(unit.getSymName());
+      if (!llvm::is_contained(unitNames, name))
+        unitNames.push_back(name.str());
+      for (Attribute fqn : unit.getParams())
+        unitOfFqn[cast<StringAttr>(fqn).getValue()] = name.str();
+    }
+
+    // The checkpointed units: those ac-units names, else every unit but the
+    // root (torchtitan checkpoints each transformer block, not the
+    // embeddings, final norm and head that fsdp-wrap's root unit holds).
+    llvm::StringSet<> checkpointed;
+    for (const std::string &pattern : acUnits) {
+      llvm::Expected<llvm::GlobPattern> glob =
+          llvm::GlobPattern::create(pattern);
+      if (!glob) {
+        llvm::consumeError(glob.takeError());
+        module.emitError() << "fsdp-activation-checkpoint: ac-units pattern '"
+                           << pattern << "' is not a valid glob";
+        return signalPassFailure();
+      }
+      bool matched = false;
+      for (const std::string &name : unitNames)
+        if (glob->match(name)) {
+          checkpointed.insert(name);
+          matched = true;
+        }
+      if (!matched) {
+        module.emitError() << "fsdp-activation-checkpoint: ac-units pattern '"
+                           << pattern << "' matches no FSDP unit (units: "
+                           << llvm::join(unitNames, ", ") << ")";
+        return signalPassFailure();
+      }
+    }
+    if (acUnits.empty())
+      for (const std::string &name : unitNames)
+        if (name != "root")
+          checkpointed.insert(name);
+    if (checkpointed.empty()) {
+      module.emitError()
+          << "fsdp-activation-checkpoint: no unit to checkpoint: the only "
+             "unit is 'root' (name it with ac-units=root)";
+      return signalPassFailure();
+    }
+    module->setAttr(
+        nn::kActivationCheckpointAttr,
+        StringAttr::get(&getContext(), stringifyActivationCheckpoint(mode)));
+
+    // The forward ops, attributed to units and cut into uses.
+    StepPhases phases(fn);
+    llvm::DenseSet<Operation *> lossOps;
+    if (Operation *loss = lossDefiningOp(fn))
+      lossOps.insert(loss);
+    for (Operation &op : block)
+      if (op.hasAttr(nn::kMicroBatchLossAttr))
+        lossOps.insert(&op);
+    SmallVector<UnitUse> uses;
+    llvm::DenseMap<Operation *, unsigned> useOf;
+    std::string current;
+    int64_t currentMb = -2;
+    llvm::DenseSet<Value> readInUse; // the parameters the current use read
+    for (Operation &op : block.without_terminator()) {
+      auto [mb, backward] = phases.phaseOf(&op);
+      if (backward)
+        continue;
+      if (mb != currentMb)
+        current.clear(); // a micro-batch's forward starts afresh
+      std::string unit = current;
+      SmallVector<Value> params;
+      for (Value v : op.getOperands())
+        if (auto arg = dyn_cast<BlockArgument>(v))
+          if (auto fqn = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                         nn::kParamAttr)) {
+            if (params.empty())
+              unit = unitOfFqn.lookup(fqn.getValue());
+            params.push_back(v);
+          }
+      if (unit.empty()) // before the first parameter: no unit's
+        continue;
+      // A new use: another unit, another micro-batch, or a parameter this
+      // use has read already (the module runs again).
+      if (uses.empty() || unit != current || mb != currentMb ||
+          llvm::any_of(params,
+                       [&](Value p) { return readInUse.contains(p); })) {
+        uses.push_back({unit, {}});
+        readInUse.clear();
+      }
+      readInUse.insert(params.begin(), params.end());
+      current = unit;
+      currentMb = mb;
+      uses.back().ops.push_back(&op);
+      useOf[&op] = uses.size() - 1;
+    }
+
+    // Per checkpointed use: the ops whose results backward reads and must
+    // recompute, and those backward reads. Decided on the step as it is,
+    // before any clone.
+    struct Plan {
+      unsigned use;
+      SetVector<Operation *> recompute; // in program order after sorting
+      SmallVector<OpOperand *> backwardUses;
+    };
+    SmallVector<Plan> plans;
+    for (auto [idx, use] : llvm::enumerate(uses)) {
+      if (!checkpointed.contains(use.unit))
+        continue;
+      auto inUse = [&, idx = idx](Operation *op) {
+        auto it = useOf.find(op);
+        return it != useOf.end() && it->second == idx;
+      };
+      // Kept from the forward: the loss, constants (free to keep), the
+      // use's outputs (read by a forward op outside it, which keeps them
+      // anyway) and under selective AC the matmul and attention outputs.
+      auto kept = [&](Operation *op) {
+        if (lossOps.contains(op) || isa<arith::ConstantOp>(op) ||
+            (mode == ActivationCheckpoint::Selective && selectiveSaves(op)))
+          return true;
+        for (Operation *user : op->getUsers())
+          if (!inUse(user) && !phases.phaseOf(user).second)
+            return true;
+        return false;
+      };
+      Plan plan{static_cast<unsigned>(idx), {}, {}};
+      SmallVector<Operation *> worklist;
+      for (Operation *op : use.ops) {
+        if (kept(op))
+          continue;
+        bool readByBackward = false;
+        for (OpResult r : op->getResults())
+          for (OpOperand &u : r.getUses())
+            if (phases.phaseOf(u.getOwner()).second &&
+                !isa<func::ReturnOp>(u.getOwner())) {
+              plan.backwardUses.push_back(&u);
+              readByBackward = true;
+            }
+        if (readByBackward)
+          worklist.push_back(op);
+      }
+      // What those ops need, recomputed too unless kept.
+      while (!worklist.empty()) {
+        Operation *op = worklist.pop_back_val();
+        if (!plan.recompute.insert(op))
+          continue;
+        for (Value v : op->getOperands())
+          if (Operation *def = v.getDefiningOp())
+            if (inUse(def) && !kept(def))
+              worklist.push_back(def);
+      }
+      if (!plan.recompute.empty())
+        plans.push_back(std::move(plan));
+    }
+
+    OpBuilder b(&getContext());
+    for (Plan &plan : plans) {
+      SmallVector<Operation *> ops = plan.recompute.takeVector();
+      llvm::sort(ops, [](Operation *x, Operation *y) {
+        return x->isBeforeInBlock(y);
+      });
+      // Right before the first backward op that reads the use's activations:
+      // its VJP, as torch.utils.checkpoint recomputes in the unit's backward.
+      Operation *first = plan.backwardUses.front()->getOwner();
+      for (OpOperand *u : plan.backwardUses)
+        if (u->getOwner()->isBeforeInBlock(first))
+          first = u->getOwner();
+      b.setInsertionPoint(first);
+      IRMapping map;
+      StringAttr unit = b.getStringAttr(uses[plan.use].unit);
+      for (Operation *op : ops) {
+        Operation *clone = b.clone(*op, map);
+        clone->setAttr(nn::kRecomputeAttr, unit);
+      }
+      for (OpOperand *u : plan.backwardUses)
+        u->set(map.lookup(u->get()));
+      LLVM_DEBUG(llvm::dbgs()
+                 << "unit " << unit.getValue() << " (use " << plan.use
+                 << "): " << ops.size() << " op(s) recomputed before "
+                 << first->getName() << " at " << first->getLoc() << "\n");
+    }
+  }
+};
+} // namespace
