@@ -389,12 +389,14 @@ LogicalResult LrScheduleOp::verify() {
     return emitOpError() << "expects lr > 0";
   if (!(minLr >= 0 && minLr <= lr))
     return emitOpError() << "expects min_lr in [0, lr], got " << minLr;
-  if (getWarmupSteps() < 0)
-    return emitOpError() << "expects warmup_steps >= 0, got "
-                         << getWarmupSteps();
-  if (k != "constant" && getDecaySteps() < 1)
+  // I64Attr's getter is unsigned: the signed values.
+  int64_t warmup = getWarmupStepsAttr().getInt(),
+          decay = getDecayStepsAttr().getInt();
+  if (warmup < 0)
+    return emitOpError() << "expects warmup_steps >= 0, got " << warmup;
+  if (k != "constant" && decay < 1)
     return emitOpError() << "expects decay_steps >= 1 for kind '" << k
-                         << "', got " << getDecaySteps();
+                         << "', got " << decay;
   return verifyByInference(*this);
 }
 

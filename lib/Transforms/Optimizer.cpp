@@ -42,7 +42,8 @@ struct FSDPOptimizerPass
     }
     if (warmupSteps < 0) {
       getOperation().emitError()
-          << "fsdp-optimizer: warmup-steps must be >= 0, got " << warmupSteps;
+          << "fsdp-optimizer: warmup-steps must be >= 0, got "
+          << static_cast<int64_t>(warmupSteps);
       return signalPassFailure();
     }
     // The compiler does not know the run's length (fsdp-run --steps), so a
@@ -51,7 +52,7 @@ struct FSDPOptimizerPass
       getOperation().emitError()
           << "fsdp-optimizer: lr-schedule=" << lrSchedule
           << " needs decay-steps >= 1 (the run's total optimizer steps), got "
-          << decaySteps;
+          << static_cast<int64_t>(decaySteps);
       return signalPassFailure();
     }
     if (!(minLr >= 0 && minLr <= lr)) {
