@@ -542,17 +542,28 @@ __global__ void lrScheduleK(const void *step, int stepI64, double *lr, int kind,
   *lr = math::scheduledLr(kind, t, base, warmup, decay, minLr);
 }
 
-// One block: a fixed-order tree over kThreads strided partial sums (the
-// same sum on every run).
+// Stage 1: block b sums the squares of its grid-strided elements (a
+// fixed-order tree per block); stage 2 (sumK) sums the blocks' partials in
+// one block. The grid size depends on n only: the same sum on every run.
 template <int DT>
 __global__ void sumSquaresK(const typename Elt<DT>::S *x, int64_t n,
-                            double *out) {
+                            double *partial) {
   __shared__ double sh[kThreads];
   double s = 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+  FSDP_GRID_LOOP(i, n) {
     double v = static_cast<double>(Elt<DT>::ld(x, i));
     s += v * v;
   }
+  s = blockSum(s, sh);
+  if (threadIdx.x == 0)
+    partial[blockIdx.x] = s;
+}
+
+__global__ void sumK(const double *v, int64_t n, double *out) {
+  __shared__ double sh[kThreads];
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    s += v[i];
   s = blockSum(s, sh);
   if (threadIdx.x == 0)
     *out = s;
@@ -1279,13 +1290,21 @@ void CudaDevice::lr_schedule(fsdp_stream_s *s, const void *step,
 
 void CudaDevice::sum_squares(fsdp_stream_s *s, fsdp_dtype t, const void *x,
                              int64_t n, double *out) {
+  floatDtype(t, "fsdp_sum_squares", [](auto) {}); // before the scratch
+  cudaStream_t st = streamOf(s);
+  // At most 1024 partial sums (8 KiB of scratch).
+  int blocks = std::min(blocksFor(n), 1024);
+  double *partial =
+      static_cast<double *>(scratch(st, static_cast<size_t>(blocks) * 8));
   floatDtype(t, "fsdp_sum_squares", [&](auto tag) {
     constexpr int DT = decltype(tag)::value;
     using S = typename Elt<DT>::S;
-    sumSquaresK<DT>
-        <<<1, kThreads, 0, streamOf(s)>>>(static_cast<const S *>(x), n, out);
+    sumSquaresK<DT><<<blocks, kThreads, 0, st>>>(static_cast<const S *>(x), n,
+                                                 partial);
   });
+  sumK<<<1, kThreads, 0, st>>>(partial, blocks, out);
   launched("sum_squares kernel");
+  release(st, partial);
 }
 
 void CudaDevice::grad_norm(fsdp_stream_s *s, const double *sumSquares,
