@@ -45,7 +45,7 @@ struct Case {
   std::function<int(fsdp_stream, fsdp_dtype, const std::vector<void *> &,
                     const std::vector<void *> &)>
       run;
-  bool wideOnly = false; // f32/f64 only (the optimizer updates)
+  bool wideOnly = false;   // f32/f64 only (the optimizer updates)
   bool f64Outputs = false; // outputs are f64 whatever the dtype (statistics)
 };
 
@@ -323,7 +323,8 @@ std::vector<Case> cases() {
                                               static_cast<double *>(o[0]), kind,
                                               1e-3, warmup, 10, 1e-5);
                     },
-                    false, true});
+                    false,
+                    true});
   cs.push_back({"sum_squares",
                 {{M * N}},
                 {1},
@@ -331,18 +332,20 @@ std::vector<Case> cases() {
                   return fsdp_sum_squares(s, t, in(i, 0), M * N,
                                           static_cast<double *>(o[0]));
                 },
-                false, true});
+                false,
+                true});
   for (double maxNorm : {0.0, 0.5})
     cs.push_back({maxNorm > 0 ? "grad_norm clip" : "grad_norm report",
                   {{1, Arg::F64}},
                   {1, 1},
                   [=](fsdp_stream s, fsdp_dtype, P i, P o) {
-                    return fsdp_grad_norm(
-                        s, static_cast<const double *>(in(i, 0)), maxNorm,
-                        static_cast<double *>(o[0]),
-                        static_cast<double *>(o[1]));
+                    return fsdp_grad_norm(s,
+                                          static_cast<const double *>(in(i, 0)),
+                                          maxNorm, static_cast<double *>(o[0]),
+                                          static_cast<double *>(o[1]));
                   },
-                  false, true});
+                  false,
+                  true});
   cs.push_back({"scale",
                 {{M * N}, {1, Arg::F64}},
                 {M * N},
