@@ -1299,8 +1299,8 @@ void CudaDevice::sum_squares(fsdp_stream_s *s, fsdp_dtype t, const void *x,
   floatDtype(t, "fsdp_sum_squares", [&](auto tag) {
     constexpr int DT = decltype(tag)::value;
     using S = typename Elt<DT>::S;
-    sumSquaresK<DT><<<blocks, kThreads, 0, st>>>(static_cast<const S *>(x), n,
-                                                 partial);
+    sumSquaresK<DT>
+        <<<blocks, kThreads, 0, st>>>(static_cast<const S *>(x), n, partial);
   });
   sumK<<<1, kThreads, 0, st>>>(partial, blocks, out);
   launched("sum_squares kernel");
