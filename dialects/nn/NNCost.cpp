@@ -78,6 +78,10 @@ NN_BYTES(CrossEntropyOp)
 NN_BYTES(CrossEntropyGradOp)
 NN_BYTES(SgdUpdateOp)
 NN_BYTES(AdamWUpdateOp)
+NN_BYTES(LrScheduleOp)
+NN_BYTES(SumSquaresOp)
+NN_BYTES(GradNormOp)
+NN_BYTES(ScaleOp)
 NN_BYTES(EmbeddingOp)
 NN_BYTES(EmbeddingGradOp)
 NN_BYTES(PositionEmbeddingOp)
@@ -126,6 +130,10 @@ int64_t CrossEntropyGradOp::getFlops() {
 }
 int64_t SgdUpdateOp::getFlops() { return kSgd * numel(getParam()); }
 int64_t AdamWUpdateOp::getFlops() { return kAdamW * numel(getParam()); }
+int64_t LrScheduleOp::getFlops() { return kLrSchedule; }
+int64_t SumSquaresOp::getFlops() { return kSumSquares * numel(getInput()); }
+int64_t GradNormOp::getFlops() { return kGradNorm; }
+int64_t ScaleOp::getFlops() { return kMul * numel(getInput()); }
 int64_t EmbeddingOp::getFlops() { return 0; }
 int64_t EmbeddingGradOp::getFlops() { return kScatterAdd * numel(getGrad()); }
 int64_t PositionEmbeddingOp::getFlops() {

@@ -145,6 +145,12 @@ static LogicalResult verifyNNAttr(Operation *op, NamedAttribute attr, Type type,
   }
   if (name == kLossAttr)
     return success();
+  if (name == kLrAttr || name == kGradNormAttr) {
+    auto t = dyn_cast<RankedTensorType>(type);
+    if (!isResult || !t || t.getRank() != 0 || !t.getElementType().isF64())
+      return err() << "expects a tensor<f64> result";
+    return success();
+  }
   if (name == kOptStateAttr) {
     auto s = dyn_cast<StringAttr>(attr.getValue());
     if (!s || (s.getValue() != "exp_avg" && s.getValue() != "exp_avg_sq"))

@@ -326,9 +326,32 @@ LogicalResult CrossEntropyGradOp::verify() { return verifyByInference(*this); }
 // optimizer updates (shape rules generated from AllTypesMatch)
 //===----------------------------------------------------------------------===//
 
+/// `no_decay`: ascending, non-overlapping [begin, end) pairs of elements.
+static LogicalResult verifyNoDecay(Operation *op,
+                                   std::optional<ArrayRef<int64_t>> ranges) {
+  if (!ranges)
+    return success();
+  ArrayRef<int64_t> r = *ranges;
+  if (r.size() % 2 != 0)
+    return op->emitOpError() << "expects no_decay as [begin, end) pairs, got "
+                             << r.size() << " values";
+  int64_t last = 0;
+  for (size_t i = 0; i < r.size(); i += 2) {
+    if (r[i] < last || r[i + 1] <= r[i])
+      return op->emitOpError()
+             << "expects no_decay ranges ascending, non-empty and disjoint, "
+                "got ["
+             << r[i] << ", " << r[i + 1] << ")";
+    last = r[i + 1];
+  }
+  return success();
+}
+
 LogicalResult SgdUpdateOp::verify() {
   if (!(getLr().convertToDouble() > 0))
     return emitOpError() << "expects lr > 0";
+  if (failed(verifyNoDecay(*this, getNoDecay())))
+    return failure();
   return verifyByInference(*this);
 }
 
@@ -341,8 +364,65 @@ LogicalResult AdamWUpdateOp::verify() {
                          << ")";
   if (!(getEps().convertToDouble() > 0))
     return emitOpError() << "expects eps > 0";
+  if (failed(verifyNoDecay(*this, getNoDecay())))
+    return failure();
   return verifyByInference(*this);
 }
+
+//===----------------------------------------------------------------------===//
+// learning-rate schedule, gradient norm and clipping
+//===----------------------------------------------------------------------===//
+
+LogicalResult LrScheduleOp::inferReturnTypes(MLIRContext *ctx,
+                                             std::optional<Location>, Adaptor,
+                                             SmallVectorImpl<Type> &inferred) {
+  inferred.push_back(RankedTensorType::get({}, Float64Type::get(ctx)));
+  return success();
+}
+LogicalResult LrScheduleOp::verify() {
+  StringRef k = getKind();
+  if (k != "constant" && k != "linear" && k != "cosine")
+    return emitOpError() << "expects kind constant, linear or cosine, got '"
+                         << k << "'";
+  double lr = getLr().convertToDouble(), minLr = getMinLr().convertToDouble();
+  if (!(lr > 0))
+    return emitOpError() << "expects lr > 0";
+  if (!(minLr >= 0 && minLr <= lr))
+    return emitOpError() << "expects min_lr in [0, lr], got " << minLr;
+  // I64Attr's getter is unsigned: the signed values.
+  int64_t warmup = getWarmupStepsAttr().getInt(),
+          decay = getDecayStepsAttr().getInt();
+  if (warmup < 0)
+    return emitOpError() << "expects warmup_steps >= 0, got " << warmup;
+  if (k != "constant" && decay < 1)
+    return emitOpError() << "expects decay_steps >= 1 for kind '" << k
+                         << "', got " << decay;
+  return verifyByInference(*this);
+}
+
+LogicalResult SumSquaresOp::inferReturnTypes(MLIRContext *ctx,
+                                             std::optional<Location>, Adaptor,
+                                             SmallVectorImpl<Type> &inferred) {
+  inferred.push_back(RankedTensorType::get({1}, Float64Type::get(ctx)));
+  return success();
+}
+LogicalResult SumSquaresOp::verify() { return verifyByInference(*this); }
+
+LogicalResult GradNormOp::inferReturnTypes(MLIRContext *ctx,
+                                           std::optional<Location>, Adaptor,
+                                           SmallVectorImpl<Type> &inferred) {
+  auto t = RankedTensorType::get({}, Float64Type::get(ctx));
+  inferred.append({t, t});
+  return success();
+}
+LogicalResult GradNormOp::verify() {
+  if (auto m = getMaxNorm(); m && !(m->convertToDouble() > 0))
+    return emitOpError() << "expects max_norm > 0, got "
+                         << m->convertToDouble();
+  return verifyByInference(*this);
+}
+
+LogicalResult ScaleOp::verify() { return verifyByInference(*this); }
 
 //===----------------------------------------------------------------------===//
 // zeros_like, cast, micro_batch

@@ -73,6 +73,13 @@ inline constexpr int64_t kScatterAdd = 1;
 /// Per parameter element (see the file comment).
 inline constexpr int64_t kSgd = 4;
 inline constexpr int64_t kAdamW = 16;
+/// Gradient-norm clipping: a square and an add per gradient element
+/// (nn.sum_squares; the scaling by the clip coefficient is kMul). The
+/// schedule's learning rate and the norm's square root, division and
+/// minimum are a handful of scalar operations per step (counted as 8).
+inline constexpr int64_t kSumSquares = 2;
+inline constexpr int64_t kLrSchedule = 8;
+inline constexpr int64_t kGradNorm = 8;
 
 /// FLOPs of y[M, N] = x[M, K] · w + b: 2·M·K·N, plus M·N for the bias.
 constexpr int64_t linearFlops(int64_t m, int64_t k, int64_t n, bool bias) {

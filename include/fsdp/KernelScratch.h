@@ -112,6 +112,10 @@ inline int64_t cpuKernelScratchBytes(OpKind op,
   case OpKind::ReduceSum:
     bytes += 8 * r0.numel();
     break;
+  case OpKind::SumSquares: // an f64 result: the 2-byte input's f32 copy
+    if (operands[0].half)
+      bytes += 4 * operands[0].numel();
+    break;
   case OpKind::Flatten: // the parts' [offset, end) ranges
     bytes += 16 * static_cast<int64_t>(operands.size());
     break;

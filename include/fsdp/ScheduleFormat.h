@@ -70,8 +70,13 @@ enum class OpKind {
   Split,
   Concat,
   ZerosLike,
-  Cast,      // "Mixed precision"
-  MicroBatch // gradient accumulation: rows [index·m, (index+1)·m) of the batch
+  Cast,       // "Mixed precision"
+  MicroBatch, // gradient accumulation: rows [index·m, (index+1)·m) of the batch
+  // "Learning-rate schedules and gradient clipping".
+  LrSchedule,
+  SumSquares,
+  GradNorm,
+  Scale
 };
 
 struct OpInfo {
@@ -124,6 +129,10 @@ inline constexpr OpInfo kOps[] = {
     {"nn.zeros_like", OpKind::ZerosLike},
     {"nn.cast", OpKind::Cast},
     {"nn.micro_batch", OpKind::MicroBatch},
+    {"nn.lr_schedule", OpKind::LrSchedule},
+    {"nn.sum_squares", OpKind::SumSquares},
+    {"nn.grad_norm", OpKind::GradNorm},
+    {"nn.scale", OpKind::Scale},
 };
 
 /// The kind of op `name`; false if the format has no such op.

@@ -238,6 +238,9 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
     if (isa<nn::AdamWUpdateOp, nn::SgdUpdateOp>(op) && optimizer.is_null()) {
       optimizer = attrs;
       optimizer["kind"] = isa<nn::AdamWUpdateOp>(op) ? "adamw" : "sgd";
+      // A unit's weight-decay groups are its instruction's own.
+      optimizer.erase("no_decay");
+      optimizer.erase("sharded");
     }
     json operands = json::array(), results = json::array();
     // nn.broadcast's `like` only supplies the result shape, which the result
@@ -292,6 +295,10 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
       const PlannedBuffer &b = plan.buffers[plan.indexOf.lookup(ownerOf(v))];
       if (b.aliases >= 0)
         o["aliases"] = ids[plan.buffers[b.aliases].value];
+    } else if (fn.getResultAttr(i, nn::kLrAttr)) {
+      o["role"] = "lr";
+    } else if (fn.getResultAttr(i, nn::kGradNormAttr)) {
+      o["role"] = "grad_norm";
     } else if (auto g =
                    fn.getResultAttrOfType<StringAttr>(i, nn::kGradOfAttr)) {
       o["role"] = "grad";

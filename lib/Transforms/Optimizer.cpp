@@ -2,6 +2,8 @@
 #include "fsdp/Transforms/Passes.h"
 
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/GlobPattern.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPOPTIMIZER
@@ -30,6 +32,34 @@ struct FSDPOptimizerPass
              "and weight-decay >= 0";
       return signalPassFailure();
     }
+    if (lrSchedule != "constant" && lrSchedule != "linear" &&
+        lrSchedule != "cosine") {
+      getOperation().emitError()
+          << "fsdp-optimizer: lr-schedule must be 'constant', 'linear' or "
+             "'cosine', got '"
+          << lrSchedule << "'";
+      return signalPassFailure();
+    }
+    if (warmupSteps < 0) {
+      getOperation().emitError()
+          << "fsdp-optimizer: warmup-steps must be >= 0, got "
+          << static_cast<int64_t>(warmupSteps);
+      return signalPassFailure();
+    }
+    // The compiler does not know the run's length (fsdp-run --steps), so a
+    // decaying schedule is told it.
+    if (lrSchedule != "constant" && decaySteps < 1) {
+      getOperation().emitError()
+          << "fsdp-optimizer: lr-schedule=" << lrSchedule
+          << " needs decay-steps >= 1 (the run's total optimizer steps), got "
+          << static_cast<int64_t>(decaySteps);
+      return signalPassFailure();
+    }
+    if (!(minLr >= 0 && minLr <= lr)) {
+      getOperation().emitError()
+          << "fsdp-optimizer: min-lr must be in [0, lr], got " << minLr;
+      return signalPassFailure();
+    }
     FailureOr<func::FuncOp> maybeFn = getStepFunction(getOperation());
     if (failed(maybeFn))
       return signalPassFailure();
@@ -40,6 +70,29 @@ struct FSDPOptimizerPass
     for (unsigned i = 0; i < fn.getNumArguments(); ++i)
       if (auto fqn = fn.getArgAttrOfType<StringAttr>(i, nn::kParamAttr))
         paramArg[fqn.getValue()] = i;
+    // Weight-decay groups: parameters matched by a no-decay glob.
+    llvm::StringSet<> noDecayFqns;
+    for (const std::string &pattern : noDecay) {
+      llvm::Expected<llvm::GlobPattern> glob =
+          llvm::GlobPattern::create(pattern);
+      if (!glob) {
+        llvm::consumeError(glob.takeError());
+        getOperation().emitError() << "fsdp-optimizer: no-decay pattern '"
+                                   << pattern << "' is not a valid glob";
+        return signalPassFailure();
+      }
+      bool matched = false;
+      for (auto &entry : paramArg)
+        if (glob->match(entry.getKey())) {
+          noDecayFqns.insert(entry.getKey());
+          matched = true;
+        }
+      if (!matched) {
+        getOperation().emitError() << "fsdp-optimizer: no-decay pattern '"
+                                   << pattern << "' matches no parameter";
+        return signalPassFailure();
+      }
+    }
 
     // (gradient, parameter argument) pairs from fsdp-autodiff's results.
     SmallVector<std::pair<Value, unsigned>> updates;
@@ -75,6 +128,9 @@ struct FSDPOptimizerPass
     // then the step, appended after the existing arguments.
     SmallVector<Value> expAvg, expAvgSq;
     Value step;
+    // A schedule (anything but a constant rate without warm-up) reads the
+    // step, which SGD then takes too.
+    bool scheduled = lrSchedule != "constant" || warmupSteps > 0;
     if (adamw) {
       for (StringRef kind : {"exp_avg", "exp_avg_sq"})
         for (auto [g, argIdx] : updates) {
@@ -92,24 +148,42 @@ struct FSDPOptimizerPass
           b.getDictionaryAttr(named(nn::kStepAttr, b.getUnitAttr())),
           fn.getLoc());
       step = fn.getArguments().back();
+    } else if (scheduled) {
+      auto stepType = RankedTensorType::get({}, b.getI64Type());
+      (void)fn.insertArgument(
+          fn.getNumArguments(), stepType,
+          b.getDictionaryAttr(named(nn::kStepAttr, b.getUnitAttr())),
+          fn.getLoc());
+      step = fn.getArguments().back();
     }
+    Value lrValue;
+    if (scheduled)
+      lrValue = nn::LrScheduleOp::create(
+          b, loc, step, b.getStringAttr(lrSchedule), b.getF64FloatAttr(lr),
+          b.getI64IntegerAttr(warmupSteps), b.getI64IntegerAttr(decaySteps),
+          b.getF64FloatAttr(minLr));
 
     SmallVector<Value> newParams, newExpAvg, newExpAvgSq;
     for (auto [i, update] : llvm::enumerate(updates)) {
       auto [g, argIdx] = update;
       Value p = fn.getArgument(argIdx);
+      StringRef fqn =
+          fn.getArgAttrOfType<StringAttr>(argIdx, nn::kParamAttr).getValue();
+      FloatAttr wd =
+          b.getF64FloatAttr(noDecayFqns.contains(fqn) ? 0.0 : weightDecay);
       if (adamw) {
         auto op = nn::AdamWUpdateOp::create(
-            b, loc, p, g, expAvg[i], expAvgSq[i], step, b.getF64FloatAttr(lr),
-            b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
-            b.getF64FloatAttr(eps), b.getF64FloatAttr(weightDecay));
+            b, loc, p, g, expAvg[i], expAvgSq[i], step, lrValue,
+            b.getF64FloatAttr(lr), b.getF64FloatAttr(beta1),
+            b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps), wd,
+            /*no_decay=*/nullptr, /*sharded=*/nullptr);
         newParams.push_back(op.getNewParam());
         newExpAvg.push_back(op.getNewExpAvg());
         newExpAvgSq.push_back(op.getNewExpAvgSq());
       } else {
         newParams.push_back(nn::SgdUpdateOp::create(
-            b, loc, p.getType(), p, g, b.getF64FloatAttr(lr),
-            b.getF64FloatAttr(weightDecay)));
+            b, loc, p.getType(), p, g, lrValue, b.getF64FloatAttr(lr), wd,
+            /*no_decay=*/nullptr, /*sharded=*/nullptr));
       }
     }
 
@@ -131,6 +205,10 @@ struct FSDPOptimizerPass
              named(nn::kParamOfAttr,
                    fn.getArgAttr(updates[i].second, nn::kParamAttr))}));
       }
+    if (lrValue) {
+      results.push_back(lrValue);
+      attrs.push_back(b.getDictionaryAttr(named(nn::kLrAttr, b.getUnitAttr())));
+    }
     func::ReturnOp::create(b, loc, results);
     ret.erase();
     fn.setFunctionType(FunctionType::get(ctx, fn.getArgumentTypes(),

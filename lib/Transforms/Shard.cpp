@@ -198,7 +198,14 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       return signalPassFailure();
     }
 
-    if (failed(shardStep(fn, unitOps, layout, accumulate)))
+    if (maxGradNorm.hasValue() && !(maxGradNorm > 0)) {
+      module.emitError() << "fsdp-shard: max-grad-norm must be > 0, got "
+                         << maxGradNorm;
+      return signalPassFailure();
+    }
+    GradNormOptions gradNorm{maxGradNorm.hasValue() ? maxGradNorm : 0.0,
+                             reportGradNorm || maxGradNorm.hasValue()};
+    if (failed(shardStep(fn, unitOps, layout, accumulate, gradNorm)))
       return signalPassFailure();
   }
 };

@@ -69,10 +69,12 @@ struct UnitGradients {
 /// update of the flat shard.
 class StepSharder {
 public:
-  StepSharder(func::FuncOp fn, const ShardLayout &layout, Accumulate accumulate)
+  StepSharder(func::FuncOp fn, const ShardLayout &layout, Accumulate accumulate,
+              const GradNormOptions &gradNorm)
       : fn(fn), block(fn.getBody().front()),
         ret(cast<func::ReturnOp>(block.getTerminator())), b(fn),
-        ctx(b.getContext()), layout(layout), accumulate(accumulate) {}
+        ctx(b.getContext()), layout(layout), accumulate(accumulate),
+        gradNorm(gradNorm) {}
 
   /// Indexes the parameter, optimizer-state and step arguments.
   void indexArguments() {
@@ -105,13 +107,17 @@ public:
     }
   }
 
-  /// Keeps the loss as the first result.
+  /// Keeps the loss as the first result (and the scheduled learning rate,
+  /// nn.lr, returned at the end by finish()).
   LogicalResult keepLoss() {
-    for (unsigned i = 0; i < fn.getNumResults(); ++i)
+    for (unsigned i = 0; i < fn.getNumResults(); ++i) {
       if (fn.getResultAttr(i, nn::kLossAttr)) {
         results.push_back(ret.getOperand(i));
         resultAttrs.push_back(fn.getResultAttrDict(i));
       }
+      if (fn.getResultAttr(i, nn::kLrAttr))
+        extraResults.push_back({ret.getOperand(i), fn.getResultAttrDict(i)});
+    }
     if (results.size() != 1)
       return fn.emitError() << "expects exactly one result marked 'nn.loss'";
     return success();
@@ -163,11 +169,61 @@ public:
     b.setInsertionPoint(ret);
     Location loc = updates.front()->getLoc();
     Value gradShard = reduceGradients(unit, gradients, loc);
-    return updateUnit(unit, updates, master, gradShard, loc);
+    if (gradNorm.report || gradNorm.maxNorm > 0) {
+      // The update waits for the global norm over every unit.
+      pending.push_back({unit, std::move(updates), std::move(gradients), master,
+                         gradShard, loc});
+      return success();
+    }
+    return updateUnit(unit, updates, gradients, master, gradShard, loc);
+  }
+
+  /// Global gradient-norm clipping (torch.nn.utils.clip_grad_norm_,
+  /// norm_type 2) over the units' reduced gradient shards, then their
+  /// updates. Each rank's shard is a disjoint part of every gradient (its
+  /// padding is zero: fsdp.flatten zero-fills it and the reduction keeps
+  /// it), so the sum of squares is summed over the shard group alone:
+  /// replicas (HSDP's replicate group) hold the same shards, and DDP's
+  /// all-reduced gradients are whole on every rank.
+  LogicalResult clipAndUpdate() {
+    if (pending.empty())
+      return success();
+    b.setInsertionPoint(ret);
+    Location loc = pending.front().loc;
+    Value total;
+    for (PendingUpdate &p : pending) {
+      Value ss = nn::SumSquaresOp::create(b, p.loc, p.gradShard);
+      total = total ? nn::AddOp::create(b, p.loc, total, ss).getResult() : ss;
+    }
+    if (!layout.replicatedState() && layout.shardGroup > 1)
+      total = AllReduceOp::create(
+          b, loc, total.getType(), FlatSymbolRefAttr::get(pending.back().unit),
+          total, ReductionAttr::get(ctx, Reduction::Sum),
+          GroupAttr::get(ctx, Group::Shard));
+    auto norm = nn::GradNormOp::create(b, loc, total,
+                                       gradNorm.maxNorm > 0
+                                           ? b.getF64FloatAttr(gradNorm.maxNorm)
+                                           : FloatAttr());
+    extraResults.push_back(
+        {norm.getNorm(), b.getDictionaryAttr(b.getNamedAttr(nn::kGradNormAttr,
+                                                            b.getUnitAttr()))});
+    for (PendingUpdate &p : pending) {
+      Value g = p.gradShard;
+      if (gradNorm.maxNorm > 0)
+        g = nn::ScaleOp::create(b, p.loc, g, norm.getCoef());
+      if (failed(
+              updateUnit(p.unit, p.updates, p.gradients, p.master, g, p.loc)))
+        return failure();
+    }
+    return success();
   }
 
   /// The new function type and results; retypes compute to pdt.
   LogicalResult finish() {
+    for (auto &[v, attrs] : extraResults) {
+      results.push_back(v);
+      resultAttrs.push_back(attrs);
+    }
     ret->setOperands(results);
     if (layout.mixed() &&
         failed(retypeCompute(fn, layout.modelType, layout.pdt)))
@@ -347,9 +403,53 @@ private:
     return sum;
   }
 
+  /// The weight decay of the unit's flat update and, where some parameters
+  /// of the unit have weight decay 0 (fsdp-optimizer's no-decay) and others
+  /// not, their [begin, end) element ranges in the flat buffer (adjacent
+  /// ranges merged). Every parameter's update reads the same `no_decay`
+  /// list on every rank; the runtime intersects it with the rank's shard.
+  LogicalResult weightDecayGroups(ArrayRef<Operation *> updates,
+                                  const UnitGradients &gradients, FloatAttr &wd,
+                                  SmallVectorImpl<int64_t> &noDecay) {
+    auto wdOf = [](Operation *u) {
+      return u->getAttrOfType<FloatAttr>("weight_decay").getValueAsDouble();
+    };
+    double common = 0;
+    for (Operation *u : updates) {
+      double w = wdOf(u);
+      if (w == 0)
+        continue;
+      if (common != 0 && w != common)
+        return u->emitOpError()
+               << "has weight decay " << w
+               << " but another update of its unit has " << common
+               << ": a unit takes one weight decay besides 0 (no-decay)";
+      common = w;
+    }
+    wd = b.getF64FloatAttr(common);
+    if (wd.getValueAsDouble() == 0)
+      return success();
+    SmallVector<std::pair<int64_t, int64_t>> ranges;
+    for (auto [k, u] : llvm::enumerate(updates)) {
+      int64_t numel =
+          cast<RankedTensorType>(gradients.grads[k].getType()).getNumElements();
+      if (wdOf(u) == 0 && numel > 0)
+        ranges.push_back({gradients.offsets[k], gradients.offsets[k] + numel});
+    }
+    llvm::sort(ranges);
+    for (auto [begin, end] : ranges) {
+      if (!noDecay.empty() && noDecay.back() == begin)
+        noDecay.back() = end;
+      else
+        noDecay.append({begin, end});
+    }
+    return success();
+  }
+
   /// The flat shard's optimizer update, and the results it returns.
   LogicalResult updateUnit(UnitOp unit, ArrayRef<Operation *> updates,
-                           Value master, Value gradShard, Location loc) {
+                           const UnitGradients &gradients, Value master,
+                           Value gradShard, Location loc) {
     auto unitRef = FlatSymbolRefAttr::get(unit);
     auto shardGroup = GroupAttr::get(ctx, Group::Shard);
     Type elt = unit.getElementType();
@@ -362,13 +462,34 @@ private:
           LocalShardOp::create(b, loc, RankedTensorType::get({shard}, elt),
                                unitRef, master, shardGroup);
     Operation *first = updates.front();
+    auto lrValueOf = [](Operation *u) -> Value {
+      if (auto a = dyn_cast<nn::AdamWUpdateOp>(u))
+        return a.getLrValue();
+      return cast<nn::SgdUpdateOp>(u).getLrValue();
+    };
+    auto configOf = [](Operation *u) {
+      NamedAttrList attrs(u->getAttrDictionary());
+      attrs.erase("weight_decay");
+      return attrs.getDictionary(u->getContext());
+    };
     for (Operation *u : updates)
-      if (u->getName() != first->getName() ||
-          u->getAttrDictionary() != first->getAttrDictionary())
+      if (u->getName() != first->getName() || configOf(u) != configOf(first) ||
+          lrValueOf(u) != lrValueOf(first))
         return u->emitOpError()
                << "differs from the other updates of unit '"
                << unit.getSymName()
                << "': one flat shard takes one optimizer configuration";
+    FloatAttr wd;
+    SmallVector<int64_t> noDecayRanges;
+    if (failed(weightDecayGroups(updates, gradients, wd, noDecayRanges)))
+      return failure();
+    DenseI64ArrayAttr noDecay =
+        noDecayRanges.empty() ? nullptr : b.getDenseI64ArrayAttr(noDecayRanges);
+    // The update's operands are this rank's shard unless the master is whole
+    // and updated whole (DDP).
+    UnitAttr sharded = noDecay && (!masterFull || layout.updatesSlice())
+                           ? b.getUnitAttr()
+                           : nullptr;
     // The updated parameters: the master (ZeRO-1: its slice all-gathered back
     // when replicated) and, with separate masters, the new param-dtype copy
     // (all-gathered when that copy is replicated but the master is not).
@@ -395,9 +516,9 @@ private:
       Value m = addUnitArg(unit, Role::ExpAvg, stateFull);
       Value v = addUnitArg(unit, Role::ExpAvgSq, stateFull);
       auto op = nn::AdamWUpdateOp::create(
-          b, loc, toUpdate, gradShard, m, v, step, adam.getLrAttr(),
-          adam.getBeta1Attr(), adam.getBeta2Attr(), adam.getEpsAttr(),
-          adam.getWeightDecayAttr());
+          b, loc, toUpdate, gradShard, m, v, step, adam.getLrValue(),
+          adam.getLrAttr(), adam.getBeta1Attr(), adam.getBeta2Attr(),
+          adam.getEpsAttr(), wd, noDecay, sharded);
       results.append(
           {newParam(op.getNewParam()), op.getNewExpAvg(), op.getNewExpAvgSq()});
       resultAttrs.push_back(roleAttrs(unit, masterRole, masterFull));
@@ -407,8 +528,8 @@ private:
     } else {
       auto sgd = cast<nn::SgdUpdateOp>(first);
       Value updated = nn::SgdUpdateOp::create(
-          b, loc, toUpdate.getType(), toUpdate, gradShard, sgd.getLrAttr(),
-          sgd.getWeightDecayAttr());
+          b, loc, toUpdate.getType(), toUpdate, gradShard, sgd.getLrValue(),
+          sgd.getLrAttr(), wd, noDecay, sharded);
       results.push_back(newParam(updated));
       resultAttrs.push_back(roleAttrs(unit, masterRole, masterFull));
       addLowCopy(updated);
@@ -433,6 +554,18 @@ private:
   MLIRContext *ctx;
   const ShardLayout &layout;
   Accumulate accumulate;
+  const GradNormOptions &gradNorm;
+  /// A unit's reduced gradient shard waiting for the global norm.
+  struct PendingUpdate {
+    UnitOp unit;
+    SmallVector<Operation *> updates;
+    UnitGradients gradients;
+    Value master, gradShard;
+    Location loc;
+  };
+  SmallVector<PendingUpdate> pending;
+  /// Results after the units' (nn.lr, nn.grad_norm) with their attributes.
+  SmallVector<std::pair<Value, DictionaryAttr>> extraResults;
   llvm::StringMap<unsigned> paramArg, expAvgArg, expAvgSqArg;
   Value step;
   llvm::BitVector eraseArgs;
@@ -443,8 +576,9 @@ private:
 
 LogicalResult mlir::fsdp::shardStep(func::FuncOp fn, ArrayRef<UnitOp> units,
                                     const ShardLayout &layout,
-                                    Accumulate accumulate) {
-  StepSharder sharder(fn, layout, accumulate);
+                                    Accumulate accumulate,
+                                    const GradNormOptions &gradNorm) {
+  StepSharder sharder(fn, layout, accumulate, gradNorm);
   sharder.indexArguments();
   if (layout.mixed())
     sharder.castData();
@@ -453,5 +587,7 @@ LogicalResult mlir::fsdp::shardStep(func::FuncOp fn, ArrayRef<UnitOp> units,
   for (UnitOp unit : units)
     if (failed(sharder.shardUnit(unit)))
       return failure();
+  if (failed(sharder.clipAndUpdate()))
+    return failure();
   return sharder.finish();
 }

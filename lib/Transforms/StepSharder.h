@@ -55,13 +55,21 @@ struct ShardLayout {
   }
 };
 
+/// Global gradient-norm clipping (fsdp-shard's max-grad-norm and
+/// report-grad-norm): `maxNorm` > 0 clips, `report` returns the norm.
+struct GradNormOptions {
+  double maxNorm = 0;
+  bool report = false;
+};
+
 /// Rewrites `fn` (batch split, units laid out flat) for one rank of
 /// `layout`: each unit's parameter and optimizer-state arguments become flat
 /// buffers (shards, or whole where the strategy replicates them) with
 /// gathers, parameter views, the gradient reduction and one update of the
 /// flat shard; with a narrower param-dtype, compute moves to it.
 LogicalResult shardStep(func::FuncOp fn, ArrayRef<UnitOp> units,
-                        const ShardLayout &layout, Accumulate accumulate);
+                        const ShardLayout &layout, Accumulate accumulate,
+                        const GradNormOptions &gradNorm = {});
 
 } // namespace mlir::fsdp
 

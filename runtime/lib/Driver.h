@@ -160,6 +160,29 @@ struct fsdp_channel_s {
      double weightDecay),                                                      \
     (t, p, g, m, v, step, st, pOut, mOut, vOut, n, lr, beta1, beta2, eps,      \
      weightDecay))                                                             \
+  X(sgd_update_lr,                                                             \
+    (fsdp_dtype t, const void *p, const void *g, void *out, int64_t n,         \
+     const double *lr, double weightDecay),                                    \
+    (t, p, g, out, n, lr, weightDecay))                                        \
+  X(adamw_update_lr,                                                           \
+    (fsdp_dtype t, const void *p, const void *g, const void *m, const void *v, \
+     const void *step, fsdp_dtype st, void *pOut, void *mOut, void *vOut,      \
+     int64_t n, const double *lr, double beta1, double beta2, double eps,      \
+     double weightDecay),                                                      \
+    (t, p, g, m, v, step, st, pOut, mOut, vOut, n, lr, beta1, beta2, eps,      \
+     weightDecay))                                                             \
+  X(lr_schedule,                                                               \
+    (const void *step, fsdp_dtype st, double *lr, int kind, double baseLr,     \
+     int64_t warmup, int64_t decay, double minLr),                             \
+    (step, st, lr, kind, baseLr, warmup, decay, minLr))                        \
+  X(sum_squares, (fsdp_dtype t, const void *x, int64_t n, double *out),        \
+    (t, x, n, out))                                                            \
+  X(grad_norm,                                                                 \
+    (const double *sumSquares, double maxNorm, double *norm, double *coef),    \
+    (sumSquares, maxNorm, norm, coef))                                         \
+  X(scale,                                                                     \
+    (fsdp_dtype t, const void *x, const double *factor, void *y, int64_t n),   \
+    (t, x, factor, y, n))                                                      \
   X(flatten,                                                                   \
     (fsdp_dtype t, const void *const *parts, const int64_t *numels,            \
      const int64_t *offsets, int nparts, void *flat, int64_t flatNumel),       \

@@ -12,6 +12,7 @@
 #include "ShapeUtil.h"
 
 #include "fsdp/Sharding.h"
+#include "fsdp/kernels.h"
 #include "fsdp/runtime.h"
 
 #include <mpi.h>
@@ -510,8 +511,8 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
       "features", "labels", "tokens",  "targets",   "step",
       "param",    "master", "exp_avg", "exp_avg_sq"};
   static const std::set<std::string> kOutRoles = {
-      "loss",       "param", "master", "exp_avg",
-      "exp_avg_sq", "grad",  "logits", "output"};
+      "loss", "param",  "master", "exp_avg", "exp_avg_sq",
+      "grad", "logits", "output", "lr",      "grad_norm"};
   auto parseIo = [&](const char *key, std::vector<IoDesc> &list, bool isIn) {
     for (const json &e : field(root, key, src)) {
       IoDesc io;
@@ -725,6 +726,32 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
     in.axis = attrInt(attrs, "axis", 0, ctx);
     if (attrs.contains("sizes"))
       in.sizes = intList(attrs["sizes"], ctx + ": attribute 'sizes'");
+    if (in.kind == OpKind::LrSchedule) {
+      for (const char *key :
+           {"kind", "lr", "warmup_steps", "decay_steps", "min_lr"})
+        require(key);
+      std::string k = attrs["kind"].is_string()
+                          ? attrs["kind"].get<std::string>()
+                          : attrs["kind"].dump();
+      if (k == "constant")
+        in.lrKind = FSDP_LR_CONSTANT;
+      else if (k == "linear")
+        in.lrKind = FSDP_LR_LINEAR;
+      else if (k == "cosine")
+        in.lrKind = FSDP_LR_COSINE;
+      else
+        throw Error(ctx +
+                    ": attribute 'kind' must be \"constant\", "
+                    "\"linear\" or \"cosine\", got " +
+                    k);
+      in.warmupSteps = attrInt(attrs, "warmup_steps", 0, ctx);
+      in.decaySteps = attrInt(attrs, "decay_steps", 0, ctx);
+      in.minLr = attrNum(attrs, "min_lr", 0.0, ctx);
+    }
+    in.maxNorm = attrNum(attrs, "max_norm", 0.0, ctx);
+    if (attrs.contains("no_decay"))
+      in.noDecay = intList(attrs["no_decay"], ctx + ": attribute 'no_decay'");
+    in.sharded = attrBool(attrs, "sharded", ctx);
     program.push_back(in);
     validateInstruction(program.back(), idx);
   }

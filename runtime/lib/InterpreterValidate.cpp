@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "ShapeUtil.h"
 #include "fsdp/Interpreter.h"
+#include "fsdp/kernels.h"
 
 #include <set>
 #include <string>
@@ -76,6 +77,28 @@ void Program::validateInstruction(const Instruction &in, size_t idx) const {
       throw Error(ctx + ": buffer " + std::to_string(id) +
                   " must have rank >= 1");
     return s.back();
+  };
+  // A step statistic (learning rate, norm, coefficient): one f64.
+  auto f64Scalar = [&](int64_t id, const char *what) {
+    if (B(id).dtype != DType::F64 || B(id).numel != 1)
+      throw Error(ctx + ": " + what + " (buffer " + std::to_string(id) +
+                  ") must be one f64, got " + dtypeName(B(id).dtype) + " " +
+                  shapeStr(B(id).shape));
+  };
+  auto noDecayRanges = [&] {
+    const std::vector<int64_t> &nd = in.noDecay;
+    int64_t last = 0;
+    if (nd.size() % 2 != 0)
+      throw Error(ctx + ": attribute 'no_decay' must hold [begin, end) pairs");
+    for (size_t i = 0; i < nd.size(); i += 2) {
+      if (nd[i] < last || nd[i + 1] <= nd[i])
+        throw Error(ctx +
+                    ": attribute 'no_decay' must hold ascending, "
+                    "non-empty, disjoint ranges, got [" +
+                    std::to_string(nd[i]) + ", " + std::to_string(nd[i + 1]) +
+                    ")");
+      last = nd[i + 1];
+    }
   };
   const auto &o = in.operands;
   const auto &r = in.results;
@@ -187,20 +210,56 @@ void Program::validateInstruction(const Instruction &in, size_t idx) const {
     break;
   }
   case OpKind::SgdUpdate:
-    need(2, 1);
+    need(o.size() == 3 ? 3 : 2, 1);
     wideFloat({o[0], o[1], r[0]});
     floatSame({o[0], o[1], r[0]});
     sameNumel(o[0], o[1]);
     sameNumel(o[0], r[0]);
+    if (o.size() == 3)
+      f64Scalar(o[2], "the learning rate");
+    noDecayRanges();
     break;
   case OpKind::AdamwUpdate:
-    need(5, 3);
+    need(o.size() == 6 ? 6 : 5, 3);
     wideFloat({o[0], o[1], o[2], o[3], r[0], r[1], r[2]});
     floatSame({o[0], o[1], o[2], o[3], r[0], r[1], r[2]});
     for (int64_t id : {o[1], o[2], o[3], r[0], r[1], r[2]})
       sameNumel(o[0], id);
     if (!isInt(B(o[4]).dtype) || B(o[4]).numel != 1)
       throw Error(ctx + ": step must be an i64 scalar");
+    if (o.size() == 6)
+      f64Scalar(o[5], "the learning rate");
+    noDecayRanges();
+    break;
+  case OpKind::LrSchedule:
+    need(1, 1);
+    if (!isInt(B(o[0]).dtype) || B(o[0]).numel != 1)
+      throw Error(ctx + ": step must be an i64 scalar");
+    f64Scalar(r[0], "the learning rate");
+    if (!(in.lr > 0) || !(in.minLr >= 0 && in.minLr <= in.lr) ||
+        in.warmupSteps < 0 ||
+        (in.lrKind != FSDP_LR_CONSTANT && in.decaySteps < 1))
+      throw Error(ctx + ": expects lr > 0, min_lr in [0, lr], warmup_steps "
+                        ">= 0 and (linear, cosine) decay_steps >= 1");
+    break;
+  case OpKind::SumSquares:
+    need(1, 1);
+    floatSame({o[0]});
+    f64Scalar(r[0], "the sum of squares");
+    break;
+  case OpKind::GradNorm:
+    need(1, 2);
+    f64Scalar(o[0], "the sum of squares");
+    f64Scalar(r[0], "the norm");
+    f64Scalar(r[1], "the clip coefficient");
+    if (!(in.maxNorm >= 0))
+      throw Error(ctx + ": max_norm must be > 0");
+    break;
+  case OpKind::Scale:
+    need(2, 1);
+    floatSame({o[0], r[0]});
+    sameNumel(o[0], r[0]);
+    f64Scalar(o[1], "the scale");
     break;
   case OpKind::AllGather:
   case OpKind::ReduceScatter: {

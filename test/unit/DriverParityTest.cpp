@@ -32,7 +32,9 @@ using Vec = std::vector<double>;
 /// indices in [0, bound), or the i64 step).
 struct Arg {
   int64_t n;
-  enum Kind { Float, Index, Step } kind = Float;
+  /// F64: a positive f64 scalar whatever the case's dtype (a learning rate,
+  /// a sum of squares, a clip coefficient in device memory).
+  enum Kind { Float, Index, Step, F64 } kind = Float;
   int64_t bound = 0;
 };
 
@@ -43,7 +45,8 @@ struct Case {
   std::function<int(fsdp_stream, fsdp_dtype, const std::vector<void *> &,
                     const std::vector<void *> &)>
       run;
-  bool wideOnly = false; // f32/f64 only (the optimizer updates)
+  bool wideOnly = false;   // f32/f64 only (the optimizer updates)
+  bool f64Outputs = false; // outputs are f64 whatever the dtype (statistics)
 };
 
 /// A buffer on `dev` with host values converted to `t`.
@@ -104,6 +107,7 @@ std::vector<Vec> runCase(const Case &c, fsdp_device dev, fsdp_dtype t,
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     fsdp_dtype at = c.inputs[i].kind == Arg::Float   ? t
                     : c.inputs[i].kind == Arg::Index ? FSDP_I32
+                    : c.inputs[i].kind == Arg::F64   ? FSDP_F64
                                                      : FSDP_I64;
     std::vector<unsigned char> b = toBytes(inputs[i], at);
     ins.push_back(std::make_unique<DeviceBuffer>(dev, b.size()));
@@ -111,8 +115,10 @@ std::vector<Vec> runCase(const Case &c, fsdp_device dev, fsdp_dtype t,
     EXPECT_EQ(fsdp_stream_synchronize(s), FSDP_OK);
     ip.push_back(ins.back()->p);
   }
+  fsdp_dtype ot = c.f64Outputs ? FSDP_F64 : t;
   for (int64_t n : c.outputs) {
-    outs.push_back(std::make_unique<DeviceBuffer>(dev, n * fsdp_dtype_size(t)));
+    outs.push_back(
+        std::make_unique<DeviceBuffer>(dev, n * fsdp_dtype_size(ot)));
     op.push_back(outs.back()->p);
   }
   EXPECT_EQ(c.run(s, t, ip, op), FSDP_OK)
@@ -124,7 +130,7 @@ std::vector<Vec> runCase(const Case &c, fsdp_device dev, fsdp_dtype t,
     std::vector<unsigned char> b(outs[i]->bytes);
     EXPECT_EQ(fsdp_memcpy(s, b.data(), outs[i]->p, b.size()), FSDP_OK);
     EXPECT_EQ(fsdp_stream_synchronize(s), FSDP_OK);
-    r.push_back(fromBytes(b, c.outputs[i], t));
+    r.push_back(fromBytes(b, c.outputs[i], ot));
   }
   return r;
 }
@@ -149,6 +155,8 @@ std::vector<Vec> randomInputs(const Case &c, unsigned seed, bool bf16) {
         e = static_cast<double>(g() % a.bound);
       else if (a.kind == Arg::Step)
         e = 3;
+      else if (a.kind == Arg::F64)
+        e = 0.25 + std::fabs(nd(g));
       else
         e = bf16 ? fsdp::bf16ToFloat(
                        fsdp::floatToBf16(static_cast<float>(nd(g))))
@@ -281,6 +289,71 @@ std::vector<Case> cases() {
                                            1e-8, 0.1);
                 },
                 true});
+  // The learning rate from device memory (a scheduled rate).
+  cs.push_back({"sgd_update_lr",
+                {{M}, {M}, {1, Arg::F64}},
+                {M},
+                [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
+                  return fsdp_sgd_update_lr(
+                      s, t, in(i, 0), in(i, 1), o[0], M,
+                      static_cast<const double *>(in(i, 2)), 0.01);
+                },
+                true});
+  cs.push_back({"adamw_update_lr",
+                {{M}, {M}, {M}, {M}, {1, Arg::Step}, {1, Arg::F64}},
+                {M, M, M},
+                [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
+                  return fsdp_adamw_update_lr(
+                      s, t, in(i, 0), in(i, 1), in(i, 2), in(i, 3), in(i, 4),
+                      FSDP_I64, o[0], o[1], o[2], M,
+                      static_cast<const double *>(in(i, 5)), 0.9, 0.999, 1e-8,
+                      0.1);
+                },
+                true});
+  // Schedules at step 3 (s = 2): in the warm-up of 5 steps, and after a
+  // warm-up of 1 on the way down over 10 steps.
+  for (int kind : {FSDP_LR_CONSTANT, FSDP_LR_LINEAR, FSDP_LR_COSINE})
+    for (int64_t warmup : {1, 5})
+      cs.push_back({"lr_schedule " + std::to_string(kind) + " warmup " +
+                        std::to_string(warmup),
+                    {{1, Arg::Step}},
+                    {1},
+                    [=](fsdp_stream s, fsdp_dtype, P i, P o) {
+                      return fsdp_lr_schedule(s, in(i, 0), FSDP_I64,
+                                              static_cast<double *>(o[0]), kind,
+                                              1e-3, warmup, 10, 1e-5);
+                    },
+                    false,
+                    true});
+  cs.push_back({"sum_squares",
+                {{M * N}},
+                {1},
+                [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
+                  return fsdp_sum_squares(s, t, in(i, 0), M * N,
+                                          static_cast<double *>(o[0]));
+                },
+                false,
+                true});
+  for (double maxNorm : {0.0, 0.5})
+    cs.push_back({maxNorm > 0 ? "grad_norm clip" : "grad_norm report",
+                  {{1, Arg::F64}},
+                  {1, 1},
+                  [=](fsdp_stream s, fsdp_dtype, P i, P o) {
+                    return fsdp_grad_norm(s,
+                                          static_cast<const double *>(in(i, 0)),
+                                          maxNorm, static_cast<double *>(o[0]),
+                                          static_cast<double *>(o[1]));
+                  },
+                  false,
+                  true});
+  cs.push_back({"scale",
+                {{M * N}, {1, Arg::F64}},
+                {M * N},
+                [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
+                  return fsdp_scale(s, t, in(i, 0),
+                                    static_cast<const double *>(in(i, 1)), o[0],
+                                    M * N);
+                }});
   cs.push_back(
       {"flatten", {{3}, {4}}, {10}, [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
          const void *parts[2] = {in(i, 0), in(i, 1)};
@@ -394,7 +467,7 @@ std::vector<Case> cases() {
 
 /// AdamW's second moment must be non-negative.
 void fixInputs(const Case &c, std::vector<Vec> &in) {
-  if (c.name == "adamw_update")
+  if (c.name == "adamw_update" || c.name == "adamw_update_lr")
     for (double &x : in[3])
       x = x * x;
 }

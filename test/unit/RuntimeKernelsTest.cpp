@@ -387,3 +387,54 @@ TEST(RuntimeCApi, SingleProcessCollectives) {
 }
 
 } // namespace
+
+// Hand-computed values of the schedules (transformers' lambdas at s = t - 1):
+// linear, warm-up 4, decay 20: t = 3 -> s/4 = 0.5; t = 13 -> (20 - 12)/16;
+// cosine, warm-up 4, decay 20: t = 13 -> ½(1 + cos(π·8/16)) = 0.5; t = 25
+// (past decay-steps, as transformers: no clamp of the progress) ->
+// ½(1 + cos(π·20/16)); min_lr 0.1 floors lr 1.1 at 0.1 + 1.0·f.
+TEST(RuntimeCApi, LrScheduleGradNormScale) {
+  fsdp_device dev = fsdp::test::cpuDevice();
+  fsdp_stream s = fsdp_device_stream(dev, FSDP_STREAM_COMPUTE);
+  auto lrAt = [&](int kind, int64_t t, int64_t warmup, int64_t decay) {
+    double lr = -1;
+    EXPECT_EQ(
+        fsdp_lr_schedule(s, &t, FSDP_I64, &lr, kind, 1.1, warmup, decay, 0.1),
+        FSDP_OK)
+        << fsdp_last_error();
+    return lr;
+  };
+  const double pi = 3.141592653589793;
+  EXPECT_DOUBLE_EQ(lrAt(FSDP_LR_LINEAR, 1, 4, 20), 0.1);
+  EXPECT_DOUBLE_EQ(lrAt(FSDP_LR_LINEAR, 3, 4, 20), 0.1 + 0.5);
+  EXPECT_DOUBLE_EQ(lrAt(FSDP_LR_LINEAR, 13, 4, 20), 0.1 + 8.0 / 16.0);
+  EXPECT_DOUBLE_EQ(lrAt(FSDP_LR_LINEAR, 30, 4, 20), 0.1);
+  EXPECT_DOUBLE_EQ(lrAt(FSDP_LR_COSINE, 13, 4, 20),
+                   0.1 + 0.5 * (1 + std::cos(pi * 0.5)));
+  EXPECT_DOUBLE_EQ(lrAt(FSDP_LR_COSINE, 25, 4, 20),
+                   0.1 + 0.5 * (1 + std::cos(pi * 20.0 / 16.0)));
+  EXPECT_DOUBLE_EQ(lrAt(FSDP_LR_CONSTANT, 2, 4, 0), 0.1 + 0.25);
+  EXPECT_DOUBLE_EQ(lrAt(FSDP_LR_CONSTANT, 9, 4, 0), 1.1);
+  int64_t zero = 0;
+  double lr;
+  EXPECT_EQ(fsdp_lr_schedule(s, &zero, FSDP_I64, &lr, FSDP_LR_LINEAR, 1.0, 0,
+                             10, 0.0),
+            FSDP_ERR_DATA);
+  EXPECT_NE(std::string(fsdp_last_error()).find("step must be >= 1, got 0"),
+            std::string::npos);
+
+  // 3-4-12: |g| = 13 (sum of squares in double), clipped to 6.5.
+  float g[3] = {3, 4, 12};
+  double ss = 0, norm = 0, coef = 0;
+  ASSERT_EQ(fsdp_sum_squares(s, FSDP_F32, g, 3, &ss), FSDP_OK);
+  EXPECT_EQ(ss, 169.0);
+  ASSERT_EQ(fsdp_grad_norm(s, &ss, 6.5, &norm, &coef), FSDP_OK);
+  EXPECT_EQ(norm, 13.0);
+  EXPECT_DOUBLE_EQ(coef, 6.5 / (13.0 + 1e-6));
+  ASSERT_EQ(fsdp_scale(s, FSDP_F32, g, &coef, g, 3), FSDP_OK);
+  EXPECT_FLOAT_EQ(g[2], static_cast<float>(12 * (6.5 / (13.0 + 1e-6))));
+  ASSERT_EQ(fsdp_grad_norm(s, &ss, 20.0, &norm, &coef), FSDP_OK);
+  EXPECT_EQ(coef, 1.0); // under the threshold: min(1, ...)
+  ASSERT_EQ(fsdp_grad_norm(s, &ss, 0.0, &norm, &coef), FSDP_OK);
+  EXPECT_EQ(coef, 1.0); // report only
+}

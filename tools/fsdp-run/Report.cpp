@@ -246,6 +246,10 @@ nlohmann::json summaryJson(const Options &opt, const Program &prog,
       {"progress", fsdp_progress_name(fsdp_get_progress())},
       {"compute_time_s", median(log.computeTimes)},
       {"comm_wait_time_s", median(log.commTimes)}};
+  if (!log.lrs.empty())
+    summary["lrs"] = log.lrs;
+  if (!log.gradNorms.empty())
+    summary["grad_norms"] = log.gradNorms;
   if (opt.profile)
     summary["profile"] = t.profile;
   if (t.globalTokens > 0)

@@ -28,6 +28,11 @@ int64_t peakRssBytes();
 /// What the step loop measured.
 struct StepLog {
   std::vector<double> losses; ///< per step, mean over ranks
+  /// Per step: the learning rate the step used (its nn.lr_schedule output,
+  /// else the optimizer's constant rate; empty without an optimizer) and the
+  /// global gradient norm before clipping (empty unless the schedule
+  /// returns it: max-grad-norm or report-grad-norm). Rank 0's values.
+  std::vector<double> lrs, gradNorms;
   /// Per timed step (after --warmup), max over ranks: the step's wall time,
   /// kernel time and collective wait time, seconds.
   std::vector<double> stepTimes, computeTimes, commTimes;

@@ -146,6 +146,20 @@ int runMain(const Options &opt) {
   for (const IoDesc &io : prog.inputs())
     if (io.role == "step")
       stepId = io.buffer;
+  // The step's learning rate (a scheduled one is an output; a constant one
+  // is the optimizer's) and the gradient norm (an output when compiled with
+  // max-grad-norm or report-grad-norm).
+  int64_t lrId = -1, gradNormId = -1;
+  for (const IoDesc &out : prog.outputs()) {
+    if (out.role == "lr")
+      lrId = out.buffer;
+    if (out.role == "grad_norm")
+      gradNormId = out.buffer;
+  }
+  bool hasUpdate = false;
+  for (const fsdp::rt::Instruction &in : prog.instructions())
+    hasUpdate |= in.kind == fsdp::schedule::OpKind::SgdUpdate ||
+                 in.kind == fsdp::schedule::OpKind::AdamwUpdate;
 
   int64_t globalBatch =
       prog.globalBatch() > 0 ? prog.globalBatch() : data.globalBatch;
@@ -175,6 +189,12 @@ int runMain(const Options &opt) {
     ex.step();
     double local = ex.readScalar(lossId);
     double t1 = fsdp_now();
+    // Every rank computes the same rate and norm (the norm is all-reduced
+    // inside the step); rank 0's are reported.
+    if (lrId >= 0 || hasUpdate)
+      log.lrs.push_back(lrId >= 0 ? ex.readScalar(lrId) : prog.optimizer().lr);
+    if (gradNormId >= 0)
+      log.gradNorms.push_back(ex.readScalar(gradNormId));
     fsdp_device_get_stats(device.get(), &s1);
     double times[3] = {t1 - t0, s1.compute_seconds - s0.compute_seconds,
                        s1.comm_wait_seconds - s0.comm_wait_seconds};
@@ -195,7 +215,18 @@ int runMain(const Options &opt) {
     }
     watchdog.end();
     if (rank == 0) {
-      std::printf("step %lld loss %.6f\n", static_cast<long long>(step), loss);
+      std::string extra;
+      char buf[64];
+      if (!log.lrs.empty()) {
+        std::snprintf(buf, sizeof buf, " lr %.6g", log.lrs.back());
+        extra += buf;
+      }
+      if (!log.gradNorms.empty()) {
+        std::snprintf(buf, sizeof buf, " grad_norm %.6g", log.gradNorms.back());
+        extra += buf;
+      }
+      std::printf("step %lld loss %.6f%s\n", static_cast<long long>(step), loss,
+                  extra.c_str());
       std::fflush(stdout);
     }
     if (opt.saveEvery &&

@@ -85,7 +85,20 @@ defvar FSDPOptimizerOptions = [
   Option<"beta2", "beta2", "double", "0.999", "AdamW beta2">,
   Option<"eps", "eps", "double", "1e-8", "AdamW epsilon">,
   Option<"weightDecay", "weight-decay", "double", "0.01",
-         "decoupled weight decay (AdamW) or L2 (SGD)">
+         "decoupled weight decay (AdamW) or L2 (SGD)">,
+  Option<"lrSchedule", "lr-schedule", "std::string", "\"constant\"",
+         "constant, linear or cosine (transformers' get_*_schedule_with_warmup), "
+         "computed inside the step from its step input">,
+  Option<"warmupSteps", "warmup-steps", "int64_t", "0",
+         "linear warm-up steps of lr-schedule (>= 0)">,
+  Option<"decaySteps", "decay-steps", "int64_t", "0",
+         "lr-schedule=linear|cosine: the schedule's length (num_training_steps, "
+         "the run's total steps; required)">,
+  Option<"minLr", "min-lr", "double", "0",
+         "floor of the schedule: lr = min-lr + (lr - min-lr) * factor">,
+  ListOption<"noDecay", "no-decay", "std::string",
+             "FQN glob patterns of parameters with weight decay 0 (parameter "
+             "groups)">
 ];
 
 def FSDPOptimizer : Pass<"fsdp-optimizer", "::mlir::ModuleOp"> {
@@ -97,6 +110,14 @@ def FSDPOptimizer : Pass<"fsdp-optimizer", "::mlir::ModuleOp"> {
     and returns the loss, the updated parameters and the updated states.
     AdamW follows Loshchilov & Hutter (ICLR 2019, Algorithm 2) with bias
     correction, as torch.optim.AdamW.
+
+    `lr-schedule` (with `warmup-steps`, `decay-steps`, `min-lr`) adds one
+    `nn.lr_schedule` of the step argument (added for SGD too) whose rate
+    every update reads as its `lr` operand, and returns it (`nn.lr`): the
+    rate is a function of the optimizer step alone, so every world size,
+    micro-batch count and resumed run sees the same one. `no-decay` globs
+    give the matched parameters weight decay 0 (fsdp-shard keeps them apart
+    inside a unit's flat shard with `no_decay` element ranges).
   }];
   let options = FSDPOptimizerOptions;
   let dependentDialects = ["::mlir::nn::NNDialect"];
@@ -200,7 +221,12 @@ defvar FSDPShardOptions = [
              "gradient accumulation with micro-batches">,
   EnumOption<"masterWeights", "master-weights", FSDP_MasterWeights,
              "CastOnGather", "the f32 master weights under a narrower "
-             "param-dtype">
+             "param-dtype">,
+  Option<"maxGradNorm", "max-grad-norm", "double", "0",
+         "clip the global gradient L2 norm to this (> 0), as "
+         "torch.nn.utils.clip_grad_norm_; unset: no clipping">,
+  Option<"reportGradNorm", "report-grad-norm", "bool", "false",
+         "return the global gradient norm (nn.grad_norm) without clipping">
 ];
 
 def FSDPShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
@@ -218,6 +244,14 @@ def FSDPShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
     at the top (`fsdp.all_gather` + `fsdp.param_view`), its gradients are
     packed (`fsdp.flatten`) and reduce-scattered with `avg`, and the
     optimizer updates the flat shards. fsdp-collectives then places these.
+
+    `max-grad-norm` clips the global gradient norm: each unit's reduced
+    gradient shard gives `nn.sum_squares`, their sum is all-reduced (sum)
+    over the shard group (the ranks that partition the shards; replicas of
+    HSDP and DDP are not summed), `nn.grad_norm` gives the norm and
+    min(1, max / (norm + 1e-6)), and `nn.scale` scales every gradient
+    shard before its update (torch.nn.utils.clip_grad_norm_). The norm is
+    returned (`nn.grad_norm`); `report-grad-norm` returns it without clipping.
 
     `strategy` chooses what is sharded (Rajbhandari et al., ZeRO, SC20,
     Sec. 5; Zhao et al., PyTorch FSDP, VLDB 2023, Sec. 3.2.2):

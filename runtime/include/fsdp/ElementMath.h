@@ -173,6 +173,51 @@ template <typename T> FSDP_HD inline T sgd(T p, T g, T lr, T wd) {
   return p - lr * (g + wd * p);
 }
 
+/// Learning-rate schedules (nn.lr_schedule, fsdp_lr_schedule): the factor
+/// f(s) of LambdaLR at scheduler step s = t − 1 (t the 1-based optimizer
+/// step: LambdaLR's first step uses f(0)), as the lambdas of transformers'
+/// src/transformers/optimization.py: kind 0
+/// _get_constant_schedule_with_warmup_lr_lambda, 1
+/// _get_linear_schedule_with_warmup_lr_lambda, 2
+/// _get_cosine_schedule_with_warmup_lr_lambda with num_cycles = 0.5
+/// (warm-up s / max(1, W); linear max(0, (D − s) / max(1, D − W)); cosine
+/// max(0, ½(1 + cos(π · 2 · 0.5 · p))), p = (s − W) / max(1, D − W)), W the
+/// warm-up and D the decay (num_training_steps) steps.
+FSDP_HD inline double lrScheduleFactor(int kind, int64_t s, int64_t warmup,
+                                       int64_t decay) {
+  if (s < warmup)
+    return static_cast<double>(s) /
+           static_cast<double>(warmup > 1 ? warmup : 1);
+  if (kind == 0)
+    return 1.0;
+  int64_t span = decay - warmup > 1 ? decay - warmup : 1;
+  if (kind == 1) {
+    double f = static_cast<double>(decay - s) / static_cast<double>(span);
+    return f > 0.0 ? f : 0.0;
+  }
+  const double kPi = 3.141592653589793; // Python's math.pi
+  double progress = static_cast<double>(s - warmup) / static_cast<double>(span);
+  double f = 0.5 * (1.0 + cos(kPi * 0.5 * 2.0 * progress));
+  return f > 0.0 ? f : 0.0;
+}
+/// The rate of optimizer step t: min_lr + (base − min_lr)·f(t − 1) (min_lr
+/// the floor, as torchtitan's and nanoGPT's; min_lr = 0 is transformers'
+/// base·f).
+FSDP_HD inline double scheduledLr(int kind, int64_t step, double base,
+                                  int64_t warmup, int64_t decay, double minLr) {
+  return minLr +
+         (base - minLr) * lrScheduleFactor(kind, step - 1, warmup, decay);
+}
+
+/// torch.nn.utils.clip_grad_norm_'s clip_coef_clamped: min(1, max_norm /
+/// (norm + 1e-6)); 1 when max_norm is 0 (the norm only reported).
+FSDP_HD inline double clipCoefficient(double norm, double maxNorm) {
+  if (!(maxNorm > 0))
+    return 1.0;
+  double c = maxNorm / (norm + 1e-6);
+  return c < 1.0 ? c : 1.0;
+}
+
 /// The RoPE angle of position t and pair i < headDim/2:
 /// t·theta^(−2i/headDim), negated for the inverse rotation.
 FSDP_HD inline double ropeAngle(int64_t t, int64_t i, int64_t headDim,

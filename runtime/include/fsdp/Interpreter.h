@@ -165,6 +165,16 @@ struct Instruction {
   std::vector<int64_t> sizes;           ///< nn.split
   int64_t index = 0, count = 1;         ///< nn.micro_batch
   int64_t blocks = 1;                   ///< fsdp.pack / fsdp.unpack
+  /// nn.lr_schedule: "kind" (FSDP_LR_*), warmup_steps, decay_steps, min_lr
+  /// (its base rate is `lr`).
+  int lrKind = 0;
+  int64_t warmupSteps = 0, decaySteps = 0;
+  double minLr = 0;
+  double maxNorm = 0; ///< nn.grad_norm: max_norm, 0 when absent
+  /// Updates: [begin, end) flat elements with weight decay 0; `sharded`: the
+  /// operands are this rank's shard of the shard group.
+  std::vector<int64_t> noDecay;
+  bool sharded = false;
 };
 
 /// Buffer id -> element values (row-major, as double).

@@ -118,6 +118,43 @@ int fsdp_adamw_update(fsdp_stream s, fsdp_dtype dtype, const void *p,
                       double beta1, double beta2, double eps,
                       double weight_decay);
 
+/* fsdp_sgd_update and fsdp_adamw_update with the learning rate read from
+ * device memory `lr` (one f64, e.g. fsdp_lr_schedule's result), so that a
+ * scheduled rate never leaves the device. */
+int fsdp_sgd_update_lr(fsdp_stream s, fsdp_dtype dtype, const void *p,
+                       const void *g, void *out, int64_t n, const double *lr,
+                       double weight_decay);
+int fsdp_adamw_update_lr(fsdp_stream s, fsdp_dtype dtype, const void *p,
+                         const void *g, const void *m, const void *v,
+                         const void *step, fsdp_dtype step_dtype, void *p_out,
+                         void *m_out, void *v_out, int64_t n, const double *lr,
+                         double beta1, double beta2, double eps,
+                         double weight_decay);
+
+/* Learning-rate schedules (kind of fsdp_lr_schedule). */
+enum { FSDP_LR_CONSTANT = 0, FSDP_LR_LINEAR = 1, FSDP_LR_COSINE = 2 };
+/* *lr (one f64 in device memory) = min_lr + (base_lr − min_lr)·f(t − 1),
+ * t the 1-based optimizer step read from device memory `step` (i32 or i64;
+ * t < 1 is FSDP_ERR_DATA) and f transformers' constant/linear/cosine
+ * schedule with warm-up (fsdp/ElementMath.h, lrScheduleFactor; decay_steps
+ * is their num_training_steps). */
+int fsdp_lr_schedule(fsdp_stream s, const void *step, fsdp_dtype step_dtype,
+                     double *lr, int kind, double base_lr, int64_t warmup_steps,
+                     int64_t decay_steps, double min_lr);
+/* *out (one f64 in device memory) = Σ x[i]², i < n, accumulated in double
+ * (a local part of a squared gradient norm). Float dtypes. */
+int fsdp_sum_squares(fsdp_stream s, fsdp_dtype dtype, const void *x, int64_t n,
+                     double *out);
+/* *norm = √(*sum_squares) and *coef = min(1, max_norm / (*norm + 1e-6))
+ * (torch.nn.utils.clip_grad_norm_), or 1 when max_norm is 0; one f64 each
+ * in device memory. */
+int fsdp_grad_norm(fsdp_stream s, const double *sum_squares, double max_norm,
+                   double *norm, double *coef);
+/* y[i] = x[i] · c, c = *scale (one f64 in device memory) rounded once to the
+ * compute type (f32 for bf16/f16), i < n; y may alias x. Float dtypes. */
+int fsdp_scale(fsdp_stream s, fsdp_dtype dtype, const void *x,
+               const double *scale, void *y, int64_t n);
+
 /* flat[flat_numel] = zeros where no part lands, parts[i] (numels[i]
  * elements) copied to flat[offsets[i], ...) (FSDP's FlatParameter). A part
  * outside [0, flat_numel) is FSDP_ERR_INVALID. */

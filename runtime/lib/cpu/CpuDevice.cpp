@@ -26,12 +26,14 @@
 #include "TransformerKernels.h"
 
 #include "../mpi/Mpi.h"
+#include "fsdp/ElementMath.h"
 #include "fsdp/Half.h"
 
 #include <malloc.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -66,6 +68,7 @@ namespace fsdp::hal::cpu {
 namespace {
 
 namespace k = fsdp::rt::cpu;
+namespace math = fsdp::math;
 namespace heap = fsdp::rt::cpu::detail;
 
 constexpr size_t kAlign = 256;
@@ -517,6 +520,67 @@ void CpuDevice::adamw_update(fsdp_stream_s *, fsdp_dtype t, const void *p,
                       stepValue, static_cast<T *>(pOut), static_cast<T *>(mOut),
                       static_cast<T *>(vOut), n, lr, beta1, beta2, eps,
                       weightDecay);
+  });
+}
+
+void CpuDevice::sgd_update_lr(fsdp_stream_s *s, fsdp_dtype t, const void *p,
+                              const void *g, void *out, int64_t n,
+                              const double *lr, double weightDecay) {
+  sgd_update(s, t, p, g, out, n, *lr, weightDecay);
+}
+
+void CpuDevice::adamw_update_lr(fsdp_stream_s *s, fsdp_dtype t, const void *p,
+                                const void *g, const void *m, const void *v,
+                                const void *step, fsdp_dtype stepType,
+                                void *pOut, void *mOut, void *vOut, int64_t n,
+                                const double *lr, double beta1, double beta2,
+                                double eps, double weightDecay) {
+  adamw_update(s, t, p, g, m, v, step, stepType, pOut, mOut, vOut, n, *lr,
+               beta1, beta2, eps, weightDecay);
+}
+
+void CpuDevice::lr_schedule(fsdp_stream_s *, const void *step,
+                            fsdp_dtype stepType, double *lr, int kind,
+                            double baseLr, int64_t warmup, int64_t decay,
+                            double minLr) {
+  int64_t t = loadIndex(step, stepType, "fsdp_lr_schedule: step");
+  if (t < 1)
+    fail(FSDP_ERR_DATA,
+         "fsdp_lr_schedule: step must be >= 1, got " + std::to_string(t));
+  if (kind < FSDP_LR_CONSTANT || kind > FSDP_LR_COSINE)
+    fail(FSDP_ERR_INVALID,
+         "fsdp_lr_schedule: unknown kind " + std::to_string(kind));
+  *lr = math::scheduledLr(kind, t, baseLr, warmup, decay, minLr);
+}
+
+void CpuDevice::sum_squares(fsdp_stream_s *, fsdp_dtype t, const void *x,
+                            int64_t n, double *out) {
+  floatKernel(t, "fsdp_sum_squares", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    const T *xs = st.in<T>(x, n);
+    double sum = 0; // statistics accumulate in double
+    for (int64_t i = 0; i < n; ++i)
+      sum += static_cast<double>(xs[i]) * static_cast<double>(xs[i]);
+    *out = sum;
+  });
+}
+
+void CpuDevice::grad_norm(fsdp_stream_s *, const double *sumSquares,
+                          double maxNorm, double *norm, double *coef) {
+  double nv = std::sqrt(*sumSquares);
+  *norm = nv;
+  *coef = math::clipCoefficient(nv, maxNorm);
+}
+
+void CpuDevice::scale(fsdp_stream_s *, fsdp_dtype t, const void *x,
+                      const double *factor, void *y, int64_t n) {
+  floatKernel(t, "fsdp_scale", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    const T *xs = st.in<T>(x, n);
+    T c = static_cast<T>(*factor);
+    T *ys = st.out<T>(y, n);
+    for (int64_t i = 0; i < n; ++i)
+      ys[i] = xs[i] * c;
   });
 }
 

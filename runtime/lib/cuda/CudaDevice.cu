@@ -91,6 +91,9 @@ std::string errorMessage(const DeviceErrors &e) {
     return where("index");
   case kStepBelowOne:
     return "adamw_update: step must be >= 1, got " + std::to_string(e.value);
+  case kLrStepBelowOne:
+    return "fsdp_lr_schedule: step must be >= 1, got " +
+           std::to_string(e.value);
   default:
     return "unknown kernel error " + std::to_string(e.flag);
   }

@@ -31,7 +31,8 @@ enum ErrorKind : int {
   kNoError = 0,
   kLabelOutOfRange = 1, ///< value, position, bound: "label v at position p ..."
   kIndexOutOfRange = 2, ///< the same for embedding indices
-  kStepBelowOne = 3     ///< value: the AdamW step
+  kStepBelowOne = 3,    ///< value: the AdamW step
+  kLrStepBelowOne = 4   ///< value: the step of a learning-rate schedule
 };
 struct DeviceErrors {
   int flag;

@@ -497,6 +497,94 @@ __global__ void adamwK(const T *p, const T *g, const T *m, const T *v,
   math::adamw(s, p[i], g[i], m[i], v[i], pOut[i], mOut[i], vOut[i]);
 }
 
+// The AdamW step with the learning rate read from device memory.
+template <typename T>
+__global__ void
+adamwLrK(const T *p, const T *g, const T *m, const T *v, const void *step,
+         int stepI64, T *pOut, T *mOut, T *vOut, int64_t n, const double *lr,
+         double beta1, double beta2, double eps, double wd, DeviceErrors *err) {
+  __shared__ math::AdamWScalars<T> s;
+  __shared__ int bad;
+  if (threadIdx.x == 0) {
+    int64_t t = loadIndex(step, stepI64, 0);
+    bad = t < 1;
+    if (bad && blockIdx.x == 0)
+      report(err, kStepBelowOne, t, 0, 0);
+    if (!bad)
+      s = math::adamwScalars<T>(t, *lr, beta1, beta2, eps, wd);
+  }
+  __syncthreads();
+  if (bad)
+    return;
+  FSDP_GRID_LOOP(i, n)
+  math::adamw(s, p[i], g[i], m[i], v[i], pOut[i], mOut[i], vOut[i]);
+}
+
+template <typename T>
+__global__ void sgdLrK(const T *p, const T *g, T *out, int64_t n,
+                       const double *lr, T wd) {
+  T tlr = static_cast<T>(*lr);
+  FSDP_GRID_LOOP(i, n) out[i] = math::sgd(p[i], g[i], tlr, wd);
+}
+
+//===--- Learning-rate schedule, gradient norm, clipping
+//----------------------===//
+
+__global__ void lrScheduleK(const void *step, int stepI64, double *lr, int kind,
+                            double base, int64_t warmup, int64_t decay,
+                            double minLr, DeviceErrors *err) {
+  int64_t t = loadIndex(step, stepI64, 0);
+  if (t < 1) {
+    report(err, kLrStepBelowOne, t, 0, 0);
+    *lr = 0;
+    return;
+  }
+  *lr = math::scheduledLr(kind, t, base, warmup, decay, minLr);
+}
+
+// Stage 1: block b sums the squares of its grid-strided elements (a
+// fixed-order tree per block); stage 2 (sumK) sums the blocks' partials in
+// one block. The grid size depends on n only: the same sum on every run.
+template <int DT>
+__global__ void sumSquaresK(const typename Elt<DT>::S *x, int64_t n,
+                            double *partial) {
+  __shared__ double sh[kThreads];
+  double s = 0;
+  FSDP_GRID_LOOP(i, n) {
+    double v = static_cast<double>(Elt<DT>::ld(x, i));
+    s += v * v;
+  }
+  s = blockSum(s, sh);
+  if (threadIdx.x == 0)
+    partial[blockIdx.x] = s;
+}
+
+__global__ void sumK(const double *v, int64_t n, double *out) {
+  __shared__ double sh[kThreads];
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    s += v[i];
+  s = blockSum(s, sh);
+  if (threadIdx.x == 0)
+    *out = s;
+}
+
+__global__ void gradNormK(const double *sumSquares, double maxNorm,
+                          double *norm, double *coef) {
+  double nv = sqrt(*sumSquares);
+  *norm = nv;
+  *coef = math::clipCoefficient(nv, maxNorm);
+}
+
+template <int DT>
+__global__ void scaleK(const typename Elt<DT>::S *x, const double *factor,
+                       typename Elt<DT>::S *y, int64_t n) {
+  using E = Elt<DT>;
+  using C = typename E::C;
+  C c = static_cast<C>(*factor);
+  FSDP_GRID_LOOP(i, n) y[i] = E::st(E::ld(x, i) * c);
+}
+
 //===--- Embeddings
 //-----------------------------------------------------------------===//
 
@@ -1153,6 +1241,89 @@ void CudaDevice::adamw_update(fsdp_stream_s *s, fsdp_dtype t, const void *p,
         static_cast<T *>(vOut), n, lr, beta1, beta2, eps, weightDecay, errors);
   });
   launched("adamw_update kernel");
+}
+
+void CudaDevice::sgd_update_lr(fsdp_stream_s *s, fsdp_dtype t, const void *p,
+                               const void *g, void *out, int64_t n,
+                               const double *lr, double weightDecay) {
+  if (n == 0)
+    return;
+  wideDtype(t, "fsdp_sgd_update_lr", [&](auto tag) {
+    using T = typename Elt<decltype(tag)::value>::S;
+    sgdLrK<T><<<blocksFor(n), kThreads, 0, streamOf(s)>>>(
+        static_cast<const T *>(p), static_cast<const T *>(g),
+        static_cast<T *>(out), n, lr, static_cast<T>(weightDecay));
+  });
+  launched("sgd_update_lr kernel");
+}
+
+void CudaDevice::adamw_update_lr(fsdp_stream_s *s, fsdp_dtype t, const void *p,
+                                 const void *g, const void *m, const void *v,
+                                 const void *step, fsdp_dtype stepType,
+                                 void *pOut, void *mOut, void *vOut, int64_t n,
+                                 const double *lr, double beta1, double beta2,
+                                 double eps, double weightDecay) {
+  checkIndexType(stepType, "fsdp_adamw_update_lr: step");
+  wideDtype(t, "fsdp_adamw_update_lr", [&](auto tag) {
+    using T = typename Elt<decltype(tag)::value>::S;
+    adamwLrK<T><<<blocksFor(n), kThreads, 0, streamOf(s)>>>(
+        static_cast<const T *>(p), static_cast<const T *>(g),
+        static_cast<const T *>(m), static_cast<const T *>(v), step,
+        stepType == FSDP_I64, static_cast<T *>(pOut), static_cast<T *>(mOut),
+        static_cast<T *>(vOut), n, lr, beta1, beta2, eps, weightDecay, errors);
+  });
+  launched("adamw_update_lr kernel");
+}
+
+void CudaDevice::lr_schedule(fsdp_stream_s *s, const void *step,
+                             fsdp_dtype stepType, double *lr, int kind,
+                             double baseLr, int64_t warmup, int64_t decay,
+                             double minLr) {
+  checkIndexType(stepType, "fsdp_lr_schedule: step");
+  if (kind < FSDP_LR_CONSTANT || kind > FSDP_LR_COSINE)
+    fail(FSDP_ERR_INVALID,
+         "fsdp_lr_schedule: unknown kind " + std::to_string(kind));
+  lrScheduleK<<<1, 1, 0, streamOf(s)>>>(step, stepType == FSDP_I64, lr, kind,
+                                        baseLr, warmup, decay, minLr, errors);
+  launched("lr_schedule kernel");
+}
+
+void CudaDevice::sum_squares(fsdp_stream_s *s, fsdp_dtype t, const void *x,
+                             int64_t n, double *out) {
+  floatDtype(t, "fsdp_sum_squares", [](auto) {}); // before the scratch
+  cudaStream_t st = streamOf(s);
+  // At most 1024 partial sums (8 KiB of scratch).
+  int blocks = std::min(blocksFor(n), 1024);
+  double *partial =
+      static_cast<double *>(scratch(st, static_cast<size_t>(blocks) * 8));
+  floatDtype(t, "fsdp_sum_squares", [&](auto tag) {
+    constexpr int DT = decltype(tag)::value;
+    using S = typename Elt<DT>::S;
+    sumSquaresK<DT>
+        <<<blocks, kThreads, 0, st>>>(static_cast<const S *>(x), n, partial);
+  });
+  sumK<<<1, kThreads, 0, st>>>(partial, blocks, out);
+  launched("sum_squares kernel");
+  release(st, partial);
+}
+
+void CudaDevice::grad_norm(fsdp_stream_s *s, const double *sumSquares,
+                           double maxNorm, double *norm, double *coef) {
+  gradNormK<<<1, 1, 0, streamOf(s)>>>(sumSquares, maxNorm, norm, coef);
+  launched("grad_norm kernel");
+}
+
+void CudaDevice::scale(fsdp_stream_s *s, fsdp_dtype t, const void *x,
+                       const double *factor, void *y, int64_t n) {
+  if (n == 0)
+    return;
+  floatDtype(t, "fsdp_scale", [&](auto tag) {
+    constexpr int DT = decltype(tag)::value;
+    using S = typename Elt<DT>::S;
+    scaleK<DT><<<blocksFor(n), kThreads, 0, streamOf(s)>>>(
+        static_cast<const S *>(x), factor, static_cast<S *>(y), n);
+  });
+  launched("scale kernel");
 }
 
 void CudaDevice::flatten(fsdp_stream_s *s, fsdp_dtype t,

@@ -39,6 +39,10 @@ inline constexpr llvm::StringLiteral kStepAttr =
     "nn.step"; // unit: 1-based optimizer step
 inline constexpr llvm::StringLiteral kLossAttr =
     "nn.loss"; // result: the scalar loss
+inline constexpr llvm::StringLiteral kLrAttr =
+    "nn.lr"; // result: the step's learning rate (tensor<f64>)
+inline constexpr llvm::StringLiteral kGradNormAttr =
+    "nn.grad_norm"; // result: the total gradient norm before clipping
 inline constexpr llvm::StringLiteral kGradOfAttr =
     "nn.grad_of"; // result: gradient of FQN
 inline constexpr llvm::StringLiteral kOptStateAttr =

@@ -24,6 +24,9 @@ include "mlir/IR/OpBase.td"
 def NN_FloatTensor : RankedTensorOf<[F32, F64, BF16, F16]>;
 def NN_IntTensor : RankedTensorOf<[I32]>;
 def NN_StepTensor : 0DTensorOf<[I64]>;
+// A scalar of a step statistic: a learning rate, a norm, a coefficient.
+def NN_LrTensor : 0DTensorOf<[F64]>;
+def NN_SumSqTensor : 1DTensorOf<[F64]>;
 
 // An op on statically shaped tensors whose verifier checks its shapes with
 // its own messages (NNOps.cpp, NNTransformerOps.cpp). It runs before
@@ -159,10 +162,23 @@ def NN_SgdUpdateOp : NN_ShapedOp<"sgd_update", [
     AllTypesMatch<["param", "grad", "result"]>,
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "p' = p − lr·(g + weight_decay·p)";
+  let description = [{
+    torch.optim.SGD without momentum. With an `lr` operand (a scheduled
+    rate, nn.lr_schedule) the step uses its value and the `lr` attribute is
+    the schedule's base rate. `no_decay` (flat update of an FSDP unit only):
+    [begin, end) element pairs of the unit's flat buffer whose weight decay
+    is 0 (weight-decay groups); with `sharded` the operands are this rank's
+    shard of the shard group, element j being flat element rank·n + j.
+  }];
   let arguments = (ins NN_FloatTensor:$param, NN_FloatTensor:$grad,
-                       F64Attr:$lr, DefaultValuedAttr<F64Attr, "::fsdp::schedule::kDefaultWeightDecay">:$weight_decay);
+                       Optional<NN_LrTensor>:$lr_value,
+                       F64Attr:$lr, DefaultValuedAttr<F64Attr, "::fsdp::schedule::kDefaultWeightDecay">:$weight_decay,
+                       OptionalAttr<DenseI64ArrayAttr>:$no_decay,
+                       UnitAttr:$sharded);
   let results = (outs NN_FloatTensor:$result);
-  let assemblyFormat = "$param `,` $grad attr-dict `:` type($param)";
+  let assemblyFormat = [{
+    $param `,` $grad (`lr` `(` $lr_value^ `:` type($lr_value) `)`)? attr-dict `:` type($param)
+  }];
 }
 
 def NN_AdamWUpdateOp : NN_ShapedOp<"adamw_update", [
@@ -174,18 +190,81 @@ def NN_AdamWUpdateOp : NN_ShapedOp<"adamw_update", [
     As torch.optim.AdamW: p ← p·(1 − lr·wd); m' = β1·m + (1−β1)·g;
     v' = β2·v + (1−β2)·g²; p' = p − lr·(m'/(1−β1ᵗ)) / (√(v'/(1−β2ᵗ)) + ε),
     t = `step` (1-based, i64 scalar). Elementwise, so it applies to a full
-    parameter or to a flat shard alike.
+    parameter or to a flat shard alike. With an `lr` operand (a scheduled
+    rate, nn.lr_schedule) the step uses its value and the `lr` attribute is
+    the schedule's base rate. `no_decay` and `sharded` as nn.sgd_update.
   }];
   let arguments = (ins NN_FloatTensor:$param, NN_FloatTensor:$grad,
                        NN_FloatTensor:$exp_avg, NN_FloatTensor:$exp_avg_sq,
-                       NN_StepTensor:$step,
+                       NN_StepTensor:$step, Optional<NN_LrTensor>:$lr_value,
                        F64Attr:$lr, F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
-                       F64Attr:$weight_decay);
+                       F64Attr:$weight_decay,
+                       OptionalAttr<DenseI64ArrayAttr>:$no_decay,
+                       UnitAttr:$sharded);
   let results = (outs NN_FloatTensor:$new_param, NN_FloatTensor:$new_exp_avg,
                       NN_FloatTensor:$new_exp_avg_sq);
   let assemblyFormat = [{
-    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $step attr-dict `:` type($param) `,` type($step)
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $step (`lr` `(` $lr_value^ `:` type($lr_value) `)`)? attr-dict `:` type($param) `,` type($step)
   }];
+}
+
+def NN_LrScheduleOp : NN_ShapedOp<"lr_schedule", [InferTypeOpAdaptor]> {
+  let summary = "the learning rate of optimizer step `step` under a schedule";
+  let description = [{
+    `step` (tensor<i64>, the 1-based optimizer step t) → tensor<f64>:
+    lr = min_lr + (lr − min_lr)·f(t − 1), with f transformers'
+    (src/transformers/optimization.py) get_constant_schedule_with_warmup,
+    get_linear_schedule_with_warmup or get_cosine_schedule_with_warmup
+    (num_cycles 0.5) lambda for `kind` constant, linear or cosine,
+    num_warmup_steps = `warmup_steps` and num_training_steps =
+    `decay_steps` (fsdp/ElementMath.h, scheduleFactor). f is evaluated at
+    t − 1 because LambdaLR's first optimizer step uses f(0). min_lr = 0
+    gives transformers' schedules exactly.
+  }];
+  let arguments = (ins NN_StepTensor:$step, StrAttr:$kind, F64Attr:$lr,
+                       I64Attr:$warmup_steps, I64Attr:$decay_steps,
+                       F64Attr:$min_lr);
+  let results = (outs NN_LrTensor:$result);
+  let assemblyFormat = "$step attr-dict `:` type($step) `->` type($result)";
+}
+
+def NN_SumSquaresOp : NN_ShapedOp<"sum_squares", [InferTypeOpAdaptor]> {
+  let summary = "Σ x² over every element, accumulated in f64";
+  let description = [{
+    `input` [...] float → tensor<1xf64> (1-D so that fsdp.all_reduce can sum
+    it over a group): a local part of a squared L2 norm (global gradient-norm
+    clipping). Padding of a flat shard is zero and adds nothing.
+  }];
+  let arguments = (ins NN_FloatTensor:$input);
+  let results = (outs NN_SumSqTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def NN_GradNormOp : NN_ShapedOp<"grad_norm", [InferTypeOpAdaptor]> {
+  let summary = "total gradient norm and clip coefficient from Σ g²";
+  let description = [{
+    `sum_squares` tensor<1xf64> (Σ g² over every gradient element) →
+    `norm` = √Σ g² and `coef` = min(1, max_norm / (norm + 1e-6)), both
+    tensor<f64>, as torch.nn.utils.clip_grad_norm_ (norm_type 2); without
+    `max_norm`, coef = 1 (the norm is only reported).
+  }];
+  let arguments = (ins NN_SumSqTensor:$sum_squares, OptionalAttr<F64Attr>:$max_norm);
+  let results = (outs NN_LrTensor:$norm, NN_LrTensor:$coef);
+  let assemblyFormat = "$sum_squares attr-dict `:` type($sum_squares)";
+}
+
+def NN_ScaleOp : NN_ShapedOp<"scale", [
+    AllTypesMatch<["input", "result"]>,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "y = x · s, s a tensor<f64> scalar (rounded to x's dtype)";
+  let description = [{
+    Scales a gradient by the clip coefficient of nn.grad_norm (as
+    clip_grad_norm_'s g.mul_(clip_coef_clamped)); s is rounded once to the
+    dtype of x, then each product once.
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_LrTensor:$scale);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $scale attr-dict `:` type($input) `,` type($scale)";
 }
 
 //===----------------------------------------------------------------------===//

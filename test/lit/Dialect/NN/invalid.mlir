@@ -323,3 +323,67 @@ func.func @huge(
     %w: tensor<2147483648x2147483648xf32> {nn.param = "w"}) -> tensor<2147483648x2147483648xf32> {
   return %w : tensor<2147483648x2147483648xf32>
 }
+
+// -----
+
+func.func @lr_schedule_kind(%s: tensor<i64>) -> tensor<f64> {
+  // expected-error @+1 {{'nn.lr_schedule' op expects kind constant, linear or cosine, got 'step'}}
+  %lr = nn.lr_schedule %s {kind = "step", lr = 1.0e-03 : f64, warmup_steps = 0 : i64, decay_steps = 10 : i64, min_lr = 0.0 : f64} : tensor<i64> -> tensor<f64>
+  return %lr : tensor<f64>
+}
+
+// -----
+
+func.func @lr_schedule_warmup(%s: tensor<i64>) -> tensor<f64> {
+  // expected-error @+1 {{'nn.lr_schedule' op expects warmup_steps >= 0, got -3}}
+  %lr = nn.lr_schedule %s {kind = "linear", lr = 1.0e-03 : f64, warmup_steps = -3 : i64, decay_steps = 10 : i64, min_lr = 0.0 : f64} : tensor<i64> -> tensor<f64>
+  return %lr : tensor<f64>
+}
+
+// -----
+
+func.func @lr_schedule_decay(%s: tensor<i64>) -> tensor<f64> {
+  // expected-error @+1 {{'nn.lr_schedule' op expects decay_steps >= 1 for kind 'cosine', got 0}}
+  %lr = nn.lr_schedule %s {kind = "cosine", lr = 1.0e-03 : f64, warmup_steps = 0 : i64, decay_steps = 0 : i64, min_lr = 0.0 : f64} : tensor<i64> -> tensor<f64>
+  return %lr : tensor<f64>
+}
+
+// -----
+
+func.func @lr_schedule_min(%s: tensor<i64>) -> tensor<f64> {
+  // expected-error @+1 {{'nn.lr_schedule' op expects min_lr in [0, lr], got 1.000000e-02}}
+  %lr = nn.lr_schedule %s {kind = "linear", lr = 1.0e-03 : f64, warmup_steps = 0 : i64, decay_steps = 5 : i64, min_lr = 1.0e-02 : f64} : tensor<i64> -> tensor<f64>
+  return %lr : tensor<f64>
+}
+
+// -----
+
+func.func @grad_norm_max(%ss: tensor<1xf64>) -> tensor<f64> {
+  // expected-error @+1 {{'nn.grad_norm' op expects max_norm > 0, got 0.000000e+00}}
+  %n, %c = nn.grad_norm %ss {max_norm = 0.0 : f64} : tensor<1xf64>
+  return %n : tensor<f64>
+}
+
+// -----
+
+func.func @no_decay_ranges(%p: tensor<8xf32>, %s: tensor<i64>) -> tensor<8xf32> {
+  // expected-error @+1 {{'nn.adamw_update' op expects no_decay ranges ascending, non-empty and disjoint, got [4, 3)}}
+  %a, %b, %c = nn.adamw_update %p, %p, %p, %p, %s {lr = 1.0e-03 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64, weight_decay = 0.1 : f64, no_decay = array<i64: 0, 2, 4, 3>} : tensor<8xf32>, tensor<i64>
+  return %a : tensor<8xf32>
+}
+
+// -----
+
+func.func @no_decay_pairs(%p: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'nn.sgd_update' op expects no_decay as [begin, end) pairs, got 3 values}}
+  %a = nn.sgd_update %p, %p {lr = 1.0e-01 : f64, weight_decay = 0.1 : f64, no_decay = array<i64: 0, 2, 4>} : tensor<8xf32>
+  return %a : tensor<8xf32>
+}
+
+// -----
+
+func.func @scale_type(%g: tensor<8xf32>, %c: tensor<f64>) -> tensor<8xf64> {
+  // expected-error @+1 {{'nn.scale' op}}
+  %y = "nn.scale"(%g, %c) : (tensor<8xf32>, tensor<f64>) -> tensor<8xf64>
+  return %y : tensor<8xf64>
+}

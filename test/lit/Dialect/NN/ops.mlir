@@ -29,6 +29,18 @@ func.func @all_ops(%x: tensor<4x3xf32> {nn.data = "features"}, %y: tensor<4xi32>
   %ws = nn.sgd_update %w, %m {lr = 1.0e-01 : f64} : tensor<5x3xf32>
   // CHECK: nn.adamw_update
   %np, %nm, %nv = nn.adamw_update %w, %m, %m, %m, %step {lr = 1.0e-03 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64, weight_decay = 0.0 : f64} : tensor<5x3xf32>, tensor<i64>
+  // CHECK: %[[LR:.*]] = nn.lr_schedule %{{.*}} {decay_steps = 100 : i64, kind = "cosine", lr = 1.000000e-03 : f64, min_lr = 1.000000e-05 : f64, warmup_steps = 10 : i64} : tensor<i64> -> tensor<f64>
+  %lr = nn.lr_schedule %step {kind = "cosine", lr = 1.0e-03 : f64, warmup_steps = 10 : i64, decay_steps = 100 : i64, min_lr = 1.0e-05 : f64} : tensor<i64> -> tensor<f64>
+  // CHECK: nn.sum_squares %{{.*}} : tensor<5x3xf32> -> tensor<1xf64>
+  %ss = nn.sum_squares %m : tensor<5x3xf32> -> tensor<1xf64>
+  // CHECK: nn.grad_norm %{{.*}} {max_norm = 1.000000e+00 : f64} : tensor<1xf64>
+  %norm, %coef = nn.grad_norm %ss {max_norm = 1.0 : f64} : tensor<1xf64>
+  // CHECK: nn.scale %{{.*}}, %{{.*}} : tensor<5x3xf32>, tensor<f64>
+  %gs = nn.scale %m, %coef : tensor<5x3xf32>, tensor<f64>
+  // CHECK: nn.adamw_update {{.*}} lr(%[[LR]] : tensor<f64>) {{{.*}}no_decay = array<i64: 0, 3>, sharded
+  %sp, %sm, %sv = nn.adamw_update %w, %gs, %m, %m, %step lr(%lr : tensor<f64>) {lr = 1.0e-03 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64, weight_decay = 0.1 : f64, no_decay = array<i64: 0, 3>, sharded} : tensor<5x3xf32>, tensor<i64>
+  // CHECK: nn.sgd_update {{.*}} lr(%[[LR]] : tensor<f64>)
+  %sg = nn.sgd_update %w, %gs lr(%lr : tensor<f64>) {lr = 1.0e-01 : f64} : tensor<5x3xf32>
   return %loss : tensor<f32>
 }
 

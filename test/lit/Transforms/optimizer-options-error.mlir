@@ -1,0 +1,14 @@
+// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="warmup-steps=-1" -split-input-file -verify-diagnostics
+// The option errors of fsdp-optimizer's learning-rate schedule: a negative
+// warm-up (optimizer-no-decay-error.mlir: a no-decay glob that matches no
+// parameter).
+
+// expected-error @+1 {{fsdp-optimizer: warmup-steps must be >= 0, got -1}}
+module {
+  func.func @f(%x: tensor<2x4xf32> {nn.data = "features"}, %y: tensor<2xi32> {nn.data = "labels"},
+               %w: tensor<3x4xf32> {nn.param = "fc.weight"}) -> (tensor<f32> {nn.loss}) {
+    %h = nn.linear %x, %w : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<2x3xf32>
+    %l = nn.cross_entropy %h, %y : (tensor<2x3xf32>, tensor<2xi32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
