@@ -13,6 +13,11 @@
 #include "fsdp/runtime.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+
+#include <cstring>
+#include <fstream>
+#include <vector>
 
 namespace fsdp::rt {
 
@@ -23,9 +28,53 @@ void check(int rc) {
 }
 } // namespace
 
+namespace {
+
+/// Why `path` is not a whole ELF shared object, or "" if it is one: dlopen
+/// maps a truncated file's segments past its end, and the first touch of
+/// them is a SIGBUS, so the extents are checked first (<elf.h>, ELF-64).
+std::string elfProblem(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return "cannot open the file";
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
+                          std::istreambuf_iterator<char>());
+  uint64_t size = bytes.size();
+  Elf64_Ehdr eh;
+  if (size < sizeof eh)
+    return "not an ELF file (" + std::to_string(size) + " bytes)";
+  std::memcpy(&eh, bytes.data(), sizeof eh);
+  if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
+    return "not an ELF file";
+  if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_type != ET_DYN)
+    return "not a 64-bit ELF shared object";
+  auto fits = [&](uint64_t off, uint64_t len) {
+    return off <= size && len <= size - off;
+  };
+  if (eh.e_phentsize != sizeof(Elf64_Phdr) ||
+      !fits(eh.e_phoff, uint64_t(eh.e_phnum) * eh.e_phentsize) ||
+      !fits(eh.e_shoff, uint64_t(eh.e_shnum) * eh.e_shentsize))
+    return "truncated (its headers end past the file's " +
+           std::to_string(size) + " bytes)";
+  for (unsigned i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    std::memcpy(&ph, bytes.data() + eh.e_phoff + i * sizeof ph, sizeof ph);
+    if (ph.p_type == PT_LOAD && !fits(ph.p_offset, ph.p_filesz))
+      return "truncated (a segment ends at byte " +
+             std::to_string(ph.p_offset + ph.p_filesz) + " of " +
+             std::to_string(size) + ")";
+  }
+  return "";
+}
+
+} // namespace
+
 CompiledStep CompiledStep::open(const std::string &path, bool checkWorldSize) {
   CompiledStep c;
   c.file = path;
+  if (std::string why = elfProblem(path); !why.empty())
+    throw Error(path + ": cannot load the compiled step: " + why +
+                " (a shared object from fsdp-compile is expected)");
   // RTLD_NOW: an unresolved runtime symbol fails here, not mid-step. The
   // handle is never closed: its code may run until the process ends.
   // A bare name is a file here, not a library to search the loader's path
