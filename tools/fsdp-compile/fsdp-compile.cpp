@@ -42,6 +42,7 @@
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 
@@ -57,6 +58,12 @@ static llvm::cl::opt<bool>
     objectOnly("c", llvm::cl::desc("write the object file, do not link"));
 static llvm::cl::opt<bool>
     emitLLVM("emit-llvm", llvm::cl::desc("write the LLVM IR (text) instead"));
+static llvm::cl::opt<unsigned> optLevel(
+    "opt-level",
+    llvm::cl::desc("LLVM code generation level 0-3 (default 0: the step is "
+                   "straight-line calls; fast instruction selection keeps "
+                   "compiling a large model's step quick)"),
+    llvm::cl::init(0));
 static llvm::cl::opt<bool>
     timing("time", llvm::cl::desc("print the seconds of each phase to stderr"));
 
@@ -131,7 +138,7 @@ int main(int argc, char **argv) {
   llvm::TargetOptions options;
   std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
       triple, "generic", "", options, llvm::Reloc::PIC_, std::nullopt,
-      llvm::CodeGenOptLevel::Less));
+      static_cast<llvm::CodeGenOptLevel>(std::min(optLevel.getValue(), 3u))));
   llvmModule->setTargetTriple(triple);
   llvmModule->setDataLayout(machine->createDataLayout());
 
