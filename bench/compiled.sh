@@ -7,25 +7,24 @@
 # model) at 4 ranks; then the time fsdp-compile takes for the real gpt2 and
 # llama-3.1-8b configs planned for 8 ranks.
 #
-# Each configuration runs REPEATS times per path, alternating interpreted and
-# compiled runs so that both see the same machine load; a run's figure is
-# fsdp-run's step_time_s (median over its timed steps of the max over ranks);
-# the table gives the median and the minimum over repeats of each path, the
-# ratio of the medians and the median of the per-pair ratios (a pair's two
-# runs are adjacent in time, so they see nearly the same load), and the
-# interpreter's own time per step from --profile ("(interpreter)": binding
-# buffers, bookkeeping, progress tests; a separate run), which is what a
-# compiled step can save at most. Not a test: the numbers depend on the
-# machine. Writes markdown to stdout.
+# Step times come from build/bin/fsdp-step-bench (bench/step_bench.cpp): one
+# process per rank holds an interpreting Executor and one bound to STEP.so
+# and alternates their steps (I C C I I C ...), so both paths see the same
+# machine load; a step's time is the max over ranks of step() plus the loss
+# read. The table gives the median and minimum over the timed steps of each
+# path, the ratio of the medians and the median of the per-pair ratios, and
+# the interpreter's own time per step from `fsdp-run --profile`
+# ("(interpreter)": binding buffers, bookkeeping, progress tests; a separate
+# run), the most a compiled step could save. Not a test: the numbers depend on
+# the machine. Writes markdown to stdout.
 #
-# Usage: bench/compiled.sh [REPEATS] [STEPS] [CONFIGS]
-#        (default 7 repeats, 20 steps, "deep:1 deep:2 main:4")
+# Usage: bench/compiled.sh [STEPS] [CONFIGS]
+#        (default 200 steps, "deep:1 deep:2 main:4")
 set -euo pipefail
 cd "$(dirname "$0")/.."
-REPEATS=${1:-7}
-STEPS=${2:-20}
-CONFIGS=${3:-deep:1 deep:2 main:4}
-WARMUP=3
+STEPS=${1:-200}
+CONFIGS=${2:-deep:1 deep:2 main:4}
+WARMUP=5
 export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 out=build/bench/compiled
 mkdir -p "$out"
@@ -37,8 +36,8 @@ build/bin/fsdp-import test/lit/Inputs/models/gpt2.json --layers 48 --hidden 32 -
 build/bin/fsdp-import test/lit/Inputs/models/gpt2.json --layers 4 --hidden 128 --heads 4 \
   --vocab 256 --seq 64 --batch 16 -o "$out/main.mlir"
 
-echo "| model | ranks | instructions | interpreted step (s): median, min | compiled step (s): median, min | ratio of medians | median of pair ratios | interpreter's own time per step (s) |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| model | ranks | instructions | interpreted step (s): median, min | compiled step (s): median, min | ratio of medians | median of pair ratios | losses identical | interpreter's own time per step (s) |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for cfg in $CONFIGS; do
   m=${cfg%%:*}; n=${cfg##*:}
   base="$out/$m.$n"
@@ -46,32 +45,18 @@ for cfg in $CONFIGS; do
     --fsdp-pipeline="world-size=$n policy=block lr=1e-3 weight-decay=0.1" -o "$base.mlir"
   build/bin/fsdp-translate "$base.mlir" --fsdp-to-schedule -o "$base.json"
   build/bin/fsdp-compile "$base.mlir" -o "$base.so"
-  : > "$base.times"
-  for r in $(seq "$REPEATS"); do
-    for mode in interpreted compiled; do
-      if [ "$mode" = interpreted ]; then step=("$base.json"); else step=(--compiled "$base.so"); fi
-      $mpirun -np "$n" build/bin/fsdp-run "${step[@]}" --steps "$STEPS" --warmup "$WARMUP" \
-        --seed 0 --data "$data" | tail -1 > "$base.$mode.$r.json"
-      python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(sys.argv[2], s['step_time_s'])" \
-        "$base.$mode.$r.json" "$mode" >> "$base.times"
-    done
-  done
-  $mpirun -np "$n" build/bin/fsdp-run "$base.json" --steps "$STEPS" --warmup "$WARMUP" \
+  $mpirun -np "$n" build/bin/fsdp-step-bench "$base.so" "$STEPS" "$WARMUP" > "$base.bench.json"
+  $mpirun -np "$n" build/bin/fsdp-run "$base.json" --steps 30 --warmup "$WARMUP" \
     --seed 0 --data "$data" --profile | tail -1 > "$base.profile.json"
   python3 - "$base" "$m" "$n" <<'PY'
-import json, statistics, sys
+import json, sys
 base, m, n = sys.argv[1:]
-t = {"interpreted": [], "compiled": []}
-for line in open(base + ".times"):
-    mode, v = line.split()
-    t[mode].append(float(v))
-i, c = statistics.median(t["interpreted"]), statistics.median(t["compiled"])
-pairs = statistics.median(a / b for a, b in zip(t["interpreted"], t["compiled"]))
+b = json.load(open(base + ".bench.json"))
 prof = json.load(open(base + ".profile.json")).get("profile", {})
 own = prof.get("(interpreter)", {}).get("seconds", float("nan"))
-ins = len(json.load(open(base + ".json"))["instructions"])
-print(f"| {m} | {n} | {ins} | {i:.5f}, {min(t['interpreted']):.5f} | "
-      f"{c:.5f}, {min(t['compiled']):.5f} | {i / c:.2f}x | {pairs:.2f}x | {own:.5f} |")
+print(f"| {m} | {n} | {b['instructions']} | {b['interpreted_median_s']:.5f}, {b['interpreted_min_s']:.5f} | "
+      f"{b['compiled_median_s']:.5f}, {b['compiled_min_s']:.5f} | {b['ratio_of_medians']:.2f}x | "
+      f"{b['median_pair_ratio']:.2f}x | {b['losses_identical']} | {own:.5f} |")
 PY
 done
 
