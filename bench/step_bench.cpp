@@ -11,8 +11,9 @@
 // step's time is the max over ranks of Executor::step plus the loss read,
 // as fsdp-run measures it. Prints one JSON line: medians and minima of both
 // paths over the timed steps, the ratio of the medians, the median of the
-// per-pair ratios, and whether the two paths' losses were identical at
-// every step. Not a test: a benchmark (bench/compiled.sh).
+// per-pair ratios, the median seconds inside kernel entry points of each
+// (the device's compute_seconds), and whether the two paths' losses were
+// identical at every step. Not a test: a benchmark (bench/compiled.sh).
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Interpreter.h"
@@ -83,28 +84,35 @@ int main(int argc, char **argv) {
     for (const IoDesc &o : prog.outputs())
       if (o.role == "loss")
         loss = o.buffer;
-    std::vector<double> ti, tc;
+    std::vector<double> ti, tc, ki, kc;
     bool same = true;
     for (int64_t s = 1; s <= steps; ++s) {
-      double t[2], l[2];
+      double t[2], l[2], kern[2];
       // I C, C I, I C, ...: the order alternates with the step.
       for (int k = 0; k < 2; ++k) {
         bool compiled = (k == 0) == (s % 2 == 0);
         Executor &ex = compiled ? comp : interp;
         feed(ex, prog, s);
         MPI_Barrier(MPI_COMM_WORLD);
+        fsdp_device_stats s0{}, s1{};
+        fsdp_device_get_stats(dev.get(), &s0);
         double t0 = fsdp_now();
         ex.step();
         double lv = ex.readScalar(loss);
-        double dt = fsdp_now() - t0, mx = 0;
-        MPI_Allreduce(&dt, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        t[compiled] = mx;
+        double dt[2] = {fsdp_now() - t0, 0}, mx[2] = {0, 0};
+        fsdp_device_get_stats(dev.get(), &s1);
+        dt[1] = s1.compute_seconds - s0.compute_seconds;
+        MPI_Allreduce(dt, mx, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        t[compiled] = mx[0];
+        kern[compiled] = mx[1];
         l[compiled] = lv;
       }
       same = same && l[0] == l[1];
       if (s > warmup) {
         ti.push_back(t[0]);
         tc.push_back(t[1]);
+        ki.push_back(kern[0]);
+        kc.push_back(kern[1]);
       }
     }
     std::vector<double> ratios;
@@ -116,11 +124,13 @@ int main(int argc, char **argv) {
           "%zu, \"interpreted_median_s\": %.6g, "
           "\"interpreted_min_s\": %.6g, \"compiled_median_s\": %.6g, "
           "\"compiled_min_s\": %.6g, \"ratio_of_medians\": %.4f, "
-          "\"median_pair_ratio\": %.4f, \"losses_identical\": %s}\n",
+          "\"median_pair_ratio\": %.4f, \"interpreted_kernel_median_s\": "
+          "%.6g, \"compiled_kernel_median_s\": %.6g, "
+          "\"losses_identical\": %s}\n",
           fsdp_world_size(), prog.instructions().size(), ti.size(), median(ti),
           *std::min_element(ti.begin(), ti.end()), median(tc),
           *std::min_element(tc.begin(), tc.end()), median(ti) / median(tc),
-          median(ratios), same ? "true" : "false");
+          median(ratios), median(ki), median(kc), same ? "true" : "false");
   } catch (const std::exception &e) {
     fsdp_abort((std::string("fsdp-step-bench: ") + e.what()).c_str(), 1);
   }

@@ -765,7 +765,6 @@ void StepEmitter::release(int64_t id) {
 }
 
 LogicalResult StepEmitter::emit() {
-  MLIRContext *ctx = module.getContext();
   b.setInsertionPointToEnd(module.getBody());
   stepFn = LLVM::LLVMFuncOp::create(
       b, loc, FSDP_STEP_SYMBOL,
@@ -876,7 +875,6 @@ LogicalResult StepEmitter::emit() {
     scratch.getArraySizeMutable().assign(n);
   }
   emitDescriptor(nextEvent, json);
-  (void)ctx;
   return success();
 }
 
