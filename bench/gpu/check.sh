@@ -15,7 +15,11 @@
 #   5. the Llama-3.1-8B-shaped block stack (2 layers, seq 2048, bf16): step
 #      time, tokens/s and MFU (the planner's FLOPs over bf16 dense peak
 #      989.4 TFLOP/s), the planned peak against the pool's measured one
-#      (--alloc per-buffer), and the simulator's prediction on the H200 spec.
+#      (--alloc per-buffer), and the simulator's prediction on the H200 spec;
+#   6. compiled steps on cuda (fsdp-compile's STEP.so, built in prepare.sh):
+#      the tiny GPT-2 compiled vs interpreted on the GPU, losses and
+#      --dump-params bit-identical; the Llama block stack's step time
+#      compiled vs interpreted (--compiled: the same .so as on cpu).
 # Results: $OUT/gpu-check.txt (or ./gpu-check.txt without $OUT).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -79,5 +83,33 @@ if b:
     print("memory: planned peak %d, with cpu-driver scratch %d; pool high-water (per-buffer) %d (%.3f of planned); cuBLAS workspace %d" %
           (b["planned_peak_bytes"], b["planned_peak_bytes_with_scratch"], b["device_peak_bytes"],
            b["device_peak_bytes"] / b["planned_peak_bytes"], b["device_workspace_bytes"]))
+PY
+say "== 6. compiled steps on cuda (fsdp-run --compiled)"
+C=$G/sched
+timeout 60 $MPIRUN -np 1 $G/bin/fsdp-run $C/gpt2-tiny.json --device cuda --steps 3 --seed 1 \
+  --data test/data/tinyshakespeare.txt --dump-params $G/ti.json > $G/ti.log 2>&1; rc3=$?
+timeout 60 $MPIRUN -np 1 $G/bin/fsdp-run --compiled $C/gpt2-tiny.so --device cuda --steps 3 --seed 1 \
+  --data test/data/tinyshakespeare.txt --dump-params $G/tc.json > $G/tc.log 2>&1; rc4=$?
+timeout 200 $MPIRUN -np 1 $G/bin/fsdp-run --compiled $C/llama8b-2l.so --device cuda --steps 6 --warmup 2 \
+  > $G/l8c.log 2>&1; rc5=$?
+python3 - $G/ti.log $G/tc.log $G/ti.json $G/tc.json $G/l8.log $G/l8c.log $rc3 $rc4 $rc5 <<'PY' | tee -a "$RES"
+import json, sys
+def last(p):
+    lines = open(p).read().strip().splitlines()
+    try:
+        return json.loads(lines[-1])
+    except Exception:
+        errors = [l for l in lines if "error" in l] or lines[-5:]
+        print("run failed (%s): %s" % (p, "\n".join(errors[:3])))
+        return None
+ti, tc, l8, l8c = last(sys.argv[1]), last(sys.argv[2]), last(sys.argv[5]), last(sys.argv[6])
+if ti and tc:
+    same = ti["losses"] == tc["losses"] and open(sys.argv[3], "rb").read() == open(sys.argv[4], "rb").read()
+    print("tiny GPT-2 on cuda: %s %s; losses %s; parameters and moments %s" %
+          (ti["step"], tc["step"], tc["losses"], "bit-identical" if same else "DIFFER"))
+if l8 and l8c:
+    print("Llama block stack on cuda: interpreted %.4f s, compiled %.4f s per step (ratio %.3f); losses equal: %s" %
+          (l8["step_time_s"], l8c["step_time_s"], l8["step_time_s"] / l8c["step_time_s"],
+           l8["losses"] == l8c["losses"]))
 PY
 say "== done"

@@ -11,7 +11,11 @@
 #          unpacked there with dpkg -x into /opt/fsdp-deps (not into /)
 #   sched/ the Llama-3.1-8B-shaped block stack (2 layers, seq 2048, bf16,
 #          world size 1) compiled here, and the planner's report of it on
-#          the H200 spec (bench/clusters/h200-8.json)
+#          the H200 spec (bench/clusters/h200-8.json); its compiled step
+#          (fsdp-compile: llama8b-2l.so) and a tiny GPT-2's schedule and
+#          compiled step (gpt2-tiny.json, gpt2-tiny.so), for fsdp-run
+#          --compiled on the cuda driver (the .so calls the runtime's C API,
+#          which dispatches to the device's driver)
 # Usage: bash bench/gpu/prepare.sh        (about 12 MiB)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -31,5 +35,12 @@ $B/fsdp-opt .fsdp-gpu/sched/llama8b-2l.mlir \
   --fsdp-pipeline="world-size=1 policy=block param-dtype=bf16 cluster=bench/clusters/h200-8.json report=.fsdp-gpu/sched/llama8b-2l.report.json" \
   -o .fsdp-gpu/sched/llama8b-2l.sharded.mlir
 $B/fsdp-translate .fsdp-gpu/sched/llama8b-2l.sharded.mlir --fsdp-to-schedule -o .fsdp-gpu/sched/llama8b-2l.json
+$B/fsdp-compile .fsdp-gpu/sched/llama8b-2l.sharded.mlir -o .fsdp-gpu/sched/llama8b-2l.so
+$B/fsdp-import test/lit/Inputs/models/gpt2.json --layers 2 --hidden 32 --heads 4 --vocab 256 \
+  --seq 16 --batch 4 -o .fsdp-gpu/sched/gpt2-tiny.mlir
+$B/fsdp-opt .fsdp-gpu/sched/gpt2-tiny.mlir --fsdp-pipeline="world-size=1 policy=block" \
+  -o .fsdp-gpu/sched/gpt2-tiny.sharded.mlir
+$B/fsdp-translate .fsdp-gpu/sched/gpt2-tiny.sharded.mlir --fsdp-to-schedule -o .fsdp-gpu/sched/gpt2-tiny.json
+$B/fsdp-compile .fsdp-gpu/sched/gpt2-tiny.sharded.mlir -o .fsdp-gpu/sched/gpt2-tiny.so
 du -sh .fsdp-gpu
 echo "prepare.sh: carry .fsdp-gpu and run: bash bench/gpu/check.sh (results in \$OUT/gpu-check.txt)"

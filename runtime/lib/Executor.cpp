@@ -871,6 +871,10 @@ double Executor::readScalar(int64_t buffer) const {
 }
 
 void Executor::step() {
+  if (compiledFn) {
+    compiledStep(); // CompiledStep.cpp
+    return;
+  }
   // The last step's outputs are read by now.
   outputs.clear();
   for (void *p : ownedOutputs)

@@ -34,7 +34,7 @@ config.substitutions.append(("%fsdp_src", config.fsdp_src_root))
 config.substitutions.append(("%shared", os.path.join(os.path.dirname(config.fsdp_src_root), "shared")))
 
 llvm_config.add_tool_substitutions(["fsdp-opt", "fsdp-import", "fsdp-sweep", "fsdp-translate", "fsdp-run",
-                                    "fsdp-calibrate", "FileCheck",
+                                    "fsdp-calibrate", "fsdp-compile", "FileCheck",
                                     "not", "count"],
                                    [config.fsdp_tools_dir, config.llvm_tools_dir])
 

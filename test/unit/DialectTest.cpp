@@ -5,11 +5,14 @@
 // schedule leaves out); every strategy round-trips through its IR spelling; the
 // one tensor-size definition refuses sizes it cannot hold; the nn shape rules
 // are InferTypeOpInterface's, which nn::reinferResultTypes and the builders
-// use.
+// use; every op of the schedule format has a lowering in
+// --convert-fsdp-to-llvm (a new op of ScheduleFormat.h needs its entry there).
 //
 //===----------------------------------------------------------------------===//
+#include "fsdp/Conversion/Passes.h"
 #include "fsdp/Dialect/FSDP/FSDP.h"
 #include "fsdp/Dialect/NN/NN.h"
+#include "fsdp/ScheduleFormat.h"
 
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -173,4 +176,13 @@ func.func @f(%x: tensor<4x3xf32>, %w: tensor<5x3xf32>) -> tensor<4x5xbf16> {
   EXPECT_TRUE(failed(nn::reinferResultTypes(linear)));
   EXPECT_EQ(message,
             "'nn.linear' op expects weight of shape [out=5, in=3], got [5, 4]");
+}
+
+TEST(DialectFacts, EveryScheduleOpHasAnLLVMLowering) {
+  // The interpreter runs every op of kOps (Frame::execute); a compiled step
+  // must be able to run the same schedules.
+  for (const ::fsdp::schedule::OpInfo &op : ::fsdp::schedule::kOps)
+    EXPECT_TRUE(mlir::fsdp::hasLLVMLowering(op.name))
+        << op.name << " has no entry in lib/Conversion/FSDPToLLVM.cpp";
+  EXPECT_FALSE(mlir::fsdp::hasLLVMLowering("arith.addf"));
 }

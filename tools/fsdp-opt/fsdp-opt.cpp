@@ -3,6 +3,7 @@
 //   fsdp-opt IN.mlir --fsdp-pipeline="world-size=N" -o OUT.mlir
 //
 //===----------------------------------------------------------------------===//
+#include "fsdp/Conversion/Passes.h"
 #include "fsdp/InitAll.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
@@ -19,6 +20,9 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   mlir::fsdp::registerAllDialects(registry);
   mlir::fsdp::registerAllPasses();
+  // --convert-fsdp-to-llvm (fsdp-compile runs it in-process).
+  registry.insert<mlir::LLVM::LLVMDialect>();
+  mlir::fsdp::registerFSDPConversionPasses();
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv,
       "fsdp-opt: plans Fully Sharded Data Parallel training steps\n",

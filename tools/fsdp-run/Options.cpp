@@ -17,10 +17,15 @@ namespace {
 
 const char *kUsage =
     "usage: mpirun -np N fsdp-run SCHEDULE.json [--steps K] [--seed S]\n"
+    "       mpirun -np N fsdp-run --compiled STEP.so [options as above]\n"
     "                [--data FILE] [--data-order O] [--init-from PATH]\n"
     "                [--export PATH] [--dump-params PATH] [--save DIR]\n"
     "                [--save-every K] [--keep N] [--load DIR] [--device D]\n"
     "                [--collectives C] [--alloc A]\n"
+    "  --compiled STEP.so run the step fsdp-compile built (machine code\n"
+    "                     calling the runtime) instead of interpreting a\n"
+    "                     schedule: the same numbers, data, checkpoints\n"
+    "                     and summary (needs --alloc arena)\n"
     "  --steps K          optimizer steps to run (default 1, K >= 1)\n"
     "  --device D         cpu (default), cuda (the local rank's GPU) or "
     "cuda:N\n"
@@ -131,6 +136,8 @@ Options parseArgs(int argc, char **argv) {
       if (!parseInt(value(), s) || s < 0)
         usageError("--seed needs a non-negative integer");
       o.seed = static_cast<uint64_t>(s);
+    } else if (a == "--compiled") {
+      o.compiled = value();
     } else if (a == "--dump-params") {
       o.dumpParams = value();
     } else if (a == "--data") {
@@ -208,7 +215,12 @@ Options parseArgs(int argc, char **argv) {
                  "' and '" + a + "')");
     }
   }
-  if (o.schedule.empty())
+  if (!o.compiled.empty() && !o.schedule.empty())
+    usageError("give a schedule file or --compiled STEP.so, not both");
+  if (!o.compiled.empty() && o.alloc != AllocMode::Arena)
+    usageError("--compiled runs in arena mode only (its buffers are the "
+               "arena's slots): drop --alloc per-buffer");
+  if (o.schedule.empty() && o.compiled.empty())
     usageError("no schedule file given");
   if (o.warmup >= o.steps)
     usageError("--warmup must be smaller than --steps");

@@ -17,6 +17,7 @@ namespace fsdp::run {
 
 struct Options {
   std::string schedule;
+  std::string compiled; // --compiled STEP.so (then no schedule)
   int64_t steps = 1;
   uint64_t seed = 0;
   std::string dumpParams;

@@ -72,7 +72,8 @@ std::string workOf(const Options &o) {
     << given(o.dumpParams) << "\n--profile " << (o.profile ? "on" : "off")
     << "\n--device " << (o.device.rfind("cuda", 0) == 0 ? "cuda" : o.device)
     << "\n--collectives " << o.collectives << "\n--alloc "
-    << (o.alloc == AllocMode::Arena ? "arena" : "per-buffer");
+    << (o.alloc == AllocMode::Arena ? "arena" : "per-buffer") << "\n--compiled "
+    << given(o.compiled);
   return w.str();
 }
 

@@ -215,6 +215,7 @@ nlohmann::json summaryJson(const Options &opt, const Program &prog,
       {"collectives", fsdp_device_collectives(device)},
       {"alloc", opt.alloc == AllocMode::Arena && ex.usesArena() ? "arena"
                                                                 : "per-buffer"},
+      {"step", ex.isCompiled() ? "compiled" : "interpreted"},
       {"peak_bytes", static_cast<int64_t>(t.most[0])},
       {"planned_peak_bytes", planned(prog.plannedPeakBytes())},
       {"planned_peak_bytes_with_scratch",

@@ -9,9 +9,12 @@
 //          [--load DIR]
 //          [--progress none|test|thread] [--progress-interval MIN[:MAX]]
 //          [--warmup W] [--profile] [--timeout S]
+//   mpirun -np N fsdp-run --compiled STEP.so [the same options]
 //
-// Loads the schedule (world_size must be N), creates the device, and
-// initialises every rank's shards or full (replicated) buffers
+// Loads the schedule (world_size must be N; with --compiled, the step
+// fsdp-compile built, whose descriptor carries the schedule: the Executor
+// then runs its machine code instead of interpreting the instructions), creates
+// the device, and initialises every rank's shards or full (replicated) buffers
 // deterministically (the full parameters do not depend on N or the
 // strategy), reads them from a Hugging Face safetensors checkpoint
 // (SafeTensors.h) or loads a checkpoint (Checkpoint.h) into the executor's
@@ -64,7 +67,13 @@ int runMain(const Options &opt) {
   int rank = fsdp_rank();
   checkSameWorkOnAllRanks(opt);
   checkOutputPaths(opt);
-  Program prog = Program::fromFile(opt.schedule);
+  // --compiled: the shared object's descriptor stands for the JSON file
+  // (its version and world size checked before anything else).
+  std::optional<fsdp::rt::CompiledStep> compiled;
+  if (!opt.compiled.empty())
+    compiled = fsdp::rt::CompiledStep::open(opt.compiled);
+  Program prog =
+      compiled ? compiled->program() : Program::fromFile(opt.schedule);
   int64_t n = prog.worldSize();
   // Data first (a bad file fails before the device is set up), then the
   // device, its channels and the resident state.
@@ -78,6 +87,8 @@ int runMain(const Options &opt) {
     init = fsdp::run::SafeTensorsArchive::open(opt.initFrom);
   fsdp::rt::Device device(opt.device, collectivesOf(opt));
   Executor ex(prog, device.get(), opt.alloc);
+  if (compiled)
+    ex.useCompiledStep(*compiled);
   if (rank == 0 && opt.alloc == AllocMode::Arena && !ex.usesArena())
     std::fprintf(stderr,
                  "fsdp-run: note: %s has no complete memory plan "

@@ -27,6 +27,7 @@
 #define FSDP_INTERPRETER_H
 
 #include "fsdp/ScheduleFormat.h"
+#include "fsdp/compiled.h"
 #include "fsdp/runtime.h"
 
 #include <atomic>
@@ -326,6 +327,32 @@ enum class AllocMode {
   PerBuffer
 };
 
+/// A compiled step (`fsdp-compile`'s STEP.so, fsdp/compiled.h), dlopen'ed.
+/// Its symbols resolve against the process's runtime (fsdp-run exports the
+/// C API), so the step's calls reach the same devices and channels.
+class CompiledStep {
+public:
+  /// Loads `path` and checks it before any step: a file dlopen refuses (not
+  /// a shared object, truncated), a missing fsdp_step or fsdp_step_describe,
+  /// another ABI or schedule format version, and, with checkWorldSize,
+  /// another world size than fsdp_world_size() are each an Error naming the
+  /// file. The library stays loaded for the process's life (a compiled step
+  /// may be bound to several Executors).
+  static CompiledStep open(const std::string &path, bool checkWorldSize = true);
+  /// The step's schedule (the descriptor's document, validated as a JSON
+  /// schedule is; messages name `path`).
+  const Program &program() const { return *prog; }
+  const fsdp_step_descriptor &descriptor() const { return *desc; }
+  fsdp_step_fn function() const { return fn; }
+  const std::string &path() const { return file; }
+
+private:
+  std::string file;
+  const fsdp_step_descriptor *desc = nullptr;
+  fsdp_step_fn fn = nullptr;
+  std::shared_ptr<Program> prog;
+};
+
 /// Runs the steps of a Program on one device. The state inputs (roles
 /// param, master, exp_avg, exp_avg_sq) are resident: allocated once (in
 /// arena mode at their arena slots, which the planner keeps live for the
@@ -367,6 +394,14 @@ public:
   /// steps until written again). Throws Error.
   void step();
 
+  /// Runs every later step() with `compiled`'s machine code instead of
+  /// interpreting the instructions: the same inputs, state, outputs and
+  /// errors. `compiled` must describe this Executor's program (it is
+  /// compiled.program() or a copy) and outlive the Executor; needs arena
+  /// mode with a complete memory plan. Throws Error.
+  void useCompiledStep(const CompiledStep &compiled);
+  bool isCompiled() const { return compiledFn != nullptr; }
+
   /// High-water mark of the bytes of the schedule's live buffers during the
   /// last step (the plan's bookkeeping: equals memory_plan.peak_bytes).
   int64_t lastPeakBytes() const { return lastPeak; }
@@ -385,7 +420,10 @@ public:
   /// outside step(). Safe to read from another thread (a watchdog).
   static constexpr int64_t kIdle = -1, kStepEnd = -2;
   int64_t currentInstruction() const {
-    return running.load(std::memory_order_relaxed);
+    int64_t i = running.load(std::memory_order_relaxed);
+    if (i == kCompiledStep) // the compiled step's own record
+      return __atomic_load_n(&stepContext.instruction, __ATOMIC_RELAXED);
+    return i;
   }
 
 private:
@@ -395,6 +433,8 @@ private:
   };
   void *stateAt(int64_t buffer) const;
   void init(AllocMode alloc);
+  void compiledStep();
+  static constexpr int64_t kCompiledStep = -3;
   void release();
 
   const Program &prog;
@@ -414,6 +454,10 @@ private:
   /// (state input, output) pairs copied into the state after each step.
   std::vector<std::pair<int64_t, int64_t>> copies;
   int64_t lastPeak = 0;
+  fsdp_step_fn compiledFn = nullptr;
+  const fsdp_step_descriptor *compiledDesc = nullptr;
+  fsdp_step_context stepContext{};
+  std::vector<fsdp_event> stepEvents;
 };
 
 } // namespace fsdp::rt
