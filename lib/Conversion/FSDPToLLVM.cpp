@@ -219,6 +219,51 @@ int64_t rowsOf(StepEmitter &e, int64_t id) {
   return c ? e.B(id).numel / c : 0;
 }
 
+/// nn.sgd_update / nn.adamw_update through fsdp_optimizer_update, as the
+/// Executor: the rate from device memory when the update has an lr operand,
+/// weight-decay groups at this rank's shard offset (read from the shard
+/// channel at run time: one .so serves every rank).
+void optimizerUpdate(StepEmitter &e, const rt::Instruction &in, Value t) {
+  bool adam = in.kind == rt::OpKind::AdamwUpdate;
+  size_t lrAt = adam ? 5 : 2;
+  int64_t n = numelOf(e, in.results[0]);
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  Value flatOffset = e.I64(0);
+  if (in.sharded && !in.noDecay.empty()) {
+    Value rank =
+        e.callValue("fsdp_channel_rank", {e.channel(rt::Group::Shard)});
+    Value rank64 = LLVM::SExtOp::create(b, loc, b.getI64Type(), rank);
+    flatOffset = LLVM::MulOp::create(b, loc, rank64, e.I64(n));
+  }
+  auto opt = [&](bool isResult, size_t i) {
+    return adam ? (isResult ? e.r(in, i) : e.o(in, i)) : e.null();
+  };
+  e.call("fsdp_optimizer_update",
+         {e.stream(),
+          t,
+          e.I32(adam),
+          e.o(in, 0),
+          e.o(in, 1),
+          opt(false, 2),
+          opt(false, 3),
+          opt(false, 4),
+          adam ? e.DT(e.B(in.operands[4]).dtype) : e.I32(FSDP_I64),
+          e.r(in, 0),
+          opt(true, 1),
+          opt(true, 2),
+          e.I64(n),
+          in.operands.size() > lrAt ? e.o(in, lrAt) : e.null(),
+          e.F64(in.lr),
+          e.F64(in.beta1),
+          e.F64(in.beta2),
+          e.F64(in.eps),
+          e.F64(in.weightDecay),
+          e.i64Array(in.noDecay),
+          e.I64(static_cast<int64_t>(in.noDecay.size())),
+          flatOffset});
+}
+
 /// An elementwise kernel (s, t, inputs..., y, n) with n the result's numel.
 template <int Inputs>
 void elementwise(StepEmitter &e, const rt::Instruction &in, Value t,
@@ -475,20 +520,33 @@ const Lowering
                        e.I64(numelOf(e, labels)),
                        e.I64(lastDim(e, in.operands[0]))});
              }},
-            {OpKind::SgdUpdate,
-             [](StepEmitter &e, const rt::Instruction &in, Value t) {
-               elementwise<2>(e, in, t, "fsdp_sgd_update",
-                              {e.F64(in.lr), e.F64(in.weightDecay)});
+            {OpKind::SgdUpdate, optimizerUpdate},
+            {OpKind::AdamwUpdate, optimizerUpdate},
+            {OpKind::LrSchedule,
+             [](StepEmitter &e, const rt::Instruction &in, Value) {
+               e.call("fsdp_lr_schedule",
+                      {e.stream(), e.o(in, 0), e.DT(e.B(in.operands[0]).dtype),
+                       e.r(in, 0), e.I32(in.lrKind), e.F64(in.lr),
+                       e.I64(in.warmupSteps), e.I64(in.decaySteps),
+                       e.F64(in.minLr)});
              }},
-            {OpKind::AdamwUpdate,
+            {OpKind::SumSquares,
+             [](StepEmitter &e, const rt::Instruction &in, Value) {
+               e.call("fsdp_sum_squares",
+                      {e.stream(), e.DT(e.B(in.operands[0]).dtype), e.o(in, 0),
+                       e.I64(numelOf(e, in.operands[0])), e.r(in, 0)});
+             }},
+            {OpKind::GradNorm,
+             [](StepEmitter &e, const rt::Instruction &in, Value) {
+               e.call("fsdp_grad_norm",
+                      {e.stream(), e.o(in, 0), e.F64(in.maxNorm), e.r(in, 0),
+                       e.r(in, 1)});
+             }},
+            {OpKind::Scale,
              [](StepEmitter &e, const rt::Instruction &in, Value t) {
-               e.call("fsdp_adamw_update",
-                      {e.stream(), t, e.o(in, 0), e.o(in, 1), e.o(in, 2),
-                       e.o(in, 3), e.o(in, 4), e.DT(e.B(in.operands[4]).dtype),
-                       e.r(in, 0), e.r(in, 1), e.r(in, 2),
-                       e.I64(numelOf(e, in.results[0])), e.F64(in.lr),
-                       e.F64(in.beta1), e.F64(in.beta2), e.F64(in.eps),
-                       e.F64(in.weightDecay)});
+               e.call("fsdp_scale",
+                      {e.stream(), t, e.o(in, 0), e.o(in, 1), e.r(in, 0),
+                       e.I64(numelOf(e, in.results[0]))});
              }},
             {OpKind::Flatten,
              [](StepEmitter &e, const rt::Instruction &in, Value t) {

@@ -544,54 +544,23 @@ void Frame::execute(const Instruction &in) {
     return;
   case OpKind::SgdUpdate:
   case OpKind::AdamwUpdate: {
-    // Weight-decay groups: the update runs once per run of elements of one
-    // weight decay, `no_decay` ([begin, end) of the unit's flat buffer)
+    // Weight-decay groups: `no_decay` ranges of the unit's flat buffer,
     // taken at this rank's shard offset where the operands are a shard.
     bool adam = in.kind == OpKind::AdamwUpdate;
     size_t lrAt = adam ? 5 : 2;
     const double *lr =
         o.size() > lrAt ? static_cast<const double *>(ptr(o[lrAt])) : nullptr;
     int64_t n = B(r[0]).numel;
-    int64_t es = dtypeSize(B(r[0]).dtype);
-    auto at = [&](int64_t id, int64_t off) {
-      return static_cast<char *>(ptr(id)) + off * es;
-    };
-    auto update = [&](int64_t off, int64_t cnt, double wd) {
-      if (cnt <= 0)
-        return;
-      if (!adam)
-        check(lr ? fsdp_sgd_update_lr(s, t, at(o[0], off), at(o[1], off),
-                                      at(r[0], off), cnt, lr, wd)
-                 : fsdp_sgd_update(s, t, at(o[0], off), at(o[1], off),
-                                   at(r[0], off), cnt, in.lr, wd));
-      else if (lr)
-        check(fsdp_adamw_update_lr(
-            s, t, at(o[0], off), at(o[1], off), at(o[2], off), at(o[3], off),
-            ptr(o[4]), toC(B(o[4]).dtype), at(r[0], off), at(r[1], off),
-            at(r[2], off), cnt, lr, in.beta1, in.beta2, in.eps, wd));
-      else
-        check(fsdp_adamw_update(
-            s, t, at(o[0], off), at(o[1], off), at(o[2], off), at(o[3], off),
-            ptr(o[4]), toC(B(o[4]).dtype), at(r[0], off), at(r[1], off),
-            at(r[2], off), cnt, in.lr, in.beta1, in.beta2, in.eps, wd));
-    };
-    if (in.noDecay.empty()) {
-      update(0, n, in.weightDecay);
-      return;
-    }
     int64_t base =
         in.sharded ? int64_t{fsdp_channel_rank(channel(Group::Shard))} * n : 0;
-    auto local = [&](int64_t flat) {
-      return std::min(std::max<int64_t>(flat - base, 0), n);
+    auto opt = [&](size_t i, const std::vector<int64_t> &ids) {
+      return adam ? ptr(ids[i]) : nullptr;
     };
-    int64_t done = 0;
-    for (size_t k = 0; k + 1 < in.noDecay.size(); k += 2) {
-      int64_t b = local(in.noDecay[k]), e = local(in.noDecay[k + 1]);
-      update(done, b - done, in.weightDecay);
-      update(b, e - b, 0.0);
-      done = std::max(done, e);
-    }
-    update(done, n - done, in.weightDecay);
+    check(fsdp_optimizer_update(
+        s, t, adam, ptr(o[0]), ptr(o[1]), opt(2, o), opt(3, o), opt(4, o),
+        adam ? toC(B(o[4]).dtype) : FSDP_I64, ptr(r[0]), opt(1, r), opt(2, r),
+        n, lr, in.lr, in.beta1, in.beta2, in.eps, in.weightDecay,
+        in.noDecay.data(), static_cast<int64_t>(in.noDecay.size()), base));
     return;
   }
   case OpKind::LrSchedule:

@@ -70,11 +70,15 @@ def main():
                 sys.exit("compiled_equality: %s: the %s run's summary says "
                          "step %r" % (name, mode, s.get("step")))
             with open(dump, "rb") as f:
-                logs[mode] = (s["losses"], f.read())
+                # The per-step rates and gradient norms the step computed
+                # (lr-schedule, max-grad-norm) must agree too.
+                logs[mode] = ((s["losses"], s.get("lrs"), s.get("grad_norms")),
+                              f.read())
         (li, pi), (lc, pc) = logs["interpreted"], logs["compiled"]
         if li != lc:
-            sys.exit("compiled_equality: %s: losses differ: interpreted %r, "
-                     "compiled %r" % (name, li, lc))
+            sys.exit("compiled_equality: %s: losses, lrs or grad_norms differ: "
+                     "interpreted %r, compiled %r" % (name, li, lc))
+        li = li[0]
         if pi != pc:
             sys.exit("compiled_equality: %s: --dump-params differ (%d vs %d "
                      "bytes)" % (name, len(pi), len(pc)))

@@ -131,6 +131,25 @@ int fsdp_adamw_update_lr(fsdp_stream s, fsdp_dtype dtype, const void *p,
                          double beta1, double beta2, double eps,
                          double weight_decay);
 
+/* The optimizer update of one instruction (nn.sgd_update when adamw is 0,
+ * nn.adamw_update otherwise) over n elements with weight-decay groups: the
+ * elements of flat-buffer ranges no_decay[2k] <= i < no_decay[2k+1]
+ * (no_decay_len entries, sorted) get weight decay 0, the others
+ * weight_decay, where element j of the operands is flat element
+ * flat_offset + j (a shard: its rank in the shard group times n). Calls
+ * fsdp_sgd_update / fsdp_adamw_update once per run of one decay, with the
+ * rate `lr`, or read from device memory when lr_device is not NULL (the
+ * _lr variants); m, v, step, m_out and v_out are ignored for SGD. The
+ * interpreter and compiled steps both run updates through it. */
+int fsdp_optimizer_update(fsdp_stream s, fsdp_dtype dtype, int adamw,
+                          const void *p, const void *g, const void *m,
+                          const void *v, const void *step,
+                          fsdp_dtype step_dtype, void *p_out, void *m_out,
+                          void *v_out, int64_t n, const double *lr_device,
+                          double lr, double beta1, double beta2, double eps,
+                          double weight_decay, const int64_t *no_decay,
+                          int64_t no_decay_len, int64_t flat_offset);
+
 /* Learning-rate schedules (kind of fsdp_lr_schedule). */
 enum { FSDP_LR_CONSTANT = 0, FSDP_LR_LINEAR = 1, FSDP_LR_COSINE = 2 };
 /* *lr (one f64 in device memory) = min_lr + (base_lr − min_lr)·f(t − 1),

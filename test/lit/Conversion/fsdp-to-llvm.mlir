@@ -92,14 +92,14 @@
 // CHECK-NEXT: %[[TW:.*]] = llvm.mlir.constant(0 : i32)
 // CHECK-NEXT: llvm.call @fsdp_linear(%[[STREAM]], %{{.*}}, %[[LXP]], %[[LWP]], %[[LBP]], %[[LYP]], %[[M]], %[[K]], %[[N]], %[[TW]])
 // The gradient's reduce-scatter (average: 1) into slot 1, waited on before the
-// AdamW update reads the reduced gradient.
+// AdamW update (fsdp_optimizer_update, as the Executor) reads the reduced gradient.
 // CHECK: %[[SLOT1:.*]] = llvm.getelementptr %[[EVENTS]][%[[S1:.*]]] : (!llvm.ptr, i64) -> !llvm.ptr, !llvm.ptr
 // CHECK-NEXT: llvm.mlir.constant([[RSN]] : i64)
 // CHECK-NEXT: llvm.mlir.constant(0 : i32)
 // CHECK-NEXT: %[[AVG:.*]] = llvm.mlir.constant(1 : i32)
 // CHECK-NEXT: llvm.call @fsdp_reduce_scatter_start(%[[SHARD]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[AVG]], %[[SLOT1]])
 // CHECK: llvm.call @fsdp_wait
-// CHECK: llvm.call @fsdp_adamw_update
+// CHECK: llvm.call @fsdp_optimizer_update(
 // The outputs' device pointers, then success.
 // CHECK: llvm.store %{{.*}}, %{{.*}} : !llvm.ptr, !llvm.ptr
 // CHECK: %[[OK:.*]] = llvm.mlir.constant(0 : i32)
