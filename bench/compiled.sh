@@ -3,7 +3,8 @@
 # fsdp-run --compiled STEP.so of the same scheduled IR): per-step time on a
 # deep thin model where the per-instruction dispatch dominates (tiny GPT-2,
 # 48 layers, hidden 32: about 2,900 instructions a step on tensors of a few
-# KiB) at 1 and 2 ranks, and on the main job (tools/scripts/run-main.sh's
+# KiB) at 1 and 2 ranks, the same at batch 1 (deep1: a quarter of the kernel
+# work, so dispatch is most of the step), and on the main job (tools/scripts/run-main.sh's
 # model) at 4 ranks; then the time fsdp-compile takes for the real gpt2 and
 # llama-3.1-8b configs planned for 8 ranks.
 #
@@ -21,11 +22,11 @@
 # the machine. Writes markdown to stdout.
 #
 # Usage: bench/compiled.sh [STEPS] [CONFIGS]
-#        (default 200 steps, "deep:1 deep:2 main:4")
+#        (default 200 steps, "deep:1 deep:2 deep1:1 main:4")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${1:-200}
-CONFIGS=${2:-deep:1 deep:2 main:4}
+CONFIGS=${2:-deep:1 deep:2 deep1:1 main:4}
 WARMUP=5
 export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 out=build/bench/compiled
@@ -35,6 +36,8 @@ mpirun="mpirun --allow-run-as-root --oversubscribe"
 
 build/bin/fsdp-import test/lit/Inputs/models/gpt2.json --layers 48 --hidden 32 --heads 2 \
   --vocab 256 --seq 16 --batch 4 -o "$out/deep.mlir"
+build/bin/fsdp-import test/lit/Inputs/models/gpt2.json --layers 48 --hidden 32 --heads 2 \
+  --vocab 256 --seq 16 --batch 1 -o "$out/deep1.mlir"
 build/bin/fsdp-import test/lit/Inputs/models/gpt2.json --layers 4 --hidden 128 --heads 4 \
   --vocab 256 --seq 64 --batch 16 -o "$out/main.mlir"
 

@@ -24,6 +24,7 @@
 // shard-grad-op / keep-gathered.
 //
 //===----------------------------------------------------------------------===//
+#include "GlobOptions.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -32,7 +33,6 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Debug.h"
-#include "llvm/Support/GlobPattern.h"
 
 #define DEBUG_TYPE "fsdp-activation-checkpoint"
 
@@ -109,28 +109,12 @@ struct FSDPActivationCheckpointPass
     // root (torchtitan checkpoints each transformer block, not the
     // embeddings, final norm and head that fsdp-wrap's root unit holds).
     llvm::StringSet<> checkpointed;
-    for (const std::string &pattern : acUnits) {
-      llvm::Expected<llvm::GlobPattern> glob =
-          llvm::GlobPattern::create(pattern);
-      if (!glob) {
-        llvm::consumeError(glob.takeError());
-        module.emitError() << "fsdp-activation-checkpoint: ac-units pattern '"
-                           << pattern << "' is not a valid glob";
-        return signalPassFailure();
-      }
-      bool matched = false;
-      for (const std::string &name : unitNames)
-        if (glob->match(name)) {
-          checkpointed.insert(name);
-          matched = true;
-        }
-      if (!matched) {
-        module.emitError() << "fsdp-activation-checkpoint: ac-units pattern '"
-                           << pattern << "' matches no FSDP unit (units: "
-                           << llvm::join(unitNames, ", ") << ")";
-        return signalPassFailure();
-      }
-    }
+    SmallVector<StringRef> names(unitNames.begin(), unitNames.end());
+    std::string what = "FSDP unit (units: " + llvm::join(unitNames, ", ") + ")";
+    if (failed(matchGlobs(module, "fsdp-activation-checkpoint: ac-units",
+                          acUnits, names, what,
+                          [&](size_t k) { checkpointed.insert(names[k]); })))
+      return signalPassFailure();
     if (acUnits.empty())
       for (const std::string &name : unitNames)
         if (name != "root")

@@ -6,11 +6,11 @@
 // sums the cotangents of values with several uses.
 //
 //===----------------------------------------------------------------------===//
+#include "GlobOptions.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "llvm/ADT/DenseSet.h"
-#include "llvm/Support/GlobPattern.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPAUTODIFF
@@ -43,29 +43,19 @@ struct FSDPAutodiffPass : mlir::fsdp::impl::FSDPAutodiffBase<FSDPAutodiffPass> {
     if (failed(maybeFn))
       return signalPassFailure();
     func::FuncOp fn = *maybeFn;
-    for (const std::string &pattern : frozen) {
-      llvm::Expected<llvm::GlobPattern> glob =
-          llvm::GlobPattern::create(pattern);
-      if (!glob) {
-        llvm::consumeError(glob.takeError());
-        getOperation().emitError() << "fsdp-autodiff: frozen pattern '"
-                                   << pattern << "' is not a valid glob";
-        return signalPassFailure();
+    SmallVector<unsigned> paramArgs;
+    SmallVector<StringRef> fqns;
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+      if (auto fqn = fn.getArgAttrOfType<StringAttr>(i, nn::kParamAttr)) {
+        paramArgs.push_back(i);
+        fqns.push_back(fqn.getValue());
       }
-      bool matched = false;
-      for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-        if (auto fqn = fn.getArgAttrOfType<StringAttr>(i, nn::kParamAttr))
-          if (glob->match(fqn.getValue())) {
-            fn.setArgAttr(i, nn::kTrainableAttr,
-                          BoolAttr::get(&getContext(), false));
-            matched = true;
-          }
-      if (!matched) {
-        getOperation().emitError() << "fsdp-autodiff: frozen pattern '"
-                                   << pattern << "' matches no parameter";
-        return signalPassFailure();
-      }
-    }
+    if (failed(matchGlobs(getOperation(), "fsdp-autodiff: frozen", frozen, fqns,
+                          "parameter", [&](size_t k) {
+                            fn.setArgAttr(paramArgs[k], nn::kTrainableAttr,
+                                          BoolAttr::get(&getContext(), false));
+                          })))
+      return signalPassFailure();
     if (!fn.getBody().hasOneBlock()) {
       fn.emitError() << "expects a single-block forward function";
       return signalPassFailure();

@@ -1,9 +1,9 @@
 //===- Optimizer.cpp - fsdp-optimizer: append the parameter update --------===//
+#include "GlobOptions.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
-#include "llvm/Support/GlobPattern.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPOPTIMIZER
@@ -72,27 +72,12 @@ struct FSDPOptimizerPass
         paramArg[fqn.getValue()] = i;
     // Weight-decay groups: parameters matched by a no-decay glob.
     llvm::StringSet<> noDecayFqns;
-    for (const std::string &pattern : noDecay) {
-      llvm::Expected<llvm::GlobPattern> glob =
-          llvm::GlobPattern::create(pattern);
-      if (!glob) {
-        llvm::consumeError(glob.takeError());
-        getOperation().emitError() << "fsdp-optimizer: no-decay pattern '"
-                                   << pattern << "' is not a valid glob";
-        return signalPassFailure();
-      }
-      bool matched = false;
-      for (auto &entry : paramArg)
-        if (glob->match(entry.getKey())) {
-          noDecayFqns.insert(entry.getKey());
-          matched = true;
-        }
-      if (!matched) {
-        getOperation().emitError() << "fsdp-optimizer: no-decay pattern '"
-                                   << pattern << "' matches no parameter";
-        return signalPassFailure();
-      }
-    }
+    SmallVector<StringRef> fqns = llvm::map_to_vector(
+        paramArg, [](auto &entry) { return entry.getKey(); });
+    if (failed(matchGlobs(getOperation(), "fsdp-optimizer: no-decay", noDecay,
+                          fqns, "parameter",
+                          [&](size_t k) { noDecayFqns.insert(fqns[k]); })))
+      return signalPassFailure();
 
     // (gradient, parameter argument) pairs from fsdp-autodiff's results.
     SmallVector<std::pair<Value, unsigned>> updates;
