@@ -137,7 +137,7 @@ static LogicalResult verifyNNAttr(Operation *op, NamedAttribute attr, Type type,
                       "dimension is the batch";
     return success();
   }
-  if (name == kStepAttr) {
+  if (name == kStepAttr || name == kTotalStepsAttr) {
     auto t = dyn_cast<RankedTensorType>(type);
     if (!t || t.getRank() != 0 || !t.getElementType().isInteger(64))
       return err() << "expects tensor<i64>";

@@ -394,9 +394,16 @@ LogicalResult LrScheduleOp::verify() {
           decay = getDecayStepsAttr().getInt();
   if (warmup < 0)
     return emitOpError() << "expects warmup_steps >= 0, got " << warmup;
-  if (k != "constant" && decay < 1)
+  if (getTotalSteps()) {
+    // The run's total replaces decay_steps: one length, never two.
+    if (k == "constant" || decay != 0)
+      return emitOpError() << "expects a total_steps operand only for kind "
+                              "linear or cosine with decay_steps 0, got kind '"
+                           << k << "' and decay_steps " << decay;
+  } else if (k != "constant" && decay < 1) {
     return emitOpError() << "expects decay_steps >= 1 for kind '" << k
-                         << "', got " << decay;
+                         << "' (or a total_steps operand), got " << decay;
+  }
   return verifyByInference(*this);
 }
 

@@ -44,7 +44,7 @@ StringRef mlir::fsdp::memoryClassName(MemoryClass c) {
 static MemoryClass classifyArgument(func::FuncOp fn, unsigned i) {
   if (fn.getArgAttr(i, nn::kDataAttr))
     return MemoryClass::Data;
-  if (fn.getArgAttr(i, nn::kStepAttr))
+  if (fn.getArgAttr(i, nn::kStepAttr) || fn.getArgAttr(i, nn::kTotalStepsAttr))
     return MemoryClass::Scalar;
   if (auto role = fn.getArgAttrOfType<RoleAttr>(i, kRoleAttr))
     return role.getValue() == Role::Param ? MemoryClass::ParamShard
@@ -202,7 +202,9 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
     returned.insert(plan.buffers[owner(v)].value);
   auto isState = [&](BlockArgument a) {
     unsigned i = a.getArgNumber();
-    return !fn.getArgAttr(i, nn::kDataAttr) && !fn.getArgAttr(i, nn::kStepAttr);
+    return !fn.getArgAttr(i, nn::kDataAttr) &&
+           !fn.getArgAttr(i, nn::kStepAttr) &&
+           !fn.getArgAttr(i, nn::kTotalStepsAttr);
   };
   plan.assignAliases(fn, lastUse);
 

@@ -284,7 +284,8 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
   if (spec.stepIoBandwidth > 0) {
     for (BlockArgument a : fn->getArguments())
       if (fn->getArgAttr(a.getArgNumber(), nn::kDataAttr) ||
-          fn->getArgAttr(a.getArgNumber(), nn::kStepAttr))
+          fn->getArgAttr(a.getArgNumber(), nn::kStepAttr) ||
+          fn->getArgAttr(a.getArgNumber(), nn::kTotalStepsAttr))
         ioIn += bufferBytes(a) / spec.stepIoBandwidth;
     for (auto [i, v] :
          llvm::enumerate(fn->getBody().front().getTerminator()->getOperands()))

@@ -527,8 +527,9 @@ const Lowering
                e.call("fsdp_lr_schedule",
                       {e.stream(), e.o(in, 0), e.DT(e.B(in.operands[0]).dtype),
                        e.r(in, 0), e.I32(in.lrKind), e.F64(in.lr),
-                       e.I64(in.warmupSteps), e.I64(in.decaySteps),
-                       e.F64(in.minLr)});
+                       e.I64(in.warmupSteps),
+                       in.operands.size() > 1 ? e.o(in, 1) : e.null(),
+                       e.I64(in.decaySteps), e.F64(in.minLr)});
              }},
             {OpKind::SumSquares,
              [](StepEmitter &e, const rt::Instruction &in, Value) {

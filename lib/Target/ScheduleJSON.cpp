@@ -172,6 +172,9 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
     } else if (fn.getArgAttr(i, nn::kStepAttr)) {
       in["role"] = "step";
       cls = "scalar";
+    } else if (fn.getArgAttr(i, nn::kTotalStepsAttr)) {
+      in["role"] = "total_steps";
+      cls = "scalar";
     } else if (auto role = fn.getArgAttrOfType<RoleAttr>(i, kRoleAttr)) {
       in["role"] = stringifyRole(role.getValue()).str();
       in["unit"] =
@@ -188,7 +191,8 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
     } else {
       return emitError(arg.getLoc())
              << "argument #" << i
-             << " has no role (nn.data, nn.step, nn.param or fsdp.role)";
+             << " has no role (nn.data, nn.step, nn.total_steps, nn.param or "
+                "fsdp.role)";
     }
     FailureOr<int64_t> id = addBuffer(arg, cls);
     if (failed(id))

@@ -46,12 +46,13 @@ struct FSDPOptimizerPass
           << static_cast<int64_t>(warmupSteps);
       return signalPassFailure();
     }
-    // The compiler does not know the run's length (fsdp-run --steps), so a
-    // decaying schedule is told it.
-    if (lrSchedule != "constant" && decaySteps < 1) {
+    // decay-steps 0 of a decaying schedule: the run's total optimizer steps,
+    // which only fsdp-run knows (--steps, --total-steps), arrive as a step
+    // input.
+    if (decaySteps < 0) {
       getOperation().emitError()
-          << "fsdp-optimizer: lr-schedule=" << lrSchedule
-          << " needs decay-steps >= 1 (the run's total optimizer steps), got "
+          << "fsdp-optimizer: decay-steps must be >= 0 (0: the run's total "
+             "optimizer steps), got "
           << static_cast<int64_t>(decaySteps);
       return signalPassFailure();
     }
@@ -141,12 +142,22 @@ struct FSDPOptimizerPass
           fn.getLoc());
       step = fn.getArguments().back();
     }
+    // A decaying schedule without decay-steps reads the run's total from a
+    // scalar input (nn.total_steps), appended after the step.
+    Value totalSteps;
+    if (lrSchedule != "constant" && decaySteps == 0) {
+      (void)fn.insertArgument(
+          fn.getNumArguments(), RankedTensorType::get({}, b.getI64Type()),
+          b.getDictionaryAttr(named(nn::kTotalStepsAttr, b.getUnitAttr())),
+          fn.getLoc());
+      totalSteps = fn.getArguments().back();
+    }
     Value lrValue;
     if (scheduled)
       lrValue = nn::LrScheduleOp::create(
-          b, loc, step, b.getStringAttr(lrSchedule), b.getF64FloatAttr(lr),
-          b.getI64IntegerAttr(warmupSteps), b.getI64IntegerAttr(decaySteps),
-          b.getF64FloatAttr(minLr));
+          b, loc, step, totalSteps, b.getStringAttr(lrSchedule),
+          b.getF64FloatAttr(lr), b.getI64IntegerAttr(warmupSteps),
+          b.getI64IntegerAttr(decaySteps), b.getF64FloatAttr(minLr));
 
     SmallVector<Value> newParams, newExpAvg, newExpAvgSq;
     for (auto [i, update] : llvm::enumerate(updates)) {

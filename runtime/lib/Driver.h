@@ -173,8 +173,8 @@ struct fsdp_channel_s {
      weightDecay))                                                             \
   X(lr_schedule,                                                               \
     (const void *step, fsdp_dtype st, double *lr, int kind, double baseLr,     \
-     int64_t warmup, int64_t decay, double minLr),                             \
-    (step, st, lr, kind, baseLr, warmup, decay, minLr))                        \
+     int64_t warmup, const int64_t *decayDevice, int64_t decay, double minLr), \
+    (step, st, lr, kind, baseLr, warmup, decayDevice, decay, minLr))           \
   X(sum_squares, (fsdp_dtype t, const void *x, int64_t n, double *out),        \
     (t, x, n, out))                                                            \
   X(grad_norm,                                                                 \

@@ -564,9 +564,11 @@ void Frame::execute(const Instruction &in) {
     return;
   }
   case OpKind::LrSchedule:
-    check(fsdp_lr_schedule(s, ptr(o[0]), toC(B(o[0]).dtype),
-                           static_cast<double *>(ptr(r[0])), in.lrKind, in.lr,
-                           in.warmupSteps, in.decaySteps, in.minLr));
+    check(fsdp_lr_schedule(
+        s, ptr(o[0]), toC(B(o[0]).dtype), static_cast<double *>(ptr(r[0])),
+        in.lrKind, in.lr, in.warmupSteps,
+        o.size() > 1 ? static_cast<const int64_t *>(ptr(o[1])) : nullptr,
+        in.decaySteps, in.minLr));
     return;
   case OpKind::SumSquares:
     check(fsdp_sum_squares(s, toC(B(o[0]).dtype), ptr(o[0]), B(o[0]).numel,

@@ -508,8 +508,8 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
 
   // Inputs and outputs.
   static const std::set<std::string> kInRoles = {
-      "features", "labels", "tokens",  "targets",   "step",
-      "param",    "master", "exp_avg", "exp_avg_sq"};
+      "features",    "labels", "tokens", "targets", "step",
+      "total_steps", "param",  "master", "exp_avg", "exp_avg_sq"};
   static const std::set<std::string> kOutRoles = {
       "loss", "param",  "master", "exp_avg", "exp_avg_sq",
       "grad", "logits", "output", "lr",      "grad_norm"};

@@ -232,15 +232,21 @@ void Program::validateInstruction(const Instruction &in, size_t idx) const {
     noDecayRanges();
     break;
   case OpKind::LrSchedule:
-    need(1, 1);
+    need(o.size() == 2 ? 2 : 1, 1);
     if (!isInt(B(o[0]).dtype) || B(o[0]).numel != 1)
       throw Error(ctx + ": step must be an i64 scalar");
+    // The second operand: the run's total steps (a total_steps input).
+    if (o.size() == 2 && (B(o[1]).dtype != DType::I64 || B(o[1]).numel != 1 ||
+                          in.lrKind == FSDP_LR_CONSTANT || in.decaySteps != 0))
+      throw Error(ctx + ": the total steps operand must be an i64 scalar of "
+                        "a linear or cosine schedule with decay_steps 0");
     f64Scalar(r[0], "the learning rate");
     if (!(in.lr > 0) || !(in.minLr >= 0 && in.minLr <= in.lr) ||
         in.warmupSteps < 0 ||
-        (in.lrKind != FSDP_LR_CONSTANT && in.decaySteps < 1))
+        (in.lrKind != FSDP_LR_CONSTANT && o.size() == 1 && in.decaySteps < 1))
       throw Error(ctx + ": expects lr > 0, min_lr in [0, lr], warmup_steps "
-                        ">= 0 and (linear, cosine) decay_steps >= 1");
+                        ">= 0 and (linear, cosine) decay_steps >= 1 or a "
+                        "total steps operand");
     break;
   case OpKind::SumSquares:
     need(1, 1);

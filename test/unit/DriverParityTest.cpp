@@ -321,10 +321,24 @@ std::vector<Case> cases() {
                     [=](fsdp_stream s, fsdp_dtype, P i, P o) {
                       return fsdp_lr_schedule(s, in(i, 0), FSDP_I64,
                                               static_cast<double *>(o[0]), kind,
-                                              1e-3, warmup, 10, 1e-5);
+                                              1e-3, warmup, nullptr, 10, 1e-5);
                     },
                     false,
                     true});
+  // The decay steps read from device memory (a total_steps input, 3 here):
+  // at step 3 after a warm-up of 1, the schedule's last step.
+  for (int kind : {FSDP_LR_LINEAR, FSDP_LR_COSINE})
+    cs.push_back({"lr_schedule " + std::to_string(kind) + " device total",
+                  {{1, Arg::Step}, {1, Arg::Step}},
+                  {1},
+                  [=](fsdp_stream s, fsdp_dtype, P i, P o) {
+                    return fsdp_lr_schedule(
+                        s, in(i, 0), FSDP_I64, static_cast<double *>(o[0]),
+                        kind, 1e-3, 1, static_cast<const int64_t *>(in(i, 1)),
+                        0, 1e-5);
+                  },
+                  false,
+                  true});
   cs.push_back({"sum_squares",
                 {{M * N}},
                 {1},

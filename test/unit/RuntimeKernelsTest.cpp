@@ -398,9 +398,9 @@ TEST(RuntimeCApi, LrScheduleGradNormScale) {
   fsdp_stream s = fsdp_device_stream(dev, FSDP_STREAM_COMPUTE);
   auto lrAt = [&](int kind, int64_t t, int64_t warmup, int64_t decay) {
     double lr = -1;
-    EXPECT_EQ(
-        fsdp_lr_schedule(s, &t, FSDP_I64, &lr, kind, 1.1, warmup, decay, 0.1),
-        FSDP_OK)
+    EXPECT_EQ(fsdp_lr_schedule(s, &t, FSDP_I64, &lr, kind, 1.1, warmup, nullptr,
+                               decay, 0.1),
+              FSDP_OK)
         << fsdp_last_error();
     return lr;
   };
@@ -418,10 +418,26 @@ TEST(RuntimeCApi, LrScheduleGradNormScale) {
   int64_t zero = 0;
   double lr;
   EXPECT_EQ(fsdp_lr_schedule(s, &zero, FSDP_I64, &lr, FSDP_LR_LINEAR, 1.0, 0,
-                             10, 0.0),
+                             nullptr, 10, 0.0),
             FSDP_ERR_DATA);
   EXPECT_NE(std::string(fsdp_last_error()).find("step must be >= 1, got 0"),
             std::string::npos);
+  // The decay steps from device memory (a total_steps input) replace the
+  // argument: cosine, warm-up 4, total 20 at t = 13 as above, whatever
+  // decay_steps says; a total below 1 is a data error.
+  int64_t t13 = 13, total = 20;
+  lr = -1;
+  EXPECT_EQ(fsdp_lr_schedule(s, &t13, FSDP_I64, &lr, FSDP_LR_COSINE, 1.1, 4,
+                             &total, 999, 0.1),
+            FSDP_OK)
+      << fsdp_last_error();
+  EXPECT_DOUBLE_EQ(lr, 0.1 + 0.5 * (1 + std::cos(pi * 0.5)));
+  EXPECT_EQ(fsdp_lr_schedule(s, &t13, FSDP_I64, &lr, FSDP_LR_LINEAR, 1.0, 0,
+                             &zero, 10, 0.0),
+            FSDP_ERR_DATA);
+  EXPECT_NE(
+      std::string(fsdp_last_error()).find("total steps must be >= 1, got 0"),
+      std::string::npos);
 
   // 3-4-12: |g| = 13 (sum of squares in double), clipped to 6.5.
   float g[3] = {3, 4, 12};

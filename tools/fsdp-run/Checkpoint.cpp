@@ -341,6 +341,11 @@ void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
                              {"dtype", fsdp::rt::dtypeName(it->second.dtype)},
                              {"ranges", ranges}});
         }
+    json run = {{"seed", meta.seed},
+                {"data", meta.data},
+                {"data_order", meta.dataOrder}};
+    if (meta.totalSteps > 0) // a schedule that decays over the run's total
+      run["total_steps"] = meta.totalSteps;
     json index = {
         {"format", "fsdp-checkpoint"},
         {"version", kVersion},
@@ -350,10 +355,7 @@ void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
         {"grid",
          {{"replicas", prog.replicas()}, {"shard_size", prog.shardSize()}}},
         {"step", step},
-        {"run",
-         {{"seed", meta.seed},
-          {"data", meta.data},
-          {"data_order", meta.dataOrder}}},
+        {"run", run},
         {"optimizer", optimizerJson(prog)},
         {"roles", roles},
         {"files", files},
@@ -442,6 +444,13 @@ void parseIndex(const std::string &text, const std::string &dir,
           run.contains("seed") ? uintOf(run["seed"], "run.seed") : 0;
       result.meta.data = run.value("data", std::string());
       result.meta.dataOrder = run.value("data_order", std::string("random"));
+      if (run.contains("total_steps")) {
+        result.meta.totalSteps = intOf(run["total_steps"], "run.total_steps");
+        if (result.meta.totalSteps < 1)
+          throw Error("--load: '" + ipath +
+                      "': run.total_steps must be >= 1, got " +
+                      std::to_string(result.meta.totalSteps));
+      }
       optimizer = index.value("optimizer", json::object());
     } else {
       throw Error("--load: '" + ipath +

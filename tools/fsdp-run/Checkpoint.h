@@ -31,6 +31,9 @@ struct RunMeta {
   uint64_t seed = 0;
   std::string data;      ///< --data path ("" = synthetic)
   std::string dataOrder; ///< "random" or "sequential"
+  /// The run's total optimizer steps a schedule's total_steps input got
+  /// (0: the schedule has none; not recorded).
+  int64_t totalSteps = 0;
 };
 
 /// Writes the executor's state as checkpoint `dir` after `step` optimizer

@@ -17,6 +17,7 @@ namespace {
 
 const char *kUsage =
     "usage: mpirun -np N fsdp-run SCHEDULE.json [--steps K] [--seed S]\n"
+    "                [--total-steps T]\n"
     "       mpirun -np N fsdp-run --compiled STEP.so [options as above]\n"
     "                [--data FILE] [--data-order O] [--init-from PATH]\n"
     "                [--export PATH] [--dump-params PATH] [--save DIR]\n"
@@ -27,6 +28,11 @@ const char *kUsage =
     "                     schedule: the same numbers, data, checkpoints\n"
     "                     and summary (needs --alloc arena)\n"
     "  --steps K          optimizer steps to run (default 1, K >= 1)\n"
+    "  --total-steps T    the run's total optimizer steps, over which a\n"
+    "                     schedule compiled without decay-steps decays\n"
+    "                     (default: a --load checkpoint's total, else the\n"
+    "                     last step of this run; T >= that last step): give\n"
+    "                     every job of a run split into several the same T\n"
     "  --device D         cpu (default), cuda (the local rank's GPU) or "
     "cuda:N\n"
     "  --collectives C    auto (default: MPI on cpu, NCCL on cuda), mpi (on\n"
@@ -131,6 +137,9 @@ Options parseArgs(int argc, char **argv) {
     } else if (a == "--steps") {
       if (!parseInt(value(), o.steps) || o.steps < 1)
         usageError("--steps needs an integer >= 1");
+    } else if (a == "--total-steps") {
+      if (!parseInt(value(), o.totalSteps) || o.totalSteps < 1)
+        usageError("--total-steps needs an integer >= 1");
     } else if (a == "--seed") {
       int64_t s;
       if (!parseInt(value(), s) || s < 0)

@@ -19,6 +19,7 @@ struct Options {
   std::string schedule;
   std::string compiled; // --compiled STEP.so (then no schedule)
   int64_t steps = 1;
+  int64_t totalSteps = 0; // --total-steps: 0 = the checkpoint's or the last
   uint64_t seed = 0;
   std::string dumpParams;
   std::string data;

@@ -63,14 +63,16 @@ std::string workOf(const Options &o) {
               : "a file of " + std::to_string(size) + " bytes";
   }
   std::ostringstream w;
-  w << "--steps " << o.steps << "\n--seed " << o.seed << "\n--warmup "
-    << o.warmup << "\n--data " << data << "\n--data-order "
-    << (o.dataOrder.empty() ? "random" : o.dataOrder) << "\n--init-from "
-    << given(o.initFrom) << "\n--load " << given(o.load) << "\n--save "
-    << given(o.save) << "\n--save-every " << o.saveEvery << "\n--keep "
-    << o.keep << "\n--export " << given(o.exportPath) << "\n--dump-params "
-    << given(o.dumpParams) << "\n--profile " << (o.profile ? "on" : "off")
-    << "\n--device " << (o.device.rfind("cuda", 0) == 0 ? "cuda" : o.device)
+  w << "--steps " << o.steps << "\n--total-steps "
+    << (o.totalSteps ? std::to_string(o.totalSteps) : "unset") << "\n--seed "
+    << o.seed << "\n--warmup " << o.warmup << "\n--data " << data
+    << "\n--data-order " << (o.dataOrder.empty() ? "random" : o.dataOrder)
+    << "\n--init-from " << given(o.initFrom) << "\n--load " << given(o.load)
+    << "\n--save " << given(o.save) << "\n--save-every " << o.saveEvery
+    << "\n--keep " << o.keep << "\n--export " << given(o.exportPath)
+    << "\n--dump-params " << given(o.dumpParams) << "\n--profile "
+    << (o.profile ? "on" : "off") << "\n--device "
+    << (o.device.rfind("cuda", 0) == 0 ? "cuda" : o.device)
     << "\n--collectives " << o.collectives << "\n--alloc "
     << (o.alloc == AllocMode::Arena ? "arena" : "per-buffer") << "\n--compiled "
     << given(o.compiled);

@@ -122,7 +122,7 @@ int runMain(const Options &opt) {
   }
   if (init)
     fsdp::run::initFromSafeTensors(*init, ex, rank);
-  int64_t startStep = 0;
+  int64_t startStep = 0, savedTotal = 0;
   fsdp::run::RunMeta meta{opt.seed, opt.data,
                           opt.dataOrder.empty() ? "random" : opt.dataOrder};
   if (!opt.load.empty()) {
@@ -132,6 +132,7 @@ int runMain(const Options &opt) {
                    from.c_str());
     fsdp::run::LoadedCheckpoint ck = fsdp::run::loadCheckpoint(from, ex, rank);
     startStep = ck.step;
+    savedTotal = ck.meta.totalSteps;
     // The data stream is a function of these and the step: a resumed run
     // that changes them trains on other data (allowed, but said).
     if (rank == 0 && ck.hasMeta &&
@@ -154,9 +155,48 @@ int runMain(const Options &opt) {
       lossId = out.buffer;
   if (lossId < 0)
     throw Error(prog.name() + ": the schedule has no output with role 'loss'");
-  for (const IoDesc &io : prog.inputs())
+  int64_t totalId = -1;
+  for (const IoDesc &io : prog.inputs()) {
     if (io.role == "step")
       stepId = io.buffer;
+    if (io.role == "total_steps")
+      totalId = io.buffer;
+  }
+  // A schedule compiled without decay-steps decays over the run's total
+  // optimizer steps: --total-steps, else the total a --load checkpoint's run
+  // used (so that every job of a split run sees the same rate at the same
+  // step), else this run's last step (a run resumed at step 51 for 50 steps
+  // has total 100, as the uninterrupted 100-step run). The schedule never
+  // reaches its end before the run does.
+  int64_t lastStep = startStep + opt.steps;
+  if (totalId >= 0) {
+    meta.totalSteps = opt.totalSteps   ? opt.totalSteps
+                      : savedTotal > 0 ? savedTotal
+                                       : lastStep;
+    if (meta.totalSteps < lastStep)
+      throw Error(
+          std::string(opt.totalSteps
+                          ? "--total-steps"
+                          : "--load: the checkpoint's run.total_steps") +
+          " is " + std::to_string(meta.totalSteps) +
+          ", but this run ends at step " + std::to_string(lastStep) +
+          (opt.totalSteps ? ""
+                          : " (the saved steps decayed over " +
+                                std::to_string(savedTotal) +
+                                "; pass --total-steps to decay over another "
+                                "total)"));
+    if (rank == 0 && !opt.totalSteps && savedTotal > 0 &&
+        savedTotal != lastStep)
+      std::fprintf(stderr,
+                   "fsdp-run: --load: the learning rate decays over the "
+                   "checkpoint's run total of %lld steps\n",
+                   static_cast<long long>(savedTotal));
+  } else if (opt.totalSteps && rank == 0) {
+    std::fprintf(
+        stderr, "fsdp-run: warning: --total-steps is ignored: the schedule has "
+                "no total_steps input (compile lr-schedule=linear|cosine "
+                "without decay-steps)\n");
+  }
   // The step's learning rate (a scheduled one is an output; a constant one
   // is the optimizer's) and the gradient norm (an output when compiled with
   // max-grad-norm or report-grad-norm).
@@ -191,6 +231,8 @@ int runMain(const Options &opt) {
     data.fill(step, in);
     if (stepId >= 0)
       in[stepId] = {static_cast<double>(step)};
+    if (totalId >= 0)
+      in[totalId] = {static_cast<double>(meta.totalSteps)};
     fsdp_device_stats s0{}, s1{};
     fsdp_device_get_stats(device.get(), &s0);
     double t0 = fsdp_now();

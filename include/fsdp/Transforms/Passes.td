@@ -92,8 +92,9 @@ defvar FSDPOptimizerOptions = [
   Option<"warmupSteps", "warmup-steps", "int64_t", "0",
          "linear warm-up steps of lr-schedule (>= 0)">,
   Option<"decaySteps", "decay-steps", "int64_t", "0",
-         "lr-schedule=linear|cosine: the schedule's length (num_training_steps, "
-         "the run's total steps; required)">,
+         "lr-schedule=linear|cosine: the schedule's length (num_training_steps); "
+         "0: the run's total optimizer steps, a step input (nn.total_steps) "
+         "that fsdp-run fills (--steps, --total-steps)">,
   Option<"minLr", "min-lr", "double", "0",
          "floor of the schedule: lr = min-lr + (lr - min-lr) * factor">,
   ListOption<"noDecay", "no-decay", "std::string",
@@ -115,7 +116,10 @@ def FSDPOptimizer : Pass<"fsdp-optimizer", "::mlir::ModuleOp"> {
     `nn.lr_schedule` of the step argument (added for SGD too) whose rate
     every update reads as its `lr` operand, and returns it (`nn.lr`): the
     rate is a function of the optimizer step alone, so every world size,
-    micro-batch count and resumed run sees the same one. `no-decay` globs
+    micro-batch count and resumed run sees the same one. A linear or cosine
+    schedule without `decay-steps` (0) decays over the run's total optimizer
+    steps: a `tensor<i64>` argument `nn.total_steps` (after the step) that
+    the runtime fills, an operand of the `nn.lr_schedule`. `no-decay` globs
     give the matched parameters weight decay 0 (fsdp-shard keeps them apart
     inside a unit's flat shard with `no_decay` element ranges).
   }];

@@ -167,7 +167,8 @@ struct Instruction {
   int64_t index = 0, count = 1;         ///< nn.micro_batch
   int64_t blocks = 1;                   ///< fsdp.pack / fsdp.unpack
   /// nn.lr_schedule: "kind" (FSDP_LR_*), warmup_steps, decay_steps, min_lr
-  /// (its base rate is `lr`).
+  /// (its base rate is `lr`); a second operand (a total_steps input) gives
+  /// the decay steps at run time instead (decay_steps 0).
   int lrKind = 0;
   int64_t warmupSteps = 0, decaySteps = 0;
   double minLr = 0;

@@ -541,9 +541,16 @@ void CpuDevice::adamw_update_lr(fsdp_stream_s *s, fsdp_dtype t, const void *p,
 
 void CpuDevice::lr_schedule(fsdp_stream_s *, const void *step,
                             fsdp_dtype stepType, double *lr, int kind,
-                            double baseLr, int64_t warmup, int64_t decay,
+                            double baseLr, int64_t warmup,
+                            const int64_t *decayDevice, int64_t decay,
                             double minLr) {
   int64_t t = loadIndex(step, stepType, "fsdp_lr_schedule: step");
+  if (decayDevice) {
+    decay = loadIndex(decayDevice, FSDP_I64, "fsdp_lr_schedule: total steps");
+    if (decay < 1)
+      fail(FSDP_ERR_DATA, "fsdp_lr_schedule: total steps must be >= 1, got " +
+                              std::to_string(decay));
+  }
   if (t < 1)
     fail(FSDP_ERR_DATA,
          "fsdp_lr_schedule: step must be >= 1, got " + std::to_string(t));

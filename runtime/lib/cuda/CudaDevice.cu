@@ -94,6 +94,9 @@ std::string errorMessage(const DeviceErrors &e) {
   case kLrStepBelowOne:
     return "fsdp_lr_schedule: step must be >= 1, got " +
            std::to_string(e.value);
+  case kLrTotalBelowOne:
+    return "fsdp_lr_schedule: total steps must be >= 1, got " +
+           std::to_string(e.value);
   default:
     return "unknown kernel error " + std::to_string(e.flag);
   }

@@ -32,7 +32,8 @@ enum ErrorKind : int {
   kLabelOutOfRange = 1, ///< value, position, bound: "label v at position p ..."
   kIndexOutOfRange = 2, ///< the same for embedding indices
   kStepBelowOne = 3,    ///< value: the AdamW step
-  kLrStepBelowOne = 4   ///< value: the step of a learning-rate schedule
+  kLrStepBelowOne = 4,  ///< value: the step of a learning-rate schedule
+  kLrTotalBelowOne = 5  ///< value: the total steps of a learning-rate schedule
 };
 struct DeviceErrors {
   int flag;

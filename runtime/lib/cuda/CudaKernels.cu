@@ -531,13 +531,22 @@ __global__ void sgdLrK(const T *p, const T *g, T *out, int64_t n,
 //----------------------===//
 
 __global__ void lrScheduleK(const void *step, int stepI64, double *lr, int kind,
-                            double base, int64_t warmup, int64_t decay,
+                            double base, int64_t warmup,
+                            const int64_t *decayDevice, int64_t decay,
                             double minLr, DeviceErrors *err) {
   int64_t t = loadIndex(step, stepI64, 0);
   if (t < 1) {
     report(err, kLrStepBelowOne, t, 0, 0);
     *lr = 0;
     return;
+  }
+  if (decayDevice) {
+    decay = *decayDevice;
+    if (decay < 1) {
+      report(err, kLrTotalBelowOne, decay, 0, 0);
+      *lr = 0;
+      return;
+    }
   }
   *lr = math::scheduledLr(kind, t, base, warmup, decay, minLr);
 }
@@ -1277,14 +1286,16 @@ void CudaDevice::adamw_update_lr(fsdp_stream_s *s, fsdp_dtype t, const void *p,
 
 void CudaDevice::lr_schedule(fsdp_stream_s *s, const void *step,
                              fsdp_dtype stepType, double *lr, int kind,
-                             double baseLr, int64_t warmup, int64_t decay,
+                             double baseLr, int64_t warmup,
+                             const int64_t *decayDevice, int64_t decay,
                              double minLr) {
   checkIndexType(stepType, "fsdp_lr_schedule: step");
   if (kind < FSDP_LR_CONSTANT || kind > FSDP_LR_COSINE)
     fail(FSDP_ERR_INVALID,
          "fsdp_lr_schedule: unknown kind " + std::to_string(kind));
   lrScheduleK<<<1, 1, 0, streamOf(s)>>>(step, stepType == FSDP_I64, lr, kind,
-                                        baseLr, warmup, decay, minLr, errors);
+                                        baseLr, warmup, decayDevice, decay,
+                                        minLr, errors);
   launched("lr_schedule kernel");
 }
 

@@ -3,7 +3,10 @@
 // RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="lr-schedule=constant warmup-steps=3" | FileCheck %s --check-prefix=WARMUP
 // RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="weight-decay=0.1 no-decay=*.bias" | FileCheck %s --check-prefix=NODECAY
 // RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="lr-schedule=constant" | FileCheck %s --check-prefix=CONSTANT
-// RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="lr-schedule=cosine" 2>&1 | FileCheck %s --check-prefix=NODECAYSTEPS
+// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="lr-schedule=cosine warmup-steps=2" | FileCheck %s --check-prefix=TOT
+// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="optimizer=sgd lr-schedule=linear" | FileCheck %s --check-prefix=SGDT
+// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="lr-schedule=cosine decay-steps=100" | FileCheck %s --check-prefix=FIXED
+// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="lr-schedule=constant warmup-steps=3" | FileCheck %s --check-prefix=FIXED
 // RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="lr-schedule=step" 2>&1 | FileCheck %s --check-prefix=KIND
 // RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="lr=0.01 min-lr=0.1" 2>&1 | FileCheck %s --check-prefix=MINLR
 // RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="no-decay=[" 2>&1 | FileCheck %s --check-prefix=GLOB
@@ -41,7 +44,19 @@
 // CONSTANT-NOT: lr(
 // CONSTANT-NOT: nn.lr}
 
-// NODECAYSTEPS: fsdp-optimizer: lr-schedule=cosine needs decay-steps >= 1 (the run's total optimizer steps), got 0
+// Without decay-steps a decaying schedule reads the run's total optimizer
+// steps from a scalar input after the step (nn.total_steps), its second
+// operand; with decay-steps, or for a constant schedule, there is none.
+// TOT-LABEL: func.func @f
+// TOT-SAME: %[[STEP:arg8]]: tensor<i64> {nn.step}, %[[TOTAL:arg9]]: tensor<i64> {nn.total_steps}
+// TOT: %[[LR:.*]] = nn.lr_schedule %[[STEP]] total(%[[TOTAL]] : tensor<i64>) {decay_steps = 0 : i64, kind = "cosine", lr = 1.000000e-03 : f64, min_lr = 0.000000e+00 : f64, warmup_steps = 2 : i64} : tensor<i64> -> tensor<f64>
+// TOT: nn.adamw_update %arg2, %{{.*}}, %arg4, %arg6, %[[STEP]] lr(%[[LR]] : tensor<f64>)
+// TOT: return {{.*}}, %[[LR]] : {{.*}}, tensor<f64>
+// SGDT-LABEL: func.func @f
+// SGDT-SAME: %[[STEP:arg4]]: tensor<i64> {nn.step}, %[[TOTAL:arg5]]: tensor<i64> {nn.total_steps}
+// SGDT: nn.lr_schedule %[[STEP]] total(%[[TOTAL]] : tensor<i64>) {decay_steps = 0 : i64, kind = "linear"
+// FIXED-NOT: total_steps
+// FIXED-NOT: total(
 // KIND: fsdp-optimizer: lr-schedule must be 'constant', 'linear' or 'cosine', got 'step'
 // MINLR: fsdp-optimizer: min-lr must be in [0, lr], got 1.000000e-01
 // GLOB: fsdp-optimizer: no-decay pattern '[' is not a valid glob

@@ -37,6 +37,8 @@ inline constexpr llvm::StringLiteral kDataAttr =
     "nn.data"; // features|labels|tokens|targets
 inline constexpr llvm::StringLiteral kStepAttr =
     "nn.step"; // unit: 1-based optimizer step
+inline constexpr llvm::StringLiteral kTotalStepsAttr =
+    "nn.total_steps"; // unit: the run's total optimizer steps (fsdp-run's)
 inline constexpr llvm::StringLiteral kLossAttr =
     "nn.loss"; // result: the scalar loss
 inline constexpr llvm::StringLiteral kLrAttr =

@@ -220,12 +220,20 @@ def NN_LrScheduleOp : NN_ShapedOp<"lr_schedule", [InferTypeOpAdaptor]> {
     `decay_steps` (fsdp/ElementMath.h, scheduleFactor). f is evaluated at
     t − 1 because LambdaLR's first optimizer step uses f(0). min_lr = 0
     gives transformers' schedules exactly.
+
+    With the optional `total_steps` operand (tensor<i64>, an `nn.total_steps`
+    argument: the run's total optimizer steps, which fsdp-run knows and the
+    compiler does not) a linear or cosine schedule decays over its value
+    read at run time instead; `decay_steps` is then 0.
   }];
-  let arguments = (ins NN_StepTensor:$step, StrAttr:$kind, F64Attr:$lr,
+  let arguments = (ins NN_StepTensor:$step, Optional<NN_StepTensor>:$total_steps,
+                       StrAttr:$kind, F64Attr:$lr,
                        I64Attr:$warmup_steps, I64Attr:$decay_steps,
                        F64Attr:$min_lr);
   let results = (outs NN_LrTensor:$result);
-  let assemblyFormat = "$step attr-dict `:` type($step) `->` type($result)";
+  let assemblyFormat = [{
+    $step (`total` `(` $total_steps^ `:` type($total_steps) `)`)? attr-dict `:` type($step) `->` type($result)
+  }];
 }
 
 def NN_SumSquaresOp : NN_ShapedOp<"sum_squares", [InferTypeOpAdaptor]> {

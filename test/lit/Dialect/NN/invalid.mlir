@@ -343,9 +343,32 @@ func.func @lr_schedule_warmup(%s: tensor<i64>) -> tensor<f64> {
 // -----
 
 func.func @lr_schedule_decay(%s: tensor<i64>) -> tensor<f64> {
-  // expected-error @+1 {{'nn.lr_schedule' op expects decay_steps >= 1 for kind 'cosine', got 0}}
+  // expected-error @+1 {{'nn.lr_schedule' op expects decay_steps >= 1 for kind 'cosine' (or a total_steps operand), got 0}}
   %lr = nn.lr_schedule %s {kind = "cosine", lr = 1.0e-03 : f64, warmup_steps = 0 : i64, decay_steps = 0 : i64, min_lr = 0.0 : f64} : tensor<i64> -> tensor<f64>
   return %lr : tensor<f64>
+}
+
+// -----
+
+func.func @lr_schedule_total_and_decay(%s: tensor<i64>, %t: tensor<i64>) -> tensor<f64> {
+  // expected-error @+1 {{'nn.lr_schedule' op expects a total_steps operand only for kind linear or cosine with decay_steps 0, got kind 'cosine' and decay_steps 10}}
+  %lr = nn.lr_schedule %s total(%t : tensor<i64>) {kind = "cosine", lr = 1.0e-03 : f64, warmup_steps = 0 : i64, decay_steps = 10 : i64, min_lr = 0.0 : f64} : tensor<i64> -> tensor<f64>
+  return %lr : tensor<f64>
+}
+
+// -----
+
+func.func @lr_schedule_total_constant(%s: tensor<i64>, %t: tensor<i64>) -> tensor<f64> {
+  // expected-error @+1 {{'nn.lr_schedule' op expects a total_steps operand only for kind linear or cosine with decay_steps 0, got kind 'constant' and decay_steps 0}}
+  %lr = nn.lr_schedule %s total(%t : tensor<i64>) {kind = "constant", lr = 1.0e-03 : f64, warmup_steps = 2 : i64, decay_steps = 0 : i64, min_lr = 0.0 : f64} : tensor<i64> -> tensor<f64>
+  return %lr : tensor<f64>
+}
+
+// -----
+
+// expected-error @+1 {{'nn.total_steps' on argument of type 'tensor<f64>' expects tensor<i64>}}
+func.func @total_steps_type(%s: tensor<i64> {nn.step}, %t: tensor<f64> {nn.total_steps}) {
+  return
 }
 
 // -----

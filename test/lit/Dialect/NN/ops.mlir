@@ -31,6 +31,8 @@ func.func @all_ops(%x: tensor<4x3xf32> {nn.data = "features"}, %y: tensor<4xi32>
   %np, %nm, %nv = nn.adamw_update %w, %m, %m, %m, %step {lr = 1.0e-03 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64, weight_decay = 0.0 : f64} : tensor<5x3xf32>, tensor<i64>
   // CHECK: %[[LR:.*]] = nn.lr_schedule %{{.*}} {decay_steps = 100 : i64, kind = "cosine", lr = 1.000000e-03 : f64, min_lr = 1.000000e-05 : f64, warmup_steps = 10 : i64} : tensor<i64> -> tensor<f64>
   %lr = nn.lr_schedule %step {kind = "cosine", lr = 1.0e-03 : f64, warmup_steps = 10 : i64, decay_steps = 100 : i64, min_lr = 1.0e-05 : f64} : tensor<i64> -> tensor<f64>
+  // CHECK: nn.lr_schedule %{{.*}} total(%{{.*}} : tensor<i64>) {decay_steps = 0 : i64, kind = "linear", lr = 1.000000e-03 : f64, min_lr = 0.000000e+00 : f64, warmup_steps = 0 : i64} : tensor<i64> -> tensor<f64>
+  %lrt = nn.lr_schedule %step total(%step : tensor<i64>) {kind = "linear", lr = 1.0e-03 : f64, warmup_steps = 0 : i64, decay_steps = 0 : i64, min_lr = 0.0 : f64} : tensor<i64> -> tensor<f64>
   // CHECK: nn.sum_squares %{{.*}} : tensor<5x3xf32> -> tensor<1xf64>
   %ss = nn.sum_squares %m : tensor<5x3xf32> -> tensor<1xf64>
   // CHECK: nn.grad_norm %{{.*}} {max_norm = 1.000000e+00 : f64} : tensor<1xf64>
