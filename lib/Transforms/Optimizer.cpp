@@ -117,7 +117,7 @@ struct FSDPOptimizerPass
     // A schedule (anything but a constant rate without warm-up) reads the
     // step, which SGD then takes too.
     bool scheduled = lrSchedule != "constant" || warmupSteps > 0;
-    if (adamw) {
+    if (adamw)
       for (StringRef kind : {"exp_avg", "exp_avg_sq"})
         for (auto [g, argIdx] : updates) {
           Type t = fn.getArgument(argIdx).getType();
@@ -128,30 +128,20 @@ struct FSDPOptimizerPass
           (kind == StringRef("exp_avg") ? expAvg : expAvgSq)
               .push_back(fn.getArguments().back());
         }
-      auto stepType = RankedTensorType::get({}, b.getI64Type());
-      (void)fn.insertArgument(
-          fn.getNumArguments(), stepType,
-          b.getDictionaryAttr(named(nn::kStepAttr, b.getUnitAttr())),
-          fn.getLoc());
-      step = fn.getArguments().back();
-    } else if (scheduled) {
-      auto stepType = RankedTensorType::get({}, b.getI64Type());
-      (void)fn.insertArgument(
-          fn.getNumArguments(), stepType,
-          b.getDictionaryAttr(named(nn::kStepAttr, b.getUnitAttr())),
-          fn.getLoc());
-      step = fn.getArguments().back();
-    }
-    // A decaying schedule without decay-steps reads the run's total from a
-    // scalar input (nn.total_steps), appended after the step.
-    Value totalSteps;
-    if (lrSchedule != "constant" && decaySteps == 0) {
+    // Scalar i64 inputs: the step (AdamW's bias correction, a schedule's
+    // rate) and, for a decaying schedule without decay-steps, the run's
+    // total optimizer steps.
+    auto appendScalar = [&](StringRef attr) {
       (void)fn.insertArgument(
           fn.getNumArguments(), RankedTensorType::get({}, b.getI64Type()),
-          b.getDictionaryAttr(named(nn::kTotalStepsAttr, b.getUnitAttr())),
-          fn.getLoc());
-      totalSteps = fn.getArguments().back();
-    }
+          b.getDictionaryAttr(named(attr, b.getUnitAttr())), fn.getLoc());
+      return fn.getArguments().back();
+    };
+    if (adamw || scheduled)
+      step = appendScalar(nn::kStepAttr);
+    Value totalSteps;
+    if (lrSchedule != "constant" && decaySteps == 0)
+      totalSteps = appendScalar(nn::kTotalStepsAttr);
     Value lrValue;
     if (scheduled)
       lrValue = nn::LrScheduleOp::create(
