@@ -5,6 +5,8 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <cmath>
+
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPOPTIMIZER
 #include "fsdp/Transforms/Passes.h.inc"
@@ -25,10 +27,14 @@ struct FSDPOptimizerPass
           << optimizer << "'";
       return signalPassFailure();
     }
+    // Finite too: an inf rate or decay would pass the comparisons and turn
+    // every parameter into inf or nan at the first step.
     if (!(lr > 0) || !(eps > 0) || !(beta1 >= 0 && beta1 < 1) ||
-        !(beta2 >= 0 && beta2 < 1) || !(weightDecay >= 0)) {
+        !(beta2 >= 0 && beta2 < 1) || !(weightDecay >= 0) ||
+        !std::isfinite(lr) || !std::isfinite(eps) ||
+        !std::isfinite(weightDecay)) {
       getOperation().emitError()
-          << "fsdp-optimizer: expects lr > 0, eps > 0, betas in [0, 1) "
+          << "fsdp-optimizer: expects finite lr > 0, eps > 0, betas in [0, 1) "
              "and weight-decay >= 0";
       return signalPassFailure();
     }
@@ -59,6 +65,27 @@ struct FSDPOptimizerPass
     if (!(minLr >= 0 && minLr <= lr)) {
       getOperation().emitError()
           << "fsdp-optimizer: min-lr must be in [0, lr], got " << minLr;
+      return signalPassFailure();
+    }
+    // A warm-up that ends after the decay leaves nothing to decay.
+    if (lrSchedule != "constant" && decaySteps > 0 &&
+        warmupSteps >= decaySteps) {
+      getOperation().emitError() << "fsdp-optimizer: warmup-steps ("
+                                 << static_cast<int64_t>(warmupSteps)
+                                 << ") must be less than decay-steps ("
+                                 << static_cast<int64_t>(decaySteps) << ")";
+      return signalPassFailure();
+    }
+    // Options of a schedule that is not asked for are a typo, not a no-op.
+    if (lrSchedule == "constant" && decaySteps != 0) {
+      getOperation().emitError() << "fsdp-optimizer: decay-steps needs "
+                                    "lr-schedule=linear or cosine";
+      return signalPassFailure();
+    }
+    if (lrSchedule == "constant" && warmupSteps == 0 && minLr != 0) {
+      getOperation().emitError()
+          << "fsdp-optimizer: min-lr needs a schedule (lr-schedule=linear or "
+             "cosine, or warmup-steps)";
       return signalPassFailure();
     }
     FailureOr<func::FuncOp> maybeFn = getStepFunction(getOperation());

@@ -38,6 +38,8 @@
 
 #define DEBUG_TYPE "fsdp-shard"
 
+#include <cmath>
+
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPSHARD
 #include "fsdp/Transforms/Passes.h.inc"
@@ -198,9 +200,11 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       return signalPassFailure();
     }
 
-    if (maxGradNorm.hasValue() && !(maxGradNorm > 0)) {
-      module.emitError() << "fsdp-shard: max-grad-norm must be > 0, got "
-                         << maxGradNorm;
+    if (maxGradNorm.hasValue() &&
+        !(maxGradNorm > 0 && std::isfinite(maxGradNorm))) {
+      module.emitError()
+          << "fsdp-shard: max-grad-norm must be finite and > 0, got "
+          << maxGradNorm;
       return signalPassFailure();
     }
     GradNormOptions gradNorm{maxGradNorm.hasValue() ? maxGradNorm : 0.0,

@@ -466,14 +466,16 @@ void Program::parse(const std::string &text, bool checkWorldSize) {
         break;
       if (bd.viewOf >= 0)
         continue;
-      if (bd.arenaOffset % arenaAlignmentValue != 0 ||
-          bd.arenaOffset + bd.bytes > arenaSize)
-        throw Error(src + ": buffer " + std::to_string(id) + ": arena bytes [" +
-                    std::to_string(bd.arenaOffset) + ", " +
-                    std::to_string(bd.arenaOffset + bd.bytes) + ") are not " +
-                    std::to_string(arenaAlignmentValue) +
-                    "-byte aligned inside the arena of " +
+      std::string range = src + ": buffer " + std::to_string(id) +
+                          ": arena bytes [" + std::to_string(bd.arenaOffset) +
+                          ", " + std::to_string(bd.arenaOffset + bd.bytes) +
+                          ")";
+      if (bd.arenaOffset + bd.bytes > arenaSize)
+        throw Error(range + " end past the arena of " +
                     std::to_string(arenaSize) + " bytes");
+      if (bd.arenaOffset % arenaAlignmentValue != 0)
+        throw Error(range + " start at an offset that is not " +
+                    std::to_string(arenaAlignmentValue) + "-byte aligned");
     }
   }
   // Resolve view chains to their allocated root; check bounds and dtypes.

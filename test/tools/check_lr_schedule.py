@@ -11,7 +11,8 @@ of Hugging Face transformers (src/transformers/optimization.py,
 _get_constant_schedule_with_warmup_lr_lambda,
 _get_linear_schedule_with_warmup_lr_lambda,
 _get_cosine_schedule_with_warmup_lr_lambda with num_cycles=0.5) evaluated
-at LambdaLR's step t - 1, with MIN_LR as the floor:
+at LambdaLR's step t - 1, with MIN_LR as the floor and the cosine held at it
+from the decay's end on (as nanoGPT and torchtitan; transformers' would rise):
 lr_t = MIN_LR + (LR - MIN_LR) * f(t - 1). A resumed run (first_step > 1)
 is checked from its first step on. Prints one line per log; exits 1 on the
 first rate off by more than 1e-12 relative (or a printed rate off by more
@@ -29,6 +30,8 @@ def factor(kind, s, warmup, decay):
         return 1.0
     if kind == "linear":
         return max(0.0, float(decay - s) / float(max(1, decay - warmup)))
+    if s >= decay:
+        return 0.0
     progress = float(s - warmup) / float(max(1, decay - warmup))
     return max(0.0, 0.5 * (1.0 + math.cos(math.pi * float(0.5) * 2.0 * progress)))
 

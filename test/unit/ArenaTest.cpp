@@ -216,8 +216,11 @@ TEST(Arena, LoadTimeOffsetChecks) {
     return std::string();
   };
   EXPECT_HAS(err(chain(0, 64, 120)),
-             "bad.json: buffer 2: arena bytes [120, 144) are not 64-byte "
-             "aligned inside the arena of 128 bytes");
+             "bad.json: buffer 2: arena bytes [120, 144) end past the arena "
+             "of 128 bytes");
+  EXPECT_HAS(err(chain(0, 64, 100)),
+             "bad.json: buffer 2: arena bytes [100, 124) start at an offset "
+             "that is not 64-byte aligned");
   EXPECT_HAS(err(chain(0, 64, 128)), "arena bytes [128, 152)");
 }
 

@@ -89,6 +89,9 @@ int main(int argc, char **argv) {
       "fsdp-compile: a scheduled fsdp step to a shared object that calls the "
       "runtime (fsdp-run --compiled)\n");
   auto t0 = Clock::now();
+  if (optLevel > 3)
+    return fail("--opt-level must be 0-3, got " +
+                std::to_string(optLevel.getValue()));
 
   DialectRegistry registry;
   mlir::fsdp::registerAllDialects(registry);
@@ -138,7 +141,7 @@ int main(int argc, char **argv) {
   llvm::TargetOptions options;
   std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
       triple, "generic", "", options, llvm::Reloc::PIC_, std::nullopt,
-      static_cast<llvm::CodeGenOptLevel>(std::min(optLevel.getValue(), 3u))));
+      static_cast<llvm::CodeGenOptLevel>(optLevel.getValue())));
   llvmModule->setTargetTriple(triple);
   llvmModule->setDataLayout(machine->createDataLayout());
 

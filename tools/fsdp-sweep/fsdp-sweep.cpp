@@ -336,5 +336,12 @@ int main(int argc, char **argv) {
     jsonOut->os() << sweep::sweepJson(o, *spec, result).dump(1) << "\n";
     jsonOut->keep();
   }
+  // A row may fail on its own (a configuration that cannot be planned), but
+  // when every one does the options are wrong (e.g. a --pipeline value that
+  // every pass refuses), not the configurations.
+  if (!result.plans.empty() &&
+      llvm::all_of(result.plans,
+                   [](const sweep::Plan &p) { return !p.error.empty(); }))
+    return error("every plan failed; the first: " + result.plans.front().error);
   return 0;
 }

@@ -182,7 +182,9 @@ template <typename T> FSDP_HD inline T sgd(T p, T g, T lr, T wd) {
 /// _get_cosine_schedule_with_warmup_lr_lambda with num_cycles = 0.5
 /// (warm-up s / max(1, W); linear max(0, (D − s) / max(1, D − W)); cosine
 /// max(0, ½(1 + cos(π · 2 · 0.5 · p))), p = (s − W) / max(1, D − W)), W the
-/// warm-up and D the decay (num_training_steps) steps.
+/// warm-up and D the decay (num_training_steps) steps; from s = D on the
+/// cosine is 0 (held at the floor, as nanoGPT and torchtitan; transformers'
+/// would rise again, which no run meant to do).
 FSDP_HD inline double lrScheduleFactor(int kind, int64_t s, int64_t warmup,
                                        int64_t decay) {
   if (s < warmup)
@@ -195,6 +197,10 @@ FSDP_HD inline double lrScheduleFactor(int kind, int64_t s, int64_t warmup,
     double f = static_cast<double>(decay - s) / static_cast<double>(span);
     return f > 0.0 ? f : 0.0;
   }
+  // Past the decay the rate holds at its floor, as nanoGPT's and
+  // torchtitan's schedules (transformers' cosine would rise again there).
+  if (s >= decay)
+    return 0.0;
   const double kPi = 3.141592653589793; // Python's math.pi
   double progress = static_cast<double>(s - warmup) / static_cast<double>(span);
   double f = 0.5 * (1.0 + cos(kPi * 0.5 * 2.0 * progress));

@@ -10,6 +10,11 @@
 // RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="lr-schedule=step" 2>&1 | FileCheck %s --check-prefix=KIND
 // RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="lr=0.01 min-lr=0.1" 2>&1 | FileCheck %s --check-prefix=MINLR
 // RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="no-decay=[" 2>&1 | FileCheck %s --check-prefix=GLOB
+// RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="lr-schedule=cosine warmup-steps=6 decay-steps=3" 2>&1 | FileCheck %s --check-prefix=WARMDECAY
+// RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="decay-steps=10" 2>&1 | FileCheck %s --check-prefix=CONSTDECAY
+// RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="min-lr=1e-5" 2>&1 | FileCheck %s --check-prefix=NOSCHED
+// RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="lr=inf" 2>&1 | FileCheck %s --check-prefix=INF
+// RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="weight-decay=1e400" 2>&1 | FileCheck %s --check-prefix=INF
 
 // fsdp-optimizer's learning-rate schedules and weight-decay groups. A
 // schedule is one nn.lr_schedule of the step argument, read by every update
@@ -60,6 +65,10 @@
 // KIND: fsdp-optimizer: lr-schedule must be 'constant', 'linear' or 'cosine', got 'step'
 // MINLR: fsdp-optimizer: min-lr must be in [0, lr], got 1.000000e-01
 // GLOB: fsdp-optimizer: no-decay pattern '[' is not a valid glob
+// WARMDECAY: fsdp-optimizer: warmup-steps (6) must be less than decay-steps (3)
+// CONSTDECAY: fsdp-optimizer: decay-steps needs lr-schedule=linear or cosine
+// NOSCHED: fsdp-optimizer: min-lr needs a schedule
+// INF: fsdp-optimizer: expects finite lr > 0
 
 func.func @f(%x: tensor<2x4xf32> {nn.data = "features"}, %y: tensor<2xi32> {nn.data = "labels"},
              %w: tensor<3x4xf32> {nn.param = "fc.weight"}, %b: tensor<3xf32> {nn.param = "fc.bias"})

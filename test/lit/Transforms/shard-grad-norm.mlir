@@ -4,6 +4,8 @@
 // RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="weight-decay=0.1 no-decay=*.bias" --fsdp-wrap --fsdp-shard="world-size=2 strategy=shard-optimizer max-grad-norm=1.0" | FileCheck %s --check-prefix=ZERO1
 // RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer --fsdp-wrap --fsdp-shard="world-size=2" | FileCheck %s --check-prefix=OFF
 // RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer --fsdp-wrap --fsdp-shard="max-grad-norm=-2" 2>&1 | FileCheck %s --check-prefix=NEG
+// RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer --fsdp-wrap --fsdp-shard="max-grad-norm=inf" 2>&1 | FileCheck %s --check-prefix=INF
+// INF: fsdp-shard: max-grad-norm must be finite and > 0, got INF
 
 // fsdp-shard's global gradient-norm clipping and a unit's weight-decay
 // groups. Unit fc is fc.weight (12 elements at 0) and fc.bias (3 at 12): 15
@@ -50,7 +52,7 @@
 // OFF-NOT: nn.grad_norm
 // OFF-NOT: no_decay
 
-// NEG: fsdp-shard: max-grad-norm must be > 0, got -2
+// NEG: fsdp-shard: max-grad-norm must be finite and > 0, got -2
 
 func.func @f(%x: tensor<4x4xf32> {nn.data = "features"}, %y: tensor<4xi32> {nn.data = "labels"},
              %w: tensor<3x4xf32> {nn.param = "fc.weight"}, %b: tensor<3xf32> {nn.param = "fc.bias"})

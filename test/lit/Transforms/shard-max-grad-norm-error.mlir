@@ -1,8 +1,8 @@
 // RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer --fsdp-wrap --fsdp-shard="world-size=2 max-grad-norm=0" -split-input-file -verify-diagnostics
-// max-grad-norm must be > 0 (0 would zero every gradient; a clipping that
+// max-grad-norm must be finite and > 0 (0 would zero every gradient; a clipping that
 // is not wanted is left unset).
 
-// expected-error @+1 {{fsdp-shard: max-grad-norm must be > 0, got 0.000000e+00}}
+// expected-error @+1 {{fsdp-shard: max-grad-norm must be finite and > 0, got 0.000000e+00}}
 module {
   func.func @f(%x: tensor<2x4xf32> {nn.data = "features"}, %y: tensor<2xi32> {nn.data = "labels"},
                %w: tensor<3x4xf32> {nn.param = "fc.weight"}) -> (tensor<f32> {nn.loss}) {
