@@ -1017,6 +1017,17 @@ struct ConvertFSDPToLLVMPass
       module.emitError() << err;
       return signalPassFailure();
     }
+    // fsdp-run binds a compiled step's state by unit, as a JSON schedule's:
+    // a whole unsharded parameter (the forward graph, or fsdp-autodiff
+    // alone) would compile but never run.
+    for (const rt::IoDesc &io : prog.inputs())
+      if (rt::isStateRole(io.role) && !prog.findUnit(io.unit)) {
+        fn->emitError() << "the step is not a planned FSDP step: input '"
+                        << (io.fqn.empty() ? io.role : io.fqn)
+                        << "' is a whole parameter with no unit; plan it "
+                           "with fsdp-opt --fsdp-pipeline first";
+        return signalPassFailure();
+      }
     if (!prog.usesArena()) {
       fn->emitError() << "is not memory-planned (an arena offset for every "
                          "buffer): run fsdp-pipeline or fsdp-memory-plan "

@@ -100,6 +100,9 @@ int main(int argc, char **argv) {
   registerLLVMDialectTranslation(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // A diagnostic names the op and its location; the whole module printed
+  // after it (MLIR's default) would bury it.
+  context.printOpOnDiagnostic(false);
 
   std::string err;
   auto file = openInputFile(inputFile, &err);
