@@ -22,6 +22,7 @@
 
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace mlir::fsdp::conversion {
