@@ -98,12 +98,18 @@ struct FSDPOptimizerPass
     for (unsigned i = 0; i < fn.getNumArguments(); ++i)
       if (auto fqn = fn.getArgAttrOfType<StringAttr>(i, nn::kParamAttr))
         paramArg[fqn.getValue()] = i;
-    // Weight-decay groups: parameters matched by a no-decay glob.
+    // Weight-decay groups: trainable parameters matched by a no-decay glob
+    // (a frozen one has no update to take a decay).
     llvm::StringSet<> noDecayFqns;
-    SmallVector<StringRef> fqns = llvm::map_to_vector(
-        paramArg, [](auto &entry) { return entry.getKey(); });
+    SmallVector<StringRef> fqns;
+    for (auto &entry : paramArg) {
+      auto trainable =
+          fn.getArgAttrOfType<BoolAttr>(entry.getValue(), nn::kTrainableAttr);
+      if (!trainable || trainable.getValue())
+        fqns.push_back(entry.getKey());
+    }
     if (failed(matchGlobs(getOperation(), "fsdp-optimizer: no-decay", noDecay,
-                          fqns, "parameter",
+                          fqns, "trainable parameter",
                           [&](size_t k) { noDecayFqns.insert(fqns[k]); })))
       return signalPassFailure();
 

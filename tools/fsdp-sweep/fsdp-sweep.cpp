@@ -242,6 +242,8 @@ int main(int argc, char **argv) {
     if (!mlir::fsdp::symbolizeStrategy(s))
       return error("--strategies: unknown strategy '" + s.str() +
                    "' (known: " + strategyList(", ") + ")");
+    if (llvm::is_contained(o.strategies, s.str()))
+      return error("--strategies: '" + s.str() + "' is listed twice");
     o.strategies.push_back(s.str());
   }
   if (!unitNumelOpt.empty()) {
@@ -275,6 +277,9 @@ int main(int argc, char **argv) {
       if (!mlir::fsdp::symbolizeActivationCheckpoint(m))
         return error("--activation-checkpoint: unknown mode '" + m.str() +
                      "' (known: none, full, selective)");
+      if (llvm::is_contained(o.activationCheckpoints, m.str()))
+        return error("--activation-checkpoint: '" + m.str() +
+                     "' is listed twice");
       o.activationCheckpoints.push_back(m.str());
     }
   }
@@ -291,8 +296,8 @@ int main(int argc, char **argv) {
       return error(
           "--pipeline: '" + key.str() +
           "' is set by the sweep (world sizes, "
-          "strategies, --unit-numel, --bucket-bytes, --param-dtype, --cluster, "
-          "--json)");
+          "strategies, --unit-numel, --bucket-bytes, --activation-checkpoint, "
+          "--param-dtype, --cluster, --json)");
   }
   {
     std::string msg;

@@ -2,7 +2,7 @@
 // A no-decay glob that matches no parameter is an error (a misspelt group
 // would silently decay everything); every glob must match.
 
-// expected-error @+1 {{fsdp-optimizer: no-decay pattern 'norm.*' matches no parameter}}
+// expected-error @+1 {{fsdp-optimizer: no-decay pattern 'norm.*' matches no trainable parameter}}
 module {
   func.func @f(%x: tensor<2x4xf32> {nn.data = "features"}, %y: tensor<2xi32> {nn.data = "labels"},
                %w: tensor<3x4xf32> {nn.param = "fc.weight"}, %b: tensor<3xf32> {nn.param = "fc.bias"})

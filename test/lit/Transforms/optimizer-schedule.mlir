@@ -14,6 +14,7 @@
 // RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="decay-steps=10" 2>&1 | FileCheck %s --check-prefix=CONSTDECAY
 // RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="min-lr=1e-5" 2>&1 | FileCheck %s --check-prefix=NOSCHED
 // RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="lr=inf" 2>&1 | FileCheck %s --check-prefix=INF
+// RUN: not fsdp-opt %s --fsdp-autodiff="frozen=fc.bias" --fsdp-optimizer="no-decay=*.bias" 2>&1 | FileCheck %s --check-prefix=FROZEN
 // RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="weight-decay=1e400" 2>&1 | FileCheck %s --check-prefix=INF
 
 // fsdp-optimizer's learning-rate schedules and weight-decay groups. A
@@ -69,6 +70,7 @@
 // CONSTDECAY: fsdp-optimizer: decay-steps needs lr-schedule=linear or cosine
 // NOSCHED: fsdp-optimizer: min-lr needs a schedule
 // INF: fsdp-optimizer: expects finite lr > 0
+// FROZEN: fsdp-optimizer: no-decay pattern '*.bias' matches no trainable parameter
 
 func.func @f(%x: tensor<2x4xf32> {nn.data = "features"}, %y: tensor<2xi32> {nn.data = "labels"},
              %w: tensor<3x4xf32> {nn.param = "fc.weight"}, %b: tensor<3xf32> {nn.param = "fc.bias"})
