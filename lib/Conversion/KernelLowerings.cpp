@@ -84,6 +84,18 @@ void optimizerUpdate(StepEmitter &e, const rt::Instruction &in, Value t) {
           flatOffset});
 }
 
+/// nn.embedding (the table is operand 1) and nn.embedding_grad (result 0):
+/// (s, t, idx, idx dtype, table or dy, y or dtable, n, vocab, dim).
+void lowerEmbedding(StepEmitter &e, const rt::Instruction &in, Value t) {
+  bool grad = in.kind == OpKind::EmbeddingGrad;
+  const std::vector<int64_t> &ts =
+      e.B(grad ? in.results[0] : in.operands[1]).shape;
+  e.call(grad ? "fsdp_embedding_grad" : "fsdp_embedding",
+         {e.stream(), t, e.o(in, 0), e.DT(e.B(in.operands[0]).dtype),
+          e.o(in, 1), e.r(in, 0), e.I64(numelOf(e, in.operands[0])),
+          e.I64(ts[0]), e.I64(ts[1])});
+}
+
 /// An elementwise kernel (s, t, inputs..., y, n) with n the result's numel.
 template <int Inputs>
 void elementwise(StepEmitter &e, const rt::Instruction &in, Value t,
@@ -384,24 +396,8 @@ const Lowering
                        e.I32(static_cast<int64_t>(in.operands.size())),
                        e.r(in, 0), e.I64(numelOf(e, in.results[0]))});
              }},
-            {OpKind::Embedding,
-             [](StepEmitter &e, const rt::Instruction &in, Value t) {
-               const std::vector<int64_t> &ts = e.B(in.operands[1]).shape;
-               e.call("fsdp_embedding",
-                      {e.stream(), t, e.o(in, 0),
-                       e.DT(e.B(in.operands[0]).dtype), e.o(in, 1), e.r(in, 0),
-                       e.I64(numelOf(e, in.operands[0])), e.I64(ts[0]),
-                       e.I64(ts[1])});
-             }},
-            {OpKind::EmbeddingGrad,
-             [](StepEmitter &e, const rt::Instruction &in, Value t) {
-               const std::vector<int64_t> &ts = e.B(in.results[0]).shape;
-               e.call("fsdp_embedding_grad",
-                      {e.stream(), t, e.o(in, 0),
-                       e.DT(e.B(in.operands[0]).dtype), e.o(in, 1), e.r(in, 0),
-                       e.I64(numelOf(e, in.operands[0])), e.I64(ts[0]),
-                       e.I64(ts[1])});
-             }},
+            {OpKind::Embedding, lowerEmbedding},
+            {OpKind::EmbeddingGrad, lowerEmbedding},
             {OpKind::PositionEmbedding,
              [](StepEmitter &e, const rt::Instruction &in, Value t) {
                const std::vector<int64_t> &xs = e.B(in.operands[0]).shape;

@@ -38,16 +38,20 @@ static WaitOp waitOf(Operation *collective) {
          std::to_string(index) + ")";
 }
 
+/// The units a collective (or a bucket of collectives) serves.
+static SmallVector<StringRef> unitNames(Operation *collective) {
+  if (auto bucket = collective->getAttrOfType<ArrayAttr>("bucket"))
+    return llvm::map_to_vector(bucket, [](Attribute a) {
+      return cast<FlatSymbolRefAttr>(a).getValue();
+    });
+  return {collective->getAttrOfType<FlatSymbolRefAttr>("unit").getValue()};
+}
+
 /// "@fc1", or "@fc1+@fc2" for a bucket.
 [[maybe_unused]] static std::string unitsOf(Operation *collective) {
-  auto bucket = collective->getAttrOfType<ArrayAttr>("bucket");
-  if (!bucket)
-    return "@" + collective->getAttrOfType<FlatSymbolRefAttr>("unit")
-                     .getValue()
-                     .str();
   std::string s;
-  for (Attribute a : bucket)
-    s += (s.empty() ? "@" : "+@") + cast<FlatSymbolRefAttr>(a).getValue().str();
+  for (StringRef unit : unitNames(collective))
+    s += (s.empty() ? "@" : "+@") + unit.str();
   return s;
 }
 
@@ -160,15 +164,6 @@ static SmallVector<Value> gatheredBuffers(WaitOp w) {
 static Operation *soleCast(Value shard) {
   Operation *c = shard.getDefiningOp<nn::CastOp>();
   return c && c->hasOneUse() ? c : nullptr;
-}
-
-/// The units a gather (or a bucket of gathers) gathers.
-static SmallVector<StringRef> unitNames(AllGatherOp g) {
-  if (ArrayAttr bucket = g.getBucketAttr())
-    return llvm::map_to_vector(bucket, [](Attribute a) {
-      return cast<FlatSymbolRefAttr>(a).getValue();
-    });
-  return {g.getUnit()};
 }
 
 SmallVector<Gather> mlir::fsdp::unitGathers(func::FuncOp fn) {

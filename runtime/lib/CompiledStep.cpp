@@ -22,13 +22,6 @@
 namespace fsdp::rt {
 
 namespace {
-void check(int rc) {
-  if (rc != FSDP_OK)
-    throw Error(fsdp_last_error());
-}
-} // namespace
-
-namespace {
 
 /// Why `path` is not a whole ELF shared object, or "" if it is one: dlopen
 /// maps a truncated file's segments past its end, and the first touch of
@@ -188,13 +181,7 @@ void Executor::compiledStep() {
   running.store(kStepEnd, std::memory_order_relaxed);
   for (size_t j = 0; j < prog.outputs().size(); ++j)
     outputs[prog.outputs()[j].buffer] = out[j];
-  for (auto [i, o] : copies)
-    check(fsdp_memcpy(compute, state.at(i), outputs.at(o),
-                      static_cast<size_t>(prog.buffer(i).bytes)));
-  running.store(kIdle, std::memory_order_relaxed);
-  if (fsdp_stream_synchronize(compute) != FSDP_OK)
-    throw Error(prog.name() + ": " + fsdp_last_error());
-  lastPeak = compiledDesc->peak_bytes;
+  finishStep(compiledDesc->peak_bytes);
 }
 
 } // namespace fsdp::rt

@@ -551,8 +551,9 @@ void Frame::execute(const Instruction &in) {
     const double *lr =
         o.size() > lrAt ? static_cast<const double *>(ptr(o[lrAt])) : nullptr;
     int64_t n = B(r[0]).numel;
-    int64_t base =
-        in.sharded ? int64_t{fsdp_channel_rank(channel(Group::Shard))} * n : 0;
+    int64_t base = in.sharded && !in.noDecay.empty()
+                       ? int64_t{fsdp_channel_rank(channel(Group::Shard))} * n
+                       : 0;
     auto opt = [&](size_t i, const std::vector<int64_t> &ids) {
       return adam ? ptr(ids[i]) : nullptr;
     };
@@ -915,13 +916,17 @@ void Executor::step() {
     if (!f.aliasOf.count(root) && f.kept.insert(root).second && !arena)
       ownedOutputs.push_back(f.live.at(root));
   }
+  finishStep(f.peakBytes);
+}
+
+void Executor::finishStep(int64_t peak) {
   for (auto [in, out] : copies)
     check(fsdp_memcpy(compute, state.at(in), outputs.at(out),
                       static_cast<size_t>(prog.buffer(in).bytes)));
   running.store(kIdle, std::memory_order_relaxed);
   if (fsdp_stream_synchronize(compute) != FSDP_OK)
     throw Error(prog.name() + ": " + fsdp_last_error());
-  lastPeak = f.peakBytes;
+  lastPeak = peak;
 }
 
 //===--- The in-process convenience

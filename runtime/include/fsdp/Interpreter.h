@@ -435,6 +435,10 @@ private:
   void *stateAt(int64_t buffer) const;
   void init(AllocMode alloc);
   void compiledStep();
+  /// The end of a step, interpreted or compiled: the carried outputs
+  /// without `aliases` copied into the state, the stream synchronised (a
+  /// deferred data error thrown), `peak` recorded.
+  void finishStep(int64_t peak);
   static constexpr int64_t kCompiledStep = -3;
   void release();
 

@@ -139,8 +139,12 @@ int fsdp_adamw_update_lr(fsdp_stream s, fsdp_dtype dtype, const void *p,
  * flat_offset + j (a shard: its rank in the shard group times n). Calls
  * fsdp_sgd_update / fsdp_adamw_update once per run of one decay, with the
  * rate `lr`, or read from device memory when lr_device is not NULL (the
- * _lr variants); m, v, step, m_out and v_out are ignored for SGD. The
- * interpreter and compiled steps both run updates through it. */
+ * _lr variants); m, v, step, m_out and v_out are ignored for SGD. All
+ * buffers hold n elements of `dtype` (f32 or f64); no_decay and flat_offset
+ * count elements. Errors: those of the update it calls (FSDP_ERR_DATA for
+ * a step < 1, FSDP_ERR_INVALID for another dtype), after the runs before it
+ * were applied. The interpreter and compiled steps both run updates through
+ * it. */
 int fsdp_optimizer_update(fsdp_stream s, fsdp_dtype dtype, int adamw,
                           const void *p, const void *g, const void *m,
                           const void *v, const void *step,

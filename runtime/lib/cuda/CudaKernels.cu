@@ -470,16 +470,21 @@ crossEntropyGradK(const typename Elt<DT>::S *logits, const void *labels,
 //===--- Optimizers
 //--------------------------------------------------------------===//
 
+// The SGD and AdamW steps, the rate `lr` or, when lrDevice is not null, read
+// from device memory (the _lr entry points: a scheduled rate).
 template <typename T>
-__global__ void sgdK(const T *p, const T *g, T *out, int64_t n, T lr, T wd) {
-  FSDP_GRID_LOOP(i, n) out[i] = math::sgd(p[i], g[i], lr, wd);
+__global__ void sgdK(const T *p, const T *g, T *out, int64_t n, T lr,
+                     const double *lrDevice, T wd) {
+  T r = lrDevice ? static_cast<T>(*lrDevice) : lr;
+  FSDP_GRID_LOOP(i, n) out[i] = math::sgd(p[i], g[i], r, wd);
 }
 
 template <typename T>
 __global__ void adamwK(const T *p, const T *g, const T *m, const T *v,
                        const void *step, int stepI64, T *pOut, T *mOut, T *vOut,
-                       int64_t n, double lr, double beta1, double beta2,
-                       double eps, double wd, DeviceErrors *err) {
+                       int64_t n, double lr, const double *lrDevice,
+                       double beta1, double beta2, double eps, double wd,
+                       DeviceErrors *err) {
   __shared__ math::AdamWScalars<T> s;
   __shared__ int bad;
   if (threadIdx.x == 0) {
@@ -488,43 +493,14 @@ __global__ void adamwK(const T *p, const T *g, const T *m, const T *v,
     if (bad && blockIdx.x == 0)
       report(err, kStepBelowOne, t, 0, 0);
     if (!bad)
-      s = math::adamwScalars<T>(t, lr, beta1, beta2, eps, wd);
+      s = math::adamwScalars<T>(t, lrDevice ? *lrDevice : lr, beta1, beta2, eps,
+                                wd);
   }
   __syncthreads();
   if (bad)
     return;
   FSDP_GRID_LOOP(i, n)
   math::adamw(s, p[i], g[i], m[i], v[i], pOut[i], mOut[i], vOut[i]);
-}
-
-// The AdamW step with the learning rate read from device memory.
-template <typename T>
-__global__ void
-adamwLrK(const T *p, const T *g, const T *m, const T *v, const void *step,
-         int stepI64, T *pOut, T *mOut, T *vOut, int64_t n, const double *lr,
-         double beta1, double beta2, double eps, double wd, DeviceErrors *err) {
-  __shared__ math::AdamWScalars<T> s;
-  __shared__ int bad;
-  if (threadIdx.x == 0) {
-    int64_t t = loadIndex(step, stepI64, 0);
-    bad = t < 1;
-    if (bad && blockIdx.x == 0)
-      report(err, kStepBelowOne, t, 0, 0);
-    if (!bad)
-      s = math::adamwScalars<T>(t, *lr, beta1, beta2, eps, wd);
-  }
-  __syncthreads();
-  if (bad)
-    return;
-  FSDP_GRID_LOOP(i, n)
-  math::adamw(s, p[i], g[i], m[i], v[i], pOut[i], mOut[i], vOut[i]);
-}
-
-template <typename T>
-__global__ void sgdLrK(const T *p, const T *g, T *out, int64_t n,
-                       const double *lr, T wd) {
-  T tlr = static_cast<T>(*lr);
-  FSDP_GRID_LOOP(i, n) out[i] = math::sgd(p[i], g[i], tlr, wd);
 }
 
 //===--- Learning-rate schedule, gradient norm, clipping
@@ -1219,19 +1195,46 @@ void CudaDevice::cross_entropy_grad(fsdp_stream_s *s, fsdp_dtype t,
   launched("cross_entropy_grad kernel");
 }
 
-void CudaDevice::sgd_update(fsdp_stream_s *s, fsdp_dtype t, const void *p,
-                            const void *g, void *out, int64_t n, double lr,
-                            double weightDecay) {
+namespace {
+void sgdLaunch(fsdp_stream_s *s, fsdp_dtype t, const void *p, const void *g,
+               void *out, int64_t n, double lr, const double *lrDevice,
+               double weightDecay, const char *op) {
   if (n == 0)
     return;
-  wideDtype(t, "fsdp_sgd_update", [&](auto tag) {
+  wideDtype(t, op, [&](auto tag) {
     using T = typename Elt<decltype(tag)::value>::S;
     sgdK<T><<<blocksFor(n), kThreads, 0, streamOf(s)>>>(
         static_cast<const T *>(p), static_cast<const T *>(g),
-        static_cast<T *>(out), n, static_cast<T>(lr),
+        static_cast<T *>(out), n, static_cast<T>(lr), lrDevice,
         static_cast<T>(weightDecay));
   });
-  launched("sgd_update kernel");
+  launched((std::string(op + 5) + " kernel").c_str()); // "sgd_update kernel"
+}
+
+void adamwLaunch(fsdp_stream_s *s, fsdp_dtype t, const void *p, const void *g,
+                 const void *m, const void *v, const void *step,
+                 fsdp_dtype stepType, void *pOut, void *mOut, void *vOut,
+                 int64_t n, double lr, const double *lrDevice, double beta1,
+                 double beta2, double eps, double weightDecay,
+                 DeviceErrors *errors, const char *op) {
+  checkIndexType(stepType, (std::string(op) + ": step").c_str());
+  wideDtype(t, op, [&](auto tag) {
+    using T = typename Elt<decltype(tag)::value>::S;
+    adamwK<T><<<blocksFor(n), kThreads, 0, streamOf(s)>>>(
+        static_cast<const T *>(p), static_cast<const T *>(g),
+        static_cast<const T *>(m), static_cast<const T *>(v), step,
+        stepType == FSDP_I64, static_cast<T *>(pOut), static_cast<T *>(mOut),
+        static_cast<T *>(vOut), n, lr, lrDevice, beta1, beta2, eps, weightDecay,
+        errors);
+  });
+  launched((std::string(op + 5) + " kernel").c_str()); // "sgd_update kernel"
+}
+} // namespace
+
+void CudaDevice::sgd_update(fsdp_stream_s *s, fsdp_dtype t, const void *p,
+                            const void *g, void *out, int64_t n, double lr,
+                            double weightDecay) {
+  sgdLaunch(s, t, p, g, out, n, lr, nullptr, weightDecay, "fsdp_sgd_update");
 }
 
 void CudaDevice::adamw_update(fsdp_stream_s *s, fsdp_dtype t, const void *p,
@@ -1240,30 +1243,15 @@ void CudaDevice::adamw_update(fsdp_stream_s *s, fsdp_dtype t, const void *p,
                               void *mOut, void *vOut, int64_t n, double lr,
                               double beta1, double beta2, double eps,
                               double weightDecay) {
-  checkIndexType(stepType, "fsdp_adamw_update: step");
-  wideDtype(t, "fsdp_adamw_update", [&](auto tag) {
-    using T = typename Elt<decltype(tag)::value>::S;
-    adamwK<T><<<blocksFor(n), kThreads, 0, streamOf(s)>>>(
-        static_cast<const T *>(p), static_cast<const T *>(g),
-        static_cast<const T *>(m), static_cast<const T *>(v), step,
-        stepType == FSDP_I64, static_cast<T *>(pOut), static_cast<T *>(mOut),
-        static_cast<T *>(vOut), n, lr, beta1, beta2, eps, weightDecay, errors);
-  });
-  launched("adamw_update kernel");
+  adamwLaunch(s, t, p, g, m, v, step, stepType, pOut, mOut, vOut, n, lr,
+              nullptr, beta1, beta2, eps, weightDecay, errors,
+              "fsdp_adamw_update");
 }
 
 void CudaDevice::sgd_update_lr(fsdp_stream_s *s, fsdp_dtype t, const void *p,
                                const void *g, void *out, int64_t n,
                                const double *lr, double weightDecay) {
-  if (n == 0)
-    return;
-  wideDtype(t, "fsdp_sgd_update_lr", [&](auto tag) {
-    using T = typename Elt<decltype(tag)::value>::S;
-    sgdLrK<T><<<blocksFor(n), kThreads, 0, streamOf(s)>>>(
-        static_cast<const T *>(p), static_cast<const T *>(g),
-        static_cast<T *>(out), n, lr, static_cast<T>(weightDecay));
-  });
-  launched("sgd_update_lr kernel");
+  sgdLaunch(s, t, p, g, out, n, 0.0, lr, weightDecay, "fsdp_sgd_update_lr");
 }
 
 void CudaDevice::adamw_update_lr(fsdp_stream_s *s, fsdp_dtype t, const void *p,
@@ -1272,16 +1260,8 @@ void CudaDevice::adamw_update_lr(fsdp_stream_s *s, fsdp_dtype t, const void *p,
                                  void *pOut, void *mOut, void *vOut, int64_t n,
                                  const double *lr, double beta1, double beta2,
                                  double eps, double weightDecay) {
-  checkIndexType(stepType, "fsdp_adamw_update_lr: step");
-  wideDtype(t, "fsdp_adamw_update_lr", [&](auto tag) {
-    using T = typename Elt<decltype(tag)::value>::S;
-    adamwLrK<T><<<blocksFor(n), kThreads, 0, streamOf(s)>>>(
-        static_cast<const T *>(p), static_cast<const T *>(g),
-        static_cast<const T *>(m), static_cast<const T *>(v), step,
-        stepType == FSDP_I64, static_cast<T *>(pOut), static_cast<T *>(mOut),
-        static_cast<T *>(vOut), n, lr, beta1, beta2, eps, weightDecay, errors);
-  });
-  launched("adamw_update_lr kernel");
+  adamwLaunch(s, t, p, g, m, v, step, stepType, pOut, mOut, vOut, n, 0.0, lr,
+              beta1, beta2, eps, weightDecay, errors, "fsdp_adamw_update_lr");
 }
 
 void CudaDevice::lr_schedule(fsdp_stream_s *s, const void *step,
