@@ -160,9 +160,10 @@ enum { FSDP_LR_CONSTANT = 0, FSDP_LR_LINEAR = 1, FSDP_LR_COSINE = 2 };
  * t the 1-based optimizer step read from device memory `step` (i32 or i64;
  * t < 1 is FSDP_ERR_DATA) and f transformers' constant/linear/cosine
  * schedule with warm-up (fsdp/ElementMath.h, lrScheduleFactor; decay_steps
- * is their num_training_steps). When decay_steps_device is not NULL, its
- * one i64 in device memory (the run's total optimizer steps, a schedule's
- * `total_steps` input; < 1 is FSDP_ERR_DATA) is read instead of
+ * is their num_training_steps; past it both decays stay at min_lr, where
+ * transformers' cosine would rise again). When decay_steps_device is not
+ * NULL, its one i64 in device memory (the run's total optimizer steps, a
+ * schedule's `total_steps` input; < 1 is FSDP_ERR_DATA) is read instead of
  * decay_steps. */
 int fsdp_lr_schedule(fsdp_stream s, const void *step, fsdp_dtype step_dtype,
                      double *lr, int kind, double base_lr, int64_t warmup_steps,
