@@ -16,7 +16,9 @@
 // identical at every step. Not a test: a benchmark (bench/compiled.sh).
 //
 //===----------------------------------------------------------------------===//
-#include "fsdp/Interpreter.h"
+#include "fsdp/CompiledStep.h"
+#include "fsdp/Device.h"
+#include "fsdp/Executor.h"
 #include "fsdp/runtime.h"
 
 #include <mpi.h>
@@ -28,7 +30,9 @@
 #include <string>
 #include <vector>
 
+using namespace fsdp;
 using namespace fsdp::rt;
+using namespace fsdp::schedule;
 
 namespace {
 
@@ -73,7 +77,7 @@ int main(int argc, char **argv) {
   if (fsdp_init(&argc, &argv) != FSDP_OK)
     return 1;
   try {
-    CompiledStep cs = CompiledStep::open(argv[1]);
+    CompiledStep cs = CompiledStep::open(argv[1], fsdp_world_size());
     const Program &prog = cs.program();
     Device dev("cpu");
     Executor interp(prog, dev.get()), comp(prog, dev.get());

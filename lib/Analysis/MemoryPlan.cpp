@@ -4,7 +4,7 @@
 #include "fsdp/Dialect/FSDP/FSDP.h"
 #include "fsdp/Dialect/NN/NN.h"
 
-#include "fsdp/KernelScratch.h"
+#include "fsdp/schedule/KernelScratch.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "llvm/ADT/DenseSet.h"

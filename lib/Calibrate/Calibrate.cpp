@@ -92,7 +92,8 @@
 //===----------------------------------------------------------------------===//
 #include "fsdp/Calibrate/Calibrate.h"
 #include "fsdp/Calibrate/Spec.h"
-#include "fsdp/Interpreter.h"
+#include "fsdp/Device.h"
+#include "fsdp/Executor.h"
 
 #include <algorithm>
 #include <cstdio>

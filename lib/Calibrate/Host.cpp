@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Calibrate/Benchmarks.h"
-#include "fsdp/Interpreter.h"
+#include "fsdp/Executor.h"
 #include "fsdp/kernels.h"
 
 #include <algorithm>
@@ -52,8 +52,8 @@ std::string reluChain(int world, int64_t count, int64_t n) {
 Stat runSeconds(const Machine &mc, const std::string &schedule, int64_t n,
                 double seconds) {
   try {
-    fsdp::rt::Program prog =
-        fsdp::rt::Program::fromString(schedule, true, "<calibration chain>");
+    fsdp::schedule::Program prog = fsdp::schedule::Program::fromString(
+        schedule, fsdp_world_size(), "<calibration chain>");
     fsdp::rt::Executor ex(prog, mc.device);
     std::vector<double> in(n, 0.5), out;
     int64_t last = prog.outputs().at(0).buffer;

@@ -8,10 +8,10 @@
 //===----------------------------------------------------------------------===//
 #include "fsdp/Analysis/MemoryPlan.h"
 #include "fsdp/Analysis/PlanReport.h"
-#include "fsdp/ScheduleFormat.h"
 #include "fsdp/Sharding.h"
 #include "fsdp/Target/Schedule.h"
 #include "fsdp/Transforms/Passes.h"
+#include "fsdp/schedule/Format.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Tools/mlir-translate/Translation.h"

@@ -3,14 +3,16 @@
 // fsdp::rt::CompiledStep loads fsdp-compile's shared object (fsdp/compiled.h)
 // and checks it before the first step; Executor::compiledStep runs one step
 // through its fsdp_step: the Executor keeps what it does for an interpreted
-// step around the instructions (the resident state, staged inputs, carried
-// outputs, the final synchronisation), so data, checkpoints, summaries and
-// errors are the same on both paths.
+// step around the plan (the resident state, staged inputs, carried outputs,
+// the final synchronisation), so data, checkpoints, summaries and errors
+// are the same on both paths.
 //
 //===----------------------------------------------------------------------===//
-#include "fsdp/Interpreter.h"
+#include "fsdp/CompiledStep.h"
+#include "fsdp/Executor.h"
 #include "fsdp/compiled.h"
 #include "fsdp/runtime.h"
+#include "fsdp/schedule/StepPlan.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -20,6 +22,8 @@
 #include <vector>
 
 namespace fsdp::rt {
+
+using namespace fsdp::schedule;
 
 namespace {
 
@@ -62,7 +66,8 @@ std::string elfProblem(const std::string &path) {
 
 } // namespace
 
-CompiledStep CompiledStep::open(const std::string &path, bool checkWorldSize) {
+CompiledStep CompiledStep::open(const std::string &path,
+                                int64_t expectedWorldSize) {
   CompiledStep c;
   c.file = path;
   if (std::string why = elfProblem(path); !why.empty())
@@ -99,22 +104,22 @@ CompiledStep CompiledStep::open(const std::string &path, bool checkWorldSize) {
                 std::to_string(d.abi_version) + ", this runtime supports " +
                 std::to_string(FSDP_STEP_ABI_VERSION) +
                 " (recompile it with this fsdp-compile)");
-  if (d.format_version != schedule::kVersion)
+  if (d.format_version != kVersion)
     throw Error(path + ": the compiled step has schedule format version " +
                 std::to_string(d.format_version) + "; this runtime supports " +
-                "version " + std::to_string(schedule::kVersion) +
+                "version " + std::to_string(kVersion) +
                 " (recompile it with this fsdp-compile)");
-  if (checkWorldSize && d.world_size != fsdp_world_size())
+  if (expectedWorldSize > 0 && d.world_size != expectedWorldSize)
     throw Error(path + ": the step was compiled for world_size " +
                 std::to_string(d.world_size) + " but " +
-                std::to_string(fsdp_world_size()) +
+                std::to_string(expectedWorldSize) +
                 " rank(s) are running (mpirun -np " +
-                std::to_string(fsdp_world_size()) + ")");
+                std::to_string(expectedWorldSize) + ")");
   if (!d.schedule || d.schedule_bytes < 0)
     throw Error(path + ": the compiled step has no schedule document");
   c.prog = std::make_shared<Program>(Program::fromString(
       std::string(d.schedule, static_cast<size_t>(d.schedule_bytes)),
-      checkWorldSize, path));
+      expectedWorldSize, path));
   const Program &p = *c.prog;
   if (static_cast<int64_t>(p.inputs().size()) != d.num_inputs ||
       static_cast<int64_t>(p.outputs().size()) != d.num_outputs ||
@@ -138,37 +143,37 @@ void Executor::useCompiledStep(const CompiledStep &c) {
     throw Error(c.path() + ": the compiled step is not the Executor's program");
   compiledFn = c.function();
   compiledDesc = &d;
-  stepEvents.assign(static_cast<size_t>(d.num_events), nullptr);
+  events.assign(static_cast<size_t>(d.num_events), nullptr);
 }
 
 void Executor::compiledStep() {
-  outputs.clear();
   std::vector<const void *> in(prog.inputs().size(), nullptr);
   for (size_t i = 0; i < prog.inputs().size(); ++i) {
     const IoDesc &io = prog.inputs()[i];
     if (isStateRole(io.role))
       continue; // at its arena slot already
-    auto st = staged.find(io.buffer);
-    if (st == staged.end())
+    if (!written[i])
       throw Error(prog.name() + ": input buffer " + std::to_string(io.buffer) +
                   " (role '" + io.role +
                   "'): was not written (Executor::write before step)");
-    in[i] = st->second.bytes.data();
+    in[i] = staged[i].data();
   }
   std::vector<void *> out(prog.outputs().size(), nullptr);
-  std::fill(stepEvents.begin(), stepEvents.end(), nullptr);
-  stepContext = {dev,       compute,           arena, world, shard,
-                 replicate, stepEvents.data(), -1};
+  std::fill(events.begin(), events.end(), nullptr);
+  stepContext = {dev,   compute,   arena,         world,
+                 shard, replicate, events.data(), -1};
   running.store(kCompiledStep, std::memory_order_relaxed);
   double t0 = fsdp_profile_enabled() ? fsdp_now() : 0;
   int rc = compiledFn(&stepContext, in.data(), out.data());
   if (rc != FSDP_OK) {
     std::string msg = fsdp_last_error();
     int64_t at = stepContext.instruction;
-    // Complete what is still in flight, as the interpreter's Frame does.
-    for (fsdp_event e : stepEvents)
-      if (e)
+    // Complete what is still in flight, as an interpreted step does.
+    for (fsdp_event &e : events)
+      if (e) {
         fsdp_wait(e);
+        e = nullptr;
+      }
     running.store(kIdle, std::memory_order_relaxed);
     throw Error(
         (at >= 0 && at < static_cast<int64_t>(prog.instructions().size())

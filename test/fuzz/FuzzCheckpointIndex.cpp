@@ -2,7 +2,7 @@
 //
 // libFuzzer entry point for fsdp-run --load's index reader
 // (checkCheckpointIndex, Checkpoint.h). Any input must either parse or
-// throw fsdp::rt::Error.
+// throw fsdp::Error.
 //
 //===----------------------------------------------------------------------===//
 #include "Checkpoint.h"
@@ -16,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     (void)fsdp::run::checkCheckpointIndex(
         std::string(reinterpret_cast<const char *>(data), size),
         "/nonexistent/ck");
-  } catch (const fsdp::rt::Error &) {
+  } catch (const fsdp::Error &) {
   }
   return 0;
 }

@@ -3,7 +3,7 @@
 // libFuzzer entry point for fsdp-run --init-from's reader (SafeTensors.h):
 // the input is written to an anonymous in-memory file (memfd) and opened as
 // a checkpoint, and every tensor it declares is read. Any input must either
-// load or throw fsdp::rt::Error.
+// load or throw fsdp::Error.
 //
 //===----------------------------------------------------------------------===//
 #include "SafeTensors.h"
@@ -35,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       v.resize(static_cast<size_t>(n));
       a.read(t, 0, n, v.data());
     }
-  } catch (const fsdp::rt::Error &) {
+  } catch (const fsdp::Error &) {
   }
   close(fd);
   return 0;

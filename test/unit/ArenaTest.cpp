@@ -1,4 +1,5 @@
-//===- ArenaTest.cpp - Tests of the planned arena in fsdp::rt::Program ----===//
+//===- ArenaTest.cpp - Tests of the planned arena in fsdp::schedule::Program
+//----===//
 //
 // The runtime's use of the compiler's memory plan (runtime/docs/
 // schedule-format.md, "Runtime decisions"): binding of buffers to
@@ -11,7 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "TestDevice.h"
-#include "fsdp/Interpreter.h"
+#include "fsdp/Device.h"
+#include "fsdp/Executor.h"
 #include "fsdp/runtime.h"
 
 #include <gtest/gtest.h>
@@ -19,7 +21,9 @@
 #include <cstdint>
 #include <string>
 
+using namespace fsdp;
 using namespace fsdp::rt;
+using namespace fsdp::schedule;
 
 namespace {
 
@@ -55,7 +59,7 @@ std::string chain(int64_t offX, int64_t offY, int64_t offZ,
 
 std::string runError(Program &p, const HostValues &in) {
   try {
-    p.run(in);
+    runStep(p, in);
   } catch (const Error &e) {
     return e.what();
   }
@@ -66,7 +70,8 @@ const HostValues kX = {{0, {-1, 2, -3, 4, 0, 0.5}}};
 
 TEST(Arena, BindsBuffersAndReusesSlots) {
   // z reuses x's slot: x is freed after #0, z is defined at #1.
-  Program p = Program::fromString(chain(0, 64, 0), true, "chain.json");
+  Program p =
+      Program::fromString(chain(0, 64, 0), fsdp_world_size(), "chain.json");
   ASSERT_TRUE(p.usesArena());
   EXPECT_EQ(p.plannedArenaBytes(), 128);
   Executor ex(p, fsdp::test::cpuDevice());
@@ -111,7 +116,7 @@ TEST(Arena, ZeroFillsReusedSlot) {
       {"op": "nn.relu", "operands": [1], "results": [2], "frees": [1]}]})";
   Program p = Program::fromString(s);
   ASSERT_TRUE(p.usesArena());
-  HostValues out = p.run({{0, {5, 6, 7, 8, 9, 10}}});
+  HostValues out = runStep(p, {{0, {5, 6, 7, 8, 9, 10}}});
   EXPECT_EQ(out.at(3),
             (std::vector<double>{0, 0, 0, 0, 0, 0, 5, 6, 7, 8, 9, 10}));
 }
@@ -134,16 +139,17 @@ TEST(Arena, GatherOverSmallerRunTimeGroupZeroFillsTail) {
       {"op": "nn.relu", "operands": [0], "results": [1], "frees": [0]},
       {"op": "fsdp.all_gather", "operands": [3], "results": [2],
        "attrs": {"group": "world"}, "frees": [1]}]})";
-  Program p = Program::fromString(s, /*checkWorldSize=*/false);
+  Program p = Program::fromString(s, /*expectedWorldSize=*/0);
   ASSERT_TRUE(p.usesArena());
   ASSERT_EQ(fsdp_world_size(), 1) << "the unit tests run on one rank";
-  HostValues out = p.run({{0, {5, 6, 7, 8, 9, 10}}});
+  HostValues out = runStep(p, {{0, {5, 6, 7, 8, 9, 10}}});
   EXPECT_EQ(out.at(2), (std::vector<double>{5, 6, 7, 0, 0, 0}));
 }
 
 TEST(Arena, OverlapWithInputIsAnError) {
   // y is bound to x's bytes while x (an input) is still live.
-  Program p = Program::fromString(chain(0, 0, 64), true, "chain.json");
+  Program p =
+      Program::fromString(chain(0, 0, 64), fsdp_world_size(), "chain.json");
   std::string m = runError(p, kX);
   EXPECT_HAS(m, "chain.json: instruction #0 'nn.relu' (chain.mlir:3:5)");
   EXPECT_HAS(m, "memory plan error: buffer 1 at arena bytes [0, 24) overlaps "
@@ -172,7 +178,7 @@ TEST(Arena, OverlapBetweenIntermediatesIsAnError) {
        "attrs": {"axis": 0, "sizes": [2, 2]}, "loc": "s.mlir:2:3"},
       {"op": "nn.add", "operands": [1, 2], "results": [3], "frees": [1, 2],
        "loc": "s.mlir:3:3"}]})";
-  Program p = Program::fromString(s, true, "split.json");
+  Program p = Program::fromString(s, fsdp_world_size(), "split.json");
   std::string m = runError(p, {{0, std::vector<double>(12, 1.0)}});
   EXPECT_HAS(m, "split.json: instruction #0 'nn.split' (s.mlir:2:3): memory "
                 "plan error: buffer 2 at arena bytes [64, 88) overlaps live "
@@ -190,7 +196,7 @@ TEST(Arena, OverlapBetweenIntermediatesIsAnError) {
   ok.replace(ok.find(from), from.size(),
              R"("id": 3, "dtype": "f32", "shape": [2, 3], "arena_offset": 0)");
   Program okp = Program::fromString(ok);
-  EXPECT_EQ(okp.run({{0, std::vector<double>(12, 1.0)}}).at(3),
+  EXPECT_EQ(runStep(okp, {{0, std::vector<double>(12, 1.0)}}).at(3),
             std::vector<double>(6, 2.0));
 }
 
@@ -198,9 +204,10 @@ TEST(Arena, PartialPlanAllocatesPerBuffer) {
   Program p = Program::fromString(chain(0, 0, -1)); // z has no offset
   EXPECT_FALSE(p.usesArena());
   EXPECT_EQ(p.plannedArenaBytes(), 0);
-  HostValues out = p.run(kX); // the overlapping offsets are ignored
+  int64_t peak = 0;
+  HostValues out = runStep(p, kX, &peak); // the overlapping offsets are ignored
   EXPECT_EQ(out.at(2), (std::vector<double>{0, 2, 0, 4, 0, 0.5}));
-  EXPECT_EQ(p.lastPeakBytes(), 48);
+  EXPECT_EQ(peak, 48);
   Executor ex(p, fsdp::test::cpuDevice());
   EXPECT_FALSE(ex.usesArena());
   EXPECT_EQ(ex.arenaBytes(), 0);
@@ -209,7 +216,7 @@ TEST(Arena, PartialPlanAllocatesPerBuffer) {
 TEST(Arena, LoadTimeOffsetChecks) {
   auto err = [](const std::string &text) {
     try {
-      Program::fromString(text, true, "bad.json");
+      Program::fromString(text, fsdp_world_size(), "bad.json");
     } catch (const Error &e) {
       return std::string(e.what());
     }
@@ -274,8 +281,10 @@ std::vector<double> trainState(const Program &p, AllocMode mode) {
 TEST(State, ResidentAndWrittenInPlace) {
   // Three steps of p -= 0.5·x: p = {1, 2, 3, 4} - 1.5·{2, -2, 4, 0}.
   const std::vector<double> want = {-2, 5, -3, 4};
-  Program inPlace = Program::fromString(sgdState(true), true, "sgd.json");
-  Program copied = Program::fromString(sgdState(false, 192), true, "sgd.json");
+  Program inPlace =
+      Program::fromString(sgdState(true), fsdp_world_size(), "sgd.json");
+  Program copied =
+      Program::fromString(sgdState(false, 192), fsdp_world_size(), "sgd.json");
   for (AllocMode m : {AllocMode::Arena, AllocMode::PerBuffer}) {
     EXPECT_EQ(trainState(inPlace, m), want);
     EXPECT_EQ(trainState(copied, m), want);
@@ -291,7 +300,7 @@ TEST(State, ResidentAndWrittenInPlace) {
 TEST(State, UnsafeAliasesAndFreedStateAreErrors) {
   auto err = [](const std::string &text) {
     try {
-      Program p = Program::fromString(text, true, "sgd.json");
+      Program p = Program::fromString(text, fsdp_world_size(), "sgd.json");
       Executor ex(p, fsdp::test::cpuDevice());
     } catch (const Error &e) {
       return std::string(e.what());
@@ -330,7 +339,7 @@ TEST(State, InputsPlannedOverEachOtherAreAnError) {
   ASSERT_NE(text.find(from), std::string::npos);
   text.replace(text.find(from), from.size(),
                R"({"id": 1, "dtype": "f32", "shape": [4], "arena_offset": 0})");
-  Program p = Program::fromString(text, true, "sgd.json");
+  Program p = Program::fromString(text, fsdp_world_size(), "sgd.json");
   Executor ex(p, fsdp::test::cpuDevice());
   ex.write(0, {1, 2, 3, 4});
   ex.write(1, {2, -2, 4, 0});

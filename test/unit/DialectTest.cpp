@@ -12,7 +12,7 @@
 #include "fsdp/Conversion/Passes.h"
 #include "fsdp/Dialect/FSDP/FSDP.h"
 #include "fsdp/Dialect/NN/NN.h"
-#include "fsdp/ScheduleFormat.h"
+#include "fsdp/schedule/Format.h"
 
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -11,8 +11,8 @@
 // ~ε·|f|/h, stays far below the tolerance even for small gradients).
 //
 //===----------------------------------------------------------------------===//
+#include "fsdp/Executor.h"
 #include "fsdp/InitAll.h"
-#include "fsdp/Interpreter.h"
 #include "fsdp/Target/Schedule.h"
 #include "fsdp/Transforms/Passes.h"
 
@@ -35,7 +35,7 @@
 namespace {
 
 using fsdp::rt::HostValues;
-using fsdp::rt::Program;
+using fsdp::schedule::Program;
 
 constexpr double kStep = 1e-4;
 constexpr double kTolerance = 1e-6;
@@ -72,7 +72,7 @@ bool compile(const char *src, Program &prog) {
     return false;
   }
   std::string error;
-  if (!Program::tryFromString(json, prog, error, /*checkWorldSize=*/false,
+  if (!Program::tryFromString(json, prog, error, /*expectedWorldSize=*/0,
                               "<gradcheck>")) {
     ADD_FAILURE() << "schedule rejected: " << error << "\n" << json;
     return false;
@@ -102,8 +102,8 @@ double gradCheck(const char *src, const Options &opt = {}) {
   std::uniform_real_distribution<double> uni(-opt.range, opt.range);
   HostValues inputs;
   std::map<std::string, int64_t> paramBuffer; // fqn -> input buffer
-  for (const fsdp::rt::IoDesc &io : prog.inputs()) {
-    const fsdp::rt::BufferDesc &bd = prog.buffer(io.buffer);
+  for (const fsdp::schedule::IoDesc &io : prog.inputs()) {
+    const fsdp::schedule::BufferDesc &bd = prog.buffer(io.buffer);
     std::vector<double> v(bd.numel);
     if (io.role == "param") {
       EXPECT_FALSE(io.fqn.empty()) << "unsharded param input without fqn";
@@ -133,7 +133,7 @@ double gradCheck(const char *src, const Options &opt = {}) {
 
   int64_t lossBuffer = -1;
   std::map<std::string, int64_t> gradBuffer; // fqn -> output buffer
-  for (const fsdp::rt::IoDesc &io : prog.outputs()) {
+  for (const fsdp::schedule::IoDesc &io : prog.outputs()) {
     if (io.role == "loss")
       lossBuffer = io.buffer;
     else if (io.role == "grad")
@@ -148,14 +148,14 @@ double gradCheck(const char *src, const Options &opt = {}) {
 
   HostValues outputs;
   std::string error;
-  if (!prog.tryRun(inputs, outputs, error)) {
+  if (!fsdp::rt::tryRunStep(prog, inputs, outputs, error)) {
     ADD_FAILURE() << "run failed: " << error;
     return INFINITY;
   }
   auto lossAt = [&](const HostValues &in) -> double {
     HostValues out;
     std::string err;
-    if (!prog.tryRun(in, out, err)) {
+    if (!fsdp::rt::tryRunStep(prog, in, out, err)) {
       ADD_FAILURE() << "run failed: " << err;
       return NAN;
     }

@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "fsdp/Half.h"
 #include "TestDevice.h"
-#include "fsdp/Interpreter.h"
+#include "fsdp/Executor.h"
 #include "fsdp/runtime.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +19,7 @@
 #include <string>
 
 using namespace fsdp;
+using namespace fsdp::schedule;
 
 namespace {
 
@@ -161,22 +162,24 @@ std::string oneOp(const std::string &op, const std::string &in,
 }
 
 TEST(Half, CastKernel) {
-  using rt::Program;
+  using schedule::Program;
   // f32 -> bf16 -> widened output: rounded values; peak = 24 + 12 bytes.
   Program p = Program::fromString(oneOp("nn.cast", "f32", "bf16"));
   double tie = bitsFloat(0x3F818000u);
-  rt::HostValues out = p.run({{0, {1.0, tie, 65520.0, -1e-40, 3.0, 1e39}}});
+  int64_t peak = 0;
+  rt::HostValues out =
+      rt::runStep(p, {{0, {1.0, tie, 65520.0, -1e-40, 3.0, 1e39}}}, &peak);
   EXPECT_EQ(out.at(1)[0], 1.0);
   EXPECT_EQ(out.at(1)[1], bf16ToFloat(0x3F82));
   EXPECT_EQ(out.at(1)[2], 65536.0);
   EXPECT_EQ(out.at(1)[3], -std::ldexp(1.0, -133)); // ~1.09 subnormal units
   EXPECT_TRUE(std::isinf(out.at(1)[5]));           // 1e39 is inf already in f32
-  EXPECT_EQ(p.lastPeakBytes(), 24 + 12);
+  EXPECT_EQ(peak, 24 + 12);
   // f32 -> f16: 65520 overflows to inf.
   Program q = Program::fromString(oneOp("nn.cast", "f32", "f16"));
-  out = q.run({{0,
-                {1.0, 65504.0, 65520.0, -2.5, std::ldexp(1.0, -25),
-                 std::ldexp(3.0, -25)}}});
+  out = rt::runStep(q, {{0,
+                         {1.0, 65504.0, 65520.0, -2.5, std::ldexp(1.0, -25),
+                          std::ldexp(3.0, -25)}}});
   EXPECT_EQ(out.at(1)[1], 65504.0);
   EXPECT_TRUE(std::isinf(out.at(1)[2]));
   EXPECT_EQ(out.at(1)[4], 0.0);
@@ -184,28 +187,30 @@ TEST(Half, CastKernel) {
   // f64 -> bf16 rounds once; bf16 -> f64 and f16 -> f32 widen exactly.
   Program r = Program::fromString(oneOp("nn.cast", "f64", "bf16"));
   double d = 1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -30);
-  out = r.run({{0, {d, 0, 0, 0, 0, 0}}});
+  out = rt::runStep(r, {{0, {d, 0, 0, 0, 0, 0}}});
   EXPECT_EQ(out.at(1)[0], bf16ToFloat(0x3F81));
   Program w = Program::fromString(oneOp("nn.cast", "f16", "f64"));
-  out = w.run({{0, {std::ldexp(1.0, -24), 65504, -1, 0, 0, 0.1}}});
+  out = rt::runStep(w, {{0, {std::ldexp(1.0, -24), 65504, -1, 0, 0, 0.1}}});
   EXPECT_EQ(out.at(1)[0], std::ldexp(1.0, -24));
   EXPECT_EQ(out.at(1)[5], f16ToFloat(hf(0.1f)));
 }
 
 TEST(Half, OpsComputeInF32AndRound) {
-  using rt::Program;
+  using schedule::Program;
   // relu in bf16: operands widened, the f32 kernel, results rounded.
   Program p = Program::fromString(oneOp("nn.relu", "bf16", "bf16"));
-  rt::HostValues out = p.run({{0, {-1, 1.00390625, 3, -0.5, 0.1, 2}}});
+  int64_t peak = 0;
+  rt::HostValues out =
+      rt::runStep(p, {{0, {-1, 1.00390625, 3, -0.5, 0.1, 2}}}, &peak);
   EXPECT_EQ(out.at(1)[0], 0.0);
   EXPECT_EQ(out.at(1)[1], 1.0); // the input was rounded to bf16 already
   EXPECT_EQ(out.at(1)[4], bf16ToFloat(floatToBf16(0.1f)));
   // Peak bytes count the two 12-byte schedule buffers, not the f32 scratch.
-  EXPECT_EQ(p.lastPeakBytes(), 24);
+  EXPECT_EQ(peak, 24);
   // add in f16 (x + x): the input 1024.5 is a tie in f16 and was stored
   // as 1024; 60000 + 60000 overflows to inf.
   Program a = Program::fromString(oneOp("nn.add", "f16", "f16", "[0, 0]"));
-  out = a.run({{0, {1024.5, 1, 2, 3, 60000, 0.25}}});
+  out = rt::runStep(a, {{0, {1024.5, 1, 2, 3, 60000, 0.25}}});
   EXPECT_EQ(out.at(1)[0], 2048.0);
   EXPECT_TRUE(std::isinf(out.at(1)[4])); // 120000 overflows
   EXPECT_EQ(out.at(1)[5], 0.5);
@@ -213,8 +218,8 @@ TEST(Half, OpsComputeInF32AndRound) {
 
 std::string errorOf(const std::string &text) {
   try {
-    rt::Program::fromString(text, true, "test.json");
-  } catch (const rt::Error &e) {
+    schedule::Program::fromString(text, fsdp_world_size(), "test.json");
+  } catch (const fsdp::Error &e) {
     return e.what();
   }
   return "";

@@ -1,4 +1,5 @@
-//===- InterpreterTest.cpp - Tests of fsdp::rt::Program -------------------===//
+//===- InterpreterTest.cpp - Tests of fsdp::schedule::Program
+//-------------------===//
 //
 // The schedule interpreter in-process on one rank (no MPI): its error
 // messages (not JSON, wrong format/version, unknown op/dtype, wrong operand
@@ -7,8 +8,9 @@
 // check of the whole step (SGD schedule, f64) against finite differences.
 //
 //===----------------------------------------------------------------------===//
-#include "fsdp/Interpreter.h"
 #include "TestDevice.h"
+#include "fsdp/Device.h"
+#include "fsdp/Executor.h"
 #include "fsdp/runtime.h"
 
 #include <gtest/gtest.h>
@@ -16,7 +18,9 @@
 #include <cmath>
 #include <string>
 
+using namespace fsdp;
 using namespace fsdp::rt;
+using namespace fsdp::schedule;
 
 namespace {
 
@@ -41,7 +45,7 @@ std::string tiny(const std::string &op = "nn.relu",
 
 std::string errorOf(const std::string &text, bool checkWorld = true) {
   try {
-    Program::fromString(text, checkWorld, "test.json");
+    Program::fromString(text, checkWorld ? fsdp_world_size() : 0, "test.json");
   } catch (const Error &e) {
     return e.what();
   }
@@ -54,9 +58,10 @@ std::string errorOf(const std::string &text, bool checkWorld = true) {
 
 TEST(Interpreter, RunsTinySchedule) {
   Program p = Program::fromString(tiny());
-  HostValues out = p.run({{0, {-1, 2, -3, 4, 0, 0.5}}});
+  int64_t peak = 0;
+  HostValues out = runStep(p, {{0, {-1, 2, -3, 4, 0, 0.5}}}, &peak);
   EXPECT_EQ(out.at(1), (std::vector<double>{0, 2, 0, 4, 0, 0.5}));
-  EXPECT_EQ(p.lastPeakBytes(), 48); // input and result, 24 bytes each
+  EXPECT_EQ(peak, 48); // input and result, 24 bytes each
   EXPECT_EQ(fsdp::test::allocationsLeft([&] {
               EXPECT_EQ(
                   fsdp::test::stepOnTestDevice(p, {{0, {1, 2, 3, 4, 5, 6}}}),
@@ -72,9 +77,9 @@ TEST(Interpreter, NonThrowingVariants) {
   EXPECT_HAS(err, "unknown op 'nn.foo'");
   ASSERT_TRUE(Program::tryFromString(tiny(), p, err));
   HostValues out;
-  EXPECT_FALSE(p.tryRun({}, out, err));
+  EXPECT_FALSE(tryRunStep(p, {}, out, err));
   EXPECT_HAS(err, "input buffer 0 (role 'features') was not provided");
-  ASSERT_TRUE(p.tryRun({{0, {1, -1, 1, -1, 1, -1}}}, out, err));
+  ASSERT_TRUE(tryRunStep(p, {{0, {1, -1, 1, -1, 1, -1}}}, out, err));
   EXPECT_EQ(out.at(1), (std::vector<double>{1, 0, 1, 0, 1, 0}));
   EXPECT_FALSE(Program::tryFromFile("/nonexistent.json", p, err));
 }
@@ -126,7 +131,7 @@ TEST(Interpreter, ErrorMissingFileAndInput) {
   }
   Program p = Program::fromString(tiny());
   try {
-    p.run({{0, {1, 2}}});
+    runStep(p, {{0, {1, 2}}});
     FAIL();
   } catch (const Error &e) {
     EXPECT_HAS(e.what(), "needs 6 values, got 2");
@@ -160,7 +165,8 @@ HostValues linearInputs(const Program &p, int64_t badLabel = -1) {
 TEST(Interpreter, LinearStepMatchesDirectComputation) {
   Program p = Program::fromFile(kDir + "/linear_f64_np1.json");
   HostValues in = linearInputs(p);
-  HostValues out = p.run(in);
+  int64_t peak = 0;
+  HostValues out = runStep(p, in, &peak);
   const int64_t b = 12, f = 13, c = 5;
   const auto &x = in.at(0), &lab = in.at(1), &w = in.at(3);
   double loss = 0;
@@ -183,7 +189,7 @@ TEST(Interpreter, LinearStepMatchesDirectComputation) {
     if (io.role == "loss")
       lossId = io.buffer;
   EXPECT_NEAR(out.at(lossId).at(0), loss, 1e-12);
-  EXPECT_GT(p.lastPeakBytes(), 0);
+  EXPECT_GT(peak, 0);
   EXPECT_EQ(fsdp::test::allocationsLeft(
                 [&] { EXPECT_EQ(fsdp::test::stepOnTestDevice(p, in), ""); }),
             0);
@@ -192,7 +198,7 @@ TEST(Interpreter, LinearStepMatchesDirectComputation) {
 TEST(Interpreter, LabelOutOfRangeIsAnError) {
   Program p = Program::fromFile(kDir + "/linear_f64_np1.json");
   try {
-    p.run(linearInputs(p, 5));
+    runStep(p, linearInputs(p, 5));
     FAIL();
   } catch (const Error &e) {
     EXPECT_HAS(e.what(), "'nn.cross_entropy' (linear.mlir:5:3)");
@@ -221,7 +227,7 @@ TEST(Interpreter, WholeStepGradientCheck) {
   for (const IoDesc &io : p.inputs())
     if (io.role == "param")
       paramIn = io.buffer;
-  HostValues out = p.run(in);
+  HostValues out = runStep(p, in);
   const double lr = 0.5, h = 1e-6;
   const auto &p0 = in.at(paramIn), &p1 = out.at(paramOut);
   for (size_t i = 0; i < p0.size(); ++i) {
@@ -229,7 +235,8 @@ TEST(Interpreter, WholeStepGradientCheck) {
     plus[paramIn][i] += h;
     minus[paramIn][i] -= h;
     double fd =
-        (p.run(plus).at(lossId)[0] - p.run(minus).at(lossId)[0]) / (2 * h);
+        (runStep(p, plus).at(lossId)[0] - runStep(p, minus).at(lossId)[0]) /
+        (2 * h);
     EXPECT_NEAR((p0[i] - p1[i]) / lr, fd, 1e-7) << "parameter element " << i;
   }
 }
@@ -272,7 +279,7 @@ TEST(Interpreter, EmbeddingIndexOutOfRangeIsAnError) {
   std::string text = embedSchedule();
   Program p = Program::fromString(text);
   try {
-    p.run({{0, {0, 1, 2, 3, 4, 0}}, {1, {0, 0, 0, 0, 0, 0, 0, 0}}});
+    runStep(p, {{0, {0, 1, 2, 3, 4, 0}}, {1, {0, 0, 0, 0, 0, 0, 0, 0}}});
     FAIL();
   } catch (const Error &e) {
     EXPECT_HAS(e.what(), "instruction #0 'nn.embedding' (gpt.mlir:3:9)");

@@ -11,7 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "TestDevice.h"
-#include "fsdp/Interpreter.h"
+#include "fsdp/Device.h"
+#include "fsdp/Executor.h"
 #include "fsdp/Sharding.h"
 #include "fsdp/runtime.h"
 
@@ -19,7 +20,9 @@
 
 #include <string>
 
+using namespace fsdp;
 using namespace fsdp::rt;
+using namespace fsdp::schedule;
 
 namespace {
 
@@ -29,7 +32,7 @@ namespace {
 
 std::string errorOf(const std::string &text, bool checkWorld = false) {
   try {
-    Program::fromString(text, checkWorld, "s.json");
+    Program::fromString(text, checkWorld ? fsdp_world_size() : 0, "s.json");
   } catch (const Error &e) {
     return e.what();
   }
@@ -70,11 +73,11 @@ TEST(Strategy, DefaultsAreFullShardOverTheWorld) {
   EXPECT_EQ(p.shardSize(), 2);
   EXPECT_EQ(p.groupSize(Group::Shard), 2);
   EXPECT_EQ(p.groupSize(Group::Replicate), 1);
-  EXPECT_EQ(p.instructions()[0].group, Group::Shard);
+  EXPECT_EQ(p.instructions()[0].group(), Group::Shard);
   Program q = Program::fromString(
       sched(4, "", "fsdp.all_reduce", R"({"op": "sum"})", 2, 2, 8, 2), false);
-  EXPECT_EQ(q.instructions()[0].group, Group::World); // all_reduce default
-  EXPECT_FALSE(q.instructions()[0].average);
+  EXPECT_EQ(q.instructions()[0].group(), Group::World); // all_reduce default
+  EXPECT_FALSE(q.instructions()[0].average());
 }
 
 TEST(Strategy, HybridGridSizesGroups) {
@@ -92,7 +95,7 @@ TEST(Strategy, HybridGridSizesGroups) {
       sched(6, h, "fsdp.all_reduce", R"({"group": "replicate", "op": "avg"})",
             2, 2, 6, 2),
       false);
-  EXPECT_EQ(q.instructions()[0].group, Group::Replicate);
+  EXPECT_EQ(q.instructions()[0].group(), Group::Replicate);
 }
 
 TEST(Strategy, GridErrors) {
@@ -145,12 +148,12 @@ TEST(Strategy, LocalShardAndAllReduceOnOneRank) {
   Program ls =
       Program::fromString(sched(1, R"(, "strategy": "shard-optimizer")",
                                 "fsdp.local_shard", "{}", 6, 6, 6, 6, "full"));
-  HostValues out = ls.run({{0, {1, 2, 3, 4, 5, 6}}});
+  HostValues out = runStep(ls, {{0, {1, 2, 3, 4, 5, 6}}});
   EXPECT_EQ(out.at(1), (std::vector<double>{1, 2, 3, 4, 5, 6}));
   Program ar = Program::fromString(
       sched(1, R"(, "strategy": "no-shard")", "fsdp.all_reduce",
             R"({"op": "avg", "group": "world"})", 6, 6, 6, 6, "full"));
-  out = ar.run({{0, {1, -2, 3, 4, 5, 6}}});
+  out = runStep(ar, {{0, {1, -2, 3, 4, 5, 6}}});
   EXPECT_EQ(out.at(1), (std::vector<double>{1, -2, 3, 4, 5, 6}));
   // On an explicit device: no bytes sent.
   fsdp_device d = fsdp::test::cpuDevice();

@@ -9,7 +9,8 @@
 #ifndef FSDP_TEST_UNIT_TESTDEVICE_H
 #define FSDP_TEST_UNIT_TESTDEVICE_H
 
-#include "fsdp/Interpreter.h"
+#include "fsdp/Device.h"
+#include "fsdp/Executor.h"
 #include "fsdp/runtime.h"
 
 #include <cstdint>
@@ -49,14 +50,15 @@ template <typename Fn> int64_t allocationsLeft(Fn &&fn) {
 /// allocation per buffer) with `inputs`; an Error is caught and returned
 /// ("" if none).
 inline std::string
-stepOnTestDevice(const fsdp::rt::Program &p, const fsdp::rt::HostValues &inputs,
+stepOnTestDevice(const fsdp::schedule::Program &p,
+                 const fsdp::rt::HostValues &inputs,
                  fsdp::rt::AllocMode mode = fsdp::rt::AllocMode::PerBuffer) {
   try {
     fsdp::rt::Executor ex(p, cpuDevice(), mode);
     for (const auto &[id, v] : inputs)
       ex.write(id, v);
     ex.step();
-  } catch (const fsdp::rt::Error &e) {
+  } catch (const fsdp::Error &e) {
     return e.what();
   }
   return "";

@@ -22,7 +22,9 @@
 #include <stdexcept>
 #include <vector>
 
+using namespace fsdp;
 using namespace fsdp::rt;
+using namespace fsdp::schedule;
 
 namespace {
 

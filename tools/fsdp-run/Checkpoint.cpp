@@ -27,13 +27,13 @@
 #include <sys/stat.h>
 #include <vector>
 
-using fsdp::rt::DType;
-using fsdp::rt::Error;
+using fsdp::Error;
 using fsdp::rt::Executor;
-using fsdp::rt::IoDesc;
-using fsdp::rt::ParamDesc;
-using fsdp::rt::Program;
-using fsdp::rt::UnitDesc;
+using fsdp::schedule::DType;
+using fsdp::schedule::IoDesc;
+using fsdp::schedule::ParamDesc;
+using fsdp::schedule::Program;
+using fsdp::schedule::UnitDesc;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
@@ -51,7 +51,7 @@ std::string rankFile(int64_t rank) {
 
 DType parseDtype(const std::string &s) {
   for (DType t : {DType::F32, DType::F64, DType::BF16, DType::F16})
-    if (s == fsdp::rt::dtypeName(t))
+    if (s == fsdp::schedule::dtypeName(t))
       return t;
   throw Error("unsupported state dtype '" + s + "'");
 }
@@ -335,11 +335,12 @@ void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
                               {"offset", r.offset},
                               {"begin", r.begin},
                               {"end", r.end}});
-          tensors.push_back({{"fqn", p.fqn},
-                             {"role", role},
-                             {"shape", p.shape},
-                             {"dtype", fsdp::rt::dtypeName(it->second.dtype)},
-                             {"ranges", ranges}});
+          tensors.push_back(
+              {{"fqn", p.fqn},
+               {"role", role},
+               {"shape", p.shape},
+               {"dtype", fsdp::schedule::dtypeName(it->second.dtype)},
+               {"ranges", ranges}});
         }
     json run = {{"seed", meta.seed},
                 {"data", meta.data},

@@ -17,7 +17,7 @@
 #ifndef FSDP_RUN_CHECKPOINT_H
 #define FSDP_RUN_CHECKPOINT_H
 
-#include "fsdp/Interpreter.h"
+#include "fsdp/Executor.h"
 
 #include <cstdint>
 #include <string>
@@ -41,7 +41,7 @@ struct RunMeta {
 /// last, fsyncs, and swaps the directory into place (renameat2
 /// RENAME_EXCHANGE, so the previous checkpoint stays whole until the new one
 /// is) only after every rank succeeded. `dir` must not exist, be empty, or
-/// be a checkpoint. Collective over MPI_COMM_WORLD. Throws fsdp::rt::Error
+/// be a checkpoint. Collective over MPI_COMM_WORLD. Throws fsdp::Error
 /// on any rank's failure (every rank throws; the partial directory is
 /// removed).
 void saveCheckpoint(const std::string &dir, const fsdp::rt::Executor &ex,
@@ -60,7 +60,7 @@ struct LoadedCheckpoint {
 /// has, no extra FQN), verifies the size and CRC-32 of every file this rank
 /// reads, and writes this rank's buffers: `param` and `master` from the saved
 /// master if there is one, else the saved param, converted to the buffer
-/// dtype; moments from the saved moments. Throws fsdp::rt::Error naming the
+/// dtype; moments from the saved moments. Throws fsdp::Error naming the
 /// FQN, role, shape or file that does not match.
 LoadedCheckpoint loadCheckpoint(const std::string &dir, fsdp::rt::Executor &ex,
                                 int rank);
@@ -68,10 +68,10 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, fsdp::rt::Executor &ex,
 /// Parses the text of an index.json (version 1 or 2) as --load does first,
 /// checking every field's type and every range's file and bounds, with
 /// file paths relative to `dir`; returns the saved step. Throws
-/// fsdp::rt::Error naming what is malformed. (The fuzz target's entry.)
+/// fsdp::Error naming what is malformed. (The fuzz target's entry.)
 int64_t checkCheckpointIndex(const std::string &text, const std::string &dir);
 
-/// Throws fsdp::rt::Error unless `dir` can become a checkpoint: absent,
+/// Throws fsdp::Error unless `dir` can become a checkpoint: absent,
 /// an empty directory, or a directory with an fsdp-checkpoint index.json
 /// (a save replaces a directory, so it must never be someone's data). With
 /// `periodic` (--save-every), `dir` is a root of step_<step> checkpoints
@@ -88,7 +88,7 @@ void pruneCheckpoints(const std::string &root, int64_t keep);
 
 /// What --load DIR names: DIR if it holds an index.json, else the newest
 /// step_* checkpoint under DIR that does (a --save-every root). Throws
-/// fsdp::rt::Error if there is neither.
+/// fsdp::Error if there is neither.
 std::string resolveCheckpoint(const std::string &dir);
 
 } // namespace fsdp::run

@@ -14,7 +14,7 @@
 #include <fstream>
 #include <unistd.h>
 
-using fsdp::rt::Error;
+using fsdp::Error;
 using nlohmann::json;
 namespace fs = std::filesystem;
 

@@ -26,10 +26,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-using fsdp::rt::Error;
+using fsdp::Error;
 using fsdp::rt::HostValues;
-using fsdp::rt::IoDesc;
-using fsdp::rt::Program;
+using fsdp::schedule::IoDesc;
+using fsdp::schedule::Program;
 
 namespace fsdp::run {
 
@@ -155,9 +155,9 @@ void readCsv(const std::string &path, int64_t featPerSample,
 
 } // namespace
 
-std::vector<double> initFull(const fsdp::rt::UnitDesc &u, uint64_t seed) {
+std::vector<double> initFull(const fsdp::schedule::UnitDesc &u, uint64_t seed) {
   std::vector<double> full(u.paddedNumel, 0.0);
-  for (const fsdp::rt::ParamDesc &p : u.params) {
+  for (const fsdp::schedule::ParamDesc &p : u.params) {
     if (p.numel <= 0)
       continue;
     fsdp::init::Spec spec = initSpec(p.init, p.fqn);
@@ -167,11 +167,11 @@ std::vector<double> initFull(const fsdp::rt::UnitDesc &u, uint64_t seed) {
   return full;
 }
 
-std::vector<double> initShard(const fsdp::rt::UnitDesc &u, uint64_t seed,
+std::vector<double> initShard(const fsdp::schedule::UnitDesc &u, uint64_t seed,
                               int64_t shardIndex) {
   std::vector<double> shard(u.shardNumel, 0.0);
   int64_t begin = shardIndex * u.shardNumel, end = begin + u.shardNumel;
-  for (const fsdp::rt::ParamDesc &p : u.params) {
+  for (const fsdp::schedule::ParamDesc &p : u.params) {
     int64_t lo = std::max(begin, p.offset);
     int64_t hi = std::min(end, p.offset + p.numel);
     if (lo >= hi)

@@ -11,7 +11,7 @@
 #ifndef FSDP_RUN_DATA_H
 #define FSDP_RUN_DATA_H
 
-#include "fsdp/Interpreter.h"
+#include "fsdp/Executor.h"
 
 #include <cstdint>
 #include <initializer_list>
@@ -35,12 +35,12 @@ double normal01(uint64_t h);
 /// group, r mod S): flat element f of the unit is in it when f in
 /// [i·shard_numel, (i+1)·shard_numel); element j of parameter `fqn` is
 /// the value of its init spec (fsdp/InitSpec.h) for (seed, fqn, j); padding
-/// and gaps are zero. Throws fsdp::rt::Error for a spec that does not parse.
-std::vector<double> initShard(const fsdp::rt::UnitDesc &u, uint64_t seed,
+/// and gaps are zero. Throws fsdp::Error for a spec that does not parse.
+std::vector<double> initShard(const fsdp::schedule::UnitDesc &u, uint64_t seed,
                               int64_t shardIndex);
 /// The whole padded flat buffer [padded_numel] of `unit` (layout "full"),
 /// the same values as the shards of initShard side by side.
-std::vector<double> initFull(const fsdp::rt::UnitDesc &u, uint64_t seed);
+std::vector<double> initFull(const fsdp::schedule::UnitDesc &u, uint64_t seed);
 
 /// How token windows are drawn from a token file.
 enum class DataOrder {
@@ -57,12 +57,12 @@ enum class DataOrder {
 /// when it has `tokens`, a `.bin` file is read as little-endian uint16 token
 /// ids (the nanoGPT / llm.c convention; memory-mapped) and any other file as
 /// bytes (vocabulary 256). Windows of T+1 tokens give tokens = w[0, T) and
-/// targets = w[1, T]; `order` picks where they start. Throws fsdp::rt::Error
+/// targets = w[1, T]; `order` picks where they start. Throws fsdp::Error
 /// for an unreadable or too short file, a .bin of odd size, or a token id
 /// >= the model's vocabulary (naming its position).
 class DataSource {
 public:
-  DataSource(const fsdp::rt::Program &p, const std::string &dataFile,
+  DataSource(const fsdp::schedule::Program &p, const std::string &dataFile,
              uint64_t seed, int rank, DataOrder order = DataOrder::Random);
   ~DataSource();
   DataSource(const DataSource &) = delete;
@@ -94,7 +94,7 @@ private:
   void mapTokens(const std::string &path);
   void fillRow(int64_t step, const Slot &s, int64_t g, double *out) const;
 
-  const fsdp::rt::Program &prog;
+  const fsdp::schedule::Program &prog;
   uint64_t seed;
   std::vector<Slot> slots;
   int featuresSlot = -1, tokensSlot = -1;

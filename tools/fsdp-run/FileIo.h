@@ -9,7 +9,7 @@
 #ifndef FSDP_RUN_FILEIO_H
 #define FSDP_RUN_FILEIO_H
 
-#include "fsdp/Interpreter.h"
+#include "fsdp/Executor.h"
 
 #include <cerrno>
 #include <cstdint>
@@ -59,9 +59,10 @@ inline bool writeAt(int fd, const void *buf, uint64_t n, uint64_t off) {
 /// The flat element range [begin, end) of unit `u` that `rank`'s buffer of
 /// input `io` holds: its shard (index rank mod S) for layout "shard", the
 /// whole padded buffer for "full".
-inline void stateRange(const fsdp::rt::Program &p, const fsdp::rt::UnitDesc &u,
-                       const fsdp::rt::IoDesc &io, int rank, int64_t &begin,
-                       int64_t &end) {
+inline void stateRange(const fsdp::schedule::Program &p,
+                       const fsdp::schedule::UnitDesc &u,
+                       const fsdp::schedule::IoDesc &io, int rank,
+                       int64_t &begin, int64_t &end) {
   if (io.layout == "full") {
     begin = 0;
     end = u.paddedNumel;
@@ -74,8 +75,8 @@ inline void stateRange(const fsdp::rt::Program &p, const fsdp::rt::UnitDesc &u,
 /// Whether `rank` holds the copy of `io` that is written to files: the
 /// first replica's shards (ranks < S), or rank 0's full buffer. Other ranks
 /// hold replicas of those bytes.
-inline bool writesCopy(const fsdp::rt::Program &p, const fsdp::rt::IoDesc &io,
-                       int rank) {
+inline bool writesCopy(const fsdp::schedule::Program &p,
+                       const fsdp::schedule::IoDesc &io, int rank) {
   return io.layout == "full" ? rank == 0 : rank < p.shardSize();
 }
 
@@ -83,9 +84,9 @@ inline bool writesCopy(const fsdp::rt::Program &p, const fsdp::rt::IoDesc &io,
 /// elements [begin, end) of the unit, with [lo, hi) the overlap in the
 /// unit's flat (unpadded-offset) numbering; lo < hi.
 template <typename F>
-inline void forEachParamIn(const fsdp::rt::UnitDesc &u, int64_t begin,
+inline void forEachParamIn(const fsdp::schedule::UnitDesc &u, int64_t begin,
                            int64_t end, F &&f) {
-  for (const fsdp::rt::ParamDesc &p : u.params) {
+  for (const fsdp::schedule::ParamDesc &p : u.params) {
     int64_t lo = begin > p.offset ? begin : p.offset;
     int64_t hi = end < p.offset + p.numel ? end : p.offset + p.numel;
     if (lo < hi)

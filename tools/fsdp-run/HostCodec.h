@@ -9,8 +9,8 @@
 #ifndef FSDP_RUN_HOSTCODEC_H
 #define FSDP_RUN_HOSTCODEC_H
 
+#include "fsdp/Executor.h"
 #include "fsdp/Half.h"
-#include "fsdp/Interpreter.h"
 
 #include <cstdint>
 #include <cstring>
@@ -22,8 +22,8 @@
 namespace fsdp::run {
 
 /// Bytes per element of a floating dtype (f64, f32, bf16, f16), else 0.
-inline int64_t floatBytes(fsdp::rt::DType t) {
-  using fsdp::rt::DType;
+inline int64_t floatBytes(fsdp::schedule::DType t) {
+  using fsdp::schedule::DType;
   return t == DType::F64                         ? 8
          : t == DType::F32                       ? 4
          : (t == DType::BF16 || t == DType::F16) ? 2
@@ -31,9 +31,9 @@ inline int64_t floatBytes(fsdp::rt::DType t) {
 }
 
 /// Writes n values as dtype `t` into `out` (n · floatBytes(t) bytes).
-inline void encodeValues(fsdp::rt::DType t, const double *v, int64_t n,
+inline void encodeValues(fsdp::schedule::DType t, const double *v, int64_t n,
                          void *out) {
-  using fsdp::rt::DType;
+  using fsdp::schedule::DType;
   char *o = static_cast<char *>(out);
   for (int64_t i = 0; i < n; ++i) {
     if (t == DType::F64) {
@@ -51,9 +51,9 @@ inline void encodeValues(fsdp::rt::DType t, const double *v, int64_t n,
 }
 
 /// Reads n elements of dtype `t` from `in` into doubles (exact widening).
-inline void decodeValues(fsdp::rt::DType t, const void *in, int64_t n,
+inline void decodeValues(fsdp::schedule::DType t, const void *in, int64_t n,
                          double *v) {
-  using fsdp::rt::DType;
+  using fsdp::schedule::DType;
   const char *p = static_cast<const char *>(in);
   for (int64_t i = 0; i < n; ++i) {
     if (t == DType::F64) {

@@ -7,7 +7,7 @@
 #ifndef FSDP_RUN_OPTIONS_H
 #define FSDP_RUN_OPTIONS_H
 
-#include "fsdp/Interpreter.h"
+#include "fsdp/Executor.h"
 #include "fsdp/runtime.h"
 
 #include <cstdint>

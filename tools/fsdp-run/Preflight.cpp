@@ -13,8 +13,8 @@
 #include <unistd.h>
 #include <vector>
 
+using fsdp::Error;
 using fsdp::rt::AllocMode;
-using fsdp::rt::Error;
 
 namespace fsdp::run {
 
@@ -112,7 +112,7 @@ void checkSameWorkOnAllRanks(const Options &o) {
     std::vector<std::string> other = lines(r);
     for (size_t i = 0; i < first.size() && i < other.size(); ++i)
       if (first[i] != other[i])
-        throw fsdp::rt::CollectiveError(
+        throw fsdp::CollectiveError(
             "the ranks were started with different options: rank " +
             std::to_string(r) + " has " + other[i] + ", rank 0 has " +
             first[i] +

@@ -10,11 +10,11 @@
 #include <map>
 #include <sys/resource.h>
 
+using fsdp::Error;
 using fsdp::rt::AllocMode;
-using fsdp::rt::Error;
 using fsdp::rt::Executor;
-using fsdp::rt::IoDesc;
-using fsdp::rt::Program;
+using fsdp::schedule::IoDesc;
+using fsdp::schedule::Program;
 
 namespace fsdp::run {
 
@@ -43,7 +43,7 @@ std::map<std::string, std::vector<double>> gatherRole(const Executor &ex,
   const Program &p = ex.program();
   std::map<std::string, std::vector<double>> result;
   int64_t n = p.worldSize(), s = p.shardSize();
-  for (const fsdp::rt::UnitDesc &u : p.units()) {
+  for (const fsdp::schedule::UnitDesc &u : p.units()) {
     const IoDesc *io = p.findUnitInput(role, u.name);
     if (!io)
       continue;
@@ -76,13 +76,14 @@ void appendRole(const Program &p,
                 std::string &out) {
   out += "{";
   bool firstParam = true;
-  for (const fsdp::rt::UnitDesc &u : p.units()) {
+  for (const fsdp::schedule::UnitDesc &u : p.units()) {
     auto it = units.find(u.name);
     if (it == units.end())
       continue;
     const std::vector<double> &full = it->second;
-    bool f32 = u.dtype != fsdp::rt::DType::F64; // 9 digits for f32/bf16/f16
-    for (const fsdp::rt::ParamDesc &pd : u.params) {
+    bool f32 =
+        u.dtype != fsdp::schedule::DType::F64; // 9 digits for f32/bf16/f16
+    for (const fsdp::schedule::ParamDesc &pd : u.params) {
       out += firstParam ? "\n  " : ",\n  ";
       firstParam = false;
       out += nlohmann::json(pd.fqn).dump() + ": {\"shape\": [";

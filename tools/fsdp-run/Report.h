@@ -10,7 +10,7 @@
 
 #include "Options.h"
 
-#include "fsdp/Interpreter.h"
+#include "fsdp/Executor.h"
 #include "fsdp/runtime.h"
 
 #include <nlohmann/json.hpp>
@@ -49,7 +49,7 @@ nlohmann::json gatherProfile(bool enabled, const StepLog &log,
 /// Writes the final unpadded parameters (the f32 master where a unit has
 /// one) and AdamW moments as JSON to `path` on rank 0, with the largest
 /// difference between replicated copies (a warning if not 0). Collective
-/// over MPI_COMM_WORLD; throws fsdp::rt::Error if it cannot write.
+/// over MPI_COMM_WORLD; throws fsdp::Error if it cannot write.
 void dumpParams(const std::string &path, const fsdp::rt::Executor &ex,
                 int rank);
 
@@ -68,7 +68,8 @@ struct RunTotals {
 };
 
 /// The summary JSON fsdp-run prints as its last line on rank 0.
-nlohmann::json summaryJson(const Options &opt, const fsdp::rt::Program &prog,
+nlohmann::json summaryJson(const Options &opt,
+                           const fsdp::schedule::Program &prog,
                            const fsdp::rt::Executor &ex, fsdp_device device,
                            const StepLog &log, const RunTotals &t);
 

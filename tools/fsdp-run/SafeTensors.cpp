@@ -22,13 +22,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-using fsdp::rt::DType;
-using fsdp::rt::Error;
+using fsdp::Error;
 using fsdp::rt::Executor;
-using fsdp::rt::IoDesc;
-using fsdp::rt::ParamDesc;
-using fsdp::rt::Program;
-using fsdp::rt::UnitDesc;
+using fsdp::schedule::DType;
+using fsdp::schedule::IoDesc;
+using fsdp::schedule::ParamDesc;
+using fsdp::schedule::Program;
+using fsdp::schedule::UnitDesc;
 using nlohmann::json;
 namespace fs = std::filesystem;
 

@@ -21,7 +21,7 @@
 #ifndef FSDP_RUN_SAFETENSORS_H
 #define FSDP_RUN_SAFETENSORS_H
 
-#include "fsdp/Interpreter.h"
+#include "fsdp/Executor.h"
 
 #include <cstdint>
 #include <map>
@@ -47,7 +47,7 @@ struct TensorEntry {
 /// tensor data are read on demand.
 class SafeTensorsArchive {
 public:
-  /// Throws fsdp::rt::Error naming the file for: a missing path, a file
+  /// Throws fsdp::Error naming the file for: a missing path, a file
   /// shorter than its header, a header length beyond the file or over
   /// 100 MB, a header that is not a JSON object, an entry without a known
   /// dtype, a valid shape or data_offsets, a byte size that is not
@@ -62,7 +62,7 @@ public:
 
   /// Elements [first, first + count) of `t` (row-major), widened to double
   /// (bf16/f16 exactly, through f32). Reads in chunks of at most 1 MiB.
-  /// Throws fsdp::rt::Error for an unsupported dtype or a short read.
+  /// Throws fsdp::Error for an unsupported dtype or a short read.
   void read(const TensorEntry &t, int64_t first, int64_t count,
             double *out) const;
 
@@ -79,7 +79,7 @@ private:
 /// (`*.attn.bias`, `*.attn.masked_bias`) and rotary `*.rotary_emb.inv_freq`
 /// are not parameters and are skipped. Every rank checks the whole archive
 /// against the schedule and reads only the element ranges of its shards.
-/// Throws fsdp::rt::Error naming the tensor and the file for a missing
+/// Throws fsdp::Error naming the tensor and the file for a missing
 /// tensor, an unknown extra tensor, a shape mismatch or an unsupported dtype.
 void initFromSafeTensors(const SafeTensorsArchive &archive,
                          fsdp::rt::Executor &ex, int rank);
@@ -92,7 +92,7 @@ void initFromSafeTensors(const SafeTensorsArchive &archive,
 /// (positioned writes, so no rank gathers the model), fsyncs, and rank 0
 /// renames the file into place once every rank succeeded. Collective over
 /// MPI_COMM_WORLD. `step` is recorded in __metadata__. Throws
-/// fsdp::rt::Error on any rank's I/O error (all ranks throw).
+/// fsdp::Error on any rank's I/O error (all ranks throw).
 void exportSafeTensors(const std::string &path, const fsdp::rt::Executor &ex,
                        int64_t step, int rank);
 

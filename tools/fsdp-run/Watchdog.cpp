@@ -7,7 +7,7 @@
 #include <cstdlib>
 
 using fsdp::rt::Executor;
-using fsdp::rt::Program;
+using fsdp::schedule::Program;
 
 namespace fsdp::run {
 

@@ -2,7 +2,7 @@
 #ifndef FSDP_RUN_WATCHDOG_H
 #define FSDP_RUN_WATCHDOG_H
 
-#include "fsdp/Interpreter.h"
+#include "fsdp/Executor.h"
 
 #include <condition_variable>
 #include <mutex>

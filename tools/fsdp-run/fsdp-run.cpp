@@ -40,7 +40,9 @@
 #include "SafeTensors.h"
 #include "Watchdog.h"
 
-#include "fsdp/Interpreter.h"
+#include "fsdp/CompiledStep.h"
+#include "fsdp/Device.h"
+#include "fsdp/Executor.h"
 #include "fsdp/runtime.h"
 
 #include <mpi.h>
@@ -53,12 +55,12 @@
 #include <thread>
 #include <vector>
 
+using fsdp::Error;
 using fsdp::rt::AllocMode;
-using fsdp::rt::Error;
 using fsdp::rt::Executor;
 using fsdp::rt::HostValues;
-using fsdp::rt::IoDesc;
-using fsdp::rt::Program;
+using fsdp::schedule::IoDesc;
+using fsdp::schedule::Program;
 using namespace fsdp::run;
 
 namespace {
@@ -71,9 +73,9 @@ int runMain(const Options &opt) {
   // (its version and world size checked before anything else).
   std::optional<fsdp::rt::CompiledStep> compiled;
   if (!opt.compiled.empty())
-    compiled = fsdp::rt::CompiledStep::open(opt.compiled);
-  Program prog =
-      compiled ? compiled->program() : Program::fromFile(opt.schedule);
+    compiled = fsdp::rt::CompiledStep::open(opt.compiled, fsdp_world_size());
+  Program prog = compiled ? compiled->program()
+                          : Program::fromFile(opt.schedule, fsdp_world_size());
   int64_t n = prog.worldSize();
   // Data first (a bad file fails before the device is set up), then the
   // device, its channels and the resident state.
@@ -102,9 +104,9 @@ int runMain(const Options &opt) {
   // A `master` starts from the same values as `param`; a bf16/f16 `param`
   // gets them rounded (through f32), i.e. cast(master).
   for (const IoDesc &io : prog.inputs()) {
-    if (!fsdp::rt::isStateRole(io.role))
+    if (!fsdp::schedule::isStateRole(io.role))
       continue;
-    const fsdp::rt::UnitDesc *unit = prog.findUnit(io.unit);
+    const fsdp::schedule::UnitDesc *unit = prog.findUnit(io.unit);
     if (!unit)
       throw Error(prog.name() + ": input buffer " + std::to_string(io.buffer) +
                   " (role '" + io.role + "'" +
@@ -208,7 +210,7 @@ int runMain(const Options &opt) {
       gradNormId = out.buffer;
   }
   bool hasUpdate = false;
-  for (const fsdp::rt::Instruction &in : prog.instructions())
+  for (const fsdp::schedule::Instruction &in : prog.instructions())
     hasUpdate |= in.kind == fsdp::schedule::OpKind::SgdUpdate ||
                  in.kind == fsdp::schedule::OpKind::AdamwUpdate;
 
@@ -348,7 +350,7 @@ int main(int argc, char **argv) {
   }
   try {
     runMain(opt);
-  } catch (const fsdp::rt::CollectiveError &e) {
+  } catch (const fsdp::CollectiveError &e) {
     // Every rank found it; rank 0 reports, the others give its abort time
     // to arrive (then abort themselves, should rank 0 be gone).
     if (fsdp_rank() != 0)

@@ -62,7 +62,7 @@ std::vector<CollPoint> measureCollectives(const Machine &mc, double budget);
 
 //===--- Host work --------------------------------------------------------===//
 
-/// The interpreter's own cost, through fsdp::rt::Program and Executor as
+/// The interpreter's own cost, through fsdp::schedule::Program and Executor as
 /// fsdp-run drives them.
 struct Host {
   Stat chain, single, io, relu; ///< seconds per run / per relu kernel

@@ -20,10 +20,12 @@
  * instruction's kernel or collective on ctx->stream / the grid's channels,
  * waits for every collective, and sets outputs[j] to the device memory of
  * output j (inside the arena, or the state buffer it aliases). The state
- * inputs live at their arena slots (the host wrote them there). It does what
- * the schedule interpreter (fsdp::rt::Executor) does in arena mode, call for
- * call, so both compute the same bits. Returns FSDP_OK, or the status of the
- * first failing runtime call with ctx->instruction naming its instruction
+ * inputs live at their arena slots (the host wrote them there). It is the
+ * step plan of the document (fsdp/schedule/StepPlan.h, arena mode) as
+ * machine code: the calls, with the arguments, that the executor makes when
+ * it interprets the same plan, so both compute the same bits. Returns FSDP_OK,
+ * or the status of the first failing runtime call with ctx->instruction naming
+ * its instruction
  * (-1 while binding inputs, -2 at the end of the step) and fsdp_last_error()
  * its message; the events of collectives still in flight are then left in
  * ctx->events (non-NULL slots), for the host to wait on.

@@ -13,7 +13,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "fsdp/Dialect/NN/NN.h"
-#include "fsdp/ScheduleFormat.h" // ODS default attribute values
+#include "fsdp/schedule/Format.h" // ODS default attribute values
 
 namespace mlir::fsdp {
 /// The resource that collectives read and write: data moved between ranks.

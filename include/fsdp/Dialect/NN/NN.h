@@ -12,7 +12,7 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
-#include "fsdp/ScheduleFormat.h" // ODS default attribute values
+#include "fsdp/schedule/Format.h" // ODS default attribute values
 
 #include "fsdp/Dialect/NN/NNEnums.h.inc"
 #include "fsdp/Dialect/NN/NNInterfaces.h.inc"

@@ -1,14 +1,14 @@
-//===- ShapeUtil.h - shape helpers shared by the interpreter's sources ----===//
-#ifndef FSDP_RUNTIME_SHAPEUTIL_H
-#define FSDP_RUNTIME_SHAPEUTIL_H
+//===- ShapeUtil.h - shape helpers of the schedule library -----*- C++ -*-===//
+#ifndef FSDP_SCHEDULE_SHAPEUTIL_H
+#define FSDP_SCHEDULE_SHAPEUTIL_H
 
-#include "fsdp/Interpreter.h"
+#include "fsdp/schedule/Error.h"
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace fsdp::rt {
+namespace fsdp::schedule {
 
 /// Largest element or byte count a schedule may describe (2^62: sums of a
 /// few such counts still fit in int64).
@@ -37,6 +37,6 @@ inline std::string shapeStr(const std::vector<int64_t> &s) {
   return r + "]";
 }
 
-} // namespace fsdp::rt
+} // namespace fsdp::schedule
 
-#endif // FSDP_RUNTIME_SHAPEUTIL_H
+#endif // FSDP_SCHEDULE_SHAPEUTIL_H

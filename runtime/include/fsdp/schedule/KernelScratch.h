@@ -1,5 +1,4 @@
-//===- KernelScratch.h - the cpu driver's kernel scratch per op --*- C++
-//-*-===//
+//===- KernelScratch.h - the cpu driver's kernel scratch per op -*- C++ -*-===//
 //
 // The bytes a kernel of the reference (cpu) driver allocates for itself
 // while it runs, beyond the schedule's buffers: the memory planner adds them
@@ -19,10 +18,10 @@
 // cross-entropy; its pool statistics measure its own.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_KERNELSCRATCH_H
-#define FSDP_KERNELSCRATCH_H
+#ifndef FSDP_SCHEDULE_KERNELSCRATCH_H
+#define FSDP_SCHEDULE_KERNELSCRATCH_H
 
-#include "fsdp/ScheduleFormat.h"
+#include "fsdp/schedule/Format.h"
 
 #include <cstdint>
 #include <set>
@@ -127,4 +126,4 @@ inline int64_t cpuKernelScratchBytes(OpKind op,
 
 } // namespace fsdp::schedule
 
-#endif // FSDP_KERNELSCRATCH_H
+#endif // FSDP_SCHEDULE_KERNELSCRATCH_H

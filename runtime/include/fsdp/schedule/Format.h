@@ -1,0 +1,301 @@
+//===- Format.h - the compiler <-> runtime schedule contract ----*- C++ -*-===//
+//
+// The one definition of what `fsdp-translate --fsdp-to-schedule` writes and
+// the runtime reads (runtime/docs/schedule-format.md): the format name and
+// version, every op with its kind, the dtypes, process groups, strategies,
+// input/output roles, optimizer and learning-rate schedule kinds, and the
+// defaults of optional attributes. The compiler's translation rejects an op
+// missing from kOps; the schedule library (Program.h) applies the defaults
+// to attributes a schedule leaves out, and they are the ODS defaults of the
+// collectives' enum attributes, nn.gelu and the updates; the ODS enums of
+// the dialects must spell the same names (test/unit/DialectTest.cpp checks
+// both). Header-only; it includes only the runtime's C headers, for the
+// C values of the enums.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_SCHEDULE_FORMAT_H
+#define FSDP_SCHEDULE_FORMAT_H
+
+#include "fsdp/kernels.h"
+#include "fsdp/runtime.h"
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace fsdp::schedule {
+
+/// The value of the top-level "format" field.
+inline constexpr const char *kFormat = "fsdp-schedule";
+/// The schedule version: 2 adds input/output aliasing of the carried
+/// training state (outputs[].aliases) and per-instruction kernel scratch
+/// (memory_plan.scratch_bytes) to version 1.
+inline constexpr int kVersion = 2;
+
+/// Every instruction of the format ("op" names in kOps).
+enum class OpKind {
+  Constant,
+  Linear,
+  Matmul,
+  Add,
+  Mul,
+  Relu,
+  ReluGrad,
+  Gelu,
+  GeluGrad,
+  ReduceSum,
+  Broadcast,
+  CrossEntropy,
+  CrossEntropyGrad,
+  SgdUpdate,
+  AdamwUpdate,
+  AllGather,
+  ReduceScatter,
+  Free,
+  ParamView,
+  Wait,
+  Flatten,
+  AllReduce,
+  LocalShard, // "Sharding strategies"
+  Pack,
+  Unpack, // buckets: copy units' flat buffers into / out of one
+  // "Transformer ops".
+  Embedding,
+  EmbeddingGrad,
+  PositionEmbedding,
+  PositionEmbeddingGrad,
+  LayerNorm,
+  LayerNormGrad,
+  RmsNorm,
+  RmsNormGrad,
+  Rope,
+  Attention,
+  AttentionGrad,
+  Silu,
+  SiluGrad,
+  Split,
+  Concat,
+  ZerosLike,
+  Cast,       // "Mixed precision"
+  MicroBatch, // gradient accumulation: rows [index·m, (index+1)·m) of the batch
+  // "Learning-rate schedules and gradient clipping".
+  LrSchedule,
+  SumSquares,
+  GradNorm,
+  Scale
+};
+
+struct OpInfo {
+  const char *name;
+  OpKind kind;
+};
+
+/// The op names of the format, as the IR spells them.
+inline constexpr OpInfo kOps[] = {
+    {"arith.constant", OpKind::Constant},
+    {"nn.linear", OpKind::Linear},
+    {"nn.matmul", OpKind::Matmul},
+    {"nn.add", OpKind::Add},
+    {"nn.mul", OpKind::Mul},
+    {"nn.relu", OpKind::Relu},
+    {"nn.relu_grad", OpKind::ReluGrad},
+    {"nn.gelu", OpKind::Gelu},
+    {"nn.gelu_grad", OpKind::GeluGrad},
+    {"nn.reduce_sum", OpKind::ReduceSum},
+    {"nn.broadcast", OpKind::Broadcast},
+    {"nn.cross_entropy", OpKind::CrossEntropy},
+    {"nn.cross_entropy_grad", OpKind::CrossEntropyGrad},
+    {"nn.sgd_update", OpKind::SgdUpdate},
+    {"nn.adamw_update", OpKind::AdamwUpdate},
+    {"fsdp.all_gather", OpKind::AllGather},
+    {"fsdp.reduce_scatter", OpKind::ReduceScatter},
+    {"fsdp.free", OpKind::Free},
+    {"fsdp.param_view", OpKind::ParamView},
+    {"fsdp.wait", OpKind::Wait},
+    {"fsdp.pack", OpKind::Pack},
+    {"fsdp.unpack", OpKind::Unpack},
+    {"fsdp.flatten", OpKind::Flatten},
+    {"fsdp.all_reduce", OpKind::AllReduce},
+    {"fsdp.local_shard", OpKind::LocalShard},
+    {"nn.embedding", OpKind::Embedding},
+    {"nn.embedding_grad", OpKind::EmbeddingGrad},
+    {"nn.position_embedding", OpKind::PositionEmbedding},
+    {"nn.position_embedding_grad", OpKind::PositionEmbeddingGrad},
+    {"nn.layer_norm", OpKind::LayerNorm},
+    {"nn.layer_norm_grad", OpKind::LayerNormGrad},
+    {"nn.rms_norm", OpKind::RmsNorm},
+    {"nn.rms_norm_grad", OpKind::RmsNormGrad},
+    {"nn.rope", OpKind::Rope},
+    {"nn.attention", OpKind::Attention},
+    {"nn.attention_grad", OpKind::AttentionGrad},
+    {"nn.silu", OpKind::Silu},
+    {"nn.silu_grad", OpKind::SiluGrad},
+    {"nn.split", OpKind::Split},
+    {"nn.concat", OpKind::Concat},
+    {"nn.zeros_like", OpKind::ZerosLike},
+    {"nn.cast", OpKind::Cast},
+    {"nn.micro_batch", OpKind::MicroBatch},
+    {"nn.lr_schedule", OpKind::LrSchedule},
+    {"nn.sum_squares", OpKind::SumSquares},
+    {"nn.grad_norm", OpKind::GradNorm},
+    {"nn.scale", OpKind::Scale},
+};
+
+/// The kind of op `name`; false if the format has no such op.
+inline bool lookupOp(const char *name, OpKind &kind) {
+  for (const OpInfo &o : kOps)
+    if (std::strcmp(o.name, name) == 0) {
+      kind = o.kind;
+      return true;
+    }
+  return false;
+}
+
+/// The name of op kind `kind` (its kOps entry).
+inline const char *opName(OpKind kind) {
+  for (const OpInfo &o : kOps)
+    if (o.kind == kind)
+      return o.name;
+  return "?";
+}
+
+//===--- Element types ----------------------------------------------------===//
+
+/// Buffer element types: the runtime's fsdp_dtype as a C++ enum (the same
+/// values, so that the C value is a cast). BF16 and F16 are 2-byte storage
+/// dtypes ("Mixed precision"): nn ops on them compute in f32 (Half.h).
+enum class DType {
+  F32 = FSDP_F32,
+  F64 = FSDP_F64,
+  I32 = FSDP_I32,
+  I64 = FSDP_I64,
+  BF16 = FSDP_BF16,
+  F16 = FSDP_F16
+};
+
+struct DTypeInfo {
+  const char *name;
+  DType dtype;
+  int64_t bytes;
+};
+/// The dtypes as the format spells them, with their element sizes.
+inline constexpr DTypeInfo kDTypes[] = {
+    {"f32", DType::F32, 4}, {"f64", DType::F64, 8},   {"i32", DType::I32, 4},
+    {"i64", DType::I64, 8}, {"bf16", DType::BF16, 2}, {"f16", DType::F16, 2},
+};
+
+/// "f32", "f64", "i32", "i64", "bf16", "f16".
+inline const char *dtypeName(DType t) {
+  for (const DTypeInfo &d : kDTypes)
+    if (d.dtype == t)
+      return d.name;
+  return "?";
+}
+/// 2, 4 or 8 bytes.
+inline int64_t dtypeSize(DType t) {
+  for (const DTypeInfo &d : kDTypes)
+    if (d.dtype == t)
+      return d.bytes;
+  return 0;
+}
+/// The dtype called `name`; false if the format has none.
+inline bool lookupDType(const std::string &name, DType &out) {
+  for (const DTypeInfo &d : kDTypes)
+    if (name == d.name) {
+      out = d.dtype;
+      return true;
+    }
+  return false;
+}
+/// bf16 or f16 (2-byte floats).
+inline bool isHalfDType(DType t) { return t == DType::BF16 || t == DType::F16; }
+/// f32, f64, bf16 or f16.
+inline bool isFloatDType(DType t) {
+  return t == DType::F32 || t == DType::F64 || isHalfDType(t);
+}
+/// i32 or i64.
+inline bool isIntDType(DType t) { return t == DType::I32 || t == DType::I64; }
+/// The C API's value of `t`.
+inline fsdp_dtype toC(DType t) { return static_cast<fsdp_dtype>(t); }
+
+//===--- Process groups, strategies, roles
+//---------------------------------===//
+
+/// Process groups of the grid R x S ("Sharding strategies"): world (N
+/// ranks), shard (the S ranks of one replica), replicate (the R ranks with
+/// the same shard index). The names are FSDPEnums.td's Group cases.
+enum class Group { World, Shard, Replicate };
+inline constexpr const char *kGroupNames[] = {"world", "shard", "replicate"};
+/// "world", "shard", "replicate".
+inline const char *groupName(Group g) {
+  return kGroupNames[static_cast<int>(g)];
+}
+
+/// The sharding strategies ("strategy"; FSDPEnums.td's Strategy cases, the
+/// pipeline's `strategy` option). The first is the default.
+inline constexpr const char *kStrategies[] = {"full-shard", "shard-grad-op",
+                                              "shard-optimizer", "no-shard",
+                                              "hybrid-shard"};
+
+/// Roles of the training state: resident on the device across steps, one
+/// per unit (FSDPEnums.td's StateRole cases).
+inline constexpr const char *kStateRoles[] = {"param", "master", "exp_avg",
+                                              "exp_avg_sq"};
+/// Roles of inputs: the data, the step counters and the state.
+inline constexpr const char *kInputRoles[] = {
+    "features",    "labels", "tokens", "targets", "step",
+    "total_steps", "param",  "master", "exp_avg", "exp_avg_sq"};
+/// Roles of outputs.
+inline constexpr const char *kOutputRoles[] = {
+    "loss", "param",  "master", "exp_avg", "exp_avg_sq",
+    "grad", "logits", "output", "lr",      "grad_norm"};
+
+template <size_t N>
+inline bool contains(const char *const (&names)[N], const std::string &s) {
+  for (const char *n : names)
+    if (s == n)
+      return true;
+  return false;
+}
+/// An input of the training state (role param, master, exp_avg or
+/// exp_avg_sq): resident in device memory across steps.
+inline bool isStateRole(const std::string &role) {
+  return contains(kStateRoles, role);
+}
+
+/// The optimizers ("optimizer.kind", the pipeline's `optimizer` option).
+inline constexpr const char *kOptimizers[] = {"adamw", "sgd"};
+
+/// Learning-rate schedules (nn.lr_schedule's "kind", the pipeline's
+/// `lr-schedule` option) and their fsdp_lr_schedule values (kernels.h).
+struct LrScheduleInfo {
+  const char *name;
+  int value;
+};
+inline constexpr LrScheduleInfo kLrSchedules[] = {
+    {"constant", FSDP_LR_CONSTANT},
+    {"linear", FSDP_LR_LINEAR},
+    {"cosine", FSDP_LR_COSINE}};
+
+// Defaults of optional attributes (the ODS DefaultValuedAttr values).
+/// "group" of fsdp.all_gather, fsdp.reduce_scatter and fsdp.local_shard.
+inline constexpr const char *kDefaultGroup = "shard";
+/// "group" of fsdp.all_reduce.
+inline constexpr const char *kDefaultAllReduceGroup = "world";
+/// "op" of fsdp.reduce_scatter and fsdp.all_reduce ("avg" or "sum").
+inline constexpr const char *kDefaultReduction = "avg";
+/// "approximate" of nn.gelu and nn.gelu_grad ("none" or "tanh").
+inline constexpr const char *kDefaultGeluApproximation = "none";
+
+// Defaults of the "optimizer" section, which in turn supplies the
+// attributes an nn.sgd_update / nn.adamw_update instruction leaves out.
+inline constexpr const char *kDefaultOptimizer = "adamw";
+inline constexpr double kDefaultLr = 1e-3;
+inline constexpr double kDefaultBeta1 = 0.9;
+inline constexpr double kDefaultBeta2 = 0.999;
+inline constexpr double kDefaultEps = 1e-8;
+inline constexpr double kDefaultWeightDecay = 0.0;
+
+} // namespace fsdp::schedule
+
+#endif // FSDP_SCHEDULE_FORMAT_H

@@ -1,0 +1,71 @@
+//===- RankAgreement.cpp - every rank runs the same schedule -------------===//
+//
+// Before the first step the ranks compare their schedules' fingerprints
+// (fsdp::schedule::Program) over MPI: SPMD execution matches collectives up
+// by their order, so ranks that disagree would hang or compute garbage.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/Executor.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+
+namespace fsdp::rt {
+
+using schedule::Program;
+
+void checkSameScheduleOnAllRanks(const Program &prog) {
+  int init = 0, world = 1;
+  MPI_Initialized(&init);
+  if (!init)
+    return;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (world == 1 || world != prog.worldSize())
+    return;
+  unsigned long long mine = prog.collectiveFingerprint();
+  std::vector<unsigned long long> all(static_cast<size_t>(world));
+  if (MPI_Allgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1,
+                    MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD) != MPI_SUCCESS)
+    throw Error(prog.name() +
+                ": MPI_Allgather of the collective fingerprints failed");
+  // Each rank's schedule file name, for the messages (fixed width: names
+  // longer than that are cut).
+  constexpr int kName = 256;
+  std::vector<char> names(static_cast<size_t>(world) * kName, '\0');
+  std::string me = prog.name().substr(0, kName - 1);
+  std::vector<char> mine2(kName, '\0');
+  std::copy(me.begin(), me.end(), mine2.begin());
+  unsigned long long whole = prog.scheduleFingerprint();
+  std::vector<unsigned long long> wholes(static_cast<size_t>(world));
+  if (MPI_Allgather(mine2.data(), kName, MPI_CHAR, names.data(), kName,
+                    MPI_CHAR, MPI_COMM_WORLD) != MPI_SUCCESS ||
+      MPI_Allgather(&whole, 1, MPI_UNSIGNED_LONG_LONG, wholes.data(), 1,
+                    MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD) != MPI_SUCCESS)
+    throw Error(prog.name() +
+                ": MPI_Allgather of the schedule fingerprints failed");
+  auto name = [&](int r) {
+    return std::string(&names[static_cast<size_t>(r) * kName]);
+  };
+  for (int r = 0; r < world; ++r)
+    if (all[static_cast<size_t>(r)] != all[0])
+      throw CollectiveError(
+          prog.name() + ": rank " + std::to_string(r) +
+          " runs a different sequence of collectives than rank 0 (schedules '" +
+          name(r) + "' and '" + name(0) + "', fingerprints " +
+          std::to_string(all[static_cast<size_t>(r)]) + " and " +
+          std::to_string(all[0]) + "): every rank must run the same schedule");
+  for (int r = 0; r < world; ++r)
+    if (wholes[static_cast<size_t>(r)] != wholes[0])
+      throw CollectiveError(
+          prog.name() + ": rank " + std::to_string(r) +
+          " runs another schedule than rank 0 (schedules '" + name(r) +
+          "' and '" + name(0) +
+          "'): the collectives agree, but an instruction or an attribute "
+          "differs (fingerprints " +
+          std::to_string(wholes[static_cast<size_t>(r)]) + " and " +
+          std::to_string(wholes[0]) +
+          "): every rank must run the same schedule");
+}
+
+} // namespace fsdp::rt

@@ -1,0 +1,233 @@
+//===- Distributed.cpp - the fsdp ops: rules and runtime calls
+//-------------===//
+//
+// The collectives (fsdp.all_gather, fsdp.reduce_scatter, fsdp.all_reduce:
+// started here, waited on where the step plan's bookkeeping puts the
+// wait), fsdp.local_shard, fsdp.pack / fsdp.unpack (buckets), fsdp.flatten,
+// and the ops that only bind or end buffers (fsdp.param_view, fsdp.wait,
+// fsdp.free).
+//
+//===----------------------------------------------------------------------===//
+#include "../OpDefs.h"
+#include "../PlanBuilder.h"
+#include "../ShapeUtil.h"
+
+namespace fsdp::schedule {
+
+namespace {
+
+Arg reduction(const OpLowering &l) {
+  return l.i32(l.in.average() ? FSDP_REDUCE_AVG : FSDP_REDUCE_SUM);
+}
+
+void validateGatherScatter(const Checker &c) {
+  c.need(1, 1);
+  bool ag = c.in.kind == OpKind::AllGather;
+  int64_t shard = ag ? c.o[0] : c.r[0], full = ag ? c.r[0] : c.o[0];
+  if (c.B(shard).dtype != c.B(full).dtype)
+    c.fail("operand and result dtypes differ");
+  if (!ag && !isFloatDType(c.B(full).dtype) && c.in.average())
+    c.fail("'avg' needs a float buffer");
+  Group group = c.in.group();
+  int64_t g = c.prog.groupSize(group);
+  if (c.B(full).numel != c.B(shard).numel * g)
+    c.fail("full buffer " + std::to_string(full) + " has " +
+           std::to_string(c.B(full).numel) + " elements, expected shard " +
+           std::to_string(c.B(shard).numel) + " x " + groupName(group) +
+           " group size " + std::to_string(g));
+}
+
+void lowerGatherScatter(OpLowering &l) {
+  bool ag = l.in.kind == OpKind::AllGather;
+  int64_t src = l.o[0], dst = l.r[0];
+  const BufferDesc &shard = l.B(ag ? src : dst);
+  Arg ch = l.channel(l.in.group()), from = l.buf(src), to = l.buf(dst);
+  Arg event = l.startCollective(src, dst);
+  if (ag)
+    l.call("fsdp_all_gather_start",
+           {ch, from, to, l.i64(shard.numel), l.dtypeArg(shard.dtype), event});
+  else
+    l.call("fsdp_reduce_scatter_start",
+           {ch, from, to, l.i64(shard.numel), l.dtypeArg(shard.dtype),
+            reduction(l), event});
+}
+
+void validateAllReduce(const Checker &c) {
+  c.need(1, 1);
+  c.sameDType(c.o[0], c.r[0]);
+  if (!isFloatDType(c.B(c.o[0]).dtype) && c.in.average())
+    c.fail("'avg' needs a float buffer");
+  c.sameNumel(c.o[0], c.r[0]);
+}
+
+void lowerAllReduce(OpLowering &l) {
+  Arg ch = l.channel(l.in.group()), x = l.operand(0), y = l.result(0);
+  Arg event = l.startCollective(l.o[0], l.r[0]);
+  l.call("fsdp_all_reduce_start",
+         {ch, x, y, l.i64(l.B(l.r[0]).numel), l.t(), reduction(l), event});
+}
+
+void validateLocalShard(const Checker &c) {
+  c.need(1, 1);
+  c.sameDType(c.o[0], c.r[0]);
+  Group group = c.in.group();
+  int64_t g = c.prog.groupSize(group);
+  if (c.B(c.o[0]).numel != c.B(c.r[0]).numel * g)
+    c.fail("full buffer " + std::to_string(c.o[0]) + " has " +
+           std::to_string(c.B(c.o[0]).numel) + " elements, expected the " +
+           "result's " + std::to_string(c.B(c.r[0]).numel) + " x " +
+           groupName(group) + " group size " + std::to_string(g));
+}
+
+void lowerLocalShard(OpLowering &l) {
+  // This rank's slice [i*s, (i+1)*s) of the full buffer, i its rank in the
+  // group.
+  int64_t bytes = l.B(l.r[0]).bytes;
+  l.call("fsdp_memcpy",
+         {l.stream(), l.result(0), l.bufAtRank(l.o[0], l.in.group(), bytes),
+          l.i64(bytes)});
+}
+
+//===--- Buckets and flat buffers -----------------------------------------===//
+
+void validatePackUnpack(const Checker &c) {
+  bool pack = c.in.kind == OpKind::Pack;
+  const std::vector<int64_t> &parts = pack ? c.o : c.r;
+  int64_t bucket = pack ? c.r[0] : c.o[0];
+  if (pack)
+    c.need(c.o.size(), 1);
+  else
+    c.need(1, c.r.size());
+  if (parts.size() < 2)
+    c.fail("a bucket needs at least two unit buffers");
+  int64_t blocks = c.in.integer("blocks");
+  if (blocks < 1)
+    c.fail("blocks must be >= 1, got " + std::to_string(blocks));
+  int64_t total = 0;
+  for (int64_t id : parts) {
+    if (c.B(id).dtype != c.B(bucket).dtype)
+      c.fail("unit buffer " + std::to_string(id) + " and bucket " +
+             std::to_string(bucket) + " have different dtypes");
+    if (c.B(id).numel % blocks != 0)
+      c.fail("unit buffer " + std::to_string(id) + " of " +
+             std::to_string(c.B(id).numel) + " elements is not " +
+             std::to_string(blocks) + " blocks");
+    total += c.B(id).numel;
+  }
+  if (total != c.B(bucket).numel)
+    c.fail("bucket " + std::to_string(bucket) + " has " +
+           std::to_string(c.B(bucket).numel) + " elements, its units " +
+           std::to_string(total));
+}
+
+void lowerPackUnpack(OpLowering &l) {
+  // Block b of the bucket is block b of each unit buffer in turn (FSDP2's
+  // all-gather copy-in / copy-out): one strided copy per unit.
+  bool pack = l.in.kind == OpKind::Pack;
+  const std::vector<int64_t> &parts = pack ? l.o : l.r;
+  int64_t bucket = pack ? l.r[0] : l.o[0];
+  int64_t blocks = l.in.integer("blocks");
+  int64_t es = dtypeSize(l.B(bucket).dtype), row = 0;
+  for (int64_t id : parts)
+    row += l.B(id).numel / blocks * es;
+  int64_t at = 0;
+  for (int64_t id : parts) {
+    int64_t width = l.B(id).numel / blocks * es;
+    if (pack)
+      l.call("fsdp_memcpy_2d",
+             {l.stream(), l.buf(bucket, at), l.i64(row), l.buf(id),
+              l.i64(width), l.i64(width), l.i64(blocks)});
+    else
+      l.call("fsdp_memcpy_2d",
+             {l.stream(), l.buf(id), l.i64(width), l.buf(bucket, at),
+              l.i64(row), l.i64(width), l.i64(blocks)});
+    at += width;
+  }
+}
+
+void validateFlatten(const Checker &c) {
+  c.need(c.o.size(), 1);
+  const std::vector<int64_t> &offsets = c.in.ints("offsets");
+  if (offsets.size() != c.o.size())
+    c.fail(std::to_string(c.o.size()) + " operands but " +
+           std::to_string(offsets.size()) + " offsets");
+  for (size_t i = 0; i < c.o.size(); ++i) {
+    c.floatSame({c.o[i], c.r[0]});
+    if (offsets[i] < 0 || offsets[i] + c.B(c.o[i]).numel > c.B(c.r[0]).numel)
+      c.fail("operand " + std::to_string(c.o[i]) + " at offset " +
+             std::to_string(offsets[i]) + " does not fit in " +
+             std::to_string(c.B(c.r[0]).numel) + " elements");
+  }
+}
+
+void lowerFlatten(OpLowering &l) {
+  std::vector<int64_t> numels;
+  for (int64_t id : l.o)
+    numels.push_back(l.B(id).numel);
+  l.call("fsdp_flatten", {l.stream(), l.t(), l.buffers(l.o), l.int64s(numels),
+                          l.int64s(l.in.ints("offsets")),
+                          l.i32(static_cast<int64_t>(l.o.size())), l.result(0),
+                          l.i64(l.B(l.r[0]).numel)});
+}
+
+//===--- Ops without calls ------------------------------------------------===//
+
+void validateParamView(const Checker &c) {
+  c.need(1, 1);
+  if (c.B(c.r[0]).viewOf < 0 || c.B(c.r[0]).rootId != c.B(c.o[0]).rootId)
+    c.fail("result buffer " + std::to_string(c.r[0]) +
+           " must be a view_of operand buffer " + std::to_string(c.o[0]));
+}
+
+void validateWait(const Checker &c) {
+  c.need(1, 1);
+  const BufferDesc &r = c.B(c.r[0]), &o = c.B(c.o[0]);
+  if (r.viewOf < 0 || r.rootId != o.rootId || r.rootOffset != o.rootOffset ||
+      r.numel != o.numel || r.dtype != o.dtype)
+    c.fail("result buffer " + std::to_string(c.r[0]) +
+           " must be a whole view_of operand buffer " + std::to_string(c.o[0]) +
+           " (the awaited collective's buffer)");
+}
+
+/// Bound when their results are defined; the wait happened before.
+void lowerNothing(OpLowering &) {}
+
+} // namespace
+
+std::vector<OpDef> distributedOps() {
+  return {
+      {OpKind::AllGather,
+       {groupAttr(kDefaultGroup), reductionAttr()},
+       validateGatherScatter,
+       lowerGatherScatter},
+      {OpKind::ReduceScatter,
+       {groupAttr(kDefaultGroup), reductionAttr()},
+       validateGatherScatter,
+       lowerGatherScatter},
+      {OpKind::AllReduce,
+       {groupAttr(kDefaultAllReduceGroup), reductionAttr()},
+       validateAllReduce,
+       lowerAllReduce},
+      {OpKind::LocalShard,
+       {groupAttr(kDefaultGroup)},
+       validateLocalShard,
+       lowerLocalShard},
+      {OpKind::Pack,
+       {integer("blocks", kRequired, 1)},
+       validatePackUnpack,
+       lowerPackUnpack},
+      {OpKind::Unpack,
+       {integer("blocks", kRequired, 1)},
+       validatePackUnpack,
+       lowerPackUnpack},
+      {OpKind::Flatten, {ints("offsets")}, validateFlatten, lowerFlatten},
+      {OpKind::Free,
+       {},
+       [](const Checker &c) { c.need(1, 0); },
+       [](OpLowering &l) { l.release(l.o[0]); }},
+      {OpKind::ParamView, {}, validateParamView, lowerNothing},
+      {OpKind::Wait, {}, validateWait, lowerNothing},
+  };
+}
+
+} // namespace fsdp::schedule
