@@ -1,12 +1,13 @@
-//===- CudaDriver.h - the cuda driver's shared pieces ------------*- C++
-//-*-===//
+//===- CudaDriver.h - the cuda driver's shared pieces -----------*- C++ -*-===//
 //
 // The cuda driver (libfsdp_cuda.so, loaded by the runtime on the first
 // "cuda" device): CudaDevice (CudaDevice.cu: memory from the device's
 // stream-ordered pool, a compute and a communication stream, cuBLAS,
 // channels over NCCL or MPI staged through pinned host memory), its kernels
-// (CudaKernels.cu), and the device-side record of a data error that a
-// kernel cannot throw (reported by the next synchronisation).
+// (CudaElementwise.cu, CudaReductions.cu, CudaGemm.cu, CudaNormEmbedding.cu,
+// CudaAttention.cu, CudaOptimizer.cu; shared helpers in CudaKernelUtil.cuh),
+// and the device-side record of a data error that a kernel cannot throw
+// (reported by the next synchronisation).
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RUNTIME_CUDA_CUDADRIVER_H
@@ -52,8 +53,8 @@ struct CudaEvent final : fsdp_event_s {
   cudaEvent_t event = nullptr;
 };
 
-/// Device "cuda:N". Kernels (CudaKernels.cu) run on the stream they are
-/// given; cuBLAS follows it.
+/// Device "cuda:N". Kernels (the Cuda*.cu kernel files) run on the stream they
+/// are given; cuBLAS follows it.
 class CudaDevice final : public fsdp_device_s {
 public:
   CudaDevice(int ordinal, const fsdp_device_options &options);
@@ -95,7 +96,7 @@ public:
 };
 
 /// data[i] /= divisor in the dtype's arithmetic (bf16/f16: in f32, rounded
-/// once), on `stream` (CudaKernels.cu): the average after an NCCL sum.
+/// once), on `stream` (CudaElementwise.cu): the average after an NCCL sum.
 void launchDivide(void *data, int64_t count, fsdp_dtype t, int divisor,
                   cudaStream_t stream);
 

@@ -1,0 +1,294 @@
+//===- CudaElementwise.cu - elementwise kernels of the cuda driver --------===//
+//
+// fill, cast, add/mul, the activations and their gradients, the average after
+// an NCCL sum (launchDivide), flatten, split and concat on the GPU: one thread
+// per element over a grid-stride loop (CudaKernelUtil.cuh). launchCast also
+// serves the embedding gradient and attention (their f32 working copies).
+//
+//===----------------------------------------------------------------------===//
+#include "CudaKernelUtil.cuh"
+
+#include "fsdp/ElementMath.h"
+
+namespace fsdp::hal::cuda {
+
+namespace {
+
+//===--- Elementwise ------------------------------------------------------===//
+
+template <typename T> __global__ void fillK(T *y, int64_t n, T v) {
+  FSDP_GRID_LOOP(i, n) y[i] = v;
+}
+
+__device__ double loadAny(const void *p, int t, int64_t i) {
+  switch (t) {
+  case FSDP_F32:
+    return static_cast<const float *>(p)[i];
+  case FSDP_F64:
+    return static_cast<const double *>(p)[i];
+  case FSDP_BF16:
+    return bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
+  case FSDP_F16:
+    return f16ToFloat(static_cast<const uint16_t *>(p)[i]);
+  }
+  return 0;
+}
+
+// The cpu driver's nn.cast: f64 -> 2-byte rounds once; widening is exact;
+// otherwise through f32.
+__global__ void castK(const void *src, int st, void *dst, int dt, int64_t n) {
+  FSDP_GRID_LOOP(i, n) {
+    if (st == FSDP_F64 && (dt == FSDP_BF16 || dt == FSDP_F16)) {
+      double d = static_cast<const double *>(src)[i];
+      static_cast<uint16_t *>(dst)[i] =
+          dt == FSDP_BF16 ? doubleToBf16(d) : doubleToF16(d);
+    } else if (dt == FSDP_F64) {
+      static_cast<double *>(dst)[i] = loadAny(src, st, i);
+    } else {
+      float v = static_cast<float>(loadAny(src, st, i));
+      if (dt == FSDP_F32)
+        static_cast<float *>(dst)[i] = v;
+      else
+        static_cast<uint16_t *>(dst)[i] =
+            dt == FSDP_BF16 ? floatToBf16(v) : floatToF16(v);
+    }
+  }
+}
+
+} // namespace
+
+void launchCast(const void *src, fsdp_dtype st, void *dst, fsdp_dtype dt,
+                int64_t n, cudaStream_t s) {
+  if (n == 0)
+    return;
+  castK<<<blocksFor(n), kThreads, 0, s>>>(src, st, dst, dt, n);
+  launched("cast kernel");
+}
+
+namespace {
+
+struct AddOp {
+  template <typename C> __device__ C operator()(C a, C b) const {
+    return a + b;
+  }
+};
+struct MulOp {
+  template <typename C> __device__ C operator()(C a, C b) const {
+    return a * b;
+  }
+};
+struct ReluOp {
+  template <typename C> __device__ C operator()(C x) const {
+    return math::relu(x);
+  }
+};
+struct ReluGradOp {
+  template <typename C> __device__ C operator()(C x, C dy) const {
+    return math::reluGrad(x, dy);
+  }
+};
+struct GeluOp {
+  bool tanhApprox;
+  template <typename C> __device__ C operator()(C x) const {
+    return math::gelu(x, tanhApprox);
+  }
+};
+struct GeluGradOp {
+  bool tanhApprox;
+  template <typename C> __device__ C operator()(C x, C dy) const {
+    return math::geluGrad(x, dy, tanhApprox);
+  }
+};
+struct SiluOp {
+  template <typename C> __device__ C operator()(C x) const {
+    return math::silu(x);
+  }
+};
+struct SiluGradOp {
+  template <typename C> __device__ C operator()(C x, C dy) const {
+    return math::siluGrad(x, dy);
+  }
+};
+
+template <int DT, typename Op>
+__global__ void unaryK(const typename Elt<DT>::S *x, typename Elt<DT>::S *y,
+                       int64_t n, Op op) {
+  using E = Elt<DT>;
+  FSDP_GRID_LOOP(i, n) y[i] = E::st(op(E::ld(x, i)));
+}
+
+template <int DT, typename Op>
+__global__ void binaryK(const typename Elt<DT>::S *a,
+                        const typename Elt<DT>::S *b, typename Elt<DT>::S *c,
+                        int64_t n, Op op) {
+  using E = Elt<DT>;
+  FSDP_GRID_LOOP(i, n) c[i] = E::st(op(E::ld(a, i), E::ld(b, i)));
+}
+
+template <typename Op>
+void unary(fsdp_stream_s *s, fsdp_dtype t, const char *name, const void *x,
+           void *y, int64_t n, Op op) {
+  if (n == 0)
+    return;
+  floatDtype(t, name, [&](auto tag) {
+    constexpr int DT = decltype(tag)::value;
+    using S = typename Elt<DT>::S;
+    unaryK<DT><<<blocksFor(n), kThreads, 0, streamOf(s)>>>(
+        static_cast<const S *>(x), static_cast<S *>(y), n, op);
+  });
+  launched(name);
+}
+
+template <typename Op>
+void binary(fsdp_stream_s *s, fsdp_dtype t, const char *name, const void *a,
+            const void *b, void *c, int64_t n, Op op) {
+  if (n == 0)
+    return;
+  floatDtype(t, name, [&](auto tag) {
+    constexpr int DT = decltype(tag)::value;
+    using S = typename Elt<DT>::S;
+    binaryK<DT><<<blocksFor(n), kThreads, 0, streamOf(s)>>>(
+        static_cast<const S *>(a), static_cast<const S *>(b),
+        static_cast<S *>(c), n, op);
+  });
+  launched(name);
+}
+
+template <int DT>
+__global__ void divideK(typename Elt<DT>::S *p, int64_t n, int divisor) {
+  using E = Elt<DT>;
+  using C = typename E::C;
+  FSDP_GRID_LOOP(i, n) p[i] = E::st(E::ld(p, i) / static_cast<C>(divisor));
+}
+
+} // namespace
+
+void launchDivide(void *data, int64_t count, fsdp_dtype t, int divisor,
+                  cudaStream_t s) {
+  if (count == 0)
+    return;
+  floatDtype(t, "avg", [&](auto tag) {
+    constexpr int DT = decltype(tag)::value;
+    divideK<DT><<<blocksFor(count), kThreads, 0, s>>>(
+        static_cast<typename Elt<DT>::S *>(data), count, divisor);
+  });
+  launched("avg kernel");
+}
+
+//===--- The entry points -------------------------------------------------===//
+
+void CudaDevice::fill(fsdp_stream_s *s, fsdp_dtype t, void *y, int64_t n,
+                      double value) {
+  if (n == 0)
+    return;
+  cudaStream_t st = streamOf(s);
+  int b = blocksFor(n);
+  switch (t) {
+  case FSDP_F32:
+    fillK<<<b, kThreads, 0, st>>>(static_cast<float *>(y), n,
+                                  static_cast<float>(value));
+    break;
+  case FSDP_F64:
+    fillK<<<b, kThreads, 0, st>>>(static_cast<double *>(y), n, value);
+    break;
+  case FSDP_I32:
+    fillK<<<b, kThreads, 0, st>>>(static_cast<int32_t *>(y), n,
+                                  static_cast<int32_t>(value));
+    break;
+  case FSDP_I64:
+    fillK<<<b, kThreads, 0, st>>>(static_cast<int64_t *>(y), n,
+                                  static_cast<int64_t>(value));
+    break;
+  case FSDP_BF16:
+  case FSDP_F16: {
+    float f = static_cast<float>(value);
+    uint16_t h = t == FSDP_BF16 ? floatToBf16(f) : floatToF16(f);
+    fillK<<<b, kThreads, 0, st>>>(static_cast<uint16_t *>(y), n, h);
+    break;
+  }
+  default:
+    fail(FSDP_ERR_INVALID, "fsdp_fill: invalid dtype");
+  }
+  launched("fill kernel");
+}
+
+void CudaDevice::cast(fsdp_stream_s *s, fsdp_dtype xt, const void *x,
+                      fsdp_dtype yt, void *y, int64_t n) {
+  if (!isFloat(xt) || !isFloat(yt))
+    fail(FSDP_ERR_INVALID, "fsdp_cast: float dtypes only");
+  if (xt == yt) {
+    copy(s, y, x, static_cast<size_t>(n) * dtypeSize(xt));
+    return;
+  }
+  launchCast(x, xt, y, yt, n, streamOf(s));
+}
+
+void CudaDevice::add(fsdp_stream_s *s, fsdp_dtype t, const void *a,
+                     const void *b, void *c, int64_t n) {
+  binary(s, t, "fsdp_add", a, b, c, n, AddOp{});
+}
+void CudaDevice::mul(fsdp_stream_s *s, fsdp_dtype t, const void *a,
+                     const void *b, void *c, int64_t n) {
+  binary(s, t, "fsdp_mul", a, b, c, n, MulOp{});
+}
+void CudaDevice::relu(fsdp_stream_s *s, fsdp_dtype t, const void *x, void *y,
+                      int64_t n) {
+  unary(s, t, "fsdp_relu", x, y, n, ReluOp{});
+}
+void CudaDevice::relu_grad(fsdp_stream_s *s, fsdp_dtype t, const void *x,
+                           const void *dy, void *dx, int64_t n) {
+  binary(s, t, "fsdp_relu_grad", x, dy, dx, n, ReluGradOp{});
+}
+void CudaDevice::gelu(fsdp_stream_s *s, fsdp_dtype t, const void *x, void *y,
+                      int64_t n, int approxTanh) {
+  unary(s, t, "fsdp_gelu", x, y, n, GeluOp{approxTanh != 0});
+}
+void CudaDevice::gelu_grad(fsdp_stream_s *s, fsdp_dtype t, const void *x,
+                           const void *dy, void *dx, int64_t n,
+                           int approxTanh) {
+  binary(s, t, "fsdp_gelu_grad", x, dy, dx, n, GeluGradOp{approxTanh != 0});
+}
+void CudaDevice::silu(fsdp_stream_s *s, fsdp_dtype t, const void *x, void *y,
+                      int64_t n) {
+  unary(s, t, "fsdp_silu", x, y, n, SiluOp{});
+}
+void CudaDevice::silu_grad(fsdp_stream_s *s, fsdp_dtype t, const void *x,
+                           const void *dy, void *dx, int64_t n) {
+  binary(s, t, "fsdp_silu_grad", x, dy, dx, n, SiluGradOp{});
+}
+
+void CudaDevice::flatten(fsdp_stream_s *s, fsdp_dtype t,
+                         const void *const *parts, const int64_t *numels,
+                         const int64_t *offsets, int nparts, void *flat,
+                         int64_t flatNumel) {
+  floatDtype(t, "fsdp_flatten", [](auto) {});
+  size_t es = dtypeSize(t);
+  for (int i = 0; i < nparts; ++i)
+    if (offsets[i] < 0 || offsets[i] + numels[i] > flatNumel)
+      fail(FSDP_ERR_INVALID,
+           "flatten: part " + std::to_string(i) + " (" +
+               std::to_string(numels[i]) + " elements at offset " +
+               std::to_string(offsets[i]) + ") does not fit in " +
+               std::to_string(flatNumel));
+  zero(s, flat, static_cast<size_t>(flatNumel) * es);
+  for (int i = 0; i < nparts; ++i)
+    copy(s, static_cast<char *>(flat) + offsets[i] * es, parts[i],
+         static_cast<size_t>(numels[i]) * es);
+}
+
+void CudaDevice::split(fsdp_stream_s *s, fsdp_dtype t, const void *x,
+                       void *const *outs, const int64_t *sizes, int nparts,
+                       int64_t outer, int64_t inner) {
+  copyParts(this, s, t, const_cast<void *>(x), outs, sizes, nparts, outer,
+            inner,
+            /*toParts=*/true);
+}
+
+void CudaDevice::concat(fsdp_stream_s *s, fsdp_dtype t, const void *const *ins,
+                        void *y, const int64_t *sizes, int nparts,
+                        int64_t outer, int64_t inner) {
+  copyParts(this, s, t, y, const_cast<void *const *>(ins), sizes, nparts, outer,
+            inner, /*toParts=*/false);
+}
+
+} // namespace fsdp::hal::cuda
