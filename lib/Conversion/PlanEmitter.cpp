@@ -126,8 +126,11 @@ Value PlanEmitter::arg(const Arg &a) {
     return I64(a.value);
   case ArgKind::F64:
     return F64(a.number);
-  case ArgKind::RankTimes:
-    return rankTimes(a.group, a.scale);
+  case ArgKind::RankTimes: {
+    Value v = rankTimes(a.group, a.scale);
+    return a.value ? LLVM::AddOp::create(b, loc, v, I64(a.value)).getResult()
+                   : v;
+  }
   case ArgKind::Buffers:
     return pointerArray(plan.pointerLists[static_cast<size_t>(a.value)]);
   case ArgKind::Int64s:

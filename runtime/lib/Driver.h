@@ -133,6 +133,10 @@ struct fsdp_channel_s {
   X(silu_grad,                                                                 \
     (fsdp_dtype t, const void *x, const void *dy, void *dx, int64_t n),        \
     (t, x, dy, dx, n))                                                         \
+  X(dropout,                                                                   \
+    (fsdp_dtype t, const void *x, void *y, int64_t n, double rate,             \
+     int64_t seed, const void *step, fsdp_dtype st, int64_t first),            \
+    (t, x, y, n, rate, seed, step, st, first))                                 \
   X(reduce_sum,                                                                \
     (fsdp_dtype t, const void *x, const int64_t *xShape, int rank,             \
      const int64_t *axes, int naxes, void *y),                                 \

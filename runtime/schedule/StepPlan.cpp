@@ -23,7 +23,9 @@ namespace fsdp::schedule {
 class PlanBuilder {
 public:
   PlanBuilder(const Program &p, const StepPlan::Options &o, StepPlan &plan)
-      : prog(p), opt(o), plan(plan) {}
+      : prog(p), opt(o), plan(plan) {
+    opt.arena = opt.arena && prog.usesArena(); // no plan: per buffer
+  }
 
   void build();
 
@@ -121,10 +123,11 @@ Arg OpLowering::f64(double v) const {
   return a;
 }
 
-Arg OpLowering::rankTimes(Group g, int64_t scale) const {
+Arg OpLowering::rankTimes(Group g, int64_t scale, int64_t plus) const {
   Arg a{ArgKind::RankTimes};
   a.group = g;
   a.scale = scale;
+  a.value = plus;
   return a;
 }
 

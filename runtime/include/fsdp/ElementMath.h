@@ -131,6 +131,49 @@ template <typename T> FSDP_HD inline T siluGrad(T x, T dy) {
   return static_cast<T>(static_cast<double>(dy) * s * (1.0 + v * (1.0 - s)));
 }
 
+/// Philox4x32-10 (Salmon, Moraes, Dror & Shaw, "Parallel random numbers:
+/// as easy as 1, 2, 3", SC'11, Figure 2 with the 10 rounds and constants of
+/// Random123's philox.h; cuRAND's and PyTorch's generator): a bijection of
+/// the 128-bit counter under a 64-bit key, so that any element's random
+/// number is computed on its own, on any driver, in any order. Checked
+/// against Random123's known-answer vectors (RuntimeKernelsTest).
+FSDP_HD inline void philox4x32x10(uint32_t ctr[4], uint32_t k0, uint32_t k1) {
+  for (int round = 0; round < 10; ++round) {
+    uint64_t p0 = uint64_t{0xD2511F53u} * ctr[0];
+    uint64_t p1 = uint64_t{0xCD9E8D57u} * ctr[2];
+    uint32_t next[4] = {static_cast<uint32_t>(p1 >> 32) ^ ctr[1] ^ k0,
+                        static_cast<uint32_t>(p1),
+                        static_cast<uint32_t>(p0 >> 32) ^ ctr[3] ^ k1,
+                        static_cast<uint32_t>(p0)};
+    for (int i = 0; i < 4; ++i)
+      ctr[i] = next[i];
+    k0 += 0x9E3779B9u; // the Weyl sequence of the key (golden ratio)
+    k1 += 0xBB67AE85u; // (√3 − 1)
+  }
+}
+
+/// Dropout (Srivastava et al., JMLR 2014; torch.nn.functional.dropout's
+/// inverted form): whether element `index` of the whole tensor survives at
+/// optimizer step `step` in the op's stream `seed`. Its uniform number is the
+/// first Philox word of counter (index, step) under key `seed`, scaled by
+/// 2^-32; the element is kept when it is >= `rate`, so that P(keep) =
+/// 1 − rate. A function of the element's place in the global batch, never
+/// of the rank, world size or thread that computes it.
+FSDP_HD inline bool dropoutKeeps(int64_t seed, int64_t step, int64_t index,
+                                 double rate) {
+  uint64_t i = static_cast<uint64_t>(index), t = static_cast<uint64_t>(step),
+           k = static_cast<uint64_t>(seed);
+  uint32_t ctr[4] = {static_cast<uint32_t>(i), static_cast<uint32_t>(i >> 32),
+                     static_cast<uint32_t>(t), static_cast<uint32_t>(t >> 32)};
+  philox4x32x10(ctr, static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32));
+  return static_cast<double>(ctr[0]) * 0x1p-32 >= rate;
+}
+/// A kept element is scaled by 1/(1 − rate) (in T: the factor is rounded
+/// once, as torch's), a dropped one is 0.
+template <typename T> FSDP_HD inline T dropout(T x, bool keep, T scale) {
+  return keep ? x * scale : T(0);
+}
+
 /// The scalars of one AdamW step in T, computed as torch does (Python
 /// floats, then cast): decay 1 − lr·wd, β1, β2, 1−β1, 1−β2, lr/(1−β1ᵗ),
 /// √(1−β2ᵗ), ε.

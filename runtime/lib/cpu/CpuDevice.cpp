@@ -560,6 +560,24 @@ void CpuDevice::lr_schedule(fsdp_stream_s *, const void *step,
   *lr = math::scheduledLr(kind, t, baseLr, warmup, decay, minLr);
 }
 
+void CpuDevice::dropout(fsdp_stream_s *, fsdp_dtype t, const void *x, void *y,
+                        int64_t n, double rate, int64_t seed, const void *step,
+                        fsdp_dtype stepType, int64_t first) {
+  if (!(rate >= 0 && rate < 1))
+    fail(FSDP_ERR_INVALID,
+         "fsdp_dropout: rate must be in [0, 1), got " + std::to_string(rate));
+  int64_t stepValue = loadIndex(step, stepType, "fsdp_dropout: step");
+  floatKernel(t, "fsdp_dropout", [&](auto tag, Stage &st) {
+    using T = decltype(tag);
+    const T *xs = st.in<T>(x, n);
+    T *ys = st.out<T>(y, n);
+    T scale = static_cast<T>(1.0 / (1.0 - rate));
+    for (int64_t i = 0; i < n; ++i)
+      ys[i] = math::dropout(
+          xs[i], math::dropoutKeeps(seed, stepValue, first + i, rate), scale);
+  });
+}
+
 void CpuDevice::sum_squares(fsdp_stream_s *, fsdp_dtype t, const void *x,
                             int64_t n, double *out) {
   floatKernel(t, "fsdp_sum_squares", [&](auto tag, Stage &st) {

@@ -155,6 +155,18 @@ void binary(fsdp_stream_s *s, fsdp_dtype t, const char *name, const void *a,
 }
 
 template <int DT>
+__global__ void dropoutK(const typename Elt<DT>::S *x, typename Elt<DT>::S *y,
+                         int64_t n, double rate, int64_t seed, const void *step,
+                         int stepI64, int64_t first,
+                         typename Elt<DT>::C scale) {
+  using E = Elt<DT>;
+  int64_t t = loadIndex(step, stepI64, 0);
+  FSDP_GRID_LOOP(i, n)
+  y[i] = E::st(math::dropout(
+      E::ld(x, i), math::dropoutKeeps(seed, t, first + i, rate), scale));
+}
+
+template <int DT>
 __global__ void divideK(typename Elt<DT>::S *p, int64_t n, int divisor) {
   using E = Elt<DT>;
   using C = typename E::C;
@@ -255,6 +267,27 @@ void CudaDevice::silu(fsdp_stream_s *s, fsdp_dtype t, const void *x, void *y,
 void CudaDevice::silu_grad(fsdp_stream_s *s, fsdp_dtype t, const void *x,
                            const void *dy, void *dx, int64_t n) {
   binary(s, t, "fsdp_silu_grad", x, dy, dx, n, SiluGradOp{});
+}
+
+void CudaDevice::dropout(fsdp_stream_s *s, fsdp_dtype t, const void *x, void *y,
+                         int64_t n, double rate, int64_t seed, const void *step,
+                         fsdp_dtype stepType, int64_t first) {
+  if (!(rate >= 0 && rate < 1))
+    fail(FSDP_ERR_INVALID,
+         "fsdp_dropout: rate must be in [0, 1), got " + std::to_string(rate));
+  checkIndexType(stepType, "fsdp_dropout: step");
+  if (n == 0)
+    return;
+  floatDtype(t, "fsdp_dropout", [&](auto tag) {
+    constexpr int DT = decltype(tag)::value;
+    using E = Elt<DT>;
+    using C = typename E::C;
+    dropoutK<DT><<<blocksFor(n), kThreads, 0, streamOf(s)>>>(
+        static_cast<const typename E::S *>(x), static_cast<typename E::S *>(y),
+        n, rate, seed, step, stepType == FSDP_I64, first,
+        static_cast<C>(1.0 / (1.0 - rate)));
+  });
+  launched("fsdp_dropout");
 }
 
 void CudaDevice::flatten(fsdp_stream_s *s, fsdp_dtype t,

@@ -72,6 +72,43 @@ AttrSpec geluApproximation() {
                 std::string(kDefaultGeluApproximation) == "tanh");
 }
 
+//===--- Dropout ----------------------------------------------------------===//
+
+void validateDropout(const Checker &c) {
+  c.need(2, 1);
+  c.floatSame({c.o[0], c.r[0]});
+  c.sameNumel(c.o[0], c.r[0]);
+  if (!isIntDType(c.B(c.o[1]).dtype) || c.B(c.o[1]).numel != 1)
+    c.fail("step must be an i64 scalar");
+  double rate = c.in.number("rate");
+  if (!(rate >= 0 && rate < 1))
+    c.fail("rate must be in [0, 1), got " + std::to_string(rate));
+  if (c.B(c.o[0]).shape.empty())
+    c.fail("the input must have a batch dimension");
+  if (c.in.integer("micro_batch") < 0)
+    c.fail("micro_batch must be >= 0");
+}
+
+/// The mask is drawn by each element's place in the global batch: rank r
+/// holds rows [r·b, (r+1)·b) of it (b = global_batch / world_size), and
+/// micro-batch j rows [j·m, (j+1)·m) of those (m the input's rows), so the
+/// first element here is element (r·b + j·m)·(numel / m) of the whole
+/// tensor, at any world size and micro-batch count.
+void lowerDropout(OpLowering &l) {
+  const BufferDesc &x = l.B(l.o[0]);
+  int64_t rows = x.shape[0], rowNumel = rows ? x.numel / rows : 0;
+  int64_t perRank =
+      l.prog.globalBatch() > 0 && l.prog.globalBatch() % l.prog.worldSize() == 0
+          ? l.prog.globalBatch() / l.prog.worldSize()
+          : rows;
+  l.call("fsdp_dropout",
+         {l.stream(), l.t(), l.operand(0), l.result(0), l.i64(x.numel),
+          l.f64(l.in.number("rate")), l.i64(l.in.integer("seed")), l.operand(1),
+          l.dtypeArg(l.B(l.o[1]).dtype),
+          l.rankTimes(Group::World, perRank * rowNumel,
+                      l.in.integer("micro_batch") * rows * rowNumel)});
+}
+
 //===--- Constants, copies and casts --------------------------------------===//
 
 void lowerConstant(OpLowering &l) {
@@ -366,6 +403,11 @@ std::vector<OpDef> computeOps() {
        lowerGelu<2, kGeluGrad>},
       {OpKind::Silu, {}, validateUnary, lowerElementwise<1, kSilu>},
       {OpKind::SiluGrad, {}, validateBinary, lowerElementwise<2, kSiluGrad>},
+      {OpKind::Dropout,
+       {number("rate", kRequired), integer("seed", kRequired),
+        integer("micro_batch")},
+       validateDropout,
+       lowerDropout},
       {OpKind::ReduceSum,
        {ints("axes")},
        validateReduceBroadcast,

@@ -42,8 +42,8 @@ enum class ArgKind : uint8_t {
   I32,  ///< `value` as a 32-bit integer (int, an enum)
   I64,  ///< `value` (int64_t, size_t)
   F64,  ///< `number`
-  /// rank(`group`) · `scale` as an int64_t: known only at run time, so that
-  /// one compiled step serves every rank.
+  /// rank(`group`) · `scale` + `value` as an int64_t: known only at run
+  /// time, so that one compiled step serves every rank.
   RankTimes,
   Buffers, ///< an array of device pointers: pointerLists[value]
   Int64s,  ///< a constant int64_t array: int64Lists[value] (null if empty)
@@ -116,8 +116,9 @@ bool hasLowering(OpKind kind);
 class StepPlan {
 public:
   struct Options {
-    /// Buffers at their planned arena offsets (Program::usesArena); the
-    /// overlap of two live slots is then a memory-plan error.
+    /// Buffers at their planned arena offsets when the program has them
+    /// (Program::usesArena); the overlap of two live slots is then a
+    /// memory-plan error.
     bool arena = true;
     /// Per group (Group as index): the channel has the schedule's group size.
     /// An all-gather over a smaller one (a schedule run at another world
