@@ -270,6 +270,18 @@ LogicalResult SiluOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
   return success();
 }
 
+/// The same mask (same seed, step and rows), applied to the gradient.
+LogicalResult DropoutOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                  ArrayRef<bool> needed,
+                                  SmallVectorImpl<Value> &grads) {
+  grads.assign(2, Value());
+  if (resultGrads[0] && needed[0])
+    grads[0] =
+        DropoutOp::create(b, getLoc(), resultGrads[0], getStep(), getRateAttr(),
+                          getSeedAttr(), getMicroBatchAttr());
+  return success();
+}
+
 LogicalResult SplitOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
                                 ArrayRef<bool> needed,
                                 SmallVectorImpl<Value> &grads) {

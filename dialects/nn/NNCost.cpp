@@ -95,6 +95,7 @@ NN_BYTES(AttentionOp)
 NN_BYTES(AttentionGradOp)
 NN_BYTES(SiluOp)
 NN_BYTES(SiluGradOp)
+NN_BYTES(DropoutOp)
 NN_BYTES(SplitOp)
 NN_BYTES(ConcatOp)
 NN_BYTES(ZerosLikeOp)
@@ -120,6 +121,7 @@ int64_t GeluOp::getFlops() { return kGelu * numel(getResult()); }
 int64_t GeluGradOp::getFlops() { return kGeluGrad * numel(getResult()); }
 int64_t SiluOp::getFlops() { return kSilu * numel(getResult()); }
 int64_t SiluGradOp::getFlops() { return kSiluGrad * numel(getResult()); }
+int64_t DropoutOp::getFlops() { return kMul * numel(getResult()); }
 int64_t ReduceSumOp::getFlops() { return kReduce * numel(getInput()); }
 int64_t BroadcastOp::getFlops() { return 0; }
 int64_t CrossEntropyOp::getFlops() {

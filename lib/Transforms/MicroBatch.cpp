@@ -20,6 +20,9 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 namespace {
+/// The inherent attribute of ops that know their micro-batch.
+constexpr llvm::StringLiteral kMicroBatchIndexAttr = "micro_batch";
+
 struct FSDPMicroBatchPass
     : mlir::fsdp::impl::FSDPMicroBatchBase<FSDPMicroBatchPass> {
   using Base::Base;
@@ -86,6 +89,11 @@ struct FSDPMicroBatchPass
       for (Operation *op : body) {
         Operation *c = b.clone(*op, map);
         c->setAttr(nn::kMicroBatchAttr, b.getI64IntegerAttr(j));
+        // An op whose semantics depend on where its rows sit in the batch
+        // (nn.dropout's mask) has an inherent `micro_batch` attribute.
+        if (llvm::is_contained(c->getName().getAttributeNames(),
+                               kMicroBatchIndexAttr))
+          c->setAttr(kMicroBatchIndexAttr, b.getI64IntegerAttr(j));
         // The clone sees a smaller batch: re-infer its result shapes.
         if (failed(nn::reinferResultTypes(c)))
           return signalPassFailure();

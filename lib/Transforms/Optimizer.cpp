@@ -170,7 +170,12 @@ struct FSDPOptimizerPass
           b.getDictionaryAttr(named(attr, b.getUnitAttr())), fn.getLoc());
       return fn.getArguments().back();
     };
-    if (adamw || scheduled)
+    // A forward that reads the step (nn.dropout) has it already: one step
+    // input per step function.
+    for (BlockArgument arg : fn.getArguments())
+      if (fn.getArgAttr(arg.getArgNumber(), nn::kStepAttr))
+        step = arg;
+    if ((adamw || scheduled) && !step)
       step = appendScalar(nn::kStepAttr);
     Value totalSteps;
     if (lrSchedule != "constant" && decaySteps == 0)

@@ -120,6 +120,8 @@ double gradCheck(const char *src, const Options &opt = {}) {
       std::uniform_int_distribution<int64_t> cls(0, classes - 1);
       for (double &x : v)
         x = static_cast<double>(cls(rng));
+    } else if (io.role == "step") {
+      v.assign(1, 3.0); // the optimizer step nn.dropout's mask depends on
     } else if (io.role == "tokens") {
       std::uniform_int_distribution<int64_t> tok(0, opt.tokenRange - 1);
       for (double &x : v)
@@ -631,6 +633,21 @@ func.func @forward(%x: tensor<3x5xf64> {nn.param = "x"},
   return %l : tensor<f64>
 })mlir",
             opt);
+}
+
+// The VJP applies the forward's mask (same seed, step and rows): at rate
+// 0.5 about half of x's gradient is 0, and the rest scaled by 2.
+TEST(GradCheck, Dropout) {
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<4x6xf64> {nn.param = "x"},
+                   %r: tensor<4x6xf64> {nn.param = "r", nn.trainable = false},
+                   %step: tensor<i64> {nn.step})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.dropout %x, %step {rate = 0.5, seed = 9} : tensor<4x6xf64>, tensor<i64>
+  %p = nn.mul %y, %r : tensor<4x6xf64>
+  %l = nn.reduce_sum %p {axes = array<i64: 0, 1>} : tensor<4x6xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
 }
 
 // Three pieces, all used (the VJP concatenates their gradients).

@@ -92,8 +92,9 @@ TEST(StepPlan, EveryCommittedScheduleIsPlannedConsistently) {
       StepPlan plan = StepPlan::build(p, o);
       std::string ctx = std::string(name) + (arena ? " (arena)" : "");
       checkPlan(p, plan, ctx);
-      if (p.plannedPeakBytes() >= 0)
+      if (p.plannedPeakBytes() >= 0) {
         EXPECT_EQ(plan.peakBytes, p.plannedPeakBytes()) << ctx;
+      }
     }
   }
 }

@@ -407,6 +407,37 @@ def NN_SiluGradOp : NN_ShapedOp<"silu_grad", [SameOperandsAndResultType,
   let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
 }
 
+// A dropout rate: 0 <= rate < 1.
+def NN_DropoutRate : ConfinedAttr<F64Attr, [AttrConstraint<CPred<
+    "::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() >= 0.0 && "
+    "::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() < 1.0">,
+    "a rate in [0, 1)">]> {
+  let summary = "a dropout rate in [0, 1)";
+}
+
+// Verified by its types and attributes alone (ODS), so not an NN_ShapedOp.
+def NN_DropoutOp : NN_Op<"dropout", [Pure, AllTypesMatch<["input", "result"]>,
+    DeclareOpInterfaceMethods<NN_CostOpInterface>,
+    DeclareOpInterfaceMethods<NN_AutodiffOpInterface>]> {
+  let summary = "inverted dropout with a counter-based mask (torch.nn.Dropout)";
+  let description = [{
+    `input` [batch, ...] → the same type: each element is kept with
+    probability 1 − `rate` and scaled by 1/(1 − `rate`), else 0 (Srivastava
+    et al., JMLR 2014). The mask is Philox4x32-10 (Salmon et al., SC'11) of
+    (the element's index in the global batch, the optimizer `step`) under
+    key `seed`: the same at every world size and micro-batch count, on every
+    driver, and again when activation checkpointing recomputes the op.
+    `micro_batch` is the micro-batch this op's rows belong to
+    (fsdp-micro-batch sets it on its clones). The VJP is the same dropout of
+    the gradient. FLOPs: one multiply per element.
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_StepTensor:$step,
+                       NN_DropoutRate:$rate, I64Attr:$seed,
+                       DefaultValuedAttr<I64Attr, "0">:$micro_batch);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $step attr-dict `:` type($input) `,` type($step)";
+}
+
 def NN_SplitOp : NN_DiffOp<"split", [InferTypeOpAdaptor]> {
   let summary = "split along `axis` into pieces of `sizes` (GPT-2's fused q, k, v)";
   let arguments = (ins NN_FloatTensor:$input, I64Attr:$axis, DenseI64ArrayAttr:$sizes);

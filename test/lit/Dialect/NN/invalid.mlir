@@ -410,3 +410,19 @@ func.func @scale_type(%g: tensor<8xf32>, %c: tensor<f64>) -> tensor<8xf64> {
   %y = "nn.scale"(%g, %c) : (tensor<8xf32>, tensor<f64>) -> tensor<8xf64>
   return %y : tensor<8xf64>
 }
+
+// -----
+
+func.func @dropout_rate(%x: tensor<4x8xf32>, %s: tensor<i64>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'nn.dropout' op attribute 'rate' failed to satisfy constraint: a dropout rate in [0, 1)}}
+  %y = nn.dropout %x, %s {rate = 1.0, seed = 0} : tensor<4x8xf32>, tensor<i64>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @dropout_type(%x: tensor<4x8xf32>, %s: tensor<i64>) -> tensor<4x8xf64> {
+  // expected-error @+1 {{'nn.dropout' op failed to verify that all of {input, result} have same type}}
+  %y = "nn.dropout"(%x, %s) {rate = 0.5 : f64, seed = 0 : i64} : (tensor<4x8xf32>, tensor<i64>) -> tensor<4x8xf64>
+  return %y : tensor<4x8xf64>
+}

@@ -18,6 +18,8 @@ func.func @all_ops(%x: tensor<4x3xf32> {nn.data = "features"}, %y: tensor<4xi32>
   // CHECK: nn.gelu %{{.*}} {approximate = #nn.approximation<tanh>} : tensor<4x5xf32>
   %g = nn.gelu %r {approximate = #nn.approximation<tanh>} : tensor<4x5xf32>
   %rg = nn.relu_grad %p, %g : tensor<4x5xf32>
+  // CHECK: nn.dropout %{{.*}}, %{{.*}} {micro_batch = 1 : i64, rate = 1.000000e-01 : f64, seed = 7 : i64} : tensor<4x5xf32>, tensor<i64>
+  %dr = nn.dropout %rg, %step {rate = 0.1, seed = 7, micro_batch = 1} : tensor<4x5xf32>, tensor<i64>
   %gg = nn.gelu_grad %r, %rg : tensor<4x5xf32>
   // CHECK: nn.reduce_sum %{{.*}} {axes = array<i64: 0>} : tensor<4x5xf32> -> tensor<5xf32>
   %s = nn.reduce_sum %gg {axes = array<i64: 0>} : tensor<4x5xf32> -> tensor<5xf32>
