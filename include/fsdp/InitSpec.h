@@ -1,5 +1,4 @@
-//===- InitSpec.h - Parameter init specs, for compiler and runtime -*- C++
-//-*-===//
+//===- InitSpec.h - Parameter init specs, for compiler and runtime --------===//
 //
 // The one definition of the strings that say how a parameter starts: the
 // `nn.init` argument attribute (checked by the nn dialect's verifier,

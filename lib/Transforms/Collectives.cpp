@@ -1,5 +1,4 @@
-//===- Collectives.cpp - fsdp-collectives: place gathers, frees, reduces
-//---===//
+//===- Collectives.cpp - fsdp-collectives: place gathers, frees, reduces --===//
 //
 // FULL_SHARD (ZeRO-3) placement as in PyTorch FSDP (Zhao et al., VLDB 2023,
 // Sec. 3.3 and Fig. 4): all-gather a unit right before its first forward

@@ -15,6 +15,7 @@
 
 #include "fsdp/kernels.h"
 #include "fsdp/runtime.h"
+#include "fsdp/schedule/Format.h"
 
 #include <atomic>
 #include <cstdint>
@@ -48,22 +49,10 @@ inline void checkIndexType(fsdp_dtype t, const char *what) {
 }
 
 /// fsdp_dtype_size for the drivers (the cuda driver library does not link
-/// the runtime's C functions): 4, 8, 4, 8, 2, 2 bytes; 0 if invalid.
+/// the runtime's C functions): the format's element sizes; 0 if invalid.
 inline size_t dtypeSize(fsdp_dtype t) {
-  switch (t) {
-  case FSDP_F32:
-    return 4;
-  case FSDP_F64:
-    return 8;
-  case FSDP_I32:
-    return 4;
-  case FSDP_I64:
-    return 8;
-  case FSDP_BF16:
-  case FSDP_F16:
-    return 2;
-  }
-  return 0;
+  return static_cast<size_t>(
+      fsdp::schedule::dtypeSize(static_cast<fsdp::schedule::DType>(t)));
 }
 
 } // namespace fsdp::hal

@@ -1,5 +1,4 @@
-//===- EntryPoints.cpp - the step plan's calls, by name
-//---------------------===//
+//===- EntryPoints.cpp - the step plan's calls, by name -------------------===//
 //
 // The thunks of EntryPoints.h: one per kernel of FSDP_DRIVER_KERNELS
 // (Driver.h, every kernel of kernels.h) and per C API call a plan makes

@@ -150,8 +150,7 @@ bool parseCuda(const std::string &name, int &ordinal) {
 
 extern "C" {
 
-//===--- Process
-//------------------------------------------------------------===//
+//===--- Process ----------------------------------------------------------===//
 
 int fsdp_init(int *argc, char ***argv) {
   int init = 0;
@@ -304,8 +303,7 @@ int fsdp_set_progress_interval(double min_seconds, double max_seconds) {
   return FSDP_OK;
 }
 
-//===--- Devices, memory, streams
-//-------------------------------------------===//
+//===--- Devices, memory, streams -----------------------------------------===//
 
 int fsdp_device_create(const char *name, const fsdp_device_options *options,
                        fsdp_device *out) {
@@ -413,8 +411,7 @@ int fsdp_stream_synchronize(fsdp_stream s) {
   return guard([&] { s->device->synchronize(s); });
 }
 
-//===--- Events
-//-------------------------------------------------------------===//
+//===--- Events -----------------------------------------------------------===//
 
 int fsdp_event_query(fsdp_event event, int *done) {
   if (!event || !done)
@@ -441,8 +438,7 @@ int fsdp_wait(fsdp_event event) {
   return rc;
 }
 
-//===--- Channels and collectives
-//-------------------------------------------===//
+//===--- Channels and collectives -----------------------------------------===//
 
 int fsdp_channel_create(fsdp_device device, fsdp_channel *out) {
   if (!device || !out)
@@ -489,8 +485,7 @@ int fsdp_all_reduce_start(fsdp_channel c, const void *in, void *out,
   return guard([&] { *done = c->allReduce(in, out, count, dtype, op); });
 }
 
-//===--- Statistics
-//---------------------------------------------------------===//
+//===--- Statistics -------------------------------------------------------===//
 
 int fsdp_device_get_stats(fsdp_device d, fsdp_device_stats *o) {
   if (!d || !o)
@@ -520,8 +515,7 @@ int fsdp_device_reset_stats(fsdp_device d) {
   });
 }
 
-//===--- Kernels (fsdp/kernels.h)
-//-------------------------------------------===//
+//===--- Kernels (fsdp/kernels.h) -----------------------------------------===//
 
 #define FSDP_DEFINE_KERNEL(name, params, args)                                 \
   int fsdp_##name(fsdp_stream s, FSDP_UNPAREN params) {                        \
@@ -576,8 +570,7 @@ int fsdp_optimizer_update(fsdp_stream s, fsdp_dtype t, int adamw, const void *p,
   return update(done, n - done, weightDecay);
 }
 
-//===--- Profile
-//------------------------------------------------------------===//
+//===--- Profile ----------------------------------------------------------===//
 
 namespace {
 std::atomic<int> profileOn{0};

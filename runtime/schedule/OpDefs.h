@@ -21,8 +21,7 @@
 
 namespace fsdp::schedule {
 
-//===--- Attributes
-//--------------------------------------------------------===//
+//===--- Attributes -------------------------------------------------------===//
 
 enum class AttrType { Number, Integer, Flag, Ints, Choice };
 
@@ -73,8 +72,7 @@ inline constexpr bool kRequired = true;
 AttrSpec groupAttr(const char *dflt);
 AttrSpec reductionAttr();
 
-//===--- Validation
-//---------------------------------------------------------===//
+//===--- Validation -------------------------------------------------------===//
 
 /// The checks of one instruction against its program: every message names
 /// the file, the instruction and its location, and says what was expected.
@@ -106,8 +104,7 @@ public:
   void sameDType(int64_t a, int64_t b) const;
 };
 
-//===--- Definitions
-//--------------------------------------------------------===//
+//===--- Definitions ------------------------------------------------------===//
 
 class OpLowering;
 

@@ -1,5 +1,4 @@
-//===- OpTable.cpp - the op definitions by kind, and the shared checks
-//-----===//
+//===- OpTable.cpp - the op definitions by kind, and the shared checks ----===//
 //
 // Gathers the definitions of the op families (ops/*.cpp) into one table by
 // OpKind, and implements Checker, the validation helpers every op's rules
@@ -69,8 +68,7 @@ const OpDef &opDef(OpKind kind) {
       .defs[static_cast<size_t>(table().byKind[static_cast<size_t>(kind)])];
 }
 
-//===--- Checker
-//------------------------------------------------------------===//
+//===--- Checker ----------------------------------------------------------===//
 
 Checker::Checker(const Program &p, const Instruction &in, size_t index)
     : prog(p), in(in), o(in.operands), r(in.results), ctx(p.where(index)) {

@@ -1,5 +1,4 @@
-//===- Parse.cpp - the JSON schedule into a Program
-//------------------------===//
+//===- Parse.cpp - the JSON schedule into a Program -----------------------===//
 //
 // Parsing and static validation of runtime/docs/schedule-format.md into
 // fsdp::schedule::Program: header fields, units, buffers (view chains
@@ -504,7 +503,7 @@ void Parser::checkUnitIo(const json &e, IoDesc &io, const std::string &ctx) {
     throw Error(ctx + ": unknown unit '" + io.unit + "'");
   if (e.contains("layout")) {
     io.layout = strField(e, "layout", ctx);
-    if (io.layout != "shard" && io.layout != "full")
+    if (!contains(kLayouts, io.layout))
       throw Error(ctx + ": unknown layout '" + io.layout +
                   "' (supported: shard, full)");
   }

@@ -1,5 +1,4 @@
-//===- PlanBuilder.h - what an op's lowering sees of the step plan -*- C++
-//-*-===//
+//===- PlanBuilder.h - what an op's lowering sees of the step plan --------===//
 //
 // Private to the schedule library. PlanBuilder walks a program once in
 // program order, keeping what an executor would keep while it runs (the

@@ -1,5 +1,4 @@
-//===- Program.cpp - queries of a parsed schedule
-//---------------------------===//
+//===- Program.cpp - queries of a parsed schedule -------------------------===//
 //
 // fsdp::schedule::Program's lookups, the fingerprints ranks compare before
 // they run a schedule together, and the load-time check that an output

@@ -1,5 +1,4 @@
-//===- StepPlan.cpp - plans a step once, for both back ends
-//----------------===//
+//===- StepPlan.cpp - plans a step once, for both back ends ---------------===//
 //
 // PlanBuilder walks the program as an executor runs it -- inputs bound,
 // then per instruction: every collective in flight on a buffer the

@@ -1,5 +1,4 @@
-//===- ArenaTest.cpp - Tests of the planned arena in fsdp::schedule::Program
-//----===//
+//===- ArenaTest.cpp - Tests of the planned arena ------------------------===//
 //
 // The runtime's use of the compiler's memory plan (runtime/docs/
 // schedule-format.md, "Runtime decisions"): binding of buffers to

@@ -179,10 +179,45 @@ func.func @f(%x: tensor<4x3xf32>, %w: tensor<5x3xf32>) -> tensor<4x5xbf16> {
 }
 
 TEST(DialectFacts, EveryScheduleOpHasAnLLVMLowering) {
-  // The interpreter runs every op of kOps (Frame::execute); a compiled step
-  // must be able to run the same schedules.
+  // Every op of kOps has a step-plan lowering (runtime/schedule/ops), which
+  // both the executor and a compiled step run.
   for (const ::fsdp::schedule::OpInfo &op : ::fsdp::schedule::kOps)
     EXPECT_TRUE(mlir::fsdp::hasLLVMLowering(op.name))
         << op.name << " has no entry in lib/Conversion/FSDPToLLVM.cpp";
   EXPECT_FALSE(mlir::fsdp::hasLLVMLowering("arith.addf"));
+}
+
+// The ODS enums of the dialects and the schedule format (Format.h) spell the
+// same names, in the same order: the format's lists are what the runtime
+// accepts, the enums what the compiler writes.
+TEST(DialectFacts, EnumsSpellTheScheduleFormatsNames) {
+  namespace schedule = ::fsdp::schedule;
+  ASSERT_EQ(mlir::fsdp::getMaxEnumValForStrategy() + 1,
+            std::size(schedule::kStrategies));
+  for (uint32_t i = 0; i <= mlir::fsdp::getMaxEnumValForStrategy(); ++i)
+    EXPECT_EQ(
+        mlir::fsdp::stringifyStrategy(static_cast<mlir::fsdp::Strategy>(i)),
+        schedule::kStrategies[i]);
+  ASSERT_EQ(mlir::fsdp::getMaxEnumValForGroup() + 1,
+            std::size(schedule::kGroupNames));
+  for (uint32_t i = 0; i <= mlir::fsdp::getMaxEnumValForGroup(); ++i)
+    EXPECT_EQ(mlir::fsdp::stringifyGroup(static_cast<mlir::fsdp::Group>(i)),
+              schedule::kGroupNames[i]);
+  ASSERT_EQ(mlir::fsdp::getMaxEnumValForRole() + 1,
+            std::size(schedule::kStateRoles));
+  for (uint32_t i = 0; i <= mlir::fsdp::getMaxEnumValForRole(); ++i)
+    EXPECT_EQ(mlir::fsdp::stringifyRole(static_cast<mlir::fsdp::Role>(i)),
+              schedule::kStateRoles[i]);
+  ASSERT_EQ(mlir::fsdp::getMaxEnumValForLayout() + 1,
+            std::size(schedule::kLayouts));
+  for (uint32_t i = 0; i <= mlir::fsdp::getMaxEnumValForLayout(); ++i)
+    EXPECT_EQ(mlir::fsdp::stringifyLayout(static_cast<mlir::fsdp::Layout>(i)),
+              schedule::kLayouts[i]);
+  // The element types the translation writes are the format's dtypes.
+  MLIRContext ctx;
+  Builder b(&ctx);
+  Type types[] = {b.getF32Type(), b.getF64Type(),  b.getI32Type(),
+                  b.getI64Type(), b.getBF16Type(), b.getF16Type()};
+  for (auto [t, d] : llvm::zip_equal(types, schedule::kDTypes))
+    EXPECT_EQ(nn::dtypeName(t), d.name);
 }

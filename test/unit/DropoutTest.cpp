@@ -1,5 +1,4 @@
-//===- DropoutTest.cpp - nn.dropout's generator and kernel
-//-----------------===//
+//===- DropoutTest.cpp - nn.dropout's generator and kernel ----------------===//
 //
 // Philox4x32-10 against Random123's published known-answer vectors, and
 // fsdp_dropout on the cpu driver: the kept fraction against 1 − rate, kept

@@ -1,5 +1,4 @@
-//===- InterpreterTest.cpp - Tests of fsdp::schedule::Program
-//-------------------===//
+//===- InterpreterTest.cpp - Tests of fsdp::schedule::Program -------------===//
 //
 // The schedule interpreter in-process on one rank (no MPI): its error
 // messages (not JSON, wrong format/version, unknown op/dtype, wrong operand

@@ -1,5 +1,4 @@
-//===- StepPlanTest.cpp - the step plan both back ends run
-//------------------===//
+//===- StepPlanTest.cpp - the step plan both back ends run ----------------===//
 //
 // fsdp::schedule::StepPlan of every committed schedule, in arena and
 // per-buffer mode, checked against what it must be independently of the

@@ -1,5 +1,4 @@
-//===- fsdp-import.cpp - Hugging Face config.json → nn-dialect forward graph
-//===//
+//===- fsdp-import.cpp - HF config.json to an nn forward graph ------------===//
 //
 //   fsdp-import CONFIG.json -o model.mlir [--layers N] [--hidden N] ...
 //   fsdp-import --count-params CONFIG.json [overrides]

@@ -1,5 +1,4 @@
-//===- fsdp-sweep.cpp - an architect's table: strategy x world size x bucket
-//===//
+//===- fsdp-sweep.cpp - strategy x world size x bucket, planned ----------===//
 //
 //   fsdp-sweep CONFIG.json --cluster SPEC.json [--world-sizes
 //   8,64,512,4096,16384]

@@ -1,5 +1,4 @@
-//===- Options.h - command-line overrides shared by fsdp-import and fsdp-sweep
-//===//
+//===- Options.h - overrides of fsdp-import and fsdp-sweep ---*- C++ -*-===//
 #ifndef FSDP_IMPORT_OPTIONS_H
 #define FSDP_IMPORT_OPTIONS_H
 

@@ -1,5 +1,4 @@
-//===- Sweep.h - Plans and simulates a grid of FSDP configurations -*- C++
-//-*-===//
+//===- Sweep.h - Plans and simulates a grid of FSDP configurations --------===//
 //
 // The library behind fsdp-sweep: for one Hugging Face model config, every
 // combination of world size, strategy, wrap policy and bucket limit is

@@ -1,5 +1,4 @@
-//===- CompiledStep.h - a compiled training step, loaded ----------*- C++
-//-*-===//
+//===- CompiledStep.h - a compiled training step, loaded ------------------===//
 //
 // fsdp::rt::CompiledStep dlopens `fsdp-compile`'s STEP.so (fsdp/compiled.h)
 // and checks it before any step; Executor::useCompiledStep runs it. Its

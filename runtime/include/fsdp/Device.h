@@ -1,5 +1,4 @@
-//===- Device.h - an owned runtime device -------------------------*- C++
-//-*-===//
+//===- Device.h - an owned runtime device ---------------------------------===//
 //
 // fsdp::rt::Device owns an fsdp_device (runtime.h): "cpu", "cuda" (the GPU
 // of the rank's index on its node) or "cuda:N".

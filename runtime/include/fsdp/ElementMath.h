@@ -1,5 +1,4 @@
-//===- ElementMath.h - per-element formulas shared by the drivers -*- C++
-//-*-===//
+//===- ElementMath.h - per-element formulas shared by the drivers ---------===//
 //
 // The per-element math of the kernels of fsdp/kernels.h, written once and
 // compiled by g++ for the cpu driver and by nvcc (__host__ __device__) for

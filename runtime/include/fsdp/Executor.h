@@ -1,5 +1,4 @@
-//===- Executor.h - runs a schedule's steps on one device ---------*- C++
-//-*-===//
+//===- Executor.h - runs a schedule's steps on one device -----------------===//
 //
 // fsdp::rt::Executor runs the steps of a schedule (fsdp::schedule::Program)
 // on one device, SPMD on every rank, with the training state resident in

@@ -125,8 +125,7 @@ void setProgressInterval(int64_t minNs, int64_t maxNs) {
 
 int64_t progressThreadTests() { return threadTests.load(); }
 
-//===--- Events
-//-------------------------------------------------------------===//
+//===--- Events -----------------------------------------------------------===//
 
 bool CpuEvent::query() {
   std::lock_guard<std::mutex> lk(reqMutex);
@@ -165,8 +164,7 @@ CpuEvent::~CpuEvent() {
   }
 }
 
-//===--- Channels
-//-----------------------------------------------------------===//
+//===--- Channels ---------------------------------------------------------===//
 
 namespace {
 

@@ -265,8 +265,7 @@ private:
   int64_t testsBase = 0;
 };
 
-//===--- Kernels
-//-----------------------------------------------------------===//
+//===--- Kernels ----------------------------------------------------------===//
 
 void CpuDevice::fill(fsdp_stream_s *, fsdp_dtype t, void *y, int64_t n,
                      double value) {

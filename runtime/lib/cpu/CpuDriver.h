@@ -1,5 +1,4 @@
-//===- CpuDriver.h - the cpu driver's pieces shared by its sources -*- C++
-//-*-===//
+//===- CpuDriver.h - the cpu driver's pieces shared by its sources --------===//
 //
 // The event of an MPI collective and the process-wide MPI progress thread
 // (CpuChannel.cpp), used by the device (CpuDevice.cpp) and by Runtime.cpp's

@@ -1,5 +1,4 @@
-//===- TransformerKernels.h - CPU kernels of the transformer ops -*- C++
-//-*-===//
+//===- TransformerKernels.h - CPU kernels of the transformer ops ----------===//
 //
 // The kernels behind the transformer ops of runtime/docs/schedule-format.md
 // ("Transformer ops"): embeddings, LayerNorm, RMSNorm, rotary position

@@ -126,8 +126,7 @@ bool CudaEvent::query() {
   return true;
 }
 
-//===--- Device
-//---------------------------------------------------------------===//
+//===--- Device -----------------------------------------------------------===//
 
 namespace {
 constexpr size_t kBlasWorkspace = 32u
@@ -281,8 +280,7 @@ void CudaDevice::resetMemoryPeak() {
         "cudaMemPoolSetAttribute");
 }
 
-//===--- NCCL channels
-//----------------------------------------------------------===//
+//===--- NCCL channels ----------------------------------------------------===//
 
 namespace {
 
@@ -377,8 +375,7 @@ private:
   ncclComm_t nccl = nullptr;
 };
 
-//===--- MPI channels (staged through pinned host memory)
-//-------------------===//
+//===--- MPI channels (staged through pinned host memory) -----------------===//
 
 class MpiChannel final : public fsdp_channel_s {
 public:

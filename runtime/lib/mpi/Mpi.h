@@ -1,5 +1,4 @@
-//===- Mpi.h - MPI helpers shared by the drivers -----------------*- C++
-//-*-===//
+//===- Mpi.h - MPI helpers shared by the drivers --------------------------===//
 //
 // What the cpu driver's channels and the cuda driver's MPI channels both
 // need: the MPI datatype of an fsdp_dtype, the sum of 2-byte floats (an MPI

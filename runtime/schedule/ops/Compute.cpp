@@ -1,5 +1,4 @@
-//===- Compute.cpp - the nn compute ops: rules and runtime calls
-//-----------===//
+//===- Compute.cpp - the nn compute ops: rules and runtime calls ----------===//
 //
 // arith.constant, nn.zeros_like, nn.linear, nn.matmul, the elementwise ops
 // and their VJPs, nn.reduce_sum, nn.broadcast, nn.cross_entropy(_grad),

@@ -1,5 +1,4 @@
-//===- Distributed.cpp - the fsdp ops: rules and runtime calls
-//-------------===//
+//===- Distributed.cpp - the fsdp ops: rules and runtime calls ------------===//
 //
 // The collectives (fsdp.all_gather, fsdp.reduce_scatter, fsdp.all_reduce:
 // started here, waited on where the step plan's bookkeeping puts the

@@ -1,5 +1,4 @@
-//===- Optimizer.cpp - updates, schedules and clipping: rules and calls
-//----===//
+//===- Optimizer.cpp - updates, schedules and clipping: rules and calls ---===//
 //
 // nn.sgd_update and nn.adamw_update (through fsdp_optimizer_update, with
 // weight-decay groups at this rank's shard offset), nn.lr_schedule, and the
@@ -108,8 +107,7 @@ std::vector<AttrSpec> updateAttrs() {
           flag("sharded")};
 }
 
-//===--- Learning-rate schedules
-//-------------------------------------------===//
+//===--- Learning-rate schedules ------------------------------------------===//
 
 int lrKindOf(const Instruction &in) {
   return kLrSchedules[in.integer("kind")].value;

@@ -1,5 +1,4 @@
-//===- Transformer.cpp - the transformer ops: rules and runtime calls
-//------===//
+//===- Transformer.cpp - the transformer ops: rules and runtime calls -----===//
 //
 // nn.embedding and nn.position_embedding (and their VJPs), the norms
 // (LayerNorm, RMSNorm and their VJPs), nn.rope and causal nn.attention
@@ -129,8 +128,7 @@ void lowerNorm(OpLowering &l) {
   l.call(entry, args);
 }
 
-//===--- Rotary embedding and attention
-//------------------------------------===//
+//===--- Rotary embedding and attention -----------------------------------===//
 
 void validateRope(const Checker &c) {
   c.need(1, 1);

@@ -220,8 +220,7 @@ inline bool isIntDType(DType t) { return t == DType::I32 || t == DType::I64; }
 /// The C API's value of `t`.
 inline fsdp_dtype toC(DType t) { return static_cast<fsdp_dtype>(t); }
 
-//===--- Process groups, strategies, roles
-//---------------------------------===//
+//===--- Process groups, strategies, roles --------------------------------===//
 
 /// Process groups of the grid R x S ("Sharding strategies"): world (N
 /// ranks), shard (the S ranks of one replica), replicate (the R ranks with
@@ -251,6 +250,10 @@ inline constexpr const char *kInputRoles[] = {
 inline constexpr const char *kOutputRoles[] = {
     "loss", "param",  "master", "exp_avg", "exp_avg_sq",
     "grad", "logits", "output", "lr",      "grad_norm"};
+
+/// Layouts of a unit's input or output ("layout"; FSDPEnums.td's Layout):
+/// this rank's shard (the default) or the whole padded flat buffer.
+inline constexpr const char *kLayouts[] = {"shard", "full"};
 
 template <size_t N>
 inline bool contains(const char *const (&names)[N], const std::string &s) {

@@ -1,5 +1,4 @@
-//===- Program.h - a parsed, validated schedule ---------------------*- C++
-//-*-===//
+//===- Program.h - a parsed, validated schedule ---------------------------===//
 //
 // fsdp::schedule::Program is the schedule of one SPMD training step
 // (runtime/docs/schedule-format.md) as a plain value: its units, buffers,

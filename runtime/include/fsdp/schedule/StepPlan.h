@@ -1,5 +1,4 @@
-//===- StepPlan.h - one training step as a flat list of runtime calls -*- C++
-//-*-===//
+//===- StepPlan.h - one training step as a flat list of runtime calls -----===//
 //
 // fsdp::schedule::StepPlan is every decision of a step that does not depend
 // on data, made once: which buffers are live where, which collectives are in
