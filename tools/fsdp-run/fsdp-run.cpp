@@ -32,13 +32,13 @@
 // detector Watchdog.h, the summary and --dump-params Report.h.
 //
 //===----------------------------------------------------------------------===//
-#include "Checkpoint.h"
-#include "Data.h"
-#include "Options.h"
-#include "Preflight.h"
-#include "Report.h"
-#include "SafeTensors.h"
-#include "Watchdog.h"
+#include "fsdp/tooling/Checkpoint.h"
+#include "fsdp/tooling/Data.h"
+#include "fsdp/tooling/Options.h"
+#include "fsdp/tooling/Preflight.h"
+#include "fsdp/tooling/Report.h"
+#include "fsdp/tooling/SafeTensors.h"
+#include "fsdp/tooling/Watchdog.h"
 
 #include "fsdp/CompiledStep.h"
 #include "fsdp/Device.h"
@@ -61,7 +61,7 @@ using fsdp::rt::Executor;
 using fsdp::rt::HostValues;
 using fsdp::schedule::IoDesc;
 using fsdp::schedule::Program;
-using namespace fsdp::run;
+using namespace fsdp::tooling;
 
 namespace {
 
@@ -79,14 +79,14 @@ int runMain(const Options &opt) {
   int64_t n = prog.worldSize();
   // Data first (a bad file fails before the device is set up), then the
   // device, its channels and the resident state.
-  fsdp::run::DataSource data(prog, opt.data, opt.seed, rank,
-                             opt.dataOrder == "sequential"
-                                 ? fsdp::run::DataOrder::Sequential
-                                 : fsdp::run::DataOrder::Random);
+  fsdp::tooling::DataSource data(prog, opt.data, opt.seed, rank,
+                                 opt.dataOrder == "sequential"
+                                     ? fsdp::tooling::DataOrder::Sequential
+                                     : fsdp::tooling::DataOrder::Random);
   // A checkpoint's headers are checked before the device is set up too.
-  std::optional<fsdp::run::SafeTensorsArchive> init;
+  std::optional<fsdp::tooling::SafeTensorsArchive> init;
   if (!opt.initFrom.empty())
-    init = fsdp::run::SafeTensorsArchive::open(opt.initFrom);
+    init = fsdp::tooling::SafeTensorsArchive::open(opt.initFrom);
   fsdp::rt::Device device(opt.device, collectivesOf(opt));
   Executor ex(prog, device.get(), opt.alloc);
   if (compiled)
@@ -117,22 +117,23 @@ int runMain(const Options &opt) {
                   "fsdp-autodiff alone");
     if (io.role == "param" || io.role == "master")
       ex.write(io.buffer, io.layout == "full"
-                              ? fsdp::run::initFull(*unit, opt.seed)
-                              : fsdp::run::initShard(*unit, opt.seed,
-                                                     rank % prog.shardSize()));
+                              ? fsdp::tooling::initFull(*unit, opt.seed)
+                              : fsdp::tooling::initShard(
+                                    *unit, opt.seed, rank % prog.shardSize()));
     // Moments stay as the executor zeroed them.
   }
   if (init)
-    fsdp::run::initFromSafeTensors(*init, ex, rank);
+    fsdp::tooling::initFromSafeTensors(*init, ex, rank);
   int64_t startStep = 0, savedTotal = 0;
-  fsdp::run::RunMeta meta{opt.seed, opt.data,
-                          opt.dataOrder.empty() ? "random" : opt.dataOrder};
+  fsdp::tooling::RunMeta meta{opt.seed, opt.data,
+                              opt.dataOrder.empty() ? "random" : opt.dataOrder};
   if (!opt.load.empty()) {
-    std::string from = fsdp::run::resolveCheckpoint(opt.load);
+    std::string from = fsdp::tooling::resolveCheckpoint(opt.load);
     if (rank == 0 && from != opt.load)
       std::fprintf(stderr, "fsdp-run: --load: resuming from %s\n",
                    from.c_str());
-    fsdp::run::LoadedCheckpoint ck = fsdp::run::loadCheckpoint(from, ex, rank);
+    fsdp::tooling::LoadedCheckpoint ck =
+        fsdp::tooling::loadCheckpoint(from, ex, rank);
     startStep = ck.step;
     savedTotal = ck.meta.totalSteps;
     // The data stream is a function of these and the step: a resumed run
@@ -287,12 +288,12 @@ int runMain(const Options &opt) {
     if (opt.saveEvery &&
         (step % opt.saveEvery == 0 || step == startStep + opt.steps)) {
       watchdog.begin("the save of step " + std::to_string(step));
-      fsdp::run::saveCheckpoint(
-          fsdp::run::periodicCheckpointDir(opt.save, step), ex, step, rank,
+      fsdp::tooling::saveCheckpoint(
+          fsdp::tooling::periodicCheckpointDir(opt.save, step), ex, step, rank,
           meta);
       watchdog.end();
       if (rank == 0 && opt.keep)
-        fsdp::run::pruneCheckpoints(opt.save, opt.keep);
+        fsdp::tooling::pruneCheckpoints(opt.save, opt.keep);
     }
   }
   RunTotals totals;
@@ -315,12 +316,13 @@ int runMain(const Options &opt) {
     dumpParams(opt.dumpParams, ex, rank);
   if (!opt.save.empty() && !opt.saveEvery) {
     watchdog.begin("the save of step " + std::to_string(startStep + opt.steps));
-    fsdp::run::saveCheckpoint(opt.save, ex, startStep + opt.steps, rank, meta);
+    fsdp::tooling::saveCheckpoint(opt.save, ex, startStep + opt.steps, rank,
+                                  meta);
     watchdog.end();
   }
   if (!opt.exportPath.empty())
-    fsdp::run::exportSafeTensors(opt.exportPath, ex, startStep + opt.steps,
-                                 rank);
+    fsdp::tooling::exportSafeTensors(opt.exportPath, ex, startStep + opt.steps,
+                                     rank);
   long long rss[2] = {initRss, peakRssBytes()};
   MPI_Allreduce(rss, totals.maxRss, 2, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
 

@@ -22,7 +22,7 @@ TARGETS=${*:-schedule safetensors checkpoint config cluster}
 out=build-fuzz
 mkdir -p "$out"
 flags=(-std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-       -Iinclude -Iruntime/include -Iruntime/lib -Itools/fsdp-run
+       -Iinclude -Iruntime/include -Iruntime/lib -Iruntime/tooling
        -I/usr/include/x86_64-linux-gnu/openblas-pthread
        $(mpicc --showme:compile) -DOMPI_SKIP_MPICXX=1)
 runtime=(runtime/lib/*.cpp runtime/lib/cpu/*.cpp runtime/lib/mpi/*.cpp)
@@ -40,8 +40,8 @@ mlirflags=(-std=gnu++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize
 for t in $TARGETS; do
   case $t in
     schedule) src=(test/fuzz/FuzzSchedule.cpp) ;;
-    safetensors) src=(test/fuzz/FuzzSafeTensors.cpp tools/fsdp-run/SafeTensors.cpp) ;;
-    checkpoint) src=(test/fuzz/FuzzCheckpointIndex.cpp tools/fsdp-run/Checkpoint.cpp) ;;
+    safetensors) src=(test/fuzz/FuzzSafeTensors.cpp runtime/tooling/SafeTensors.cpp) ;;
+    checkpoint) src=(test/fuzz/FuzzCheckpointIndex.cpp runtime/tooling/Checkpoint.cpp) ;;
     config|cluster) ;;
     *) echo "unknown target $t" >&2; exit 2 ;;
   esac

@@ -6,7 +6,7 @@
 // root picks its newest complete one.
 //
 //===----------------------------------------------------------------------===//
-#include "Checkpoint.h"
+#include "fsdp/tooling/Checkpoint.h"
 
 #include <nlohmann/json.hpp>
 
@@ -18,7 +18,7 @@ using fsdp::Error;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-namespace fsdp::run {
+namespace fsdp::tooling {
 
 namespace {
 
@@ -112,4 +112,4 @@ std::string resolveCheckpoint(const std::string &dir) {
   return all.back().second.string();
 }
 
-} // namespace fsdp::run
+} // namespace fsdp::tooling

@@ -1,5 +1,5 @@
 //===- Options.cpp - fsdp-run's command line ------------------------------===//
-#include "Options.h"
+#include "fsdp/tooling/Options.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -11,7 +11,7 @@
 
 using fsdp::rt::AllocMode;
 
-namespace fsdp::run {
+namespace fsdp::tooling {
 
 namespace {
 
@@ -244,4 +244,4 @@ Options parseArgs(int argc, char **argv) {
   return o;
 }
 
-} // namespace fsdp::run
+} // namespace fsdp::tooling

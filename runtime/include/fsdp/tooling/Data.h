@@ -8,8 +8,8 @@
 // for language models" and "Runtime decisions").
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_RUN_DATA_H
-#define FSDP_RUN_DATA_H
+#ifndef FSDP_TOOLING_DATA_H
+#define FSDP_TOOLING_DATA_H
 
 #include "fsdp/Executor.h"
 
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace fsdp::run {
+namespace fsdp::tooling {
 
 /// splitmix64 (Steele, Lea & Flood, OOPSLA 2014): a bijective 64-bit mixer.
 uint64_t splitmix64(uint64_t x);
@@ -110,6 +110,6 @@ private:
   int64_t numTokens = 0;
 };
 
-} // namespace fsdp::run
+} // namespace fsdp::tooling
 
-#endif // FSDP_RUN_DATA_H
+#endif // FSDP_TOOLING_DATA_H

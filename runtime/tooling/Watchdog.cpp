@@ -1,5 +1,5 @@
 //===- Watchdog.cpp - Stops fsdp-run when a step hangs --------------------===//
-#include "Watchdog.h"
+#include "fsdp/tooling/Watchdog.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,7 +9,7 @@
 using fsdp::rt::Executor;
 using fsdp::schedule::Program;
 
-namespace fsdp::run {
+namespace fsdp::tooling {
 
 Watchdog::Watchdog(double timeout, const Executor &ex, int rank)
     : timeout(timeout), ex(ex), rank(rank), thread([this] { loop(); }) {}
@@ -65,4 +65,4 @@ void Watchdog::loop() {
   }
 }
 
-} // namespace fsdp::run
+} // namespace fsdp::tooling

@@ -5,12 +5,12 @@
 // written, a --collectives that the --device cannot use.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_RUN_PREFLIGHT_H
-#define FSDP_RUN_PREFLIGHT_H
+#ifndef FSDP_TOOLING_PREFLIGHT_H
+#define FSDP_TOOLING_PREFLIGHT_H
 
-#include "Options.h"
+#include "fsdp/tooling/Options.h"
 
-namespace fsdp::run {
+namespace fsdp::tooling {
 
 /// Fails before any training if an output path cannot be written, so that a
 /// long run is not lost at its end: the --dump-params file must be creatable
@@ -27,6 +27,6 @@ void checkSameWorkOnAllRanks(const Options &o);
 /// non-cuda device.
 fsdp_collectives collectivesOf(const Options &opt);
 
-} // namespace fsdp::run
+} // namespace fsdp::tooling
 
-#endif // FSDP_RUN_PREFLIGHT_H
+#endif // FSDP_TOOLING_PREFLIGHT_H

@@ -1,5 +1,5 @@
 //===- Report.cpp - What fsdp-run reports at the end of a run -------------===//
-#include "Report.h"
+#include "fsdp/tooling/Report.h"
 
 #include <mpi.h>
 
@@ -16,7 +16,7 @@ using fsdp::rt::Executor;
 using fsdp::schedule::IoDesc;
 using fsdp::schedule::Program;
 
-namespace fsdp::run {
+namespace fsdp::tooling {
 
 namespace {
 
@@ -259,4 +259,4 @@ nlohmann::json summaryJson(const Options &opt, const Program &prog,
   return summary;
 }
 
-} // namespace fsdp::run
+} // namespace fsdp::tooling

@@ -18,8 +18,8 @@
 // same layout (names = the schedule's FQNs = Hugging Face's state_dict keys).
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_RUN_SAFETENSORS_H
-#define FSDP_RUN_SAFETENSORS_H
+#ifndef FSDP_TOOLING_SAFETENSORS_H
+#define FSDP_TOOLING_SAFETENSORS_H
 
 #include "fsdp/Executor.h"
 
@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-namespace fsdp::run {
+namespace fsdp::tooling {
 
 /// One tensor of a safetensors archive.
 struct TensorEntry {
@@ -96,6 +96,6 @@ void initFromSafeTensors(const SafeTensorsArchive &archive,
 void exportSafeTensors(const std::string &path, const fsdp::rt::Executor &ex,
                        int64_t step, int rank);
 
-} // namespace fsdp::run
+} // namespace fsdp::tooling
 
-#endif // FSDP_RUN_SAFETENSORS_H
+#endif // FSDP_TOOLING_SAFETENSORS_H

@@ -1,6 +1,6 @@
 //===- Watchdog.h - Stops fsdp-run when a step hangs -----------*- C++ -*-===//
-#ifndef FSDP_RUN_WATCHDOG_H
-#define FSDP_RUN_WATCHDOG_H
+#ifndef FSDP_TOOLING_WATCHDOG_H
+#define FSDP_TOOLING_WATCHDOG_H
 
 #include "fsdp/Executor.h"
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <thread>
 
-namespace fsdp::run {
+namespace fsdp::tooling {
 
 /// Stops the job when a step (or a save) runs longer than --timeout: a
 /// rank that stopped responding (SIGSTOP, a collective that never
@@ -40,6 +40,6 @@ private:
   std::thread thread; // last: started once the members above exist
 };
 
-} // namespace fsdp::run
+} // namespace fsdp::tooling
 
-#endif // FSDP_RUN_WATCHDOG_H
+#endif // FSDP_TOOLING_WATCHDOG_H

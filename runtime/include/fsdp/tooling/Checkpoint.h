@@ -14,15 +14,15 @@
 // only the byte ranges it needs. Saves are atomic (Checkpoint.cpp).
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_RUN_CHECKPOINT_H
-#define FSDP_RUN_CHECKPOINT_H
+#ifndef FSDP_TOOLING_CHECKPOINT_H
+#define FSDP_TOOLING_CHECKPOINT_H
 
 #include "fsdp/Executor.h"
 
 #include <cstdint>
 #include <string>
 
-namespace fsdp::run {
+namespace fsdp::tooling {
 
 /// What a resumed run must reproduce besides the state: its data stream
 /// (a function of the seed, the data file and order, and the global step)
@@ -91,6 +91,6 @@ void pruneCheckpoints(const std::string &root, int64_t keep);
 /// fsdp::Error if there is neither.
 std::string resolveCheckpoint(const std::string &dir);
 
-} // namespace fsdp::run
+} // namespace fsdp::tooling
 
-#endif // FSDP_RUN_CHECKPOINT_H
+#endif // FSDP_TOOLING_CHECKPOINT_H

@@ -7,7 +7,7 @@
 // element range a rank's buffer needs, the saved ranges that overlap it.
 //
 //===----------------------------------------------------------------------===//
-#include "Checkpoint.h"
+#include "fsdp/tooling/Checkpoint.h"
 #include "FileIo.h"
 #include "HostCodec.h"
 
@@ -37,7 +37,7 @@ using fsdp::schedule::UnitDesc;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-namespace fsdp::run {
+namespace fsdp::tooling {
 
 namespace {
 
@@ -601,4 +601,4 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex,
   return result;
 }
 
-} // namespace fsdp::run
+} // namespace fsdp::tooling

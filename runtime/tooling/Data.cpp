@@ -6,7 +6,7 @@
 // size, so runs on different numbers of ranks see the same global batch.
 //
 //===----------------------------------------------------------------------===//
-#include "Data.h"
+#include "fsdp/tooling/Data.h"
 
 #include "fsdp/InitSpec.h"
 #include "fsdp/Sharding.h"
@@ -31,7 +31,7 @@ using fsdp::rt::HostValues;
 using fsdp::schedule::IoDesc;
 using fsdp::schedule::Program;
 
-namespace fsdp::run {
+namespace fsdp::tooling {
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
@@ -444,4 +444,4 @@ void DataSource::fillRow(int64_t step, const Slot &s, int64_t g,
   }
 }
 
-} // namespace fsdp::run
+} // namespace fsdp::tooling

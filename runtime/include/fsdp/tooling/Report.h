@@ -5,10 +5,10 @@
 // Times are seconds, sizes bytes; "max over ranks" unless said otherwise.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_RUN_REPORT_H
-#define FSDP_RUN_REPORT_H
+#ifndef FSDP_TOOLING_REPORT_H
+#define FSDP_TOOLING_REPORT_H
 
-#include "Options.h"
+#include "fsdp/tooling/Options.h"
 
 #include "fsdp/Executor.h"
 #include "fsdp/runtime.h"
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace fsdp::run {
+namespace fsdp::tooling {
 
 /// This process's peak resident set (getrusage ru_maxrss, KiB on Linux), in
 /// bytes.
@@ -73,6 +73,6 @@ nlohmann::json summaryJson(const Options &opt,
                            const fsdp::rt::Executor &ex, fsdp_device device,
                            const StepLog &log, const RunTotals &t);
 
-} // namespace fsdp::run
+} // namespace fsdp::tooling
 
-#endif // FSDP_RUN_REPORT_H
+#endif // FSDP_TOOLING_REPORT_H

@@ -5,7 +5,7 @@
 // pwrite of element ranges, converted by HostCodec.h.
 //
 //===----------------------------------------------------------------------===//
-#include "SafeTensors.h"
+#include "fsdp/tooling/SafeTensors.h"
 #include "FileIo.h"
 #include "HostCodec.h"
 
@@ -32,7 +32,7 @@ using fsdp::schedule::UnitDesc;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-namespace fsdp::run {
+namespace fsdp::tooling {
 
 namespace {
 
@@ -448,4 +448,4 @@ void exportSafeTensors(const std::string &path, const Executor &ex,
   agree("rename the file");
 }
 
-} // namespace fsdp::run
+} // namespace fsdp::tooling

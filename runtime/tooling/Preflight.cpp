@@ -1,6 +1,6 @@
 //===- Preflight.cpp - fsdp-run's checks before step 1 --------------------===//
-#include "Preflight.h"
-#include "Checkpoint.h"
+#include "fsdp/tooling/Preflight.h"
+#include "fsdp/tooling/Checkpoint.h"
 
 #include <mpi.h>
 
@@ -16,7 +16,7 @@
 using fsdp::Error;
 using fsdp::rt::AllocMode;
 
-namespace fsdp::run {
+namespace fsdp::tooling {
 
 void checkOutputPaths(const Options &opt) {
   namespace fs = std::filesystem;
@@ -130,4 +130,4 @@ fsdp_collectives collectivesOf(const Options &opt) {
                                           : FSDP_COLLECTIVES_NATIVE;
 }
 
-} // namespace fsdp::run
+} // namespace fsdp::tooling

@@ -6,8 +6,8 @@
 // (the runtime's cast, Half.h) and widened exactly; f32 is rounded once.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_RUN_HOSTCODEC_H
-#define FSDP_RUN_HOSTCODEC_H
+#ifndef FSDP_TOOLING_HOSTCODEC_H
+#define FSDP_TOOLING_HOSTCODEC_H
 
 #include "fsdp/Executor.h"
 #include "fsdp/Half.h"
@@ -19,7 +19,7 @@
 #error "fsdp-run's files are raw little-endian; add byte swapping here"
 #endif
 
-namespace fsdp::run {
+namespace fsdp::tooling {
 
 /// Bytes per element of a floating dtype (f64, f32, bf16, f16), else 0.
 inline int64_t floatBytes(fsdp::schedule::DType t) {
@@ -70,6 +70,6 @@ inline void decodeValues(fsdp::schedule::DType t, const void *in, int64_t n,
   }
 }
 
-} // namespace fsdp::run
+} // namespace fsdp::tooling
 
-#endif // FSDP_RUN_HOSTCODEC_H
+#endif // FSDP_TOOLING_HOSTCODEC_H

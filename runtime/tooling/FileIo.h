@@ -6,8 +6,8 @@
 // the unit's flat buffer.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_RUN_FILEIO_H
-#define FSDP_RUN_FILEIO_H
+#ifndef FSDP_TOOLING_FILEIO_H
+#define FSDP_TOOLING_FILEIO_H
 
 #include "fsdp/Executor.h"
 
@@ -17,7 +17,7 @@
 #include <type_traits>
 #include <unistd.h>
 
-namespace fsdp::run {
+namespace fsdp::tooling {
 
 /// An open file descriptor, closed on scope exit.
 struct Fd {
@@ -94,6 +94,6 @@ inline void forEachParamIn(const fsdp::schedule::UnitDesc &u, int64_t begin,
   }
 }
 
-} // namespace fsdp::run
+} // namespace fsdp::tooling
 
-#endif // FSDP_RUN_FILEIO_H
+#endif // FSDP_TOOLING_FILEIO_H

@@ -4,8 +4,8 @@
 // bad argument (before MPI starts), or prints it and exits 0 for --help.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_RUN_OPTIONS_H
-#define FSDP_RUN_OPTIONS_H
+#ifndef FSDP_TOOLING_OPTIONS_H
+#define FSDP_TOOLING_OPTIONS_H
 
 #include "fsdp/Executor.h"
 #include "fsdp/runtime.h"
@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-namespace fsdp::run {
+namespace fsdp::tooling {
 
 struct Options {
   std::string schedule;
@@ -41,6 +41,6 @@ struct Options {
 /// usage on rank 0) or after --help (status 0).
 Options parseArgs(int argc, char **argv);
 
-} // namespace fsdp::run
+} // namespace fsdp::tooling
 
-#endif // FSDP_RUN_OPTIONS_H
+#endif // FSDP_TOOLING_OPTIONS_H
