@@ -90,10 +90,10 @@
 //   oversubscribed and the date.
 //
 //===----------------------------------------------------------------------===//
-#include "fsdp/Calibrate/Calibrate.h"
-#include "fsdp/Calibrate/Spec.h"
+#include "fsdp/calibrate/Calibrate.h"
 #include "fsdp/Device.h"
 #include "fsdp/Executor.h"
+#include "fsdp/calibrate/Spec.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -10,7 +10,7 @@
 #ifndef FSDP_CALIBRATE_SPEC_H
 #define FSDP_CALIBRATE_SPEC_H
 
-#include "fsdp/Calibrate/Fit.h"
+#include "fsdp/calibrate/Fit.h"
 
 #include <nlohmann/json.hpp>
 

@@ -8,8 +8,8 @@
 #ifndef FSDP_CALIBRATE_BENCHMARKS_H
 #define FSDP_CALIBRATE_BENCHMARKS_H
 
-#include "fsdp/Calibrate/Calibrate.h"
-#include "fsdp/Calibrate/Measure.h"
+#include "fsdp/calibrate/Calibrate.h"
+#include "fsdp/calibrate/Measure.h"
 
 #include <string>
 #include <vector>

@@ -14,7 +14,7 @@
 // the class values serve ops not measured here, op_efficiency the rest.
 //
 //===----------------------------------------------------------------------===//
-#include "fsdp/Calibrate/Fit.h"
+#include "fsdp/calibrate/Fit.h"
 
 #include <algorithm>
 #include <cmath>

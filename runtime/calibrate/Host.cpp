@@ -5,8 +5,8 @@
 // drives them.
 //
 //===----------------------------------------------------------------------===//
-#include "fsdp/Calibrate/Benchmarks.h"
 #include "fsdp/Executor.h"
+#include "fsdp/calibrate/Benchmarks.h"
 #include "fsdp/kernels.h"
 
 #include <algorithm>

@@ -10,7 +10,7 @@
 #ifndef FSDP_CALIBRATE_FIT_H
 #define FSDP_CALIBRATE_FIT_H
 
-#include "fsdp/Calibrate/Benchmarks.h"
+#include "fsdp/calibrate/Benchmarks.h"
 
 #include <map>
 #include <string>

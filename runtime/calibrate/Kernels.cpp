@@ -12,8 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/kernels.h"
-#include "fsdp/Calibrate/Benchmarks.h"
 #include "fsdp/CostFormulas.h"
+#include "fsdp/calibrate/Benchmarks.h"
 
 #include <algorithm>
 #include <cstring>

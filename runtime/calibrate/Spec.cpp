@@ -1,5 +1,5 @@
 //===- Spec.cpp - The cluster spec fsdp-calibrate writes ------------------===//
-#include "fsdp/Calibrate/Spec.h"
+#include "fsdp/calibrate/Spec.h"
 
 #include <cstdio>
 #include <ctime>

@@ -5,7 +5,7 @@
 // (collective_sync_s), through the runtime's C API (runtime.h, kernels.h).
 //
 //===----------------------------------------------------------------------===//
-#include "fsdp/Calibrate/Benchmarks.h"
+#include "fsdp/calibrate/Benchmarks.h"
 #include "fsdp/kernels.h"
 
 #include <mpi.h>

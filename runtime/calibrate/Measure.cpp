@@ -1,5 +1,5 @@
 //===- Measure.cpp - Timing primitives of fsdp-calibrate ------------------===//
-#include "fsdp/Calibrate/Measure.h"
+#include "fsdp/calibrate/Measure.h"
 
 #include <mpi.h>
 

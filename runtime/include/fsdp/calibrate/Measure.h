@@ -1,6 +1,6 @@
 //===- Measure.h - Timing primitives of fsdp-calibrate ----------*- C++ -*-===//
 //
-// How every measurement of lib/Calibrate runs: on every rank at once (so an
+// How every measurement of fsdp-calibrate runs: on every rank at once (so an
 // oversubscribed machine is measured as it trains), after a barrier and one
 // untimed call, reduced over the ranks. Times are seconds (fsdp_now).
 //
