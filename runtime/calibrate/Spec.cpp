@@ -43,73 +43,27 @@ std::string cpuModel() {
   return "unknown CPU";
 }
 
-} // namespace
+/// Rank 0's host: its name, online cores and physical memory (bytes).
+struct ThisHost {
+  std::string name = "localhost";
+  long cores = 0;
+  double ram = 0;
+};
 
-std::string loadAverage() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return f ? a + " " + b + " " + c : "unknown";
-}
-
-json buildSpec(const Options &o, const Machine &mc, const Calibration &cal) {
-  int world = mc.world;
-  const Kernels &K = cal.kernels;
-  auto &mm32 = K.mm32, &mm64 = K.mm64, &big = K.big, &mem = K.mem,
-       &info = K.info, &att = K.att, &ew = K.ew;
-  double bw = K.bw, bwBig = K.bwBig;
-  Stat copyBig = K.copyBig;
-  const KernelFit &fit = cal.fit;
-  double peak32 = fit.peak32, peak64 = fit.peak64, effMem = fit.effMemory,
-         effMatmul = fit.effMatmul, effAtt = fit.effAttention,
-         effEw = fit.effElementwise;
-  double alpha = cal.ring.alpha, busBw = cal.ring.bandwidth,
-         fitErr = cal.ring.maxRelErr;
-  const std::vector<CollPoint> &coll = cal.collectives;
-  const Host &hostWork = cal.host;
-  const Overlap &ov = cal.overlap;
-  const Sync &sync = cal.sync;
-  const std::string &loadBefore = cal.loadBefore, &loadAfter = cal.loadAfter;
-  double S = o.seconds;
-  int64_t M = o.rows, H = o.hidden, T = o.seq, A = o.heads, V = o.vocab;
-  json opEff = json::object();
-  for (const auto &[op, e] : fit.opEfficiency)
-    opEff[op] = e;
-
+ThisHost thisHost() {
+  ThisHost h;
   char host[256] = "localhost";
   gethostname(host, sizeof host - 1);
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  double ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
-  std::string name = !o.name.empty()
-                         ? o.name
-                         : "this machine: " + std::to_string(world) +
-                               " ranks on " + std::string(host) + " (" +
-                               cpuModel() + ", " + std::to_string(cores) +
-                               " cores), measured by fsdp-calibrate";
-  std::string link = "MPI over shared memory (the runtime's collectives: "
-                     "MPI_Iallgather / MPI_Ireduce_scatter_block), measured";
-  json spec;
-  spec["name"] = name;
-  spec["peak_flops"] = {
-      {"f64", peak64}, {"f32", peak32}, {"bf16", peak32}, {"f16", peak32}};
-  spec["memory_bytes"] = ram / world;
-  spec["memory_bandwidth"] = bw;
-  spec["devices_per_node"] = world;
-  spec["intra_node"] = {
-      {"bus_bandwidth", busBw}, {"latency_s", alpha}, {"link", link}};
-  spec["inter_node"] = {{"bus_bandwidth", busBw},
-                        {"latency_s", alpha},
-                        {"link", "one node: the intra-node values"}};
-  spec["efficiency"] = {{"matmul", effMatmul},
-                        {"attention", effAtt},
-                        {"elementwise", effEw},
-                        {"memory", effMem}};
-  spec["op_efficiency"] = opEff;
-  spec["dispatch_overhead_s"] = hostWork.dispatch;
-  if (hostWork.ioBandwidth > 0)
-    spec["step_io_bandwidth"] = hostWork.ioBandwidth;
-  spec["comm_overlap"] = ov.overlap;
-  spec["collective_sync_s"] = sync.sync;
+  h.name = host;
+  h.cores = sysconf(_SC_NPROCESSORS_ONLN);
+  h.ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  return h;
+}
+
+/// "sources": how the run was made and how each value was measured.
+json sourcesJson(const Options &o, int world, long cores) {
+  double S = o.seconds;
+  int64_t M = o.rows, H = o.hidden, T = o.seq, A = o.heads, V = o.vocab;
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "measured %s by fsdp-calibrate with %d ranks at once on %ld "
@@ -119,7 +73,7 @@ json buildSpec(const Options &o, const Machine &mc, const Calibration &cal) {
                 world > cores ? "oversubscribed" : "not oversubscribed",
                 (long long)M, (long long)H, (long long)T, (long long)A,
                 (long long)V, S);
-  spec["sources"] = json::array(
+  return json::array(
       {std::string(buf),
        "peak_flops: the best rate per rank of the runtime's GEMM kernels "
        "(linear/matmul: OpenBLAS sgemm/dgemm, one thread) over the step's "
@@ -160,10 +114,27 @@ json buildSpec(const Options &o, const Machine &mc, const Calibration &cal) {
        "runtime's kernels and collectives, I steps without barriers: "
        "(T_with - T_compute - T_collectives) / (I * 3L), max over ranks, "
        "median of 3 (skew at a collective: Petrini et al. SC 2003)"});
+}
+
+/// "measured": every raw measurement behind the spec's values.
+json measuredJson(const Options &o, int world, long cores,
+                  const Calibration &cal) {
+  const Kernels &K = cal.kernels;
+  auto &mm32 = K.mm32, &mm64 = K.mm64, &big = K.big, &mem = K.mem,
+       &info = K.info, &att = K.att, &ew = K.ew;
+  double bw = K.bw, bwBig = K.bwBig;
+  Stat copyBig = K.copyBig;
+  double alpha = cal.ring.alpha, busBw = cal.ring.bandwidth,
+         fitErr = cal.ring.maxRelErr;
+  const std::vector<CollPoint> &coll = cal.collectives;
+  const Host &hostWork = cal.host;
+  const Overlap &ov = cal.overlap;
+  const Sync &sync = cal.sync;
+  int64_t M = o.rows, H = o.hidden;
   json measured;
   measured["ranks"] = world;
-  measured["load_average_before"] = loadBefore;
-  measured["load_average_after"] = loadAfter;
+  measured["load_average_before"] = cal.loadBefore;
+  measured["load_average_after"] = cal.loadAfter;
   measured["cores"] = cores;
   measured["memcpy_working_set_bytes"] = 4.0 * M * 4 * H;
   measured["memcpy_working_set_byte_per_s"] = bw;
@@ -208,8 +179,61 @@ json buildSpec(const Options &o, const Machine &mc, const Calibration &cal) {
                          {"compute_seconds", ov.compute},
                          {"comm_seconds", ov.comm},
                          {"both_seconds", ov.both}};
-  spec["measured"] = measured;
+  return measured;
+}
 
+} // namespace
+
+std::string loadAverage() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  f >> a >> b >> c;
+  return f ? a + " " + b + " " + c : "unknown";
+}
+
+json buildSpec(const Options &o, const Machine &mc, const Calibration &cal) {
+  int world = mc.world;
+  const KernelFit &fit = cal.fit;
+  double alpha = cal.ring.alpha, busBw = cal.ring.bandwidth;
+  json opEff = json::object();
+  for (const auto &[op, e] : fit.opEfficiency)
+    opEff[op] = e;
+
+  ThisHost host = thisHost();
+  std::string name = !o.name.empty()
+                         ? o.name
+                         : "this machine: " + std::to_string(world) +
+                               " ranks on " + host.name + " (" + cpuModel() +
+                               ", " + std::to_string(host.cores) +
+                               " cores), measured by fsdp-calibrate";
+  std::string link = "MPI over shared memory (the runtime's collectives: "
+                     "MPI_Iallgather / MPI_Ireduce_scatter_block), measured";
+  json spec;
+  spec["name"] = name;
+  spec["peak_flops"] = {{"f64", fit.peak64},
+                        {"f32", fit.peak32},
+                        {"bf16", fit.peak32},
+                        {"f16", fit.peak32}};
+  spec["memory_bytes"] = host.ram / world;
+  spec["memory_bandwidth"] = cal.kernels.bw;
+  spec["devices_per_node"] = world;
+  spec["intra_node"] = {
+      {"bus_bandwidth", busBw}, {"latency_s", alpha}, {"link", link}};
+  spec["inter_node"] = {{"bus_bandwidth", busBw},
+                        {"latency_s", alpha},
+                        {"link", "one node: the intra-node values"}};
+  spec["efficiency"] = {{"matmul", fit.effMatmul},
+                        {"attention", fit.effAttention},
+                        {"elementwise", fit.effElementwise},
+                        {"memory", fit.effMemory}};
+  spec["op_efficiency"] = opEff;
+  spec["dispatch_overhead_s"] = cal.host.dispatch;
+  if (cal.host.ioBandwidth > 0)
+    spec["step_io_bandwidth"] = cal.host.ioBandwidth;
+  spec["comm_overlap"] = cal.overlap.overlap;
+  spec["collective_sync_s"] = cal.sync.sync;
+  spec["sources"] = sourcesJson(o, world, host.cores);
+  spec["measured"] = measuredJson(o, world, host.cores, cal);
   return spec;
 }
 
