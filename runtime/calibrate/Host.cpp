@@ -8,52 +8,83 @@
 #include "fsdp/Executor.h"
 #include "fsdp/calibrate/Benchmarks.h"
 #include "fsdp/kernels.h"
+#include "fsdp/schedule/Format.h"
+#include "fsdp/schedule/Program.h"
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace fsdp::calibrate {
 
 namespace {
+
+namespace sc = fsdp::schedule;
+
+/// `name` as the format's list `roles` spells it; a compile-time error when
+/// the format has no such role.
+template <size_t N>
+constexpr const char *formatRole(const char *const (&roles)[N],
+                                 std::string_view name) {
+  for (const char *r : roles)
+    if (name == r)
+      return r;
+  throw std::logic_error("not a role of the schedule format");
+}
 
 /// A schedule (runtime/docs/schedule-format.md) of `count` nn.relu on f32
 /// [n] buffers in a chain, each freeing its operand, planned into a 2-slot
 /// arena as fsdp-opt plans one: what the interpreter does per instruction
 /// with no kernel time to speak of (n small), or what the step's input and
 /// output conversion costs (n large, count 1).
-std::string reluChain(int world, int64_t count, int64_t n) {
-  int64_t bytes = 4 * n, slot = (bytes + 63) / 64 * 64;
-  std::string bufs, insts;
+nlohmann::json reluChain(int world, int64_t count, int64_t n) {
+  constexpr sc::DType kDType = sc::DType::F32;
+  constexpr int64_t kAlignment = 64; // fsdp-opt's arena alignment
+  constexpr const char *kInputRole = formatRole(sc::kInputRoles, "features");
+  constexpr const char *kOutputRole = formatRole(sc::kOutputRoles, "output");
+  int64_t bytes = sc::dtypeSize(kDType) * n,
+          slot = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  nlohmann::json buffers = nlohmann::json::array(),
+                 instructions = nlohmann::json::array();
   for (int64_t i = 0; i <= count; ++i) {
-    bufs += (i ? ", " : "") + std::string(R"({"id": )") + std::to_string(i) +
-            R"(, "dtype": "f32", "shape": [)" + std::to_string(n) +
-            R"(], "arena_offset": )" + std::to_string((i % 2) * slot) + "}";
+    buffers.push_back({{"id", i},
+                       {"dtype", sc::dtypeName(kDType)},
+                       {"shape", nlohmann::json::array({n})},
+                       {"arena_offset", (i % 2) * slot}});
     if (i < count)
-      insts +=
-          (i ? ", " : "") + std::string(R"({"op": "nn.relu", "operands": [)") +
-          std::to_string(i) + R"(], "results": [)" + std::to_string(i + 1) +
-          R"(], "frees": [)" + std::to_string(i) + "]}";
+      instructions.push_back({{"op", sc::opName(sc::OpKind::Relu)},
+                              {"operands", nlohmann::json::array({i})},
+                              {"results", nlohmann::json::array({i + 1})},
+                              {"frees", nlohmann::json::array({i})}});
   }
-  return R"({"format": "fsdp-schedule", "version": 2, "world_size": )" +
-         std::to_string(world) + R"(, "memory_plan": {"peak_bytes": )" +
-         std::to_string(2 * bytes) + R"(, "arena_bytes": )" +
-         std::to_string(2 * slot) + R"(, "arena_alignment": 64}, "units": [],
-    "buffers": [)" +
-         bufs + R"(],
-    "inputs": [{"buffer": 0, "role": "features", "global_shape": [)" +
-         std::to_string(n) + R"(]}],
-    "outputs": [{"buffer": )" +
-         std::to_string(count) + R"(, "role": "output"}], "instructions": [)" +
-         insts + "]}";
+  return {{"format", sc::kFormat},
+          {"version", sc::kVersion},
+          {"world_size", world},
+          {"memory_plan",
+           {{"peak_bytes", 2 * bytes},
+            {"arena_bytes", 2 * slot},
+            {"arena_alignment", kAlignment}}},
+          {"units", nlohmann::json::array()},
+          {"buffers", buffers},
+          {"inputs", nlohmann::json::array(
+                         {{{"buffer", 0},
+                           {"role", kInputRole},
+                           {"global_shape", nlohmann::json::array({n})}}})},
+          {"outputs",
+           nlohmann::json::array({{{"buffer", count}, {"role", kOutputRole}}})},
+          {"instructions", instructions}};
 }
 
 /// Seconds per step of `schedule` on every rank at once, as fsdp-run drives
 /// an Executor: the input written, the step, the output read.
-Stat runSeconds(const Machine &mc, const std::string &schedule, int64_t n,
+Stat runSeconds(const Machine &mc, const nlohmann::json &schedule, int64_t n,
                 double seconds) {
   try {
-    fsdp::schedule::Program prog = fsdp::schedule::Program::fromString(
-        schedule, fsdp_world_size(), "<calibration chain>");
+    sc::Program prog = sc::Program::fromString(
+        schedule.dump(), fsdp_world_size(), "<calibration chain>");
     fsdp::rt::Executor ex(prog, mc.device);
     std::vector<double> in(n, 0.5), out;
     int64_t last = prog.outputs().at(0).buffer;
