@@ -25,7 +25,8 @@ flags=(-std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recov
        -Iinclude -Iruntime/include -Iruntime/lib -Iruntime/tooling
        -I/usr/include/x86_64-linux-gnu/openblas-pthread
        $(mpicc --showme:compile) -DOMPI_SKIP_MPICXX=1)
-runtime=(runtime/lib/*.cpp runtime/lib/cpu/*.cpp runtime/lib/mpi/*.cpp)
+runtime=(runtime/schedule/*.cpp runtime/schedule/ops/*.cpp runtime/lib/*.cpp runtime/lib/cpu/*.cpp
+         runtime/lib/mpi/*.cpp)
 # The compiler's link libraries, as CMake wrote them for a tool (minus the
 # tool's own objects and the libraries whose sources are rebuilt here).
 linklibs() {
