@@ -6,7 +6,7 @@ Runs the tiny GPT-2 schedule for 2 steps on DEVICE with --data TEXT and
 transformers from the dumped tensors (the schedule's FQNs are Hugging
 Face's; GPT-2 ties lm_head to wte), draws step 2's windows of TEXT exactly as
 fsdp-run does (runtime/docs/schedule-format.md: window g of step s starts at
-hashKey(seed, 7, s, g) mod (bytes - T), splitmix64; tools/fsdp-run/Data.cpp)
+hashKey(seed, 7, s, g) mod (bytes - T), splitmix64; runtime/tooling/Data.cpp)
 and compares transformers' mean cross-entropy on them with fsdp-run's loss
 of step 2: |a - b| / b <= 1e-4 in f32 (TF32 off).
 

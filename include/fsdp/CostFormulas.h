@@ -3,7 +3,7 @@
 // The one definition of the counts behind the nn dialect's CostOpInterface
 // (dialects/nn/NNCost.cpp: getFlops, getBytesAccessed), which the cluster
 // simulator (lib/Analysis/Simulator.cpp) uses, and which fsdp-calibrate
-// (lib/Calibrate) uses to turn its measured kernel times into the
+// (runtime/calibrate) uses to turn its measured kernel times into the
 // efficiencies the simulator reads. Header-only, no dependencies:
 // fsdp-calibrate is built without MLIR.
 //

@@ -4,7 +4,7 @@
 // `nn.init` argument attribute (checked by the nn dialect's verifier,
 // dialects/nn/NNDialect.cpp), the `inits` of fsdp.unit and the "init" field
 // of a schedule's parameters (runtime/docs/schedule-format.md), which
-// fsdp-run evaluates (tools/fsdp-run/Data.cpp). The compiler accepts exactly
+// fsdp-run evaluates (runtime/tooling/Data.cpp). The compiler accepts exactly
 // what the runtime can execute:
 //
 //   zeros         0

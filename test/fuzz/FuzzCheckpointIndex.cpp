@@ -1,11 +1,11 @@
 //===- FuzzCheckpointIndex.cpp - fuzz target: a checkpoint's index.json ---===//
 //
 // libFuzzer entry point for fsdp-run --load's index reader
-// (checkCheckpointIndex, Checkpoint.h). Any input must either parse or
-// throw fsdp::Error.
+// (checkCheckpointIndex, fsdp/tooling/Checkpoint.h). Any input must either
+// parse or throw fsdp::Error.
 //
 //===----------------------------------------------------------------------===//
-#include "Checkpoint.h"
+#include "fsdp/tooling/Checkpoint.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -13,7 +13,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   try {
-    (void)fsdp::run::checkCheckpointIndex(
+    (void)fsdp::tooling::checkCheckpointIndex(
         std::string(reinterpret_cast<const char *>(data), size),
         "/nonexistent/ck");
   } catch (const fsdp::Error &) {

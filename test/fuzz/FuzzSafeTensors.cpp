@@ -1,12 +1,12 @@
 //===- FuzzSafeTensors.cpp - fuzz target: the safetensors header ----------===//
 //
-// libFuzzer entry point for fsdp-run --init-from's reader (SafeTensors.h):
-// the input is written to an anonymous in-memory file (memfd) and opened as
-// a checkpoint, and every tensor it declares is read. Any input must either
-// load or throw fsdp::Error.
+// libFuzzer entry point for fsdp-run --init-from's reader
+// (fsdp/tooling/SafeTensors.h): the input is written to an anonymous in-memory
+// file (memfd) and opened as a checkpoint, and every tensor it declares is
+// read. Any input must either load or throw fsdp::Error.
 //
 //===----------------------------------------------------------------------===//
-#include "SafeTensors.h"
+#include "fsdp/tooling/SafeTensors.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -27,8 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     done += static_cast<size_t>(n);
   }
   try {
-    auto a = fsdp::run::SafeTensorsArchive::open("/proc/self/fd/" +
-                                                 std::to_string(fd));
+    auto a = fsdp::tooling::SafeTensorsArchive::open("/proc/self/fd/" +
+                                                     std::to_string(fd));
     std::vector<double> v;
     for (const auto &[name, t] : a.tensors()) {
       int64_t n = t.numel < 4096 ? t.numel : 4096;

@@ -6,11 +6,11 @@
 //
 // Writes a cluster spec (bench/clusters/*.json) of THIS machine running N
 // ranks at once. The command line is here; the measurements, the fits and
-// the spec are the FSDPCalibrate library (lib/Calibrate/Calibrate.cpp
+// the spec are the fsdp_calibrate library (runtime/calibrate/Calibrate.cpp
 // describes the method).
 //
 //===----------------------------------------------------------------------===//
-#include "fsdp/Calibrate/Calibrate.h"
+#include "fsdp/calibrate/Calibrate.h"
 #include "fsdp/runtime.h"
 
 #include <cerrno>

@@ -22,10 +22,11 @@ TARGETS=${*:-schedule safetensors checkpoint config cluster}
 out=build-fuzz
 mkdir -p "$out"
 flags=(-std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-       -Iinclude -Iruntime/include -Iruntime/lib -Itools/fsdp-run
+       -Iinclude -Iruntime/include -Iruntime/lib -Iruntime/tooling
        -I/usr/include/x86_64-linux-gnu/openblas-pthread
        $(mpicc --showme:compile) -DOMPI_SKIP_MPICXX=1)
-runtime=(runtime/lib/*.cpp runtime/lib/cpu/*.cpp runtime/lib/mpi/*.cpp)
+runtime=(runtime/schedule/*.cpp runtime/schedule/ops/*.cpp runtime/lib/*.cpp runtime/lib/cpu/*.cpp
+         runtime/lib/mpi/*.cpp)
 # The compiler's link libraries, as CMake wrote them for a tool (minus the
 # tool's own objects and the libraries whose sources are rebuilt here).
 linklibs() {
@@ -40,8 +41,8 @@ mlirflags=(-std=gnu++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize
 for t in $TARGETS; do
   case $t in
     schedule) src=(test/fuzz/FuzzSchedule.cpp) ;;
-    safetensors) src=(test/fuzz/FuzzSafeTensors.cpp tools/fsdp-run/SafeTensors.cpp) ;;
-    checkpoint) src=(test/fuzz/FuzzCheckpointIndex.cpp tools/fsdp-run/Checkpoint.cpp) ;;
+    safetensors) src=(test/fuzz/FuzzSafeTensors.cpp runtime/tooling/SafeTensors.cpp) ;;
+    checkpoint) src=(test/fuzz/FuzzCheckpointIndex.cpp runtime/tooling/Checkpoint.cpp) ;;
     config|cluster) ;;
     *) echo "unknown target $t" >&2; exit 2 ;;
   esac

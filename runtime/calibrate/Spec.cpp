@@ -1,0 +1,264 @@
+//===- Spec.cpp - The cluster spec fsdp-calibrate writes ------------------===//
+#include "fsdp/calibrate/Spec.h"
+
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <unistd.h>
+
+namespace fsdp::calibrate {
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+json caseJson(const Case &c) {
+  return json{{"class", c.cls},
+              {"kernel", c.name},
+              {"flops", c.flops},
+              {"bytes", c.bytes},
+              {"seconds", c.seconds.mean},
+              {"seconds_min_rank", c.seconds.min},
+              {"seconds_max_rank", c.seconds.max},
+              {"flop_per_s", c.flops / c.seconds.mean},
+              {"byte_per_s", c.bytes / c.seconds.mean},
+              {"weight", c.weight}};
+}
+
+std::string today() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&t));
+  return buf;
+}
+
+std::string cpuModel() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      size_t c = line.find(':');
+      return c == std::string::npos ? line : line.substr(c + 2);
+    }
+  return "unknown CPU";
+}
+
+/// Rank 0's host: its name, online cores and physical memory (bytes).
+struct ThisHost {
+  std::string name = "localhost";
+  long cores = 0;
+  double ram = 0;
+};
+
+ThisHost thisHost() {
+  ThisHost h;
+  char host[256] = "localhost";
+  gethostname(host, sizeof host - 1);
+  h.name = host;
+  h.cores = sysconf(_SC_NPROCESSORS_ONLN);
+  h.ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  return h;
+}
+
+/// "sources": how the run was made and how each value was measured.
+json sourcesJson(const Options &o, int world, long cores) {
+  double S = o.seconds;
+  int64_t M = o.rows, H = o.hidden, T = o.seq, A = o.heads, V = o.vocab;
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "measured %s by fsdp-calibrate with %d ranks at once on %ld "
+                "cores (%s): rows %lld, hidden %lld, seq %lld, heads %lld, "
+                "vocab %lld, %g s per kernel",
+                today().c_str(), world, cores,
+                world > cores ? "oversubscribed" : "not oversubscribed",
+                (long long)M, (long long)H, (long long)T, (long long)A,
+                (long long)V, S);
+  return json::array(
+      {std::string(buf),
+       "peak_flops: the best rate per rank of the runtime's GEMM kernels "
+       "(linear/matmul: OpenBLAS sgemm/dgemm, one thread) over the step's "
+       "shapes and 512^3; bf16/f16 = f32 (the cpu backend computes 2-byte "
+       "floats in f32)",
+       "memory_bandwidth: memcpy of the step's largest activation (rows x "
+       "4*hidden floats) per rank, read + write bytes (McCalpin, STREAM "
+       "copy); 32 MiB recorded in measured",
+       "efficiency.memory: embedding/position_embedding/split/concat/flatten "
+       "at the step's sizes, NNCost bytes per second over memory_bandwidth "
+       "(capped at 1)",
+       "efficiency.matmul/attention/elementwise: the value at which the "
+       "simulator's roofline sum over the class's measured kernels, weighted "
+       "by one GPT-2 block's op counts, equals their measured time (FLOPs "
+       "and bytes as dialects/nn/NNCost.cpp); kernels measured in 3 passes, "
+       "median pass each",
+       "collectives: fsdp_all_gather_start / fsdp_reduce_scatter_start + "
+       "fsdp_wait, 8 KiB..4 MiB, back to back in batches of 8, median over "
+       "batches of the max over ranks; alpha, B fitted "
+       "to t = (G-1)*alpha + (G-1)/G*S/B by least squares on relative error "
+       "(Thakur, Rabenseifner & Gropp 2005; nccl-tests PERFORMANCE.md)",
+       "inter_node = intra_node: one node",
+       "op_efficiency: per op kind, the efficiency at which the roofline "
+       "reproduces that op's kernels measured above (data movement: bytes "
+       "per second over memory_bandwidth)",
+       "dispatch_overhead_s: fsdp::rt::Executor::step of a chain of 2000 "
+       "nn.relu on 16 floats in a planned arena, per instruction, minus the "
+       "kernel; step_io_bandwidth: one nn.relu of 1 MiB in and out, bytes "
+       "in + out per second of a step beyond one instruction and the kernel",
+       "comm_overlap: (t_c + t_m - t_both) / min(t_c, t_m) for a 1 MiB "
+       "all-gather (t_m) and k step GEMMs with fsdp_event_query after each "
+       "(t_c), "
+       "alone and together (t_both), interleaved, medians of the max over "
+       "ranks",
+       "collective_sync_s: FSDP's step pattern (L blocks: forward gather + "
+       "block kernels, backward gather + 2x block kernels with the previous "
+       "reduce-scatter in flight and tested after each kernel) with the "
+       "runtime's kernels and collectives, I steps without barriers: "
+       "(T_with - T_compute - T_collectives) / (I * 3L), max over ranks, "
+       "median of 3 (skew at a collective: Petrini et al. SC 2003)"});
+}
+
+/// "measured": every raw measurement behind the spec's values.
+json measuredJson(const Options &o, int world, long cores,
+                  const Calibration &cal) {
+  const Kernels &K = cal.kernels;
+  auto &mm32 = K.mm32, &mm64 = K.mm64, &big = K.big, &mem = K.mem,
+       &info = K.info, &att = K.att, &ew = K.ew;
+  double bw = K.bw, bwBig = K.bwBig;
+  Stat copyBig = K.copyBig;
+  double alpha = cal.ring.alpha, busBw = cal.ring.bandwidth,
+         fitErr = cal.ring.maxRelErr;
+  const std::vector<CollPoint> &coll = cal.collectives;
+  const Host &hostWork = cal.host;
+  const Overlap &ov = cal.overlap;
+  const Sync &sync = cal.sync;
+  int64_t M = o.rows, H = o.hidden;
+  json measured;
+  measured["ranks"] = world;
+  measured["load_average_before"] = cal.loadBefore;
+  measured["load_average_after"] = cal.loadAfter;
+  measured["cores"] = cores;
+  measured["memcpy_working_set_bytes"] = 4.0 * M * 4 * H;
+  measured["memcpy_working_set_byte_per_s"] = bw;
+  measured["memcpy_32MiB_byte_per_s"] = bwBig;
+  measured["memcpy_32MiB_seconds"] = {{"mean", copyBig.mean},
+                                      {"min_rank", copyBig.min},
+                                      {"max_rank", copyBig.max}};
+  json kernels = json::array();
+  for (auto *set : {&mm32, &mm64, &big, &mem, &att, &ew, &info})
+    for (const Case &c : *set) {
+      json j = caseJson(c);
+      if (set == &mm64 || (set == &big && &c == &big[1]))
+        j["dtype"] = "f64";
+      kernels.push_back(j);
+    }
+  measured["kernels"] = kernels;
+  json cj = json::array();
+  for (const CollPoint &p : coll) {
+    double pred =
+        (world - 1) * alpha + double(world - 1) / world * p.bytes / busBw;
+    cj.push_back({{"kind", p.kind},
+                  {"bytes", p.bytes},
+                  {"seconds", p.seconds},
+                  {"fit_seconds", pred}});
+  }
+  measured["collectives"] = cj;
+  measured["collective_fit_max_relative_error"] = fitErr;
+  measured["host"] = {{"chain_instructions", hostWork.chainLength},
+                      {"chain_run_seconds", hostWork.chain.mean},
+                      {"single_run_seconds", hostWork.single.mean},
+                      {"io_floats", hostWork.ioCount},
+                      {"io_run_seconds", hostWork.io.mean},
+                      {"io_relu_seconds", hostWork.relu.mean}};
+  measured["sync"] = {{"all_gather_bytes", sync.bytes},
+                      {"collectives_per_step", sync.collectives},
+                      {"iterations", sync.iterations},
+                      {"with_collectives_seconds", sync.withCollectives},
+                      {"compute_only_seconds", sync.computeOnly},
+                      {"collectives_only_seconds", sync.collectivesOnly}};
+  measured["overlap"] = {{"all_gather_bytes", ov.bytes},
+                         {"gemms", ov.gemms},
+                         {"compute_seconds", ov.compute},
+                         {"comm_seconds", ov.comm},
+                         {"both_seconds", ov.both}};
+  return measured;
+}
+
+} // namespace
+
+std::string loadAverage() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  f >> a >> b >> c;
+  return f ? a + " " + b + " " + c : "unknown";
+}
+
+json buildSpec(const Options &o, const Machine &mc, const Calibration &cal) {
+  int world = mc.world;
+  const KernelFit &fit = cal.fit;
+  double alpha = cal.ring.alpha, busBw = cal.ring.bandwidth;
+  json opEff = json::object();
+  for (const auto &[op, e] : fit.opEfficiency)
+    opEff[op] = e;
+
+  ThisHost host = thisHost();
+  std::string name = !o.name.empty()
+                         ? o.name
+                         : "this machine: " + std::to_string(world) +
+                               " ranks on " + host.name + " (" + cpuModel() +
+                               ", " + std::to_string(host.cores) +
+                               " cores), measured by fsdp-calibrate";
+  std::string link = "MPI over shared memory (the runtime's collectives: "
+                     "MPI_Iallgather / MPI_Ireduce_scatter_block), measured";
+  json spec;
+  spec["name"] = name;
+  spec["peak_flops"] = {{"f64", fit.peak64},
+                        {"f32", fit.peak32},
+                        {"bf16", fit.peak32},
+                        {"f16", fit.peak32}};
+  spec["memory_bytes"] = host.ram / world;
+  spec["memory_bandwidth"] = cal.kernels.bw;
+  spec["devices_per_node"] = world;
+  spec["intra_node"] = {
+      {"bus_bandwidth", busBw}, {"latency_s", alpha}, {"link", link}};
+  spec["inter_node"] = {{"bus_bandwidth", busBw},
+                        {"latency_s", alpha},
+                        {"link", "one node: the intra-node values"}};
+  spec["efficiency"] = {{"matmul", fit.effMatmul},
+                        {"attention", fit.effAttention},
+                        {"elementwise", fit.effElementwise},
+                        {"memory", fit.effMemory}};
+  spec["op_efficiency"] = opEff;
+  spec["dispatch_overhead_s"] = cal.host.dispatch;
+  if (cal.host.ioBandwidth > 0)
+    spec["step_io_bandwidth"] = cal.host.ioBandwidth;
+  spec["comm_overlap"] = cal.overlap.overlap;
+  spec["collective_sync_s"] = cal.sync.sync;
+  spec["sources"] = sourcesJson(o, world, host.cores);
+  spec["measured"] = measuredJson(o, world, host.cores, cal);
+  return spec;
+}
+
+void writeSpec(const Options &o, const json &spec, const Calibration &cal) {
+  const KernelFit &fit = cal.fit;
+  std::string text = spec.dump(2) + "\n";
+  if (o.out == "-") {
+    std::fputs(text.c_str(), stdout);
+  } else {
+    std::ofstream f(o.out);
+    if (!f || !(f << text) || !f.flush())
+      fsdp_abort(("fsdp-calibrate: cannot write '" + o.out + "'").c_str(), 1);
+    std::fprintf(stderr, "fsdp-calibrate: wrote %s\n", o.out.c_str());
+  }
+  std::fprintf(stderr,
+               "  peak f32 %.3g FLOP/s, f64 %.3g, memory %.3g B/s per rank; "
+               "efficiency matmul %.3f attention %.3f elementwise %.3f memory "
+               "%.3f; collectives alpha %.3g s, B %.3g B/s (max fit error "
+               "%.0f%%); dispatch %.3g s per instruction, step I/O %.3g B/s, "
+               "comm overlap %.2f, collective sync %.3g s\n",
+               fit.peak32, fit.peak64, cal.kernels.bw, fit.effMatmul,
+               fit.effAttention, fit.effElementwise, fit.effMemory,
+               cal.ring.alpha, cal.ring.bandwidth, 100 * cal.ring.maxRelErr,
+               cal.host.dispatch, cal.host.ioBandwidth, cal.overlap.overlap,
+               cal.sync.sync);
+}
+
+} // namespace fsdp::calibrate

@@ -1,0 +1,50 @@
+//===- Spec.h - The cluster spec fsdp-calibrate writes ----------*- C++ -*-===//
+//
+// The JSON of bench/clusters/*.json (read by ClusterSpec::load,
+// lib/Analysis/Simulator.cpp) for one node of `world` ranks: devices_per_node
+// = world, inter_node = intra_node, memory_bytes = physical memory / world,
+// plus "sources" (how each value was measured, with the methods' sources)
+// and "measured" (every raw measurement).
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_CALIBRATE_SPEC_H
+#define FSDP_CALIBRATE_SPEC_H
+
+#include "fsdp/calibrate/Fit.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace fsdp::calibrate {
+
+/// Everything one run measured and fitted: what the spec is written from.
+struct Calibration {
+  Kernels kernels; ///< median of the passes, weighted
+  KernelFit fit;
+  std::vector<CollPoint> collectives; ///< empty with one rank
+  /// α = 0 and B = memory_bandwidth with one rank (no collective).
+  RingFit ring;
+  Host host;
+  Overlap overlap;
+  Sync sync;
+  std::string loadBefore, loadAfter; ///< /proc/loadavg's three averages
+};
+
+/// The 1, 5 and 15 minute load averages of /proc/loadavg, or "unknown".
+std::string loadAverage();
+
+/// The spec of this machine (rank 0's view: host name, cores, memory).
+nlohmann::ordered_json buildSpec(const Options &o, const Machine &mc,
+                                 const Calibration &c);
+
+/// Writes the spec to `o.out` ("-": stdout; a file: "wrote PATH" on stderr,
+/// and an abort of every rank if it cannot be written), then one line of the
+/// fitted values on stderr.
+void writeSpec(const Options &o, const nlohmann::ordered_json &spec,
+               const Calibration &c);
+
+} // namespace fsdp::calibrate
+
+#endif // FSDP_CALIBRATE_SPEC_H

@@ -1,0 +1,32 @@
+//===- Preflight.h - fsdp-run's checks before step 1 -----------*- C++ -*-===//
+//
+// What fails fast, before the device is set up and hours are spent
+// training: ranks started with different work, output paths that cannot be
+// written, a --collectives that the --device cannot use.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_TOOLING_PREFLIGHT_H
+#define FSDP_TOOLING_PREFLIGHT_H
+
+#include "fsdp/tooling/Options.h"
+
+namespace fsdp::tooling {
+
+/// Fails before any training if an output path cannot be written, so that a
+/// long run is not lost at its end: the --dump-params file must be creatable
+/// (its directory exists and is writable), the --save directory creatable.
+void checkOutputPaths(const Options &opt);
+
+/// Throws on every rank unless every rank was started with the same work
+/// (an MPMD launch `-np 1 fsdp-run s.json --steps 3 : -np 1 ... --steps 5`
+/// would otherwise hang after step 3), naming the first option that
+/// differs and both ranks' values. Collective over MPI_COMM_WORLD.
+void checkSameWorkOnAllRanks(const Options &o);
+
+/// The device options of --device and --collectives. Throws for nccl on a
+/// non-cuda device.
+fsdp_collectives collectivesOf(const Options &opt);
+
+} // namespace fsdp::tooling
+
+#endif // FSDP_TOOLING_PREFLIGHT_H

@@ -1,0 +1,604 @@
+//===- Checkpoint.cpp - fsdp-run --save / --load of sharded training state ===//
+//
+// Implementation of Checkpoint.h. Which bytes a rank writes, and hence
+// every range of the index, follows from the schedule alone (the grid and
+// the units' flat layouts), so rank 0 writes the whole index after only
+// gathering the files' CRCs. Loading inverts the map per FQN: for each
+// element range a rank's buffer needs, the saved ranges that overlap it.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/tooling/Checkpoint.h"
+#include "FileIo.h"
+#include "HostCodec.h"
+
+#include <mpi.h>
+#include <nlohmann/json.hpp>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <sys/stat.h>
+#include <vector>
+
+using fsdp::Error;
+using fsdp::rt::Executor;
+using fsdp::schedule::DType;
+using fsdp::schedule::IoDesc;
+using fsdp::schedule::ParamDesc;
+using fsdp::schedule::Program;
+using fsdp::schedule::UnitDesc;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace fsdp::tooling {
+
+namespace {
+
+const char *const kRoles[] = {"param", "master", "exp_avg", "exp_avg_sq"};
+constexpr int kVersion = 2;
+constexpr int64_t kChunkBytes = 1 << 20;
+
+std::string rankFile(int64_t rank) {
+  return "rank" + std::to_string(rank) + ".bin";
+}
+
+DType parseDtype(const std::string &s) {
+  for (DType t : {DType::F32, DType::F64, DType::BF16, DType::F16})
+    if (s == fsdp::schedule::dtypeName(t))
+      return t;
+  throw Error("unsupported state dtype '" + s + "'");
+}
+
+/// A field of the index with the wrong type or range (parseIndex adds the
+/// file's name). nlohmann's get<int64_t>() of a float is undefined
+/// behaviour when the float does not fit (found by fuzzing): integers are
+/// read only through these.
+struct BadField : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+int64_t intOf(const json &v, const char *what) {
+  if (!v.is_number_integer() ||
+      (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)))
+    throw BadField(std::string(what) + " must be an integer, got " + v.dump());
+  return v.get<int64_t>();
+}
+uint64_t uintOf(const json &v, const char *what) {
+  if (!v.is_number_unsigned())
+    throw BadField(std::string(what) + " must be a non-negative integer, got " +
+                   v.dump());
+  return v.get<uint64_t>();
+}
+std::vector<int64_t> intsOf(const json &v, const char *what) {
+  if (!v.is_array())
+    throw BadField(std::string(what) + " must be a list of integers, got " +
+                   v.dump());
+  std::vector<int64_t> out;
+  for (const json &d : v)
+    out.push_back(intOf(d, what));
+  return out;
+}
+
+/// One state buffer's part of a rank file: flat elements [begin, end) of
+/// the unit, at byte `offset` of the file.
+struct Block {
+  const UnitDesc *unit;
+  const IoDesc *io;
+  const char *role;
+  DType dtype;
+  int64_t begin, end;
+  uint64_t offset;
+};
+
+/// The blocks of `rank`'s file, in file order, and its size in bytes.
+std::vector<Block> fileBlocks(const Program &p, int64_t rank, uint64_t &bytes) {
+  std::vector<Block> blocks;
+  bytes = 0;
+  for (const UnitDesc &u : p.units())
+    for (const char *role : kRoles) {
+      const IoDesc *io = p.findUnitInput(role, u.name);
+      if (!io || !writesCopy(p, *io, static_cast<int>(rank)))
+        continue;
+      Block b{&u, io, role, p.buffer(io->buffer).dtype, 0, 0, bytes};
+      stateRange(p, u, *io, static_cast<int>(rank), b.begin, b.end);
+      bytes += static_cast<uint64_t>((b.end - b.begin) * floatBytes(b.dtype));
+      blocks.push_back(b);
+    }
+  return blocks;
+}
+
+/// A saved element range [begin, end) of one (FQN, role) in file `file`.
+struct Range {
+  size_t file;
+  uint64_t offset;
+  int64_t begin, end;
+};
+struct Saved {
+  std::vector<int64_t> shape;
+  DType dtype = DType::F32;
+  std::vector<Range> ranges;
+};
+struct SavedFile {
+  std::string path;
+  uint64_t bytes = 0;
+  int64_t crc = -1; ///< -1: none recorded (version 1)
+};
+using SavedMap = std::map<std::pair<std::string, std::string>, Saved>;
+
+/// Adds the (FQN, role) ranges of `blocks` (file `file`) to `saved`.
+void addRanges(const std::vector<Block> &blocks, size_t file, SavedMap &saved) {
+  for (const Block &b : blocks) {
+    int64_t es = floatBytes(b.dtype);
+    forEachParamIn(*b.unit, b.begin, b.end,
+                   [&](const ParamDesc &p, int64_t lo, int64_t hi) {
+                     Saved &s = saved[{p.fqn, b.role}];
+                     s.shape = p.shape;
+                     s.dtype = b.dtype;
+                     s.ranges.push_back(
+                         {file,
+                          b.offset + static_cast<uint64_t>((lo - b.begin) * es),
+                          lo - p.offset, hi - p.offset});
+                   });
+  }
+}
+
+json optimizerJson(const Program &p) {
+  const auto &o = p.optimizer();
+  return {{"kind", o.kind},   {"lr", o.lr},   {"beta1", o.beta1},
+          {"beta2", o.beta2}, {"eps", o.eps}, {"weight_decay", o.weightDecay}};
+}
+
+/// Every rank learns whether all succeeded; throws on every rank if not.
+void agree(const std::string &err, const std::string &what,
+           const std::string &cleanup, int rank) {
+  int ok = err.empty(), all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (all)
+    return;
+  if (rank == 0 && !cleanup.empty()) {
+    std::error_code ec;
+    fs::remove_all(cleanup, ec);
+  }
+  throw Error("--save: " +
+              (err.empty() ? "another rank failed to " + what : err));
+}
+
+bool fsyncPath(const std::string &path, int flags) {
+  Fd f(::open(path.c_str(), flags | O_CLOEXEC));
+  return f.fd >= 0 && ::fsync(f.fd) == 0;
+}
+
+/// The CRC-32 (zlib) of a whole file, read in chunks; false on a read error.
+bool fileCrc(const std::string &path, uint64_t bytes, uint32_t &crc) {
+  Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (f.fd < 0)
+    return false;
+  std::vector<char> buf(kChunkBytes);
+  crc = crc32(0L, Z_NULL, 0);
+  for (uint64_t off = 0; off < bytes;) {
+    uint64_t n = std::min<uint64_t>(kChunkBytes, bytes - off);
+    if (!readAt(f.fd, buf.data(), n, off))
+      return false;
+    crc = crc32(crc, reinterpret_cast<const Bytef *>(buf.data()),
+                static_cast<uInt>(n));
+    off += n;
+  }
+  return true;
+}
+
+/// The saved ranges of a version-1 index (rank files of whole shards in
+/// unit order, every rank one file; replicas' files are skipped).
+void readVersion1(const json &index, const std::string &dir, SavedMap &saved,
+                  std::vector<SavedFile> &files) {
+  int64_t n = intOf(index.at("world_size"), "world_size");
+  json grid = index.value("grid", json{{"replicas", 1}, {"shard_size", n}});
+  int64_t s = intOf(grid.at("shard_size"), "grid.shard_size");
+  for (const json &f : index.at("files")) {
+    int64_t r = intOf(f.at("rank"), "files[].rank");
+    const json &shards = f.at("shards");
+    SavedFile sf{(fs::path(dir) / f.at("path").get<std::string>()).string(),
+                 uintOf(f.at("bytes"), "files[].bytes")};
+    size_t fileIdx = files.size();
+    bool used = false;
+    for (const json &ju : index.at("units")) {
+      std::string name = ju.at("name").get<std::string>();
+      json layouts = ju.value("layouts", json::object());
+      json dtypes = ju.value("dtypes", json::object());
+      int64_t shardNumel = intOf(ju.at("shard_numel"), "units[].shard_numel");
+      int64_t padded = (ju.contains("padded_numel")
+                            ? intOf(ju["padded_numel"], "units[].padded_numel")
+                            : shardNumel * s);
+      for (const char *role : kRoles) {
+        if (!shards.contains(name) || !shards[name].contains(role))
+          continue;
+        bool full = layouts.value(role, std::string("shard")) == "full";
+        if (full ? r != 0 : r >= s)
+          continue; // a replica's copy
+        DType dt =
+            parseDtype(dtypes.value(role, ju.at("dtype").get<std::string>()));
+        int64_t begin = full ? 0 : (r % s) * shardNumel,
+                end = full ? padded : begin + shardNumel;
+        uint64_t base = uintOf(shards[name][role], "files[].shards offset");
+        for (const json &jp : ju.at("params")) {
+          int64_t off = intOf(jp.at("offset"), "params[].offset");
+          int64_t numel =
+              (jp.contains("numel") ? intOf(jp["numel"], "params[].numel")
+                                    : int64_t(1));
+          if (!jp.contains("numel"))
+            for (int64_t d : intsOf(jp.at("shape"), "params[].shape"))
+              numel *= d;
+          int64_t lo = std::max(begin, off), hi = std::min(end, off + numel);
+          if (lo >= hi)
+            continue;
+          Saved &sv = saved[{jp.at("fqn").get<std::string>(), role}];
+          sv.shape = intsOf(jp.at("shape"), "params[].shape");
+          sv.dtype = dt;
+          sv.ranges.push_back(
+              {fileIdx,
+               base + static_cast<uint64_t>((lo - begin) * floatBytes(dt)),
+               lo - off, hi - off});
+          used = true;
+        }
+      }
+    }
+    if (used)
+      files.push_back(sf);
+  }
+}
+
+} // namespace
+
+void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
+                    int rank, const RunMeta &meta) {
+  const Program &prog = ex.program();
+  const std::string target = fs::absolute(dir).lexically_normal().string();
+  const std::string tmp = target + ".partial";
+  std::string err;
+  if (rank == 0) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec); // a save killed earlier
+    if (!ec)
+      fs::create_directories(tmp, ec);
+    if (ec)
+      err = "cannot create '" + tmp + "': " + ec.message();
+  }
+  agree(err, "create the directory", "", rank);
+
+  // This rank's file: its written copies of every state buffer.
+  uint64_t bytes = 0;
+  std::vector<Block> blocks = fileBlocks(prog, rank, bytes);
+  uint32_t crc = crc32(0L, Z_NULL, 0);
+  if (!blocks.empty()) {
+    std::string path = tmp + "/" + rankFile(rank);
+    Fd f(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    std::vector<double> values;
+    std::vector<char> raw;
+    if (f.fd < 0)
+      err = "cannot write '" + path + "': " + std::strerror(errno);
+    for (const Block &b : blocks) {
+      if (!err.empty())
+        break;
+      ex.read(b.io->buffer, values);
+      raw.resize(values.size() * static_cast<size_t>(floatBytes(b.dtype)));
+      encodeValues(b.dtype, values.data(), static_cast<int64_t>(values.size()),
+                   raw.data());
+      if (!writeAt(f.fd, raw.data(), raw.size(), b.offset))
+        err = "error writing '" + path + "': " + std::strerror(errno);
+      crc = crc32(crc, reinterpret_cast<const Bytef *>(raw.data()),
+                  static_cast<uInt>(raw.size()));
+    }
+    if (err.empty() && ::fsync(f.fd) != 0)
+      err = "fsync of '" + path + "' failed: " + std::strerror(errno);
+  }
+  agree(err, "write its file", tmp, rank);
+  unsigned long long mine = crc;
+  std::vector<unsigned long long> crcs(static_cast<size_t>(prog.worldSize()));
+  MPI_Gather(&mine, 1, MPI_UNSIGNED_LONG_LONG, crcs.data(), 1,
+             MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+
+  if (rank == 0) {
+    SavedMap saved;
+    json files = json::array();
+    for (int64_t r = 0; r < prog.worldSize(); ++r) {
+      uint64_t b = 0;
+      std::vector<Block> bl = fileBlocks(prog, r, b);
+      if (bl.empty())
+        continue;
+      addRanges(bl, files.size(), saved);
+      files.push_back({{"rank", r},
+                       {"path", rankFile(r)},
+                       {"bytes", b},
+                       {"crc32", crcs[r]}});
+    }
+    json tensors = json::array(), roles = json::array();
+    for (const char *role : kRoles)
+      for (const UnitDesc &u : prog.units())
+        if (prog.findUnitInput(role, u.name)) {
+          roles.push_back(role);
+          break;
+        }
+    for (const UnitDesc &u : prog.units())
+      for (const ParamDesc &p : u.params)
+        for (const char *role : kRoles) {
+          auto it = saved.find({p.fqn, role});
+          if (it == saved.end())
+            continue;
+          json ranges = json::array();
+          for (const Range &r : it->second.ranges)
+            ranges.push_back({{"file", r.file},
+                              {"offset", r.offset},
+                              {"begin", r.begin},
+                              {"end", r.end}});
+          tensors.push_back(
+              {{"fqn", p.fqn},
+               {"role", role},
+               {"shape", p.shape},
+               {"dtype", fsdp::schedule::dtypeName(it->second.dtype)},
+               {"ranges", ranges}});
+        }
+    json run = {{"seed", meta.seed},
+                {"data", meta.data},
+                {"data_order", meta.dataOrder}};
+    if (meta.totalSteps > 0) // a schedule that decays over the run's total
+      run["total_steps"] = meta.totalSteps;
+    json index = {
+        {"format", "fsdp-checkpoint"},
+        {"version", kVersion},
+        {"schedule", prog.name()},
+        {"world_size", prog.worldSize()},
+        {"strategy", prog.strategy()},
+        {"grid",
+         {{"replicas", prog.replicas()}, {"shard_size", prog.shardSize()}}},
+        {"step", step},
+        {"run", run},
+        {"optimizer", optimizerJson(prog)},
+        {"roles", roles},
+        {"files", files},
+        {"tensors", tensors}};
+    std::string ipath = tmp + "/index.json";
+    {
+      std::ofstream out(ipath);
+      if (!out || !(out << index.dump(1) << "\n") || !out.flush())
+        err = "cannot write '" + ipath + "'";
+    }
+    if (err.empty() && (!fsyncPath(ipath, O_RDONLY) ||
+                        !fsyncPath(tmp, O_RDONLY | O_DIRECTORY)))
+      err = "fsync of '" + tmp + "' failed";
+    // The swap: the previous checkpoint stays whole until the new one is.
+    std::error_code ec;
+    if (err.empty()) {
+      if (fs::exists(target, ec)) {
+        if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(),
+                        RENAME_EXCHANGE) != 0)
+          err = "cannot swap '" + tmp + "' into '" + target +
+                "': " + std::strerror(errno);
+        else
+          fs::remove_all(tmp, ec); // now the previous checkpoint
+      } else if (std::rename(tmp.c_str(), target.c_str()) != 0) {
+        err = "cannot rename '" + tmp + "' to '" + target +
+              "': " + std::strerror(errno);
+      }
+    }
+    if (err.empty())
+      fsyncPath(fs::path(target).parent_path().string(),
+                O_RDONLY | O_DIRECTORY);
+  }
+  agree(err, "finish the save", tmp, rank);
+}
+
+namespace {
+
+/// Parses index.json's `text` (either version) into the saved ranges and
+/// files: every field's type, every range's file and bounds are checked.
+/// `optimizer` receives the recorded hyper-parameters (empty for version 1).
+void parseIndex(const std::string &text, const std::string &dir,
+                const std::string &ipath, SavedMap &saved,
+                std::vector<SavedFile> &files, LoadedCheckpoint &result,
+                json &optimizer) {
+  json index = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (index.is_discarded() || !index.is_object())
+    throw Error("--load: '" + ipath + "' is not valid JSON");
+  try {
+    int64_t version =
+        index.value("format", std::string()) == "fsdp-checkpoint" &&
+                index.contains("version")
+            ? intOf(index["version"], "version")
+            : 0;
+    if (version == 1) {
+      readVersion1(index, dir, saved, files);
+    } else if (version == kVersion) {
+      for (const json &f : index.at("files"))
+        files.push_back(
+            {(fs::path(dir) / f.at("path").get<std::string>()).string(),
+             uintOf(f.at("bytes"), "files[].bytes"),
+             intOf(f.at("crc32"), "files[].crc32")});
+      for (const json &t : index.at("tensors")) {
+        std::string fqn = t.at("fqn").get<std::string>();
+        Saved &s = saved[{fqn, t.at("role").get<std::string>()}];
+        s.shape = intsOf(t.at("shape"), "tensors[].shape");
+        s.dtype = parseDtype(t.at("dtype").get<std::string>());
+        for (const json &r : t.at("ranges")) {
+          size_t file =
+              static_cast<size_t>(uintOf(r.at("file"), "ranges[].file"));
+          Range range{file, uintOf(r.at("offset"), "ranges[].offset"),
+                      intOf(r.at("begin"), "ranges[].begin"),
+                      intOf(r.at("end"), "ranges[].end")};
+          if (file >= files.size() || range.begin < 0 ||
+              range.end < range.begin)
+            throw Error("--load: '" + ipath + "': a range of '" + fqn +
+                        "' (file #" + std::to_string(file) + " of " +
+                        std::to_string(files.size()) + ", elements [" +
+                        std::to_string(range.begin) + ", " +
+                        std::to_string(range.end) + ")) is out of bounds");
+          s.ranges.push_back(range);
+        }
+      }
+      const json &run = index.value("run", json::object());
+      result.hasMeta = true;
+      result.meta.seed =
+          run.contains("seed") ? uintOf(run["seed"], "run.seed") : 0;
+      result.meta.data = run.value("data", std::string());
+      result.meta.dataOrder = run.value("data_order", std::string("random"));
+      if (run.contains("total_steps")) {
+        result.meta.totalSteps = intOf(run["total_steps"], "run.total_steps");
+        if (result.meta.totalSteps < 1)
+          throw Error("--load: '" + ipath +
+                      "': run.total_steps must be >= 1, got " +
+                      std::to_string(result.meta.totalSteps));
+      }
+      optimizer = index.value("optimizer", json::object());
+    } else {
+      throw Error("--load: '" + ipath +
+                  "' is not an fsdp-checkpoint index of version 1 or 2");
+    }
+    result.step = intOf(index.at("step"), "step");
+  } catch (const json::exception &e) {
+    throw Error("--load: '" + ipath + "' is malformed: " + e.what());
+  } catch (const BadField &e) {
+    throw Error("--load: '" + ipath + "' is malformed: " + e.what());
+  }
+}
+
+} // namespace
+
+int64_t checkCheckpointIndex(const std::string &text, const std::string &dir) {
+  SavedMap saved;
+  std::vector<SavedFile> files;
+  LoadedCheckpoint result;
+  json optimizer;
+  parseIndex(text, dir, (fs::path(dir) / "index.json").string(), saved, files,
+             result, optimizer);
+  return result.step;
+}
+
+LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex,
+                                int rank) {
+  const Program &prog = ex.program();
+  std::string ipath = (fs::path(dir) / "index.json").string();
+  std::ifstream in(ipath);
+  if (!in)
+    throw Error("--load: cannot open '" + ipath +
+                "' (not a checkpoint directory, or the save did not finish)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string ctx = "--load: checkpoint '" + dir +
+                          "' does not match schedule '" + prog.name() + "'";
+  LoadedCheckpoint result;
+  SavedMap saved;
+  std::vector<SavedFile> files;
+  json got;
+  parseIndex(ss.str(), dir, ipath, saved, files, result, got);
+  json want = optimizerJson(prog);
+  if (rank == 0 && result.hasMeta && got != want)
+    std::fprintf(stderr,
+                 "fsdp-run: warning: --load: the checkpoint was trained with "
+                 "optimizer %s; "
+                 "this schedule has %s\n",
+                 got.dump().c_str(), want.dump().c_str());
+
+  // The model must be the schedule's: every FQN, its shape, every role the
+  // schedule keeps, and nothing else.
+  std::map<std::string, const ParamDesc *> params;
+  for (const UnitDesc &u : prog.units())
+    for (const ParamDesc &p : u.params)
+      params[p.fqn] = &p;
+  for (const auto &[key, s] : saved)
+    if (!params.count(key.first))
+      throw Error(ctx + ": the checkpoint has parameter '" + key.first +
+                  "', which the schedule does not");
+  auto source = [&](const std::string &fqn, const char *role) -> const Saved & {
+    bool weights = !std::strcmp(role, "param") || !std::strcmp(role, "master");
+    auto it = weights ? saved.find({fqn, "master"}) : saved.end();
+    if (it == saved.end())
+      it = saved.find({fqn, weights ? "param" : role});
+    if (it == saved.end())
+      throw Error(
+          ctx + ": the checkpoint has no '" +
+          std::string(weights ? "param" : role) + "' of parameter '" + fqn +
+          "'" +
+          (weights ? "" : " (saved by a run without that optimizer state?)"));
+    if (it->second.shape != params[fqn]->shape)
+      throw Error(ctx + ": parameter '" + fqn + "' has shape " +
+                  json(it->second.shape).dump() + " in the checkpoint but " +
+                  json(params[fqn]->shape).dump() + " in the schedule");
+    return it->second;
+  };
+  for (const UnitDesc &u : prog.units())
+    for (const char *role : kRoles)
+      if (prog.findUnitInput(role, u.name))
+        for (const ParamDesc &p : u.params)
+          source(p.fqn, role);
+
+  // This rank's buffers, from the ranges that overlap them.
+  std::vector<double> values;
+  std::vector<char> raw;
+  std::map<size_t, std::unique_ptr<Fd>> open;
+  for (const UnitDesc &u : prog.units())
+    for (const char *role : kRoles) {
+      const IoDesc *io = prog.findUnitInput(role, u.name);
+      if (!io)
+        continue;
+      int64_t begin, end;
+      stateRange(prog, u, *io, rank, begin, end);
+      values.assign(static_cast<size_t>(end - begin), 0.0); // padding: zero
+      forEachParamIn(
+          u, begin, end,
+          [&](const ParamDesc &p, int64_t flatLo, int64_t flatHi) {
+            int64_t lo = flatLo - p.offset,
+                    hi = flatHi - p.offset; // elements of the FQN
+            const Saved &s = source(p.fqn, role);
+            int64_t es = floatBytes(s.dtype), covered = 0;
+            for (const Range &r : s.ranges) {
+              int64_t a = std::max(lo, r.begin), b = std::min(hi, r.end);
+              if (a >= b)
+                continue;
+              SavedFile &f = files[r.file];
+              auto &fd = open[r.file];
+              if (!fd) {
+                struct stat st;
+                bool found = ::stat(f.path.c_str(), &st) == 0;
+                if (!found || static_cast<uint64_t>(st.st_size) != f.bytes)
+                  throw Error("--load: '" + f.path +
+                              "' is missing or truncated: " +
+                              (found ? std::to_string(st.st_size) + " bytes"
+                                     : std::string("cannot stat it")) +
+                              ", the index gives " + std::to_string(f.bytes));
+                uint32_t crc = 0;
+                if (f.crc >= 0 &&
+                    (!fileCrc(f.path, f.bytes, crc) || crc != f.crc))
+                  throw Error("--load: '" + f.path +
+                              "' is corrupted: its CRC-32 is " +
+                              std::to_string(crc) + ", the index gives " +
+                              std::to_string(f.crc));
+                fd = std::make_unique<Fd>(
+                    ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC));
+              }
+              raw.resize(static_cast<size_t>((b - a) * es));
+              if (fd->fd < 0 ||
+                  !readAt(fd->fd, raw.data(), raw.size(),
+                          r.offset + static_cast<uint64_t>((a - r.begin) * es)))
+                throw Error("--load: error reading '" + f.path + "'");
+              decodeValues(s.dtype, raw.data(), b - a,
+                           &values[p.offset + a - begin]);
+              covered += b - a;
+            }
+            if (covered != hi - lo)
+              throw Error(
+                  ctx + ": elements [" + std::to_string(lo) + ", " +
+                  std::to_string(hi) + ") of '" + p.fqn + "' ('" + role +
+                  "') are " +
+                  (covered < hi - lo ? "missing from" : "saved twice in") +
+                  " the checkpoint's files");
+          });
+      ex.write(io->buffer, values);
+    }
+  return result;
+}
+
+} // namespace fsdp::tooling

@@ -1,0 +1,262 @@
+//===- Report.cpp - What fsdp-run reports at the end of a run -------------===//
+#include "fsdp/tooling/Report.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sys/resource.h>
+
+using fsdp::Error;
+using fsdp::rt::AllocMode;
+using fsdp::rt::Executor;
+using fsdp::schedule::IoDesc;
+using fsdp::schedule::Program;
+
+namespace fsdp::tooling {
+
+namespace {
+
+void appendNumber(std::string &s, double v, bool isF32) {
+  if (!std::isfinite(v)) {
+    s += "null";
+    return;
+  }
+  char buf[40];
+  std::snprintf(buf, sizeof buf, isF32 ? "%.9g" : "%.17g", v);
+  s += buf;
+}
+
+/// Every unit's whole padded buffer of input role `role` on rank 0 (empty
+/// elsewhere; units without such an input are absent). Layout "full": rank
+/// 0's copy. Layout "shard": the shards of ranks 0..S-1 (the first replica's
+/// shard group) side by side. `maxDiff` is raised to the largest |difference|
+/// between rank 0's result and the copies the other ranks (replicas) hold.
+/// Collective over MPI_COMM_WORLD.
+std::map<std::string, std::vector<double>> gatherRole(const Executor &ex,
+                                                      const std::string &role,
+                                                      int rank,
+                                                      double &maxDiff) {
+  const Program &p = ex.program();
+  std::map<std::string, std::vector<double>> result;
+  int64_t n = p.worldSize(), s = p.shardSize();
+  for (const fsdp::schedule::UnitDesc &u : p.units()) {
+    const IoDesc *io = p.findUnitInput(role, u.name);
+    if (!io)
+      continue;
+    std::vector<double> local;
+    ex.read(io->buffer, local);
+    int64_t cnt = static_cast<int64_t>(local.size());
+    std::vector<double> all(rank == 0 ? cnt * n : 0);
+    if (MPI_Gather(local.data(), static_cast<int>(cnt), MPI_DOUBLE, all.data(),
+                   static_cast<int>(cnt), MPI_DOUBLE, 0,
+                   MPI_COMM_WORLD) != MPI_SUCCESS)
+      throw Error("MPI_Gather of unit '" + u.name + "' failed");
+    if (rank != 0)
+      continue;
+    // Copies: every rank for "full"; the replicas k·S.. for "shard".
+    bool full = io->layout == "full";
+    int64_t copy = full ? cnt : cnt * s, copies = full ? n : n / s;
+    for (int64_t k = 1; k < copies; ++k)
+      for (int64_t i = 0; i < copy; ++i)
+        maxDiff = std::max(maxDiff, std::fabs(all[k * copy + i] - all[i]));
+    all.resize(copy);
+    result[u.name] = std::move(all);
+  }
+  return result;
+}
+
+/// Writes {"fqn": {"shape": [...], "data": [...]}, ...} of the gathered
+/// units (padding stripped) into `out`.
+void appendRole(const Program &p,
+                const std::map<std::string, std::vector<double>> &units,
+                std::string &out) {
+  out += "{";
+  bool firstParam = true;
+  for (const fsdp::schedule::UnitDesc &u : p.units()) {
+    auto it = units.find(u.name);
+    if (it == units.end())
+      continue;
+    const std::vector<double> &full = it->second;
+    bool f32 =
+        u.dtype != fsdp::schedule::DType::F64; // 9 digits for f32/bf16/f16
+    for (const fsdp::schedule::ParamDesc &pd : u.params) {
+      out += firstParam ? "\n  " : ",\n  ";
+      firstParam = false;
+      out += nlohmann::json(pd.fqn).dump() + ": {\"shape\": [";
+      for (size_t i = 0; i < pd.shape.size(); ++i)
+        out += (i ? ", " : "") + std::to_string(pd.shape[i]);
+      out += "], \"data\": [";
+      for (int64_t i = 0; i < pd.numel; ++i) {
+        if (i)
+          out += ",";
+        appendNumber(out, full[pd.offset + i], f32);
+      }
+      out += "]}";
+    }
+  }
+  out += "}";
+}
+
+double mean(const std::vector<double> &v) {
+  double s = 0;
+  for (double x : v)
+    s += x;
+  return v.empty() ? 0 : s / static_cast<double>(v.size());
+}
+
+double stdev(const std::vector<double> &v) {
+  if (v.size() < 2)
+    return 0;
+  double m = mean(v), s = 0;
+  for (double x : v)
+    s += (x - m) * (x - m);
+  return std::sqrt(s / static_cast<double>(v.size() - 1));
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+} // namespace
+
+/// This process's peak resident set (getrusage ru_maxrss, KiB on Linux), in
+/// bytes.
+int64_t peakRssBytes() {
+  struct rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<int64_t>(ru.ru_maxrss) * 1024;
+}
+
+nlohmann::json gatherProfile(bool enabled, const StepLog &log,
+                             int64_t worldSize) {
+  // Per-op seconds and calls per step, mean over ranks (every rank runs the
+  // same instructions, so the sorted op names agree).
+  nlohmann::json profile = nlohmann::json::object();
+  if (!enabled)
+    return profile;
+  int64_t n = worldSize;
+  int count = fsdp_profile_count();
+  std::vector<double> local(2 * count + 1), sum(2 * count + 1);
+  double timedSteps = static_cast<double>(log.stepTimes.size());
+  double inSteps = 0;
+  for (int i = 0; i < count; ++i) {
+    local[2 * i] = fsdp_profile_seconds(i) / timedSteps;
+    local[2 * i + 1] = static_cast<double>(fsdp_profile_calls(i)) / timedSteps;
+    inSteps += fsdp_profile_seconds(i);
+  }
+  // Not in any instruction: the data upload, binding the inputs, the
+  // carried state's copies, the final waits' bookkeeping, the loss read.
+  local[2 * count] = (log.profiledSeconds - inSteps) / timedSteps;
+  MPI_Allreduce(local.data(), sum.data(), 2 * count + 1, MPI_DOUBLE, MPI_SUM,
+                MPI_COMM_WORLD);
+  for (int i = 0; i < count; ++i)
+    profile[fsdp_profile_op(i)] = {
+        {"seconds", sum[2 * i] / static_cast<double>(n)},
+        {"calls", sum[2 * i + 1] / static_cast<double>(n)}};
+  profile["(step set-up)"] = {
+      {"seconds", sum[2 * count] / static_cast<double>(n)}, {"calls", 1}};
+  return profile;
+}
+
+void dumpParams(const std::string &path, const Executor &ex, int rank) {
+  const Program &p = ex.program();
+  double maxDiff = 0;
+  std::string text = "{\"params\": ";
+  // A unit with an f32 master reports it; other units their (widened)
+  // param buffer.
+  auto params = gatherRole(ex, "master", rank, maxDiff);
+  for (auto &[name, values] : gatherRole(ex, "param", rank, maxDiff))
+    params.emplace(name, std::move(values)); // keeps a master if present
+  appendRole(p, params, text);
+  text += ",\n\"exp_avg\": ";
+  appendRole(p, gatherRole(ex, "exp_avg", rank, maxDiff), text);
+  text += ",\n\"exp_avg_sq\": ";
+  appendRole(p, gatherRole(ex, "exp_avg_sq", rank, maxDiff), text);
+  // Replicated copies (full layouts, other replicas) should agree exactly.
+  text += ",\n\"replica_max_abs_diff\": ";
+  appendNumber(text, maxDiff, false);
+  text += "}\n";
+  if (rank == 0 && maxDiff != 0)
+    std::fprintf(stderr,
+                 "fsdp-run: warning: replicated parameter or optimizer "
+                 "state copies differ by up to %g\n",
+                 maxDiff);
+  if (rank == 0) {
+    std::ofstream f(path);
+    if (!f || !(f << text) || !f.flush())
+      throw Error("cannot write --dump-params file '" + path + "'");
+  }
+}
+
+nlohmann::json summaryJson(const Options &opt, const Program &prog,
+                           const Executor &ex, fsdp_device device,
+                           const StepLog &log, const RunTotals &t) {
+  int64_t n = prog.worldSize();
+  double st = median(log.stepTimes);
+  // A figure the schedule does not give is null.
+  auto planned = [](int64_t v) {
+    return v < 0 ? nlohmann::json(nullptr) : nlohmann::json(v);
+  };
+  auto perStep = [&](fsdp_collective k) {
+    return t.stats.comm_bytes[k] / opt.steps;
+  };
+  nlohmann::json summary = {
+      {"world_size", n},
+      {"steps", opt.steps},
+      {"first_step", t.startStep + 1},
+      {"losses", log.losses},
+      {"final_loss", log.losses.back()},
+      {"device", fsdp_device_name(device)},
+      {"collectives", fsdp_device_collectives(device)},
+      {"alloc", opt.alloc == AllocMode::Arena && ex.usesArena() ? "arena"
+                                                                : "per-buffer"},
+      {"step", ex.isCompiled() ? "compiled" : "interpreted"},
+      {"peak_bytes", static_cast<int64_t>(t.most[0])},
+      {"planned_peak_bytes", planned(prog.plannedPeakBytes())},
+      {"planned_peak_bytes_with_scratch",
+       planned(prog.plannedPeakBytesWithScratch())},
+      {"device_peak_bytes", static_cast<int64_t>(t.most[2])},
+      {"device_workspace_bytes", static_cast<int64_t>(t.most[3])},
+      {"device_comm_buffer_bytes", static_cast<int64_t>(t.most[4])},
+      {"arena_bytes", static_cast<int64_t>(t.most[1])},
+      {"init_peak_rss_bytes", static_cast<int64_t>(t.maxRss[0])},
+      {"peak_rss_bytes", static_cast<int64_t>(t.maxRss[1])},
+      {"state_outputs_in_place", ex.inPlaceOutputs()},
+      {"state_outputs_copied", ex.copiedOutputs()},
+      {"comm_bytes", perStep(FSDP_COLL_ALL_GATHER) +
+                         perStep(FSDP_COLL_REDUCE_SCATTER) +
+                         perStep(FSDP_COLL_ALL_REDUCE)},
+      {"comm_bytes_by_collective",
+       {{"all_gather", perStep(FSDP_COLL_ALL_GATHER)},
+        {"reduce_scatter", perStep(FSDP_COLL_REDUCE_SCATTER)},
+        {"all_reduce", perStep(FSDP_COLL_ALL_REDUCE)}}},
+      {"sharding",
+       {{"strategy", prog.strategy()},
+        {"replicas", prog.replicas()},
+        {"shard_size", prog.shardSize()}}},
+      {"step_time_s", st},
+      {"samples_per_s", st > 0 ? t.globalBatch / st : 0.0},
+      {"step_time_mean_s", mean(log.stepTimes)},
+      {"step_time_stdev_s", stdev(log.stepTimes)},
+      {"timed_steps", static_cast<int64_t>(log.stepTimes.size())},
+      {"progress", fsdp_progress_name(fsdp_get_progress())},
+      {"compute_time_s", median(log.computeTimes)},
+      {"comm_wait_time_s", median(log.commTimes)}};
+  if (!log.lrs.empty())
+    summary["lrs"] = log.lrs;
+  if (!log.gradNorms.empty())
+    summary["grad_norms"] = log.gradNorms;
+  if (opt.profile)
+    summary["profile"] = t.profile;
+  if (t.globalTokens > 0)
+    summary["tokens_per_s"] = st > 0 ? t.globalTokens / st : 0.0;
+  return summary;
+}
+
+} // namespace fsdp::tooling

@@ -1,0 +1,402 @@
+//===- TrainingRun.cpp - One fsdp-run training run ------------------------===//
+//
+// The run in the order it happens, one method of TrainingRun per phase: the
+// set-up (schedule, data, checkpoint headers, device, executor), the initial
+// state (init specs, --init-from, --load), the step's inputs and outputs,
+// the learning rate's total steps, the step loop, and the end (--dump-params,
+// --save, --export, the summary). The order is what users see: every check
+// that can fail without the device runs before the device is set up.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/tooling/TrainingRun.h"
+#include "fsdp/tooling/Checkpoint.h"
+#include "fsdp/tooling/Data.h"
+#include "fsdp/tooling/Preflight.h"
+#include "fsdp/tooling/Report.h"
+#include "fsdp/tooling/SafeTensors.h"
+#include "fsdp/tooling/Watchdog.h"
+
+#include "fsdp/CompiledStep.h"
+#include "fsdp/Device.h"
+#include "fsdp/Executor.h"
+#include "fsdp/runtime.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+using fsdp::Error;
+using fsdp::rt::AllocMode;
+using fsdp::rt::Executor;
+using fsdp::rt::HostValues;
+using fsdp::schedule::IoDesc;
+using fsdp::schedule::Program;
+
+namespace fsdp::tooling {
+
+namespace {
+
+/// --compiled: the shared object, whose descriptor stands for the JSON file
+/// (its version and world size checked before anything else).
+std::optional<rt::CompiledStep> openCompiled(const Options &opt) {
+  if (opt.compiled.empty())
+    return std::nullopt;
+  return rt::CompiledStep::open(opt.compiled, fsdp_world_size());
+}
+
+/// --init-from: the archive, its headers checked before the device is set
+/// up.
+std::optional<SafeTensorsArchive> openInitFrom(const Options &opt) {
+  if (opt.initFrom.empty())
+    return std::nullopt;
+  return SafeTensorsArchive::open(opt.initFrom);
+}
+
+/// One run of fsdp-run. The constructor sets up; runTraining calls the
+/// phases in their order.
+class TrainingRun {
+public:
+  explicit TrainingRun(const Options &opt);
+  TrainingRun(const TrainingRun &) = delete;
+  TrainingRun &operator=(const TrainingRun &) = delete;
+
+  /// Parameters from their init specs, then --init-from or --load.
+  void initialiseState();
+  /// Finds the step's inputs and outputs by role; throws without a loss.
+  void bindIo();
+  /// The total a total_steps input gets (--total-steps, the checkpoint's,
+  /// this run's last step); throws if it ends before this run.
+  void resolveTotalSteps();
+  /// The step loop, with --save-every's saves.
+  void train();
+  /// --dump-params, --save, --export and the summary.
+  void finish();
+
+private:
+  void initialiseShards();
+  void load();
+  /// Runs `step` and returns its loss, the mean over ranks.
+  double runStep(int64_t step, bool timed, HostValues &in);
+  void printStep(int64_t step, double loss) const;
+  void savePeriodic(int64_t step);
+  /// The figures over ranks after the last step (collective).
+  RunTotals measureTotals();
+  void writeOutputs();
+  int64_t lastStep() const { return startStep + opt.steps; }
+
+  const Options &opt;
+  const int rank;
+  std::optional<rt::CompiledStep> compiled;
+  Program prog;
+  DataSource data;
+  std::optional<SafeTensorsArchive> init;
+  rt::Device device;
+  Executor ex;
+  RunMeta meta;
+  int64_t startStep = 0, savedTotal = 0;
+  int64_t initRss = 0; ///< the resident set's peak after initialisation
+  /// Buffers of the step's inputs and outputs by role; -1: none.
+  int64_t lossId = -1, stepId = -1, totalId = -1, lrId = -1, gradNormId = -1;
+  bool hasUpdate = false; ///< the step runs an optimizer
+  StepLog log;
+  std::optional<Watchdog> watchdog; // last: stops before the executor goes
+};
+
+// Data first (a bad file fails before the device is set up), then the
+// checkpoint's headers, then the device, its channels and the resident
+// state.
+TrainingRun::TrainingRun(const Options &opt)
+    : opt(opt), rank(fsdp_rank()), compiled(openCompiled(opt)),
+      prog(compiled ? compiled->program()
+                    : Program::fromFile(opt.schedule, fsdp_world_size())),
+      data(prog, opt.data, opt.seed, rank,
+           opt.dataOrder == "sequential" ? DataOrder::Sequential
+                                         : DataOrder::Random),
+      init(openInitFrom(opt)), device(opt.device, collectivesOf(opt)),
+      ex(prog, device.get(), opt.alloc),
+      meta{opt.seed, opt.data,
+           opt.dataOrder.empty() ? "random" : opt.dataOrder} {
+  if (compiled)
+    ex.useCompiledStep(*compiled);
+  if (rank == 0 && opt.alloc == AllocMode::Arena && !ex.usesArena())
+    std::fprintf(stderr,
+                 "fsdp-run: note: %s has no complete memory plan "
+                 "(arena_bytes and every buffer's arena_offset): "
+                 "allocating per buffer\n",
+                 prog.name().c_str());
+}
+
+void TrainingRun::initialiseState() {
+  initialiseShards();
+  if (init)
+    initFromSafeTensors(*init, ex, rank);
+  if (!opt.load.empty())
+    load();
+  // The resident set's high-water mark once the state is in place (Linux
+  // reports ru_maxrss in KiB): what initialisation cost on the host.
+  initRss = peakRssBytes();
+}
+
+// Parameter shards (layout "shard": this rank's shard at its index r mod S
+// in the shard group; "full": the whole padded buffer, the same on every
+// rank) and zero optimizer moments. A `master` starts from the same values
+// as `param`; a bf16/f16 `param` gets them rounded (through f32), i.e.
+// cast(master).
+void TrainingRun::initialiseShards() {
+  for (const IoDesc &io : prog.inputs()) {
+    if (!fsdp::schedule::isStateRole(io.role))
+      continue;
+    const fsdp::schedule::UnitDesc *unit = prog.findUnit(io.unit);
+    if (!unit)
+      throw Error(prog.name() + ": input buffer " + std::to_string(io.buffer) +
+                  " (role '" + io.role + "'" +
+                  (io.fqn.empty() ? std::string() : ", fqn '" + io.fqn + "'") +
+                  ") is a whole unsharded parameter with no 'unit': fsdp-run "
+                  "needs per-unit shards, i.e. a schedule from the FSDP "
+                  "pipeline (fsdp-opt --fsdp-pipeline), not from "
+                  "fsdp-autodiff alone");
+    if (io.role == "param" || io.role == "master")
+      ex.write(io.buffer,
+               io.layout == "full"
+                   ? initFull(*unit, opt.seed)
+                   : initShard(*unit, opt.seed, rank % prog.shardSize()));
+    // Moments stay as the executor zeroed them.
+  }
+}
+
+void TrainingRun::load() {
+  std::string from = resolveCheckpoint(opt.load);
+  if (rank == 0 && from != opt.load)
+    std::fprintf(stderr, "fsdp-run: --load: resuming from %s\n", from.c_str());
+  LoadedCheckpoint ck = loadCheckpoint(from, ex, rank);
+  startStep = ck.step;
+  savedTotal = ck.meta.totalSteps;
+  // The data stream is a function of these and the step: a resumed run
+  // that changes them trains on other data (allowed, but said).
+  if (rank == 0 && ck.hasMeta &&
+      (ck.meta.seed != meta.seed || ck.meta.dataOrder != meta.dataOrder))
+    std::fprintf(
+        stderr,
+        "fsdp-run: warning: --load: the checkpoint's run had --seed %llu "
+        "--data-order %s; this run has --seed %llu --data-order %s, so its "
+        "data and initialisation differ from the saved run's\n",
+        static_cast<unsigned long long>(ck.meta.seed),
+        ck.meta.dataOrder.c_str(), static_cast<unsigned long long>(meta.seed),
+        meta.dataOrder.c_str());
+}
+
+void TrainingRun::bindIo() {
+  for (const IoDesc &out : prog.outputs())
+    if (out.role == "loss")
+      lossId = out.buffer;
+  if (lossId < 0)
+    throw Error(prog.name() + ": the schedule has no output with role 'loss'");
+  for (const IoDesc &io : prog.inputs()) {
+    if (io.role == "step")
+      stepId = io.buffer;
+    if (io.role == "total_steps")
+      totalId = io.buffer;
+  }
+  // The step's learning rate (a scheduled one is an output; a constant one
+  // is the optimizer's) and the gradient norm (an output when compiled with
+  // max-grad-norm or report-grad-norm).
+  for (const IoDesc &out : prog.outputs()) {
+    if (out.role == "lr")
+      lrId = out.buffer;
+    if (out.role == "grad_norm")
+      gradNormId = out.buffer;
+  }
+  for (const fsdp::schedule::Instruction &in : prog.instructions())
+    hasUpdate |= in.kind == fsdp::schedule::OpKind::SgdUpdate ||
+                 in.kind == fsdp::schedule::OpKind::AdamwUpdate;
+}
+
+// A schedule compiled without decay-steps decays over the run's total
+// optimizer steps: --total-steps, else the total a --load checkpoint's run
+// used (so that every job of a split run sees the same rate at the same
+// step), else this run's last step (a run resumed at step 51 for 50 steps
+// has total 100, as the uninterrupted 100-step run). The schedule never
+// reaches its end before the run does.
+void TrainingRun::resolveTotalSteps() {
+  if (totalId < 0) {
+    if (opt.totalSteps && rank == 0)
+      std::fprintf(stderr,
+                   "fsdp-run: warning: --total-steps is ignored: the schedule "
+                   "has no total_steps input (compile lr-schedule=linear|"
+                   "cosine without decay-steps)\n");
+    return;
+  }
+  meta.totalSteps = opt.totalSteps   ? opt.totalSteps
+                    : savedTotal > 0 ? savedTotal
+                                     : lastStep();
+  if (meta.totalSteps < lastStep())
+    throw Error(std::string(opt.totalSteps
+                                ? "--total-steps"
+                                : "--load: the checkpoint's run.total_steps") +
+                " is " + std::to_string(meta.totalSteps) +
+                ", but this run ends at step " + std::to_string(lastStep()) +
+                (opt.totalSteps
+                     ? ""
+                     : " (the saved steps decayed over " +
+                           std::to_string(savedTotal) +
+                           "; pass --total-steps to decay over another "
+                           "total)"));
+  if (rank == 0 && !opt.totalSteps && savedTotal > 0 &&
+      savedTotal != lastStep())
+    std::fprintf(stderr,
+                 "fsdp-run: --load: the learning rate decays over the "
+                 "checkpoint's run total of %lld steps\n",
+                 static_cast<long long>(savedTotal));
+}
+
+void TrainingRun::train() {
+  watchdog.emplace(opt.timeout, ex, rank);
+  // Statistics from here: the device's allocator peak covers the steps.
+  fsdp_device_reset_stats(device.get());
+  HostValues in; // this step's data, reused every step
+  for (int64_t step = startStep + 1; step <= lastStep(); ++step) {
+    bool timed = step > startStep + opt.warmup;
+    if (opt.profile) {
+      fsdp_profile_enable(timed);
+      if (step == startStep + opt.warmup + 1)
+        fsdp_profile_reset();
+    }
+    watchdog->begin("step " + std::to_string(step));
+    double loss = runStep(step, timed, in);
+    watchdog->end();
+    if (rank == 0)
+      printStep(step, loss);
+    if (opt.saveEvery && (step % opt.saveEvery == 0 || step == lastStep()))
+      savePeriodic(step);
+  }
+}
+
+double TrainingRun::runStep(int64_t step, bool timed, HostValues &in) {
+  data.fill(step, in);
+  if (stepId >= 0)
+    in[stepId] = {static_cast<double>(step)};
+  if (totalId >= 0)
+    in[totalId] = {static_cast<double>(meta.totalSteps)};
+  fsdp_device_stats s0{}, s1{};
+  fsdp_device_get_stats(device.get(), &s0);
+  double t0 = fsdp_now();
+  // Only the data and the step number travel to the device.
+  for (auto &[id, values] : in)
+    ex.write(id, values);
+  ex.step();
+  double local = ex.readScalar(lossId);
+  double t1 = fsdp_now();
+  // Every rank computes the same rate and norm (the norm is all-reduced
+  // inside the step); rank 0's are reported.
+  if (lrId >= 0 || hasUpdate)
+    log.lrs.push_back(lrId >= 0 ? ex.readScalar(lrId) : prog.optimizer().lr);
+  if (gradNormId >= 0)
+    log.gradNorms.push_back(ex.readScalar(gradNormId));
+  fsdp_device_get_stats(device.get(), &s1);
+  // Per step, max over ranks: wall time of the step, kernel time, wait time.
+  double times[3] = {t1 - t0, s1.compute_seconds - s0.compute_seconds,
+                     s1.comm_wait_seconds - s0.comm_wait_seconds};
+  log.peak = std::max(log.peak, ex.lastPeakBytes());
+  double sum = 0, maxTimes[3];
+  if (MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD) !=
+          MPI_SUCCESS ||
+      MPI_Allreduce(times, maxTimes, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD) !=
+          MPI_SUCCESS)
+    throw Error("MPI_Allreduce of the loss failed");
+  double loss = sum / static_cast<double>(prog.worldSize());
+  log.losses.push_back(loss);
+  if (timed) {
+    log.stepTimes.push_back(maxTimes[0]);
+    log.computeTimes.push_back(maxTimes[1]);
+    log.commTimes.push_back(maxTimes[2]);
+    log.profiledSeconds += times[0];
+  }
+  return loss;
+}
+
+void TrainingRun::printStep(int64_t step, double loss) const {
+  std::string extra;
+  char buf[64];
+  if (!log.lrs.empty()) {
+    std::snprintf(buf, sizeof buf, " lr %.6g", log.lrs.back());
+    extra += buf;
+  }
+  if (!log.gradNorms.empty()) {
+    std::snprintf(buf, sizeof buf, " grad_norm %.6g", log.gradNorms.back());
+    extra += buf;
+  }
+  std::printf("step %lld loss %.6f%s\n", static_cast<long long>(step), loss,
+              extra.c_str());
+  std::fflush(stdout);
+}
+
+void TrainingRun::savePeriodic(int64_t step) {
+  watchdog->begin("the save of step " + std::to_string(step));
+  saveCheckpoint(periodicCheckpointDir(opt.save, step), ex, step, rank, meta);
+  watchdog->end();
+  if (rank == 0 && opt.keep)
+    pruneCheckpoints(opt.save, opt.keep);
+}
+
+void TrainingRun::finish() {
+  RunTotals totals = measureTotals();
+  writeOutputs();
+  long long rss[2] = {initRss, peakRssBytes()};
+  MPI_Allreduce(rss, totals.maxRss, 2, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  if (rank == 0) {
+    std::printf(
+        "%s\n",
+        summaryJson(opt, prog, ex, device.get(), log, totals).dump().c_str());
+    std::fflush(stdout);
+  }
+}
+
+RunTotals TrainingRun::measureTotals() {
+  RunTotals totals;
+  totals.startStep = startStep;
+  totals.globalBatch =
+      prog.globalBatch() > 0 ? prog.globalBatch() : data.globalBatch;
+  totals.globalTokens = data.globalTokens;
+  fsdp_device_get_stats(device.get(), &totals.stats);
+
+  fsdp_profile_enable(0);
+  totals.profile = gatherProfile(opt.profile, log, prog.worldSize());
+
+  // Max over ranks: the plan's bookkeeping peak, the arena, the allocator's
+  // peak and the memory outside its pool.
+  long long mine[5] = {
+      log.peak, ex.arenaBytes(), totals.stats.memory_peak_bytes,
+      totals.stats.workspace_bytes, totals.stats.comm_buffer_bytes};
+  MPI_Allreduce(mine, totals.most, 5, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  return totals;
+}
+
+void TrainingRun::writeOutputs() {
+  if (!opt.dumpParams.empty())
+    dumpParams(opt.dumpParams, ex, rank);
+  if (!opt.save.empty() && !opt.saveEvery) {
+    watchdog->begin("the save of step " + std::to_string(lastStep()));
+    saveCheckpoint(opt.save, ex, lastStep(), rank, meta);
+    watchdog->end();
+  }
+  if (!opt.exportPath.empty())
+    exportSafeTensors(opt.exportPath, ex, lastStep(), rank);
+}
+
+} // namespace
+
+void runTraining(const Options &opt) {
+  checkSameWorkOnAllRanks(opt);
+  checkOutputPaths(opt);
+  TrainingRun run(opt);
+  run.initialiseState();
+  run.bindIo();
+  run.resolveTotalSteps();
+  run.train();
+  run.finish();
+}
+
+} // namespace fsdp::tooling
