@@ -32,18 +32,8 @@ bool mlir::fsdp::hasLLVMLowering(const char *name) {
 
 namespace {
 
-struct ConvertFSDPToLLVMPass
-    : public mlir::fsdp::impl::ConvertFSDPToLLVMBase<ConvertFSDPToLLVMPass> {
-  void runOnOperation() override;
-
-  /// Every op must have a lowering: named at its own location.
-  LogicalResult checkOps(func::FuncOp fn, SmallVector<Location> &instLocs);
-  /// The step's program, which fsdp-run must be able to bind.
-  LogicalResult checkProgram(func::FuncOp fn, const schedule::Program &prog);
-};
-
-LogicalResult ConvertFSDPToLLVMPass::checkOps(func::FuncOp fn,
-                                              SmallVector<Location> &locs) {
+/// Every op must have a lowering: named at its own location.
+LogicalResult checkOps(func::FuncOp fn, SmallVector<Location> &locs) {
   bool ok = true;
   for (Operation &op : fn.getBody().front().without_terminator()) {
     locs.push_back(op.getLoc());
@@ -57,9 +47,8 @@ LogicalResult ConvertFSDPToLLVMPass::checkOps(func::FuncOp fn,
   return success(ok);
 }
 
-LogicalResult
-ConvertFSDPToLLVMPass::checkProgram(func::FuncOp fn,
-                                    const schedule::Program &prog) {
+/// The step's program, which fsdp-run must be able to bind.
+LogicalResult checkProgram(func::FuncOp fn, const schedule::Program &prog) {
   // fsdp-run binds a compiled step's state by unit, as a JSON schedule's: a
   // whole unsharded parameter (the forward graph, or fsdp-autodiff alone)
   // would compile but never run.
@@ -77,55 +66,69 @@ ConvertFSDPToLLVMPass::checkProgram(func::FuncOp fn,
   return success();
 }
 
-void ConvertFSDPToLLVMPass::runOnOperation() {
-  ModuleOp module = getOperation();
+} // namespace
+
+LogicalResult mlir::fsdp::planCompiledStep(ModuleOp module,
+                                           std::string &document,
+                                           schedule::Program &prog,
+                                           schedule::StepPlan &plan) {
   FailureOr<func::FuncOp> fn = mlir::fsdp::getStepFunction(module);
   if (failed(fn))
-    return signalPassFailure();
+    return failure();
   SmallVector<Location> instLocs;
   if (failed(checkOps(*fn, instLocs)))
-    return signalPassFailure();
-  std::string doc;
+    return failure();
+  document.clear();
   {
-    llvm::raw_string_ostream os(doc);
+    llvm::raw_string_ostream os(document);
     if (failed(mlir::fsdp::translateToSchedule(module, os)))
-      return signalPassFailure();
+      return failure();
   }
-  schedule::Program prog;
   std::string err;
-  if (!schedule::Program::tryFromString(doc, prog, err,
-                                        /*expectedWorldSize=*/0, "the step")) {
-    module.emitError() << err;
-    return signalPassFailure();
-  }
+  if (!schedule::Program::tryFromString(document, prog, err,
+                                        /*expectedWorldSize=*/0, "the step"))
+    return module.emitError() << err;
   if (failed(checkProgram(*fn, prog)))
-    return signalPassFailure();
+    return failure();
   // The plan of a compiled step: arena mode, at its own world size.
-  schedule::StepPlan plan =
-      schedule::StepPlan::build(prog, schedule::StepPlan::Options());
+  plan = schedule::StepPlan::build(prog, schedule::StepPlan::Options());
   if (!plan.error.empty()) {
     int64_t at = plan.errorInstruction;
     Location where = at >= 0 && at < static_cast<int64_t>(instLocs.size())
                          ? instLocs[at]
                          : module.getLoc();
-    emitError(where) << (at >= 0
-                             ? prog.instructionName(at) + ": " + plan.failure
-                             : plan.error);
-    return signalPassFailure();
+    return emitError(where)
+           << (at >= 0 ? prog.instructionName(at) + ": " + plan.failure
+                       : plan.error);
   }
-  // The step replaces the module's contents.
-  SmallVector<Operation *> old;
-  for (Operation &op : module.getBody()->getOperations())
-    old.push_back(&op);
-  SmallVector<StringAttr> drop;
-  for (NamedAttribute a : module->getDiscardableAttrs())
-    if (!a.getName().getValue().starts_with("llvm."))
-      drop.push_back(a.getName());
-  for (StringAttr a : drop)
-    module->removeDiscardableAttr(a);
-  PlanEmitter(module, prog, plan).emit(doc);
-  for (Operation *op : llvm::reverse(old))
-    op->erase();
+  return success();
 }
+
+namespace {
+
+struct ConvertFSDPToLLVMPass
+    : public mlir::fsdp::impl::ConvertFSDPToLLVMBase<ConvertFSDPToLLVMPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    std::string doc;
+    schedule::Program prog;
+    schedule::StepPlan plan;
+    if (failed(mlir::fsdp::planCompiledStep(module, doc, prog, plan)))
+      return signalPassFailure();
+    // The step replaces the module's contents.
+    SmallVector<Operation *> old;
+    for (Operation &op : module.getBody()->getOperations())
+      old.push_back(&op);
+    SmallVector<StringAttr> drop;
+    for (NamedAttribute a : module->getDiscardableAttrs())
+      if (!a.getName().getValue().starts_with("llvm."))
+        drop.push_back(a.getName());
+    for (StringAttr a : drop)
+      module->removeDiscardableAttr(a);
+    PlanEmitter(module, prog, plan).emit(doc);
+    for (Operation *op : llvm::reverse(old))
+      op->erase();
+  }
+};
 
 } // namespace

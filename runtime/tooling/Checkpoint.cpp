@@ -41,7 +41,6 @@ namespace fsdp::tooling {
 
 namespace {
 
-const char *const kRoles[] = {"param", "master", "exp_avg", "exp_avg_sq"};
 constexpr int kVersion = 2;
 constexpr int64_t kChunkBytes = 1 << 20;
 
@@ -101,7 +100,7 @@ std::vector<Block> fileBlocks(const Program &p, int64_t rank, uint64_t &bytes) {
   std::vector<Block> blocks;
   bytes = 0;
   for (const UnitDesc &u : p.units())
-    for (const char *role : kRoles) {
+    for (const char *role : fsdp::schedule::kStateRoles) {
       const IoDesc *io = p.findUnitInput(role, u.name);
       if (!io || !writesCopy(p, *io, static_cast<int>(rank)))
         continue;
@@ -214,7 +213,7 @@ void readVersion1(const json &index, const std::string &dir, SavedMap &saved,
       int64_t padded = (ju.contains("padded_numel")
                             ? intOf(ju["padded_numel"], "units[].padded_numel")
                             : shardNumel * s);
-      for (const char *role : kRoles) {
+      for (const char *role : fsdp::schedule::kStateRoles) {
         if (!shards.contains(name) || !shards[name].contains(role))
           continue;
         bool full = layouts.value(role, std::string("shard")) == "full";
@@ -317,7 +316,7 @@ void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
                        {"crc32", crcs[r]}});
     }
     json tensors = json::array(), roles = json::array();
-    for (const char *role : kRoles)
+    for (const char *role : fsdp::schedule::kStateRoles)
       for (const UnitDesc &u : prog.units())
         if (prog.findUnitInput(role, u.name)) {
           roles.push_back(role);
@@ -325,7 +324,7 @@ void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
         }
     for (const UnitDesc &u : prog.units())
       for (const ParamDesc &p : u.params)
-        for (const char *role : kRoles) {
+        for (const char *role : fsdp::schedule::kStateRoles) {
           auto it = saved.find({p.fqn, role});
           if (it == saved.end())
             continue;
@@ -530,7 +529,7 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex,
     return it->second;
   };
   for (const UnitDesc &u : prog.units())
-    for (const char *role : kRoles)
+    for (const char *role : fsdp::schedule::kStateRoles)
       if (prog.findUnitInput(role, u.name))
         for (const ParamDesc &p : u.params)
           source(p.fqn, role);
@@ -540,7 +539,7 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex,
   std::vector<char> raw;
   std::map<size_t, std::unique_ptr<Fd>> open;
   for (const UnitDesc &u : prog.units())
-    for (const char *role : kRoles) {
+    for (const char *role : fsdp::schedule::kStateRoles) {
       const IoDesc *io = prog.findUnitInput(role, u.name);
       if (!io)
         continue;

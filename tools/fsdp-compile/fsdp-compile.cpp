@@ -3,6 +3,7 @@
 //   fsdp-compile SCHEDULED.mlir -o STEP.so     # the compiled step
 //   fsdp-compile SCHEDULED.mlir -c -o STEP.o   # its object file only
 //   fsdp-compile SCHEDULED.mlir --emit-llvm -o STEP.ll
+//   fsdp-compile SCHEDULED.mlir --emit-plan      # the step plan, as text
 //
 // Reads the output of `fsdp-opt --fsdp-pipeline=...` (scheduled and
 // memory-planned), lowers it with --convert-fsdp-to-llvm
@@ -45,6 +46,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <sstream>
 
 using namespace mlir;
 
@@ -58,6 +60,10 @@ static llvm::cl::opt<bool>
     objectOnly("c", llvm::cl::desc("write the object file, do not link"));
 static llvm::cl::opt<bool>
     emitLLVM("emit-llvm", llvm::cl::desc("write the LLVM IR (text) instead"));
+static llvm::cl::opt<bool>
+    emitPlan("emit-plan",
+             llvm::cl::desc("print the step plan (every runtime call of a "
+                            "step, with its arguments) instead"));
 static llvm::cl::opt<unsigned> optLevel(
     "opt-level",
     llvm::cl::desc("LLVM code generation level 0-3 (default 0: the step is "
@@ -115,6 +121,23 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
   double tParse = since(t0);
+
+  if (emitPlan) {
+    std::string doc;
+    ::fsdp::schedule::Program prog;
+    ::fsdp::schedule::StepPlan plan;
+    if (failed(mlir::fsdp::planCompiledStep(*module, doc, prog, plan)))
+      return 1;
+    std::error_code ec;
+    llvm::ToolOutputFile out(outputFile, ec, llvm::sys::fs::OF_Text);
+    if (ec)
+      return fail("cannot write " + outputFile + ": " + ec.message());
+    std::ostringstream text;
+    plan.print(text, prog);
+    out.os() << text.str();
+    out.keep();
+    return 0;
+  }
 
   auto t1 = Clock::now();
   PassManager pm(&context);

@@ -7,7 +7,10 @@
 #ifndef FSDP_CONVERSION_PASSES_H
 #define FSDP_CONVERSION_PASSES_H
 
+#include "fsdp/schedule/StepPlan.h"
+
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
 #include <memory>
@@ -20,9 +23,19 @@ namespace mlir::fsdp {
 #define GEN_PASS_REGISTRATION
 #include "fsdp/Conversion/Passes.h.inc"
 
-/// Whether the conversion has a lowering for op `name` (an op of the
-/// schedule format, ScheduleFormat.h's kOps, with an entry in the table).
+/// Whether the conversion has a lowering for op `name`: an op of the
+/// schedule format (fsdp/schedule/Format.h's kOps) that the schedule library
+/// plans (runtime/schedule/ops).
 bool hasLLVMLowering(const char *name);
+
+/// The step of `module` as a compiled step runs it: its schedule `document`
+/// (the JSON of fsdp-translate), the parsed `prog` and its step `plan` in
+/// arena mode. Fails with diagnostics at the ops for an op without a
+/// lowering, a step that is not planned or memory-planned, or a plan error
+/// (a buffer used when it is not live, ...).
+LogicalResult planCompiledStep(ModuleOp module, std::string &document,
+                               ::fsdp::schedule::Program &prog,
+                               ::fsdp::schedule::StepPlan &plan);
 
 } // namespace mlir::fsdp
 

@@ -24,6 +24,7 @@
 #include "fsdp/schedule/Program.h"
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -164,6 +165,10 @@ public:
   /// High-water mark of the live schedule bytes (the memory plan's
   /// peak_bytes when the plan and the program agree).
   int64_t peakBytes = 0;
+
+  /// One line per action, under its instruction, each call with its
+  /// arguments (`fsdp-compile --emit-plan`).
+  void print(std::ostream &os, const Program &prog) const;
 
   /// The slot of buffer `id`'s root, or -1.
   int32_t slotOf(int64_t bufferId) const;
