@@ -65,6 +65,7 @@
 //===----------------------------------------------------------------------===//
 #include "fsdp/Analysis/Simulator.h"
 #include "fsdp/Analysis/StepFunction.h"
+#include "fsdp/ClusterSpec.h"
 #include "fsdp/Dialect/FSDP/FSDP.h"
 #include "fsdp/Dialect/NN/NN.h"
 
@@ -72,10 +73,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 using namespace mlir;
 using namespace mlir::fsdp;
 using json = nlohmann::json;
+namespace key = ::fsdp::cluster_spec;
 
 namespace {
 /// nlohmann's DOM builder that keeps the parse error's message (line,
@@ -91,6 +94,170 @@ struct RecordingParser : nlohmann::detail::json_sax_dom_parser<json> {
     message = ex.what();
     return json_sax_dom_parser::parse_error(position, lastToken, ex);
   }
+};
+} // namespace
+
+namespace {
+/// Reads the values of a parsed spec into a ClusterSpec, each checked, in the
+/// order below; the first problem is kept in `error`, prefixed with the file.
+/// Typed reads only: with exceptions off a mistyped value() aborts
+/// (nlohmann's JSON_NOEXCEPTION), found by fuzzing (test/fuzz).
+class SpecReader {
+public:
+  SpecReader(const json &j, StringRef path, std::string &error)
+      : j(j), path(path), where("cluster spec '" + path.str() + "': "),
+        error(error) {}
+
+  bool read(ClusterSpec &s, MLIRContext *ctx) {
+    return readName(s) && checkObjects() && readPeaks(s) &&
+           readMemoryAndLinks(s) && readEfficiencies(s) &&
+           readOpEfficiencies(s, ctx) && readHostTerms(s);
+  }
+
+private:
+  bool fail(const std::string &what) {
+    error = where + what;
+    return false;
+  }
+
+  /// The key's path in messages: intra_node.latency_s.
+  static std::string field(const char *object, const char *k) {
+    return std::string(object) + "." + k;
+  }
+
+  /// obj[k] as a finite number, positive (or non-negative); `name` is what
+  /// messages call it.
+  bool number(const json &obj, const char *k, const std::string &name,
+              double &out, bool positive = true) {
+    if (!obj.is_object() || !obj.contains(k) || !obj[k].is_number())
+      return fail("missing or non-numeric '" + name + "'");
+    out = obj[k].get<double>();
+    if (!(out >= 0) || (positive && !(out > 0)) || !std::isfinite(out))
+      return fail("'" + name + "' must be " +
+                  (positive ? "positive" : "non-negative"));
+    return true;
+  }
+
+  bool readName(ClusterSpec &s) {
+    if (j.contains(key::kName) && !j[key::kName].is_string())
+      return fail(std::string("'") + key::kName + "' must be a string");
+    s.name =
+        j.contains(key::kName) ? j[key::kName].get<std::string>() : path.str();
+    return true;
+  }
+
+  bool checkObjects() {
+    for (const char *k : {key::kIntraNode, key::kInterNode, key::kEfficiency})
+      if (j.contains(k) && !j[k].is_object())
+        return fail(std::string("'") + k + "' must be an object");
+    return true;
+  }
+
+  bool readPeaks(ClusterSpec &s) {
+    if (!j.contains(key::kPeakFlops) || !j[key::kPeakFlops].is_object())
+      return fail(std::string("missing object '") + key::kPeakFlops +
+                  "' (FLOP/s by dtype)");
+    const json &peaks = j[key::kPeakFlops];
+    for (auto &[dtype, v] : peaks.items()) {
+      double x;
+      if (!number(peaks, dtype.c_str(), field(key::kPeakFlops, dtype.c_str()),
+                  x))
+        return false;
+      s.peakFlops[dtype] = x;
+    }
+    if (!s.peakFlops.count(key::kRequiredPeakDtype))
+      return fail("missing '" +
+                  field(key::kPeakFlops, key::kRequiredPeakDtype) + "'");
+    return true;
+  }
+
+  bool readMemoryAndLinks(ClusterSpec &s) {
+    double dpn;
+    const json &intra = j.value(key::kIntraNode, json::object());
+    const json &inter = j.value(key::kInterNode, json::object());
+    if (!number(j, key::kMemoryBytes, key::kMemoryBytes, s.memoryBytes) ||
+        !number(j, key::kMemoryBandwidth, key::kMemoryBandwidth,
+                s.memoryBandwidth) ||
+        !number(j, key::kDevicesPerNode, key::kDevicesPerNode, dpn) ||
+        !number(intra, key::kBusBandwidth,
+                field(key::kIntraNode, key::kBusBandwidth), s.intraBandwidth) ||
+        !number(intra, key::kLatency, field(key::kIntraNode, key::kLatency),
+                s.intraLatency, false) ||
+        !number(inter, key::kBusBandwidth,
+                field(key::kInterNode, key::kBusBandwidth), s.interBandwidth) ||
+        !number(inter, key::kLatency, field(key::kInterNode, key::kLatency),
+                s.interLatency, false))
+      return false;
+    if (dpn != std::floor(dpn) || dpn > double(int64_t(1) << 30))
+      return fail(std::string("'") + key::kDevicesPerNode +
+                  "' must be an integer in [1, 2^30]");
+    s.devicesPerNode = std::max<int64_t>(1, (int64_t)dpn);
+    return true;
+  }
+
+  bool readEfficiencies(ClusterSpec &s) {
+    const json &eff = j.value(key::kEfficiency, json::object());
+    for (auto [k, out] :
+         {std::pair<const char *, double *>{key::kEffMatmul, &s.effMatmul},
+          {key::kEffAttention, &s.effAttention},
+          {key::kEffElementwise, &s.effElementwise},
+          {key::kEffMemory, &s.effMemory}}) {
+      if (!eff.contains(k))
+        continue;
+      if (!number(eff, k, field(key::kEfficiency, k), *out))
+        return false;
+      if (*out > 1)
+        return fail("'" + field(key::kEfficiency, k) + "' must be in (0, 1]");
+    }
+    return true;
+  }
+
+  /// With `ctx`, every key must name an op registered there (a misspelt op
+  /// would otherwise fall back to its class silently).
+  bool readOpEfficiencies(ClusterSpec &s, MLIRContext *ctx) {
+    if (!j.contains(key::kOpEfficiency))
+      return true;
+    const json &oe = j[key::kOpEfficiency];
+    if (!oe.is_object())
+      return fail(std::string("'") + key::kOpEfficiency +
+                  "' must be an object (op name -> efficiency)");
+    for (auto &[op, v] : oe.items()) {
+      double x;
+      std::string name = field(key::kOpEfficiency, op.c_str());
+      if (!number(oe, op.c_str(), name, x))
+        return false;
+      if (x > 1)
+        return fail("'" + name + "' must be in (0, 1]");
+      if (ctx && !RegisteredOperationName::lookup(op, ctx))
+        return fail("'" + name + "' names no known op");
+      s.opEfficiency[op] = x;
+    }
+    return true;
+  }
+
+  /// The optional host terms: absent is 0 (the GPU specs leave them out),
+  /// comm_overlap 1.
+  bool readHostTerms(ClusterSpec &s) {
+    for (auto [k, out, positive] :
+         {std::tuple<const char *, double *, bool>{key::kDispatchOverhead,
+                                                   &s.dispatchOverhead, false},
+          {key::kStepIoBandwidth, &s.stepIoBandwidth, true},
+          {key::kCollectiveSync, &s.collectiveSync, false}})
+      if (j.contains(k) && !number(j, k, k, *out, positive))
+        return false;
+    if (!j.contains(key::kCommOverlap))
+      return true;
+    if (!number(j, key::kCommOverlap, key::kCommOverlap, s.commOverlap, false))
+      return false;
+    if (s.commOverlap > 1)
+      return fail(std::string("'") + key::kCommOverlap + "' must be in [0, 1]");
+    return true;
+  }
+
+  const json &j;
+  StringRef path;
+  std::string where;
+  std::string &error;
 };
 } // namespace
 
@@ -116,123 +283,8 @@ std::optional<ClusterSpec> ClusterSpec::load(StringRef path, std::string &error,
     return std::nullopt;
   }
   ClusterSpec s;
-  std::string where = "cluster spec '" + path.str() + "': ";
-  auto number = [&](const json &obj, const char *key, const std::string &field,
-                    double &out, bool positive = true) {
-    if (!obj.is_object() || !obj.contains(key) || !obj[key].is_number()) {
-      error = where + "missing or non-numeric '" + field + "'";
-      return false;
-    }
-    out = obj[key].get<double>();
-    if (!(out >= 0) || (positive && !(out > 0)) || !std::isfinite(out)) {
-      error = where + "'" + field + "' must be " +
-              (positive ? "positive" : "non-negative");
-      return false;
-    }
-    return true;
-  };
-  // Typed reads only: with exceptions off a mistyped value() aborts
-  // (nlohmann's JSON_NOEXCEPTION), found by fuzzing (test/fuzz).
-  if (j.contains("name") && !j["name"].is_string()) {
-    error = where + "'name' must be a string";
+  if (!SpecReader(j, path, error).read(s, ctx))
     return std::nullopt;
-  }
-  s.name = j.contains("name") ? j["name"].get<std::string>() : path.str();
-  for (const char *key : {"intra_node", "inter_node", "efficiency"})
-    if (j.contains(key) && !j[key].is_object()) {
-      error = where + "'" + key + "' must be an object";
-      return std::nullopt;
-    }
-  if (!j.contains("peak_flops") || !j["peak_flops"].is_object()) {
-    error = where + "missing object 'peak_flops' (FLOP/s by dtype)";
-    return std::nullopt;
-  }
-  for (auto &[dtype, v] : j["peak_flops"].items()) {
-    double x;
-    if (!number(j["peak_flops"], dtype.c_str(), "peak_flops." + dtype, x))
-      return std::nullopt;
-    s.peakFlops[dtype] = x;
-  }
-  if (!s.peakFlops.count("f32")) {
-    error = where + "missing 'peak_flops.f32'";
-    return std::nullopt;
-  }
-  double dpn;
-  const json &intra = j.value("intra_node", json::object());
-  const json &inter = j.value("inter_node", json::object());
-  if (!number(j, "memory_bytes", "memory_bytes", s.memoryBytes) ||
-      !number(j, "memory_bandwidth", "memory_bandwidth", s.memoryBandwidth) ||
-      !number(j, "devices_per_node", "devices_per_node", dpn) ||
-      !number(intra, "bus_bandwidth", "intra_node.bus_bandwidth",
-              s.intraBandwidth) ||
-      !number(intra, "latency_s", "intra_node.latency_s", s.intraLatency,
-              false) ||
-      !number(inter, "bus_bandwidth", "inter_node.bus_bandwidth",
-              s.interBandwidth) ||
-      !number(inter, "latency_s", "inter_node.latency_s", s.interLatency,
-              false))
-    return std::nullopt;
-  if (dpn != std::floor(dpn) || dpn > double(int64_t(1) << 30)) {
-    error = where + "'devices_per_node' must be an integer in [1, 2^30]";
-    return std::nullopt;
-  }
-  s.devicesPerNode = std::max<int64_t>(1, (int64_t)dpn);
-  const json &eff = j.value("efficiency", json::object());
-  for (auto [key, out] :
-       {std::pair<const char *, double *>{"matmul", &s.effMatmul},
-        {"attention", &s.effAttention},
-        {"elementwise", &s.effElementwise},
-        {"memory", &s.effMemory}}) {
-    if (!eff.contains(key))
-      continue;
-    if (!number(eff, key, std::string("efficiency.") + key, *out))
-      return std::nullopt;
-    if (*out > 1) {
-      error = where + "'efficiency." + key + "' must be in (0, 1]";
-      return std::nullopt;
-    }
-  }
-  if (j.contains("op_efficiency")) {
-    const json &oe = j["op_efficiency"];
-    if (!oe.is_object()) {
-      error =
-          where + "'op_efficiency' must be an object (op name -> efficiency)";
-      return std::nullopt;
-    }
-    for (auto &[op, v] : oe.items()) {
-      double x;
-      if (!number(oe, op.c_str(), "op_efficiency." + op, x))
-        return std::nullopt;
-      if (x > 1) {
-        error = where + "'op_efficiency." + op + "' must be in (0, 1]";
-        return std::nullopt;
-      }
-      if (ctx && !RegisteredOperationName::lookup(op, ctx)) {
-        error = where + "'op_efficiency." + op + "' names no known op";
-        return std::nullopt;
-      }
-      s.opEfficiency[op] = x;
-    }
-  }
-  if (j.contains("dispatch_overhead_s") &&
-      !number(j, "dispatch_overhead_s", "dispatch_overhead_s",
-              s.dispatchOverhead, false))
-    return std::nullopt;
-  if (j.contains("step_io_bandwidth") &&
-      !number(j, "step_io_bandwidth", "step_io_bandwidth", s.stepIoBandwidth))
-    return std::nullopt;
-  if (j.contains("collective_sync_s") &&
-      !number(j, "collective_sync_s", "collective_sync_s", s.collectiveSync,
-              false))
-    return std::nullopt;
-  if (j.contains("comm_overlap")) {
-    if (!number(j, "comm_overlap", "comm_overlap", s.commOverlap, false))
-      return std::nullopt;
-    if (s.commOverlap > 1) {
-      error = where + "'comm_overlap' must be in [0, 1]";
-      return std::nullopt;
-    }
-  }
   return s;
 }
 
