@@ -79,16 +79,18 @@ def FSDPMicroBatch : Pass<"fsdp-micro-batch", "::mlir::ModuleOp"> {
 }
 
 defvar FSDPOptimizerOptions = [
-  Option<"optimizer", "optimizer", "std::string", "\"adamw\"", "sgd or adamw">,
+  EnumOption<"optimizer", "optimizer", FSDP_OptimizerKind, "AdamW",
+             "the update rule">,
   Option<"lr", "lr", "double", "1e-3", "learning rate">,
   Option<"beta1", "beta1", "double", "0.9", "AdamW beta1">,
   Option<"beta2", "beta2", "double", "0.999", "AdamW beta2">,
   Option<"eps", "eps", "double", "1e-8", "AdamW epsilon">,
   Option<"weightDecay", "weight-decay", "double", "0.01",
          "decoupled weight decay (AdamW) or L2 (SGD)">,
-  Option<"lrSchedule", "lr-schedule", "std::string", "\"constant\"",
-         "constant, linear or cosine (transformers' get_*_schedule_with_warmup), "
-         "computed inside the step from its step input">,
+  EnumOption<"lrSchedule", "lr-schedule", FSDP_LrSchedule, "Constant",
+             "the learning rate's schedule (transformers' "
+             "get_*_schedule_with_warmup), computed inside the step from its "
+             "step input">,
   Option<"warmupSteps", "warmup-steps", "int64_t", "0",
          "linear warm-up steps of lr-schedule (>= 0)">,
   Option<"decaySteps", "decay-steps", "int64_t", "0",
