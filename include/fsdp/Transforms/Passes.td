@@ -228,7 +228,7 @@ defvar FSDPShardOptions = [
   EnumOption<"masterWeights", "master-weights", FSDP_MasterWeights,
              "CastOnGather", "the f32 master weights under a narrower "
              "param-dtype">,
-  Option<"maxGradNorm", "max-grad-norm", "double", "0",
+  Option<"maxGradNorm", "max-grad-norm", "std::optional<double>", "std::nullopt",
          "clip the global gradient L2 norm to this (> 0), as "
          "torch.nn.utils.clip_grad_norm_; unset: no clipping">,
   Option<"reportGradNorm", "report-grad-norm", "bool", "false",
@@ -418,15 +418,12 @@ def FSDPPipeline : Pass<"fsdp-pipeline", "::mlir::ModuleOp"> {
     Runs fsdp-autodiff, fsdp-micro-batch, fsdp-optimizer, fsdp-wrap,
     fsdp-activation-checkpoint, fsdp-shard, fsdp-collectives, canonicalize, fsdp-schedule and
     fsdp-memory-plan on the module, as a nested pipeline. Its options are
-    those passes' options (declared once, above): each option given to
-    fsdp-pipeline goes, as written, to every pass that has it (memory-budget
-    and cluster to both fsdp-schedule and fsdp-memory-plan), and the spec
-    that `cluster` names is read once for both.
+    those passes' options (declared once, above): the value of each, as
+    parsed, goes to every pass that has it (memory-budget and cluster to both
+    fsdp-schedule and fsdp-memory-plan), and the spec that `cluster` names is
+    read once for both.
   }];
   let options = FSDPPipelineOptions;
-  // Created from option text only (createFSDPPipeline in Passes.h): the text
-  // is what is forwarded.
-  let constructor = "::mlir::fsdp::createFSDPPipeline()";
 }
 
 #endif // FSDP_TRANSFORMS_PASSES
