@@ -90,6 +90,23 @@ public:
   static constexpr int64_t kAlignment = 64;
 
 private:
+  // compute's steps, in order.
+  /// The instructions, and a buffer per argument and result (views: of
+  /// their owner) with its class.
+  LogicalResult collectBuffers(func::FuncOp fn);
+  /// The last instruction reading each owning buffer (async collectives until
+  /// their wait).
+  std::vector<int64_t> lastUses() const;
+  /// Where each buffer ends (carried state: at the step's end) and which are
+  /// freed after each instruction.
+  void assignLifetimes(func::FuncOp fn, const std::vector<int64_t> &lastUse);
+  /// liveBytes, the peak and the bytes per class; returns the bytes live at
+  /// the step's start.
+  int64_t sweepLiveBytes();
+  /// scratchBytes and peakBytesWithScratch.
+  void addKernelScratch(int64_t atStart);
+  /// The buffer index owning `v`'s memory (a view's owner, else its own).
+  int64_t ownerOf(Value v) const;
   void assignArenaOffsets();
   /// Sets PlannedBuffer::aliases of the returned state values that can take
   /// their argument's memory (lastUse: the last instruction reading each
