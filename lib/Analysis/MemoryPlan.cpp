@@ -41,6 +41,13 @@ StringRef mlir::fsdp::memoryClassName(MemoryClass c) {
   return "temporary";
 }
 
+std::optional<MemoryClass> mlir::fsdp::memoryClassFromName(StringRef name) {
+  for (unsigned c = 0; c < kNumMemoryClasses; ++c)
+    if (memoryClassName((MemoryClass)c) == name)
+      return (MemoryClass)c;
+  return std::nullopt;
+}
+
 static MemoryClass classifyArgument(func::FuncOp fn, unsigned i) {
   if (fn.getArgAttr(i, nn::kDataAttr))
     return MemoryClass::Data;

@@ -10,10 +10,12 @@
 // memory when nothing reads the argument after it is written -- the
 // optimizer update writing the new shard over the old one element by
 // element, as XLA's input/output aliasing does -- so the state is held once.
-// The JSON schedule takes its `frees`, `aliases` and arena offsets from
-// here, so the runtime allocates exactly this plan; the independent check of
-// the planned peak is the allocator's own high-water mark (fsdp-run --alloc
-// per-buffer, test/lit/Integration/device-peak.test).
+// fsdp-memory-plan records the plan on the step (MemoryPlanRecord.h), and
+// the JSON schedule takes its `frees`, `aliases` and arena offsets from that
+// record, so the runtime allocates exactly this plan; the independent check
+// of the planned peak is the allocator's own high-water mark (fsdp-run
+// --alloc per-buffer, test/lit/Integration/device-peak.test). fsdp-schedule
+// computes plans of candidate schedules with this analysis directly.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_ANALYSIS_MEMORYPLAN_H
@@ -43,6 +45,8 @@ enum class MemoryClass {
   Scalar,     // the optimizer step and other scalars
 };
 llvm::StringRef memoryClassName(MemoryClass c);
+/// The class of a memoryClassName, if it is one.
+std::optional<MemoryClass> memoryClassFromName(llvm::StringRef name);
 inline constexpr unsigned kNumMemoryClasses = 10;
 
 /// One buffer of the plan.

@@ -381,13 +381,21 @@ defvar FSDPMemoryPlanOptions = [
 ];
 
 def FSDPMemoryPlan : Pass<"fsdp-memory-plan", "::mlir::ModuleOp"> {
-  let summary = "Plan every rank's memory; report it and check it against a budget";
+  let summary = "Plan every rank's memory and record the plan on the step; "
+                "report it and check it against a budget";
   let description = [{
     Runs the memory-plan analysis (liveness of every buffer of the scheduled
     step, live bytes at each instruction per class, the peak and where it
-    happens, offsets in one arena) and the communication plan (ring bytes
-    per collective). `report=PATH` writes a JSON report (`-`: a text table on
-    stdout); `memory-budget=BYTES` (suffixes K, M, G, T with B or iB, e.g.
+    happens, offsets in one arena) and records its decisions on the step
+    function as `fsdp.memory_plan` (every buffer's class and arena offset,
+    views, the outputs written over their state inputs, the frees after each
+    instruction, the peaks and the arena's size;
+    include/fsdp/Analysis/MemoryPlanRecord.h), which the JSON schedule
+    (fsdp-translate), the report and fsdp-sweep read rather than plan again;
+    a step changed after this pass is refused there, and a step never
+    planned is planned on the fly. The communication plan (ring bytes per
+    collective) goes into the report. `report=PATH` writes a JSON report
+    (`-`: a text table on stdout); `memory-budget=BYTES` (suffixes K, M, G, T with B or iB, e.g.
     80GiB) fails with a diagnostic that says by how much the peak exceeds
     the budget, which class dominates, and what would bring it under.
     Model-state bytes per rank: the units' parameter and optimizer-state
