@@ -314,200 +314,247 @@ double Simulator::collectiveTime(int64_t bytes, int64_t g, int64_t stride,
   return allReduce ? 2 * t : t;
 }
 
-FailureOr<SimResult> Simulator::run(ModuleOp module) const {
-  FailureOr<func::FuncOp> fn = getStepFunction(module);
-  if (failed(fn))
-    return failure();
-  int64_t world = groupSize(module, Group::World).value_or(1);
-  int64_t shardSize = groupSize(module, Group::Shard).value_or(world);
-  SimResult r;
-  llvm::DenseMap<Value, double>
-      ready; // when a value produced by a collective is available
-  std::map<std::string, int64_t> matmulFlopsByDtype;
-  double tc = 0, tm = 0;
-  double firstGather = -1, lastReduce = 0;
-  llvm::DenseMap<Operation *, double> durationOf;
-  auto readyAt = [&](Value v) { return ready.lookup(v); };
-  // The step's host inputs enter the runtime before its first instruction
-  // and its host outputs leave after the last (step_io_bandwidth): the data
-  // and the step number in, the loss (and any other output that is not
-  // training state) out. The training state stays resident on the device.
-  double ioIn = 0, ioOut = 0;
-  if (spec.stepIoBandwidth > 0) {
-    for (BlockArgument a : fn->getArguments())
-      if (fn->getArgAttr(a.getArgNumber(), nn::kDataAttr) ||
-          fn->getArgAttr(a.getArgNumber(), nn::kStepAttr) ||
-          fn->getArgAttr(a.getArgNumber(), nn::kTotalStepsAttr))
-        ioIn += bufferBytes(a) / spec.stepIoBandwidth;
-    for (auto [i, v] :
-         llvm::enumerate(fn->getBody().front().getTerminator()->getOperands()))
-      if (!fn->getResultAttr(i, kRoleAttr))
-        ioOut += bufferBytes(v) / spec.stepIoBandwidth;
+namespace {
+/// One simulated step: the two streams' clocks and what each op adds to the
+/// result, op by op in program order (the model: the file's first comment).
+class StepSimulation {
+public:
+  StepSimulation(const Simulator &sim, const ClusterSpec &spec, ModuleOp module)
+      : sim(sim), spec(spec), module(module),
+        world(groupSize(module, Group::World).value_or(1)),
+        shardSize(groupSize(module, Group::Shard).value_or(world)) {}
+
+  FailureOr<SimResult> run(func::FuncOp fn) {
+    double ioOut = stepInputsAndOutputs(fn);
+    for (Operation &op : fn.getBody().front().without_terminator()) {
+      // Every op is one instruction the host issues (dispatch_overhead_s).
+      tc += spec.dispatchOverhead;
+      r.hostTime += spec.dispatchOverhead;
+      double operandsReady = 0;
+      for (Value v : op.getOperands())
+        operandsReady = std::max(operandsReady, ready.lookup(v));
+      if (isa<AllGatherOp, ReduceScatterOp, AllReduceOp>(&op))
+        collective(&op, operandsReady);
+      else if (auto wait = dyn_cast<WaitOp>(&op))
+        waitFor(wait, operandsReady);
+      else if (failed(compute(&op, operandsReady)))
+        return failure();
+    }
+    if (failed(finish(ioOut)))
+      return failure();
+    return std::move(r);
   }
-  if (ioIn > 0)
-    r.events.push_back({"host: step inputs", 0, 0, ioIn, 0, 0});
-  tc = ioIn;
-  r.hostTime = ioIn + ioOut;
-  for (Operation &op : fn->getBody().front().without_terminator()) {
-    // Every op is one instruction the host issues (dispatch_overhead_s).
-    tc += spec.dispatchOverhead;
-    r.hostTime += spec.dispatchOverhead;
-    double operandsReady = 0;
-    for (Value v : op.getOperands())
-      operandsReady = std::max(operandsReady, readyAt(v));
-    if (isa<AllGatherOp, ReduceScatterOp, AllReduceOp>(&op)) {
-      Value in = op.getOperand(0), out = op.getResult(0);
-      Group group = collectiveGroup(&op);
-      int64_t g = groupSize(&op, group).value_or(world);
-      int64_t stride = group == Group::Replicate ? shardSize : 1;
-      int64_t bytes =
-          isa<AllGatherOp>(&op) ? bufferBytes(out) : bufferBytes(in);
-      double dur = collectiveTime(bytes, g, stride, isa<AllReduceOp>(&op),
-                                  group == Group::Replicate);
-      if (g > 1)
-        dur += spec.collectiveSync;
-      double start = std::max({tc, tm, operandsReady});
-      tm = start + dur;
-      // The share of the transfer that cannot overlap occupies the compute
-      // stream from its issue (comm_overlap).
-      if (double c = (1 - spec.commOverlap) * dur; c > 0) {
-        std::string what = "host: " + op.getName().getStringRef().str();
-        if (auto unit = op.getAttrOfType<FlatSymbolRefAttr>("unit"))
-          what += " @" + unit.getValue().str();
-        r.events.push_back({what, 0, tc, c, 0, 0});
-        tc += c;
-      }
-      r.commTime += dur;
-      ready[out] = tm;
-      durationOf[&op] = dur;
-      if (isa<AllGatherOp>(&op) && firstGather < 0)
-        firstGather = dur;
-      if (isa<ReduceScatterOp, AllReduceOp>(&op)) {
-        // HSDP's replicate all-reduce continues the same unit's reduce-scatter.
-        auto chainedFrom =
-            skipWait(op.getOperand(0)).getDefiningOp<ReduceScatterOp>();
-        lastReduce = dur + (chainedFrom ? durationOf.lookup(chainedFrom) : 0.0);
-      }
-      std::string name = op.getName().getStringRef().str();
-      if (auto unit = op.getAttrOfType<FlatSymbolRefAttr>("unit"))
-        name += " @" + unit.getValue().str();
-      r.events.push_back({name, 1, start, dur, 0, bytes});
-      continue;
+
+private:
+  /// The step's host inputs enter the runtime before its first instruction
+  /// and its host outputs leave after the last (step_io_bandwidth): the data
+  /// and the step number in, the loss (and any other output that is not
+  /// training state) out. The training state stays resident on the device.
+  /// Starts the clock after the inputs; returns the outputs' time.
+  double stepInputsAndOutputs(func::FuncOp fn) {
+    double ioIn = 0, ioOut = 0;
+    if (spec.stepIoBandwidth > 0) {
+      for (BlockArgument a : fn.getArguments())
+        if (fn.getArgAttr(a.getArgNumber(), nn::kDataAttr) ||
+            fn.getArgAttr(a.getArgNumber(), nn::kStepAttr) ||
+            fn.getArgAttr(a.getArgNumber(), nn::kTotalStepsAttr))
+          ioIn += bufferBytes(a) / spec.stepIoBandwidth;
+      for (auto [i, v] :
+           llvm::enumerate(fn.getBody().front().getTerminator()->getOperands()))
+        if (!fn.getResultAttr(i, kRoleAttr))
+          ioOut += bufferBytes(v) / spec.stepIoBandwidth;
     }
-    if (auto wait = dyn_cast<WaitOp>(&op)) {
-      // The compute stream blocks until the transfer is complete; the trace
-      // shows the stall on the compute track.
-      if (operandsReady > tc) {
-        Operation *start = wait.getToken().getDefiningOp();
-        std::string name = "wait " + start->getName().getStringRef().str();
-        if (auto unit = start->getAttrOfType<FlatSymbolRefAttr>("unit"))
-          name += " @" + unit.getValue().str();
-        r.events.push_back({name, 0, tc, operandsReady - tc, 0, 0});
-      }
-      tc = std::max(tc, operandsReady);
-      ready[wait.getResult()] = operandsReady;
-      continue;
+    if (ioIn > 0)
+      r.events.push_back({"host: step inputs", 0, 0, ioIn, 0, 0});
+    tc = ioIn;
+    r.hostTime = ioIn + ioOut;
+    return ioOut;
+  }
+
+  /// The op's name, and its unit's (`fsdp.all_gather @h.0`).
+  static std::string nameWithUnit(Operation *op) {
+    std::string name = op->getName().getStringRef().str();
+    if (auto unit = op->getAttrOfType<FlatSymbolRefAttr>("unit"))
+      name += " @" + unit.getValue().str();
+    return name;
+  }
+
+  /// A collective on the communication stream, issued at its place.
+  void collective(Operation *op, double operandsReady) {
+    Value in = op->getOperand(0), out = op->getResult(0);
+    Group group = collectiveGroup(op);
+    int64_t g = groupSize(op, group).value_or(world);
+    int64_t stride = group == Group::Replicate ? shardSize : 1;
+    int64_t bytes = isa<AllGatherOp>(op) ? bufferBytes(out) : bufferBytes(in);
+    double dur = sim.collectiveTime(bytes, g, stride, isa<AllReduceOp>(op),
+                                    group == Group::Replicate);
+    if (g > 1)
+      dur += spec.collectiveSync;
+    double start = std::max({tc, tm, operandsReady});
+    tm = start + dur;
+    // The share of the transfer that cannot overlap occupies the compute
+    // stream from its issue (comm_overlap).
+    if (double c = (1 - spec.commOverlap) * dur; c > 0) {
+      r.events.push_back({"host: " + nameWithUnit(op), 0, tc, c, 0, 0});
+      tc += c;
     }
+    r.commTime += dur;
+    ready[out] = tm;
+    durationOf[op] = dur;
+    if (isa<AllGatherOp>(op) && firstGather < 0)
+      firstGather = dur;
+    if (isa<ReduceScatterOp, AllReduceOp>(op)) {
+      // HSDP's replicate all-reduce continues the same unit's reduce-scatter.
+      auto chainedFrom =
+          skipWait(op->getOperand(0)).getDefiningOp<ReduceScatterOp>();
+      lastReduce = dur + (chainedFrom ? durationOf.lookup(chainedFrom) : 0.0);
+    }
+    r.events.push_back({nameWithUnit(op), 1, start, dur, 0, bytes});
+  }
+
+  /// The compute stream blocks until the transfer is complete; the trace
+  /// shows the stall on the compute track.
+  void waitFor(WaitOp wait, double operandsReady) {
+    if (operandsReady > tc)
+      r.events.push_back(
+          {"wait " + nameWithUnit(wait.getToken().getDefiningOp()), 0, tc,
+           operandsReady - tc, 0, 0});
+    tc = std::max(tc, operandsReady);
+    ready[wait.getResult()] = operandsReady;
+  }
+
+  /// The roofline time of an op with a cost (nn::CostOpInterface).
+  FailureOr<double> costTime(Operation *op, nn::CostOpInterface cost,
+                             int64_t &flops, int64_t &bytes) {
+    flops = cost.getFlops();
+    bytes = cost.getBytesAccessed();
+    std::string dtype = "f32";
+    for (Value v : op->getOperands())
+      if (auto t = dyn_cast<RankedTensorType>(v.getType());
+          t && isa<FloatType>(t.getElementType())) {
+        dtype = nn::dtypeName(t.getElementType()).str();
+        if (dtype.empty()) // a float type without a peak of its own
+          dtype = "f32";
+        break;
+      }
+    double peak, eff, effMem = spec.effMemory;
+    if (isa<nn::LinearOp, nn::MatmulOp, nn::AttentionOp, nn::AttentionGradOp>(
+            op)) {
+      auto it = spec.peakFlops.find(dtype);
+      if (it == spec.peakFlops.end())
+        return op->emitError() << "the cluster spec has no peak_flops." << dtype
+                               << " for this op's dtype";
+      peak = it->second;
+      eff = isa<nn::AttentionOp, nn::AttentionGradOp>(op) ? spec.effAttention
+                                                          : spec.effMatmul;
+      matmulFlopsByDtype[dtype] += flops;
+    } else {
+      peak = spec.peakFlops.at("f32");
+      eff = spec.effElementwise;
+    }
+    if (auto it = spec.opEfficiency.find(op->getName().getStringRef().str());
+        it != spec.opEfficiency.end())
+      (flops > 0 ? eff : effMem) = it->second;
+    return std::max(flops / (peak * eff),
+                    bytes / (spec.memoryBandwidth * effMem));
+  }
+
+  /// An op on the compute stream: an nn op (roofline), a copy (flatten,
+  /// local_shard, pack, unpack: bytes only), or bookkeeping (no time).
+  LogicalResult compute(Operation *op, double operandsReady) {
     double dur = 0;
     int64_t flops = 0, bytes = 0;
-    bool timed = false;
-    if (auto cost = dyn_cast<nn::CostOpInterface>(&op)) {
-      flops = cost.getFlops();
-      bytes = cost.getBytesAccessed();
-      std::string dtype = "f32";
-      for (Value v : op.getOperands())
-        if (auto t = dyn_cast<RankedTensorType>(v.getType());
-            t && isa<FloatType>(t.getElementType())) {
-          dtype = nn::dtypeName(t.getElementType()).str();
-          if (dtype.empty()) // a float type without a peak of its own
-            dtype = "f32";
-          break;
-        }
-      double peak, eff, effMem = spec.effMemory;
-      if (isa<nn::LinearOp, nn::MatmulOp, nn::AttentionOp, nn::AttentionGradOp>(
-              &op)) {
-        auto it = spec.peakFlops.find(dtype);
-        if (it == spec.peakFlops.end())
-          return op.emitError() << "the cluster spec has no peak_flops."
-                                << dtype << " for this op's dtype";
-        peak = it->second;
-        eff = isa<nn::AttentionOp, nn::AttentionGradOp>(&op) ? spec.effAttention
-                                                             : spec.effMatmul;
-        matmulFlopsByDtype[dtype] += flops;
-      } else {
-        peak = spec.peakFlops.at("f32");
-        eff = spec.effElementwise;
-      }
-      if (auto it = spec.opEfficiency.find(op.getName().getStringRef().str());
-          it != spec.opEfficiency.end())
-        (flops > 0 ? eff : effMem) = it->second;
-      dur = std::max(flops / (peak * eff),
-                     bytes / (spec.memoryBandwidth * effMem));
-      timed = true;
-    } else if (isa<FlattenOp, LocalShardOp, PackOp, UnpackOp>(&op)) {
-      for (Value v : op.getOperands())
+    if (auto cost = dyn_cast<nn::CostOpInterface>(op)) {
+      FailureOr<double> t = costTime(op, cost, flops, bytes);
+      if (failed(t))
+        return failure();
+      dur = *t;
+    } else if (isa<FlattenOp, LocalShardOp, PackOp, UnpackOp>(op)) {
+      for (Value v : op->getOperands())
         bytes += bufferBytes(v);
-      for (Value v : op.getResults())
+      for (Value v : op->getResults())
         bytes += bufferBytes(v);
-      auto it = spec.opEfficiency.find(op.getName().getStringRef().str());
+      auto it = spec.opEfficiency.find(op->getName().getStringRef().str());
       dur = bytes /
             (spec.memoryBandwidth *
              (it != spec.opEfficiency.end() ? it->second : spec.effMemory));
-      timed = true;
-    }
-    if (!timed) {
+    } else {
       // Views and bookkeeping (param_view, free, constants): no time; a view
       // of a collective's result is ready when the collective is.
-      for (Value v : op.getResults())
+      for (Value v : op->getResults())
         if (operandsReady > 0)
           ready[v] = operandsReady;
-      continue;
+      return success();
     }
     double start = std::max(tc, operandsReady);
     tc = start + dur;
     r.computeTime += dur;
     r.flops += flops;
-    bool recompute = op.hasAttr(nn::kRecomputeAttr);
+    bool recompute = op->hasAttr(nn::kRecomputeAttr);
     if (recompute) {
       r.recomputeFlops += flops;
       r.recomputeTime += dur;
     }
     r.events.push_back(
-        {(recompute ? "recompute " : "") + op.getName().getStringRef().str(), 0,
-         start, dur, flops, bytes});
+        {(recompute ? "recompute " : "") + op->getName().getStringRef().str(),
+         0, start, dur, flops, bytes});
+    return success();
   }
-  r.stepTime = std::max(tc, tm);
-  if (ioOut > 0)
-    r.events.push_back({"host: step outputs", 0, r.stepTime, ioOut, 0, 0});
-  r.stepTime += ioOut;
-  if (!std::isfinite(r.stepTime))
-    return module.emitError()
-           << "the cluster spec's values make the predicted step time "
-              "overflow (check its rates, efficiencies and overheads)";
-  r.exposedComm = std::max(0.0, r.stepTime - r.computeTime - r.hostTime);
-  r.firstGatherTime = std::max(firstGather, 0.0);
-  r.lastReduceTime = lastReduce;
-  // Besides the ops, the compute stream must do the host work and the
-  // collectives' non-overlappable share, and it cannot run an op before the
-  // first gather is done nor the last update before the last reduction;
-  // only host work and other collectives' shares can fill those waits.
-  double o = spec.commOverlap;
-  r.lowerBound =
-      std::max(r.computeTime + std::max(r.hostTime + (1 - o) * r.commTime,
-                                        r.firstGatherTime + r.lastReduceTime),
-               r.commTime);
-  r.mfuDtype = "f32";
-  int64_t most = -1;
-  for (auto &[dtype, f] : matmulFlopsByDtype)
-    if (f > most) {
-      most = f;
-      r.mfuDtype = dtype;
-    }
-  r.peakFlops = spec.peakFlops.at(r.mfuDtype);
-  r.mfu = r.stepTime > 0
-              ? (r.flops - r.recomputeFlops) / (r.stepTime * r.peakFlops)
-              : 0;
-  return r;
+
+  /// The step time, exposed communication, lower bound and MFU.
+  LogicalResult finish(double ioOut) {
+    r.stepTime = std::max(tc, tm);
+    if (ioOut > 0)
+      r.events.push_back({"host: step outputs", 0, r.stepTime, ioOut, 0, 0});
+    r.stepTime += ioOut;
+    if (!std::isfinite(r.stepTime))
+      return module.emitError()
+             << "the cluster spec's values make the predicted step time "
+                "overflow (check its rates, efficiencies and overheads)";
+    r.exposedComm = std::max(0.0, r.stepTime - r.computeTime - r.hostTime);
+    r.firstGatherTime = std::max(firstGather, 0.0);
+    r.lastReduceTime = lastReduce;
+    // Besides the ops, the compute stream must do the host work and the
+    // collectives' non-overlappable share, and it cannot run an op before the
+    // first gather is done nor the last update before the last reduction;
+    // only host work and other collectives' shares can fill those waits.
+    double o = spec.commOverlap;
+    r.lowerBound =
+        std::max(r.computeTime + std::max(r.hostTime + (1 - o) * r.commTime,
+                                          r.firstGatherTime + r.lastReduceTime),
+                 r.commTime);
+    r.mfuDtype = "f32";
+    int64_t most = -1;
+    for (auto &[dtype, f] : matmulFlopsByDtype)
+      if (f > most) {
+        most = f;
+        r.mfuDtype = dtype;
+      }
+    r.peakFlops = spec.peakFlops.at(r.mfuDtype);
+    r.mfu = r.stepTime > 0
+                ? (r.flops - r.recomputeFlops) / (r.stepTime * r.peakFlops)
+                : 0;
+    return success();
+  }
+
+  const Simulator &sim;
+  const ClusterSpec &spec;
+  ModuleOp module;
+  int64_t world, shardSize;
+  SimResult r;
+  double tc = 0, tm = 0; // the compute and communication streams' clocks
+  double firstGather = -1, lastReduce = 0;
+  llvm::DenseMap<Value, double> ready; // when a collective's result is
+  llvm::DenseMap<Operation *, double> durationOf;
+  std::map<std::string, int64_t> matmulFlopsByDtype;
+};
+} // namespace
+
+FailureOr<SimResult> Simulator::run(ModuleOp module) const {
+  FailureOr<func::FuncOp> fn = getStepFunction(module);
+  if (failed(fn))
+    return failure();
+  return StepSimulation(*this, spec, module).run(*fn);
 }
 
 nlohmann::ordered_json mlir::fsdp::chromeTrace(const SimResult &r,
