@@ -17,16 +17,21 @@
 namespace llvm::cl {
 
 /// Parses a number as cl::opt<double> does (the same values, the same
-/// messages); the option's default is std::nullopt.
+/// messages); the option's default is std::nullopt, printed as None.
 template <>
 class parser<std::optional<double>>
     : public basic_parser<std::optional<double>> {
 public:
   parser(Option &o) : basic_parser(o) {}
 
-  /// True on error, as every cl parser.
+  /// True on error, as every cl parser. "None" is unset: a printed pass
+  /// pipeline spells it so (raw_ostream's std::optional), and parses back.
   bool parse(Option &o, StringRef argName, StringRef arg,
              std::optional<double> &value) {
+    if (arg == "None") {
+      value = std::nullopt;
+      return false;
+    }
     double number;
     if (parser<double>(o).parse(o, argName, arg, number))
       return true;

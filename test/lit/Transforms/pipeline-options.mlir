@@ -48,6 +48,13 @@
 // RUN: FileCheck %s --check-prefix=REPORT < %t.f1.mlir
 // REPORT: {nn.grad_norm}
 
+// The pipeline as MLIR prints it (--dump-pass-pipeline) parses back: an
+// unset max-grad-norm prints as None.
+// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2" --dump-pass-pipeline -o %t.g2.mlir 2>&1 | FileCheck %s --check-prefix=DUMP
+// DUMP: fsdp-pipeline{{.*}} max-grad-norm=None
+// RUN: fsdp-opt %s --pass-pipeline="builtin.module(fsdp-pipeline{world-size=2 max-grad-norm=None})" -o %t.g1.mlir
+// RUN: diff %t.g1.mlir %t.g2.mlir
+
 // A bad option is the option parser's error, and fsdp-opt fails.
 // RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 no-such-option=1" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // UNKNOWN: no such option no-such-option
