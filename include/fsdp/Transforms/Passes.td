@@ -395,9 +395,10 @@ def FSDPMemoryPlan : Pass<"fsdp-memory-plan", "::mlir::ModuleOp"> {
     a step changed after this pass is refused there, and a step never
     planned is planned on the fly. The communication plan (ring bytes per
     collective) goes into the report. `report=PATH` writes a JSON report
-    (`-`: a text table on stdout); `memory-budget=BYTES` (suffixes K, M, G, T with B or iB, e.g.
-    80GiB) fails with a diagnostic that says by how much the peak exceeds
-    the budget, which class dominates, and what would bring it under.
+    (`-`: a text table on stdout); `memory-budget=BYTES` (suffixes K, M, G,
+    T with B or iB, e.g. 80GiB) fails with a diagnostic that says by how
+    much the peak exceeds the budget, which class dominates, and what would
+    bring it under.
     Model-state bytes per rank: the units' parameter and optimizer-state
     inputs plus their gradient storage (the reduced gradient, or the whole
     flat gradient where the strategy keeps gradients replicated), as in
