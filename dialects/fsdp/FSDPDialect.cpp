@@ -153,6 +153,18 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
              << attr.getValue();
     return success();
   }
+  if (attr.getName() == kMemoryPlanAttr) {
+    // Its keys are read, and checked, by MemoryPlanRecord::get.
+    if (!isa<FunctionOpInterface>(op))
+      return op->emitError()
+             << "'" << kMemoryPlanAttr << "' must be on a function, not on '"
+             << op->getName() << "'";
+    if (!isa<DictionaryAttr>(attr.getValue()))
+      return op->emitError()
+             << "'" << kMemoryPlanAttr << "' must be a dictionary, got "
+             << attr.getValue();
+    return success();
+  }
   return op->emitError() << "unknown fsdp attribute '"
                          << attr.getName().getValue() << "'";
 }

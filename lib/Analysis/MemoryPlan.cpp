@@ -41,6 +41,13 @@ StringRef mlir::fsdp::memoryClassName(MemoryClass c) {
   return "temporary";
 }
 
+std::optional<MemoryClass> mlir::fsdp::memoryClassFromName(StringRef name) {
+  for (unsigned c = 0; c < kNumMemoryClasses; ++c)
+    if (memoryClassName((MemoryClass)c) == name)
+      return (MemoryClass)c;
+  return std::nullopt;
+}
+
 static MemoryClass classifyArgument(func::FuncOp fn, unsigned i) {
   if (fn.getArgAttr(i, nn::kDataAttr))
     return MemoryClass::Data;
@@ -109,16 +116,24 @@ static MemoryClass classifyResult(OpResult r, bool backward) {
 
 FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
   MemoryPlan plan;
-  Block &block = fn.getBody().front();
-  auto ret = cast<func::ReturnOp>(block.getTerminator());
-  for (Operation &op : block.without_terminator())
-    plan.instructions.push_back(&op);
-  int64_t n = plan.instructions.size();
+  if (failed(plan.collectBuffers(fn)))
+    return failure();
+  std::vector<int64_t> lastUse = plan.lastUses();
+  plan.assignAliases(fn, lastUse);
+  plan.assignLifetimes(fn, lastUse);
+  int64_t atStart = plan.sweepLiveBytes();
+  plan.addKernelScratch(atStart);
+  plan.assignArenaOffsets();
+  return plan;
+}
 
+LogicalResult MemoryPlan::collectBuffers(func::FuncOp fn) {
+  Block &block = fn.getBody().front();
+  for (Operation &op : block.without_terminator())
+    instructions.push_back(&op);
   if (Operation *def = lossDefiningOp(fn))
-    plan.lossInstruction =
-        std::find(plan.instructions.begin(), plan.instructions.end(), def) -
-        plan.instructions.begin();
+    lossInstruction = std::find(instructions.begin(), instructions.end(), def) -
+                      instructions.begin();
 
   auto addBuffer = [&](Value v, MemoryClass cls,
                        int64_t start) -> LogicalResult {
@@ -140,18 +155,16 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
     b.bytes = bufferBytes(t);
     b.cls = cls;
     b.start = start;
-    plan.indexOf[v] = plan.buffers.size();
-    plan.buffers.push_back(b);
+    indexOf[v] = buffers.size();
+    buffers.push_back(b);
     return success();
   };
 
   for (BlockArgument arg : fn.getArguments())
     if (failed(addBuffer(arg, classifyArgument(fn, arg.getArgNumber()), -1)))
       return failure();
-  llvm::DenseSet<Value> explicitlyFreed;
-  for (auto [idx, op] : llvm::enumerate(plan.instructions)) {
-    bool backward =
-        plan.lossInstruction >= 0 && (int64_t)idx > plan.lossInstruction;
+  for (auto [idx, op] : llvm::enumerate(instructions)) {
+    bool backward = lossInstruction >= 0 && (int64_t)idx > lossInstruction;
     for (OpResult r : op->getResults())
       if (failed(addBuffer(r, classifyResult(r, backward), idx)))
         return failure();
@@ -168,48 +181,61 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
       viewBase = wait.getToken();
     }
     if (viewResult) {
-      PlannedBuffer &b = plan.buffers[plan.indexOf[viewResult]];
-      int64_t base = plan.indexOf[viewBase];
+      PlannedBuffer &b = buffers[indexOf[viewResult]];
+      int64_t base = indexOf[viewBase];
       b.viewOffset = viewOffset;
-      if (plan.buffers[base].viewOf >= 0) { // a view of a view
-        b.viewOffset += plan.buffers[base].viewOffset;
-        base = plan.buffers[base].viewOf;
+      if (buffers[base].viewOf >= 0) { // a view of a view
+        b.viewOffset += buffers[base].viewOffset;
+        base = buffers[base].viewOf;
       }
       b.viewOf = base;
       b.bytes = 0;
     }
-    if (auto f = dyn_cast<FreeOp>(op))
-      explicitlyFreed.insert(f.getBuffer());
   }
+  return success();
+}
 
-  // Last use of every owning buffer (uses of views count for their owner).
-  auto owner = [&](Value v) {
-    int64_t i = plan.indexOf.lookup(v);
-    return plan.buffers[i].viewOf >= 0 ? plan.buffers[i].viewOf : i;
-  };
-  std::vector<int64_t> lastUse(plan.buffers.size(), -2);
-  for (auto [idx, op] : llvm::enumerate(plan.instructions)) {
+int64_t MemoryPlan::ownerOf(Value v) const {
+  int64_t i = indexOf.lookup(v);
+  return buffers[i].viewOf >= 0 ? buffers[i].viewOf : i;
+}
+
+std::vector<int64_t> MemoryPlan::lastUses() const {
+  // Uses of views count for their owner.
+  std::vector<int64_t> lastUse(buffers.size(), -2);
+  for (auto [idx, op] : llvm::enumerate(instructions)) {
     for (Value v : op->getOperands())
-      lastUse[owner(v)] = idx;
+      lastUse[ownerOf(v)] = idx;
     // An async collective reads its send buffer until its wait.
     if (auto wait = dyn_cast<WaitOp>(op))
       for (Value v : wait.getToken().getDefiningOp()->getOperands())
-        lastUse[owner(v)] = std::max<int64_t>(lastUse[owner(v)], idx);
+        lastUse[ownerOf(v)] = std::max<int64_t>(lastUse[ownerOf(v)], idx);
   }
-  // Returned values (through views: their owners) are carried to the next step.
+  return lastUse;
+}
+
+void MemoryPlan::assignLifetimes(func::FuncOp fn,
+                                 const std::vector<int64_t> &lastUse) {
+  int64_t n = instructions.size();
+  auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+  // Returned values (through views: their owners) are carried to the next
+  // step.
   llvm::DenseSet<Value> returned;
   for (Value v : ret.getOperands())
-    returned.insert(plan.buffers[owner(v)].value);
+    returned.insert(buffers[ownerOf(v)].value);
   auto isState = [&](BlockArgument a) {
     unsigned i = a.getArgNumber();
     return !fn.getArgAttr(i, nn::kDataAttr) &&
            !fn.getArgAttr(i, nn::kStepAttr) &&
            !fn.getArgAttr(i, nn::kTotalStepsAttr);
   };
-  plan.assignAliases(fn, lastUse);
+  llvm::DenseSet<Value> explicitlyFreed;
+  for (Operation *op : instructions)
+    if (auto f = dyn_cast<FreeOp>(op))
+      explicitlyFreed.insert(f.getBuffer());
 
-  plan.freesAfter.assign(n, {});
-  for (auto [i, b] : llvm::enumerate(plan.buffers)) {
+  freesAfter.assign(n, {});
+  for (auto [i, b] : llvm::enumerate(buffers)) {
     if (b.viewOf >= 0)
       continue;
     auto arg = dyn_cast<BlockArgument>(b.value);
@@ -218,27 +244,30 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
     } else if (lastUse[i] >= 0) {
       b.end = lastUse[i];
       if (!explicitlyFreed.contains(b.value))
-        plan.freesAfter[b.end].push_back(i);
+        freesAfter[b.end].push_back(i);
     } else if (b.start >= 0) {
       b.end = b.start; // defined, never used: freed right after its instruction
-      plan.freesAfter[b.end].push_back(i);
+      freesAfter[b.end].push_back(i);
     } else {
       b.end = n; // an unused argument stays for the whole step
     }
   }
-  for (auto &b : plan.buffers)
+  for (auto &b : buffers)
     if (b.viewOf >= 0) {
-      b.start = plan.buffers[b.viewOf].start;
-      b.end = plan.buffers[b.viewOf].end;
+      b.start = buffers[b.viewOf].start;
+      b.end = buffers[b.viewOf].end;
     }
+}
 
+int64_t MemoryPlan::sweepLiveBytes() {
   // Live bytes at each instruction, per class: buffers with start <= i <=
   // end (index i + 1 of a class's deltas for instruction i, 0 for the step
   // start). One sweep gives the step's live bytes, its peak with the
   // snapshot of each class there, and each class's own maximum.
+  int64_t n = instructions.size();
   std::vector<std::vector<int64_t>> delta(kNumMemoryClasses,
                                           std::vector<int64_t>(n + 2, 0));
-  for (auto &b : plan.buffers) {
+  for (auto &b : buffers) {
     if (b.viewOf >= 0 || b.aliases >= 0)
       continue; // a view or an aliased output holds no bytes of its own
     std::vector<int64_t> &d = delta[(unsigned)b.cls];
@@ -251,28 +280,32 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
   for (unsigned c = 0; c < kNumMemoryClasses; ++c)
     live += liveByClass[c] = delta[c][0];
   const int64_t atStart = live;
-  plan.peakBytes = atStart;
-  plan.peakBytesByClass = liveByClass;
-  plan.maxBytesByClass = liveByClass;
-  plan.liveBytes.assign(n, 0);
+  peakBytes = atStart;
+  peakBytesByClass = liveByClass;
+  maxBytesByClass = liveByClass;
+  liveBytes.assign(n, 0);
   for (int64_t i = 0; i < n; ++i) {
     for (unsigned c = 0; c < kNumMemoryClasses; ++c) {
       live += delta[c][i + 1];
       liveByClass[c] += delta[c][i + 1];
-      plan.maxBytesByClass[c] =
-          std::max(plan.maxBytesByClass[c], liveByClass[c]);
+      maxBytesByClass[c] = std::max(maxBytesByClass[c], liveByClass[c]);
     }
-    plan.liveBytes[i] = live;
-    if (live > plan.peakBytes) {
-      plan.peakBytes = live;
-      plan.peakInstruction = i;
-      plan.peakBytesByClass = liveByClass;
+    liveBytes[i] = live;
+    if (live > peakBytes) {
+      peakBytes = live;
+      peakInstruction = i;
+      peakBytesByClass = liveByClass;
     }
   }
+  return atStart;
+}
+
+void MemoryPlan::addKernelScratch(int64_t atStart) {
   // The reference (cpu) driver's kernel scratch, live while its instruction
   // runs.
-  plan.scratchBytes.assign(n, 0);
-  plan.peakBytesWithScratch = atStart;
+  int64_t n = instructions.size();
+  scratchBytes.assign(n, 0);
+  peakBytesWithScratch = atStart;
   auto tensorOf = [](Value v) {
     RankedTensorType t = bufferTensorType(v.getType());
     Type e = t.getElementType();
@@ -281,7 +314,7 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
         e.getIntOrFloatBitWidth() / 8, e.isBF16() || e.isF16()};
   };
   for (int64_t i = 0; i < n; ++i) {
-    Operation *op = plan.instructions[i];
+    Operation *op = instructions[i];
     ::fsdp::schedule::OpKind kind;
     if (::fsdp::schedule::lookupOp(op->getName().getStringRef().str().c_str(),
                                    kind)) {
@@ -297,14 +330,12 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
       int64_t headDim = 0;
       if (auto hd = op->getAttrOfType<IntegerAttr>("head_dim"))
         headDim = hd.getInt();
-      plan.scratchBytes[i] =
+      scratchBytes[i] =
           ::fsdp::schedule::cpuKernelScratchBytes(kind, ins, outs, headDim);
     }
-    plan.peakBytesWithScratch = std::max(
-        plan.peakBytesWithScratch, plan.liveBytes[i] + plan.scratchBytes[i]);
+    peakBytesWithScratch =
+        std::max(peakBytesWithScratch, liveBytes[i] + scratchBytes[i]);
   }
-  plan.assignArenaOffsets();
-  return plan;
 }
 
 /// First-fit by decreasing size over lifetime intervals: buffers whose

@@ -16,7 +16,7 @@ using namespace mlir;
 using namespace mlir::fsdp;
 using json = nlohmann::ordered_json;
 
-CommPlan CommPlan::compute(const MemoryPlan &plan, ModuleOp module) {
+CommPlan CommPlan::compute(const MemoryPlanRecord &plan, ModuleOp module) {
   CommPlan c;
   int64_t world = groupSize(module, Group::World).value_or(1);
   for (Operation *op : plan.instructions) {
@@ -36,7 +36,7 @@ CommPlan CommPlan::compute(const MemoryPlan &plan, ModuleOp module) {
   return c;
 }
 
-ModelState ModelState::compute(const MemoryPlan &plan, func::FuncOp fn) {
+ModelState ModelState::compute(const MemoryPlanRecord &plan, func::FuncOp fn) {
   ModelState m;
   for (BlockArgument arg : fn.getArguments()) {
     auto role = fn.getArgAttrOfType<RoleAttr>(arg.getArgNumber(), kRoleAttr);
@@ -73,9 +73,8 @@ ModelState ModelState::compute(const MemoryPlan &plan, func::FuncOp fn) {
         break;
       root = def->getOperand(0);
     }
-    bool keptWhole =
-        root.getDefiningOp<FlattenOp>() &&
-        plan.buffers[plan.indexOf.lookup(root)].cls == MemoryClass::Grad;
+    bool keptWhole = root.getDefiningOp<FlattenOp>() &&
+                     plan.classOf(root) == MemoryClass::Grad;
     m.gradBytes += bufferBytes(keptWhole ? root : reduced ? reduced : g);
   }
   return m;
@@ -92,7 +91,7 @@ FailureOr<json> mlir::fsdp::buildPlanReport(ModuleOp module) {
   FailureOr<func::FuncOp> fn = getStepFunction(module);
   if (failed(fn))
     return failure();
-  FailureOr<MemoryPlan> plan = MemoryPlan::compute(*fn);
+  FailureOr<MemoryPlanRecord> plan = MemoryPlanRecord::get(*fn);
   if (failed(plan))
     return failure();
   int64_t params = 0, trainable = 0;

@@ -65,6 +65,7 @@
 //===----------------------------------------------------------------------===//
 #include "fsdp/Analysis/Simulator.h"
 #include "fsdp/Analysis/StepFunction.h"
+#include "fsdp/ClusterSpec.h"
 #include "fsdp/Dialect/FSDP/FSDP.h"
 #include "fsdp/Dialect/NN/NN.h"
 
@@ -72,10 +73,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 using namespace mlir;
 using namespace mlir::fsdp;
 using json = nlohmann::json;
+namespace key = ::fsdp::cluster_spec;
 
 namespace {
 /// nlohmann's DOM builder that keeps the parse error's message (line,
@@ -91,6 +94,170 @@ struct RecordingParser : nlohmann::detail::json_sax_dom_parser<json> {
     message = ex.what();
     return json_sax_dom_parser::parse_error(position, lastToken, ex);
   }
+};
+} // namespace
+
+namespace {
+/// Reads the values of a parsed spec into a ClusterSpec, each checked, in the
+/// order below; the first problem is kept in `error`, prefixed with the file.
+/// Typed reads only: with exceptions off a mistyped value() aborts
+/// (nlohmann's JSON_NOEXCEPTION), found by fuzzing (test/fuzz).
+class SpecReader {
+public:
+  SpecReader(const json &j, StringRef path, std::string &error)
+      : j(j), path(path), where("cluster spec '" + path.str() + "': "),
+        error(error) {}
+
+  bool read(ClusterSpec &s, MLIRContext *ctx) {
+    return readName(s) && checkObjects() && readPeaks(s) &&
+           readMemoryAndLinks(s) && readEfficiencies(s) &&
+           readOpEfficiencies(s, ctx) && readHostTerms(s);
+  }
+
+private:
+  bool fail(const std::string &what) {
+    error = where + what;
+    return false;
+  }
+
+  /// The key's path in messages: intra_node.latency_s.
+  static std::string field(const char *object, const char *k) {
+    return std::string(object) + "." + k;
+  }
+
+  /// obj[k] as a finite number, positive (or non-negative); `name` is what
+  /// messages call it.
+  bool number(const json &obj, const char *k, const std::string &name,
+              double &out, bool positive = true) {
+    if (!obj.is_object() || !obj.contains(k) || !obj[k].is_number())
+      return fail("missing or non-numeric '" + name + "'");
+    out = obj[k].get<double>();
+    if (!(out >= 0) || (positive && !(out > 0)) || !std::isfinite(out))
+      return fail("'" + name + "' must be " +
+                  (positive ? "positive" : "non-negative"));
+    return true;
+  }
+
+  bool readName(ClusterSpec &s) {
+    if (j.contains(key::kName) && !j[key::kName].is_string())
+      return fail(std::string("'") + key::kName + "' must be a string");
+    s.name =
+        j.contains(key::kName) ? j[key::kName].get<std::string>() : path.str();
+    return true;
+  }
+
+  bool checkObjects() {
+    for (const char *k : {key::kIntraNode, key::kInterNode, key::kEfficiency})
+      if (j.contains(k) && !j[k].is_object())
+        return fail(std::string("'") + k + "' must be an object");
+    return true;
+  }
+
+  bool readPeaks(ClusterSpec &s) {
+    if (!j.contains(key::kPeakFlops) || !j[key::kPeakFlops].is_object())
+      return fail(std::string("missing object '") + key::kPeakFlops +
+                  "' (FLOP/s by dtype)");
+    const json &peaks = j[key::kPeakFlops];
+    for (auto &[dtype, v] : peaks.items()) {
+      double x;
+      if (!number(peaks, dtype.c_str(), field(key::kPeakFlops, dtype.c_str()),
+                  x))
+        return false;
+      s.peakFlops[dtype] = x;
+    }
+    if (!s.peakFlops.count(key::kRequiredPeakDtype))
+      return fail("missing '" +
+                  field(key::kPeakFlops, key::kRequiredPeakDtype) + "'");
+    return true;
+  }
+
+  bool readMemoryAndLinks(ClusterSpec &s) {
+    double dpn;
+    const json &intra = j.value(key::kIntraNode, json::object());
+    const json &inter = j.value(key::kInterNode, json::object());
+    if (!number(j, key::kMemoryBytes, key::kMemoryBytes, s.memoryBytes) ||
+        !number(j, key::kMemoryBandwidth, key::kMemoryBandwidth,
+                s.memoryBandwidth) ||
+        !number(j, key::kDevicesPerNode, key::kDevicesPerNode, dpn) ||
+        !number(intra, key::kBusBandwidth,
+                field(key::kIntraNode, key::kBusBandwidth), s.intraBandwidth) ||
+        !number(intra, key::kLatency, field(key::kIntraNode, key::kLatency),
+                s.intraLatency, false) ||
+        !number(inter, key::kBusBandwidth,
+                field(key::kInterNode, key::kBusBandwidth), s.interBandwidth) ||
+        !number(inter, key::kLatency, field(key::kInterNode, key::kLatency),
+                s.interLatency, false))
+      return false;
+    if (dpn != std::floor(dpn) || dpn > double(int64_t(1) << 30))
+      return fail(std::string("'") + key::kDevicesPerNode +
+                  "' must be an integer in [1, 2^30]");
+    s.devicesPerNode = std::max<int64_t>(1, (int64_t)dpn);
+    return true;
+  }
+
+  bool readEfficiencies(ClusterSpec &s) {
+    const json &eff = j.value(key::kEfficiency, json::object());
+    for (auto [k, out] :
+         {std::pair<const char *, double *>{key::kEffMatmul, &s.effMatmul},
+          {key::kEffAttention, &s.effAttention},
+          {key::kEffElementwise, &s.effElementwise},
+          {key::kEffMemory, &s.effMemory}}) {
+      if (!eff.contains(k))
+        continue;
+      if (!number(eff, k, field(key::kEfficiency, k), *out))
+        return false;
+      if (*out > 1)
+        return fail("'" + field(key::kEfficiency, k) + "' must be in (0, 1]");
+    }
+    return true;
+  }
+
+  /// With `ctx`, every key must name an op registered there (a misspelt op
+  /// would otherwise fall back to its class silently).
+  bool readOpEfficiencies(ClusterSpec &s, MLIRContext *ctx) {
+    if (!j.contains(key::kOpEfficiency))
+      return true;
+    const json &oe = j[key::kOpEfficiency];
+    if (!oe.is_object())
+      return fail(std::string("'") + key::kOpEfficiency +
+                  "' must be an object (op name -> efficiency)");
+    for (auto &[op, v] : oe.items()) {
+      double x;
+      std::string name = field(key::kOpEfficiency, op.c_str());
+      if (!number(oe, op.c_str(), name, x))
+        return false;
+      if (x > 1)
+        return fail("'" + name + "' must be in (0, 1]");
+      if (ctx && !RegisteredOperationName::lookup(op, ctx))
+        return fail("'" + name + "' names no known op");
+      s.opEfficiency[op] = x;
+    }
+    return true;
+  }
+
+  /// The optional host terms: absent is 0 (the GPU specs leave them out),
+  /// comm_overlap 1.
+  bool readHostTerms(ClusterSpec &s) {
+    for (auto [k, out, positive] :
+         {std::tuple<const char *, double *, bool>{key::kDispatchOverhead,
+                                                   &s.dispatchOverhead, false},
+          {key::kStepIoBandwidth, &s.stepIoBandwidth, true},
+          {key::kCollectiveSync, &s.collectiveSync, false}})
+      if (j.contains(k) && !number(j, k, k, *out, positive))
+        return false;
+    if (!j.contains(key::kCommOverlap))
+      return true;
+    if (!number(j, key::kCommOverlap, key::kCommOverlap, s.commOverlap, false))
+      return false;
+    if (s.commOverlap > 1)
+      return fail(std::string("'") + key::kCommOverlap + "' must be in [0, 1]");
+    return true;
+  }
+
+  const json &j;
+  StringRef path;
+  std::string where;
+  std::string &error;
 };
 } // namespace
 
@@ -116,123 +283,8 @@ std::optional<ClusterSpec> ClusterSpec::load(StringRef path, std::string &error,
     return std::nullopt;
   }
   ClusterSpec s;
-  std::string where = "cluster spec '" + path.str() + "': ";
-  auto number = [&](const json &obj, const char *key, const std::string &field,
-                    double &out, bool positive = true) {
-    if (!obj.is_object() || !obj.contains(key) || !obj[key].is_number()) {
-      error = where + "missing or non-numeric '" + field + "'";
-      return false;
-    }
-    out = obj[key].get<double>();
-    if (!(out >= 0) || (positive && !(out > 0)) || !std::isfinite(out)) {
-      error = where + "'" + field + "' must be " +
-              (positive ? "positive" : "non-negative");
-      return false;
-    }
-    return true;
-  };
-  // Typed reads only: with exceptions off a mistyped value() aborts
-  // (nlohmann's JSON_NOEXCEPTION), found by fuzzing (test/fuzz).
-  if (j.contains("name") && !j["name"].is_string()) {
-    error = where + "'name' must be a string";
+  if (!SpecReader(j, path, error).read(s, ctx))
     return std::nullopt;
-  }
-  s.name = j.contains("name") ? j["name"].get<std::string>() : path.str();
-  for (const char *key : {"intra_node", "inter_node", "efficiency"})
-    if (j.contains(key) && !j[key].is_object()) {
-      error = where + "'" + key + "' must be an object";
-      return std::nullopt;
-    }
-  if (!j.contains("peak_flops") || !j["peak_flops"].is_object()) {
-    error = where + "missing object 'peak_flops' (FLOP/s by dtype)";
-    return std::nullopt;
-  }
-  for (auto &[dtype, v] : j["peak_flops"].items()) {
-    double x;
-    if (!number(j["peak_flops"], dtype.c_str(), "peak_flops." + dtype, x))
-      return std::nullopt;
-    s.peakFlops[dtype] = x;
-  }
-  if (!s.peakFlops.count("f32")) {
-    error = where + "missing 'peak_flops.f32'";
-    return std::nullopt;
-  }
-  double dpn;
-  const json &intra = j.value("intra_node", json::object());
-  const json &inter = j.value("inter_node", json::object());
-  if (!number(j, "memory_bytes", "memory_bytes", s.memoryBytes) ||
-      !number(j, "memory_bandwidth", "memory_bandwidth", s.memoryBandwidth) ||
-      !number(j, "devices_per_node", "devices_per_node", dpn) ||
-      !number(intra, "bus_bandwidth", "intra_node.bus_bandwidth",
-              s.intraBandwidth) ||
-      !number(intra, "latency_s", "intra_node.latency_s", s.intraLatency,
-              false) ||
-      !number(inter, "bus_bandwidth", "inter_node.bus_bandwidth",
-              s.interBandwidth) ||
-      !number(inter, "latency_s", "inter_node.latency_s", s.interLatency,
-              false))
-    return std::nullopt;
-  if (dpn != std::floor(dpn) || dpn > double(int64_t(1) << 30)) {
-    error = where + "'devices_per_node' must be an integer in [1, 2^30]";
-    return std::nullopt;
-  }
-  s.devicesPerNode = std::max<int64_t>(1, (int64_t)dpn);
-  const json &eff = j.value("efficiency", json::object());
-  for (auto [key, out] :
-       {std::pair<const char *, double *>{"matmul", &s.effMatmul},
-        {"attention", &s.effAttention},
-        {"elementwise", &s.effElementwise},
-        {"memory", &s.effMemory}}) {
-    if (!eff.contains(key))
-      continue;
-    if (!number(eff, key, std::string("efficiency.") + key, *out))
-      return std::nullopt;
-    if (*out > 1) {
-      error = where + "'efficiency." + key + "' must be in (0, 1]";
-      return std::nullopt;
-    }
-  }
-  if (j.contains("op_efficiency")) {
-    const json &oe = j["op_efficiency"];
-    if (!oe.is_object()) {
-      error =
-          where + "'op_efficiency' must be an object (op name -> efficiency)";
-      return std::nullopt;
-    }
-    for (auto &[op, v] : oe.items()) {
-      double x;
-      if (!number(oe, op.c_str(), "op_efficiency." + op, x))
-        return std::nullopt;
-      if (x > 1) {
-        error = where + "'op_efficiency." + op + "' must be in (0, 1]";
-        return std::nullopt;
-      }
-      if (ctx && !RegisteredOperationName::lookup(op, ctx)) {
-        error = where + "'op_efficiency." + op + "' names no known op";
-        return std::nullopt;
-      }
-      s.opEfficiency[op] = x;
-    }
-  }
-  if (j.contains("dispatch_overhead_s") &&
-      !number(j, "dispatch_overhead_s", "dispatch_overhead_s",
-              s.dispatchOverhead, false))
-    return std::nullopt;
-  if (j.contains("step_io_bandwidth") &&
-      !number(j, "step_io_bandwidth", "step_io_bandwidth", s.stepIoBandwidth))
-    return std::nullopt;
-  if (j.contains("collective_sync_s") &&
-      !number(j, "collective_sync_s", "collective_sync_s", s.collectiveSync,
-              false))
-    return std::nullopt;
-  if (j.contains("comm_overlap")) {
-    if (!number(j, "comm_overlap", "comm_overlap", s.commOverlap, false))
-      return std::nullopt;
-    if (s.commOverlap > 1) {
-      error = where + "'comm_overlap' must be in [0, 1]";
-      return std::nullopt;
-    }
-  }
   return s;
 }
 
@@ -262,200 +314,247 @@ double Simulator::collectiveTime(int64_t bytes, int64_t g, int64_t stride,
   return allReduce ? 2 * t : t;
 }
 
-FailureOr<SimResult> Simulator::run(ModuleOp module) const {
-  FailureOr<func::FuncOp> fn = getStepFunction(module);
-  if (failed(fn))
-    return failure();
-  int64_t world = groupSize(module, Group::World).value_or(1);
-  int64_t shardSize = groupSize(module, Group::Shard).value_or(world);
-  SimResult r;
-  llvm::DenseMap<Value, double>
-      ready; // when a value produced by a collective is available
-  std::map<std::string, int64_t> matmulFlopsByDtype;
-  double tc = 0, tm = 0;
-  double firstGather = -1, lastReduce = 0;
-  llvm::DenseMap<Operation *, double> durationOf;
-  auto readyAt = [&](Value v) { return ready.lookup(v); };
-  // The step's host inputs enter the runtime before its first instruction
-  // and its host outputs leave after the last (step_io_bandwidth): the data
-  // and the step number in, the loss (and any other output that is not
-  // training state) out. The training state stays resident on the device.
-  double ioIn = 0, ioOut = 0;
-  if (spec.stepIoBandwidth > 0) {
-    for (BlockArgument a : fn->getArguments())
-      if (fn->getArgAttr(a.getArgNumber(), nn::kDataAttr) ||
-          fn->getArgAttr(a.getArgNumber(), nn::kStepAttr) ||
-          fn->getArgAttr(a.getArgNumber(), nn::kTotalStepsAttr))
-        ioIn += bufferBytes(a) / spec.stepIoBandwidth;
-    for (auto [i, v] :
-         llvm::enumerate(fn->getBody().front().getTerminator()->getOperands()))
-      if (!fn->getResultAttr(i, kRoleAttr))
-        ioOut += bufferBytes(v) / spec.stepIoBandwidth;
+namespace {
+/// One simulated step: the two streams' clocks and what each op adds to the
+/// result, op by op in program order (the model: the file's first comment).
+class StepSimulation {
+public:
+  StepSimulation(const Simulator &sim, const ClusterSpec &spec, ModuleOp module)
+      : sim(sim), spec(spec), module(module),
+        world(groupSize(module, Group::World).value_or(1)),
+        shardSize(groupSize(module, Group::Shard).value_or(world)) {}
+
+  FailureOr<SimResult> run(func::FuncOp fn) {
+    double ioOut = stepInputsAndOutputs(fn);
+    for (Operation &op : fn.getBody().front().without_terminator()) {
+      // Every op is one instruction the host issues (dispatch_overhead_s).
+      tc += spec.dispatchOverhead;
+      r.hostTime += spec.dispatchOverhead;
+      double operandsReady = 0;
+      for (Value v : op.getOperands())
+        operandsReady = std::max(operandsReady, ready.lookup(v));
+      if (isa<AllGatherOp, ReduceScatterOp, AllReduceOp>(&op))
+        collective(&op, operandsReady);
+      else if (auto wait = dyn_cast<WaitOp>(&op))
+        waitFor(wait, operandsReady);
+      else if (failed(compute(&op, operandsReady)))
+        return failure();
+    }
+    if (failed(finish(ioOut)))
+      return failure();
+    return std::move(r);
   }
-  if (ioIn > 0)
-    r.events.push_back({"host: step inputs", 0, 0, ioIn, 0, 0});
-  tc = ioIn;
-  r.hostTime = ioIn + ioOut;
-  for (Operation &op : fn->getBody().front().without_terminator()) {
-    // Every op is one instruction the host issues (dispatch_overhead_s).
-    tc += spec.dispatchOverhead;
-    r.hostTime += spec.dispatchOverhead;
-    double operandsReady = 0;
-    for (Value v : op.getOperands())
-      operandsReady = std::max(operandsReady, readyAt(v));
-    if (isa<AllGatherOp, ReduceScatterOp, AllReduceOp>(&op)) {
-      Value in = op.getOperand(0), out = op.getResult(0);
-      Group group = collectiveGroup(&op);
-      int64_t g = groupSize(&op, group).value_or(world);
-      int64_t stride = group == Group::Replicate ? shardSize : 1;
-      int64_t bytes =
-          isa<AllGatherOp>(&op) ? bufferBytes(out) : bufferBytes(in);
-      double dur = collectiveTime(bytes, g, stride, isa<AllReduceOp>(&op),
-                                  group == Group::Replicate);
-      if (g > 1)
-        dur += spec.collectiveSync;
-      double start = std::max({tc, tm, operandsReady});
-      tm = start + dur;
-      // The share of the transfer that cannot overlap occupies the compute
-      // stream from its issue (comm_overlap).
-      if (double c = (1 - spec.commOverlap) * dur; c > 0) {
-        std::string what = "host: " + op.getName().getStringRef().str();
-        if (auto unit = op.getAttrOfType<FlatSymbolRefAttr>("unit"))
-          what += " @" + unit.getValue().str();
-        r.events.push_back({what, 0, tc, c, 0, 0});
-        tc += c;
-      }
-      r.commTime += dur;
-      ready[out] = tm;
-      durationOf[&op] = dur;
-      if (isa<AllGatherOp>(&op) && firstGather < 0)
-        firstGather = dur;
-      if (isa<ReduceScatterOp, AllReduceOp>(&op)) {
-        // HSDP's replicate all-reduce continues the same unit's reduce-scatter.
-        auto chainedFrom =
-            skipWait(op.getOperand(0)).getDefiningOp<ReduceScatterOp>();
-        lastReduce = dur + (chainedFrom ? durationOf.lookup(chainedFrom) : 0.0);
-      }
-      std::string name = op.getName().getStringRef().str();
-      if (auto unit = op.getAttrOfType<FlatSymbolRefAttr>("unit"))
-        name += " @" + unit.getValue().str();
-      r.events.push_back({name, 1, start, dur, 0, bytes});
-      continue;
+
+private:
+  /// The step's host inputs enter the runtime before its first instruction
+  /// and its host outputs leave after the last (step_io_bandwidth): the data
+  /// and the step number in, the loss (and any other output that is not
+  /// training state) out. The training state stays resident on the device.
+  /// Starts the clock after the inputs; returns the outputs' time.
+  double stepInputsAndOutputs(func::FuncOp fn) {
+    double ioIn = 0, ioOut = 0;
+    if (spec.stepIoBandwidth > 0) {
+      for (BlockArgument a : fn.getArguments())
+        if (fn.getArgAttr(a.getArgNumber(), nn::kDataAttr) ||
+            fn.getArgAttr(a.getArgNumber(), nn::kStepAttr) ||
+            fn.getArgAttr(a.getArgNumber(), nn::kTotalStepsAttr))
+          ioIn += bufferBytes(a) / spec.stepIoBandwidth;
+      for (auto [i, v] :
+           llvm::enumerate(fn.getBody().front().getTerminator()->getOperands()))
+        if (!fn.getResultAttr(i, kRoleAttr))
+          ioOut += bufferBytes(v) / spec.stepIoBandwidth;
     }
-    if (auto wait = dyn_cast<WaitOp>(&op)) {
-      // The compute stream blocks until the transfer is complete; the trace
-      // shows the stall on the compute track.
-      if (operandsReady > tc) {
-        Operation *start = wait.getToken().getDefiningOp();
-        std::string name = "wait " + start->getName().getStringRef().str();
-        if (auto unit = start->getAttrOfType<FlatSymbolRefAttr>("unit"))
-          name += " @" + unit.getValue().str();
-        r.events.push_back({name, 0, tc, operandsReady - tc, 0, 0});
-      }
-      tc = std::max(tc, operandsReady);
-      ready[wait.getResult()] = operandsReady;
-      continue;
+    if (ioIn > 0)
+      r.events.push_back({"host: step inputs", 0, 0, ioIn, 0, 0});
+    tc = ioIn;
+    r.hostTime = ioIn + ioOut;
+    return ioOut;
+  }
+
+  /// The op's name, and its unit's (`fsdp.all_gather @h.0`).
+  static std::string nameWithUnit(Operation *op) {
+    std::string name = op->getName().getStringRef().str();
+    if (auto unit = op->getAttrOfType<FlatSymbolRefAttr>("unit"))
+      name += " @" + unit.getValue().str();
+    return name;
+  }
+
+  /// A collective on the communication stream, issued at its place.
+  void collective(Operation *op, double operandsReady) {
+    Value in = op->getOperand(0), out = op->getResult(0);
+    Group group = collectiveGroup(op);
+    int64_t g = groupSize(op, group).value_or(world);
+    int64_t stride = group == Group::Replicate ? shardSize : 1;
+    int64_t bytes = isa<AllGatherOp>(op) ? bufferBytes(out) : bufferBytes(in);
+    double dur = sim.collectiveTime(bytes, g, stride, isa<AllReduceOp>(op),
+                                    group == Group::Replicate);
+    if (g > 1)
+      dur += spec.collectiveSync;
+    double start = std::max({tc, tm, operandsReady});
+    tm = start + dur;
+    // The share of the transfer that cannot overlap occupies the compute
+    // stream from its issue (comm_overlap).
+    if (double c = (1 - spec.commOverlap) * dur; c > 0) {
+      r.events.push_back({"host: " + nameWithUnit(op), 0, tc, c, 0, 0});
+      tc += c;
     }
+    r.commTime += dur;
+    ready[out] = tm;
+    durationOf[op] = dur;
+    if (isa<AllGatherOp>(op) && firstGather < 0)
+      firstGather = dur;
+    if (isa<ReduceScatterOp, AllReduceOp>(op)) {
+      // HSDP's replicate all-reduce continues the same unit's reduce-scatter.
+      auto chainedFrom =
+          skipWait(op->getOperand(0)).getDefiningOp<ReduceScatterOp>();
+      lastReduce = dur + (chainedFrom ? durationOf.lookup(chainedFrom) : 0.0);
+    }
+    r.events.push_back({nameWithUnit(op), 1, start, dur, 0, bytes});
+  }
+
+  /// The compute stream blocks until the transfer is complete; the trace
+  /// shows the stall on the compute track.
+  void waitFor(WaitOp wait, double operandsReady) {
+    if (operandsReady > tc)
+      r.events.push_back(
+          {"wait " + nameWithUnit(wait.getToken().getDefiningOp()), 0, tc,
+           operandsReady - tc, 0, 0});
+    tc = std::max(tc, operandsReady);
+    ready[wait.getResult()] = operandsReady;
+  }
+
+  /// The roofline time of an op with a cost (nn::CostOpInterface).
+  FailureOr<double> costTime(Operation *op, nn::CostOpInterface cost,
+                             int64_t &flops, int64_t &bytes) {
+    flops = cost.getFlops();
+    bytes = cost.getBytesAccessed();
+    std::string dtype = "f32";
+    for (Value v : op->getOperands())
+      if (auto t = dyn_cast<RankedTensorType>(v.getType());
+          t && isa<FloatType>(t.getElementType())) {
+        dtype = nn::dtypeName(t.getElementType()).str();
+        if (dtype.empty()) // a float type without a peak of its own
+          dtype = "f32";
+        break;
+      }
+    double peak, eff, effMem = spec.effMemory;
+    if (isa<nn::LinearOp, nn::MatmulOp, nn::AttentionOp, nn::AttentionGradOp>(
+            op)) {
+      auto it = spec.peakFlops.find(dtype);
+      if (it == spec.peakFlops.end())
+        return op->emitError() << "the cluster spec has no peak_flops." << dtype
+                               << " for this op's dtype";
+      peak = it->second;
+      eff = isa<nn::AttentionOp, nn::AttentionGradOp>(op) ? spec.effAttention
+                                                          : spec.effMatmul;
+      matmulFlopsByDtype[dtype] += flops;
+    } else {
+      peak = spec.peakFlops.at("f32");
+      eff = spec.effElementwise;
+    }
+    if (auto it = spec.opEfficiency.find(op->getName().getStringRef().str());
+        it != spec.opEfficiency.end())
+      (flops > 0 ? eff : effMem) = it->second;
+    return std::max(flops / (peak * eff),
+                    bytes / (spec.memoryBandwidth * effMem));
+  }
+
+  /// An op on the compute stream: an nn op (roofline), a copy (flatten,
+  /// local_shard, pack, unpack: bytes only), or bookkeeping (no time).
+  LogicalResult compute(Operation *op, double operandsReady) {
     double dur = 0;
     int64_t flops = 0, bytes = 0;
-    bool timed = false;
-    if (auto cost = dyn_cast<nn::CostOpInterface>(&op)) {
-      flops = cost.getFlops();
-      bytes = cost.getBytesAccessed();
-      std::string dtype = "f32";
-      for (Value v : op.getOperands())
-        if (auto t = dyn_cast<RankedTensorType>(v.getType());
-            t && isa<FloatType>(t.getElementType())) {
-          dtype = nn::dtypeName(t.getElementType()).str();
-          if (dtype.empty()) // a float type without a peak of its own
-            dtype = "f32";
-          break;
-        }
-      double peak, eff, effMem = spec.effMemory;
-      if (isa<nn::LinearOp, nn::MatmulOp, nn::AttentionOp, nn::AttentionGradOp>(
-              &op)) {
-        auto it = spec.peakFlops.find(dtype);
-        if (it == spec.peakFlops.end())
-          return op.emitError() << "the cluster spec has no peak_flops."
-                                << dtype << " for this op's dtype";
-        peak = it->second;
-        eff = isa<nn::AttentionOp, nn::AttentionGradOp>(&op) ? spec.effAttention
-                                                             : spec.effMatmul;
-        matmulFlopsByDtype[dtype] += flops;
-      } else {
-        peak = spec.peakFlops.at("f32");
-        eff = spec.effElementwise;
-      }
-      if (auto it = spec.opEfficiency.find(op.getName().getStringRef().str());
-          it != spec.opEfficiency.end())
-        (flops > 0 ? eff : effMem) = it->second;
-      dur = std::max(flops / (peak * eff),
-                     bytes / (spec.memoryBandwidth * effMem));
-      timed = true;
-    } else if (isa<FlattenOp, LocalShardOp, PackOp, UnpackOp>(&op)) {
-      for (Value v : op.getOperands())
+    if (auto cost = dyn_cast<nn::CostOpInterface>(op)) {
+      FailureOr<double> t = costTime(op, cost, flops, bytes);
+      if (failed(t))
+        return failure();
+      dur = *t;
+    } else if (isa<FlattenOp, LocalShardOp, PackOp, UnpackOp>(op)) {
+      for (Value v : op->getOperands())
         bytes += bufferBytes(v);
-      for (Value v : op.getResults())
+      for (Value v : op->getResults())
         bytes += bufferBytes(v);
-      auto it = spec.opEfficiency.find(op.getName().getStringRef().str());
+      auto it = spec.opEfficiency.find(op->getName().getStringRef().str());
       dur = bytes /
             (spec.memoryBandwidth *
              (it != spec.opEfficiency.end() ? it->second : spec.effMemory));
-      timed = true;
-    }
-    if (!timed) {
+    } else {
       // Views and bookkeeping (param_view, free, constants): no time; a view
       // of a collective's result is ready when the collective is.
-      for (Value v : op.getResults())
+      for (Value v : op->getResults())
         if (operandsReady > 0)
           ready[v] = operandsReady;
-      continue;
+      return success();
     }
     double start = std::max(tc, operandsReady);
     tc = start + dur;
     r.computeTime += dur;
     r.flops += flops;
-    bool recompute = op.hasAttr(nn::kRecomputeAttr);
+    bool recompute = op->hasAttr(nn::kRecomputeAttr);
     if (recompute) {
       r.recomputeFlops += flops;
       r.recomputeTime += dur;
     }
     r.events.push_back(
-        {(recompute ? "recompute " : "") + op.getName().getStringRef().str(), 0,
-         start, dur, flops, bytes});
+        {(recompute ? "recompute " : "") + op->getName().getStringRef().str(),
+         0, start, dur, flops, bytes});
+    return success();
   }
-  r.stepTime = std::max(tc, tm);
-  if (ioOut > 0)
-    r.events.push_back({"host: step outputs", 0, r.stepTime, ioOut, 0, 0});
-  r.stepTime += ioOut;
-  if (!std::isfinite(r.stepTime))
-    return module.emitError()
-           << "the cluster spec's values make the predicted step time "
-              "overflow (check its rates, efficiencies and overheads)";
-  r.exposedComm = std::max(0.0, r.stepTime - r.computeTime - r.hostTime);
-  r.firstGatherTime = std::max(firstGather, 0.0);
-  r.lastReduceTime = lastReduce;
-  // Besides the ops, the compute stream must do the host work and the
-  // collectives' non-overlappable share, and it cannot run an op before the
-  // first gather is done nor the last update before the last reduction;
-  // only host work and other collectives' shares can fill those waits.
-  double o = spec.commOverlap;
-  r.lowerBound =
-      std::max(r.computeTime + std::max(r.hostTime + (1 - o) * r.commTime,
-                                        r.firstGatherTime + r.lastReduceTime),
-               r.commTime);
-  r.mfuDtype = "f32";
-  int64_t most = -1;
-  for (auto &[dtype, f] : matmulFlopsByDtype)
-    if (f > most) {
-      most = f;
-      r.mfuDtype = dtype;
-    }
-  r.peakFlops = spec.peakFlops.at(r.mfuDtype);
-  r.mfu = r.stepTime > 0
-              ? (r.flops - r.recomputeFlops) / (r.stepTime * r.peakFlops)
-              : 0;
-  return r;
+
+  /// The step time, exposed communication, lower bound and MFU.
+  LogicalResult finish(double ioOut) {
+    r.stepTime = std::max(tc, tm);
+    if (ioOut > 0)
+      r.events.push_back({"host: step outputs", 0, r.stepTime, ioOut, 0, 0});
+    r.stepTime += ioOut;
+    if (!std::isfinite(r.stepTime))
+      return module.emitError()
+             << "the cluster spec's values make the predicted step time "
+                "overflow (check its rates, efficiencies and overheads)";
+    r.exposedComm = std::max(0.0, r.stepTime - r.computeTime - r.hostTime);
+    r.firstGatherTime = std::max(firstGather, 0.0);
+    r.lastReduceTime = lastReduce;
+    // Besides the ops, the compute stream must do the host work and the
+    // collectives' non-overlappable share, and it cannot run an op before the
+    // first gather is done nor the last update before the last reduction;
+    // only host work and other collectives' shares can fill those waits.
+    double o = spec.commOverlap;
+    r.lowerBound =
+        std::max(r.computeTime + std::max(r.hostTime + (1 - o) * r.commTime,
+                                          r.firstGatherTime + r.lastReduceTime),
+                 r.commTime);
+    r.mfuDtype = "f32";
+    int64_t most = -1;
+    for (auto &[dtype, f] : matmulFlopsByDtype)
+      if (f > most) {
+        most = f;
+        r.mfuDtype = dtype;
+      }
+    r.peakFlops = spec.peakFlops.at(r.mfuDtype);
+    r.mfu = r.stepTime > 0
+                ? (r.flops - r.recomputeFlops) / (r.stepTime * r.peakFlops)
+                : 0;
+    return success();
+  }
+
+  const Simulator &sim;
+  const ClusterSpec &spec;
+  ModuleOp module;
+  int64_t world, shardSize;
+  SimResult r;
+  double tc = 0, tm = 0; // the compute and communication streams' clocks
+  double firstGather = -1, lastReduce = 0;
+  llvm::DenseMap<Value, double> ready; // when a collective's result is
+  llvm::DenseMap<Operation *, double> durationOf;
+  std::map<std::string, int64_t> matmulFlopsByDtype;
+};
+} // namespace
+
+FailureOr<SimResult> Simulator::run(ModuleOp module) const {
+  FailureOr<func::FuncOp> fn = getStepFunction(module);
+  if (failed(fn))
+    return failure();
+  return StepSimulation(*this, spec, module).run(*fn);
 }
 
 nlohmann::ordered_json mlir::fsdp::chromeTrace(const SimResult &r,

@@ -2,11 +2,13 @@
 //
 // Every SSA tensor (or !fsdp.future of one) becomes a buffer; every op an
 // instruction in program order (runtime/docs/schedule-format.md). Frees,
-// arena offsets and input/output aliases are the memory plan's
-// (lib/Analysis/MemoryPlan.cpp), so the runtime allocates what was planned.
+// arena offsets and input/output aliases are the memory plan's, as
+// fsdp-memory-plan recorded it on the step (MemoryPlanRecord; computed now
+// for a step that was not planned), so the runtime allocates what was
+// planned.
 //
 //===----------------------------------------------------------------------===//
-#include "fsdp/Analysis/MemoryPlan.h"
+#include "fsdp/Analysis/MemoryPlanRecord.h"
 #include "fsdp/Analysis/PlanReport.h"
 #include "fsdp/Sharding.h"
 #include "fsdp/Target/Schedule.h"
@@ -78,64 +80,77 @@ static FailureOr<json> attrToJson(Operation *op, NamedAttribute na) {
                            << "' that the JSON schedule cannot express";
 }
 
-LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
-                                              raw_ostream &os) {
-  FailureOr<func::FuncOp> maybeFn = getStepFunction(module);
-  if (failed(maybeFn))
-    return failure();
-  func::FuncOp fn = *maybeFn;
-  if (!fn.getBody().hasOneBlock())
-    return fn.emitError() << "expects a single-block step function";
-  Block &block = fn.getBody().front();
-  auto ret = cast<func::ReturnOp>(block.getTerminator());
-  int64_t worldSize = 1;
-  if (auto ws = module->getAttrOfType<IntegerAttr>(kWorldSizeAttr))
-    worldSize = ws.getInt();
+namespace {
+/// Writes the schedule of one step function, one section at a time, in the
+/// format's key order: the header and grid, the units, the buffers and
+/// inputs, the instructions (with their frees), the outputs, then the
+/// optimizer, the communication and the memory plan.
+class ScheduleWriter {
+public:
+  ScheduleWriter(ModuleOp module, func::FuncOp fn, const MemoryPlanRecord &plan)
+      : module(module), fn(fn), plan(plan) {}
 
-  json out;
-  out["format"] = ::fsdp::schedule::kFormat;
-  out["version"] = ::fsdp::schedule::kVersion;
-  out["function"] = fn.getSymName().str();
-  out["world_size"] = worldSize;
-  if (std::optional<Strategy> strategy = strategyOf(module))
-    out["strategy"] = stringifyStrategy(*strategy).str();
-  out["grid"] = {
-      {"replicas", groupSize(module, Group::Replicate).value_or(1)},
-      {"shard_size", groupSize(module, Group::Shard).value_or(worldSize)}};
-
-  // Units.
-  json units = json::array();
-  for (UnitOp unit : module.getOps<UnitOp>()) {
-    if (!unit.getOffsets())
-      return unit.emitOpError()
-             << "is not sharded (run fsdp-shard before translating)";
-    json u{{"name", unit.getSymName().str()},
-           {"dtype", nn::dtypeName(unit.getElementType()).str()},
-           {"numel", *unit.getNumel()},
-           {"padded_numel", *unit.getPaddedNumel()},
-           {"shard_numel", *unit.getShardNumel()}};
-    json params = json::array();
-    for (unsigned i = 0; i < unit.getParams().size(); ++i)
-      params.push_back(
-          {{"fqn", cast<StringAttr>(unit.getParams()[i]).getValue().str()},
-           {"shape", unit.getParamShape(i)},
-           {"offset", (*unit.getOffsets())[i]},
-           {"numel", unit.getParamNumel(i)},
-           {"init", cast<StringAttr>(unit.getInits()[i]).getValue().str()},
-           {"trainable", (bool)unit.getTrainable()[i]}});
-    u["params"] = std::move(params);
-    units.push_back(std::move(u));
+  FailureOr<json> write() {
+    json out = header();
+    if (failed(writeInputs()) || failed(writeInstructions()) ||
+        failed(writeOutputs()))
+      return failure();
+    out["global_batch"] = globalBatch();
+    out["optimizer"] = optimizer.is_null() ? json::object() : optimizer;
+    out["comm_plan"] = commPlan();
+    out["memory_plan"] = memoryPlan();
+    out["units"] = units();
+    out["buffers"] = std::move(buffers);
+    out["inputs"] = std::move(inputs);
+    out["outputs"] = std::move(outputs);
+    out["instructions"] = std::move(instrs);
+    return out;
   }
 
-  FailureOr<MemoryPlan> maybePlan = MemoryPlan::compute(fn);
-  if (failed(maybePlan))
-    return failure();
-  const MemoryPlan &plan = *maybePlan;
+private:
+  json header() {
+    int64_t worldSize = 1;
+    if (auto ws = module->getAttrOfType<IntegerAttr>(kWorldSizeAttr))
+      worldSize = ws.getInt();
+    json out;
+    out["format"] = ::fsdp::schedule::kFormat;
+    out["version"] = ::fsdp::schedule::kVersion;
+    out["function"] = fn.getSymName().str();
+    out["world_size"] = worldSize;
+    if (std::optional<Strategy> strategy = strategyOf(module))
+      out["strategy"] = stringifyStrategy(*strategy).str();
+    out["grid"] = {
+        {"replicas", groupSize(module, Group::Replicate).value_or(1)},
+        {"shard_size", groupSize(module, Group::Shard).value_or(worldSize)}};
+    return out;
+  }
 
-  // Buffers, in the plan's order (arguments, then results in op order).
-  llvm::DenseMap<Value, int64_t> ids;
-  json buffers = json::array();
-  auto addBuffer = [&](Value v, StringRef cls) -> FailureOr<int64_t> {
+  /// The units (translateToSchedule checked that each is sharded).
+  json units() {
+    json units = json::array();
+    for (UnitOp unit : module.getOps<UnitOp>()) {
+      json u{{"name", unit.getSymName().str()},
+             {"dtype", nn::dtypeName(unit.getElementType()).str()},
+             {"numel", *unit.getNumel()},
+             {"padded_numel", *unit.getPaddedNumel()},
+             {"shard_numel", *unit.getShardNumel()}};
+      json params = json::array();
+      for (unsigned i = 0; i < unit.getParams().size(); ++i)
+        params.push_back(
+            {{"fqn", cast<StringAttr>(unit.getParams()[i]).getValue().str()},
+             {"shape", unit.getParamShape(i)},
+             {"offset", (*unit.getOffsets())[i]},
+             {"numel", unit.getParamNumel(i)},
+             {"init", cast<StringAttr>(unit.getInits()[i]).getValue().str()},
+             {"trainable", (bool)unit.getTrainable()[i]}});
+      u["params"] = std::move(params);
+      units.push_back(std::move(u));
+    }
+    return units;
+  }
+
+  /// A buffer, in the plan's order (arguments, then results in op order).
+  FailureOr<int64_t> addBuffer(Value v, StringRef cls) {
     RankedTensorType t = bufferTensorType(v.getType());
     std::string dt = t ? nn::dtypeName(t.getElementType()).str() : "";
     if (!t || !t.hasStaticShape() || dt.empty())
@@ -150,77 +165,66 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
                        {"shape", std::vector<int64_t>(t.getShape())},
                        {"bytes", bufferBytes(t)},
                        {"class", cls.str()}});
-    if (int64_t off = plan.buffers[plan.indexOf.lookup(v)].arenaOffset;
-        off >= 0)
+    if (int64_t off = plan.arenaOffsets[plan.indexOf.lookup(v)]; off >= 0)
       buffers.back()["arena_offset"] = off;
     return id;
-  };
-
-  json inputs = json::array();
-  for (BlockArgument arg : fn.getArguments()) {
-    unsigned i = arg.getArgNumber();
-    json in;
-    std::string cls;
-    if (auto role = fn.getArgAttrOfType<StringAttr>(i, nn::kDataAttr)) {
-      in["role"] = role.getValue().str();
-      cls = "data";
-      if (auto gs = fn.getArgAttrOfType<DenseI64ArrayAttr>(i, kGlobalShapeAttr))
-        in["global_shape"] = std::vector<int64_t>(gs.asArrayRef());
-      else
-        in["global_shape"] =
-            cast<RankedTensorType>(arg.getType()).getShape().vec();
-    } else if (fn.getArgAttr(i, nn::kStepAttr)) {
-      in["role"] = "step";
-      cls = "scalar";
-    } else if (fn.getArgAttr(i, nn::kTotalStepsAttr)) {
-      in["role"] = "total_steps";
-      cls = "scalar";
-    } else if (auto role = fn.getArgAttrOfType<RoleAttr>(i, kRoleAttr)) {
-      in["role"] = stringifyRole(role.getValue()).str();
-      in["unit"] =
-          fn.getArgAttrOfType<FlatSymbolRefAttr>(i, kUnitAttr).getValue().str();
-      if (auto layout = fn.getArgAttrOfType<LayoutAttr>(i, kLayoutAttr))
-        in["layout"] = stringifyLayout(layout.getValue()).str();
-      cls = role.getValue() == Role::Param ? "param_shard" : "opt_state";
-    } else if (auto fqn = fn.getArgAttrOfType<StringAttr>(i, nn::kParamAttr)) {
-      // An unsharded parameter (e.g. after fsdp-autodiff alone): the whole
-      // tensor, named by its FQN instead of a unit.
-      in["role"] = "param";
-      in["fqn"] = fqn.getValue().str();
-      cls = "param";
-    } else {
-      return emitError(arg.getLoc())
-             << "argument #" << i
-             << " has no role (nn.data, nn.step, nn.total_steps, nn.param or "
-                "fsdp.role)";
-    }
-    FailureOr<int64_t> id = addBuffer(arg, cls);
-    if (failed(id))
-      return failure();
-    json withId{{"buffer", *id}};
-    withId.update(in);
-    in = std::move(withId);
-    inputs.push_back(std::move(in));
   }
 
-  // Instructions; liveness and classes come from the memory plan.
-  ArrayRef<Operation *> ops = plan.instructions;
-  auto ownerOf = [&](Value v) -> Value {
-    const PlannedBuffer &b = plan.buffers[plan.indexOf.lookup(v)];
-    return b.viewOf >= 0 ? plan.buffers[b.viewOf].value : v;
-  };
+  LogicalResult writeInputs() {
+    inputs = json::array();
+    for (BlockArgument arg : fn.getArguments()) {
+      unsigned i = arg.getArgNumber();
+      json in;
+      std::string cls;
+      if (auto role = fn.getArgAttrOfType<StringAttr>(i, nn::kDataAttr)) {
+        in["role"] = role.getValue().str();
+        cls = "data";
+        if (auto gs =
+                fn.getArgAttrOfType<DenseI64ArrayAttr>(i, kGlobalShapeAttr))
+          in["global_shape"] = std::vector<int64_t>(gs.asArrayRef());
+        else
+          in["global_shape"] =
+              cast<RankedTensorType>(arg.getType()).getShape().vec();
+      } else if (fn.getArgAttr(i, nn::kStepAttr)) {
+        in["role"] = "step";
+        cls = "scalar";
+      } else if (fn.getArgAttr(i, nn::kTotalStepsAttr)) {
+        in["role"] = "total_steps";
+        cls = "scalar";
+      } else if (auto role = fn.getArgAttrOfType<RoleAttr>(i, kRoleAttr)) {
+        in["role"] = stringifyRole(role.getValue()).str();
+        in["unit"] = fn.getArgAttrOfType<FlatSymbolRefAttr>(i, kUnitAttr)
+                         .getValue()
+                         .str();
+        if (auto layout = fn.getArgAttrOfType<LayoutAttr>(i, kLayoutAttr))
+          in["layout"] = stringifyLayout(layout.getValue()).str();
+        cls = role.getValue() == Role::Param ? "param_shard" : "opt_state";
+      } else if (auto fqn =
+                     fn.getArgAttrOfType<StringAttr>(i, nn::kParamAttr)) {
+        // An unsharded parameter (e.g. after fsdp-autodiff alone): the whole
+        // tensor, named by its FQN instead of a unit.
+        in["role"] = "param";
+        in["fqn"] = fqn.getValue().str();
+        cls = "param";
+      } else {
+        return emitError(arg.getLoc())
+               << "argument #" << i
+               << " has no role (nn.data, nn.step, nn.total_steps, nn.param or "
+                  "fsdp.role)";
+      }
+      FailureOr<int64_t> id = addBuffer(arg, cls);
+      if (failed(id))
+        return failure();
+      json withId{{"buffer", *id}};
+      withId.update(in);
+      inputs.push_back(std::move(withId));
+    }
+    return success();
+  }
 
-  json instrs = json::array();
-  json optimizer;
-  for (auto [idx, op] : llvm::enumerate(ops)) {
-    std::string name = op->getName().getStringRef().str();
-    ::fsdp::schedule::OpKind kind;
-    if (!::fsdp::schedule::lookupOp(name.c_str(), kind))
-      return op->emitOpError() << "is not an op of the JSON schedule (version "
-                               << ::fsdp::schedule::kVersion
-                               << "): the runtime has no kernel for it";
-    json ins{{"op", name}};
-    json attrs = json::object();
+  /// An instruction's attributes; the first update's are the optimizer's.
+  LogicalResult writeAttrs(Operation *op, json &attrs) {
+    attrs = json::object();
     if (auto c = dyn_cast<arith::ConstantOp>(op)) {
       auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
       if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()))
@@ -246,6 +250,12 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
       optimizer.erase("no_decay");
       optimizer.erase("sharded");
     }
+    return success();
+  }
+
+  /// An instruction's operands and results (new buffers, with the class the
+  /// plan gave them; a view's names its owner).
+  LogicalResult writeOperands(Operation *op, json &ins) {
     json operands = json::array(), results = json::array();
     // nn.broadcast's `like` only supplies the result shape, which the result
     // buffer carries: the schedule's nn.broadcast has the input alone.
@@ -259,92 +269,140 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
       operands.push_back(ids[v]);
     }
     for (Value r : op->getResults()) {
-      StringRef cls = memoryClassName(plan.buffers[plan.indexOf.lookup(r)].cls);
-      FailureOr<int64_t> id = addBuffer(r, cls);
+      FailureOr<int64_t> id = addBuffer(r, memoryClassName(plan.classOf(r)));
       if (failed(id))
         return failure();
       results.push_back(*id);
       if (auto view = dyn_cast<ParamViewOp>(op)) {
-        buffers[*id]["view_of"] = ids[ownerOf(view.getFlat())];
+        buffers[*id]["view_of"] = ids[plan.ownerOf(view.getFlat())];
         buffers[*id]["offset"] = view.getOffset();
       } else if (auto wait = dyn_cast<WaitOp>(op)) {
         // The completed collective's own buffer.
-        buffers[*id]["view_of"] = ids[ownerOf(wait.getToken())];
+        buffers[*id]["view_of"] = ids[plan.ownerOf(wait.getToken())];
         buffers[*id]["offset"] = 0;
       }
     }
     ins["operands"] = std::move(operands);
     ins["results"] = std::move(results);
-    ins["attrs"] = std::move(attrs);
-    ins["loc"] = locString(op->getLoc());
-    instrs.push_back(std::move(ins));
+    return success();
   }
 
-  for (auto [idx, f] : llvm::enumerate(plan.freesAfter))
-    instrs[idx]["frees"] = f;
-
-  json outputs = json::array();
-  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-    json o{{"buffer", ids[v]}};
-    if (fn.getResultAttr(i, nn::kLossAttr)) {
-      o["role"] = "loss";
-    } else if (auto role = fn.getResultAttrOfType<RoleAttr>(i, kRoleAttr)) {
-      o["role"] = stringifyRole(role.getValue()).str();
-      o["unit"] = fn.getResultAttrOfType<FlatSymbolRefAttr>(i, kUnitAttr)
-                      .getValue()
-                      .str();
-      if (auto layout = fn.getResultAttrOfType<LayoutAttr>(i, kLayoutAttr))
-        o["layout"] = stringifyLayout(layout.getValue()).str();
-      // Written in place into the state input it replaces (MemoryPlan).
-      const PlannedBuffer &b = plan.buffers[plan.indexOf.lookup(ownerOf(v))];
-      if (b.aliases >= 0)
-        o["aliases"] = ids[plan.buffers[b.aliases].value];
-    } else if (fn.getResultAttr(i, nn::kLrAttr)) {
-      o["role"] = "lr";
-    } else if (fn.getResultAttr(i, nn::kGradNormAttr)) {
-      o["role"] = "grad_norm";
-    } else if (auto g =
-                   fn.getResultAttrOfType<StringAttr>(i, nn::kGradOfAttr)) {
-      o["role"] = "grad";
-      o["fqn"] = g.getValue().str();
-    } else {
-      return ret.emitOpError()
-             << "result #" << i << " has no role (nn.loss or fsdp.role)";
+  LogicalResult writeInstructions() {
+    instrs = json::array();
+    for (Operation *op : plan.instructions) {
+      std::string name = op->getName().getStringRef().str();
+      ::fsdp::schedule::OpKind kind;
+      if (!::fsdp::schedule::lookupOp(name.c_str(), kind))
+        return op->emitOpError()
+               << "is not an op of the JSON schedule (version "
+               << ::fsdp::schedule::kVersion
+               << "): the runtime has no kernel for it";
+      json ins{{"op", name}};
+      json attrs;
+      if (failed(writeAttrs(op, attrs)) || failed(writeOperands(op, ins)))
+        return failure();
+      ins["attrs"] = std::move(attrs);
+      ins["loc"] = locString(op->getLoc());
+      instrs.push_back(std::move(ins));
     }
-    outputs.push_back(std::move(o));
+    for (auto [idx, f] : llvm::enumerate(plan.freesAfter))
+      instrs[idx]["frees"] = f;
+    return success();
   }
 
-  int64_t globalBatch = 0;
-  for (json &in : inputs)
-    if (in.contains("global_shape") && !in["global_shape"].empty()) {
-      globalBatch = in["global_shape"][0];
-      break;
+  LogicalResult writeOutputs() {
+    auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+    outputs = json::array();
+    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      json o{{"buffer", ids[v]}};
+      if (fn.getResultAttr(i, nn::kLossAttr)) {
+        o["role"] = "loss";
+      } else if (auto role = fn.getResultAttrOfType<RoleAttr>(i, kRoleAttr)) {
+        o["role"] = stringifyRole(role.getValue()).str();
+        o["unit"] = fn.getResultAttrOfType<FlatSymbolRefAttr>(i, kUnitAttr)
+                        .getValue()
+                        .str();
+        if (auto layout = fn.getResultAttrOfType<LayoutAttr>(i, kLayoutAttr))
+          o["layout"] = stringifyLayout(layout.getValue()).str();
+        // Written in place into the state input it replaces (the plan's
+        // aliases).
+        if (int64_t arg = plan.aliases[plan.indexOf.lookup(plan.ownerOf(v))];
+            arg >= 0)
+          o["aliases"] = ids[plan.buffers[arg]];
+      } else if (fn.getResultAttr(i, nn::kLrAttr)) {
+        o["role"] = "lr";
+      } else if (fn.getResultAttr(i, nn::kGradNormAttr)) {
+        o["role"] = "grad_norm";
+      } else if (auto g =
+                     fn.getResultAttrOfType<StringAttr>(i, nn::kGradOfAttr)) {
+        o["role"] = "grad";
+        o["fqn"] = g.getValue().str();
+      } else {
+        return ret.emitOpError()
+               << "result #" << i << " has no role (nn.loss or fsdp.role)";
+      }
+      outputs.push_back(std::move(o));
     }
-  out["global_batch"] = globalBatch;
-  out["optimizer"] = optimizer.is_null() ? json::object() : optimizer;
-  // Communication per rank per step: ring volume of every collective.
-  CommPlan comm = CommPlan::compute(plan, module);
-  json commByCollective{{"all_gather", comm.allGather},
-                        {"reduce_scatter", comm.reduceScatter},
-                        {"all_reduce", comm.allReduce}};
-  int64_t commBytes = comm.total();
-  out["comm_plan"] = {{"bytes_per_step", commBytes},
-                      {"by_collective", commByCollective}};
-  json byClass = json::object();
-  for (unsigned c = 0; c < kNumMemoryClasses; ++c)
-    byClass[memoryClassName((MemoryClass)c).str()] = plan.peakBytesByClass[c];
-  out["memory_plan"] = {{"peak_bytes", plan.peakBytes},
-                        {"peak_bytes_with_scratch", plan.peakBytesWithScratch},
-                        {"peak_instruction", plan.peakInstruction},
-                        {"peak_bytes_by_class", std::move(byClass)},
-                        {"arena_bytes", plan.arenaBytes},
-                        {"arena_alignment", MemoryPlan::kAlignment}};
-  out["units"] = std::move(units);
-  out["buffers"] = std::move(buffers);
-  out["inputs"] = std::move(inputs);
-  out["outputs"] = std::move(outputs);
-  out["instructions"] = std::move(instrs);
-  os << out.dump(1) << "\n";
+    return success();
+  }
+
+  /// Dimension 0 of the first data input's global shape.
+  int64_t globalBatch() const {
+    for (const json &in : inputs)
+      if (in.contains("global_shape") && !in["global_shape"].empty())
+        return in["global_shape"][0];
+    return 0;
+  }
+
+  /// Communication per rank per step: ring volume of every collective.
+  json commPlan() {
+    CommPlan comm = CommPlan::compute(plan, module);
+    json byCollective{{"all_gather", comm.allGather},
+                      {"reduce_scatter", comm.reduceScatter},
+                      {"all_reduce", comm.allReduce}};
+    return {{"bytes_per_step", comm.total()},
+            {"by_collective", std::move(byCollective)}};
+  }
+
+  json memoryPlan() const {
+    json byClass = json::object();
+    for (unsigned c = 0; c < kNumMemoryClasses; ++c)
+      byClass[memoryClassName((MemoryClass)c).str()] = plan.peakBytesByClass[c];
+    return {{"peak_bytes", plan.peakBytes},
+            {"peak_bytes_with_scratch", plan.peakBytesWithScratch},
+            {"peak_instruction", plan.peakInstruction},
+            {"peak_bytes_by_class", std::move(byClass)},
+            {"arena_bytes", plan.arenaBytes},
+            {"arena_alignment", plan.alignment}};
+  }
+
+  ModuleOp module;
+  func::FuncOp fn;
+  const MemoryPlanRecord &plan;
+  llvm::DenseMap<Value, int64_t> ids; // value → buffer id
+  json buffers = json::array(), inputs, instrs, outputs, optimizer;
+};
+} // namespace
+
+LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
+                                              raw_ostream &os) {
+  FailureOr<func::FuncOp> fn = getStepFunction(module);
+  if (failed(fn))
+    return failure();
+  if (!fn->getBody().hasOneBlock())
+    return fn->emitError() << "expects a single-block step function";
+  // Checked before the plan is read (whose errors come second).
+  for (UnitOp unit : module.getOps<UnitOp>())
+    if (!unit.getOffsets())
+      return unit.emitOpError()
+             << "is not sharded (run fsdp-shard before translating)";
+  FailureOr<MemoryPlanRecord> plan = MemoryPlanRecord::get(*fn);
+  if (failed(plan))
+    return failure();
+  FailureOr<json> out = ScheduleWriter(module, *fn, *plan).write();
+  if (failed(out))
+    return failure();
+  os << out->dump(1) << "\n";
   return success();
 }
 

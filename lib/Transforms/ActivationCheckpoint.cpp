@@ -67,78 +67,48 @@ struct UnitUse {
   SmallVector<Operation *> ops;
 };
 
-struct FSDPActivationCheckpointPass
-    : mlir::fsdp::impl::FSDPActivationCheckpointBase<
-          FSDPActivationCheckpointPass> {
-  using Base::Base;
+/// A checkpointed use's recomputation: the ops whose results backward reads
+/// (and what they need, unless kept), and those reads.
+struct RecomputePlan {
+  unsigned use;
+  SetVector<Operation *> recompute; // in program order after sorting
+  SmallVector<OpOperand *> backwardUses;
+};
 
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    if (mode == ActivationCheckpoint::None) {
-      if (!acUnits.empty()) {
-        module.emitError() << "fsdp-activation-checkpoint: ac-units needs "
-                              "activation-checkpoint=full or selective";
-        return signalPassFailure();
-      }
-      return;
-    }
-    auto unitOps = llvm::to_vector(module.getOps<UnitOp>());
-    if (unitOps.empty()) {
-      module.emitError() << "fsdp-activation-checkpoint: the module declares "
-                            "no FSDP unit (run fsdp-wrap first)";
-      return signalPassFailure();
-    }
-    FailureOr<func::FuncOp> maybeFn = getStepFunction(module);
-    if (failed(maybeFn))
-      return signalPassFailure();
-    func::FuncOp fn = *maybeFn;
+/// Recomputes the checkpointed units' forward in backward. Before (a use of
+/// unit blk, and a backward op that reads one of its activations):
+///   %h = nn.linear %x, %w1      // blk
+///   %a = nn.gelu %h             // blk
+///   %y = nn.linear %a, %w2      // blk: the use's output, kept
+///   ...
+///   %dw2 = nn.matmul %dy, %a {transpose_a = true}
+/// after (full), right before that backward op:
+///   %h2 = nn.linear %x, %w1 {nn.recompute = "blk"}
+///   %a2 = nn.gelu %h2 {nn.recompute = "blk"}
+///   %dw2 = nn.matmul %dy, %a2 {transpose_a = true}
+/// (selective keeps %h, a matmul's output, and recomputes %a alone).
+class Recomputation {
+public:
+  Recomputation(func::FuncOp fn, ActivationCheckpoint mode)
+      : fn(fn), mode(mode), phases(fn) {}
+
+  void run(const llvm::StringMap<std::string> &unitOfFqn,
+           const llvm::StringSet<> &checkpointed) {
+    collectUses(unitOfFqn);
+    SmallVector<RecomputePlan> plans = planUses(checkpointed);
+    for (RecomputePlan &plan : plans)
+      apply(plan);
+  }
+
+private:
+  /// The forward ops, attributed to units and cut into uses.
+  void collectUses(const llvm::StringMap<std::string> &unitOfFqn) {
     Block &block = fn.getBody().front();
-
-    // Units (as fsdp-wrap ordered them) and the parameters' units.
-    SmallVector<std::string> unitNames;
-    llvm::StringMap<std::string> unitOfFqn;
-    for (UnitOp unit : unitOps) {
-      StringRef name = baseUnit(unit.getSymName());
-      if (!llvm::is_contained(unitNames, name))
-        unitNames.push_back(name.str());
-      for (Attribute fqn : unit.getParams())
-        unitOfFqn[cast<StringAttr>(fqn).getValue()] = name.str();
-    }
-
-    // The checkpointed units: those ac-units names, else every unit but the
-    // root (torchtitan checkpoints each transformer block, not the
-    // embeddings, final norm and head that fsdp-wrap's root unit holds).
-    llvm::StringSet<> checkpointed;
-    SmallVector<StringRef> names(unitNames.begin(), unitNames.end());
-    std::string what = "FSDP unit (units: " + llvm::join(unitNames, ", ") + ")";
-    if (failed(matchGlobs(module, "fsdp-activation-checkpoint: ac-units",
-                          acUnits, names, what,
-                          [&](size_t k) { checkpointed.insert(names[k]); })))
-      return signalPassFailure();
-    if (acUnits.empty())
-      for (const std::string &name : unitNames)
-        if (name != "root")
-          checkpointed.insert(name);
-    if (checkpointed.empty()) {
-      module.emitError()
-          << "fsdp-activation-checkpoint: no unit to checkpoint: the only "
-             "unit is 'root' (name it with ac-units=root)";
-      return signalPassFailure();
-    }
-    module->setAttr(
-        nn::kActivationCheckpointAttr,
-        StringAttr::get(&getContext(), stringifyActivationCheckpoint(mode)));
-
-    // The forward ops, attributed to units and cut into uses.
-    StepPhases phases(fn);
-    llvm::DenseSet<Operation *> lossOps;
     if (Operation *loss = lossDefiningOp(fn))
       lossOps.insert(loss);
     for (Operation &op : block)
       if (op.hasAttr(nn::kMicroBatchLossAttr))
         lossOps.insert(&op);
-    SmallVector<UnitUse> uses;
-    llvm::DenseMap<Operation *, unsigned> useOf;
     std::string current;
     int64_t currentMb = -2;
     llvm::DenseSet<Value> readInUse; // the parameters the current use read
@@ -174,91 +144,169 @@ struct FSDPActivationCheckpointPass
       uses.back().ops.push_back(&op);
       useOf[&op] = uses.size() - 1;
     }
+  }
 
-    // Per checkpointed use: the ops whose results backward reads and must
-    // recompute, and those backward reads. Decided on the step as it is,
-    // before any clone.
-    struct Plan {
-      unsigned use;
-      SetVector<Operation *> recompute; // in program order after sorting
-      SmallVector<OpOperand *> backwardUses;
-    };
-    SmallVector<Plan> plans;
+  /// Per checkpointed use, what to recompute. Decided on the step as it is,
+  /// before any clone.
+  SmallVector<RecomputePlan> planUses(const llvm::StringSet<> &checkpointed) {
+    SmallVector<RecomputePlan> plans;
     for (auto [idx, use] : llvm::enumerate(uses)) {
       if (!checkpointed.contains(use.unit))
         continue;
-      auto inUse = [&, idx = idx](Operation *op) {
-        auto it = useOf.find(op);
-        return it != useOf.end() && it->second == idx;
-      };
-      // Kept from the forward: the loss, constants (free to keep), the
-      // use's outputs (read by a forward op outside it, which keeps them
-      // anyway) and under selective AC the matmul and attention outputs.
-      auto kept = [&](Operation *op) {
-        if (lossOps.contains(op) || isa<arith::ConstantOp>(op) ||
-            (mode == ActivationCheckpoint::Selective && selectiveSaves(op)))
-          return true;
-        for (Operation *user : op->getUsers())
-          if (!inUse(user) && !phases.phaseOf(user).second)
-            return true;
-        return false;
-      };
-      Plan plan{static_cast<unsigned>(idx), {}, {}};
-      SmallVector<Operation *> worklist;
-      for (Operation *op : use.ops) {
-        if (kept(op))
-          continue;
-        bool readByBackward = false;
-        for (OpResult r : op->getResults())
-          for (OpOperand &u : r.getUses())
-            if (phases.phaseOf(u.getOwner()).second &&
-                !isa<func::ReturnOp>(u.getOwner())) {
-              plan.backwardUses.push_back(&u);
-              readByBackward = true;
-            }
-        if (readByBackward)
-          worklist.push_back(op);
-      }
-      // What those ops need, recomputed too unless kept.
-      while (!worklist.empty()) {
-        Operation *op = worklist.pop_back_val();
-        if (!plan.recompute.insert(op))
-          continue;
-        for (Value v : op->getOperands())
-          if (Operation *def = v.getDefiningOp())
-            if (inUse(def) && !kept(def))
-              worklist.push_back(def);
-      }
+      RecomputePlan plan = planUse(idx);
       if (!plan.recompute.empty())
         plans.push_back(std::move(plan));
     }
+    return plans;
+  }
 
-    OpBuilder b(&getContext());
-    for (Plan &plan : plans) {
-      SmallVector<Operation *> ops = plan.recompute.takeVector();
-      llvm::sort(ops, [](Operation *x, Operation *y) {
-        return x->isBeforeInBlock(y);
-      });
-      // Right before the first backward op that reads the use's activations:
-      // its VJP, as torch.utils.checkpoint recomputes in the unit's backward.
-      Operation *first = plan.backwardUses.front()->getOwner();
-      for (OpOperand *u : plan.backwardUses)
-        if (u->getOwner()->isBeforeInBlock(first))
-          first = u->getOwner();
-      b.setInsertionPoint(first);
-      IRMapping map;
-      StringAttr unit = b.getStringAttr(uses[plan.use].unit);
-      for (Operation *op : ops) {
-        Operation *clone = b.clone(*op, map);
-        clone->setAttr(nn::kRecomputeAttr, unit);
-      }
-      for (OpOperand *u : plan.backwardUses)
-        u->set(map.lookup(u->get()));
-      LLVM_DEBUG(llvm::dbgs()
-                 << "unit " << unit.getValue() << " (use " << plan.use
-                 << "): " << ops.size() << " op(s) recomputed before "
-                 << first->getName() << " at " << first->getLoc() << "\n");
+  RecomputePlan planUse(unsigned idx) {
+    auto inUse = [&](Operation *op) {
+      auto it = useOf.find(op);
+      return it != useOf.end() && it->second == idx;
+    };
+    // Kept from the forward: the loss, constants (free to keep), the use's
+    // outputs (read by a forward op outside it, which keeps them anyway) and
+    // under selective AC the matmul and attention outputs.
+    auto kept = [&](Operation *op) {
+      if (lossOps.contains(op) || isa<arith::ConstantOp>(op) ||
+          (mode == ActivationCheckpoint::Selective && selectiveSaves(op)))
+        return true;
+      for (Operation *user : op->getUsers())
+        if (!inUse(user) && !phases.phaseOf(user).second)
+          return true;
+      return false;
+    };
+    RecomputePlan plan{idx, {}, {}};
+    SmallVector<Operation *> worklist;
+    for (Operation *op : uses[idx].ops) {
+      if (kept(op))
+        continue;
+      bool readByBackward = false;
+      for (OpResult r : op->getResults())
+        for (OpOperand &u : r.getUses())
+          if (phases.phaseOf(u.getOwner()).second &&
+              !isa<func::ReturnOp>(u.getOwner())) {
+            plan.backwardUses.push_back(&u);
+            readByBackward = true;
+          }
+      if (readByBackward)
+        worklist.push_back(op);
     }
+    // What those ops need, recomputed too unless kept.
+    while (!worklist.empty()) {
+      Operation *op = worklist.pop_back_val();
+      if (!plan.recompute.insert(op))
+        continue;
+      for (Value v : op->getOperands())
+        if (Operation *def = v.getDefiningOp())
+          if (inUse(def) && !kept(def))
+            worklist.push_back(def);
+    }
+    return plan;
+  }
+
+  /// Clones the ops right before the first backward op that reads the use's
+  /// activations (its VJP, as torch.utils.checkpoint recomputes in the unit's
+  /// backward) and points backward's reads at the clones.
+  void apply(RecomputePlan &plan) {
+    OpBuilder b(fn.getContext());
+    SmallVector<Operation *> ops = plan.recompute.takeVector();
+    llvm::sort(
+        ops, [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
+    Operation *first = plan.backwardUses.front()->getOwner();
+    for (OpOperand *u : plan.backwardUses)
+      if (u->getOwner()->isBeforeInBlock(first))
+        first = u->getOwner();
+    b.setInsertionPoint(first);
+    IRMapping map;
+    StringAttr unit = b.getStringAttr(uses[plan.use].unit);
+    for (Operation *op : ops) {
+      Operation *clone = b.clone(*op, map);
+      clone->setAttr(nn::kRecomputeAttr, unit);
+    }
+    for (OpOperand *u : plan.backwardUses)
+      u->set(map.lookup(u->get()));
+    LLVM_DEBUG(llvm::dbgs()
+               << "unit " << unit.getValue() << " (use " << plan.use
+               << "): " << ops.size() << " op(s) recomputed before "
+               << first->getName() << " at " << first->getLoc() << "\n");
+  }
+
+  func::FuncOp fn;
+  ActivationCheckpoint mode;
+  StepPhases phases;
+  llvm::DenseSet<Operation *> lossOps;
+  SmallVector<UnitUse> uses;
+  llvm::DenseMap<Operation *, unsigned> useOf;
+};
+
+struct FSDPActivationCheckpointPass
+    : mlir::fsdp::impl::FSDPActivationCheckpointBase<
+          FSDPActivationCheckpointPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (mode == ActivationCheckpoint::None) {
+      if (!acUnits.empty()) {
+        module.emitError() << "fsdp-activation-checkpoint: ac-units needs "
+                              "activation-checkpoint=full or selective";
+        return signalPassFailure();
+      }
+      return;
+    }
+    auto unitOps = llvm::to_vector(module.getOps<UnitOp>());
+    if (unitOps.empty()) {
+      module.emitError() << "fsdp-activation-checkpoint: the module declares "
+                            "no FSDP unit (run fsdp-wrap first)";
+      return signalPassFailure();
+    }
+    FailureOr<func::FuncOp> fn = getStepFunction(module);
+    if (failed(fn))
+      return signalPassFailure();
+    llvm::StringMap<std::string> unitOfFqn;
+    llvm::StringSet<> checkpointed;
+    if (failed(selectUnits(unitOps, unitOfFqn, checkpointed)))
+      return signalPassFailure();
+    module->setAttr(
+        nn::kActivationCheckpointAttr,
+        StringAttr::get(&getContext(), stringifyActivationCheckpoint(mode)));
+    Recomputation(*fn, mode).run(unitOfFqn, checkpointed);
+  }
+
+  /// The parameters' units and the checkpointed units: those ac-units names,
+  /// else every unit but the root (torchtitan checkpoints each transformer
+  /// block, not the embeddings, final norm and head that fsdp-wrap's root
+  /// unit holds).
+  LogicalResult selectUnits(ArrayRef<UnitOp> unitOps,
+                            llvm::StringMap<std::string> &unitOfFqn,
+                            llvm::StringSet<> &checkpointed) {
+    ModuleOp module = getOperation();
+    // Units as fsdp-wrap ordered them.
+    SmallVector<std::string> unitNames;
+    for (UnitOp unit : unitOps) {
+      StringRef name = baseUnit(unit.getSymName());
+      if (!llvm::is_contained(unitNames, name))
+        unitNames.push_back(name.str());
+      for (Attribute fqn : unit.getParams())
+        unitOfFqn[cast<StringAttr>(fqn).getValue()] = name.str();
+    }
+    SmallVector<StringRef> names(unitNames.begin(), unitNames.end());
+    std::string what = "FSDP unit (units: " + llvm::join(unitNames, ", ") + ")";
+    if (failed(matchGlobs(module, "fsdp-activation-checkpoint: ac-units",
+                          acUnits, names, what,
+                          [&](size_t k) { checkpointed.insert(names[k]); })))
+      return failure();
+    if (acUnits.empty())
+      for (const std::string &name : unitNames)
+        if (name != "root")
+          checkpointed.insert(name);
+    if (checkpointed.empty())
+      return module.emitError()
+             << "fsdp-activation-checkpoint: no unit to checkpoint: the only "
+                "unit is 'root' (name it with ac-units=root)";
+    return success();
   }
 };
 } // namespace

@@ -1,5 +1,6 @@
-//===- MemoryPlanPass.cpp - fsdp-memory-plan: report and memory budget ----===//
+//===- MemoryPlanPass.cpp - fsdp-memory-plan: record, report, budget ------===//
 #include "ClusterSpecCache.h"
+#include "fsdp/Analysis/MemoryPlanRecord.h"
 #include "fsdp/Analysis/PlanReport.h"
 #include "fsdp/Analysis/Simulator.h"
 #include "fsdp/Transforms/Passes.h"
@@ -56,8 +57,6 @@ struct FSDPMemoryPlanPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     const bool hasCluster = clusterSpecs->hasCluster(cluster);
-    if (report.empty() && memoryBudget.empty() && !hasCluster && trace.empty())
-      return;
     if (!trace.empty() && !hasCluster) {
       module.emitError()
           << "fsdp-memory-plan: trace= needs cluster=SPEC.json (the trace is "
@@ -75,6 +74,17 @@ struct FSDPMemoryPlanPass
         return signalPassFailure();
       }
     }
+    // The plan is computed here, once, and recorded on the step: the report
+    // below, the JSON schedule and fsdp-sweep read it from there.
+    FailureOr<func::FuncOp> fn = getStepFunction(module);
+    if (failed(fn))
+      return signalPassFailure();
+    FailureOr<MemoryPlan> plan = MemoryPlan::compute(*fn);
+    if (failed(plan))
+      return signalPassFailure();
+    MemoryPlanRecord::of(*plan).recordOn(*fn);
+    if (report.empty() && !budget && !hasCluster)
+      return;
     FailureOr<json> r = buildPlanReport(module);
     if (failed(r))
       return signalPassFailure();

@@ -1,11 +1,11 @@
 //===- Pipeline.cpp - fsdp-pipeline and pass registration -----------------===//
 //
 // fsdp-pipeline runs the planning passes as a nested pipeline. Its options
-// are the passes' own declarations (Passes.td), and each option it is given
-// is handed on as the text it was given, `key=value` element by element, to
-// every pass that declares it: each pass parses the very string the user
-// wrote, with the same parser, so a value arrives exactly (a double printed
-// back from the pipeline's parsed value would be rounded to 7 digits).
+// are the passes' own declarations (Passes.td), parsed once by MLIR's option
+// parser into this pass's options; each pass is then created from its
+// generated options struct, every field the pipeline option of the same name.
+// The values are copied as parsed, so a double arrives exactly (printed
+// back as text it would be rounded to 7 digits).
 //
 //===----------------------------------------------------------------------===//
 #include "ClusterSpecCache.h"
@@ -15,7 +15,6 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/Debug.h"
-#include "llvm/Support/ErrorHandling.h"
 
 #define DEBUG_TYPE "fsdp-pipeline"
 
@@ -27,100 +26,109 @@ namespace mlir::fsdp {
 using namespace mlir;
 using namespace mlir::fsdp;
 
-/// The `key[=value]` elements of a pass option string, split where
-/// detail::PassOptions::parseFromString splits them (parseNextArg in
-/// mlir/lib/Pass/PassRegistry.cpp): at spaces outside quotes and braces, so
-/// that every element parses alone as it did in the whole string.
-static SmallVector<StringRef> splitOptions(StringRef text) {
-  SmallVector<StringRef> elements;
-  const size_t n = text.size();
-  // A quote skips to its closing quote, if there is one.
-  auto skipQuoted = [&](size_t &i) {
-    if (text[i] != '\'' && text[i] != '"')
-      return false;
-    size_t close = text.find(text[i], i + 1);
-    if (close != StringRef::npos)
-      i = close;
-    return true;
-  };
-  size_t i = 0;
-  while (i < n) {
-    if (text[i] == ' ') {
-      ++i;
-      continue;
-    }
-    size_t begin = i;
-    while (i < n && text[i] != ' ' && text[i] != '=')
-      ++i;
-    if (i < n && text[i] == '=') {
-      for (++i; i < n && text[i] != ' '; ++i) {
-        if (skipQuoted(i) || text[i] != '{')
-          continue;
-        for (int depth = 1; ++i < n;) {
-          if (skipQuoted(i))
-            continue;
-          if (text[i] == '{')
-            ++depth;
-          else if (text[i] == '}' && --depth == 0)
-            break;
-        }
-        if (i == n)
-          break;
-      }
-    }
-    elements.push_back(text.slice(begin, i));
-  }
-  return elements;
-}
-
 namespace {
 struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
-  FSDPPipelinePass() = default;
+  using Base::Base;
   explicit FSDPPipelinePass(std::shared_ptr<const ClusterSpec> cluster)
       : givenCluster(std::move(cluster)) {}
 
-  /// Parses `options` into this pass's options, which checks them (unknown
-  /// options, bad values: the messages of any pass), and keeps the text to
-  /// hand on.
-  LogicalResult initializeOptions(
-      StringRef options,
-      function_ref<LogicalResult(const Twine &)> errorHandler) override {
-    if (failed(Base::initializeOptions(options, errorHandler)))
-      return failure();
-    if (!optionText.empty())
-      optionText += ' ';
-    optionText += options;
-    return success();
-  }
-
-  /// The nested pipeline, each FSDP pass given the elements of the option
-  /// text that it declares. Every element is some pass's (the pipeline's
-  /// options are the passes' declarations), else Passes.td and this list
-  /// disagree.
+  /// The nested pipeline, each FSDP pass created with the pipeline's
+  /// values of its options (pipeline-options.mlir checks that every option
+  /// reaches its passes, as each pass run alone with it).
   void buildPipeline(OpPassManager &pm) const {
     auto clusterSpecs = std::make_shared<ClusterSpecCache>(givenCluster);
-    pm.addPass(createFSDPAutodiff());
-    pm.addPass(createFSDPMicroBatch());
-    pm.addPass(createFSDPOptimizer());
-    pm.addPass(createFSDPWrap());
-    pm.addPass(createFSDPActivationCheckpoint());
-    pm.addPass(createFSDPShard());
-    pm.addPass(createFSDPCollectives());
+    pm.addPass(createFSDPAutodiff(autodiffOptions()));
+    pm.addPass(createFSDPMicroBatch(microBatchOptions()));
+    pm.addPass(createFSDPOptimizer(optimizerOptions()));
+    pm.addPass(createFSDPWrap(wrapOptions()));
+    pm.addPass(createFSDPActivationCheckpoint(activationCheckpointOptions()));
+    pm.addPass(createFSDPShard(shardOptions()));
+    pm.addPass(createFSDPCollectives(collectivesOptions()));
     pm.addPass(createCanonicalizerPass());
-    pm.addPass(createFSDPSchedule({}, clusterSpecs));
-    pm.addPass(createFSDPMemoryPlan({}, clusterSpecs));
-    for (StringRef element : splitOptions(optionText)) {
-      bool taken = false;
-      for (Pass &pass : pm.getPasses())
-        // A pass without this option says so; a bad value cannot reach here
-        // (this pass parsed the same element with the same declaration).
-        if (pass.getArgument().starts_with("fsdp-"))
-          taken |= succeeded(pass.initializeOptions(
-              element, [](const Twine &) { return failure(); }));
-      if (!taken)
-        llvm::report_fatal_error("fsdp-pipeline: no pass takes option '" +
-                                 element + "'");
-    }
+    pm.addPass(createFSDPSchedule(scheduleOptions(), clusterSpecs));
+    pm.addPass(createFSDPMemoryPlan(memoryPlanOptions(), clusterSpecs));
+  }
+
+  // The passes' options structs (generated from Passes.td), field by field.
+  template <typename T>
+  static SmallVector<T> values(const ListOption<T> &option) {
+    return SmallVector<T>(option.begin(), option.end());
+  }
+  FSDPAutodiffOptions autodiffOptions() const {
+    FSDPAutodiffOptions o;
+    o.frozen = values(frozen);
+    return o;
+  }
+  FSDPMicroBatchOptions microBatchOptions() const {
+    FSDPMicroBatchOptions o;
+    o.microBatches = microBatches;
+    return o;
+  }
+  FSDPOptimizerOptions optimizerOptions() const {
+    FSDPOptimizerOptions o;
+    o.optimizer = optimizer;
+    o.lr = lr;
+    o.beta1 = beta1;
+    o.beta2 = beta2;
+    o.eps = eps;
+    o.weightDecay = weightDecay;
+    o.lrSchedule = lrSchedule;
+    o.warmupSteps = warmupSteps;
+    o.decaySteps = decaySteps;
+    o.minLr = minLr;
+    o.noDecay = values(noDecay);
+    return o;
+  }
+  FSDPWrapOptions wrapOptions() const {
+    FSDPWrapOptions o;
+    o.policy = policy;
+    o.minUnitNumel = minUnitNumel;
+    o.unitDepth = unitDepth;
+    o.units = values(units);
+    return o;
+  }
+  FSDPActivationCheckpointOptions activationCheckpointOptions() const {
+    FSDPActivationCheckpointOptions o;
+    o.mode = mode;
+    o.acUnits = values(acUnits);
+    return o;
+  }
+  FSDPShardOptions shardOptions() const {
+    FSDPShardOptions o;
+    o.worldSize = worldSize;
+    o.strategy = strategy;
+    o.shardSize = shardSize;
+    o.paramDtype = paramDtype;
+    o.reduceDtype = reduceDtype;
+    o.accumulate = accumulate;
+    o.masterWeights = masterWeights;
+    o.maxGradNorm = maxGradNorm;
+    o.reportGradNorm = reportGradNorm;
+    return o;
+  }
+  FSDPCollectivesOptions collectivesOptions() const {
+    FSDPCollectivesOptions o;
+    o.reshardAfterForward = reshardAfterForward;
+    o.keepGathered = values(keepGathered);
+    o.reshardRoot = reshardRoot;
+    return o;
+  }
+  FSDPScheduleOptions scheduleOptions() const {
+    FSDPScheduleOptions o;
+    o.prefetch = prefetch;
+    o.maxInFlight = maxInFlight;
+    o.bucketBytes = bucketBytes;
+    o.memoryBudget = memoryBudget;
+    o.cluster = cluster;
+    return o;
+  }
+  FSDPMemoryPlanOptions memoryPlanOptions() const {
+    FSDPMemoryPlanOptions o;
+    o.report = report;
+    o.memoryBudget = memoryBudget;
+    o.cluster = cluster;
+    o.trace = trace;
+    return o;
   }
 
   void getDependentDialects(DialectRegistry &registry) const override {
@@ -141,16 +149,9 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
       signalPassFailure();
   }
 
-  /// The options as given, in order (later elements override earlier ones,
-  /// as in any option string).
-  std::string optionText;
   std::shared_ptr<const ClusterSpec> givenCluster;
 };
 } // namespace
-
-std::unique_ptr<Pass> mlir::fsdp::createFSDPPipeline() {
-  return std::make_unique<FSDPPipelinePass>();
-}
 
 std::unique_ptr<Pass>
 mlir::fsdp::createFSDPPipeline(StringRef options, std::string &error,

@@ -174,6 +174,8 @@ struct FSDPSchedulePass
         if (failed(apply(*c.module, c.mode, c.limit, budget, bucketBytes)))
           return failure();
         FailureOr<func::FuncOp> fn = getStepFunction(*c.module);
+        // A candidate's peak, before any schedule is final: the analysis
+        // itself (fsdp-memory-plan records the plan of the one applied).
         FailureOr<MemoryPlan> plan = MemoryPlan::compute(*fn);
         FailureOr<SimResult> r = sim.run(*c.module);
         if (failed(plan) || failed(r))

@@ -443,6 +443,8 @@ void mlir::fsdp::prefetchOneAhead(SmallVector<Gather> &gathers,
 LogicalResult mlir::fsdp::listSchedule(func::FuncOp fn,
                                        SmallVector<Gather> &gathers,
                                        int64_t maxInFlight, int64_t budget) {
+  // The live bytes of the schedule being built, not a final plan: the
+  // analysis itself (fsdp-memory-plan records the final one).
   FailureOr<MemoryPlan> plan = MemoryPlan::compute(fn);
   if (failed(plan))
     return failure();

@@ -200,15 +200,15 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       return signalPassFailure();
     }
 
-    if (maxGradNorm.hasValue() &&
-        !(maxGradNorm > 0 && std::isfinite(maxGradNorm))) {
+    if (maxGradNorm.has_value() &&
+        !(*maxGradNorm > 0 && std::isfinite(*maxGradNorm))) {
       module.emitError()
           << "fsdp-shard: max-grad-norm must be finite and > 0, got "
-          << maxGradNorm;
+          << *maxGradNorm;
       return signalPassFailure();
     }
-    GradNormOptions gradNorm{maxGradNorm.hasValue() ? maxGradNorm : 0.0,
-                             reportGradNorm || maxGradNorm.hasValue()};
+    GradNormOptions gradNorm{maxGradNorm.value_or(0.0),
+                             reportGradNorm || maxGradNorm.has_value()};
     if (failed(shardStep(fn, unitOps, layout, accumulate, gradNorm)))
       return signalPassFailure();
   }

@@ -35,6 +35,14 @@ static std::string defaultInit(RankedTensorType t) {
 }
 
 namespace {
+/// Declares the units; the step function is not changed. For
+///   func.func @f(..., %w1 {nn.param = "fc1.weight"}, %b1 {nn.param =
+///   "fc1.bias"}, %w2 {nn.param = "fc2.weight"})
+/// the default policy adds, in first-use order,
+///   fsdp.unit @fc1 params ["fc1.weight", "fc1.bias"] {...}
+///   fsdp.unit @fc2 params ["fc2.weight"] {...}
+/// (the steps: checkOptions, paramsInUseOrder, groupParams, splitFrozen,
+/// createUnits).
 struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
   using Base::Base;
 
@@ -84,27 +92,55 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (policy == WrapPolicy::Size && minUnitNumel < 1) {
-      module.emitError() << "fsdp-wrap: min-unit-numel must be >= 1, got "
-                         << static_cast<int64_t>(minUnitNumel);
+    if (failed(checkOptions()))
+      return signalPassFailure();
+    FailureOr<func::FuncOp> fn = getStepFunction(module);
+    if (failed(fn))
+      return signalPassFailure();
+    SmallVector<unsigned> params = paramsInUseOrder(*fn);
+    if (params.empty()) {
+      fn->emitError()
+          << "has no parameter (an argument with 'nn.param') to wrap";
       return signalPassFailure();
     }
-    if (unitDepth < 0) {
-      module.emitError() << "fsdp-wrap: unit-depth must be >= 0, got "
-                         << static_cast<int64_t>(unitDepth);
+    UnitGroups groups;
+    if (failed(groupParams(*fn, params, groups)) ||
+        failed(checkUnitsMatched(groups)) ||
+        failed(createUnits(*fn, splitFrozen(*fn, groups))))
       return signalPassFailure();
-    }
-    if (!module.getOps<UnitOp>().empty()) {
-      module.emitError() << "fsdp-wrap: the module already declares FSDP units";
-      return signalPassFailure();
-    }
-    FailureOr<func::FuncOp> maybeFn = getStepFunction(module);
-    if (failed(maybeFn))
-      return signalPassFailure();
-    func::FuncOp fn = *maybeFn;
+  }
 
-    // Parameters in order of first use, so that units come out in the order
-    // that forward needs them.
+  /// Units in the order of their first parameter, each with its parameters'
+  /// argument numbers in first-use order.
+  struct UnitGroups {
+    SmallVector<std::pair<std::string, SmallVector<unsigned>>> units;
+    llvm::StringMap<unsigned> indexOf;
+    void add(StringRef unit, unsigned arg) {
+      auto [it, inserted] = indexOf.try_emplace(unit, units.size());
+      if (inserted)
+        units.push_back({unit.str(), {}});
+      units[it->second].second.push_back(arg);
+    }
+  };
+
+  LogicalResult checkOptions() {
+    ModuleOp module = getOperation();
+    if (policy == WrapPolicy::Size && minUnitNumel < 1)
+      return module.emitError()
+             << "fsdp-wrap: min-unit-numel must be >= 1, got "
+             << static_cast<int64_t>(minUnitNumel);
+    if (unitDepth < 0)
+      return module.emitError() << "fsdp-wrap: unit-depth must be >= 0, got "
+                                << static_cast<int64_t>(unitDepth);
+    if (!module.getOps<UnitOp>().empty())
+      return module.emitError()
+             << "fsdp-wrap: the module already declares FSDP units";
+    return success();
+  }
+
+  /// The parameter arguments in order of first use, so that units come out in
+  /// the order that forward needs them; unused ones last.
+  static SmallVector<unsigned> paramsInUseOrder(func::FuncOp fn) {
     llvm::MapVector<unsigned, bool> order;
     fn.walk([&](Operation *op) {
       for (Value v : op->getOperands())
@@ -116,34 +152,32 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
     for (unsigned i = 0; i < fn.getNumArguments(); ++i)
       if (fn.getArgAttr(i, nn::kParamAttr))
         order.insert({i, true});
-    if (order.empty()) {
-      fn.emitError()
-          << "has no parameter (an argument with 'nn.param') to wrap";
-      return signalPassFailure();
-    }
+    SmallVector<unsigned> params;
+    for (auto [i, _] : order)
+      params.push_back(i);
+    return params;
+  }
 
-    llvm::MapVector<StringRef, SmallVector<unsigned>, llvm::StringMap<unsigned>>
-        groups;
-    std::vector<std::unique_ptr<std::string>> names; // owns the group keys
+  /// Each parameter's unit by the policy.
+  LogicalResult groupParams(func::FuncOp fn, ArrayRef<unsigned> params,
+                            UnitGroups &groups) {
     llvm::StringMap<unsigned> seen;
     int64_t sizeUnits = 0, sizeUnitNumel = 0;
-    for (auto [i, _] : order) {
+    for (unsigned i : params) {
       StringRef fqn =
           fn.getArgAttrOfType<StringAttr>(i, nn::kParamAttr).getValue();
-      if (!seen.insert({fqn, i}).second) {
-        emitError(fn.getArgument(i).getLoc())
-            << "parameter '" << fqn << "' is declared twice (arguments #"
-            << seen[fqn] << " and #" << i
-            << "); a tied parameter is one argument used twice";
-        return signalPassFailure();
-      }
+      if (!seen.insert({fqn, i}).second)
+        return emitError(fn.getArgument(i).getLoc())
+               << "parameter '" << fqn << "' is declared twice (arguments #"
+               << seen[fqn] << " and #" << i
+               << "); a tied parameter is one argument used twice";
       std::string n;
       if (policy == WrapPolicy::Size) {
         // Fill units in first-use order up to min-unit-numel elements.
         int64_t numel = cast<RankedTensorType>(fn.getArgument(i).getType())
                             .getNumElements();
-        if (sizeUnitNumel >= minUnitNumel || names.empty()) {
-          LLVM_DEBUG(if (!names.empty()) llvm::dbgs()
+        if (sizeUnitNumel >= minUnitNumel || groups.units.empty()) {
+          LLVM_DEBUG(if (!groups.units.empty()) llvm::dbgs()
                      << "unit size." << sizeUnits - 1 << " closed at "
                      << sizeUnitNumel << " >= min-unit-numel "
                      << static_cast<int64_t>(minUnitNumel) << " elements\n");
@@ -161,42 +195,50 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
         LLVM_DEBUG(llvm::dbgs() << "'" << fqn << "' -> " << n << ": "
                                 << reason(fqn, n) << "\n");
       }
-      // A tied parameter's other names must not be wrapped elsewhere.
-      if (auto tied = fn.getArgAttrOfType<ArrayAttr>(i, nn::kTiedAttr))
-        if (!units.empty())
-          for (Attribute a : tied) {
-            StringRef alias = cast<StringAttr>(a).getValue();
-            std::string other = unitName(alias);
-            if (other != n) {
-              emitError(fn.getArgument(i).getLoc())
-                  << "parameter '" << fqn << "' is tied to '" << alias
-                  << "' (one parameter, two names), but the wrap request puts "
-                     "them in units '"
-                  << n << "' and '" << other
-                  << "'; tied parameters live in one unit";
-              return signalPassFailure();
-            }
-          }
-      auto it = llvm::find_if(names, [&](auto &p) { return *p == n; });
-      if (it == names.end()) {
-        names.push_back(std::make_unique<std::string>(n));
-        it = std::prev(names.end());
-      }
-      groups[**it].push_back(i);
+      if (failed(checkTied(fn, i, n)))
+        return failure();
+      groups.add(n, i);
     }
+    return success();
+  }
 
+  /// A tied parameter's other names must not be wrapped elsewhere.
+  LogicalResult checkTied(func::FuncOp fn, unsigned i, StringRef unit) {
+    auto tied = fn.getArgAttrOfType<ArrayAttr>(i, nn::kTiedAttr);
+    if (!tied || units.empty())
+      return success();
+    StringRef fqn =
+        fn.getArgAttrOfType<StringAttr>(i, nn::kParamAttr).getValue();
+    for (Attribute a : tied) {
+      StringRef alias = cast<StringAttr>(a).getValue();
+      std::string other = unitName(alias);
+      if (other != unit)
+        return emitError(fn.getArgument(i).getLoc())
+               << "parameter '" << fqn << "' is tied to '" << alias
+               << "' (one parameter, two names), but the wrap request puts "
+                  "them in units '"
+               << unit << "' and '" << other
+               << "'; tied parameters live in one unit";
+    }
+    return success();
+  }
+
+  LogicalResult checkUnitsMatched(const UnitGroups &groups) {
     for (const std::string &prefix : units)
-      if (!groups.count(prefix)) {
-        module.emitError()
-            << "fsdp-wrap: units prefix '" << prefix
-            << "' matches no parameter (or only ones a longer prefix takes)";
-        return signalPassFailure();
-      }
-    // Frozen and trainable parameters of one unit: two flat buffers (units
-    // `name` and `name.frozen`), so that the frozen one carries no gradient
-    // and no optimizer state.
+      if (!groups.indexOf.count(prefix))
+        return getOperation().emitError()
+               << "fsdp-wrap: units prefix '" << prefix
+               << "' matches no parameter (or only ones a longer prefix takes)";
+    return success();
+  }
+
+  /// Frozen and trainable parameters of one unit: two flat buffers (units
+  /// `name` and `name.frozen`), so that the frozen one carries no gradient
+  /// and no optimizer state.
+  static SmallVector<std::pair<std::string, SmallVector<unsigned>>>
+  splitFrozen(func::FuncOp fn, const UnitGroups &groups) {
     SmallVector<std::pair<std::string, SmallVector<unsigned>>> flatGroups;
-    for (auto &[name, args] : groups) {
+    for (auto &[name, args] : groups.units) {
       SmallVector<unsigned> train, frozenArgs;
       for (unsigned i : args) {
         auto tr = fn.getArgAttrOfType<BoolAttr>(i, nn::kTrainableAttr);
@@ -206,12 +248,20 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
         LLVM_DEBUG(llvm::dbgs() << "unit " << name << ": " << frozenArgs.size()
                                 << " frozen parameter(s) -> " << name
                                 << ".frozen (no gradient, no state)\n");
-        flatGroups.push_back({name.str(), train});
-        flatGroups.push_back({name.str() + ".frozen", frozenArgs});
+        flatGroups.push_back({name, train});
+        flatGroups.push_back({name + ".frozen", frozenArgs});
       } else {
-        flatGroups.push_back({name.str(), args});
+        flatGroups.push_back({name, args});
       }
     }
+    return flatGroups;
+  }
+
+  /// One fsdp.unit per flat buffer, at the top of the module.
+  LogicalResult createUnits(
+      func::FuncOp fn,
+      ArrayRef<std::pair<std::string, SmallVector<unsigned>>> flatGroups) {
+    ModuleOp module = getOperation();
     OpBuilder b(module.getBody(), module.getBody()->begin());
     for (auto &[name, args] : flatGroups) {
       SmallVector<Attribute> fqns, shapes, inits;
@@ -220,14 +270,13 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
       for (unsigned i : args) {
         auto t = cast<RankedTensorType>(fn.getArgument(i).getType());
         StringAttr fqn = fn.getArgAttrOfType<StringAttr>(i, nn::kParamAttr);
-        if (elt && t.getElementType() != elt) {
-          emitError(fn.getArgument(i).getLoc())
-              << "unit '" << name << "' mixes element types " << elt << " and "
-              << t.getElementType() << " (parameter '" << fqn.getValue()
-              << "'): one flat buffer has one dtype; wrap them into separate "
-                 "units with units=";
-          return signalPassFailure();
-        }
+        if (elt && t.getElementType() != elt)
+          return emitError(fn.getArgument(i).getLoc())
+                 << "unit '" << name << "' mixes element types " << elt
+                 << " and " << t.getElementType() << " (parameter '"
+                 << fqn.getValue()
+                 << "'): one flat buffer has one dtype; wrap them into "
+                    "separate units with units=";
         elt = t.getElementType();
         fqns.push_back(fqn);
         shapes.push_back(b.getDenseI64ArrayAttr(t.getShape()));
@@ -243,6 +292,7 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
           /*offsets=*/nullptr, /*numel=*/nullptr, /*padded_numel=*/nullptr,
           /*shard_numel=*/nullptr);
     }
+    return success();
   }
 };
 } // namespace

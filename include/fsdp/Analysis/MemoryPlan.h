@@ -10,10 +10,12 @@
 // memory when nothing reads the argument after it is written -- the
 // optimizer update writing the new shard over the old one element by
 // element, as XLA's input/output aliasing does -- so the state is held once.
-// The JSON schedule takes its `frees`, `aliases` and arena offsets from
-// here, so the runtime allocates exactly this plan; the independent check of
-// the planned peak is the allocator's own high-water mark (fsdp-run --alloc
-// per-buffer, test/lit/Integration/device-peak.test).
+// fsdp-memory-plan records the plan on the step (MemoryPlanRecord.h), and
+// the JSON schedule takes its `frees`, `aliases` and arena offsets from that
+// record, so the runtime allocates exactly this plan; the independent check
+// of the planned peak is the allocator's own high-water mark (fsdp-run
+// --alloc per-buffer, test/lit/Integration/device-peak.test). fsdp-schedule
+// computes plans of candidate schedules with this analysis directly.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_ANALYSIS_MEMORYPLAN_H
@@ -43,6 +45,8 @@ enum class MemoryClass {
   Scalar,     // the optimizer step and other scalars
 };
 llvm::StringRef memoryClassName(MemoryClass c);
+/// The class of a memoryClassName, if it is one.
+std::optional<MemoryClass> memoryClassFromName(llvm::StringRef name);
 inline constexpr unsigned kNumMemoryClasses = 10;
 
 /// One buffer of the plan.
@@ -90,6 +94,23 @@ public:
   static constexpr int64_t kAlignment = 64;
 
 private:
+  // compute's steps, in order.
+  /// The instructions, and a buffer per argument and result (views: of
+  /// their owner) with its class.
+  LogicalResult collectBuffers(func::FuncOp fn);
+  /// The last instruction reading each owning buffer (async collectives until
+  /// their wait).
+  std::vector<int64_t> lastUses() const;
+  /// Where each buffer ends (carried state: at the step's end) and which are
+  /// freed after each instruction.
+  void assignLifetimes(func::FuncOp fn, const std::vector<int64_t> &lastUse);
+  /// liveBytes, the peak and the bytes per class; returns the bytes live at
+  /// the step's start.
+  int64_t sweepLiveBytes();
+  /// scratchBytes and peakBytesWithScratch.
+  void addKernelScratch(int64_t atStart);
+  /// The buffer index owning `v`'s memory (a view's owner, else its own).
+  int64_t ownerOf(Value v) const;
   void assignArenaOffsets();
   /// Sets PlannedBuffer::aliases of the returned state values that can take
   /// their argument's memory (lastUse: the last instruction reading each

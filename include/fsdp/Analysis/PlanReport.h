@@ -9,7 +9,7 @@
 #ifndef FSDP_ANALYSIS_PLANREPORT_H
 #define FSDP_ANALYSIS_PLANREPORT_H
 
-#include "fsdp/Analysis/MemoryPlan.h"
+#include "fsdp/Analysis/MemoryPlanRecord.h"
 #include "mlir/IR/BuiltinOps.h"
 
 #include <nlohmann/json.hpp>
@@ -22,7 +22,7 @@ namespace mlir::fsdp {
 struct CommPlan {
   int64_t allGather = 0, reduceScatter = 0, allReduce = 0;
   int64_t total() const { return allGather + reduceScatter + allReduce; }
-  static CommPlan compute(const MemoryPlan &plan, ModuleOp module);
+  static CommPlan compute(const MemoryPlanRecord &plan, ModuleOp module);
 };
 
 /// Per-rank model-state bytes (ZeRO's "model states", Rajbhandari et al.,
@@ -30,10 +30,11 @@ struct CommPlan {
 struct ModelState {
   int64_t paramBytes = 0, optStateBytes = 0, gradBytes = 0;
   int64_t total() const { return paramBytes + optStateBytes + gradBytes; }
-  static ModelState compute(const MemoryPlan &plan, func::FuncOp fn);
+  static ModelState compute(const MemoryPlanRecord &plan, func::FuncOp fn);
 };
 
-/// The report as JSON (see README.md, "The planner's report").
+/// The report as JSON (see README.md, "The planner's report"), from the step's
+/// recorded memory plan (computed now if it has none: MemoryPlanRecord::get).
 FailureOr<nlohmann::ordered_json> buildPlanReport(ModuleOp module);
 
 struct SimResult;

@@ -63,4 +63,21 @@ def FSDP_ActivationCheckpoint : OptionEnum<"ActivationCheckpoint",
                 "keep matmul/linear and attention outputs, recompute the rest "
                 "(torchtitan's op-level selective AC)">]>;
 
+def FSDP_OptimizerKind : OptionEnum<"OptimizerKind", "fsdp-optimizer optimizer", [
+    OptionValue<"SGD", 0, "sgd",
+                "SGD without momentum, L2 weight decay (torch.optim.SGD)">,
+    OptionValue<"AdamW", 1, "adamw",
+                "AdamW with bias correction and decoupled weight decay "
+                "(torch.optim.AdamW)">]>;
+
+/// The rate's schedule; its spelling is also nn.lr_schedule's `kind`.
+def FSDP_LrSchedule : OptionEnum<"LrSchedule", "learning-rate schedule", [
+    OptionValue<"Constant", 0, "constant",
+                "lr, after warmup-steps of linear warm-up if any">,
+    OptionValue<"Linear", 1, "linear",
+                "linear decay to min-lr (get_linear_schedule_with_warmup)">,
+    OptionValue<"Cosine", 2, "cosine",
+                "half-cosine decay to min-lr "
+                "(get_cosine_schedule_with_warmup)">]>;
+
 #endif // FSDP_TRANSFORMS_PASSENUMS

@@ -17,24 +17,19 @@
 #include <memory>
 #include <string>
 
-// The enums of the passes' options (PassEnums.td).
+// The enums of the passes' options (PassEnums.td), and the parsers of their
+// types that llvm::cl does not have.
+#include "fsdp/Transforms/OptionParsers.h"
 #include "fsdp/Transforms/PassEnums.h.inc"
 
 namespace mlir::fsdp {
 
 struct ClusterSpec;
 
-/// fsdp-pipeline, as registered: its options come with initializeOptions,
-/// as `--fsdp-pipeline="..."` and `fsdp-pipeline{...}` give them.
-std::unique_ptr<Pass> createFSDPPipeline();
-
 /// fsdp-pipeline with `options` as `--fsdp-pipeline="OPTIONS"` takes them,
-/// parsed by the same parsers; null, with the parser's message in `error`, if
+/// parsed by the same parser; null, with the parser's message in `error`, if
 /// they do not parse. A tool that has read the cluster spec already passes it
 /// as `cluster`: it then stands for cluster= (no file is read).
-///
-/// (fsdp-pipeline hands its options to its passes as the text it was given,
-/// so it is created from text, not from the generated FSDPPipelineOptions.)
 std::unique_ptr<Pass>
 createFSDPPipeline(StringRef options, std::string &error,
                    std::shared_ptr<const ClusterSpec> cluster = nullptr);

@@ -79,16 +79,18 @@ def FSDPMicroBatch : Pass<"fsdp-micro-batch", "::mlir::ModuleOp"> {
 }
 
 defvar FSDPOptimizerOptions = [
-  Option<"optimizer", "optimizer", "std::string", "\"adamw\"", "sgd or adamw">,
+  EnumOption<"optimizer", "optimizer", FSDP_OptimizerKind, "AdamW",
+             "the update rule">,
   Option<"lr", "lr", "double", "1e-3", "learning rate">,
   Option<"beta1", "beta1", "double", "0.9", "AdamW beta1">,
   Option<"beta2", "beta2", "double", "0.999", "AdamW beta2">,
   Option<"eps", "eps", "double", "1e-8", "AdamW epsilon">,
   Option<"weightDecay", "weight-decay", "double", "0.01",
          "decoupled weight decay (AdamW) or L2 (SGD)">,
-  Option<"lrSchedule", "lr-schedule", "std::string", "\"constant\"",
-         "constant, linear or cosine (transformers' get_*_schedule_with_warmup), "
-         "computed inside the step from its step input">,
+  EnumOption<"lrSchedule", "lr-schedule", FSDP_LrSchedule, "Constant",
+             "the learning rate's schedule (transformers' "
+             "get_*_schedule_with_warmup), computed inside the step from its "
+             "step input">,
   Option<"warmupSteps", "warmup-steps", "int64_t", "0",
          "linear warm-up steps of lr-schedule (>= 0)">,
   Option<"decaySteps", "decay-steps", "int64_t", "0",
@@ -226,7 +228,7 @@ defvar FSDPShardOptions = [
   EnumOption<"masterWeights", "master-weights", FSDP_MasterWeights,
              "CastOnGather", "the f32 master weights under a narrower "
              "param-dtype">,
-  Option<"maxGradNorm", "max-grad-norm", "double", "0",
+  Option<"maxGradNorm", "max-grad-norm", "std::optional<double>", "std::nullopt",
          "clip the global gradient L2 norm to this (> 0), as "
          "torch.nn.utils.clip_grad_norm_; unset: no clipping">,
   Option<"reportGradNorm", "report-grad-norm", "bool", "false",
@@ -379,15 +381,24 @@ defvar FSDPMemoryPlanOptions = [
 ];
 
 def FSDPMemoryPlan : Pass<"fsdp-memory-plan", "::mlir::ModuleOp"> {
-  let summary = "Plan every rank's memory; report it and check it against a budget";
+  let summary = "Plan every rank's memory and record the plan on the step; "
+                "report it and check it against a budget";
   let description = [{
     Runs the memory-plan analysis (liveness of every buffer of the scheduled
     step, live bytes at each instruction per class, the peak and where it
-    happens, offsets in one arena) and the communication plan (ring bytes
-    per collective). `report=PATH` writes a JSON report (`-`: a text table on
-    stdout); `memory-budget=BYTES` (suffixes K, M, G, T with B or iB, e.g.
-    80GiB) fails with a diagnostic that says by how much the peak exceeds
-    the budget, which class dominates, and what would bring it under.
+    happens, offsets in one arena) and records its decisions on the step
+    function as `fsdp.memory_plan` (every buffer's class and arena offset,
+    views, the outputs written over their state inputs, the frees after each
+    instruction, the peaks and the arena's size;
+    include/fsdp/Analysis/MemoryPlanRecord.h), which the JSON schedule
+    (fsdp-translate), the report and fsdp-sweep read rather than plan again;
+    a step changed after this pass is refused there, and a step never
+    planned is planned on the fly. The communication plan (ring bytes per
+    collective) goes into the report. `report=PATH` writes a JSON report
+    (`-`: a text table on stdout); `memory-budget=BYTES` (suffixes K, M, G,
+    T with B or iB, e.g. 80GiB) fails with a diagnostic that says by how
+    much the peak exceeds the budget, which class dominates, and what would
+    bring it under.
     Model-state bytes per rank: the units' parameter and optimizer-state
     inputs plus their gradient storage (the reduced gradient, or the whole
     flat gradient where the strategy keeps gradients replicated), as in
@@ -416,15 +427,12 @@ def FSDPPipeline : Pass<"fsdp-pipeline", "::mlir::ModuleOp"> {
     Runs fsdp-autodiff, fsdp-micro-batch, fsdp-optimizer, fsdp-wrap,
     fsdp-activation-checkpoint, fsdp-shard, fsdp-collectives, canonicalize, fsdp-schedule and
     fsdp-memory-plan on the module, as a nested pipeline. Its options are
-    those passes' options (declared once, above): each option given to
-    fsdp-pipeline goes, as written, to every pass that has it (memory-budget
-    and cluster to both fsdp-schedule and fsdp-memory-plan), and the spec
-    that `cluster` names is read once for both.
+    those passes' options (declared once, above): the value of each, as
+    parsed, goes to every pass that has it (memory-budget and cluster to both
+    fsdp-schedule and fsdp-memory-plan), and the spec that `cluster` names is
+    read once for both.
   }];
   let options = FSDPPipelineOptions;
-  // Created from option text only (createFSDPPipeline in Passes.h): the text
-  // is what is forwarded.
-  let constructor = "::mlir::fsdp::createFSDPPipeline()";
 }
 
 #endif // FSDP_TRANSFORMS_PASSES

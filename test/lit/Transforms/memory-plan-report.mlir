@@ -6,8 +6,16 @@
 // RUN: fsdp-opt %s --fsdp-memory-plan="report=-" -o /dev/null | FileCheck %s --check-prefix=TEXT
 // A budget of exactly the peak fits (the over-budget error: memory-plan-error.mlir).
 // RUN: fsdp-opt %s --fsdp-memory-plan="memory-budget=160B" -o /dev/null
-// Without report, budget or cluster the pass leaves the IR as it is.
+// The plan is recorded on the step (fsdp.memory_plan), with or without
+// report, budget or cluster; the ops are left as they are.
 // RUN: fsdp-opt %s --fsdp-memory-plan | FileCheck %s --check-prefix=IR
+// The JSON schedule takes the recorded plan (a changed total shows it is read,
+// not planned again), and is the same as that of the step never planned,
+// whose plan the translation computes itself.
+// RUN: fsdp-opt %s --fsdp-memory-plan | sed -e 's/arena_bytes = 640/arena_bytes = 4096/' | fsdp-translate --fsdp-to-schedule | FileCheck %s --check-prefix=READ
+// RUN: fsdp-opt %s --fsdp-memory-plan --mlir-print-debuginfo | fsdp-translate --fsdp-to-schedule -o %t.planned.json
+// RUN: fsdp-translate %s --fsdp-to-schedule -o %t.unplanned.json
+// RUN: diff %t.planned.json %t.unplanned.json
 
 // The peak is at the forward nn.linear (instruction #5): param shard 20 B,
 // the gathered unit 40 B, moments 2 x 20 B, the activation h (2x3 f32) 24 B,
@@ -77,9 +85,40 @@
 // TEXT: comm bytes per step 40
 // TEXT: fc params 2 numel 9 padded 10 shard 5
 
+// Buffers are numbered as the plan numbers them: the arguments x, y, step,
+// p, m, v (0-5), then the results in op order: seed (6), the all-gather's
+// future (7), its wait (8), the views w and b (9, 10), h (11), loss (12), dh,
+// dw, db (13-15), the packed gradient g (16), the reduce-scatter's future
+// (17), its wait (18), and the updated p, m, v (19-21). Instructions are the
+// 16 ops before the return.
 // IR: fsdp.schedule = "none"
-// IR: fsdp.all_gather @fc %arg3 async
-// IR-NOT: fsdp.memory
+// IR-LABEL: func.func @step
+// IR-SAME: attributes {fsdp.memory_plan = {
+// The updated shard and moments are written over their inputs (arguments
+// 3-5), and share their arena offsets.
+// IR-SAME: aliases = array<i64: 19, 3, 20, 4, 21, 5>
+// IR-SAME: alignment = 64 : i64, arena_bytes = 640 : i64
+// IR-SAME: arena_offsets = array<i64: {{([0-9]+, ){3}()}}[[P:[0-9]+]], [[M:[0-9]+]], [[V:[0-9]+]], {{([0-9]+, ){2}()}}-1, -1, -1, {{([0-9]+, ){7}()}}-1, [[P]], [[M]], [[V]]>
+// IR-SAME: classes = ["data", "data", "scalar", "param_shard", "opt_state", "opt_state", "temporary", "gathered_param", "gathered_param", "gathered_param", "gathered_param", "activation", "activation", "grad", "grad", "grad", "comm_buffer", "grad_shard", "grad_shard", "param_shard", "opt_state", "opt_state"]
+// IR-SAME: fingerprint = {{-?[0-9]+}} : i64
+// (instruction, buffer freed after it): the gathered unit after its
+// fsdp.free (6), y, the seed and h after the loss gradient (8), x after dw
+// (9), dh after db (10), dw and db once packed (11), the step and the
+// reduced shard after the update (15).
+// IR-SAME: frees = array<i64: 6, 7, 8, 1, 8, 6, 8, 11, 9, 0, 10, 13, 11, 14, 11, 15, 15, 2, 15, 17>
+// IR-SAME: instructions = 16 : i64
+// IR-SAME: max_bytes_by_class = {activation = 28 : i64, comm_buffer = 40 : i64, data = 24 : i64, gathered_param = 40 : i64, grad = 60 : i64, grad_shard = 20 : i64, opt_state = 40 : i64, param_shard = 20 : i64, scalar = 8 : i64, temporary = 4 : i64}
+// IR-SAME: peak_bytes = 160 : i64
+// IR-SAME: peak_bytes_by_class = {activation = 24 : i64, comm_buffer = 0 : i64, data = 24 : i64, gathered_param = 40 : i64, grad = 0 : i64, grad_shard = 0 : i64, opt_state = 40 : i64, param_shard = 20 : i64, scalar = 8 : i64, temporary = 4 : i64}
+// IR-SAME: peak_bytes_with_scratch = {{[0-9]+}} : i64, peak_instruction = 5 : i64
+// The wait and the two parameter views are views of the gathered buffer
+// (the future, 7); the reduce-scatter's wait of its future.
+// IR-SAME: views = array<i64: 8, 7, 9, 7, 10, 7, 18, 17>
+// IR: fsdp.all_gather @fc %arg3 async :
+
+// READ: "memory_plan": {
+// READ: "peak_bytes": 160,
+// READ: "arena_bytes": 4096,
 
 module attributes {fsdp.replicas = 1 : i64, fsdp.schedule = "none", fsdp.shard_size = 2 : i64, fsdp.strategy = #fsdp.strategy<"full-shard">, fsdp.world_size = 2 : i64} {
   fsdp.unit @fc params ["fc.weight", "fc.bias"] {element_type = f32, inits = ["uniform(0.5)", "zeros"], numel = 9 : i64, offsets = array<i64: 0, 6>, padded_numel = 10 : i64, shapes = [array<i64: 3, 2>, array<i64: 3>], shard_numel = 5 : i64, trainable = array<i1: true, true>}

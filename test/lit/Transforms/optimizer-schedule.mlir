@@ -63,7 +63,7 @@
 // SGDT: nn.lr_schedule %[[STEP]] total(%[[TOTAL]] : tensor<i64>) {decay_steps = 0 : i64, kind = "linear"
 // FIXED-NOT: total_steps
 // FIXED-NOT: total(
-// KIND: fsdp-optimizer: lr-schedule must be 'constant', 'linear' or 'cosine', got 'step'
+// KIND: for the --lr-schedule option: Cannot find option named 'step'!
 // MINLR: fsdp-optimizer: min-lr must be in [0, lr], got 1.000000e-01
 // GLOB: fsdp-optimizer: no-decay pattern '[' is not a valid glob
 // WARMDECAY: fsdp-optimizer: warmup-steps (6) must be less than decay-steps (3)

@@ -20,7 +20,7 @@
 // SGD: %[[B:.*]] = nn.sgd_update %arg3
 // SGD: return %{{.*}}, %[[W]], %[[B]] :
 
-// BAD: fsdp-optimizer: optimizer must be 'sgd' or 'adamw', got 'lion'
+// BAD: for the --optimizer option: Cannot find option named 'lion'!
 // ORDER: expects a loss and gradients marked 'nn.grad_of' (run fsdp-autodiff first)
 
 func.func @f(%x: tensor<2x4xf32> {nn.data = "features"}, %y: tensor<2xi32> {nn.data = "labels"},

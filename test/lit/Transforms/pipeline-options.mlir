@@ -1,7 +1,8 @@
 // fsdp-pipeline hands each option, as written, to the passes that declare it:
 // every run below gives the same IR (and report and trace) as the passes run
 // one by one with the same options. Together the runs set every option of
-// fsdp-pipeline to a value that changes the result; the doubles have 17
+// fsdp-pipeline to a value that changes the result (so that an option the
+// pipeline does not hand on fails a diff); the doubles have 17
 // significant digits (a value printed back would be rounded to 7).
 // RUN: fsdp-opt %s --fsdp-pipeline="frozen=head.bias micro-batches=2 lr=0.00030000000000000003 beta1=0.85 beta2=0.99912345678 eps=1.234567891e-9 weight-decay=0.125 unit-depth=1 world-size=4 strategy=hybrid-shard shard-size=2 param-dtype=bf16 reduce-dtype=f32 accumulate=unsharded master-weights=separate keep-gathered=head reshard-root=true max-in-flight=1 bucket-bytes=64 cluster=%fsdp_src/bench/clusters/h100-sxm-8.json report=%t.a1.json trace=%t.a1.trace.json" -o %t.a1.mlir
 // RUN: fsdp-opt %s --fsdp-autodiff="frozen=head.bias" --fsdp-micro-batch="micro-batches=2" \
@@ -30,6 +31,35 @@
 // RUN: diff %t.c1.mlir %t.c2.mlir
 // RUN: FileCheck %s --check-prefix=AC < %t.c1.mlir
 // AC: nn.linear {{.*}}nn.recompute = "enc.fc1"
+
+// The learning-rate schedule, weight-decay groups and gradient clipping.
+// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 lr-schedule=cosine warmup-steps=1 decay-steps=10 min-lr=0.00001 no-decay=*.bias max-grad-norm=0.30000000000000004" -o %t.e1.mlir
+// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-micro-batch --fsdp-optimizer="lr-schedule=cosine warmup-steps=1 decay-steps=10 min-lr=0.00001 no-decay=*.bias" \
+// RUN:   --fsdp-wrap --fsdp-shard="world-size=2 max-grad-norm=0.30000000000000004" --fsdp-collectives --canonicalize --fsdp-schedule --fsdp-memory-plan -o %t.e2.mlir
+// RUN: diff %t.e1.mlir %t.e2.mlir
+// RUN: FileCheck %s --check-prefix=CLIP < %t.e1.mlir
+// CLIP: nn.lr_schedule {{.*}}kind = "cosine"
+// CLIP: nn.grad_norm {{.*}}max_norm = 0.30000000000000004
+// CLIP: nn.adamw_update {{.*}}no_decay = array<i64: 24, 30>
+// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 report-grad-norm=true" -o %t.f1.mlir
+// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-micro-batch --fsdp-optimizer --fsdp-wrap --fsdp-shard="world-size=2 report-grad-norm=true" \
+// RUN:   --fsdp-collectives --canonicalize --fsdp-schedule --fsdp-memory-plan -o %t.f2.mlir
+// RUN: diff %t.f1.mlir %t.f2.mlir
+// RUN: FileCheck %s --check-prefix=REPORT < %t.f1.mlir
+// REPORT: {nn.grad_norm}
+
+// The pipeline as MLIR prints it (--dump-pass-pipeline) parses back: an
+// unset max-grad-norm prints as None.
+// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2" --dump-pass-pipeline -o %t.g2.mlir 2>&1 | FileCheck %s --check-prefix=DUMP
+// DUMP: fsdp-pipeline{{.*}} max-grad-norm=None
+// RUN: fsdp-opt %s --pass-pipeline="builtin.module(fsdp-pipeline{world-size=2 max-grad-norm=None})" -o %t.g1.mlir
+// RUN: diff %t.g1.mlir %t.g2.mlir
+
+// A bad option is the option parser's error, and fsdp-opt fails.
+// RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 no-such-option=1" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// UNKNOWN: no such option no-such-option
+// RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 lr=fast" 2>&1 | FileCheck %s --check-prefix=VALUE
+// VALUE: for the --lr option: 'fast' value invalid for floating point argument!
 
 // memory-budget reaches both passes: fsdp-schedule holds gathers back to
 // stay under 1275 bytes (1276 without), fsdp-memory-plan checks the peak.

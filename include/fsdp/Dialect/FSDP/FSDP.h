@@ -44,6 +44,9 @@ inline constexpr llvm::StringLiteral kLayoutAttr = "fsdp.layout";
 /// ("none", "fsdp1", "fsdp2", "list(max-in-flight=N)"; "auto: " + the
 /// cost model's pick).
 inline constexpr llvm::StringLiteral kScheduleAttr = "fsdp.schedule";
+/// On the step function after fsdp-memory-plan: its memory plan, a dictionary
+/// (fsdp/Analysis/MemoryPlanRecord.h gives the keys and reads them).
+inline constexpr llvm::StringLiteral kMemoryPlanAttr = "fsdp.memory_plan";
 } // namespace mlir::fsdp
 
 #include "fsdp/Dialect/FSDP/FSDPEnums.h.inc"

@@ -228,3 +228,16 @@ module attributes {fsdp.world_size = 4 : i64} {
 // expected-error @+1 {{'fsdp.strategy' must be #fsdp.strategy<...> of "full-shard", "shard-grad-op", "shard-optimizer", "no-shard" or "hybrid-shard" on the module, got "zero-3"}}
 module attributes {fsdp.strategy = "zero-3"} {
 }
+
+// -----
+
+// expected-error @+1 {{'fsdp.memory_plan' must be on a function, not on 'builtin.module'}}
+module attributes {fsdp.memory_plan = {}} {
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.memory_plan' must be a dictionary, got "planned"}}
+func.func @f() attributes {fsdp.memory_plan = "planned"} {
+  return
+}

@@ -1,0 +1,89 @@
+//===- ClusterSpec.h - the key names of the cluster spec JSON -------------===//
+//
+// Header-only: the one spelling of every key of a cluster spec
+// (bench/clusters/*.json), shared by its writer (fsdp-calibrate,
+// lib/Calibrate/Spec.cpp) and its reader (ClusterSpec::load,
+// lib/Analysis/Simulator.cpp), so that the two cannot drift apart. Each
+// docstring gives the value's type and unit; the reader's validation (which
+// keys are required, which ranges hold) is in ClusterSpec::load.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_CLUSTERSPEC_H
+#define FSDP_CLUSTERSPEC_H
+
+namespace fsdp::cluster_spec {
+
+//===----------------------------------------------------------------------===//
+// Top-level keys
+//===----------------------------------------------------------------------===//
+
+/// String: the cluster's name in reports and traces (default: the file path).
+inline constexpr const char *kName = "name";
+/// Object: dense peak FLOP/s of one device by dtype name (f64, f32, tf32,
+/// bf16, f16); `f32` is required.
+inline constexpr const char *kPeakFlops = "peak_flops";
+/// The dtype whose peak every spec must give (the CUDA-core peak of
+/// elementwise ops).
+inline constexpr const char *kRequiredPeakDtype = "f32";
+/// Number: device memory of one device (one rank), bytes.
+inline constexpr const char *kMemoryBytes = "memory_bytes";
+/// Number: device memory bandwidth, bytes/s.
+inline constexpr const char *kMemoryBandwidth = "memory_bandwidth";
+/// Integer: devices (ranks) per node.
+inline constexpr const char *kDevicesPerNode = "devices_per_node";
+/// Object: the link between devices of one node (kBusBandwidth, kLatency,
+/// kLink).
+inline constexpr const char *kIntraNode = "intra_node";
+/// Object: the link between nodes, per device (kBusBandwidth, kLatency,
+/// kLink).
+inline constexpr const char *kInterNode = "inter_node";
+/// Object: roofline efficiencies in (0, 1] by op class (kEffMatmul,
+/// kEffAttention, kEffElementwise, kEffMemory); each defaults to 1.
+inline constexpr const char *kEfficiency = "efficiency";
+/// Object (optional): op name (nn.gelu, fsdp.flatten, ...) -> efficiency in
+/// (0, 1] that replaces its class's.
+inline constexpr const char *kOpEfficiency = "op_efficiency";
+/// Number (optional, default 0): host seconds to issue one instruction of
+/// the step.
+inline constexpr const char *kDispatchOverhead = "dispatch_overhead_s";
+/// Number (optional, default 0: free): bytes/s at which the step's inputs
+/// and outputs enter and leave the runtime.
+inline constexpr const char *kStepIoBandwidth = "step_io_bandwidth";
+/// Number (optional, default 1): fraction in [0, 1] of a collective's time
+/// that can overlap compute.
+inline constexpr const char *kCommOverlap = "comm_overlap";
+/// Number (optional, default 0): seconds a collective over more than one
+/// rank costs beyond its ring time (the ranks' skew).
+inline constexpr const char *kCollectiveSync = "collective_sync_s";
+/// Array of strings (informational): where the numbers come from.
+inline constexpr const char *kSources = "sources";
+/// Object (informational): fsdp-calibrate's raw measurements.
+inline constexpr const char *kMeasured = "measured";
+
+//===----------------------------------------------------------------------===//
+// Keys of kIntraNode and kInterNode
+//===----------------------------------------------------------------------===//
+
+/// Number: the ring's bus bandwidth per device, bytes/s (nccl-tests' busbw).
+inline constexpr const char *kBusBandwidth = "bus_bandwidth";
+/// Number: latency of one ring step, seconds.
+inline constexpr const char *kLatency = "latency_s";
+/// String (informational): what the link is.
+inline constexpr const char *kLink = "link";
+
+//===----------------------------------------------------------------------===//
+// Keys of kEfficiency
+//===----------------------------------------------------------------------===//
+
+/// Number in (0, 1]: of the dtype's peak FLOP/s, for nn.linear and nn.matmul.
+inline constexpr const char *kEffMatmul = "matmul";
+/// Number in (0, 1]: of the dtype's peak FLOP/s, for nn.attention.
+inline constexpr const char *kEffAttention = "attention";
+/// Number in (0, 1]: of the f32 peak FLOP/s, for every other op.
+inline constexpr const char *kEffElementwise = "elementwise";
+/// Number in (0, 1]: of kMemoryBandwidth, for the memory term of every op.
+inline constexpr const char *kEffMemory = "memory";
+
+} // namespace fsdp::cluster_spec
+
+#endif // FSDP_CLUSTERSPEC_H

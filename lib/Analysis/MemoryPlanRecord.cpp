@@ -1,0 +1,301 @@
+//===- MemoryPlanRecord.cpp - the memory plan recorded on the step --------===//
+//
+// Writes and reads fsdp.memory_plan (the keys: MemoryPlanRecord.h). Reading
+// checks the record against the step it is on: the same instructions and
+// buffers, and the same fingerprint.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/Analysis/MemoryPlanRecord.h"
+#include "fsdp/Dialect/FSDP/FSDP.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/xxhash.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+constexpr StringLiteral kInstructions = "instructions";
+constexpr StringLiteral kFingerprint = "fingerprint";
+constexpr StringLiteral kArenaBytes = "arena_bytes";
+constexpr StringLiteral kAlignment = "alignment";
+constexpr StringLiteral kPeakBytes = "peak_bytes";
+constexpr StringLiteral kPeakInstruction = "peak_instruction";
+constexpr StringLiteral kPeakBytesWithScratch = "peak_bytes_with_scratch";
+constexpr StringLiteral kPeakBytesByClass = "peak_bytes_by_class";
+constexpr StringLiteral kMaxBytesByClass = "max_bytes_by_class";
+constexpr StringLiteral kClasses = "classes";
+constexpr StringLiteral kArenaOffsets = "arena_offsets";
+constexpr StringLiteral kViews = "views";
+constexpr StringLiteral kAliases = "aliases";
+constexpr StringLiteral kFrees = "frees";
+} // namespace
+
+/// The instructions and buffers of `fn`, numbered as MemoryPlan numbers them.
+static void numberStep(func::FuncOp fn, MemoryPlanRecord &r) {
+  auto add = [&](Value v) {
+    r.indexOf[v] = r.buffers.size();
+    r.buffers.push_back(v);
+  };
+  for (BlockArgument a : fn.getArguments())
+    add(a);
+  for (Operation &op : fn.getBody().front().without_terminator()) {
+    r.instructions.push_back(&op);
+    for (Value v : op.getResults())
+      add(v);
+  }
+}
+
+/// A hash of what the plan is a plan of: the signature with its argument and
+/// result attributes, and every op of the block, in order, with its operands
+/// (as buffer numbers), attributes and result types. Locations and value
+/// names are left out: printing and parsing may change them, not the step.
+static uint64_t fingerprint(func::FuncOp fn,
+                            const llvm::DenseMap<Value, int64_t> &indexOf) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << fn.getFunctionType();
+  if (ArrayAttr attrs = fn.getArgAttrsAttr())
+    os << attrs;
+  if (ArrayAttr attrs = fn.getResAttrsAttr())
+    os << attrs;
+  for (Operation &op : fn.getBody().front()) {
+    os << '\n' << op.getName() << '(';
+    for (Value v : op.getOperands()) {
+      auto it = indexOf.find(v);
+      os << (it == indexOf.end() ? -1 : it->second) << ' ';
+    }
+    os << ')' << op.getAttrDictionary();
+    for (Type t : op.getResultTypes())
+      os << ' ' << t;
+  }
+  return llvm::xxh3_64bits(text);
+}
+
+Value MemoryPlanRecord::ownerOf(Value v) const {
+  int64_t owner = viewOf[indexOf.lookup(v)];
+  return owner >= 0 ? buffers[owner] : v;
+}
+
+MemoryPlanRecord MemoryPlanRecord::of(const MemoryPlan &plan) {
+  MemoryPlanRecord r;
+  r.instructions = plan.instructions;
+  r.indexOf = plan.indexOf;
+  for (const PlannedBuffer &b : plan.buffers) {
+    r.buffers.push_back(b.value);
+    r.classes.push_back(b.cls);
+    r.arenaOffsets.push_back(b.arenaOffset);
+    r.viewOf.push_back(b.viewOf);
+    r.aliases.push_back(b.aliases);
+  }
+  r.freesAfter = plan.freesAfter;
+  r.peakBytes = plan.peakBytes;
+  r.peakBytesWithScratch = plan.peakBytesWithScratch;
+  r.peakInstruction = plan.peakInstruction;
+  r.peakBytesByClass = plan.peakBytesByClass;
+  r.maxBytesByClass = plan.maxBytesByClass;
+  r.arenaBytes = plan.arenaBytes;
+  r.alignment = MemoryPlan::kAlignment;
+  return r;
+}
+
+void MemoryPlanRecord::recordOn(func::FuncOp fn) const {
+  Builder b(fn.getContext());
+  auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
+  auto byClass = [&](ArrayRef<int64_t> bytes) {
+    SmallVector<NamedAttribute> entries;
+    for (unsigned c = 0; c < kNumMemoryClasses; ++c)
+      entries.push_back(
+          b.getNamedAttr(memoryClassName((MemoryClass)c), i64(bytes[c])));
+    return b.getDictionaryAttr(entries);
+  };
+  SmallVector<Attribute> classNames;
+  SmallVector<int64_t> views, aliasPairs, frees;
+  for (auto [i, cls] : llvm::enumerate(classes)) {
+    classNames.push_back(b.getStringAttr(memoryClassName(cls)));
+    if (viewOf[i] >= 0)
+      views.append({(int64_t)i, viewOf[i]});
+    if (aliases[i] >= 0)
+      aliasPairs.append({(int64_t)i, aliases[i]});
+  }
+  for (auto [i, freed] : llvm::enumerate(freesAfter))
+    for (int64_t buffer : freed)
+      frees.append({(int64_t)i, buffer});
+  NamedAttribute entries[] = {
+      b.getNamedAttr(kInstructions, i64(instructions.size())),
+      b.getNamedAttr(kFingerprint, i64(fingerprint(fn, indexOf))),
+      b.getNamedAttr(kArenaBytes, i64(arenaBytes)),
+      b.getNamedAttr(kAlignment, i64(alignment)),
+      b.getNamedAttr(kPeakBytes, i64(peakBytes)),
+      b.getNamedAttr(kPeakInstruction, i64(peakInstruction)),
+      b.getNamedAttr(kPeakBytesWithScratch, i64(peakBytesWithScratch)),
+      b.getNamedAttr(kPeakBytesByClass, byClass(peakBytesByClass)),
+      b.getNamedAttr(kMaxBytesByClass, byClass(maxBytesByClass)),
+      b.getNamedAttr(kClasses, b.getArrayAttr(classNames)),
+      b.getNamedAttr(kArenaOffsets, b.getDenseI64ArrayAttr(arenaOffsets)),
+      b.getNamedAttr(kViews, b.getDenseI64ArrayAttr(views)),
+      b.getNamedAttr(kAliases, b.getDenseI64ArrayAttr(aliasPairs)),
+      b.getNamedAttr(kFrees, b.getDenseI64ArrayAttr(frees))};
+  fn->setAttr(kMemoryPlanAttr, b.getDictionaryAttr(entries));
+}
+
+namespace {
+/// Reads a fsdp.memory_plan dictionary into a record of the step `fn`,
+/// refusing, with a diagnostic on `fn`, what does not fit the step.
+class RecordReader {
+public:
+  RecordReader(func::FuncOp fn, DictionaryAttr plan) : fn(fn), plan(plan) {}
+
+  FailureOr<MemoryPlanRecord> read() {
+    numberStep(fn, r);
+    if (failed(checkStep()) || failed(readTotals()) ||
+        failed(readPerBuffer()) || failed(readPairs()))
+      return failure();
+    return std::move(r);
+  }
+
+private:
+  InFlightDiagnostic error() {
+    return fn.emitError() << "'" << kMemoryPlanAttr << "' ";
+  }
+
+  LogicalResult integer(StringRef key, int64_t &out) {
+    auto a = plan.getAs<IntegerAttr>(key);
+    if (!a)
+      return error() << "has no integer '" << key << "'";
+    out = a.getInt();
+    return success();
+  }
+
+  LogicalResult array(StringRef key, ArrayRef<int64_t> &out) {
+    auto a = plan.getAs<DenseI64ArrayAttr>(key);
+    if (!a)
+      return error() << "has no array<i64> '" << key << "'";
+    out = a.asArrayRef();
+    return success();
+  }
+
+  /// The step is the one the plan was made for.
+  LogicalResult checkStep() {
+    int64_t instructions, hash;
+    if (failed(integer(kInstructions, instructions)) ||
+        failed(integer(kFingerprint, hash)))
+      return failure();
+    if (instructions != (int64_t)r.instructions.size() ||
+        (uint64_t)hash != fingerprint(fn, r.indexOf))
+      return error() << "was made for another step: the step changed after "
+                        "fsdp-memory-plan (run it again, last)";
+    return success();
+  }
+
+  LogicalResult byClass(StringRef key, std::vector<int64_t> &out) {
+    auto d = plan.getAs<DictionaryAttr>(key);
+    if (!d)
+      return error() << "has no dictionary '" << key << "'";
+    out.assign(kNumMemoryClasses, 0);
+    for (unsigned c = 0; c < kNumMemoryClasses; ++c) {
+      StringRef name = memoryClassName((MemoryClass)c);
+      auto bytes = d.getAs<IntegerAttr>(name);
+      if (!bytes)
+        return error() << "'" << key << "' has no integer '" << name << "'";
+      out[c] = bytes.getInt();
+    }
+    return success();
+  }
+
+  LogicalResult readTotals() {
+    if (failed(integer(kArenaBytes, r.arenaBytes)) ||
+        failed(integer(kAlignment, r.alignment)) ||
+        failed(integer(kPeakBytes, r.peakBytes)) ||
+        failed(integer(kPeakInstruction, r.peakInstruction)) ||
+        failed(integer(kPeakBytesWithScratch, r.peakBytesWithScratch)) ||
+        failed(byClass(kPeakBytesByClass, r.peakBytesByClass)) ||
+        failed(byClass(kMaxBytesByClass, r.maxBytesByClass)))
+      return failure();
+    if (r.peakInstruction < -1 ||
+        r.peakInstruction >= (int64_t)r.instructions.size())
+      return error() << "has peak_instruction " << r.peakInstruction
+                     << " outside the step's " << r.instructions.size()
+                     << " instructions";
+    return success();
+  }
+
+  LogicalResult readPerBuffer() {
+    size_t n = r.buffers.size();
+    auto names = plan.getAs<ArrayAttr>(kClasses);
+    ArrayRef<int64_t> offsets;
+    if (!names || names.size() != n)
+      return error() << "needs '" << kClasses << "', one class per buffer ("
+                     << n << ")";
+    if (failed(array(kArenaOffsets, offsets)))
+      return failure();
+    if (offsets.size() != n)
+      return error() << "needs '" << kArenaOffsets
+                     << "', one offset per buffer (" << n << "), got "
+                     << offsets.size();
+    for (Attribute a : names) {
+      auto name = dyn_cast<StringAttr>(a);
+      std::optional<MemoryClass> cls =
+          name ? memoryClassFromName(name.getValue()) : std::nullopt;
+      if (!cls)
+        return error() << "has " << a << " in '" << kClasses
+                       << "', which is no memory class";
+      r.classes.push_back(*cls);
+    }
+    r.arenaOffsets.assign(offsets.begin(), offsets.end());
+    return success();
+  }
+
+  /// `key`'s (first, second) pairs, `first` less than `firstBound`, `second`
+  /// a buffer.
+  LogicalResult pairs(StringRef key, size_t firstBound,
+                      function_ref<void(int64_t, int64_t)> onPair) {
+    ArrayRef<int64_t> flat;
+    if (failed(array(key, flat)))
+      return failure();
+    if (flat.size() % 2)
+      return error() << "'" << key << "' must hold pairs, got " << flat.size()
+                     << " numbers";
+    for (size_t i = 0; i < flat.size(); i += 2) {
+      if (flat[i] < 0 || flat[i] >= (int64_t)firstBound || flat[i + 1] < 0 ||
+          flat[i + 1] >= (int64_t)r.buffers.size())
+        return error() << "'" << key << "' has the pair (" << flat[i] << ", "
+                       << flat[i + 1] << ") outside the step";
+      onPair(flat[i], flat[i + 1]);
+    }
+    return success();
+  }
+
+  LogicalResult readPairs() {
+    size_t n = r.buffers.size();
+    r.viewOf.assign(n, -1);
+    r.aliases.assign(n, -1);
+    r.freesAfter.assign(r.instructions.size(), {});
+    return success(succeeded(pairs(kViews, n,
+                                   [&](int64_t v, int64_t owner) {
+                                     r.viewOf[v] = owner;
+                                   })) &&
+                   succeeded(pairs(kAliases, n,
+                                   [&](int64_t out, int64_t arg) {
+                                     r.aliases[out] = arg;
+                                   })) &&
+                   succeeded(pairs(kFrees, r.instructions.size(),
+                                   [&](int64_t i, int64_t buffer) {
+                                     r.freesAfter[i].push_back(buffer);
+                                   })));
+  }
+
+  func::FuncOp fn;
+  DictionaryAttr plan;
+  MemoryPlanRecord r;
+};
+} // namespace
+
+FailureOr<MemoryPlanRecord> MemoryPlanRecord::get(func::FuncOp fn) {
+  if (auto recorded = fn->getAttrOfType<DictionaryAttr>(kMemoryPlanAttr))
+    return RecordReader(fn, recorded).read();
+  FailureOr<MemoryPlan> plan = MemoryPlan::compute(fn);
+  if (failed(plan))
+    return failure();
+  return of(*plan);
+}
