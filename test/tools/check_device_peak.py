@@ -7,7 +7,7 @@ usage: check_device_peak.py LABEL SCHEDULE.json SUMMARY_LOG
 
 The bound: planned <= device <= planned + 2 * R + A + 256 KiB, with planned
 = memory_plan.peak_bytes_with_scratch (the schedule's buffers plus the cpu
-driver's kernel scratch, fsdp/KernelScratch.h), R the largest send buffer of
+driver's kernel scratch, fsdp/schedule/KernelScratch.h), R the largest send buffer of
 a reduce-scatter and A of an all-reduce: while in flight Open MPI's libnbc
 holds two temporaries of a reduce-scatter's send buffer and one of an
 all-reduce's (measured: +1.6 MB for a 0.8 MB MPI_Ireduce_scatter_block,

@@ -96,10 +96,15 @@ void validateDropout(const Checker &c) {
 void lowerDropout(OpLowering &l) {
   const BufferDesc &x = l.B(l.o[0]);
   int64_t rows = x.shape[0], rowNumel = rows ? x.numel / rows : 0;
-  int64_t perRank =
-      l.prog.globalBatch() > 0 && l.prog.globalBatch() % l.prog.worldSize() == 0
-          ? l.prog.globalBatch() / l.prog.worldSize()
-          : rows;
+  // The global batch: "global_batch", else (a hand-written schedule) the
+  // data inputs' global_shape[0], as runtime/docs/schedule-format.md says.
+  int64_t global = l.prog.globalBatch();
+  for (const IoDesc &io : l.prog.inputs())
+    if (global <= 0 && !io.globalShape.empty())
+      global = io.globalShape[0];
+  int64_t perRank = global > 0 && global % l.prog.worldSize() == 0
+                        ? global / l.prog.worldSize()
+                        : rows;
   l.call("fsdp_dropout",
          {l.stream(), l.t(), l.operand(0), l.result(0), l.i64(x.numel),
           l.f64(l.in.number("rate")), l.i64(l.in.integer("seed")), l.operand(1),
