@@ -381,7 +381,9 @@ LogicalResult LrScheduleOp::inferReturnTypes(MLIRContext *ctx,
 }
 LogicalResult LrScheduleOp::verify() {
   StringRef k = getKind();
-  if (k != "constant" && k != "linear" && k != "cosine")
+  // The schedule format's kinds (fsdp/schedule/Format.h).
+  if (llvm::none_of(::fsdp::schedule::kLrSchedules,
+                    [&](const auto &s) { return k == s.name; }))
     return emitOpError() << "expects kind constant, linear or cosine, got '"
                          << k << "'";
   double lr = getLr().convertToDouble(), minLr = getMinLr().convertToDouble();

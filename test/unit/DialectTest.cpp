@@ -12,6 +12,7 @@
 #include "fsdp/Conversion/Passes.h"
 #include "fsdp/Dialect/FSDP/FSDP.h"
 #include "fsdp/Dialect/NN/NN.h"
+#include "fsdp/Transforms/Passes.h"
 #include "fsdp/schedule/Format.h"
 
 #include "mlir/AsmParser/AsmParser.h"
@@ -213,6 +214,21 @@ TEST(DialectFacts, EnumsSpellTheScheduleFormatsNames) {
   for (uint32_t i = 0; i <= mlir::fsdp::getMaxEnumValForLayout(); ++i)
     EXPECT_EQ(mlir::fsdp::stringifyLayout(static_cast<mlir::fsdp::Layout>(i)),
               schedule::kLayouts[i]);
+  // The pass options' schedules and optimizers are the format's (the
+  // schedule's spelling is also nn.lr_schedule's `kind`).
+  ASSERT_EQ(mlir::fsdp::getMaxEnumValForLrSchedule() + 1,
+            std::size(schedule::kLrSchedules));
+  for (uint32_t i = 0; i <= mlir::fsdp::getMaxEnumValForLrSchedule(); ++i)
+    EXPECT_EQ(
+        mlir::fsdp::stringifyLrSchedule(static_cast<mlir::fsdp::LrSchedule>(i)),
+        schedule::kLrSchedules[i].name);
+  ASSERT_EQ(mlir::fsdp::getMaxEnumValForOptimizerKind() + 1,
+            std::size(schedule::kOptimizers));
+  for (uint32_t i = 0; i <= mlir::fsdp::getMaxEnumValForOptimizerKind(); ++i)
+    EXPECT_TRUE(schedule::contains(
+        schedule::kOptimizers, mlir::fsdp::stringifyOptimizerKind(
+                                   static_cast<mlir::fsdp::OptimizerKind>(i))
+                                   .str()));
   // The element types the translation writes are the format's dtypes.
   MLIRContext ctx;
   Builder b(&ctx);

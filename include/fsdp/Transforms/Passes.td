@@ -81,11 +81,17 @@ def FSDPMicroBatch : Pass<"fsdp-micro-batch", "::mlir::ModuleOp"> {
 defvar FSDPOptimizerOptions = [
   EnumOption<"optimizer", "optimizer", FSDP_OptimizerKind, "AdamW",
              "the update rule">,
-  Option<"lr", "lr", "double", "1e-3", "learning rate">,
-  Option<"beta1", "beta1", "double", "0.9", "AdamW beta1">,
-  Option<"beta2", "beta2", "double", "0.999", "AdamW beta2">,
-  Option<"eps", "eps", "double", "1e-8", "AdamW epsilon">,
-  Option<"weightDecay", "weight-decay", "double", "0.01",
+  // The defaults are the schedule format's (fsdp/schedule/Format.h).
+  Option<"lr", "lr", "double", "::fsdp::schedule::kDefaultLr",
+         "learning rate">,
+  Option<"beta1", "beta1", "double", "::fsdp::schedule::kDefaultBeta1",
+         "AdamW beta1">,
+  Option<"beta2", "beta2", "double", "::fsdp::schedule::kDefaultBeta2",
+         "AdamW beta2">,
+  Option<"eps", "eps", "double", "::fsdp::schedule::kDefaultEps",
+         "AdamW epsilon">,
+  Option<"weightDecay", "weight-decay", "double",
+         "::fsdp::schedule::kOptionWeightDecay",
          "decoupled weight decay (AdamW) or L2 (SGD)">,
   EnumOption<"lrSchedule", "lr-schedule", FSDP_LrSchedule, "Constant",
              "the learning rate's schedule (transformers' "

@@ -293,13 +293,21 @@ inline constexpr const char *kDefaultReduction = "avg";
 inline constexpr const char *kDefaultGeluApproximation = "none";
 
 // Defaults of the "optimizer" section, which in turn supplies the
-// attributes an nn.sgd_update / nn.adamw_update instruction leaves out.
+// attributes an nn.sgd_update / nn.adamw_update instruction leaves out:
+// torch.optim.AdamW's lr, betas and eps, and no weight decay (an update
+// that does not say it decays does not). fsdp-optimizer's options default
+// to the same values (Passes.td names these constants), except its
+// weight-decay, kOptionWeightDecay.
 inline constexpr const char *kDefaultOptimizer = "adamw";
 inline constexpr double kDefaultLr = 1e-3;
 inline constexpr double kDefaultBeta1 = 0.9;
 inline constexpr double kDefaultBeta2 = 0.999;
 inline constexpr double kDefaultEps = 1e-8;
 inline constexpr double kDefaultWeightDecay = 0.0;
+/// fsdp-optimizer's (and fsdp-pipeline's) `weight-decay` when not given:
+/// torch.optim.AdamW's default 0.01. The compiler writes it on every update,
+/// so it never reaches the format's default above.
+inline constexpr double kOptionWeightDecay = 0.01;
 
 } // namespace fsdp::schedule
 
