@@ -58,8 +58,16 @@ for t in $TARGETS; do
       clang++-22 "${mlirflags[@]}" test/fuzz/FuzzCluster.cpp lib/Analysis/Simulator.cpp \
         -o "$out/fuzz-$t" -fuse-ld=lld $(linklibs fsdp-sweep) -Wl,-rpath,/usr/lib/llvm-22/lib ;;
   esac
+  # Seeds: the committed corpus and the project's fixtures of the format
+  # (the directories test/fuzz/CMakeLists.txt replays beside the corpus).
+  case $t in
+    schedule) seeds=(../test/unit/schedules) ;;
+    config) seeds=(../test/lit/Inputs/configs ../test/lit/Inputs/models) ;;
+    cluster) seeds=(../bench/clusters) ;;
+    *) seeds=() ;;
+  esac
   mkdir -p "$out/corpus/$t"
   (cd "$out" && ASAN_OPTIONS=detect_leaks=0 ./fuzz-$t -max_total_time="$SECONDS_PER" \
      -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
-     "corpus/$t" "../test/fuzz/corpus/$t" 2>&1 | tail -25) | tee "$out/$t.log"
+     "corpus/$t" "../test/fuzz/corpus/$t" "${seeds[@]}" 2>&1 | tail -25) | tee "$out/$t.log"
 done
