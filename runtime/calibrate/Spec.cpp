@@ -1,5 +1,6 @@
 //===- Spec.cpp - The cluster spec fsdp-calibrate writes ------------------===//
 #include "fsdp/calibrate/Spec.h"
+#include "fsdp/ClusterSpec.h"
 
 #include <cstdio>
 #include <ctime>
@@ -208,32 +209,36 @@ json buildSpec(const Options &o, const Machine &mc, const Calibration &cal) {
                                " cores), measured by fsdp-calibrate";
   std::string link = "MPI over shared memory (the runtime's collectives: "
                      "MPI_Iallgather / MPI_Ireduce_scatter_block), measured";
+  // The keys are the simulator's (fsdp/ClusterSpec.h, ClusterSpec::load).
+  namespace key = fsdp::cluster_spec;
+  auto linkJson = [&](const std::string &what) {
+    return json{{key::kBusBandwidth, busBw},
+                {key::kLatency, alpha},
+                {key::kLink, what}};
+  };
   json spec;
-  spec["name"] = name;
-  spec["peak_flops"] = {{"f64", fit.peak64},
-                        {"f32", fit.peak32},
-                        {"bf16", fit.peak32},
-                        {"f16", fit.peak32}};
-  spec["memory_bytes"] = host.ram / world;
-  spec["memory_bandwidth"] = cal.kernels.bw;
-  spec["devices_per_node"] = world;
-  spec["intra_node"] = {
-      {"bus_bandwidth", busBw}, {"latency_s", alpha}, {"link", link}};
-  spec["inter_node"] = {{"bus_bandwidth", busBw},
-                        {"latency_s", alpha},
-                        {"link", "one node: the intra-node values"}};
-  spec["efficiency"] = {{"matmul", fit.effMatmul},
-                        {"attention", fit.effAttention},
-                        {"elementwise", fit.effElementwise},
-                        {"memory", fit.effMemory}};
-  spec["op_efficiency"] = opEff;
-  spec["dispatch_overhead_s"] = cal.host.dispatch;
+  spec[key::kName] = name;
+  spec[key::kPeakFlops] = {{"f64", fit.peak64},
+                           {"f32", fit.peak32},
+                           {"bf16", fit.peak32},
+                           {"f16", fit.peak32}};
+  spec[key::kMemoryBytes] = host.ram / world;
+  spec[key::kMemoryBandwidth] = cal.kernels.bw;
+  spec[key::kDevicesPerNode] = world;
+  spec[key::kIntraNode] = linkJson(link);
+  spec[key::kInterNode] = linkJson("one node: the intra-node values");
+  spec[key::kEfficiency] = {{key::kEffMatmul, fit.effMatmul},
+                            {key::kEffAttention, fit.effAttention},
+                            {key::kEffElementwise, fit.effElementwise},
+                            {key::kEffMemory, fit.effMemory}};
+  spec[key::kOpEfficiency] = opEff;
+  spec[key::kDispatchOverhead] = cal.host.dispatch;
   if (cal.host.ioBandwidth > 0)
-    spec["step_io_bandwidth"] = cal.host.ioBandwidth;
-  spec["comm_overlap"] = cal.overlap.overlap;
-  spec["collective_sync_s"] = cal.sync.sync;
-  spec["sources"] = sourcesJson(o, world, host.cores);
-  spec["measured"] = measuredJson(o, world, host.cores, cal);
+    spec[key::kStepIoBandwidth] = cal.host.ioBandwidth;
+  spec[key::kCommOverlap] = cal.overlap.overlap;
+  spec[key::kCollectiveSync] = cal.sync.sync;
+  spec[key::kSources] = sourcesJson(o, world, host.cores);
+  spec[key::kMeasured] = measuredJson(o, world, host.cores, cal);
   return spec;
 }
 
