@@ -124,8 +124,6 @@ std::vector<OpDef> transformerOps();
 /// The definition of `kind`. Every op of kOps has one
 /// (test/unit/InterpreterTest.cpp checks).
 const OpDef &opDef(OpKind kind);
-/// Whether `kind` has a definition.
-bool hasOpDef(OpKind kind);
 
 } // namespace fsdp::schedule
 

@@ -53,15 +53,13 @@ const OpTable &table() {
 
 } // namespace
 
-bool hasOpDef(OpKind kind) {
+bool hasLowering(OpKind kind) {
   size_t k = static_cast<size_t>(kind);
   return k < table().byKind.size() && table().byKind[k] >= 0;
 }
 
-bool hasLowering(OpKind kind) { return hasOpDef(kind); }
-
 const OpDef &opDef(OpKind kind) {
-  if (!hasOpDef(kind))
+  if (!hasLowering(kind))
     throw Error(std::string("internal error: op '") + opName(kind) +
                 "' has no definition in runtime/schedule/ops");
   return table()

@@ -555,7 +555,7 @@ Instruction Parser::parseInstruction(const json &ij, size_t idx) {
   in.loc = ij.value("loc", std::string());
   if (!in.loc.empty())
     ctx += " (" + in.loc + ")";
-  if (!lookupOp(in.op.c_str(), in.kind) || !hasOpDef(in.kind))
+  if (!lookupOp(in.op.c_str(), in.kind) || !hasLowering(in.kind))
     throw Error(ctx + ": unknown op '" + in.op + "'");
   ctx += " '" + in.op + "'";
   in.operands = intListField(ij, "operands", ctx, false);

@@ -86,6 +86,24 @@ int fail(const llvm::Twine &msg) {
   return 1;
 }
 
+/// --emit-plan: the step plan the compiled step would run, as text.
+int writePlan(ModuleOp module) {
+  std::string doc;
+  ::fsdp::schedule::Program prog;
+  ::fsdp::schedule::StepPlan plan;
+  if (failed(mlir::fsdp::planCompiledStep(module, doc, prog, plan)))
+    return 1;
+  std::error_code ec;
+  llvm::ToolOutputFile out(outputFile, ec, llvm::sys::fs::OF_Text);
+  if (ec)
+    return fail("cannot write " + outputFile + ": " + ec.message());
+  std::ostringstream text;
+  plan.print(text, prog);
+  out.os() << text.str();
+  out.keep();
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -122,22 +140,8 @@ int main(int argc, char **argv) {
     return 1;
   double tParse = since(t0);
 
-  if (emitPlan) {
-    std::string doc;
-    ::fsdp::schedule::Program prog;
-    ::fsdp::schedule::StepPlan plan;
-    if (failed(mlir::fsdp::planCompiledStep(*module, doc, prog, plan)))
-      return 1;
-    std::error_code ec;
-    llvm::ToolOutputFile out(outputFile, ec, llvm::sys::fs::OF_Text);
-    if (ec)
-      return fail("cannot write " + outputFile + ": " + ec.message());
-    std::ostringstream text;
-    plan.print(text, prog);
-    out.os() << text.str();
-    out.keep();
-    return 0;
-  }
+  if (emitPlan)
+    return writePlan(*module);
 
   auto t1 = Clock::now();
   PassManager pm(&context);
