@@ -122,7 +122,7 @@ std::vector<OpDef> optimizerOps();
 std::vector<OpDef> transformerOps();
 
 /// The definition of `kind`. Every op of kOps has one
-/// (test/unit/InterpreterTest.cpp checks).
+/// (test/unit/DialectTest.cpp checks).
 const OpDef &opDef(OpKind kind);
 
 } // namespace fsdp::schedule
