@@ -74,12 +74,13 @@ public:
   llvm::DenseMap<Value, int64_t> indexOf; // value → buffer index
   std::vector<Operation *> instructions;
   std::vector<std::vector<int64_t>>
-      freesAfter;                    // buffer indices freed after instruction i
-  std::vector<int64_t> liveBytes;    // bytes live while instruction i runs
-  int64_t peakBytes = 0;             // max of liveBytes (and the step's start)
-  std::vector<int64_t> scratchBytes; // the cpu driver's kernel scratch at
-                                     // instruction i (fsdp/schedule/KernelScratch.h)
-  int64_t peakBytesWithScratch = 0;  // max of liveBytes + scratchBytes
+      freesAfter;                 // buffer indices freed after instruction i
+  std::vector<int64_t> liveBytes; // bytes live while instruction i runs
+  int64_t peakBytes = 0;          // max of liveBytes (and the step's start)
+  std::vector<int64_t>
+      scratchBytes; // the cpu driver's kernel scratch at
+                    // instruction i (fsdp/schedule/KernelScratch.h)
+  int64_t peakBytesWithScratch = 0; // max of liveBytes + scratchBytes
   int64_t peakInstruction = -1; // index of the first instruction at the peak
   std::vector<int64_t>
       peakBytesByClass; // live bytes per MemoryClass at the peak
