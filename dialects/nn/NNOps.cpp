@@ -69,6 +69,15 @@ LogicalResult mlir::nn::detail::verifyByInference(Operation *op) {
   return verifyResultTypes(op, types);
 }
 
+bool mlir::nn::rowsChanged(Operation *op) {
+  if (op->getNumOperands() == 0 || op->getNumResults() == 0)
+    return false;
+  auto in = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
+  auto out = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  return in && out && in.getRank() > 0 && out.getRank() > 0 &&
+         in.getShape()[0] != out.getShape()[0];
+}
+
 LogicalResult mlir::nn::reinferResultTypes(Operation *op) {
   SmallVector<Type> types;
   if (auto c = dyn_cast<CastOp>(op))

@@ -90,9 +90,12 @@ struct FSDPMicroBatchPass
         Operation *c = b.clone(*op, map);
         c->setAttr(nn::kMicroBatchAttr, b.getI64IntegerAttr(j));
         // An op whose semantics depend on where its rows sit in the batch
-        // (nn.dropout's mask) has an inherent `micro_batch` attribute.
+        // (nn.dropout's mask) has an inherent `micro_batch` attribute: set
+        // when this clone's rows are micro-batch j's, i.e. its input's rows
+        // shrank with the batch (its results still have the old shapes).
         if (llvm::is_contained(c->getName().getAttributeNames(),
-                               kMicroBatchIndexAttr))
+                               kMicroBatchIndexAttr) &&
+            nn::rowsChanged(c))
           c->setAttr(kMicroBatchIndexAttr, b.getI64IntegerAttr(j));
         // The clone sees a smaller batch: re-infer its result shapes.
         if (failed(nn::reinferResultTypes(c)))

@@ -72,10 +72,18 @@ LogicalResult splitBatch(func::FuncOp fn, int64_t worldSize) {
   fn.setFunctionType(FunctionType::get(fn.getContext(),
                                        fn.getBody().front().getArgumentTypes(),
                                        fn.getResultTypes()));
-  for (Operation &op : fn.getBody().front().without_terminator())
+  for (Operation &op : fn.getBody().front().without_terminator()) {
+    // An op whose semantics depend on where its rows sit in the batch
+    // (nn.dropout's mask) has an inherent `batch_split` attribute: set when
+    // its rows were split across the ranks (its input's rows shrank; its
+    // results still have the old shapes).
+    if (llvm::is_contained(op.getName().getAttributeNames(), "batch_split") &&
+        nn::rowsChanged(&op))
+      op.setAttr("batch_split", BoolAttr::get(fn.getContext(), true));
     if (failed(nn::reinferResultTypes(&op)))
       return op.emitError()
              << "cannot split the batch over " << worldSize << " ranks here";
+  }
   return success();
 }
 

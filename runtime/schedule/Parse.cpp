@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -152,6 +153,9 @@ AttrValue decodeAttr(const AttrSpec &spec, const json &attrs,
 }
 
 } // namespace
+
+/// Attributes the compiler writes for people and tools, which no op reads.
+const char *const kNoteAttrs[] = {"unit", "bucket", "async", "fqn", "offset"};
 
 /// Fills a Program from the JSON text, one section at a time.
 class Parser {
@@ -379,8 +383,12 @@ void Parser::parseBuffers() {
       bd.viewOf = intField(b, "view_of", ctx);
       bd.offset = b.contains("offset") ? intField(b, "offset", ctx) : 0;
     }
-    if (b.contains("arena_offset") && !b["arena_offset"].is_null())
+    if (b.contains("arena_offset") && !b["arena_offset"].is_null()) {
       bd.arenaOffset = intField(b, "arena_offset", ctx);
+      if (bd.arenaOffset < 0)
+        throw Error(ctx + ": arena_offset must be >= 0, got " +
+                    std::to_string(bd.arenaOffset));
+    }
     p.bufferMap[bd.id] = bd;
   }
 }
@@ -484,8 +492,16 @@ void Parser::parseIo(const char *key, std::vector<IoDesc> &list, bool isIn) {
       throw Error(ctx + ": role '" + io.role + "' needs a 'unit'" +
                   (io.role == "param" ? " or an 'fqn'" : ""));
     }
-    if (e.contains("global_shape"))
+    if (e.contains("global_shape")) {
       io.globalShape = intListField(e, "global_shape", ctx);
+      // Rank r holds rows [r·b, (r+1)·b) of the global batch: the batch
+      // the ops that place rows in it read (nn.dropout) is this one.
+      if (p.globalBatchValue > 0 && !io.globalShape.empty() &&
+          io.globalShape[0] != p.globalBatchValue)
+        throw Error(ctx + ": global_shape " + shapeStr(io.globalShape) +
+                    " does not have global_batch " +
+                    std::to_string(p.globalBatchValue) + " rows");
+    }
     if (!isIn && e.contains("aliases")) {
       io.aliases = intField(e, "aliases", ctx);
       if (io.aliases < 0)
@@ -568,7 +584,22 @@ Instruction Parser::parseInstruction(const json &ij, size_t idx) {
   if (attrs.contains("unit") && (!attrs["unit"].is_string() ||
                                  !p.findUnit(attrs["unit"].get<std::string>())))
     throw Error(ctx + ": unknown unit " + attrs["unit"].dump());
-  for (const AttrSpec &spec : opDef(in.kind).attrs)
+  const std::vector<AttrSpec> &specs = opDef(in.kind).attrs;
+  // An attribute the op does not read is a mistake (a misspelt name would
+  // silently run with the default), except the compiler's notes for people
+  // and tools: which unit or bucket, async, a view's FQN and element offset.
+  for (const auto &[key, value] : attrs.items())
+    if (!std::count(std::begin(kNoteAttrs), std::end(kNoteAttrs), key) &&
+        std::none_of(specs.begin(), specs.end(),
+                     [&](const AttrSpec &s) { return key == s.name; })) {
+      std::string reads;
+      for (const AttrSpec &s : specs)
+        reads += (reads.empty() ? "" : ", ") + std::string(s.name);
+      throw Error(
+          ctx + ": unknown attribute '" + key + "'" +
+          (reads.empty() ? " (it has none)" : " (it reads: " + reads + ")"));
+    }
+  for (const AttrSpec &spec : specs)
     in.attrs.emplace_back(spec.name,
                           decodeAttr(spec, attrs, p.optimizerDesc, ctx));
   return in;

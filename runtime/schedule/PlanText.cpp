@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "fsdp/schedule/StepPlan.h"
 
-#include <sstream>
+#include <charconv>
 
 namespace fsdp::schedule {
 
@@ -43,10 +43,10 @@ std::string argText(const StepPlan &plan, const Arg &a) {
   case ArgKind::I64:
     return std::to_string(a.value);
   case ArgKind::F64: {
-    std::ostringstream os;
-    os.precision(17);
-    os << a.number;
-    return os.str();
+    // The shortest text that reads back as the same double.
+    char text[32];
+    auto end = std::to_chars(text, text + sizeof text, a.number).ptr;
+    return std::string(text, end);
   }
   case ArgKind::RankTimes:
     return "rank(" + group + ")*" + std::to_string(a.scale) +

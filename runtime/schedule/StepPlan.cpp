@@ -77,6 +77,7 @@ private:
   StepPlan &plan;
   int64_t curInst = -1, liveBytes = 0;
   std::set<int64_t> live;             ///< live root buffers
+  std::set<int64_t> freed;            ///< root buffers whose life ended
   std::map<int64_t, SlotUse> slots;   ///< live arena slots by byte offset
   std::map<int64_t, int64_t> aliasOf; ///< output root -> state input
   std::vector<Pending> pending;       ///< collectives in flight
@@ -289,6 +290,11 @@ void PlanBuilder::allocate(int64_t rootId, bool overwritten) {
   if (live.count(rootId))
     throw Error("buffer " + std::to_string(rootId) +
                 " is defined while still live");
+  // A buffer lives once: a use of its memory (or of a view of it) after its
+  // free is a planner bug, not a new buffer full of zeros.
+  if (freed.count(rootId))
+    throw Error("buffer " + std::to_string(rootId) +
+                " is defined again after its free");
   const BufferDesc &b = prog.buffer(rootId);
   if (opt.arena) {
     checkSlotFree(b);
@@ -334,6 +340,7 @@ void PlanBuilder::release(int64_t id) {
     action(ActionKind::Release, slot(id));
   }
   live.erase(id);
+  freed.insert(id);
 }
 
 /// Throws the planner-bug error if a live buffer's arena bytes overlap

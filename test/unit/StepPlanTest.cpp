@@ -123,4 +123,69 @@ TEST(StepPlan, AnErrorEndsThePlanAtItsInstruction) {
   EXPECT_EQ(plan.actions.back().kind, ActionKind::Fail);
 }
 
+// Bug shapes a hand-edited schedule can have, found by trying (the parse
+// or the plan names them; none may run with made-up memory or defaults).
+std::string loadError(const std::string &text) {
+  try {
+    Program p = Program::fromString(text, 0, "e.json");
+    StepPlan plan = StepPlan::build(p, StepPlan::Options());
+    return plan.error;
+  } catch (const fsdp::Error &e) {
+    return e.what();
+  }
+}
+
+std::string relu(const std::string &attrs, const std::string &frees,
+                 const std::string &extra = "") {
+  return R"({"format": "fsdp-schedule", "version": 2, "world_size": 1,
+      "global_batch": 2, "units": [], "buffers": [
+        {"id": 0, "dtype": "f32", "shape": [2, 2]},
+        {"id": 1, "dtype": "f32", "shape": [4]},
+        {"id": 2, "dtype": "f32", "shape": [2, 2], "view_of": 1},
+        {"id": 3, "dtype": "f32", "shape": [2, 2]})" +
+         extra + R"(],
+      "inputs": [{"buffer": 0, "role": "features", "global_shape": [2, 2]}],
+      "outputs": [{"buffer": 3, "role": "output"}],
+      "instructions": [
+        {"op": "nn.relu", "operands": [0], "results": [2], "frees": )" +
+         frees + R"(, "loc": "e.mlir:1:1"},
+        {"op": "nn.gelu", "operands": [2], "results": [3], "attrs": )" +
+         attrs + R"(, "loc": "e.mlir:2:1"}]})";
+}
+
+TEST(StepPlan, BugShapesAreErrors) {
+  EXPECT_EQ(loadError(relu("{}", "[]")), "");
+  // A misspelt attribute would run with the default.
+  EXPECT_NE(loadError(relu(R"({"aproximate": "tanh"})", "[]"))
+                .find("instruction #1 (e.mlir:2:1) 'nn.gelu': unknown "
+                      "attribute 'aproximate' (it reads: approximate)"),
+            std::string::npos);
+  // A view of a freed buffer: read, or bound again (not a new buffer of
+  // zeros).
+  EXPECT_EQ(loadError(relu("{}", "[1]")),
+            "e.json: instruction #1 'nn.gelu' (e.mlir:2:1): buffer 2 (a view "
+            "of buffer 1) is used but not live (never defined, or already "
+            "freed)");
+  std::string again = relu("{}", "[1]", R"(, {"id": 5, "dtype": "f32",
+      "shape": [2, 2], "view_of": 1})");
+  const std::string use = R"("operands": [2], "results": [3])";
+  again.replace(again.find(use), use.size(),
+                R"("operands": [0], "results": [5])");
+  EXPECT_EQ(loadError(again), "e.json: instruction #1 'nn.gelu' (e.mlir:2:1): "
+                              "buffer 1 is defined again after its free");
+  // A negative arena offset is not "no plan".
+  EXPECT_NE(loadError(relu("{}", "[]",
+                           R"(, {"id": 4, "dtype": "f32", "shape": [1],
+                                 "arena_offset": -64})"))
+                .find("buffer 4: arena_offset must be >= 0, got -64"),
+            std::string::npos);
+  // The batch the ops place rows in is the inputs'.
+  std::string text = relu("{}", "[]");
+  const std::string batch = R"("global_batch": 2)";
+  text.replace(text.find(batch), batch.size(), R"("global_batch": 4)");
+  EXPECT_NE(loadError(text).find("global_shape [2, 2] does not have "
+                                 "global_batch 4 rows"),
+            std::string::npos);
+}
+
 } // namespace

@@ -113,6 +113,9 @@ int main(int argc, char **argv) {
       "fsdp-compile: a scheduled fsdp step to a shared object that calls the "
       "runtime (fsdp-run --compiled)\n");
   auto t0 = Clock::now();
+  if (emitPlan + emitLLVM + objectOnly > 1)
+    return fail("--emit-plan, --emit-llvm and -c each choose the output: "
+                "give one");
   if (optLevel > 3)
     return fail("--opt-level must be 0-3, got " +
                 std::to_string(optLevel.getValue()));

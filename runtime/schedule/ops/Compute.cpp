@@ -82,35 +82,44 @@ void validateDropout(const Checker &c) {
   double rate = c.in.number("rate");
   if (!(rate >= 0 && rate < 1))
     c.fail("rate must be in [0, 1), got " + std::to_string(rate));
-  if (c.B(c.o[0]).shape.empty())
-    c.fail("the input must have a batch dimension");
-  if (c.in.integer("micro_batch") < 0)
-    c.fail("micro_batch must be >= 0");
+  const BufferDesc &x = c.B(c.o[0]);
+  if (x.shape.empty())
+    c.fail("the input must have rows (a dimension 0)");
+  // The first element's index in the global tensor must fit in int64.
+  int64_t microBatch = c.in.integer("micro_batch");
+  if (microBatch < 0 || (x.numel > 0 && microBatch > (kMaxCount / x.numel)))
+    c.fail("micro_batch " + std::to_string(microBatch) +
+           " must be >= 0 and its rows' index in the batch below 2^62");
 }
 
-/// The mask is drawn by each element's place in the global batch: rank r
-/// holds rows [r·b, (r+1)·b) of it (b = global_batch / world_size), and
+/// The mask is drawn by each element's place in the whole tensor. Rows of
+/// an activation split across the ranks (`batch_split`): rank r holds rows
+/// [r·b, (r+1)·b) of the global batch (b = global_batch / world_size), and
 /// micro-batch j rows [j·m, (j+1)·m) of those (m the input's rows), so the
-/// first element here is element (r·b + j·m)·(numel / m) of the whole
-/// tensor, at any world size and micro-batch count.
+/// first element here is element (r·b + j·m)·(numel / m). A tensor whose
+/// rows are not the batch's (a parameter) is the same on every rank, and so
+/// is its mask.
 void lowerDropout(OpLowering &l) {
   const BufferDesc &x = l.B(l.o[0]);
   int64_t rows = x.shape[0], rowNumel = rows ? x.numel / rows : 0;
-  // The global batch: "global_batch", else (a hand-written schedule) the
-  // data inputs' global_shape[0], as runtime/docs/schedule-format.md says.
-  int64_t global = l.prog.globalBatch();
-  for (const IoDesc &io : l.prog.inputs())
-    if (global <= 0 && !io.globalShape.empty())
-      global = io.globalShape[0];
-  int64_t perRank = global > 0 && global % l.prog.worldSize() == 0
-                        ? global / l.prog.worldSize()
-                        : rows;
+  int64_t first = l.in.integer("micro_batch") * rows * rowNumel;
+  Arg index = l.i64(first);
+  if (l.in.flag("batch_split")) {
+    // The global batch: "global_batch", else (a hand-written schedule) the
+    // data inputs' global_shape[0], as runtime/docs/schedule-format.md says.
+    int64_t global = l.prog.globalBatch();
+    for (const IoDesc &io : l.prog.inputs())
+      if (global <= 0 && !io.globalShape.empty())
+        global = io.globalShape[0];
+    int64_t perRank = global > 0 && global % l.prog.worldSize() == 0
+                          ? global / l.prog.worldSize()
+                          : rows;
+    index = l.rankTimes(Group::World, perRank * rowNumel, first);
+  }
   l.call("fsdp_dropout",
          {l.stream(), l.t(), l.operand(0), l.result(0), l.i64(x.numel),
           l.f64(l.in.number("rate")), l.i64(l.in.integer("seed")), l.operand(1),
-          l.dtypeArg(l.B(l.o[1]).dtype),
-          l.rankTimes(Group::World, perRank * rowNumel,
-                      l.in.integer("micro_batch") * rows * rowNumel)});
+          l.dtypeArg(l.B(l.o[1]).dtype), index});
 }
 
 //===--- Constants, copies and casts --------------------------------------===//
@@ -409,7 +418,7 @@ std::vector<OpDef> computeOps() {
       {OpKind::SiluGrad, {}, validateBinary, lowerElementwise<2, kSiluGrad>},
       {OpKind::Dropout,
        {number("rate", kRequired), integer("seed", kRequired),
-        integer("micro_batch")},
+        flag("batch_split"), integer("micro_batch")},
        validateDropout,
        lowerDropout},
       {OpKind::ReduceSum,

@@ -1,6 +1,8 @@
-// The MLP with dropout (nn.dropout) after its hidden activations, in f64:
-// 13 -> 64 -> 37 -> 10, global batch 12. The step input feeds the masks
-// (and the optimizer, which reuses it).
+// The MLP with dropout (nn.dropout) after its hidden activations and on the
+// weight of its second layer (DropConnect: a tensor whose rows are not the
+// batch's, the same mask on every rank), in f64: 13 -> 64 -> 37 -> 10,
+// global batch 12. The step input feeds the masks (and the optimizer, which
+// reuses it).
 func.func @forward(%x: tensor<12x13xf64> {nn.data = "features"},
                    %y: tensor<12xi32> {nn.data = "labels"},
                    %step: tensor<i64> {nn.step},
@@ -14,7 +16,8 @@ func.func @forward(%x: tensor<12x13xf64> {nn.data = "features"},
   %h1 = nn.linear %x, %w1, %b1 : (tensor<12x13xf64>, tensor<64x13xf64>, tensor<64xf64>) -> tensor<12x64xf64>
   %a1 = nn.relu %h1 : tensor<12x64xf64>
   %d1 = nn.dropout %a1, %step {rate = 2.500000e-01, seed = 1} : tensor<12x64xf64>, tensor<i64>
-  %h2 = nn.linear %d1, %w2, %b2 : (tensor<12x64xf64>, tensor<37x64xf64>, tensor<37xf64>) -> tensor<12x37xf64>
+  %w2d = nn.dropout %w2, %step {rate = 1.000000e-01, seed = 3} : tensor<37x64xf64>, tensor<i64>
+  %h2 = nn.linear %d1, %w2d, %b2 : (tensor<12x64xf64>, tensor<37x64xf64>, tensor<37xf64>) -> tensor<12x37xf64>
   %a2 = nn.gelu %h2 : tensor<12x37xf64>
   %d2 = nn.dropout %a2, %step {rate = 1.000000e-01, seed = 2} : tensor<12x37xf64>, tensor<i64>
   %logits = nn.linear %d2, %w3, %b3 : (tensor<12x37xf64>, tensor<10x37xf64>, tensor<10xf64>) -> tensor<12x10xf64>

@@ -74,6 +74,10 @@ inline constexpr llvm::StringLiteral kActivationCheckpointAttr =
 /// operands are inconsistent. Used after a pass changes operand types (batch
 /// split, micro-batches, param-dtype).
 llvm::LogicalResult reinferResultTypes(Operation *op);
+/// Before reinferResultTypes after a pass changed `op`'s operands: whether
+/// the rows (dimension 0) of its first operand differ from its first
+/// result's, i.e. the op now sees another split of the batch.
+bool rowsChanged(Operation *op);
 
 /// The most bytes one tensor may occupy: 2^59 (512 PiB; 2^56 elements of
 /// up to 8 bytes, fsdp-import's limit), so that the planner's sums of the

@@ -412,8 +412,11 @@ def NN_DropoutRate : ConfinedAttr<F64Attr, [AttrConstraint<CPred<
     "::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() >= 0.0 && "
     "::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() < 1.0">,
     "a rate in [0, 1)">]> {
-  let summary = "a dropout rate in [0, 1)";
+  let summary = "a 64-bit float dropout rate in [0, 1)";
 }
+// Dropout's operand: a float tensor with rows (dimension 0), the batch's
+// when it has one.
+def NN_RowsTensor : TensorRankOf<[F32, F64, BF16, F16], [1, 2, 3, 4]>;
 
 // Verified by its types and attributes alone (ODS), so not an NN_ShapedOp.
 def NN_DropoutOp : NN_Op<"dropout", [Pure, AllTypesMatch<["input", "result"]>,
@@ -427,14 +430,18 @@ def NN_DropoutOp : NN_Op<"dropout", [Pure, AllTypesMatch<["input", "result"]>,
     (the element's index in the global batch, the optimizer `step`) under
     key `seed`: the same at every world size and micro-batch count, on every
     driver, and again when activation checkpointing recomputes the op.
-    `micro_batch` is the micro-batch this op's rows belong to
-    (fsdp-micro-batch sets it on its clones). The VJP is the same dropout of
-    the gradient. FLOPs: one multiply per element.
+    The passes that split the batch record where the op's rows sit in it:
+    `batch_split` when fsdp-shard split them across the ranks (an
+    activation; a parameter's rows are not split, and every rank then draws
+    the same mask), `micro_batch` the micro-batch whose rows they are when
+    fsdp-micro-batch split them. The VJP is the same dropout of the
+    gradient. FLOPs: one multiply per element.
   }];
-  let arguments = (ins NN_FloatTensor:$input, NN_StepTensor:$step,
+  let arguments = (ins NN_RowsTensor:$input, NN_StepTensor:$step,
                        NN_DropoutRate:$rate, I64Attr:$seed,
+                       DefaultValuedAttr<BoolAttr, "false">:$batch_split,
                        DefaultValuedAttr<I64Attr, "0">:$micro_batch);
-  let results = (outs NN_FloatTensor:$result);
+  let results = (outs NN_RowsTensor:$result);
   let assemblyFormat = "$input `,` $step attr-dict `:` type($input) `,` type($step)";
 }
 

@@ -414,7 +414,7 @@ func.func @scale_type(%g: tensor<8xf32>, %c: tensor<f64>) -> tensor<8xf64> {
 // -----
 
 func.func @dropout_rate(%x: tensor<4x8xf32>, %s: tensor<i64>) -> tensor<4x8xf32> {
-  // expected-error @+1 {{'nn.dropout' op attribute 'rate' failed to satisfy constraint: a dropout rate in [0, 1)}}
+  // expected-error @+1 {{'nn.dropout' op attribute 'rate' failed to satisfy constraint: a 64-bit float dropout rate in [0, 1)}}
   %y = nn.dropout %x, %s {rate = 1.0, seed = 0} : tensor<4x8xf32>, tensor<i64>
   return %y : tensor<4x8xf32>
 }
@@ -425,4 +425,12 @@ func.func @dropout_type(%x: tensor<4x8xf32>, %s: tensor<i64>) -> tensor<4x8xf64>
   // expected-error @+1 {{'nn.dropout' op failed to verify that all of {input, result} have same type}}
   %y = "nn.dropout"(%x, %s) {rate = 0.5 : f64, seed = 0 : i64} : (tensor<4x8xf32>, tensor<i64>) -> tensor<4x8xf64>
   return %y : tensor<4x8xf64>
+}
+
+// -----
+
+func.func @dropout_scalar(%x: tensor<f32>, %s: tensor<i64>) -> tensor<f32> {
+  // expected-error @+1 {{'nn.dropout' op operand #0 must be 1D/2D/3D/4D tensor of}}
+  %y = "nn.dropout"(%x, %s) {rate = 0.5 : f64, seed = 0 : i64} : (tensor<f32>, tensor<i64>) -> tensor<f32>
+  return %y : tensor<f32>
 }
