@@ -286,14 +286,17 @@ LogicalResult UnitOp::verify() {
                            << offsets[i];
     end += getParamNumel(i);
   }
-  if (*getNumel() != end)
+  // I64Attr's getters are unsigned: the comparisons are in uint64_t.
+  if (*getNumel() != static_cast<uint64_t>(end))
     return emitOpError() << "expects numel " << end
                          << " (the sum of parameter sizes), got "
                          << *getNumel();
   if (std::optional<int64_t> ws = groupSize(*this, Group::Shard)) {
     // fsdp-shard's padding (fsdp/Sharding.h), the one definition.
     int64_t padded = ::fsdp::paddedNumel(end, *ws);
-    if (*getPaddedNumel() != padded || *getShardNumel() * *ws != padded)
+    if (*getPaddedNumel() != static_cast<uint64_t>(padded) ||
+        *getShardNumel() * static_cast<uint64_t>(*ws) !=
+            static_cast<uint64_t>(padded))
       return emitOpError() << "expects padded_numel " << padded
                            << " and shard_numel " << padded / *ws
                            << " for numel " << end << " on shard groups of "
@@ -401,11 +404,13 @@ LogicalResult AllGatherOp::verify() {
                                  getBufferType());
 }
 
-LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
+LogicalResult
+AllGatherOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (getGroup() != Group::Shard)
-    return lookupUnit(*this, getUnitAttr(), symbols);
+    return lookupUnit(*this, getUnitAttr(), symbolTable);
   return verifyCollectiveSizes(*this, getUnitAttr(), getBucketAttr(),
-                               getShard().getType(), getBufferType(), symbols);
+                               getShard().getType(), getBufferType(),
+                               symbolTable);
 }
 
 LogicalResult ReduceScatterOp::verify() {
@@ -417,11 +422,12 @@ LogicalResult ReduceScatterOp::verify() {
 }
 
 LogicalResult
-ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbols) {
+ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (getGroup() != Group::Shard)
-    return lookupUnit(*this, getUnitAttr(), symbols);
+    return lookupUnit(*this, getUnitAttr(), symbolTable);
   return verifyCollectiveSizes(*this, getUnitAttr(), getBucketAttr(),
-                               getBufferType(), getInput().getType(), symbols);
+                               getBufferType(), getInput().getType(),
+                               symbolTable);
 }
 
 LogicalResult AllReduceOp::verify() {
@@ -434,8 +440,9 @@ LogicalResult AllReduceOp::verify() {
   return success();
 }
 
-LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  return lookupUnit(*this, getUnitAttr(), symbols);
+LogicalResult
+AllReduceOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return lookupUnit(*this, getUnitAttr(), symbolTable);
 }
 
 static LogicalResult verifyBucketCopy(Operation *op, int64_t blocks,
@@ -481,8 +488,9 @@ LogicalResult LocalShardOp::verify() {
   return success();
 }
 
-LogicalResult LocalShardOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  return lookupUnit(*this, getUnitAttr(), symbols);
+LogicalResult
+LocalShardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return lookupUnit(*this, getUnitAttr(), symbolTable);
 }
 
 LogicalResult ParamViewOp::verify() {
@@ -515,6 +523,6 @@ LogicalResult FlattenOp::verify() {
   return success();
 }
 
-LogicalResult FlattenOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  return lookupUnit(*this, getUnitAttr(), symbols);
+LogicalResult FlattenOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return lookupUnit(*this, getUnitAttr(), symbolTable);
 }

@@ -368,7 +368,7 @@ LogicalResult AdamWUpdateOp::verify() {
   double b1 = getBeta1().convertToDouble(), b2 = getBeta2().convertToDouble();
   if (!(getLr().convertToDouble() > 0))
     return emitOpError() << "expects lr > 0";
-  if (!(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1))
+  if (!(b1 >= 0) || !(b1 < 1) || !(b2 >= 0) || !(b2 < 1))
     return emitOpError() << "expects betas in [0, 1), got (" << b1 << ", " << b2
                          << ")";
   if (!(getEps().convertToDouble() > 0))
@@ -382,10 +382,10 @@ LogicalResult AdamWUpdateOp::verify() {
 // learning-rate schedule, gradient norm and clipping
 //===----------------------------------------------------------------------===//
 
-LogicalResult LrScheduleOp::inferReturnTypes(MLIRContext *ctx,
+LogicalResult LrScheduleOp::inferReturnTypes(MLIRContext *context,
                                              std::optional<Location>, Adaptor,
                                              SmallVectorImpl<Type> &inferred) {
-  inferred.push_back(RankedTensorType::get({}, Float64Type::get(ctx)));
+  inferred.push_back(RankedTensorType::get({}, Float64Type::get(context)));
   return success();
 }
 LogicalResult LrScheduleOp::verify() {
@@ -398,7 +398,7 @@ LogicalResult LrScheduleOp::verify() {
   double lr = getLr().convertToDouble(), minLr = getMinLr().convertToDouble();
   if (!(lr > 0))
     return emitOpError() << "expects lr > 0";
-  if (!(minLr >= 0 && minLr <= lr))
+  if (!(minLr >= 0) || !(minLr <= lr))
     return emitOpError() << "expects min_lr in [0, lr], got " << minLr;
   // I64Attr's getter is unsigned: the signed values.
   int64_t warmup = getWarmupStepsAttr().getInt(),
@@ -418,18 +418,18 @@ LogicalResult LrScheduleOp::verify() {
   return verifyByInference(*this);
 }
 
-LogicalResult SumSquaresOp::inferReturnTypes(MLIRContext *ctx,
+LogicalResult SumSquaresOp::inferReturnTypes(MLIRContext *context,
                                              std::optional<Location>, Adaptor,
                                              SmallVectorImpl<Type> &inferred) {
-  inferred.push_back(RankedTensorType::get({1}, Float64Type::get(ctx)));
+  inferred.push_back(RankedTensorType::get({1}, Float64Type::get(context)));
   return success();
 }
 LogicalResult SumSquaresOp::verify() { return verifyByInference(*this); }
 
-LogicalResult GradNormOp::inferReturnTypes(MLIRContext *ctx,
+LogicalResult GradNormOp::inferReturnTypes(MLIRContext *context,
                                            std::optional<Location>, Adaptor,
                                            SmallVectorImpl<Type> &inferred) {
-  auto t = RankedTensorType::get({}, Float64Type::get(ctx));
+  auto t = RankedTensorType::get({}, Float64Type::get(context));
   inferred.append({t, t});
   return success();
 }

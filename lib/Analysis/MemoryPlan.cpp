@@ -87,7 +87,7 @@ static MemoryClass classifyResult(OpResult r, bool backward) {
     // reduced gradient cast for the optimizer is gradient storage; a
     // replicated parameter cast for compute is a gathered (full) parameter.
     Operation *src = skipWait(c.getInput()).getDefiningOp();
-    if ((src && isa<FlattenOp>(src)) ||
+    if (isa_and_nonnull<FlattenOp>(src) ||
         llvm::any_of(c->getUsers(),
                      [](Operation *u) { return isa<AllGatherOp, PackOp>(u); }))
       return MemoryClass::CommBuffer;
@@ -132,8 +132,7 @@ LogicalResult MemoryPlan::collectBuffers(func::FuncOp fn) {
   for (Operation &op : block.without_terminator())
     instructions.push_back(&op);
   if (Operation *def = lossDefiningOp(fn))
-    lossInstruction = std::find(instructions.begin(), instructions.end(), def) -
-                      instructions.begin();
+    lossInstruction = llvm::find(instructions, def) - instructions.begin();
 
   auto addBuffer = [&](Value v, MemoryClass cls,
                        int64_t start) -> LogicalResult {
@@ -239,17 +238,18 @@ void MemoryPlan::assignLifetimes(func::FuncOp fn,
     if (b.viewOf >= 0)
       continue;
     auto arg = dyn_cast<BlockArgument>(b.value);
-    if (returned.contains(b.value) || (arg && isState(arg))) {
-      b.end = n; // carried to the next step, or resident state
+    bool persists = returned.contains(b.value) || (arg && isState(arg));
+    if (persists || (lastUse[i] < 0 && b.start < 0)) {
+      // Carried to the next step, resident state, or an unused argument:
+      // the whole step.
+      b.end = n;
     } else if (lastUse[i] >= 0) {
       b.end = lastUse[i];
       if (!explicitlyFreed.contains(b.value))
         freesAfter[b.end].push_back(i);
-    } else if (b.start >= 0) {
+    } else {
       b.end = b.start; // defined, never used: freed right after its instruction
       freesAfter[b.end].push_back(i);
-    } else {
-      b.end = n; // an unused argument stays for the whole step
     }
   }
   for (auto &b : buffers)
@@ -347,8 +347,13 @@ void MemoryPlan::assignArenaOffsets() {
   for (int64_t i = 0; i < (int64_t)buffers.size(); ++i)
     if (buffers[i].viewOf < 0 && buffers[i].aliases < 0)
       order.push_back(i);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return buffers[a].bytes > buffers[b].bytes;
+  // Largest first, equal sizes in index order: a stable sort's order, by a
+  // total order (libstdc++ 12's std::stable_sort calls the deprecated
+  // std::get_temporary_buffer, which clang-tidy reports here).
+  llvm::sort(order, [&](int64_t a, int64_t b) {
+    if (buffers[a].bytes != buffers[b].bytes)
+      return buffers[a].bytes > buffers[b].bytes;
+    return a < b;
   });
   auto align = [](int64_t x) {
     return (x + kAlignment - 1) / kAlignment * kAlignment;

@@ -108,6 +108,7 @@ namespace {
 
 struct ConvertFSDPToLLVMPass
     : public mlir::fsdp::impl::ConvertFSDPToLLVMBase<ConvertFSDPToLLVMPass> {
+protected:
   void runOnOperation() override {
     ModuleOp module = getOperation();
     std::string doc;

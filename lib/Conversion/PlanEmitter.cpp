@@ -29,13 +29,13 @@ PlanEmitter::PlanEmitter(ModuleOp module, const schedule::Program &prog,
 
 //===--- Values -----------------------------------------------------------===//
 
-Value PlanEmitter::I64(int64_t v) {
+Value PlanEmitter::i64(int64_t v) {
   return LLVM::ConstantOp::create(b, loc, i64T, b.getI64IntegerAttr(v));
 }
-Value PlanEmitter::I32(int64_t v) {
+Value PlanEmitter::i32(int64_t v) {
   return LLVM::ConstantOp::create(b, loc, i32T, b.getI32IntegerAttr(v));
 }
-Value PlanEmitter::F64(double v) {
+Value PlanEmitter::f64(double v) {
   return LLVM::ConstantOp::create(b, loc, f64T, b.getF64FloatAttr(v));
 }
 Value PlanEmitter::null() { return LLVM::ZeroOp::create(b, loc, ptrT); }
@@ -45,7 +45,7 @@ Value PlanEmitter::offset(Value p, Value bytes) {
                              ArrayRef<LLVM::GEPArg>{bytes});
 }
 Value PlanEmitter::offset(Value p, int64_t bytes) {
-  return bytes ? offset(p, I64(bytes)) : p;
+  return bytes ? offset(p, i64(bytes)) : p;
 }
 
 Value PlanEmitter::field(Value base, int64_t byteOffset, Type t) {
@@ -55,7 +55,7 @@ Value PlanEmitter::field(Value base, int64_t byteOffset, Type t) {
 Value PlanEmitter::slotAddress(int32_t slot, int64_t bytes) {
   // Always a GEP, also at offset 0: every buffer reads as arena + offset.
   return offset(arenaV,
-                I64(plan.slots[static_cast<size_t>(slot)].arenaOffset + bytes));
+                i64(plan.slots[static_cast<size_t>(slot)].arenaOffset + bytes));
 }
 
 Value PlanEmitter::channel(schedule::Group g) {
@@ -67,7 +67,7 @@ Value PlanEmitter::channel(schedule::Group g) {
 Value PlanEmitter::rankTimes(schedule::Group g, int64_t scale) {
   Value rank = callValue("fsdp_channel_rank", {channel(g)});
   return LLVM::MulOp::create(b, loc, LLVM::SExtOp::create(b, loc, i64T, rank),
-                             I64(scale));
+                             i64(scale));
 }
 
 Value PlanEmitter::address(const Arg &a) {
@@ -77,7 +77,7 @@ Value PlanEmitter::address(const Arg &a) {
 
 Value PlanEmitter::eventSlot(int64_t slot) {
   return LLVM::GEPOp::create(b, loc, ptrT, ptrT, eventsV,
-                             ArrayRef<LLVM::GEPArg>{I64(slot)});
+                             ArrayRef<LLVM::GEPArg>{i64(slot)});
 }
 
 Value PlanEmitter::int64Array(const std::vector<int64_t> &values) {
@@ -101,7 +101,7 @@ Value PlanEmitter::pointerArray(const std::vector<Arg> &list) {
   // scratchUsed on: each call's arrays get their own slots.
   auto at = [&](int64_t i) {
     return LLVM::GEPOp::create(b, loc, ptrT, ptrT, scratchV,
-                               ArrayRef<LLVM::GEPArg>{I64(i)});
+                               ArrayRef<LLVM::GEPArg>{i64(i)});
   };
   int64_t first = scratchUsed;
   for (const Arg &a : list)
@@ -121,14 +121,14 @@ Value PlanEmitter::arg(const Arg &a) {
   case ArgKind::Null:
     return null();
   case ArgKind::I32:
-    return I32(a.value);
+    return i32(a.value);
   case ArgKind::I64:
-    return I64(a.value);
+    return i64(a.value);
   case ArgKind::F64:
-    return F64(a.number);
+    return f64(a.number);
   case ArgKind::RankTimes: {
     Value v = rankTimes(a.group, a.scale);
-    return a.value ? LLVM::AddOp::create(b, loc, v, I64(a.value)).getResult()
+    return a.value ? LLVM::AddOp::create(b, loc, v, i64(a.value)).getResult()
                    : v;
   }
   case ArgKind::Buffers:
@@ -161,7 +161,7 @@ Value PlanEmitter::callValue(StringRef fn, ArrayRef<Value> args, Type result) {
 
 void PlanEmitter::checkRc(Value rc) {
   Value fails =
-      LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, rc, I32(FSDP_OK));
+      LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, rc, i32(FSDP_OK));
   Block *next = new Block();
   stepFn.getBody().push_back(next);
   LLVM::CondBrOp::create(b, loc, fails, errBlock, ValueRange{rc}, next,
@@ -170,7 +170,7 @@ void PlanEmitter::checkRc(Value rc) {
 }
 
 void PlanEmitter::setInstruction(int64_t i) {
-  LLVM::StoreOp::create(b, loc, I64(i),
+  LLVM::StoreOp::create(b, loc, i64(i),
                         offset(ctxV, offsetof(fsdp_step_context, instruction)));
 }
 
@@ -211,16 +211,16 @@ void PlanEmitter::emitAction(const schedule::Action &a) {
   case ActionKind::Zero:
     checkRc(callValue("fsdp_memset_zero",
                       {streamV, slotAddress(a.slot, 0),
-                       I64(plan.slots[static_cast<size_t>(a.slot)].bytes)}));
+                       i64(plan.slots[static_cast<size_t>(a.slot)].bytes)}));
     return;
   case ActionKind::CopyIn: {
     Value src = LLVM::LoadOp::create(
         b, loc, ptrT,
         LLVM::GEPOp::create(b, loc, ptrT, ptrT, inputsV,
-                            ArrayRef<LLVM::GEPArg>{I64(a.index)}));
+                            ArrayRef<LLVM::GEPArg>{i64(a.index)}));
     checkRc(callValue("fsdp_memcpy",
                       {streamV, slotAddress(a.slot, 0), src,
-                       I64(plan.slots[static_cast<size_t>(a.slot)].bytes)}));
+                       i64(plan.slots[static_cast<size_t>(a.slot)].bytes)}));
     return;
   }
   case ActionKind::Call:
@@ -266,8 +266,8 @@ void PlanEmitter::emitEntry() {
   eventsV = field(ctxV, offsetof(fsdp_step_context, events), ptrT);
   progressTestV = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq,
                                        callValue("fsdp_get_progress", {}, i32T),
-                                       I32(FSDP_PROGRESS_TEST));
-  doneV = LLVM::AllocaOp::create(b, loc, ptrT, i32T, I64(1));
+                                       i32(FSDP_PROGRESS_TEST));
+  doneV = LLVM::AllocaOp::create(b, loc, ptrT, i32T, i64(1));
 }
 
 void PlanEmitter::emit(const std::string &document) {
@@ -285,19 +285,19 @@ void PlanEmitter::emit(const std::string &document) {
   b.setInsertionPointToEnd(entry);
   emitEntry();
   // The pointer scratch's size is known at the end; patched below.
-  auto scratch = LLVM::AllocaOp::create(b, loc, ptrT, ptrT, I64(1));
+  auto scratch = LLVM::AllocaOp::create(b, loc, ptrT, ptrT, i64(1));
   scratchV = scratch;
   for (const schedule::Action &a : plan.actions)
     emitAction(a);
   for (size_t j = 0; j < plan.outputs.size(); ++j)
     LLVM::StoreOp::create(b, loc, address(plan.outputs[j]),
                           LLVM::GEPOp::create(b, loc, ptrT, ptrT, outputsV,
-                                              ArrayRef<LLVM::GEPArg>{I64(j)}));
-  LLVM::ReturnOp::create(b, loc, I32(FSDP_OK));
+                                              ArrayRef<LLVM::GEPArg>{i64(j)}));
+  LLVM::ReturnOp::create(b, loc, i32(FSDP_OK));
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(scratch);
-    scratch.getArraySizeMutable().assign(I64(scratchSlots));
+    scratch.getArraySizeMutable().assign(i64(scratchSlots));
   }
   emitDescriptor(document);
 }
@@ -328,17 +328,17 @@ void PlanEmitter::emitDescriptor(const std::string &document) {
   auto put = [&](Value v) {
     d = LLVM::InsertValueOp::create(b, loc, d, v, ArrayRef<int64_t>{pos++});
   };
-  put(I32(FSDP_STEP_ABI_VERSION));
-  put(I32(schedule::kVersion));
+  put(i32(FSDP_STEP_ABI_VERSION));
+  put(i32(schedule::kVersion));
   for (int64_t v : {prog.worldSize(), prog.replicas(), prog.shardSize(),
                     prog.plannedArenaBytes(), prog.arenaAlignment(),
                     static_cast<int64_t>(prog.inputs().size()),
                     static_cast<int64_t>(prog.outputs().size()),
                     static_cast<int64_t>(prog.instructions().size()),
                     plan.numEvents, plan.peakBytes})
-    put(I64(v));
+    put(i64(v));
   put(LLVM::AddressOfOp::create(b, loc, ptrT, "fsdp_step_schedule"));
-  put(I64(static_cast<int64_t>(document.size())));
+  put(i64(static_cast<int64_t>(document.size())));
   LLVM::ReturnOp::create(b, loc, d);
 
   b.setInsertionPointToEnd(module.getBody());

@@ -57,9 +57,9 @@ private:
   Value field(Value base, int64_t byteOffset, Type t);
   Value offset(Value p, Value bytes);
   Value offset(Value p, int64_t bytes);
-  Value I64(int64_t v);
-  Value I32(int64_t v);
-  Value F64(double v);
+  Value i64(int64_t v);
+  Value i32(int64_t v);
+  Value f64(double v);
   Value null();
 
   ModuleOp module;

@@ -73,8 +73,8 @@ public:
   mlir::Value gelu(llvm::StringRef m, mlir::Value x,
                    mlir::nn::GeluApproximation approximate);
   mlir::Value silu(llvm::StringRef m, mlir::Value x);
-  mlir::Value add(llvm::StringRef m, mlir::Value a, mlir::Value b);
-  mlir::Value mul(llvm::StringRef m, mlir::Value a, mlir::Value b);
+  mlir::Value add(llvm::StringRef m, mlir::Value x, mlir::Value y);
+  mlir::Value mul(llvm::StringRef m, mlir::Value x, mlir::Value y);
   mlir::Value crossEntropy(llvm::StringRef m, mlir::Value logits,
                            mlir::Value labels);
 

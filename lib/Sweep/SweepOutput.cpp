@@ -89,7 +89,7 @@ void printTable(llvm::raw_ostream &os, const std::vector<Plan> &plans,
     width[c] = header[c].size();
   for (const auto &row : rows)
     for (size_t c = 0; c < row.size() && c < header.size(); ++c)
-      if (!(row.size() == reasonColumn + 1 && c == reasonColumn))
+      if (row.size() != reasonColumn + 1 || c != reasonColumn)
         width[c] = std::max(width[c], row[c].size());
   auto print = [&](const std::vector<std::string> &row) {
     std::string line;
@@ -99,7 +99,7 @@ void printTable(llvm::raw_ostream &os, const std::vector<Plan> &plans,
       bool last = c + 1 == row.size();
       size_t pad = width[c] > row[c].size() ? width[c] - row[c].size() : 0;
       if (rightAligned[c] &&
-          !(row.size() == reasonColumn + 1 && c == reasonColumn))
+          (row.size() != reasonColumn + 1 || c != reasonColumn))
         line += std::string(pad, ' ') + row[c];
       else
         line += last ? row[c] : row[c] + std::string(pad, ' ');

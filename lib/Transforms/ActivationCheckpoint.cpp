@@ -246,6 +246,7 @@ struct FSDPActivationCheckpointPass
           FSDPActivationCheckpointPass> {
   using Base::Base;
 
+protected:
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (mode == ActivationCheckpoint::None) {

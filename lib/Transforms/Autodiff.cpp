@@ -38,6 +38,7 @@ namespace {
 struct FSDPAutodiffPass : mlir::fsdp::impl::FSDPAutodiffBase<FSDPAutodiffPass> {
   using Base::Base;
 
+protected:
   void runOnOperation() override {
     FailureOr<func::FuncOp> maybeFn = getStepFunction(getOperation());
     if (failed(maybeFn))

@@ -64,6 +64,7 @@ struct ClusterSpecPass : PassBase {
   ClusterSpecPass(Options options, std::shared_ptr<ClusterSpecCache> specs)
       : PassBase(std::move(options)), clusterSpecs(std::move(specs)) {}
 
+protected:
   /// The spec is read here, once; a bad one is reported where it is needed.
   LogicalResult initialize(MLIRContext *ctx) override {
     if (!this->cluster.empty())

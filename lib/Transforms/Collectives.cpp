@@ -110,6 +110,7 @@ struct FSDPCollectivesPass
     return roots;
   }
 
+protected:
   void runOnOperation() override {
     FailureOr<func::FuncOp> maybeFn = getStepFunction(getOperation());
     if (failed(maybeFn))

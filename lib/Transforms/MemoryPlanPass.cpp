@@ -54,6 +54,7 @@ struct FSDPMemoryPlanPass
     return s;
   }
 
+protected:
   void runOnOperation() override {
     ModuleOp module = getOperation();
     const bool hasCluster = clusterSpecs->hasCluster(cluster);

@@ -27,6 +27,7 @@ struct FSDPMicroBatchPass
     : mlir::fsdp::impl::FSDPMicroBatchBase<FSDPMicroBatchPass> {
   using Base::Base;
 
+protected:
   void runOnOperation() override {
     int64_t k = microBatches;
     if (k < 1) {

@@ -50,6 +50,7 @@ struct FSDPOptimizerPass
     : mlir::fsdp::impl::FSDPOptimizerBase<FSDPOptimizerPass> {
   using Base::Base;
 
+protected:
   void runOnOperation() override {
     if (failed(checkOptions()))
       return signalPassFailure();
@@ -80,8 +81,8 @@ struct FSDPOptimizerPass
     ModuleOp module = getOperation();
     // Finite too: an inf rate or decay would pass the comparisons and turn
     // every parameter into inf or nan at the first step.
-    if (!(lr > 0) || !(eps > 0) || !(beta1 >= 0 && beta1 < 1) ||
-        !(beta2 >= 0 && beta2 < 1) || !(weightDecay >= 0) ||
+    if (!(lr > 0) || !(eps > 0) || !(beta1 >= 0) || !(beta1 < 1) ||
+        !(beta2 >= 0) || !(beta2 < 1) || !(weightDecay >= 0) ||
         !std::isfinite(lr) || !std::isfinite(eps) ||
         !std::isfinite(weightDecay))
       return module.emitError()
@@ -99,7 +100,7 @@ struct FSDPOptimizerPass
              << "fsdp-optimizer: decay-steps must be >= 0 (0: the run's total "
                 "optimizer steps), got "
              << static_cast<int64_t>(decaySteps);
-    if (!(minLr >= 0 && minLr <= lr))
+    if (!(minLr >= 0) || !(minLr <= lr))
       return module.emitError()
              << "fsdp-optimizer: min-lr must be in [0, lr], got " << minLr;
     // A warm-up that ends after the decay leaves nothing to decay.

@@ -137,6 +137,7 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
     pm.getDependentDialects(registry);
   }
 
+protected:
   void runOnOperation() override {
     OpPassManager pm(ModuleOp::getOperationName());
     buildPipeline(pm);

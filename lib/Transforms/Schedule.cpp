@@ -103,6 +103,7 @@ struct FSDPSchedulePass
     return success();
   }
 
+protected:
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (prefetch != "auto" && prefetch != "none" && prefetch != "fsdp1" &&

@@ -145,6 +145,7 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
     return group;
   }
 
+protected:
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (worldSize < 1) {
@@ -209,7 +210,7 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
     }
 
     if (maxGradNorm.has_value() &&
-        !(*maxGradNorm > 0 && std::isfinite(*maxGradNorm))) {
+        (!(*maxGradNorm > 0) || !std::isfinite(*maxGradNorm))) {
       module.emitError()
           << "fsdp-shard: max-grad-norm must be finite and > 0, got "
           << *maxGradNorm;

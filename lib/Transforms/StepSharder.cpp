@@ -372,7 +372,8 @@ private:
         SmallVector<Value> leaves;
         std::function<void(Value)> collect = [&](Value v) {
           Operation *def = v.getDefiningOp();
-          if (def && isa<nn::AddOp>(def) && def->hasAttr(nn::kAccumulateAttr)) {
+          if (isa_and_nonnull<nn::AddOp>(def) &&
+              def->hasAttr(nn::kAccumulateAttr)) {
             collect(def->getOperand(0));
             collect(def->getOperand(1));
           } else {

@@ -90,6 +90,7 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
     return "its module (the FQN without the last component)";
   }
 
+protected:
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (failed(checkOptions()))

@@ -47,6 +47,7 @@
 #include <chrono>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
 using namespace mlir;
 
@@ -165,8 +166,7 @@ int main(int argc, char **argv) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
-  const llvm::Target *target =
-      llvm::TargetRegistry::lookupTarget(triple.getTriple(), err);
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, err);
   if (!target)
     return fail("no LLVM target for " + triple.getTriple() + ": " + err);
   // A generic CPU: the code is calls and constants, and the shared object
@@ -218,7 +218,9 @@ int main(int argc, char **argv) {
     std::string linkErr;
     int rc = llvm::sys::ExecuteAndWait(FSDP_LINKER, argRefs, std::nullopt, {},
                                        0, 0, &linkErr);
-    llvm::sys::fs::remove(object);
+    // Best effort: the link's result is what counts; a leftover temporary
+    // object beside the output is harmless.
+    std::ignore = llvm::sys::fs::remove(object);
     if (rc != 0)
       return fail(llvm::Twine("linking ") + outputFile + " with " +
                   FSDP_LINKER + " failed" +

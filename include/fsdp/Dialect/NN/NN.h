@@ -97,7 +97,7 @@ int64_t tensorBytes(Type type);
 
 /// The schedule format's name of an element type the planner and the runtime
 /// support: "f32", "f64", "bf16", "f16", "i32" or "i64"; "" for any other.
-llvm::StringRef dtypeName(Type elementType);
+llvm::StringRef dtypeName(Type t);
 
 /// Formats a shape as "[a, b, c]" for diagnostics.
 std::string formatShape(llvm::ArrayRef<int64_t> shape);
