@@ -90,149 +90,162 @@ struct fsdp_channel_s {
 
 /// The kernel entry points of fsdp/kernels.h as (name, parameters after the
 /// stream, arguments): Runtime.cpp defines the C functions from this list
-/// and a driver overrides one virtual per entry.
+/// and a driver overrides one virtual per entry. The parameters are named as
+/// kernels.h names them, whose definitions these are.
 #define FSDP_UNPAREN(...) __VA_ARGS__
 #define FSDP_DRIVER_KERNELS(X)                                                 \
-  X(fill, (fsdp_dtype t, void *y, int64_t n, double value), (t, y, n, value))  \
-  X(cast, (fsdp_dtype xt, const void *x, fsdp_dtype yt, void *y, int64_t n),   \
-    (xt, x, yt, y, n))                                                         \
+  X(fill, (fsdp_dtype dtype, void *y, int64_t n, double value),                \
+    (dtype, y, n, value))                                                      \
+  X(cast,                                                                      \
+    (fsdp_dtype xdtype, const void *x, fsdp_dtype ydtype, void *y, int64_t n), \
+    (xdtype, x, ydtype, y, n))                                                 \
   X(linear,                                                                    \
-    (fsdp_dtype t, const void *x, const void *w, const void *b, void *y,       \
-     int64_t m, int64_t k, int64_t n, int transposeWeight),                    \
-    (t, x, w, b, y, m, k, n, transposeWeight))                                 \
+    (fsdp_dtype dtype, const void *x, const void *w, const void *b, void *y,   \
+     int64_t m, int64_t k, int64_t n, int transpose_weight),                   \
+    (dtype, x, w, b, y, m, k, n, transpose_weight))                            \
   X(matmul,                                                                    \
-    (fsdp_dtype t, const void *a, const void *b, void *c, int64_t aRows,       \
-     int64_t aCols, int64_t bRows, int64_t bCols, int transA, int transB),     \
-    (t, a, b, c, aRows, aCols, bRows, bCols, transA, transB))                  \
-  X(add, (fsdp_dtype t, const void *a, const void *b, void *c, int64_t n),     \
-    (t, a, b, c, n))                                                           \
-  X(mul, (fsdp_dtype t, const void *a, const void *b, void *c, int64_t n),     \
-    (t, a, b, c, n))                                                           \
-  X(relu, (fsdp_dtype t, const void *x, void *y, int64_t n), (t, x, y, n))     \
+    (fsdp_dtype dtype, const void *a, const void *b, void *c, int64_t a_rows,  \
+     int64_t a_cols, int64_t b_rows, int64_t b_cols, int trans_a,              \
+     int trans_b),                                                             \
+    (dtype, a, b, c, a_rows, a_cols, b_rows, b_cols, trans_a, trans_b))        \
+  X(add, (fsdp_dtype dtype, const void *a, const void *b, void *c, int64_t n), \
+    (dtype, a, b, c, n))                                                       \
+  X(mul, (fsdp_dtype dtype, const void *a, const void *b, void *c, int64_t n), \
+    (dtype, a, b, c, n))                                                       \
+  X(relu, (fsdp_dtype dtype, const void *x, void *y, int64_t n),               \
+    (dtype, x, y, n))                                                          \
   X(relu_grad,                                                                 \
-    (fsdp_dtype t, const void *x, const void *dy, void *dx, int64_t n),        \
-    (t, x, dy, dx, n))                                                         \
-  X(gelu, (fsdp_dtype t, const void *x, void *y, int64_t n, int approxTanh),   \
-    (t, x, y, n, approxTanh))                                                  \
+    (fsdp_dtype dtype, const void *x, const void *dy, void *dx, int64_t n),    \
+    (dtype, x, dy, dx, n))                                                     \
+  X(gelu,                                                                      \
+    (fsdp_dtype dtype, const void *x, void *y, int64_t n,                      \
+     int approximate_tanh),                                                    \
+    (dtype, x, y, n, approximate_tanh))                                        \
   X(gelu_grad,                                                                 \
-    (fsdp_dtype t, const void *x, const void *dy, void *dx, int64_t n,         \
-     int approxTanh),                                                          \
-    (t, x, dy, dx, n, approxTanh))                                             \
-  X(silu, (fsdp_dtype t, const void *x, void *y, int64_t n), (t, x, y, n))     \
+    (fsdp_dtype dtype, const void *x, const void *dy, void *dx, int64_t n,     \
+     int approximate_tanh),                                                    \
+    (dtype, x, dy, dx, n, approximate_tanh))                                   \
+  X(silu, (fsdp_dtype dtype, const void *x, void *y, int64_t n),               \
+    (dtype, x, y, n))                                                          \
   X(silu_grad,                                                                 \
-    (fsdp_dtype t, const void *x, const void *dy, void *dx, int64_t n),        \
-    (t, x, dy, dx, n))                                                         \
+    (fsdp_dtype dtype, const void *x, const void *dy, void *dx, int64_t n),    \
+    (dtype, x, dy, dx, n))                                                     \
   X(dropout,                                                                   \
-    (fsdp_dtype t, const void *x, void *y, int64_t n, double rate,             \
-     int64_t seed, const void *step, fsdp_dtype st, int64_t first),            \
-    (t, x, y, n, rate, seed, step, st, first))                                 \
+    (fsdp_dtype dtype, const void *x, void *y, int64_t n, double rate,         \
+     int64_t seed, const void *step, fsdp_dtype step_dtype,                    \
+     int64_t first_index),                                                     \
+    (dtype, x, y, n, rate, seed, step, step_dtype, first_index))               \
   X(reduce_sum,                                                                \
-    (fsdp_dtype t, const void *x, const int64_t *xShape, int rank,             \
+    (fsdp_dtype dtype, const void *x, const int64_t *x_shape, int rank,        \
      const int64_t *axes, int naxes, void *y),                                 \
-    (t, x, xShape, rank, axes, naxes, y))                                      \
+    (dtype, x, x_shape, rank, axes, naxes, y))                                 \
   X(broadcast,                                                                 \
-    (fsdp_dtype t, const void *x, const int64_t *yShape, int rank,             \
+    (fsdp_dtype dtype, const void *x, const int64_t *y_shape, int rank,        \
      const int64_t *axes, int naxes, void *y),                                 \
-    (t, x, yShape, rank, axes, naxes, y))                                      \
+    (dtype, x, y_shape, rank, axes, naxes, y))                                 \
   X(cross_entropy,                                                             \
-    (fsdp_dtype t, const void *logits, const void *labels, fsdp_dtype lt,      \
-     int64_t positions, int64_t classes, void *loss),                          \
-    (t, logits, labels, lt, positions, classes, loss))                         \
+    (fsdp_dtype dtype, const void *logits, const void *labels,                 \
+     fsdp_dtype label_dtype, int64_t positions, int64_t classes, void *loss),  \
+    (dtype, logits, labels, label_dtype, positions, classes, loss))            \
   X(cross_entropy_grad,                                                        \
-    (fsdp_dtype t, const void *logits, const void *labels, fsdp_dtype lt,      \
-     const void *dloss, void *dlogits, int64_t positions, int64_t classes),    \
-    (t, logits, labels, lt, dloss, dlogits, positions, classes))               \
+    (fsdp_dtype dtype, const void *logits, const void *labels,                 \
+     fsdp_dtype label_dtype, const void *dloss, void *dlogits,                 \
+     int64_t positions, int64_t classes),                                      \
+    (dtype, logits, labels, label_dtype, dloss, dlogits, positions, classes))  \
   X(sgd_update,                                                                \
-    (fsdp_dtype t, const void *p, const void *g, void *out, int64_t n,         \
-     double lr, double weightDecay),                                           \
-    (t, p, g, out, n, lr, weightDecay))                                        \
+    (fsdp_dtype dtype, const void *p, const void *g, void *out, int64_t n,     \
+     double lr, double weight_decay),                                          \
+    (dtype, p, g, out, n, lr, weight_decay))                                   \
   X(adamw_update,                                                              \
-    (fsdp_dtype t, const void *p, const void *g, const void *m, const void *v, \
-     const void *step, fsdp_dtype st, void *pOut, void *mOut, void *vOut,      \
-     int64_t n, double lr, double beta1, double beta2, double eps,             \
-     double weightDecay),                                                      \
-    (t, p, g, m, v, step, st, pOut, mOut, vOut, n, lr, beta1, beta2, eps,      \
-     weightDecay))                                                             \
+    (fsdp_dtype dtype, const void *p, const void *g, const void *m,            \
+     const void *v, const void *step, fsdp_dtype step_dtype, void *p_out,      \
+     void *m_out, void *v_out, int64_t n, double lr, double beta1,             \
+     double beta2, double eps, double weight_decay),                           \
+    (dtype, p, g, m, v, step, step_dtype, p_out, m_out, v_out, n, lr, beta1,   \
+     beta2, eps, weight_decay))                                                \
   X(sgd_update_lr,                                                             \
-    (fsdp_dtype t, const void *p, const void *g, void *out, int64_t n,         \
-     const double *lr, double weightDecay),                                    \
-    (t, p, g, out, n, lr, weightDecay))                                        \
+    (fsdp_dtype dtype, const void *p, const void *g, void *out, int64_t n,     \
+     const double *lr, double weight_decay),                                   \
+    (dtype, p, g, out, n, lr, weight_decay))                                   \
   X(adamw_update_lr,                                                           \
-    (fsdp_dtype t, const void *p, const void *g, const void *m, const void *v, \
-     const void *step, fsdp_dtype st, void *pOut, void *mOut, void *vOut,      \
-     int64_t n, const double *lr, double beta1, double beta2, double eps,      \
-     double weightDecay),                                                      \
-    (t, p, g, m, v, step, st, pOut, mOut, vOut, n, lr, beta1, beta2, eps,      \
-     weightDecay))                                                             \
+    (fsdp_dtype dtype, const void *p, const void *g, const void *m,            \
+     const void *v, const void *step, fsdp_dtype step_dtype, void *p_out,      \
+     void *m_out, void *v_out, int64_t n, const double *lr, double beta1,      \
+     double beta2, double eps, double weight_decay),                           \
+    (dtype, p, g, m, v, step, step_dtype, p_out, m_out, v_out, n, lr, beta1,   \
+     beta2, eps, weight_decay))                                                \
   X(lr_schedule,                                                               \
-    (const void *step, fsdp_dtype st, double *lr, int kind, double baseLr,     \
-     int64_t warmup, const int64_t *decayDevice, int64_t decay, double minLr), \
-    (step, st, lr, kind, baseLr, warmup, decayDevice, decay, minLr))           \
-  X(sum_squares, (fsdp_dtype t, const void *x, int64_t n, double *out),        \
-    (t, x, n, out))                                                            \
+    (const void *step, fsdp_dtype step_dtype, double *lr, int kind,            \
+     double base_lr, int64_t warmup_steps, const int64_t *decay_steps_device,  \
+     int64_t decay_steps, double min_lr),                                      \
+    (step, step_dtype, lr, kind, base_lr, warmup_steps, decay_steps_device,    \
+     decay_steps, min_lr))                                                     \
+  X(sum_squares, (fsdp_dtype dtype, const void *x, int64_t n, double *out),    \
+    (dtype, x, n, out))                                                        \
   X(grad_norm,                                                                 \
-    (const double *sumSquares, double maxNorm, double *norm, double *coef),    \
-    (sumSquares, maxNorm, norm, coef))                                         \
+    (const double *sum_squares, double max_norm, double *norm, double *coef),  \
+    (sum_squares, max_norm, norm, coef))                                       \
   X(scale,                                                                     \
-    (fsdp_dtype t, const void *x, const double *factor, void *y, int64_t n),   \
-    (t, x, factor, y, n))                                                      \
+    (fsdp_dtype dtype, const void *x, const double *scale, void *y,            \
+     int64_t n),                                                               \
+    (dtype, x, scale, y, n))                                                   \
   X(flatten,                                                                   \
-    (fsdp_dtype t, const void *const *parts, const int64_t *numels,            \
-     const int64_t *offsets, int nparts, void *flat, int64_t flatNumel),       \
-    (t, parts, numels, offsets, nparts, flat, flatNumel))                      \
+    (fsdp_dtype dtype, const void *const *parts, const int64_t *numels,        \
+     const int64_t *offsets, int nparts, void *flat, int64_t flat_numel),      \
+    (dtype, parts, numels, offsets, nparts, flat, flat_numel))                 \
   X(embedding,                                                                 \
-    (fsdp_dtype t, const void *idx, fsdp_dtype it, const void *table, void *y, \
-     int64_t n, int64_t vocab, int64_t dim),                                   \
-    (t, idx, it, table, y, n, vocab, dim))                                     \
+    (fsdp_dtype dtype, const void *idx, fsdp_dtype idx_dtype,                  \
+     const void *table, void *y, int64_t n, int64_t vocab, int64_t dim),       \
+    (dtype, idx, idx_dtype, table, y, n, vocab, dim))                          \
   X(embedding_grad,                                                            \
-    (fsdp_dtype t, const void *idx, fsdp_dtype it, const void *dy,             \
+    (fsdp_dtype dtype, const void *idx, fsdp_dtype idx_dtype, const void *dy,  \
      void *dtable, int64_t n, int64_t vocab, int64_t dim),                     \
-    (t, idx, it, dy, dtable, n, vocab, dim))                                   \
+    (dtype, idx, idx_dtype, dy, dtable, n, vocab, dim))                        \
   X(position_embedding,                                                        \
-    (fsdp_dtype t, const void *x, const void *table, void *y, int64_t batch,   \
-     int64_t seq, int64_t dim),                                                \
-    (t, x, table, y, batch, seq, dim))                                         \
+    (fsdp_dtype dtype, const void *x, const void *table, void *y,              \
+     int64_t batch, int64_t seq, int64_t dim),                                 \
+    (dtype, x, table, y, batch, seq, dim))                                     \
   X(position_embedding_grad,                                                   \
-    (fsdp_dtype t, const void *dy, void *dtable, int64_t batch, int64_t seq,   \
-     int64_t dim, int64_t positions),                                          \
-    (t, dy, dtable, batch, seq, dim, positions))                               \
+    (fsdp_dtype dtype, const void *dy, void *dtable, int64_t batch,            \
+     int64_t seq, int64_t dim, int64_t positions),                             \
+    (dtype, dy, dtable, batch, seq, dim, positions))                           \
   X(layer_norm,                                                                \
-    (fsdp_dtype t, const void *x, const void *w, const void *b, void *y,       \
+    (fsdp_dtype dtype, const void *x, const void *w, const void *b, void *y,   \
      int64_t rows, int64_t dim, double eps),                                   \
-    (t, x, w, b, y, rows, dim, eps))                                           \
+    (dtype, x, w, b, y, rows, dim, eps))                                       \
   X(layer_norm_grad,                                                           \
-    (fsdp_dtype t, const void *x, const void *w, const void *dy, void *dx,     \
+    (fsdp_dtype dtype, const void *x, const void *w, const void *dy, void *dx, \
      void *dw, void *db, int64_t rows, int64_t dim, double eps),               \
-    (t, x, w, dy, dx, dw, db, rows, dim, eps))                                 \
+    (dtype, x, w, dy, dx, dw, db, rows, dim, eps))                             \
   X(rms_norm,                                                                  \
-    (fsdp_dtype t, const void *x, const void *w, void *y, int64_t rows,        \
+    (fsdp_dtype dtype, const void *x, const void *w, void *y, int64_t rows,    \
      int64_t dim, double eps),                                                 \
-    (t, x, w, y, rows, dim, eps))                                              \
+    (dtype, x, w, y, rows, dim, eps))                                          \
   X(rms_norm_grad,                                                             \
-    (fsdp_dtype t, const void *x, const void *w, const void *dy, void *dx,     \
+    (fsdp_dtype dtype, const void *x, const void *w, const void *dy, void *dx, \
      void *dw, int64_t rows, int64_t dim, double eps),                         \
-    (t, x, w, dy, dx, dw, rows, dim, eps))                                     \
+    (dtype, x, w, dy, dx, dw, rows, dim, eps))                                 \
   X(rope,                                                                      \
-    (fsdp_dtype t, const void *x, void *y, int64_t batch, int64_t seq,         \
-     int64_t heads, int64_t headDim, double theta, int inverse),               \
-    (t, x, y, batch, seq, heads, headDim, theta, inverse))                     \
+    (fsdp_dtype dtype, const void *x, void *y, int64_t batch, int64_t seq,     \
+     int64_t heads, int64_t head_dim, double theta, int inverse),              \
+    (dtype, x, y, batch, seq, heads, head_dim, theta, inverse))                \
   X(attention,                                                                 \
-    (fsdp_dtype t, const void *q, const void *k, const void *v, void *o,       \
+    (fsdp_dtype dtype, const void *q, const void *k, const void *v, void *o,   \
      int64_t batch, int64_t seq, int64_t hq, int64_t hkv, int64_t d),          \
-    (t, q, k, v, o, batch, seq, hq, hkv, d))                                   \
+    (dtype, q, k, v, o, batch, seq, hq, hkv, d))                               \
   X(attention_grad,                                                            \
-    (fsdp_dtype t, const void *q, const void *k, const void *v,                \
+    (fsdp_dtype dtype, const void *q, const void *k, const void *v,            \
      const void *dout, void *dq, void *dk, void *dv, int64_t batch,            \
      int64_t seq, int64_t hq, int64_t hkv, int64_t d),                         \
-    (t, q, k, v, dout, dq, dk, dv, batch, seq, hq, hkv, d))                    \
+    (dtype, q, k, v, dout, dq, dk, dv, batch, seq, hq, hkv, d))                \
   X(split,                                                                     \
-    (fsdp_dtype t, const void *x, void *const *outs, const int64_t *sizes,     \
+    (fsdp_dtype dtype, const void *x, void *const *outs, const int64_t *sizes, \
      int nparts, int64_t outer, int64_t inner),                                \
-    (t, x, outs, sizes, nparts, outer, inner))                                 \
+    (dtype, x, outs, sizes, nparts, outer, inner))                             \
   X(concat,                                                                    \
-    (fsdp_dtype t, const void *const *ins, void *y, const int64_t *sizes,      \
+    (fsdp_dtype dtype, const void *const *ins, void *y, const int64_t *sizes,  \
      int nparts, int64_t outer, int64_t inner),                                \
-    (t, ins, y, sizes, nparts, outer, inner))
+    (dtype, ins, y, sizes, nparts, outer, inner))
 
 /// A device: memory, two streams, channels and kernels.
 struct fsdp_device_s {

@@ -525,15 +525,15 @@ int fsdp_device_reset_stats(fsdp_device d) {
 FSDP_DRIVER_KERNELS(FSDP_DEFINE_KERNEL)
 #undef FSDP_DEFINE_KERNEL
 
-int fsdp_optimizer_update(fsdp_stream s, fsdp_dtype t, int adamw, const void *p,
-                          const void *g, const void *m, const void *v,
-                          const void *step, fsdp_dtype st, void *pOut,
-                          void *mOut, void *vOut, int64_t n,
-                          const double *lrDevice, double lr, double beta1,
-                          double beta2, double eps, double weightDecay,
-                          const int64_t *noDecay, int64_t noDecayLen,
-                          int64_t flatOffset) {
-  const int64_t es = static_cast<int64_t>(fsdp_dtype_size(t));
+int fsdp_optimizer_update(fsdp_stream s, fsdp_dtype dtype, int adamw,
+                          const void *p, const void *g, const void *m,
+                          const void *v, const void *step,
+                          fsdp_dtype step_dtype, void *p_out, void *m_out,
+                          void *v_out, int64_t n, const double *lr_device,
+                          double lr, double beta1, double beta2, double eps,
+                          double weight_decay, const int64_t *no_decay,
+                          int64_t no_decay_len, int64_t flat_offset) {
+  const int64_t es = static_cast<int64_t>(fsdp_dtype_size(dtype));
   auto at = [&](const void *base, int64_t off) {
     return static_cast<char *>(const_cast<void *>(base)) + off * es;
   };
@@ -541,33 +541,34 @@ int fsdp_optimizer_update(fsdp_stream s, fsdp_dtype t, int adamw, const void *p,
     if (cnt <= 0)
       return FSDP_OK;
     if (!adamw)
-      return lrDevice ? fsdp_sgd_update_lr(s, t, at(p, off), at(g, off),
-                                           at(pOut, off), cnt, lrDevice, wd)
-                      : fsdp_sgd_update(s, t, at(p, off), at(g, off),
-                                        at(pOut, off), cnt, lr, wd);
-    if (lrDevice)
-      return fsdp_adamw_update_lr(s, t, at(p, off), at(g, off), at(m, off),
-                                  at(v, off), step, st, at(pOut, off),
-                                  at(mOut, off), at(vOut, off), cnt, lrDevice,
-                                  beta1, beta2, eps, wd);
-    return fsdp_adamw_update(s, t, at(p, off), at(g, off), at(m, off),
-                             at(v, off), step, st, at(pOut, off), at(mOut, off),
-                             at(vOut, off), cnt, lr, beta1, beta2, eps, wd);
+      return lr_device ? fsdp_sgd_update_lr(s, dtype, at(p, off), at(g, off),
+                                            at(p_out, off), cnt, lr_device, wd)
+                       : fsdp_sgd_update(s, dtype, at(p, off), at(g, off),
+                                         at(p_out, off), cnt, lr, wd);
+    if (lr_device)
+      return fsdp_adamw_update_lr(s, dtype, at(p, off), at(g, off), at(m, off),
+                                  at(v, off), step, step_dtype, at(p_out, off),
+                                  at(m_out, off), at(v_out, off), cnt,
+                                  lr_device, beta1, beta2, eps, wd);
+    return fsdp_adamw_update(s, dtype, at(p, off), at(g, off), at(m, off),
+                             at(v, off), step, step_dtype, at(p_out, off),
+                             at(m_out, off), at(v_out, off), cnt, lr, beta1,
+                             beta2, eps, wd);
   };
   // Flat range [b, e) in this update's elements, clipped to [0, n).
   auto local = [&](int64_t flat) {
-    return std::min(std::max<int64_t>(flat - flatOffset, 0), n);
+    return std::min(std::max<int64_t>(flat - flat_offset, 0), n);
   };
   int64_t done = 0;
-  for (int64_t k = 0; k + 1 < noDecayLen; k += 2) {
-    int64_t b = local(noDecay[k]), e = local(noDecay[k + 1]);
-    if (int rc = update(done, b - done, weightDecay))
+  for (int64_t k = 0; k + 1 < no_decay_len; k += 2) {
+    int64_t b = local(no_decay[k]), e = local(no_decay[k + 1]);
+    if (int rc = update(done, b - done, weight_decay))
       return rc;
     if (int rc = update(b, e - b, 0.0))
       return rc;
     done = std::max(done, e);
   }
-  return update(done, n - done, weightDecay);
+  return update(done, n - done, weight_decay);
 }
 
 //===--- Profile ----------------------------------------------------------===//

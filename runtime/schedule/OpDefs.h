@@ -85,7 +85,7 @@ public:
   const std::vector<int64_t> &o, &r;
   const std::string ctx; ///< "file: instruction #i 'op' (loc)"
 
-  const BufferDesc &B(int64_t id) const { return prog.buffer(id); }
+  const BufferDesc &desc(int64_t id) const { return prog.buffer(id); }
   [[noreturn]] void fail(const std::string &what) const;
   /// Exactly nOps operands and nRes results.
   void need(size_t nOps, size_t nRes) const;

@@ -90,9 +90,9 @@ void Checker::need(size_t nOps, size_t nRes) const {
 }
 
 void Checker::sameNumel(int64_t a, int64_t b) const {
-  if (B(a).numel != B(b).numel)
-    fail("buffer " + std::to_string(a) + " " + shapeStr(B(a).shape) +
-         " and buffer " + std::to_string(b) + " " + shapeStr(B(b).shape) +
+  if (desc(a).numel != desc(b).numel)
+    fail("buffer " + std::to_string(a) + " " + shapeStr(desc(a).shape) +
+         " and buffer " + std::to_string(b) + " " + shapeStr(desc(b).shape) +
          " differ in size");
 }
 
@@ -101,44 +101,44 @@ void Checker::floatSame(std::initializer_list<int64_t> ids) const {
 }
 
 void Checker::floatSame(const std::vector<int64_t> &ids) const {
-  DType t = B(ids.front()).dtype;
+  DType t = desc(ids.front()).dtype;
   for (int64_t id : ids) {
-    if (!isFloatDType(B(id).dtype))
+    if (!isFloatDType(desc(id).dtype))
       fail("buffer " + std::to_string(id) + " has dtype " +
-           dtypeName(B(id).dtype) +
+           dtypeName(desc(id).dtype) +
            ", expected a float dtype (f32, f64, bf16, f16)");
-    if (B(id).dtype != t)
+    if (desc(id).dtype != t)
       fail("mixed dtypes (" + std::string(dtypeName(t)) + " and " +
-           dtypeName(B(id).dtype) + ")");
+           dtypeName(desc(id).dtype) + ")");
   }
 }
 
 void Checker::wideFloat(const std::vector<int64_t> &ids) const {
   // "Mixed precision": the compiler casts the reduced gradient to f32.
   for (int64_t id : ids)
-    if (isHalfDType(B(id).dtype))
+    if (isHalfDType(desc(id).dtype))
       fail(in.op + " needs f32 or f64 operands and results, but buffer " +
-           std::to_string(id) + " is " + dtypeName(B(id).dtype) +
+           std::to_string(id) + " is " + dtypeName(desc(id).dtype) +
            " (cast the gradient and keep an f32 master copy of the "
            "parameters)");
 }
 
 int64_t Checker::lastDim(int64_t id) const {
-  const auto &s = B(id).shape;
+  const auto &s = desc(id).shape;
   if (s.empty())
     fail("buffer " + std::to_string(id) + " must have rank >= 1");
   return s.back();
 }
 
 void Checker::f64Scalar(int64_t id, const char *what) const {
-  if (B(id).dtype != DType::F64 || B(id).numel != 1)
+  if (desc(id).dtype != DType::F64 || desc(id).numel != 1)
     fail(std::string(what) + " (buffer " + std::to_string(id) +
-         ") must be one f64, got " + dtypeName(B(id).dtype) + " " +
-         shapeStr(B(id).shape));
+         ") must be one f64, got " + dtypeName(desc(id).dtype) + " " +
+         shapeStr(desc(id).shape));
 }
 
 void Checker::sameDType(int64_t a, int64_t b) const {
-  if (B(a).dtype != B(b).dtype)
+  if (desc(a).dtype != desc(b).dtype)
     fail("operand and result dtypes differ");
 }
 

@@ -29,7 +29,7 @@ public:
   const Program &prog;
   const Instruction &in;
   const std::vector<int64_t> &o, &r;
-  const BufferDesc &B(int64_t id) const { return prog.buffer(id); }
+  const BufferDesc &desc(int64_t id) const { return prog.buffer(id); }
   /// The instruction's dtype: its first result's (its first operand's for
   /// an op without results).
   DType dtype() const;

@@ -88,7 +88,7 @@ private:
 OpLowering::OpLowering(PlanBuilder &b, const Instruction &in)
     : prog(b.prog), in(in), o(in.operands), r(in.results), b(b) {}
 
-DType OpLowering::dtype() const { return B(r.empty() ? o[0] : r[0]).dtype; }
+DType OpLowering::dtype() const { return desc(r.empty() ? o[0] : r[0]).dtype; }
 
 Arg OpLowering::channel(Group g) const {
   Arg a{ArgKind::Channel};

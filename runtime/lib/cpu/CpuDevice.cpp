@@ -562,7 +562,7 @@ void CpuDevice::lr_schedule(fsdp_stream_s *, const void *step,
 void CpuDevice::dropout(fsdp_stream_s *, fsdp_dtype t, const void *x, void *y,
                         int64_t n, double rate, int64_t seed, const void *step,
                         fsdp_dtype stepType, int64_t first) {
-  if (!(rate >= 0 && rate < 1))
+  if (!(rate >= 0) || !(rate < 1))
     fail(FSDP_ERR_INVALID,
          "fsdp_dropout: rate must be in [0, 1), got " + std::to_string(rate));
   int64_t stepValue = loadIndex(step, stepType, "fsdp_dropout: step");

@@ -328,6 +328,9 @@ template <typename T> void fill(T *r, int64_t n, double value) {
   std::fill(r, r + n, static_cast<T>(value));
 }
 
+// T is a type, which cannot be parenthesised; bugprone-macro-parentheses
+// takes the unnamed parameters `(T *` and `T *)` for products.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define FSDP_INSTANTIATE(T)                                                    \
   template void linear<T>(const T *, const T *, const T *, T *, int64_t,       \
                           int64_t, int64_t, bool);                             \
@@ -360,6 +363,7 @@ template <typename T> void fill(T *r, int64_t n, double value) {
                            const std::vector<int64_t> &,                       \
                            const std::vector<int64_t> &, T *, int64_t);        \
   template void fill<T>(T *, int64_t, double);
+// NOLINTEND(bugprone-macro-parentheses)
 
 FSDP_INSTANTIATE(float)
 FSDP_INSTANTIATE(double)

@@ -18,8 +18,8 @@ namespace fsdp::schedule {
 namespace {
 
 int64_t rowsOf(const OpLowering &l, int64_t id) {
-  int64_t c = l.B(id).shape.back();
-  return c ? l.B(id).numel / c : 0;
+  int64_t c = l.desc(id).shape.back();
+  return c ? l.desc(id).numel / c : 0;
 }
 
 //===--- Elementwise ------------------------------------------------------===//
@@ -47,7 +47,7 @@ void elementwise(OpLowering &l, const char *entry, std::vector<Arg> extra) {
   for (int i = 0; i < Inputs; ++i)
     args.push_back(l.operand(static_cast<size_t>(i)));
   args.push_back(l.result(0));
-  args.push_back(l.i64(l.B(l.r[0]).numel));
+  args.push_back(l.i64(l.desc(l.r[0]).numel));
   args.insert(args.end(), extra.begin(), extra.end());
   l.call(entry, args);
 }
@@ -77,12 +77,12 @@ void validateDropout(const Checker &c) {
   c.need(2, 1);
   c.floatSame({c.o[0], c.r[0]});
   c.sameNumel(c.o[0], c.r[0]);
-  if (!isIntDType(c.B(c.o[1]).dtype) || c.B(c.o[1]).numel != 1)
+  if (!isIntDType(c.desc(c.o[1]).dtype) || c.desc(c.o[1]).numel != 1)
     c.fail("step must be an i64 scalar");
   double rate = c.in.number("rate");
-  if (!(rate >= 0 && rate < 1))
+  if (!(rate >= 0) || !(rate < 1))
     c.fail("rate must be in [0, 1), got " + std::to_string(rate));
-  const BufferDesc &x = c.B(c.o[0]);
+  const BufferDesc &x = c.desc(c.o[0]);
   if (x.shape.empty())
     c.fail("the input must have rows (a dimension 0)");
   // The first element's index in the global tensor must fit in int64.
@@ -100,7 +100,7 @@ void validateDropout(const Checker &c) {
 /// rows are not the batch's (a parameter) is the same on every rank, and so
 /// is its mask.
 void lowerDropout(OpLowering &l) {
-  const BufferDesc &x = l.B(l.o[0]);
+  const BufferDesc &x = l.desc(l.o[0]);
   int64_t rows = x.shape[0], rowNumel = rows ? x.numel / rows : 0;
   int64_t first = l.in.integer("micro_batch") * rows * rowNumel;
   Arg index = l.i64(first);
@@ -119,25 +119,26 @@ void lowerDropout(OpLowering &l) {
   l.call("fsdp_dropout",
          {l.stream(), l.t(), l.operand(0), l.result(0), l.i64(x.numel),
           l.f64(l.in.number("rate")), l.i64(l.in.integer("seed")), l.operand(1),
-          l.dtypeArg(l.B(l.o[1]).dtype), index});
+          l.dtypeArg(l.desc(l.o[1]).dtype), index});
 }
 
 //===--- Constants, copies and casts --------------------------------------===//
 
 void lowerConstant(OpLowering &l) {
-  l.call("fsdp_fill", {l.stream(), l.t(), l.result(0), l.i64(l.B(l.r[0]).numel),
-                       l.f64(l.in.number("value"))});
+  l.call("fsdp_fill",
+         {l.stream(), l.t(), l.result(0), l.i64(l.desc(l.r[0]).numel),
+          l.f64(l.in.number("value"))});
 }
 
 void validateZerosLike(const Checker &c) {
   c.need(1, 1);
-  if (!isFloatDType(c.B(c.r[0]).dtype))
+  if (!isFloatDType(c.desc(c.r[0]).dtype))
     c.fail("result must be a float dtype");
 }
 
 void lowerZerosLike(OpLowering &l) {
   l.call("fsdp_memset_zero",
-         {l.stream(), l.result(0), l.i64(l.B(l.r[0]).bytes)});
+         {l.stream(), l.result(0), l.i64(l.desc(l.r[0]).bytes)});
 }
 
 void validateCast(const Checker &c) {
@@ -149,14 +150,15 @@ void validateCast(const Checker &c) {
 }
 
 void lowerCast(OpLowering &l) {
-  l.call("fsdp_cast", {l.stream(), l.dtypeArg(l.B(l.o[0]).dtype), l.operand(0),
-                       l.t(), l.result(0), l.i64(l.B(l.r[0]).numel)});
+  l.call("fsdp_cast",
+         {l.stream(), l.dtypeArg(l.desc(l.o[0]).dtype), l.operand(0), l.t(),
+          l.result(0), l.i64(l.desc(l.r[0]).numel)});
 }
 
 void validateMicroBatch(const Checker &c) {
   // Any dtype: a contiguous block of rows of the rank's batch.
   c.need(1, 1);
-  const BufferDesc &x = c.B(c.o[0]), &y = c.B(c.r[0]);
+  const BufferDesc &x = c.desc(c.o[0]), &y = c.desc(c.r[0]);
   int64_t index = c.in.integer("index"), count = c.in.integer("count");
   std::vector<int64_t> expect = x.shape;
   if (x.dtype != y.dtype || expect.empty() || count < 1 || index < 0 ||
@@ -172,7 +174,7 @@ void validateMicroBatch(const Checker &c) {
 void lowerMicroBatch(OpLowering &l) {
   // Micro-batch `index` is the contiguous block of rows [index·m,
   // (index+1)·m).
-  int64_t bytes = l.B(l.r[0]).bytes;
+  int64_t bytes = l.desc(l.r[0]).bytes;
   l.call("fsdp_memcpy",
          {l.stream(), l.result(0), l.buf(l.o[0], l.in.integer("index") * bytes),
           l.i64(bytes)});
@@ -188,47 +190,47 @@ void validateLinear(const Checker &c) {
   c.floatSame({o[0], o[1], c.r[0]});
   int64_t k = c.lastDim(o[0]);
   int tw = c.in.flag("transpose_weight") ? 1 : 0; // weight [N, K], or [K, N]
-  if (c.B(o[1]).shape.size() != 2 || c.B(o[1]).shape[1 - tw] != k)
-    c.fail("weight " + shapeStr(c.B(o[1]).shape) + " does not match input " +
-           shapeStr(c.B(o[0]).shape) +
+  if (c.desc(o[1]).shape.size() != 2 || c.desc(o[1]).shape[1 - tw] != k)
+    c.fail("weight " + shapeStr(c.desc(o[1]).shape) + " does not match input " +
+           shapeStr(c.desc(o[0]).shape) +
            (tw ? " (transpose_weight: [in, out])" : ""));
-  int64_t n = c.B(o[1]).shape[tw];
-  int64_t m = k ? c.B(o[0]).numel / k : 0;
+  int64_t n = c.desc(o[1]).shape[tw];
+  int64_t m = k ? c.desc(o[0]).numel / k : 0;
   if (o.size() == 3) {
     c.floatSame({o[0], o[2]});
-    if (c.B(o[2]).numel != n)
-      c.fail("bias " + shapeStr(c.B(o[2]).shape) + " does not match " +
+    if (c.desc(o[2]).numel != n)
+      c.fail("bias " + shapeStr(c.desc(o[2]).shape) + " does not match " +
              std::to_string(n) + " outputs");
   }
-  if (c.B(c.r[0]).numel != m * n || (n && c.lastDim(c.r[0]) != n))
-    c.fail("result " + shapeStr(c.B(c.r[0]).shape) + " should be [" +
+  if (c.desc(c.r[0]).numel != m * n || (n && c.lastDim(c.r[0]) != n))
+    c.fail("result " + shapeStr(c.desc(c.r[0]).shape) + " should be [" +
            std::to_string(m) + ", " + std::to_string(n) + "]");
 }
 
 void lowerLinear(OpLowering &l) {
   bool tw = l.in.flag("transpose_weight");
-  int64_t k = l.B(l.o[0]).shape.back();
-  int64_t n = l.B(l.o[1]).shape[tw ? 1 : 0];
-  l.call("fsdp_linear",
-         {l.stream(), l.t(), l.operand(0), l.operand(1),
-          l.o.size() == 3 ? l.operand(2) : l.null(), l.result(0),
-          l.i64(k ? l.B(l.o[0]).numel / k : 0), l.i64(k), l.i64(n), l.i32(tw)});
+  int64_t k = l.desc(l.o[0]).shape.back();
+  int64_t n = l.desc(l.o[1]).shape[tw ? 1 : 0];
+  l.call("fsdp_linear", {l.stream(), l.t(), l.operand(0), l.operand(1),
+                         l.o.size() == 3 ? l.operand(2) : l.null(), l.result(0),
+                         l.i64(k ? l.desc(l.o[0]).numel / k : 0), l.i64(k),
+                         l.i64(n), l.i32(tw)});
 }
 
 void validateMatmul(const Checker &c) {
   c.need(2, 1);
   c.floatSame({c.o[0], c.o[1], c.r[0]});
   bool ta = c.in.flag("transpose_a"), tb = c.in.flag("transpose_b");
-  int64_t ac = c.lastDim(c.o[0]), ar = ac ? c.B(c.o[0]).numel / ac : 0;
-  int64_t bc = c.lastDim(c.o[1]), br = bc ? c.B(c.o[1]).numel / bc : 0;
+  int64_t ac = c.lastDim(c.o[0]), ar = ac ? c.desc(c.o[0]).numel / ac : 0;
+  int64_t bc = c.lastDim(c.o[1]), br = bc ? c.desc(c.o[1]).numel / bc : 0;
   int64_t m = ta ? ac : ar, k = ta ? ar : ac;
   int64_t kb = tb ? bc : br, n = tb ? br : bc;
   if (k != kb)
-    c.fail("inner dimensions differ: " + shapeStr(c.B(c.o[0]).shape) +
-           (ta ? "ᵀ" : "") + " · " + shapeStr(c.B(c.o[1]).shape) +
+    c.fail("inner dimensions differ: " + shapeStr(c.desc(c.o[0]).shape) +
+           (ta ? "ᵀ" : "") + " · " + shapeStr(c.desc(c.o[1]).shape) +
            (tb ? "ᵀ" : ""));
-  if (c.B(c.r[0]).numel != m * n)
-    c.fail("result " + shapeStr(c.B(c.r[0]).shape) + " should hold [" +
+  if (c.desc(c.r[0]).numel != m * n)
+    c.fail("result " + shapeStr(c.desc(c.r[0]).shape) + " should hold [" +
            std::to_string(m) + ", " + std::to_string(n) + "]");
 }
 
@@ -236,9 +238,9 @@ void lowerMatmul(OpLowering &l) {
   int64_t a = l.o[0], b = l.o[1];
   l.call("fsdp_matmul",
          {l.stream(), l.t(), l.operand(0), l.operand(1), l.result(0),
-          l.i64(rowsOf(l, a)), l.i64(l.B(a).shape.back()), l.i64(rowsOf(l, b)),
-          l.i64(l.B(b).shape.back()), l.i32(l.in.flag("transpose_a")),
-          l.i32(l.in.flag("transpose_b"))});
+          l.i64(rowsOf(l, a)), l.i64(l.desc(a).shape.back()),
+          l.i64(rowsOf(l, b)), l.i64(l.desc(b).shape.back()),
+          l.i32(l.in.flag("transpose_a")), l.i32(l.in.flag("transpose_b"))});
 }
 
 //===--- Reductions -------------------------------------------------------===//
@@ -247,8 +249,8 @@ void validateReduceBroadcast(const Checker &c) {
   c.need(1, 1);
   c.floatSame({c.o[0], c.r[0]});
   bool red = c.in.kind == OpKind::ReduceSum;
-  const auto &full = red ? c.B(c.o[0]).shape : c.B(c.r[0]).shape;
-  const auto &part = red ? c.B(c.r[0]).shape : c.B(c.o[0]).shape;
+  const auto &full = red ? c.desc(c.o[0]).shape : c.desc(c.r[0]).shape;
+  const auto &part = red ? c.desc(c.r[0]).shape : c.desc(c.o[0]).shape;
   const std::vector<int64_t> &axes = c.in.ints("axes");
   std::set<int64_t> ax(axes.begin(), axes.end());
   for (int64_t a : axes)
@@ -269,7 +271,7 @@ void validateReduceBroadcast(const Checker &c) {
 /// nn.reduce_sum takes x's shape, nn.broadcast y's.
 void lowerReduceBroadcast(OpLowering &l) {
   bool red = l.in.kind == OpKind::ReduceSum;
-  const std::vector<int64_t> &shape = l.B(red ? l.o[0] : l.r[0]).shape;
+  const std::vector<int64_t> &shape = l.desc(red ? l.o[0] : l.r[0]).shape;
   const std::vector<int64_t> &axes = l.in.ints("axes");
   l.call(red ? "fsdp_reduce_sum" : "fsdp_broadcast",
          {l.stream(), l.t(), l.operand(0), l.int64s(shape),
@@ -281,30 +283,30 @@ void validateCrossEntropy(const Checker &c) {
   bool grad = c.in.kind == OpKind::CrossEntropyGrad;
   const auto &o = c.o, &r = c.r;
   c.need(grad ? 3 : 2, 1);
-  if (!isIntDType(c.B(o[1]).dtype))
+  if (!isIntDType(c.desc(o[1]).dtype))
     c.fail(std::string("labels must be i32 or i64, got ") +
-           dtypeName(c.B(o[1]).dtype));
+           dtypeName(c.desc(o[1]).dtype));
   int64_t classes = c.lastDim(o[0]);
-  if (c.B(o[0]).numel != c.B(o[1]).numel * classes)
-    c.fail("logits " + shapeStr(c.B(o[0]).shape) + " do not match labels " +
-           shapeStr(c.B(o[1]).shape));
+  if (c.desc(o[0]).numel != c.desc(o[1]).numel * classes)
+    c.fail("logits " + shapeStr(c.desc(o[0]).shape) + " do not match labels " +
+           shapeStr(c.desc(o[1]).shape));
   if (grad) {
     c.floatSame({o[0], o[2], r[0]});
     c.sameNumel(o[0], r[0]);
-    if (c.B(o[2]).numel != 1)
+    if (c.desc(o[2]).numel != 1)
       c.fail("dloss must be a scalar");
   } else {
     c.floatSame({o[0], r[0]});
-    if (c.B(r[0]).numel != 1)
+    if (c.desc(r[0]).numel != 1)
       c.fail("the loss result must be a scalar");
   }
 }
 
 void lowerCrossEntropy(OpLowering &l) {
   int64_t labels = l.o[1];
-  Arg positions = l.i64(l.B(labels).numel);
-  Arg classes = l.i64(l.B(l.o[0]).shape.back());
-  Arg lt = l.dtypeArg(l.B(labels).dtype);
+  Arg positions = l.i64(l.desc(labels).numel);
+  Arg classes = l.i64(l.desc(l.o[0]).shape.back());
+  Arg lt = l.dtypeArg(l.desc(labels).dtype);
   if (l.in.kind == OpKind::CrossEntropy)
     l.call("fsdp_cross_entropy", {l.stream(), l.t(), l.operand(0), l.operand(1),
                                   lt, positions, classes, l.result(0)});
@@ -326,7 +328,7 @@ void validateSplitConcat(const Checker &c) {
     c.fail("expected at least 1 operand and 1 result");
   int64_t whole = sp ? c.o[0] : c.r[0];
   const std::vector<int64_t> &parts = sp ? c.r : c.o;
-  const auto &ws = c.B(whole).shape;
+  const auto &ws = c.desc(whole).shape;
   int64_t rank = static_cast<int64_t>(ws.size());
   int64_t given = c.in.integer("axis");
   int64_t axis = given < 0 ? given + rank : given;
@@ -341,7 +343,7 @@ void validateSplitConcat(const Checker &c) {
     if (sp) {
       sz = sizes[i];
     } else {
-      const auto &ps = c.B(parts[i]).shape;
+      const auto &ps = c.desc(parts[i]).shape;
       if (static_cast<int64_t>(ps.size()) != rank)
         c.fail("operand " + std::to_string(parts[i]) + " " + shapeStr(ps) +
                " has a different rank than " + shapeStr(ws));
@@ -351,9 +353,10 @@ void validateSplitConcat(const Checker &c) {
       c.fail("negative size along the axis");
     expect[axis] = sz;
     total += sz;
-    if (c.B(parts[i]).shape != expect)
+    if (c.desc(parts[i]).shape != expect)
       c.fail("piece " + std::to_string(parts[i]) + " " +
-             shapeStr(c.B(parts[i]).shape) + " should be " + shapeStr(expect));
+             shapeStr(c.desc(parts[i]).shape) + " should be " +
+             shapeStr(expect));
   }
   if (total != ws[axis])
     c.fail("pieces add up to " + std::to_string(total) + " along axis " +
@@ -364,7 +367,7 @@ void validateSplitConcat(const Checker &c) {
 /// The whole viewed as [outer, Σ sizes, inner] around the axis.
 void lowerSplitConcat(OpLowering &l) {
   bool sp = l.in.kind == OpKind::Split;
-  const BufferDesc &whole = l.B(sp ? l.o[0] : l.r[0]);
+  const BufferDesc &whole = l.desc(sp ? l.o[0] : l.r[0]);
   int64_t rank = static_cast<int64_t>(whole.shape.size());
   int64_t given = l.in.integer("axis");
   int64_t axis = given < 0 ? given + rank : given;
@@ -376,7 +379,7 @@ void lowerSplitConcat(OpLowering &l) {
   const std::vector<int64_t> &parts = sp ? l.r : l.o;
   std::vector<int64_t> sizes;
   for (int64_t id : parts)
-    sizes.push_back(l.B(id).shape[axis]);
+    sizes.push_back(l.desc(id).shape[axis]);
   Arg list = l.buffers(parts), n = l.i32(static_cast<int64_t>(parts.size()));
   if (sp)
     l.call("fsdp_split", {l.stream(), l.t(), l.operand(0), list,

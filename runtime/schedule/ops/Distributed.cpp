@@ -23,23 +23,23 @@ void validateGatherScatter(const Checker &c) {
   c.need(1, 1);
   bool ag = c.in.kind == OpKind::AllGather;
   int64_t shard = ag ? c.o[0] : c.r[0], full = ag ? c.r[0] : c.o[0];
-  if (c.B(shard).dtype != c.B(full).dtype)
+  if (c.desc(shard).dtype != c.desc(full).dtype)
     c.fail("operand and result dtypes differ");
-  if (!ag && !isFloatDType(c.B(full).dtype) && c.in.average())
+  if (!ag && !isFloatDType(c.desc(full).dtype) && c.in.average())
     c.fail("'avg' needs a float buffer");
   Group group = c.in.group();
   int64_t g = c.prog.groupSize(group);
-  if (c.B(full).numel != c.B(shard).numel * g)
+  if (c.desc(full).numel != c.desc(shard).numel * g)
     c.fail("full buffer " + std::to_string(full) + " has " +
-           std::to_string(c.B(full).numel) + " elements, expected shard " +
-           std::to_string(c.B(shard).numel) + " x " + groupName(group) +
+           std::to_string(c.desc(full).numel) + " elements, expected shard " +
+           std::to_string(c.desc(shard).numel) + " x " + groupName(group) +
            " group size " + std::to_string(g));
 }
 
 void lowerGatherScatter(OpLowering &l) {
   bool ag = l.in.kind == OpKind::AllGather;
   int64_t src = l.o[0], dst = l.r[0];
-  const BufferDesc &shard = l.B(ag ? src : dst);
+  const BufferDesc &shard = l.desc(ag ? src : dst);
   Arg ch = l.channel(l.in.group()), from = l.buf(src), to = l.buf(dst);
   Arg event = l.startCollective(src, dst);
   if (ag)
@@ -54,7 +54,7 @@ void lowerGatherScatter(OpLowering &l) {
 void validateAllReduce(const Checker &c) {
   c.need(1, 1);
   c.sameDType(c.o[0], c.r[0]);
-  if (!isFloatDType(c.B(c.o[0]).dtype) && c.in.average())
+  if (!isFloatDType(c.desc(c.o[0]).dtype) && c.in.average())
     c.fail("'avg' needs a float buffer");
   c.sameNumel(c.o[0], c.r[0]);
 }
@@ -63,7 +63,7 @@ void lowerAllReduce(OpLowering &l) {
   Arg ch = l.channel(l.in.group()), x = l.operand(0), y = l.result(0);
   Arg event = l.startCollective(l.o[0], l.r[0]);
   l.call("fsdp_all_reduce_start",
-         {ch, x, y, l.i64(l.B(l.r[0]).numel), l.t(), reduction(l), event});
+         {ch, x, y, l.i64(l.desc(l.r[0]).numel), l.t(), reduction(l), event});
 }
 
 void validateLocalShard(const Checker &c) {
@@ -71,17 +71,17 @@ void validateLocalShard(const Checker &c) {
   c.sameDType(c.o[0], c.r[0]);
   Group group = c.in.group();
   int64_t g = c.prog.groupSize(group);
-  if (c.B(c.o[0]).numel != c.B(c.r[0]).numel * g)
+  if (c.desc(c.o[0]).numel != c.desc(c.r[0]).numel * g)
     c.fail("full buffer " + std::to_string(c.o[0]) + " has " +
-           std::to_string(c.B(c.o[0]).numel) + " elements, expected the " +
-           "result's " + std::to_string(c.B(c.r[0]).numel) + " x " +
+           std::to_string(c.desc(c.o[0]).numel) + " elements, expected the " +
+           "result's " + std::to_string(c.desc(c.r[0]).numel) + " x " +
            groupName(group) + " group size " + std::to_string(g));
 }
 
 void lowerLocalShard(OpLowering &l) {
   // This rank's slice [i*s, (i+1)*s) of the full buffer, i its rank in the
   // group.
-  int64_t bytes = l.B(l.r[0]).bytes;
+  int64_t bytes = l.desc(l.r[0]).bytes;
   l.call("fsdp_memcpy",
          {l.stream(), l.result(0), l.bufAtRank(l.o[0], l.in.group(), bytes),
           l.i64(bytes)});
@@ -104,18 +104,18 @@ void validatePackUnpack(const Checker &c) {
     c.fail("blocks must be >= 1, got " + std::to_string(blocks));
   int64_t total = 0;
   for (int64_t id : parts) {
-    if (c.B(id).dtype != c.B(bucket).dtype)
+    if (c.desc(id).dtype != c.desc(bucket).dtype)
       c.fail("unit buffer " + std::to_string(id) + " and bucket " +
              std::to_string(bucket) + " have different dtypes");
-    if (c.B(id).numel % blocks != 0)
+    if (c.desc(id).numel % blocks != 0)
       c.fail("unit buffer " + std::to_string(id) + " of " +
-             std::to_string(c.B(id).numel) + " elements is not " +
+             std::to_string(c.desc(id).numel) + " elements is not " +
              std::to_string(blocks) + " blocks");
-    total += c.B(id).numel;
+    total += c.desc(id).numel;
   }
-  if (total != c.B(bucket).numel)
+  if (total != c.desc(bucket).numel)
     c.fail("bucket " + std::to_string(bucket) + " has " +
-           std::to_string(c.B(bucket).numel) + " elements, its units " +
+           std::to_string(c.desc(bucket).numel) + " elements, its units " +
            std::to_string(total));
 }
 
@@ -126,12 +126,12 @@ void lowerPackUnpack(OpLowering &l) {
   const std::vector<int64_t> &parts = pack ? l.o : l.r;
   int64_t bucket = pack ? l.r[0] : l.o[0];
   int64_t blocks = l.in.integer("blocks");
-  int64_t es = dtypeSize(l.B(bucket).dtype), row = 0;
+  int64_t es = dtypeSize(l.desc(bucket).dtype), row = 0;
   for (int64_t id : parts)
-    row += l.B(id).numel / blocks * es;
+    row += l.desc(id).numel / blocks * es;
   int64_t at = 0;
   for (int64_t id : parts) {
-    int64_t width = l.B(id).numel / blocks * es;
+    int64_t width = l.desc(id).numel / blocks * es;
     if (pack)
       l.call("fsdp_memcpy_2d",
              {l.stream(), l.buf(bucket, at), l.i64(row), l.buf(id),
@@ -152,35 +152,37 @@ void validateFlatten(const Checker &c) {
            std::to_string(offsets.size()) + " offsets");
   for (size_t i = 0; i < c.o.size(); ++i) {
     c.floatSame({c.o[i], c.r[0]});
-    if (offsets[i] < 0 || offsets[i] + c.B(c.o[i]).numel > c.B(c.r[0]).numel)
+    if (offsets[i] < 0 ||
+        offsets[i] + c.desc(c.o[i]).numel > c.desc(c.r[0]).numel)
       c.fail("operand " + std::to_string(c.o[i]) + " at offset " +
              std::to_string(offsets[i]) + " does not fit in " +
-             std::to_string(c.B(c.r[0]).numel) + " elements");
+             std::to_string(c.desc(c.r[0]).numel) + " elements");
   }
 }
 
 void lowerFlatten(OpLowering &l) {
   std::vector<int64_t> numels;
   for (int64_t id : l.o)
-    numels.push_back(l.B(id).numel);
+    numels.push_back(l.desc(id).numel);
   l.call("fsdp_flatten", {l.stream(), l.t(), l.buffers(l.o), l.int64s(numels),
                           l.int64s(l.in.ints("offsets")),
                           l.i32(static_cast<int64_t>(l.o.size())), l.result(0),
-                          l.i64(l.B(l.r[0]).numel)});
+                          l.i64(l.desc(l.r[0]).numel)});
 }
 
 //===--- Ops without calls ------------------------------------------------===//
 
 void validateParamView(const Checker &c) {
   c.need(1, 1);
-  if (c.B(c.r[0]).viewOf < 0 || c.B(c.r[0]).rootId != c.B(c.o[0]).rootId)
+  if (c.desc(c.r[0]).viewOf < 0 ||
+      c.desc(c.r[0]).rootId != c.desc(c.o[0]).rootId)
     c.fail("result buffer " + std::to_string(c.r[0]) +
            " must be a view_of operand buffer " + std::to_string(c.o[0]));
 }
 
 void validateWait(const Checker &c) {
   c.need(1, 1);
-  const BufferDesc &r = c.B(c.r[0]), &o = c.B(c.o[0]);
+  const BufferDesc &r = c.desc(c.r[0]), &o = c.desc(c.o[0]);
   if (r.viewOf < 0 || r.rootId != o.rootId || r.rootOffset != o.rootOffset ||
       r.numel != o.numel || r.dtype != o.dtype)
     c.fail("result buffer " + std::to_string(c.r[0]) +

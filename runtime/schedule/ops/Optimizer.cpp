@@ -47,7 +47,7 @@ void validateAdamw(const Checker &c) {
   c.floatSame({o[0], o[1], o[2], o[3], r[0], r[1], r[2]});
   for (int64_t id : {o[1], o[2], o[3], r[0], r[1], r[2]})
     c.sameNumel(o[0], id);
-  if (!isIntDType(c.B(o[4]).dtype) || c.B(o[4]).numel != 1)
+  if (!isIntDType(c.desc(o[4]).dtype) || c.desc(o[4]).numel != 1)
     c.fail("step must be an i64 scalar");
   if (o.size() == 6)
     c.f64Scalar(o[5], "the learning rate");
@@ -62,7 +62,7 @@ void lowerUpdate(OpLowering &l) {
   const Instruction &in = l.in;
   bool adam = in.kind == OpKind::AdamwUpdate;
   size_t lrAt = adam ? 5 : 2;
-  int64_t n = l.B(l.r[0]).numel;
+  int64_t n = l.desc(l.r[0]).numel;
   const std::vector<int64_t> &noDecay = in.ints("no_decay");
   Arg flatOffset = in.flag("sharded") && !noDecay.empty()
                        ? l.rankTimes(Group::Shard, n)
@@ -79,7 +79,7 @@ void lowerUpdate(OpLowering &l) {
           opt(false, 2),
           opt(false, 3),
           opt(false, 4),
-          adam ? l.dtypeArg(l.B(l.o[4]).dtype) : l.i32(FSDP_I64),
+          adam ? l.dtypeArg(l.desc(l.o[4]).dtype) : l.i32(FSDP_I64),
           l.result(0),
           opt(true, 1),
           opt(true, 2),
@@ -116,18 +116,19 @@ int lrKindOf(const Instruction &in) {
 void validateLrSchedule(const Checker &c) {
   const auto &o = c.o;
   c.need(o.size() == 2 ? 2 : 1, 1);
-  if (!isIntDType(c.B(o[0]).dtype) || c.B(o[0]).numel != 1)
+  if (!isIntDType(c.desc(o[0]).dtype) || c.desc(o[0]).numel != 1)
     c.fail("step must be an i64 scalar");
   int kind = lrKindOf(c.in);
   int64_t decay = c.in.integer("decay_steps");
   double lr = c.in.number("lr"), minLr = c.in.number("min_lr");
   // The second operand: the run's total steps (a total_steps input).
-  if (o.size() == 2 && (c.B(o[1]).dtype != DType::I64 || c.B(o[1]).numel != 1 ||
-                        kind == FSDP_LR_CONSTANT || decay != 0))
+  if (o.size() == 2 &&
+      (c.desc(o[1]).dtype != DType::I64 || c.desc(o[1]).numel != 1 ||
+       kind == FSDP_LR_CONSTANT || decay != 0))
     c.fail("the total steps operand must be an i64 scalar of a linear or "
            "cosine schedule with decay_steps 0");
   c.f64Scalar(c.r[0], "the learning rate");
-  if (!(lr > 0) || !(minLr >= 0 && minLr <= lr) ||
+  if (!(lr > 0) || !(minLr >= 0) || !(minLr <= lr) ||
       c.in.integer("warmup_steps") < 0 ||
       (kind != FSDP_LR_CONSTANT && o.size() == 1 && decay < 1))
     c.fail("expects lr > 0, min_lr in [0, lr], warmup_steps >= 0 and "
@@ -137,8 +138,8 @@ void validateLrSchedule(const Checker &c) {
 void lowerLrSchedule(OpLowering &l) {
   const Instruction &in = l.in;
   l.call("fsdp_lr_schedule",
-         {l.stream(), l.operand(0), l.dtypeArg(l.B(l.o[0]).dtype), l.result(0),
-          l.i32(lrKindOf(in)), l.f64(in.number("lr")),
+         {l.stream(), l.operand(0), l.dtypeArg(l.desc(l.o[0]).dtype),
+          l.result(0), l.i32(lrKindOf(in)), l.f64(in.number("lr")),
           l.i64(in.integer("warmup_steps")),
           l.o.size() > 1 ? l.operand(1) : l.null(),
           l.i64(in.integer("decay_steps")), l.f64(in.number("min_lr"))});
@@ -190,8 +191,8 @@ std::vector<OpDef> optimizerOps() {
        validateSumSquares,
        [](OpLowering &l) {
          l.call("fsdp_sum_squares",
-                {l.stream(), l.dtypeArg(l.B(l.o[0]).dtype), l.operand(0),
-                 l.i64(l.B(l.o[0]).numel), l.result(0)});
+                {l.stream(), l.dtypeArg(l.desc(l.o[0]).dtype), l.operand(0),
+                 l.i64(l.desc(l.o[0]).numel), l.result(0)});
        }},
       {OpKind::GradNorm,
        {number("max_norm")},
@@ -206,7 +207,7 @@ std::vector<OpDef> optimizerOps() {
        validateScale,
        [](OpLowering &l) {
          l.call("fsdp_scale", {l.stream(), l.t(), l.operand(0), l.operand(1),
-                               l.result(0), l.i64(l.B(l.r[0]).numel)});
+                               l.result(0), l.i64(l.desc(l.r[0]).numel)});
        }},
   };
 }

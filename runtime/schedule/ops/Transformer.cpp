@@ -20,32 +20,32 @@ void validateEmbedding(const Checker &c) {
   c.need(2, 1);
   bool grad = c.in.kind == OpKind::EmbeddingGrad;
   const auto &o = c.o, &r = c.r;
-  if (!isIntDType(c.B(o[0]).dtype))
+  if (!isIntDType(c.desc(o[0]).dtype))
     c.fail(std::string("indices must be i32 or i64, got ") +
-           dtypeName(c.B(o[0]).dtype));
+           dtypeName(c.desc(o[0]).dtype));
   int64_t table = grad ? r[0] : o[1], rows = grad ? o[1] : r[0];
   c.floatSame({table, rows});
-  const auto &ts = c.B(table).shape;
+  const auto &ts = c.desc(table).shape;
   if (ts.size() != 2)
     c.fail("table " + shapeStr(ts) + " must be [V, C]");
   if (grad && ts[0] != c.in.integer("num_embeddings"))
     c.fail("result " + shapeStr(ts) + " does not have num_embeddings = " +
            std::to_string(c.in.integer("num_embeddings")) + " rows");
-  if (c.B(rows).numel != c.B(o[0]).numel * ts[1] ||
+  if (c.desc(rows).numel != c.desc(o[0]).numel * ts[1] ||
       (ts[1] && c.lastDim(rows) != ts[1]))
     c.fail(std::string(grad ? "gradient " : "result ") +
-           shapeStr(c.B(rows).shape) + " should be indices " +
-           shapeStr(c.B(o[0]).shape) + " x " + std::to_string(ts[1]));
+           shapeStr(c.desc(rows).shape) + " should be indices " +
+           shapeStr(c.desc(o[0]).shape) + " x " + std::to_string(ts[1]));
 }
 
 /// nn.embedding (the table is operand 1) and nn.embedding_grad (result 0):
 /// (s, t, idx, idx dtype, table or dy, y or dtable, n, vocab, dim).
 void lowerEmbedding(OpLowering &l) {
   bool grad = l.in.kind == OpKind::EmbeddingGrad;
-  const std::vector<int64_t> &ts = l.B(grad ? l.r[0] : l.o[1]).shape;
+  const std::vector<int64_t> &ts = l.desc(grad ? l.r[0] : l.o[1]).shape;
   l.call(grad ? "fsdp_embedding_grad" : "fsdp_embedding",
-         {l.stream(), l.t(), l.operand(0), l.dtypeArg(l.B(l.o[0]).dtype),
-          l.operand(1), l.result(0), l.i64(l.B(l.o[0]).numel), l.i64(ts[0]),
+         {l.stream(), l.t(), l.operand(0), l.dtypeArg(l.desc(l.o[0]).dtype),
+          l.operand(1), l.result(0), l.i64(l.desc(l.o[0]).numel), l.i64(ts[0]),
           l.i64(ts[1])});
 }
 
@@ -54,7 +54,7 @@ void validatePositionEmbedding(const Checker &c) {
   c.need(grad ? 1 : 2, 1);
   int64_t x = c.o[0], table = grad ? c.r[0] : c.o[1];
   c.floatSame({x, table, c.r[0]});
-  const auto &xs = c.B(x).shape, &ts = c.B(table).shape;
+  const auto &xs = c.desc(x).shape, &ts = c.desc(table).shape;
   if (xs.size() != 3)
     c.fail("input " + shapeStr(xs) + " must be [B, T, C]");
   if (ts.size() != 2 || ts[1] != xs[2] || ts[0] < xs[1])
@@ -68,7 +68,7 @@ void validatePositionEmbedding(const Checker &c) {
 }
 
 void lowerPositionEmbedding(OpLowering &l) {
-  const std::vector<int64_t> &xs = l.B(l.o[0]).shape;
+  const std::vector<int64_t> &xs = l.desc(l.o[0]).shape;
   if (l.in.kind == OpKind::PositionEmbedding)
     l.call("fsdp_position_embedding",
            {l.stream(), l.t(), l.operand(0), l.operand(1), l.result(0),
@@ -76,7 +76,7 @@ void lowerPositionEmbedding(OpLowering &l) {
   else
     l.call("fsdp_position_embedding_grad",
            {l.stream(), l.t(), l.operand(0), l.result(0), l.i64(xs[0]),
-            l.i64(xs[1]), l.i64(xs[2]), l.i64(l.B(l.r[0]).shape[0])});
+            l.i64(xs[1]), l.i64(xs[2]), l.i64(l.desc(l.r[0]).shape[0])});
 }
 
 //===--- Norms ------------------------------------------------------------===//
@@ -99,8 +99,8 @@ void validateNorm(const Checker &c) {
   if (grad)
     perChannel.insert(perChannel.end(), r.begin() + 1, r.end());
   for (int64_t id : perChannel)
-    if (c.B(id).numel != channels)
-      c.fail("buffer " + std::to_string(id) + " " + shapeStr(c.B(id).shape) +
+    if (c.desc(id).numel != channels)
+      c.fail("buffer " + std::to_string(id) + " " + shapeStr(c.desc(id).shape) +
              " should hold " + std::to_string(channels) + " channels");
   c.sameNumel(o[0], r[0]);
   if (grad)
@@ -116,7 +116,8 @@ void lowerNorm(OpLowering &l) {
                           ? "fsdp_layer_norm_grad"
                       : l.in.kind == OpKind::RmsNorm ? "fsdp_rms_norm"
                                                      : "fsdp_rms_norm_grad";
-  int64_t c = l.B(l.o[0]).shape.back(), rows = c ? l.B(l.o[0]).numel / c : 0;
+  int64_t c = l.desc(l.o[0]).shape.back(),
+          rows = c ? l.desc(l.o[0]).numel / c : 0;
   std::vector<Arg> args{l.stream(), l.t()};
   for (size_t i = 0; i < l.o.size(); ++i)
     args.push_back(l.operand(i));
@@ -134,7 +135,7 @@ void validateRope(const Checker &c) {
   c.need(1, 1);
   c.floatSame({c.o[0], c.r[0]});
   c.sameNumel(c.o[0], c.r[0]);
-  const auto &xs = c.B(c.o[0]).shape;
+  const auto &xs = c.desc(c.o[0]).shape;
   int64_t headDim = c.in.integer("head_dim");
   if (xs.size() != 3)
     c.fail("input " + shapeStr(xs) + " must be [B, T, H*D]");
@@ -146,7 +147,7 @@ void validateRope(const Checker &c) {
 }
 
 void lowerRope(OpLowering &l) {
-  const std::vector<int64_t> &xs = l.B(l.o[0]).shape;
+  const std::vector<int64_t> &xs = l.desc(l.o[0]).shape;
   int64_t headDim = l.in.integer("head_dim");
   l.call("fsdp_rope",
          {l.stream(), l.t(), l.operand(0), l.result(0), l.i64(xs[0]),
@@ -167,16 +168,16 @@ void validateAttention(const Checker &c) {
     c.fail("num_heads " + std::to_string(hq) +
            " must be a positive multiple of num_kv_heads " +
            std::to_string(hkv));
-  const auto &qs = c.B(o[0]).shape;
+  const auto &qs = c.desc(o[0]).shape;
   if (qs.size() != 3 || qs[2] % hq)
     c.fail("query " + shapeStr(qs) + " must be [B, T, " + std::to_string(hq) +
            "*D]");
   int64_t d = qs[2] / hq;
   std::vector<int64_t> kvShape = {qs[0], qs[1], hkv * d};
   for (int64_t id : {o[1], o[2]})
-    if (c.B(id).shape != kvShape)
+    if (c.desc(id).shape != kvShape)
       c.fail("key/value buffer " + std::to_string(id) + " " +
-             shapeStr(c.B(id).shape) + " should be " + shapeStr(kvShape));
+             shapeStr(c.desc(id).shape) + " should be " + shapeStr(kvShape));
   c.sameNumel(o[0], r[0]);
   if (grad) {
     c.sameNumel(o[0], o[3]);
@@ -187,7 +188,7 @@ void validateAttention(const Checker &c) {
 
 /// (s, t, q, k, v(, dout), o or dq, dk, dv, batch, seq, hq, hkv, head dim).
 void lowerAttention(OpLowering &l) {
-  const std::vector<int64_t> &qs = l.B(l.o[0]).shape;
+  const std::vector<int64_t> &qs = l.desc(l.o[0]).shape;
   int64_t hq = l.in.integer("num_heads");
   std::vector<Arg> args{l.stream(), l.t()};
   for (size_t i = 0; i < l.o.size(); ++i)
