@@ -12,7 +12,7 @@
 # checked, and for a changed header every .cpp that includes it (the build's
 # header dependencies, ninja -t deps); a changed .clang-tidy or .td (the
 # generated headers) checks every file. Without HEAD~1 (a shallow clone)
-# every file is checked too: the whole tree takes 4 to 6 minutes on 2
+# every file is checked too: the whole tree takes 3 to 5 minutes on 2
 # cores, and skipping would let unchecked code pass.
 # CUDA sources (.cu, .cuh) only get the line count: clang-tidy cannot parse
 # them with the build's nvcc flags.
