@@ -588,7 +588,9 @@ Instruction Parser::parseInstruction(const json &ij, size_t idx) {
   // An attribute the op does not read is a mistake (a misspelt name would
   // silently run with the default), except the compiler's notes for people
   // and tools: which unit or bucket, async, a view's FQN and element offset.
-  for (const auto &[key, value] : attrs.items())
+  for (const auto &item : attrs.items()) {
+    // Not a structured binding: C++17 lambdas cannot capture one.
+    const std::string &key = item.key();
     if (!std::count(std::begin(kNoteAttrs), std::end(kNoteAttrs), key) &&
         std::none_of(specs.begin(), specs.end(),
                      [&](const AttrSpec &s) { return key == s.name; })) {
@@ -599,6 +601,7 @@ Instruction Parser::parseInstruction(const json &ij, size_t idx) {
           ctx + ": unknown attribute '" + key + "'" +
           (reads.empty() ? " (it has none)" : " (it reads: " + reads + ")"));
     }
+  }
   for (const AttrSpec &spec : specs)
     in.attrs.emplace_back(spec.name,
                           decodeAttr(spec, attrs, p.optimizerDesc, ctx));
