@@ -346,6 +346,8 @@ void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
                 {"data_order", meta.dataOrder}};
     if (meta.totalSteps > 0) // a schedule that decays over the run's total
       run["total_steps"] = meta.totalSteps;
+    if (!meta.dataSha256.empty()) // for the resume's --data check
+      run["data_sha256"] = meta.dataSha256;
     json index = {
         {"format", "fsdp-checkpoint"},
         {"version", kVersion},
@@ -444,6 +446,7 @@ void parseIndex(const std::string &text, const std::string &dir,
           run.contains("seed") ? uintOf(run["seed"], "run.seed") : 0;
       result.meta.data = run.value("data", std::string());
       result.meta.dataOrder = run.value("data_order", std::string("random"));
+      result.meta.dataSha256 = run.value("data_sha256", std::string());
       if (run.contains("total_steps")) {
         result.meta.totalSteps = intOf(run["total_steps"], "run.total_steps");
         if (result.meta.totalSteps < 1)

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -110,6 +111,26 @@ std::string resolveCheckpoint(const std::string &dir) {
                 "' has no index.json and no complete step_<N> "
                 "checkpoint (not a checkpoint directory, or no save finished)");
   return all.back().second.string();
+}
+
+void warnIfOtherData(const RunMeta &saved, const RunMeta &now, int rank) {
+  auto name = [](const RunMeta &m) {
+    return m.data.empty()
+               ? std::string("synthetic data")
+               : "'" + m.data + "'" +
+                     (m.dataSha256.empty() ? std::string()
+                                           : " (SHA-256 " + m.dataSha256 + ")");
+  };
+  bool other = saved.data.empty() != now.data.empty() ||
+               (!saved.dataSha256.empty() && !now.dataSha256.empty()
+                    ? saved.dataSha256 != now.dataSha256
+                    : saved.data != now.data);
+  if (rank == 0 && other)
+    std::fprintf(stderr,
+                 "fsdp-run: warning: --load: the checkpoint's run trained on "
+                 "%s; this run reads %s, so the resumed steps see other data "
+                 "than the saved run would have\n",
+                 name(saved).c_str(), name(now).c_str());
 }
 
 } // namespace fsdp::tooling

@@ -1,13 +1,19 @@
 //===- Preflight.cpp - fsdp-run's checks before step 1 --------------------===//
 #include "fsdp/tooling/Preflight.h"
 #include "fsdp/tooling/Checkpoint.h"
+#include "fsdp/tooling/InputDigest.h"
+
+#include <nlohmann/json.hpp>
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <unistd.h>
@@ -47,78 +53,166 @@ void checkOutputPaths(const Options &opt) {
 
 namespace {
 
-/// The options that change what a rank does, one "--option value" per line
-/// (paths by presence, and a data file by its size: ranks may read
-/// node-local copies).
-std::string workOf(const Options &o) {
-  namespace fs = std::filesystem;
-  auto given = [](const std::string &v) {
-    return v.empty() ? "none" : "given";
-  };
+namespace fs = std::filesystem;
+
+/// The files --init-from reads, as SafeTensorsArchive::open finds them (a
+/// file; a directory's model.safetensors, else its index and the files of
+/// its weight_map), without its checks: a bad archive is named when it is
+/// opened.
+std::vector<std::string> initFromFiles(const std::string &path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec))
+    return {path};
+  fs::path single = fs::path(path) / "model.safetensors";
+  fs::path index = fs::path(path) / "model.safetensors.index.json";
+  if (fs::exists(single, ec) || !fs::exists(index, ec))
+    return {single.string()};
+  std::vector<std::string> files{index.string()};
+  std::ifstream in(index);
+  nlohmann::json idx = nlohmann::json::parse(in, nullptr, false);
+  std::set<std::string> shards;
+  if (idx.is_object() && idx.contains("weight_map") &&
+      idx["weight_map"].is_object())
+    for (const auto &f : idx["weight_map"])
+      if (f.is_string())
+        shards.insert(f.get<std::string>());
+  for (const std::string &f : shards)
+    files.push_back((fs::path(path) / f).string());
+  return files;
+}
+
+/// "a file of N bytes, SHA-256 X", or that it cannot be read.
+std::string describe(const FileDigest &d) {
+  return d.sha256.empty() ? "a file that cannot be read"
+                          : "a file of " + std::to_string(d.bytes) +
+                                " bytes, SHA-256 " + d.sha256;
+}
+
+/// An output path as every rank must name it: absolute, with `.` and `..`
+/// and the symbolic links of its existing part resolved.
+std::string resolvedPath(const std::string &p) {
+  if (p.empty())
+    return "none";
+  std::error_code ec;
+  fs::path r = fs::weakly_canonical(fs::absolute(p), ec);
+  return ec ? fs::absolute(p).lexically_normal().string() : r.string();
+}
+
+/// The options that change what a rank does, one "--option value" per line;
+/// a tab starts what the message shows but the ranks need not share (a
+/// path: ranks may read node-local copies of the same bytes).
+std::string workOf(const Options &o, const std::vector<FileDigest> &d,
+                   const std::string &loadDir, size_t initFromCount) {
   std::string data = "none";
-  if (!o.data.empty()) {
-    std::error_code ec;
-    auto size = fs::file_size(o.data, ec);
-    data = ec ? "a file that cannot be read"
-              : "a file of " + std::to_string(size) + " bytes";
+  size_t next = 0;
+  if (!o.data.empty())
+    data = describe(d[next++]) + "\t ('" + o.data + "')";
+  std::string init = "none";
+  if (!o.initFrom.empty()) {
+    // A digest of the files' names (relative to the archive) and digests.
+    std::string list;
+    uint64_t bytes = 0;
+    bool ok = true;
+    for (size_t i = 0; i < initFromCount; ++i, ++next) {
+      list += fs::path(d[next].path).filename().string() + " " +
+              d[next].sha256 + "\n";
+      bytes += d[next].bytes;
+      ok &= !d[next].sha256.empty();
+    }
+    init = ok ? std::to_string(initFromCount) + " file(s) of " +
+                    std::to_string(bytes) + " bytes, SHA-256 " + sha256Hex(list)
+              : "weights that cannot be read";
+    init += "\t ('" + o.initFrom + "')";
+  }
+  std::string load = "none";
+  if (!o.load.empty()) {
+    // The index names the step and every file's size and CRC-32, which
+    // each reader checks: its digest stands for the checkpoint.
+    const FileDigest &idx = d[next++];
+    std::ifstream in(idx.path);
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    std::string step = j.is_object() && j.contains("step") ? j["step"].dump()
+                                                           : std::string("?");
+    load = idx.sha256.empty() ? "a checkpoint that cannot be read"
+                              : "the checkpoint of step " + step +
+                                    " (index.json SHA-256 " + idx.sha256 + ")";
+    load += "\t ('" + loadDir + "')";
   }
   std::ostringstream w;
   w << "--steps " << o.steps << "\n--total-steps "
     << (o.totalSteps ? std::to_string(o.totalSteps) : "unset") << "\n--seed "
     << o.seed << "\n--warmup " << o.warmup << "\n--data " << data
     << "\n--data-order " << (o.dataOrder.empty() ? "random" : o.dataOrder)
-    << "\n--init-from " << given(o.initFrom) << "\n--load " << given(o.load)
-    << "\n--save " << given(o.save) << "\n--save-every " << o.saveEvery
-    << "\n--keep " << o.keep << "\n--export " << given(o.exportPath)
-    << "\n--dump-params " << given(o.dumpParams) << "\n--profile "
+    << "\n--init-from " << init << "\n--load " << load << "\n--save "
+    << resolvedPath(o.save) << "\n--save-every " << o.saveEvery << "\n--keep "
+    << o.keep << "\n--export " << resolvedPath(o.exportPath)
+    << "\n--dump-params " << resolvedPath(o.dumpParams) << "\n--profile "
     << (o.profile ? "on" : "off") << "\n--device "
     << (o.device.rfind("cuda", 0) == 0 ? "cuda" : o.device)
     << "\n--collectives " << o.collectives << "\n--alloc "
     << (o.alloc == AllocMode::Arena ? "arena" : "per-buffer") << "\n--compiled "
-    << given(o.compiled);
+    << (o.compiled.empty() ? "none" : "given");
   return w.str();
+}
+
+std::vector<std::string> linesOf(const std::string &text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);)
+    out.push_back(l);
+  return out;
+}
+
+/// A line without its tab-separated remark.
+std::string keyOf(const std::string &line) {
+  return line.substr(0, line.find('\t'));
+}
+
+std::string shown(const std::string &line) {
+  std::string s = line;
+  s.erase(std::remove(s.begin(), s.end(), '\t'), s.end());
+  return s;
 }
 
 } // namespace
 
-void checkSameWorkOnAllRanks(const Options &o) {
+AgreedInputs checkSameWorkOnAllRanks(const Options &o) {
+  // Every rank digests its files (collective, whatever each rank's list).
+  std::vector<std::string> files;
+  if (!o.data.empty())
+    files.push_back(o.data);
+  std::vector<std::string> init;
+  if (!o.initFrom.empty())
+    init = initFromFiles(o.initFrom);
+  files.insert(files.end(), init.begin(), init.end());
+  std::string loadDir;
+  if (!o.load.empty()) {
+    loadDir = resolveCheckpoint(o.load);
+    files.push_back((fs::path(loadDir) / "index.json").string());
+  }
+  std::vector<FileDigest> digests = fileDigests(files);
+  AgreedInputs agreed;
+  if (!o.data.empty())
+    agreed.dataSha256 = digests[0].sha256;
   int world = fsdp_world_size();
   if (world <= 1)
-    return;
-  std::string mine = workOf(o);
-  int len = static_cast<int>(mine.size());
-  std::vector<int> lens(static_cast<size_t>(world)),
-      offs(static_cast<size_t>(world));
-  MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD);
-  int total = 0;
-  for (int r = 0; r < world; ++r) {
-    offs[static_cast<size_t>(r)] = total;
-    total += lens[static_cast<size_t>(r)];
-  }
-  std::string all(static_cast<size_t>(total), '\0');
-  MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(),
-                 offs.data(), MPI_CHAR, MPI_COMM_WORLD);
-  auto lines = [&](int r) {
-    std::vector<std::string> out;
-    std::istringstream in(
-        all.substr(static_cast<size_t>(offs[static_cast<size_t>(r)]),
-                   static_cast<size_t>(lens[static_cast<size_t>(r)])));
-    for (std::string l; std::getline(in, l);)
-      out.push_back(l);
-    return out;
-  };
-  std::vector<std::string> first = lines(0);
+    return agreed;
+
+  std::string mine = workOf(o, digests, loadDir, init.size());
+  std::vector<std::string> all = allGatherWorld(mine);
+  std::vector<std::string> first = linesOf(all[0]);
   for (int r = 1; r < world; ++r) {
-    std::vector<std::string> other = lines(r);
+    std::vector<std::string> other = linesOf(all[static_cast<size_t>(r)]);
     for (size_t i = 0; i < first.size() && i < other.size(); ++i)
-      if (first[i] != other[i])
+      if (keyOf(first[i]) != keyOf(other[i]))
         throw fsdp::CollectiveError(
             "the ranks were started with different options: rank " +
-            std::to_string(r) + " has " + other[i] + ", rank 0 has " +
-            first[i] +
+            std::to_string(r) + " has " + shown(other[i]) + ", rank 0 has " +
+            shown(first[i]) +
             " (every rank must run the same steps on the same "
             "data)");
   }
+  return agreed;
 }
 
 fsdp_collectives collectivesOf(const Options &opt) {

@@ -59,7 +59,7 @@ std::optional<SafeTensorsArchive> openInitFrom(const Options &opt) {
 /// phases in their order.
 class TrainingRun {
 public:
-  explicit TrainingRun(const Options &opt);
+  TrainingRun(const Options &opt, const AgreedInputs &agreed);
   TrainingRun(const TrainingRun &) = delete;
   TrainingRun &operator=(const TrainingRun &) = delete;
 
@@ -108,7 +108,7 @@ private:
 // Data first (a bad file fails before the device is set up), then the
 // checkpoint's headers, then the device, its channels and the resident
 // state.
-TrainingRun::TrainingRun(const Options &opt)
+TrainingRun::TrainingRun(const Options &opt, const AgreedInputs &agreed)
     : opt(opt), rank(fsdp_rank()), compiled(openCompiled(opt)),
       prog(compiled ? compiled->program()
                     : Program::fromFile(opt.schedule, fsdp_world_size())),
@@ -117,8 +117,8 @@ TrainingRun::TrainingRun(const Options &opt)
                                          : DataOrder::Random),
       init(openInitFrom(opt)), device(opt.device, collectivesOf(opt)),
       ex(prog, device.get(), opt.alloc),
-      meta{opt.seed, opt.data,
-           opt.dataOrder.empty() ? "random" : opt.dataOrder} {
+      meta{opt.seed, opt.data, opt.dataOrder.empty() ? "random" : opt.dataOrder,
+           0, agreed.dataSha256} {
   if (compiled)
     ex.useCompiledStep(*compiled);
   if (rank == 0 && opt.alloc == AllocMode::Arena && !ex.usesArena())
@@ -186,6 +186,7 @@ void TrainingRun::load() {
         static_cast<unsigned long long>(ck.meta.seed),
         ck.meta.dataOrder.c_str(), static_cast<unsigned long long>(meta.seed),
         meta.dataOrder.c_str());
+  warnIfOtherData(ck.meta, meta, rank);
 }
 
 void TrainingRun::bindIo() {
@@ -389,9 +390,9 @@ void TrainingRun::writeOutputs() {
 } // namespace
 
 void runTraining(const Options &opt) {
-  checkSameWorkOnAllRanks(opt);
+  AgreedInputs agreed = checkSameWorkOnAllRanks(opt);
   checkOutputPaths(opt);
-  TrainingRun run(opt);
+  TrainingRun run(opt, agreed);
   run.initialiseState();
   run.bindIo();
   run.resolveTotalSteps();

@@ -6,7 +6,7 @@ PKGS=(
   build-essential cmake ninja-build lld ccache git python3
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools clang-format-22 clang-tidy-22
   openmpi-bin libopenmpi-dev libopenblas-dev nlohmann-json3-dev
-  libgtest-dev googletest zlib1g-dev libzstd-dev libcurl4-openssl-dev libedit-dev libxml2-dev libffi-dev
+  libgtest-dev googletest zlib1g-dev libssl-dev libzstd-dev libcurl4-openssl-dev libedit-dev libxml2-dev libffi-dev
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -34,6 +34,10 @@ struct RunMeta {
   /// The run's total optimizer steps a schedule's total_steps input got
   /// (0: the schedule has none; not recorded).
   int64_t totalSteps = 0;
+  /// The --data file's content digest (InputDigest.h: SHA-256 over its
+  /// 16 MiB blocks' SHA-256), "" for synthetic data or a checkpoint saved
+  /// before it was recorded.
+  std::string dataSha256;
 };
 
 /// Writes the executor's state as checkpoint `dir` after `step` optimizer
@@ -85,6 +89,12 @@ std::string periodicCheckpointDir(const std::string &root, int64_t step);
 /// Removes all but the newest `keep` step_* checkpoints under `root` (call
 /// on one rank, after a save succeeded).
 void pruneCheckpoints(const std::string &root, int64_t keep);
+
+/// On rank 0, warns on stderr when a resumed run reads other data than the
+/// checkpoint's run (`saved`), naming both files: another content digest,
+/// synthetic data against a file, or (a checkpoint without a digest)
+/// another path.
+void warnIfOtherData(const RunMeta &saved, const RunMeta &now, int rank);
 
 /// What --load DIR names: DIR if it holds an index.json, else the newest
 /// step_* checkpoint under DIR that does (a --save-every root). Throws

@@ -10,6 +10,8 @@
 
 #include "fsdp/tooling/Options.h"
 
+#include <string>
+
 namespace fsdp::tooling {
 
 /// Fails before any training if an output path cannot be written, so that a
@@ -17,11 +19,23 @@ namespace fsdp::tooling {
 /// (its directory exists and is writable), the --save directory creatable.
 void checkOutputPaths(const Options &opt);
 
+/// What the ranks agreed to read.
+struct AgreedInputs {
+  /// The --data file's content digest (InputDigest.h; "" without --data),
+  /// which a checkpoint records for the resume warning.
+  std::string dataSha256;
+};
+
 /// Throws on every rank unless every rank was started with the same work
 /// (an MPMD launch `-np 1 fsdp-run s.json --steps 3 : -np 1 ... --steps 5`
 /// would otherwise hang after step 3), naming the first option that
-/// differs and both ranks' values. Collective over MPI_COMM_WORLD.
-void checkSameWorkOnAllRanks(const Options &o);
+/// differs and both ranks' values. The files a rank reads are compared by
+/// content (fileDigests: the --data file, every --init-from file, the
+/// --load checkpoint's index.json, which holds its step and every file's
+/// CRC-32), not by path, so node-local copies agree; the output paths
+/// (--save, --export, --dump-params) by their resolved absolute path.
+/// Collective over MPI_COMM_WORLD (also at world size 1, for the digests).
+AgreedInputs checkSameWorkOnAllRanks(const Options &o);
 
 /// The device options of --device and --collectives. Throws for nccl on a
 /// non-cuda device.
