@@ -88,6 +88,18 @@ protected:
       return module.emitError()
              << "fsdp-optimizer: expects finite lr > 0, eps > 0, betas in "
                 "[0, 1) and weight-decay >= 0";
+    // SGD has no moments: a beta or eps for it is a mistake, not a no-op.
+    // (By value: a pass built from an options struct, as fsdp-pipeline
+    // builds it, has every option "given"; the pipeline refuses a default
+    // value given explicitly.)
+    if (optimizer == OptimizerKind::SGD)
+      for (auto [o, def] : {std::pair{&beta1, ::fsdp::schedule::kDefaultBeta1},
+                            std::pair{&beta2, ::fsdp::schedule::kDefaultBeta2},
+                            std::pair{&eps, ::fsdp::schedule::kDefaultEps}})
+        if (*o != def)
+          return module.emitError()
+                 << "fsdp-optimizer: " << o->getArgStr()
+                 << " is an AdamW option; optimizer=sgd has no moments";
     if (warmupSteps < 0)
       return module.emitError()
              << "fsdp-optimizer: warmup-steps must be >= 0, got "

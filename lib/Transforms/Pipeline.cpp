@@ -137,8 +137,29 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
     pm.getDependentDialects(registry);
   }
 
+  /// Options that would change nothing are refused, not ignored (the
+  /// passes check the same when they run alone; through the pipeline they
+  /// only see values, not which were given).
+  LogicalResult checkOptionsTakeEffect() {
+    ModuleOp module = getOperation();
+    if (optimizer == OptimizerKind::SGD)
+      for (const auto *o : {&beta1, &beta2, &eps})
+        if (o->hasValue())
+          return module.emitError()
+                 << "fsdp-pipeline: " << o->getArgStr()
+                 << " is an AdamW option; optimizer=sgd has no moments";
+    if (accumulate.hasValue() && microBatches <= 1)
+      return module.emitError()
+             << "fsdp-pipeline: accumulate=" << stringifyAccumulate(accumulate)
+             << " needs micro-batches > 1 (one micro-batch has nothing to "
+                "accumulate)";
+    return success();
+  }
+
 protected:
   void runOnOperation() override {
+    if (failed(checkOptionsTakeEffect()))
+      return signalPassFailure();
     OpPassManager pm(ModuleOp::getOperationName());
     buildPipeline(pm);
     LLVM_DEBUG({

@@ -209,6 +209,21 @@ protected:
       return signalPassFailure();
     }
 
+    // accumulate chooses how micro-batches' gradients are summed; without
+    // fsdp-micro-batch's accumulations it would silently do nothing.
+    bool accumulates = false;
+    fn.walk([&](Operation *op) {
+      accumulates |= op->hasAttr(nn::kAccumulateAttr);
+    });
+    // (By value: fsdp-pipeline refuses an explicit accumulate=sharded.)
+    if (accumulate == Accumulate::Unsharded && !accumulates) {
+      module.emitError()
+          << "fsdp-shard: accumulate=" << stringifyAccumulate(accumulate)
+          << " needs micro-batches (fsdp-micro-batch with micro-batches > 1); "
+             "this step accumulates no gradients";
+      return signalPassFailure();
+    }
+
     if (maxGradNorm.has_value() &&
         (!(*maxGradNorm > 0) || !std::isfinite(*maxGradNorm))) {
       module.emitError()

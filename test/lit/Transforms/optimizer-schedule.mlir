@@ -16,6 +16,8 @@
 // RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="lr=inf" 2>&1 | FileCheck %s --check-prefix=INF
 // RUN: not fsdp-opt %s --fsdp-autodiff="frozen=fc.bias" --fsdp-optimizer="no-decay=*.bias" 2>&1 | FileCheck %s --check-prefix=FROZEN
 // RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="weight-decay=1e400" 2>&1 | FileCheck %s --check-prefix=INF
+// RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="optimizer=sgd beta1=0.5" 2>&1 | FileCheck %s --check-prefix=SGDBETA
+// RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="optimizer=sgd eps=1e-6" 2>&1 | FileCheck %s --check-prefix=SGDEPS
 
 // fsdp-optimizer's learning-rate schedules and weight-decay groups. A
 // schedule is one nn.lr_schedule of the step argument, read by every update
@@ -70,6 +72,8 @@
 // CONSTDECAY: fsdp-optimizer: decay-steps needs lr-schedule=linear or cosine
 // NOSCHED: fsdp-optimizer: min-lr needs a schedule
 // INF: fsdp-optimizer: expects finite lr > 0
+// SGDBETA: fsdp-optimizer: beta1 is an AdamW option; optimizer=sgd has no moments
+// SGDEPS: fsdp-optimizer: eps is an AdamW option; optimizer=sgd has no moments
 // FROZEN: fsdp-optimizer: no-decay pattern '*.bias' matches no trainable parameter
 
 func.func @f(%x: tensor<2x4xf32> {nn.data = "features"}, %y: tensor<2xi32> {nn.data = "labels"},

@@ -1,6 +1,15 @@
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=4 optimizer=sgd lr=0.1" | FileCheck %s
 // RUN: not fsdp-opt %s --fsdp-pipeline="world-size=0" 2>&1 | FileCheck %s --check-prefix=WS
 // RUN: not fsdp-opt %s --fsdp-pipeline="world-size=5" 2>&1 | FileCheck %s --check-prefix=BATCH
+// Options that would do nothing are refused (issue 25), also when given
+// their default value: AdamW's betas and eps with SGD, accumulate without
+// micro-batches.
+// RUN: not fsdp-opt %s --fsdp-pipeline="optimizer=sgd beta1=0.5" 2>&1 | FileCheck %s --check-prefix=BETA1
+// RUN: not fsdp-opt %s --fsdp-pipeline="optimizer=sgd beta2=0.999" 2>&1 | FileCheck %s --check-prefix=BETA2
+// RUN: not fsdp-opt %s --fsdp-pipeline="optimizer=sgd eps=1e-8" 2>&1 | FileCheck %s --check-prefix=EPS
+// RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 accumulate=unsharded" 2>&1 | FileCheck %s --check-prefix=ACC
+// RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 accumulate=sharded micro-batches=1" 2>&1 | FileCheck %s --check-prefix=ACC1
+// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 accumulate=unsharded micro-batches=2 beta1=0.5" -o /dev/null
 
 // The whole pipeline on a 2-layer MLP at 4 ranks: units of 16 and 8
 // elements become shards of 4 and 2; SGD keeps no state.
@@ -15,6 +24,11 @@
 // CHECK: nn.sgd_update %arg3
 
 // WS: fsdp-shard: world-size must be >= 1, got 0
+// BETA1: error: fsdp-pipeline: beta1 is an AdamW option; optimizer=sgd has no moments
+// BETA2: error: fsdp-pipeline: beta2 is an AdamW option; optimizer=sgd has no moments
+// EPS: error: fsdp-pipeline: eps is an AdamW option; optimizer=sgd has no moments
+// ACC: error: fsdp-pipeline: accumulate=unsharded needs micro-batches > 1 (one micro-batch has nothing to accumulate)
+// ACC1: error: fsdp-pipeline: accumulate=sharded needs micro-batches > 1
 // BATCH: error: global batch 8 (dimension 0 of data argument #0) is not divisible by world size 5
 
 func.func @f(%x: tensor<8x3xf32> {nn.data = "features"}, %y: tensor<8xi32> {nn.data = "labels"},

@@ -8,6 +8,10 @@
 // RUN: fsdp-opt %s --fsdp-shard="world-size=3 accumulate=sharded" | FileCheck %s --check-prefix=SHARDED
 // RUN: fsdp-opt %s --fsdp-shard="world-size=3 accumulate=unsharded" | FileCheck %s --check-prefix=UNSHARDED
 // RUN: fsdp-opt %s --fsdp-shard="world-size=6 strategy=hybrid-shard shard-size=3 accumulate=unsharded" | FileCheck %s --check-prefix=HSDP
+// The same step without its accumulation (no micro-batches):
+// accumulate=unsharded would do nothing, and is refused (issue 25).
+// RUN: sed 's/ {nn.accumulate}//' %s | not fsdp-opt --fsdp-shard="world-size=3 accumulate=unsharded" 2>&1 | FileCheck %s --check-prefix=NOACC
+// NOACC: error: fsdp-shard: accumulate=unsharded needs micro-batches (fsdp-micro-batch with micro-batches > 1); this step accumulates no gradients
 
 // accumulate=sharded (the default): each micro-batch's gradient is packed and
 // reduce-scattered on its own, and the two reduced shards are summed.
