@@ -93,6 +93,7 @@ struct FSDPSchedulePass
     if (bucketBytes > 0) {
       bucketGathers(*fn, bucketBytes);
       bucketReductions(*fn, bucketBytes);
+      bucketUpdateGathers(*fn, bucketBytes);
     }
     placeReductionWaits(block);
     SmallVector<Gather> gathers = unitGathers(*fn);

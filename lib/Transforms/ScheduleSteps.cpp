@@ -6,6 +6,7 @@
 #include "ScheduleSteps.h"
 #include "fsdp/Analysis/MemoryPlan.h"
 
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Debug.h"
 
 #include <limits>
@@ -214,6 +215,54 @@ static RankedTensorType flatType(int64_t numel, Type elt) {
   return RankedTensorType::get({numel}, elt);
 }
 
+/// Moves every op that reads `values` (transitively) and lies before
+/// `after` to right after it, in block order, so that a bucket's results
+/// are read only once it is unpacked (ZeRO-1 updates and re-gathers each
+/// unit right after its reduction; HSDP all-reduces each reduced shard over
+/// the replicas right away). A free of a moved op's operand that now comes
+/// before a reader of it follows its last reader.
+static void sinkReadersAfter(ValueRange values, Operation *after) {
+  Block *block = after->getBlock();
+  llvm::SetVector<Operation *> slice;
+  SmallVector<Value> work(values.begin(), values.end());
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    for (Operation *u : v.getUsers())
+      if (u->getBlock() == block && u->isBeforeInBlock(after) &&
+          slice.insert(u))
+        llvm::append_range(work, u->getResults());
+  }
+  SmallVector<Operation *> ops = slice.takeVector();
+  llvm::sort(ops,
+             [](Operation *a, Operation *c) { return a->isBeforeInBlock(c); });
+  Operation *at = after;
+  for (Operation *op : ops) {
+    op->moveAfter(at);
+    at = op;
+  }
+  for (Operation *op : ops)
+    for (Value v : op->getOperands()) {
+      Operation *last = nullptr;
+      for (Operation *u : v.getUsers())
+        if (!isa<FreeOp>(u) && (!last || last->isBeforeInBlock(u)))
+          last = u;
+      for (Operation *u : llvm::make_early_inc_range(v.getUsers()))
+        if (isa<FreeOp>(u) && last && u->isBeforeInBlock(last))
+          u->moveAfter(last);
+    }
+}
+
+/// ZeRO-1 and HSDP read each unit's reduced gradient right after its
+/// reduction (the update; the all-reduce over the replicas): their buckets
+/// move those readers after the bucket instead of closing at them.
+static bool readsReductionsEarly(func::FuncOp fn) {
+  auto module = fn->getParentOfType<ModuleOp>();
+  auto s = module ? module->getAttrOfType<StrategyAttr>(kStrategyAttr)
+                  : StrategyAttr();
+  return s && (s.getValue() == Strategy::ShardOptimizer ||
+               s.getValue() == Strategy::HybridShard);
+}
+
 /// Bucketing (DeepSpeed's prefetch and reduce buckets; FSDP's paper, Zhao
 /// et al. VLDB 2023 Sec. 3.3 / Fig. 7: all-gathers of few elements lose
 /// bus bandwidth to per-collective latency): consecutive unit gathers of
@@ -304,6 +353,7 @@ void mlir::fsdp::bucketGathers(func::FuncOp fn, int64_t bucketBytes) {
 void mlir::fsdp::bucketReductions(func::FuncOp fn, int64_t bucketBytes) {
   Block &block = fn.getBody().front();
   int64_t blocks = groupSize(fn, Group::Shard).value_or(1);
+  bool early = readsReductionsEarly(fn);
   SmallVector<ReduceScatterOp> all;
   for (Operation &op : block)
     if (auto r = dyn_cast<ReduceScatterOp>(&op);
@@ -352,22 +402,12 @@ void mlir::fsdp::bucketReductions(func::FuncOp fn, int64_t bucketBytes) {
         if (isa<FreeOp>(u))
           u->moveAfter(pack);
       WaitOp w = waitOf(m);
-      SmallVector<Operation *> readers(w->getUsers().begin(),
-                                       w->getUsers().end());
       w.getResult().replaceAllUsesWith(unpack.getResult(i));
-      // Readers of a member's reduced gradient now follow the unpack.
-      llvm::sort(readers, [](Operation *a, Operation *c) {
-        return a->isBeforeInBlock(c);
-      });
-      Operation *after = unpack;
-      for (Operation *u : readers)
-        if (u->isBeforeInBlock(unpack)) {
-          u->moveAfter(after);
-          after = u;
-        }
       w->erase();
       m->erase();
     }
+    // Readers of a member's reduced gradient now follow the unpack.
+    sinkReadersAfter(unpack.getResults(), unpack);
   };
   SmallVector<ReduceScatterOp> current;
   int64_t bytes = 0;
@@ -375,12 +415,14 @@ void mlir::fsdp::bucketReductions(func::FuncOp fn, int64_t bucketBytes) {
     int64_t rb = bufferBytes(r.getInput());
     bool chained = r.getInput().getDefiningOp<WaitOp>() != nullptr;
     // The bucket starts where its last member was: every earlier member's
-    // reduced gradient must be read only after that (ZeRO-1 updates and
-    // re-gathers each unit right after its reduction: no bucket there).
-    bool readLater = llvm::all_of(current, [&](ReduceScatterOp m) {
-      return llvm::all_of(waitOf(m)->getUsers(),
-                          [&](Operation *u) { return r->isBeforeInBlock(u); });
-    });
+    // reduced gradient must be read only after that, or (ZeRO-1, HSDP) its
+    // readers move there.
+    bool readLater =
+        early || llvm::all_of(current, [&](ReduceScatterOp m) {
+          return llvm::all_of(waitOf(m)->getUsers(), [&](Operation *u) {
+            return r->isBeforeInBlock(u);
+          });
+        });
     bool joins = !current.empty() && !chained && readLater &&
                  current.front().getGroup() == r.getGroup() &&
                  current.front().getOp() == r.getOp() &&
@@ -395,6 +437,88 @@ void mlir::fsdp::bucketReductions(func::FuncOp fn, int64_t bucketBytes) {
     if (rb <= bucketBytes && !chained && r.getGroup() == Group::Shard) {
       current.push_back(r);
       bytes += rb;
+    }
+  }
+  flush(current);
+}
+
+/// ZeRO-1's all-gathers of the updated shards (no parameter view reads
+/// them: they become the replicated parameters) as bucketReductions
+/// buckets: consecutive ones of one group and dtype whose gathered bytes sum
+/// to at most `bucketBytes` become one all-gather of the packed shards,
+/// issued where the last member was, unpacked by rank block.
+void mlir::fsdp::bucketUpdateGathers(func::FuncOp fn, int64_t bucketBytes) {
+  Block &block = fn.getBody().front();
+  int64_t blocks = groupSize(fn, Group::Shard).value_or(1);
+  SmallVector<AllGatherOp> all;
+  for (Operation &op : block)
+    if (auto g = dyn_cast<AllGatherOp>(&op);
+        g && g.getAsync() && !g.getBucket() &&
+        gatheredBuffers(waitOf(g)).size() == 1) {
+      bool viewed = llvm::any_of(waitOf(g)->getUsers(), [](Operation *u) {
+        return isa<ParamViewOp>(u);
+      });
+      if (!viewed)
+        all.push_back(g);
+    }
+  auto flush = [&](MutableArrayRef<AllGatherOp> members) {
+    if (members.size() < 2)
+      return;
+    LLVM_DEBUG({
+      llvm::dbgs() << "  bucket: the all-gathers of the updated shards of";
+      for (AllGatherOp m : members)
+        llvm::dbgs() << " " << unitsOf(m);
+      llvm::dbgs() << " become one, issued where the last one was\n";
+    });
+    AllGatherOp last = members.back();
+    OpBuilder b(last);
+    Location loc = last.getLoc();
+    SmallVector<Value> shards;
+    SmallVector<Type> fullTypes;
+    SmallVector<Attribute> units;
+    int64_t shardNumel = 0, fullNumel = 0;
+    for (AllGatherOp m : members) {
+      shards.push_back(m.getShard());
+      fullTypes.push_back(m.getBufferType());
+      units.push_back(m.getUnitAttr());
+      shardNumel += m.getShard().getType().getNumElements();
+      fullNumel += m.getBufferType().getNumElements();
+    }
+    Type elt = last.getBufferType().getElementType();
+    auto pack = PackOp::create(b, loc, flatType(shardNumel, elt), shards,
+                               b.getI64IntegerAttr(1));
+    auto start = AllGatherOp::create(
+        b, loc, FutureType::get(b.getContext(), flatType(fullNumel, elt)),
+        members.front().getUnitAttr(), pack, last.getGroupAttr(),
+        b.getUnitAttr(), b.getArrayAttr(units));
+    auto wait = WaitOp::create(b, loc, start.getBufferType(), start);
+    auto unpack =
+        UnpackOp::create(b, loc, fullTypes, wait, b.getI64IntegerAttr(blocks));
+    for (auto [i, m] : llvm::enumerate(members)) {
+      WaitOp w = waitOf(m);
+      w.getResult().replaceAllUsesWith(unpack.getResult(i));
+      w->erase();
+      m->erase();
+    }
+    sinkReadersAfter(unpack.getResults(), unpack);
+  };
+  SmallVector<AllGatherOp> current;
+  int64_t bytes = 0;
+  for (AllGatherOp g : all) {
+    int64_t gb = bufferBytes(g.getResult());
+    bool joins = !current.empty() &&
+                 current.front().getGroup() == g.getGroup() &&
+                 current.front().getBufferType().getElementType() ==
+                     g.getBufferType().getElementType() &&
+                 bytes + gb <= bucketBytes;
+    if (!joins) {
+      flush(current);
+      current.clear();
+      bytes = 0;
+    }
+    if (gb <= bucketBytes) {
+      current.push_back(g);
+      bytes += gb;
     }
   }
   flush(current);

@@ -44,6 +44,8 @@ SmallVector<Gather> unitGathers(func::FuncOp fn);
 /// of a packed buffer.
 void bucketGathers(func::FuncOp fn, int64_t bucketBytes);
 void bucketReductions(func::FuncOp fn, int64_t bucketBytes);
+/// ZeRO-1's all-gathers of the updated shards, bucketed the same way.
+void bucketUpdateGathers(func::FuncOp fn, int64_t bucketBytes);
 
 /// fsdp1 / fsdp2: within each phase, the next unit's gather is issued right
 /// after the current unit's wait; fsdp1 in backward only.

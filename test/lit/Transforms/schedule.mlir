@@ -15,6 +15,36 @@
 // RUN: fsdp-opt %t.mlir --fsdp-schedule="prefetch=none bucket-bytes=16000" | grep -E "fsdp.(all_gather|reduce_scatter|all_reduce|wait|pack|unpack)|nn.(linear|matmul|cross_entropy )" | FileCheck %s --check-prefix=BUCKET
 // RUN: fsdp-opt %t.mlir --fsdp-schedule="bucket-bytes=12000" | grep -E "fsdp.(all_gather|reduce_scatter|all_reduce|wait|pack|unpack)|nn.(linear|matmul|cross_entropy )" | FileCheck %s --check-prefix=BUCKETAUTO
 // RUN: not fsdp-opt %t.mlir --fsdp-schedule="bucket-bytes=-1" 2>&1 | FileCheck %s --check-prefix=BADBUCKET
+// HSDP's reduce-scatters and ZeRO-1's reduce-scatters and all-gathers of
+// the updated shards bucket too (their readers, the replicate all-reduces
+// and the updates, move after the bucket's unpack).
+// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer --fsdp-wrap --fsdp-shard="world-size=4 strategy=hybrid-shard shard-size=2" --fsdp-collectives="reshard-root=true" --canonicalize \
+// RUN:   | fsdp-opt --fsdp-schedule="prefetch=none bucket-bytes=16000" | grep -E "fsdp.(reduce_scatter|all_reduce|wait|pack|unpack)|nn.adamw_update" | FileCheck %s --check-prefix=HSDPBUCKET
+// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-optimizer --fsdp-wrap --fsdp-shard="world-size=2 strategy=shard-optimizer" --fsdp-collectives --canonicalize \
+// RUN:   | fsdp-opt --fsdp-schedule="prefetch=none bucket-bytes=16000" | grep -E "fsdp.(all_gather|reduce_scatter|all_reduce|wait|pack|unpack)|nn.adamw_update|return" | FileCheck %s --check-prefix=ZERO1BUCKET
+// HSDPBUCKET: fsdp.pack(%{{.*}}, %{{.*}}, %{{.*}}) {blocks = 2 : i64}
+// HSDPBUCKET-NEXT: [[RS:%[0-9]+]] = fsdp.reduce_scatter @fc3 %{{[0-9]+}} async {bucket = [@fc3, @fc2, @fc1]}
+// HSDPBUCKET-NEXT: [[W:%[0-9]+]] = fsdp.wait [[RS]]
+// HSDPBUCKET-NEXT: [[U:%[0-9]+]]:3 = fsdp.unpack [[W]] {blocks = 1 : i64}
+// HSDPBUCKET-NEXT: fsdp.all_reduce @fc3 [[U]]#0 async {group = #fsdp.group<replicate>}
+// HSDPBUCKET-NEXT: fsdp.wait
+// HSDPBUCKET-NEXT: fsdp.all_reduce @fc2 [[U]]#1 async {group = #fsdp.group<replicate>}
+// HSDPBUCKET-NEXT: fsdp.wait
+// HSDPBUCKET-NEXT: fsdp.all_reduce @fc1 [[U]]#2 async {group = #fsdp.group<replicate>}
+// HSDPBUCKET-NEXT: fsdp.wait
+// HSDPBUCKET-NEXT: nn.adamw_update
+// ZERO1BUCKET: fsdp.pack(%{{.*}}, %{{.*}}, %{{.*}}) {blocks = 2 : i64}
+// ZERO1BUCKET-NEXT: [[RS:%[0-9]+]] = fsdp.reduce_scatter @fc1 %{{[0-9]+}} async {bucket = [@fc1, @fc2, @fc3]}
+// ZERO1BUCKET-NEXT: [[W:%[0-9]+]] = fsdp.wait [[RS]]
+// ZERO1BUCKET-NEXT: [[U:%[0-9]+]]:3 = fsdp.unpack [[W]] {blocks = 1 : i64}
+// ZERO1BUCKET-NEXT: %[[P1:new_param[_0-9]*]], {{.*}} = nn.adamw_update %{{[0-9]+}}, [[U]]#0,
+// ZERO1BUCKET-NEXT: %[[P2:new_param[_0-9]*]], {{.*}} = nn.adamw_update %{{[0-9]+}}, [[U]]#1,
+// ZERO1BUCKET-NEXT: %[[P3:new_param[_0-9]*]], {{.*}} = nn.adamw_update %{{[0-9]+}}, [[U]]#2,
+// ZERO1BUCKET-NEXT: fsdp.pack(%[[P1]], %[[P2]], %[[P3]]) {blocks = 1 : i64}
+// ZERO1BUCKET-NEXT: [[AG:%[0-9]+]] = fsdp.all_gather @fc1 %{{[0-9]+}} async {bucket = [@fc1, @fc2, @fc3]}
+// ZERO1BUCKET-NEXT: [[AW:%[0-9]+]] = fsdp.wait [[AG]]
+// ZERO1BUCKET-NEXT: [[AU:%[0-9]+]]:3 = fsdp.unpack [[AW]] {blocks = 2 : i64}
+// ZERO1BUCKET-NEXT: return %{{[0-9]+}}, [[AU]]#0, {{.*}}, [[AU]]#1, {{.*}}, [[AU]]#2,
 // BADBUCKET: error: fsdp-schedule: bucket-bytes must be >= 0, got -1
 // The module records the schedule applied.
 // RUN: fsdp-opt %t.mlir --fsdp-schedule | FileCheck %s --check-prefix=ATTR
