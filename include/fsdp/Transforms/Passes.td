@@ -85,11 +85,11 @@ defvar FSDPOptimizerOptions = [
   Option<"lr", "lr", "double", "::fsdp::schedule::kDefaultLr",
          "learning rate">,
   Option<"beta1", "beta1", "double", "::fsdp::schedule::kDefaultBeta1",
-         "AdamW beta1">,
+         "AdamW beta1 (an error with optimizer=sgd)">,
   Option<"beta2", "beta2", "double", "::fsdp::schedule::kDefaultBeta2",
-         "AdamW beta2">,
+         "AdamW beta2 (an error with optimizer=sgd)">,
   Option<"eps", "eps", "double", "::fsdp::schedule::kDefaultEps",
-         "AdamW epsilon">,
+         "AdamW epsilon (an error with optimizer=sgd)">,
   Option<"weightDecay", "weight-decay", "double",
          "::fsdp::schedule::kOptionWeightDecay",
          "decoupled weight decay (AdamW) or L2 (SGD)">,
@@ -230,7 +230,8 @@ defvar FSDPShardOptions = [
   EnumOption<"reduceDtype", "reduce-dtype", FSDP_ComputeDtype, "Default",
              "dtype of gradient reduction (default: param-dtype)">,
   EnumOption<"accumulate", "accumulate", FSDP_Accumulate, "Sharded",
-             "gradient accumulation with micro-batches">,
+             "gradient accumulation with micro-batches (unsharded on a step "
+             "without micro-batches is an error)">,
   EnumOption<"masterWeights", "master-weights", FSDP_MasterWeights,
              "CastOnGather", "the f32 master weights under a narrower "
              "param-dtype">,
@@ -369,8 +370,11 @@ def FSDPSchedule : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
     `memory-budget`, else the cluster spec's device memory. The module gets
     `fsdp.schedule` naming the schedule applied. `bucket-bytes` merges
     consecutive small units' all-gathers of one phase (and consecutive
-    reduce-scatters) into one collective of a packed buffer (fsdp.pack /
-    fsdp.unpack). See lib/Transforms/Schedule.cpp (the steps:
+    reduce-scatters, HSDP's included, and ZeRO-1's all-gathers of the updated
+    shards) into one collective of a packed buffer (fsdp.pack /
+    fsdp.unpack); the readers of a bucketed reduction (HSDP's replicate
+    all-reduces, ZeRO-1's updates) move after its unpack. See
+    lib/Transforms/Schedule.cpp (the steps:
     ScheduleSteps.cpp).
   }];
   let options = FSDPScheduleOptions;
