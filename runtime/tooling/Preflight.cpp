@@ -177,16 +177,19 @@ std::string shown(const std::string &line) {
 } // namespace
 
 AgreedInputs checkSameWorkOnAllRanks(const Options &o) {
-  // Every rank digests its files (collective, whatever each rank's list).
+  // Every rank digests its files (collective, whatever each rank's list);
+  // one rank has no one to agree with, and digests only the data file, for
+  // its checkpoints.
+  bool alone = fsdp_world_size() <= 1;
   std::vector<std::string> files;
   if (!o.data.empty())
     files.push_back(o.data);
   std::vector<std::string> init;
-  if (!o.initFrom.empty())
+  if (!o.initFrom.empty() && !alone)
     init = initFromFiles(o.initFrom);
   files.insert(files.end(), init.begin(), init.end());
   std::string loadDir;
-  if (!o.load.empty()) {
+  if (!o.load.empty() && !alone) {
     loadDir = resolveCheckpoint(o.load);
     files.push_back((fs::path(loadDir) / "index.json").string());
   }
@@ -194,15 +197,14 @@ AgreedInputs checkSameWorkOnAllRanks(const Options &o) {
   AgreedInputs agreed;
   if (!o.data.empty())
     agreed.dataSha256 = digests[0].sha256;
-  int world = fsdp_world_size();
-  if (world <= 1)
+  if (alone)
     return agreed;
 
   std::string mine = workOf(o, digests, loadDir, init.size());
   std::vector<std::string> all = allGatherWorld(mine);
   std::vector<std::string> first = linesOf(all[0]);
-  for (int r = 1; r < world; ++r) {
-    std::vector<std::string> other = linesOf(all[static_cast<size_t>(r)]);
+  for (size_t r = 1; r < all.size(); ++r) {
+    std::vector<std::string> other = linesOf(all[r]);
     for (size_t i = 0; i < first.size() && i < other.size(); ++i)
       if (keyOf(first[i]) != keyOf(other[i]))
         throw fsdp::CollectiveError(
