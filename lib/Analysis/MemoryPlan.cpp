@@ -302,9 +302,42 @@ int64_t MemoryPlan::sweepLiveBytes() {
   return atStart;
 }
 
+/// Adds the temporaries of the collective at instruction `i` (of kind
+/// `kind`) on the cpu driver to `scratch` of every instruction it is in
+/// flight at (fsdp/schedule/KernelScratch.h).
+static void addCollectiveScratch(ArrayRef<Operation *> instructions, int64_t i,
+                                 ::fsdp::schedule::OpKind kind,
+                                 std::vector<int64_t> &scratch) {
+  Operation *op = instructions[i];
+  if (!isa<ReduceScatterOp, AllReduceOp>(op))
+    return;
+  // The group: a reduce-scatter's is its send over its receive size; an
+  // all-reduce's the module's grid.
+  auto t = [](Value v) { return bufferTensorType(v.getType()); };
+  RankedTensorType send = t(op->getOperand(0)), recv = t(op->getResult(0));
+  int64_t group = 1;
+  if (isa<ReduceScatterOp>(op))
+    group = recv.getNumElements() > 0
+                ? send.getNumElements() / recv.getNumElements()
+                : 1;
+  else
+    group = groupSize(op, cast<AllReduceOp>(op).getGroup()).value_or(1);
+  int64_t bytes = ::fsdp::schedule::cpuCollectiveScratchBytes(
+      kind, bufferBytes(send), group);
+  // Held from the start to the wait (a blocking collective: its own
+  // instruction).
+  int64_t end = i;
+  for (Operation *u : op->getResult(0).getUsers())
+    if (isa<WaitOp>(u))
+      end = llvm::find(instructions, u) - instructions.begin();
+  for (int64_t j = i; j <= end && j < (int64_t)instructions.size(); ++j)
+    scratch[j] += bytes;
+}
+
 void MemoryPlan::addKernelScratch(int64_t atStart) {
   // The reference (cpu) driver's kernel scratch, live while its instruction
-  // runs.
+  // runs, and its MPI reductions' temporaries, live while they are in
+  // flight.
   int64_t n = instructions.size();
   scratchBytes.assign(n, 0);
   peakBytesWithScratch = atStart;
@@ -332,12 +365,14 @@ void MemoryPlan::addKernelScratch(int64_t atStart) {
       int64_t headDim = 0;
       if (auto hd = op->getAttrOfType<IntegerAttr>("head_dim"))
         headDim = hd.getInt();
-      scratchBytes[i] =
+      scratchBytes[i] +=
           ::fsdp::schedule::cpuKernelScratchBytes(kind, ins, outs, headDim);
+      addCollectiveScratch(instructions, i, kind, scratchBytes);
     }
+  }
+  for (int64_t i = 0; i < n; ++i)
     peakBytesWithScratch =
         std::max(peakBytesWithScratch, liveBytes[i] + scratchBytes[i]);
-  }
 }
 
 /// First-fit by decreasing size over lifetime intervals: buffers whose

@@ -82,7 +82,7 @@ private:
   std::map<int64_t, SlotUse> slots;   ///< live arena slots by byte offset
   std::map<int64_t, int64_t> aliasOf; ///< output root -> state input
   std::set<int64_t> handedOver; ///< running sums an in-place sum took over
-  std::vector<Pending> pending;       ///< collectives in flight
+  std::vector<Pending> pending; ///< collectives in flight
 };
 
 //===--- OpLowering -------------------------------------------------------===//

@@ -65,8 +65,8 @@ struct PlannedBuffer {
   int64_t end = -1; // last instruction it is live at (#instructions: step end)
   int64_t arenaOffset = -1; // bytes from the arena's base (views: -1)
   int64_t aliases = -1;     // the state argument whose memory it takes, or -1
-  int64_t inPlaceOf = -1; // the dying operand whose memory it takes over at
-                          // its instruction (a gradient accumulation), or -1
+  int64_t inPlaceOf = -1;   // the dying operand whose memory it takes over at
+                            // its instruction (a gradient accumulation), or -1
 };
 
 /// Liveness, peak and static offsets of the step function `fn` (a single
@@ -85,8 +85,9 @@ public:
   std::vector<int64_t> liveBytes; // bytes live while instruction i runs
   int64_t peakBytes = 0;          // max of liveBytes (and the step's start)
   std::vector<int64_t>
-      scratchBytes; // the cpu driver's kernel scratch at
-                    // instruction i (fsdp/schedule/KernelScratch.h)
+      scratchBytes; // the cpu driver's kernel scratch and in-flight MPI
+                    // reductions' temporaries at instruction i
+                    // (fsdp/schedule/KernelScratch.h)
   int64_t peakBytesWithScratch = 0; // max of liveBytes + scratchBytes
   int64_t peakInstruction = -1; // index of the first instruction at the peak
   std::vector<int64_t>

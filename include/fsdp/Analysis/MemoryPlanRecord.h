@@ -45,8 +45,8 @@ struct MemoryPlanRecord {
   std::vector<MemoryClass> classes;       // per buffer
   std::vector<int64_t> arenaOffsets;      // per buffer; -1 for views
   std::vector<int64_t> viewOf;            // per buffer: its owner, or -1
-  std::vector<int64_t> aliases; // per buffer: the state argument whose memory
-                                // it takes, or -1
+  std::vector<int64_t> aliases;   // per buffer: the state argument whose memory
+                                  // it takes, or -1
   std::vector<int64_t> inPlaceOf; // per buffer: the running sum whose memory
                                   // it takes over, or -1
   std::vector<std::vector<int64_t>> freesAfter; // per instruction
