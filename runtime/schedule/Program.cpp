@@ -211,6 +211,10 @@ void Program::validateInPlace() const {
     const BufferDesc &sum = it->second;
     if (b.viewOf >= 0 || sum.viewOf >= 0 || sum.id == id)
       throw Error(ctx + ": both must be distinct whole buffers (no view_of)");
+    for (const IoDesc &in : inputList)
+      if (in.buffer == sum.id)
+        throw Error(ctx + ", which is an input (role '" + in.role +
+                    "'): only a buffer the step defines can be written over");
     if (sum.dtype != b.dtype || sum.numel != b.numel)
       throw Error(ctx + ", but that is " + std::to_string(sum.numel) + " " +
                   dtypeName(sum.dtype) + " elements, this " +
