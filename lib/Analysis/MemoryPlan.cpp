@@ -120,7 +120,9 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
     return failure();
   std::vector<int64_t> lastUse = plan.lastUses();
   plan.assignAliases(fn, lastUse);
+  plan.assignInPlace(fn, lastUse);
   plan.assignLifetimes(fn, lastUse);
+  plan.extendInPlaceChains();
   int64_t atStart = plan.sweepLiveBytes();
   plan.addKernelScratch(atStart);
   plan.assignArenaOffsets();
@@ -268,7 +270,7 @@ int64_t MemoryPlan::sweepLiveBytes() {
   std::vector<std::vector<int64_t>> delta(kNumMemoryClasses,
                                           std::vector<int64_t>(n + 2, 0));
   for (auto &b : buffers) {
-    if (b.viewOf >= 0 || b.aliases >= 0)
+    if (b.viewOf >= 0 || b.aliases >= 0 || b.inPlaceOf >= 0)
       continue; // a view or an aliased output holds no bytes of its own
     std::vector<int64_t> &d = delta[(unsigned)b.cls];
     d[b.start + 1] += b.bytes;
@@ -300,9 +302,42 @@ int64_t MemoryPlan::sweepLiveBytes() {
   return atStart;
 }
 
+/// Adds the temporaries of the collective at instruction `i` (of kind
+/// `kind`) on the cpu driver to `scratch` of every instruction it is in
+/// flight at (fsdp/schedule/KernelScratch.h).
+static void addCollectiveScratch(ArrayRef<Operation *> instructions, int64_t i,
+                                 ::fsdp::schedule::OpKind kind,
+                                 std::vector<int64_t> &scratch) {
+  Operation *op = instructions[i];
+  if (!isa<ReduceScatterOp, AllReduceOp>(op))
+    return;
+  // The group: a reduce-scatter's is its send over its receive size; an
+  // all-reduce's the module's grid.
+  auto t = [](Value v) { return bufferTensorType(v.getType()); };
+  RankedTensorType send = t(op->getOperand(0)), recv = t(op->getResult(0));
+  int64_t group = 1;
+  if (isa<ReduceScatterOp>(op))
+    group = recv.getNumElements() > 0
+                ? send.getNumElements() / recv.getNumElements()
+                : 1;
+  else
+    group = groupSize(op, cast<AllReduceOp>(op).getGroup()).value_or(1);
+  int64_t bytes = ::fsdp::schedule::cpuCollectiveScratchBytes(
+      kind, bufferBytes(send), group);
+  // Held from the start to the wait (a blocking collective: its own
+  // instruction).
+  int64_t end = i;
+  for (Operation *u : op->getResult(0).getUsers())
+    if (isa<WaitOp>(u))
+      end = llvm::find(instructions, u) - instructions.begin();
+  for (int64_t j = i; j <= end && j < (int64_t)instructions.size(); ++j)
+    scratch[j] += bytes;
+}
+
 void MemoryPlan::addKernelScratch(int64_t atStart) {
   // The reference (cpu) driver's kernel scratch, live while its instruction
-  // runs.
+  // runs, and its MPI reductions' temporaries, live while they are in
+  // flight.
   int64_t n = instructions.size();
   scratchBytes.assign(n, 0);
   peakBytesWithScratch = atStart;
@@ -330,12 +365,14 @@ void MemoryPlan::addKernelScratch(int64_t atStart) {
       int64_t headDim = 0;
       if (auto hd = op->getAttrOfType<IntegerAttr>("head_dim"))
         headDim = hd.getInt();
-      scratchBytes[i] =
+      scratchBytes[i] +=
           ::fsdp::schedule::cpuKernelScratchBytes(kind, ins, outs, headDim);
+      addCollectiveScratch(instructions, i, kind, scratchBytes);
     }
+  }
+  for (int64_t i = 0; i < n; ++i)
     peakBytesWithScratch =
         std::max(peakBytesWithScratch, liveBytes[i] + scratchBytes[i]);
-  }
 }
 
 /// First-fit by decreasing size over lifetime intervals: buffers whose
@@ -345,7 +382,8 @@ void MemoryPlan::addKernelScratch(int64_t atStart) {
 void MemoryPlan::assignArenaOffsets() {
   std::vector<int64_t> order;
   for (int64_t i = 0; i < (int64_t)buffers.size(); ++i)
-    if (buffers[i].viewOf < 0 && buffers[i].aliases < 0)
+    if (buffers[i].viewOf < 0 && buffers[i].aliases < 0 &&
+        buffers[i].inPlaceOf < 0)
       order.push_back(i);
   // Largest first, equal sizes in index order: a stable sort's order, by a
   // total order (libstdc++ 12's std::stable_sort calls the deprecated
@@ -383,6 +421,52 @@ void MemoryPlan::assignArenaOffsets() {
   for (PlannedBuffer &b : buffers)
     if (b.aliases >= 0)
       b.arenaOffset = buffers[b.aliases].arenaOffset;
+  // In buffer order: a chain's running sums come before their successors.
+  for (PlannedBuffer &b : buffers)
+    if (b.inPlaceOf >= 0)
+      b.arenaOffset = buffers[b.inPlaceOf].arenaOffset;
+}
+
+void MemoryPlan::assignInPlace(func::FuncOp fn,
+                               const std::vector<int64_t> &lastUse) {
+  auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+  llvm::DenseSet<int64_t> taken;
+  for (Value v : ret.getOperands())
+    taken.insert(ownerOf(v)); // returned: read after the step
+  for (auto [idx, op] : llvm::enumerate(instructions)) {
+    if (!isa<nn::AddOp>(op) || !op->hasAttr(nn::kAccumulateAttr))
+      continue;
+    Value sum = op->getOperand(0), result = op->getResult(0);
+    int64_t in = ownerOf(sum), out = indexOf.lookup(result);
+    const PlannedBuffer &b = buffers[in];
+    // The running sum's memory: a whole buffer the step defined (a
+    // reduction's wait is a view of all of its collective's buffer; not an
+    // argument or the state's memory), of the result's type, read by
+    // nothing after this add (lastUse counts an async collective's reads
+    // until its wait, and an explicit fsdp.free as a use), and not the
+    // other operand.
+    if (buffers[indexOf.lookup(sum)].viewOffset != 0 || b.start < 0 ||
+        b.aliases >= 0 || (int64_t)idx != lastUse[in] ||
+        bufferTensorType(b.value.getType()) != result.getType() ||
+        ownerOf(op->getOperand(1)) == in || taken.contains(in) ||
+        buffers[out].viewOf >= 0)
+      continue;
+    buffers[out].inPlaceOf = in;
+    taken.insert(in);
+  }
+}
+
+void MemoryPlan::extendInPlaceChains() {
+  // In buffer order, so that a sum's running sum already holds the chain's
+  // root: the root's memory lives until the last sum's end.
+  for (PlannedBuffer &b : buffers) {
+    if (b.inPlaceOf < 0)
+      continue;
+    int64_t root = b.inPlaceOf;
+    while (buffers[root].inPlaceOf >= 0)
+      root = buffers[root].inPlaceOf;
+    buffers[root].end = std::max(buffers[root].end, b.end);
+  }
 }
 
 /// The optimizer update reading the old state at operand `operand` and

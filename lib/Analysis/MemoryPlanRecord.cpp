@@ -28,6 +28,7 @@ constexpr StringLiteral kClasses = "classes";
 constexpr StringLiteral kArenaOffsets = "arena_offsets";
 constexpr StringLiteral kViews = "views";
 constexpr StringLiteral kAliases = "aliases";
+constexpr StringLiteral kInPlace = "in_place";
 constexpr StringLiteral kFrees = "frees";
 } // namespace
 
@@ -87,6 +88,7 @@ MemoryPlanRecord MemoryPlanRecord::of(const MemoryPlan &plan) {
     r.arenaOffsets.push_back(b.arenaOffset);
     r.viewOf.push_back(b.viewOf);
     r.aliases.push_back(b.aliases);
+    r.inPlaceOf.push_back(b.inPlaceOf);
   }
   r.freesAfter = plan.freesAfter;
   r.peakBytes = plan.peakBytes;
@@ -110,13 +112,15 @@ void MemoryPlanRecord::recordOn(func::FuncOp fn) const {
     return b.getDictionaryAttr(entries);
   };
   SmallVector<Attribute> classNames;
-  SmallVector<int64_t> views, aliasPairs, frees;
+  SmallVector<int64_t> views, aliasPairs, inPlacePairs, frees;
   for (auto [i, cls] : llvm::enumerate(classes)) {
     classNames.push_back(b.getStringAttr(memoryClassName(cls)));
     if (viewOf[i] >= 0)
       views.append({(int64_t)i, viewOf[i]});
     if (aliases[i] >= 0)
       aliasPairs.append({(int64_t)i, aliases[i]});
+    if (inPlaceOf[i] >= 0)
+      inPlacePairs.append({(int64_t)i, inPlaceOf[i]});
   }
   for (auto [i, freed] : llvm::enumerate(freesAfter))
     for (int64_t buffer : freed)
@@ -135,6 +139,7 @@ void MemoryPlanRecord::recordOn(func::FuncOp fn) const {
       b.getNamedAttr(kArenaOffsets, b.getDenseI64ArrayAttr(arenaOffsets)),
       b.getNamedAttr(kViews, b.getDenseI64ArrayAttr(views)),
       b.getNamedAttr(kAliases, b.getDenseI64ArrayAttr(aliasPairs)),
+      b.getNamedAttr(kInPlace, b.getDenseI64ArrayAttr(inPlacePairs)),
       b.getNamedAttr(kFrees, b.getDenseI64ArrayAttr(frees))};
   fn->setAttr(kMemoryPlanAttr, b.getDictionaryAttr(entries));
 }
@@ -270,6 +275,7 @@ private:
     size_t n = r.buffers.size();
     r.viewOf.assign(n, -1);
     r.aliases.assign(n, -1);
+    r.inPlaceOf.assign(n, -1);
     r.freesAfter.assign(r.instructions.size(), {});
     return success(succeeded(pairs(kViews, n,
                                    [&](int64_t v, int64_t owner) {
@@ -278,6 +284,10 @@ private:
                    succeeded(pairs(kAliases, n,
                                    [&](int64_t out, int64_t arg) {
                                      r.aliases[out] = arg;
+                                   })) &&
+                   succeeded(pairs(kInPlace, n,
+                                   [&](int64_t out, int64_t sum) {
+                                     r.inPlaceOf[out] = sum;
                                    })) &&
                    succeeded(pairs(kFrees, r.instructions.size(),
                                    [&](int64_t i, int64_t buffer) {

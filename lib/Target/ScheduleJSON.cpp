@@ -167,6 +167,8 @@ private:
                        {"class", cls.str()}});
     if (int64_t off = plan.arenaOffsets[plan.indexOf.lookup(v)]; off >= 0)
       buffers.back()["arena_offset"] = off;
+    if (int64_t sum = plan.inPlaceOf[plan.indexOf.lookup(v)]; sum >= 0)
+      buffers.back()["in_place_of"] = ids[plan.buffers[sum]];
     return id;
   }
 

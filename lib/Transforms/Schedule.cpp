@@ -12,6 +12,8 @@
 //   only that long — as FSDP2, whose post-backward waits for the previous
 //   reduce-scatter before freeing its buffers (Zhao et al., PyTorch FSDP,
 //   VLDB 2023, Sec. 3.3; torch.distributed.fsdp FSDP2 `reduce_scatter_state`).
+//   A micro-batch's reduced shard is then added to the unit's running sum
+//   right after its wait (accumulate=sharded), so one shard accumulates.
 // * All-gather waits stay right before their first use; starts are hoisted
 //   by the prefetch mode:
 //   - none:  start right before the wait (no overlap of gathers);
@@ -96,6 +98,7 @@ struct FSDPSchedulePass
       bucketUpdateGathers(*fn, bucketBytes);
     }
     placeReductionWaits(block);
+    placeAccumulations(block);
     SmallVector<Gather> gathers = unitGathers(*fn);
     if (mode == "fsdp1" || mode == "fsdp2")
       prefetchOneAhead(gathers, mode == "fsdp1");

@@ -151,6 +151,28 @@ void mlir::fsdp::placeReductionWaits(Block &block) {
         w->moveAfter(start);
 }
 
+/// Step 2b: each gradient accumulation (nn.add marked nn.accumulate: the
+/// running sum of reduced shards fsdp-shard builds for accumulate=sharded,
+/// or fsdp-micro-batch's sum of whole gradients) moves right after the later
+/// of its operands, so that a micro-batch's gradient joins the running sum
+/// as soon as its reduction is waited on, and both die there: the memory
+/// plan then writes the sum over the running one (MemoryPlan.h), and one
+/// buffer per unit accumulates whatever the micro-batch count. Sums are in
+/// program order, so the running sum is always placed first.
+void mlir::fsdp::placeAccumulations(Block &block) {
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    if (!isa<nn::AddOp>(op) || !op.hasAttr(nn::kAccumulateAttr))
+      continue;
+    Operation *last = nullptr;
+    for (Value v : op.getOperands())
+      if (Operation *def = v.getDefiningOp())
+        if (!last || last->isBeforeInBlock(def))
+          last = def;
+    if (last)
+      op.moveAfter(last);
+  }
+}
+
 /// The gathered unit buffers a gather's wait provides: its result, or a
 /// bucket's unpacked buffers.
 static SmallVector<Value> gatheredBuffers(WaitOp w) {

@@ -36,6 +36,10 @@ void makeAsync(Block &block);
 /// reduction of the same kind and group, or to the first other use.
 void placeReductionWaits(Block &block);
 
+/// Step 2b: each gradient accumulation (nn.add marked nn.accumulate) right
+/// after the later of its operands.
+void placeAccumulations(Block &block);
+
 /// The async parameter all-gathers of `fn`, in program order.
 SmallVector<Gather> unitGathers(func::FuncOp fn);
 

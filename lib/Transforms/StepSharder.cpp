@@ -396,10 +396,20 @@ private:
     LLVM_DEBUG(llvm::dbgs()
                << "  reduced per micro-batch (" << perMicroBatch.size()
                << "), shards accumulated\n");
+    // Each sum is marked nn.accumulate: fsdp-schedule moves it right after
+    // its micro-batch's reduction and the memory plan writes it over the
+    // running sum, so that one shard accumulates whatever the micro-batch
+    // count (the running sum first, so the bits are those of ((r0+r1)+r2)).
     Value sum;
     for (SmallVector<Value> &grads : perMicroBatch) {
       Value r = reduce(unit, grads, gradients.offsets, loc);
-      sum = sum ? nn::AddOp::create(b, loc, sum, r).getResult() : r;
+      if (!sum) {
+        sum = r;
+        continue;
+      }
+      auto add = nn::AddOp::create(b, loc, sum, r);
+      add->setAttr(nn::kAccumulateAttr, b.getUnitAttr());
+      sum = add.getResult();
     }
     return sum;
   }

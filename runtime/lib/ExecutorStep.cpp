@@ -186,6 +186,12 @@ void StepRun::run() {
       case ActionKind::Alias:
         ex.base[static_cast<size_t>(a.slot)] =
             ex.base[static_cast<size_t>(a.other)];
+        // Per buffer, an in-place sum takes over its running sum's
+        // allocation (the state's memory is never the step's).
+        if (!ex.arena && owned[static_cast<size_t>(a.other)]) {
+          owned[static_cast<size_t>(a.slot)] = true;
+          owned[static_cast<size_t>(a.other)] = false;
+        }
         break;
       case ActionKind::Zero:
         check(fsdp_memset_zero(

@@ -174,6 +174,7 @@ public:
     checkCarriedLayouts();
     parseInstructions();
     p.validateAliases();
+    p.validateInPlace();
   }
 
 private:
@@ -382,6 +383,12 @@ void Parser::parseBuffers() {
     if (b.contains("view_of") && !b["view_of"].is_null()) {
       bd.viewOf = intField(b, "view_of", ctx);
       bd.offset = b.contains("offset") ? intField(b, "offset", ctx) : 0;
+    }
+    if (b.contains("in_place_of") && !b["in_place_of"].is_null()) {
+      bd.inPlaceOf = intField(b, "in_place_of", ctx);
+      if (bd.inPlaceOf < 0)
+        throw Error(ctx + ": in_place_of must be a buffer id, got " +
+                    std::to_string(bd.inPlaceOf));
     }
     if (b.contains("arena_offset") && !b["arena_offset"].is_null()) {
       bd.arenaOffset = intField(b, "arena_offset", ctx);

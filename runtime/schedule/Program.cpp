@@ -199,4 +199,53 @@ void Program::validateAliases() const {
   }
 }
 
+void Program::validateInPlace() const {
+  for (const auto &[id, b] : bufferMap) {
+    if (b.inPlaceOf < 0)
+      continue;
+    std::string ctx = sourceName + ": buffer " + std::to_string(id) +
+                      " is in_place_of buffer " + std::to_string(b.inPlaceOf);
+    auto it = bufferMap.find(b.inPlaceOf);
+    if (it == bufferMap.end())
+      throw Error(ctx + ", which does not exist");
+    const BufferDesc &sum = it->second;
+    if (b.viewOf >= 0 || sum.viewOf >= 0 || sum.id == id)
+      throw Error(ctx + ": both must be distinct whole buffers (no view_of)");
+    for (const IoDesc &in : inputList)
+      if (in.buffer == sum.id)
+        throw Error(ctx + ", which is an input (role '" + in.role +
+                    "'): only a buffer the step defines can be written over");
+    if (sum.dtype != b.dtype || sum.numel != b.numel)
+      throw Error(ctx + ", but that is " + std::to_string(sum.numel) + " " +
+                  dtypeName(sum.dtype) + " elements, this " +
+                  std::to_string(b.numel) + " " + dtypeName(b.dtype));
+    if (arenaPlanned && sum.arenaOffset != b.arenaOffset)
+      throw Error(ctx + ", but its arena_offset " +
+                  std::to_string(b.arenaOffset) + " differs from that one's " +
+                  std::to_string(sum.arenaOffset));
+    // The defining nn.add reads it (or a view of it) as operand 0; nothing
+    // reads it after.
+    int64_t def = -1;
+    for (size_t i = 0; i < program.size() && def < 0; ++i)
+      for (int64_t r : program[i].results)
+        if (r == id)
+          def = static_cast<int64_t>(i);
+    const Instruction *add =
+        def < 0 ? nullptr : &program[static_cast<size_t>(def)];
+    if (!add || add->kind != OpKind::Add || add->operands.empty() ||
+        buffer(add->operands[0]).rootId != sum.id ||
+        buffer(add->operands[0]).rootOffset != 0 ||
+        buffer(add->operands[0]).numel != sum.numel)
+      throw Error(ctx + ", but it is not the result of an nn.add whose "
+                        "first operand is all of that buffer");
+    for (size_t i = static_cast<size_t>(def) + 1; i < program.size(); ++i)
+      for (int64_t o : program[i].operands)
+        if (buffer(o).rootId == sum.id)
+          throw Error(ctx + ", but " + instructionName(i) +
+                      " reads that buffer after " +
+                      instructionName(static_cast<size_t>(def)) +
+                      " writes over it");
+  }
+}
+
 } // namespace fsdp::schedule

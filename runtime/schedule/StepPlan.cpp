@@ -5,7 +5,8 @@
 // instruction reads or writes is waited on first; its results are bound
 // (to their arena slot, checked against the live ones, or to an
 // allocation), zero-filled unless the op writes every element, or, for an
-// output written in place, bound to the state input it replaces; the op's
+// output written in place, bound to the state input it replaces (a sum
+// written over its running sum, "in_place_of", to that sum's); the op's
 // calls; its frees; and a progress point while collectives are in flight --
 // and records each of these as an action (StepPlan.h). The live bytes it
 // keeps are the memory plan's own figure (peak_bytes).
@@ -80,7 +81,8 @@ private:
   std::set<int64_t> freed;            ///< root buffers whose life ended
   std::map<int64_t, SlotUse> slots;   ///< live arena slots by byte offset
   std::map<int64_t, int64_t> aliasOf; ///< output root -> state input
-  std::vector<Pending> pending;       ///< collectives in flight
+  std::set<int64_t> handedOver; ///< running sums an in-place sum took over
+  std::vector<Pending> pending; ///< collectives in flight
 };
 
 //===--- OpLowering -------------------------------------------------------===//
@@ -282,7 +284,7 @@ void PlanBuilder::finish() {
       plan.outputReleases.push_back(slot(root));
   }
   for (int64_t id : live)
-    if (!kept.count(id) && !aliasOf.count(id))
+    if (!kept.count(id) && !aliasOf.count(id) && !handedOver.count(id))
       plan.endReleases.push_back(slot(id));
 }
 
@@ -315,6 +317,23 @@ void PlanBuilder::define(int64_t id, bool overwritten) {
       define(b.rootId, false);
     return;
   }
+  if (b.inPlaceOf >= 0) {
+    // A gradient accumulation written over its running sum (the memory
+    // plan's in_place): the same memory, now this buffer's.
+    const Instruction &in = prog.instructions()[static_cast<size_t>(curInst)];
+    if (!live.count(b.inPlaceOf) || in.operands.empty() ||
+        prog.buffer(in.operands[0]).rootId != b.inPlaceOf)
+      throw Error("buffer " + std::to_string(id) + " is in_place_of buffer " +
+                  std::to_string(b.inPlaceOf) +
+                  ", which is not this instruction's live first operand");
+    waitTouching(b.inPlaceOf);
+    action(ActionKind::Alias, slot(id), 0, slot(b.inPlaceOf));
+    if (opt.arena && b.bytes > 0)
+      slots[b.arenaOffset] = {id, curInst};
+    handedOver.insert(b.inPlaceOf);
+    live.insert(id);
+    return;
+  }
   auto alias = aliasOf.find(id);
   if (alias != aliasOf.end()) {
     // Every collective still reading the old state completes first.
@@ -333,7 +352,8 @@ void PlanBuilder::release(int64_t id) {
   waitTouching(id);
   if (!live.count(id))
     throw Error("buffer " + std::to_string(id) + " freed but not live");
-  if (!aliasOf.count(id)) { // an alias is the state's memory
+  // An alias is the state's memory; a handed-over running sum, the sum's.
+  if (!aliasOf.count(id) && !handedOver.count(id)) {
     account(-b.bytes);
     if (opt.arena && b.bytes > 0)
       slots.erase(b.arenaOffset);

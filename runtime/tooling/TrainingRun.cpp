@@ -98,6 +98,9 @@ private:
   RunMeta meta;
   int64_t startStep = 0, savedTotal = 0;
   int64_t initRss = 0; ///< the resident set's peak after initialisation
+  /// The allocator's bytes in use when the steps begin (the resident state
+  /// and whatever the host holds), which device_step_peak_bytes counts from.
+  int64_t stepStartBytes = 0;
   /// Buffers of the step's inputs and outputs by role; -1: none.
   int64_t lossId = -1, stepId = -1, totalId = -1, lrId = -1, gradNormId = -1;
   bool hasUpdate = false; ///< the step runs an optimizer
@@ -255,8 +258,15 @@ void TrainingRun::resolveTotalSteps() {
 
 void TrainingRun::train() {
   watchdog.emplace(opt.timeout, ex, rank);
+  // The interpreter's step plan (host memory it keeps) is built first, so
+  // that what the allocator measures from here is the steps' own.
+  if (!ex.isCompiled())
+    ex.plan();
   // Statistics from here: the device's allocator peak covers the steps.
   fsdp_device_reset_stats(device.get());
+  fsdp_device_stats start{};
+  fsdp_device_get_stats(device.get(), &start);
+  stepStartBytes = start.memory_in_use_bytes;
   HostValues in; // this step's data, reused every step
   for (int64_t step = startStep + 1; step <= lastStep(); ++step) {
     bool timed = step > startStep + opt.warmup;
@@ -367,11 +377,15 @@ RunTotals TrainingRun::measureTotals() {
   totals.profile = gatherProfile(opt.profile, log, prog.worldSize());
 
   // Max over ranks: the plan's bookkeeping peak, the arena, the allocator's
-  // peak and the memory outside its pool.
-  long long mine[5] = {
-      log.peak, ex.arenaBytes(), totals.stats.memory_peak_bytes,
-      totals.stats.workspace_bytes, totals.stats.comm_buffer_bytes};
-  MPI_Allreduce(mine, totals.most, 5, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  // peak, the memory outside its pool, and the allocator's peak over what
+  // was in use when the steps began.
+  long long mine[6] = {log.peak,
+                       ex.arenaBytes(),
+                       totals.stats.memory_peak_bytes,
+                       totals.stats.workspace_bytes,
+                       totals.stats.comm_buffer_bytes,
+                       totals.stats.memory_peak_bytes - stepStartBytes};
+  MPI_Allreduce(mine, totals.most, 6, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
   return totals;
 }
 

@@ -7,7 +7,8 @@
 // partial plan, the load-time checks of offsets, the error that reports two
 // live buffers with overlapping offsets; and the resident training state:
 // outputs written in place into the state they replace ("aliases") or
-// copied into it, the checks of unsafe aliases and freed state.
+// copied into it, the checks of unsafe aliases and freed state; a sum
+// written over its running sum ("in_place_of") and its load-time checks.
 //
 //===----------------------------------------------------------------------===//
 #include "TestDevice.h"
@@ -351,6 +352,87 @@ TEST(State, InputsPlannedOverEachOtherAreAnError) {
                          "buffer 0 at arena bytes [0, 16), live since the step "
                          "start");
   }
+}
+
+// x [4] -> y = relu(x) -> z = y + x written over y (in_place_of: a gradient
+// accumulation's sum over its running sum), z the output. `extra` adds
+// instructions; offZ is z's arena offset (y's is 64; -1: no plan at all).
+std::string inPlace(int64_t offZ, const std::string &zAttrs = "",
+                    const std::string &extra = "") {
+  bool plan = offZ >= 0;
+  auto off = [&](int64_t o) {
+    return plan ? R"(, "arena_offset": )" + std::to_string(o) : std::string();
+  };
+  return R"({"format": "fsdp-schedule", "version": 2, "world_size": 1,
+    "memory_plan": {"peak_bytes": 32)" +
+         std::string(plan ? R"(, "arena_bytes": 128, "arena_alignment": 64)"
+                          : "") +
+         R"(}, "units": [],
+    "buffers": [{"id": 0, "dtype": "f32", "shape": [4])" +
+         off(0) + R"(},
+                {"id": 1, "dtype": "f32", "shape": [4])" +
+         off(64) + R"(},
+                {"id": 2, "dtype": "f32", "shape": [4])" +
+         off(offZ) + (zAttrs.empty() ? R"(, "in_place_of": 1)" : zAttrs) +
+         R"(},
+                {"id": 3, "dtype": "f32", "shape": [4])" +
+         off(0) + R"(}],
+    "inputs": [{"buffer": 0, "role": "features"}],
+    "outputs": [{"buffer": 2, "role": "output"}],
+    "instructions": [
+      {"op": "nn.relu", "operands": [0], "results": [1], "loc": "a.mlir:2:3"},
+      {"op": "nn.add", "operands": [1, 0], "results": [2], "frees": [1, 0],
+       "loc": "a.mlir:3:3"})" +
+         extra + "]}";
+}
+
+TEST(Arena, SumWrittenOverItsRunningSum) {
+  // Arena and per buffer: the sum takes the running sum's memory, so the
+  // step's peak is x and y alone (32 bytes), not 48.
+  for (int64_t offZ : {64, -1}) {
+    Program p = Program::fromString(inPlace(offZ));
+    EXPECT_EQ(p.usesArena(), offZ >= 0);
+    int64_t peak = 0;
+    HostValues out = runStep(p, {{0, {-1, 2, -3, 4}}}, &peak);
+    EXPECT_EQ(out.at(2), (std::vector<double>{-1, 4, -3, 8}));
+    EXPECT_EQ(peak, 32);
+  }
+}
+
+TEST(Arena, BadInPlaceIsALoadError) {
+  auto err = [](const std::string &text) {
+    try {
+      Program::fromString(text, fsdp_world_size(), "acc.json");
+    } catch (const Error &e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_HAS(err(inPlace(0)), "acc.json: buffer 2 is in_place_of buffer 1, "
+                              "but its arena_offset 0 differs from that "
+                              "one's 64");
+  EXPECT_HAS(err(inPlace(64, R"(, "in_place_of": 7)")),
+             "acc.json: buffer 2 is in_place_of buffer 7, which does not "
+             "exist");
+  EXPECT_HAS(err(inPlace(64, R"(, "in_place_of": 0)")),
+             "buffer 2 is in_place_of buffer 0, which is an input (role "
+             "'features')");
+  EXPECT_HAS(err(inPlace(64, R"(, "in_place_of": -2)")),
+             "in_place_of must be a buffer id, got -2");
+  // The running sum read after the sum is written over it.
+  std::string later = inPlace(64, "", R"(,
+      {"op": "nn.relu", "operands": [1], "results": [3], "loc": "a.mlir:4:3"})");
+  EXPECT_HAS(err(later), "acc.json: buffer 2 is in_place_of buffer 1, but "
+                         "instruction #2 'nn.relu' (a.mlir:4:3) reads that "
+                         "buffer after instruction #1 'nn.add' (a.mlir:3:3) "
+                         "writes over it");
+  // Only an nn.add reading the running sum first writes over it.
+  std::string swapped = inPlace(64);
+  std::string from = R"("operands": [1, 0], "results": [2])";
+  swapped.replace(swapped.find(from), from.size(),
+                  R"("operands": [0, 1], "results": [2])");
+  EXPECT_HAS(err(swapped), "but it is not the result of an nn.add whose "
+                           "first operand is all of that buffer");
 }
 
 } // namespace

@@ -10,6 +10,11 @@
 // memory when nothing reads the argument after it is written -- the
 // optimizer update writing the new shard over the old one element by
 // element, as XLA's input/output aliasing does -- so the state is held once.
+// Likewise a gradient accumulation (nn.add marked nn.accumulate) whose
+// running sum dies at it writes the new sum over the running one: with
+// micro-batches one buffer per unit accumulates the gradient (its reduced
+// shard with accumulate=sharded), as PyTorch FSDP accumulates into one
+// sharded .grad, instead of one per micro-batch.
 // fsdp-memory-plan records the plan on the step (MemoryPlanRecord.h), and
 // the JSON schedule takes its `frees`, `aliases` and arena offsets from that
 // record, so the runtime allocates exactly this plan; the independent check
@@ -60,6 +65,8 @@ struct PlannedBuffer {
   int64_t end = -1; // last instruction it is live at (#instructions: step end)
   int64_t arenaOffset = -1; // bytes from the arena's base (views: -1)
   int64_t aliases = -1;     // the state argument whose memory it takes, or -1
+  int64_t inPlaceOf = -1;   // the dying operand whose memory it takes over at
+                            // its instruction (a gradient accumulation), or -1
 };
 
 /// Liveness, peak and static offsets of the step function `fn` (a single
@@ -78,8 +85,9 @@ public:
   std::vector<int64_t> liveBytes; // bytes live while instruction i runs
   int64_t peakBytes = 0;          // max of liveBytes (and the step's start)
   std::vector<int64_t>
-      scratchBytes; // the cpu driver's kernel scratch at
-                    // instruction i (fsdp/schedule/KernelScratch.h)
+      scratchBytes; // the cpu driver's kernel scratch and in-flight MPI
+                    // reductions' temporaries at instruction i
+                    // (fsdp/schedule/KernelScratch.h)
   int64_t peakBytesWithScratch = 0; // max of liveBytes + scratchBytes
   int64_t peakInstruction = -1; // index of the first instruction at the peak
   std::vector<int64_t>
@@ -117,6 +125,14 @@ private:
   /// their argument's memory (lastUse: the last instruction reading each
   /// buffer, async collectives until their wait).
   void assignAliases(func::FuncOp fn, const std::vector<int64_t> &lastUse);
+  /// Sets PlannedBuffer::inPlaceOf of each gradient accumulation (nn.add
+  /// marked nn.accumulate) whose running sum, operand 0, dies at it: the sum
+  /// is written over it element by element (kernels.h: outputs may alias
+  /// inputs), and the running sum's buffer lives on as the new sum's.
+  void assignInPlace(func::FuncOp fn, const std::vector<int64_t> &lastUse);
+  /// Extends each buffer written over by in-place sums to the last sum's
+  /// end: the chain is one allocation (after assignLifetimes).
+  void extendInPlaceChains();
 };
 
 } // namespace mlir::fsdp

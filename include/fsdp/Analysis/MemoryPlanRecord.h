@@ -24,6 +24,8 @@
 //   views                        pairs (view, the buffer whose memory it is)
 //   aliases                      pairs (a returned state buffer, the state
 //                                argument whose memory it takes)
+//   in_place                     pairs (a gradient accumulation's sum, the
+//                                running sum whose memory it takes over)
 //   frees                        pairs (instruction, buffer freed after it)
 //
 //===----------------------------------------------------------------------===//
@@ -43,8 +45,10 @@ struct MemoryPlanRecord {
   std::vector<MemoryClass> classes;       // per buffer
   std::vector<int64_t> arenaOffsets;      // per buffer; -1 for views
   std::vector<int64_t> viewOf;            // per buffer: its owner, or -1
-  std::vector<int64_t> aliases; // per buffer: the state argument whose memory
-                                // it takes, or -1
+  std::vector<int64_t> aliases;   // per buffer: the state argument whose memory
+                                  // it takes, or -1
+  std::vector<int64_t> inPlaceOf; // per buffer: the running sum whose memory
+                                  // it takes over, or -1
   std::vector<std::vector<int64_t>> freesAfter; // per instruction
   int64_t peakBytes = 0, peakBytesWithScratch = 0, peakInstruction = -1;
   std::vector<int64_t> peakBytesByClass, maxBytesByClass; // per MemoryClass

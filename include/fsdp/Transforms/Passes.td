@@ -284,7 +284,10 @@ def FSDPShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
     are gathered, or with `master-weights=separate` a persistent
     param-dtype copy is kept beside them. With fsdp-micro-batch,
     `accumulate=sharded` reduces each micro-batch's gradients and sums the
-    shards; `unsharded` reduces the summed gradient once.
+    shards (a running sum marked `nn.accumulate`, which fsdp-schedule moves
+    to each reduction's wait and the memory plan writes in place, so that one
+    shard per unit accumulates); `unsharded` reduces the summed gradient
+    once.
   }];
   let options = FSDPShardOptions;
   let dependentDialects = ["::mlir::fsdp::FSDPDialect", "::mlir::nn::NNDialect"];
@@ -359,7 +362,8 @@ def FSDPSchedule : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
     Every collective becomes an `async` start and an `fsdp.wait`, the only
     synchronisation between the compute and communication streams.
     Reduction waits go to the next reduction of the same kind (one in
-    flight, as FSDP2); all-gather waits stay before first use and their
+    flight, as FSDP2), and a gradient accumulation (`nn.add` marked
+    `nn.accumulate`) right after the later of its operands; all-gather waits stay before first use and their
     starts are hoisted by `prefetch`: `none`; `fsdp1` (PyTorch FSDP1
     BACKWARD_PRE: one unit ahead in backward only); `fsdp2` (FSDP2's
     implicit prefetch: one unit ahead in forward and backward); `auto` (the
@@ -398,7 +402,8 @@ def FSDPMemoryPlan : Pass<"fsdp-memory-plan", "::mlir::ModuleOp"> {
     step, live bytes at each instruction per class, the peak and where it
     happens, offsets in one arena) and records its decisions on the step
     function as `fsdp.memory_plan` (every buffer's class and arena offset,
-    views, the outputs written over their state inputs, the frees after each
+    views, the outputs written over their state inputs, the gradient
+    accumulations written over their running sums, the frees after each
     instruction, the peaks and the arena's size;
     include/fsdp/Analysis/MemoryPlanRecord.h), which the JSON schedule
     (fsdp-translate), the report and fsdp-sweep read rather than plan again;

@@ -14,7 +14,8 @@
 // NOACC: error: fsdp-shard: accumulate=unsharded needs micro-batches (fsdp-micro-batch with micro-batches > 1); this step accumulates no gradients
 
 // accumulate=sharded (the default): each micro-batch's gradient is packed and
-// reduce-scattered on its own, and the two reduced shards are summed.
+// reduce-scattered on its own, and the two reduced shards are summed (marked
+// nn.accumulate: fsdp-schedule adds each to the running sum at its wait).
 // SHARDED-LABEL: func.func @micro_step(
 // SHARDED-SAME: %[[P:arg[0-9]+]]: tensor<2xf32> {fsdp.role = #fsdp.role<param>, fsdp.unit = @fc})
 // SHARDED: nn.micro_batch %{{.*}} {count = 2 : i64, index = 0 : i64} : tensor<4x3xf32> -> tensor<2x3xf32>
@@ -24,7 +25,7 @@
 // SHARDED-NEXT: %[[R0:.*]] = fsdp.reduce_scatter @fc %[[F0]] : tensor<6xf32> -> tensor<2xf32>
 // SHARDED-NEXT: %[[F1:.*]] = fsdp.flatten @fc(%[[DW1]]) {offsets = array<i64: 0>} : (tensor<2x3xf32>) -> tensor<6xf32>
 // SHARDED-NEXT: %[[R1:.*]] = fsdp.reduce_scatter @fc %[[F1]] : tensor<6xf32> -> tensor<2xf32>
-// SHARDED-NEXT: %[[SUM:.*]] = nn.add %[[R0]], %[[R1]] : tensor<2xf32>
+// SHARDED-NEXT: %[[SUM:.*]] = nn.add %[[R0]], %[[R1]] {nn.accumulate} : tensor<2xf32>
 // SHARDED-NEXT: %[[U:.*]] = nn.sgd_update %[[P]], %[[SUM]] {{.*}} : tensor<2xf32>
 // SHARDED-NEXT: return %{{.*}}, %[[U]]
 

@@ -15,7 +15,9 @@
 // dependencies. The cuda driver differs: on bf16/f16 it widens only
 // attention's operands (and a biased linear's accumulator), and it keeps
 // per-row statistics (8-16 bytes per row) for the norm VJPs and
-// cross-entropy; its pool statistics measure its own.
+// cross-entropy; its pool statistics measure its own. And the temporaries
+// the cpu driver's MPI reductions hold while in flight
+// (cpuCollectiveScratchBytes), which NCCL does not take from the pool.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_SCHEDULE_KERNELSCRATCH_H
@@ -122,6 +124,30 @@ inline int64_t cpuKernelScratchBytes(OpKind op,
     break;
   }
   return bytes;
+}
+
+/// Heap bytes the cpu driver's MPI collective holds beyond its send and
+/// receive buffers while it is in flight, for a send buffer of `sendBytes`
+/// over a group of `groupSize` ranks. Open MPI 4.1's coll/libnbc, which
+/// serves MPI_Ireduce_scatter_block and MPI_Iallreduce, allocates them when
+/// the collective starts and frees them when it completes: two temporaries
+/// of the whole send buffer for a reduce-scatter (nbc_ireduce_scatter_block.c:
+/// one malloc of span_align + span, span the p·recvcount elements) and one
+/// for an all-reduce (nbc_iallreduce.c: tmpbuf of span); measured +1.6 MB for
+/// a 0.8 MB reduce-scatter and +0.8 MB for a 0.8 MB all-reduce. A group of
+/// one rank needs none (measured: one rank is within 0.1 MB of the plan).
+/// The memory plan counts them from the collective's start to its wait (an
+/// upper bound: a progress test may complete it earlier). All-gathers need
+/// none (libnbc gathers into the receive buffer).
+inline int64_t cpuCollectiveScratchBytes(OpKind op, int64_t sendBytes,
+                                         int64_t groupSize) {
+  if (groupSize <= 1)
+    return 0;
+  if (op == OpKind::ReduceScatter)
+    return 2 * sendBytes;
+  if (op == OpKind::AllReduce)
+    return sendBytes;
+  return 0;
 }
 
 } // namespace fsdp::schedule

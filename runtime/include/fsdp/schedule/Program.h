@@ -44,6 +44,10 @@ struct BufferDesc {
   int64_t rootOffset = 0;
   /// "arena_offset" (bytes into the planned arena), -1 when absent.
   int64_t arenaOffset = -1;
+  /// "in_place_of": the buffer whose memory this one takes over when its
+  /// instruction (an nn.add reading it, or a view of all of it, as operand
+  /// 0, its last read) writes it element by element; -1 when absent.
+  int64_t inPlaceOf = -1;
 };
 
 /// One parameter inside a unit's flat buffer ("units[].params[]").
@@ -199,6 +203,10 @@ public:
 private:
   friend class Parser;
   void validateAliases() const;
+  /// Each "in_place_of" names a whole buffer of the same dtype and size (at
+  /// the same arena offset) that the defining nn.add reads as operand 0 and
+  /// that nothing reads after it.
+  void validateInPlace() const;
 
   std::string sourceName;
   std::string functionName;

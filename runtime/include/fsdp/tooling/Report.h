@@ -60,8 +60,9 @@ struct RunTotals {
   int64_t globalTokens = 0;  ///< tokens per step; 0 without a tokens input
   fsdp_device_stats stats{}; ///< the device's counters after the last step
   /// Max over ranks: the plan's bookkeeping peak, the arena, the
-  /// allocator's peak, its workspace and communication buffers (bytes).
-  long long most[5] = {};
+  /// allocator's peak, its workspace and communication buffers, and the
+  /// allocator's peak less its bytes in use when the steps began (bytes).
+  long long most[6] = {};
   /// Max over ranks: the resident set after initialisation, and its peak.
   long long maxRss[2] = {};
   nlohmann::json profile; ///< gatherProfile's, or an empty object
