@@ -91,6 +91,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/calibrate/Calibrate.h"
+#include "fsdp/BlasRecord.h"
 #include "fsdp/Device.h"
 #include "fsdp/Executor.h"
 #include "fsdp/calibrate/Spec.h"
@@ -99,6 +100,21 @@
 #include <cstdio>
 
 namespace fsdp::calibrate {
+
+namespace {
+
+/// "OpenBLAS 0.3.21, core Cooperlake (cpuid; CPU avx512)".
+std::string blasSummary(const nlohmann::ordered_json &b) {
+  if (!b.is_object())
+    return "unknown";
+  return b["library"].get<std::string>() + " " +
+         b["version"].get<std::string>() + ", core " +
+         b["core"].get<std::string>() + " (chosen by " +
+         b["chosen_by"].get<std::string>() + "; CPU " +
+         b["cpu_isa"].get<std::string>() + ")";
+}
+
+} // namespace
 
 void runCalibration(const Options &o) {
   Machine mc;
@@ -115,11 +131,22 @@ void runCalibration(const Options &o) {
   Calibration cal;
   cal.loadBefore = loadAverage();
   double S = o.seconds;
-  if (mc.rank == 0)
+  cal.blas = fsdp::rt::blasRecord(mc.device);
+  if (mc.rank == 0) {
     std::fprintf(stderr,
                  "fsdp-calibrate: %d ranks, %lld rows x hidden %lld, %g s per "
                  "kernel...\n",
                  mc.world, (long long)o.rows, (long long)o.hidden, S);
+    // The GEMM rates below are those of this library and core.
+    std::fprintf(stderr, "fsdp-calibrate: BLAS %s\n",
+                 blasSummary(cal.blas).c_str());
+    if (cal.blas.is_object() && cal.blas["note"].is_string())
+      std::fprintf(stderr, "fsdp-calibrate: note: %s\n",
+                   cal.blas["note"].get<std::string>().c_str());
+    if (cal.blas.is_object() && cal.blas["warning"].is_string())
+      std::fprintf(stderr, "fsdp-calibrate: warning: %s\n",
+                   cal.blas["warning"].get<std::string>().c_str());
+  }
 
   std::vector<Kernels> passes;
   for (int pass = 0; pass < 3; ++pass)

@@ -137,6 +137,7 @@ json measuredJson(const Options &o, int world, long cores,
   measured["load_average_before"] = cal.loadBefore;
   measured["load_average_after"] = cal.loadAfter;
   measured["cores"] = cores;
+  measured["blas"] = cal.blas;
   measured["memcpy_working_set_bytes"] = 4.0 * M * 4 * H;
   measured["memcpy_working_set_byte_per_s"] = bw;
   measured["memcpy_32MiB_byte_per_s"] = bwBig;

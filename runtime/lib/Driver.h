@@ -276,6 +276,9 @@ struct fsdp_device_s {
 
   std::string name;        ///< "cpu", "cuda:0"
   std::string collectives; ///< "mpi" or "nccl"
+  /// The device's BLAS (fsdp_device_blas); null strings read as "".
+  fsdp_blas_info blasInfo{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                          nullptr, nullptr, -1,      0,       0};
   fsdp_stream_s compute{this, FSDP_STREAM_COMPUTE, nullptr};
   fsdp_stream_s comm{this, FSDP_STREAM_COMM, nullptr};
   // Counters of fsdp_device_stats (Runtime.cpp and the channels add to them).

@@ -352,6 +352,18 @@ const char *fsdp_device_collectives(fsdp_device device) {
   return device ? device->collectives.c_str() : "";
 }
 
+int fsdp_device_blas(fsdp_device device, fsdp_blas_info *out) {
+  if (!device || !out)
+    return setError(FSDP_ERR_INVALID, "fsdp_device_blas: invalid argument");
+  *out = device->blasInfo;
+  for (const char **s :
+       {&out->library, &out->version, &out->core, &out->core_at_load,
+        &out->chosen_by, &out->cpu_isa, &out->warning, &out->note})
+    if (!*s)
+      *s = "";
+  return FSDP_OK;
+}
+
 int fsdp_device_alloc(fsdp_device device, size_t bytes, void **out) {
   if (!device || !out)
     return setError(FSDP_ERR_INVALID, "fsdp_device_alloc: invalid argument");

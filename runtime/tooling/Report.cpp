@@ -1,5 +1,6 @@
 //===- Report.cpp - What fsdp-run reports at the end of a run -------------===//
 #include "fsdp/tooling/Report.h"
+#include "fsdp/BlasRecord.h"
 
 #include <mpi.h>
 
@@ -214,6 +215,7 @@ nlohmann::json summaryJson(const Options &opt, const Program &prog,
       {"final_loss", log.losses.back()},
       {"device", fsdp_device_name(device)},
       {"collectives", fsdp_device_collectives(device)},
+      {"blas", fsdp::rt::blasRecord(device)},
       {"alloc", opt.alloc == AllocMode::Arena && ex.usesArena() ? "arena"
                                                                 : "per-buffer"},
       {"step", ex.isCompiled() ? "compiled" : "interpreted"},

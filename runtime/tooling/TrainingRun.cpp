@@ -124,6 +124,13 @@ TrainingRun::TrainingRun(const Options &opt, const AgreedInputs &agreed)
            0, agreed.dataSha256} {
   if (compiled)
     ex.useCompiledStep(*compiled);
+  fsdp_blas_info blas{};
+  if (rank == 0 && fsdp_device_blas(device.get(), &blas) == FSDP_OK) {
+    if (*blas.note)
+      std::fprintf(stderr, "fsdp-run: note: %s\n", blas.note);
+    if (*blas.warning)
+      std::fprintf(stderr, "fsdp-run: warning: %s\n", blas.warning);
+  }
   if (rank == 0 && opt.alloc == AllocMode::Arena && !ex.usesArena())
     std::fprintf(stderr,
                  "fsdp-run: note: %s has no complete memory plan "

@@ -42,3 +42,14 @@ llvm_config.add_tool_substitutions(["fsdp-opt", "fsdp-import", "fsdp-sweep", "fs
 # NDEBUG) only against an LLVM built with assertions; Debian's is not.
 if config.llvm_enable_assertions.upper() in ("ON", "1", "TRUE", "YES"):
     config.available_features.add("asserts")
+
+# This CPU's x86 instruction sets as the kernel reports them (/proc/cpuinfo),
+# for the tests of the cpu driver's BLAS kernel choice (Integration/blas.test).
+try:
+    with open("/proc/cpuinfo") as cpuinfo:
+        cpu_flags = next((line.split(":", 1)[1].split() for line in cpuinfo
+                          if line.startswith("flags")), [])
+except OSError:
+    cpu_flags = []
+if "avx2" in cpu_flags and "fma" in cpu_flags:
+    config.available_features.add("x86-avx2")

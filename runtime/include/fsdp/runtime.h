@@ -195,6 +195,35 @@ const char *fsdp_device_name(fsdp_device device);
 /* "mpi" or "nccl": the transport of the device's channels. */
 const char *fsdp_device_collectives(fsdp_device device);
 
+/* The dense linear algebra library the device's GEMMs run, and on "cpu" how
+ * its kernels were chosen (runtime/lib/cpu/Blas.h; README, "BLAS kernels").
+ * Strings are never NULL ("" where unknown or not applicable) and live as
+ * long as the process. */
+typedef struct fsdp_blas_info {
+  const char *library;      /* "OpenBLAS" (cpu), "cuBLAS" (cuda) */
+  const char *version;      /* "0.3.21" */
+  const char *core;         /* OpenBLAS's kernel set the GEMMs run
+                               ("Cooperlake"; openblas_get_corename) */
+  const char *core_at_load; /* the core OpenBLAS chose when it loaded */
+  const char *chosen_by;    /* "cpuid" (the runtime, from the CPU's
+                               features), "FSDP_BLAS_CORE" (a core named
+                               there), "OPENBLAS_CORETYPE" (kept from the
+                               environment), "OpenBLAS" (its own table) */
+  const char *cpu_isa;      /* the CPU's tier: "avx512", "avx2", "avx",
+                               "generic" */
+  const char *warning;      /* "" or why the GEMMs run below the CPU's tier */
+  const char *note;         /* "" or the OPENBLAS_CORETYPE that the default
+                               FSDP_BLAS_CORE=auto overrode, and why */
+  double self_test_max_rel_error; /* sgemm and dgemm 67x45x129 against a
+                                     double reference: max |C - C_ref| /
+                                     max |C_ref|; < 0: not run */
+  double self_test_gflops; /* sgemm 128^3 of `core`, 1e9 FLOP/s, best of 3 */
+  double generic_gflops;   /* the same on OpenBLAS's generic "Prescott"
+                              core; 0: not measured */
+} fsdp_blas_info;
+/* Fills `out` with the device's BLAS record. FSDP_ERR_INVALID for NULL. */
+int fsdp_device_blas(fsdp_device device, fsdp_blas_info *out);
+
 /* Allocates `bytes` of device memory aligned to 256 bytes, in stream order
  * on the compute stream (cuda: cudaMallocAsync from the device's pool).
  * The contents are undefined. bytes == 0 gives a valid unique pointer. */

@@ -20,6 +20,7 @@
 // created. The samples cover the whole process (host copies included).
 //
 //===----------------------------------------------------------------------===//
+#include "Blas.h"
 #include "CpuDriver.h"
 #include "KernelUtil.h"
 #include "Kernels.h"
@@ -193,11 +194,25 @@ double loadDouble(const void *p, fsdp_dtype t, int64_t i) {
   return 0;
 }
 
+const k::BlasInfo &blasOrFail() {
+  try {
+    return k::selectBlas();
+  } catch (const std::exception &e) {
+    fail(FSDP_ERR_DEVICE, std::string("device 'cpu': ") + e.what());
+  }
+}
+
 class CpuDevice final : public fsdp_device_s {
 public:
   explicit CpuDevice(const fsdp_device_options &) {
     name = "cpu";
     collectives = "mpi";
+    // Before the first GEMM: OpenBLAS's kernels chosen and checked once.
+    const k::BlasInfo &b = blasOrFail();
+    blasInfo = {b.library.c_str(),    b.version.c_str(),  b.core.c_str(),
+                b.coreAtLoad.c_str(), b.chosenBy.c_str(), b.cpuIsa.c_str(),
+                b.warning.c_str(),    b.note.c_str(),     b.selfTestMaxRelError,
+                b.selfTestGflops,     b.genericGflops};
     heap::resetHeapPeak();
     heapBase = heap::heapNow();
     testsBase = progressThreadTests();

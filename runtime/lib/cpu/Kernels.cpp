@@ -8,6 +8,8 @@
 #include "KernelUtil.h"
 #include "fsdp/ElementMath.h"
 
+#include "Blas.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -24,12 +26,14 @@ namespace {
 void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n,
           int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
           float *c, int64_t ldc) {
+  selectBlas(); // the core is chosen before the first GEMM
   cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c,
               ldc);
 }
 void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n,
           int64_t k, const double *a, int64_t lda, const double *b, int64_t ldb,
           double *c, int64_t ldc) {
+  selectBlas();
   cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
 }
 

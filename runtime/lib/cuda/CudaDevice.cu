@@ -138,6 +138,7 @@ CudaDevice::CudaDevice(int ord, const fsdp_device_options &o)
     : ordinal(ord), transport(o.collectives) {
   name = "cuda:" + std::to_string(ord);
   collectives = transport == FSDP_COLLECTIVES_MPI ? "mpi" : "nccl";
+  blasInfo.library = "cuBLAS";
   check(cudaSetDevice(ordinal), "cudaSetDevice");
   cudaStream_t c = nullptr, m = nullptr;
   check(cudaStreamCreateWithFlags(&c, cudaStreamNonBlocking),

@@ -30,6 +30,7 @@ struct Calibration {
   Overlap overlap;
   Sync sync;
   std::string loadBefore, loadAfter; ///< /proc/loadavg's three averages
+  nlohmann::ordered_json blas;       ///< the device's BLAS (fsdp/BlasRecord.h)
 };
 
 /// The 1, 5 and 15 minute load averages of /proc/loadavg, or "unknown".
