@@ -34,6 +34,14 @@ struct RunMeta {
   /// The run's total optimizer steps a schedule's total_steps input got
   /// (0: the schedule has none; not recorded).
   int64_t totalSteps = 0;
+  /// Steps whose update was skipped (a non-finite gradient norm): the
+  /// optimizer step of global step s is s − skippedSteps.
+  int64_t skippedSteps = 0;
+  /// The dynamic loss scale after the saved step and its clean steps since
+  /// the last change (torch.amp.GradScaler's scale and _growth_tracker);
+  /// lossScale 0: the schedule has none; not recorded.
+  double lossScale = 0;
+  int64_t growthTracker = 0;
 };
 
 /// Writes the executor's state as checkpoint `dir` after `step` optimizer
