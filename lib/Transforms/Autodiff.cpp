@@ -115,11 +115,11 @@ protected:
     if (lossScaling) {
       // torch.amp.GradScaler.scale(loss).backward(): the seed times the
       // scale, a step input (fsdp-run's dynamic scale).
-      (void)fn.insertArgument(
-          fn.getNumArguments(), RankedTensorType::get({}, b.getF64Type()),
-          b.getDictionaryAttr(
-              b.getNamedAttr(nn::kLossScaleAttr, b.getUnitAttr())),
-          fn.getLoc());
+      (void)fn.insertArgument(fn.getNumArguments(),
+                              RankedTensorType::get({}, b.getF64Type()),
+                              b.getDictionaryAttr(b.getNamedAttr(
+                                  nn::kLossScaleAttr, b.getUnitAttr())),
+                              fn.getLoc());
       grads[loss] = nn::ScaleOp::create(b, loss.getLoc(), grads[loss],
                                         fn.getArguments().back());
     }

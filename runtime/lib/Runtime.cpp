@@ -542,19 +542,17 @@ int fsdp_optimizer_update(fsdp_stream s, fsdp_dtype dtype, int adamw,
     if (cnt <= 0)
       return FSDP_OK;
     if (!adamw)
-      return lr_device
-                 ? fsdp_sgd_update_lr(s, dtype, at(p, off), at(g, off),
-                                      at(p_out, off), cnt, lr_device, wd,
-                                      skip_if_nonfinite)
-                 : fsdp_sgd_update(s, dtype, at(p, off), at(g, off),
-                                   at(p_out, off), cnt, lr, wd,
-                                   skip_if_nonfinite);
+      return lr_device ? fsdp_sgd_update_lr(s, dtype, at(p, off), at(g, off),
+                                            at(p_out, off), cnt, lr_device, wd,
+                                            skip_if_nonfinite)
+                       : fsdp_sgd_update(s, dtype, at(p, off), at(g, off),
+                                         at(p_out, off), cnt, lr, wd,
+                                         skip_if_nonfinite);
     if (lr_device)
-      return fsdp_adamw_update_lr(s, dtype, at(p, off), at(g, off), at(m, off),
-                                  at(v, off), step, step_dtype, at(p_out, off),
-                                  at(m_out, off), at(v_out, off), cnt,
-                                  lr_device, beta1, beta2, eps, wd,
-                                  skip_if_nonfinite);
+      return fsdp_adamw_update_lr(
+          s, dtype, at(p, off), at(g, off), at(m, off), at(v, off), step,
+          step_dtype, at(p_out, off), at(m_out, off), at(v_out, off), cnt,
+          lr_device, beta1, beta2, eps, wd, skip_if_nonfinite);
     return fsdp_adamw_update(s, dtype, at(p, off), at(g, off), at(m, off),
                              at(v, off), step, step_dtype, at(p_out, off),
                              at(m_out, off), at(v_out, off), cnt, lr, beta1,

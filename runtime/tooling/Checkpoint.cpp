@@ -8,9 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/tooling/Checkpoint.h"
-#include "fsdp/tooling/NonFinite.h"
 #include "FileIo.h"
 #include "HostCodec.h"
+#include "fsdp/tooling/NonFinite.h"
 
 #include <mpi.h>
 #include <nlohmann/json.hpp>

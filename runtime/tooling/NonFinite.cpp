@@ -63,8 +63,8 @@ std::string firstNonFiniteState(const fsdp::rt::Executor &ex, int rank,
     }
   }
   long long first = LLONG_MAX;
-  if (MPI_Allreduce(&mine, &first, 1, MPI_LONG_LONG, MPI_MIN,
-                    MPI_COMM_WORLD) != MPI_SUCCESS)
+  if (MPI_Allreduce(&mine, &first, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD) !=
+      MPI_SUCCESS)
     throw Error("MPI_Allreduce of the non-finite state check failed");
   if (first == LLONG_MAX)
     return "";
@@ -83,7 +83,9 @@ std::string firstNonFiniteState(const fsdp::rt::Executor &ex, int rank,
                 : "unit '" + u.name + "' flat element " +
                       std::to_string(element) + " (padding)";
   return what + " is " +
-         (kind == kNan ? "nan" : kind == kPlusInf ? "inf" : "-inf");
+         (kind == kNan       ? "nan"
+          : kind == kPlusInf ? "inf"
+                             : "-inf");
 }
 
 } // namespace fsdp::tooling

@@ -6,9 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/tooling/SafeTensors.h"
-#include "fsdp/tooling/NonFinite.h"
 #include "FileIo.h"
 #include "HostCodec.h"
+#include "fsdp/tooling/NonFinite.h"
 
 #include <mpi.h>
 #include <nlohmann/json.hpp>
@@ -354,10 +354,9 @@ void exportSafeTensors(const std::string &path, const Executor &ex,
   const std::string partial = path + ".partial";
   std::string bad = firstNonFiniteState(ex, rank, {"param", "master"});
   if (!bad.empty())
-    throw fsdp::CollectiveError("--export: refusing to write '" + path +
-                                "': the parameters of step " +
-                                std::to_string(step) +
-                                " are not finite: " + bad);
+    throw fsdp::CollectiveError(
+        "--export: refusing to write '" + path + "': the parameters of step " +
+        std::to_string(step) + " are not finite: " + bad);
   // Source buffer and file dtype of every unit.
   struct Src {
     const UnitDesc *unit;

@@ -494,9 +494,9 @@ TEST(RuntimeCApi, OptimizerUpdatesSkipOnNonFiniteNorm) {
     // rate and weight-decay groups.
     const double lr = 1e-3;
     const int64_t noDecay[2] = {1, 2};
-    ASSERT_EQ(fsdp_optimizer_update(s, FSDP_F32, 1, p, g, m, v, &step,
-                                    FSDP_I64, p, m, v, 3, &lr, 0, 0.9, 0.999,
-                                    1e-8, 0.1, noDecay, 2, 0, &bad),
+    ASSERT_EQ(fsdp_optimizer_update(s, FSDP_F32, 1, p, g, m, v, &step, FSDP_I64,
+                                    p, m, v, 3, &lr, 0, 0.9, 0.999, 1e-8, 0.1,
+                                    noDecay, 2, 0, &bad),
               FSDP_OK);
     EXPECT_EQ(p[0], 1.0f);
     EXPECT_EQ(p[1], -2.0f);

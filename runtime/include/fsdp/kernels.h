@@ -146,8 +146,7 @@ int fsdp_adamw_update_lr(fsdp_stream s, fsdp_dtype dtype, const void *p,
                          const void *step, fsdp_dtype step_dtype, void *p_out,
                          void *m_out, void *v_out, int64_t n, const double *lr,
                          double beta1, double beta2, double eps,
-                         double weight_decay,
-                         const double *skip_if_nonfinite);
+                         double weight_decay, const double *skip_if_nonfinite);
 
 /* The optimizer update of one instruction (nn.sgd_update when adamw is 0,
  * nn.adamw_update otherwise) over n elements with weight-decay groups: the

@@ -607,8 +607,8 @@ void CpuDevice::sum_squares(fsdp_stream_s *, fsdp_dtype t, const void *x,
 }
 
 void CpuDevice::grad_norm(fsdp_stream_s *, const double *sumSquares,
-                          double maxNorm, const double *lossScale,
-                          double *norm, double *coef) {
+                          double maxNorm, const double *lossScale, double *norm,
+                          double *coef) {
   math::unscaledGradNorm(*sumSquares, maxNorm, lossScale ? *lossScale : 1.0,
                          *norm, *coef);
 }

@@ -115,8 +115,7 @@ __global__ void sumK(const double *v, int64_t n, double *out) {
 }
 
 __global__ void gradNormK(const double *sumSquares, double maxNorm,
-                          const double *lossScale, double *norm,
-                          double *coef) {
+                          const double *lossScale, double *norm, double *coef) {
   math::unscaledGradNorm(*sumSquares, maxNorm, lossScale ? *lossScale : 1.0,
                          *norm, *coef);
 }
