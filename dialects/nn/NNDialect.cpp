@@ -143,6 +143,12 @@ static LogicalResult verifyNNAttr(Operation *op, NamedAttribute attr, Type type,
       return err() << "expects tensor<i64>";
     return success();
   }
+  if (name == kLossScaleAttr) {
+    auto t = dyn_cast<RankedTensorType>(type);
+    if (isResult || !t || t.getRank() != 0 || !t.getElementType().isF64())
+      return err() << "expects a tensor<f64> argument";
+    return success();
+  }
   if (name == kLossAttr)
     return success();
   if (name == kLrAttr || name == kGradNormAttr) {

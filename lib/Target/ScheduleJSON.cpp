@@ -193,6 +193,9 @@ private:
       } else if (fn.getArgAttr(i, nn::kTotalStepsAttr)) {
         in["role"] = "total_steps";
         cls = "scalar";
+      } else if (fn.getArgAttr(i, nn::kLossScaleAttr)) {
+        in["role"] = "loss_scale";
+        cls = "scalar";
       } else if (auto role = fn.getArgAttrOfType<RoleAttr>(i, kRoleAttr)) {
         in["role"] = stringifyRole(role.getValue()).str();
         in["unit"] = fn.getArgAttrOfType<FlatSymbolRefAttr>(i, kUnitAttr)
@@ -239,18 +242,27 @@ private:
         // part of an instruction's semantics.
         if (na.getName().getValue().contains('.'))
           continue;
+        // The optimizer updates' two optional scalars: the format tells them
+        // apart by the update's skip_if_nonfinite flag (written below).
+        if (na.getName().getValue() == "operandSegmentSizes")
+          continue;
         FailureOr<json> j = attrToJson(op, na);
         if (failed(j))
           return failure();
         attrs[na.getName().getValue().str()] = *j;
       }
     }
+    if (auto u = dyn_cast<nn::AdamWUpdateOp>(op); u && u.getSkipIfNonfinite())
+      attrs["skip_if_nonfinite"] = true;
+    if (auto u = dyn_cast<nn::SgdUpdateOp>(op); u && u.getSkipIfNonfinite())
+      attrs["skip_if_nonfinite"] = true;
     if (isa<nn::AdamWUpdateOp, nn::SgdUpdateOp>(op) && optimizer.is_null()) {
       optimizer = attrs;
       optimizer["kind"] = isa<nn::AdamWUpdateOp>(op) ? "adamw" : "sgd";
       // A unit's weight-decay groups are its instruction's own.
       optimizer.erase("no_decay");
       optimizer.erase("sharded");
+      optimizer.erase("skip_if_nonfinite");
     }
     return success();
   }

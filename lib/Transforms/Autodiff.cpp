@@ -112,6 +112,17 @@ protected:
     grads[loss] = constantLike(b, loss.getLoc(), loss.getType(), 1.0);
     // The seed dloss/dloss = 1; fsdp-micro-batch scales it by 1/k.
     grads[loss].getDefiningOp()->setAttr(nn::kLossSeedAttr, b.getUnitAttr());
+    if (lossScaling) {
+      // torch.amp.GradScaler.scale(loss).backward(): the seed times the
+      // scale, a step input (fsdp-run's dynamic scale).
+      (void)fn.insertArgument(fn.getNumArguments(),
+                              RankedTensorType::get({}, b.getF64Type()),
+                              b.getDictionaryAttr(b.getNamedAttr(
+                                  nn::kLossScaleAttr, b.getUnitAttr())),
+                              fn.getLoc());
+      grads[loss] = nn::ScaleOp::create(b, loss.getLoc(), grads[loss],
+                                        fn.getArguments().back());
+    }
     for (Operation *op : llvm::reverse(forwardOps)) {
       SmallVector<Value> resultGrads;
       bool any = false;

@@ -238,15 +238,17 @@ protected:
       if (optimizer == OptimizerKind::AdamW) {
         auto op = nn::AdamWUpdateOp::create(
             b, loc, p, u.grad, state.expAvg[i], state.expAvgSq[i], state.step,
-            state.lr, b.getF64FloatAttr(lr), b.getF64FloatAttr(beta1),
-            b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps), wd,
+            state.lr, /*skip_if_nonfinite=*/Value(), b.getF64FloatAttr(lr),
+            b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
+            b.getF64FloatAttr(eps), wd,
             /*no_decay=*/nullptr, /*sharded=*/nullptr);
         out.params.push_back(op.getNewParam());
         out.expAvg.push_back(op.getNewExpAvg());
         out.expAvgSq.push_back(op.getNewExpAvgSq());
       } else {
         out.params.push_back(nn::SgdUpdateOp::create(
-            b, loc, p.getType(), p, u.grad, state.lr, b.getF64FloatAttr(lr), wd,
+            b, loc, p.getType(), p, u.grad, state.lr,
+            /*skip_if_nonfinite=*/Value(), b.getF64FloatAttr(lr), wd,
             /*no_decay=*/nullptr, /*sharded=*/nullptr));
       }
     }

@@ -57,6 +57,7 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
   FSDPAutodiffOptions autodiffOptions() const {
     FSDPAutodiffOptions o;
     o.frozen = values(frozen);
+    o.lossScaling = lossScaling;
     return o;
   }
   FSDPMicroBatchOptions microBatchOptions() const {

@@ -88,6 +88,8 @@ public:
       }
       if (fn.getArgAttr(i, nn::kStepAttr))
         step = fn.getArgument(i);
+      if (fn.getArgAttr(i, nn::kLossScaleAttr))
+        lossScale = fn.getArgument(i);
     }
     eraseArgs.resize(fn.getNumArguments());
   }
@@ -169,7 +171,7 @@ public:
     b.setInsertionPoint(ret);
     Location loc = updates.front()->getLoc();
     Value gradShard = reduceGradients(unit, gradients, loc);
-    if (gradNorm.report || gradNorm.maxNorm > 0) {
+    if (gradNorm.report || gradNorm.maxNorm > 0 || lossScale) {
       // The update waits for the global norm over every unit.
       pending.push_back({unit, std::move(updates), std::move(gradients), master,
                          gradShard, loc});
@@ -180,7 +182,13 @@ public:
 
   /// Global gradient-norm clipping (torch.nn.utils.clip_grad_norm_,
   /// norm_type 2) over the units' reduced gradient shards, then their
-  /// updates. Each rank's shard is a disjoint part of every gradient (its
+  /// updates, each skipped when the norm is not finite (an inf/nan
+  /// gradient: torch.amp.GradScaler.step's skip). With a loss scale (an
+  /// nn.loss_scale argument, fsdp-autodiff's loss-scaling) the gradients
+  /// are those of the loss times the scale: nn.grad_norm divides it out of
+  /// the norm and the coefficient, and every gradient shard is multiplied by
+  /// the coefficient in the master's dtype (GradScaler.unscale_, then the
+  /// clip). Each rank's shard is a disjoint part of every gradient (its
   /// padding is zero: fsdp.flatten zero-fills it and the reduction keeps
   /// it), so the sum of squares is summed over the shard group alone:
   /// replicas (HSDP's replicate group) hold the same shards, and DDP's
@@ -200,7 +208,7 @@ public:
           b, loc, total.getType(), FlatSymbolRefAttr::get(pending.back().unit),
           total, ReductionAttr::get(ctx, Reduction::Sum),
           GroupAttr::get(ctx, Group::Shard));
-    auto norm = nn::GradNormOp::create(b, loc, total,
+    auto norm = nn::GradNormOp::create(b, loc, total, lossScale,
                                        gradNorm.maxNorm > 0
                                            ? b.getF64FloatAttr(gradNorm.maxNorm)
                                            : FloatAttr());
@@ -209,10 +217,10 @@ public:
                                                             b.getUnitAttr()))});
     for (PendingUpdate &p : pending) {
       Value g = p.gradShard;
-      if (gradNorm.maxNorm > 0)
+      if (gradNorm.maxNorm > 0 || lossScale)
         g = nn::ScaleOp::create(b, p.loc, g, norm.getCoef());
-      if (failed(
-              updateUnit(p.unit, p.updates, p.gradients, p.master, g, p.loc)))
+      if (failed(updateUnit(p.unit, p.updates, p.gradients, p.master, g, p.loc,
+                            norm.getNorm())))
         return failure();
     }
     return success();
@@ -457,10 +465,12 @@ private:
     return success();
   }
 
-  /// The flat shard's optimizer update, and the results it returns.
+  /// The flat shard's optimizer update, and the results it returns;
+  /// skipped where `skipNorm` (the global gradient norm) is not finite.
   LogicalResult updateUnit(UnitOp unit, ArrayRef<Operation *> updates,
                            const UnitGradients &gradients, Value master,
-                           Value gradShard, Location loc) {
+                           Value gradShard, Location loc,
+                           Value skipNorm = Value()) {
     auto unitRef = FlatSymbolRefAttr::get(unit);
     auto shardGroup = GroupAttr::get(ctx, Group::Shard);
     Type elt = unit.getElementType();
@@ -527,7 +537,7 @@ private:
       Value m = addUnitArg(unit, Role::ExpAvg, stateFull);
       Value v = addUnitArg(unit, Role::ExpAvgSq, stateFull);
       auto op = nn::AdamWUpdateOp::create(
-          b, loc, toUpdate, gradShard, m, v, step, adam.getLrValue(),
+          b, loc, toUpdate, gradShard, m, v, step, adam.getLrValue(), skipNorm,
           adam.getLrAttr(), adam.getBeta1Attr(), adam.getBeta2Attr(),
           adam.getEpsAttr(), wd, noDecay, sharded);
       results.append(
@@ -540,7 +550,7 @@ private:
       auto sgd = cast<nn::SgdUpdateOp>(first);
       Value updated = nn::SgdUpdateOp::create(
           b, loc, toUpdate.getType(), toUpdate, gradShard, sgd.getLrValue(),
-          sgd.getLrAttr(), wd, noDecay, sharded);
+          skipNorm, sgd.getLrAttr(), wd, noDecay, sharded);
       results.push_back(newParam(updated));
       resultAttrs.push_back(roleAttrs(unit, masterRole, masterFull));
       addLowCopy(updated);
@@ -578,7 +588,7 @@ private:
   /// Results after the units' (nn.lr, nn.grad_norm) with their attributes.
   SmallVector<std::pair<Value, DictionaryAttr>> extraResults;
   llvm::StringMap<unsigned> paramArg, expAvgArg, expAvgSqArg;
-  Value step;
+  Value step, lossScale;
   llvm::BitVector eraseArgs;
   SmallVector<Value> results;
   SmallVector<Attribute> resultAttrs;

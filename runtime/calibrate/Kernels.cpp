@@ -361,7 +361,7 @@ std::vector<Case> updateAndLossCases(const Machine &mc, const Options &o,
                       check(fsdp_adamw_update(
                           gs, FSDP_F32, pp.data(), g.data(), m1.data(),
                           v1.data(), &step, FSDP_I64, po.data(), mo.data(),
-                          vo.data(), p, 1e-3, 0.9, 0.999, 1e-8, 0.1));
+                          vo.data(), p, 1e-3, 0.9, 0.999, 1e-8, 0.1, nullptr));
                     },
                     S)});
   std::vector<float> logits = randomVec<float>(mc, M * V, 20), dl(M * V);

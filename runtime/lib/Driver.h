@@ -154,26 +154,26 @@ struct fsdp_channel_s {
     (dtype, logits, labels, label_dtype, dloss, dlogits, positions, classes))  \
   X(sgd_update,                                                                \
     (fsdp_dtype dtype, const void *p, const void *g, void *out, int64_t n,     \
-     double lr, double weight_decay),                                          \
-    (dtype, p, g, out, n, lr, weight_decay))                                   \
+     double lr, double weight_decay, const double *skip),                      \
+    (dtype, p, g, out, n, lr, weight_decay, skip))                             \
   X(adamw_update,                                                              \
     (fsdp_dtype dtype, const void *p, const void *g, const void *m,            \
      const void *v, const void *step, fsdp_dtype step_dtype, void *p_out,      \
      void *m_out, void *v_out, int64_t n, double lr, double beta1,             \
-     double beta2, double eps, double weight_decay),                           \
+     double beta2, double eps, double weight_decay, const double *skip),       \
     (dtype, p, g, m, v, step, step_dtype, p_out, m_out, v_out, n, lr, beta1,   \
-     beta2, eps, weight_decay))                                                \
+     beta2, eps, weight_decay, skip))                                          \
   X(sgd_update_lr,                                                             \
     (fsdp_dtype dtype, const void *p, const void *g, void *out, int64_t n,     \
-     const double *lr, double weight_decay),                                   \
-    (dtype, p, g, out, n, lr, weight_decay))                                   \
+     const double *lr, double weight_decay, const double *skip),               \
+    (dtype, p, g, out, n, lr, weight_decay, skip))                             \
   X(adamw_update_lr,                                                           \
     (fsdp_dtype dtype, const void *p, const void *g, const void *m,            \
      const void *v, const void *step, fsdp_dtype step_dtype, void *p_out,      \
      void *m_out, void *v_out, int64_t n, const double *lr, double beta1,      \
-     double beta2, double eps, double weight_decay),                           \
+     double beta2, double eps, double weight_decay, const double *skip),       \
     (dtype, p, g, m, v, step, step_dtype, p_out, m_out, v_out, n, lr, beta1,   \
-     beta2, eps, weight_decay))                                                \
+     beta2, eps, weight_decay, skip))                                          \
   X(lr_schedule,                                                               \
     (const void *step, fsdp_dtype step_dtype, double *lr, int kind,            \
      double base_lr, int64_t warmup_steps, const int64_t *decay_steps_device,  \
@@ -183,8 +183,9 @@ struct fsdp_channel_s {
   X(sum_squares, (fsdp_dtype dtype, const void *x, int64_t n, double *out),    \
     (dtype, x, n, out))                                                        \
   X(grad_norm,                                                                 \
-    (const double *sum_squares, double max_norm, double *norm, double *coef),  \
-    (sum_squares, max_norm, norm, coef))                                       \
+    (const double *sum_squares, double max_norm, const double *loss_scale,     \
+     double *norm, double *coef),                                              \
+    (sum_squares, max_norm, loss_scale, norm, coef))                           \
   X(scale,                                                                     \
     (fsdp_dtype dtype, const void *x, const double *scale, void *y,            \
      int64_t n),                                                               \

@@ -544,7 +544,8 @@ int fsdp_optimizer_update(fsdp_stream s, fsdp_dtype dtype, int adamw,
                           void *v_out, int64_t n, const double *lr_device,
                           double lr, double beta1, double beta2, double eps,
                           double weight_decay, const int64_t *no_decay,
-                          int64_t no_decay_len, int64_t flat_offset) {
+                          int64_t no_decay_len, int64_t flat_offset,
+                          const double *skip_if_nonfinite) {
   const int64_t es = static_cast<int64_t>(fsdp_dtype_size(dtype));
   auto at = [&](const void *base, int64_t off) {
     return static_cast<char *>(const_cast<void *>(base)) + off * es;
@@ -554,18 +555,20 @@ int fsdp_optimizer_update(fsdp_stream s, fsdp_dtype dtype, int adamw,
       return FSDP_OK;
     if (!adamw)
       return lr_device ? fsdp_sgd_update_lr(s, dtype, at(p, off), at(g, off),
-                                            at(p_out, off), cnt, lr_device, wd)
+                                            at(p_out, off), cnt, lr_device, wd,
+                                            skip_if_nonfinite)
                        : fsdp_sgd_update(s, dtype, at(p, off), at(g, off),
-                                         at(p_out, off), cnt, lr, wd);
+                                         at(p_out, off), cnt, lr, wd,
+                                         skip_if_nonfinite);
     if (lr_device)
-      return fsdp_adamw_update_lr(s, dtype, at(p, off), at(g, off), at(m, off),
-                                  at(v, off), step, step_dtype, at(p_out, off),
-                                  at(m_out, off), at(v_out, off), cnt,
-                                  lr_device, beta1, beta2, eps, wd);
+      return fsdp_adamw_update_lr(
+          s, dtype, at(p, off), at(g, off), at(m, off), at(v, off), step,
+          step_dtype, at(p_out, off), at(m_out, off), at(v_out, off), cnt,
+          lr_device, beta1, beta2, eps, wd, skip_if_nonfinite);
     return fsdp_adamw_update(s, dtype, at(p, off), at(g, off), at(m, off),
                              at(v, off), step, step_dtype, at(p_out, off),
                              at(m_out, off), at(v_out, off), cnt, lr, beta1,
-                             beta2, eps, wd);
+                             beta2, eps, wd, skip_if_nonfinite);
   };
   // Flat range [b, e) in this update's elements, clipped to [0, n).
   auto local = [&](int64_t flat) {

@@ -10,6 +10,7 @@
 #include "fsdp/tooling/Checkpoint.h"
 #include "FileIo.h"
 #include "HostCodec.h"
+#include "fsdp/tooling/NonFinite.h"
 
 #include <mpi.h>
 #include <nlohmann/json.hpp>
@@ -258,6 +259,14 @@ void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
   const Program &prog = ex.program();
   const std::string target = fs::absolute(dir).lexically_normal().string();
   const std::string tmp = target + ".partial";
+  // Never a checkpoint with an inf or nan: it would replace (or, through
+  // --keep, prune) the last one a run can resume from.
+  std::string bad = firstNonFiniteState(ex, rank, allStateRoles());
+  if (!bad.empty())
+    throw fsdp::CollectiveError(
+        "--save: refusing to save the state of step " + std::to_string(step) +
+        " to '" + dir + "': " + bad +
+        " (a checkpoint never holds inf or nan; the previous ones are kept)");
   std::string err;
   if (rank == 0) {
     std::error_code ec;
@@ -348,6 +357,12 @@ void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
       run["total_steps"] = meta.totalSteps;
     if (!meta.dataSha256.empty()) // for the resume's --data check
       run["data_sha256"] = meta.dataSha256;
+    if (meta.skippedSteps > 0)
+      run["skipped_steps"] = meta.skippedSteps;
+    if (meta.lossScale > 0) {
+      run["loss_scale"] = meta.lossScale;
+      run["growth_tracker"] = meta.growthTracker;
+    }
     json index = {
         {"format", "fsdp-checkpoint"},
         {"version", kVersion},
@@ -454,12 +469,35 @@ void parseIndex(const std::string &text, const std::string &dir,
                       "': run.total_steps must be >= 1, got " +
                       std::to_string(result.meta.totalSteps));
       }
+      result.meta.skippedSteps =
+          run.contains("skipped_steps")
+              ? intOf(run["skipped_steps"], "run.skipped_steps")
+              : 0;
+      if (run.contains("loss_scale")) {
+        const json &ls = run["loss_scale"];
+        result.meta.lossScale = ls.is_number() ? ls.get<double>() : -1;
+        result.meta.growthTracker =
+            intOf(run.at("growth_tracker"), "run.growth_tracker");
+        if (!(result.meta.lossScale > 0) || result.meta.lossScale > 1e300 ||
+            result.meta.growthTracker < 0)
+          throw Error("--load: '" + ipath +
+                      "': run.loss_scale must be a number > 0 and "
+                      "run.growth_tracker >= 0");
+      }
+      if (result.meta.skippedSteps < 0)
+        throw Error("--load: '" + ipath +
+                    "': run.skipped_steps must be >= 0, got " +
+                    std::to_string(result.meta.skippedSteps));
       optimizer = index.value("optimizer", json::object());
     } else {
       throw Error("--load: '" + ipath +
                   "' is not an fsdp-checkpoint index of version 1 or 2");
     }
     result.step = intOf(index.at("step"), "step");
+    if (result.meta.skippedSteps > result.step)
+      throw Error("--load: '" + ipath + "': run.skipped_steps " +
+                  std::to_string(result.meta.skippedSteps) +
+                  " exceeds the step " + std::to_string(result.step));
   } catch (const json::exception &e) {
     throw Error("--load: '" + ipath + "' is malformed: " + e.what());
   } catch (const BadField &e) {
@@ -600,6 +638,10 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex,
           });
       ex.write(io->buffer, values);
     }
+  std::string bad = firstNonFiniteState(ex, rank, allStateRoles());
+  if (!bad.empty())
+    throw fsdp::CollectiveError("--load: checkpoint '" + dir +
+                                "' holds a non-finite value: " + bad);
   return result;
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -90,7 +91,20 @@ const char *kUsage =
     "                     (default 0)\n"
     "  --profile          add \"profile\" to the summary: seconds and calls\n"
     "                     per step by op name (mean over ranks), plus comm\n"
-    "                     wait, interpreter work and step set-up\n";
+    "                     wait, interpreter work and step set-up\n"
+    "  --on-nonfinite M   stop (default): a step whose loss or gradient norm\n"
+    "                     is inf or nan stops the run (exit 1), naming the\n"
+    "                     step and the first non-finite parameter; skip: its\n"
+    "                     update is skipped and the run goes on (needs a\n"
+    "                     schedule with a gradient norm: max-grad-norm,\n"
+    "                     report-grad-norm or loss-scaling)\n"
+    "  --loss-scale-init S the first dynamic loss scale of a schedule\n"
+    "                     compiled with loss-scaling (default 65536, a power\n"
+    "                     of two; an f16 loss caps it at 32768)\n"
+    "  --loss-scale-growth-interval K\n"
+    "                     double the loss scale after K steps without an\n"
+    "                     inf/nan gradient; halve it and skip the step on one\n"
+    "                     (default 2000; torch.amp.GradScaler)\n";
 
 [[noreturn]] void usageError(const std::string &msg) {
   const char *r = std::getenv("OMPI_COMM_WORLD_RANK");
@@ -199,6 +213,24 @@ Options parseArgs(int argc, char **argv) {
         usageError("--warmup needs an integer >= 0");
     } else if (a == "--profile") {
       o.profile = true;
+    } else if (a == "--on-nonfinite") {
+      std::string v = value();
+      if (v != "stop" && v != "skip")
+        usageError("--on-nonfinite needs stop or skip, got '" + v + "'");
+      o.skipNonfinite = v == "skip";
+    } else if (a == "--loss-scale-init") {
+      std::string v = value();
+      char *end = nullptr;
+      o.lossScaleInit = std::strtod(v.c_str(), &end);
+      int exp = 0;
+      if (*end || !(o.lossScaleInit > 0) || o.lossScaleInit > 1e300 ||
+          std::frexp(o.lossScaleInit, &exp) != 0.5)
+        usageError("--loss-scale-init needs a power of two > 0, got '" + v +
+                   "'");
+    } else if (a == "--loss-scale-growth-interval") {
+      if (!parseInt(value(), o.lossScaleGrowthInterval) ||
+          o.lossScaleGrowthInterval < 1)
+        usageError("--loss-scale-growth-interval needs an integer >= 1");
     } else if (a == "--device") {
       o.device = value();
     } else if (a == "--collectives") {

@@ -255,6 +255,10 @@ nlohmann::json summaryJson(const Options &opt, const Program &prog,
     summary["lrs"] = log.lrs;
   if (!log.gradNorms.empty())
     summary["grad_norms"] = log.gradNorms;
+  if (!log.lossScales.empty())
+    summary["loss_scales"] = log.lossScales;
+  if (!log.lossScales.empty() || !log.skippedSteps.empty())
+    summary["skipped_steps"] = log.skippedSteps;
   if (opt.profile)
     summary["profile"] = t.profile;
   if (t.globalTokens > 0)

@@ -8,6 +8,7 @@
 #include "fsdp/tooling/SafeTensors.h"
 #include "FileIo.h"
 #include "HostCodec.h"
+#include "fsdp/tooling/NonFinite.h"
 
 #include <mpi.h>
 #include <nlohmann/json.hpp>
@@ -340,12 +341,22 @@ void initFromSafeTensors(const SafeTensorsArchive &archive, Executor &ex,
                      });
       ex.write(io->buffer, values);
     }
+  // The tensors' names are the FQNs: the message names the tensor.
+  std::string bad = firstNonFiniteState(ex, rank, {"param", "master"});
+  if (!bad.empty())
+    throw fsdp::CollectiveError("--init-from: '" + archive.path() +
+                                "' holds a non-finite value: " + bad);
 }
 
 void exportSafeTensors(const std::string &path, const Executor &ex,
                        int64_t step, int rank) {
   const Program &prog = ex.program();
   const std::string partial = path + ".partial";
+  std::string bad = firstNonFiniteState(ex, rank, {"param", "master"});
+  if (!bad.empty())
+    throw fsdp::CollectiveError(
+        "--export: refusing to write '" + path + "': the parameters of step " +
+        std::to_string(step) + " are not finite: " + bad);
   // Source buffer and file dtype of every unit.
   struct Src {
     const UnitDesc *unit;

@@ -11,6 +11,7 @@
 #include "fsdp/tooling/TrainingRun.h"
 #include "fsdp/tooling/Checkpoint.h"
 #include "fsdp/tooling/Data.h"
+#include "fsdp/tooling/NonFinite.h"
 #include "fsdp/tooling/Preflight.h"
 #include "fsdp/tooling/Report.h"
 #include "fsdp/tooling/SafeTensors.h"
@@ -24,6 +25,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -80,7 +82,13 @@ private:
   void load();
   /// Runs `step` and returns its loss, the mean over ranks.
   double runStep(int64_t step, bool timed, HostValues &in);
-  void printStep(int64_t step, double loss) const;
+  /// After `step`: a non-finite loss or gradient norm stops the run
+  /// (--on-nonfinite stop) or is skipped; the dynamic loss scale backs off
+  /// or grows (torch.amp.GradScaler.update). Returns whether the step's
+  /// update was skipped. Every rank decides alike (the loss and the norm
+  /// are reduced over all ranks).
+  bool afterStep(int64_t step, double loss);
+  void printStep(int64_t step, double loss, bool skipped) const;
   void savePeriodic(int64_t step);
   /// The figures over ranks after the last step (collective).
   RunTotals measureTotals();
@@ -102,8 +110,15 @@ private:
   /// and whatever the host holds), which device_step_peak_bytes counts from.
   int64_t stepStartBytes = 0;
   /// Buffers of the step's inputs and outputs by role; -1: none.
-  int64_t lossId = -1, stepId = -1, totalId = -1, lrId = -1, gradNormId = -1;
+  int64_t lossId = -1, stepId = -1, totalId = -1, lrId = -1, gradNormId = -1,
+          lossScaleId = -1;
   bool hasUpdate = false; ///< the step runs an optimizer
+  /// Every update skips itself on a non-finite gradient norm (its
+  /// skip_if_nonfinite operand).
+  bool updatesSkip = false;
+  /// The largest loss scale the loss's dtype holds (the scale multiplies
+  /// the backward seed in that dtype: 2^15 for f16).
+  double lossScaleCap = 0;
   StepLog log;
   std::optional<Watchdog> watchdog; // last: stops before the executor goes
 };
@@ -184,6 +199,9 @@ void TrainingRun::load() {
   LoadedCheckpoint ck = loadCheckpoint(from, ex, rank);
   startStep = ck.step;
   savedTotal = ck.meta.totalSteps;
+  meta.skippedSteps = ck.meta.skippedSteps;
+  meta.lossScale = ck.meta.lossScale;
+  meta.growthTracker = ck.meta.growthTracker;
   // The data stream is a function of these and the step: a resumed run
   // that changes them trains on other data (allowed, but said).
   if (rank == 0 && ck.hasMeta &&
@@ -210,6 +228,8 @@ void TrainingRun::bindIo() {
       stepId = io.buffer;
     if (io.role == "total_steps")
       totalId = io.buffer;
+    if (io.role == "loss_scale")
+      lossScaleId = io.buffer;
   }
   // The step's learning rate (a scheduled one is an output; a constant one
   // is the optimizer's) and the gradient norm (an output when compiled with
@@ -220,9 +240,36 @@ void TrainingRun::bindIo() {
     if (out.role == "grad_norm")
       gradNormId = out.buffer;
   }
+  updatesSkip = true;
   for (const fsdp::schedule::Instruction &in : prog.instructions())
-    hasUpdate |= in.kind == fsdp::schedule::OpKind::SgdUpdate ||
-                 in.kind == fsdp::schedule::OpKind::AdamwUpdate;
+    if (in.kind == fsdp::schedule::OpKind::SgdUpdate ||
+        in.kind == fsdp::schedule::OpKind::AdamwUpdate) {
+      hasUpdate = true;
+      updatesSkip &= in.flag("skip_if_nonfinite");
+    }
+  updatesSkip &= hasUpdate && gradNormId >= 0;
+  if ((opt.skipNonfinite || lossScaleId >= 0) && !updatesSkip)
+    throw Error(prog.name() + ": " +
+                (lossScaleId >= 0 ? std::string("a loss_scale input")
+                                  : std::string("--on-nonfinite skip")) +
+                " needs a step whose updates skip themselves on a non-finite "
+                "gradient norm (recompile with max-grad-norm, "
+                "report-grad-norm=true or loss-scaling=true)");
+  if (lossScaleId < 0)
+    meta.lossScale = 0; // a checkpoint's scale is not this schedule's
+  if (lossScaleId >= 0) {
+    // 2^15 for f16 (max 65504); 2^127 for f32 and bf16.
+    bool f16 = prog.buffer(lossId).dtype == fsdp::schedule::DType::F16;
+    lossScaleCap = std::ldexp(1.0, f16 ? 15 : 127);
+    if (meta.lossScale <= 0) // not resumed from a checkpoint that has one
+      meta.lossScale = std::min(opt.lossScaleInit, lossScaleCap);
+    if (rank == 0 && opt.lossScaleInit > lossScaleCap)
+      std::fprintf(stderr,
+                   "fsdp-run: note: the loss is f16, whose largest power of "
+                   "two is 2^15: the loss scale starts at %g and never "
+                   "grows above it\n",
+                   lossScaleCap);
+  }
 }
 
 // A schedule compiled without decay-steps decays over the run's total
@@ -283,10 +330,14 @@ void TrainingRun::train() {
         fsdp_profile_reset();
     }
     watchdog->begin("step " + std::to_string(step));
+    double scale = meta.lossScale;
     double loss = runStep(step, timed, in);
     watchdog->end();
+    if (lossScaleId >= 0)
+      log.lossScales.push_back(scale);
+    bool skipped = afterStep(step, loss);
     if (rank == 0)
-      printStep(step, loss);
+      printStep(step, loss, skipped);
     if (opt.saveEvery && (step % opt.saveEvery == 0 || step == lastStep()))
       savePeriodic(step);
   }
@@ -294,8 +345,13 @@ void TrainingRun::train() {
 
 double TrainingRun::runStep(int64_t step, bool timed, HostValues &in) {
   data.fill(step, in);
+  // The optimizer step: skipped steps do not count (torch's fused AdamW
+  // takes back its step increment on found_inf, and transformers' Trainer
+  // steps its LR scheduler only when the optimizer stepped).
   if (stepId >= 0)
-    in[stepId] = {static_cast<double>(step)};
+    in[stepId] = {static_cast<double>(step - meta.skippedSteps)};
+  if (lossScaleId >= 0)
+    in[lossScaleId] = {meta.lossScale};
   if (totalId >= 0)
     in[totalId] = {static_cast<double>(meta.totalSteps)};
   fsdp_device_stats s0{}, s1{};
@@ -335,7 +391,51 @@ double TrainingRun::runStep(int64_t step, bool timed, HostValues &in) {
   return loss;
 }
 
-void TrainingRun::printStep(int64_t step, double loss) const {
+bool TrainingRun::afterStep(int64_t step, double loss) {
+  double norm = gradNormId >= 0 ? log.gradNorms.back() : 0.0;
+  bool badLoss = !std::isfinite(loss), badNorm = !std::isfinite(norm);
+  // A non-finite norm skipped every update inside the step.
+  bool skipped = badNorm && updatesSkip;
+  if (skipped) {
+    ++meta.skippedSteps;
+    log.skippedSteps.push_back(step);
+  }
+  if (lossScaleId >= 0) {
+    // torch.amp.GradScaler.update: halve on inf/nan (backoff 0.5), double
+    // after growth-interval clean steps (growth 2), capped by the loss's
+    // dtype. An overflow of the scaled gradients is the scaler's business,
+    // not an error: only a non-finite loss (the forward) stops the run.
+    if (skipped) {
+      meta.lossScale *= 0.5;
+      meta.growthTracker = 0;
+    } else if (++meta.growthTracker >= opt.lossScaleGrowthInterval) {
+      meta.lossScale = std::min(meta.lossScale * 2, lossScaleCap);
+      meta.growthTracker = 0;
+    }
+    badNorm = false;
+  }
+  if (!(badLoss || badNorm) || opt.skipNonfinite)
+    return skipped;
+  if (rank == 0)
+    printStep(step, loss, skipped);
+  std::string bad = firstNonFiniteState(ex, rank, {"param", "master"});
+  char what[96];
+  if (gradNormId >= 0)
+    std::snprintf(what, sizeof what, "the loss is %g, the gradient norm %g",
+                  loss, norm);
+  else
+    std::snprintf(what, sizeof what, "the loss is %g", loss);
+  throw fsdp::CollectiveError(
+      "step " + std::to_string(step) + ": " + what +
+      ": stopping (--on-nonfinite stop; skip would skip such steps and go "
+      "on); " +
+      (bad.empty() ? std::string("every parameter is finite") +
+                         (skipped ? " (the step's update was skipped)" : "")
+                   : "the first non-finite parameter: " + bad) +
+      "; nothing of this step was saved");
+}
+
+void TrainingRun::printStep(int64_t step, double loss, bool skipped) const {
   std::string extra;
   char buf[64];
   if (!log.lrs.empty()) {
@@ -346,6 +446,12 @@ void TrainingRun::printStep(int64_t step, double loss) const {
     std::snprintf(buf, sizeof buf, " grad_norm %.6g", log.gradNorms.back());
     extra += buf;
   }
+  if (!log.lossScales.empty()) {
+    std::snprintf(buf, sizeof buf, " loss_scale %.6g", log.lossScales.back());
+    extra += buf;
+  }
+  if (skipped)
+    extra += " skipped";
   std::printf("step %lld loss %.6f%s\n", static_cast<long long>(step), loss,
               extra.c_str());
   std::fflush(stdout);

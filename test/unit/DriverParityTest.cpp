@@ -275,7 +275,7 @@ std::vector<Case> cases() {
                 {M},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
                   return fsdp_sgd_update(s, t, in(i, 0), in(i, 1), o[0], M, 0.1,
-                                         0.01);
+                                         0.01, nullptr);
                 },
                 true});
   cs.push_back({"adamw_update",
@@ -286,7 +286,7 @@ std::vector<Case> cases() {
                   return fsdp_adamw_update(s, t, in(i, 0), in(i, 1), in(i, 2),
                                            in(i, 3), in(i, 4), FSDP_I64, o[0],
                                            o[1], o[2], M, 1e-3, 0.9, 0.999,
-                                           1e-8, 0.1);
+                                           1e-8, 0.1, nullptr);
                 },
                 true});
   // The learning rate from device memory (a scheduled rate).
@@ -296,7 +296,7 @@ std::vector<Case> cases() {
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
                   return fsdp_sgd_update_lr(
                       s, t, in(i, 0), in(i, 1), o[0], M,
-                      static_cast<const double *>(in(i, 2)), 0.01);
+                      static_cast<const double *>(in(i, 2)), 0.01, nullptr);
                 },
                 true});
   cs.push_back({"adamw_update_lr",
@@ -307,7 +307,7 @@ std::vector<Case> cases() {
                       s, t, in(i, 0), in(i, 1), in(i, 2), in(i, 3), in(i, 4),
                       FSDP_I64, o[0], o[1], o[2], M,
                       static_cast<const double *>(in(i, 5)), 0.9, 0.999, 1e-8,
-                      0.1);
+                      0.1, nullptr);
                 },
                 true});
   // Schedules at step 3 (s = 2): in the warm-up of 5 steps, and after a
@@ -353,10 +353,10 @@ std::vector<Case> cases() {
                   {{1, Arg::F64}},
                   {1, 1},
                   [=](fsdp_stream s, fsdp_dtype, P i, P o) {
-                    return fsdp_grad_norm(s,
-                                          static_cast<const double *>(in(i, 0)),
-                                          maxNorm, static_cast<double *>(o[0]),
-                                          static_cast<double *>(o[1]));
+                    return fsdp_grad_norm(
+                        s, static_cast<const double *>(in(i, 0)), maxNorm,
+                        nullptr, static_cast<double *>(o[0]),
+                        static_cast<double *>(o[1]));
                   },
                   false,
                   true});

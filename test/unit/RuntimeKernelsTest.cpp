@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <vector>
@@ -447,13 +448,69 @@ TEST(RuntimeCApi, LrScheduleGradNormScale) {
   double ss = 0, norm = 0, coef = 0;
   ASSERT_EQ(fsdp_sum_squares(s, FSDP_F32, g, 3, &ss), FSDP_OK);
   EXPECT_EQ(ss, 169.0);
-  ASSERT_EQ(fsdp_grad_norm(s, &ss, 6.5, &norm, &coef), FSDP_OK);
+  ASSERT_EQ(fsdp_grad_norm(s, &ss, 6.5, nullptr, &norm, &coef), FSDP_OK);
   EXPECT_EQ(norm, 13.0);
   EXPECT_DOUBLE_EQ(coef, 6.5 / (13.0 + 1e-6));
   ASSERT_EQ(fsdp_scale(s, FSDP_F32, g, &coef, g, 3), FSDP_OK);
   EXPECT_FLOAT_EQ(g[2], static_cast<float>(12 * (6.5 / (13.0 + 1e-6))));
-  ASSERT_EQ(fsdp_grad_norm(s, &ss, 20.0, &norm, &coef), FSDP_OK);
+  ASSERT_EQ(fsdp_grad_norm(s, &ss, 20.0, nullptr, &norm, &coef), FSDP_OK);
   EXPECT_EQ(coef, 1.0); // under the threshold: min(1, ...)
-  ASSERT_EQ(fsdp_grad_norm(s, &ss, 0.0, &norm, &coef), FSDP_OK);
+  ASSERT_EQ(fsdp_grad_norm(s, &ss, 0.0, nullptr, &norm, &coef), FSDP_OK);
   EXPECT_EQ(coef, 1.0); // report only
+  // The same gradient of the loss times 16 (a loss scale): Σ g² = 169 · 256;
+  // the norm is unscaled and the coefficient unscales too (GradScaler's
+  // unscale_, then clip_grad_norm_).
+  double scaledSs = 169.0 * 256, lossScale = 16;
+  ASSERT_EQ(fsdp_grad_norm(s, &scaledSs, 6.5, &lossScale, &norm, &coef),
+            FSDP_OK);
+  EXPECT_EQ(norm, 13.0);
+  EXPECT_DOUBLE_EQ(coef, 6.5 / (13.0 + 1e-6) / 16);
+  ASSERT_EQ(fsdp_grad_norm(s, &scaledSs, 0.0, &lossScale, &norm, &coef),
+            FSDP_OK);
+  EXPECT_EQ(coef, 1.0 / 16);
+}
+
+// A non-finite skip_if_nonfinite (the global gradient norm) skips SGD and
+// AdamW updates: outputs equal inputs, copied or in place (GradScaler's
+// skipped optimizer.step()); a finite one changes nothing.
+TEST(RuntimeCApi, OptimizerUpdatesSkipOnNonFiniteNorm) {
+  fsdp_device dev = fsdp::test::cpuDevice();
+  fsdp_stream s = fsdp_device_stream(dev, FSDP_STREAM_COMPUTE);
+  const int64_t step = 2;
+  const double inf = std::numeric_limits<double>::infinity();
+  for (double bad : {inf, -inf, std::nan("")}) {
+    float p[3] = {1, -2, 3}, g[3] = {0.5f, 0.25f, -1}, m[3] = {0.1f, 0, 0},
+          v[3] = {0.01f, 0, 1}, out[3] = {9, 9, 9}, mo[3], vo[3];
+    ASSERT_EQ(fsdp_sgd_update(s, FSDP_F32, p, g, out, 3, 0.1, 0.01, &bad),
+              FSDP_OK);
+    EXPECT_EQ(std::vector<float>(out, out + 3), std::vector<float>(p, p + 3));
+    ASSERT_EQ(fsdp_adamw_update(s, FSDP_F32, p, g, m, v, &step, FSDP_I64, out,
+                                mo, vo, 3, 1e-3, 0.9, 0.999, 1e-8, 0.1, &bad),
+              FSDP_OK);
+    EXPECT_EQ(std::vector<float>(out, out + 3), std::vector<float>(p, p + 3));
+    EXPECT_EQ(std::vector<float>(mo, mo + 3), std::vector<float>(m, m + 3));
+    EXPECT_EQ(std::vector<float>(vo, vo + 3), std::vector<float>(v, v + 3));
+    // In place, through the entry point both paths call, with a scheduled
+    // rate and weight-decay groups.
+    const double lr = 1e-3;
+    const int64_t noDecay[2] = {1, 2};
+    ASSERT_EQ(fsdp_optimizer_update(s, FSDP_F32, 1, p, g, m, v, &step, FSDP_I64,
+                                    p, m, v, 3, &lr, 0, 0.9, 0.999, 1e-8, 0.1,
+                                    noDecay, 2, 0, &bad),
+              FSDP_OK);
+    EXPECT_EQ(p[0], 1.0f);
+    EXPECT_EQ(p[1], -2.0f);
+    EXPECT_EQ(p[2], 3.0f);
+    EXPECT_EQ(m[0], 0.1f);
+    EXPECT_EQ(v[2], 1.0f);
+  }
+  // A finite norm: the same bits as no skip operand.
+  double fine = 1e30;
+  float p[2] = {1, -2}, g[2] = {0.5f, 0.25f}, a[2], b[2];
+  ASSERT_EQ(fsdp_sgd_update(s, FSDP_F32, p, g, a, 2, 0.1, 0.01, &fine),
+            FSDP_OK);
+  ASSERT_EQ(fsdp_sgd_update(s, FSDP_F32, p, g, b, 2, 0.1, 0.01, nullptr),
+            FSDP_OK);
+  EXPECT_EQ(std::vector<float>(a, a + 2), std::vector<float>(b, b + 2));
+  EXPECT_NE(a[0], p[0]);
 }

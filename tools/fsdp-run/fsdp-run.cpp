@@ -9,6 +9,8 @@
 //          [--load DIR]
 //          [--progress none|test|thread] [--progress-interval MIN[:MAX]]
 //          [--warmup W] [--profile] [--timeout S]
+//          [--on-nonfinite stop|skip] [--loss-scale-init S]
+//          [--loss-scale-growth-interval K]
 //   mpirun -np N fsdp-run --compiled STEP.so [the same options]
 //
 // The main: the command line (fsdp/tooling/Options.h), MPI's start and end,

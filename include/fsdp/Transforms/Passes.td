@@ -34,7 +34,11 @@ class EnumOption<string varName, string arg, EnumInfo enum, string default,
 
 defvar FSDPAutodiffOptions = [
   ListOption<"frozen", "frozen", "std::string",
-             "FQN glob patterns of parameters to freeze">
+             "FQN glob patterns of parameters to freeze">,
+  Option<"lossScaling", "loss-scaling", "bool", "false",
+         "dynamic loss scaling: the backward seed is multiplied by a "
+         "`nn.loss_scale` step input that fsdp-run sets (torch.amp.GradScaler); "
+         "fsdp-shard unscales, and skips the update on a non-finite norm">
 ];
 
 def FSDPAutodiff : Pass<"fsdp-autodiff", "::mlir::ModuleOp"> {
@@ -50,7 +54,12 @@ def FSDPAutodiff : Pass<"fsdp-autodiff", "::mlir::ModuleOp"> {
     differentiated. A parameter that does not reach the loss gets a zero
     gradient. `frozen` lists FQN glob patterns (`*.ln_1.*`, `transformer.wte.weight`)
     of parameters to freeze (`nn.trainable = false`): no gradient, hence no
-    reduce-scatter and no optimizer state.
+    reduce-scatter and no optimizer state. `loss-scaling` adds a scalar
+    f64 argument `nn.loss_scale` and seeds the backward with the loss's
+    seed times it (`nn.scale`, in the loss's dtype), as
+    torch.amp.GradScaler.scale(loss).backward(): every gradient is that of
+    the loss times the scale, which fsdp-shard divides out again (see
+    there).
   }];
   let options = FSDPAutodiffOptions;
   let dependentDialects = ["::mlir::nn::NNDialect", "::mlir::arith::ArithDialect"];

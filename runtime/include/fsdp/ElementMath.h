@@ -266,6 +266,27 @@ FSDP_HD inline double clipCoefficient(double norm, double maxNorm) {
   return c < 1.0 ? c : 1.0;
 }
 
+/// The norm of gradients of the loss times `lossScale` (S: a dynamic loss
+/// scale, 1 without one), unscaled, and the factor that unscales and clips
+/// them: ‖g‖ / S and clipCoefficient(‖g‖ / S) / S, as
+/// torch.amp.GradScaler.unscale_ (multiply by 1 / S) followed by
+/// clip_grad_norm_. S is a power of two, so dividing by it is exact.
+FSDP_HD inline void unscaledGradNorm(double sumSquares, double maxNorm,
+                                     double lossScale, double &norm,
+                                     double &coef) {
+  norm = sqrt(sumSquares) / lossScale;
+  coef = clipCoefficient(norm, maxNorm) / lossScale;
+}
+
+/// Whether an optimizer update is skipped: its skip_if_nonfinite operand
+/// (the global gradient norm) is given and not finite (GradScaler's inf/nan
+/// check; a finite gradient's Σ g² in f64 never overflows).
+FSDP_HD inline bool skipsUpdate(const double *skipIfNonfinite) {
+  // |x| <= DBL_MAX is false for ±inf and NaN (fabs compiles on host and
+  // device alike).
+  return skipIfNonfinite && !(fabs(*skipIfNonfinite) <= 1.7976931348623157e308);
+}
+
 /// The RoPE angle of position t and pair i < headDim/2:
 /// t·theta^(−2i/headDim), negated for the inverse rotation.
 FSDP_HD inline double ropeAngle(int64_t t, int64_t i, int64_t headDim,

@@ -109,11 +109,18 @@ int fsdp_cross_entropy_grad(fsdp_stream s, fsdp_dtype dtype, const void *logits,
                             const void *dloss, void *dlogits, int64_t positions,
                             int64_t classes);
 
+/* The optimizer updates skip when skip_if_nonfinite (one f64 in device
+ * memory, the global gradient norm of fsdp_grad_norm) is not NULL and not
+ * finite: every output equals its input (copied where it does not alias
+ * it), as torch.amp.GradScaler.step skips optimizer.step() on an inf/nan
+ * gradient (torch's fused AdamW: its found_inf argument). The test is on
+ * the device, so no host synchronisation decides it. */
+
 /* out = p − lr·(g + weight_decay·p) (torch.optim.SGD without momentum);
  * out may alias p. f32 or f64. */
 int fsdp_sgd_update(fsdp_stream s, fsdp_dtype dtype, const void *p,
                     const void *g, void *out, int64_t n, double lr,
-                    double weight_decay);
+                    double weight_decay, const double *skip_if_nonfinite);
 /* One AdamW step (Loshchilov & Hutter, ICLR 2019, Algorithm 2) exactly as
  * torch.optim.AdamW's single-tensor path: p ← p·(1 − lr·wd);
  * m' = β1·m + (1−β1)·g; v' = β2·v + (1−β2)·g²;
@@ -126,20 +133,20 @@ int fsdp_adamw_update(fsdp_stream s, fsdp_dtype dtype, const void *p,
                       const void *step, fsdp_dtype step_dtype, void *p_out,
                       void *m_out, void *v_out, int64_t n, double lr,
                       double beta1, double beta2, double eps,
-                      double weight_decay);
+                      double weight_decay, const double *skip_if_nonfinite);
 
 /* fsdp_sgd_update and fsdp_adamw_update with the learning rate read from
  * device memory `lr` (one f64, e.g. fsdp_lr_schedule's result), so that a
  * scheduled rate never leaves the device. */
 int fsdp_sgd_update_lr(fsdp_stream s, fsdp_dtype dtype, const void *p,
                        const void *g, void *out, int64_t n, const double *lr,
-                       double weight_decay);
+                       double weight_decay, const double *skip_if_nonfinite);
 int fsdp_adamw_update_lr(fsdp_stream s, fsdp_dtype dtype, const void *p,
                          const void *g, const void *m, const void *v,
                          const void *step, fsdp_dtype step_dtype, void *p_out,
                          void *m_out, void *v_out, int64_t n, const double *lr,
                          double beta1, double beta2, double eps,
-                         double weight_decay);
+                         double weight_decay, const double *skip_if_nonfinite);
 
 /* The optimizer update of one instruction (nn.sgd_update when adamw is 0,
  * nn.adamw_update otherwise) over n elements with weight-decay groups: the
@@ -149,7 +156,8 @@ int fsdp_adamw_update_lr(fsdp_stream s, fsdp_dtype dtype, const void *p,
  * flat_offset + j (a shard: its rank in the shard group times n). Calls
  * fsdp_sgd_update / fsdp_adamw_update once per run of one decay, with the
  * rate `lr`, or read from device memory when lr_device is not NULL (the
- * _lr variants); m, v, step, m_out and v_out are ignored for SGD. All
+ * _lr variants), skipped when skip_if_nonfinite is not NULL and not finite
+ * (above); m, v, step, m_out and v_out are ignored for SGD. All
  * buffers hold n elements of `dtype` (f32 or f64); no_decay and flat_offset
  * count elements. Errors: those of the update it calls (FSDP_ERR_DATA for
  * a step < 1, FSDP_ERR_INVALID for another dtype), after the runs before it
@@ -162,7 +170,8 @@ int fsdp_optimizer_update(fsdp_stream s, fsdp_dtype dtype, int adamw,
                           void *v_out, int64_t n, const double *lr_device,
                           double lr, double beta1, double beta2, double eps,
                           double weight_decay, const int64_t *no_decay,
-                          int64_t no_decay_len, int64_t flat_offset);
+                          int64_t no_decay_len, int64_t flat_offset,
+                          const double *skip_if_nonfinite);
 
 /* Learning-rate schedules (kind of fsdp_lr_schedule). */
 enum { FSDP_LR_CONSTANT = 0, FSDP_LR_LINEAR = 1, FSDP_LR_COSINE = 2 };
@@ -183,11 +192,13 @@ int fsdp_lr_schedule(fsdp_stream s, const void *step, fsdp_dtype step_dtype,
  * (a local part of a squared gradient norm). Float dtypes. */
 int fsdp_sum_squares(fsdp_stream s, fsdp_dtype dtype, const void *x, int64_t n,
                      double *out);
-/* *norm = √(*sum_squares) and *coef = min(1, max_norm / (*norm + 1e-6))
- * (torch.nn.utils.clip_grad_norm_), or 1 when max_norm is 0; one f64 each
- * in device memory. */
+/* *norm = √(*sum_squares) / S and *coef = min(1, max_norm / (*norm + 1e-6))
+ * / S (torch.nn.utils.clip_grad_norm_; coef 1 / S when max_norm is 0), S =
+ * *loss_scale (one f64 in device memory: the gradients are those of the
+ * loss times S, torch.amp.GradScaler's unscale_ then clip) or 1 when
+ * loss_scale is NULL; one f64 each in device memory. */
 int fsdp_grad_norm(fsdp_stream s, const double *sum_squares, double max_norm,
-                   double *norm, double *coef);
+                   const double *loss_scale, double *norm, double *coef);
 /* y[i] = x[i] · c, c = *scale (one f64 in device memory) rounded once to the
  * compute type (f32 for bf16/f16), i < n; y may alias x. Float dtypes. */
 int fsdp_scale(fsdp_stream s, fsdp_dtype dtype, const void *x,

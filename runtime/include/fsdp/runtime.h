@@ -314,7 +314,13 @@ int fsdp_all_gather_start(fsdp_channel channel, const void *shard, void *full,
                           fsdp_event *done);
 /* Block i of `full` (shard_count * G elements), summed (or averaged) over
  * the channel, lands in `shard` on rank i (MPI_Ireduce_scatter_block /
- * ncclReduceScatter). */
+ * ncclReduceScatter). An f16 average over G ranks divides each rank's input
+ * by 2^k ≈ √G before the sum and the sum by G / 2^k after it (PyTorch
+ * FSDP2's gradient divide factors), so that the sum does not overflow: on
+ * cpu the input itself is divided in place (pass a buffer whose contents
+ * are dead after the reduction, a gradient), on cuda NCCL's premultiplied
+ * sum (or the mpi channels' staged copy) leaves it as it is. The same for
+ * fsdp_all_reduce_start. */
 int fsdp_reduce_scatter_start(fsdp_channel channel, const void *full,
                               void *shard, int64_t shard_count,
                               fsdp_dtype dtype, fsdp_reduce_op op,

@@ -210,6 +210,7 @@ public:
     if (comm.isNull()) {
       std::memmove(shard, full, static_cast<size_t>(count) * es);
     } else {
+      preDivide(op, full, count * size, dtype);
       std::lock_guard<std::mutex> lk(reqMutex);
       mpi::check(MPI_Ireduce_scatter_block(
                      full, shard, static_cast<int>(count), mpi::datatype(dtype),
@@ -231,6 +232,7 @@ public:
     if (comm.isNull()) {
       std::memmove(out, in, static_cast<size_t>(count) * es);
     } else {
+      preDivide(op, in, count, dtype);
       std::lock_guard<std::mutex> lk(reqMutex);
       mpi::check(MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out,
                                 static_cast<int>(count), mpi::datatype(dtype),
@@ -250,12 +252,21 @@ private:
     e->device = device;
     return e;
   }
+  // An f16 average divides each rank's input before the sum (in place: the
+  // input is a gradient that is dead after its reduction, as FSDP1's
+  // in-place predivide) and the sum after it (mpi::divideFactors).
+  void preDivide(fsdp_reduce_op op, const void *in, int64_t count,
+                 fsdp_dtype dtype) const {
+    double pre = mpi::divideFactors(size, dtype).pre;
+    if (op == FSDP_REDUCE_AVG && pre != 1)
+      mpi::divideInPlace(const_cast<void *>(in), count, dtype, pre);
+  }
   void setAverage(CpuEvent &e, fsdp_reduce_op op, void *data, int64_t count,
-                  fsdp_dtype dtype) {
+                  fsdp_dtype dtype) const {
     e.average = op == FSDP_REDUCE_AVG;
     e.avgData = data;
     e.count = count;
-    e.divisor = size;
+    e.divisor = mpi::divideFactors(size, dtype).post;
     e.dtype = dtype;
   }
   // Counts the ring volume and samples the heap (MPI's libnbc allocates the

@@ -161,6 +161,17 @@ template <typename Fn> void floatKernel(fsdp_dtype t, const char *op, Fn &&fn) {
   st.finish();
 }
 
+/// A skipped update (kernels.h, skip_if_nonfinite): outputs = inputs.
+bool skipped(const double *skip, fsdp_dtype t, int64_t n,
+             std::initializer_list<std::pair<const void *, void *>> io) {
+  if (!math::skipsUpdate(skip))
+    return false;
+  for (auto [in, out] : io)
+    if (in != out) // copied where they do not alias
+      std::memmove(out, in, static_cast<size_t>(n) * hal::dtypeSize(t));
+  return true;
+}
+
 /// The optimizer updates run on f32 or f64 only ("Mixed precision": the
 /// compiler keeps f32 masters).
 void checkWide(fsdp_dtype t, const char *op) {
@@ -510,8 +521,10 @@ void CpuDevice::cross_entropy_grad(fsdp_stream_s *, fsdp_dtype t,
 
 void CpuDevice::sgd_update(fsdp_stream_s *, fsdp_dtype t, const void *p,
                            const void *g, void *out, int64_t n, double lr,
-                           double weightDecay) {
+                           double weightDecay, const double *skip) {
   checkWide(t, "fsdp_sgd_update");
+  if (skipped(skip, t, n, {{p, out}}))
+    return;
   floatKernel(t, "fsdp_sgd_update", [&](auto tag, Stage &) {
     using T = decltype(tag);
     k::sgdUpdate<T>(static_cast<const T *>(p), static_cast<const T *>(g),
@@ -524,9 +537,11 @@ void CpuDevice::adamw_update(fsdp_stream_s *, fsdp_dtype t, const void *p,
                              const void *step, fsdp_dtype stepType, void *pOut,
                              void *mOut, void *vOut, int64_t n, double lr,
                              double beta1, double beta2, double eps,
-                             double weightDecay) {
+                             double weightDecay, const double *skip) {
   checkWide(t, "fsdp_adamw_update");
   int64_t stepValue = loadIndex(step, stepType, "fsdp_adamw_update: step");
+  if (skipped(skip, t, n, {{p, pOut}, {m, mOut}, {v, vOut}}))
+    return;
   floatKernel(t, "fsdp_adamw_update", [&](auto tag, Stage &) {
     using T = decltype(tag);
     k::adamwUpdate<T>(static_cast<const T *>(p), static_cast<const T *>(g),
@@ -539,8 +554,9 @@ void CpuDevice::adamw_update(fsdp_stream_s *, fsdp_dtype t, const void *p,
 
 void CpuDevice::sgd_update_lr(fsdp_stream_s *s, fsdp_dtype t, const void *p,
                               const void *g, void *out, int64_t n,
-                              const double *lr, double weightDecay) {
-  sgd_update(s, t, p, g, out, n, *lr, weightDecay);
+                              const double *lr, double weightDecay,
+                              const double *skip) {
+  sgd_update(s, t, p, g, out, n, *lr, weightDecay, skip);
 }
 
 void CpuDevice::adamw_update_lr(fsdp_stream_s *s, fsdp_dtype t, const void *p,
@@ -548,9 +564,10 @@ void CpuDevice::adamw_update_lr(fsdp_stream_s *s, fsdp_dtype t, const void *p,
                                 const void *step, fsdp_dtype stepType,
                                 void *pOut, void *mOut, void *vOut, int64_t n,
                                 const double *lr, double beta1, double beta2,
-                                double eps, double weightDecay) {
+                                double eps, double weightDecay,
+                                const double *skip) {
   adamw_update(s, t, p, g, m, v, step, stepType, pOut, mOut, vOut, n, *lr,
-               beta1, beta2, eps, weightDecay);
+               beta1, beta2, eps, weightDecay, skip);
 }
 
 void CpuDevice::lr_schedule(fsdp_stream_s *, const void *step,
@@ -605,10 +622,10 @@ void CpuDevice::sum_squares(fsdp_stream_s *, fsdp_dtype t, const void *x,
 }
 
 void CpuDevice::grad_norm(fsdp_stream_s *, const double *sumSquares,
-                          double maxNorm, double *norm, double *coef) {
-  double nv = std::sqrt(*sumSquares);
-  *norm = nv;
-  *coef = math::clipCoefficient(nv, maxNorm);
+                          double maxNorm, const double *lossScale, double *norm,
+                          double *coef) {
+  math::unscaledGradNorm(*sumSquares, maxNorm, lossScale ? *lossScale : 1.0,
+                         *norm, *coef);
 }
 
 void CpuDevice::scale(fsdp_stream_s *, fsdp_dtype t, const void *x,

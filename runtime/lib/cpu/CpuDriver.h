@@ -16,7 +16,7 @@
 
 namespace fsdp::hal::cpu {
 
-/// A collective in flight: its MPI request and the average to apply after
+/// A collective in flight: its MPI request and the division to apply after
 /// it completes (reduce-scatter and all-reduce with FSDP_REDUCE_AVG).
 struct CpuEvent final : fsdp_event_s {
   ~CpuEvent() override;
@@ -29,7 +29,7 @@ struct CpuEvent final : fsdp_event_s {
   bool average = false;
   void *avgData = nullptr;
   int64_t count = 0;
-  int divisor = 1;
+  double divisor = 1; ///< mpi::divideFactors' post-divide
   fsdp_dtype dtype = FSDP_F32;
   bool finished = false;
 };

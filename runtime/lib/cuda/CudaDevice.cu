@@ -10,7 +10,9 @@
 //           collective waits for the compute stream's work, runs on the
 //           communication stream and records an event; averages are a sum
 //           followed by a division in the sum's dtype (f32 for bf16/f16,
-//           rounded once), as the cpu driver does;
+//           rounded once), as the cpu driver does, and an f16 average
+//           divides before the sum too (mpi::divideFactors: NCCL's
+//           premultiplied sum);
 //   mpi     device buffers staged through pinned host memory into blocking
 //           MPI collectives (several ranks may share one GPU; the host
 //           blocks on the copies: a testing mode).
@@ -23,6 +25,7 @@
 #include "../mpi/Mpi.h"
 #include "fsdp/Sharding.h"
 
+#include <cuda_fp16.h>
 #include <nccl.h>
 
 #include <cstdlib>
@@ -338,12 +341,14 @@ public:
     mpi::checkCollective("fsdp_reduce_scatter_start", full, shard, count, dtype,
                          op == FSDP_REDUCE_AVG);
     dev->commAfterCompute();
+    mpi::DivideFactors f = mpi::divideFactors(size, dtype);
+    SumOp sum(op == FSDP_REDUCE_AVG ? f.pre : 1, dtype, nccl);
     checkNccl(ncclReduceScatter(full, shard, static_cast<size_t>(count),
-                                ncclType(dtype), ncclSum, nccl,
+                                ncclType(dtype), sum.op, nccl,
                                 streamOf(&dev->comm)),
               nccl, "ncclReduceScatter");
     if (op == FSDP_REDUCE_AVG)
-      launchDivide(shard, count, dtype, size, streamOf(&dev->comm));
+      launchDivide(shard, count, dtype, f.post, streamOf(&dev->comm));
     size_t es = dtypeSize(dtype);
     return done(FSDP_COLL_REDUCE_SCATTER,
                 ringCollectiveBytesPerRank(count * es * size, size));
@@ -354,18 +359,47 @@ public:
     mpi::checkCollective("fsdp_all_reduce_start", in, out, count, dtype,
                          op == FSDP_REDUCE_AVG);
     dev->commAfterCompute();
+    mpi::DivideFactors f = mpi::divideFactors(size, dtype);
+    SumOp sum(op == FSDP_REDUCE_AVG ? f.pre : 1, dtype, nccl);
     checkNccl(ncclAllReduce(in, out, static_cast<size_t>(count),
-                            ncclType(dtype), ncclSum, nccl,
+                            ncclType(dtype), sum.op, nccl,
                             streamOf(&dev->comm)),
               nccl, "ncclAllReduce");
     if (op == FSDP_REDUCE_AVG)
-      launchDivide(out, count, dtype, size, streamOf(&dev->comm));
+      launchDivide(out, count, dtype, f.post, streamOf(&dev->comm));
     return done(FSDP_COLL_ALL_REDUCE,
                 ringAllReduceBytesPerRank(
                     count * static_cast<int64_t>(dtypeSize(dtype)), size));
   }
 
 private:
+  /// ncclSum, or with a pre-divide (mpi::divideFactors) NCCL's premultiplied
+  /// sum of x / pre (ncclRedOpCreatePreMulSum, as PyTorch FSDP's
+  /// _make_nccl_premul_sum), which leaves the input as it is. Destroyed
+  /// once enqueued (NCCL allows it).
+  struct SumOp {
+    SumOp(double pre, fsdp_dtype dtype, ncclComm_t comm) : comm(comm) {
+      if (pre == 1)
+        return;
+      if (dtype != FSDP_F16) // the scalar has the reduction's dtype
+        fail(FSDP_ERR_INVALID, "a pre-divide is f16 only");
+      __half scalar = __float2half(static_cast<float>(1 / pre));
+      checkNccl(ncclRedOpCreatePreMulSum(&op, &scalar, ncclType(dtype),
+                                         ncclScalarHostImmediate, comm),
+                comm, "ncclRedOpCreatePreMulSum");
+      custom = true;
+    }
+    SumOp(const SumOp &) = delete;
+    SumOp &operator=(const SumOp &) = delete;
+    ~SumOp() {
+      if (custom)
+        ncclRedOpDestroy(op, comm);
+    }
+    ncclRedOp_t op = ncclSum;
+    ncclComm_t comm;
+    bool custom = false;
+  };
+
   fsdp_event_s *done(fsdp_collective kind, int64_t bytes) {
     dev->commBytes[kind] += bytes;
     return new CudaEvent(dev, streamOf(&dev->comm));
@@ -419,6 +453,9 @@ public:
                          op == FSDP_REDUCE_AVG);
     size_t bytes = static_cast<size_t>(count) * dtypeSize(dtype);
     stage(full, bytes * size, bytes);
+    mpi::DivideFactors f = mpi::divideFactors(size, dtype);
+    if (op == FSDP_REDUCE_AVG && f.pre != 1) // the staged copy, not the input
+      mpi::divideInPlace(send, count * size, dtype, f.pre);
     if (comm.isNull())
       std::memcpy(recv, send, bytes);
     else
@@ -427,7 +464,7 @@ public:
                                           mpi::sumOp(dtype), comm.get()),
                  "MPI_Reduce_scatter_block");
     if (op == FSDP_REDUCE_AVG)
-      mpi::divideInPlace(recv, count, dtype, size);
+      mpi::divideInPlace(recv, count, dtype, f.post);
     return unstage(
         shard, bytes, FSDP_COLL_REDUCE_SCATTER,
         ringCollectiveBytesPerRank(static_cast<int64_t>(bytes) * size, size));
@@ -439,6 +476,9 @@ public:
                          op == FSDP_REDUCE_AVG);
     size_t bytes = static_cast<size_t>(count) * dtypeSize(dtype);
     stage(in, bytes, bytes);
+    mpi::DivideFactors f = mpi::divideFactors(size, dtype);
+    if (op == FSDP_REDUCE_AVG && f.pre != 1)
+      mpi::divideInPlace(send, count, dtype, f.pre);
     if (comm.isNull())
       std::memcpy(recv, send, bytes);
     else
@@ -447,7 +487,7 @@ public:
                                comm.get()),
                  "MPI_Allreduce");
     if (op == FSDP_REDUCE_AVG)
-      mpi::divideInPlace(recv, count, dtype, size);
+      mpi::divideInPlace(recv, count, dtype, f.post);
     return unstage(
         out, bytes, FSDP_COLL_ALL_REDUCE,
         ringAllReduceBytesPerRank(static_cast<int64_t>(bytes), size));

@@ -97,7 +97,7 @@ public:
 
 /// data[i] /= divisor in the dtype's arithmetic (bf16/f16: in f32, rounded
 /// once), on `stream` (CudaElementwise.cu): the average after an NCCL sum.
-void launchDivide(void *data, int64_t count, fsdp_dtype t, int divisor,
+void launchDivide(void *data, int64_t count, fsdp_dtype t, double divisor,
                   cudaStream_t stream);
 
 /// Channels: NCCL communicators (native) or MPI staged through pinned host

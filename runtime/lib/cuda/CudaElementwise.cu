@@ -167,7 +167,7 @@ __global__ void dropoutK(const typename Elt<DT>::S *x, typename Elt<DT>::S *y,
 }
 
 template <int DT>
-__global__ void divideK(typename Elt<DT>::S *p, int64_t n, int divisor) {
+__global__ void divideK(typename Elt<DT>::S *p, int64_t n, double divisor) {
   using E = Elt<DT>;
   using C = typename E::C;
   FSDP_GRID_LOOP(i, n) p[i] = E::st(E::ld(p, i) / static_cast<C>(divisor));
@@ -175,7 +175,7 @@ __global__ void divideK(typename Elt<DT>::S *p, int64_t n, int divisor) {
 
 } // namespace
 
-void launchDivide(void *data, int64_t count, fsdp_dtype t, int divisor,
+void launchDivide(void *data, int64_t count, fsdp_dtype t, double divisor,
                   cudaStream_t s) {
   if (count == 0)
     return;

@@ -17,10 +17,17 @@ namespace {
 //===--- Optimizers -------------------------------------------------------===//
 
 // The SGD and AdamW steps, the rate `lr` or, when lrDevice is not null, read
-// from device memory (the _lr entry points: a scheduled rate).
+// from device memory (the _lr entry points: a scheduled rate). Skipped (the
+// outputs keep the inputs) when `skip` is given and not finite
+// (math::skipsUpdate).
 template <typename T>
 __global__ void sgdK(const T *p, const T *g, T *out, int64_t n, T lr,
-                     const double *lrDevice, T wd) {
+                     const double *lrDevice, T wd, const double *skip) {
+  if (math::skipsUpdate(skip)) {
+    if (out != p)
+      FSDP_GRID_LOOP(i, n) out[i] = p[i];
+    return;
+  }
   T r = lrDevice ? static_cast<T>(*lrDevice) : lr;
   FSDP_GRID_LOOP(i, n) out[i] = math::sgd(p[i], g[i], r, wd);
 }
@@ -30,7 +37,7 @@ __global__ void adamwK(const T *p, const T *g, const T *m, const T *v,
                        const void *step, int stepI64, T *pOut, T *mOut, T *vOut,
                        int64_t n, double lr, const double *lrDevice,
                        double beta1, double beta2, double eps, double wd,
-                       DeviceErrors *err) {
+                       const double *skip, DeviceErrors *err) {
   __shared__ math::AdamWScalars<T> s;
   __shared__ int bad;
   if (threadIdx.x == 0) {
@@ -45,6 +52,14 @@ __global__ void adamwK(const T *p, const T *g, const T *m, const T *v,
   __syncthreads();
   if (bad)
     return;
+  if (math::skipsUpdate(skip)) {
+    FSDP_GRID_LOOP(i, n) {
+      pOut[i] = p[i];
+      mOut[i] = m[i];
+      vOut[i] = v[i];
+    }
+    return;
+  }
   FSDP_GRID_LOOP(i, n)
   math::adamw(s, p[i], g[i], m[i], v[i], pOut[i], mOut[i], vOut[i]);
 }
@@ -100,10 +115,9 @@ __global__ void sumK(const double *v, int64_t n, double *out) {
 }
 
 __global__ void gradNormK(const double *sumSquares, double maxNorm,
-                          double *norm, double *coef) {
-  double nv = sqrt(*sumSquares);
-  *norm = nv;
-  *coef = math::clipCoefficient(nv, maxNorm);
+                          const double *lossScale, double *norm, double *coef) {
+  math::unscaledGradNorm(*sumSquares, maxNorm, lossScale ? *lossScale : 1.0,
+                         *norm, *coef);
 }
 
 template <int DT>
@@ -122,7 +136,7 @@ __global__ void scaleK(const typename Elt<DT>::S *x, const double *factor,
 namespace {
 void sgdLaunch(fsdp_stream_s *s, fsdp_dtype t, const void *p, const void *g,
                void *out, int64_t n, double lr, const double *lrDevice,
-               double weightDecay, const char *op) {
+               double weightDecay, const double *skip, const char *op) {
   if (n == 0)
     return;
   wideDtype(t, op, [&](auto tag) {
@@ -130,7 +144,7 @@ void sgdLaunch(fsdp_stream_s *s, fsdp_dtype t, const void *p, const void *g,
     sgdK<T><<<blocksFor(n), kThreads, 0, streamOf(s)>>>(
         static_cast<const T *>(p), static_cast<const T *>(g),
         static_cast<T *>(out), n, static_cast<T>(lr), lrDevice,
-        static_cast<T>(weightDecay));
+        static_cast<T>(weightDecay), skip);
   });
   launched((std::string(op + 5) + " kernel").c_str()); // "sgd_update kernel"
 }
@@ -140,7 +154,7 @@ void adamwLaunch(fsdp_stream_s *s, fsdp_dtype t, const void *p, const void *g,
                  fsdp_dtype stepType, void *pOut, void *mOut, void *vOut,
                  int64_t n, double lr, const double *lrDevice, double beta1,
                  double beta2, double eps, double weightDecay,
-                 DeviceErrors *errors, const char *op) {
+                 const double *skip, DeviceErrors *errors, const char *op) {
   checkIndexType(stepType, (std::string(op) + ": step").c_str());
   wideDtype(t, op, [&](auto tag) {
     using T = typename Elt<decltype(tag)::value>::S;
@@ -149,7 +163,7 @@ void adamwLaunch(fsdp_stream_s *s, fsdp_dtype t, const void *p, const void *g,
         static_cast<const T *>(m), static_cast<const T *>(v), step,
         stepType == FSDP_I64, static_cast<T *>(pOut), static_cast<T *>(mOut),
         static_cast<T *>(vOut), n, lr, lrDevice, beta1, beta2, eps, weightDecay,
-        errors);
+        skip, errors);
   });
   launched((std::string(op + 5) + " kernel").c_str()); // "sgd_update kernel"
 }
@@ -157,8 +171,9 @@ void adamwLaunch(fsdp_stream_s *s, fsdp_dtype t, const void *p, const void *g,
 
 void CudaDevice::sgd_update(fsdp_stream_s *s, fsdp_dtype t, const void *p,
                             const void *g, void *out, int64_t n, double lr,
-                            double weightDecay) {
-  sgdLaunch(s, t, p, g, out, n, lr, nullptr, weightDecay, "fsdp_sgd_update");
+                            double weightDecay, const double *skip) {
+  sgdLaunch(s, t, p, g, out, n, lr, nullptr, weightDecay, skip,
+            "fsdp_sgd_update");
 }
 
 void CudaDevice::adamw_update(fsdp_stream_s *s, fsdp_dtype t, const void *p,
@@ -166,16 +181,18 @@ void CudaDevice::adamw_update(fsdp_stream_s *s, fsdp_dtype t, const void *p,
                               const void *step, fsdp_dtype stepType, void *pOut,
                               void *mOut, void *vOut, int64_t n, double lr,
                               double beta1, double beta2, double eps,
-                              double weightDecay) {
+                              double weightDecay, const double *skip) {
   adamwLaunch(s, t, p, g, m, v, step, stepType, pOut, mOut, vOut, n, lr,
-              nullptr, beta1, beta2, eps, weightDecay, errors,
+              nullptr, beta1, beta2, eps, weightDecay, skip, errors,
               "fsdp_adamw_update");
 }
 
 void CudaDevice::sgd_update_lr(fsdp_stream_s *s, fsdp_dtype t, const void *p,
                                const void *g, void *out, int64_t n,
-                               const double *lr, double weightDecay) {
-  sgdLaunch(s, t, p, g, out, n, 0.0, lr, weightDecay, "fsdp_sgd_update_lr");
+                               const double *lr, double weightDecay,
+                               const double *skip) {
+  sgdLaunch(s, t, p, g, out, n, 0.0, lr, weightDecay, skip,
+            "fsdp_sgd_update_lr");
 }
 
 void CudaDevice::adamw_update_lr(fsdp_stream_s *s, fsdp_dtype t, const void *p,
@@ -183,9 +200,11 @@ void CudaDevice::adamw_update_lr(fsdp_stream_s *s, fsdp_dtype t, const void *p,
                                  const void *step, fsdp_dtype stepType,
                                  void *pOut, void *mOut, void *vOut, int64_t n,
                                  const double *lr, double beta1, double beta2,
-                                 double eps, double weightDecay) {
+                                 double eps, double weightDecay,
+                                 const double *skip) {
   adamwLaunch(s, t, p, g, m, v, step, stepType, pOut, mOut, vOut, n, 0.0, lr,
-              beta1, beta2, eps, weightDecay, errors, "fsdp_adamw_update_lr");
+              beta1, beta2, eps, weightDecay, skip, errors,
+              "fsdp_adamw_update_lr");
 }
 
 void CudaDevice::lr_schedule(fsdp_stream_s *s, const void *step,
@@ -223,8 +242,10 @@ void CudaDevice::sum_squares(fsdp_stream_s *s, fsdp_dtype t, const void *x,
 }
 
 void CudaDevice::grad_norm(fsdp_stream_s *s, const double *sumSquares,
-                           double maxNorm, double *norm, double *coef) {
-  gradNormK<<<1, 1, 0, streamOf(s)>>>(sumSquares, maxNorm, norm, coef);
+                           double maxNorm, const double *lossScale,
+                           double *norm, double *coef) {
+  gradNormK<<<1, 1, 0, streamOf(s)>>>(sumSquares, maxNorm, lossScale, norm,
+                                      coef);
   launched("grad_norm kernel");
 }
 

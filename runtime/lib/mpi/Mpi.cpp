@@ -84,7 +84,20 @@ void freeOps() {
     MPI_Op_free(&f16SumOp);
 }
 
-void divideInPlace(void *data, int64_t count, fsdp_dtype t, int divisor) {
+DivideFactors divideFactors(int groupSize, fsdp_dtype t) {
+  DivideFactors f;
+  f.post = groupSize;
+  if (t != FSDP_F16)
+    return f;
+  int pre = 1;
+  while (groupSize % pre == 0 && groupSize / pre > pre)
+    pre *= 2;
+  f.pre = pre;
+  f.post = static_cast<double>(groupSize) / pre;
+  return f;
+}
+
+void divideInPlace(void *data, int64_t count, fsdp_dtype t, double divisor) {
   float nf = static_cast<float>(divisor);
   switch (t) {
   case FSDP_F32: {
@@ -96,7 +109,7 @@ void divideInPlace(void *data, int64_t count, fsdp_dtype t, int divisor) {
   case FSDP_F64: {
     double *p = static_cast<double *>(data);
     for (int64_t i = 0; i < count; ++i)
-      p[i] /= static_cast<double>(divisor);
+      p[i] /= divisor;
     break;
   }
   case FSDP_BF16: {

@@ -35,7 +35,22 @@ MPI_Op sumOp(fsdp_dtype t);
 void freeOps();
 /// data[i] /= divisor for i < count, in the dtype's arithmetic (bf16/f16:
 /// widened, divided in f32, rounded once). Floats only.
-void divideInPlace(void *data, int64_t count, fsdp_dtype t, int divisor);
+void divideInPlace(void *data, int64_t count, fsdp_dtype t, double divisor);
+
+/// How an average over `groupSize` ranks divides: each rank's input by `pre`
+/// before the sum, the sum by `post` after it (pre · post = groupSize).
+struct DivideFactors {
+  double pre = 1, post = 1;
+};
+/// PyTorch FSDP2's _get_gradient_divide_factors
+/// (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py; FSDP1's
+/// _get_gradient_predivide_factor): for f16, whose sum of N rank gradients
+/// overflows at 65504, pre is the power of two 2^k nearest below √N that
+/// divides N (N = 2: 2, 4: 2, 8: 4, 16: 4, 3: 2) and post = N / pre; for
+/// the other dtypes (f32, f64, bf16: f32's range) pre = 1, post = N, as
+/// FSDP2. A power-of-two pre is exact, so the result equals sum / N rounded
+/// once wherever the plain sum does not overflow.
+DivideFactors divideFactors(int groupSize, fsdp_dtype t);
 
 /// Checks the arguments every collective shares; throws FSDP_ERR_INVALID.
 void checkCollective(const char *fn, const void *a, const void *b,

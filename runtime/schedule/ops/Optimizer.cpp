@@ -28,29 +28,46 @@ void checkNoDecay(const Checker &c) {
   }
 }
 
+/// With `skip_if_nonfinite` the last operand is the global gradient norm
+/// that skips the update when it is not finite; an lr operand comes before
+/// it.
+size_t skipOperands(const Instruction &in) {
+  return in.flag("skip_if_nonfinite") ? 1 : 0;
+}
+
+/// The update's optional scalars after its `fixed` operands: the rate (when
+/// present) and the skip norm (with skip_if_nonfinite).
+void checkUpdateScalars(const Checker &c, size_t fixed) {
+  size_t skip = skipOperands(c.in);
+  size_t lr = c.o.size() >= fixed + skip + 1 ? 1 : 0;
+  c.need(fixed + lr + skip, c.r.size());
+  if (lr)
+    c.f64Scalar(c.o[fixed], "the learning rate");
+  if (skip)
+    c.f64Scalar(c.o.back(), "the skip norm");
+}
+
 void validateSgd(const Checker &c) {
   const auto &o = c.o, &r = c.r;
-  c.need(o.size() == 3 ? 3 : 2, 1);
+  c.need(std::max<size_t>(o.size(), 2), 1);
+  checkUpdateScalars(c, 2);
   c.wideFloat({o[0], o[1], r[0]});
   c.floatSame({o[0], o[1], r[0]});
   c.sameNumel(o[0], o[1]);
   c.sameNumel(o[0], r[0]);
-  if (o.size() == 3)
-    c.f64Scalar(o[2], "the learning rate");
   checkNoDecay(c);
 }
 
 void validateAdamw(const Checker &c) {
   const auto &o = c.o, &r = c.r;
-  c.need(o.size() == 6 ? 6 : 5, 3);
+  c.need(std::max<size_t>(o.size(), 5), 3);
+  checkUpdateScalars(c, 5);
   c.wideFloat({o[0], o[1], o[2], o[3], r[0], r[1], r[2]});
   c.floatSame({o[0], o[1], o[2], o[3], r[0], r[1], r[2]});
   for (int64_t id : {o[1], o[2], o[3], r[0], r[1], r[2]})
     c.sameNumel(o[0], id);
   if (!isIntDType(c.desc(o[4]).dtype) || c.desc(o[4]).numel != 1)
     c.fail("step must be an i64 scalar");
-  if (o.size() == 6)
-    c.f64Scalar(o[5], "the learning rate");
   checkNoDecay(c);
 }
 
@@ -61,7 +78,7 @@ void validateAdamw(const Checker &c) {
 void lowerUpdate(OpLowering &l) {
   const Instruction &in = l.in;
   bool adam = in.kind == OpKind::AdamwUpdate;
-  size_t lrAt = adam ? 5 : 2;
+  size_t lrAt = adam ? 5 : 2, skip = skipOperands(in);
   int64_t n = l.desc(l.r[0]).numel;
   const std::vector<int64_t> &noDecay = in.ints("no_decay");
   Arg flatOffset = in.flag("sharded") && !noDecay.empty()
@@ -84,7 +101,7 @@ void lowerUpdate(OpLowering &l) {
           opt(true, 1),
           opt(true, 2),
           l.i64(n),
-          l.o.size() > lrAt ? l.operand(lrAt) : l.null(),
+          l.o.size() > lrAt + skip ? l.operand(lrAt) : l.null(),
           l.f64(in.number("lr")),
           l.f64(in.number("beta1")),
           l.f64(in.number("beta2")),
@@ -92,7 +109,8 @@ void lowerUpdate(OpLowering &l) {
           l.f64(in.number("weight_decay")),
           l.int64s(noDecay),
           l.i64(static_cast<int64_t>(noDecay.size())),
-          flatOffset});
+          flatOffset,
+          skip ? l.operand(l.o.size() - 1) : l.null()});
 }
 
 /// Both updates read every hyperparameter (SGD ignores the betas and eps),
@@ -104,7 +122,8 @@ std::vector<AttrSpec> updateAttrs() {
           optimizerNumber("eps", &OptimizerDesc::eps),
           optimizerNumber("weight_decay", &OptimizerDesc::weightDecay),
           ints("no_decay"),
-          flag("sharded")};
+          flag("sharded"),
+          flag("skip_if_nonfinite")};
 }
 
 //===--- Learning-rate schedules ------------------------------------------===//
@@ -162,9 +181,12 @@ void validateSumSquares(const Checker &c) {
   c.f64Scalar(c.r[0], "the sum of squares");
 }
 
+/// Operands: Σ g², and optionally the loss scale the gradients carry.
 void validateGradNorm(const Checker &c) {
-  c.need(1, 2);
+  c.need(c.o.size() == 2 ? 2 : 1, 2);
   c.f64Scalar(c.o[0], "the sum of squares");
+  if (c.o.size() == 2)
+    c.f64Scalar(c.o[1], "the loss scale");
   c.f64Scalar(c.r[0], "the norm");
   c.f64Scalar(c.r[1], "the clip coefficient");
   if (!(c.in.number("max_norm") >= 0))
@@ -200,7 +222,8 @@ std::vector<OpDef> optimizerOps() {
        [](OpLowering &l) {
          l.call("fsdp_grad_norm",
                 {l.stream(), l.operand(0), l.f64(l.in.number("max_norm")),
-                 l.result(0), l.result(1)});
+                 l.o.size() == 2 ? l.operand(1) : l.null(), l.result(0),
+                 l.result(1)});
        }},
       {OpKind::Scale,
        {},

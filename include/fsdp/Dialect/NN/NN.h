@@ -39,6 +39,8 @@ inline constexpr llvm::StringLiteral kStepAttr =
     "nn.step"; // unit: 1-based optimizer step
 inline constexpr llvm::StringLiteral kTotalStepsAttr =
     "nn.total_steps"; // unit: the run's total optimizer steps (fsdp-run's)
+inline constexpr llvm::StringLiteral kLossScaleAttr =
+    "nn.loss_scale"; // unit: the dynamic loss scale (tensor<f64>, fsdp-run's)
 inline constexpr llvm::StringLiteral kLossAttr =
     "nn.loss"; // result: the scalar loss
 inline constexpr llvm::StringLiteral kLrAttr =

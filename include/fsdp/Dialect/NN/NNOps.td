@@ -159,7 +159,7 @@ def NN_CrossEntropyGradOp : NN_ShapedOp<"cross_entropy_grad", [InferTypeOpAdapto
 }
 
 def NN_SgdUpdateOp : NN_ShapedOp<"sgd_update", [
-    AllTypesMatch<["param", "grad", "result"]>,
+    AllTypesMatch<["param", "grad", "result"]>, AttrSizedOperandSegments,
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "p' = p − lr·(g + weight_decay·p)";
   let description = [{
@@ -168,22 +168,29 @@ def NN_SgdUpdateOp : NN_ShapedOp<"sgd_update", [
     the schedule's base rate. `no_decay` (flat update of an FSDP unit only):
     [begin, end) element pairs of the unit's flat buffer whose weight decay
     is 0 (weight-decay groups); with `sharded` the operands are this rank's
-    shard of the shard group, element j being flat element rank·n + j.
+    shard of the shard group, element j being flat element rank·n + j. With a
+    `skip_if_nonfinite` operand (the global gradient norm, nn.grad_norm)
+    that is not finite, the update is skipped: the result is the parameter
+    (torch.amp.GradScaler.step skipping optimizer.step() on inf/nan
+    gradients).
   }];
   let arguments = (ins NN_FloatTensor:$param, NN_FloatTensor:$grad,
                        Optional<NN_LrTensor>:$lr_value,
+                       Optional<NN_LrTensor>:$skip_if_nonfinite,
                        F64Attr:$lr, DefaultValuedAttr<F64Attr, "::fsdp::schedule::kDefaultWeightDecay">:$weight_decay,
                        OptionalAttr<DenseI64ArrayAttr>:$no_decay,
                        UnitAttr:$sharded);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
-    $param `,` $grad (`lr` `(` $lr_value^ `:` type($lr_value) `)`)? attr-dict `:` type($param)
+    $param `,` $grad (`lr` `(` $lr_value^ `:` type($lr_value) `)`)?
+    (`skip_if_nonfinite` `(` $skip_if_nonfinite^ `:` type($skip_if_nonfinite) `)`)?
+    attr-dict `:` type($param)
   }];
 }
 
 def NN_AdamWUpdateOp : NN_ShapedOp<"adamw_update", [
     AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq", "new_param",
-                   "new_exp_avg", "new_exp_avg_sq"]>,
+                   "new_exp_avg", "new_exp_avg_sq"]>, AttrSizedOperandSegments,
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "AdamW step with bias correction (Loshchilov & Hutter, ICLR 2019, Alg. 2)";
   let description = [{
@@ -192,11 +199,13 @@ def NN_AdamWUpdateOp : NN_ShapedOp<"adamw_update", [
     t = `step` (1-based, i64 scalar). Elementwise, so it applies to a full
     parameter or to a flat shard alike. With an `lr` operand (a scheduled
     rate, nn.lr_schedule) the step uses its value and the `lr` attribute is
-    the schedule's base rate. `no_decay` and `sharded` as nn.sgd_update.
+    the schedule's base rate. `no_decay`, `sharded` and
+    `skip_if_nonfinite` (the results are the inputs) as nn.sgd_update.
   }];
   let arguments = (ins NN_FloatTensor:$param, NN_FloatTensor:$grad,
                        NN_FloatTensor:$exp_avg, NN_FloatTensor:$exp_avg_sq,
                        NN_StepTensor:$step, Optional<NN_LrTensor>:$lr_value,
+                       Optional<NN_LrTensor>:$skip_if_nonfinite,
                        F64Attr:$lr, F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
                        F64Attr:$weight_decay,
                        OptionalAttr<DenseI64ArrayAttr>:$no_decay,
@@ -204,7 +213,9 @@ def NN_AdamWUpdateOp : NN_ShapedOp<"adamw_update", [
   let results = (outs NN_FloatTensor:$new_param, NN_FloatTensor:$new_exp_avg,
                       NN_FloatTensor:$new_exp_avg_sq);
   let assemblyFormat = [{
-    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $step (`lr` `(` $lr_value^ `:` type($lr_value) `)`)? attr-dict `:` type($param) `,` type($step)
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $step (`lr` `(` $lr_value^ `:` type($lr_value) `)`)?
+    (`skip_if_nonfinite` `(` $skip_if_nonfinite^ `:` type($skip_if_nonfinite) `)`)?
+    attr-dict `:` type($param) `,` type($step)
   }];
 }
 
@@ -254,11 +265,19 @@ def NN_GradNormOp : NN_ShapedOp<"grad_norm", [InferTypeOpAdaptor]> {
     `sum_squares` tensor<1xf64> (Σ g² over every gradient element) →
     `norm` = √Σ g² and `coef` = min(1, max_norm / (norm + 1e-6)), both
     tensor<f64>, as torch.nn.utils.clip_grad_norm_ (norm_type 2); without
-    `max_norm`, coef = 1 (the norm is only reported).
+    `max_norm`, coef = 1 (the norm is only reported). With a `loss_scale`
+    operand S (tensor<f64>: the gradients are those of the loss times S),
+    norm = √Σ g² / S and coef = min(1, max_norm / (norm + 1e-6)) / S, so
+    that g · coef is the unscaled, clipped gradient
+    (torch.amp.GradScaler.unscale_, then clip_grad_norm_).
   }];
-  let arguments = (ins NN_SumSqTensor:$sum_squares, OptionalAttr<F64Attr>:$max_norm);
+  let arguments = (ins NN_SumSqTensor:$sum_squares,
+                       Optional<NN_LrTensor>:$loss_scale,
+                       OptionalAttr<F64Attr>:$max_norm);
   let results = (outs NN_LrTensor:$norm, NN_LrTensor:$coef);
-  let assemblyFormat = "$sum_squares attr-dict `:` type($sum_squares)";
+  let assemblyFormat = [{
+    $sum_squares (`loss_scale` `(` $loss_scale^ `:` type($loss_scale) `)`)? attr-dict `:` type($sum_squares)
+  }];
 }
 
 def NN_ScaleOp : NN_ShapedOp<"scale", [

@@ -242,10 +242,11 @@ inline constexpr const char *kStrategies[] = {"full-shard", "shard-grad-op",
 /// per unit (FSDPEnums.td's StateRole cases).
 inline constexpr const char *kStateRoles[] = {"param", "master", "exp_avg",
                                               "exp_avg_sq"};
-/// Roles of inputs: the data, the step counters and the state.
+/// Roles of inputs: the data, the step counters, the loss scale (one f64,
+/// the dynamic loss scale fsdp-run keeps) and the state.
 inline constexpr const char *kInputRoles[] = {
-    "features",    "labels", "tokens", "targets", "step",
-    "total_steps", "param",  "master", "exp_avg", "exp_avg_sq"};
+    "features", "labels",     "tokens", "targets", "step",      "total_steps",
+    "param",    "loss_scale", "master", "exp_avg", "exp_avg_sq"};
 /// Roles of outputs.
 inline constexpr const char *kOutputRoles[] = {
     "loss", "param",  "master", "exp_avg", "exp_avg_sq",

@@ -38,6 +38,14 @@ struct RunMeta {
   /// 16 MiB blocks' SHA-256), "" for synthetic data or a checkpoint saved
   /// before it was recorded.
   std::string dataSha256;
+  /// Steps whose update was skipped (a non-finite gradient norm): the
+  /// optimizer step of global step s is s − skippedSteps.
+  int64_t skippedSteps = 0;
+  /// The dynamic loss scale after the saved step and its clean steps since
+  /// the last change (torch.amp.GradScaler's scale and _growth_tracker);
+  /// lossScale 0: the schedule has none; not recorded.
+  double lossScale = 0;
+  int64_t growthTracker = 0;
 };
 
 /// Writes the executor's state as checkpoint `dir` after `step` optimizer

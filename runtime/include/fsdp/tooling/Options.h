@@ -32,6 +32,14 @@ struct Options {
   double intervalMin = 0, intervalMax = 0; // 0: the runtime's defaults
   int64_t warmup = 0;
   bool profile = false;
+  /// --on-nonfinite: stop at the first non-finite loss or gradient norm
+  /// (default), or skip such steps (GradScaler's behaviour).
+  bool skipNonfinite = false;
+  /// The dynamic loss scale (a schedule with a loss_scale input): its first
+  /// value and the clean steps after which it doubles
+  /// (torch.amp.GradScaler's init_scale and growth_interval).
+  double lossScaleInit = 65536;
+  int64_t lossScaleGrowthInterval = 2000;
   std::string device = "cpu";
   std::string collectives = "auto";
   fsdp::rt::AllocMode alloc = fsdp::rt::AllocMode::Arena;

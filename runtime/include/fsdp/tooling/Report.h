@@ -33,6 +33,10 @@ struct StepLog {
   /// global gradient norm before clipping (empty unless the schedule
   /// returns it: max-grad-norm or report-grad-norm). Rank 0's values.
   std::vector<double> lrs, gradNorms;
+  /// Per step, the dynamic loss scale the step used (empty without one),
+  /// and the steps whose update was skipped (a non-finite gradient norm).
+  std::vector<double> lossScales;
+  std::vector<int64_t> skippedSteps;
   /// Per timed step (after --warmup), max over ranks: the step's wall time,
   /// kernel time and collective wait time, seconds.
   std::vector<double> stepTimes, computeTimes, commTimes;

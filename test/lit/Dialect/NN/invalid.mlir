@@ -197,6 +197,13 @@ func.func @bad_step(%s: tensor<f32> {nn.step}) {
 
 // -----
 
+// expected-error @+1 {{'nn.loss_scale' on argument of type 'tensor<f32>' expects a tensor<f64> argument}}
+func.func @bad_loss_scale(%s: tensor<f32> {nn.loss_scale}) {
+  return
+}
+
+// -----
+
 // expected-error @+1 {{unknown nn attribute 'nn.weight'}}
 func.func @unknown_attr(%w: tensor<4xf32> {nn.weight = "w"}) {
   return

@@ -45,6 +45,13 @@ func.func @all_ops(%x: tensor<4x3xf32> {nn.data = "features"}, %y: tensor<4xi32>
   %sp, %sm, %sv = nn.adamw_update %w, %gs, %m, %m, %step lr(%lr : tensor<f64>) {lr = 1.0e-03 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64, weight_decay = 0.1 : f64, no_decay = array<i64: 0, 3>, sharded} : tensor<5x3xf32>, tensor<i64>
   // CHECK: nn.sgd_update {{.*}} lr(%[[LR]] : tensor<f64>)
   %sg = nn.sgd_update %w, %gs lr(%lr : tensor<f64>) {lr = 1.0e-01 : f64} : tensor<5x3xf32>
+  // The loss-scaled norm and updates that skip on a non-finite norm.
+  // CHECK: %[[SN:.*]], %{{.*}} = nn.grad_norm %{{.*}} loss_scale(%{{.*}} : tensor<f64>) : tensor<1xf64>
+  %sn, %sc = nn.grad_norm %ss loss_scale(%lr : tensor<f64>) : tensor<1xf64>
+  // CHECK: nn.adamw_update {{.*}} lr(%[[LR]] : tensor<f64>) skip_if_nonfinite(%[[SN]] : tensor<f64>) {
+  %kp, %km, %kv = nn.adamw_update %w, %gs, %m, %m, %step lr(%lr : tensor<f64>) skip_if_nonfinite(%sn : tensor<f64>) {lr = 1.0e-03 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64, weight_decay = 0.1 : f64} : tensor<5x3xf32>, tensor<i64>
+  // CHECK: nn.sgd_update %{{.*}}, %{{.*}} skip_if_nonfinite(%[[SN]] : tensor<f64>) {
+  %kg = nn.sgd_update %w, %gs skip_if_nonfinite(%sn : tensor<f64>) {lr = 1.0e-01 : f64} : tensor<5x3xf32>
   return %loss : tensor<f32>
 }
 
