@@ -151,7 +151,10 @@ std::string workOf(const Options &o, const std::vector<FileDigest> &d,
     << (o.device.rfind("cuda", 0) == 0 ? "cuda" : o.device)
     << "\n--collectives " << o.collectives << "\n--alloc "
     << (o.alloc == AllocMode::Arena ? "arena" : "per-buffer") << "\n--compiled "
-    << (o.compiled.empty() ? "none" : "given");
+    << (o.compiled.empty() ? "none" : "given") << "\n--on-nonfinite "
+    << (o.skipNonfinite ? "skip" : "stop") << "\n--loss-scale-init "
+    << o.lossScaleInit << "\n--loss-scale-growth-interval "
+    << o.lossScaleGrowthInterval;
   return w.str();
 }
 
