@@ -123,8 +123,6 @@ TEST(BlasTest, ThisProcessRunsTheCpusTier) {
   EXPECT_TRUE(b.warning.empty()) << b.warning;
   EXPECT_GE(b.selfTestMaxRelError, 0);
   EXPECT_LE(b.selfTestMaxRelError, 1e-5);
-  if (b.genericGflops > 0 && tier >= IsaTier::Avx2)
-    EXPECT_GT(b.selfTestGflops, b.genericGflops);
   // The C API reports the same record.
   fsdp::rt::Device cpu("cpu");
   fsdp_blas_info info{};

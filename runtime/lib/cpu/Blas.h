@@ -86,8 +86,9 @@ struct BlasInfo {
 ///   OPENBLAS_CORETYPE from the environment) is of a lower tier than the
 ///   CPU, switches to coreCandidates()'s first core the library has
 ///   (chosenBy "cpuid"; `note` names an overridden OPENBLAS_CORETYPE); a
-///   candidate that fails the self-test (error above 1e-4, or slower than
-///   the generic core) is undone with a warning;
+///   candidate that fails the self-test (error above 1e-4) is undone with
+///   a warning (its GFLOP/s against the generic core's are reported, never
+///   acted on: a timing must not choose the rounding);
 /// * openblas: keeps OpenBLAS's choice;
 /// * a core name (Prescott, Haswell, SkylakeX, ...): switches to it.
 /// Switching needs a DYNAMIC_ARCH build; without one the core stays.
