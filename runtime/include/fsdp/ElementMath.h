@@ -266,13 +266,79 @@ FSDP_HD inline double clipCoefficient(double norm, double maxNorm) {
   return c < 1.0 ? c : 1.0;
 }
 
-/// The RoPE angle of position t and pair i < headDim/2:
-/// t·theta^(−2i/headDim), negated for the inverse rotation.
+/// RoPE's static frequency transforms (fsdp_rope's rope_type, the
+/// FSDP_ROPE_* of fsdp/kernels.h) and their parameters: the keys of
+/// transformers' rope_parameters (src/transformers/modeling_rope_utils.py).
+struct RopeScaling {
+  int type = 0; ///< 0 default, 1 linear, 2 llama3, 3 yarn
+  double factor = 1.0;
+  double lowFreqFactor = 1.0, highFreqFactor = 4.0; ///< llama3
+  double originalMaxPositions = 8192.0;             ///< llama3, yarn
+  double betaFast = 32.0, betaSlow = 1.0;           ///< yarn
+  bool truncate = true;                             ///< yarn
+  double attentionFactor = 1.0; ///< yarn: scales cos and sin (mscale)
+};
+
+/// The inverse frequency of RoPE pair i < headDim/2: f = theta^(−2i/D)
+/// (RoFormer eq. 15), transformed as transformers' ROPE_INIT_FUNCTIONS
+/// (src/transformers/modeling_rope_utils.py, 5.24) compute it, in double:
+/// - linear (_compute_linear_scaling_rope_parameters): f / factor;
+/// - llama3 (_compute_llama3_parameters): with λ = 2π/f, L the original
+///   context: f if λ < L/high_freq_factor, f/factor if λ > L/low_freq_factor,
+///   else (1 − s)·f/factor + s·f, s = (L/λ − low) / (high − low);
+/// - yarn (_compute_yarn_parameters; Peng et al. 2023, YaRN):
+///   f/factor·(1 − e) + f·e, e = 1 − clamp((i − lo)/(hi − lo), 0, 1), the
+///   correction range lo, hi = D·ln(L/(2π·β))/(2·ln theta) at β = beta_fast,
+///   beta_slow, floored / ceiled when `truncate`, clamped to [0, D − 1]
+///   (hi += 0.001 when equal).
+FSDP_HD inline double ropeInvFreq(int64_t i, int64_t headDim, double theta,
+                                  const RopeScaling &s) {
+  const double kPi = 3.141592653589793; // Python's math.pi
+  double d = static_cast<double>(headDim);
+  double f = pow(theta, -2.0 * static_cast<double>(i) / d);
+  switch (s.type) {
+  case 1:
+    return f / s.factor;
+  case 2: {
+    double wavelen = 2.0 * kPi / f;
+    if (wavelen < s.originalMaxPositions / s.highFreqFactor)
+      return f;
+    if (wavelen > s.originalMaxPositions / s.lowFreqFactor)
+      return f / s.factor;
+    double smooth = (s.originalMaxPositions / wavelen - s.lowFreqFactor) /
+                    (s.highFreqFactor - s.lowFreqFactor);
+    return (1.0 - smooth) * f / s.factor + smooth * f;
+  }
+  case 3: {
+    auto correctionDim = [&](double rotations) {
+      return d * log(s.originalMaxPositions / (rotations * 2.0 * kPi)) /
+             (2.0 * log(theta));
+    };
+    double lo = correctionDim(s.betaFast), hi = correctionDim(s.betaSlow);
+    if (s.truncate) {
+      lo = floor(lo);
+      hi = ceil(hi);
+    }
+    lo = lo > 0.0 ? lo : 0.0;
+    hi = hi < d - 1.0 ? hi : d - 1.0;
+    if (lo == hi)
+      hi += 0.001;
+    double ramp = (static_cast<double>(i) - lo) / (hi - lo);
+    ramp = ramp < 0.0 ? 0.0 : (ramp > 1.0 ? 1.0 : ramp);
+    double extrapolation = 1.0 - ramp;
+    return f / s.factor * (1.0 - extrapolation) + f * extrapolation;
+  }
+  default:
+    return f;
+  }
+}
+
+/// The RoPE angle of position t and pair i < headDim/2: t·ropeInvFreq(i),
+/// negated for the inverse rotation (plain RoPE: t·theta^(−2i/headDim)).
 FSDP_HD inline double ropeAngle(int64_t t, int64_t i, int64_t headDim,
-                                double theta, bool inverse) {
-  double phi =
-      static_cast<double>(t) *
-      pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(headDim));
+                                double theta, const RopeScaling &s,
+                                bool inverse) {
+  double phi = static_cast<double>(t) * ropeInvFreq(i, headDim, theta, s);
   return inverse ? -phi : phi;
 }
 
