@@ -248,13 +248,19 @@ FSDP_HD inline double lrScheduleFactor(int kind, int64_t s, int64_t warmup,
   double f = 0.5 * (1.0 + cos(kPi * 0.5 * 2.0 * progress));
   return f > 0.0 ? f : 0.0;
 }
-/// The rate of optimizer step t: min_lr + (base − min_lr)·f(t − 1) (min_lr
-/// the floor, as torchtitan's and nanoGPT's; min_lr = 0 is transformers'
-/// base·f).
+/// The rate of optimizer step t: a warm-up from 0 to base over the
+/// warm-up steps (base·f(t − 1)), then min_lr + (base − min_lr)·f(t − 1),
+/// the decay from base to the floor min_lr, as transformers'
+/// get_cosine_with_min_lr_schedule_with_warmup
+/// (_get_cosine_schedule_with_warmup_lr_lambda with min_lr_rate = min_lr /
+/// base), Megatron-LM's OptimizerParamScheduler (init_lr 0) and nanoGPT's
+/// get_lr; min_lr = 0 is transformers' base·f.
 FSDP_HD inline double scheduledLr(int kind, int64_t step, double base,
                                   int64_t warmup, int64_t decay, double minLr) {
-  return minLr +
-         (base - minLr) * lrScheduleFactor(kind, step - 1, warmup, decay);
+  double f = lrScheduleFactor(kind, step - 1, warmup, decay);
+  if (step - 1 < warmup)
+    return base * f;
+  return minLr + (base - minLr) * f;
 }
 
 /// torch.nn.utils.clip_grad_norm_'s clip_coef_clamped: min(1, max_norm /

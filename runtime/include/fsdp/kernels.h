@@ -166,10 +166,12 @@ int fsdp_optimizer_update(fsdp_stream s, fsdp_dtype dtype, int adamw,
 
 /* Learning-rate schedules (kind of fsdp_lr_schedule). */
 enum { FSDP_LR_CONSTANT = 0, FSDP_LR_LINEAR = 1, FSDP_LR_COSINE = 2 };
-/* *lr (one f64 in device memory) = min_lr + (base_lr − min_lr)·f(t − 1),
- * t the 1-based optimizer step read from device memory `step` (i32 or i64;
- * t < 1 is FSDP_ERR_DATA) and f transformers' constant/linear/cosine
- * schedule with warm-up (fsdp/ElementMath.h, lrScheduleFactor; decay_steps
+/* *lr (one f64 in device memory) = base_lr·f(t − 1) during the warm-up
+ * (t − 1 < warmup_steps: from 0 up), then min_lr + (base_lr − min_lr)·f(t − 1)
+ * (transformers' get_cosine_with_min_lr_schedule_with_warmup, Megatron-LM,
+ * nanoGPT), t the 1-based optimizer step read from device memory `step` (i32
+ * or i64; t < 1 is FSDP_ERR_DATA) and f transformers' constant/linear/cosine
+ * schedule with warm-up (fsdp/ElementMath.h, scheduledLr; decay_steps
  * is their num_training_steps; past it both decays stay at min_lr, where
  * transformers' cosine would rise again). When decay_steps_device is not
  * NULL, its one i64 in device memory (the run's total optimizer steps, a

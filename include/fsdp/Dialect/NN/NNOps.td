@@ -212,14 +212,17 @@ def NN_LrScheduleOp : NN_ShapedOp<"lr_schedule", [InferTypeOpAdaptor]> {
   let summary = "the learning rate of optimizer step `step` under a schedule";
   let description = [{
     `step` (tensor<i64>, the 1-based optimizer step t) → tensor<f64>:
-    lr = min_lr + (lr − min_lr)·f(t − 1), with f transformers'
+    lr·f(t − 1) during the warm-up (t − 1 < warmup_steps: from 0), then
+    min_lr + (lr − min_lr)·f(t − 1), with f transformers'
     (src/transformers/optimization.py) get_constant_schedule_with_warmup,
     get_linear_schedule_with_warmup or get_cosine_schedule_with_warmup
     (num_cycles 0.5) lambda for `kind` constant, linear or cosine,
     num_warmup_steps = `warmup_steps` and num_training_steps =
-    `decay_steps` (fsdp/ElementMath.h, scheduleFactor). f is evaluated at
+    `decay_steps` (fsdp/ElementMath.h, scheduledLr). f is evaluated at
     t − 1 because LambdaLR's first optimizer step uses f(0). min_lr = 0
-    gives transformers' schedules exactly.
+    gives transformers' schedules exactly; cosine with min_lr is
+    get_cosine_with_min_lr_schedule_with_warmup (min_lr), as Megatron-LM
+    and nanoGPT warm up from 0 and decay to min_lr.
 
     With the optional `total_steps` operand (tensor<i64>, an `nn.total_steps`
     argument: the run's total optimizer steps, which fsdp-run knows and the
