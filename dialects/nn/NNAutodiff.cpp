@@ -238,10 +238,15 @@ LogicalResult RopeOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
                                SmallVectorImpl<Value> &grads) {
   grads.assign(1, Value());
   // A rotation is orthogonal: its VJP is the inverse rotation.
-  if (resultGrads[0] && needed[0])
-    grads[0] = RopeOp::create(b, getLoc(), getInput().getType(), resultGrads[0],
-                              getHeadDimAttr(), getThetaAttr(),
-                              b.getBoolAttr(!getInverse()));
+  if (resultGrads[0] && needed[0]) {
+    // The same op (every frequency-transform attribute, no discardable
+    // ones) on the gradient, rotating the other way.
+    auto vjp = cast<RopeOp>(b.clone(*getOperation()));
+    vjp->setDiscardableAttrs(ArrayRef<NamedAttribute>{});
+    vjp->setOperand(0, resultGrads[0]);
+    vjp.setInverse(!getInverse());
+    grads[0] = vjp.getResult();
+  }
   return success();
 }
 

@@ -189,7 +189,64 @@ LogicalResult RopeOp::inferReturnTypes(MLIRContext *,
   inferred.push_back(x);
   return success();
 }
-LogicalResult RopeOp::verify() { return verifyByInference(*this); }
+
+/// The frequency transform's attributes: a known rope_type, positive
+/// factors, and no parameter of another transform changed from its default
+/// (a misspelt or misplaced parameter is not silently ignored).
+LogicalResult RopeOp::verify() {
+  if (failed(verifyByInference(*this)))
+    return failure();
+  namespace fs = ::fsdp::schedule;
+  StringRef type = getRopeType();
+  if (llvm::none_of(fs::kRopeTypes,
+                    [&](const char *t) { return type == StringRef(t); }))
+    return emitOpError() << "unknown rope_type \"" << type
+                         << "\" (supported: default, linear, llama3, yarn)";
+  if (!(getFactor().convertToDouble() > 0) ||
+      !(getAttentionFactor().convertToDouble() > 0))
+    return emitOpError() << "expects factor > 0 and attention_factor > 0";
+  bool llama3 = type == "llama3", yarn = type == "yarn";
+  double low = getLowFreqFactor().convertToDouble(),
+         high = getHighFreqFactor().convertToDouble();
+  if (llama3 && (!(low > 0) || !(high > low)))
+    return emitOpError()
+           << "expects 0 < low_freq_factor < high_freq_factor, got " << low
+           << " and " << high;
+  if ((llama3 || yarn) && getOriginalMaxPositionEmbeddings() <= 0)
+    return emitOpError() << "expects original_max_position_embeddings > 0";
+  if (yarn && (!(getBetaFast().convertToDouble() > 0) ||
+               !(getBetaSlow().convertToDouble() > 0)))
+    return emitOpError() << "expects beta_fast > 0 and beta_slow > 0";
+  auto changed = [&](StringRef name, bool isDefault) -> LogicalResult {
+    if (isDefault)
+      return success();
+    return emitOpError() << "'" << name
+                         << "' is not a parameter of rope_type \"" << type
+                         << "\"";
+  };
+  bool scaled = type != "default";
+  if (failed(changed("factor", scaled || getFactor().convertToDouble() ==
+                                             fs::kDefaultRopeFactor)) ||
+      failed(changed("low_freq_factor",
+                     llama3 || low == fs::kDefaultRopeLowFreqFactor)) ||
+      failed(changed("high_freq_factor",
+                     llama3 || high == fs::kDefaultRopeHighFreqFactor)) ||
+      failed(changed("original_max_position_embeddings",
+                     llama3 || yarn ||
+                         getOriginalMaxPositionEmbeddings() ==
+                             fs::kDefaultRopeOriginalMaxPositions)) ||
+      failed(changed("beta_fast", yarn || getBetaFast().convertToDouble() ==
+                                              fs::kDefaultRopeBetaFast)) ||
+      failed(changed("beta_slow", yarn || getBetaSlow().convertToDouble() ==
+                                              fs::kDefaultRopeBetaSlow)) ||
+      failed(changed("truncate",
+                     yarn || getTruncate() == fs::kDefaultRopeTruncate)) ||
+      failed(changed("attention_factor",
+                     yarn || getAttentionFactor().convertToDouble() ==
+                                 fs::kDefaultRopeAttentionFactor)))
+    return failure();
+  return success();
+}
 
 /// Checks q [B, T, Hq·D], k and v [B, T, Hkv·D] with Hq a multiple of Hkv.
 static LogicalResult checkAttention(EmitErrorFn emitError, Value q, Value k,

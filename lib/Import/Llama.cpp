@@ -16,7 +16,7 @@
 #include "Architectures.h"
 #include "ModelBuilder.h"
 
-#include "llvm/Support/raw_ostream.h"
+#include <cmath>
 
 using namespace mlir;
 
@@ -31,18 +31,136 @@ struct LlamaShape {
   double eps, theta;
   bool tied, qkvBias, oBias, mlpBias;
   std::string wInit;
+  RopeScaling rope;
 };
 } // namespace
 
-/// rope_theta, or transformers >= 5's {"rope_parameters": {"rope_type",
-/// "rope_theta"}} instead of a top-level rope_theta / rope_scaling; sets
-/// `scaledRope` when the rope is not plain.
-static bool readRope(ConfigReader &cfg, std::optional<double> &theta,
-                     bool &scaledRope) {
-  scaledRope = cfg.has("rope_scaling");
-  const nlohmann::json *rp = cfg.find("rope_parameters");
-  if (!rp)
+/// A number of the RoPE parameters `p` (named `where` in messages): > 0,
+/// or >= 1 where `atLeastOne`; `dflt` when absent or null (nullopt: needed).
+static std::optional<double>
+ropeNumber(ConfigReader &cfg, const nlohmann::json &p, const std::string &where,
+           const char *key, std::optional<double> dflt) {
+  auto it = p.find(key);
+  if (it == p.end() || it->is_null()) {
+    if (!dflt)
+      cfg.fail("key '" + where + "." + key + "' is needed by its rope_type");
+    return dflt;
+  }
+  if (!it->is_number() || !(it->get<double>() > 0)) {
+    cfg.fail("key '" + where + "." + key + "' must be a number > 0, got " +
+             it->dump());
+    return std::nullopt;
+  }
+  return it->get<double>();
+}
+
+/// The frequency transform of the RoPE parameters `p`, as transformers'
+/// standardize_rope_params and ROPE_INIT_FUNCTIONS read them
+/// (src/transformers/modeling_rope_utils.py): rope_type (or the older
+/// "type"), and per type: linear factor; llama3 factor, low_freq_factor,
+/// high_freq_factor, original_max_position_embeddings; yarn factor (else
+/// max_position_embeddings / original), beta_fast (`or 32`), beta_slow (`or
+/// 1`), truncate (true), attention_factor (else from mscale and
+/// mscale_all_dim: get_mscale). original_max_position_embeddings defaults
+/// to max_position_embeddings. Any other type (dynamic, longrope, ...) is an
+/// error: their frequencies depend on the sequence, not the config alone.
+static bool readRopeScaling(ConfigReader &cfg, const nlohmann::json &p,
+                            const std::string &where, int64_t positions,
+                            RopeScaling &out) {
+  auto t = p.find("rope_type");
+  if (t == p.end() || t->is_null())
+    t = p.find("type");
+  std::string type = t == p.end() || t->is_null()
+                         ? "default"
+                         : (t->is_string() ? t->get<std::string>() : t->dump());
+  out.type = type;
+  if (type == "default")
     return true;
+  if (type != "linear" && type != "llama3" && type != "yarn") {
+    cfg.fail("key '" + where + ".rope_type': unsupported value \"" + type +
+             "\" (supported: \"default\", \"linear\", \"llama3\", "
+             "\"yarn\")");
+    return false;
+  }
+  if (type == "linear") {
+    auto factor = ropeNumber(cfg, p, where, "factor", std::nullopt);
+    if (!factor)
+      return false;
+    out.factor = *factor;
+    return true;
+  }
+  auto orig = ropeNumber(cfg, p, where, "original_max_position_embeddings",
+                         static_cast<double>(positions));
+  if (!orig)
+    return false;
+  out.originalMaxPositions = static_cast<int64_t>(*orig);
+  if (type == "yarn") {
+    // transformers: factor None -> max_position_embeddings / original.
+    auto factor = ropeNumber(cfg, p, where, "factor",
+                             static_cast<double>(positions) / *orig);
+    auto fast = ropeNumber(cfg, p, where, "beta_fast", 32.0);
+    auto slow = ropeNumber(cfg, p, where, "beta_slow", 1.0);
+    auto mscale = ropeNumber(cfg, p, where, "mscale", 0.0);
+    auto mscaleAll = ropeNumber(cfg, p, where, "mscale_all_dim", 0.0);
+    auto tr = p.find("truncate");
+    if (cfg.failed())
+      return false;
+    if (tr != p.end() && !tr->is_null() && !tr->is_boolean()) {
+      cfg.fail("key '" + where + ".truncate' must be a boolean, got " +
+               tr->dump());
+      return false;
+    }
+    out.factor = *factor;
+    out.betaFast = *fast;
+    out.betaSlow = *slow;
+    out.truncate = tr == p.end() || tr->is_null() || tr->get<bool>();
+    // get_mscale(scale, m) = 0.1·m·ln(scale) + 1 (1 for scale <= 1).
+    auto getMscale = [](double scale, double m) {
+      return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
+    };
+    double dflt =
+        *mscale > 0 && *mscaleAll > 0
+            ? getMscale(*factor, *mscale) / getMscale(*factor, *mscaleAll)
+            : getMscale(*factor, 1.0);
+    auto attn = ropeNumber(cfg, p, where, "attention_factor", dflt);
+    if (!attn)
+      return false;
+    out.attentionFactor = *attn;
+    return true;
+  }
+  auto factor = ropeNumber(cfg, p, where, "factor", std::nullopt);
+  if (!factor)
+    return false;
+  out.factor = *factor;
+  auto low = ropeNumber(cfg, p, where, "low_freq_factor", std::nullopt);
+  auto high = ropeNumber(cfg, p, where, "high_freq_factor", std::nullopt);
+  if (!low || !high)
+    return false;
+  if (!(*high > *low)) {
+    cfg.fail("key '" + where + ".high_freq_factor' (" + std::to_string(*high) +
+             ") must exceed 'low_freq_factor' (" + std::to_string(*low) + ")");
+    return false;
+  }
+  out.lowFreqFactor = *low;
+  out.highFreqFactor = *high;
+  return true;
+}
+
+/// rope_theta and the rope's frequency transform: transformers >= 5's
+/// {"rope_parameters": {"rope_type", "rope_theta", ...}}, or a top-level
+/// rope_theta with the older "rope_scaling" object (null: plain RoPE).
+static bool readRope(ConfigReader &cfg, std::optional<double> &theta,
+                     int64_t positions, RopeScaling &scaling) {
+  const nlohmann::json *rp = cfg.find("rope_parameters");
+  if (!rp) {
+    const nlohmann::json *rs = cfg.find("rope_scaling");
+    if (rs && !rs->is_object()) {
+      cfg.fail("key 'rope_scaling' must be an object or null, got " +
+               rs->dump());
+      return false;
+    }
+    return !rs || readRopeScaling(cfg, *rs, "rope_scaling", positions, scaling);
+  }
   auto t = rp->is_object() ? rp->find("rope_theta") : rp->end();
   if (!rp->is_object() || t == rp->end() || !t->is_number() ||
       t->get<double>() <= 0) {
@@ -52,9 +170,7 @@ static bool readRope(ConfigReader &cfg, std::optional<double> &theta,
     return false;
   }
   theta = t->get<double>();
-  auto type = rp->find("rope_type");
-  scaledRope = type != rp->end() && *type != "default";
-  return true;
+  return readRopeScaling(cfg, *rp, "rope_parameters", positions, scaling);
 }
 
 /// head_dim: the config's, unless absent or --hidden/--heads changed the
@@ -120,8 +236,8 @@ readLlama(ConfigReader &cfg, const Overrides &ov, StringRef modelType) {
   auto act = cfg.optionalString("hidden_act", "silu");
   auto eps = cfg.optionalNumber("rms_norm_eps", 1e-6, /*positive=*/true);
   auto theta = cfg.optionalNumber("rope_theta", 10000.0, /*positive=*/true);
-  bool scaledRope;
-  if (!readRope(cfg, theta, scaledRope))
+  RopeScaling rope;
+  if (!positions || !readRope(cfg, theta, *positions, rope))
     return std::nullopt;
   auto tied = cfg.optionalBool("tie_word_embeddings", false);
   auto attnBias = cfg.optionalBool("attention_bias", false);
@@ -157,11 +273,6 @@ readLlama(ConfigReader &cfg, const Overrides &ov, StringRef modelType) {
                        seq) ||
       !checkSlidingWindow(cfg, modelType, seq))
     return std::nullopt;
-  if (scaledRope)
-    llvm::errs() << "fsdp-import: warning: " << cfg.getPath()
-                 << ": 'rope_scaling' / a 'rope_type' other than \"default\" "
-                    "is ignored (plain "
-                    "RoPE with 'rope_theta')\n";
   return LlamaShape{*hidden,
                     *inter,
                     *vocab,
@@ -177,7 +288,8 @@ readLlama(ConfigReader &cfg, const Overrides &ov, StringRef modelType) {
                     qwen2 || *attnBias,
                     !qwen2 && *attnBias,
                     *mlpBias,
-                    normalInit(*initRange)};
+                    normalInit(*initRange),
+                    rope};
 }
 
 /// The parameters, in the Hugging Face state_dict's order.
@@ -221,8 +333,8 @@ static Value decoderLayer(ModelBuilder &mb, const LlamaShape &s, int64_t i,
   Value q = lin(attn + ".q_proj", h, s.qkvBias);
   Value k = lin(attn + ".k_proj", h, s.qkvBias);
   Value v = lin(attn + ".v_proj", h, s.qkvBias);
-  q = mb.rope(attn, q, s.D, s.theta);
-  k = mb.rope(attn, k, s.D, s.theta);
+  q = mb.rope(attn, q, s.D, s.theta, s.rope);
+  k = mb.rope(attn, k, s.D, s.theta, s.rope);
   Value a = mb.attention(attn, q, k, v, s.Hq, s.Hkv);
   a = lin(attn + ".o_proj", a, s.oBias);
   x = mb.add(m, x, a);

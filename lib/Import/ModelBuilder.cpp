@@ -134,10 +134,16 @@ Value ModelBuilder::rmsNorm(StringRef m, Value x, Value w, double eps) {
                                b.getF64FloatAttr(eps));
 }
 
-Value ModelBuilder::rope(StringRef m, Value x, int64_t headDim, double theta) {
-  return nn::RopeOp::create(b, loc(m), x.getType(), x,
-                            b.getI64IntegerAttr(headDim),
-                            b.getF64FloatAttr(theta), b.getBoolAttr(false));
+Value ModelBuilder::rope(StringRef m, Value x, int64_t headDim, double theta,
+                         const RopeScaling &s) {
+  // A parameter the type does not read holds its default (RopeScaling's are
+  // nn.rope's), which the printed op leaves out.
+  return nn::RopeOp::create(
+      b, loc(m), x.getType(), x, headDim, llvm::APFloat(theta),
+      /*inverse=*/false, s.type, llvm::APFloat(s.factor),
+      llvm::APFloat(s.lowFreqFactor), llvm::APFloat(s.highFreqFactor),
+      s.originalMaxPositions, llvm::APFloat(s.betaFast),
+      llvm::APFloat(s.betaSlow), s.truncate, llvm::APFloat(s.attentionFactor));
 }
 
 Value ModelBuilder::attention(StringRef m, Value q, Value k, Value v,

@@ -27,6 +27,18 @@
 
 namespace fsdp_import {
 
+/// A config's RoPE frequency transform: nn.rope's rope_type and the
+/// parameters that type reads (the others keep nn.rope's defaults).
+struct RopeScaling {
+  std::string type = "default"; ///< default, linear, llama3 or yarn
+  double factor = 1.0;
+  double lowFreqFactor = 1.0, highFreqFactor = 4.0; ///< llama3
+  int64_t originalMaxPositions = 8192;              ///< llama3, yarn
+  double betaFast = 32.0, betaSlow = 1.0;           ///< yarn
+  bool truncate = true;                             ///< yarn
+  double attentionFactor = 1.0;                     ///< yarn
+};
+
 /// Formats an `nn.init` normal(std) spec.
 std::string normalInit(double stddev);
 
@@ -64,7 +76,7 @@ public:
   mlir::Value rmsNorm(llvm::StringRef m, mlir::Value x, mlir::Value w,
                       double eps);
   mlir::Value rope(llvm::StringRef m, mlir::Value x, int64_t headDim,
-                   double theta);
+                   double theta, const RopeScaling &scaling = {});
   mlir::Value attention(llvm::StringRef m, mlir::Value q, mlir::Value k,
                         mlir::Value v, int64_t heads, int64_t kvHeads);
   llvm::SmallVector<mlir::Value> split(llvm::StringRef m, mlir::Value x,

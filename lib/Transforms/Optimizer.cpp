@@ -126,10 +126,11 @@ protected:
     if (lrSchedule == LrSchedule::Constant && decaySteps != 0)
       return module.emitError() << "fsdp-optimizer: decay-steps needs "
                                    "lr-schedule=linear or cosine";
-    if (lrSchedule == LrSchedule::Constant && warmupSteps == 0 && minLr != 0)
+    // The warm-up starts at 0, so only a decay reaches the floor.
+    if (lrSchedule == LrSchedule::Constant && minLr != 0)
       return module.emitError()
-             << "fsdp-optimizer: min-lr needs a schedule (lr-schedule=linear "
-                "or cosine, or warmup-steps)";
+             << "fsdp-optimizer: min-lr needs a decaying schedule "
+                "(lr-schedule=linear or cosine)";
     return success();
   }
 

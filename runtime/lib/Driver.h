@@ -13,6 +13,7 @@
 #ifndef FSDP_RUNTIME_DRIVER_H
 #define FSDP_RUNTIME_DRIVER_H
 
+#include "fsdp/ElementMath.h"
 #include "fsdp/kernels.h"
 #include "fsdp/runtime.h"
 #include "fsdp/schedule/Format.h"
@@ -46,6 +47,41 @@ inline bool isFloat(fsdp_dtype t) {
 inline void checkIndexType(fsdp_dtype t, const char *what) {
   if (t != FSDP_I32 && t != FSDP_I64)
     fail(FSDP_ERR_INVALID, std::string(what) + " must be i32 or i64");
+}
+
+/// fsdp_rope's frequency transform from its arguments (fsdp/kernels.h);
+/// throws FSDP_ERR_INVALID for a head_dim, rope_type or factor it rejects.
+inline math::RopeScaling
+ropeScaling(int64_t headDim, int type, double factor, double lowFreqFactor,
+            double highFreqFactor, double originalMaxPositions, double betaFast,
+            double betaSlow, int truncate, double attentionFactor) {
+  if (headDim <= 0 || headDim % 2)
+    fail(FSDP_ERR_INVALID, "rope: head_dim must be positive and even, got " +
+                               std::to_string(headDim));
+  if (type < FSDP_ROPE_DEFAULT || type > FSDP_ROPE_YARN)
+    fail(FSDP_ERR_INVALID, "rope: unknown rope_type " + std::to_string(type));
+  if (!(factor > 0) || !(attentionFactor > 0))
+    fail(FSDP_ERR_INVALID, "rope: factor and attention_factor must be > 0");
+  if (type == FSDP_ROPE_LLAMA3 &&
+      (!(originalMaxPositions > 0) || !(lowFreqFactor > 0) ||
+       !(highFreqFactor > lowFreqFactor)))
+    fail(FSDP_ERR_INVALID, "rope: llama3 needs original_max_positions > 0 and "
+                           "0 < low_freq_factor < high_freq_factor");
+  if (type == FSDP_ROPE_YARN &&
+      (!(originalMaxPositions > 0) || !(betaFast > 0) || !(betaSlow > 0)))
+    fail(FSDP_ERR_INVALID, "rope: yarn needs original_max_positions, "
+                           "beta_fast and beta_slow > 0");
+  math::RopeScaling s;
+  s.type = type;
+  s.factor = factor;
+  s.lowFreqFactor = lowFreqFactor;
+  s.highFreqFactor = highFreqFactor;
+  s.originalMaxPositions = originalMaxPositions;
+  s.betaFast = betaFast;
+  s.betaSlow = betaSlow;
+  s.truncate = truncate != 0;
+  s.attentionFactor = attentionFactor;
+  return s;
 }
 
 /// fsdp_dtype_size for the drivers (the cuda driver library does not link
@@ -228,8 +264,13 @@ struct fsdp_channel_s {
     (dtype, x, w, dy, dx, dw, rows, dim, eps))                                 \
   X(rope,                                                                      \
     (fsdp_dtype dtype, const void *x, void *y, int64_t batch, int64_t seq,     \
-     int64_t heads, int64_t head_dim, double theta, int inverse),              \
-    (dtype, x, y, batch, seq, heads, head_dim, theta, inverse))                \
+     int64_t heads, int64_t head_dim, double theta, int rope_type,             \
+     double factor, double low_freq_factor, double high_freq_factor,           \
+     double original_max_positions, double beta_fast, double beta_slow,        \
+     int truncate, double attention_factor, int inverse),                      \
+    (dtype, x, y, batch, seq, heads, head_dim, theta, rope_type, factor,       \
+     low_freq_factor, high_freq_factor, original_max_positions, beta_fast,     \
+     beta_slow, truncate, attention_factor, inverse))                          \
   X(attention,                                                                 \
     (fsdp_dtype dtype, const void *q, const void *k, const void *v, void *o,   \
      int64_t batch, int64_t seq, int64_t hq, int64_t hkv, int64_t d),          \

@@ -49,7 +49,9 @@ inline AttrSpec integer(const char *name, bool required = false,
                         int64_t dflt = 0) {
   return {name, AttrType::Integer, required, static_cast<double>(dflt)};
 }
-inline AttrSpec flag(const char *name) { return {name, AttrType::Flag}; }
+inline AttrSpec flag(const char *name, bool dflt = false) {
+  return {name, AttrType::Flag, false, dflt ? 1.0 : 0.0};
+}
 inline AttrSpec ints(const char *name, bool required = false) {
   return {name, AttrType::Ints, required};
 }

@@ -11,9 +11,13 @@ of Hugging Face transformers (src/transformers/optimization.py,
 _get_constant_schedule_with_warmup_lr_lambda,
 _get_linear_schedule_with_warmup_lr_lambda,
 _get_cosine_schedule_with_warmup_lr_lambda with num_cycles=0.5) evaluated
-at LambdaLR's step t - 1, with MIN_LR as the floor and the cosine held at it
-from the decay's end on (as nanoGPT and torchtitan; transformers' would rise):
-lr_t = MIN_LR + (LR - MIN_LR) * f(t - 1). A resumed run (first_step > 1)
+at LambdaLR's step t - 1: the warm-up from 0 (lr_t = LR * f(t - 1) while
+t - 1 < WARMUP), then the decay to MIN_LR, held there from the decay's end on
+(as nanoGPT and torchtitan; transformers' cosine would rise): lr_t = MIN_LR +
+(LR - MIN_LR) * f(t - 1), transformers'
+get_cosine_with_min_lr_schedule_with_warmup(min_lr=MIN_LR) for the cosine
+(its lambda's factor * (1 - min_lr_rate) + min_lr_rate, times LR). A resumed
+run (first_step > 1)
 is checked from its first step on. Prints one line per log; exits 1 on the
 first rate off by more than 1e-12 relative (or a printed rate off by more
 than its 6 significant digits).
@@ -52,8 +56,9 @@ def main(argv):
         worst = 0.0
         for i, (got, shown) in enumerate(zip(rates, printed)):
             t = first + i
-            want = min_lr + (lr - min_lr) * factor(kind, t - 1, warmup, decay)
-            err = abs(got - want) / max(abs(want), 1e-300)
+            f = factor(kind, t - 1, warmup, decay)
+            want = lr * f if t - 1 < warmup else min_lr + (lr - min_lr) * f
+            err = abs(got - want) / abs(want) if want else abs(got)
             worst = max(worst, err)
             if not err <= 1e-12:
                 sys.exit(f"{path}: step {t}: lr {got!r}, the formula gives {want!r}")

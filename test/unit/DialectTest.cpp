@@ -90,6 +90,40 @@ func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
   }
 }
 
+// nn.rope's ODS defaults are the schedule format's (the runtime fills an
+// attribute the JSON leaves out, as the printed IR elides a default).
+TEST(DialectFacts, RopeDefaultsAreTheScheduleFormatDefaults) {
+  MLIRContext ctx;
+  ctx.loadDialect<nn::NNDialect, func::FuncDialect>();
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(R"mlir(
+func.func @f(%x: tensor<1x2x4xf32>) -> tensor<1x2x4xf32> {
+  %y = nn.rope %x {head_dim = 4 : i64, theta = 10.0 : f64} : tensor<1x2x4xf32> -> tensor<1x2x4xf32>
+  return %y : tensor<1x2x4xf32>
+})mlir",
+                                                             &ctx);
+  ASSERT_TRUE(module);
+  namespace fs = ::fsdp::schedule;
+  auto fn = *module->getOps<func::FuncOp>().begin();
+  nn::RopeOp r = *fn.getOps<nn::RopeOp>().begin();
+  EXPECT_EQ(r.getRopeType(), fs::kDefaultRopeType);
+  EXPECT_EQ(r.getRopeType(), fs::kRopeTypes[FSDP_ROPE_DEFAULT]);
+  EXPECT_EQ(r.getFactor().convertToDouble(), fs::kDefaultRopeFactor);
+  EXPECT_EQ(r.getLowFreqFactor().convertToDouble(),
+            fs::kDefaultRopeLowFreqFactor);
+  EXPECT_EQ(r.getHighFreqFactor().convertToDouble(),
+            fs::kDefaultRopeHighFreqFactor);
+  EXPECT_EQ(static_cast<int64_t>(r.getOriginalMaxPositionEmbeddings()),
+            fs::kDefaultRopeOriginalMaxPositions);
+  EXPECT_EQ(r.getBetaFast().convertToDouble(), fs::kDefaultRopeBetaFast);
+  EXPECT_EQ(r.getBetaSlow().convertToDouble(), fs::kDefaultRopeBetaSlow);
+  EXPECT_EQ(r.getTruncate(), fs::kDefaultRopeTruncate);
+  EXPECT_EQ(r.getAttentionFactor().convertToDouble(),
+            fs::kDefaultRopeAttentionFactor);
+  EXPECT_EQ(std::string(fs::kRopeTypes[FSDP_ROPE_LINEAR]), "linear");
+  EXPECT_EQ(std::string(fs::kRopeTypes[FSDP_ROPE_LLAMA3]), "llama3");
+  EXPECT_EQ(std::string(fs::kRopeTypes[FSDP_ROPE_YARN]), "yarn");
+}
+
 TEST(DialectFacts, EveryStrategyRoundTrips) {
   MLIRContext ctx;
   ctx.loadDialect<mlir::fsdp::FSDPDialect>();

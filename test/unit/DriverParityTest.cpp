@@ -431,14 +431,21 @@ std::vector<Case> cases() {
                   return fsdp_rms_norm_grad(s, t, in(i, 0), in(i, 1), in(i, 2),
                                             o[0], o[1], M, N, 1e-6);
                 }});
-  for (int inv = 0; inv < 2; ++inv)
-    cs.push_back({inv ? "rope inverse" : "rope",
-                  {{B * T * HQ * D}},
-                  {B * T * HQ * D},
-                  [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
-                    return fsdp_rope(s, t, in(i, 0), o[0], B, T, HQ, D, 10000.0,
-                                     inv);
-                  }});
+  // Plain, then each frequency transform (Llama 3.1's, linear, YaRN with
+  // its attention factor) with parameters that move every branch at T.
+  for (int type = FSDP_ROPE_DEFAULT; type <= FSDP_ROPE_YARN; ++type)
+    for (int inv = 0; inv < 2; ++inv)
+      cs.push_back({std::string("rope type ") + std::to_string(type) +
+                        (inv ? " inverse" : ""),
+                    {{B * T * HQ * D}},
+                    {B * T * HQ * D},
+                    [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
+                      double factor = type == FSDP_ROPE_DEFAULT ? 1.0 : 8.0;
+                      double attn = type == FSDP_ROPE_YARN ? 1.2 : 1.0;
+                      return fsdp_rope(s, t, in(i, 0), o[0], B, T, HQ, D, 100.0,
+                                       type, factor, 1.0, 4.0, 16.0, 32.0, 1.0,
+                                       1, attn, inv);
+                    }});
   cs.push_back({"attention GQA",
                 {{B * T * HQ * D}, {B * T * HKV * D}, {B * T * HKV * D}},
                 {B * T * HQ * D},

@@ -591,6 +591,22 @@ func.func @forward(%x: tensor<2x3x8xf64> {nn.param = "x"},
 })mlir");
 }
 
+// The frequency transforms keep the VJP: YaRN with an attention factor
+// (the rotation scaled by 1.3, no longer orthogonal) and Llama 3.1's bands.
+TEST(GradCheck, RopeScaled) {
+  gradCheck(R"mlir(
+func.func @forward(%x: tensor<2x3x8xf64> {nn.param = "x"},
+                   %r: tensor<2x3x8xf64> {nn.param = "r", nn.trainable = false})
+    -> (tensor<f64> {nn.loss}) {
+  %y = nn.rope %x {head_dim = 4 : i64, theta = 10.0 : f64, rope_type = "yarn", factor = 4.0 : f64, original_max_position_embeddings = 16 : i64, attention_factor = 1.3 : f64} : tensor<2x3x8xf64> -> tensor<2x3x8xf64>
+  %z = nn.rope %x {head_dim = 4 : i64, theta = 10.0 : f64, inverse = true, rope_type = "llama3", factor = 8.0 : f64, original_max_position_embeddings = 16 : i64} : tensor<2x3x8xf64> -> tensor<2x3x8xf64>
+  %p = nn.mul %y, %r : tensor<2x3x8xf64>
+  %q = nn.mul %z, %p : tensor<2x3x8xf64>
+  %l = nn.reduce_sum %q {axes = array<i64: 0, 1, 2>} : tensor<2x3x8xf64> -> tensor<f64>
+  return %l : tensor<f64>
+})mlir");
+}
+
 // GQA: 4 query heads share 2 kv heads of dim 3.
 TEST(GradCheck, AttentionGQA) {
   gradCheck(R"mlir(

@@ -395,8 +395,9 @@ TEST(RuntimeCApi, SingleProcessCollectives) {
 // linear, warm-up 4, decay 20: t = 3 -> s/4 = 0.5; t = 13 -> (20 - 12)/16;
 // cosine, warm-up 4, decay 20: t = 13 -> ½(1 + cos(π·8/16)) = 0.5; t = 25
 // (past decay-steps: held at the floor, as nanoGPT, where transformers'
-// cosine would rise again to ½(1 + cos(π·20/16))) -> 0; min_lr 0.1 floors
-// lr 1.1 at 0.1 + 1.0·f.
+// cosine would rise again to ½(1 + cos(π·20/16))) -> 0. The warm-up starts at
+// 0 (lr 1.1·s/4, as transformers' get_cosine_with_min_lr_schedule_with_warmup
+// and Megatron-LM), then min_lr 0.1 floors the decay: 0.1 + 1.0·f.
 TEST(RuntimeCApi, LrScheduleGradNormScale) {
   fsdp_device dev = fsdp::test::cpuDevice();
   fsdp_stream s = fsdp_device_stream(dev, FSDP_STREAM_COMPUTE);
@@ -409,15 +410,16 @@ TEST(RuntimeCApi, LrScheduleGradNormScale) {
     return lr;
   };
   const double pi = 3.141592653589793;
-  EXPECT_DOUBLE_EQ(lrAt(FSDP_LR_LINEAR, 1, 4, 20), 0.1);
-  EXPECT_DOUBLE_EQ(lrAt(FSDP_LR_LINEAR, 3, 4, 20), 0.1 + 0.5);
+  EXPECT_DOUBLE_EQ(lrAt(FSDP_LR_LINEAR, 1, 4, 20), 0.0);
+  EXPECT_DOUBLE_EQ(lrAt(FSDP_LR_LINEAR, 3, 4, 20), 1.1 * 0.5);
+  EXPECT_DOUBLE_EQ(lrAt(FSDP_LR_LINEAR, 5, 4, 20), 1.1);
   EXPECT_DOUBLE_EQ(lrAt(FSDP_LR_LINEAR, 13, 4, 20), 0.1 + 8.0 / 16.0);
   EXPECT_DOUBLE_EQ(lrAt(FSDP_LR_LINEAR, 30, 4, 20), 0.1);
   EXPECT_DOUBLE_EQ(lrAt(FSDP_LR_COSINE, 13, 4, 20),
                    0.1 + 0.5 * (1 + std::cos(pi * 0.5)));
   EXPECT_DOUBLE_EQ(lrAt(FSDP_LR_COSINE, 21, 4, 20), 0.1);
   EXPECT_DOUBLE_EQ(lrAt(FSDP_LR_COSINE, 25, 4, 20), 0.1);
-  EXPECT_DOUBLE_EQ(lrAt(FSDP_LR_CONSTANT, 2, 4, 0), 0.1 + 0.25);
+  EXPECT_DOUBLE_EQ(lrAt(FSDP_LR_CONSTANT, 2, 4, 0), 1.1 * 0.25);
   EXPECT_DOUBLE_EQ(lrAt(FSDP_LR_CONSTANT, 9, 4, 0), 1.1);
   int64_t zero = 0;
   double lr;

@@ -252,20 +252,111 @@ TYPED_TEST(TransformerKernelTest, RopeAndInverse) {
   const int64_t b = 2, t = 5, h = 3, d = 6;
   const double theta = 100.0;
   const int64_t n = b * t * h * d;
+  const fsdp::math::RopeScaling plain;
   Vec x = rounded<T>(n, 16), dy = rounded<T>(n, 17);
   std::vector<T> xt = cast<T>(x), y(n), back(n), dyt = cast<T>(dy), dx(n);
-  cpu::rope<T>(xt.data(), y.data(), b, t, h, d, theta, false);
+  cpu::rope<T>(xt.data(), y.data(), b, t, h, d, theta, plain, false);
   expectNear(y, ropeRef(x, b, t, h, d, theta, false), 10 * tol<T>());
-  cpu::rope<T>(y.data(), back.data(), b, t, h, d, theta, true);
+  cpu::rope<T>(y.data(), back.data(), b, t, h, d, theta, plain, true);
   expectNear(back, x, 10 * tol<T>(), "inverse(rope(x))");
   // The VJP is the inverse rotation.
-  cpu::rope<T>(dyt.data(), dx.data(), b, t, h, d, theta, true);
+  cpu::rope<T>(dyt.data(), dx.data(), b, t, h, d, theta, plain, true);
   Fwd fwd = [&](const std::vector<Vec> &in) {
     return ropeRef(in[0], b, t, h, d, theta, false);
   };
   expectNear(dx, vjpFD(fwd, {x}, dy, 0), gradTol<T>(), "dx");
-  EXPECT_THROW(cpu::rope<T>(xt.data(), y.data(), 1, 1, 1, 5, theta, false),
-               std::invalid_argument);
+  EXPECT_THROW(
+      cpu::rope<T>(xt.data(), y.data(), 1, 1, 1, 5, theta, plain, false),
+      std::invalid_argument);
+}
+
+/// Inverse frequencies of head_dim 16 as transformers 5.24 computes them
+/// (ROPE_INIT_FUNCTIONS[rope_type](LlamaConfig(hidden_size=64,
+/// num_attention_heads=4, rope_parameters=...)), float32, printed with
+/// %.9g), with its attention factor: known answers for math::ropeInvFreq.
+struct HfRope {
+  const char *name;
+  math::RopeScaling scaling;
+  double theta;
+  double attentionFactor;
+  double invFreq[8];
+};
+
+math::RopeScaling scalingOf(int type, double factor, double orig) {
+  math::RopeScaling s;
+  s.type = type;
+  s.factor = factor;
+  s.originalMaxPositions = orig;
+  return s;
+}
+
+TEST(RopeScaling, InverseFrequenciesMatchTransformers) {
+  // llama3: factor 8, low/high 1 and 4, original 128; linear: factor 4;
+  // yarn: factor 4, original 64, theta 100 (max_position_embeddings 256);
+  // yarn without truncation: factor 8, original 4096, beta_fast 16,
+  // beta_slow 2 (max_position_embeddings 32768).
+  math::RopeScaling noTrunc = scalingOf(FSDP_ROPE_YARN, 8.0, 4096);
+  noTrunc.betaFast = 16.0;
+  noTrunc.betaSlow = 2.0;
+  noTrunc.truncate = false;
+  const HfRope cases[] = {
+      {"llama3",
+       scalingOf(FSDP_ROPE_LLAMA3, 8.0, 128),
+       10000.0,
+       1.0,
+       {1, 0.316227764, 0.0427511781, 0.00395284733, 0.00124999997,
+        0.000395284733, 0.000125000006, 3.95284733e-05}},
+      {"linear",
+       scalingOf(FSDP_ROPE_LINEAR, 4.0, 8192),
+       10000.0,
+       1.0,
+       {0.25, 0.079056941, 0.0250000004, 0.00790569466, 0.00249999994,
+        0.000790569466, 0.000250000012, 7.90569466e-05}},
+      {"yarn",
+       scalingOf(FSDP_ROPE_YARN, 4.0, 64),
+       100.0,
+       1.138629436111989,
+       {1, 0.477990121, 0.221359432, 0.0978053659, 0.0399999991, 0.0140585322,
+        0.00790569466, 0.00444569858}},
+      {"yarn, no truncation",
+       noTrunc,
+       10000.0,
+       1.2079441541679836,
+       {1, 0.316227764, 0.100000001, 0.0316227786, 0.00622188905,
+        0.000435575581, 0.000125000006, 3.95284733e-05}},
+  };
+  for (const HfRope &c : cases)
+    for (int64_t i = 0; i < 8; ++i) {
+      double got = math::ropeInvFreq(i, 16, c.theta, c.scaling);
+      // transformers computes in float32: within a few of its ulps.
+      EXPECT_NEAR(got, c.invFreq[i], 4e-7 * c.invFreq[i])
+          << c.name << " frequency " << i;
+    }
+}
+
+/// cpu::rope under a frequency transform equals the rotation by the
+/// transform's frequencies scaled by the attention factor; its inverse is
+/// the VJP, so inverse(rope(x)) = a²·x.
+TEST(RopeScaling, KernelRotatesByScaledFrequencies) {
+  const int64_t b = 1, t = 6, h = 2, d = 8, n = b * t * h * d;
+  math::RopeScaling s = scalingOf(FSDP_ROPE_YARN, 4.0, 64);
+  s.attentionFactor = 1.25;
+  Vec x = rounded<double>(n, 21), y(n), back(n);
+  cpu::rope<double>(x.data(), y.data(), b, t, h, d, 100.0, s, false);
+  for (int64_t p = 0; p < t; ++p)
+    for (int64_t hh = 0; hh < h; ++hh)
+      for (int64_t i = 0; i < d / 2; ++i) {
+        double phi = p * math::ropeInvFreq(i, d, 100.0, s);
+        int64_t base = (p * h + hh) * d;
+        double x1 = x[base + i], x2 = x[base + i + d / 2];
+        EXPECT_NEAR(y[base + i],
+                    1.25 * (x1 * std::cos(phi) - x2 * std::sin(phi)), 1e-12);
+        EXPECT_NEAR(y[base + i + d / 2],
+                    1.25 * (x2 * std::cos(phi) + x1 * std::sin(phi)), 1e-12);
+      }
+  cpu::rope<double>(y.data(), back.data(), b, t, h, d, 100.0, s, true);
+  for (int64_t k = 0; k < n; ++k)
+    EXPECT_NEAR(back[k], 1.25 * 1.25 * x[k], 1e-12);
 }
 
 /// Naive causal GQA attention in double.

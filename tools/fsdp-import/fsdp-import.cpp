@@ -59,7 +59,13 @@ Supported model_type values:
            mistral (and qwen2 with use_sliding_window): sliding_window is not
            modelled (full causal attention),
            which is exact while --seq <= sliding_window; a larger --seq is an
-           error. rope_scaling is ignored, with a warning.
+           error. RoPE scaling (rope_scaling, or transformers >= 5's
+           rope_parameters): rope_type "linear" (factor), "llama3" (factor,
+           low_freq_factor, high_freq_factor, original_max_position_embeddings)
+           and "yarn" (factor, original_max_position_embeddings, beta_fast 32,
+           beta_slow 1, truncate true, attention_factor or mscale /
+           mscale_all_dim) as transformers computes them; any other rope_type
+           (dynamic, longrope, ...) is an error.
 
 Overrides replace the config's values before validation. Defaults: --batch 1,
 --seq min(1024, n_positions / max_position_embeddings). Errors (missing or

@@ -113,7 +113,8 @@ defvar FSDPOptimizerOptions = [
          "0: the run's total optimizer steps, a step input (nn.total_steps) "
          "that fsdp-run fills (--steps, --total-steps)">,
   Option<"minLr", "min-lr", "double", "0",
-         "floor of the schedule: lr = min-lr + (lr - min-lr) * factor">,
+         "floor of lr-schedule=linear|cosine: after the warm-up (from 0 to "
+         "lr) lr_t = min-lr + (lr - min-lr) * factor">,
   ListOption<"noDecay", "no-decay", "std::string",
              "FQN glob patterns of parameters with weight decay 0 (parameter "
              "groups)">

@@ -248,13 +248,19 @@ FSDP_HD inline double lrScheduleFactor(int kind, int64_t s, int64_t warmup,
   double f = 0.5 * (1.0 + cos(kPi * 0.5 * 2.0 * progress));
   return f > 0.0 ? f : 0.0;
 }
-/// The rate of optimizer step t: min_lr + (base − min_lr)·f(t − 1) (min_lr
-/// the floor, as torchtitan's and nanoGPT's; min_lr = 0 is transformers'
-/// base·f).
+/// The rate of optimizer step t: a warm-up from 0 to base over the
+/// warm-up steps (base·f(t − 1)), then min_lr + (base − min_lr)·f(t − 1),
+/// the decay from base to the floor min_lr, as transformers'
+/// get_cosine_with_min_lr_schedule_with_warmup
+/// (_get_cosine_schedule_with_warmup_lr_lambda with min_lr_rate = min_lr /
+/// base), Megatron-LM's OptimizerParamScheduler (init_lr 0) and nanoGPT's
+/// get_lr; min_lr = 0 is transformers' base·f.
 FSDP_HD inline double scheduledLr(int kind, int64_t step, double base,
                                   int64_t warmup, int64_t decay, double minLr) {
-  return minLr +
-         (base - minLr) * lrScheduleFactor(kind, step - 1, warmup, decay);
+  double f = lrScheduleFactor(kind, step - 1, warmup, decay);
+  if (step - 1 < warmup)
+    return base * f;
+  return minLr + (base - minLr) * f;
 }
 
 /// torch.nn.utils.clip_grad_norm_'s clip_coef_clamped: min(1, max_norm /
@@ -287,13 +293,79 @@ FSDP_HD inline bool skipsUpdate(const double *skipIfNonfinite) {
   return skipIfNonfinite && !(fabs(*skipIfNonfinite) <= 1.7976931348623157e308);
 }
 
-/// The RoPE angle of position t and pair i < headDim/2:
-/// t·theta^(−2i/headDim), negated for the inverse rotation.
+/// RoPE's static frequency transforms (fsdp_rope's rope_type, the
+/// FSDP_ROPE_* of fsdp/kernels.h) and their parameters: the keys of
+/// transformers' rope_parameters (src/transformers/modeling_rope_utils.py).
+struct RopeScaling {
+  int type = 0; ///< 0 default, 1 linear, 2 llama3, 3 yarn
+  double factor = 1.0;
+  double lowFreqFactor = 1.0, highFreqFactor = 4.0; ///< llama3
+  double originalMaxPositions = 8192.0;             ///< llama3, yarn
+  double betaFast = 32.0, betaSlow = 1.0;           ///< yarn
+  bool truncate = true;                             ///< yarn
+  double attentionFactor = 1.0; ///< yarn: scales cos and sin (mscale)
+};
+
+/// The inverse frequency of RoPE pair i < headDim/2: f = theta^(−2i/D)
+/// (RoFormer eq. 15), transformed as transformers' ROPE_INIT_FUNCTIONS
+/// (src/transformers/modeling_rope_utils.py, 5.24) compute it, in double:
+/// - linear (_compute_linear_scaling_rope_parameters): f / factor;
+/// - llama3 (_compute_llama3_parameters): with λ = 2π/f, L the original
+///   context: f if λ < L/high_freq_factor, f/factor if λ > L/low_freq_factor,
+///   else (1 − s)·f/factor + s·f, s = (L/λ − low) / (high − low);
+/// - yarn (_compute_yarn_parameters; Peng et al. 2023, YaRN):
+///   f/factor·(1 − e) + f·e, e = 1 − clamp((i − lo)/(hi − lo), 0, 1), the
+///   correction range lo, hi = D·ln(L/(2π·β))/(2·ln theta) at β = beta_fast,
+///   beta_slow, floored / ceiled when `truncate`, clamped to [0, D − 1]
+///   (hi += 0.001 when equal).
+FSDP_HD inline double ropeInvFreq(int64_t i, int64_t headDim, double theta,
+                                  const RopeScaling &s) {
+  const double kPi = 3.141592653589793; // Python's math.pi
+  double d = static_cast<double>(headDim);
+  double f = pow(theta, -2.0 * static_cast<double>(i) / d);
+  switch (s.type) {
+  case 1:
+    return f / s.factor;
+  case 2: {
+    double wavelen = 2.0 * kPi / f;
+    if (wavelen < s.originalMaxPositions / s.highFreqFactor)
+      return f;
+    if (wavelen > s.originalMaxPositions / s.lowFreqFactor)
+      return f / s.factor;
+    double smooth = (s.originalMaxPositions / wavelen - s.lowFreqFactor) /
+                    (s.highFreqFactor - s.lowFreqFactor);
+    return (1.0 - smooth) * f / s.factor + smooth * f;
+  }
+  case 3: {
+    auto correctionDim = [&](double rotations) {
+      return d * log(s.originalMaxPositions / (rotations * 2.0 * kPi)) /
+             (2.0 * log(theta));
+    };
+    double lo = correctionDim(s.betaFast), hi = correctionDim(s.betaSlow);
+    if (s.truncate) {
+      lo = floor(lo);
+      hi = ceil(hi);
+    }
+    lo = lo > 0.0 ? lo : 0.0;
+    hi = hi < d - 1.0 ? hi : d - 1.0;
+    if (lo == hi)
+      hi += 0.001;
+    double ramp = (static_cast<double>(i) - lo) / (hi - lo);
+    ramp = ramp < 0.0 ? 0.0 : (ramp > 1.0 ? 1.0 : ramp);
+    double extrapolation = 1.0 - ramp;
+    return f / s.factor * (1.0 - extrapolation) + f * extrapolation;
+  }
+  default:
+    return f;
+  }
+}
+
+/// The RoPE angle of position t and pair i < headDim/2: t·ropeInvFreq(i),
+/// negated for the inverse rotation (plain RoPE: t·theta^(−2i/headDim)).
 FSDP_HD inline double ropeAngle(int64_t t, int64_t i, int64_t headDim,
-                                double theta, bool inverse) {
-  double phi =
-      static_cast<double>(t) *
-      pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(headDim));
+                                double theta, const RopeScaling &s,
+                                bool inverse) {
+  double phi = static_cast<double>(t) * ropeInvFreq(i, headDim, theta, s);
   return inverse ? -phi : phi;
 }
 

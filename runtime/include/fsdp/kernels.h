@@ -175,10 +175,12 @@ int fsdp_optimizer_update(fsdp_stream s, fsdp_dtype dtype, int adamw,
 
 /* Learning-rate schedules (kind of fsdp_lr_schedule). */
 enum { FSDP_LR_CONSTANT = 0, FSDP_LR_LINEAR = 1, FSDP_LR_COSINE = 2 };
-/* *lr (one f64 in device memory) = min_lr + (base_lr − min_lr)·f(t − 1),
- * t the 1-based optimizer step read from device memory `step` (i32 or i64;
- * t < 1 is FSDP_ERR_DATA) and f transformers' constant/linear/cosine
- * schedule with warm-up (fsdp/ElementMath.h, lrScheduleFactor; decay_steps
+/* *lr (one f64 in device memory) = base_lr·f(t − 1) during the warm-up
+ * (t − 1 < warmup_steps: from 0 up), then min_lr + (base_lr − min_lr)·f(t − 1)
+ * (transformers' get_cosine_with_min_lr_schedule_with_warmup, Megatron-LM,
+ * nanoGPT), t the 1-based optimizer step read from device memory `step` (i32
+ * or i64; t < 1 is FSDP_ERR_DATA) and f transformers' constant/linear/cosine
+ * schedule with warm-up (fsdp/ElementMath.h, scheduledLr; decay_steps
  * is their num_training_steps; past it both decays stay at min_lr, where
  * transformers' cosine would rise again). When decay_steps_device is not
  * NULL, its one i64 in device memory (the run's total optimizer steps, a
@@ -252,14 +254,34 @@ int fsdp_rms_norm(fsdp_stream s, fsdp_dtype dtype, const void *x, const void *w,
 int fsdp_rms_norm_grad(fsdp_stream s, fsdp_dtype dtype, const void *x,
                        const void *w, const void *dy, void *dx, void *dw,
                        int64_t rows, int64_t dim, double eps);
+/* RoPE's static frequency transforms (rope_type of fsdp_rope): the
+ * rope_type values of transformers' rope_parameters. */
+enum {
+  FSDP_ROPE_DEFAULT = 0,
+  FSDP_ROPE_LINEAR = 1,
+  FSDP_ROPE_LLAMA3 = 2,
+  FSDP_ROPE_YARN = 3
+};
 /* Rotary position embedding (Su et al. 2021, RoFormer eq. 34) in HF Llama's
  * rotate-half layout on x, y [batch, seq, heads·head_dim]: for position t and
- * i < head_dim/2, φ = t·theta^(−2i/head_dim) (−φ if inverse, the VJP):
- * y[i] = x[i]cosφ − x[i+D/2]sinφ, y[i+D/2] = x[i+D/2]cosφ + x[i]sinφ.
- * head_dim must be positive and even. */
+ * i < head_dim/2, φ = t·f_i (−φ if inverse, the VJP) and
+ * y[i] = a·(x[i]cosφ − x[i+D/2]sinφ), y[i+D/2] = a·(x[i+D/2]cosφ + x[i]sinφ),
+ * a = attention_factor (1 but for yarn: transformers' attention_scaling, which
+ * multiplies cos and sin). f_i = theta^(−2i/head_dim) transformed by
+ * rope_type (FSDP_ROPE_*) with factor, low_freq_factor, high_freq_factor and
+ * original_max_positions (llama3), beta_fast, beta_slow, truncate and
+ * original_max_positions (yarn), as transformers'
+ * src/transformers/modeling_rope_utils.py
+ * _compute_linear_scaling_rope_parameters, _compute_llama3_parameters and
+ * _compute_yarn_parameters (fsdp/ElementMath.h, ropeInvFreq, has the formulas).
+ * head_dim must be positive and even, rope_type one of FSDP_ROPE_*, factor and
+ * attention_factor > 0 (else FSDP_ERR_INVALID). */
 int fsdp_rope(fsdp_stream s, fsdp_dtype dtype, const void *x, void *y,
               int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
-              double theta, int inverse);
+              double theta, int rope_type, double factor,
+              double low_freq_factor, double high_freq_factor,
+              double original_max_positions, double beta_fast, double beta_slow,
+              int truncate, double attention_factor, int inverse);
 /* Causal scaled-dot-product attention (Vaswani et al. 2017, eq. 1) with
  * grouped-query heads (Ainslie et al. 2023): q, o [batch, seq, hq·d];
  * k, v [batch, seq, hkv·d]; query head h reads kv head h/(hq/hkv);

@@ -755,12 +755,19 @@ void CpuDevice::rms_norm_grad(fsdp_stream_s *, fsdp_dtype t, const void *x,
 
 void CpuDevice::rope(fsdp_stream_s *, fsdp_dtype t, const void *x, void *y,
                      int64_t batch, int64_t seq, int64_t heads, int64_t headDim,
-                     double theta, int inverse) {
+                     double theta, int ropeType, double factor,
+                     double lowFreqFactor, double highFreqFactor,
+                     double originalMaxPositions, double betaFast,
+                     double betaSlow, int truncate, double attentionFactor,
+                     int inverse) {
+  math::RopeScaling scaling = ropeScaling(
+      headDim, ropeType, factor, lowFreqFactor, highFreqFactor,
+      originalMaxPositions, betaFast, betaSlow, truncate, attentionFactor);
   floatKernel(t, "fsdp_rope", [&](auto tag, Stage &st) {
     using T = decltype(tag);
     int64_t n = batch * seq * heads * headDim;
     k::rope<T>(st.in<T>(x, n), st.out<T>(y, n), batch, seq, heads, headDim,
-               theta, inverse != 0);
+               theta, scaling, inverse != 0);
   });
 }
 

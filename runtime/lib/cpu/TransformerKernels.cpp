@@ -157,20 +157,23 @@ FSDP_CPU_MULTIVERSION void rmsNormGrad(const T *x, const T *w, const T *dy,
 
 template <typename T>
 void rope(const T *x, T *y, int64_t batch, int64_t seq, int64_t heads,
-          int64_t headDim, double theta, bool inverse) {
+          int64_t headDim, double theta, const math::RopeScaling &scaling,
+          bool inverse) {
   if (headDim <= 0 || headDim % 2)
     throw std::invalid_argument("rope: head_dim must be positive and even, "
                                 "got " +
                                 std::to_string(headDim));
   int64_t half = headDim / 2, width = heads * headDim;
-  // Angle table for every position (shared by batch and heads).
+  // Angle table for every position (shared by batch and heads), cos and sin
+  // scaled by the attention factor (yarn's; 1 otherwise).
   std::vector<double> cs(seq * half), sn(seq * half);
   detail::sampleHeap();
+  double a = scaling.attentionFactor;
   for (int64_t t = 0; t < seq; ++t)
     for (int64_t i = 0; i < half; ++i) {
-      double phi = math::ropeAngle(t, i, headDim, theta, inverse);
-      cs[t * half + i] = std::cos(phi);
-      sn[t * half + i] = std::sin(phi);
+      double phi = math::ropeAngle(t, i, headDim, theta, scaling, inverse);
+      cs[t * half + i] = std::cos(phi) * a;
+      sn[t * half + i] = std::sin(phi) * a;
     }
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t t = 0; t < seq; ++t) {
@@ -180,9 +183,9 @@ void rope(const T *x, T *y, int64_t batch, int64_t seq, int64_t heads,
         const T *xh = x + base;
         T *yh = y + base;
         for (int64_t i = 0; i < half; ++i) {
-          double a = xh[i], bb = xh[i + half];
-          yh[i] = static_cast<T>(a * c[i] - bb * s[i]);
-          yh[i + half] = static_cast<T>(bb * c[i] + a * s[i]);
+          double xa = xh[i], xb = xh[i + half];
+          yh[i] = static_cast<T>(xa * c[i] - xb * s[i]);
+          yh[i + half] = static_cast<T>(xb * c[i] + xa * s[i]);
         }
       }
     }
@@ -219,7 +222,7 @@ template <typename T> void siluGrad(const T *x, const T *dy, T *dx, int64_t n) {
   template void rmsNormGrad<T>(const T *, const T *, const T *, T *, T *,      \
                                int64_t, int64_t, double);                      \
   template void rope<T>(const T *, T *, int64_t, int64_t, int64_t, int64_t,    \
-                        double, bool);                                         \
+                        double, const math::RopeScaling &, bool);              \
   template void silu<T>(const T *, T *, int64_t);                              \
   template void siluGrad<T>(const T *, const T *, T *, int64_t);
 

@@ -14,6 +14,8 @@
 #ifndef FSDP_RUNTIME_CPU_TRANSFORMERKERNELS_H
 #define FSDP_RUNTIME_CPU_TRANSFORMERKERNELS_H
 
+#include "fsdp/ElementMath.h"
+
 #include <cstdint>
 #include <vector>
 
@@ -70,12 +72,15 @@ void rmsNormGrad(const T *x, const T *w, const T *dy, T *dx, T *dw,
 
 /// Rotary position embedding (Su et al. 2021, "RoFormer", eq. 34), in the
 /// rotate-half layout of HF Llama. x, y [batch, seq, heads·headDim]; for
-/// head h, position t, i < headDim/2, φ = t·theta^(−2i/headDim) (−φ if
-/// inverse): y[i] = x[i]cosφ − x[i+D/2]sinφ, y[i+D/2] = x[i+D/2]cosφ +
-/// x[i]sinφ. The inverse rotation is the VJP. headDim must be even.
+/// head h, position t, i < headDim/2, φ = t·f_i (−φ if inverse), f_i
+/// math::ropeInvFreq (theta^(−2i/headDim) under the scaling's transform),
+/// a the scaling's attention factor: y[i] = a·(x[i]cosφ − x[i+D/2]sinφ),
+/// y[i+D/2] = a·(x[i+D/2]cosφ + x[i]sinφ). The inverse rotation (with the
+/// same a) is the VJP. headDim must be even.
 template <typename T>
 void rope(const T *x, T *y, int64_t batch, int64_t seq, int64_t heads,
-          int64_t headDim, double theta, bool inverse);
+          int64_t headDim, double theta, const math::RopeScaling &scaling,
+          bool inverse);
 
 /// Causal scaled-dot-product attention (Vaswani et al. 2017, "Attention Is
 /// All You Need", eq. 1) with grouped-query heads (Ainslie et al. 2023,

@@ -22,7 +22,8 @@ namespace {
 template <int DT>
 __global__ void ropeK(const typename Elt<DT>::S *x, typename Elt<DT>::S *y,
                       int64_t batch, int64_t seq, int64_t heads,
-                      int64_t headDim, double theta, int inverse) {
+                      int64_t headDim, double theta, math::RopeScaling scaling,
+                      int inverse) {
   using E = Elt<DT>;
   int64_t half = headDim / 2, n = batch * seq * heads * half;
   FSDP_GRID_LOOP(e, n) {
@@ -30,8 +31,9 @@ __global__ void ropeK(const typename Elt<DT>::S *x, typename Elt<DT>::S *y,
             t = (e / (half * heads)) % seq;
     int64_t bt = e / (half * heads); // b * seq + t
     int64_t base = bt * heads * headDim + h * headDim;
-    double phi = math::ropeAngle(t, i, headDim, theta, inverse != 0);
-    double c = cos(phi), s = sin(phi);
+    double phi = math::ropeAngle(t, i, headDim, theta, scaling, inverse != 0);
+    double c = cos(phi) * scaling.attentionFactor,
+           s = sin(phi) * scaling.attentionFactor;
     double a = E::ld(x, base + i), b = E::ld(x, base + i + half);
     y[base + i] = E::st(static_cast<typename E::C>(a * c - b * s));
     y[base + i + half] = E::st(static_cast<typename E::C>(b * c + a * s));
@@ -153,10 +155,14 @@ void attentionCore(CudaDevice *dev, cudaStream_t st, const T *q, const T *k,
 
 void CudaDevice::rope(fsdp_stream_s *s, fsdp_dtype t, const void *x, void *y,
                       int64_t batch, int64_t seq, int64_t heads,
-                      int64_t headDim, double theta, int inverse) {
-  if (headDim <= 0 || headDim % 2)
-    fail(FSDP_ERR_INVALID, "rope: head_dim must be positive and even, got " +
-                               std::to_string(headDim));
+                      int64_t headDim, double theta, int ropeType,
+                      double factor, double lowFreqFactor,
+                      double highFreqFactor, double originalMaxPositions,
+                      double betaFast, double betaSlow, int truncate,
+                      double attentionFactor, int inverse) {
+  math::RopeScaling scaling = ropeScaling(
+      headDim, ropeType, factor, lowFreqFactor, highFreqFactor,
+      originalMaxPositions, betaFast, betaSlow, truncate, attentionFactor);
   int64_t n = batch * seq * heads * (headDim / 2);
   if (n == 0)
     return;
@@ -165,7 +171,7 @@ void CudaDevice::rope(fsdp_stream_s *s, fsdp_dtype t, const void *x, void *y,
     using S = typename Elt<DT>::S;
     ropeK<DT><<<blocksFor(n), kThreads, 0, streamOf(s)>>>(
         static_cast<const S *>(x), static_cast<S *>(y), batch, seq, heads,
-        headDim, theta, inverse);
+        headDim, theta, scaling, inverse);
   });
   launched("rope kernel");
 }

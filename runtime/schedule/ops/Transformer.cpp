@@ -144,15 +144,58 @@ void validateRope(const Checker &c) {
            " must be positive, even and divide " + std::to_string(xs[2]));
   if (!(c.in.number("theta") > 0))
     c.fail("theta must be > 0");
+  if (!(c.in.number("factor") > 0) || !(c.in.number("attention_factor") > 0))
+    c.fail("factor and attention_factor must be > 0");
+  int64_t type = c.in.integer("rope_type");
+  double low = c.in.number("low_freq_factor"),
+         high = c.in.number("high_freq_factor");
+  if (type == FSDP_ROPE_LLAMA3 && (!(low > 0) || !(high > low)))
+    c.fail("llama3 needs 0 < low_freq_factor < high_freq_factor");
+  if ((type == FSDP_ROPE_LLAMA3 || type == FSDP_ROPE_YARN) &&
+      c.in.integer("original_max_position_embeddings") <= 0)
+    c.fail("original_max_position_embeddings must be > 0");
+  if (type == FSDP_ROPE_YARN &&
+      (!(c.in.number("beta_fast") > 0) || !(c.in.number("beta_slow") > 0)))
+    c.fail("beta_fast and beta_slow must be > 0");
 }
 
+/// fsdp_rope(s, t, x, y, B, T, H, D, theta, rope_type, factor, low, high,
+/// original context, beta_fast, beta_slow, truncate, attention_factor,
+/// inverse).
 void lowerRope(OpLowering &l) {
   const std::vector<int64_t> &xs = l.desc(l.o[0]).shape;
   int64_t headDim = l.in.integer("head_dim");
   l.call("fsdp_rope",
          {l.stream(), l.t(), l.operand(0), l.result(0), l.i64(xs[0]),
           l.i64(xs[1]), l.i64(xs[2] / headDim), l.i64(headDim),
-          l.f64(l.in.number("theta")), l.i32(l.in.flag("inverse"))});
+          l.f64(l.in.number("theta")),
+          l.i32(static_cast<int32_t>(l.in.integer("rope_type"))),
+          l.f64(l.in.number("factor")), l.f64(l.in.number("low_freq_factor")),
+          l.f64(l.in.number("high_freq_factor")),
+          l.f64(static_cast<double>(
+              l.in.integer("original_max_position_embeddings"))),
+          l.f64(l.in.number("beta_fast")), l.f64(l.in.number("beta_slow")),
+          l.i32(l.in.flag("truncate")), l.f64(l.in.number("attention_factor")),
+          l.i32(l.in.flag("inverse"))});
+}
+
+/// nn.rope's attributes: the rotation, then the frequency transform's
+/// parameters with the defaults of Format.h (the ODS DefaultValuedAttrs).
+std::vector<AttrSpec> ropeAttrs() {
+  return {integer("head_dim", kRequired),
+          number("theta", kRequired),
+          flag("inverse"),
+          choice("rope_type", std::vector<const char *>(std::begin(kRopeTypes),
+                                                        std::end(kRopeTypes))),
+          number("factor", false, kDefaultRopeFactor),
+          number("low_freq_factor", false, kDefaultRopeLowFreqFactor),
+          number("high_freq_factor", false, kDefaultRopeHighFreqFactor),
+          integer("original_max_position_embeddings", false,
+                  kDefaultRopeOriginalMaxPositions),
+          number("beta_fast", false, kDefaultRopeBetaFast),
+          number("beta_slow", false, kDefaultRopeBetaSlow),
+          flag("truncate", kDefaultRopeTruncate),
+          number("attention_factor", false, kDefaultRopeAttentionFactor)};
 }
 
 void validateAttention(const Checker &c) {
@@ -233,11 +276,7 @@ std::vector<OpDef> transformerOps() {
        {number("eps", kRequired)},
        validateNorm,
        lowerNorm},
-      {OpKind::Rope,
-       {integer("head_dim", kRequired), number("theta", kRequired),
-        flag("inverse")},
-       validateRope,
-       lowerRope},
+      {OpKind::Rope, ropeAttrs(), validateRope, lowerRope},
       {OpKind::Attention, attentionAttrs(), validateAttention, lowerAttention},
       {OpKind::AttentionGrad, attentionAttrs(), validateAttention,
        lowerAttention},

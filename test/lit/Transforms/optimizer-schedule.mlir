@@ -13,6 +13,8 @@
 // RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="lr-schedule=cosine warmup-steps=6 decay-steps=3" 2>&1 | FileCheck %s --check-prefix=WARMDECAY
 // RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="decay-steps=10" 2>&1 | FileCheck %s --check-prefix=CONSTDECAY
 // RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="min-lr=1e-5" 2>&1 | FileCheck %s --check-prefix=NOSCHED
+// The warm-up starts at 0, so a constant schedule has no floor to reach.
+// RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="lr-schedule=constant warmup-steps=3 min-lr=1e-5" 2>&1 | FileCheck %s --check-prefix=NOSCHED
 // RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="lr=inf" 2>&1 | FileCheck %s --check-prefix=INF
 // RUN: not fsdp-opt %s --fsdp-autodiff="frozen=fc.bias" --fsdp-optimizer="no-decay=*.bias" 2>&1 | FileCheck %s --check-prefix=FROZEN
 // RUN: not fsdp-opt %s --fsdp-autodiff --fsdp-optimizer="weight-decay=1e400" 2>&1 | FileCheck %s --check-prefix=INF
@@ -70,7 +72,7 @@
 // GLOB: fsdp-optimizer: no-decay pattern '[' is not a valid glob
 // WARMDECAY: fsdp-optimizer: warmup-steps (6) must be less than decay-steps (3)
 // CONSTDECAY: fsdp-optimizer: decay-steps needs lr-schedule=linear or cosine
-// NOSCHED: fsdp-optimizer: min-lr needs a schedule
+// NOSCHED: fsdp-optimizer: min-lr needs a decaying schedule (lr-schedule=linear or cosine)
 // INF: fsdp-optimizer: expects finite lr > 0
 // SGDBETA: fsdp-optimizer: beta1 is an AdamW option; optimizer=sgd has no moments
 // SGDEPS: fsdp-optimizer: eps is an AdamW option; optimizer=sgd has no moments

@@ -223,14 +223,17 @@ def NN_LrScheduleOp : NN_ShapedOp<"lr_schedule", [InferTypeOpAdaptor]> {
   let summary = "the learning rate of optimizer step `step` under a schedule";
   let description = [{
     `step` (tensor<i64>, the 1-based optimizer step t) → tensor<f64>:
-    lr = min_lr + (lr − min_lr)·f(t − 1), with f transformers'
+    lr·f(t − 1) during the warm-up (t − 1 < warmup_steps: from 0), then
+    min_lr + (lr − min_lr)·f(t − 1), with f transformers'
     (src/transformers/optimization.py) get_constant_schedule_with_warmup,
     get_linear_schedule_with_warmup or get_cosine_schedule_with_warmup
     (num_cycles 0.5) lambda for `kind` constant, linear or cosine,
     num_warmup_steps = `warmup_steps` and num_training_steps =
-    `decay_steps` (fsdp/ElementMath.h, scheduleFactor). f is evaluated at
+    `decay_steps` (fsdp/ElementMath.h, scheduledLr). f is evaluated at
     t − 1 because LambdaLR's first optimizer step uses f(0). min_lr = 0
-    gives transformers' schedules exactly.
+    gives transformers' schedules exactly; cosine with min_lr is
+    get_cosine_with_min_lr_schedule_with_warmup (min_lr), as Megatron-LM
+    and nanoGPT warm up from 0 and decay to min_lr.
 
     With the optional `total_steps` operand (tensor<i64>, an `nn.total_steps`
     argument: the run's total optimizer steps, which fsdp-run knows and the
@@ -374,13 +377,40 @@ def NN_RopeOp : NN_DiffOp<"rope", [InferTypeOpAdaptor]> {
   let summary = "rotary position embedding, rotate-half layout (Su et al., 2021; HF Llama)";
   let description = [{
     `input` [B, T, H·D] (heads of `head_dim` D side by side). For head h,
-    position t and i < D/2, with θ_i = t · theta^(−2i/D):
-      y[i]       = x[i] cos θ_i − x[i + D/2] sin θ_i
-      y[i + D/2] = x[i + D/2] cos θ_i + x[i] sin θ_i
-    `inverse` rotates by −θ (the VJP, since the rotation is orthogonal).
+    position t and i < D/2, with θ_i = t · f_i:
+      y[i]       = a · (x[i] cos θ_i − x[i + D/2] sin θ_i)
+      y[i + D/2] = a · (x[i + D/2] cos θ_i + x[i] sin θ_i)
+    `inverse` rotates by −θ (with the same a: the VJP, since the rotation is
+    orthogonal).
+
+    f_i = theta^(−2i/D), transformed by `rope_type` as transformers'
+    (src/transformers/modeling_rope_utils.py) ROPE_INIT_FUNCTIONS compute
+    the inverse frequencies of the config's `rope_parameters`:
+    `default` none; `linear` f / `factor`
+    (_compute_linear_scaling_rope_parameters); `llama3` Llama 3.1's
+    wavelength-dependent interpolation with `factor`, `low_freq_factor`,
+    `high_freq_factor` and `original_max_position_embeddings`
+    (_compute_llama3_parameters); `yarn` YaRN's ramp (Peng et al., 2023)
+    with `factor`, `beta_fast`, `beta_slow`, `truncate` and
+    `original_max_position_embeddings` (_compute_yarn_parameters), whose
+    `attention_factor` is a (1 otherwise; transformers' attention_scaling,
+    which multiplies cos and sin). The formulas: runtime/include/fsdp/
+    ElementMath.h, ropeInvFreq. The defaults (runtime/include/fsdp/schedule/
+    Format.h, kDefaultRope*): no scaling, Llama 3.1's 1, 4 and 8192, YaRN's
+    32, 1 and true. A parameter that `rope_type` does not read must keep
+    its default.
   }];
   let arguments = (ins NN_FloatTensor:$input, I64Attr:$head_dim, F64Attr:$theta,
-                       DefaultValuedAttr<BoolAttr, "false">:$inverse);
+                       DefaultValuedAttr<BoolAttr, "false">:$inverse,
+                       DefaultValuedStrAttr<StrAttr, "default">:$rope_type,
+                       DefaultValuedAttr<F64Attr, "1.0">:$factor,
+                       DefaultValuedAttr<F64Attr, "1.0">:$low_freq_factor,
+                       DefaultValuedAttr<F64Attr, "4.0">:$high_freq_factor,
+                       DefaultValuedAttr<I64Attr, "8192">:$original_max_position_embeddings,
+                       DefaultValuedAttr<F64Attr, "32.0">:$beta_fast,
+                       DefaultValuedAttr<F64Attr, "1.0">:$beta_slow,
+                       DefaultValuedAttr<BoolAttr, "true">:$truncate,
+                       DefaultValuedAttr<F64Attr, "1.0">:$attention_factor);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }

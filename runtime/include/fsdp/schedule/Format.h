@@ -292,6 +292,24 @@ inline constexpr const char *kDefaultAllReduceGroup = "world";
 inline constexpr const char *kDefaultReduction = "avg";
 /// "approximate" of nn.gelu and nn.gelu_grad ("none" or "tanh").
 inline constexpr const char *kDefaultGeluApproximation = "none";
+/// "rope_type" of nn.rope: its choices, in the order of fsdp_rope's
+/// FSDP_ROPE_* (transformers' rope_parameters "rope_type" values with a
+/// static frequency transform), and the defaults of its parameters: no
+/// scaling (factor and attention_factor 1), Llama 3.1's low/high frequency
+/// factors and original context (1, 4, 8192; _compute_llama3_parameters)
+/// and YaRN's beta_fast, beta_slow and truncate (32, 1, true;
+/// _compute_yarn_parameters).
+inline constexpr const char *kRopeTypes[] = {"default", "linear", "llama3",
+                                             "yarn"};
+inline constexpr const char *kDefaultRopeType = "default";
+inline constexpr double kDefaultRopeFactor = 1.0;
+inline constexpr double kDefaultRopeLowFreqFactor = 1.0;
+inline constexpr double kDefaultRopeHighFreqFactor = 4.0;
+inline constexpr int64_t kDefaultRopeOriginalMaxPositions = 8192;
+inline constexpr double kDefaultRopeBetaFast = 32.0;
+inline constexpr double kDefaultRopeBetaSlow = 1.0;
+inline constexpr bool kDefaultRopeTruncate = true;
+inline constexpr double kDefaultRopeAttentionFactor = 1.0;
 
 // Defaults of the "optimizer" section, which in turn supplies the
 // attributes an nn.sgd_update / nn.adamw_update instruction leaves out:

@@ -275,6 +275,46 @@ func.func @rope(%x: tensor<2x4x12xf32>) -> tensor<2x4x12xf32> {
 
 // -----
 
+func.func @rope_type(%x: tensor<2x4x12xf32>) -> tensor<2x4x12xf32> {
+  // expected-error @+1 {{'nn.rope' op unknown rope_type "dynamic" (supported: default, linear, llama3, yarn)}}
+  %0 = nn.rope %x {head_dim = 4 : i64, theta = 10000.0 : f64, rope_type = "dynamic"} : tensor<2x4x12xf32> -> tensor<2x4x12xf32>
+  return %0 : tensor<2x4x12xf32>
+}
+
+// -----
+
+func.func @rope_llama3_bands(%x: tensor<2x4x12xf32>) -> tensor<2x4x12xf32> {
+  // expected-error @+1 {{'nn.rope' op expects 0 < low_freq_factor < high_freq_factor, got 4.000000e+00 and 4.000000e+00}}
+  %0 = nn.rope %x {head_dim = 4 : i64, theta = 10000.0 : f64, rope_type = "llama3", factor = 8.0 : f64, low_freq_factor = 4.0 : f64} : tensor<2x4x12xf32> -> tensor<2x4x12xf32>
+  return %0 : tensor<2x4x12xf32>
+}
+
+// -----
+
+func.func @rope_factor(%x: tensor<2x4x12xf32>) -> tensor<2x4x12xf32> {
+  // expected-error @+1 {{'nn.rope' op expects factor > 0 and attention_factor > 0}}
+  %0 = nn.rope %x {head_dim = 4 : i64, theta = 10000.0 : f64, rope_type = "linear", factor = 0.0 : f64} : tensor<2x4x12xf32> -> tensor<2x4x12xf32>
+  return %0 : tensor<2x4x12xf32>
+}
+
+// -----
+
+func.func @rope_foreign_parameter(%x: tensor<2x4x12xf32>) -> tensor<2x4x12xf32> {
+  // expected-error @+1 {{'nn.rope' op 'attention_factor' is not a parameter of rope_type "llama3"}}
+  %0 = nn.rope %x {head_dim = 4 : i64, theta = 10000.0 : f64, rope_type = "llama3", factor = 8.0 : f64, attention_factor = 1.2 : f64} : tensor<2x4x12xf32> -> tensor<2x4x12xf32>
+  return %0 : tensor<2x4x12xf32>
+}
+
+// -----
+
+func.func @rope_unscaled_factor(%x: tensor<2x4x12xf32>) -> tensor<2x4x12xf32> {
+  // expected-error @+1 {{'nn.rope' op 'factor' is not a parameter of rope_type "default"}}
+  %0 = nn.rope %x {head_dim = 4 : i64, theta = 10000.0 : f64, factor = 2.0 : f64} : tensor<2x4x12xf32> -> tensor<2x4x12xf32>
+  return %0 : tensor<2x4x12xf32>
+}
+
+// -----
+
 func.func @gqa(%q: tensor<2x4x12xf32>, %k: tensor<2x4x8xf32>) -> tensor<2x4x12xf32> {
   // expected-error @+1 {{'nn.attention' op expects num_heads (3) to be a positive multiple of num_kv_heads (2)}}
   %0 = nn.attention %q, %k, %k {num_heads = 3 : i64, num_kv_heads = 2 : i64} : (tensor<2x4x12xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x12xf32>
