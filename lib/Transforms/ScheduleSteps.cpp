@@ -285,6 +285,47 @@ static bool readsReductionsEarly(func::FuncOp fn) {
                s.getValue() == Strategy::HybridShard);
 }
 
+/// One all-gather for `members` (each an all-gather and its wait, all over
+/// one group and of one dtype): their shards packed, gathered and waited
+/// right before `at`, and unpacked into each member's full buffer, which
+/// takes over the member's uses; the members are erased. `blocks` is the
+/// shard group's size (the packed gather's rank blocks).
+static UnpackOp gatherAsOne(ArrayRef<std::pair<AllGatherOp, WaitOp>> members,
+                            Operation *at, int64_t blocks) {
+  OpBuilder b(at);
+  Location loc = at->getLoc();
+  SmallVector<Value> shards;
+  SmallVector<Type> fullTypes;
+  SmallVector<Attribute> units;
+  int64_t shardNumel = 0, fullNumel = 0;
+  for (const auto &m : members) {
+    AllGatherOp g = m.first;
+    shards.push_back(g.getShard());
+    fullTypes.push_back(g.getBufferType());
+    units.push_back(g.getUnitAttr());
+    shardNumel += g.getShard().getType().getNumElements();
+    fullNumel += g.getBufferType().getNumElements();
+  }
+  AllGatherOp first = members.front().first;
+  Type elt = first.getBufferType().getElementType();
+  auto pack = PackOp::create(b, loc, flatType(shardNumel, elt), shards,
+                             b.getI64IntegerAttr(1));
+  auto start = AllGatherOp::create(
+      b, loc, FutureType::get(b.getContext(), flatType(fullNumel, elt)),
+      first.getUnitAttr(), pack, first.getGroupAttr(), b.getUnitAttr(),
+      b.getArrayAttr(units));
+  auto wait = WaitOp::create(b, loc, start.getBufferType(), start);
+  auto unpack =
+      UnpackOp::create(b, loc, fullTypes, wait, b.getI64IntegerAttr(blocks));
+  for (auto [i, m] : llvm::enumerate(members)) {
+    auto [g, w] = m;
+    w.getResult().replaceAllUsesWith(unpack.getResult(i));
+    w->erase();
+    g->erase();
+  }
+  return unpack;
+}
+
 /// Bucketing (DeepSpeed's prefetch and reduce buckets; FSDP's paper, Zhao
 /// et al. VLDB 2023 Sec. 3.3 / Fig. 7: all-gathers of few elements lose
 /// bus bandwidth to per-collective latency): consecutive unit gathers of
@@ -313,34 +354,10 @@ void mlir::fsdp::bucketGathers(func::FuncOp fn, int64_t bucketBytes) {
     for (Gather &m : members.drop_front())
       for (Operation *op : m.prelude)
         op->moveBefore(first);
-    OpBuilder b(first);
-    Location loc = first.getLoc();
-    SmallVector<Value> shards;
-    SmallVector<Type> fullTypes;
-    SmallVector<Attribute> units;
-    int64_t shardNumel = 0, fullNumel = 0;
-    for (Gather &m : members) {
-      shards.push_back(m.start.getShard());
-      fullTypes.push_back(m.start.getBufferType());
-      units.push_back(m.start.getUnitAttr());
-      shardNumel += m.start.getShard().getType().getNumElements();
-      fullNumel += m.start.getBufferType().getNumElements();
-    }
-    Type elt = first.getBufferType().getElementType();
-    auto pack = PackOp::create(b, loc, flatType(shardNumel, elt), shards,
-                               b.getI64IntegerAttr(1));
-    auto start = AllGatherOp::create(
-        b, loc, FutureType::get(b.getContext(), flatType(fullNumel, elt)),
-        first.getUnitAttr(), pack, first.getGroupAttr(), b.getUnitAttr(),
-        b.getArrayAttr(units));
-    auto wait = WaitOp::create(b, loc, start.getBufferType(), start);
-    auto unpack =
-        UnpackOp::create(b, loc, fullTypes, wait, b.getI64IntegerAttr(blocks));
-    for (auto [i, m] : llvm::enumerate(members)) {
-      m.wait.getResult().replaceAllUsesWith(unpack.getResult(i));
-      m.wait->erase();
-      m.start->erase();
-    }
+    SmallVector<std::pair<AllGatherOp, WaitOp>> pairs;
+    for (Gather &m : members)
+      pairs.push_back({m.start, m.wait});
+    gatherAsOne(pairs, first, blocks);
   };
   SmallVector<Gather> current;
   int64_t bytes = 0;
@@ -492,36 +509,10 @@ void mlir::fsdp::bucketUpdateGathers(func::FuncOp fn, int64_t bucketBytes) {
         llvm::dbgs() << " " << unitsOf(m);
       llvm::dbgs() << " become one, issued where the last one was\n";
     });
-    AllGatherOp last = members.back();
-    OpBuilder b(last);
-    Location loc = last.getLoc();
-    SmallVector<Value> shards;
-    SmallVector<Type> fullTypes;
-    SmallVector<Attribute> units;
-    int64_t shardNumel = 0, fullNumel = 0;
-    for (AllGatherOp m : members) {
-      shards.push_back(m.getShard());
-      fullTypes.push_back(m.getBufferType());
-      units.push_back(m.getUnitAttr());
-      shardNumel += m.getShard().getType().getNumElements();
-      fullNumel += m.getBufferType().getNumElements();
-    }
-    Type elt = last.getBufferType().getElementType();
-    auto pack = PackOp::create(b, loc, flatType(shardNumel, elt), shards,
-                               b.getI64IntegerAttr(1));
-    auto start = AllGatherOp::create(
-        b, loc, FutureType::get(b.getContext(), flatType(fullNumel, elt)),
-        members.front().getUnitAttr(), pack, last.getGroupAttr(),
-        b.getUnitAttr(), b.getArrayAttr(units));
-    auto wait = WaitOp::create(b, loc, start.getBufferType(), start);
-    auto unpack =
-        UnpackOp::create(b, loc, fullTypes, wait, b.getI64IntegerAttr(blocks));
-    for (auto [i, m] : llvm::enumerate(members)) {
-      WaitOp w = waitOf(m);
-      w.getResult().replaceAllUsesWith(unpack.getResult(i));
-      w->erase();
-      m->erase();
-    }
+    SmallVector<std::pair<AllGatherOp, WaitOp>> pairs;
+    for (AllGatherOp m : members)
+      pairs.push_back({m, waitOf(m)});
+    UnpackOp unpack = gatherAsOne(pairs, members.back(), blocks);
     sinkReadersAfter(unpack.getResults(), unpack);
   };
   SmallVector<AllGatherOp> current;

@@ -88,14 +88,6 @@ std::vector<std::string> allGatherText(const std::string &mine, MPI_Comm comm) {
   return out;
 }
 
-std::vector<std::string> linesOf(const std::string &text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string l; std::getline(in, l);)
-    out.push_back(l);
-  return out;
-}
-
 /// The SHA-256 of bytes [begin, end) of `path` as hex, or "-" on a read
 /// error.
 std::string hashBlock(const std::string &path, uint64_t begin, uint64_t end) {
@@ -122,6 +114,14 @@ uint64_t blocksOf(uint64_t bytes) {
 }
 
 } // namespace
+
+std::vector<std::string> linesOf(const std::string &text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);)
+    out.push_back(l);
+  return out;
+}
 
 std::vector<std::string> allGatherWorld(const std::string &mine) {
   return allGatherText(mine, MPI_COMM_WORLD);

@@ -158,14 +158,6 @@ std::string workOf(const Options &o, const std::vector<FileDigest> &d,
   return w.str();
 }
 
-std::vector<std::string> linesOf(const std::string &text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string l; std::getline(in, l);)
-    out.push_back(l);
-  return out;
-}
-
 /// A line without its tab-separated remark.
 std::string keyOf(const std::string &line) {
   return line.substr(0, line.find('\t'));

@@ -44,6 +44,9 @@ std::vector<FileDigest> fileDigests(const std::vector<std::string> &paths);
 /// MPI_COMM_WORLD; collective). Throws fsdp::Error if MPI fails.
 std::vector<std::string> allGatherWorld(const std::string &mine);
 
+/// The lines of `text`, without their newlines (an all-gathered record).
+std::vector<std::string> linesOf(const std::string &text);
+
 /// SHA-256 of `text` as 64 hex digits (the digest of a list of digests).
 std::string sha256Hex(const std::string &text);
 
