@@ -34,9 +34,12 @@ inline constexpr const char *kDevicesPerNode = "devices_per_node";
 /// Object: the link between devices of one node (kBusBandwidth, kLatency,
 /// kLink).
 inline constexpr const char *kIntraNode = "intra_node";
-/// Object: the link between nodes, per device (kBusBandwidth, kLatency,
-/// kLink).
+/// Object: the link between nodes, per device, or per NIC when
+/// kNicsPerNode is given (kBusBandwidth, kLatency, kLink).
 inline constexpr const char *kInterNode = "inter_node";
+/// Integer (optional): network interfaces per node; a collective spanning
+/// nodes then uses up to all of them (ClusterSpec::nicsPerNode).
+inline constexpr const char *kNicsPerNode = "nics_per_node";
 /// Object: roofline efficiencies in (0, 1] by op class (kEffMatmul,
 /// kEffAttention, kEffElementwise, kEffMemory); each defaults to 1.
 inline constexpr const char *kEfficiency = "efficiency";

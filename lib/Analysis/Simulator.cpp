@@ -25,7 +25,8 @@
 //   reduce-scatter of S bytes (the full, gathered size) over G ranks
 //   (G−1)·α + (G−1)/G · S/B; all-reduce twice that. α, B are the intra-node
 //   link's if the group's ranks lie in one node, else the inter-node
-//   link's (per GPU), plus collective_sync_s (the ranks' skew at a
+//   link's (per GPU, or with nics_per_node the node's NICs shared by the
+//   group's members there, ClusterSpec::nicsPerNode), plus collective_sync_s (the ranks' skew at a
 //   collective, measured on this machine; absent for the GPU specs). HSDP's
 //   replicate group (ranks shard-size apart) is hierarchical when a node
 //   holds k > 1 of its members: a ring over the G/k nodes on the inter-node
@@ -192,6 +193,15 @@ private:
       return fail(std::string("'") + key::kDevicesPerNode +
                   "' must be an integer in [1, 2^30]");
     s.devicesPerNode = std::max<int64_t>(1, (int64_t)dpn);
+    if (j.contains(key::kNicsPerNode)) {
+      double nics;
+      if (!number(j, key::kNicsPerNode, key::kNicsPerNode, nics))
+        return false;
+      if (nics != std::floor(nics) || nics > double(int64_t(1) << 30))
+        return fail(std::string("'") + key::kNicsPerNode +
+                    "' must be an integer in [1, 2^30]");
+      s.nicsPerNode = (int64_t)nics;
+    }
     return true;
   }
 
@@ -302,15 +312,26 @@ double Simulator::collectiveTime(int64_t bytes, int64_t g, int64_t stride,
   // Members of the group in one node (groups are aligned to nodes).
   int64_t k =
       stride >= dpn ? 1 : std::min(g, dpn / std::max<int64_t>(stride, 1));
+  // A ring that leaves the node: with nics_per_node, NCCL runs one ring per
+  // NIC and splits the collective over them through NVLink, so the k
+  // members of a node share its NICs (one NIC's share per member at
+  // least), and NVLink caps the sum (ClusterSpec::nicsPerNode).
+  double interBw = spec.interBandwidth;
+  if (spec.nicsPerNode > 0) {
+    double nics = std::min<double>(
+        spec.nicsPerNode,
+        std::max(1.0, double(k) * spec.nicsPerNode / double(dpn)));
+    interBw = std::min(spec.intraBandwidth, nics * spec.interBandwidth);
+  }
   double t;
   if (k >= g)
     t = ring(g, bytes, spec.intraLatency, spec.intraBandwidth);
   else if (hierarchical && k > 1) {
     int64_t nodes = (g + k - 1) / k;
-    t = ring(nodes, bytes, spec.interLatency, spec.interBandwidth) +
+    t = ring(nodes, bytes, spec.interLatency, interBw) +
         ring(k, double(bytes) / nodes, spec.intraLatency, spec.intraBandwidth);
   } else
-    t = ring(g, bytes, spec.interLatency, spec.interBandwidth);
+    t = ring(g, bytes, spec.interLatency, interBw);
   return allReduce ? 2 * t : t;
 }
 
