@@ -80,6 +80,10 @@ inline constexpr const char *kLink = "link";
 
 /// Number in (0, 1]: of the dtype's peak FLOP/s, for nn.linear and nn.matmul.
 inline constexpr const char *kEffMatmul = "matmul";
+/// Number (optional, default 0: none), elements: the GEMM reduction length
+/// K at which a matmul reaches half of kEffMatmul; a matmul's efficiency is
+/// kEffMatmul · K / (K + this) (ClusterSpec::matmulHalfK).
+inline constexpr const char *kEffMatmulHalfK = "matmul_half_k";
 /// Number in (0, 1]: of the dtype's peak FLOP/s, for nn.attention.
 inline constexpr const char *kEffAttention = "attention";
 /// Number in (0, 1]: of the f32 peak FLOP/s, for every other op.

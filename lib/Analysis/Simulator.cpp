@@ -17,7 +17,9 @@
 //   max(FLOPs / (peak[dtype] · efficiency[kind]), bytes / (memory bandwidth ·
 //   efficiency.memory)), FLOPs and bytes from nn::CostOpInterface. Kinds:
 //   matmul (linear, matmul) and attention use the tensor-core peak of their
-//   operand dtype; every other op the f32 (CUDA-core) peak with efficiency
+//   operand dtype, a matmul at efficiency.matmul · K / (K +
+//   efficiency.matmul_half_k) for its reduction length K (ClusterSpec::
+//   matmulHalfK: the tile pipeline's fixed cost per output tile); every other op the f32 (CUDA-core) peak with efficiency
 //   elementwise. fsdp.flatten, fsdp.local_shard and a bucket's fsdp.pack /
 //   fsdp.unpack are copies (bytes only).
 // * Collective time, ring algorithms (Thakur, Rabenseifner & Gropp, IJHPCA
@@ -219,6 +221,11 @@ private:
       if (*out > 1)
         return fail("'" + field(key::kEfficiency, k) + "' must be in (0, 1]");
     }
+    if (eff.contains(key::kEffMatmulHalfK) &&
+        !number(eff, key::kEffMatmulHalfK,
+                field(key::kEfficiency, key::kEffMatmulHalfK), s.matmulHalfK,
+                /*positive=*/false))
+      return false;
     return true;
   }
 
@@ -444,6 +451,30 @@ private:
     ready[wait.getResult()] = operandsReady;
   }
 
+  /// K / (K + matmul_half_k) for a GEMM with reduction length K (the
+  /// input's last dimension for nn.linear; the contracted dimension of the
+  /// left operand for nn.matmul, as NNCost's flopsOf); 1 without the key.
+  double reductionFactor(Operation *op) const {
+    if (spec.matmulHalfK <= 0)
+      return 1;
+    // A tensor as a matrix [rows, last dimension] (NNCost's rows, cols).
+    auto cols = [](Value v) {
+      auto t = cast<RankedTensorType>(v.getType());
+      return t.getRank() ? t.getShape().back() : int64_t(1);
+    };
+    auto rows = [&](Value v) {
+      int64_t c = cols(v);
+      return c ? cast<RankedTensorType>(v.getType()).getNumElements() / c
+               : int64_t(0);
+    };
+    int64_t k = 1;
+    if (auto linear = dyn_cast<nn::LinearOp>(op))
+      k = cols(linear.getInput());
+    else if (auto mm = dyn_cast<nn::MatmulOp>(op))
+      k = mm.getTransposeA() ? rows(mm.getLhs()) : cols(mm.getLhs());
+    return double(k) / (double(k) + spec.matmulHalfK);
+  }
+
   /// The roofline time of an op with a cost (nn::CostOpInterface).
   FailureOr<double> costTime(Operation *op, nn::CostOpInterface cost,
                              int64_t &flops, int64_t &bytes) {
@@ -466,8 +497,9 @@ private:
         return op->emitError() << "the cluster spec has no peak_flops." << dtype
                                << " for this op's dtype";
       peak = it->second;
-      eff = isa<nn::AttentionOp, nn::AttentionGradOp>(op) ? spec.effAttention
-                                                          : spec.effMatmul;
+      eff = isa<nn::AttentionOp, nn::AttentionGradOp>(op)
+                ? spec.effAttention
+                : spec.effMatmul * reductionFactor(op);
       matmulFlopsByDtype[dtype] += flops;
     } else {
       peak = spec.peakFlops.at("f32");

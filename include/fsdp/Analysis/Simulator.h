@@ -41,6 +41,15 @@ struct ClusterSpec {
   /// traffic onto the N NICs"). Without it, one NIC carries the ring.
   int64_t nicsPerNode = 0;
   double effMatmul = 1, effAttention = 1, effElementwise = 1, effMemory = 1;
+  /// "efficiency.matmul_half_k" (optional, 0 when absent): a GEMM's
+  /// efficiency grows with its reduction length K as effMatmul · K / (K +
+  /// matmulHalfK): each output tile's main loop over K is preceded by its
+  /// pipeline's prologue and followed by its epilogue, a cost of about
+  /// matmulHalfK steps of K whatever K is (CUTLASS's GEMM main loop;
+  /// NVIDIA, "Matrix Multiplication Background User's Guide", arithmetic
+  /// intensity and tile quantization). bench/clusters/h100-sxm-8.json fits
+  /// it (and the asymptote) to XLA's measured H100 bf16 GEMM table.
+  double matmulHalfK = 0;
   /// "op_efficiency": per op name (nn.gelu, fsdp.flatten, ...) an efficiency
   /// in (0, 1] that replaces its class's: the FLOP term's for an op with
   /// FLOPs, efficiency.memory for a pure data-movement op.
