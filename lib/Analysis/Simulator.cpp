@@ -19,20 +19,22 @@
 //   matmul (linear, matmul) and attention use the tensor-core peak of their
 //   operand dtype, a matmul at efficiency.matmul · K / (K +
 //   efficiency.matmul_half_k) for its reduction length K (ClusterSpec::
-//   matmulHalfK: the tile pipeline's fixed cost per output tile); every other op the f32 (CUDA-core) peak with efficiency
-//   elementwise. fsdp.flatten, fsdp.local_shard and a bucket's fsdp.pack /
-//   fsdp.unpack are copies (bytes only).
+//   matmulHalfK: the tile pipeline's fixed cost per output tile); every other
+//   op the f32 (CUDA-core) peak with efficiency elementwise. fsdp.flatten,
+//   fsdp.local_shard and a bucket's fsdp.pack / fsdp.unpack are copies (bytes
+//   only).
 // * Collective time, ring algorithms (Thakur, Rabenseifner & Gropp, IJHPCA
 //   2005; NCCL's bus bandwidth, nccl-tests doc/PERFORMANCE.md): all-gather or
 //   reduce-scatter of S bytes (the full, gathered size) over G ranks
 //   (G−1)·α + (G−1)/G · S/B; all-reduce twice that. α, B are the intra-node
 //   link's if the group's ranks lie in one node, else the inter-node
 //   link's (per GPU, or with nics_per_node the node's NICs shared by the
-//   group's members there, ClusterSpec::nicsPerNode), plus collective_sync_s (the ranks' skew at a
-//   collective, measured on this machine; absent for the GPU specs). HSDP's
-//   replicate group (ranks shard-size apart) is hierarchical when a node
-//   holds k > 1 of its members: a ring over the G/k nodes on the inter-node
-//   link plus a ring over k on the intra-node link with S/(G/k) bytes.
+//   group's members there, ClusterSpec::nicsPerNode), plus collective_sync_s
+//   (the ranks' skew at a collective, measured on this machine; absent for the
+//   GPU specs). HSDP's replicate group (ranks shard-size apart) is hierarchical
+//   when a node holds k > 1 of its members: a ring over the G/k nodes on the
+//   inter-node link plus a ring over k on the intra-node link with S/(G/k)
+//   bytes.
 // * Per-op efficiencies ("op_efficiency", measured by fsdp-calibrate on the
 //   cpu backend): an op kind whose kernel's rate differs from its class's
 //   (GELU's tanh, cross-entropy's exp, AdamW's streaming loop) gets its own
@@ -221,12 +223,10 @@ private:
       if (*out > 1)
         return fail("'" + field(key::kEfficiency, k) + "' must be in (0, 1]");
     }
-    if (eff.contains(key::kEffMatmulHalfK) &&
-        !number(eff, key::kEffMatmulHalfK,
-                field(key::kEfficiency, key::kEffMatmulHalfK), s.matmulHalfK,
-                /*positive=*/false))
-      return false;
-    return true;
+    return !eff.contains(key::kEffMatmulHalfK) ||
+           number(eff, key::kEffMatmulHalfK,
+                  field(key::kEfficiency, key::kEffMatmulHalfK), s.matmulHalfK,
+                  /*positive=*/false);
   }
 
   /// With `ctx`, every key must name an op registered there (a misspelt op

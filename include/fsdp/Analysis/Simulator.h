@@ -45,10 +45,11 @@ struct ClusterSpec {
   /// efficiency grows with its reduction length K as effMatmul · K / (K +
   /// matmulHalfK): each output tile's main loop over K is preceded by its
   /// pipeline's prologue and followed by its epilogue, a cost of about
-  /// matmulHalfK steps of K whatever K is (CUTLASS's GEMM main loop;
-  /// NVIDIA, "Matrix Multiplication Background User's Guide", arithmetic
-  /// intensity and tile quantization). bench/clusters/h100-sxm-8.json fits
-  /// it (and the asymptote) to XLA's measured H100 bf16 GEMM table.
+  /// matmulHalfK steps of K whatever K is (a pipelined main loop over K
+  /// tiles, as CUTLASS's). The GPU specs in bench/clusters take 293, fitted
+  /// to XLA's measured H100 bf16 GEMM table (xla/service/gpu/model/
+  /// matmul_interpolator_data.h, sm_90, 4096 x 4096 x K: within 2% for K =
+  /// 256..4096).
   double matmulHalfK = 0;
   /// "op_efficiency": per op name (nn.gelu, fsdp.flatten, ...) an efficiency
   /// in (0, 1] that replaces its class's: the FLOP term's for an op with
