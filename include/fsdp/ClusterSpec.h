@@ -34,9 +34,12 @@ inline constexpr const char *kDevicesPerNode = "devices_per_node";
 /// Object: the link between devices of one node (kBusBandwidth, kLatency,
 /// kLink).
 inline constexpr const char *kIntraNode = "intra_node";
-/// Object: the link between nodes, per device (kBusBandwidth, kLatency,
-/// kLink).
+/// Object: the link between nodes, per device, or per NIC when
+/// kNicsPerNode is given (kBusBandwidth, kLatency, kLink).
 inline constexpr const char *kInterNode = "inter_node";
+/// Integer (optional): network interfaces per node; a collective spanning
+/// nodes then uses up to all of them (ClusterSpec::nicsPerNode).
+inline constexpr const char *kNicsPerNode = "nics_per_node";
 /// Object: roofline efficiencies in (0, 1] by op class (kEffMatmul,
 /// kEffAttention, kEffElementwise, kEffMemory); each defaults to 1.
 inline constexpr const char *kEfficiency = "efficiency";
@@ -77,6 +80,10 @@ inline constexpr const char *kLink = "link";
 
 /// Number in (0, 1]: of the dtype's peak FLOP/s, for nn.linear and nn.matmul.
 inline constexpr const char *kEffMatmul = "matmul";
+/// Number (optional, default 0: none), elements: the GEMM reduction length
+/// K at which a matmul reaches half of kEffMatmul; a matmul's efficiency is
+/// kEffMatmul · K / (K + this) (ClusterSpec::matmulHalfK).
+inline constexpr const char *kEffMatmulHalfK = "matmul_half_k";
 /// Number in (0, 1]: of the dtype's peak FLOP/s, for nn.attention.
 inline constexpr const char *kEffAttention = "attention";
 /// Number in (0, 1]: of the f32 peak FLOP/s, for every other op.

@@ -17,19 +17,24 @@
 //   max(FLOPs / (peak[dtype] · efficiency[kind]), bytes / (memory bandwidth ·
 //   efficiency.memory)), FLOPs and bytes from nn::CostOpInterface. Kinds:
 //   matmul (linear, matmul) and attention use the tensor-core peak of their
-//   operand dtype; every other op the f32 (CUDA-core) peak with efficiency
-//   elementwise. fsdp.flatten, fsdp.local_shard and a bucket's fsdp.pack /
-//   fsdp.unpack are copies (bytes only).
+//   operand dtype, a matmul at efficiency.matmul · K / (K +
+//   efficiency.matmul_half_k) for its reduction length K (ClusterSpec::
+//   matmulHalfK: the tile pipeline's fixed cost per output tile); every other
+//   op the f32 (CUDA-core) peak with efficiency elementwise. fsdp.flatten,
+//   fsdp.local_shard and a bucket's fsdp.pack / fsdp.unpack are copies (bytes
+//   only).
 // * Collective time, ring algorithms (Thakur, Rabenseifner & Gropp, IJHPCA
 //   2005; NCCL's bus bandwidth, nccl-tests doc/PERFORMANCE.md): all-gather or
 //   reduce-scatter of S bytes (the full, gathered size) over G ranks
 //   (G−1)·α + (G−1)/G · S/B; all-reduce twice that. α, B are the intra-node
 //   link's if the group's ranks lie in one node, else the inter-node
-//   link's (per GPU), plus collective_sync_s (the ranks' skew at a
-//   collective, measured on this machine; absent for the GPU specs). HSDP's
-//   replicate group (ranks shard-size apart) is hierarchical when a node
-//   holds k > 1 of its members: a ring over the G/k nodes on the inter-node
-//   link plus a ring over k on the intra-node link with S/(G/k) bytes.
+//   link's (per GPU, or with nics_per_node the node's NICs shared by the
+//   group's members there, ClusterSpec::nicsPerNode), plus collective_sync_s
+//   (the ranks' skew at a collective, measured on this machine; absent for the
+//   GPU specs). HSDP's replicate group (ranks shard-size apart) is hierarchical
+//   when a node holds k > 1 of its members: a ring over the G/k nodes on the
+//   inter-node link plus a ring over k on the intra-node link with S/(G/k)
+//   bytes.
 // * Per-op efficiencies ("op_efficiency", measured by fsdp-calibrate on the
 //   cpu backend): an op kind whose kernel's rate differs from its class's
 //   (GELU's tanh, cross-entropy's exp, AdamW's streaming loop) gets its own
@@ -192,6 +197,15 @@ private:
       return fail(std::string("'") + key::kDevicesPerNode +
                   "' must be an integer in [1, 2^30]");
     s.devicesPerNode = std::max<int64_t>(1, (int64_t)dpn);
+    if (j.contains(key::kNicsPerNode)) {
+      double nics;
+      if (!number(j, key::kNicsPerNode, key::kNicsPerNode, nics))
+        return false;
+      if (nics != std::floor(nics) || nics > double(int64_t(1) << 30))
+        return fail(std::string("'") + key::kNicsPerNode +
+                    "' must be an integer in [1, 2^30]");
+      s.nicsPerNode = (int64_t)nics;
+    }
     return true;
   }
 
@@ -209,7 +223,10 @@ private:
       if (*out > 1)
         return fail("'" + field(key::kEfficiency, k) + "' must be in (0, 1]");
     }
-    return true;
+    return !eff.contains(key::kEffMatmulHalfK) ||
+           number(eff, key::kEffMatmulHalfK,
+                  field(key::kEfficiency, key::kEffMatmulHalfK), s.matmulHalfK,
+                  /*positive=*/false);
   }
 
   /// With `ctx`, every key must name an op registered there (a misspelt op
@@ -302,15 +319,26 @@ double Simulator::collectiveTime(int64_t bytes, int64_t g, int64_t stride,
   // Members of the group in one node (groups are aligned to nodes).
   int64_t k =
       stride >= dpn ? 1 : std::min(g, dpn / std::max<int64_t>(stride, 1));
+  // A ring that leaves the node: with nics_per_node, NCCL runs one ring per
+  // NIC and splits the collective over them through NVLink, so the k
+  // members of a node share its NICs (one NIC's share per member at
+  // least), and NVLink caps the sum (ClusterSpec::nicsPerNode).
+  double interBw = spec.interBandwidth;
+  if (spec.nicsPerNode > 0) {
+    double nics = std::min<double>(
+        spec.nicsPerNode,
+        std::max(1.0, double(k) * spec.nicsPerNode / double(dpn)));
+    interBw = std::min(spec.intraBandwidth, nics * spec.interBandwidth);
+  }
   double t;
   if (k >= g)
     t = ring(g, bytes, spec.intraLatency, spec.intraBandwidth);
   else if (hierarchical && k > 1) {
     int64_t nodes = (g + k - 1) / k;
-    t = ring(nodes, bytes, spec.interLatency, spec.interBandwidth) +
+    t = ring(nodes, bytes, spec.interLatency, interBw) +
         ring(k, double(bytes) / nodes, spec.intraLatency, spec.intraBandwidth);
   } else
-    t = ring(g, bytes, spec.interLatency, spec.interBandwidth);
+    t = ring(g, bytes, spec.interLatency, interBw);
   return allReduce ? 2 * t : t;
 }
 
@@ -423,6 +451,30 @@ private:
     ready[wait.getResult()] = operandsReady;
   }
 
+  /// K / (K + matmul_half_k) for a GEMM with reduction length K (the
+  /// input's last dimension for nn.linear; the contracted dimension of the
+  /// left operand for nn.matmul, as NNCost's flopsOf); 1 without the key.
+  double reductionFactor(Operation *op) const {
+    if (spec.matmulHalfK <= 0)
+      return 1;
+    // A tensor as a matrix [rows, last dimension] (NNCost's rows, cols).
+    auto cols = [](Value v) {
+      auto t = cast<RankedTensorType>(v.getType());
+      return t.getRank() ? t.getShape().back() : int64_t(1);
+    };
+    auto rows = [&](Value v) {
+      int64_t c = cols(v);
+      return c ? cast<RankedTensorType>(v.getType()).getNumElements() / c
+               : int64_t(0);
+    };
+    int64_t k = 1;
+    if (auto linear = dyn_cast<nn::LinearOp>(op))
+      k = cols(linear.getInput());
+    else if (auto mm = dyn_cast<nn::MatmulOp>(op))
+      k = mm.getTransposeA() ? rows(mm.getLhs()) : cols(mm.getLhs());
+    return double(k) / (double(k) + spec.matmulHalfK);
+  }
+
   /// The roofline time of an op with a cost (nn::CostOpInterface).
   FailureOr<double> costTime(Operation *op, nn::CostOpInterface cost,
                              int64_t &flops, int64_t &bytes) {
@@ -445,8 +497,9 @@ private:
         return op->emitError() << "the cluster spec has no peak_flops." << dtype
                                << " for this op's dtype";
       peak = it->second;
-      eff = isa<nn::AttentionOp, nn::AttentionGradOp>(op) ? spec.effAttention
-                                                          : spec.effMatmul;
+      eff = isa<nn::AttentionOp, nn::AttentionGradOp>(op)
+                ? spec.effAttention
+                : spec.effMatmul * reductionFactor(op);
       matmulFlopsByDtype[dtype] += flops;
     } else {
       peak = spec.peakFlops.at("f32");

@@ -30,7 +30,27 @@ struct ClusterSpec {
   double intraBandwidth = 0,
          intraLatency = 0; // bus bandwidth (bytes/s), α (s) per ring step
   double interBandwidth = 0, interLatency = 0;
+  /// "nics_per_node" (optional, 0 when absent): network interfaces per node.
+  /// With it, inter_node.bus_bandwidth is one NIC's, and a ring that spans
+  /// nodes runs at min(intra-node, k' NICs) where k' = min(nics_per_node,
+  /// max(1, k · nics_per_node / devices_per_node)) for k group members per
+  /// node: NCCL builds one ring per NIC and, with the GPUs joined by
+  /// NVLink, splits each collective over them (NVIDIA/nccl issue #601,
+  /// the maintainer: "creates 4 rings, each using a different NIC";
+  /// "we can use NVLink to split the operations in N parts then balance the
+  /// traffic onto the N NICs"). Without it, one NIC carries the ring.
+  int64_t nicsPerNode = 0;
   double effMatmul = 1, effAttention = 1, effElementwise = 1, effMemory = 1;
+  /// "efficiency.matmul_half_k" (optional, 0 when absent): a GEMM's
+  /// efficiency grows with its reduction length K as effMatmul · K / (K +
+  /// matmulHalfK): each output tile's main loop over K is preceded by its
+  /// pipeline's prologue and followed by its epilogue, a cost of about
+  /// matmulHalfK steps of K whatever K is (a pipelined main loop over K
+  /// tiles, as CUTLASS's). The GPU specs in bench/clusters take 293, fitted
+  /// to XLA's measured H100 bf16 GEMM table (xla/service/gpu/model/
+  /// matmul_interpolator_data.h, sm_90, 4096 x 4096 x K: within 2% for K =
+  /// 256..4096).
+  double matmulHalfK = 0;
   /// "op_efficiency": per op name (nn.gelu, fsdp.flatten, ...) an efficiency
   /// in (0, 1] that replaces its class's: the FLOP term's for an op with
   /// FLOPs, efficiency.memory for a pure data-movement op.

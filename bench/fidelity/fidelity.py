@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Plans every published run of bench/fidelity/rows.json with fsdp-import and
+fsdp-opt (cluster=SPEC report=...) and prints predicted vs measured throughput
+(tokens/s per GPU), the mean and worst |ln(predicted/measured)| over the train
+rows, the test rows and all rows, and the memory verdicts: the planned peak
+per rank and the stream-pool estimate of what the caching allocator reserves
+(stream_pools_bytes) against the published memory where a row gives one, and
+whether the plan fits the spec's memory_bytes (every published run did fit).
+
+Each row is planned as its publication ran it: global batch = micro_batch x
+grad_accum x world_size sequences of `seq` tokens, `micro-batches=grad_accum
+accumulate=sharded` (FSDP reduce-scatters every micro-batch), one FSDP unit
+per transformer block (`policy=block`), bf16 parameters with the row's reduce
+dtype, the row's activation checkpointing, prefetch `fsdp2` for torchtitan
+(FSDP2) and `fsdp1` for Composer (FSDP1). A GPT-2-type config (the MPT rows)
+gets n_positions = seq (MPT's max_seq_len).
+
+usage: bench/fidelity/fidelity.py [--build DIR | --tools-on-path] [--rows ID,ID]
+                                  [--json OUT] [--rows-file PATH] [--jobs N]
+Exit status 1 with a message naming the row when a row cannot be planned.
+"""
+import argparse
+import concurrent.futures
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GIB = 1024.0**3
+
+
+def pipeline_options(row, spec_path, report):
+    opts = [
+        "world-size=%d" % row["world_size"],
+        "strategy=full-shard",
+        "policy=block",
+        "param-dtype=%s" % row["precision"]["param"],
+        "reduce-dtype=%s" % row["precision"]["reduce"],
+        "activation-checkpoint=%s" % row["activation_checkpoint"],
+        "prefetch=%s" % ("fsdp2" if "FSDP2" in row["stack"] else "fsdp1"),
+        "cluster=%s" % spec_path,
+        "report=%s" % report,
+    ]
+    if row["grad_accum"] > 1:
+        opts += ["micro-batches=%d" % row["grad_accum"], "accumulate=sharded"]
+    return " ".join(opts)
+
+
+def plan(row, clusters, build, tmp):
+    """Plans one row; returns (row, report dict) or raises RuntimeError."""
+    spec_path = os.path.join(ROOT, clusters[row["cluster"]]["spec"])
+    config = json.load(open(os.path.join(ROOT, row["model"])))
+    if config.get("model_type") == "gpt2":
+        config["n_positions"] = row["seq"]
+    d = os.path.join(tmp, row["id"])
+    os.makedirs(d, exist_ok=True)
+    cfg = os.path.join(d, "config.json")
+    json.dump(config, open(cfg, "w"))
+    batch = row["micro_batch"] * row["grad_accum"] * row["world_size"]
+    model, report = os.path.join(d, "model.mlir"), os.path.join(d, "report.json")
+    for cmd in (
+        [os.path.join(build, "fsdp-import"), cfg, "--seq", str(row["seq"]),
+         "--batch", str(batch), "-o", model],
+        [os.path.join(build, "fsdp-opt"), model, "-o", os.devnull,
+         "--fsdp-pipeline=" + pipeline_options(row, spec_path, report)],
+    ):
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError("row '%s': %s failed (exit %d): %s" % (
+                row["id"], os.path.basename(cmd[0]), p.returncode, p.stderr.strip()))
+    return json.load(open(report)), json.load(open(spec_path))
+
+
+# Classes whose buffers FSDP allocates on its communication streams: the
+# all-gather outputs on the unshard / all-gather stream, the reduce-scatter
+# buffers on the reduce-scatter stream (pytorch/pytorch PR #86836: "avoid
+# over-allocating blocks to the unshard stream"; issue #147168: FSDP2's
+# "inter-stream memory fragmentation").
+COMM_STREAM_CLASSES = ("gathered_param", "comm_buffer")
+
+
+def stream_pools_bytes(per_rank):
+    """What the caching allocator reserves, at least, when each stream keeps
+    its own pool: PyTorch's CUDA caching allocator "is aware of only the
+    stream where a tensor was allocated" (torch.Tensor.record_stream docs)
+    and reuses a freed block only for that stream, so the communication
+    streams' most bytes stay reserved beside the compute stream's. Estimated from the plan's classes as the step's peak
+    plus, per communication class, its most bytes at any point less its bytes
+    at the peak (an upper estimate when the classes peak at different
+    times). Bytes."""
+    extra = sum(per_rank["max_bytes_by_class"].get(c, 0) - per_rank["peak_bytes_by_class"].get(c, 0)
+                for c in COMM_STREAM_CLASSES)
+    return per_rank["peak_bytes"] + extra
+
+
+def summary(ratios):
+    logs = [abs(math.log(r)) for r in ratios]
+    if not logs:
+        return "-"
+    return "mean |ln| %.3f (x%.2f), worst %.3f (x%.2f), n=%d" % (
+        sum(logs) / len(logs), math.exp(sum(logs) / len(logs)), max(logs), math.exp(max(logs)), len(logs))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build", "bin"),
+                    help="directory of fsdp-import and fsdp-opt (default build/bin)")
+    ap.add_argument("--tools-on-path", action="store_true",
+                    help="take fsdp-import and fsdp-opt from PATH (the lit tests)")
+    ap.add_argument("--rows-file", default=os.path.join(ROOT, "bench", "fidelity", "rows.json"))
+    ap.add_argument("--rows", default="", help="comma-separated row ids (default: every row)")
+    ap.add_argument("--json", default="", help="write every row's prediction here")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    a = ap.parse_args()
+    if a.tools_on_path:
+        found = shutil.which("fsdp-opt")
+        if not found:
+            sys.exit("fidelity.py: --tools-on-path: no fsdp-opt on PATH")
+        a.build = os.path.dirname(found)
+    doc = json.load(open(a.rows_file))
+    rows = doc["rows"]
+    if a.rows:
+        want = a.rows.split(",")
+        unknown = [w for w in want if w not in {r["id"] for r in rows}]
+        if unknown:
+            sys.exit("fidelity.py: --rows: no row '%s' in %s" % (unknown[0], a.rows_file))
+        rows = [r for r in rows if r["id"] in want]
+    results = []
+    with tempfile.TemporaryDirectory() as tmp, \
+            concurrent.futures.ThreadPoolExecutor(max(1, a.jobs)) as pool:
+        futures = [pool.submit(plan, r, doc["clusters"], a.build, tmp) for r in rows]
+        for r, f in zip(rows, futures):
+            try:
+                report, spec = f.result()
+            except RuntimeError as e:
+                sys.exit("fidelity.py: %s" % e)
+            pred = report["predicted_tokens_per_s"] / r["world_size"]
+            meas = r["measured"]["tokens_per_s_per_gpu"]
+            peak = report["per_rank"]["peak_bytes"]
+            pools = stream_pools_bytes(report["per_rank"])
+            results.append({
+                "id": r["id"], "split": r["split"], "predicted_tokens_per_s_per_gpu": pred,
+                "measured_tokens_per_s_per_gpu": meas, "ratio": pred / meas,
+                "planned_peak_gib": peak / GIB, "stream_pools_gib": pools / GIB, "measured_memory_gib": r["measured"].get("memory_gib"),
+                "fits": peak <= spec["memory_bytes"], "mfu": report["mfu"],
+                "compute_s": report["compute_s"], "comm_s": report["comm_s"],
+                "exposed_comm_s": report["exposed_comm_s"],
+                "predicted_step_time_s": report["predicted_step_time_s"]})
+    print("%-28s %-5s %10s %10s %7s %6s %7s %7s %9s %9s %9s %s" % (
+        "row", "split", "predicted", "measured", "ratio", "MFU", "comp s", "comm s", "peak GiB", "pools GiB",
+        "pub GiB", "fits"))
+    for x in results:
+        pub = x["measured_memory_gib"]
+        print("%-28s %-5s %10.0f %10.0f %7.3f %6.3f %7.3f %7.3f %9.1f %9.1f %9s %s" % (
+            x["id"], x["split"], x["predicted_tokens_per_s_per_gpu"], x["measured_tokens_per_s_per_gpu"],
+            x["ratio"], x["mfu"], x["compute_s"], x["comm_s"], x["planned_peak_gib"], x["stream_pools_gib"],
+            "%.1f" % pub if pub else "-", "yes" if x["fits"] else "NO"))
+    for split in ("train", "test"):
+        print("%-5s: %s" % (split, summary([x["ratio"] for x in results if x["split"] == split])))
+    print("all  : %s" % summary([x["ratio"] for x in results]))
+    mem = [x for x in results if x["measured_memory_gib"]]
+    print("memory: %d of %d plans fit the spec's memory (every published run fitted)%s" % (
+        sum(x["fits"] for x in results), len(results),
+        "; planned peak / published, stream pools / published: " + ", ".join(
+            "%s %.2f %.2f" % (x["id"], x["planned_peak_gib"] / x["measured_memory_gib"],
+                              x["stream_pools_gib"] / x["measured_memory_gib"]) for x in mem) if mem else ""))
+    if a.json:
+        json.dump(results, open(a.json, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
