@@ -121,8 +121,8 @@ int main(int argc, char **argv) {
       }
     std::printf("{\"path\": \"host\", \"threads\": 1, \"elements\": %lld, "
                 "\"bytes\": %lld, \"seconds\": %.3f}\n",
-                static_cast<long long>(elements),
-                static_cast<long long>(bytes), seconds(t0));
+                static_cast<long long>(elements), static_cast<long long>(bytes),
+                seconds(t0));
     return 0;
   }
   for (int nt : threads) {

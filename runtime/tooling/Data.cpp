@@ -10,8 +10,8 @@
 
 #include "fsdp/InitSpec.h"
 #include "fsdp/InitValues.h"
-#include "fsdp/kernels.h"
 #include "fsdp/Sharding.h"
+#include "fsdp/kernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -213,10 +213,9 @@ void initUnitOnDevice(fsdp_stream s, const fsdp::schedule::UnitDesc &u,
     size_t at = static_cast<size_t>(lo - begin);
     check(fsdp_init_values(
               s, paramDtype, static_cast<char *>(param) + at * pb, masterDtype,
-              master ? static_cast<char *>(master) + at * mb : nullptr,
-              hi - lo, static_cast<int64_t>(seed),
-              static_cast<int64_t>(fnv1a(p.fqn)), lo - p.offset,
-              initKind(spec), spec.value, threads),
+              master ? static_cast<char *>(master) + at * mb : nullptr, hi - lo,
+              static_cast<int64_t>(seed), static_cast<int64_t>(fnv1a(p.fqn)),
+              lo - p.offset, initKind(spec), spec.value, threads),
           ("fsdp_init_values of '" + p.fqn + "'").c_str());
   }
   check(fsdp_stream_synchronize(s), "fsdp_stream_synchronize");

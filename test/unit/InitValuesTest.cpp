@@ -10,9 +10,9 @@
 // pass) against initShard/initFull on every shard; the argument errors.
 //
 //===----------------------------------------------------------------------===//
+#include "fsdp/InitValues.h"
 #include "TestDevice.h"
 #include "fsdp/Half.h"
-#include "fsdp/InitValues.h"
 #include "fsdp/kernels.h"
 #include "fsdp/schedule/Error.h"
 #include "fsdp/tooling/Data.h"
@@ -113,8 +113,8 @@ TEST(InitValues, LogAndCosWithinOneUlpOfGlibc) {
       double a = std::nextafter(k * 1.5707963267948966, 0.0);
       for (int s = 0; s < std::abs(d); ++s)
         a = std::nextafter(a, d < 0 ? 0.0 : 10.0);
-      worstCos = std::max(worstCos, ulps(fsdp::init::cosNonNegative(a),
-                                         std::cos(a)));
+      worstCos =
+          std::max(worstCos, ulps(fsdp::init::cosNonNegative(a), std::cos(a)));
     }
   EXPECT_LE(worstLog, 1);
   EXPECT_LE(worstCos, 1);
@@ -212,17 +212,19 @@ TEST(InitValues, UnitOnDeviceEqualsInitShardAndInitFull) {
   UnitDesc u = smallUnit();
   fsdp_stream s = fsdp::test::cpuStream();
   for (int64_t shard = -1; shard < 4; ++shard) {
-    std::vector<double> want = shard < 0 ? fsdp::tooling::initFull(u, 5)
-                                         : fsdp::tooling::initShard(u, 5, shard);
-    std::vector<unsigned char> p(want.size() * 2, 0xee), m(want.size() * 4, 0xee);
+    std::vector<double> want = shard < 0
+                                   ? fsdp::tooling::initFull(u, 5)
+                                   : fsdp::tooling::initShard(u, 5, shard);
+    std::vector<unsigned char> p(want.size() * 2, 0xee),
+        m(want.size() * 4, 0xee);
     fsdp::tooling::initUnitOnDevice(s, u, 5, shard, p.data(), FSDP_BF16,
                                     m.data(), FSDP_F32, 3);
     EXPECT_EQ(p, rounded(want, FSDP_BF16)) << "shard " << shard;
     EXPECT_EQ(m, rounded(want, FSDP_F32)) << "shard " << shard;
     // Without a master, in f64.
     std::vector<unsigned char> d(want.size() * 8, 0xee);
-    fsdp::tooling::initUnitOnDevice(s, u, 5, shard, d.data(), FSDP_F64,
-                                    nullptr, FSDP_F32, 1);
+    fsdp::tooling::initUnitOnDevice(s, u, 5, shard, d.data(), FSDP_F64, nullptr,
+                                    FSDP_F32, 1);
     EXPECT_EQ(d, rounded(want, FSDP_F64)) << "shard " << shard;
   }
 }

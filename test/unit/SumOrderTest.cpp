@@ -10,9 +10,9 @@
 // elsewhere.
 //
 //===----------------------------------------------------------------------===//
+#include "fsdp/SumOrder.h"
 #include "TestDevice.h"
 #include "fsdp/Half.h"
-#include "fsdp/SumOrder.h"
 #include "fsdp/kernels.h"
 
 #include <gtest/gtest.h>
@@ -46,9 +46,9 @@ template <typename S> std::vector<S> randomRows(int64_t n, uint32_t seed) {
 /// token's run summed by order::segmentColumnSum. `reversed`: positions in
 /// decreasing order instead (an order the drivers must not use).
 template <typename S, typename A, typename Load, typename Store>
-std::vector<S> sortedSegmentGrad(const std::vector<int32_t> &idx,
-                                 int64_t vocab, int64_t dim, Load load,
-                                 Store store, bool reversed = false) {
+std::vector<S> sortedSegmentGrad(const std::vector<int32_t> &idx, int64_t vocab,
+                                 int64_t dim, Load load, Store store,
+                                 bool reversed = false) {
   int64_t n = static_cast<int64_t>(idx.size());
   std::vector<int32_t> pos(static_cast<size_t>(n));
   std::iota(pos.begin(), pos.end(), 0);
@@ -62,9 +62,8 @@ std::vector<S> sortedSegmentGrad(const std::vector<int32_t> &idx,
     if (reversed)
       std::reverse(pos.begin() + j, pos.begin() + end);
     for (int64_t c = 0; c < dim; ++c)
-      out[static_cast<size_t>(idx[pos[j]] * dim + c)] =
-          store(fsdp::order::segmentColumnSum<A>(pos.data(), j, end, dim, c,
-                                                 load));
+      out[static_cast<size_t>(idx[pos[j]] * dim + c)] = store(
+          fsdp::order::segmentColumnSum<A>(pos.data(), j, end, dim, c, load));
     j = end;
   }
   return out;
@@ -105,9 +104,9 @@ TEST(SumOrder, EmbeddingGradBySortedSegmentsEqualsTheCpuDriver) {
     std::vector<float> want = cpuEmbeddingGrad(FSDP_F32, idx, dy, vocab, dim);
     EXPECT_EQ((sortedSegmentGrad<float, float>(idx, vocab, dim, load, store)),
               want);
-    EXPECT_NE((sortedSegmentGrad<float, float>(idx, vocab, dim, load, store,
-                                               true)),
-              want)
+    EXPECT_NE(
+        (sortedSegmentGrad<float, float>(idx, vocab, dim, load, store, true)),
+        want)
         << "the data do not tell summation orders apart";
   }
   { // f64
@@ -131,8 +130,8 @@ TEST(SumOrder, EmbeddingGradBySortedSegmentsEqualsTheCpuDriver) {
 
 TEST(SumOrder, ChunksPartitionTheRows) {
   for (int64_t rows : {0, 1, 2, 127, 128, 129, 1000, 8191, 100003})
-    for (int64_t cols : {int64_t{1}, int64_t{4096}, int64_t{40000},
-                         int64_t{1} << 22}) {
+    for (int64_t cols :
+         {int64_t{1}, int64_t{4096}, int64_t{40000}, int64_t{1} << 22}) {
       int64_t p = fsdp::order::rowChunks(rows, cols);
       ASSERT_GE(p, 1);
       ASSERT_LE(p, fsdp::order::kRowChunks);

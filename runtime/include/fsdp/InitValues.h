@@ -109,10 +109,10 @@ FSDP_HD inline double logPositive(double x) {
   int32_t i = (hx + 0x95f64) & 0x100000;
   // x (or x/2) normalised into [√2/2, √2).
   uint64_t lo = doubleBits(x) & 0xffffffffULL;
-  x = bitsDouble((static_cast<uint64_t>(static_cast<uint32_t>(
-                      hx | (i ^ 0x3ff00000)))
-                  << 32) |
-                 lo);
+  x = bitsDouble(
+      (static_cast<uint64_t>(static_cast<uint32_t>(hx | (i ^ 0x3ff00000)))
+       << 32) |
+      lo);
   k += (i >> 20);
   double f = x - 1.0;
   double dk = static_cast<double>(k);
@@ -136,15 +136,19 @@ FSDP_HD inline double logPositive(double x) {
     return k == 0 ? f - (hfsq - s * (hfsq + r))
                   : dk * ln2Hi - ((hfsq - (s * (hfsq + r) + dk * ln2Lo)) - f);
   }
-  return k == 0 ? f - s * (f - r) : dk * ln2Hi - ((s * (f - r) - dk * ln2Lo) - f);
+  return k == 0 ? f - s * (f - r)
+                : dk * ln2Hi - ((s * (f - r) - dk * ln2Lo) - f);
 }
 
 /// cos(x + y) for |x| ≤ π/4, y the tail of x: fdlibm's k_cos.c (as
 /// FreeBSD's msun simplified it, without the qx split).
 FSDP_HD inline double kernelCos(double x, double y) {
-  const double c1 = 4.16666666666666019037e-02, c2 = -1.38888888888741095749e-03,
-               c3 = 2.48015872894767294178e-05, c4 = -2.75573143513906633035e-07,
-               c5 = 2.08757232129817482790e-09, c6 = -1.13596475577881948265e-11;
+  const double c1 = 4.16666666666666019037e-02,
+               c2 = -1.38888888888741095749e-03,
+               c3 = 2.48015872894767294178e-05,
+               c4 = -2.75573143513906633035e-07,
+               c5 = 2.08757232129817482790e-09,
+               c6 = -1.13596475577881948265e-11;
   double z = x * x;
   double w = z * z;
   double r = z * (c1 + z * (c2 + z * c3)) + w * w * (c4 + z * (c5 + z * c6));
@@ -155,9 +159,12 @@ FSDP_HD inline double kernelCos(double x, double y) {
 
 /// sin(x + y) for |x| ≤ π/4, y the tail of x: fdlibm's k_sin.c.
 FSDP_HD inline double kernelSin(double x, double y) {
-  const double s1 = -1.66666666666666324348e-01, s2 = 8.33333333332248946124e-03,
-               s3 = -1.98412698298579493134e-04, s4 = 2.75573137070700676789e-06,
-               s5 = -2.50507602534068634195e-08, s6 = 1.58969099521155010221e-10;
+  const double s1 = -1.66666666666666324348e-01,
+               s2 = 8.33333333332248946124e-03,
+               s3 = -1.98412698298579493134e-04,
+               s4 = 2.75573137070700676789e-06,
+               s5 = -2.50507602534068634195e-08,
+               s6 = 1.58969099521155010221e-10;
   double z = x * x;
   double v = z * x;
   double r = s2 + z * (s3 + z * (s4 + z * (s5 + z * s6)));

@@ -65,8 +65,8 @@ void columnSum(CudaDevice *dev, cudaStream_t st, int64_t rows, int64_t cols,
   if (cols <= 0)
     return;
   if (order::onePass(rows, cols)) {
-    columnOnePassK<A><<<blocksFor(cols), kThreads, 0, st>>>(term, store, rows,
-                                                            cols);
+    columnOnePassK<A>
+        <<<blocksFor(cols), kThreads, 0, st>>>(term, store, rows, cols);
     launched(what);
     return;
   }
@@ -75,10 +75,10 @@ void columnSum(CudaDevice *dev, cudaStream_t st, int64_t rows, int64_t cols,
       dev->scratch(st, static_cast<size_t>(chunks * cols) * sizeof(A)));
   dim3 grid(static_cast<unsigned>((cols + kThreads - 1) / kThreads),
             static_cast<unsigned>(chunks));
-  columnPartialsK<A><<<grid, kThreads, 0, st>>>(term, rows, cols, chunks,
-                                                partial);
-  columnFinishK<A><<<blocksFor(cols), kThreads, 0, st>>>(partial, store, cols,
-                                                         chunks);
+  columnPartialsK<A>
+      <<<grid, kThreads, 0, st>>>(term, rows, cols, chunks, partial);
+  columnFinishK<A>
+      <<<blocksFor(cols), kThreads, 0, st>>>(partial, store, cols, chunks);
   launched(what);
   dev->release(st, partial);
 }

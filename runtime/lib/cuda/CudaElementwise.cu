@@ -1,9 +1,10 @@
 //===- CudaElementwise.cu - elementwise kernels of the cuda driver --------===//
 //
-// fill, cast, init_values (fsdp/InitValues.h), add/mul, the activations and their gradients, the average after
-// an NCCL sum (launchDivide), flatten, split and concat on the GPU: one thread
-// per element over a grid-stride loop (CudaKernelUtil.cuh). launchCast also
-// serves the embedding gradient and attention (their f32 working copies).
+// fill, cast, init_values (fsdp/InitValues.h), add/mul, the activations and
+// their gradients, the average after an NCCL sum (launchDivide), flatten, split
+// and concat on the GPU: one thread per element over a grid-stride loop
+// (CudaKernelUtil.cuh). launchCast also serves the embedding gradient and
+// attention (their f32 working copies).
 //
 //===----------------------------------------------------------------------===//
 #include "CudaKernelUtil.cuh"

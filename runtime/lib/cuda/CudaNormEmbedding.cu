@@ -151,8 +151,8 @@ template <int DT> struct RmsNormColTerm {
   int64_t dim;
   __device__ double operator()(int64_t r, int64_t c) const {
     using E = Elt<DT>;
-    return static_cast<double>(E::ld(dy, r * dim + c)) *
-           E::ld(x, r * dim + c) * rrs[r];
+    return static_cast<double>(E::ld(dy, r * dim + c)) * E::ld(x, r * dim + c) *
+           rrs[r];
   }
 };
 
@@ -302,7 +302,8 @@ void CudaDevice::embedding_grad(fsdp_stream_s *s, fsdp_dtype t, const void *idx,
       return;
     // Keys need the bits of `vocab` (the out-of-range key) only.
     int endBit = 1;
-    while (endBit < 32 && (uint64_t{1} << endBit) <= static_cast<uint64_t>(vocab))
+    while (endBit < 32 &&
+           (uint64_t{1} << endBit) <= static_cast<uint64_t>(vocab))
       ++endBit;
     int items = static_cast<int>(n);
     size_t sortBytes = 0;
@@ -322,9 +323,9 @@ void CudaDevice::embedding_grad(fsdp_stream_s *s, fsdp_dtype t, const void *idx,
     embeddingKeysK<<<blocksFor(n), kThreads, 0, st>>>(
         idx, it == FSDP_I64, keysIn, posIn, n, vocab, errors);
     launched("embedding_grad keys kernel");
-    check(cub::DeviceRadixSort::SortPairs(sc + 4 * pairBytes, sortBytes,
-                                          keysIn, keys, posIn, pos, items, 0,
-                                          endBit, st),
+    check(cub::DeviceRadixSort::SortPairs(sc + 4 * pairBytes, sortBytes, keysIn,
+                                          keys, posIn, pos, items, 0, endBit,
+                                          st),
           "cub::DeviceRadixSort::SortPairs");
     embeddingGradK<DT, A><<<blocksFor(n * dim), kThreads, 0, st>>>(
         keys, pos, static_cast<const S *>(dy), static_cast<S *>(dtable), n,
@@ -403,12 +404,12 @@ void CudaDevice::layer_norm_grad(fsdp_stream_s *s, fsdp_dtype t, const void *x,
       layerNormGradRowK<DT><<<rows, kThreads, 0, st>>>(
           static_cast<const S *>(x), static_cast<const S *>(w),
           static_cast<const S *>(dy), static_cast<S *>(dx), stats, dim, eps);
-    columnSum<WB>(this, st, rows, dim,
-                  LayerNormColTerm<DT>{static_cast<const S *>(x),
-                                       static_cast<const S *>(dy), stats, dim},
-                  LayerNormColStore<DT>{static_cast<S *>(dw),
-                                        static_cast<S *>(db)},
-                  "layer_norm_grad column sums");
+    columnSum<WB>(
+        this, st, rows, dim,
+        LayerNormColTerm<DT>{static_cast<const S *>(x),
+                             static_cast<const S *>(dy), stats, dim},
+        LayerNormColStore<DT>{static_cast<S *>(dw), static_cast<S *>(db)},
+        "layer_norm_grad column sums");
   });
   launched("layer_norm_grad kernels");
   release(st, stats);
