@@ -176,32 +176,32 @@ FSDP_HD inline double kernelSin(double x, double y) {
 /// only where the 1st cancels) and the kernels above by quadrant.
 FSDP_HD inline double cosNonNegative(double x) {
   const double invPio2 = 6.36619772367581382433e-01, // 0x3FE45F306DC9C883
-      pio2_1 = 1.57079632673412561417e+00,           // 0x3FF921FB54400000
-      pio2_1t = 6.07710050650619224932e-11,          // 0x3DD0B4611A626331
-      pio2_2 = 6.07710050630396597660e-11,           // 0x3DD0B4611A600000
-      pio2_2t = 2.02226624879595063154e-21,          // 0x3BA3198A2E037073
-      pio2_3 = 2.02226624871116645580e-21,           // 0x3BA3198A2E000000
-      pio2_3t = 8.47842766036889956997e-32;          // 0x397B839A252049C1
+      pio2One = 1.57079632673412561417e+00,          // 0x3FF921FB54400000
+      pio2OneTail = 6.07710050650619224932e-11,      // 0x3DD0B4611A626331
+      pio2Two = 6.07710050630396597660e-11,          // 0x3DD0B4611A600000
+      pio2TwoTail = 2.02226624879595063154e-21,      // 0x3BA3198A2E037073
+      pio2Three = 2.02226624871116645580e-21,        // 0x3BA3198A2E000000
+      pio2ThreeTail = 8.47842766036889956997e-32;    // 0x397B839A252049C1
   int32_t ix = highWord(x) & 0x7fffffff;
   if (ix <= 0x3fe921fb) // |x| ≤ π/4 (fdlibm's test)
     return kernelCos(x, 0.0);
   int32_t n = static_cast<int32_t>(x * invPio2 + 0.5);
   double fn = static_cast<double>(n);
-  double r = x - fn * pio2_1;
-  double w = fn * pio2_1t; // good to 85 bits
+  double r = x - fn * pio2One;
+  double w = fn * pio2OneTail; // good to 85 bits
   double y0 = r - w;
   int32_t j = ix >> 20;
   if (j - ((highWord(y0) >> 20) & 0x7ff) > 16) { // cancelled: 118 bits
     double t = r;
-    w = fn * pio2_2;
+    w = fn * pio2Two;
     r = t - w;
-    w = fn * pio2_2t - ((t - r) - w);
+    w = fn * pio2TwoTail - ((t - r) - w);
     y0 = r - w;
     if (j - ((highWord(y0) >> 20) & 0x7ff) > 49) { // 151 bits
       t = r;
-      w = fn * pio2_3;
+      w = fn * pio2Three;
       r = t - w;
-      w = fn * pio2_3t - ((t - r) - w);
+      w = fn * pio2ThreeTail - ((t - r) - w);
       y0 = r - w;
     }
   }
