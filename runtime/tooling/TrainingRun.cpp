@@ -209,6 +209,9 @@ void TrainingRun::initialiseShards() {
     if (it == targets.end())
       it = targets.insert(targets.end(), Target{unit, full, -1, -1});
     (io.role == "param" ? it->param : it->master) = io.buffer;
+    if (!ex.stateMemory(io.buffer))
+      throw Error(prog.name() + ": input buffer " + std::to_string(io.buffer) +
+                  " (role '" + io.role + "') has no device memory");
   }
   fsdp_stream s = fsdp_device_stream(device.get(), FSDP_STREAM_COMPUTE);
   for (const Target &t : targets) {
