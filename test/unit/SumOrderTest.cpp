@@ -52,8 +52,10 @@ std::vector<S> sortedSegmentGrad(const std::vector<int32_t> &idx, int64_t vocab,
   int64_t n = static_cast<int64_t>(idx.size());
   std::vector<int32_t> pos(static_cast<size_t>(n));
   std::iota(pos.begin(), pos.end(), 0);
-  std::stable_sort(pos.begin(), pos.end(),
-                   [&](int32_t a, int32_t b) { return idx[a] < idx[b]; });
+  // By token, then position: what a stable sort by token gives.
+  std::sort(pos.begin(), pos.end(), [&](int32_t a, int32_t b) {
+    return idx[a] != idx[b] ? idx[a] < idx[b] : a < b;
+  });
   std::vector<S> out(static_cast<size_t>(vocab * dim), S{});
   for (int64_t j = 0; j < n;) {
     int64_t end = j + 1;
