@@ -49,6 +49,20 @@ inline void checkIndexType(fsdp_dtype t, const char *what) {
     fail(FSDP_ERR_INVALID, std::string(what) + " must be i32 or i64");
 }
 
+/// Throws FSDP_ERR_INVALID unless fsdp_init_values' arguments are valid:
+/// float dtypes (the master's too, when there is one), a known init kind,
+/// n >= 0.
+inline void checkInitValues(fsdp_dtype t, const void *master, fsdp_dtype mt,
+                            int64_t n, int kind) {
+  if (!isFloat(t) || (master && !isFloat(mt)))
+    fail(FSDP_ERR_INVALID, "fsdp_init_values: float dtypes only");
+  if (kind < 0 || kind > 4)
+    fail(FSDP_ERR_INVALID,
+         "fsdp_init_values: unknown init kind " + std::to_string(kind));
+  if (n < 0)
+    fail(FSDP_ERR_INVALID, "fsdp_init_values: negative element count");
+}
+
 /// fsdp_rope's frequency transform from its arguments (fsdp/kernels.h);
 /// throws FSDP_ERR_INVALID for a head_dim, rope_type or factor it rejects.
 inline math::RopeScaling
@@ -135,6 +149,12 @@ struct fsdp_channel_s {
   X(cast,                                                                      \
     (fsdp_dtype xdtype, const void *x, fsdp_dtype ydtype, void *y, int64_t n), \
     (xdtype, x, ydtype, y, n))                                                 \
+  X(init_values,                                                               \
+    (fsdp_dtype dtype, void *y, fsdp_dtype master_dtype, void *master,         \
+     int64_t n, int64_t seed, int64_t fqn_hash, int64_t first_index, int kind, \
+     double value, int threads),                                               \
+    (dtype, y, master_dtype, master, n, seed, fqn_hash, first_index, kind,     \
+     value, threads))                                                          \
   X(linear,                                                                    \
     (fsdp_dtype dtype, const void *x, const void *w, const void *b, void *y,   \
      int64_t m, int64_t k, int64_t n, int transpose_weight),                   \

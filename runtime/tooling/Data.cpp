@@ -9,7 +9,9 @@
 #include "fsdp/tooling/Data.h"
 
 #include "fsdp/InitSpec.h"
+#include "fsdp/InitValues.h"
 #include "fsdp/Sharding.h"
+#include "fsdp/kernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -33,12 +35,7 @@ using fsdp::schedule::Program;
 
 namespace fsdp::tooling {
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+uint64_t splitmix64(uint64_t x) { return init::splitmix64(x); }
 uint64_t fnv1a(const std::string &s) {
   uint64_t h = 0xcbf29ce484222325ULL;
   for (unsigned char c : s)
@@ -51,9 +48,7 @@ uint64_t hashKey(std::initializer_list<uint64_t> vals) {
     h = splitmix64(h ^ v);
   return h;
 }
-double uniform01(uint64_t h) {
-  return (static_cast<double>(h >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
+double uniform01(uint64_t h) { return init::uniform01(h); }
 double normal01(uint64_t h) {
   double u1 = uniform01(splitmix64(h ^ 1)), u2 = uniform01(splitmix64(h ^ 2));
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
@@ -87,23 +82,29 @@ fsdp::init::Spec initSpec(const std::string &init, const std::string &fqn) {
               "' (supported: " + fsdp::init::kForms + ")");
 }
 
-/// Value of element `i` of parameter `fqn` for init `spec`.
-double initValue(const fsdp::init::Spec &spec, uint64_t seed,
-                 const std::string &fqn, int64_t i) {
-  uint64_t h = hashKey({seed, kParam, fnv1a(fqn), static_cast<uint64_t>(i)});
+/// fsdp_init_values' kind of a spec.
+int initKind(const fsdp::init::Spec &spec) {
   switch (spec.kind) {
   case fsdp::init::Kind::Zeros:
-    return 0.0;
+    return init::kInitZeros;
   case fsdp::init::Kind::Ones:
-    return 1.0;
+    return init::kInitOnes;
   case fsdp::init::Kind::Uniform:
-    return spec.value * (2.0 * uniform01(h) - 1.0);
+    return init::kInitUniform;
   case fsdp::init::Kind::Normal:
-    return spec.value * normal01(h);
+    return init::kInitNormal;
   case fsdp::init::Kind::Constant:
-    return spec.value;
+    return init::kInitConstant;
   }
-  return 0.0;
+  return init::kInitZeros;
+}
+
+/// Value of element `i` of parameter `fqn` for init `spec`
+/// (fsdp/InitValues.h: the drivers' fsdp_init_values computes the same).
+double initValue(const fsdp::init::Spec &spec, uint64_t seed,
+                 const std::string &fqn, int64_t i) {
+  return init::initValue(initKind(spec), spec.value, seed, fnv1a(fqn),
+                         static_cast<uint64_t>(i));
 }
 
 void readCsv(const std::string &path, int64_t featPerSample,
@@ -181,6 +182,43 @@ std::vector<double> initShard(const fsdp::schedule::UnitDesc &u, uint64_t seed,
       shard[f - begin] = initValue(spec, seed, p.fqn, f - p.offset);
   }
   return shard;
+}
+
+void initUnitOnDevice(fsdp_stream s, const fsdp::schedule::UnitDesc &u,
+                      uint64_t seed, int64_t shardIndex, void *param,
+                      fsdp_dtype paramDtype, void *master,
+                      fsdp_dtype masterDtype, int threads) {
+  auto check = [&](int status, const char *what) {
+    if (status != FSDP_OK)
+      throw Error("initialising unit '" + u.name + "': " + what + ": " +
+                  fsdp_last_error());
+  };
+  int64_t begin = shardIndex < 0 ? 0 : shardIndex * u.shardNumel;
+  int64_t count = shardIndex < 0 ? u.paddedNumel : u.shardNumel;
+  int64_t end = begin + count;
+  size_t pb = fsdp_dtype_size(paramDtype), mb = fsdp_dtype_size(masterDtype);
+  check(fsdp_memset_zero(s, param, static_cast<size_t>(count) * pb),
+        "fsdp_memset_zero");
+  if (master)
+    check(fsdp_memset_zero(s, master, static_cast<size_t>(count) * mb),
+          "fsdp_memset_zero");
+  for (const fsdp::schedule::ParamDesc &p : u.params) {
+    int64_t lo = std::max(begin, p.offset);
+    int64_t hi = std::min(end, p.offset + p.numel);
+    if (lo >= hi)
+      continue;
+    fsdp::init::Spec spec = initSpec(p.init, p.fqn);
+    if (spec.kind == fsdp::init::Kind::Zeros)
+      continue; // zero-filled above
+    size_t at = static_cast<size_t>(lo - begin);
+    check(fsdp_init_values(
+              s, paramDtype, static_cast<char *>(param) + at * pb, masterDtype,
+              master ? static_cast<char *>(master) + at * mb : nullptr, hi - lo,
+              static_cast<int64_t>(seed), static_cast<int64_t>(fnv1a(p.fqn)),
+              lo - p.offset, initKind(spec), spec.value, threads),
+          ("fsdp_init_values of '" + p.fqn + "'").c_str());
+  }
+  check(fsdp_stream_synchronize(s), "fsdp_stream_synchronize");
 }
 
 DataSource::DataSource(const Program &p, const std::string &dataFile,

@@ -45,6 +45,10 @@ const char *kUsage =
     "                     that device_peak_bytes measures the step)\n"
     "  --seed S           seed of parameter init and synthetic data (default "
     "0)\n"
+    "  --init-threads N   host threads that initialise the parameters on the\n"
+    "                     cpu device (default 0: all hardware threads; the\n"
+    "                     values do not depend on N; cuda initialises on the\n"
+    "                     GPU)\n"
     "  --data FILE        instead of synthetic data: for a features/labels\n"
     "                     schedule a CSV (lines f0,...,fF-1,label); for a\n"
     "                     tokens/targets schedule a .bin file of uint16 token\n"
@@ -159,6 +163,11 @@ Options parseArgs(int argc, char **argv) {
       if (!parseInt(value(), s) || s < 0)
         usageError("--seed needs a non-negative integer");
       o.seed = static_cast<uint64_t>(s);
+    } else if (a == "--init-threads") {
+      int64_t t;
+      if (!parseInt(value(), t) || t < 0 || t > 4096)
+        usageError("--init-threads needs an integer in [0, 4096]");
+      o.initThreads = static_cast<int>(t);
     } else if (a == "--compiled") {
       o.compiled = value();
     } else if (a == "--dump-params") {

@@ -167,10 +167,18 @@ void TrainingRun::initialiseState() {
 
 // Parameter shards (layout "shard": this rank's shard at its index r mod S
 // in the shard group; "full": the whole padded buffer, the same on every
-// rank) and zero optimizer moments. A `master` starts from the same values
-// as `param`; a bf16/f16 `param` gets them rounded (through f32), i.e.
+// rank) and zero optimizer moments, initialised where they live
+// (initUnitOnDevice: on the device, --init-threads host threads on cpu). A
+// `master` starts from the same values as `param`, both written from one
+// evaluation; a bf16/f16 `param` gets them rounded (through f32), i.e.
 // cast(master).
 void TrainingRun::initialiseShards() {
+  struct Target {
+    const fsdp::schedule::UnitDesc *unit = nullptr;
+    bool full = false;
+    int64_t param = -1, master = -1;
+  };
+  std::vector<Target> targets;
   for (const IoDesc &io : prog.inputs()) {
     if (!fsdp::schedule::isStateRole(io.role))
       continue;
@@ -183,12 +191,40 @@ void TrainingRun::initialiseShards() {
                   "needs per-unit shards, i.e. a schedule from the FSDP "
                   "pipeline (fsdp-opt --fsdp-pipeline), not from "
                   "fsdp-autodiff alone");
-    if (io.role == "param" || io.role == "master")
-      ex.write(io.buffer,
-               io.layout == "full"
-                   ? initFull(*unit, opt.seed)
-                   : initShard(*unit, opt.seed, rank % prog.shardSize()));
-    // Moments stay as the executor zeroed them.
+    if (io.role != "param" && io.role != "master")
+      continue; // moments stay as the executor zeroed them
+    bool full = io.layout == "full";
+    int64_t want = full ? unit->paddedNumel : unit->shardNumel;
+    if (prog.buffer(io.buffer).numel != want)
+      throw Error(prog.name() + ": input buffer " + std::to_string(io.buffer) +
+                  " (role '" + io.role + "', unit '" + unit->name + "') has " +
+                  std::to_string(prog.buffer(io.buffer).numel) +
+                  " elements; its unit's " + (full ? "padded" : "shard") +
+                  " numel is " + std::to_string(want));
+    auto same = [&](const Target &t) {
+      return t.unit == unit && t.full == full &&
+             (io.role == "param" ? t.param : t.master) < 0;
+    };
+    auto it = std::find_if(targets.begin(), targets.end(), same);
+    if (it == targets.end())
+      it = targets.insert(targets.end(), Target{unit, full, -1, -1});
+    (io.role == "param" ? it->param : it->master) = io.buffer;
+    if (!ex.stateMemory(io.buffer))
+      throw Error(prog.name() + ": input buffer " + std::to_string(io.buffer) +
+                  " (role '" + io.role + "') has no device memory");
+  }
+  fsdp_stream s = fsdp_device_stream(device.get(), FSDP_STREAM_COMPUTE);
+  for (const Target &t : targets) {
+    int64_t first = t.param >= 0 ? t.param : t.master;
+    int64_t second = t.param >= 0 ? t.master : -1;
+    auto dtypeOf = [&](int64_t b) {
+      return fsdp::schedule::toC(prog.buffer(b).dtype);
+    };
+    initUnitOnDevice(s, *t.unit, opt.seed,
+                     t.full ? -1 : rank % prog.shardSize(),
+                     ex.stateMemory(first), dtypeOf(first),
+                     second >= 0 ? ex.stateMemory(second) : nullptr,
+                     second >= 0 ? dtypeOf(second) : FSDP_F32, opt.initThreads);
   }
 }
 

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "TestDevice.h"
 #include "fsdp/Half.h"
+#include "fsdp/InitValues.h"
 #include "fsdp/kernels.h"
 #include "fsdp/runtime.h"
 
@@ -571,6 +572,137 @@ TEST(DriverParity, CudaDataErrorsSurfaceAtSynchronize) {
             std::string::npos)
       << fsdp_last_error();
   EXPECT_EQ(fsdp_stream_synchronize(s), FSDP_OK); // reported once
+}
+
+/// `bytes` of device memory p of device d, read back to the host.
+std::vector<unsigned char> readBack(fsdp_device d, const void *p,
+                                    size_t bytes) {
+  std::vector<unsigned char> out(bytes);
+  fsdp_stream s = fsdp_device_stream(d, FSDP_STREAM_COMPUTE);
+  EXPECT_EQ(fsdp_memcpy(s, out.data(), p, bytes), FSDP_OK);
+  EXPECT_EQ(fsdp_stream_synchronize(s), FSDP_OK) << fsdp_last_error();
+  return out;
+}
+
+/// A copy of host bytes in device memory of d.
+void upload(fsdp_device d, void *p, const void *src, size_t bytes) {
+  fsdp_stream s = fsdp_device_stream(d, FSDP_STREAM_COMPUTE);
+  EXPECT_EQ(fsdp_memcpy(s, p, src, bytes), FSDP_OK);
+  EXPECT_EQ(fsdp_stream_synchronize(s), FSDP_OK);
+}
+
+// fsdp_init_values: the cuda kernel runs fsdp/InitValues.h as the cpu
+// driver's threads do (no libm, no fused multiply-adds): the same bytes.
+TEST(DriverParity, CudaInitValuesEqualCpuBitForBit) {
+  std::string why;
+  fsdp_device gpu = cudaDevice(why);
+  if (!gpu)
+    GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
+  fsdp_device cpu = fsdp::test::cpuDevice();
+  const int64_t n = 300001;
+  for (fsdp_dtype t : {FSDP_F32, FSDP_F64, FSDP_BF16, FSDP_F16})
+    for (int kind : {fsdp::init::kInitNormal, fsdp::init::kInitUniform,
+                     fsdp::init::kInitConstant}) {
+      std::vector<unsigned char> got[2];
+      for (int k = 0; k < 2; ++k) {
+        fsdp_device d = k ? gpu : cpu;
+        size_t yb = static_cast<size_t>(n) * fsdp_dtype_size(t);
+        DeviceBuffer y(d, yb), m(d, static_cast<size_t>(n) * 4);
+        ASSERT_EQ(fsdp_init_values(fsdp_device_stream(d, FSDP_STREAM_COMPUTE),
+                                   t, y.p, FSDP_F32, m.p, n, 17, 0x1234abcd,
+                                   (int64_t{1} << 32) + 3, kind, 0.02, 0),
+                  FSDP_OK)
+            << fsdp_last_error();
+        got[k] = readBack(d, y.p, yb);
+        std::vector<unsigned char> mb = readBack(d, m.p, m.bytes);
+        got[k].insert(got[k].end(), mb.begin(), mb.end());
+      }
+      EXPECT_EQ(got[0], got[1]) << "dtype " << t << " kind " << kind;
+    }
+}
+
+// The embedding gradient sums each token's rows in position order on both
+// drivers (fsdp/SumOrder.h): the same bytes, run after run.
+TEST(DriverParity, CudaEmbeddingGradEqualsCpuBitForBit) {
+  std::string why;
+  fsdp_device gpu = cudaDevice(why);
+  if (!gpu)
+    GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
+  fsdp_device cpu = fsdp::test::cpuDevice();
+  const int64_t n = 8192, vocab = 50, dim = 72;
+  std::vector<int32_t> idx(n);
+  for (int64_t i = 0; i < n; ++i) // heavy repeats; ids 47..49 never occur
+    idx[i] = static_cast<int32_t>((i * i + 3 * i) % 47 % (1 + i % 13));
+  Vec dy(static_cast<size_t>(n * dim));
+  std::mt19937 g(3);
+  for (double &v : dy)
+    v = std::normal_distribution<double>(0, 2)(g);
+  for (fsdp_dtype t : {FSDP_F32, FSDP_F64, FSDP_BF16}) {
+    std::vector<unsigned char> in = toBytes(dy, t);
+    size_t tb = static_cast<size_t>(vocab * dim) * fsdp_dtype_size(t);
+    std::vector<unsigned char> got[3];
+    for (int k = 0; k < 3; ++k) {
+      fsdp_device d = k ? gpu : cpu;
+      DeviceBuffer di(d, idx.size() * 4), dd(d, in.size()), dt(d, tb);
+      upload(d, di.p, idx.data(), di.bytes);
+      upload(d, dd.p, in.data(), in.size());
+      ASSERT_EQ(fsdp_embedding_grad(fsdp_device_stream(d, FSDP_STREAM_COMPUTE),
+                                    t, di.p, FSDP_I32, dd.p, dt.p, n, vocab,
+                                    dim),
+                FSDP_OK)
+          << fsdp_last_error();
+      got[k] = readBack(d, dt.p, tb);
+    }
+    EXPECT_EQ(got[1], got[0]) << "dtype " << t;
+    EXPECT_EQ(got[2], got[1]) << "dtype " << t << ": not repeatable";
+  }
+}
+
+// Two-stage column sums (5000 rows: 128 chunks) repeat bit for bit and stay
+// within the grouping's roundings of the cpu driver's row-order sums.
+TEST(DriverParity, CudaColumnSumsRepeatBitForBit) {
+  std::string why;
+  fsdp_device gpu = cudaDevice(why);
+  if (!gpu)
+    GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
+  fsdp_device cpu = fsdp::test::cpuDevice();
+  const int64_t rows = 5000, dim = 96;
+  Vec x(static_cast<size_t>(rows * dim)), dy(x.size()), w(dim);
+  std::mt19937 g(4);
+  for (Vec *v : {&x, &dy, &w})
+    for (double &e : *v)
+      e = std::normal_distribution<double>(0, 1)(g);
+  std::vector<unsigned char> xb = toBytes(x, FSDP_F32),
+                             yb = toBytes(dy, FSDP_F32),
+                             wb = toBytes(w, FSDP_F32);
+  std::vector<Vec> out[3];
+  for (int k = 0; k < 3; ++k) {
+    fsdp_device d = k ? gpu : cpu;
+    fsdp_stream s = fsdp_device_stream(d, FSDP_STREAM_COMPUTE);
+    DeviceBuffer dx(d, xb.size()), ddy(d, yb.size()), dw(d, wb.size()),
+        gx(d, xb.size()), gw(d, wb.size()), gb(d, wb.size()), rs(d, wb.size());
+    upload(d, dx.p, xb.data(), xb.size());
+    upload(d, ddy.p, yb.data(), yb.size());
+    upload(d, dw.p, wb.data(), wb.size());
+    ASSERT_EQ(fsdp_layer_norm_grad(s, FSDP_F32, dx.p, dw.p, ddy.p, gx.p, gw.p,
+                                   gb.p, rows, dim, 1e-5),
+              FSDP_OK);
+    int64_t shape[2] = {rows, dim}, axis = 0;
+    ASSERT_EQ(fsdp_reduce_sum(s, FSDP_F32, ddy.p, shape, 2, &axis, 1, rs.p),
+              FSDP_OK);
+    for (DeviceBuffer *b : {&gw, &gb, &rs}) {
+      std::vector<unsigned char> r = readBack(d, b->p, b->bytes);
+      Vec v(static_cast<size_t>(dim));
+      for (int64_t c = 0; c < dim; ++c)
+        v[static_cast<size_t>(c)] =
+            reinterpret_cast<const float *>(r.data())[c];
+      out[k].push_back(v);
+    }
+  }
+  for (size_t o = 0; o < out[0].size(); ++o) {
+    EXPECT_EQ(out[2][o], out[1][o]) << "output " << o << ": not repeatable";
+    EXPECT_LE(relErr(out[1][o], out[0][o]), 1e-5) << "output " << o;
+  }
 }
 
 } // namespace

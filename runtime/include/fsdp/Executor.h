@@ -101,6 +101,11 @@ public:
   void read(int64_t buffer, std::vector<double> &out) const;
   /// Element 0 of read(buffer).
   double readScalar(int64_t buffer) const;
+  /// The device memory of state input `buffer` (role param, master,
+  /// exp_avg or exp_avg_sq; zero-filled until written), for writers that
+  /// fill it on the device (fsdp-run's initialisation); null for any other
+  /// buffer. Valid for the Executor's lifetime.
+  void *stateMemory(int64_t buffer) const { return stateAt(buffer); }
 
   /// Runs one step: binds the inputs, runs the step plan, completes the
   /// collectives, carries the state outputs into the state, and waits for

@@ -35,6 +35,20 @@ int fsdp_fill(fsdp_stream s, fsdp_dtype dtype, void *y, int64_t n,
  * narrowing rounds to nearest even once, f64 -> bf16/f16 included). */
 int fsdp_cast(fsdp_stream s, fsdp_dtype xdtype, const void *x,
               fsdp_dtype ydtype, void *y, int64_t n);
+/* The initial values of a parameter's elements first_index ..
+ * first_index + n - 1 (fsdp/InitValues.h, init::initValue: a pure function
+ * of (seed, fqn_hash = FNV-1a of the FQN, element index) for init `kind`,
+ * init::kInit*, with `value` a, s or v), written to y[n] in `dtype` and, when
+ * `master` is not NULL, to master[n] in `master_dtype` from the same pass
+ * (float dtypes; narrowing rounds the double value through f32 for bf16/f16,
+ * as fsdp_cast of the master does). The same bits on every driver. `threads`:
+ * host threads of the cpu driver (<= 0: std::thread::hardware_concurrency;
+ * the values do not depend on it); unused by "cuda". FSDP_ERR_INVALID for a
+ * bad dtype or kind. */
+int fsdp_init_values(fsdp_stream s, fsdp_dtype dtype, void *y,
+                     fsdp_dtype master_dtype, void *master, int64_t n,
+                     int64_t seed, int64_t fqn_hash, int64_t first_index,
+                     int kind, double value, int threads);
 
 /* y[M,N] = x[M,K] · w[N,K]ᵀ (+ b[N] on every row; b may be NULL), the
  * semantics of torch.nn.functional.linear; with transpose_weight the weight

@@ -269,6 +269,16 @@ void CpuDevice::cast(fsdp_stream_s *, fsdp_dtype st, const void *src,
   }
 }
 
+void CpuDevice::init_values(fsdp_stream_s *, fsdp_dtype t, void *y,
+                            fsdp_dtype mt, void *master, int64_t n,
+                            int64_t seed, int64_t fqnHash, int64_t first,
+                            int kind, double value, int threads) {
+  checkInitValues(t, master, mt, n, kind);
+  k::initValues(t, y, mt, master, n, static_cast<uint64_t>(seed),
+                static_cast<uint64_t>(fqnHash), static_cast<uint64_t>(first),
+                kind, value, threads);
+}
+
 void CpuDevice::linear(fsdp_stream_s *, fsdp_dtype t, const void *x,
                        const void *w, const void *b, void *y, int64_t m,
                        int64_t kk, int64_t n, int transposeWeight) {

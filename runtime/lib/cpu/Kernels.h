@@ -11,10 +11,22 @@
 #ifndef FSDP_RUNTIME_CPU_KERNELS_H
 #define FSDP_RUNTIME_CPU_KERNELS_H
 
+#include "fsdp/runtime.h"
+
 #include <cstdint>
 #include <vector>
 
 namespace fsdp::rt::cpu {
+
+/// fsdp_init_values (fsdp/kernels.h) on `threads` host threads (<= 0:
+/// hardware concurrency), at most one per 65,536 elements
+/// (InitKernels.cpp). Arguments as the C entry point's; checked by the
+/// caller.
+void initValues(fsdp_dtype t, void *y, fsdp_dtype mt, void *master, int64_t n,
+                uint64_t seed, uint64_t fqnHash, uint64_t firstIndex, int kind,
+                double value, int threads);
+/// The threads initValues uses for n elements when asked for `requested`.
+int initThreads(int requested, int64_t n);
 
 /// y[M,N] = x[M,K] · w[N,K]ᵀ (+ b[N] broadcast over rows); b may be null.
 /// cblas_sgemm / cblas_dgemm (torch.nn.functional.linear semantics). With

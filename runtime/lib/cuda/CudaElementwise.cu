@@ -1,20 +1,32 @@
 //===- CudaElementwise.cu - elementwise kernels of the cuda driver --------===//
 //
-// fill, cast, add/mul, the activations and their gradients, the average after
-// an NCCL sum (launchDivide), flatten, split and concat on the GPU: one thread
-// per element over a grid-stride loop (CudaKernelUtil.cuh). launchCast also
-// serves the embedding gradient and attention (their f32 working copies).
+// fill, cast, init_values (fsdp/InitValues.h), add/mul, the activations and
+// their gradients, the average after an NCCL sum (launchDivide), flatten, split
+// and concat on the GPU: one thread per element over a grid-stride loop
+// (CudaKernelUtil.cuh). launchCast also serves the embedding gradient and
+// attention (their f32 working copies).
 //
 //===----------------------------------------------------------------------===//
 #include "CudaKernelUtil.cuh"
 
 #include "fsdp/ElementMath.h"
+#include "fsdp/InitValues.h"
 
 namespace fsdp::hal::cuda {
 
 namespace {
 
 //===--- Elementwise ------------------------------------------------------===//
+
+// fsdp_init_values: element j from its index alone (fsdp/InitValues.h, the
+// cpu driver's code), param and master from one evaluation.
+__global__ void initValuesK(fsdp_dtype t, void *y, fsdp_dtype mt, void *master,
+                            int64_t n, uint64_t seed, uint64_t fqnHash,
+                            uint64_t first, int kind, double value) {
+  FSDP_GRID_LOOP(j, n)
+  init::initRange(t, y, mt, master, j, j + 1, seed, fqnHash, first, kind,
+                  value);
+}
 
 template <typename T> __global__ void fillK(T *y, int64_t n, T v) {
   FSDP_GRID_LOOP(i, n) y[i] = v;
@@ -233,6 +245,20 @@ void CudaDevice::cast(fsdp_stream_s *s, fsdp_dtype xt, const void *x,
     return;
   }
   launchCast(x, xt, y, yt, n, streamOf(s));
+}
+
+void CudaDevice::init_values(fsdp_stream_s *s, fsdp_dtype t, void *y,
+                             fsdp_dtype mt, void *master, int64_t n,
+                             int64_t seed, int64_t fqnHash, int64_t first,
+                             int kind, double value, int /*threads*/) {
+  checkInitValues(t, master, mt, n, kind);
+  if (n == 0)
+    return;
+  initValuesK<<<blocksFor(n), kThreads, 0, streamOf(s)>>>(
+      t, y, mt, master, n, static_cast<uint64_t>(seed),
+      static_cast<uint64_t>(fqnHash), static_cast<uint64_t>(first), kind,
+      value);
+  launched("init_values kernel");
 }
 
 void CudaDevice::add(fsdp_stream_s *s, fsdp_dtype t, const void *a,

@@ -2,12 +2,18 @@
 //
 // layer_norm and rms_norm, embedding and position_embedding, and their
 // gradients, for the cuda driver. Row statistics are a tree within a block
-// (one block a row) in double; weight and position-embedding gradients run in
-// the cpu driver's order (a thread owns a column). The embedding gradient's
-// scatter-add uses atomics (no fixed order), in f32 scratch for 2-byte dtypes.
+// (one block a row) in double. Every sum over rows runs in a fixed order
+// (fsdp/SumOrder.h), so that a run repeats bit for bit: the weight and bias
+// gradients of the norms and position_embedding's gradient are two-stage
+// column sums (CudaColumnSum.cuh); the embedding gradient sorts the
+// (token, position) pairs (cub::DeviceRadixSort, stable) and sums each
+// token's rows in position order, the cpu driver's order, with no atomics.
 //
 //===----------------------------------------------------------------------===//
+#include "CudaColumnSum.cuh"
 #include "CudaKernelUtil.cuh"
+
+#include <cub/device/device_radix_sort.cuh>
 
 #include "fsdp/ElementMath.h"
 
@@ -34,19 +40,44 @@ __global__ void embeddingK(const void *idx, int idxI64,
   }
 }
 
-// dtable (in f32 for 2-byte dtypes, else T) += dy rows at their index.
-template <int DT, typename A>
-__global__ void embeddingGradK(const void *idx, int idxI64,
-                               const typename Elt<DT>::S *dy, A *acc, int64_t n,
-                               int64_t vocab, int64_t dim, DeviceErrors *err) {
-  FSDP_GRID_LOOP(e, n * dim) {
-    int64_t i = e / dim, c = e % dim, v = loadIndex(idx, idxI64, i);
+// The sort keys of the embedding gradient: token ids (an id out of range
+// reported, and keyed `vocab`, after every valid one), positions as values.
+__global__ void embeddingKeysK(const void *idx, int idxI64, uint32_t *keys,
+                               int32_t *pos, int64_t n, int64_t vocab,
+                               DeviceErrors *err) {
+  FSDP_GRID_LOOP(i, n) {
+    int64_t v = loadIndex(idx, idxI64, i);
     if (v < 0 || v >= vocab) {
-      if (c == 0)
-        report(err, kIndexOutOfRange, v, i, vocab);
-      continue;
+      report(err, kIndexOutOfRange, v, i, vocab);
+      v = vocab;
     }
-    atomicAdd(&acc[v * dim + c], static_cast<A>(Elt<DT>::ld(dy, e)));
+    keys[i] = static_cast<uint32_t>(v);
+    pos[i] = static_cast<int32_t>(i);
+  }
+}
+
+// dtable[v, c] = Σ dy[pos, c] over token v's positions in increasing order
+// (keys/pos sorted by token, stably), from 0 in A: thread (j, c) works when
+// j starts a token's run. Rows of absent tokens stay as zeroed.
+template <int DT, typename A>
+__global__ void embeddingGradK(const uint32_t *keys, const int32_t *pos,
+                               const typename Elt<DT>::S *dy,
+                               typename Elt<DT>::S *dtable, int64_t n,
+                               int64_t vocab, int64_t dim) {
+  using E = Elt<DT>;
+  FSDP_GRID_LOOP(e, n * dim) {
+    int64_t j = e / dim, c = e % dim;
+    uint32_t v = keys[j];
+    if ((j > 0 && keys[j - 1] == v) || v >= vocab)
+      continue;
+    int64_t end = j + 1;
+    while (end < n && keys[end] == v)
+      ++end;
+    A acc = order::segmentColumnSum<A>(pos, j, end, dim, c, [&](int64_t i) {
+      return static_cast<A>(E::ld(dy, i));
+    });
+    dtable[static_cast<int64_t>(v) * dim + c] =
+        E::st(static_cast<typename E::C>(acc));
   }
 }
 
@@ -59,21 +90,71 @@ __global__ void positionEmbeddingK(const typename Elt<DT>::S *x,
   FSDP_GRID_LOOP(i, n) y[i] = E::st(E::ld(x, i) + E::ld(table, i % plane));
 }
 
-// dtable[t, c] = Σ_b dy[b, t, c] in the compute type, b in order.
-template <int DT>
-__global__ void positionEmbeddingGradK(const typename Elt<DT>::S *dy,
-                                       typename Elt<DT>::S *dtable,
-                                       int64_t batch, int64_t plane,
-                                       int64_t total) {
-  using E = Elt<DT>;
-  FSDP_GRID_LOOP(i, total) {
-    typename E::C acc = 0;
-    if (i < plane)
-      for (int64_t b = 0; b < batch; ++b)
-        acc += E::ld(dy, b * plane + i);
-    dtable[i] = E::st(acc);
+// Column sums (CudaColumnSum.cuh) of the gradients below.
+
+// position_embedding_grad: dtable[i] = Σ_b dy[b, i] in the compute type
+// (rows b, columns i < positions·dim; 0 past the sequence).
+template <int DT> struct PositionGradTerm {
+  const typename Elt<DT>::S *dy;
+  int64_t plane;
+  __device__ typename Elt<DT>::C operator()(int64_t b, int64_t i) const {
+    return i < plane ? Elt<DT>::ld(dy, b * plane + i) : typename Elt<DT>::C(0);
   }
-}
+};
+template <int DT> struct StoreC {
+  typename Elt<DT>::S *y;
+  __device__ void operator()(int64_t c, typename Elt<DT>::C v) const {
+    y[c] = Elt<DT>::st(v);
+  }
+};
+// A double sum rounded once to the dtype.
+template <int DT> struct StoreD {
+  typename Elt<DT>::S *y;
+  __device__ void operator()(int64_t c, double v) const {
+    y[c] = Elt<DT>::st(static_cast<typename Elt<DT>::C>(v));
+  }
+};
+
+/// layer_norm_grad's (dw, db) terms, summed together.
+struct WB {
+  double w = 0, b = 0;
+  __device__ WB &operator+=(const WB &o) {
+    w += o.w;
+    b += o.b;
+    return *this;
+  }
+};
+// dw[c] = Σ_r dy·x̂, db[c] = Σ_r dy, x̂ from the row's (mean, rstd).
+template <int DT> struct LayerNormColTerm {
+  const typename Elt<DT>::S *x, *dy;
+  const double *stats;
+  int64_t dim;
+  __device__ WB operator()(int64_t r, int64_t c) const {
+    using E = Elt<DT>;
+    double xh = (E::ld(x, r * dim + c) - stats[2 * r]) * stats[2 * r + 1];
+    double g = E::ld(dy, r * dim + c);
+    return WB{g * xh, g};
+  }
+};
+template <int DT> struct LayerNormColStore {
+  typename Elt<DT>::S *dw, *db;
+  __device__ void operator()(int64_t c, const WB &a) const {
+    using E = Elt<DT>;
+    dw[c] = E::st(static_cast<typename E::C>(a.w));
+    db[c] = E::st(static_cast<typename E::C>(a.b));
+  }
+};
+// dw[c] = Σ_r dy·x·rr.
+template <int DT> struct RmsNormColTerm {
+  const typename Elt<DT>::S *x, *dy;
+  const double *rrs;
+  int64_t dim;
+  __device__ double operator()(int64_t r, int64_t c) const {
+    using E = Elt<DT>;
+    return static_cast<double>(E::ld(dy, r * dim + c)) * E::ld(x, r * dim + c) *
+           rrs[r];
+  }
+};
 
 //===--- Norms ------------------------------------------------------------===//
 
@@ -139,24 +220,6 @@ layerNormGradRowK(const typename Elt<DT>::S *x, const typename Elt<DT>::S *w,
 }
 
 template <int DT>
-__global__ void
-layerNormGradColK(const typename Elt<DT>::S *x, const typename Elt<DT>::S *dy,
-                  const double *stats, typename Elt<DT>::S *dw,
-                  typename Elt<DT>::S *db, int64_t rows, int64_t dim) {
-  using E = Elt<DT>;
-  FSDP_GRID_LOOP(c, dim) {
-    double aw = 0, ab = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      double xh = (E::ld(x, r * dim + c) - stats[2 * r]) * stats[2 * r + 1];
-      aw += static_cast<double>(E::ld(dy, r * dim + c)) * xh;
-      ab += E::ld(dy, r * dim + c);
-    }
-    dw[c] = E::st(static_cast<typename E::C>(aw));
-    db[c] = E::st(static_cast<typename E::C>(ab));
-  }
-}
-
-template <int DT>
 __global__ void rmsNormK(const typename Elt<DT>::S *x,
                          const typename Elt<DT>::S *w, typename Elt<DT>::S *y,
                          int64_t dim, double eps) {
@@ -198,21 +261,6 @@ rmsNormGradRowK(const typename Elt<DT>::S *x, const typename Elt<DT>::S *w,
     rrs[r] = rr;
 }
 
-template <int DT>
-__global__ void rmsNormGradColK(const typename Elt<DT>::S *x,
-                                const typename Elt<DT>::S *dy,
-                                const double *rrs, typename Elt<DT>::S *dw,
-                                int64_t rows, int64_t dim) {
-  using E = Elt<DT>;
-  FSDP_GRID_LOOP(c, dim) {
-    double aw = 0;
-    for (int64_t r = 0; r < rows; ++r)
-      aw += static_cast<double>(E::ld(dy, r * dim + c)) *
-            E::ld(x, r * dim + c) * rrs[r];
-    dw[c] = E::st(static_cast<typename E::C>(aw));
-  }
-}
-
 } // namespace
 
 //===--- The entry points -------------------------------------------------===//
@@ -237,25 +285,53 @@ void CudaDevice::embedding_grad(fsdp_stream_s *s, fsdp_dtype t, const void *idx,
                                 fsdp_dtype it, const void *dy, void *dtable,
                                 int64_t n, int64_t vocab, int64_t dim) {
   checkIndexType(it, "fsdp_embedding_grad: indices");
+  if (n > INT32_MAX || vocab >= INT32_MAX)
+    fail(FSDP_ERR_UNSUPPORTED, "fsdp_embedding_grad: " + std::to_string(n) +
+                                   " positions or a vocabulary of " +
+                                   std::to_string(vocab) +
+                                   " above 2^31 - 1 (the sort's 32-bit keys)");
   cudaStream_t st = streamOf(s);
-  bool half = isHalf(t);
-  size_t tableN = static_cast<size_t>(vocab * dim);
   floatDtype(t, "fsdp_embedding_grad", [&](auto tag) {
     constexpr int DT = decltype(tag)::value;
     using S = typename Elt<DT>::S;
     using A = std::conditional_t<DT == FSDP_F64, double, float>;
-    A *acc = half ? static_cast<A *>(scratch(st, tableN * sizeof(A)))
-                  : static_cast<A *>(dtable);
-    check(cudaMemsetAsync(acc, 0, tableN * sizeof(A), st), "cudaMemsetAsync");
-    if (n * dim > 0)
-      embeddingGradK<DT, A><<<blocksFor(n * dim), kThreads, 0, st>>>(
-          idx, it == FSDP_I64, static_cast<const S *>(dy), acc, n, vocab, dim,
-          errors);
+    check(cudaMemsetAsync(dtable, 0,
+                          static_cast<size_t>(vocab * dim) * sizeof(S), st),
+          "cudaMemsetAsync");
+    if (n == 0 || dim == 0)
+      return;
+    // Keys need the bits of `vocab` (the out-of-range key) only.
+    int endBit = 1;
+    while (endBit < 32 &&
+           (uint64_t{1} << endBit) <= static_cast<uint64_t>(vocab))
+      ++endBit;
+    int items = static_cast<int>(n);
+    size_t sortBytes = 0;
+    check(cub::DeviceRadixSort::SortPairs(
+              nullptr, sortBytes, static_cast<const uint32_t *>(nullptr),
+              static_cast<uint32_t *>(nullptr),
+              static_cast<const int32_t *>(nullptr),
+              static_cast<int32_t *>(nullptr), items, 0, endBit, st),
+          "cub::DeviceRadixSort::SortPairs (size)");
+    // One scratch block: keys and positions in and out, then cub's storage.
+    size_t pairBytes = (static_cast<size_t>(n) * 4 + 255) / 256 * 256;
+    char *sc = static_cast<char *>(scratch(st, 4 * pairBytes + sortBytes));
+    auto *keysIn = reinterpret_cast<uint32_t *>(sc);
+    auto *keys = reinterpret_cast<uint32_t *>(sc + pairBytes);
+    auto *posIn = reinterpret_cast<int32_t *>(sc + 2 * pairBytes);
+    auto *pos = reinterpret_cast<int32_t *>(sc + 3 * pairBytes);
+    embeddingKeysK<<<blocksFor(n), kThreads, 0, st>>>(
+        idx, it == FSDP_I64, keysIn, posIn, n, vocab, errors);
+    launched("embedding_grad keys kernel");
+    check(cub::DeviceRadixSort::SortPairs(sc + 4 * pairBytes, sortBytes, keysIn,
+                                          keys, posIn, pos, items, 0, endBit,
+                                          st),
+          "cub::DeviceRadixSort::SortPairs");
+    embeddingGradK<DT, A><<<blocksFor(n * dim), kThreads, 0, st>>>(
+        keys, pos, static_cast<const S *>(dy), static_cast<S *>(dtable), n,
+        vocab, dim);
     launched("embedding_grad kernel");
-    if (half) {
-      launchCast(acc, FSDP_F32, dtable, t, static_cast<int64_t>(tableN), st);
-      release(st, acc);
-    }
+    release(st, sc);
   });
 }
 
@@ -289,11 +365,12 @@ void CudaDevice::position_embedding_grad(fsdp_stream_s *s, fsdp_dtype t,
   floatDtype(t, "fsdp_position_embedding_grad", [&](auto tag) {
     constexpr int DT = decltype(tag)::value;
     using S = typename Elt<DT>::S;
-    positionEmbeddingGradK<DT><<<blocksFor(total), kThreads, 0, streamOf(s)>>>(
-        static_cast<const S *>(dy), static_cast<S *>(dtable), batch, seq * dim,
-        total);
+    columnSum<typename Elt<DT>::C>(
+        this, streamOf(s), batch, total,
+        PositionGradTerm<DT>{static_cast<const S *>(dy), seq * dim},
+        StoreC<DT>{static_cast<S *>(dtable)},
+        "position_embedding_grad kernels");
   });
-  launched("position_embedding_grad kernel");
 }
 
 void CudaDevice::layer_norm(fsdp_stream_s *s, fsdp_dtype t, const void *x,
@@ -327,9 +404,12 @@ void CudaDevice::layer_norm_grad(fsdp_stream_s *s, fsdp_dtype t, const void *x,
       layerNormGradRowK<DT><<<rows, kThreads, 0, st>>>(
           static_cast<const S *>(x), static_cast<const S *>(w),
           static_cast<const S *>(dy), static_cast<S *>(dx), stats, dim, eps);
-    layerNormGradColK<DT><<<blocksFor(dim), kThreads, 0, st>>>(
-        static_cast<const S *>(x), static_cast<const S *>(dy), stats,
-        static_cast<S *>(dw), static_cast<S *>(db), rows, dim);
+    columnSum<WB>(
+        this, st, rows, dim,
+        LayerNormColTerm<DT>{static_cast<const S *>(x),
+                             static_cast<const S *>(dy), stats, dim},
+        LayerNormColStore<DT>{static_cast<S *>(dw), static_cast<S *>(db)},
+        "layer_norm_grad column sums");
   });
   launched("layer_norm_grad kernels");
   release(st, stats);
@@ -366,9 +446,11 @@ void CudaDevice::rms_norm_grad(fsdp_stream_s *s, fsdp_dtype t, const void *x,
       rmsNormGradRowK<DT><<<rows, kThreads, 0, st>>>(
           static_cast<const S *>(x), static_cast<const S *>(w),
           static_cast<const S *>(dy), static_cast<S *>(dx), rrs, dim, eps);
-    rmsNormGradColK<DT><<<blocksFor(dim), kThreads, 0, st>>>(
-        static_cast<const S *>(x), static_cast<const S *>(dy), rrs,
-        static_cast<S *>(dw), rows, dim);
+    columnSum<double>(this, st, rows, dim,
+                      RmsNormColTerm<DT>{static_cast<const S *>(x),
+                                         static_cast<const S *>(dy), rrs, dim},
+                      StoreD<DT>{static_cast<S *>(dw)},
+                      "rms_norm_grad column sums");
   });
   launched("rms_norm_grad kernels");
   release(st, rrs);

@@ -1,11 +1,14 @@
 //===- CudaReductions.cu - reductions and cross-entropy on the GPU --------===//
 //
 // reduce_sum and broadcast over axes, and cross-entropy with its gradient, for
-// the cuda driver. reduce_sum runs in the cpu driver's order (a thread owns an
-// output element and sums in double); cross-entropy's row statistics (max and
-// sum of exponentials, in double) are a tree within a block, one block a row.
+// the cuda driver. reduce_sum is a two-stage column sum in double
+// (CudaColumnSum.cuh, fsdp/SumOrder.h: rows are the reduced elements in x's
+// row-major order, columns the output elements; the cpu driver's order where
+// the rows are few); cross-entropy's row statistics (max and sum of
+// exponentials, in double) are a tree within a block, one block a row.
 //
 //===----------------------------------------------------------------------===//
+#include "CudaColumnSum.cuh"
 #include "CudaKernelUtil.cuh"
 
 #include "fsdp/ElementMath.h"
@@ -74,20 +77,21 @@ __device__ int64_t offsetOf(int64_t i, int n, const int64_t *dims,
   return off;
 }
 
-// One thread per output element sums the reduced elements in x's row-major
-// order (the cpu driver's order), in double.
-template <int DT>
-__global__ void reduceSumK(const typename Elt<DT>::S *x, AxisMap m,
-                           typename Elt<DT>::S *y) {
-  using E = Elt<DT>;
-  FSDP_GRID_LOOP(o, m.keptNumel) {
-    int64_t base = offsetOf(o, m.nk, m.kept, m.keptStride);
-    double acc = 0;
-    for (int64_t r = 0; r < m.redNumel; ++r)
-      acc += E::ld(x, base + offsetOf(r, m.nr, m.red, m.redStride));
-    y[o] = E::st(static_cast<typename E::C>(acc));
+// reduce_sum's term (r, o): reduced element r of output element o.
+template <int DT> struct ReduceSumTerm {
+  const typename Elt<DT>::S *x;
+  AxisMap m;
+  __device__ double operator()(int64_t r, int64_t o) const {
+    return Elt<DT>::ld(x, offsetOf(o, m.nk, m.kept, m.keptStride) +
+                              offsetOf(r, m.nr, m.red, m.redStride));
   }
-}
+};
+template <int DT> struct ReduceSumStore {
+  typename Elt<DT>::S *y;
+  __device__ void operator()(int64_t o, double v) const {
+    y[o] = Elt<DT>::st(static_cast<typename Elt<DT>::C>(v));
+  }
+};
 
 // y[i] = x[offset of i's coordinates]: `m` holds y's dims with x's strides
 // (0 for the broadcast axes).
@@ -196,10 +200,11 @@ void CudaDevice::reduce_sum(fsdp_stream_s *s, fsdp_dtype t, const void *x,
   floatDtype(t, "fsdp_reduce_sum", [&](auto tag) {
     constexpr int DT = decltype(tag)::value;
     using S = typename Elt<DT>::S;
-    reduceSumK<DT><<<blocksFor(m.keptNumel), kThreads, 0, streamOf(s)>>>(
-        static_cast<const S *>(x), m, static_cast<S *>(y));
+    columnSum<double>(this, streamOf(s), m.redNumel, m.keptNumel,
+                      ReduceSumTerm<DT>{static_cast<const S *>(x), m},
+                      ReduceSumStore<DT>{static_cast<S *>(y)},
+                      "reduce_sum kernels");
   });
-  launched("reduce_sum kernel");
 }
 
 void CudaDevice::broadcast(fsdp_stream_s *s, fsdp_dtype t, const void *x,

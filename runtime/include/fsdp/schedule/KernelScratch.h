@@ -15,7 +15,10 @@
 // dependencies. The cuda driver differs: on bf16/f16 it widens only
 // attention's operands (and a biased linear's accumulator), and it keeps
 // per-row statistics (8-16 bytes per row) for the norm VJPs and
-// cross-entropy; its pool statistics measure its own. And the temporaries
+// cross-entropy, the sorted (token, position) pairs of the embedding
+// gradient (16 bytes per position and the radix sort's storage) and the
+// partial sums of its two-stage column sums (at most 32 MiB); its pool
+// statistics measure its own. And the temporaries
 // the cpu driver's MPI reductions hold while in flight
 // (cpuCollectiveScratchBytes), which NCCL does not take from the pool.
 //

@@ -28,19 +28,38 @@ uint64_t fnv1a(const std::string &s);
 uint64_t hashKey(std::initializer_list<uint64_t> vals);
 /// Uniform in the open interval (0, 1) from the top 53 bits.
 double uniform01(uint64_t h);
-/// Standard normal by Box-Muller from two hashes derived from h.
+/// Standard normal by Box-Muller from two hashes derived from h, with the
+/// host's libm (the synthetic data; parameters use init::normal01 of
+/// fsdp/InitValues.h, which needs no libm).
 double normal01(uint64_t h);
 
 /// Shard `shardIndex` [shard_numel] of `unit` (a rank's index in the shard
 /// group, r mod S): flat element f of the unit is in it when f in
 /// [i·shard_numel, (i+1)·shard_numel); element j of parameter `fqn` is
-/// the value of its init spec (fsdp/InitSpec.h) for (seed, fqn, j); padding
-/// and gaps are zero. Throws fsdp::Error for a spec that does not parse.
+/// the value of its init spec (fsdp/InitSpec.h) for (seed, fqn, j)
+/// (fsdp/InitValues.h, init::initValue); padding and gaps are zero. On the
+/// host, one thread: for tests and tools (fsdp-run initialises on the
+/// device, initUnitOnDevice). Throws fsdp::Error for a spec that does not
+/// parse.
 std::vector<double> initShard(const fsdp::schedule::UnitDesc &u, uint64_t seed,
                               int64_t shardIndex);
 /// The whole padded flat buffer [padded_numel] of `unit` (layout "full"),
 /// the same values as the shards of initShard side by side.
 std::vector<double> initFull(const fsdp::schedule::UnitDesc &u, uint64_t seed);
+
+/// initShard(u, seed, shardIndex) (or initFull for shardIndex < 0) written
+/// where the state lives: `param` in `paramDtype` and, when not null,
+/// `master` in `masterDtype` (each [shard_numel] or [padded_numel] elements
+/// of device memory on the device of stream `s`), both from one evaluation
+/// per element: zero-filled, then one fsdp_init_values per parameter
+/// overlapping the range (`threads` host threads on the cpu driver, <= 0:
+/// all; the bits do not depend on it), then the stream synchronised. The
+/// values equal initShard's rounded to each dtype (bf16/f16 through f32).
+/// Throws fsdp::Error for a spec that does not parse or a driver error.
+void initUnitOnDevice(fsdp_stream s, const fsdp::schedule::UnitDesc &u,
+                      uint64_t seed, int64_t shardIndex, void *param,
+                      fsdp_dtype paramDtype, void *master,
+                      fsdp_dtype masterDtype, int threads = 0);
 
 /// How token windows are drawn from a token file.
 enum class DataOrder {

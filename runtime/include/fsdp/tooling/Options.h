@@ -21,6 +21,9 @@ struct Options {
   int64_t steps = 1;
   int64_t totalSteps = 0; // --total-steps: 0 = the checkpoint's or the last
   uint64_t seed = 0;
+  /// --init-threads: host threads of the parameter init on the cpu
+  /// device (0: std::thread::hardware_concurrency).
+  int initThreads = 0;
   std::string dumpParams;
   std::string data;
   std::string dataOrder; // empty: random
