@@ -6,9 +6,12 @@
 // max-subtracted row loop (exponentials in T, their sum in double), and o = P·v
 // is a second GEMM; heads are addressed in place through leading dimensions (no
 // transposes or copies). The forward keeps each row's log-sum-exp L; the
-// backward rebuilds P = exp(S − L) from it and takes rowsum(dP⊙P) as
-// rowsum(dO⊙O), as FlashAttention-2 (Dao 2023, Algorithm 2) and cuDNN's SDPA
-// backward do (Vaswani et al. 2017; GQA: Ainslie et al. 2023).
+// backward rebuilds P = exp(S − L) from it, as FlashAttention-2 (Dao 2023,
+// Algorithm 2) and cuDNN's SDPA backward do (Vaswani et al. 2017; GQA: Ainslie
+// et al. 2023), and takes rowsum(dP⊙P) from that P rather than as
+// rowsum(dO⊙O): the same value, but a row of dS then sums to zero at rounding
+// level, which a key bias's gradient (identically zero in exact arithmetic)
+// reads directly.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelUtil.h"
@@ -136,9 +139,9 @@ void attention(const T *q, const T *k, const T *v, T *o, T *lse, int64_t batch,
 
 template <typename T>
 FSDP_CPU_MULTIVERSION void
-attentionGrad(const T *q, const T *k, const T *v, const T *o, const T *lse,
-              const T *dout, T *dq, T *dk, T *dv, int64_t batch, int64_t seq,
-              int64_t hq, int64_t hkv, int64_t d) {
+attentionGrad(const T *q, const T *k, const T *v, const T *lse, const T *dout,
+              T *dq, T *dk, T *dv, int64_t batch, int64_t seq, int64_t hq,
+              int64_t hkv, int64_t d) {
   checkHeads(hq, hkv, d);
   int64_t kvNumel = batch * seq * hkv * d;
   std::fill(dk, dk + kvNumel, T(0));
@@ -149,30 +152,27 @@ attentionGrad(const T *q, const T *k, const T *v, const T *o, const T *lse,
   const double scaleD = 1.0 / std::sqrt(static_cast<double>(d));
   const T scale = static_cast<T>(scaleD);
   std::vector<T> p(seq * seq), ds(seq * seq);
-  std::vector<double> delta(seq);
   detail::sampleHeap();
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < hq; ++h) {
       HeadView hv = headView(b, h, seq, hq, hkv, d);
       const T *qh = q + hv.qOff, *kh = k + hv.kOff, *vh = v + hv.kOff;
-      const T *doh = dout + hv.qOff, *oh = o + hv.qOff;
+      const T *doh = dout + hv.qOff;
       // P = exp(scale · Q Kᵀ − L): the forward's probabilities.
       gemm(CblasNoTrans, CblasTrans, seq, seq, d, scale, qh, hv.ldq, kh, hv.ldk,
            T(0), p.data(), seq);
       probabilitiesFromStats(p.data(), lse + (b * hq + h) * seq, seq);
-      // Δ_t = rowsum(dP ⊙ P) = dO_t · O_t (O = P V).
-      for (int64_t t = 0; t < seq; ++t)
-        delta[t] = detail::sum8(d, [&](int64_t j) {
-          return static_cast<double>(doh[t * hv.ldq + j]) * oh[t * hv.ldq + j];
-        });
-      // dP = dO Vᵀ (into ds), then dS = P ⊙ (dP − Δ) · scale.
+      // dP = dO Vᵀ (into ds), then dS = P ⊙ (dP − rowsum(P ⊙ dP)) · scale.
       gemm(CblasNoTrans, CblasTrans, seq, seq, d, T(1), doh, hv.ldq, vh, hv.ldk,
            T(0), ds.data(), seq);
       for (int64_t t = 0; t < seq; ++t) {
         const T *pr = &p[t * seq];
         T *dr = &ds[t * seq];
+        double dot = detail::sum8(t + 1, [&](int64_t j) {
+          return static_cast<double>(pr[j]) * dr[j];
+        });
         for (int64_t j = 0; j <= t; ++j)
-          dr[j] = static_cast<T>(pr[j] * (dr[j] - delta[t]) * scaleD);
+          dr[j] = static_cast<T>(pr[j] * (dr[j] - dot) * scaleD);
         for (int64_t j = t + 1; j < seq; ++j)
           dr[j] = T(0);
       }
@@ -190,8 +190,8 @@ attentionGrad(const T *q, const T *k, const T *v, const T *o, const T *lse,
   template void attention<T>(const T *, const T *, const T *, T *, T *,        \
                              int64_t, int64_t, int64_t, int64_t, int64_t);     \
   template void attentionGrad<T>(const T *, const T *, const T *, const T *,   \
-                                 const T *, const T *, T *, T *, T *, int64_t, \
-                                 int64_t, int64_t, int64_t, int64_t);
+                                 const T *, T *, T *, T *, int64_t, int64_t,   \
+                                 int64_t, int64_t, int64_t);
 
 FSDP_INSTANTIATE_ATTN(float)
 FSDP_INSTANTIATE_ATTN(double)

@@ -94,13 +94,12 @@ template <typename T>
 void attention(const T *q, const T *k, const T *v, T *o, T *lse, int64_t batch,
                int64_t seq, int64_t hq, int64_t hkv, int64_t d);
 
-/// VJP of attention from the forward's o and lse (FlashAttention-2, Dao 2023,
-/// Algorithm 2): P = exp(q·kᵀ/√d − lse), dP = dO·Vᵀ,
-/// dS = P⊙(dP − Δ)/√d with Δ_t = dO_t·O_t (= rowsum(dP⊙P)): dQ = dS·K,
-/// dK = dSᵀ·Q, dV = Pᵀ·dO; dK and dV of a kv head sum over its group of query
-/// heads.
+/// VJP of attention from the forward's statistics lse (FlashAttention-2, Dao
+/// 2023, Algorithm 2): P = exp(q·kᵀ/√d − lse), dP = dO·Vᵀ,
+/// dS = P⊙(dP − rowsum(dP⊙P))/√d: dQ = dS·K, dK = dSᵀ·Q, dV = Pᵀ·dO; dK and
+/// dV of a kv head sum over its group of query heads.
 template <typename T>
-void attentionGrad(const T *q, const T *k, const T *v, const T *o, const T *lse,
+void attentionGrad(const T *q, const T *k, const T *v, const T *lse,
                    const T *dout, T *dq, T *dk, T *dv, int64_t batch,
                    int64_t seq, int64_t hq, int64_t hkv, int64_t d);
 

@@ -123,28 +123,22 @@ __global__ void probabilitiesK(T *p, const T *lse, int64_t count, int64_t seq) {
   }
 }
 
-// delta[r] = dO_r · O_r over d (= rowsum(dP ⊙ P)), in double.
+// Row t of matrix blockIdx.y: ds = p ⊙ (ds − rowsum(p ⊙ ds)) · scale below
+// the diagonal, 0 above (the row sum in double, a tree within the block; from
+// the rebuilt p, as the cpu driver: a row of ds sums to zero at rounding
+// level).
 template <typename T>
-__global__ void deltaK(const T *dout, const T *o, T *delta, int64_t rows,
-                       int64_t d) {
-  FSDP_GRID_LOOP(r, rows) {
-    double acc = 0;
-    for (int64_t j = 0; j < d; ++j)
-      acc += static_cast<double>(dout[r * d + j]) * o[r * d + j];
-    delta[r] = static_cast<T>(acc);
-  }
-}
-
-// ds = p ⊙ (ds − delta_t) · scale below the diagonal, 0 above.
-template <typename T>
-__global__ void softmaxGradK(const T *p, T *ds, const T *delta, int64_t count,
-                             int64_t seq, double scale) {
-  int64_t n = count * seq * seq;
-  FSDP_GRID_LOOP(e, n) {
-    int64_t j = e % seq, row = e / seq;
-    int64_t t = row % seq;
-    ds[e] = j <= t ? static_cast<T>(p[e] * (ds[e] - delta[row]) * scale) : T(0);
-  }
+__global__ void softmaxGradK(const T *p, T *ds, int64_t seq, double scale) {
+  __shared__ double sh[kThreads];
+  int64_t row = blockIdx.y * seq + blockIdx.x, t = blockIdx.x;
+  const T *pr = p + row * seq;
+  T *dr = ds + row * seq;
+  double dot = 0;
+  for (int64_t j = threadIdx.x; j <= t; j += blockDim.x)
+    dot += static_cast<double>(pr[j]) * dr[j];
+  dot = blockSum(dot, sh);
+  for (int64_t j = threadIdx.x; j < seq; j += blockDim.x)
+    dr[j] = j <= t ? static_cast<T>(pr[j] * (dr[j] - dot) * scale) : T(0);
 }
 
 /// Column-major C = α·op(A)·op(B) + β·C for `count` matrices at strides sa,
@@ -175,8 +169,8 @@ constexpr size_t kScoreBytes = size_t(1) << 30;
 /// dq, dk, dv [count, seq, d] (k, v repeated over the query group), lse
 /// [count, seq]. Row-major S = scale·Q·Kᵀ is the column-major Sᵀ = K·Qᵀ.
 /// Forward: P = causal softmax(S), lse, O = P·V. VJP (dk, dv accumulated,
-/// zeroed here): P = exp(S − lse), dP = dO·Vᵀ, Δ = rowsum(dO ⊙ O),
-/// dS = P ⊙ (dP − Δ)·scale, dQ = dS·K, dK = dSᵀ·Q, dV = Pᵀ·dO.
+/// zeroed here; o unused): P = exp(S − lse), dP = dO·Vᵀ,
+/// dS = P ⊙ (dP − rowsum(P ⊙ dP))·scale, dQ = dS·K, dK = dSᵀ·Q, dV = Pᵀ·dO.
 template <typename T>
 void attentionHeads(CudaDevice *dev, cudaStream_t st, const T *q, const T *k,
                     const T *v, T *o, T *lse, const T *dout, T *dq, T *dk,
@@ -192,8 +186,6 @@ void attentionHeads(CudaDevice *dev, cudaStream_t st, const T *q, const T *k,
              {count, static_cast<int64_t>(kScoreBytes / mat), int64_t(65535)}));
   T *p = static_cast<T *>(dev->scratch(st, chunk * mat));
   T *ds = grad ? static_cast<T *>(dev->scratch(st, chunk * mat)) : nullptr;
-  T *delta = grad ? static_cast<T *>(dev->scratch(st, chunk * seq * sizeof(T)))
-                  : nullptr;
   double scaleD = 1.0 / std::sqrt(static_cast<double>(d));
   T scale = static_cast<T>(scaleD);
   int64_t hs = seq * d, ss = seq * seq;
@@ -224,11 +216,7 @@ void attentionHeads(CudaDevice *dev, cudaStream_t st, const T *q, const T *k,
       probabilitiesK<T>
           <<<blocksFor(n), kThreads, 0, st>>>(p, lse + c0 * seq, nc, seq);
       launched("attention probabilities");
-      deltaK<T><<<blocksFor(nc * seq), kThreads, 0, st>>>(dout + off, o + off,
-                                                          delta, nc * seq, d);
-      launched("attention delta");
-      softmaxGradK<T>
-          <<<blocksFor(n), kThreads, 0, st>>>(p, ds, delta, nc, seq, scaleD);
+      softmaxGradK<T><<<dim3(seq, nc), kThreads, 0, st>>>(p, ds, seq, scaleD);
       launched("attention softmax gradient");
     }
     for (int64_t r0 = 0; r0 < seq; r0 += kRowBlock) {
@@ -250,10 +238,8 @@ void attentionHeads(CudaDevice *dev, cudaStream_t st, const T *q, const T *k,
     }
   }
   dev->release(st, p);
-  if (grad) {
+  if (ds)
     dev->release(st, ds);
-    dev->release(st, delta);
-  }
 }
 
 } // namespace
@@ -345,11 +331,11 @@ void attentionBatched(CudaDevice *dev, cudaStream_t st, const void *q,
                       nullptr, count, seq, d);
     back(oh, o, hq);
   } else {
-    C *oh = heads(o, hq), *doh = heads(dout, hq);
+    C *doh = heads(dout, hq);
     C *dqh = heads(nullptr, hq), *dkh = heads(nullptr, hq),
       *dvh = heads(nullptr, hq);
-    attentionHeads<C>(dev, st, qh, kh, vh, oh, stats, doh, dqh, dkh, dvh, count,
-                      seq, d);
+    attentionHeads<C>(dev, st, qh, kh, vh, nullptr, stats, doh, dqh, dkh, dvh,
+                      count, seq, d);
     back(dqh, dq, hq);
     back(dkh, dk, hkv);
     back(dvh, dv, hkv);
