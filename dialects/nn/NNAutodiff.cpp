@@ -256,10 +256,14 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
   grads.assign(3, Value());
   if (!resultGrads[0])
     return success();
+  // The backward reads the forward's output and statistics (kept, or
+  // recomputed with it under activation checkpointing) rather than
+  // recomputing the softmax's row max and sum. The statistics themselves have
+  // no gradient: resultGrads[1] is never set by a consumer that differentiates.
   auto g = AttentionGradOp::create(
       b, getLoc(), getQuery().getType(), getKey().getType(),
-      getValue().getType(), getQuery(), getKey(), getValue(), resultGrads[0],
-      getNumHeadsAttr(), getNumKvHeadsAttr());
+      getValue().getType(), getQuery(), getKey(), getValue(), getResult(),
+      getLogsumexp(), resultGrads[0], getNumHeadsAttr(), getNumKvHeadsAttr());
   grads[0] = needed[0] ? g.getGradQuery() : Value();
   grads[1] = needed[1] ? g.getGradKey() : Value();
   grads[2] = needed[2] ? g.getGradValue() : Value();

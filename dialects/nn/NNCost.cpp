@@ -109,6 +109,10 @@ int64_t AttentionOp::getFlops() {
   auto [b, t, hd] = queryDims(getQuery());
   return attentionFlops(b, t, hd);
 }
+// The statistics change no FLOP count: the backward still recomputes
+// q·kᵀ (five matmuls), only the row max and sum passes go, which the formula
+// never counted. Its bytes (NN_BYTES) include the forward's output and
+// statistics it now reads, and the forward's the statistics it writes.
 int64_t AttentionGradOp::getFlops() {
   auto [b, t, hd] = queryDims(getQuery());
   return attentionGradFlops(b, t, hd);

@@ -274,6 +274,16 @@ static LogicalResult checkAttention(EmitErrorFn emitError, Value q, Value k,
   return success();
 }
 
+/// The type of attention's statistics: [B, Hq, T] in f32, f64 for an f64
+/// query (the kernels' compute type).
+static RankedTensorType statsType(Value query, int64_t hq) {
+  auto qt = tensorOf(query);
+  Type f = qt.getElementType().isF64()
+               ? Type(Float64Type::get(qt.getContext()))
+               : Type(Float32Type::get(qt.getContext()));
+  return RankedTensorType::get({qt.getShape()[0], hq, qt.getShape()[1]}, f);
+}
+
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> location,
                                             Adaptor adaptor,
@@ -284,6 +294,7 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                             adaptor.getNumKvHeads())))
     return failure();
   inferred.push_back(adaptor.getQuery().getType());
+  inferred.push_back(statsType(adaptor.getQuery(), adaptor.getNumHeads()));
   return success();
 }
 LogicalResult AttentionOp::verify() { return verifyByInference(*this); }
@@ -294,10 +305,18 @@ LogicalResult AttentionGradOp::inferReturnTypes(
   auto emitError = opErrorAt(location, getOperationName());
   if (failed(checkAttention(emitError, adaptor.getQuery(), adaptor.getKey(),
                             adaptor.getValue(), adaptor.getNumHeads(),
-                            adaptor.getNumKvHeads())) ||
-      failed(expectShape(emitError, "grad", adaptor.getGrad(),
-                         tensorOf(adaptor.getQuery()).getShape())))
+                            adaptor.getNumKvHeads())))
     return failure();
+  auto qShape = tensorOf(adaptor.getQuery()).getShape();
+  RankedTensorType stats = statsType(adaptor.getQuery(), adaptor.getNumHeads());
+  if (failed(expectShape(emitError, "out", adaptor.getOut(), qShape)) ||
+      failed(sameElementType(emitError, adaptor.getQuery(), adaptor.getOut(),
+                             "query", "out")) ||
+      failed(expectShape(emitError, "grad", adaptor.getGrad(), qShape)))
+    return failure();
+  if (tensorOf(adaptor.getLogsumexp()) != stats)
+    return emitError() << "expects logsumexp of type " << stats << ", got "
+                       << adaptor.getLogsumexp().getType();
   inferred.append({adaptor.getQuery().getType(), adaptor.getKey().getType(),
                    adaptor.getValue().getType()});
   return success();

@@ -148,9 +148,10 @@ Value ModelBuilder::rope(StringRef m, Value x, int64_t headDim, double theta,
 
 Value ModelBuilder::attention(StringRef m, Value q, Value k, Value v,
                               int64_t heads, int64_t kvHeads) {
-  return nn::AttentionOp::create(b, loc(m), q.getType(), q, k, v,
-                                 b.getI64IntegerAttr(heads),
-                                 b.getI64IntegerAttr(kvHeads));
+  // The result types (the output and its statistics) are inferred.
+  return nn::AttentionOp::create(b, loc(m), q, k, v, b.getI64IntegerAttr(heads),
+                                 b.getI64IntegerAttr(kvHeads))
+      .getResult();
 }
 
 SmallVector<Value> ModelBuilder::split(StringRef m, Value x, int64_t axis,

@@ -119,8 +119,8 @@ Sync measureSync(const Machine &mc, const Options &o, double budget) {
   int64_t M = o.rows, H = o.hidden, Bt = o.rows / o.seq, A = o.heads,
           L = o.layers;
   std::vector<float> x = randomVec<float>(mc, M * H, 31), ln(M * H),
-                     qkv(M * 3 * H), att(M * H), proj(M * H), res(M * H),
-                     fc(M * 4 * H), act(M * 4 * H), out(M * H);
+                     qkv(M * 3 * H), att(M * H), lse(M * A), proj(M * H),
+                     res(M * H), fc(M * 4 * H), act(M * 4 * H), out(M * H);
   std::vector<float> g = randomVec<float>(mc, H, 32),
                      bb = randomVec<float>(mc, H, 33),
                      wQkv = randomVec<float>(mc, H * 3 * H, 34),
@@ -145,8 +145,8 @@ Sync measureSync(const Machine &mc, const Options &o, double budget) {
                       qkv.data(), M, H, 3 * H, 1));
     poke();
     check(fsdp_attention(gs, FSDP_F32, qkv.data(), qkv.data() + M * H,
-                         qkv.data() + 2 * M * H, att.data(), Bt, o.seq, A, A,
-                         H / A));
+                         qkv.data() + 2 * M * H, att.data(), lse.data(), Bt,
+                         o.seq, A, A, H / A));
     poke();
     check(fsdp_linear(gs, FSDP_F32, att.data(), wProj.data(), bProj.data(),
                       proj.data(), M, H, H, 1));

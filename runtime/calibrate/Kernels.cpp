@@ -239,28 +239,31 @@ std::vector<Case> attentionCases(const Machine &mc, const Options &o,
                      k = randomVec<float>(mc, M * H, 10),
                      v = randomVec<float>(mc, M * H, 11),
                      dout = randomVec<float>(mc, M * H, 12);
-  std::vector<float> out(M * H), dq(M * H), dk(M * H), dv(M * H);
+  // lse [Bt, A, T]: the statistics the forward writes and the backward
+  // reads (the forward runs first, so the backward times real statistics).
+  std::vector<float> out(M * H), lse(M * A), dq(M * H), dk(M * H), dv(M * H);
   att.push_back(
       {"attention", "attention", double(cost::attentionFlops(Bt, T, H)),
-       accessed({f32(M * H), f32(M * H), f32(M * H), f32(M * H)}),
+       accessed({f32(M * H), f32(M * H), f32(M * H), f32(M * H), f32(M * A)}),
        secondsPerCall(
            mc,
            [&] {
              check(fsdp_attention(gs, FSDP_F32, q.data(), k.data(), v.data(),
-                                  out.data(), Bt, T, A, A, D));
+                                  out.data(), lse.data(), Bt, T, A, A, D));
            },
            S)});
   att.push_back(
       {"attention", "attention_grad",
        double(cost::attentionGradFlops(Bt, T, H)),
-       accessed({f32(M * H), f32(M * H), f32(M * H), f32(M * H), f32(M * H),
-                 f32(M * H), f32(M * H)}),
+       accessed({f32(M * H), f32(M * H), f32(M * H), f32(M * H), f32(M * A),
+                 f32(M * H), f32(M * H), f32(M * H), f32(M * H)}),
        secondsPerCall(
            mc,
            [&] {
              check(fsdp_attention_grad(gs, FSDP_F32, q.data(), k.data(),
-                                       v.data(), dout.data(), dq.data(),
-                                       dk.data(), dv.data(), Bt, T, A, A, D));
+                                       v.data(), out.data(), lse.data(),
+                                       dout.data(), dq.data(), dk.data(),
+                                       dv.data(), Bt, T, A, A, D));
            },
            S)});
   return att;

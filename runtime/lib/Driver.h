@@ -293,13 +293,15 @@ struct fsdp_channel_s {
      beta_slow, truncate, attention_factor, inverse))                          \
   X(attention,                                                                 \
     (fsdp_dtype dtype, const void *q, const void *k, const void *v, void *o,   \
-     int64_t batch, int64_t seq, int64_t hq, int64_t hkv, int64_t d),          \
-    (dtype, q, k, v, o, batch, seq, hq, hkv, d))                               \
+     void *lse, int64_t batch, int64_t seq, int64_t hq, int64_t hkv,           \
+     int64_t d),                                                               \
+    (dtype, q, k, v, o, lse, batch, seq, hq, hkv, d))                          \
   X(attention_grad,                                                            \
     (fsdp_dtype dtype, const void *q, const void *k, const void *v,            \
-     const void *dout, void *dq, void *dk, void *dv, int64_t batch,            \
-     int64_t seq, int64_t hq, int64_t hkv, int64_t d),                         \
-    (dtype, q, k, v, dout, dq, dk, dv, batch, seq, hq, hkv, d))                \
+     const void *o, const void *lse, const void *dout, void *dq, void *dk,     \
+     void *dv, int64_t batch, int64_t seq, int64_t hq, int64_t hkv,            \
+     int64_t d),                                                               \
+    (dtype, q, k, v, o, lse, dout, dq, dk, dv, batch, seq, hq, hkv, d))        \
   X(split,                                                                     \
     (fsdp_dtype dtype, const void *x, void *const *outs, const int64_t *sizes, \
      int nparts, int64_t outer, int64_t inner),                                \

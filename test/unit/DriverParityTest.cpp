@@ -48,6 +48,9 @@ struct Case {
       run;
   bool wideOnly = false;   // f32/f64 only (the optimizer updates)
   bool f64Outputs = false; // outputs are f64 whatever the dtype (statistics)
+  /// The output held in the kernels' compute type (f32, or f64 for f64):
+  /// attention's log-sum-exp statistics; -1 for none.
+  int statsOutput = -1;
 };
 
 /// A buffer on `dev` with host values converted to `t`.
@@ -117,9 +120,14 @@ std::vector<Vec> runCase(const Case &c, fsdp_device dev, fsdp_dtype t,
     ip.push_back(ins.back()->p);
   }
   fsdp_dtype ot = c.f64Outputs ? FSDP_F64 : t;
-  for (int64_t n : c.outputs) {
-    outs.push_back(
-        std::make_unique<DeviceBuffer>(dev, n * fsdp_dtype_size(ot)));
+  auto typeOf = [&](size_t i) {
+    return static_cast<int>(i) == c.statsOutput
+               ? (t == FSDP_F64 ? FSDP_F64 : FSDP_F32)
+               : ot;
+  };
+  for (size_t i = 0; i < c.outputs.size(); ++i) {
+    outs.push_back(std::make_unique<DeviceBuffer>(
+        dev, c.outputs[i] * fsdp_dtype_size(typeOf(i))));
     op.push_back(outs.back()->p);
   }
   EXPECT_EQ(c.run(s, t, ip, op), FSDP_OK)
@@ -131,7 +139,7 @@ std::vector<Vec> runCase(const Case &c, fsdp_device dev, fsdp_dtype t,
     std::vector<unsigned char> b(outs[i]->bytes);
     EXPECT_EQ(fsdp_memcpy(s, b.data(), outs[i]->p, b.size()), FSDP_OK);
     EXPECT_EQ(fsdp_stream_synchronize(s), FSDP_OK);
-    r.push_back(fromBytes(b, c.outputs[i], ot));
+    r.push_back(fromBytes(b, c.outputs[i], typeOf(i)));
   }
   return r;
 }
@@ -447,24 +455,36 @@ std::vector<Case> cases() {
                                        type, factor, 1.0, 4.0, 16.0, 32.0, 1.0,
                                        1, attn, inv);
                     }});
+  // Attention with its statistics (output 1), head dim 8 (cuDNN's SDPA
+  // takes multiples of 8); the backward reads the forward's o and lse.
+  const int64_t DA = 8, NQ = B * T * HQ * DA, NK = B * T * HKV * DA,
+                NS = B * HQ * T;
   cs.push_back({"attention GQA",
-                {{B * T * HQ * D}, {B * T * HKV * D}, {B * T * HKV * D}},
-                {B * T * HQ * D},
+                {{NQ}, {NK}, {NK}},
+                {NQ, NS},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
                   return fsdp_attention(s, t, in(i, 0), in(i, 1), in(i, 2),
-                                        o[0], B, T, HQ, HKV, D);
-                }});
+                                        o[0], o[1], B, T, HQ, HKV, DA);
+                },
+                false,
+                false,
+                1});
   cs.push_back({"attention_grad GQA",
-                {{B * T * HQ * D},
-                 {B * T * HKV * D},
-                 {B * T * HKV * D},
-                 {B * T * HQ * D}},
-                {B * T * HQ * D, B * T * HKV * D, B * T * HKV * D},
+                {{NQ}, {NK}, {NK}, {NQ}},
+                {NQ, NS, NQ, NK, NK},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
-                  return fsdp_attention_grad(s, t, in(i, 0), in(i, 1), in(i, 2),
-                                             in(i, 3), o[0], o[1], o[2], B, T,
-                                             HQ, HKV, D);
-                }});
+                  int rc = fsdp_attention(s, t, in(i, 0), in(i, 1), in(i, 2),
+                                          o[0], o[1], B, T, HQ, HKV, DA);
+                  return rc != FSDP_OK
+                             ? rc
+                             : fsdp_attention_grad(s, t, in(i, 0), in(i, 1),
+                                                   in(i, 2), o[0], o[1],
+                                                   in(i, 3), o[2], o[3], o[4],
+                                                   B, T, HQ, HKV, DA);
+                },
+                false,
+                false,
+                1});
   cs.push_back({"split",
                 {{B * 6 * 3}},
                 {B * 1 * 3, B * 5 * 3},
@@ -550,6 +570,46 @@ TEST(DriverParity, CudaAgainstCpu) {
         EXPECT_LE(relErr(got[k], ref[k]), t == FSDP_BF16 ? 1e-2 : 1e-5)
             << c.name << " output " << k << " dtype " << t;
     }
+}
+
+// cuDNN's fused attention (bf16, the cuda driver's default for 2-byte
+// dtypes) against the cuda driver's own f32 path (strided-batched cuBLAS) on
+// the same bf16-rounded inputs, at a Llama-like head shape (head dim 128,
+// 4 query heads per kv head) and a sequence long enough for several causal
+// row blocks: the forward's output and statistics, and the backward from
+// them, within bf16's 1e-2.
+TEST(DriverParity, CudnnAttentionAgainstCudaF32) {
+  std::string why;
+  fsdp_device gpu = cudaDevice(why);
+  if (!gpu)
+    GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
+  const int64_t B = 2, T = 1000, HQ = 8, HKV = 2, D = 128, NQ = B * T * HQ * D,
+                NK = B * T * HKV * D, NS = B * HQ * T;
+  using P = const std::vector<void *> &;
+  Case c{"attention fwd+bwd",
+         {{NQ}, {NK}, {NK}, {NQ}},
+         {NQ, NS, NQ, NK, NK},
+         [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
+           int rc = fsdp_attention(s, t, in(i, 0), in(i, 1), in(i, 2), o[0],
+                                   o[1], B, T, HQ, HKV, D);
+           return rc != FSDP_OK
+                      ? rc
+                      : fsdp_attention_grad(s, t, in(i, 0), in(i, 1), in(i, 2),
+                                            o[0], o[1], in(i, 3), o[2], o[3],
+                                            o[4], B, T, HQ, HKV, D);
+         },
+         false,
+         false,
+         1};
+  std::vector<Vec> in = randomInputs(c, 7, true);
+  std::vector<Vec> ref = runCase(c, gpu, FSDP_F32, in),
+                   got = runCase(c, gpu, FSDP_BF16, in);
+  const char *names[] = {"o", "lse", "dq", "dk", "dv"};
+  for (size_t k = 0; k < ref.size(); ++k) {
+    std::printf("cuDNN bf16 vs cuda f32: %s relative error %.3g\n", names[k],
+                relErr(got[k], ref[k]));
+    EXPECT_LE(relErr(got[k], ref[k]), 1e-2) << names[k];
+  }
 }
 
 TEST(DriverParity, CudaDataErrorsSurfaceAtSynchronize) {

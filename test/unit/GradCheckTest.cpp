@@ -615,7 +615,7 @@ func.func @forward(%q: tensor<2x5x12xf64> {nn.param = "q"},
                    %v: tensor<2x5x6xf64> {nn.param = "v"},
                    %r: tensor<2x5x12xf64> {nn.param = "r", nn.trainable = false})
     -> (tensor<f64> {nn.loss}) {
-  %y = nn.attention %q, %k, %v {num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<2x5x12xf64>, tensor<2x5x6xf64>, tensor<2x5x6xf64>) -> tensor<2x5x12xf64>
+  %y, %lse = nn.attention %q, %k, %v {num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<2x5x12xf64>, tensor<2x5x6xf64>, tensor<2x5x6xf64>) -> (tensor<2x5x12xf64>, tensor<2x4x5xf64>)
   %p = nn.mul %y, %r : tensor<2x5x12xf64>
   %l = nn.reduce_sum %p {axes = array<i64: 0, 1, 2>} : tensor<2x5x12xf64> -> tensor<f64>
   return %l : tensor<f64>
@@ -629,7 +629,7 @@ func.func @forward(%q: tensor<2x5x6xf64> {nn.param = "q"},
                    %v: tensor<2x5x6xf64> {nn.param = "v"},
                    %r: tensor<2x5x6xf64> {nn.param = "r", nn.trainable = false})
     -> (tensor<f64> {nn.loss}) {
-  %y = nn.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64} : (tensor<2x5x6xf64>, tensor<2x5x6xf64>, tensor<2x5x6xf64>) -> tensor<2x5x6xf64>
+  %y, %lse = nn.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64} : (tensor<2x5x6xf64>, tensor<2x5x6xf64>, tensor<2x5x6xf64>) -> (tensor<2x5x6xf64>, tensor<2x2x5xf64>)
   %p = nn.mul %y, %r : tensor<2x5x6xf64>
   %l = nn.reduce_sum %p {axes = array<i64: 0, 1, 2>} : tensor<2x5x6xf64> -> tensor<f64>
   return %l : tensor<f64>
@@ -740,7 +740,7 @@ func.func @forward(%tok: tensor<2x4xi32> {nn.data = "tokens"},
   %n = nn.layer_norm %h, %lnw, %lnb {eps = 1.0e-05 : f64} : (tensor<2x4x6xf64>, tensor<6xf64>, tensor<6xf64>) -> tensor<2x4x6xf64>
   %qkv = nn.linear %n, %wqkv {transpose_weight = true} : (tensor<2x4x6xf64>, tensor<6x18xf64>) -> tensor<2x4x18xf64>
   %q, %k, %v = nn.split %qkv {axis = -1 : i64, sizes = array<i64: 6, 6, 6>} : tensor<2x4x18xf64> -> tensor<2x4x6xf64>, tensor<2x4x6xf64>, tensor<2x4x6xf64>
-  %a = nn.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64} : (tensor<2x4x6xf64>, tensor<2x4x6xf64>, tensor<2x4x6xf64>) -> tensor<2x4x6xf64>
+  %a, %lse = nn.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64} : (tensor<2x4x6xf64>, tensor<2x4x6xf64>, tensor<2x4x6xf64>) -> (tensor<2x4x6xf64>, tensor<2x2x4xf64>)
   %o = nn.linear %a, %wo : (tensor<2x4x6xf64>, tensor<6x6xf64>) -> tensor<2x4x6xf64>
   %x = nn.add %h, %o : tensor<2x4x6xf64>
   %logits = nn.linear %x, %wte : (tensor<2x4x6xf64>, tensor<7x6xf64>) -> tensor<2x4x7xf64>

@@ -245,10 +245,12 @@ TEST(Interpreter, WholeStepGradientCheck) {
 namespace {
 
 // y = embedding(tokens [2, 3] i32, table [V=4, C=2] f32), then attention over
-// y as q, k and v; for the transformer-op checks below.
+// y as q, k and v (with its statistics, buffer 5: `lse`); for the
+// transformer-op checks below.
 std::string embedSchedule(
     const std::string &attentionAttrs = R"("num_heads": 2, "num_kv_heads": 1)",
-    const std::string &kvShape = "[2, 3, 1]") {
+    const std::string &kvShape = "[2, 3, 1]",
+    const std::string &lse = R"("dtype": "f32", "shape": [2, 2, 3])") {
   return R"({"format": "fsdp-schedule", "version": 2, "world_size": 1,
     "units": [],
     "buffers": [{"id": 0, "dtype": "i32", "shape": [2, 3]},
@@ -256,7 +258,9 @@ std::string embedSchedule(
                 {"id": 2, "dtype": "f32", "shape": [2, 3, 2]},
                 {"id": 3, "dtype": "f32", "shape": )" +
          kvShape + R"(},
-                {"id": 4, "dtype": "f32", "shape": [2, 3, 2]}],
+                {"id": 4, "dtype": "f32", "shape": [2, 3, 2]},
+                {"id": 5, )" +
+         lse + R"(}],
     "inputs": [{"buffer": 0, "role": "tokens", "global_shape": [2, 3]},
                {"buffer": 1, "role": "param", "fqn": "wte"}],
     "outputs": [{"buffer": 4, "role": "output"}],
@@ -265,7 +269,7 @@ std::string embedSchedule(
        "loc": "gpt.mlir:3:9"},
       {"op": "nn.split", "operands": [2], "results": [3, 3],
        "attrs": {"axis": -1, "sizes": [1, 1]}, "loc": "gpt.mlir:4:9"},
-      {"op": "nn.attention", "operands": [2, 3, 3], "results": [4],
+      {"op": "nn.attention", "operands": [2, 3, 3], "results": [4, 5],
        "attrs": {)" +
          attentionAttrs + R"(}, "loc": "gpt.mlir:5:9"}]})";
 }
@@ -297,4 +301,12 @@ TEST(Interpreter, TransformerOpValidation) {
                 "[2, 3, 1]");
   m = errorOf(embedSchedule(R"("num_heads": 2)"));
   EXPECT_HAS(m, "missing attribute 'num_kv_heads'");
+  // The statistics: [B, Hq, T] in f32 (f64 for f64 tensors).
+  m = errorOf(embedSchedule(R"("num_heads": 2, "num_kv_heads": 1)", "[2, 3, 1]",
+                            R"("dtype": "f64", "shape": [2, 2, 3])"));
+  EXPECT_HAS(m, "'nn.attention' (gpt.mlir:5:9): logsumexp buffer 5 [2, 2, 3] "
+                "f64 should be [2, 2, 3] f32");
+  m = errorOf(embedSchedule(R"("num_heads": 2, "num_kv_heads": 1)", "[2, 3, 1]",
+                            R"("dtype": "f32", "shape": [2, 3, 2])"));
+  EXPECT_HAS(m, "logsumexp buffer 5 [2, 3, 2] f32 should be [2, 2, 3] f32");
 }

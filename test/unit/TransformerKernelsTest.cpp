@@ -359,10 +359,13 @@ TEST(RopeScaling, KernelRotatesByScaledFrequencies) {
     EXPECT_NEAR(back[k], 1.25 * 1.25 * x[k], 1e-12);
 }
 
-/// Naive causal GQA attention in double.
+/// Naive causal GQA attention in double; *lse (if given) [b, hq, t] the
+/// log Σ_j exp(score_j) of each row of scaled scores.
 Vec attentionRef(const Vec &q, const Vec &k, const Vec &v, int64_t b, int64_t t,
-                 int64_t hq, int64_t hkv, int64_t d) {
+                 int64_t hq, int64_t hkv, int64_t d, Vec *lse = nullptr) {
   Vec o(b * t * hq * d, 0.0);
+  if (lse)
+    lse->assign(b * hq * t, 0.0);
   for (int64_t i = 0; i < b; ++i)
     for (int64_t h = 0; h < hq; ++h) {
       int64_t g = h / (hq / hkv);
@@ -379,6 +382,8 @@ Vec attentionRef(const Vec &q, const Vec &k, const Vec &v, int64_t b, int64_t t,
         }
         for (int64_t j = 0; j <= s; ++j)
           sum += (sc[j] = std::exp(sc[j] - mx));
+        if (lse)
+          (*lse)[(i * hq + h) * t + s] = mx + std::log(sum);
         for (int64_t j = 0; j <= s; ++j)
           for (int64_t c = 0; c < d; ++c)
             o[((i * t + s) * hq + h) * d + c] +=
@@ -400,14 +405,19 @@ TYPED_TEST(TransformerKernelTest, AttentionAndGrad) {
     Vec q = rounded<T>(nq, 18), k = rounded<T>(nk, 19), v = rounded<T>(nk, 20),
         dout = rounded<T>(nq, 21);
     std::vector<T> qt = cast<T>(q), kt = cast<T>(k), vt = cast<T>(v),
-                   dot = cast<T>(dout), o(nq), dq(nq), dk(nk), dv(nk);
-    cpu::attention<T>(qt.data(), kt.data(), vt.data(), o.data(), b, t, cs.hq,
-                      cs.hkv, d);
-    expectNear(o, attentionRef(q, k, v, b, t, cs.hq, cs.hkv, d), 10 * tol<T>(),
-               "o");
-    cpu::attentionGrad<T>(qt.data(), kt.data(), vt.data(), dot.data(),
-                          dq.data(), dk.data(), dv.data(), b, t, cs.hq, cs.hkv,
-                          d);
+                   dot = cast<T>(dout), o(nq), lse(b * cs.hq * t), dq(nq),
+                   dk(nk), dv(nk);
+    cpu::attention<T>(qt.data(), kt.data(), vt.data(), o.data(), lse.data(), b,
+                      t, cs.hq, cs.hkv, d);
+    Vec lseRef;
+    expectNear(o, attentionRef(q, k, v, b, t, cs.hq, cs.hkv, d, &lseRef),
+               10 * tol<T>(), "o");
+    expectNear(lse, lseRef, 10 * tol<T>(), "lse");
+    // The backward from the forward's statistics, against finite
+    // differences of the reference.
+    cpu::attentionGrad<T>(qt.data(), kt.data(), vt.data(), lse.data(),
+                          dot.data(), dq.data(), dk.data(), dv.data(), b, t,
+                          cs.hq, cs.hkv, d);
     Fwd fwd = [&](const std::vector<Vec> &in) {
       return attentionRef(in[0], in[1], in[2], b, t, cs.hq, cs.hkv, d);
     };
@@ -422,9 +432,14 @@ TYPED_TEST(TransformerKernelTest, AttentionIsStableForLargeScores) {
   // Scores of ~1e4 overflow exp() without the max subtraction.
   const int64_t t = 4, d = 2;
   Vec q(t * d, 100.0), k(t * d, 100.0), v = rounded<T>(t * d, 22);
-  std::vector<T> qt = cast<T>(q), kt = cast<T>(k), vt = cast<T>(v), o(t * d);
-  cpu::attention<T>(qt.data(), kt.data(), vt.data(), o.data(), 1, t, 1, 1, d);
-  expectNear(o, attentionRef(q, k, v, 1, t, 1, 1, d), 10 * tol<T>());
+  std::vector<T> qt = cast<T>(q), kt = cast<T>(k), vt = cast<T>(v), o(t * d),
+                 lse(t);
+  cpu::attention<T>(qt.data(), kt.data(), vt.data(), o.data(), lse.data(), 1, t,
+                    1, 1, d);
+  Vec lseRef;
+  expectNear(o, attentionRef(q, k, v, 1, t, 1, 1, d, &lseRef), 10 * tol<T>());
+  // The statistics of scores of ~1e4 stay finite (max + log Σ exp(· − max)).
+  expectNear(lse, lseRef, 10 * tol<T>(), "lse");
 }
 
 TYPED_TEST(TransformerKernelTest, SiluAndGrad) {

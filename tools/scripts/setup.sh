@@ -18,3 +18,25 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# cudnn-frontend's C++ headers for the cuda driver's cuDNN attention
+# (runtime/lib/cuda/CudnnAttention.cpp), where the CUDA toolkit is installed:
+# the header-only library ships in the `nvidia-cudnn-frontend` wheel's
+# include/, unpacked into /opt/cudnn-frontend/include (CMake looks there).
+CUDNN_FRONTEND_VERSION=1.32.0
+if command -v nvcc >/dev/null 2>&1 &&
+   [ ! -f /opt/cudnn-frontend/include/cudnn_frontend.h ]; then
+  tmp=$(mktemp -d)
+  python3 -m pip download -q --no-deps --only-binary=:all: \
+    "nvidia-cudnn-frontend==${CUDNN_FRONTEND_VERSION}" -d "$tmp"
+  python3 - "$tmp" <<'PY'
+import glob, sys, zipfile
+wheel = glob.glob(sys.argv[1] + "/*.whl")[0]
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        if name.startswith("include/"):
+            z.extract(name, "/opt/cudnn-frontend")
+PY
+  rm -rf "$tmp"
+  echo "setup: cudnn-frontend ${CUDNN_FRONTEND_VERSION} headers in /opt/cudnn-frontend/include"
+fi

@@ -299,20 +299,28 @@ int fsdp_rope(fsdp_stream s, fsdp_dtype dtype, const void *x, void *y,
 /* Causal scaled-dot-product attention (Vaswani et al. 2017, eq. 1) with
  * grouped-query heads (Ainslie et al. 2023): q, o [batch, seq, hq·d];
  * k, v [batch, seq, hkv·d]; query head h reads kv head h/(hq/hkv);
- * o = softmax(q·kᵀ/√d over keys s <= t)·v (max-subtracted softmax:
- * exponentials in the compute type, their sum in double). Per (batch, query
- * head) one seq×seq probability matrix is kept (scratch). hq must be a positive
- * multiple of hkv. */
+ * o = softmax(q·kᵀ/√d over keys s <= t)·v. lse [batch, hq, seq] receives each
+ * query row's statistic L = log Σ_{s<=t} exp(q_t·k_s/√d) (natural log of the
+ * scaled scores), float for f32/bf16/f16 and double for f64: the backward
+ * reads it (FlashAttention-2, Dao 2023, Alg. 1 l. 13; cuDNN SDPA's Stats).
+ * cpu: one seq×seq probability matrix per (batch, query head) (scratch),
+ * max-subtracted softmax with exponentials in the compute type, their sum in
+ * double. cuda: bf16/f16 through cuDNN's fused SDPA (FSDP_ERR_DEVICE
+ * when libcudnn cannot be loaded), f32/f64 through strided-batched cuBLAS.
+ * hq must be a positive multiple of hkv (else FSDP_ERR_INVALID). */
 int fsdp_attention(fsdp_stream s, fsdp_dtype dtype, const void *q,
-                   const void *k, const void *v, void *o, int64_t batch,
-                   int64_t seq, int64_t hq, int64_t hkv, int64_t d);
-/* Its VJP, probabilities P recomputed: dP = dO·Vᵀ,
- * dS = P⊙(dP − rowsum(dP⊙P))/√d; dQ = dS·K, dK = dSᵀ·Q, dV = Pᵀ·dO, dK and
- * dV of a kv head summed over its query heads. */
+                   const void *k, const void *v, void *o, void *lse,
+                   int64_t batch, int64_t seq, int64_t hq, int64_t hkv,
+                   int64_t d);
+/* Its VJP from the forward's o and lse: P = exp(q·kᵀ/√d − L) for s <= t,
+ * dP = dO·Vᵀ, dS = P⊙(dP − rowsum(dP⊙P))/√d (the row sum equals
+ * rowsum(dO⊙O), which cuDNN reads); dQ = dS·K, dK = dSᵀ·Q, dV = Pᵀ·dO, dK and
+ * dV of a kv head summed over its query heads (Dao 2023, Algorithm 2). */
 int fsdp_attention_grad(fsdp_stream s, fsdp_dtype dtype, const void *q,
-                        const void *k, const void *v, const void *dout,
-                        void *dq, void *dk, void *dv, int64_t batch,
-                        int64_t seq, int64_t hq, int64_t hkv, int64_t d);
+                        const void *k, const void *v, const void *o,
+                        const void *lse, const void *dout, void *dq, void *dk,
+                        void *dv, int64_t batch, int64_t seq, int64_t hq,
+                        int64_t hkv, int64_t d);
 
 /* x viewed as [outer, Σ sizes, inner] split along the middle axis into
  * outs[i] [outer, sizes[i], inner]; concat is the inverse. Any dtype. */

@@ -5,8 +5,13 @@
 // seq×seq GEMM (CBLAS) into a scratch matrix, the causal softmax is a
 // max-subtracted row loop (exponentials in T, their sum in double), and o = P·v
 // is a second GEMM; heads are addressed in place through leading dimensions (no
-// transposes or copies). The backward recomputes P (Vaswani et al. 2017; GQA:
-// Ainslie et al. 2023).
+// transposes or copies). The forward keeps each row's log-sum-exp L; the
+// backward rebuilds P = exp(S − L) from it, as FlashAttention-2 (Dao 2023,
+// Algorithm 2) and cuDNN's SDPA backward do (Vaswani et al. 2017; GQA: Ainslie
+// et al. 2023), and takes rowsum(dP⊙P) from that P rather than as
+// rowsum(dO⊙O): the same value, but a row of dS then sums to zero at rounding
+// level, which a key bias's gradient (identically zero in exact arithmetic)
+// reads directly.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelUtil.h"
@@ -52,9 +57,11 @@ void checkHeads(int64_t hq, int64_t hkv, int64_t d) {
 
 /// p[seq, seq] = causal softmax of the rows of s (scaled scores); entries
 /// above the diagonal are set to 0. p may alias s. The exponentials are
-/// math::expT in T (one vectorizable loop), their sum in double.
+/// math::expT in T (one vectorizable loop), their sum in double. lse[t]
+/// (stride 1) receives max + log(sum), the row's log-sum-exp.
 template <typename T>
-FSDP_CPU_MULTIVERSION void causalSoftmax(const T *s, T *p, int64_t seq) {
+FSDP_CPU_MULTIVERSION void causalSoftmax(const T *s, T *p, T *lse,
+                                         int64_t seq) {
   for (int64_t t = 0; t < seq; ++t) {
     const T *row = s + t * seq;
     T *out = p + t * seq;
@@ -70,6 +77,22 @@ FSDP_CPU_MULTIVERSION void causalSoftmax(const T *s, T *p, int64_t seq) {
       out[j] = out[j] * inv;
     for (int64_t j = t + 1; j < seq; ++j)
       out[j] = T(0);
+    lse[t] = static_cast<T>(static_cast<double>(mx) + std::log(sum));
+  }
+}
+
+/// p[seq, seq] = exp(s − lse[t]) on and below the diagonal, 0 above, in place
+/// (the probabilities from the forward's statistics: no max or sum pass).
+template <typename T>
+FSDP_CPU_MULTIVERSION void probabilitiesFromStats(T *p, const T *lse,
+                                                  int64_t seq) {
+  for (int64_t t = 0; t < seq; ++t) {
+    T *row = p + t * seq;
+    const T l = lse[t];
+    for (int64_t j = 0; j <= t; ++j)
+      row[j] = math::expT(static_cast<T>(row[j] - l));
+    for (int64_t j = t + 1; j < seq; ++j)
+      row[j] = T(0);
   }
 }
 
@@ -93,7 +116,7 @@ HeadView headView(int64_t b, int64_t h, int64_t seq, int64_t hq, int64_t hkv,
 } // namespace
 
 template <typename T>
-void attention(const T *q, const T *k, const T *v, T *o, int64_t batch,
+void attention(const T *q, const T *k, const T *v, T *o, T *lse, int64_t batch,
                int64_t seq, int64_t hq, int64_t hkv, int64_t d) {
   checkHeads(hq, hkv, d);
   if (batch == 0 || seq == 0)
@@ -107,7 +130,7 @@ void attention(const T *q, const T *k, const T *v, T *o, int64_t batch,
       // S = scale · Q Kᵀ, then P = causal softmax(S) in place.
       gemm(CblasNoTrans, CblasTrans, seq, seq, d, scale, q + hv.qOff, hv.ldq,
            k + hv.kOff, hv.ldk, T(0), p.data(), seq);
-      causalSoftmax(p.data(), p.data(), seq);
+      causalSoftmax(p.data(), p.data(), lse + (b * hq + h) * seq, seq);
       // O = P V.
       gemm(CblasNoTrans, CblasNoTrans, seq, d, seq, T(1), p.data(), seq,
            v + hv.kOff, hv.ldk, T(0), o + hv.qOff, hv.ldq);
@@ -115,10 +138,10 @@ void attention(const T *q, const T *k, const T *v, T *o, int64_t batch,
 }
 
 template <typename T>
-FSDP_CPU_MULTIVERSION void attentionGrad(const T *q, const T *k, const T *v,
-                                         const T *dout, T *dq, T *dk, T *dv,
-                                         int64_t batch, int64_t seq, int64_t hq,
-                                         int64_t hkv, int64_t d) {
+FSDP_CPU_MULTIVERSION void
+attentionGrad(const T *q, const T *k, const T *v, const T *lse, const T *dout,
+              T *dq, T *dk, T *dv, int64_t batch, int64_t seq, int64_t hq,
+              int64_t hkv, int64_t d) {
   checkHeads(hq, hkv, d);
   int64_t kvNumel = batch * seq * hkv * d;
   std::fill(dk, dk + kvNumel, T(0));
@@ -135,9 +158,10 @@ FSDP_CPU_MULTIVERSION void attentionGrad(const T *q, const T *k, const T *v,
       HeadView hv = headView(b, h, seq, hq, hkv, d);
       const T *qh = q + hv.qOff, *kh = k + hv.kOff, *vh = v + hv.kOff;
       const T *doh = dout + hv.qOff;
+      // P = exp(scale · Q Kᵀ − L): the forward's probabilities.
       gemm(CblasNoTrans, CblasTrans, seq, seq, d, scale, qh, hv.ldq, kh, hv.ldk,
            T(0), p.data(), seq);
-      causalSoftmax(p.data(), p.data(), seq);
+      probabilitiesFromStats(p.data(), lse + (b * hq + h) * seq, seq);
       // dP = dO Vᵀ (into ds), then dS = P ⊙ (dP − rowsum(P ⊙ dP)) · scale.
       gemm(CblasNoTrans, CblasTrans, seq, seq, d, T(1), doh, hv.ldq, vh, hv.ldk,
            T(0), ds.data(), seq);
@@ -163,11 +187,11 @@ FSDP_CPU_MULTIVERSION void attentionGrad(const T *q, const T *k, const T *v,
 }
 
 #define FSDP_INSTANTIATE_ATTN(T)                                               \
-  template void attention<T>(const T *, const T *, const T *, T *, int64_t,    \
-                             int64_t, int64_t, int64_t, int64_t);              \
+  template void attention<T>(const T *, const T *, const T *, T *, T *,        \
+                             int64_t, int64_t, int64_t, int64_t, int64_t);     \
   template void attentionGrad<T>(const T *, const T *, const T *, const T *,   \
-                                 T *, T *, T *, int64_t, int64_t, int64_t,     \
-                                 int64_t, int64_t);
+                                 const T *, T *, T *, T *, int64_t, int64_t,   \
+                                 int64_t, int64_t, int64_t);
 
 FSDP_INSTANTIATE_ATTN(float)
 FSDP_INSTANTIATE_ATTN(double)

@@ -695,29 +695,35 @@ void CpuDevice::rope(fsdp_stream_s *, fsdp_dtype t, const void *x, void *y,
   });
 }
 
+// The statistics (lse) are in the compute type T already (f32 for 2-byte
+// dtypes): they are read and written in place, never staged. The backward
+// takes rowsum(dP⊙P) from the rebuilt P (AttentionKernels.cpp), so it does not
+// read o, which cuDNN's backward does.
 void CpuDevice::attention(fsdp_stream_s *, fsdp_dtype t, const void *q,
-                          const void *kk, const void *v, void *o, int64_t batch,
-                          int64_t seq, int64_t hq, int64_t hkv, int64_t d) {
+                          const void *kk, const void *v, void *o, void *lse,
+                          int64_t batch, int64_t seq, int64_t hq, int64_t hkv,
+                          int64_t d) {
   floatKernel(t, "fsdp_attention", [&](auto tag, Stage &st) {
     using T = decltype(tag);
     int64_t nq = batch * seq * hq * d, nk = batch * seq * hkv * d;
     k::attention<T>(st.in<T>(q, nq), st.in<T>(kk, nk), st.in<T>(v, nk),
-                    st.out<T>(o, nq), batch, seq, hq, hkv, d);
+                    st.out<T>(o, nq), static_cast<T *>(lse), batch, seq, hq,
+                    hkv, d);
   });
 }
 
 void CpuDevice::attention_grad(fsdp_stream_s *, fsdp_dtype t, const void *q,
-                               const void *kk, const void *v, const void *dout,
-                               void *dq, void *dk, void *dv, int64_t batch,
-                               int64_t seq, int64_t hq, int64_t hkv,
-                               int64_t d) {
+                               const void *kk, const void *v, const void *,
+                               const void *lse, const void *dout, void *dq,
+                               void *dk, void *dv, int64_t batch, int64_t seq,
+                               int64_t hq, int64_t hkv, int64_t d) {
   floatKernel(t, "fsdp_attention_grad", [&](auto tag, Stage &st) {
     using T = decltype(tag);
     int64_t nq = batch * seq * hq * d, nk = batch * seq * hkv * d;
     k::attentionGrad<T>(st.in<T>(q, nq), st.in<T>(kk, nk), st.in<T>(v, nk),
-                        st.in<T>(dout, nq), st.out<T>(dq, nq),
-                        st.out<T>(dk, nk), st.out<T>(dv, nk), batch, seq, hq,
-                        hkv, d);
+                        static_cast<const T *>(lse), st.in<T>(dout, nq),
+                        st.out<T>(dq, nq), st.out<T>(dk, nk), st.out<T>(dv, nk),
+                        batch, seq, hq, hkv, d);
   });
 }
 

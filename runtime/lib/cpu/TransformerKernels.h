@@ -86,19 +86,22 @@ void rope(const T *x, T *y, int64_t batch, int64_t seq, int64_t heads,
 /// All You Need", eq. 1) with grouped-query heads (Ainslie et al. 2023,
 /// "GQA"): q, o [batch, seq, hq·d], k, v [batch, seq, hkv·d]; query head h
 /// reads kv head h/(hq/hkv); o = softmax(q·kᵀ/√d, keys s <= query t)·v with
-/// the max-subtracted softmax. Uses BLAS per (batch, head) with a seq×seq
-/// scratch. hq must be a multiple of hkv.
+/// the max-subtracted softmax; lse [batch, hq, seq] = max + log Σ exp(· −
+/// max) of each row of scaled scores (natural log). Uses BLAS per (batch,
+/// head) with a seq×seq scratch. hq must be a multiple of hkv (else
+/// std::invalid_argument).
 template <typename T>
-void attention(const T *q, const T *k, const T *v, T *o, int64_t batch,
+void attention(const T *q, const T *k, const T *v, T *o, T *lse, int64_t batch,
                int64_t seq, int64_t hq, int64_t hkv, int64_t d);
 
-/// VJP of attention, probabilities recomputed: with P the probabilities,
-/// dP = dO·Vᵀ, dS = P⊙(dP − rowsum(dP⊙P))/√d: dQ = dS·K, dK = dSᵀ·Q,
-/// dV = Pᵀ·dO; dK and dV of a kv head sum over its group of query heads.
+/// VJP of attention from the forward's statistics lse (FlashAttention-2, Dao
+/// 2023, Algorithm 2): P = exp(q·kᵀ/√d − lse), dP = dO·Vᵀ,
+/// dS = P⊙(dP − rowsum(dP⊙P))/√d: dQ = dS·K, dK = dSᵀ·Q, dV = Pᵀ·dO; dK and
+/// dV of a kv head sum over its group of query heads.
 template <typename T>
-void attentionGrad(const T *q, const T *k, const T *v, const T *dout, T *dq,
-                   T *dk, T *dv, int64_t batch, int64_t seq, int64_t hq,
-                   int64_t hkv, int64_t d);
+void attentionGrad(const T *q, const T *k, const T *v, const T *lse,
+                   const T *dout, T *dq, T *dk, T *dv, int64_t batch,
+                   int64_t seq, int64_t hq, int64_t hkv, int64_t d);
 
 /// SiLU (Elfwing et al. 2018; Hendrycks & Gimpel 2016): y = x·σ(x).
 template <typename T> void silu(const T *x, T *y, int64_t n);

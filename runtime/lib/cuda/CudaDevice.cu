@@ -164,6 +164,10 @@ CudaDevice::CudaDevice(int ord, const fsdp_device_options &o)
         "cublasSetWorkspace");
   // f32 GEMMs in f32 (no TF32), as the cpu driver computes them.
   check(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  // cuDNN (attention in bf16/f16), loaded at run time; its version or why
+  // none goes to the run summary through the BLAS record's note.
+  cudnnOpen(this);
+  blasInfo.note = cudnnNote.c_str();
   check(cudaMalloc(reinterpret_cast<void **>(&errors), sizeof(DeviceErrors)),
         "cudaMalloc (error record)");
   check(cudaMemset(errors, 0, sizeof(DeviceErrors)), "cudaMemset");
@@ -182,6 +186,7 @@ CudaDevice::~CudaDevice() {
     cudaEventDestroy(computeReady);
   cudaFreeHost(errorsHost);
   cudaFree(errors);
+  cudnnClose(this);
   if (blas)
     cublasDestroy(blas);
   cudaFree(blasWorkspace);

@@ -6,6 +6,7 @@
 // channels over NCCL or MPI staged through pinned host memory), its kernels
 // (CudaElementwise.cu, CudaReductions.cu, CudaGemm.cu, CudaNormEmbedding.cu,
 // CudaAttention.cu, CudaOptimizer.cu; shared helpers in CudaKernelUtil.cuh),
+// cuDNN's fused attention (CudnnAttention.cpp, libcudnn loaded at run time),
 // and the device-side record of a data error that a kernel cannot throw
 // (reported by the next synchronisation).
 //
@@ -53,6 +54,8 @@ struct CudaEvent final : fsdp_event_s {
   cudaEvent_t event = nullptr;
 };
 
+struct CudnnAttention; // CudnnAttention.cpp
+
 /// Device "cuda:N". Kernels (the Cuda*.cu kernel files) run on the stream they
 /// are given; cuBLAS follows it.
 class CudaDevice final : public fsdp_device_s {
@@ -89,6 +92,10 @@ public:
   cublasHandle_t blas = nullptr;
   void *blasWorkspace = nullptr;
   size_t blasWorkspaceBytes = 0;
+  /// cuDNN's handle and cached SDPA plans (CudnnAttention.cpp); null when
+  /// libcudnn could not be loaded, with cudnnNote saying why.
+  CudnnAttention *cudnn = nullptr;
+  std::string cudnnNote; ///< "cuDNN 9.19.0 ..." or why none (blasInfo.note)
   DeviceErrors *errors = nullptr;     ///< device memory
   DeviceErrors *errorsHost = nullptr; ///< pinned mirror
   cudaEvent_t computeReady = nullptr;
@@ -99,6 +106,33 @@ public:
 /// once), on `stream` (CudaElementwise.cu): the average after an NCCL sum.
 void launchDivide(void *data, int64_t count, fsdp_dtype t, double divisor,
                   cudaStream_t stream);
+
+/// cuDNN for attention (CudnnAttention.cpp). cudnnOpen loads libcudnn
+/// (FSDP_CUDNN_LIBRARY, else libcudnn.so.9 from the library path) once per
+/// process with dlopen and creates the device's handle; on failure it leaves
+/// dev->cudnn null. Either way it sets dev->cudnnNote. cudnnClose frees the
+/// handle and the plans.
+void cudnnOpen(CudaDevice *dev);
+void cudnnClose(CudaDevice *dev);
+
+/// One attention call's shape: q [batch, seq, hq·d], k, v [batch, seq, hkv·d].
+struct SdpaShape {
+  fsdp_dtype dtype; ///< bf16 or f16
+  int64_t batch, seq, hq, hkv, d;
+};
+/// Causal GQA attention through cuDNN's SDPA graph (cudnn-frontend): o and
+/// lse [batch, hq, seq] f32 (cuDNN's Stats), and its backward from o and lse.
+/// The execution plans are built once per shape and cached; the workspace
+/// comes from the device's pool (scratch). Returns false, having printed why
+/// once per shape, where cuDNN supports no engine for the shape (the caller
+/// runs the f32 path); throws DeviceError for a failure at execution.
+bool cudnnSdpaForward(CudaDevice *dev, cudaStream_t st, const SdpaShape &sh,
+                      const void *q, const void *k, const void *v, void *o,
+                      void *lse);
+bool cudnnSdpaBackward(CudaDevice *dev, cudaStream_t st, const SdpaShape &sh,
+                       const void *q, const void *k, const void *v,
+                       const void *o, const void *lse, const void *dout,
+                       void *dq, void *dk, void *dv);
 
 /// Channels: NCCL communicators (native) or MPI staged through pinned host
 /// buffers (FSDP_COLLECTIVES_MPI). Collective over MPI_COMM_WORLD.

@@ -198,14 +198,19 @@ std::vector<AttrSpec> ropeAttrs() {
           number("attention_factor", false, kDefaultRopeAttentionFactor)};
 }
 
+/// attention: (q, k, v) -> (o, lse); attention_grad: (q, k, v, o, lse,
+/// dout) -> (dq, dk, dv). lse [B, Hq, T] is f32 (f64 for f64 tensors).
 void validateAttention(const Checker &c) {
   bool grad = c.in.kind == OpKind::AttentionGrad;
   const auto &o = c.o, &r = c.r;
-  c.need(grad ? 4 : 3, grad ? 3 : 1);
-  std::vector<int64_t> all(o.begin(), o.end());
-  all.insert(all.end(), r.begin(), r.end());
-  for (int64_t id : all)
-    c.floatSame({o[0], id});
+  c.need(grad ? 6 : 3, grad ? 3 : 2);
+  int64_t lse = grad ? o[4] : r[1];
+  std::vector<int64_t> all;
+  for (const auto *ids : {&o, &r})
+    for (int64_t id : *ids)
+      if (id != lse)
+        all.push_back(id);
+  c.floatSame(all);
   int64_t hq = c.in.integer("num_heads"), hkv = c.in.integer("num_kv_heads");
   if (hq <= 0 || hkv <= 0 || hq % hkv)
     c.fail("num_heads " + std::to_string(hq) +
@@ -221,15 +226,24 @@ void validateAttention(const Checker &c) {
     if (c.desc(id).shape != kvShape)
       c.fail("key/value buffer " + std::to_string(id) + " " +
              shapeStr(c.desc(id).shape) + " should be " + shapeStr(kvShape));
+  std::vector<int64_t> lseShape = {qs[0], hq, qs[1]};
+  DType lseType = c.desc(o[0]).dtype == DType::F64 ? DType::F64 : DType::F32;
+  if (c.desc(lse).shape != lseShape || c.desc(lse).dtype != lseType)
+    c.fail("logsumexp buffer " + std::to_string(lse) + " " +
+           shapeStr(c.desc(lse).shape) + " " +
+           std::string(dtypeName(c.desc(lse).dtype)) + " should be " +
+           shapeStr(lseShape) + " " + std::string(dtypeName(lseType)));
   c.sameNumel(o[0], r[0]);
   if (grad) {
     c.sameNumel(o[0], o[3]);
+    c.sameNumel(o[0], o[5]);
     c.sameNumel(o[1], r[1]);
     c.sameNumel(o[2], r[2]);
   }
 }
 
-/// (s, t, q, k, v(, dout), o or dq, dk, dv, batch, seq, hq, hkv, head dim).
+/// (s, t, q, k, v, o, lse, batch, seq, hq, hkv, head dim) or
+/// (s, t, q, k, v, o, lse, dout, dq, dk, dv, batch, seq, hq, hkv, head dim).
 void lowerAttention(OpLowering &l) {
   const std::vector<int64_t> &qs = l.desc(l.o[0]).shape;
   int64_t hq = l.in.integer("num_heads");

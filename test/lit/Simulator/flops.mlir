@@ -8,6 +8,6 @@
 func.func @forward(%x: tensor<2x8x16xf32> {nn.data = "features"}, %w: tensor<32x16xf32> {nn.param = "w"},
                    %b: tensor<32xf32> {nn.param = "b"}, %k: tensor<2x8x8xf32>) -> tensor<2x8x32xf32> {
   %y = nn.linear %x, %w, %b : (tensor<2x8x16xf32>, tensor<32x16xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
-  %a = nn.attention %y, %k, %k {num_heads = 4 : i64, num_kv_heads = 1 : i64} : (tensor<2x8x32xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x32xf32>
+  %a, %lse = nn.attention %y, %k, %k {num_heads = 4 : i64, num_kv_heads = 1 : i64} : (tensor<2x8x32xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> (tensor<2x8x32xf32>, tensor<2x4x8xf32>)
   return %a : tensor<2x8x32xf32>
 }

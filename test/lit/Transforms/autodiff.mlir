@@ -67,3 +67,18 @@ func.func @detached(%x: tensor<2x2xf32>, %y: tensor<2xi32>, %w: tensor<2xf32> {n
   // expected-error @+1 {{the loss does not depend on any trainable parameter}}
   return %l : tensor<f32>
 }
+
+// -----
+
+// Attention's VJP reads the forward's output and its statistics (the
+// log-sum-exp, f32 [B, Hq, T]; f64 for f64) rather than recomputing them.
+// CHECK-LABEL: func.func @attention
+func.func @attention(%q: tensor<2x4x8xf32> {nn.param = "q"}, %k: tensor<2x4x4xf32> {nn.param = "k"},
+                     %v: tensor<2x4x4xf32> {nn.param = "v"}) -> (tensor<f32> {nn.loss}) {
+  // CHECK: %[[A:.*]], %[[L:.*]] = nn.attention %arg0, %arg1, %arg2 {num_heads = 2 : i64, num_kv_heads = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
+  %a, %lse = nn.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
+  %l = nn.reduce_sum %a {axes = array<i64: 0, 1, 2>} : tensor<2x4x8xf32> -> tensor<f32>
+  // CHECK: %[[G:.*]] = nn.broadcast
+  // CHECK: nn.attention_grad %arg0, %arg1, %arg2, %[[A]], %[[L]], %[[G]] {num_heads = 2 : i64, num_kv_heads = 1 : i64}
+  return %l : tensor<f32>
+}

@@ -415,29 +415,51 @@ def NN_RopeOp : NN_DiffOp<"rope", [InferTypeOpAdaptor]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
+// The statistics an attention forward keeps for its backward: f32, or f64
+// for an f64 query (the compute type of the kernels).
+def NN_StatsTensor : RankedTensorOf<[F32, F64]>;
+
 def NN_AttentionOp : NN_DiffOp<"attention", [InferTypeOpAdaptor]> {
   let summary = "causal scaled-dot-product attention with grouped-query heads";
   let description = [{
     `query` [B, T, Hq·D], `key`, `value` [B, T, Hkv·D]; query head h uses
     key/value head h / (Hq / Hkv) (Ainslie et al., GQA, 2023). For each
     head: softmax(q·kᵀ / √D + causal mask)·v (Vaswani et al., 2017, 3.2.1)
-    → [B, T, Hq·D]. FLOPs (NNCost.cpp): 2·B·T²·Hq·D, half of the dense
-    4·B·T²·Hq·D (2 for q·kᵀ, 2 for p·v), since the causal mask halves what a
-    kernel must do.
+    → `result` [B, T, Hq·D]. FLOPs (NNCost.cpp): 2·B·T²·Hq·D, half of the
+    dense 4·B·T²·Hq·D (2 for q·kᵀ, 2 for p·v), since the causal mask halves
+    what a kernel must do.
+
+    `logsumexp` [B, Hq, T] holds each query row's softmax statistic
+    L = log Σ_{s<=t} exp(q_t·k_s / √D) (natural log, scaled scores), in f32
+    (f64 for an f64 query): the backward rebuilds the probabilities as
+    exp(q·kᵀ/√D − L) instead of recomputing the row max and sum
+    (FlashAttention-2, Dao 2023, Algorithm 1 line 13 and Algorithm 2; cuDNN's
+    SDPA "Stats" tensor, PyTorch's _scaled_dot_product_flash_attention
+    logsumexp). It is not differentiable: only nn.attention_grad reads it.
   }];
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key, NN_FloatTensor:$value,
                        I64Attr:$num_heads, I64Attr:$num_kv_heads);
-  let results = (outs NN_FloatTensor:$result);
+  let results = (outs NN_FloatTensor:$result, NN_StatsTensor:$logsumexp);
   let assemblyFormat = "$query `,` $key `,` $value attr-dict `:` functional-type(operands, results)";
 }
 
 def NN_AttentionGradOp : NN_ShapedOp<"attention_grad", [InferTypeOpAdaptor]> {
-  let summary = "VJP of attention: (dq, dk, dv), probabilities recomputed";
+  let summary = "VJP of attention: (dq, dk, dv) from the forward's statistics";
+  let description = [{
+    `query`, `key`, `value` as nn.attention; `out` its `result` and
+    `logsumexp` its statistics; `grad` dL/d`result` [B, T, Hq·D]. With
+    P = exp(q·kᵀ/√D − L) below the diagonal (0 above), dP = grad·vᵀ and
+    Δ_t = Σ_s P_ts·dP_ts (= grad_t·out_t, FlashAttention-2's D):
+    dS = P ⊙ (dP − Δ)/√D, dq = dS·k, dk = dSᵀ·q, dv = Pᵀ·grad, dk and dv of
+    a kv head summed over its query heads (Dao 2023, Algorithm 2). FLOPs:
+    2.5× the forward (five matmuls: q·kᵀ again, dP, dq, dk, dv).
+  }];
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key, NN_FloatTensor:$value,
+                       NN_FloatTensor:$out, NN_StatsTensor:$logsumexp,
                        NN_FloatTensor:$grad, I64Attr:$num_heads, I64Attr:$num_kv_heads);
   let results = (outs NN_FloatTensor:$grad_query, NN_FloatTensor:$grad_key,
                       NN_FloatTensor:$grad_value);
-  let assemblyFormat = "$query `,` $key `,` $value `,` $grad attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = "$query `,` $key `,` $value `,` $out `,` $logsumexp `,` $grad attr-dict `:` functional-type(operands, results)";
 }
 
 def NN_SiluOp : NN_DiffOp<"silu", [SameOperandsAndResultType,

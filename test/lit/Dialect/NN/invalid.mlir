@@ -317,16 +317,40 @@ func.func @rope_unscaled_factor(%x: tensor<2x4x12xf32>) -> tensor<2x4x12xf32> {
 
 func.func @gqa(%q: tensor<2x4x12xf32>, %k: tensor<2x4x8xf32>) -> tensor<2x4x12xf32> {
   // expected-error @+1 {{'nn.attention' op expects num_heads (3) to be a positive multiple of num_kv_heads (2)}}
-  %0 = nn.attention %q, %k, %k {num_heads = 3 : i64, num_kv_heads = 2 : i64} : (tensor<2x4x12xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x12xf32>
-  return %0 : tensor<2x4x12xf32>
+  %0:2 = nn.attention %q, %k, %k {num_heads = 3 : i64, num_kv_heads = 2 : i64} : (tensor<2x4x12xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x12xf32>, tensor<2x3x4xf32>)
+  return %0#0 : tensor<2x4x12xf32>
 }
 
 // -----
 
 func.func @kv_shape(%q: tensor<2x4x12xf32>, %k: tensor<2x4x8xf32>) -> tensor<2x4x12xf32> {
   // expected-error @+1 {{'nn.attention' op expects key of shape [2, 4, 6], got [2, 4, 8]}}
-  %0 = nn.attention %q, %k, %k {num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<2x4x12xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x12xf32>
-  return %0 : tensor<2x4x12xf32>
+  %0:2 = nn.attention %q, %k, %k {num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<2x4x12xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x12xf32>, tensor<2x3x4xf32>)
+  return %0#0 : tensor<2x4x12xf32>
+}
+
+// -----
+
+func.func @attention_stats_type(%q: tensor<2x4x8xf32>, %k: tensor<2x4x4xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'nn.attention' op expects result #1 of shape [2, 2, 4], got [2, 4, 2]}}
+  %0:2 = nn.attention %q, %k, %k {num_heads = 2 : i64, num_kv_heads = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x2xf32>)
+  return %0#0 : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_grad_stats(%q: tensor<2x4x8xf64>, %k: tensor<2x4x4xf64>, %l: tensor<2x2x4xf32>) -> tensor<2x4x8xf64> {
+  // expected-error @+1 {{'nn.attention_grad' op expects logsumexp of type 'tensor<2x2x4xf64>', got 'tensor<2x2x4xf32>'}}
+  %0:3 = nn.attention_grad %q, %k, %k, %q, %l, %q {num_heads = 2 : i64, num_kv_heads = 1 : i64} : (tensor<2x4x8xf64>, tensor<2x4x4xf64>, tensor<2x4x4xf64>, tensor<2x4x8xf64>, tensor<2x2x4xf32>, tensor<2x4x8xf64>) -> (tensor<2x4x8xf64>, tensor<2x4x4xf64>, tensor<2x4x4xf64>)
+  return %0#0 : tensor<2x4x8xf64>
+}
+
+// -----
+
+func.func @attention_grad_out(%q: tensor<2x4x8xf32>, %k: tensor<2x4x4xf32>, %l: tensor<2x2x4xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'nn.attention_grad' op expects out of shape [2, 4, 8], got [2, 4, 4]}}
+  %0:3 = nn.attention_grad %q, %k, %k, %k, %l, %q {num_heads = 2 : i64, num_kv_heads = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x2x4xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>)
+  return %0#0 : tensor<2x4x8xf32>
 }
 
 // -----

@@ -80,9 +80,10 @@ func.func @transformer_ops(%tok: tensor<2x4xi32> {nn.data = "tokens"}, %tgt: ten
   %q3 = nn.rope %q {head_dim = 4 : i64, theta = 10000.0 : f64, rope_type = "llama3", factor = 8.0 : f64, high_freq_factor = 8.0 : f64, original_max_position_embeddings = 128 : i64} : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
   // CHECK: nn.rope %{{.*}} {attention_factor = 1.200000e+00 : f64, beta_fast = 1.600000e+01 : f64, factor = 4.000000e+00 : f64, head_dim = 4 : i64, inverse = true, rope_type = "yarn", theta = 1.000000e+04 : f64, truncate = false}
   %qy = nn.rope %q {head_dim = 4 : i64, theta = 10000.0 : f64, inverse = true, rope_type = "yarn", factor = 4.0 : f64, beta_fast = 16.0 : f64, truncate = false, attention_factor = 1.2 : f64} : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
-  // CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {num_heads = 2 : i64, num_kv_heads = 1 : i64}
-  %a = nn.attention %qr, %kr, %v {num_heads = 2 : i64, num_kv_heads = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x8xf32>
-  %dq, %dk, %dv = nn.attention_grad %qr, %kr, %v, %a {num_heads = 2 : i64, num_kv_heads = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>)
+  // CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {num_heads = 2 : i64, num_kv_heads = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
+  %a, %lse = nn.attention %qr, %kr, %v {num_heads = 2 : i64, num_kv_heads = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
+  // CHECK: nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {num_heads = 2 : i64, num_kv_heads = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x8xf32>, tensor<2x2x4xf32>, tensor<2x4x8xf32>)
+  %dq, %dk, %dv = nn.attention_grad %qr, %kr, %v, %a, %lse, %a {num_heads = 2 : i64, num_kv_heads = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x8xf32>, tensor<2x2x4xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>)
   %s = nn.silu %a : tensor<2x4x8xf32>
   %sg = nn.silu_grad %a, %s : tensor<2x4x8xf32>
   %c = nn.concat %q, %k, %v {axis = -1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x16xf32>
