@@ -252,6 +252,24 @@ void readVersion1(const json &index, const std::string &dir, SavedMap &saved,
   }
 }
 
+/// The index's "run" record: what a resume checks and restores beyond the
+/// tensors (seed, data and its SHA-256, schedule length, loss scale).
+json runJson(const RunMeta &meta) {
+  json run = {
+      {"seed", meta.seed}, {"data", meta.data}, {"data_order", meta.dataOrder}};
+  if (meta.totalSteps > 0) // a schedule that decays over the run's total
+    run["total_steps"] = meta.totalSteps;
+  if (!meta.dataSha256.empty()) // for the resume's --data check
+    run["data_sha256"] = meta.dataSha256;
+  if (meta.skippedSteps > 0)
+    run["skipped_steps"] = meta.skippedSteps;
+  if (meta.lossScale > 0) {
+    run["loss_scale"] = meta.lossScale;
+    run["growth_tracker"] = meta.growthTracker;
+  }
+  return run;
+}
+
 } // namespace
 
 void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
@@ -350,19 +368,6 @@ void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
                {"dtype", fsdp::schedule::dtypeName(it->second.dtype)},
                {"ranges", ranges}});
         }
-    json run = {{"seed", meta.seed},
-                {"data", meta.data},
-                {"data_order", meta.dataOrder}};
-    if (meta.totalSteps > 0) // a schedule that decays over the run's total
-      run["total_steps"] = meta.totalSteps;
-    if (!meta.dataSha256.empty()) // for the resume's --data check
-      run["data_sha256"] = meta.dataSha256;
-    if (meta.skippedSteps > 0)
-      run["skipped_steps"] = meta.skippedSteps;
-    if (meta.lossScale > 0) {
-      run["loss_scale"] = meta.lossScale;
-      run["growth_tracker"] = meta.growthTracker;
-    }
     json index = {
         {"format", "fsdp-checkpoint"},
         {"version", kVersion},
@@ -372,7 +377,7 @@ void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
         {"grid",
          {{"replicas", prog.replicas()}, {"shard_size", prog.shardSize()}}},
         {"step", step},
-        {"run", run},
+        {"run", runJson(meta)},
         {"optimizer", optimizerJson(prog)},
         {"roles", roles},
         {"files", files},
