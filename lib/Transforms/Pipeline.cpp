@@ -37,6 +37,7 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
   /// reaches its passes, as each pass run alone with it).
   void buildPipeline(OpPassManager &pm) const {
     auto clusterSpecs = std::make_shared<ClusterSpecCache>(givenCluster);
+    pm.addPass(createFSDPTensorParallel(tensorParallelOptions()));
     pm.addPass(createFSDPAutodiff(autodiffOptions()));
     pm.addPass(createFSDPMicroBatch(microBatchOptions()));
     pm.addPass(createFSDPOptimizer(optimizerOptions()));
@@ -53,6 +54,11 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
   template <typename T>
   static SmallVector<T> values(const ListOption<T> &option) {
     return SmallVector<T>(option.begin(), option.end());
+  }
+  FSDPTensorParallelOptions tensorParallelOptions() const {
+    FSDPTensorParallelOptions o;
+    o.tp = tp;
+    return o;
   }
   FSDPAutodiffOptions autodiffOptions() const {
     FSDPAutodiffOptions o;
@@ -96,6 +102,7 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
   }
   FSDPShardOptions shardOptions() const {
     FSDPShardOptions o;
+    o.tp = tp;
     o.worldSize = worldSize;
     o.strategy = strategy;
     o.shardSize = shardSize;

@@ -137,6 +137,18 @@ TrainingRun::TrainingRun(const Options &opt, const AgreedInputs &agreed)
       ex(prog, device.get(), opt.alloc),
       meta{opt.seed, opt.data, opt.dataOrder.empty() ? "random" : opt.dataOrder,
            0, agreed.dataSha256} {
+  // Checkpoints and safetensors files hold global tensors by flat ranges;
+  // slicing them by the tensor-parallel layout is not written yet.
+  if (prog.tensorParallel() > 1)
+    for (auto [flag, value] :
+         {std::pair{"--save", &opt.save}, std::pair{"--load", &opt.load},
+          std::pair{"--export", &opt.exportPath},
+          std::pair{"--init-from", &opt.initFrom}})
+      if (!value->empty())
+        throw Error(std::string(flag) + " is not supported yet with tensor "
+                                        "parallelism (" +
+                    prog.name() + " has tensor_parallel " +
+                    std::to_string(prog.tensorParallel()) + ")");
   if (compiled)
     ex.useCompiledStep(*compiled);
   fsdp_blas_info blas{};
@@ -186,8 +198,10 @@ void TrainingRun::initialiseShards() {
     if (io.role == "param" || io.role == "master")
       ex.write(io.buffer,
                io.layout == "full"
-                   ? initFull(*unit, opt.seed)
-                   : initShard(*unit, opt.seed, rank % prog.shardSize()));
+                   ? initFull(*unit, opt.seed, prog.tensorRank(rank),
+                              prog.tensorParallel())
+                   : initShard(*unit, opt.seed, prog.shardIndex(rank),
+                               prog.tensorRank(rank), prog.tensorParallel()));
     // Moments stay as the executor zeroed them.
   }
 }

@@ -36,11 +36,16 @@ double normal01(uint64_t h);
 /// [i·shard_numel, (i+1)·shard_numel); element j of parameter `fqn` is
 /// the value of its init spec (fsdp/InitSpec.h) for (seed, fqn, j); padding
 /// and gaps are zero. Throws fsdp::Error for a spec that does not parse.
+/// Under tensor parallelism (tensor-parallel rank `tpRank` of `tp`) j is
+/// the element's index in the global parameter (ParamDesc::globalIndex),
+/// so that every rank holds its slice of the tensor one rank initialises.
 std::vector<double> initShard(const fsdp::schedule::UnitDesc &u, uint64_t seed,
-                              int64_t shardIndex);
+                              int64_t shardIndex, int64_t tpRank = 0,
+                              int64_t tp = 1);
 /// The whole padded flat buffer [padded_numel] of `unit` (layout "full"),
 /// the same values as the shards of initShard side by side.
-std::vector<double> initFull(const fsdp::schedule::UnitDesc &u, uint64_t seed);
+std::vector<double> initFull(const fsdp::schedule::UnitDesc &u, uint64_t seed,
+                             int64_t tpRank = 0, int64_t tp = 1);
 
 /// How token windows are drawn from a token file.
 enum class DataOrder {
