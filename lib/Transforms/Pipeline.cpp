@@ -156,6 +156,12 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
           return module.emitError()
                  << "fsdp-pipeline: " << o->getArgStr()
                  << " is an AdamW option; optimizer=sgd has no moments";
+    if (tp < 1 || worldSize % tp != 0)
+      return module.emitError()
+             << "fsdp-pipeline: tp=" << static_cast<int64_t>(tp)
+             << " must be >= 1 and divide world-size "
+             << static_cast<int64_t>(worldSize)
+             << " (world size = tp x the data-parallel size)";
     if (accumulate.hasValue() && microBatches <= 1)
       return module.emitError()
              << "fsdp-pipeline: accumulate=" << stringifyAccumulate(accumulate)

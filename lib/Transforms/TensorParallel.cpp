@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 #include "fsdp/Transforms/Passes.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -125,6 +126,22 @@ struct FSDPTensorParallelPass
     return success();
   }
 
+  /// Heads and key/value heads must divide by T (Megatron-LM splits whole
+  /// heads; it replicates kv-heads when T exceeds them, which is not done
+  /// here).
+  LogicalResult checkHeads(nn::AttentionOp attn) {
+    int64_t hq = static_cast<int64_t>(attn.getNumHeads());
+    int64_t hkv = static_cast<int64_t>(attn.getNumKvHeads());
+    if (hq % tp == 0 && hkv % tp == 0)
+      return success();
+    return attn.emitOpError()
+           << "tp=" << static_cast<int64_t>(tp)
+           << " must divide the attention heads (" << hq
+           << ") and the key/value heads (" << hkv
+           << "): Megatron-LM splits whole heads across the tensor-parallel "
+              "group";
+  }
+
   LogicalResult rewrite(func::FuncOp fn, Region &r) {
     OpBuilder b(&getContext());
     // Column-parallel: output features (Conv1D [in, out]: dimension 1).
@@ -150,17 +167,8 @@ struct FSDPTensorParallelPass
     }
     for (Operation *op : r.ops) {
       if (auto attn = dyn_cast<nn::AttentionOp>(op)) {
-        int64_t hq = static_cast<int64_t>(attn.getNumHeads());
-        int64_t hkv = static_cast<int64_t>(attn.getNumKvHeads());
-        if (hq % tp != 0 || hkv % tp != 0)
-          return attn.emitOpError()
-                 << "tp=" << static_cast<int64_t>(tp)
-                 << " must divide the attention heads (" << hq
-                 << ") and the key/value heads (" << hkv
-                 << "): Megatron-LM splits whole heads across the "
-                    "tensor-parallel group";
-        attn.setNumHeads(hq / tp);
-        attn.setNumKvHeads(hkv / tp);
+        attn.setNumHeads(attn.getNumHeads() / static_cast<uint64_t>(tp));
+        attn.setNumKvHeads(attn.getNumKvHeads() / static_cast<uint64_t>(tp));
       } else if (auto split = dyn_cast<nn::SplitOp>(op)) {
         int64_t rank = cast<RankedTensorType>(split.getInput().getType())
                            .getRank();
@@ -230,10 +238,20 @@ protected:
     });
     if (dropout.wasInterrupted())
       return signalPassFailure();
+    // In program order; a linear ends or starts one region at most (in a
+    // chain of linears through activations, every other one is split).
     SmallVector<Region> regions;
+    llvm::DenseSet<Operation *> claimed;
     fn.walk([&](nn::LinearOp lin) {
-      if (std::optional<Region> r = matchRegion(lin))
-        regions.push_back(std::move(*r));
+      std::optional<Region> r = matchRegion(lin);
+      if (!r || claimed.contains(lin) ||
+          llvm::any_of(r->columns,
+                       [&](nn::LinearOp c) { return claimed.contains(c); }))
+        return;
+      claimed.insert(lin);
+      for (nn::LinearOp c : r->columns)
+        claimed.insert(c);
+      regions.push_back(std::move(*r));
     });
     if (regions.empty()) {
       fn.emitError() << "tp=" << static_cast<int64_t>(tp)
@@ -242,6 +260,13 @@ protected:
                         "attention, rope, split, activations or products)";
       return signalPassFailure();
     }
+    // Whole heads first: a head count T does not divide is the usual
+    // mistake, and is named before any parameter's shape.
+    for (Region &r : regions)
+      for (Operation *op : r.ops)
+        if (auto attn = dyn_cast<nn::AttentionOp>(op);
+            attn && failed(checkHeads(attn)))
+          return signalPassFailure();
     for (Region &r : regions)
       if (failed(rewrite(fn, r)))
         return signalPassFailure();
