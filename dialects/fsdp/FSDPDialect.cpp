@@ -140,8 +140,7 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
   }
   if (attr.getName() == kTensorSlicesAttr) {
     auto d = dyn_cast<DictionaryAttr>(attr.getValue());
-    if (!isa<ModuleOp>(op) || !d ||
-        llvm::any_of(d, [](NamedAttribute e) {
+    if (!isa<ModuleOp>(op) || !d || llvm::any_of(d, [](NamedAttribute e) {
           auto a = dyn_cast<DenseI64ArrayAttr>(e.getValue());
           return !a || a.size() < 3;
         }))

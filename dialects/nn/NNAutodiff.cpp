@@ -347,8 +347,7 @@ LogicalResult TpCopyOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
   return success();
 }
 
-LogicalResult TpAllReduceOp::buildVJP(OpBuilder &b,
-                                      ArrayRef<Value> resultGrads,
+LogicalResult TpAllReduceOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
                                       ArrayRef<bool> needed,
                                       SmallVectorImpl<Value> &grads) {
   grads.assign(1, Value());

@@ -154,10 +154,9 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
   FailureOr<int64_t> dataParallelSize(ModuleOp module) {
     int64_t t = groupSize(module, Group::Tensor).value_or(1);
     if (tp < 1 || tp != t)
-      return module.emitError()
-             << "fsdp-shard: tp=" << static_cast<int64_t>(tp)
-             << " but the graph was made for tp=" << t
-             << " (fsdp-tensor-parallel)";
+      return module.emitError() << "fsdp-shard: tp=" << static_cast<int64_t>(tp)
+                                << " but the graph was made for tp=" << t
+                                << " (fsdp-tensor-parallel)";
     if (worldSize % tp != 0)
       return module.emitError()
              << "fsdp-shard: tp=" << static_cast<int64_t>(tp)

@@ -214,10 +214,9 @@ public:
       sum = sum ? nn::AddOp::create(b, p.loc, sum, ss).getResult() : ss;
     }
     auto sumOver = [&](Value v, Group g) -> Value {
-      return AllReduceOp::create(b, loc, v.getType(),
-                                 FlatSymbolRefAttr::get(pending.back().unit),
-                                 v, ReductionAttr::get(ctx, Reduction::Sum),
-                                 GroupAttr::get(ctx, g));
+      return AllReduceOp::create(
+          b, loc, v.getType(), FlatSymbolRefAttr::get(pending.back().unit), v,
+          ReductionAttr::get(ctx, Reduction::Sum), GroupAttr::get(ctx, g));
     };
     bool overShard = !layout.replicatedState() && layout.shardGroup > 1;
     if (total && overShard)

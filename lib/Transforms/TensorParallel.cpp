@@ -170,8 +170,8 @@ struct FSDPTensorParallelPass
         attn.setNumHeads(attn.getNumHeads() / static_cast<uint64_t>(tp));
         attn.setNumKvHeads(attn.getNumKvHeads() / static_cast<uint64_t>(tp));
       } else if (auto split = dyn_cast<nn::SplitOp>(op)) {
-        int64_t rank = cast<RankedTensorType>(split.getInput().getType())
-                           .getRank();
+        int64_t rank =
+            cast<RankedTensorType>(split.getInput().getType()).getRank();
         int64_t axis = static_cast<int64_t>(split.getAxis());
         if (axis != rank - 1 && axis != -1)
           return split.emitOpError()

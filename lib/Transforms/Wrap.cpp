@@ -107,8 +107,8 @@ protected:
     UnitGroups groups;
     if (failed(groupParams(*fn, params, groups)) ||
         failed(checkUnitsMatched(groups)) ||
-        failed(createUnits(*fn, splitTensorParallel(
-                                    *fn, splitFrozen(*fn, groups)))))
+        failed(createUnits(*fn,
+                           splitTensorParallel(*fn, splitFrozen(*fn, groups)))))
       return signalPassFailure();
   }
 

@@ -140,12 +140,11 @@ void Executor::init(AllocMode alloc) {
   bool full = prog.worldSize() == n;
   bool grid = full && (S != n || T > 1);
   int t = full ? r % T : 0, d = full ? r / T : r;
-  if (fsdp_channel_split(world, grid ? (d / S) * T + t : 0,
-                         grid ? d % S : r, &shard) != FSDP_OK ||
-      fsdp_channel_split(world, grid ? (d % S) * T + t : r,
-                         grid ? d / S : 0, &replicate) != FSDP_OK ||
-      fsdp_channel_split(world, full ? d : r, full ? t : 0, &tensor) !=
-          FSDP_OK)
+  if (fsdp_channel_split(world, grid ? (d / S) * T + t : 0, grid ? d % S : r,
+                         &shard) != FSDP_OK ||
+      fsdp_channel_split(world, grid ? (d % S) * T + t : r, grid ? d / S : 0,
+                         &replicate) != FSDP_OK ||
+      fsdp_channel_split(world, full ? d : r, full ? t : 0, &tensor) != FSDP_OK)
     fail("creating the shard, replicate and tensor channels");
   checkSameScheduleOnAllRanks(prog);
 

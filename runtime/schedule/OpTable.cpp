@@ -15,10 +15,9 @@ AttrSpec groupAttr(const char *dflt) {
   for (int i = 0; i < kNumGroups; ++i)
     if (std::string(kGroupNames[i]) == dflt)
       index = i;
-  AttrSpec s = choice("group",
-                      {kGroupNames[0], kGroupNames[1], kGroupNames[2],
-                       kGroupNames[3]},
-                      index);
+  AttrSpec s = choice(
+      "group", {kGroupNames[0], kGroupNames[1], kGroupNames[2], kGroupNames[3]},
+      index);
   s.unknownStyle = true;
   return s;
 }

@@ -269,15 +269,14 @@ void Parser::parseGrid() {
                 " and shard_size " + std::to_string(p.shardSizeValue) +
                 " must be >= 1");
   if (p.replicasValue * p.shardSizeValue != dp)
-    throw Error(ctx + ": replicas " + std::to_string(p.replicasValue) +
-                " x shard_size " + std::to_string(p.shardSizeValue) + " = " +
-                std::to_string(p.replicasValue * p.shardSizeValue) +
-                " does not equal world_size " +
-                std::to_string(p.worldSizeValue) +
-                (p.tensorParallelValue > 1
-                     ? " / tensor_parallel " +
-                           std::to_string(p.tensorParallelValue)
-                     : std::string()));
+    throw Error(
+        ctx + ": replicas " + std::to_string(p.replicasValue) +
+        " x shard_size " + std::to_string(p.shardSizeValue) + " = " +
+        std::to_string(p.replicasValue * p.shardSizeValue) +
+        " does not equal world_size " + std::to_string(p.worldSizeValue) +
+        (p.tensorParallelValue > 1
+             ? " / tensor_parallel " + std::to_string(p.tensorParallelValue)
+             : std::string()));
 }
 
 void Parser::parseOptimizer() {

@@ -180,8 +180,8 @@ std::vector<double> initShard(const fsdp::schedule::UnitDesc &u, uint64_t seed,
       continue;
     fsdp::init::Spec spec = initSpec(p.init, p.fqn);
     for (int64_t f = lo; f < hi; ++f)
-      shard[f - begin] = initValue(spec, seed, p.fqn,
-                                   p.globalIndex(f - p.offset, tpRank, tp));
+      shard[f - begin] =
+          initValue(spec, seed, p.fqn, p.globalIndex(f - p.offset, tpRank, tp));
   }
   return shard;
 }

@@ -87,9 +87,9 @@ gatherRole(const Executor &ex, const std::string &role, int rank,
       if (pd.tpDim < 0)
         for (int64_t t = 1; t < T; ++t)
           for (int64_t i = pd.offset; i < pd.offset + pd.numel; ++i)
-            maxDiff = std::max(maxDiff,
-                               std::fabs(perTp[static_cast<size_t>(t)][i] -
-                                         perTp[0][i]));
+            maxDiff =
+                std::max(maxDiff, std::fabs(perTp[static_cast<size_t>(t)][i] -
+                                            perTp[0][i]));
     result[u.name] = std::move(perTp);
   }
   return result;

@@ -145,8 +145,9 @@ TrainingRun::TrainingRun(const Options &opt, const AgreedInputs &agreed)
           std::pair{"--export", &opt.exportPath},
           std::pair{"--init-from", &opt.initFrom}})
       if (!value->empty())
-        throw Error(std::string(flag) + " is not supported yet with tensor "
-                                        "parallelism (" +
+        throw Error(std::string(flag) +
+                    " is not supported yet with tensor "
+                    "parallelism (" +
                     prog.name() + " has tensor_parallel " +
                     std::to_string(prog.tensorParallel()) + ")");
   if (compiled)

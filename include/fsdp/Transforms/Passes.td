@@ -301,6 +301,14 @@ def FSDPShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
     packed (`fsdp.flatten`) and reduce-scattered with `avg`, and the
     optimizer updates the flat shards. fsdp-collectives then places these.
 
+    With `tp` = T > 1 (after fsdp-tensor-parallel, whose T it must be) the
+    world is T x the data-parallel ranks: the batch and the shards are split
+    over the world-size / T data-parallel ranks of each tensor-parallel rank
+    (their shard and replicate groups), and the global gradient norm sums
+    the units split across the tensor group over it too (the replicated
+    units, fsdp-wrap's `*.tp_replicated`, count once). full-shard,
+    shard-grad-op and no-shard only, for now.
+
     `max-grad-norm` clips the global gradient norm: each unit's reduced
     gradient shard gives `nn.sum_squares`, their sum is all-reduced (sum)
     over the shard group (the ranks that partition the shards; replicas of
