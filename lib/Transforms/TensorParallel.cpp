@@ -157,7 +157,7 @@ struct FSDPTensorParallelPass
            failed(sliceParam(fn, col.getBias(), 0, blocks, col))))
         return failure();
       Value x = col.getInput();
-      auto it = entered.find(x);
+      auto *it = entered.find(x);
       if (it == entered.end()) {
         b.setInsertionPointAfterValue(x);
         Value f = nn::TpCopyOp::create(b, col.getLoc(), x);
