@@ -138,7 +138,20 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
              << " on the module, got " << attr.getValue();
     return success();
   }
-  if (attr.getName() == kReplicasAttr || attr.getName() == kShardSizeAttr) {
+  if (attr.getName() == kTensorSlicesAttr) {
+    auto d = dyn_cast<DictionaryAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !d || llvm::any_of(d, [](NamedAttribute e) {
+          auto a = dyn_cast<DenseI64ArrayAttr>(e.getValue());
+          return !a || a.size() < 3;
+        }))
+      return op->emitError() << "'" << kTensorSlicesAttr
+                             << "' must be a dictionary of array<i64: dim, "
+                                "blocks, shape...> on the module, got "
+                             << attr.getValue();
+    return success();
+  }
+  if (attr.getName() == kReplicasAttr || attr.getName() == kShardSizeAttr ||
+      attr.getName() == kTensorParallelAttr) {
     auto i = dyn_cast<IntegerAttr>(attr.getValue());
     if (!isa<ModuleOp>(op) || !i || i.getInt() < 1)
       return op->emitError() << "'" << attr.getName().getValue()
@@ -180,6 +193,8 @@ std::optional<int64_t> mlir::fsdp::groupSize(Operation *op, Group group) {
     return std::nullopt;
   };
   std::optional<int64_t> world = attr(kWorldSizeAttr);
+  if (!world && group == Group::Tensor)
+    return attr(kTensorParallelAttr).value_or(1);
   if (!world)
     return std::nullopt;
   switch (group) {
@@ -189,6 +204,8 @@ std::optional<int64_t> mlir::fsdp::groupSize(Operation *op, Group group) {
     return attr(kShardSizeAttr).value_or(*world);
   case Group::Replicate:
     return attr(kReplicasAttr).value_or(1);
+  case Group::Tensor:
+    return attr(kTensorParallelAttr).value_or(1);
   }
   llvm_unreachable("unknown fsdp::Group");
 }

@@ -339,3 +339,23 @@ LogicalResult CastOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
         CastOp::create(b, getLoc(), getInput().getType(), resultGrads[0]);
   return success();
 }
+
+// Megatron's conjugate pair (Shoeybi et al. 2019, Sec. 3): f's VJP is g and
+// g's is f.
+LogicalResult TpCopyOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                 ArrayRef<bool> needed,
+                                 SmallVectorImpl<Value> &grads) {
+  grads.assign(1, Value());
+  if (resultGrads[0] && needed[0])
+    grads[0] = TpAllReduceOp::create(b, getLoc(), resultGrads[0]);
+  return success();
+}
+
+LogicalResult TpAllReduceOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                      ArrayRef<bool> needed,
+                                      SmallVectorImpl<Value> &grads) {
+  grads.assign(1, Value());
+  if (resultGrads[0] && needed[0])
+    grads[0] = TpCopyOp::create(b, getLoc(), resultGrads[0]);
+  return success();
+}

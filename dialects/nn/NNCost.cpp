@@ -101,6 +101,8 @@ NN_BYTES(ConcatOp)
 NN_BYTES(ZerosLikeOp)
 NN_BYTES(CastOp)
 NN_BYTES(MicroBatchOp)
+NN_BYTES(TpCopyOp)
+NN_BYTES(TpAllReduceOp)
 #undef NN_BYTES
 
 int64_t LinearOp::getFlops() { return flopsOf(*this); }
@@ -160,3 +162,6 @@ int64_t ConcatOp::getFlops() { return 0; }
 int64_t ZerosLikeOp::getFlops() { return 0; }
 int64_t CastOp::getFlops() { return 0; }
 int64_t MicroBatchOp::getFlops() { return 0; }
+int64_t TpCopyOp::getFlops() { return 0; }
+// The sum over the group: (T - 1) additions per element, counted as one.
+int64_t TpAllReduceOp::getFlops() { return numel(getResult()); }

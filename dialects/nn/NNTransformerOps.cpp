@@ -326,6 +326,8 @@ LogicalResult AttentionGradOp::verify() { return verifyByInference(*this); }
 // silu, silu_grad: shape rules generated from SameOperandsAndResultType.
 LogicalResult SiluOp::verify() { return verifyByInference(*this); }
 LogicalResult SiluGradOp::verify() { return verifyByInference(*this); }
+LogicalResult TpCopyOp::verify() { return verifyByInference(*this); }
+LogicalResult TpAllReduceOp::verify() { return verifyByInference(*this); }
 
 static LogicalResult normalizeAxis(EmitErrorFn emitError, int64_t &axis,
                                    int64_t rank) {

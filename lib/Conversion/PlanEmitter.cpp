@@ -59,9 +59,17 @@ Value PlanEmitter::slotAddress(int32_t slot, int64_t bytes) {
 }
 
 Value PlanEmitter::channel(schedule::Group g) {
-  return g == schedule::Group::World   ? worldV
-         : g == schedule::Group::Shard ? shardV
-                                       : replicateV;
+  switch (g) {
+  case schedule::Group::World:
+    return worldV;
+  case schedule::Group::Shard:
+    return shardV;
+  case schedule::Group::Replicate:
+    return replicateV;
+  case schedule::Group::Tensor:
+    return tensorV;
+  }
+  return worldV;
 }
 
 Value PlanEmitter::rankTimes(schedule::Group g, int64_t scale) {
@@ -263,6 +271,7 @@ void PlanEmitter::emitEntry() {
   worldV = field(ctxV, offsetof(fsdp_step_context, world), ptrT);
   shardV = field(ctxV, offsetof(fsdp_step_context, shard), ptrT);
   replicateV = field(ctxV, offsetof(fsdp_step_context, replicate), ptrT);
+  tensorV = field(ctxV, offsetof(fsdp_step_context, tensor), ptrT);
   eventsV = field(ctxV, offsetof(fsdp_step_context, events), ptrT);
   progressTestV = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq,
                                        callValue("fsdp_get_progress", {}, i32T),

@@ -71,7 +71,7 @@ private:
   LLVM::LLVMFuncOp stepFn;
   Block *errBlock = nullptr;
   Value ctxV, inputsV, outputsV, streamV, arenaV, worldV, shardV, replicateV,
-      eventsV, progressTestV, doneV, scratchV;
+      tensorV, eventsV, progressTestV, doneV, scratchV;
   llvm::StringMap<LLVM::LLVMFuncOp> decls;
   std::map<std::vector<int64_t>, LLVM::GlobalOp> arrays;
   int64_t scratchSlots = 1, scratchUsed = 0;

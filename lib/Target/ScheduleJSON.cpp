@@ -122,6 +122,8 @@ private:
     out["grid"] = {
         {"replicas", groupSize(module, Group::Replicate).value_or(1)},
         {"shard_size", groupSize(module, Group::Shard).value_or(worldSize)}};
+    if (int64_t tp = groupSize(module, Group::Tensor).value_or(1); tp > 1)
+      out["tensor_parallel"] = tp;
     return out;
   }
 
@@ -135,14 +137,24 @@ private:
              {"padded_numel", *unit.getPaddedNumel()},
              {"shard_numel", *unit.getShardNumel()}};
       json params = json::array();
-      for (unsigned i = 0; i < unit.getParams().size(); ++i)
+      auto slices = module->getAttrOfType<DictionaryAttr>(kTensorSlicesAttr);
+      for (unsigned i = 0; i < unit.getParams().size(); ++i) {
+        StringAttr fqn = cast<StringAttr>(unit.getParams()[i]);
         params.push_back(
-            {{"fqn", cast<StringAttr>(unit.getParams()[i]).getValue().str()},
+            {{"fqn", fqn.getValue().str()},
              {"shape", unit.getParamShape(i)},
              {"offset", (*unit.getOffsets())[i]},
              {"numel", unit.getParamNumel(i)},
              {"init", cast<StringAttr>(unit.getInits()[i]).getValue().str()},
              {"trainable", (bool)unit.getTrainable()[i]}});
+        // Tensor parallelism: which slice of the global parameter this is.
+        if (auto rec = slices ? slices.getAs<DenseI64ArrayAttr>(fqn)
+                              : DenseI64ArrayAttr())
+          params.back()["tensor_slice"] = {
+              {"dim", rec[0]},
+              {"blocks", rec[1]},
+              {"global_shape", rec.asArrayRef().drop_front(2).vec()}};
+      }
       u["params"] = std::move(params);
       units.push_back(std::move(u));
     }

@@ -37,6 +37,7 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
   /// reaches its passes, as each pass run alone with it).
   void buildPipeline(OpPassManager &pm) const {
     auto clusterSpecs = std::make_shared<ClusterSpecCache>(givenCluster);
+    pm.addPass(createFSDPTensorParallel(tensorParallelOptions()));
     pm.addPass(createFSDPAutodiff(autodiffOptions()));
     pm.addPass(createFSDPMicroBatch(microBatchOptions()));
     pm.addPass(createFSDPOptimizer(optimizerOptions()));
@@ -53,6 +54,11 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
   template <typename T>
   static SmallVector<T> values(const ListOption<T> &option) {
     return SmallVector<T>(option.begin(), option.end());
+  }
+  FSDPTensorParallelOptions tensorParallelOptions() const {
+    FSDPTensorParallelOptions o;
+    o.tp = tp;
+    return o;
   }
   FSDPAutodiffOptions autodiffOptions() const {
     FSDPAutodiffOptions o;
@@ -96,6 +102,7 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
   }
   FSDPShardOptions shardOptions() const {
     FSDPShardOptions o;
+    o.tp = tp;
     o.worldSize = worldSize;
     o.strategy = strategy;
     o.shardSize = shardSize;
@@ -149,6 +156,12 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
           return module.emitError()
                  << "fsdp-pipeline: " << o->getArgStr()
                  << " is an AdamW option; optimizer=sgd has no moments";
+    if (tp < 1 || worldSize % tp != 0)
+      return module.emitError()
+             << "fsdp-pipeline: tp=" << static_cast<int64_t>(tp)
+             << " must be >= 1 and divide world-size "
+             << static_cast<int64_t>(worldSize)
+             << " (world size = tp x the data-parallel size)";
     if (accumulate.hasValue() && microBatches <= 1)
       return module.emitError()
              << "fsdp-pipeline: accumulate=" << stringifyAccumulate(accumulate)

@@ -52,7 +52,7 @@ namespace {
 
 /// Divides the batch dimension of data arguments by the world size and
 /// re-infers every shape downstream.
-LogicalResult splitBatch(func::FuncOp fn, int64_t worldSize) {
+LogicalResult splitBatch(func::FuncOp fn, int64_t worldSize, int64_t tp) {
   OpBuilder b(fn);
   for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
     if (!fn.getArgAttr(i, nn::kDataAttr))
@@ -63,7 +63,9 @@ LogicalResult splitBatch(func::FuncOp fn, int64_t worldSize) {
     if (batch % worldSize != 0)
       return emitError(arg.getLoc())
              << "global batch " << batch << " (dimension 0 of data argument #"
-             << i << ") is not divisible by world size " << worldSize;
+             << i << ") is not divisible by "
+             << (tp > 1 ? "the data-parallel size " : "world size ")
+             << worldSize;
     SmallVector<int64_t> shape(t.getShape());
     fn.setArgAttr(i, kGlobalShapeAttr, b.getDenseI64ArrayAttr(shape));
     shape[0] = batch / worldSize;
@@ -128,21 +130,47 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
     llvm_unreachable("unknown dtype");
   }
 
-  /// The shard-group size: the world, or for HSDP shard-size ranks.
-  FailureOr<int64_t> shardGroupSize(ModuleOp module) {
+  /// The shard-group size: the data-parallel ranks (world / tp), or for
+  /// HSDP shard-size ranks.
+  FailureOr<int64_t> shardGroupSize(ModuleOp module, int64_t dp) {
     if (strategy != Strategy::HybridShard) {
-      if (shardSize > 0 && shardSize != worldSize)
+      if (shardSize > 0 && shardSize != dp)
         return module.emitError()
                << "fsdp-shard: shard-size is only for strategy=hybrid-shard";
-      return static_cast<int64_t>(worldSize);
+      return dp;
     }
-    int64_t group = shardSize > 0 ? shardSize : worldSize;
-    if (worldSize % group != 0)
+    int64_t group = shardSize > 0 ? shardSize : dp;
+    if (dp % group != 0)
       return module.emitError()
              << "fsdp-shard: hybrid-shard needs shard-size to divide "
-                "world-size "
-             << static_cast<int64_t>(worldSize) << ", got " << group;
+             << (tp > 1 ? "the data-parallel size world-size / tp "
+                        : "world-size ")
+             << dp << ", got " << group;
     return group;
+  }
+
+  /// The data-parallel size world-size / tp; the tensor-parallel degree
+  /// must be fsdp-tensor-parallel's and divide the world size.
+  FailureOr<int64_t> dataParallelSize(ModuleOp module) {
+    int64_t t = groupSize(module, Group::Tensor).value_or(1);
+    if (tp < 1 || tp != t)
+      return module.emitError() << "fsdp-shard: tp=" << static_cast<int64_t>(tp)
+                                << " but the graph was made for tp=" << t
+                                << " (fsdp-tensor-parallel)";
+    if (worldSize % tp != 0)
+      return module.emitError()
+             << "fsdp-shard: tp=" << static_cast<int64_t>(tp)
+             << " does not divide world-size "
+             << static_cast<int64_t>(worldSize)
+             << " (world size = tp x the data-parallel size)";
+    if (tp > 1 && strategy != Strategy::FullShard &&
+        strategy != Strategy::NoShard && strategy != Strategy::ShardGradOp)
+      return module.emitError()
+             << "fsdp-shard: strategy=" << stringifyStrategy(strategy)
+             << " with tp=" << static_cast<int64_t>(tp)
+             << " is not supported yet (full-shard, shard-grad-op and "
+                "no-shard are)";
+    return static_cast<int64_t>(worldSize / tp);
   }
 
 protected:
@@ -163,8 +191,12 @@ protected:
           << "fsdp-shard: no fsdp.unit declared (run fsdp-wrap first)";
       return signalPassFailure();
     }
-    // The grid: replicas × shardGroup ranks (HSDP); one shard group otherwise.
-    FailureOr<int64_t> shardGroup = shardGroupSize(module);
+    // The grid: tp x replicas x shardGroup ranks (HSDP); one shard group
+    // per tensor-parallel rank otherwise.
+    FailureOr<int64_t> dp = dataParallelSize(module);
+    if (failed(dp))
+      return signalPassFailure();
+    FailureOr<int64_t> shardGroup = shardGroupSize(module, *dp);
     if (failed(shardGroup))
       return signalPassFailure();
     LLVM_DEBUG(llvm::dbgs() << "strategy " << stringifyStrategy(strategy)
@@ -173,10 +205,9 @@ protected:
     OpBuilder b(module);
     module->setAttr(kWorldSizeAttr, b.getI64IntegerAttr(worldSize));
     module->setAttr(kStrategyAttr, StrategyAttr::get(&getContext(), strategy));
-    module->setAttr(kReplicasAttr,
-                    b.getI64IntegerAttr(worldSize / *shardGroup));
+    module->setAttr(kReplicasAttr, b.getI64IntegerAttr(*dp / *shardGroup));
     module->setAttr(kShardSizeAttr, b.getI64IntegerAttr(*shardGroup));
-    if (failed(splitBatch(fn, worldSize)))
+    if (failed(splitBatch(fn, *dp, tp)))
       return signalPassFailure();
     layOutUnits(unitOps, *shardGroup);
 
@@ -195,7 +226,7 @@ protected:
     Type rdt = floatType(reduceDtype);
     rdt = rdt ? rdt : pdt;
     ShardLayout layout{strategy,
-                       worldSize,
+                       *dp,
                        *shardGroup,
                        modelType,
                        pdt,

@@ -198,16 +198,38 @@ public:
       return success();
     b.setInsertionPoint(ret);
     Location loc = pending.front().loc;
-    Value total;
+    // Tensor parallelism: a unit is split across the tensor-parallel group
+    // or replicated in it (fsdp-wrap); the split units' sums are summed over
+    // the group as well, the replicated ones counted once.
+    auto slices = pending.front()
+                      .unit->getParentOfType<ModuleOp>()
+                      ->getAttrOfType<DictionaryAttr>(kTensorSlicesAttr);
+    Value total, replicated;
     for (PendingUpdate &p : pending) {
       Value ss = nn::SumSquaresOp::create(b, p.loc, p.gradShard);
-      total = total ? nn::AddOp::create(b, p.loc, total, ss).getResult() : ss;
+      Value &sum =
+          !slices || slices.get(cast<StringAttr>(p.unit.getParams()[0]))
+              ? total
+              : replicated;
+      sum = sum ? nn::AddOp::create(b, p.loc, sum, ss).getResult() : ss;
     }
-    if (!layout.replicatedState() && layout.shardGroup > 1)
-      total = AllReduceOp::create(
-          b, loc, total.getType(), FlatSymbolRefAttr::get(pending.back().unit),
-          total, ReductionAttr::get(ctx, Reduction::Sum),
-          GroupAttr::get(ctx, Group::Shard));
+    auto sumOver = [&](Value v, Group g) -> Value {
+      return AllReduceOp::create(
+          b, loc, v.getType(), FlatSymbolRefAttr::get(pending.back().unit), v,
+          ReductionAttr::get(ctx, Reduction::Sum), GroupAttr::get(ctx, g));
+    };
+    bool overShard = !layout.replicatedState() && layout.shardGroup > 1;
+    if (total && overShard)
+      total = sumOver(total, Group::Shard);
+    if (slices) {
+      if (total)
+        total = sumOver(total, Group::Tensor);
+      if (replicated && overShard)
+        replicated = sumOver(replicated, Group::Shard);
+      if (replicated)
+        total = total ? nn::AddOp::create(b, loc, total, replicated).getResult()
+                      : replicated;
+    }
     auto norm = nn::GradNormOp::create(b, loc, total, lossScale,
                                        gradNorm.maxNorm > 0
                                            ? b.getF64FloatAttr(gradNorm.maxNorm)
@@ -351,9 +373,14 @@ private:
     Value toReduce = castTo(flat, layout.rdt, loc);
     Value reduced;
     if (layout.replicatedState()) {
+      // DDP: over every data-parallel rank, the world without tensor
+      // parallelism (the shard group, whose size it then is).
+      Group dataParallel = groupSize(unit, Group::Tensor).value_or(1) > 1
+                               ? Group::Shard
+                               : Group::World;
       reduced =
           AllReduceOp::create(b, loc, toReduce.getType(), unitRef, toReduce,
-                              avg, GroupAttr::get(ctx, Group::World));
+                              avg, GroupAttr::get(ctx, dataParallel));
     } else {
       auto shardType = RankedTensorType::get({shard}, layout.rdt);
       reduced = ReduceScatterOp::create(b, loc, shardType, unitRef, toReduce,

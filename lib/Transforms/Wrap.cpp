@@ -107,7 +107,8 @@ protected:
     UnitGroups groups;
     if (failed(groupParams(*fn, params, groups)) ||
         failed(checkUnitsMatched(groups)) ||
-        failed(createUnits(*fn, splitFrozen(*fn, groups))))
+        failed(createUnits(*fn,
+                           splitTensorParallel(*fn, splitFrozen(*fn, groups)))))
       return signalPassFailure();
   }
 
@@ -256,6 +257,39 @@ protected:
       }
     }
     return flatGroups;
+  }
+
+  /// Under tensor parallelism (fsdp-tensor-parallel's fsdp.tensor_slices) a
+  /// unit's trainable parameters that are replicated in the tensor-parallel
+  /// group (norms, row-parallel biases) get their own flat buffer,
+  /// `name.tp_replicated`, so that a unit is either split or replicated
+  /// across the group and the global gradient norm can count each
+  /// replicated element once (fsdp-shard).
+  SmallVector<std::pair<std::string, SmallVector<unsigned>>>
+  splitTensorParallel(
+      func::FuncOp fn,
+      SmallVector<std::pair<std::string, SmallVector<unsigned>>> groups) {
+    auto slices =
+        getOperation()->getAttrOfType<DictionaryAttr>(kTensorSlicesAttr);
+    if (!slices)
+      return groups;
+    SmallVector<std::pair<std::string, SmallVector<unsigned>>> out;
+    for (auto &[name, args] : groups) {
+      SmallVector<unsigned> split, replicated;
+      for (unsigned i : args) {
+        auto fqn = fn.getArgAttrOfType<StringAttr>(i, nn::kParamAttr);
+        auto tr = fn.getArgAttrOfType<BoolAttr>(i, nn::kTrainableAttr);
+        bool trainable = !tr || tr.getValue();
+        (!trainable || slices.get(fqn) ? split : replicated).push_back(i);
+      }
+      if (!split.empty() && !replicated.empty()) {
+        out.push_back({name, split});
+        out.push_back({name + ".tp_replicated", replicated});
+      } else {
+        out.push_back({name, args});
+      }
+    }
+    return out;
   }
 
   /// One fsdp.unit per flat buffer, at the top of the module.

@@ -133,12 +133,19 @@ void Executor::init(AllocMode alloc) {
     fail("creating the world channel");
   int r = fsdp_channel_rank(world), n = fsdp_channel_size(world);
   int S = static_cast<int>(prog.shardSize());
-  bool grid = prog.worldSize() == n && S != n;
-  if (fsdp_channel_split(world, grid ? r / S : 0, grid ? r % S : r, &shard) !=
-          FSDP_OK ||
-      fsdp_channel_split(world, grid ? r % S : r, grid ? r / S : 0,
-                         &replicate) != FSDP_OK)
-    fail("creating the shard and replicate channels");
+  // World rank r = d·T + t: tensor-parallel rank t = r mod T (the T ranks
+  // of a group adjacent, as Megatron-LM places them), data-parallel rank d,
+  // the grid R x S over d (shard index d mod S, replica d / S).
+  int T = static_cast<int>(prog.tensorParallel());
+  bool full = prog.worldSize() == n;
+  bool grid = full && (S != n || T > 1);
+  int t = full ? r % T : 0, d = full ? r / T : r;
+  if (fsdp_channel_split(world, grid ? (d / S) * T + t : 0, grid ? d % S : r,
+                         &shard) != FSDP_OK ||
+      fsdp_channel_split(world, grid ? (d % S) * T + t : r, grid ? d / S : 0,
+                         &replicate) != FSDP_OK ||
+      fsdp_channel_split(world, full ? d : r, full ? t : 0, &tensor) != FSDP_OK)
+    fail("creating the shard, replicate and tensor channels");
   checkSameScheduleOnAllRanks(prog);
 
   if (alloc == AllocMode::Arena && prog.usesArena()) {
@@ -200,6 +207,7 @@ void Executor::release() {
     for (auto &[id, mem] : state)
       fsdp_device_free(dev, mem);
   fsdp_device_free(dev, arenaAlloc);
+  fsdp_channel_destroy(tensor);
   fsdp_channel_destroy(replicate);
   fsdp_channel_destroy(shard);
   fsdp_channel_destroy(world);
@@ -207,11 +215,21 @@ void Executor::release() {
   state.clear();
   arenaAlloc = nullptr;
   arena = nullptr;
-  replicate = shard = world = nullptr;
+  tensor = replicate = shard = world = nullptr;
 }
 
 fsdp_channel Executor::channel(Group g) const {
-  return g == Group::World ? world : g == Group::Shard ? shard : replicate;
+  switch (g) {
+  case Group::World:
+    return world;
+  case Group::Shard:
+    return shard;
+  case Group::Replicate:
+    return replicate;
+  case Group::Tensor:
+    return tensor;
+  }
+  return world;
 }
 
 void *Executor::stateAt(int64_t buffer) const {

@@ -266,7 +266,8 @@ const StepPlan &Executor::plan() {
   if (!stepPlan) {
     StepPlan::Options o;
     o.arena = arena != nullptr;
-    for (Group g : {Group::World, Group::Shard, Group::Replicate})
+    for (Group g :
+         {Group::World, Group::Shard, Group::Replicate, Group::Tensor})
       o.groupComplete[static_cast<int>(g)] =
           fsdp_channel_size(channel(g)) == prog.groupSize(g);
     auto p = std::make_unique<StepPlan>(StepPlan::build(prog, o));

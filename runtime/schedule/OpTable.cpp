@@ -12,11 +12,12 @@ namespace fsdp::schedule {
 
 AttrSpec groupAttr(const char *dflt) {
   int index = 0;
-  for (int i = 0; i < 3; ++i)
+  for (int i = 0; i < kNumGroups; ++i)
     if (std::string(kGroupNames[i]) == dflt)
       index = i;
-  AttrSpec s =
-      choice("group", {kGroupNames[0], kGroupNames[1], kGroupNames[2]}, index);
+  AttrSpec s = choice(
+      "group", {kGroupNames[0], kGroupNames[1], kGroupNames[2], kGroupNames[3]},
+      index);
   s.unknownStyle = true;
   return s;
 }

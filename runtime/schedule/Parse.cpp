@@ -241,7 +241,18 @@ void Parser::parseHeader(int64_t expectedWorldSize) {
 // Sharding strategy and grid ("Sharding strategies"): R x S = N.
 void Parser::parseGrid() {
   p.replicasValue = 1;
-  p.shardSizeValue = p.worldSizeValue;
+  p.tensorParallelValue = 1;
+  if (root.contains("tensor_parallel")) {
+    p.tensorParallelValue = intField(root, "tensor_parallel", src);
+    if (p.tensorParallelValue < 1 ||
+        p.worldSizeValue % p.tensorParallelValue != 0)
+      throw Error(src + ": tensor_parallel " +
+                  std::to_string(p.tensorParallelValue) +
+                  " must be >= 1 and divide world_size " +
+                  std::to_string(p.worldSizeValue));
+  }
+  int64_t dp = p.worldSizeValue / p.tensorParallelValue;
+  p.shardSizeValue = dp;
   if (!root.contains("grid"))
     return;
   const json &g = root["grid"];
@@ -257,12 +268,15 @@ void Parser::parseGrid() {
     throw Error(ctx + ": replicas " + std::to_string(p.replicasValue) +
                 " and shard_size " + std::to_string(p.shardSizeValue) +
                 " must be >= 1");
-  if (p.replicasValue * p.shardSizeValue != p.worldSizeValue)
-    throw Error(ctx + ": replicas " + std::to_string(p.replicasValue) +
-                " x shard_size " + std::to_string(p.shardSizeValue) + " = " +
-                std::to_string(p.replicasValue * p.shardSizeValue) +
-                " does not equal world_size " +
-                std::to_string(p.worldSizeValue));
+  if (p.replicasValue * p.shardSizeValue != dp)
+    throw Error(
+        ctx + ": replicas " + std::to_string(p.replicasValue) +
+        " x shard_size " + std::to_string(p.shardSizeValue) + " = " +
+        std::to_string(p.replicasValue * p.shardSizeValue) +
+        " does not equal world_size " + std::to_string(p.worldSizeValue) +
+        (p.tensorParallelValue > 1
+             ? " / tensor_parallel " + std::to_string(p.tensorParallelValue)
+             : std::string()));
 }
 
 void Parser::parseOptimizer() {
@@ -333,6 +347,29 @@ UnitDesc Parser::parseUnit(const json &u) {
     pd.numel = intField(pj, "numel", pctx);
     pd.init = pj.value("init", std::string("zeros"));
     pd.trainable = pj.value("trainable", true);
+    pd.globalShape = pd.shape;
+    if (pj.contains("tensor_slice")) {
+      const json &ts = pj["tensor_slice"];
+      std::string tctx = pctx + ": tensor_slice";
+      pd.tpDim = intField(ts, "dim", tctx);
+      pd.tpBlocks = intField(ts, "blocks", tctx);
+      pd.globalShape = intListField(ts, "global_shape", tctx);
+      int64_t T = p.tensorParallelValue;
+      bool ok = pd.tpDim >= 0 &&
+                pd.tpDim < static_cast<int64_t>(pd.shape.size()) &&
+                pd.globalShape.size() == pd.shape.size() && pd.tpBlocks >= 1;
+      for (size_t k = 0; ok && k < pd.shape.size(); ++k)
+        ok = static_cast<int64_t>(k) == pd.tpDim
+                 ? pd.globalShape[k] == pd.shape[k] * T &&
+                       pd.shape[k] % pd.tpBlocks == 0
+                 : pd.globalShape[k] == pd.shape[k];
+      if (!ok)
+        throw Error(tctx + ": global_shape " + shapeStr(pd.globalShape) +
+                    " split along dim " + std::to_string(pd.tpDim) + " in " +
+                    std::to_string(pd.tpBlocks) + " block(s) over " +
+                    "tensor_parallel " + std::to_string(T) +
+                    " does not give the shape " + shapeStr(pd.shape));
+    }
     int64_t shapeNumel;
     try {
       shapeNumel = numelOf(pd.shape);

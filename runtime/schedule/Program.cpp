@@ -48,6 +48,8 @@ int64_t Program::groupSize(Group g) const {
     return shardSizeValue;
   case Group::Replicate:
     return replicasValue;
+  case Group::Tensor:
+    return tensorParallelValue;
   }
   return 1;
 }

@@ -156,20 +156,22 @@ void readCsv(const std::string &path, int64_t featPerSample,
 
 } // namespace
 
-std::vector<double> initFull(const fsdp::schedule::UnitDesc &u, uint64_t seed) {
+std::vector<double> initFull(const fsdp::schedule::UnitDesc &u, uint64_t seed,
+                             int64_t tpRank, int64_t tp) {
   std::vector<double> full(u.paddedNumel, 0.0);
   for (const fsdp::schedule::ParamDesc &p : u.params) {
     if (p.numel <= 0)
       continue;
     fsdp::init::Spec spec = initSpec(p.init, p.fqn);
     for (int64_t i = 0; i < p.numel; ++i)
-      full[p.offset + i] = initValue(spec, seed, p.fqn, i);
+      full[p.offset + i] =
+          initValue(spec, seed, p.fqn, p.globalIndex(i, tpRank, tp));
   }
   return full;
 }
 
 std::vector<double> initShard(const fsdp::schedule::UnitDesc &u, uint64_t seed,
-                              int64_t shardIndex) {
+                              int64_t shardIndex, int64_t tpRank, int64_t tp) {
   std::vector<double> shard(u.shardNumel, 0.0);
   int64_t begin = shardIndex * u.shardNumel, end = begin + u.shardNumel;
   for (const fsdp::schedule::ParamDesc &p : u.params) {
@@ -179,7 +181,8 @@ std::vector<double> initShard(const fsdp::schedule::UnitDesc &u, uint64_t seed,
       continue;
     fsdp::init::Spec spec = initSpec(p.init, p.fqn);
     for (int64_t f = lo; f < hi; ++f)
-      shard[f - begin] = initValue(spec, seed, p.fqn, f - p.offset);
+      shard[f - begin] =
+          initValue(spec, seed, p.fqn, p.globalIndex(f - p.offset, tpRank, tp));
   }
   return shard;
 }
@@ -187,7 +190,8 @@ std::vector<double> initShard(const fsdp::schedule::UnitDesc &u, uint64_t seed,
 void initUnitOnDevice(fsdp_stream s, const fsdp::schedule::UnitDesc &u,
                       uint64_t seed, int64_t shardIndex, void *param,
                       fsdp_dtype paramDtype, void *master,
-                      fsdp_dtype masterDtype, int threads) {
+                      fsdp_dtype masterDtype, int threads, int64_t tpRank,
+                      int64_t tp) {
   auto check = [&](int status, const char *what) {
     if (status != FSDP_OK)
       throw Error("initialising unit '" + u.name + "': " + what + ": " +
@@ -210,13 +214,20 @@ void initUnitOnDevice(fsdp_stream s, const fsdp::schedule::UnitDesc &u,
     fsdp::init::Spec spec = initSpec(p.init, p.fqn);
     if (spec.kind == fsdp::init::Kind::Zeros)
       continue; // zero-filled above
-    size_t at = static_cast<size_t>(lo - begin);
-    check(fsdp_init_values(
-              s, paramDtype, static_cast<char *>(param) + at * pb, masterDtype,
-              master ? static_cast<char *>(master) + at * mb : nullptr, hi - lo,
-              static_cast<int64_t>(seed), static_cast<int64_t>(fnv1a(p.fqn)),
-              lo - p.offset, initKind(spec), spec.value, threads),
-          ("fsdp_init_values of '" + p.fqn + "'").c_str());
+    for (int64_t f = lo; f < hi;) {
+      int64_t local = f - p.offset;
+      int64_t n = std::min(hi - f, p.contiguousRun(local));
+      size_t at = static_cast<size_t>(f - begin);
+      check(fsdp_init_values(
+                s, paramDtype, static_cast<char *>(param) + at * pb,
+                masterDtype,
+                master ? static_cast<char *>(master) + at * mb : nullptr, n,
+                static_cast<int64_t>(seed), static_cast<int64_t>(fnv1a(p.fqn)),
+                p.globalIndex(local, tpRank, tp), initKind(spec), spec.value,
+                threads),
+            ("fsdp_init_values of '" + p.fqn + "'").c_str());
+      f += n;
+    }
   }
   check(fsdp_stream_synchronize(s), "fsdp_stream_synchronize");
 }
@@ -224,7 +235,9 @@ void initUnitOnDevice(fsdp_stream s, const fsdp::schedule::UnitDesc &u,
 DataSource::DataSource(const Program &p, const std::string &dataFile,
                        uint64_t seed, int rank, DataOrder order)
     : prog(p), seed(seed), order(order) {
-  int64_t n = p.worldSize();
+  // The batch is split over the data-parallel ranks; the T ranks of a
+  // tensor-parallel group read the same rows.
+  int64_t n = p.worldSize() / p.tensorParallel();
   for (const IoDesc &io : p.inputs()) {
     if (io.role != "features" && io.role != "labels" && io.role != "tokens" &&
         io.role != "targets")
@@ -239,11 +252,11 @@ DataSource::DataSource(const Program &p, const std::string &dataFile,
     if (global != b.shape[0] * n)
       throw Error(p.name() + ": data input " + std::to_string(io.buffer) +
                   ": global batch " + std::to_string(global) + " != local " +
-                  std::to_string(b.shape[0]) + " x world_size " +
+                  std::to_string(b.shape[0]) + " x data-parallel size " +
                   std::to_string(n));
     globalBatch = global;
     s.perSample = s.local ? b.numel / s.local : 0;
-    s.firstRow = rank * s.local;
+    s.firstRow = p.dataRank(rank) * s.local;
     slots.push_back(s);
   }
   for (size_t i = 0; i < slots.size(); ++i) {

@@ -31,19 +31,21 @@ void appendNumber(std::string &s, double v, bool isF32) {
   s += buf;
 }
 
-/// Every unit's whole padded buffer of input role `role` on rank 0 (empty
-/// elsewhere; units without such an input are absent). Layout "full": rank
-/// 0's copy. Layout "shard": the shards of ranks 0..S-1 (the first replica's
-/// shard group) side by side. `maxDiff` is raised to the largest |difference|
-/// between rank 0's result and the copies the other ranks (replicas) hold.
-/// Collective over MPI_COMM_WORLD.
-std::map<std::string, std::vector<double>> gatherRole(const Executor &ex,
-                                                      const std::string &role,
-                                                      int rank,
-                                                      double &maxDiff) {
+/// Per unit, the whole padded buffer of input role `role` of each
+/// tensor-parallel rank t < T on rank 0 (empty elsewhere; units without
+/// such an input are absent). Layout "full": the copy of world rank t.
+/// Layout "shard": the shards of the first replica's shard group of
+/// tensor-parallel rank t (world ranks d·T + t, d < S) side by side.
+/// `maxDiff` is raised to the largest |difference| between those and the
+/// copies the other ranks (replicas) hold, and between the tensor-parallel
+/// ranks' copies of a parameter replicated in the group. Collective over
+/// MPI_COMM_WORLD.
+std::map<std::string, std::vector<std::vector<double>>>
+gatherRole(const Executor &ex, const std::string &role, int rank,
+           double &maxDiff) {
   const Program &p = ex.program();
-  std::map<std::string, std::vector<double>> result;
-  int64_t n = p.worldSize(), s = p.shardSize();
+  std::map<std::string, std::vector<std::vector<double>>> result;
+  int64_t n = p.worldSize(), s = p.shardSize(), T = p.tensorParallel();
   for (const fsdp::schedule::UnitDesc &u : p.units()) {
     const IoDesc *io = p.findUnitInput(role, u.name);
     if (!io)
@@ -58,43 +60,77 @@ std::map<std::string, std::vector<double>> gatherRole(const Executor &ex,
       throw Error("MPI_Gather of unit '" + u.name + "' failed");
     if (rank != 0)
       continue;
-    // Copies: every rank for "full"; the replicas k·S.. for "shard".
+    // Copies: every data-parallel rank for "full"; the replicas k·S.. for
+    // "shard".
     bool full = io->layout == "full";
-    int64_t copy = full ? cnt : cnt * s, copies = full ? n : n / s;
-    for (int64_t k = 1; k < copies; ++k)
-      for (int64_t i = 0; i < copy; ++i)
-        maxDiff = std::max(maxDiff, std::fabs(all[k * copy + i] - all[i]));
-    all.resize(copy);
-    result[u.name] = std::move(all);
+    int64_t copy = full ? cnt : cnt * s, copies = full ? n / T : n / T / s;
+    std::vector<std::vector<double>> perTp(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t k = 0; k < copies; ++k) {
+        std::vector<double> c(static_cast<size_t>(copy));
+        for (int64_t j = 0; j < copy / cnt; ++j) {
+          int64_t d = k * (copy / cnt) + j;
+          std::copy_n(all.begin() + (d * T + t) * cnt, cnt,
+                      c.begin() + j * cnt);
+        }
+        if (k == 0)
+          perTp[static_cast<size_t>(t)] = std::move(c);
+        else
+          for (int64_t i = 0; i < copy; ++i)
+            maxDiff = std::max(
+                maxDiff, std::fabs(c[i] - perTp[static_cast<size_t>(t)][i]));
+      }
+    }
+    // A parameter replicated in the tensor-parallel group: its copies
+    // (same flat offsets on every tensor-parallel rank) agree.
+    for (const fsdp::schedule::ParamDesc &pd : u.params)
+      if (pd.tpDim < 0)
+        for (int64_t t = 1; t < T; ++t)
+          for (int64_t i = pd.offset; i < pd.offset + pd.numel; ++i)
+            maxDiff =
+                std::max(maxDiff, std::fabs(perTp[static_cast<size_t>(t)][i] -
+                                            perTp[0][i]));
+    result[u.name] = std::move(perTp);
   }
   return result;
 }
 
 /// Writes {"fqn": {"shape": [...], "data": [...]}, ...} of the gathered
 /// units (padding stripped) into `out`.
-void appendRole(const Program &p,
-                const std::map<std::string, std::vector<double>> &units,
-                std::string &out) {
+/// Under tensor parallelism each parameter is assembled from the
+/// tensor-parallel ranks' slices (ParamDesc::globalIndex) into its global
+/// shape.
+void appendRole(
+    const Program &p,
+    const std::map<std::string, std::vector<std::vector<double>>> &units,
+    std::string &out) {
+  int64_t T = p.tensorParallel();
   out += "{";
   bool firstParam = true;
   for (const fsdp::schedule::UnitDesc &u : p.units()) {
     auto it = units.find(u.name);
     if (it == units.end())
       continue;
-    const std::vector<double> &full = it->second;
+    const std::vector<std::vector<double>> &perTp = it->second;
     bool f32 =
         u.dtype != fsdp::schedule::DType::F64; // 9 digits for f32/bf16/f16
     for (const fsdp::schedule::ParamDesc &pd : u.params) {
       out += firstParam ? "\n  " : ",\n  ";
       firstParam = false;
       out += nlohmann::json(pd.fqn).dump() + ": {\"shape\": [";
-      for (size_t i = 0; i < pd.shape.size(); ++i)
-        out += (i ? ", " : "") + std::to_string(pd.shape[i]);
+      for (size_t i = 0; i < pd.globalShape.size(); ++i)
+        out += (i ? ", " : "") + std::to_string(pd.globalShape[i]);
       out += "], \"data\": [";
-      for (int64_t i = 0; i < pd.numel; ++i) {
+      std::vector<double> global(
+          static_cast<size_t>(pd.tpDim < 0 ? pd.numel : pd.numel * T));
+      for (int64_t t = 0; t < (pd.tpDim < 0 ? 1 : T); ++t)
+        for (int64_t i = 0; i < pd.numel; ++i)
+          global[static_cast<size_t>(pd.globalIndex(i, t, T))] =
+              perTp[static_cast<size_t>(t)][pd.offset + i];
+      for (size_t i = 0; i < global.size(); ++i) {
         if (i)
           out += ",";
-        appendNumber(out, full[pd.offset + i], f32);
+        appendNumber(out, global[i], f32);
       }
       out += "]}";
     }

@@ -10,6 +10,8 @@ the reference's steps from that step on.
 
 Checks, each against the relative tolerance T (default 1e-5):
   - the loss at every step: |a - b| / |b| (against L, default T)
+  - the gradient norm at every step, where both runs report one
+    (`grad_norms`): |a - b| / |b| (against L)
   - every gathered parameter tensor and optimizer-state tensor:
     ||a - b||_2 / ||b||_2 (absolute norm when ||b|| = 0)
 With --key-bias-abs X, the middle third of every GPT-2 `*.attn.c_attn.bias`
@@ -77,6 +79,15 @@ def main(argv):
         worst_loss = max(worst_loss, err)
         if not err <= loss_tol:
             failures.append(f"loss at step {step}: {a} vs {b} (relative error {err:.3g} > {loss_tol})")
+
+    ref_norms = ref.get("grad_norms", [])[skip:]
+    run_norms = run.get("grad_norms", [])
+    if ref_norms and run_norms:
+        for step, (b, a) in enumerate(zip(ref_norms, run_norms), start=run.get("first_step", 1)):
+            err = abs(a - b) / abs(b)
+            worst_loss = max(worst_loss, err)
+            if not err <= loss_tol:
+                failures.append(f"gradient norm at step {step}: {a} vs {b} (relative error {err:.3g} > {loss_tol})")
 
     worst = {}
     for section in ("params", "exp_avg", "exp_avg_sq"):

@@ -121,7 +121,7 @@ TEST(Strategy, GroupErrors) {
   std::string e = errorOf(
       sched(2, "", "fsdp.all_gather", R"({"group": "pod"})", 3, 6, 6, 3));
   EXPECT_HAS(e, "instruction #0 (s.mlir:1:1) 'fsdp.all_gather': unknown "
-                "group 'pod' (supported: world, shard, replicate)");
+                "group 'pod' (supported: world, shard, replicate, tensor)");
   std::string h = R"(, "grid": {"replicas": 2, "shard_size": 2})";
   // Over the replicate group (size 2) of a world of 4 the full size is 2·3.
   e = errorOf(sched(4, h, "fsdp.reduce_scatter", R"({"group": "world"})", 6, 3,

@@ -168,7 +168,7 @@ def bad_group(d):
 
 rc, out, err = broken(bad_group, "group.json")
 check(rc != 0 and "'fsdp.all_reduce'" in err and "unknown group 'replicas'" in err
-      and "(supported: world, shard, replicate)" in err, "an unknown group is a clear error")
+      and "(supported: world, shard, replicate, tensor)" in err, "an unknown group is a clear error")
 
 
 def world_gather(d):

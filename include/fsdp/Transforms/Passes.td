@@ -32,6 +32,39 @@ class EnumOption<string varName, string arg, EnumInfo enum, string default,
                        !if(!empty(help), "", help[i])) # "\")"), ", ") #
              ")">;
 
+defvar FSDPTensorParallelOptions = [
+  Option<"tp", "tp", "int64_t", "1",
+         "tensor-parallel degree T (>= 1; divides world-size, the attention "
+         "heads and the key/value heads): T adjacent ranks form a Megatron "
+         "tensor-parallel group">
+];
+
+def FSDPTensorParallel : Pass<"fsdp-tensor-parallel", "::mlir::ModuleOp"> {
+  let summary = "Megatron-LM tensor parallelism on the forward graph";
+  let description = [{
+    Runs before fsdp-autodiff on the forward function. With `tp` = T > 1 it
+    rewrites the graph into the per-rank graph of one rank of a
+    tensor-parallel group (Shoeybi et al., Megatron-LM, 2019, Sec. 3): a
+    *row-parallel* linear is one whose input is computed from other linears
+    (the *column-parallel* ones) through nn.attention, nn.rope, nn.split,
+    nn.gelu, nn.silu, nn.relu and nn.mul only, no value of that region used
+    outside it (attention: q, k, v → o; MLP: up (and gate) → down). The
+    column-parallel weights and biases keep 1/T of their output features
+    (GPT-2's fused c_attn per q, k and v: the `nn.split` pieces), the
+    row-parallel weights 1/T of their input features, attention keeps 1/T of
+    its heads and key/value heads; an `nn.tp_copy` (f) enters each region and
+    an `nn.tp_all_reduce` (g) sums the row-parallel linear's output, whose
+    bias is added after it (`nn.broadcast` + `nn.add`). Everything else
+    (embeddings, norms, the LM head, the loss) stays replicated in the group.
+    The module gets `fsdp.tensor_parallel` = T and `fsdp.tensor_slices`
+    (which slice of which global parameter each rank holds). Errors: heads or
+    key/value heads not divisible by T (at the attention), a graph without
+    a tensor-parallel region, a split parameter used twice.
+  }];
+  let options = FSDPTensorParallelOptions;
+  let dependentDialects = ["::mlir::nn::NNDialect", "::mlir::fsdp::FSDPDialect"];
+}
+
 defvar FSDPAutodiffOptions = [
   ListOption<"frozen", "frozen", "std::string",
              "FQN glob patterns of parameters to freeze">,
@@ -220,7 +253,7 @@ def FSDPActivationCheckpoint
   let dependentDialects = ["::mlir::nn::NNDialect"];
 }
 
-defvar FSDPShardOptions = [
+defvar FSDPShardOptions = !listconcat(FSDPTensorParallelOptions, [
   Option<"worldSize", "world-size", "int64_t", "1", "number of ranks (>= 1)">,
   EnumOption<"strategy", "strategy", FSDP_Strategy, "FullShard",
              "what is sharded", [
@@ -250,7 +283,7 @@ defvar FSDPShardOptions = [
          "torch.nn.utils.clip_grad_norm_; unset: no clipping">,
   Option<"reportGradNorm", "report-grad-norm", "bool", "false",
          "return the global gradient norm (nn.grad_norm) without clipping">
-];
+]);
 
 def FSDPShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
   let summary = "Flatten each unit into padded per-rank shards and split the batch";
@@ -267,6 +300,14 @@ def FSDPShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
     at the top (`fsdp.all_gather` + `fsdp.param_view`), its gradients are
     packed (`fsdp.flatten`) and reduce-scattered with `avg`, and the
     optimizer updates the flat shards. fsdp-collectives then places these.
+
+    With `tp` = T > 1 (after fsdp-tensor-parallel, whose T it must be) the
+    world is T x the data-parallel ranks: the batch and the shards are split
+    over the world-size / T data-parallel ranks of each tensor-parallel rank
+    (their shard and replicate groups), and the global gradient norm sums
+    the units split across the tensor group over it too (the replicated
+    units, fsdp-wrap's `*.tp_replicated`, count once). full-shard,
+    shard-grad-op and no-shard only, for now.
 
     `max-grad-norm` clips the global gradient norm: each unit's reduced
     gradient shard gives `nn.sum_squares`, their sum is all-reduced (sum)
@@ -439,7 +480,7 @@ def FSDPMemoryPlan : Pass<"fsdp-memory-plan", "::mlir::ModuleOp"> {
 // The options of every pass fsdp-pipeline runs, each once (memory-budget and
 // cluster are one option of two passes).
 defvar FSDPPipelineOptions = !foldl([]<Option>, [
-    FSDPAutodiffOptions, FSDPMicroBatchOptions, FSDPOptimizerOptions,
+    FSDPTensorParallelOptions, FSDPAutodiffOptions, FSDPMicroBatchOptions, FSDPOptimizerOptions,
     FSDPWrapOptions, FSDPActivationCheckpointOptions, FSDPShardOptions, FSDPCollectivesOptions,
     FSDPScheduleOptions, FSDPMemoryPlanOptions],
   all, opts, !listconcat(all, !listremove(opts, all)));
@@ -449,7 +490,7 @@ def FSDPPipeline : Pass<"fsdp-pipeline", "::mlir::ModuleOp"> {
                 "wrap, activation-checkpoint, shard, collectives, schedule, "
                 "memory-plan";
   let description = [{
-    Runs fsdp-autodiff, fsdp-micro-batch, fsdp-optimizer, fsdp-wrap,
+    Runs fsdp-tensor-parallel, fsdp-autodiff, fsdp-micro-batch, fsdp-optimizer, fsdp-wrap,
     fsdp-activation-checkpoint, fsdp-shard, fsdp-collectives, canonicalize, fsdp-schedule and
     fsdp-memory-plan on the module, as a nested pipeline. Its options are
     those passes' options (declared once, above): the value of each, as

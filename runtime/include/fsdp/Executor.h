@@ -169,7 +169,8 @@ private:
   fsdp_device dev;
   fsdp_stream compute;
   std::atomic<int64_t> running{kIdle};
-  fsdp_channel world = nullptr, shard = nullptr, replicate = nullptr;
+  fsdp_channel world = nullptr, shard = nullptr, replicate = nullptr,
+               tensor = nullptr;
   char *arena = nullptr;
   void *arenaAlloc = nullptr;
   int64_t arenaSize = 0;

@@ -43,14 +43,14 @@ extern "C" {
 #endif
 
 /* The layout of fsdp_step_context and fsdp_step_descriptor below. */
-#define FSDP_STEP_ABI_VERSION 1
+#define FSDP_STEP_ABI_VERSION 2
 
 /* The exported symbols' names. */
 #define FSDP_STEP_SYMBOL "fsdp_step"
 #define FSDP_STEP_DESCRIBE_SYMBOL "fsdp_step_describe"
 
 /* What fsdp_step runs on; the host fills it before each call (8-byte fields
- * at offsets 0, 8, ..., 56: the compiled code addresses them so). */
+ * at offsets 0, 8, ..., 64: the compiled code addresses them so). */
 typedef struct fsdp_step_context {
   fsdp_device device;
   fsdp_stream stream;                   /* the device's compute stream */
@@ -58,6 +58,7 @@ typedef struct fsdp_step_context {
   fsdp_channel world, shard, replicate; /* the grid's channels */
   fsdp_event *events;  /* num_events slots, all NULL on entry */
   int64_t instruction; /* written by fsdp_step: the instruction running */
+  fsdp_channel tensor; /* the tensor-parallel group's channel (ABI 2) */
 } fsdp_step_context;
 
 typedef struct fsdp_step_descriptor {

@@ -66,6 +66,30 @@ void lowerAllReduce(OpLowering &l) {
          {ch, x, y, l.i64(l.desc(l.r[0]).numel), l.t(), reduction(l), event});
 }
 
+/// Megatron's f (nn.tp_copy: a copy, the input is already replicated) and
+/// g (nn.tp_all_reduce: the sum over the tensor-parallel group, waited on at
+/// its result's first use).
+void validateTp(const Checker &c) {
+  c.need(1, 1);
+  c.sameDType(c.o[0], c.r[0]);
+  c.sameNumel(c.o[0], c.r[0]);
+  if (!isFloatDType(c.desc(c.o[0]).dtype))
+    c.fail("needs a float buffer");
+}
+
+void lowerTp(OpLowering &l) {
+  int64_t n = l.desc(l.r[0]).numel;
+  if (l.in.kind == OpKind::TpCopy) {
+    l.call("fsdp_memcpy", {l.stream(), l.result(0), l.operand(0),
+                           l.i64(n * dtypeSize(l.desc(l.r[0]).dtype))});
+    return;
+  }
+  Arg ch = l.channel(Group::Tensor), x = l.operand(0), y = l.result(0);
+  Arg event = l.startCollective(l.o[0], l.r[0]);
+  l.call("fsdp_all_reduce_start",
+         {ch, x, y, l.i64(n), l.t(), l.i32(FSDP_REDUCE_SUM), event});
+}
+
 void validateLocalShard(const Checker &c) {
   c.need(1, 1);
   c.sameDType(c.o[0], c.r[0]);
@@ -209,6 +233,8 @@ std::vector<OpDef> distributedOps() {
        {groupAttr(kDefaultAllReduceGroup), reductionAttr()},
        validateAllReduce,
        lowerAllReduce},
+      {OpKind::TpCopy, {}, validateTp, lowerTp},
+      {OpKind::TpAllReduce, {}, validateTp, lowerTp},
       {OpKind::LocalShard,
        {groupAttr(kDefaultGroup)},
        validateLocalShard,

@@ -48,6 +48,16 @@
 // RUN: FileCheck %s --check-prefix=REPORT < %t.f1.mlir
 // REPORT: {nn.grad_norm}
 
+// tp reaches fsdp-tensor-parallel and fsdp-shard (fc1 column-parallel, fc2
+// row-parallel; the grad norm summed over the tensor group).
+// RUN: fsdp-opt %s --fsdp-pipeline="world-size=4 tp=2 max-grad-norm=1.0" -o %t.t1.mlir
+// RUN: fsdp-opt %s --fsdp-tensor-parallel="tp=2" --fsdp-autodiff --fsdp-micro-batch --fsdp-optimizer --fsdp-wrap \
+// RUN:   --fsdp-shard="world-size=4 tp=2 max-grad-norm=1.0" --fsdp-collectives --canonicalize --fsdp-schedule --fsdp-memory-plan -o %t.t2.mlir
+// RUN: diff %t.t1.mlir %t.t2.mlir
+// RUN: FileCheck %s --check-prefix=TP < %t.t1.mlir
+// TP: fsdp.tensor_parallel = 2
+// TP: group = #fsdp.group<tensor>
+
 // The pipeline as MLIR prints it (--dump-pass-pipeline) parses back: an
 // unset max-grad-norm prints as None.
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2" --dump-pass-pipeline -o %t.g2.mlir 2>&1 | FileCheck %s --check-prefix=DUMP

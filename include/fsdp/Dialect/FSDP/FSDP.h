@@ -36,6 +36,19 @@ inline constexpr llvm::StringLiteral kGlobalShapeAttr = "fsdp.global_shape";
 inline constexpr llvm::StringLiteral kStrategyAttr = "fsdp.strategy";
 inline constexpr llvm::StringLiteral kReplicasAttr = "fsdp.replicas";
 inline constexpr llvm::StringLiteral kShardSizeAttr = "fsdp.shard_size";
+/// On the module after fsdp-tensor-parallel: the tensor-parallel degree T
+/// (i64 >= 1; absent means 1). World = T x replicas x shard_size, the T ranks
+/// of a tensor-parallel group adjacent (world rank = data-parallel rank · T +
+/// tensor-parallel rank).
+inline constexpr llvm::StringLiteral kTensorParallelAttr =
+    "fsdp.tensor_parallel";
+/// On the module after fsdp-tensor-parallel: a dictionary from the FQN of
+/// each parameter that is split across the tensor-parallel group to a
+/// DenseI64ArrayAttr [dim, blocks, global shape...]: the global tensor's
+/// dimension `dim` is `blocks` equal blocks (3 for GPT-2's fused q, k, v),
+/// each cut into T contiguous pieces, and tensor-parallel rank t holds piece
+/// t of every block (Megatron-LM's column / row split).
+inline constexpr llvm::StringLiteral kTensorSlicesAttr = "fsdp.tensor_slices";
 /// On arguments and results of unit roles: #fsdp.layout<shard> (the default
 /// when absent) or #fsdp.layout<full> (the whole padded flat buffer,
 /// replicated on every rank).

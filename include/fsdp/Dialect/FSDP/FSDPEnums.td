@@ -37,7 +37,8 @@ def FSDP_StrategyAttr : EnumAttr<FSDP_Dialect, FSDP_Strategy, "strategy"> {
 def FSDP_Group : I32EnumAttr<"Group", "process group", [
     I32EnumAttrCase<"World", 0, "world">,
     I32EnumAttrCase<"Shard", 1, "shard">,
-    I32EnumAttrCase<"Replicate", 2, "replicate">]> {
+    I32EnumAttrCase<"Replicate", 2, "replicate">,
+    I32EnumAttrCase<"Tensor", 3, "tensor">]> {
   let cppNamespace = "::mlir::fsdp";
   let genSpecializedAttr = 0;
 }

@@ -478,6 +478,41 @@ def NN_SiluGradOp : NN_ShapedOp<"silu_grad", [SameOperandsAndResultType,
   let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
 }
 
+//===----------------------------------------------------------------------===//
+// Tensor parallelism (Megatron-LM's conjugate f / g)
+//===----------------------------------------------------------------------===//
+
+def NN_TpCopyOp : NN_DiffOp<"tp_copy", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "enter a tensor-parallel region: identity forward, all-reduce backward";
+  let description = [{
+    Megatron-LM's `f` (Shoeybi et al. 2019, Sec. 3, Fig. 3;
+    `copy_to_tensor_model_parallel_region`): the input, replicated over the
+    tensor-parallel group, is used as is by the column-parallel linears that
+    follow; its VJP is `nn.tp_all_reduce` of the gradient (each rank's
+    column-parallel slice contributes one part of the input's gradient).
+    The runtime copies it (the group is `#fsdp.group<tensor>`).
+  }];
+  let arguments = (ins NN_FloatTensor:$input);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def NN_TpAllReduceOp : NN_DiffOp<"tp_all_reduce", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "leave a tensor-parallel region: all-reduce (sum) forward, identity backward";
+  let description = [{
+    Megatron-LM's `g` (Shoeybi et al. 2019, Sec. 3, Fig. 3;
+    `reduce_from_tensor_model_parallel_region`): the partial sums of a
+    row-parallel linear are summed over the tensor-parallel group
+    (`#fsdp.group<tensor>`, blocking); its VJP is `nn.tp_copy` (the
+    gradient of the replicated sum is the same on every rank).
+  }];
+  let arguments = (ins NN_FloatTensor:$input);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
 // A dropout rate: 0 <= rate < 1.
 def NN_DropoutRate : ConfinedAttr<F64Attr, [AttrConstraint<CPred<
     "::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() >= 0.0 && "

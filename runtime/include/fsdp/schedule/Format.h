@@ -83,7 +83,10 @@ enum class OpKind {
   LrSchedule,
   SumSquares,
   GradNorm,
-  Scale
+  Scale,
+  // "Tensor parallelism": Megatron's f and g.
+  TpCopy,
+  TpAllReduce
 };
 
 struct OpInfo {
@@ -141,6 +144,8 @@ inline constexpr OpInfo kOps[] = {
     {"nn.sum_squares", OpKind::SumSquares},
     {"nn.grad_norm", OpKind::GradNorm},
     {"nn.scale", OpKind::Scale},
+    {"nn.tp_copy", OpKind::TpCopy},
+    {"nn.tp_all_reduce", OpKind::TpAllReduce},
 };
 
 /// The kind of op `name`; false if the format has no such op.
@@ -222,12 +227,16 @@ inline fsdp_dtype toC(DType t) { return static_cast<fsdp_dtype>(t); }
 
 //===--- Process groups, strategies, roles --------------------------------===//
 
-/// Process groups of the grid R x S ("Sharding strategies"): world (N
-/// ranks), shard (the S ranks of one replica), replicate (the R ranks with
-/// the same shard index). The names are FSDPEnums.td's Group cases.
-enum class Group { World, Shard, Replicate };
-inline constexpr const char *kGroupNames[] = {"world", "shard", "replicate"};
-/// "world", "shard", "replicate".
+/// Process groups of the grid T x R x S ("Sharding strategies", "Tensor
+/// parallelism"): world (N = T·R·S ranks), shard (the S ranks of one replica
+/// with one tensor-parallel rank), replicate (the R ranks with the same shard
+/// and tensor-parallel index), tensor (the T adjacent ranks kT..kT+T-1). The
+/// names are FSDPEnums.td's Group cases.
+enum class Group { World, Shard, Replicate, Tensor };
+inline constexpr int kNumGroups = 4;
+inline constexpr const char *kGroupNames[] = {"world", "shard", "replicate",
+                                              "tensor"};
+/// "world", "shard", "replicate", "tensor".
 inline const char *groupName(Group g) {
   return kGroupNames[static_cast<int>(g)];
 }

@@ -58,6 +58,48 @@ struct ParamDesc {
   int64_t numel = 0;
   std::string init; ///< fsdp/InitSpec.h: "zeros", "normal(s)", ...
   bool trainable = true;
+  /// Tensor parallelism ("tensor_slice"): the global parameter's shape, and
+  /// its dimension `tpDim` (-1: replicated in the tensor-parallel group) cut
+  /// into `tpBlocks` equal blocks, each into T pieces; tensor-parallel rank
+  /// t holds piece t of every block (`shape` is that local slice).
+  int64_t tpDim = -1, tpBlocks = 1;
+  std::vector<int64_t> globalShape;
+
+  /// The global element index (row-major in globalShape) of element
+  /// `local` (row-major in shape) on tensor-parallel rank `tpRank` of
+  /// `tp`; `local` itself when the parameter is replicated.
+  int64_t globalIndex(int64_t local, int64_t tpRank, int64_t tp) const {
+    if (tpDim < 0)
+      return local;
+    int64_t global = 0, rest = local, stride = 1;
+    std::vector<int64_t> coord(shape.size());
+    for (size_t k = shape.size(); k-- > 0;) {
+      coord[k] = rest % shape[k];
+      rest /= shape[k];
+    }
+    int64_t piece = shape[static_cast<size_t>(tpDim)] / tpBlocks;
+    int64_t block = globalShape[static_cast<size_t>(tpDim)] / tpBlocks;
+    int64_t &c = coord[static_cast<size_t>(tpDim)];
+    c = (c / piece) * block + tpRank * piece + c % piece;
+    (void)tp;
+    for (size_t k = shape.size(); k-- > 0;) {
+      global += coord[k] * stride;
+      stride *= globalShape[k];
+    }
+    return global;
+  }
+
+  /// How many local elements from `local` on have consecutive global
+  /// indices (a piece of the tensor-parallel dimension times the elements
+  /// inside it); everything to the end when the parameter is replicated.
+  int64_t contiguousRun(int64_t local) const {
+    if (tpDim < 0)
+      return numel - local;
+    int64_t run = shape[static_cast<size_t>(tpDim)] / tpBlocks;
+    for (size_t k = static_cast<size_t>(tpDim) + 1; k < shape.size(); ++k)
+      run *= shape[k];
+    return run - local % run;
+  }
 };
 
 /// One FSDP unit (FlatParameter): `paddedNumel` = shardNumel * S, S the
@@ -167,6 +209,13 @@ public:
   const std::string &strategy() const { return strategyName; }
   int64_t replicas() const { return replicasValue; }
   int64_t shardSize() const { return shardSizeValue; }
+  /// The tensor-parallel degree T ("tensor_parallel", default 1).
+  int64_t tensorParallel() const { return tensorParallelValue; }
+  /// This world rank's tensor-parallel rank (r mod T), data-parallel rank
+  /// (r / T) and shard index in its shard group ((r / T) mod S).
+  int64_t tensorRank(int64_t r) const { return r % tensorParallelValue; }
+  int64_t dataRank(int64_t r) const { return r / tensorParallelValue; }
+  int64_t shardIndex(int64_t r) const { return dataRank(r) % shardSizeValue; }
   /// Ranks in `g` under the schedule's grid: N, S or R.
   int64_t groupSize(Group g) const;
   const std::vector<UnitDesc> &units() const { return unitList; }
@@ -214,7 +263,7 @@ private:
   int64_t globalBatchValue = 0;
   OptimizerDesc optimizerDesc;
   std::string strategyName = kStrategies[0];
-  int64_t replicasValue = 1, shardSizeValue = 1;
+  int64_t replicasValue = 1, shardSizeValue = 1, tensorParallelValue = 1;
   uint64_t wholeFingerprint = 0;
   std::vector<UnitDesc> unitList;
   std::map<int64_t, BufferDesc> bufferMap;

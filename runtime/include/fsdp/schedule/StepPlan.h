@@ -124,7 +124,7 @@ public:
     /// An all-gather over a smaller one (a schedule run at another world
     /// size, unchecked) writes only the gathered shards, so its result is
     /// zero-filled first.
-    bool groupComplete[3] = {true, true, true};
+    bool groupComplete[kNumGroups] = {true, true, true, true};
   };
 
   /// Plans one step of `prog`. A schedule the runtime cannot run as

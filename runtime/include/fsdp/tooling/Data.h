@@ -37,15 +37,20 @@ double normal01(uint64_t h);
 /// group, r mod S): flat element f of the unit is in it when f in
 /// [i·shard_numel, (i+1)·shard_numel); element j of parameter `fqn` is
 /// the value of its init spec (fsdp/InitSpec.h) for (seed, fqn, j)
-/// (fsdp/InitValues.h, init::initValue); padding and gaps are zero. On the
+/// (fsdp/InitValues.h, init::initValue); padding and gaps are zero. Under
+/// tensor parallelism (tensor-parallel rank `tpRank` of `tp`) j is the
+/// element's index in the global parameter (ParamDesc::globalIndex), so that
+/// every rank holds its slice of the tensor one rank initialises. On the
 /// host, one thread: for tests and tools (fsdp-run initialises on the
 /// device, initUnitOnDevice). Throws fsdp::Error for a spec that does not
 /// parse.
 std::vector<double> initShard(const fsdp::schedule::UnitDesc &u, uint64_t seed,
-                              int64_t shardIndex);
+                              int64_t shardIndex, int64_t tpRank = 0,
+                              int64_t tp = 1);
 /// The whole padded flat buffer [padded_numel] of `unit` (layout "full"),
 /// the same values as the shards of initShard side by side.
-std::vector<double> initFull(const fsdp::schedule::UnitDesc &u, uint64_t seed);
+std::vector<double> initFull(const fsdp::schedule::UnitDesc &u, uint64_t seed,
+                             int64_t tpRank = 0, int64_t tp = 1);
 
 /// initShard(u, seed, shardIndex) (or initFull for shardIndex < 0) written
 /// where the state lives: `param` in `paramDtype` and, when not null,
@@ -55,11 +60,14 @@ std::vector<double> initFull(const fsdp::schedule::UnitDesc &u, uint64_t seed);
 /// overlapping the range (`threads` host threads on the cpu driver, <= 0:
 /// all; the bits do not depend on it), then the stream synchronised. The
 /// values equal initShard's rounded to each dtype (bf16/f16 through f32).
+/// Under tensor parallelism, as initShard, each run of local elements
+/// contiguous in the global parameter is one fsdp_init_values.
 /// Throws fsdp::Error for a spec that does not parse or a driver error.
 void initUnitOnDevice(fsdp_stream s, const fsdp::schedule::UnitDesc &u,
                       uint64_t seed, int64_t shardIndex, void *param,
                       fsdp_dtype paramDtype, void *master,
-                      fsdp_dtype masterDtype, int threads = 0);
+                      fsdp_dtype masterDtype, int threads = 0,
+                      int64_t tpRank = 0, int64_t tp = 1);
 
 /// How token windows are drawn from a token file.
 enum class DataOrder {

@@ -505,3 +505,19 @@ func.func @dropout_scalar(%x: tensor<f32>, %s: tensor<i64>) -> tensor<f32> {
   %y = "nn.dropout"(%x, %s) {rate = 0.5 : f64, seed = 0 : i64} : (tensor<f32>, tensor<i64>) -> tensor<f32>
   return %y : tensor<f32>
 }
+
+// -----
+
+func.func @tp_all_reduce_type(%x: tensor<4x8xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{'nn.tp_all_reduce' op requires the same type for all operands and results}}
+  %y = "nn.tp_all_reduce"(%x) : (tensor<4x8xf32>) -> tensor<4x4xf32>
+  return %y : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @tp_copy_int(%x: tensor<4x8xi32>) -> tensor<4x8xi32> {
+  // expected-error @+1 {{'nn.tp_copy' op operand #0 must be ranked tensor of 32-bit float or 64-bit float or bfloat16 type or 16-bit float values}}
+  %y = "nn.tp_copy"(%x) : (tensor<4x8xi32>) -> tensor<4x8xi32>
+  return %y : tensor<4x8xi32>
+}

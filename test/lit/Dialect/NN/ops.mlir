@@ -86,6 +86,10 @@ func.func @transformer_ops(%tok: tensor<2x4xi32> {nn.data = "tokens"}, %tgt: ten
   %dq, %dk, %dv = nn.attention_grad %qr, %kr, %v, %a, %lse, %a {num_heads = 2 : i64, num_kv_heads = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x8xf32>, tensor<2x2x4xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>)
   %s = nn.silu %a : tensor<2x4x8xf32>
   %sg = nn.silu_grad %a, %s : tensor<2x4x8xf32>
+  // CHECK: nn.tp_copy %{{.*}} : tensor<2x4x8xf32>
+  // CHECK: nn.tp_all_reduce %{{.*}} : tensor<2x4x8xf32>
+  %tf = nn.tp_copy %sg : tensor<2x4x8xf32>
+  %tg = nn.tp_all_reduce %tf : tensor<2x4x8xf32>
   %c = nn.concat %q, %k, %v {axis = -1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x16xf32>
   %z = nn.zeros_like %c : tensor<2x4x16xf32> -> tensor<2x4x16xf32>
   %o = nn.linear %sg, %wte : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
