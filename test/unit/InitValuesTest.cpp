@@ -229,6 +229,52 @@ TEST(InitValues, UnitOnDeviceEqualsInitShardAndInitFull) {
   }
 }
 
+/// Tensor-parallel rank t of 2 of a unit holding a column-parallel slice
+/// (dim 0, fused q/k/v: 3 blocks) and a row-parallel slice (dim 1).
+UnitDesc tensorParallelUnit() {
+  UnitDesc u;
+  u.name = "tp";
+  auto add = [&](const char *fqn, std::vector<int64_t> global, int64_t dim,
+                 int64_t blocks) {
+    ParamDesc p;
+    p.fqn = fqn;
+    p.globalShape = global;
+    p.shape = global;
+    p.shape[static_cast<size_t>(dim)] /= 2;
+    p.tpDim = dim;
+    p.tpBlocks = blocks;
+    p.offset = u.numel;
+    p.numel = p.shape[0] * p.shape[1];
+    p.init = "normal(0.02)";
+    u.numel += p.numel;
+    u.params.push_back(p);
+  };
+  add("h.0.attn.c_attn.weight", {12, 5}, 0, 3);
+  add("h.0.mlp.c_proj.weight", {7, 6}, 1, 1);
+  u.shardNumel = (u.numel + 2) / 3;
+  u.paddedNumel = u.shardNumel * 3;
+  return u;
+}
+
+TEST(InitValues, UnitOnDeviceEqualsInitShardUnderTensorParallelism) {
+  UnitDesc u = tensorParallelUnit();
+  fsdp_stream s = fsdp::test::cpuStream();
+  for (int64_t tpRank = 0; tpRank < 2; ++tpRank)
+    for (int64_t shard = -1; shard < 3; ++shard) {
+      std::vector<double> want =
+          shard < 0 ? fsdp::tooling::initFull(u, 9, tpRank, 2)
+                    : fsdp::tooling::initShard(u, 9, shard, tpRank, 2);
+      std::vector<unsigned char> d(want.size() * 8, 0xee);
+      fsdp::tooling::initUnitOnDevice(s, u, 9, shard, d.data(), FSDP_F64,
+                                      nullptr, FSDP_F32, 2, tpRank, 2);
+      EXPECT_EQ(d, rounded(want, FSDP_F64))
+          << "tp rank " << tpRank << ", shard " << shard;
+    }
+  // The two ranks' slices are different pieces of one tensor.
+  EXPECT_NE(fsdp::tooling::initFull(u, 9, 0, 2),
+            fsdp::tooling::initFull(u, 9, 1, 2));
+}
+
 TEST(InitValues, BadArgumentsAreErrors) {
   fsdp_stream s = fsdp::test::cpuStream();
   float y[4];
