@@ -300,6 +300,12 @@ static LogicalResult checkLogitsLabels(EmitErrorFn emitError, Value logits,
   return success();
 }
 
+Type mlir::nn::lossElementType(Type logits) {
+  if (logits.isBF16() || logits.isF16())
+    return Float32Type::get(logits.getContext());
+  return logits;
+}
+
 LogicalResult CrossEntropyOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> location, Adaptor adaptor,
     SmallVectorImpl<Type> &inferred) {
@@ -308,7 +314,7 @@ LogicalResult CrossEntropyOp::inferReturnTypes(
                                adaptor.getLabels())))
     return failure();
   inferred.push_back(RankedTensorType::get(
-      {}, tensorOf(adaptor.getLogits()).getElementType()));
+      {}, lossElementType(tensorOf(adaptor.getLogits()).getElementType())));
   return success();
 }
 LogicalResult CrossEntropyOp::verify() { return verifyByInference(*this); }
@@ -321,11 +327,11 @@ LogicalResult CrossEntropyGradOp::inferReturnTypes(
                                adaptor.getLabels())))
     return failure();
   auto g = tensorOf(adaptor.getGrad());
-  if (g.getRank() != 0 ||
-      g.getElementType() != tensorOf(adaptor.getLogits()).getElementType())
-    return emitError()
-           << "expects a scalar gradient of the logits' element type, got "
-           << g;
+  Type want = lossElementType(tensorOf(adaptor.getLogits()).getElementType());
+  if (g.getRank() != 0 || g.getElementType() != want)
+    return emitError() << "expects a scalar gradient of the loss's element "
+                          "type (the logits', f32 for bf16/f16 logits) "
+                       << want << ", got " << g;
   inferred.push_back(adaptor.getLogits().getType());
   return success();
 }

@@ -187,7 +187,8 @@ Value ModelBuilder::mul(StringRef m, Value x, Value y) {
 }
 
 Value ModelBuilder::crossEntropy(StringRef m, Value logits, Value labels) {
-  auto type = RankedTensorType::get({}, tensorOf(logits).getElementType());
+  auto type = RankedTensorType::get(
+      {}, nn::lossElementType(tensorOf(logits).getElementType()));
   return nn::CrossEntropyOp::create(b, loc(m), type, logits, labels);
 }
 

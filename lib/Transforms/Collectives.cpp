@@ -13,7 +13,9 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <algorithm>
 #include <map>
+#include <optional>
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPCOLLECTIVES
@@ -24,6 +26,23 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 namespace {
+/// The micro-batch whose gradients `flatten` packs (fsdp-micro-batch's
+/// nn.micro_batch on every input's producer), or -1 when they are not one
+/// micro-batch's (no micro-batches, or accumulate=unsharded's sum of whole
+/// gradients).
+int64_t microBatchOf(FlattenOp flatten) {
+  std::optional<int64_t> j;
+  for (Value g : flatten.getInputs()) {
+    Operation *def = g.getDefiningOp();
+    auto a = def ? def->getAttrOfType<IntegerAttr>(nn::kMicroBatchAttr)
+                 : IntegerAttr();
+    if (!a || (j && *j != a.getInt()))
+      return -1;
+    j = a.getInt();
+  }
+  return j.value_or(-1);
+}
+
 struct FSDPCollectivesPass
     : mlir::fsdp::impl::FSDPCollectivesBase<FSDPCollectivesPass> {
   using Base::Base;
@@ -199,11 +218,20 @@ protected:
 
     // Reduce as soon as the unit's gradient is complete — except for ZeRO-1,
     // whose gradients stay whole (replicated) until backward ends, as
-    // DeepSpeed's stage 1 reduces them at the end of the step.
+    // DeepSpeed's stage 1 reduces them at the end of the step. With
+    // micro-batches (accumulate=sharded) that holds for the last one only:
+    // an earlier micro-batch's gradient is reduced as soon as it is complete
+    // and joins the unit's running sum of shards, so that one whole
+    // gradient, not one per micro-batch, is live when backward ends.
     bool keepWholeGradients =
         strategyOf(getOperation()) == Strategy::ShardOptimizer;
+    int64_t lastMicroBatch = -1;
+    for (Operation &op : block)
+      if (auto j = op.getAttrOfType<IntegerAttr>(nn::kMicroBatchAttr))
+        lastMicroBatch = std::max(lastMicroBatch, j.getInt());
     for (FlattenOp flatten : llvm::to_vector(block.getOps<FlattenOp>())) {
-      if (keepWholeGradients) {
+      int64_t j = microBatchOf(flatten);
+      if (keepWholeGradients && (j < 0 || j == lastMicroBatch)) {
         Operation *user = *flatten->getUsers().begin();
         OpBuilder b(user->getBlock(), std::next(user->getIterator()));
         FreeOp::create(b, flatten.getLoc(), flatten.getResult());

@@ -11,6 +11,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Debug.h"
 
@@ -23,12 +24,54 @@ using namespace mlir::fsdp;
 
 namespace {
 
+/// The ops on the loss's side of the step: the forward from each
+/// nn.cross_entropy to the returned loss (the micro-batch losses' sum and
+/// mean) and the backward from the seed to each nn.cross_entropy_grad's
+/// dloss (through scalars: the seed times the loss scale). They compute in
+/// the loss's type, f32 under 16-bit compute (nn::lossElementType).
+llvm::SmallPtrSet<Operation *, 16> lossSideOps(Block &block) {
+  llvm::SmallPtrSet<Operation *, 16> ops;
+  SmallVector<Value> dloss;
+  for (Operation &op : block.without_terminator()) {
+    if (isa<nn::CrossEntropyOp>(op) ||
+        llvm::any_of(op.getOperands(), [&](Value v) {
+          return v.getDefiningOp() && ops.contains(v.getDefiningOp());
+        }))
+      ops.insert(&op);
+    if (auto g = dyn_cast<nn::CrossEntropyGradOp>(op))
+      dloss.push_back(g.getGrad());
+  }
+  while (!dloss.empty()) {
+    Operation *d = dloss.pop_back_val().getDefiningOp();
+    if (!d || isa<arith::ConstantOp>(d) || !ops.insert(d).second)
+      continue;
+    for (Value v : d->getOperands())
+      if (auto t = dyn_cast<RankedTensorType>(v.getType()); t && !t.getRank())
+        dloss.push_back(v);
+  }
+  return ops;
+}
+
 /// Moves compute from the model's float type to pdt: float constants are
 /// rebuilt in pdt and every nn op's result types are re-inferred from its
 /// (now pdt) operands. Casts keep their target type and the optimizer
-/// updates keep the master's type.
+/// updates keep the master's type. The loss keeps f32 under 16-bit compute
+/// (nn.cross_entropy of bf16/f16 logits is f32, as under torch.autocast):
+/// the constants read on the loss's side (the seed, 1/k with micro-batches,
+/// the mean's 1/k) are rebuilt in the loss's type, so that neither the
+/// reported loss nor the backward's seed (times a loss scale of 2^16, past
+/// f16's 65504) is rounded to 16 bits.
 LogicalResult retypeCompute(func::FuncOp fn, Type modelType, Type pdt) {
-  for (Operation &op : llvm::make_early_inc_range(fn.getBody().front())) {
+  Block &block = fn.getBody().front();
+  llvm::SmallPtrSet<Operation *, 16> lossSide = lossSideOps(block);
+  Type lossType = nn::lossElementType(pdt);
+  auto readsLoss = [&](OpOperand &use) {
+    Operation *u = use.getOwner();
+    return lossSide.contains(u) ||
+           (isa<nn::CrossEntropyGradOp>(u) &&
+            use.get() == cast<nn::CrossEntropyGradOp>(u).getGrad());
+  };
+  for (Operation &op : llvm::make_early_inc_range(block)) {
     auto c = dyn_cast<arith::ConstantOp>(op);
     if (!c)
       continue;
@@ -42,14 +85,22 @@ LogicalResult retypeCompute(func::FuncOp fn, Type modelType, Type pdt) {
         }))
       continue;
     OpBuilder b(c);
-    auto nt = RankedTensorType::get(t.getShape(), pdt);
     double v = dense.getSplatValue<APFloat>().convertToDouble();
-    auto nc = arith::ConstantOp::create(
-        b, c.getLoc(), DenseElementsAttr::get(nt, FloatAttr::get(pdt, v)));
-    c.replaceAllUsesWith(nc.getResult());
+    llvm::SmallDenseMap<Type, Value, 2> rebuilt;
+    auto in = [&](Type et) {
+      Value &r = rebuilt[et];
+      if (!r)
+        r = arith::ConstantOp::create(
+            b, c.getLoc(),
+            DenseElementsAttr::get(RankedTensorType::get(t.getShape(), et),
+                                   FloatAttr::get(et, v)));
+      return r;
+    };
+    for (OpOperand &use : llvm::make_early_inc_range(c->getUses()))
+      use.set(in(readsLoss(use) ? lossType : pdt));
     c.erase();
   }
-  for (Operation &op : fn.getBody().front().without_terminator()) {
+  for (Operation &op : block.without_terminator()) {
     if (failed(nn::reinferResultTypes(&op)))
       return op.emitError()
              << "cannot compute in the requested param-dtype here";

@@ -104,7 +104,7 @@ const char *kUsage =
     "                     report-grad-norm or loss-scaling)\n"
     "  --loss-scale-init S the first dynamic loss scale of a schedule\n"
     "                     compiled with loss-scaling (default 65536, a power\n"
-    "                     of two; an f16 loss caps it at 32768)\n"
+    "                     of two, as torch.amp.GradScaler's init_scale)\n"
     "  --loss-scale-growth-interval K\n"
     "                     double the loss scale after K steps without an\n"
     "                     inf/nan gradient; halve it and skip the step on one\n"

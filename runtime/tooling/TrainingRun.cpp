@@ -117,7 +117,8 @@ private:
   /// skip_if_nonfinite operand).
   bool updatesSkip = false;
   /// The largest loss scale the loss's dtype holds (the scale multiplies
-  /// the backward seed in that dtype: 2^15 for f16).
+  /// the backward seed in that dtype: 2^127 for f32, the loss of bf16/f16
+  /// compute; 2^15 for a hand-written f16 loss).
   double lossScaleCap = 0;
   StepLog log;
   std::optional<Watchdog> watchdog; // last: stops before the executor goes
@@ -307,7 +308,8 @@ void TrainingRun::bindIo() {
   if (lossScaleId < 0)
     meta.lossScale = 0; // a checkpoint's scale is not this schedule's
   if (lossScaleId >= 0) {
-    // 2^15 for f16 (max 65504); 2^127 for f32 and bf16.
+    // 2^15 for an f16 loss (max 65504); 2^127 for f32 (the loss of bf16/f16
+    // compute: nn.cross_entropy of 16-bit logits is f32) and bf16.
     bool f16 = prog.buffer(lossId).dtype == fsdp::schedule::DType::F16;
     lossScaleCap = std::ldexp(1.0, f16 ? 15 : 127);
     if (meta.lossScale <= 0) // not resumed from a checkpoint that has one

@@ -34,8 +34,10 @@ using Vec = std::vector<double>;
 struct Arg {
   int64_t n;
   /// F64: a positive f64 scalar whatever the case's dtype (a learning rate,
-  /// a sum of squares, a clip coefficient in device memory).
-  enum Kind { Float, Index, Step, F64 } kind = Float;
+  /// a sum of squares, a clip coefficient in device memory). Loss: a float
+  /// of the loss dtype (f32 for bf16/f16, else the case's; cross-entropy's
+  /// dloss).
+  enum Kind { Float, Index, Step, F64, Loss } kind = Float;
   int64_t bound = 0;
 };
 
@@ -51,7 +53,13 @@ struct Case {
   /// The output held in the kernels' compute type (f32, or f64 for f64):
   /// attention's log-sum-exp statistics; -1 for none.
   int statsOutput = -1;
+  bool lossOutputs = false; // outputs of the loss dtype (cross-entropy)
 };
+
+/// The loss dtype of `t` (fsdp_cross_entropy): f32 for bf16/f16.
+fsdp_dtype lossDtype(fsdp_dtype t) {
+  return t == FSDP_BF16 || t == FSDP_F16 ? FSDP_F32 : t;
+}
 
 /// A buffer on `dev` with host values converted to `t`.
 struct DeviceBuffer {
@@ -110,6 +118,7 @@ std::vector<Vec> runCase(const Case &c, fsdp_device dev, fsdp_dtype t,
   std::vector<void *> ip, op;
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     fsdp_dtype at = c.inputs[i].kind == Arg::Float   ? t
+                    : c.inputs[i].kind == Arg::Loss  ? lossDtype(t)
                     : c.inputs[i].kind == Arg::Index ? FSDP_I32
                     : c.inputs[i].kind == Arg::F64   ? FSDP_F64
                                                      : FSDP_I64;
@@ -119,7 +128,7 @@ std::vector<Vec> runCase(const Case &c, fsdp_device dev, fsdp_dtype t,
     EXPECT_EQ(fsdp_stream_synchronize(s), FSDP_OK);
     ip.push_back(ins.back()->p);
   }
-  fsdp_dtype ot = c.f64Outputs ? FSDP_F64 : t;
+  fsdp_dtype ot = c.f64Outputs ? FSDP_F64 : c.lossOutputs ? lossDtype(t) : t;
   auto typeOf = [&](size_t i) {
     return static_cast<int>(i) == c.statsOutput
                ? (t == FSDP_F64 ? FSDP_F64 : FSDP_F32)
@@ -271,9 +280,12 @@ std::vector<Case> cases() {
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
                   return fsdp_cross_entropy(s, t, in(i, 0), in(i, 1), FSDP_I32,
                                             M, V, o[0]);
-                }});
+                },
+                false,
+                false,
+                true});
   cs.push_back({"cross_entropy_grad",
-                {{M * V}, {M, Arg::Index, V}, {1}},
+                {{M * V}, {M, Arg::Index, V}, {1, Arg::Loss}},
                 {M * V},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
                   return fsdp_cross_entropy_grad(

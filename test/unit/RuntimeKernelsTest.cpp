@@ -9,11 +9,13 @@
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
 #include "TestDevice.h"
+#include "fsdp/Half.h"
 #include "fsdp/kernels.h"
 #include "fsdp/runtime.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -390,6 +392,69 @@ TEST(RuntimeCApi, SingleProcessCollectives) {
 }
 
 } // namespace
+
+// bf16/f16 logits give an f32 loss and take an f32 dloss (torch.autocast runs
+// cross_entropy in f32): the loss equals the f64 loss of the same 16-bit
+// logits to f32 precision (a 16-bit loss is off by up to 2^-9 resp. 2^-12
+// relative), and a dloss of 2^16 (a GradScaler's first scale, past f16's
+// 65504) gives dlogits = (softmax - onehot)·2^16/positions rounded once to
+// the logits' dtype.
+TEST(RuntimeCApi, CrossEntropyOfHalfLogitsIsF32) {
+  fsdp_device dev = fsdp::test::cpuDevice();
+  fsdp_stream s = fsdp_device_stream(dev, FSDP_STREAM_COMPUTE);
+  const int64_t positions = 6, classes = 5;
+  for (fsdp_dtype t : {FSDP_BF16, FSDP_F16}) {
+    SCOPED_TRACE(t == FSDP_BF16 ? "bf16" : "f16");
+    auto toHalf = [&](float v) {
+      return t == FSDP_BF16 ? fsdp::floatToBf16(v) : fsdp::floatToF16(v);
+    };
+    auto toFloat = [&](uint16_t h) {
+      return t == FSDP_BF16 ? fsdp::bf16ToFloat(h) : fsdp::f16ToFloat(h);
+    };
+    std::vector<uint16_t> logits(positions * classes);
+    std::vector<int32_t> labels(positions);
+    std::vector<float> x = randomVec<float>(logits.size(), 3);
+    for (size_t i = 0; i < logits.size(); ++i)
+      logits[i] = toHalf(x[i]);
+    double want = 0;
+    std::vector<double> softmax(logits.size());
+    for (int64_t p = 0; p < positions; ++p) {
+      labels[p] = static_cast<int32_t>(p % classes);
+      double mx = -1e300, sum = 0;
+      for (int64_t c = 0; c < classes; ++c)
+        mx = std::max<double>(mx, toFloat(logits[p * classes + c]));
+      for (int64_t c = 0; c < classes; ++c)
+        sum += std::exp(toFloat(logits[p * classes + c]) - mx);
+      for (int64_t c = 0; c < classes; ++c)
+        softmax[p * classes + c] =
+            std::exp(toFloat(logits[p * classes + c]) - mx) / sum;
+      want += mx + std::log(sum) - toFloat(logits[p * classes + labels[p]]);
+    }
+    want /= positions;
+    float loss = -1;
+    ASSERT_EQ(fsdp_cross_entropy(s, t, logits.data(), labels.data(), FSDP_I32,
+                                 positions, classes, &loss),
+              FSDP_OK)
+        << fsdp_last_error();
+    EXPECT_NEAR(loss, want, 1e-6 * want);
+
+    float dloss = 65536.0f;
+    std::vector<uint16_t> dlogits(logits.size());
+    ASSERT_EQ(fsdp_cross_entropy_grad(s, t, logits.data(), labels.data(),
+                                      FSDP_I32, &dloss, dlogits.data(),
+                                      positions, classes),
+              FSDP_OK)
+        << fsdp_last_error();
+    for (int64_t i = 0; i < positions * classes; ++i) {
+      double g = (softmax[i] - (i % classes == labels[i / classes] ? 1 : 0)) *
+                 65536.0 / positions;
+      // One rounding to 16 bits (8 resp. 11 significant bits), plus f32's.
+      EXPECT_NEAR(toFloat(dlogits[i]), g,
+                  std::fabs(g) * (t == FSDP_BF16 ? 0x1p-8 : 0x1p-11) + 1e-3)
+          << "element " << i;
+    }
+  }
+}
 
 // Hand-computed values of the schedules (transformers' lambdas at s = t - 1):
 // linear, warm-up 4, decay 20: t = 3 -> s/4 = 0.5; t = 13 -> (20 - 12)/16;

@@ -372,7 +372,9 @@ def FSDPCollectives : Pass<"fsdp-collectives", "::mlir::ModuleOp"> {
     norm + output; `reshard-root=true` reshards it too); a
     reduce-scatter of the packed gradient right after the unit's last
     gradient is complete (under shard-optimizer where fsdp-shard put it, at
-    the end of backward, as DeepSpeed's stage 1), and a free of the full
+    the end of backward, as DeepSpeed's stage 1, for the last micro-batch;
+    an earlier micro-batch's as soon as complete, so that one whole
+    gradient, not one per micro-batch, is live), and a free of the full
     gradient after it. Forward
     ends at the op that defines the loss (with micro-batches, each
     micro-batch's forward and backward are phases of their own).

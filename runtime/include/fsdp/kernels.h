@@ -108,16 +108,21 @@ int fsdp_broadcast(fsdp_stream s, fsdp_dtype dtype, const void *x,
                    const int64_t *y_shape, int rank, const int64_t *axes,
                    int naxes, void *y);
 
-/* loss (a scalar of `dtype`) = mean over `positions` rows of
- * logits[positions, classes] of −log softmax(row)[label] (max-shifted
- * log-sum-exp: exponentials in the compute type, their sum in double). labels:
- * `label_dtype` i32 or i64; a label outside [0, classes) is FSDP_ERR_DATA
- * naming it and its position. */
+/* loss (a scalar of the loss dtype: f32 for bf16/f16 logits, else `dtype`)
+ * = mean over `positions` rows of logits[positions, classes] of
+ * −log softmax(row)[label] (max-shifted log-sum-exp: exponentials in the
+ * compute type, f32 for bf16/f16, their sum in double). The f32 loss of
+ * 16-bit logits is torch.autocast's (cross_entropy runs in f32) and
+ * transformers' (ForCausalLMLoss upcasts the logits). labels: `label_dtype`
+ * i32 or i64; a label outside [0, classes) is FSDP_ERR_DATA naming it and its
+ * position. */
 int fsdp_cross_entropy(fsdp_stream s, fsdp_dtype dtype, const void *logits,
                        const void *labels, fsdp_dtype label_dtype,
                        int64_t positions, int64_t classes, void *loss);
-/* dlogits = (softmax(logits) − onehot(label)) · dloss / positions, with
- * dloss a scalar of `dtype` in device memory. */
+/* dlogits (of `dtype`) = (softmax(logits) − onehot(label)) · dloss /
+ * positions, computed in the compute type and rounded once to `dtype`, with
+ * dloss a scalar of the loss dtype (f32 for bf16/f16 logits, else `dtype`;
+ * fsdp_cross_entropy) in device memory. */
 int fsdp_cross_entropy_grad(fsdp_stream s, fsdp_dtype dtype, const void *logits,
                             const void *labels, fsdp_dtype label_dtype,
                             const void *dloss, void *dlogits, int64_t positions,

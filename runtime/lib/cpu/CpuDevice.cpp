@@ -413,12 +413,17 @@ void CpuDevice::cross_entropy(fsdp_stream_s *, fsdp_dtype t, const void *logits,
   floatKernel(t, "fsdp_cross_entropy", [&](auto tag, Stage &st) {
     using T = decltype(tag);
     const T *l = st.in<T>(logits, positions * classes);
-    *st.out<T>(loss, 1) =
+    T v =
         lt == FSDP_I32
             ? k::crossEntropy<T, int32_t>(
                   l, static_cast<const int32_t *>(labels), positions, classes)
             : k::crossEntropy<T, int64_t>(
                   l, static_cast<const int64_t *>(labels), positions, classes);
+    // bf16/f16 logits: the loss is f32 (T, the compute type), not rounded.
+    if (isHalf(t))
+      *static_cast<float *>(loss) = static_cast<float>(v);
+    else
+      *st.out<T>(loss, 1) = v;
   });
 }
 
@@ -432,7 +437,9 @@ void CpuDevice::cross_entropy_grad(fsdp_stream_s *, fsdp_dtype t,
     using T = decltype(tag);
     int64_t n = positions * classes;
     const T *l = st.in<T>(logits, n);
-    T d = *st.in<T>(dloss, 1);
+    // dloss is f32 for bf16/f16 logits (the loss dtype), else of t.
+    T d = isHalf(t) ? static_cast<T>(*static_cast<const float *>(dloss))
+                    : *st.in<T>(dloss, 1);
     T *out = st.out<T>(dlogits, n);
     if (lt == FSDP_I32)
       k::crossEntropyGrad<T, int32_t>(l, static_cast<const int32_t *>(labels),

@@ -158,10 +158,15 @@ __global__ void meanK(const double *v, int64_t n, typename Elt<DT>::S *out) {
         static_cast<typename Elt<DT>::C>(n ? s / static_cast<double>(n) : 0.0));
 }
 
+/// The loss dtype of DT logits: f32 for bf16/f16 (fsdp_cross_entropy).
+constexpr int lossDtOf(int dt) {
+  return dt == FSDP_BF16 || dt == FSDP_F16 ? FSDP_F32 : dt;
+}
+
 template <int DT>
 __global__ void
 crossEntropyGradK(const typename Elt<DT>::S *logits, const void *labels,
-                  int labelsI64, const typename Elt<DT>::S *dloss,
+                  int labelsI64, const typename Elt<lossDtOf(DT)>::S *dloss,
                   typename Elt<DT>::S *dlogits, int64_t positions,
                   int64_t classes, DeviceErrors *err) {
   using E = Elt<DT>;
@@ -179,8 +184,8 @@ crossEntropyGradK(const typename Elt<DT>::S *logits, const void *labels,
     return;
   }
   // As the cpu driver: e · (scale / s), minus scale at the label, in C.
-  double scale =
-      static_cast<double>(E::ld(dloss, 0)) / static_cast<double>(positions);
+  double scale = static_cast<double>(Elt<lossDtOf(DT)>::ld(dloss, 0)) /
+                 static_cast<double>(positions);
   using C = typename E::C;
   const C k = static_cast<C>(scale / s), sc = static_cast<C>(scale);
   for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
@@ -255,7 +260,10 @@ void CudaDevice::cross_entropy(fsdp_stream_s *s, fsdp_dtype t,
       crossEntropyRowK<DT><<<positions, kThreads, 0, st>>>(
           static_cast<const S *>(logits), labels, lt == FSDP_I64, classes, rows,
           errors);
-    meanK<DT><<<1, kThreads, 0, st>>>(rows, positions, static_cast<S *>(loss));
+    // bf16/f16 logits: an f32 loss (kernels.h), as autocast computes it.
+    constexpr int LT = lossDtOf(DT);
+    meanK<LT><<<1, kThreads, 0, st>>>(rows, positions,
+                                      static_cast<typename Elt<LT>::S *>(loss));
   });
   launched("cross_entropy kernel");
   release(st, rows);
@@ -276,8 +284,8 @@ void CudaDevice::cross_entropy_grad(fsdp_stream_s *s, fsdp_dtype t,
     using S = typename Elt<DT>::S;
     crossEntropyGradK<DT><<<positions, kThreads, 0, streamOf(s)>>>(
         static_cast<const S *>(logits), labels, lt == FSDP_I64,
-        static_cast<const S *>(dloss), static_cast<S *>(dlogits), positions,
-        classes, errors);
+        static_cast<const typename Elt<lossDtOf(DT)>::S *>(dloss),
+        static_cast<S *>(dlogits), positions, classes, errors);
   });
   launched("cross_entropy_grad kernel");
 }

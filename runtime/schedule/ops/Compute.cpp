@@ -290,16 +290,22 @@ void validateCrossEntropy(const Checker &c) {
   if (c.desc(o[0]).numel != c.desc(o[1]).numel * classes)
     c.fail("logits " + shapeStr(c.desc(o[0]).shape) + " do not match labels " +
            shapeStr(c.desc(o[1]).shape));
-  if (grad) {
-    c.floatSame({o[0], o[2], r[0]});
-    c.sameNumel(o[0], r[0]);
-    if (c.desc(o[2]).numel != 1)
-      c.fail("dloss must be a scalar");
-  } else {
+  // The loss and dloss are f32 for bf16/f16 logits (fsdp_cross_entropy).
+  int64_t loss = grad ? o[2] : r[0];
+  DType lt = c.desc(o[0]).dtype, want = lossDType(lt);
+  if (grad)
     c.floatSame({o[0], r[0]});
-    if (c.desc(r[0]).numel != 1)
-      c.fail("the loss result must be a scalar");
-  }
+  else
+    c.floatSame({o[0]});
+  if (c.desc(loss).dtype != want)
+    c.fail(std::string(grad ? "dloss" : "the loss") + " of " + dtypeName(lt) +
+           " logits must be " + dtypeName(want) + ", got " +
+           dtypeName(c.desc(loss).dtype));
+  if (c.desc(loss).numel != 1)
+    c.fail(grad ? "dloss must be a scalar"
+                : "the loss result must be a scalar");
+  if (grad)
+    c.sameNumel(o[0], r[0]);
 }
 
 void lowerCrossEntropy(OpLowering &l) {
@@ -307,12 +313,14 @@ void lowerCrossEntropy(OpLowering &l) {
   Arg positions = l.i64(l.desc(labels).numel);
   Arg classes = l.i64(l.desc(l.o[0]).shape.back());
   Arg lt = l.dtypeArg(l.desc(labels).dtype);
+  // The logits' dtype: the loss (the op's result) is f32 for 16-bit logits.
+  Arg t = l.dtypeArg(l.desc(l.o[0]).dtype);
   if (l.in.kind == OpKind::CrossEntropy)
-    l.call("fsdp_cross_entropy", {l.stream(), l.t(), l.operand(0), l.operand(1),
-                                  lt, positions, classes, l.result(0)});
+    l.call("fsdp_cross_entropy", {l.stream(), t, l.operand(0), l.operand(1), lt,
+                                  positions, classes, l.result(0)});
   else
     l.call("fsdp_cross_entropy_grad",
-           {l.stream(), l.t(), l.operand(0), l.operand(1), lt, l.operand(2),
+           {l.stream(), t, l.operand(0), l.operand(1), lt, l.operand(2),
             l.result(0), positions, classes});
 }
 

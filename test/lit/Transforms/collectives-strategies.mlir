@@ -124,16 +124,16 @@ module attributes {fsdp.replicas = 2 : i64, fsdp.shard_size = 2 : i64, fsdp.stra
   fsdp.unit @fc params ["fc.weight"] {element_type = f32, inits = ["uniform(0.5)"], numel = 9 : i64, offsets = array<i64: 0>, padded_numel = 10 : i64, shapes = [array<i64: 3, 3>], shard_numel = 5 : i64, trainable = array<i1: true>}
   func.func @hsdp_bf16(%x: tensor<1x3xf32> {fsdp.global_shape = array<i64: 4, 3>, nn.data = "features"}, %y: tensor<1xi32> {fsdp.global_shape = array<i64: 4>, nn.data = "labels"},
                        %p: tensor<5xf32> {fsdp.role = #fsdp.role<param>, fsdp.unit = @fc})
-      -> (tensor<bf16> {nn.loss}, tensor<5xf32> {fsdp.role = #fsdp.role<param>, fsdp.unit = @fc}) {
+      -> (tensor<f32> {nn.loss}, tensor<5xf32> {fsdp.role = #fsdp.role<param>, fsdp.unit = @fc}) {
     %p_bf16 = nn.cast %p : tensor<5xf32> -> tensor<5xbf16>
     %full = fsdp.all_gather @fc %p_bf16 : tensor<5xbf16> -> tensor<10xbf16>
     %w = fsdp.param_view %full "fc.weight" at 0 : tensor<10xbf16> -> tensor<3x3xbf16>
     %x_bf16 = nn.cast %x : tensor<1x3xf32> -> tensor<1x3xbf16>
     %h = nn.linear %x_bf16, %w : (tensor<1x3xbf16>, tensor<3x3xbf16>) -> tensor<1x3xbf16>
     %o = nn.linear %h, %w : (tensor<1x3xbf16>, tensor<3x3xbf16>) -> tensor<1x3xbf16>
-    %loss = nn.cross_entropy %o, %y : (tensor<1x3xbf16>, tensor<1xi32>) -> tensor<bf16>
-    %seed = arith.constant dense<1.000000e+00> : tensor<bf16>
-    %do = nn.cross_entropy_grad %o, %y, %seed : (tensor<1x3xbf16>, tensor<1xi32>, tensor<bf16>) -> tensor<1x3xbf16>
+    %loss = nn.cross_entropy %o, %y : (tensor<1x3xbf16>, tensor<1xi32>) -> tensor<f32>
+    %seed = arith.constant dense<1.000000e+00> : tensor<f32>
+    %do = nn.cross_entropy_grad %o, %y, %seed : (tensor<1x3xbf16>, tensor<1xi32>, tensor<f32>) -> tensor<1x3xbf16>
     %dh = nn.matmul %do, %w : (tensor<1x3xbf16>, tensor<3x3xbf16>) -> tensor<1x3xbf16>
     %dw_o = nn.matmul %do, %h {transpose_a = true} : (tensor<1x3xbf16>, tensor<1x3xbf16>) -> tensor<3x3xbf16>
     %dw_h = nn.matmul %dh, %x_bf16 {transpose_a = true} : (tensor<1x3xbf16>, tensor<1x3xbf16>) -> tensor<3x3xbf16>
@@ -143,7 +143,7 @@ module attributes {fsdp.replicas = 2 : i64, fsdp.shard_size = 2 : i64, fsdp.stra
     %ar = fsdp.all_reduce @fc %rs {group = #fsdp.group<replicate>} : tensor<5xbf16> -> tensor<5xbf16>
     %r = nn.cast %ar : tensor<5xbf16> -> tensor<5xf32>
     %p_new = nn.sgd_update %p, %r {lr = 1.000000e-01 : f64} : tensor<5xf32>
-    return %loss, %p_new : tensor<bf16>, tensor<5xf32>
+    return %loss, %p_new : tensor<f32>, tensor<5xf32>
   }
 }
 

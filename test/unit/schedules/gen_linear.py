@@ -204,9 +204,10 @@ def mixed(pdt, rdt, master, buffers, instructions, inputs, outputs, b, pad, shar
         return {"op": "nn.cast", "operands": [src], "results": [dst], "attrs": {},
                 "loc": "linear.mlir:%d:5" % line, "frees": list(frees)}
 
-    # Compute buffers in pdt: gathered param and its views, logits, loss,
-    # dloss, dlogits, weight/bias grads, flat grad.
-    for i in (6, 7, 8, 9, 10, 11, 12, 13, 14, 15):
+    # Compute buffers in pdt: gathered param and its views, logits,
+    # dlogits, weight/bias grads, flat grad. The loss (10) and dloss (11) stay
+    # f32: nn.cross_entropy of 16-bit logits is f32 (torch.autocast's).
+    for i in (6, 7, 8, 9, 12, 13, 14, 15):
         retype(i, pdt)
     new(21, [b, 13], pdt, "activation")  # features cast to pdt
     by_inst = {i["op"] + str(i["results"]): i for i in instructions}

@@ -69,6 +69,15 @@ inline constexpr llvm::StringLiteral kRecomputeAttr = "nn.recompute";
 inline constexpr llvm::StringLiteral kActivationCheckpointAttr =
     "nn.activation_checkpoint";
 
+/// The element type of nn.cross_entropy's loss (and of the gradient
+/// nn.cross_entropy_grad takes) for logits of element type `logits`: f32 for
+/// bf16/f16, else `logits`. torch.autocast runs cross_entropy (its
+/// log_softmax and the mean) in f32, and transformers' ForCausalLMLoss
+/// upcasts the logits with .float(), so a mixed-precision loss keeps f32's
+/// resolution (bf16's 8 bits would step by 2^-5 at a loss of 5) and the
+/// backward's seed (times a loss scale up to 2^127) is f32.
+Type lossElementType(Type logits);
+
 /// Recomputes the result types of `op` from its current operands and
 /// attributes when it implements InferTypeOpInterface (and those of nn.cast,
 /// which keeps its element type and follows its input's shape); a no-op for

@@ -142,8 +142,12 @@ def NN_BroadcastOp : NN_DiffOp<"broadcast", [InferTypeOpAdaptor]> {
 def NN_CrossEntropyOp : NN_DiffOp<"cross_entropy", [InferTypeOpAdaptor]> {
   let summary = "mean softmax cross-entropy with integer labels";
   let description = [{
-    `logits` [..., C] (f32/f64), `labels` [...] i32 in [0, C) → scalar mean
-    over all positions of −log softmax(logits)[label].
+    `logits` [..., C], `labels` [...] i32 in [0, C) → scalar mean over all
+    positions of −log softmax(logits)[label], of the logits' element type
+    except for bf16/f16 logits, whose loss is f32 (nn::lossElementType):
+    torch.autocast runs cross_entropy in f32 (its autocast-to-f32 op list)
+    and transformers' ForCausalLMLoss upcasts the logits with .float(), so the
+    loss is not rounded to 16 bits.
   }];
   let arguments = (ins NN_FloatTensor:$logits, NN_IntTensor:$labels);
   let results = (outs NN_FloatTensor:$result);
@@ -152,6 +156,12 @@ def NN_CrossEntropyOp : NN_DiffOp<"cross_entropy", [InferTypeOpAdaptor]> {
 
 def NN_CrossEntropyGradOp : NN_ShapedOp<"cross_entropy_grad", [InferTypeOpAdaptor]> {
   let summary = "dlogits = (softmax(logits) − onehot(labels)) · dloss / positions";
+  let description = [{
+    `grad` (dloss) is a scalar of the loss's element type (f32 for bf16/f16
+    logits, nn::lossElementType); dlogits has the logits' type: the f32
+    gradient is rounded to 16 bits where it leaves the loss, as autocast's
+    backward casts it back to the logits' dtype.
+  }];
   let arguments = (ins NN_FloatTensor:$logits, NN_IntTensor:$labels,
                        NN_FloatTensor:$grad);
   let results = (outs NN_FloatTensor:$result);

@@ -220,6 +220,12 @@ inline bool isHalfDType(DType t) { return t == DType::BF16 || t == DType::F16; }
 inline bool isFloatDType(DType t) {
   return t == DType::F32 || t == DType::F64 || isHalfDType(t);
 }
+/// The dtype of nn.cross_entropy's loss and of nn.cross_entropy_grad's
+/// dloss for logits of dtype `logits`: f32 for bf16/f16 (as torch.autocast
+/// computes cross_entropy in f32), else `logits` (fsdp_cross_entropy).
+inline DType lossDType(DType logits) {
+  return isHalfDType(logits) ? DType::F32 : logits;
+}
 /// i32 or i64.
 inline bool isIntDType(DType t) { return t == DType::I32 || t == DType::I64; }
 /// The C API's value of `t`.

@@ -131,9 +131,26 @@ func.func @ce_result(%l: tensor<4x10xf32>, %y: tensor<4xi32>) -> tensor<4xf32> {
 // -----
 
 func.func @ce_grad(%l: tensor<4x10xf32>, %y: tensor<4xi32>, %g: tensor<4xf32>) -> tensor<4x10xf32> {
-  // expected-error @+1 {{'nn.cross_entropy_grad' op expects a scalar gradient of the logits' element type, got 'tensor<4xf32>'}}
+  // expected-error @+1 {{'nn.cross_entropy_grad' op expects a scalar gradient of the loss's element type (the logits', f32 for bf16/f16 logits) 'f32', got 'tensor<4xf32>'}}
   %0 = nn.cross_entropy_grad %l, %y, %g : (tensor<4x10xf32>, tensor<4xi32>, tensor<4xf32>) -> tensor<4x10xf32>
   return %0 : tensor<4x10xf32>
+}
+
+// -----
+
+// The loss of bf16 logits is f32 (torch.autocast's cross_entropy).
+func.func @ce_bf16_loss(%l: tensor<4x10xbf16>, %y: tensor<4xi32>) -> tensor<bf16> {
+  // expected-error @+1 {{'nn.cross_entropy' op expects result #0 of element type 'f32', got 'bf16'}}
+  %0 = nn.cross_entropy %l, %y : (tensor<4x10xbf16>, tensor<4xi32>) -> tensor<bf16>
+  return %0 : tensor<bf16>
+}
+
+// -----
+
+func.func @ce_grad_f16_seed(%l: tensor<4x10xf16>, %y: tensor<4xi32>, %g: tensor<f16>) -> tensor<4x10xf16> {
+  // expected-error @+1 {{'nn.cross_entropy_grad' op expects a scalar gradient of the loss's element type (the logits', f32 for bf16/f16 logits) 'f32', got 'tensor<f16>'}}
+  %0 = nn.cross_entropy_grad %l, %y, %g : (tensor<4x10xf16>, tensor<4xi32>, tensor<f16>) -> tensor<4x10xf16>
+  return %0 : tensor<4x10xf16>
 }
 
 // -----
