@@ -407,8 +407,10 @@ int fsdp_memcpy_2d(fsdp_stream s, void *dst, size_t dpitch, const void *src,
     return setError(FSDP_ERR_INVALID, "fsdp_memcpy_2d: invalid argument");
   if (!width || !height)
     return FSDP_OK;
-  return guard(
-      [&] { s->device->copy2d(s, dst, dpitch, src, spitch, width, height); });
+  return guard([&] {
+    fsdp::hal::stridedCopy(s->device, s, dst, dpitch, src, spitch, width,
+                           height);
+  });
 }
 
 int fsdp_memset_zero(fsdp_stream s, void *dst, size_t bytes) {
