@@ -333,6 +333,15 @@ int fsdp_device_create(const char *name, const fsdp_device_options *options,
   });
 }
 
+void fsdp_device_abort(fsdp_device device, const char *reason) {
+  if (!device)
+    return;
+  try {
+    device->abortCollectives(reason ? reason : "aborted");
+  } catch (...) { // a watchdog's last act: nothing to report it to
+  }
+}
+
 void fsdp_device_destroy(fsdp_device device) {
   if (!device)
     return;
