@@ -58,8 +58,9 @@ mv "$P.munge"/* "$L/" && rmdir "$P.munge"
 ref=$($mpirun -np 2 "$run" "$sched" --steps 2 2> /dev/null | tail -1)
 [ -n "$ref" ] || fail "the reference run under $mpirun failed"
 eval "$(bash "$here/carry.sh" env "$P")"
+mkdir -p "$P/bin" && cp "$run" "$P/bin/" # the carried copy, run from the prefix
 "$P/usr/bin/orterun" --allow-run-as-root --oversubscribe -np 2 -x LD_DEBUG=libs \
-  "$run" "$sched" --steps 2 > "$P.out" 2> "$P.err"
+  "$P/bin/$(basename "$run")" "$sched" --steps 2 > "$P.out" 2> "$P.err"
 rc=$?
 got=$(tail -1 "$P.out")
 loads=$(grep -c "calling init: $P/.*/libmpi.so.40" "$P.err")
