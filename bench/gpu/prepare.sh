@@ -7,8 +7,11 @@
 # `carry`):
 #   bin/   fsdp-run, fsdp-runtime-tests        (built here, sm_80/90)
 #   lib/   libfsdp_cuda.so
-#   debs/  the Debian packages of Open MPI and OpenBLAS the binaries need,
-#          unpacked there with dpkg -x into /opt/fsdp-deps (not into /)
+#   debs/  the Debian packages of Open MPI, OpenBLAS and what they need
+#          (bench/gpu/carry.sh packages: the DT_NEEDED closure, libmunge2
+#          for libpmix.so.2 included), unpacked there by check.sh with
+#          carry.sh unpack into /opt/fsdp-deps (not into /) and checked
+#          with ldd before anything runs
 #   sched/ the Llama-3.1-8B-shaped block stack (2 layers, seq 2048, bf16,
 #          world size 1) compiled here, and the planner's report of it on
 #          the H200 spec (bench/clusters/h200-8.json); its compiled step
@@ -16,31 +19,60 @@
 #          compiled step (gpt2-tiny.json, gpt2-tiny.so), for fsdp-run
 #          --compiled on the cuda driver (the .so calls the runtime's C API,
 #          which dispatches to the device's driver)
-# Usage: bash bench/gpu/prepare.sh        (about 12 MiB)
+# Usage: bash bench/gpu/prepare.sh        (about 14 MiB)
+#        bash bench/gpu/prepare.sh --dry-run DIR
+#   --dry-run: the same tree in DIR for check.sh --dry-run on this machine:
+#   the packages assembled from this machine's installed copies (no
+#   download) into DIR/prefix, and a tiny Llama (1 layer, hidden 64, seq 16,
+#   f32) in place of the 8B-shaped block stack, under the same names.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-B=build/bin
-[ -f build/lib/libfsdp_cuda.so ] || { echo "prepare.sh: build/lib/libfsdp_cuda.so missing (build with FSDP_ENABLE_CUDA=ON)" >&2; exit 1; }
-grep -qx '/.fsdp-gpu/' .git/info/exclude 2>/dev/null || echo '/.fsdp-gpu/' >> .git/info/exclude
-rm -rf .fsdp-gpu && mkdir -p .fsdp-gpu/bin .fsdp-gpu/lib .fsdp-gpu/debs .fsdp-gpu/sched
-cp $B/fsdp-run $B/fsdp-runtime-tests .fsdp-gpu/bin/
-cp build/lib/libfsdp_cuda.so .fsdp-gpu/lib/
-(cd .fsdp-gpu/debs && apt-get download -q \
-  libopenmpi3 openmpi-bin openmpi-common libhwloc15 libevent-core-2.1-7 \
-  libevent-pthreads-2.1-7 libpmix2 libopenblas0-pthread libopenblas0 \
-  libgfortran5 libquadmath0 2>&1 | grep -v "unsandboxed" || true)
-$B/fsdp-import test/lit/Inputs/models/llama-3.1-8b.json --layers 2 --seq 2048 --batch 1 \
-  -o .fsdp-gpu/sched/llama8b-2l.mlir
-$B/fsdp-opt .fsdp-gpu/sched/llama8b-2l.mlir \
-  --fsdp-pipeline="world-size=1 policy=block param-dtype=bf16 cluster=bench/clusters/h200-8.json report=.fsdp-gpu/sched/llama8b-2l.report.json" \
-  -o .fsdp-gpu/sched/llama8b-2l.sharded.mlir
-$B/fsdp-translate .fsdp-gpu/sched/llama8b-2l.sharded.mlir --fsdp-to-schedule -o .fsdp-gpu/sched/llama8b-2l.json
-$B/fsdp-compile .fsdp-gpu/sched/llama8b-2l.sharded.mlir -o .fsdp-gpu/sched/llama8b-2l.so
+B=${FSDP_BUILD_DIR:-build}/bin # the build tree (ctest passes its own)
+G=.fsdp-gpu DRY=
+if [ "${1:-}" = --dry-run ]; then
+  [ $# -eq 2 ] || { echo "usage: prepare.sh [--dry-run DIR]" >&2; exit 2; }
+  G=$2 DRY=1
+elif [ $# -gt 0 ]; then
+  echo "usage: prepare.sh [--dry-run DIR]" >&2
+  exit 2
+fi
+for t in fsdp-run fsdp-runtime-tests fsdp-import fsdp-opt fsdp-translate fsdp-compile; do
+  [ -x $B/$t ] || { echo "prepare.sh: $B/$t missing: run tools/scripts/build.sh first" >&2; exit 1; }
+done
+if [ -z "$DRY" ]; then
+  [ -f $B/../lib/libfsdp_cuda.so ] || { echo "prepare.sh: build/lib/libfsdp_cuda.so missing (build with FSDP_ENABLE_CUDA=ON)" >&2; exit 1; }
+  grep -qx '/.fsdp-gpu/' .git/info/exclude 2>/dev/null || echo '/.fsdp-gpu/' >> .git/info/exclude
+fi
+rm -rf "$G" && mkdir -p "$G"/bin "$G"/lib "$G"/debs "$G"/sched
+cp $B/fsdp-run $B/fsdp-runtime-tests "$G"/bin/
+[ -f $B/../lib/libfsdp_cuda.so ] && cp $B/../lib/libfsdp_cuda.so "$G"/lib/
+if [ -n "$DRY" ]; then
+  bash bench/gpu/carry.sh assemble "$G"/prefix
+else
+  (cd "$G"/debs && apt-get download -q $(bash "$OLDPWD"/bench/gpu/carry.sh packages) 2>&1 |
+    grep -v "unsandboxed" || true)
+  n=$(ls "$G"/debs/*.deb | wc -l)
+  [ "$n" -eq "$(bash bench/gpu/carry.sh packages | wc -w)" ] ||
+    { echo "prepare.sh: downloaded $n of the packages: $(bash bench/gpu/carry.sh packages)" >&2; exit 1; }
+fi
+S=$G/sched
+if [ -n "$DRY" ]; then
+  $B/fsdp-import test/lit/Inputs/models/llama-3.1-8b.json --layers 1 --hidden 64 --heads 4 \
+    --kv-heads 2 --intermediate 128 --vocab 256 --seq 16 --batch 1 -o $S/llama8b-2l.mlir
+  PIPE="world-size=1 policy=block cluster=bench/clusters/h200-8.json report=$S/llama8b-2l.report.json"
+else
+  $B/fsdp-import test/lit/Inputs/models/llama-3.1-8b.json --layers 2 --seq 2048 --batch 1 \
+    -o $S/llama8b-2l.mlir
+  PIPE="world-size=1 policy=block param-dtype=bf16 cluster=bench/clusters/h200-8.json report=$S/llama8b-2l.report.json"
+fi
+$B/fsdp-opt $S/llama8b-2l.mlir --fsdp-pipeline="$PIPE" -o $S/llama8b-2l.sharded.mlir
+$B/fsdp-translate $S/llama8b-2l.sharded.mlir --fsdp-to-schedule -o $S/llama8b-2l.json
+$B/fsdp-compile $S/llama8b-2l.sharded.mlir -o $S/llama8b-2l.so
 $B/fsdp-import test/lit/Inputs/models/gpt2.json --layers 2 --hidden 32 --heads 4 --vocab 256 \
-  --seq 16 --batch 4 -o .fsdp-gpu/sched/gpt2-tiny.mlir
-$B/fsdp-opt .fsdp-gpu/sched/gpt2-tiny.mlir --fsdp-pipeline="world-size=1 policy=block" \
-  -o .fsdp-gpu/sched/gpt2-tiny.sharded.mlir
-$B/fsdp-translate .fsdp-gpu/sched/gpt2-tiny.sharded.mlir --fsdp-to-schedule -o .fsdp-gpu/sched/gpt2-tiny.json
-$B/fsdp-compile .fsdp-gpu/sched/gpt2-tiny.sharded.mlir -o .fsdp-gpu/sched/gpt2-tiny.so
-du -sh .fsdp-gpu
-echo "prepare.sh: carry .fsdp-gpu and run: bash bench/gpu/check.sh (results in \$OUT/gpu-check.txt)"
+  --seq 16 --batch 4 -o $S/gpt2-tiny.mlir
+$B/fsdp-opt $S/gpt2-tiny.mlir --fsdp-pipeline="world-size=1 policy=block" \
+  -o $S/gpt2-tiny.sharded.mlir
+$B/fsdp-translate $S/gpt2-tiny.sharded.mlir --fsdp-to-schedule -o $S/gpt2-tiny.json
+$B/fsdp-compile $S/gpt2-tiny.sharded.mlir -o $S/gpt2-tiny.so
+du -sh "$G"
+[ -n "$DRY" ] || echo "prepare.sh: carry .fsdp-gpu and run: bash bench/gpu/check.sh (results in \$OUT/gpu-check.txt)"

@@ -184,6 +184,13 @@ void Executor::compiledStep() {
   if (fsdp_profile_enabled())
     fsdp_profile_add("(compiled step)", fsdp_now() - t0);
   running.store(kStepEnd, std::memory_order_relaxed);
+  lastCollective = -1; // the program's last collective, for the watchdog
+  for (size_t i = prog.instructions().size(); i-- > 0 && lastCollective < 0;) {
+    const std::string &op = prog.instructions()[i].op;
+    if (op == "fsdp.all_gather" || op == "fsdp.reduce_scatter" ||
+        op == "fsdp.all_reduce")
+      lastCollective = static_cast<int64_t>(i);
+  }
   for (size_t j = 0; j < prog.outputs().size(); ++j)
     outputs[prog.outputs()[j].buffer] = out[j];
   finishStep(compiledDesc->peak_bytes);

@@ -332,12 +332,25 @@ struct fsdp_device_s {
   virtual void memoryStats(fsdp_device_stats &out) = 0;
   virtual void resetMemoryPeak() = 0;
   virtual int64_t progressTests() { return 0; }
+  /// Thread-safe (a watchdog's thread calls it): stops the device's
+  /// collectives in flight so that a rank waiting on a dead peer returns
+  /// (cuda: ncclCommAbort on every NCCL communicator); afterwards every
+  /// collective and synchronisation of the device fails with `reason`. The
+  /// cpu driver has nothing to abort (its waits are MPI's; the process exit
+  /// that follows makes mpirun end the job).
+  virtual void abortCollectives(const std::string &reason) { (void)reason; }
 
 #define FSDP_DECLARE_KERNEL(name, params, args)                                \
   virtual void name(fsdp_stream_s *s, FSDP_UNPAREN params) = 0;
   FSDP_DRIVER_KERNELS(FSDP_DECLARE_KERNEL)
 #undef FSDP_DECLARE_KERNEL
 
+  /// The largest row pitch one copy2d takes (bytes): cudaMemcpy2DAsync
+  /// fails with cudaErrorInvalidValue above cudaDevAttrMaxPitch (2^31 - 1 on
+  /// every CUDA GPU so far); the cpu driver keeps the same bound and refuses
+  /// larger ones, so that it runs the copies the cuda driver runs
+  /// (stridedCopy decides them).
+  size_t maxCopyPitch = (size_t{1} << 31) - 1;
   std::string name;        ///< "cpu", "cuda:0"
   std::string collectives; ///< "mpi" or "nccl"
   /// The device's BLAS (fsdp_device_blas); null strings read as "".
@@ -358,9 +371,34 @@ struct fsdp_device_s {
 
 namespace fsdp::hal {
 
+/// `height` rows of `width` bytes, row r from src + r·spitch to
+/// dst + r·dpitch (fsdp_memcpy_2d; pitches >= width when height > 1), as the
+/// copies `d` can take: one 1-D copy when the rows are contiguous (one row,
+/// or both pitches equal to the width); one copy2d when both pitches are at
+/// most d->maxCopyPitch; otherwise one 1-D copy per row (cudaMemcpy2DAsync
+/// refuses a pitch of 2 GiB or more, e.g. a 4 GB f32 bucket of 2 blocks;
+/// such a copy has at most bytes / 2 GiB + 1 rows, so the loop is short).
+inline void stridedCopy(fsdp_device_s *d, fsdp_stream_s *s, void *dst,
+                        size_t dpitch, const void *src, size_t spitch,
+                        size_t width, size_t height) {
+  if (!width || !height)
+    return;
+  if (height == 1 || (dpitch == width && spitch == width)) {
+    d->copy(s, dst, src, width * height);
+    return;
+  }
+  if (dpitch <= d->maxCopyPitch && spitch <= d->maxCopyPitch) {
+    d->copy2d(s, dst, dpitch, src, spitch, width, height);
+    return;
+  }
+  for (size_t r = 0; r < height; ++r)
+    d->copy(s, static_cast<char *>(dst) + r * dpitch,
+            static_cast<const char *>(src) + r * spitch, width);
+}
+
 /// nn.split (toParts) and nn.concat on any driver: `whole` viewed as
 /// [outer, Σ sizes, inner] to or from parts[i] [outer, sizes[i], inner], one
-/// strided copy (copy2d) per part; any dtype. The source is only read.
+/// strided copy (stridedCopy) per part; any dtype. The source is only read.
 inline void copyParts(fsdp_device_s *d, fsdp_stream_s *s, fsdp_dtype t,
                       void *whole, void *const *parts, const int64_t *sizes,
                       int nparts, int64_t outer, int64_t inner, bool toParts) {
@@ -379,9 +417,11 @@ inline void copyParts(fsdp_device_s *d, fsdp_stream_s *s, fsdp_dtype t,
     if (!chunk || !outer)
       continue;
     if (toParts)
-      d->copy2d(s, parts[i], chunk, w, row, chunk, static_cast<size_t>(outer));
+      stridedCopy(d, s, parts[i], chunk, w, row, chunk,
+                  static_cast<size_t>(outer));
     else
-      d->copy2d(s, w, row, parts[i], chunk, chunk, static_cast<size_t>(outer));
+      stridedCopy(d, s, w, row, parts[i], chunk, chunk,
+                  static_cast<size_t>(outer));
   }
 }
 

@@ -303,9 +303,22 @@ void Executor::finishStep(int64_t peak) {
   for (auto [in, out] : copies)
     check(fsdp_memcpy(compute, state.at(in), outputs.at(out),
                       static_cast<size_t>(prog.buffer(in).bytes)));
+  // Still the step's end while the host waits here: on cuda this is where a
+  // collective that never completes (a dead peer) holds the host, and the
+  // watchdog names the step's last collective.
+  running.store(kStepEnd, std::memory_order_relaxed);
+  awaited.store(lastCollective, std::memory_order_relaxed);
+  int rc = fsdp_stream_synchronize(compute);
+  awaited.store(-1, std::memory_order_relaxed);
   running.store(kIdle, std::memory_order_relaxed);
-  if (fsdp_stream_synchronize(compute) != FSDP_OK)
-    throw Error(prog.name() + ": " + fsdp_last_error());
+  if (rc != FSDP_OK)
+    throw Error(prog.name() + ": " +
+                (lastCollective >= 0
+                     ? "at the step's end, its last collective " +
+                           prog.where(static_cast<size_t>(lastCollective)) +
+                           ": "
+                     : std::string()) +
+                fsdp_last_error());
   lastPeak = peak;
 }
 

@@ -140,7 +140,10 @@ void StepRun::call(const Call &c) {
 void StepRun::wait(int64_t event) {
   fsdp_event &e = ex.events[static_cast<size_t>(event)];
   double t0 = fsdp_now();
+  ex.awaited.store(p.eventInstructions[static_cast<size_t>(event)],
+                   std::memory_order_relaxed);
   int rc = fsdp_wait(e);
+  ex.awaited.store(-1, std::memory_order_relaxed);
   e = nullptr;
   waitSeconds += fsdp_now() - t0;
   check(rc);
@@ -172,6 +175,8 @@ void StepRun::profileInstruction(int64_t next) {
 
 void StepRun::run() {
   bool progressTest = fsdp_get_progress() == FSDP_PROGRESS_TEST;
+  ex.lastCollective =
+      p.eventInstructions.empty() ? -1 : p.eventInstructions.back();
   for (const Action &a : p.actions) {
     try {
       switch (a.kind) {
@@ -233,6 +238,7 @@ void StepRun::run() {
       }
     } catch (const std::exception &e) {
       ex.running.store(Executor::kIdle, std::memory_order_relaxed);
+      ex.awaited.store(-1, std::memory_order_relaxed);
       if (inst < 0)
         throw;
       throw Error(ex.prog.where(static_cast<size_t>(inst)) + ": " + e.what());

@@ -333,6 +333,15 @@ int fsdp_device_create(const char *name, const fsdp_device_options *options,
   });
 }
 
+void fsdp_device_abort(fsdp_device device, const char *reason) {
+  if (!device)
+    return;
+  try {
+    device->abortCollectives(reason ? reason : "aborted");
+  } catch (...) { // a watchdog's last act: nothing to report it to
+  }
+}
+
 void fsdp_device_destroy(fsdp_device device) {
   if (!device)
     return;
@@ -407,8 +416,10 @@ int fsdp_memcpy_2d(fsdp_stream s, void *dst, size_t dpitch, const void *src,
     return setError(FSDP_ERR_INVALID, "fsdp_memcpy_2d: invalid argument");
   if (!width || !height)
     return FSDP_OK;
-  return guard(
-      [&] { s->device->copy2d(s, dst, dpitch, src, spitch, width, height); });
+  return guard([&] {
+    fsdp::hal::stridedCopy(s->device, s, dst, dpitch, src, spitch, width,
+                           height);
+  });
 }
 
 int fsdp_memset_zero(fsdp_stream s, void *dst, size_t bytes) {

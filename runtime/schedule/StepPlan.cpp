@@ -419,6 +419,7 @@ Arg PlanBuilder::buf(int64_t id, int64_t bytes) {
 
 Arg PlanBuilder::startCollective(int64_t send, int64_t recv) {
   int64_t event = plan.numEvents++;
+  plan.eventInstructions.push_back(curInst);
   pending.push_back(
       {event, prog.buffer(send).rootId, prog.buffer(recv).rootId});
   Arg a{ArgKind::Event};

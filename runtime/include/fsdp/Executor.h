@@ -147,6 +147,14 @@ public:
       return __atomic_load_n(&stepContext.instruction, __ATOMIC_RELAXED);
     return i;
   }
+  /// The instruction that started the collective the host waits for (an
+  /// interpreted step's fsdp_wait; at the step's end, the last collective
+  /// the step started, which the final synchronisation waits for on a
+  /// device whose waits do not block the host), or -1. Safe to read from
+  /// another thread.
+  int64_t awaitedCollective() const {
+    return awaited.load(std::memory_order_relaxed);
+  }
 
 private:
   friend class StepRun;
@@ -169,6 +177,8 @@ private:
   fsdp_device dev;
   fsdp_stream compute;
   std::atomic<int64_t> running{kIdle};
+  std::atomic<int64_t> awaited{-1};
+  int64_t lastCollective = -1; ///< of this step (interpreted), or -1
   fsdp_channel world = nullptr, shard = nullptr, replicate = nullptr,
                tensor = nullptr;
   char *arena = nullptr;

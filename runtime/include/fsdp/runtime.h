@@ -190,6 +190,13 @@ int fsdp_device_create(const char *name, const fsdp_device_options *options,
 /* Destroys the device (after synchronising it). Its channels, events and
  * memory must be released first. NULL is ignored. */
 void fsdp_device_destroy(fsdp_device device);
+/* Thread-safe, for a watchdog about to end the process: aborts the device's
+ * collectives in flight so that the ranks waiting on them fail instead of
+ * hanging (cuda: ncclCommAbort on every NCCL communicator; the cpu driver's
+ * are MPI's and have nothing to abort). Afterwards every collective and
+ * synchronisation of the device fails with FSDP_ERR_MPI naming `reason`.
+ * NULL is ignored. */
+void fsdp_device_abort(fsdp_device device, const char *reason);
 /* The canonical name ("cpu", "cuda:0"). */
 const char *fsdp_device_name(fsdp_device device);
 /* "mpi" or "nccl": the transport of the device's channels. */

@@ -162,6 +162,13 @@ public:
   }
   void copy2d(fsdp_stream_s *, void *dst, size_t dpitch, const void *src,
               size_t spitch, size_t width, size_t height) override {
+    // cudaMemcpy2DAsync's bound, so that a caller that skips stridedCopy
+    // fails here as it would on the GPU.
+    if (dpitch > maxCopyPitch || spitch > maxCopyPitch)
+      fail(FSDP_ERR_INVALID, "copy2d: a pitch of " +
+                                 std::to_string(std::max(dpitch, spitch)) +
+                                 " bytes is above the driver's maximum " +
+                                 std::to_string(maxCopyPitch));
     for (size_t r = 0; r < height; ++r)
       std::memcpy(static_cast<char *>(dst) + r * dpitch,
                   static_cast<const char *>(src) + r * spitch, width);

@@ -17,7 +17,10 @@
 //           MPI collectives (several ranks may share one GPU; the host
 //           blocks on the copies: a testing mode).
 // A kernel's data error (a label out of range) is recorded in device memory
-// and thrown by the next synchronisation.
+// and thrown by the next synchronisation. The host waits by polling
+// (waitStream), so that an NCCL error (a dead peer) ends the wait: the
+// communicators are aborted and the error thrown, instead of a
+// cudaStreamSynchronize that never returns.
 //
 //===----------------------------------------------------------------------===//
 #include "CudaDriver.h"
@@ -28,8 +31,11 @@
 #include <cuda_fp16.h>
 #include <nccl.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 namespace fsdp::hal::cuda {
@@ -156,12 +162,15 @@ CudaDevice::CudaDevice(int ord, const fsdp_device_options &o)
   uint64_t keep = ~uint64_t(0);
   check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
         "cudaMemPoolSetAttribute");
+  int maxPitch = 0;
+  check(cudaDeviceGetAttribute(&maxPitch, cudaDevAttrMaxPitch, ordinal),
+        "cudaDeviceGetAttribute (cudaDevAttrMaxPitch)");
+  maxCopyPitch = static_cast<size_t>(maxPitch);
   check(cublasCreate(&blas), "cublasCreate");
   check(cudaMalloc(&blasWorkspace, kBlasWorkspace),
         "cudaMalloc (cuBLAS workspace)");
   blasWorkspaceBytes = kBlasWorkspace;
-  check(cublasSetWorkspace(blas, blasWorkspace, kBlasWorkspace),
-        "cublasSetWorkspace");
+  blasOn(c);
   // f32 GEMMs in f32 (no TF32), as the cpu driver computes them.
   check(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
   // cuDNN (attention in bf16/f16), loaded at run time; its version or why
@@ -170,7 +179,9 @@ CudaDevice::CudaDevice(int ord, const fsdp_device_options &o)
   blasInfo.note = cudnnNote.c_str();
   check(cudaMalloc(reinterpret_cast<void **>(&errors), sizeof(DeviceErrors)),
         "cudaMalloc (error record)");
-  check(cudaMemset(errors, 0, sizeof(DeviceErrors)), "cudaMemset");
+  // Cleared on the compute stream, whose kernels write it (cudaMemset would
+  // run on the legacy stream, unordered with this non-blocking stream).
+  check(cudaMemsetAsync(errors, 0, sizeof(DeviceErrors), c), "cudaMemsetAsync");
   check(cudaMallocHost(reinterpret_cast<void **>(&errorsHost),
                        sizeof(DeviceErrors)),
         "cudaMallocHost");
@@ -229,6 +240,7 @@ void CudaDevice::copy(fsdp_stream_s *s, void *dst, const void *src,
           "cudaMemcpyAsync");
 }
 
+// Called through stridedCopy (Driver.h): pitches <= maxCopyPitch.
 void CudaDevice::copy2d(fsdp_stream_s *s, void *dst, size_t dpitch,
                         const void *src, size_t spitch, size_t width,
                         size_t height) {
@@ -243,16 +255,99 @@ void CudaDevice::zero(fsdp_stream_s *s, void *dst, size_t bytes) {
 }
 
 void CudaDevice::synchronize(fsdp_stream_s *s) {
-  check(cudaStreamSynchronize(streamOf(s)), "cudaStreamSynchronize");
+  cudaStream_t st = streamOf(s), c = streamOf(&compute);
+  waitStream(st, "cudaStreamQuery");
   check(cudaGetLastError(), "a kernel launch");
-  check(cudaMemcpy(errorsHost, errors, sizeof(DeviceErrors),
-                   cudaMemcpyDeviceToHost),
-        "cudaMemcpy (error record)");
+  // The record after the compute stream's kernels (those that write it),
+  // read and cleared in that stream's order.
+  check(cudaMemcpyAsync(errorsHost, errors, sizeof(DeviceErrors),
+                        cudaMemcpyDeviceToHost, c),
+        "cudaMemcpyAsync (error record)");
+  waitStream(c, "cudaStreamQuery");
   if (errorsHost->flag != kNoError) {
     DeviceErrors e = *errorsHost;
-    check(cudaMemset(errors, 0, sizeof(DeviceErrors)), "cudaMemset");
+    check(cudaMemsetAsync(errors, 0, sizeof(DeviceErrors), c),
+          "cudaMemsetAsync (error record)");
     fail(FSDP_ERR_DATA, errorMessage(e));
   }
+}
+
+cublasHandle_t CudaDevice::blasOn(cudaStream_t stream) {
+  check(cublasSetStream(blas, stream), "cublasSetStream");
+  check(cublasSetWorkspace(blas, blasWorkspace, blasWorkspaceBytes),
+        "cublasSetWorkspace");
+  return blas;
+}
+
+void CudaDevice::waitStream(cudaStream_t stream, const char *what) {
+  // Spin briefly (a step's end is usually near), then poll every 50 us.
+  for (int polls = 0;; ++polls) {
+    cudaError_t e = cudaStreamQuery(stream);
+    if (e == cudaSuccess)
+      return;
+    if (e != cudaErrorNotReady)
+      check(e, what);
+    pollCollectives();
+    if (polls < 64)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+void CudaDevice::pollCollectives() {
+  std::string error;
+  {
+    std::unique_lock<std::mutex> l = ncclLock();
+    for (ncclComm_t c : ncclComms) {
+      ncclResult_t r = ncclSuccess;
+      ncclResult_t q = ncclCommGetAsyncError(c, &r);
+      if (q != ncclSuccess)
+        r = q;
+      if (r == ncclSuccess || r == ncclInProgress)
+        continue;
+      error = std::string("NCCL error while waiting for the collectives: ") +
+              ncclGetErrorString(r);
+      const char *last = ncclGetLastError(c);
+      if (last && *last)
+        error += std::string(" (") + last + ")";
+      break;
+    }
+  }
+  if (error.empty())
+    return;
+  abortCollectives(error);
+  fail(FSDP_ERR_MPI, error + "; the communicators were aborted");
+}
+
+void CudaDevice::abortCollectives(const std::string &reason) {
+  std::lock_guard<std::mutex> l(ncclMutex);
+  if (aborted.exchange(true))
+    return;
+  abortReason = reason;
+  for (ncclComm_t c : ncclComms)
+    ncclCommAbort(c); // stops its kernels; frees it
+}
+
+std::unique_lock<std::mutex> CudaDevice::ncclLock() {
+  std::unique_lock<std::mutex> l(ncclMutex);
+  if (aborted.load())
+    fail(FSDP_ERR_MPI, "the NCCL communicators were aborted: " + abortReason);
+  return l;
+}
+
+void CudaDevice::addComm(ncclComm_t c) {
+  std::lock_guard<std::mutex> l(ncclMutex);
+  ncclComms.push_back(c);
+}
+
+bool CudaDevice::removeComm(ncclComm_t c) {
+  std::lock_guard<std::mutex> l(ncclMutex);
+  if (aborted.load())
+    return false;
+  ncclComms.erase(std::remove(ncclComms.begin(), ncclComms.end(), c),
+                  ncclComms.end());
+  return true;
 }
 
 void CudaDevice::waitEvent(fsdp_stream_s *s, fsdp_event_s *e) {
@@ -311,16 +406,33 @@ public:
     if (!comm.isNull())
       mpi::check(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm.get()),
                  "MPI_Bcast of the ncclUniqueId");
+    // NCCL 2.22+ connects lazily: its buffers are allocated by the first
+    // collective, so they are measured after one of each kind (one element;
+    // an algorithm first chosen later, e.g. NVLS for large all-reduces, is
+    // not counted). The warm-up buffer is allocated before the measure.
+    void *warm = nullptr;
+    check(cudaMalloc(&warm, 2 * sizeof(float) * static_cast<size_t>(size)),
+          "cudaMalloc (NCCL warm-up)");
     int64_t before = deviceFreeBytes();
     ncclResult_t r = ncclCommInitRank(&nccl, size, id, rank);
-    if (r != ncclSuccess)
+    if (r != ncclSuccess) {
+      cudaFree(warm);
       checkNccl(r, nullptr,
                 "ncclCommInitRank (NCCL needs one GPU per rank; ranks that "
                 "share a GPU need --collectives mpi)");
+    }
+    dev->addComm(nccl);
+    try {
+      warmUp(static_cast<float *>(warm));
+    } catch (...) {
+      cudaFree(warm);
+      throw;
+    }
     dev->commBufferBytes += std::max<int64_t>(0, before - deviceFreeBytes());
+    cudaFree(warm);
   }
   ~NcclChannel() override {
-    if (nccl)
+    if (nccl && dev->removeComm(nccl))
       ncclCommDestroy(nccl);
   }
 
@@ -333,6 +445,7 @@ public:
     mpi::checkCollective("fsdp_all_gather_start", shard, full, count, dtype,
                          false);
     dev->commAfterCompute();
+    std::unique_lock<std::mutex> l = dev->ncclLock();
     checkNccl(ncclAllGather(shard, full, static_cast<size_t>(count),
                             ncclType(dtype), nccl, streamOf(&dev->comm)),
               nccl, "ncclAllGather");
@@ -347,6 +460,7 @@ public:
                          op == FSDP_REDUCE_AVG);
     dev->commAfterCompute();
     mpi::DivideFactors f = mpi::divideFactors(size, dtype);
+    std::unique_lock<std::mutex> l = dev->ncclLock();
     SumOp sum(op == FSDP_REDUCE_AVG ? f.pre : 1, dtype, nccl);
     checkNccl(ncclReduceScatter(full, shard, static_cast<size_t>(count),
                                 ncclType(dtype), sum.op, nccl,
@@ -365,6 +479,7 @@ public:
                          op == FSDP_REDUCE_AVG);
     dev->commAfterCompute();
     mpi::DivideFactors f = mpi::divideFactors(size, dtype);
+    std::unique_lock<std::mutex> l = dev->ncclLock();
     SumOp sum(op == FSDP_REDUCE_AVG ? f.pre : 1, dtype, nccl);
     checkNccl(ncclAllReduce(in, out, static_cast<size_t>(count),
                             ncclType(dtype), sum.op, nccl,
@@ -378,6 +493,23 @@ public:
   }
 
 private:
+  /// One-element all-reduce, all-gather and reduce-scatter on `buf`
+  /// (2·size floats), waited for (NCCL allocates its buffers there).
+  void warmUp(float *buf) {
+    cudaStream_t st = streamOf(&dev->comm);
+    {
+      std::unique_lock<std::mutex> l = dev->ncclLock();
+      checkNccl(ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, nccl, st),
+                nccl, "ncclAllReduce (warm-up)");
+      checkNccl(ncclAllGather(buf, buf + size, 1, ncclFloat32, nccl, st), nccl,
+                "ncclAllGather (warm-up)");
+      checkNccl(
+          ncclReduceScatter(buf + size, buf, 1, ncclFloat32, ncclSum, nccl, st),
+          nccl, "ncclReduceScatter (warm-up)");
+    }
+    dev->waitStream(st, "cudaStreamQuery (NCCL warm-up)");
+  }
+
   /// ncclSum, or with a pre-divide (mpi::divideFactors) NCCL's premultiplied
   /// sum of x / pre (ncclRedOpCreatePreMulSum, as PyTorch FSDP's
   /// _make_nccl_premul_sum), which leaves the input as it is. Destroyed
@@ -425,7 +557,7 @@ public:
     size = comm.size();
   }
   ~MpiChannel() override {
-    cudaStreamSynchronize(streamOf(&dev->comm));
+    cudaStreamSynchronize(streamOf(&dev->comm)); // no NCCL: nothing to poll
     cudaFreeHost(send);
     cudaFreeHost(recv);
   }
@@ -505,12 +637,12 @@ private:
     cudaStream_t s = streamOf(&dev->comm);
     dev->commAfterCompute();
     // The previous collective's copy out of `recv` is done before reuse.
-    check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    dev->waitStream(s, "cudaStreamQuery");
     grow(send, sendCap, bytes);
     grow(recv, recvCap, recvBytes);
     check(cudaMemcpyAsync(send, src, bytes, cudaMemcpyDeviceToHost, s),
           "cudaMemcpyAsync");
-    check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    dev->waitStream(s, "cudaStreamQuery");
   }
   fsdp_event_s *unstage(void *dst, size_t bytes, fsdp_collective kind,
                         int64_t ringBytes) {

@@ -18,8 +18,12 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <nccl.h>
 
+#include <atomic>
+#include <mutex>
 #include <string>
+#include <vector>
 
 namespace fsdp::hal::cuda {
 
@@ -75,8 +79,30 @@ public:
   std::unique_ptr<fsdp_channel_s> createWorldChannel() override;
   void memoryStats(fsdp_device_stats &out) override;
   void resetMemoryPeak() override;
+  void abortCollectives(const std::string &reason) override;
 
   FSDP_OVERRIDE_KERNELS
+
+  /// The cuBLAS handle on `stream` with the device's workspace: every
+  /// cublasSetStream resets the handle's workspace to cuBLAS's default pool
+  /// (cuBLAS documentation, cublasSetStream), so the workspace is set again
+  /// after it (as PyTorch's getCurrentCUDABlasHandle does).
+  cublasHandle_t blasOn(cudaStream_t stream);
+  /// Blocks the host until `stream` is idle by polling (cudaStreamQuery),
+  /// checking the NCCL communicators' asynchronous errors between polls: a
+  /// peer that died or failed makes NCCL report ncclRemoteError or
+  /// ncclSystemError there, while its kernels would wait forever; the
+  /// communicators are then aborted (ncclCommAbort; NCCL user guide, "Error
+  /// handling and communicator destruction") and FSDP_ERR_MPI is thrown.
+  /// Throws the same after abortCollectives.
+  void waitStream(cudaStream_t stream, const char *what);
+  /// NCCL communicators, registered while they live; all NCCL calls on them
+  /// hold `ncclMutex`, so that a watchdog's abort never frees one under a
+  /// call. Throws FSDP_ERR_MPI once aborted.
+  std::unique_lock<std::mutex> ncclLock();
+  void addComm(ncclComm_t c);
+  /// False when the communicator was aborted (and freed by ncclCommAbort).
+  bool removeComm(ncclComm_t c);
 
   /// Stream-ordered scratch of a kernel (from the pool: in memory_peak).
   void *scratch(cudaStream_t stream, size_t bytes);
@@ -100,6 +126,15 @@ public:
   DeviceErrors *errorsHost = nullptr; ///< pinned mirror
   cudaEvent_t computeReady = nullptr;
   int64_t commBufferBytes = 0;
+  std::mutex ncclMutex;
+  std::vector<ncclComm_t> ncclComms; ///< under ncclMutex
+  std::string abortReason;           ///< under ncclMutex
+  std::atomic<bool> aborted{false};
+
+private:
+  /// ncclCommGetAsyncError of every communicator; on an error aborts them
+  /// all and throws FSDP_ERR_MPI naming the error.
+  void pollCollectives();
 };
 
 /// data[i] /= divisor in the dtype's arithmetic (bf16/f16: in f32, rounded

@@ -66,7 +66,7 @@ void CudaDevice::linear(fsdp_stream_s *s, fsdp_dtype t, const void *x,
   if (m == 0 || n == 0)
     return;
   cudaStream_t st = streamOf(s);
-  check(cublasSetStream(blas, st), "cublasSetStream");
+  cublasHandle_t h = blasOn(st); // the stream, then the workspace again
   bool half = isHalf(t);
   floatDtype(t, "fsdp_linear", [&](auto tag) {
     constexpr int DT = decltype(tag)::value;
@@ -85,7 +85,7 @@ void CudaDevice::linear(fsdp_stream_s *s, fsdp_dtype t, const void *x,
             "cudaMemsetAsync");
     else
       // y = x·wᵀ with w [N, K] (transpose), or y = x·w with w [K, N].
-      gemmEx(blas, t, false, !transposeWeight, m, n, k, x, k, w,
+      gemmEx(h, t, false, !transposeWeight, m, n, k, x, k, w,
              transposeWeight ? n : k, out,
              viaScratch ? CUDA_R_32F : blasType(t));
     if (viaScratch) {
@@ -119,8 +119,8 @@ void CudaDevice::matmul(fsdp_stream_s *s, fsdp_dtype t, const void *a,
     zero(s, c, static_cast<size_t>(m * n) * dtypeSize(t));
     return;
   }
-  check(cublasSetStream(blas, st), "cublasSetStream");
-  gemmEx(blas, t, transA != 0, transB != 0, m, n, k, a, aCols, b, bCols, c,
+  cublasHandle_t h = blasOn(st); // the stream, then the workspace again
+  gemmEx(h, t, transA != 0, transB != 0, m, n, k, a, aCols, b, bCols, c,
          blasType(t));
 }
 

@@ -162,6 +162,9 @@ public:
   std::vector<int32_t> endReleases;
   /// Event slots a step uses (its collectives).
   int64_t numEvents = 0;
+  /// Per event slot: the instruction that starts its collective (a
+  /// watchdog names the collective a rank waits for).
+  std::vector<int64_t> eventInstructions;
   /// High-water mark of the live schedule bytes (the memory plan's
   /// peak_bytes when the plan and the program agree).
   int64_t peakBytes = 0;
