@@ -283,6 +283,7 @@ std::vector<Case> cases() {
                 },
                 false,
                 false,
+                -1,
                 true});
   cs.push_back({"cross_entropy_grad",
                 {{M * V}, {M, Arg::Index, V}, {1, Arg::Loss}},

@@ -9,7 +9,7 @@ func.func @forward(%x: tensor<2x4x6xf32> {nn.data = "features"}, %y: tensor<2x4x
   %k = nn.linear %x, %wk : (tensor<2x4x6xf32>, tensor<6x6xf32>) -> tensor<2x4x6xf32>
   %v = nn.linear %x, %wv : (tensor<2x4x6xf32>, tensor<6x6xf32>) -> tensor<2x4x6xf32>
   // expected-error @+1 {{'nn.attention' op tp=2 must divide the attention heads (3) and the key/value heads (3)}}
-  %a = nn.attention %q, %k, %v {num_heads = 3 : i64, num_kv_heads = 3 : i64} : (tensor<2x4x6xf32>, tensor<2x4x6xf32>, tensor<2x4x6xf32>) -> tensor<2x4x6xf32>
+  %a, %lse = nn.attention %q, %k, %v {num_heads = 3 : i64, num_kv_heads = 3 : i64} : (tensor<2x4x6xf32>, tensor<2x4x6xf32>, tensor<2x4x6xf32>) -> (tensor<2x4x6xf32>, tensor<2x3x4xf32>)
   %o = nn.linear %a, %wo : (tensor<2x4x6xf32>, tensor<6x6xf32>) -> tensor<2x4x6xf32>
   %loss = nn.cross_entropy %o, %y : (tensor<2x4x6xf32>, tensor<2x4xi32>) -> tensor<f32>
   return %loss : tensor<f32>
