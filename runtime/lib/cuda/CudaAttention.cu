@@ -175,8 +175,7 @@ template <typename T>
 void attentionHeads(CudaDevice *dev, cudaStream_t st, const T *q, const T *k,
                     const T *v, T *o, T *lse, const T *dout, T *dq, T *dk,
                     T *dv, int64_t count, int64_t seq, int64_t d) {
-  cublasHandle_t h = dev->blas;
-  check(cublasSetStream(h, st), "cublasSetStream");
+  cublasHandle_t h = dev->blasOn(st); // the stream, then the workspace again
   bool grad = dout != nullptr;
   size_t mat = static_cast<size_t>(seq * seq) * sizeof(T);
   // Pairs per chunk: the score matrices within kScoreBytes, and at most
