@@ -156,35 +156,48 @@ void readCsv(const std::string &path, int64_t featPerSample,
 
 } // namespace
 
+namespace {
+
+/// Calls fn(p, spec, lo, hi) for each parameter of `u` overlapping flat
+/// elements [begin, end), [lo, hi) the overlap.
+template <typename Fn>
+void forEachParamIn(const fsdp::schedule::UnitDesc &u, int64_t begin,
+                    int64_t end, Fn fn) {
+  for (const fsdp::schedule::ParamDesc &p : u.params) {
+    int64_t lo = std::max(begin, p.offset);
+    int64_t hi = std::min(end, p.offset + p.numel);
+    if (lo < hi)
+      fn(p, initSpec(p.init, p.fqn), lo, hi);
+  }
+}
+
+/// Flat elements [begin, begin + count) of `u`'s initial values.
+std::vector<double> initRange(const fsdp::schedule::UnitDesc &u, uint64_t seed,
+                              int64_t begin, int64_t count, int64_t tpRank,
+                              int64_t tp) {
+  std::vector<double> out(count, 0.0);
+  forEachParamIn(u, begin, begin + count,
+                 [&](const fsdp::schedule::ParamDesc &p,
+                     const fsdp::init::Spec &spec, int64_t lo, int64_t hi) {
+                   for (int64_t f = lo; f < hi; ++f)
+                     out[f - begin] =
+                         initValue(spec, seed, p.fqn,
+                                   p.globalIndex(f - p.offset, tpRank, tp));
+                 });
+  return out;
+}
+
+} // namespace
+
 std::vector<double> initFull(const fsdp::schedule::UnitDesc &u, uint64_t seed,
                              int64_t tpRank, int64_t tp) {
-  std::vector<double> full(u.paddedNumel, 0.0);
-  for (const fsdp::schedule::ParamDesc &p : u.params) {
-    if (p.numel <= 0)
-      continue;
-    fsdp::init::Spec spec = initSpec(p.init, p.fqn);
-    for (int64_t i = 0; i < p.numel; ++i)
-      full[p.offset + i] =
-          initValue(spec, seed, p.fqn, p.globalIndex(i, tpRank, tp));
-  }
-  return full;
+  return initRange(u, seed, 0, u.paddedNumel, tpRank, tp);
 }
 
 std::vector<double> initShard(const fsdp::schedule::UnitDesc &u, uint64_t seed,
                               int64_t shardIndex, int64_t tpRank, int64_t tp) {
-  std::vector<double> shard(u.shardNumel, 0.0);
-  int64_t begin = shardIndex * u.shardNumel, end = begin + u.shardNumel;
-  for (const fsdp::schedule::ParamDesc &p : u.params) {
-    int64_t lo = std::max(begin, p.offset);
-    int64_t hi = std::min(end, p.offset + p.numel);
-    if (lo >= hi)
-      continue;
-    fsdp::init::Spec spec = initSpec(p.init, p.fqn);
-    for (int64_t f = lo; f < hi; ++f)
-      shard[f - begin] =
-          initValue(spec, seed, p.fqn, p.globalIndex(f - p.offset, tpRank, tp));
-  }
-  return shard;
+  return initRange(u, seed, shardIndex * u.shardNumel, u.shardNumel, tpRank,
+                   tp);
 }
 
 void initUnitOnDevice(fsdp_stream s, const fsdp::schedule::UnitDesc &u,
@@ -206,29 +219,29 @@ void initUnitOnDevice(fsdp_stream s, const fsdp::schedule::UnitDesc &u,
   if (master)
     check(fsdp_memset_zero(s, master, static_cast<size_t>(count) * mb),
           "fsdp_memset_zero");
-  for (const fsdp::schedule::ParamDesc &p : u.params) {
-    int64_t lo = std::max(begin, p.offset);
-    int64_t hi = std::min(end, p.offset + p.numel);
-    if (lo >= hi)
-      continue;
-    fsdp::init::Spec spec = initSpec(p.init, p.fqn);
-    if (spec.kind == fsdp::init::Kind::Zeros)
-      continue; // zero-filled above
-    for (int64_t f = lo; f < hi;) {
-      int64_t local = f - p.offset;
-      int64_t n = std::min(hi - f, p.contiguousRun(local));
-      size_t at = static_cast<size_t>(f - begin);
-      check(fsdp_init_values(
-                s, paramDtype, static_cast<char *>(param) + at * pb,
-                masterDtype,
-                master ? static_cast<char *>(master) + at * mb : nullptr, n,
-                static_cast<int64_t>(seed), static_cast<int64_t>(fnv1a(p.fqn)),
-                p.globalIndex(local, tpRank, tp), initKind(spec), spec.value,
-                threads),
-            ("fsdp_init_values of '" + p.fqn + "'").c_str());
-      f += n;
-    }
-  }
+  forEachParamIn(
+      u, begin, end,
+      [&](const fsdp::schedule::ParamDesc &p, const fsdp::init::Spec &spec,
+          int64_t lo, int64_t hi) {
+        if (spec.kind == fsdp::init::Kind::Zeros)
+          return; // zero-filled above
+        // One call per run of consecutive global indices.
+        for (int64_t f = lo; f < hi;) {
+          int64_t local = f - p.offset;
+          int64_t n = std::min(hi - f, p.contiguousRun(local));
+          size_t at = static_cast<size_t>(f - begin);
+          check(fsdp_init_values(
+                    s, paramDtype, static_cast<char *>(param) + at * pb,
+                    masterDtype,
+                    master ? static_cast<char *>(master) + at * mb : nullptr, n,
+                    static_cast<int64_t>(seed),
+                    static_cast<int64_t>(fnv1a(p.fqn)),
+                    p.globalIndex(local, tpRank, tp), initKind(spec),
+                    spec.value, threads),
+                ("fsdp_init_values of '" + p.fqn + "'").c_str());
+          f += n;
+        }
+      });
   check(fsdp_stream_synchronize(s), "fsdp_stream_synchronize");
 }
 
