@@ -683,12 +683,13 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex,
       if (r.dim < 0 && r.begin < r.end)
         v.push_back({r.begin, r.end, r.file, r.offset});
       else if (r.dim >= 0)
-        forEachGlobalRun(sliceParam(s.shape, r), r.index, r.count, r.begin,
-                         r.end, [&](int64_t local, int64_t g, int64_t n) {
-                           v.push_back({g, g + n, r.file,
-                                        r.offset + static_cast<uint64_t>(
-                                                       (local - r.begin) * es)});
-                         });
+        forEachGlobalRun(
+            sliceParam(s.shape, r), r.index, r.count, r.begin, r.end,
+            [&](int64_t local, int64_t g, int64_t n) {
+              v.push_back(
+                  {g, g + n, r.file,
+                   r.offset + static_cast<uint64_t>((local - r.begin) * es)});
+            });
     }
     std::sort(v.begin(), v.end(), [](const GlobalRun &x, const GlobalRun &y) {
       return x.begin < y.begin;
@@ -735,42 +736,45 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex,
       int64_t begin, end;
       stateRange(prog, u, *io, rank, begin, end);
       values.assign(static_cast<size_t>(end - begin), 0.0); // padding: zero
-      forEachParamIn(u, begin, end, [&](const ParamDesc &p, int64_t flatLo,
-                                        int64_t flatHi) {
-        const Saved &s = source(p.fqn, role);
-        const std::vector<GlobalRun> &runs = globalRuns(p.fqn, role, s);
-        int64_t es = floatBytes(s.dtype);
-        auto want = [&](int64_t local, int64_t g, int64_t n) {
-          auto it = std::upper_bound(
-              runs.begin(), runs.end(), g,
-              [](int64_t x, const GlobalRun &r) { return x < r.begin; });
-          if (it != runs.begin())
-            --it;
-          int64_t covered = 0;
-          for (; it != runs.end() && it->begin < g + n; ++it) {
-            int64_t a = std::max(g, it->begin), b = std::min(g + n, it->end);
-            if (a >= b)
-              continue;
-            int fd = openFile(it->file);
-            raw.resize(static_cast<size_t>((b - a) * es));
-            if (fd < 0 ||
-                !readAt(fd, raw.data(), raw.size(),
-                        it->offset + static_cast<uint64_t>((a - it->begin) * es)))
-              throw Error("--load: error reading '" + files[it->file].path +
-                          "'");
-            decodeValues(s.dtype, raw.data(), b - a,
-                         &values[static_cast<size_t>(p.offset + local + a - g -
-                                                     begin)]);
-            covered += b - a;
-          }
-          if (covered != n)
-            throw Error(ctx + ": elements [" + std::to_string(g) + ", " +
-                        std::to_string(g + n) + ") of '" + p.fqn + "' ('" +
-                        role + "') are missing from the checkpoint's files");
-        };
-        forEachGlobalRun(p, tpRank, tp, flatLo - p.offset, flatHi - p.offset,
-                         want);
-      });
+      forEachParamIn(
+          u, begin, end,
+          [&](const ParamDesc &p, int64_t flatLo, int64_t flatHi) {
+            const Saved &s = source(p.fqn, role);
+            const std::vector<GlobalRun> &runs = globalRuns(p.fqn, role, s);
+            int64_t es = floatBytes(s.dtype);
+            auto want = [&](int64_t local, int64_t g, int64_t n) {
+              auto it = std::upper_bound(
+                  runs.begin(), runs.end(), g,
+                  [](int64_t x, const GlobalRun &r) { return x < r.begin; });
+              if (it != runs.begin())
+                --it;
+              int64_t covered = 0;
+              for (; it != runs.end() && it->begin < g + n; ++it) {
+                int64_t a = std::max(g, it->begin),
+                        b = std::min(g + n, it->end);
+                if (a >= b)
+                  continue;
+                int fd = openFile(it->file);
+                raw.resize(static_cast<size_t>((b - a) * es));
+                if (fd < 0 || !readAt(fd, raw.data(), raw.size(),
+                                      it->offset + static_cast<uint64_t>(
+                                                       (a - it->begin) * es)))
+                  throw Error("--load: error reading '" + files[it->file].path +
+                              "'");
+                decodeValues(s.dtype, raw.data(), b - a,
+                             &values[static_cast<size_t>(p.offset + local + a -
+                                                         g - begin)]);
+                covered += b - a;
+              }
+              if (covered != n)
+                throw Error(ctx + ": elements [" + std::to_string(g) + ", " +
+                            std::to_string(g + n) + ") of '" + p.fqn + "' ('" +
+                            role +
+                            "') are missing from the checkpoint's files");
+            };
+            forEachGlobalRun(p, tpRank, tp, flatLo - p.offset,
+                             flatHi - p.offset, want);
+          });
       ex.write(io->buffer, values);
     }
   std::string bad = firstNonFiniteState(ex, rank, allStateRoles());

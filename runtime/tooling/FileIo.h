@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <sys/types.h>
 #include <type_traits>
-#include <vector>
 #include <unistd.h>
+#include <vector>
 
 namespace fsdp::tooling {
 
@@ -109,8 +109,8 @@ globalShapeOf(const fsdp::schedule::ParamDesc &p) {
 /// parameter replicated in the tensor-parallel group.
 template <typename F>
 inline void forEachGlobalRun(const fsdp::schedule::ParamDesc &param,
-                             int64_t tpRank, int64_t tp, int64_t lo,
-                             int64_t hi, F &&f) {
+                             int64_t tpRank, int64_t tp, int64_t lo, int64_t hi,
+                             F &&f) {
   for (int64_t i = lo; i < hi;) {
     int64_t n = param.contiguousRun(i);
     n = n < hi - i ? n : hi - i;

@@ -261,8 +261,7 @@ void SafeTensorsArchive::readRuns(
                 "or F64");
   for (auto [first, count] : runs)
     if (first < 0 || count < 0 || first + count > t.numel)
-      throw Error("--init-from: element range out of tensor '" + t.name +
-                  "'");
+      throw Error("--init-from: element range out of tensor '" + t.name + "'");
   Fd f(::open(t.file.c_str(), O_RDONLY | O_CLOEXEC));
   if (f.fd < 0)
     throw Error("--init-from: cannot open '" + t.file +
@@ -349,17 +348,14 @@ void initFromSafeTensors(const SafeTensorsArchive &archive, Executor &ex,
       int64_t begin, end;
       stateRange(prog, u, *io, rank, begin, end);
       values.assign(static_cast<size_t>(end - begin), 0.0); // padding: zero
-      forEachParamIn(u, begin, end,
-                     [&](const ParamDesc &p, int64_t lo, int64_t hi) {
-                       runs.clear();
-                       forEachGlobalRun(
-                           p, tpRank, tp, lo - p.offset, hi - p.offset,
-                           [&](int64_t, int64_t g, int64_t n) {
-                             runs.push_back({g, n});
-                           });
-                       archive.readRuns(*source[p.fqn], runs,
-                                        &values[lo - begin]);
-                     });
+      forEachParamIn(
+          u, begin, end, [&](const ParamDesc &p, int64_t lo, int64_t hi) {
+            runs.clear();
+            forEachGlobalRun(
+                p, tpRank, tp, lo - p.offset, hi - p.offset,
+                [&](int64_t, int64_t g, int64_t n) { runs.push_back({g, n}); });
+            archive.readRuns(*source[p.fqn], runs, &values[lo - begin]);
+          });
       ex.write(io->buffer, values);
     }
   // The tensors' names are the FQNs: the message names the tensor.

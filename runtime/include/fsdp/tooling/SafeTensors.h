@@ -83,9 +83,10 @@ private:
 /// and nothing else from the executor's device state into the state's
 /// shards. Under tensor parallelism the archive holds the global tensors
 /// (Hugging Face's shapes) and each rank reads the elements of its own
-/// slice (the schedule's tensor_slice: ParamDesc::globalIndex). Names: the schedule's FQNs; a checkpoint name without the
-/// model's base prefix ("transformer." for GPT-2, "model." for Llama, as in
-/// the original GPT-2 release) matches too. GPT-2's causal-mask buffers
+/// slice (the schedule's tensor_slice: ParamDesc::globalIndex). Names: the
+/// schedule's FQNs; a checkpoint name without the model's base prefix
+/// ("transformer." for GPT-2, "model." for Llama, as in the original GPT-2
+/// release) matches too. GPT-2's causal-mask buffers
 /// (`*.attn.bias`, `*.attn.masked_bias`) and rotary `*.rotary_emb.inv_freq`
 /// are not parameters and are skipped. Every rank checks the whole archive
 /// against the schedule and reads only the element ranges of its shards.
