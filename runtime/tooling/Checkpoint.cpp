@@ -176,21 +176,6 @@ void addRanges(const Program &prog, int rank, const std::vector<Block> &blocks,
   }
 }
 
-/// The schedule parameter a range's slice describes: local shape, global
-/// shape, dimension and blocks (for ParamDesc::globalIndex).
-ParamDesc sliceParam(const std::vector<int64_t> &shape, const Range &r) {
-  ParamDesc p;
-  p.globalShape = shape;
-  p.shape = shape;
-  p.tpDim = r.dim;
-  p.tpBlocks = r.blocks;
-  p.shape[static_cast<size_t>(r.dim)] /= r.count;
-  p.numel = 1;
-  for (int64_t d : p.shape)
-    p.numel *= d;
-  return p;
-}
-
 /// Checks a parsed range's slice against its tensor's shape; "" if sound.
 std::string badSlice(const std::vector<int64_t> &shape, const Range &r) {
   if (r.dim < 0)
@@ -202,9 +187,9 @@ std::string badSlice(const std::vector<int64_t> &shape, const Range &r) {
            std::to_string(r.blocks) + ", index " + std::to_string(r.index) +
            ", count " + std::to_string(r.count) + "} of shape " +
            json(shape).dump();
-  if (r.end > sliceParam(shape, r).numel)
+  if (r.end > sliceOf(shape, r.dim, r.blocks, r.count).numel)
     return "elements beyond the slice's " +
-           std::to_string(sliceParam(shape, r).numel);
+           std::to_string(sliceOf(shape, r.dim, r.blocks, r.count).numel);
   return "";
 }
 
@@ -227,11 +212,6 @@ void agree(const std::string &err, const std::string &what,
   }
   throw Error("--save: " +
               (err.empty() ? "another rank failed to " + what : err));
-}
-
-bool fsyncPath(const std::string &path, int flags) {
-  Fd f(::open(path.c_str(), flags | O_CLOEXEC));
-  return f.fd >= 0 && ::fsync(f.fd) == 0;
 }
 
 /// The CRC-32 (zlib) of a whole file, read in chunks; false on a read error.
@@ -592,6 +572,111 @@ void parseIndex(const std::string &text, const std::string &dir,
   }
 }
 
+/// Reads the saved elements of (FQN, role)s by global index: each saved
+/// range as sorted runs of consecutive global elements at a file position
+/// (built on first use; a tensor-parallel slice's range is one run per piece
+/// of its split dimension), each file checked (size, CRC-32) when first read.
+class SavedReader {
+public:
+  SavedReader(const std::vector<SavedFile> &files, const std::string &ctx)
+      : files(files), ctx(ctx) {}
+
+  /// Global elements [g, g + n) of `s` (FQN `fqn`, role `role`) into
+  /// `out`; throws naming them if the checkpoint's files miss some or hold
+  /// one twice.
+  void read(const std::string &fqn, const char *role, const Saved &s, int64_t g,
+            int64_t n, double *out) {
+    const std::vector<GlobalRun> &v = runs(fqn, role, s);
+    int64_t es = floatBytes(s.dtype), covered = 0;
+    auto it = std::upper_bound(
+        v.begin(), v.end(), g,
+        [](int64_t x, const GlobalRun &r) { return x < r.begin; });
+    if (it != v.begin())
+      --it;
+    for (; it != v.end() && it->begin < g + n; ++it) {
+      int64_t a = std::max(g, it->begin), b = std::min(g + n, it->end);
+      if (a >= b)
+        continue;
+      int f = fd(it->file);
+      raw.resize(static_cast<size_t>((b - a) * es));
+      if (f < 0 ||
+          !readAt(f, raw.data(), raw.size(),
+                  it->offset + static_cast<uint64_t>((a - it->begin) * es)))
+        throw Error("--load: error reading '" + files[it->file].path + "'");
+      decodeValues(s.dtype, raw.data(), b - a, out + (a - g));
+      covered += b - a;
+    }
+    if (covered != n)
+      throw Error(ctx + ": elements [" + std::to_string(g) + ", " +
+                  std::to_string(g + n) + ") of '" + fqn + "' ('" + role +
+                  "') are missing from the checkpoint's files");
+  }
+
+private:
+  struct GlobalRun {
+    int64_t begin, end;
+    size_t file;
+    uint64_t offset;
+  };
+
+  const std::vector<GlobalRun> &runs(const std::string &fqn, const char *role,
+                                     const Saved &s) {
+    auto [it, fresh] = runsOf.try_emplace(&s);
+    std::vector<GlobalRun> &v = it->second;
+    if (!fresh)
+      return v;
+    int64_t es = floatBytes(s.dtype);
+    for (const Range &r : s.ranges) {
+      if (r.dim < 0 && r.begin < r.end)
+        v.push_back({r.begin, r.end, r.file, r.offset});
+      else if (r.dim >= 0)
+        forEachGlobalRun(
+            sliceOf(s.shape, r.dim, r.blocks, r.count), r.index, r.count,
+            r.begin, r.end, [&](int64_t local, int64_t g, int64_t n) {
+              v.push_back(
+                  {g, g + n, r.file,
+                   r.offset + static_cast<uint64_t>((local - r.begin) * es)});
+            });
+    }
+    std::sort(v.begin(), v.end(), [](const GlobalRun &x, const GlobalRun &y) {
+      return x.begin < y.begin;
+    });
+    for (size_t i = 1; i < v.size(); ++i)
+      if (v[i].begin < v[i - 1].end)
+        throw Error(ctx + ": element " + std::to_string(v[i].begin) + " of '" +
+                    fqn + "' ('" + role +
+                    "') is saved twice in the checkpoint's files");
+    return v;
+  }
+
+  int fd(size_t file) {
+    const SavedFile &f = files[file];
+    auto &fd = open[file];
+    if (fd)
+      return fd->fd;
+    struct stat st;
+    bool found = ::stat(f.path.c_str(), &st) == 0;
+    if (!found || static_cast<uint64_t>(st.st_size) != f.bytes)
+      throw Error("--load: '" + f.path + "' is missing or truncated: " +
+                  (found ? std::to_string(st.st_size) + " bytes"
+                         : std::string("cannot stat it")) +
+                  ", the index gives " + std::to_string(f.bytes));
+    uint32_t crc = 0;
+    if (f.crc >= 0 && (!fileCrc(f.path, f.bytes, crc) || crc != f.crc))
+      throw Error("--load: '" + f.path + "' is corrupted: its CRC-32 is " +
+                  std::to_string(crc) + ", the index gives " +
+                  std::to_string(f.crc));
+    fd = std::make_unique<Fd>(::open(f.path.c_str(), O_RDONLY | O_CLOEXEC));
+    return fd->fd;
+  }
+
+  const std::vector<SavedFile> &files;
+  const std::string &ctx;
+  std::map<const Saved *, std::vector<GlobalRun>> runsOf;
+  std::map<size_t, std::unique_ptr<Fd>> open;
+  std::vector<char> raw;
+};
+
 } // namespace
 
 int64_t checkCheckpointIndex(const std::string &text, const std::string &dir) {
@@ -663,70 +748,10 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex,
         for (const ParamDesc &p : u.params)
           source(p.fqn, role);
 
-  // Each (FQN, role) a rank reads as sorted runs of global elements, each at
-  // a file position (built on first use): the ranges of a tensor-parallel
-  // slice map to one run per piece of its split dimension.
-  struct GlobalRun {
-    int64_t begin, end;
-    size_t file;
-    uint64_t offset;
-  };
-  std::map<const Saved *, std::vector<GlobalRun>> runsOf;
-  auto globalRuns = [&](const std::string &fqn, const char *role,
-                        const Saved &s) -> const std::vector<GlobalRun> & {
-    auto [it, fresh] = runsOf.try_emplace(&s);
-    std::vector<GlobalRun> &v = it->second;
-    if (!fresh)
-      return v;
-    int64_t es = floatBytes(s.dtype);
-    for (const Range &r : s.ranges) {
-      if (r.dim < 0 && r.begin < r.end)
-        v.push_back({r.begin, r.end, r.file, r.offset});
-      else if (r.dim >= 0)
-        forEachGlobalRun(
-            sliceParam(s.shape, r), r.index, r.count, r.begin, r.end,
-            [&](int64_t local, int64_t g, int64_t n) {
-              v.push_back(
-                  {g, g + n, r.file,
-                   r.offset + static_cast<uint64_t>((local - r.begin) * es)});
-            });
-    }
-    std::sort(v.begin(), v.end(), [](const GlobalRun &x, const GlobalRun &y) {
-      return x.begin < y.begin;
-    });
-    for (size_t i = 1; i < v.size(); ++i)
-      if (v[i].begin < v[i - 1].end)
-        throw Error(ctx + ": element " + std::to_string(v[i].begin) + " of '" +
-                    fqn + "' ('" + role +
-                    "') is saved twice in the checkpoint's files");
-    return v;
-  };
-  std::map<size_t, std::unique_ptr<Fd>> open;
-  auto openFile = [&](size_t file) -> int {
-    SavedFile &f = files[file];
-    auto &fd = open[file];
-    if (fd)
-      return fd->fd;
-    struct stat st;
-    bool found = ::stat(f.path.c_str(), &st) == 0;
-    if (!found || static_cast<uint64_t>(st.st_size) != f.bytes)
-      throw Error("--load: '" + f.path + "' is missing or truncated: " +
-                  (found ? std::to_string(st.st_size) + " bytes"
-                         : std::string("cannot stat it")) +
-                  ", the index gives " + std::to_string(f.bytes));
-    uint32_t crc = 0;
-    if (f.crc >= 0 && (!fileCrc(f.path, f.bytes, crc) || crc != f.crc))
-      throw Error("--load: '" + f.path + "' is corrupted: its CRC-32 is " +
-                  std::to_string(crc) + ", the index gives " +
-                  std::to_string(f.crc));
-    fd = std::make_unique<Fd>(::open(f.path.c_str(), O_RDONLY | O_CLOEXEC));
-    return fd->fd;
-  };
-
   // This rank's buffers (under tensor parallelism its slices' global runs),
   // from the saved runs that overlap them.
   std::vector<double> values;
-  std::vector<char> raw;
+  SavedReader reader(files, ctx);
   int64_t tpRank = prog.tensorRank(rank), tp = prog.tensorParallel();
   for (const UnitDesc &u : prog.units())
     for (const char *role : fsdp::schedule::kStateRoles) {
@@ -740,37 +765,10 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex,
           u, begin, end,
           [&](const ParamDesc &p, int64_t flatLo, int64_t flatHi) {
             const Saved &s = source(p.fqn, role);
-            const std::vector<GlobalRun> &runs = globalRuns(p.fqn, role, s);
-            int64_t es = floatBytes(s.dtype);
             auto want = [&](int64_t local, int64_t g, int64_t n) {
-              auto it = std::upper_bound(
-                  runs.begin(), runs.end(), g,
-                  [](int64_t x, const GlobalRun &r) { return x < r.begin; });
-              if (it != runs.begin())
-                --it;
-              int64_t covered = 0;
-              for (; it != runs.end() && it->begin < g + n; ++it) {
-                int64_t a = std::max(g, it->begin),
-                        b = std::min(g + n, it->end);
-                if (a >= b)
-                  continue;
-                int fd = openFile(it->file);
-                raw.resize(static_cast<size_t>((b - a) * es));
-                if (fd < 0 || !readAt(fd, raw.data(), raw.size(),
-                                      it->offset + static_cast<uint64_t>(
-                                                       (a - it->begin) * es)))
-                  throw Error("--load: error reading '" + files[it->file].path +
-                              "'");
-                decodeValues(s.dtype, raw.data(), b - a,
-                             &values[static_cast<size_t>(p.offset + local + a -
-                                                         g - begin)]);
-                covered += b - a;
-              }
-              if (covered != n)
-                throw Error(ctx + ": elements [" + std::to_string(g) + ", " +
-                            std::to_string(g + n) + ") of '" + p.fqn + "' ('" +
-                            role +
-                            "') are missing from the checkpoint's files");
+              reader.read(
+                  p.fqn, role, s, g, n,
+                  &values[static_cast<size_t>(p.offset + local - begin)]);
             };
             forEachGlobalRun(p, tpRank, tp, flatLo - p.offset,
                              flatHi - p.offset, want);

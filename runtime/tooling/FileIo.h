@@ -13,6 +13,8 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <fcntl.h>
+#include <string>
 #include <sys/types.h>
 #include <type_traits>
 #include <unistd.h>
@@ -55,6 +57,33 @@ inline bool readAt(int fd, void *buf, uint64_t n, uint64_t off) {
 }
 inline bool writeAt(int fd, const void *buf, uint64_t n, uint64_t off) {
   return transferAt(::pwrite, fd, buf, n, off);
+}
+
+/// fsync of `path` opened with `flags` (O_RDONLY, | O_DIRECTORY for a
+/// directory); false on an error.
+inline bool fsyncPath(const std::string &path, int flags) {
+  Fd f(::open(path.c_str(), flags | O_CLOEXEC));
+  return f.fd >= 0 && ::fsync(f.fd) == 0;
+}
+
+/// Slice `index` of `count` of a tensor of shape `globalShape` whose
+/// dimension `dim` is cut into `blocks` equal blocks, each into `count`
+/// pieces (a schedule's tensor_slice), as a parameter for
+/// ParamDesc::globalIndex / forEachGlobalRun: `shape` the slice's, `numel`
+/// its elements. `dim` must be valid and divisible.
+inline fsdp::schedule::ParamDesc
+sliceOf(const std::vector<int64_t> &globalShape, int64_t dim, int64_t blocks,
+        int64_t count) {
+  fsdp::schedule::ParamDesc p;
+  p.globalShape = globalShape;
+  p.shape = globalShape;
+  p.tpDim = dim;
+  p.tpBlocks = blocks;
+  p.shape[static_cast<size_t>(dim)] /= count;
+  p.numel = 1;
+  for (int64_t d : p.shape)
+    p.numel *= d;
+  return p;
 }
 
 /// The flat element range [begin, end) of unit `u` that `rank`'s buffer of
