@@ -180,16 +180,20 @@ void addRanges(const Program &prog, int rank, const std::vector<Block> &blocks,
 std::string badSlice(const std::vector<int64_t> &shape, const Range &r) {
   if (r.dim < 0)
     return "";
-  if (r.dim >= static_cast<int64_t>(shape.size()) || r.blocks < 1 ||
-      r.count < 1 || r.index < 0 || r.index >= r.count ||
-      shape[static_cast<size_t>(r.dim)] % (r.blocks * r.count) != 0)
+  // Every product checked: the index is untrusted input (fuzzed).
+  int64_t pieces = 0, numel = 1;
+  bool bad = r.dim >= static_cast<int64_t>(shape.size()) || r.blocks < 1 ||
+             r.count < 1 || r.index < 0 || r.index >= r.count ||
+             __builtin_mul_overflow(r.blocks, r.count, &pieces);
+  for (int64_t d : shape)
+    bad = bad || d < 0 || __builtin_mul_overflow(numel, d, &numel);
+  if (bad || shape[static_cast<size_t>(r.dim)] % pieces != 0)
     return "slice {dim " + std::to_string(r.dim) + ", blocks " +
            std::to_string(r.blocks) + ", index " + std::to_string(r.index) +
            ", count " + std::to_string(r.count) + "} of shape " +
            json(shape).dump();
-  if (r.end > sliceOf(shape, r.dim, r.blocks, r.count).numel)
-    return "elements beyond the slice's " +
-           std::to_string(sliceOf(shape, r.dim, r.blocks, r.count).numel);
+  if (r.end > numel / r.count)
+    return "elements beyond the slice's " + std::to_string(numel / r.count);
   return "";
 }
 
