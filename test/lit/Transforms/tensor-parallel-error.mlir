@@ -1,6 +1,7 @@
 // RUN: fsdp-opt %s --fsdp-tensor-parallel="tp=2" -split-input-file -verify-diagnostics
 // The diagnostics of fsdp-tensor-parallel: heads T does not divide, a graph
-// without a tensor-parallel region, dropout (not supported yet).
+// without a tensor-parallel region, dropout (not supported yet); sequence
+// parallelism without a sequence, or with one T does not divide.
 
 func.func @forward(%x: tensor<2x4x6xf32> {nn.data = "features"}, %y: tensor<2x4xi32> {nn.data = "labels"},
                    %wq: tensor<6x6xf32> {nn.param = "q.weight"}, %wk: tensor<6x6xf32> {nn.param = "k.weight"},
