@@ -17,6 +17,7 @@
 // the upstream `shard` dialect: docs/tensor-parallel.md.
 //
 //===----------------------------------------------------------------------===//
+#include "VocabParallel.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "llvm/ADT/DenseSet.h"
@@ -270,6 +271,8 @@ protected:
     for (Region &r : regions)
       if (failed(rewrite(fn, r)))
         return signalPassFailure();
+    if (vocabParallel && failed(applyVocabParallel(fn, tp, slices)))
+      return signalPassFailure();
     fn.setFunctionType(FunctionType::get(
         &getContext(), fn.getBody().front().getArgumentTypes(),
         fn.getResultTypes()));
@@ -288,7 +291,7 @@ protected:
     module->setAttr(kTensorSlicesAttr, b.getDictionaryAttr(entries));
   }
 
-  llvm::MapVector<StringAttr, DenseI64ArrayAttr> slices;
+  TensorSlices slices;
 };
 
 } // namespace

@@ -401,14 +401,14 @@ std::vector<Case> cases() {
                 {M * N},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
                   return fsdp_embedding(s, t, in(i, 0), FSDP_I32, in(i, 1),
-                                        o[0], M, V, N);
+                                        o[0], M, V, N, 0, V);
                 }});
   cs.push_back({"embedding_grad",
                 {{M, Arg::Index, 3}, {M * N}},
                 {V * N},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
                   return fsdp_embedding_grad(s, t, in(i, 0), FSDP_I32, in(i, 1),
-                                             o[0], M, V, N);
+                                             o[0], M, V, N, 0, V);
                 }});
   cs.push_back({"position_embedding",
                 {{B * T * N}, {(T + 2) * N}},
@@ -721,7 +721,7 @@ TEST(DriverParity, CudaEmbeddingGradEqualsCpuBitForBit) {
       upload(d, dd.p, in.data(), in.size());
       ASSERT_EQ(fsdp_embedding_grad(fsdp_device_stream(d, FSDP_STREAM_COMPUTE),
                                     t, di.p, FSDP_I32, dd.p, dt.p, n, vocab,
-                                    dim),
+                                    dim, 0, vocab),
                 FSDP_OK)
           << fsdp_last_error();
       got[k] = readBack(d, dt.p, tb);

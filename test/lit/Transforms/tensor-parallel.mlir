@@ -1,10 +1,11 @@
-// RUN: fsdp-opt %s --fsdp-tensor-parallel="tp=2" | FileCheck %s
-// RUN: fsdp-opt %s --fsdp-tensor-parallel="tp=2" --fsdp-autodiff | FileCheck %s --check-prefix=VJP
+// RUN: fsdp-opt %s --fsdp-tensor-parallel="tp=2 vocab-parallel=false" | FileCheck %s
+// RUN: fsdp-opt %s --fsdp-tensor-parallel="tp=2 vocab-parallel=false" --fsdp-autodiff | FileCheck %s --check-prefix=VJP
 // RUN: fsdp-opt %s --fsdp-tensor-parallel="tp=1" | FileCheck %s --check-prefix=ONE
 
 // A norm, then a Megatron MLP (up column-parallel, down row-parallel), then a
-// replicated head: fc1 -> gelu -> fc2 is the region, the head's input comes
-// from a norm, so it stays whole.
+// replicated head (vocab-parallel=false; vocab-parallel.mlir splits it):
+// fc1 -> gelu -> fc2 is the region, the head's input comes from a norm, so
+// it stays whole.
 
 // CHECK: module attributes {fsdp.tensor_parallel = 2 : i64, fsdp.tensor_slices = {down.weight = array<i64: 1, 1, 8, 16>, up.bias = array<i64: 0, 1, 16>, up.weight = array<i64: 0, 1, 16, 8>}}
 // CHECK: func.func @forward(%{{.*}}: tensor<4x8xf32> {nn.data = "features"}, %{{.*}}: tensor<4xi32> {nn.data = "labels"}, %{{.*}}: tensor<8xf32> {nn.param = "ln.weight"}, %{{.*}}: tensor<8xf32> {nn.param = "ln.bias"}, %{{.*}}: tensor<8x8xf32> {nn.param = "up.weight"}, %{{.*}}: tensor<8xf32> {nn.param = "up.bias"}, %{{.*}}: tensor<8x8xf32> {nn.param = "down.weight"}, %{{.*}}: tensor<8xf32> {nn.param = "down.bias"}, %{{.*}}: tensor<10x8xf32> {nn.param = "head.weight"})

@@ -86,7 +86,11 @@ enum class OpKind {
   Scale,
   // "Tensor parallelism": Megatron's f and g.
   TpCopy,
-  TpAllReduce
+  TpAllReduce,
+  // Megatron's vocab-parallel cross-entropy.
+  VocabParallelCeStats,
+  VocabParallelCrossEntropy,
+  VocabParallelCrossEntropyGrad
 };
 
 struct OpInfo {
@@ -146,6 +150,10 @@ inline constexpr OpInfo kOps[] = {
     {"nn.scale", OpKind::Scale},
     {"nn.tp_copy", OpKind::TpCopy},
     {"nn.tp_all_reduce", OpKind::TpAllReduce},
+    {"nn.vocab_parallel_ce_stats", OpKind::VocabParallelCeStats},
+    {"nn.vocab_parallel_cross_entropy", OpKind::VocabParallelCrossEntropy},
+    {"nn.vocab_parallel_cross_entropy_grad",
+     OpKind::VocabParallelCrossEntropyGrad},
 };
 
 /// The kind of op `name`; false if the format has no such op.

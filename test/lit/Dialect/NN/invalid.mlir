@@ -538,3 +538,35 @@ func.func @tp_copy_int(%x: tensor<4x8xi32>) -> tensor<4x8xi32> {
   %y = "nn.tp_copy"(%x) : (tensor<4x8xi32>) -> tensor<4x8xi32>
   return %y : tensor<4x8xi32>
 }
+
+// -----
+
+func.func @vocab_ce_stats_tp(%l: tensor<4x8xf32>, %y: tensor<4xi32>) -> tensor<1x4x3xf32> {
+  // expected-error @+1 {{'nn.vocab_parallel_ce_stats' op attribute 'tp' failed to satisfy constraint: 64-bit signless integer attribute whose minimum value is 2}}
+  %s = nn.vocab_parallel_ce_stats %l, %y {tp = 1 : i64} : (tensor<4x8xf32>, tensor<4xi32>) -> tensor<1x4x3xf32>
+  return %s : tensor<1x4x3xf32>
+}
+
+// -----
+
+func.func @vocab_ce_stats_bf16(%l: tensor<4x8xbf16>, %y: tensor<4xi32>) -> tensor<2x4x3xbf16> {
+  // expected-error @+1 {{'nn.vocab_parallel_ce_stats' op expects result #0 of element type 'f32', got 'bf16'}}
+  %s = nn.vocab_parallel_ce_stats %l, %y {tp = 2 : i64} : (tensor<4x8xbf16>, tensor<4xi32>) -> tensor<2x4x3xbf16>
+  return %s : tensor<2x4x3xbf16>
+}
+
+// -----
+
+func.func @vocab_ce_stats_shape(%l: tensor<4x8xf32>, %y: tensor<4xi32>, %s: tensor<2x5x3xf32>) -> tensor<f32> {
+  // expected-error @+1 {{'nn.vocab_parallel_cross_entropy' op expects statistics of shape [tp >= 2, [4]..., 3] and element type 'f32', got 'tensor<2x5x3xf32>'}}
+  %0 = nn.vocab_parallel_cross_entropy %l, %y, %s : (tensor<4x8xf32>, tensor<4xi32>, tensor<2x5x3xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @vocab_ce_grad_dloss(%l: tensor<4x8xf32>, %y: tensor<4xi32>, %s: tensor<2x4x3xf32>, %d: tensor<f64>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'nn.vocab_parallel_cross_entropy_grad' op expects a scalar gradient of the loss's element type (the logits', f32 for bf16/f16 logits) 'f32', got 'tensor<f64>'}}
+  %0 = nn.vocab_parallel_cross_entropy_grad %l, %y, %s, %d : (tensor<4x8xf32>, tensor<4xi32>, tensor<2x4x3xf32>, tensor<f64>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
