@@ -176,9 +176,10 @@ LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b,
   return success();
 }
 
-LogicalResult VocabParallelCrossEntropyOp::buildVJP(
-    OpBuilder &b, ArrayRef<Value> resultGrads, ArrayRef<bool> needed,
-    SmallVectorImpl<Value> &grads) {
+LogicalResult
+VocabParallelCrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                      ArrayRef<bool> needed,
+                                      SmallVectorImpl<Value> &grads) {
   // Labels have no gradient; the statistics none either: the loss's
   // dependence on the logits through them is the whole gradient below
   // (d lse / d logit = softmax), so nothing flows back into the stats op or
@@ -196,10 +197,9 @@ LogicalResult EmbeddingOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
                                     SmallVectorImpl<Value> &grads) {
   grads.assign(2, Value()); // integer indices have no gradient
   if (resultGrads[0] && needed[1])
-    grads[1] = EmbeddingGradOp::create(b, getLoc(), getTable().getType(),
-                                       getIndices(), resultGrads[0],
-                                       tensorOf(getTable()).getShape()[0],
-                                       getVocabParallel());
+    grads[1] = EmbeddingGradOp::create(
+        b, getLoc(), getTable().getType(), getIndices(), resultGrads[0],
+        tensorOf(getTable()).getShape()[0], getVocabParallel());
   return success();
 }
 

@@ -339,8 +339,7 @@ LogicalResult CrossEntropyGradOp::verify() { return verifyByInference(*this); }
 
 /// The shape [tp, ...labels, 3] of a vocab-parallel cross-entropy's
 /// statistics (nn.vocab_parallel_ce_stats).
-static RankedTensorType vocabStatsType(Value logits, Value labels,
-                                       int64_t tp) {
+static RankedTensorType vocabStatsType(Value logits, Value labels, int64_t tp) {
   SmallVector<int64_t> shape{tp};
   llvm::append_range(shape, tensorOf(labels).getShape());
   shape.push_back(3);

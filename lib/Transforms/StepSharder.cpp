@@ -73,7 +73,8 @@ LogicalResult retypeCompute(func::FuncOp fn, Type modelType, Type pdt) {
            (isa<nn::CrossEntropyGradOp>(u) &&
             use.get() == cast<nn::CrossEntropyGradOp>(u).getGrad()) ||
            (isa<nn::VocabParallelCrossEntropyGradOp>(u) &&
-            use.get() == cast<nn::VocabParallelCrossEntropyGradOp>(u).getGrad());
+            use.get() ==
+                cast<nn::VocabParallelCrossEntropyGradOp>(u).getGrad());
   };
   for (Operation &op : llvm::make_early_inc_range(block)) {
     auto c = dyn_cast<arith::ConstantOp>(op);

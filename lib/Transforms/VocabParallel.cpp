@@ -120,8 +120,7 @@ private:
     if (shape[dim] % tp != 0)
       return user->emitOpError()
              << "tp=" << tp << ": the vocabulary of parameter '"
-             << fqn.getValue() << "' (" << shape[dim]
-             << ", dimension " << dim
+             << fqn.getValue() << "' (" << shape[dim] << ", dimension " << dim
              << ") is not divisible by tp; pad the vocabulary to a multiple "
                 "of tp (Megatron-LM's make-vocab-size-divisible-by) or pass "
                 "vocab-parallel=false to keep the embedding and LM head "

@@ -117,10 +117,10 @@ TYPED_TEST(TransformerKernelTest, EmbeddingAndGrad) {
   std::vector<int64_t> idx64(idx.begin(), idx.end());
   Vec table = rounded<T>(vocab * dim, 4), dy = rounded<T>(n * dim, 5);
   std::vector<T> tt = cast<T>(table), y(n * dim), y64(n * dim);
-  cpu::embedding<T, int32_t>(idx.data(), tt.data(), y.data(), n, vocab, dim,
+  cpu::embedding<T, int32_t>(idx.data(), tt.data(), y.data(), n, vocab, dim, 0,
+                             vocab);
+  cpu::embedding<T, int64_t>(idx64.data(), tt.data(), y64.data(), n, vocab, dim,
                              0, vocab);
-  cpu::embedding<T, int64_t>(idx64.data(), tt.data(), y64.data(), n, vocab,
-                             dim, 0, vocab);
   Vec ref(n * dim), dref(vocab * dim, 0.0);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t c = 0; c < dim; ++c) {
@@ -136,9 +136,8 @@ TYPED_TEST(TransformerKernelTest, EmbeddingAndGrad) {
   auto fwd32 = cpu::embedding<T, int32_t>;
   auto grad32 = cpu::embeddingGrad<T, int32_t>;
   idx[3] = vocab;
-  EXPECT_THROW(
-      fwd32(idx.data(), tt.data(), y.data(), n, vocab, dim, 0, vocab),
-      std::out_of_range);
+  EXPECT_THROW(fwd32(idx.data(), tt.data(), y.data(), n, vocab, dim, 0, vocab),
+               std::out_of_range);
   idx[3] = -1;
   EXPECT_THROW(
       grad32(idx.data(), dyt.data(), dt.data(), n, vocab, dim, 0, vocab),
@@ -156,15 +155,15 @@ TYPED_TEST(TransformerKernelTest, EmbeddingVocabSlices) {
   Vec table = rounded<T>(vocab * dim, 4), dy = rounded<T>(n * dim, 5);
   std::vector<T> tt = cast<T>(table), dyt = cast<T>(dy), whole(n * dim),
                  dwhole(vocab * dim);
-  cpu::embedding<T, int32_t>(idx.data(), tt.data(), whole.data(), n, vocab,
-                             dim, 0, vocab);
+  cpu::embedding<T, int32_t>(idx.data(), tt.data(), whole.data(), n, vocab, dim,
+                             0, vocab);
   cpu::embeddingGrad<T, int32_t>(idx.data(), dyt.data(), dwhole.data(), n,
                                  vocab, dim, 0, vocab);
   Vec sum(n * dim, 0.0);
   for (int64_t first = 0; first < vocab; first += rows) {
     std::vector<T> y(n * dim, T(9)), dt(rows * dim, T(9));
-    cpu::embedding<T, int32_t>(idx.data(), tt.data() + first * dim, y.data(),
-                               n, rows, dim, first, vocab);
+    cpu::embedding<T, int32_t>(idx.data(), tt.data() + first * dim, y.data(), n,
+                               rows, dim, first, vocab);
     for (int64_t i = 0; i < n; ++i) {
       bool in = idx[i] >= first && idx[i] < first + rows;
       for (int64_t c = 0; c < dim; ++c) {

@@ -401,9 +401,9 @@ FSDP_HD inline T rmsNormGrad(T x, T w, T dy, double rr, double k) {
 /// normalizer calculation for softmax", Sec. 3), z = Σ_t z_t (the label's
 /// logit), in double.
 template <typename S>
-FSDP_HD inline void vocabCeMerge(const S *stats, int64_t positions,
-                                 int64_t tp, int64_t p, double &mx,
-                                 double &sum, double &z) {
+FSDP_HD inline void vocabCeMerge(const S *stats, int64_t positions, int64_t tp,
+                                 int64_t p, double &mx, double &sum,
+                                 double &z) {
   mx = static_cast<double>(stats[p * 3]);
   for (int64_t t = 1; t < tp; ++t) {
     double m = static_cast<double>(stats[(t * positions + p) * 3]);

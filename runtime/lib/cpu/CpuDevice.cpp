@@ -23,10 +23,10 @@
 #include "Blas.h"
 #include "CpuDriver.h"
 #include "CpuStage.h"
-#include "VocabParallelKernels.h"
 #include "KernelUtil.h"
 #include "Kernels.h"
 #include "TransformerKernels.h"
+#include "VocabParallelKernels.h"
 
 #include "../mpi/Mpi.h"
 #include "fsdp/ElementMath.h"

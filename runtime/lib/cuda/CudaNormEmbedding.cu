@@ -27,11 +27,10 @@ namespace {
 // slice looks up a zero row (VocabParallelEmbedding), outside [0, total) it
 // is reported.
 template <int DT>
-__global__ void embeddingK(const void *idx, int idxI64,
-                           const typename Elt<DT>::S *table,
-                           typename Elt<DT>::S *y, int64_t n, int64_t vocab,
-                           int64_t dim, int64_t first, int64_t total,
-                           DeviceErrors *err) {
+__global__ void
+embeddingK(const void *idx, int idxI64, const typename Elt<DT>::S *table,
+           typename Elt<DT>::S *y, int64_t n, int64_t vocab, int64_t dim,
+           int64_t first, int64_t total, DeviceErrors *err) {
   FSDP_GRID_LOOP(e, n * dim) {
     int64_t i = e / dim, c = e % dim, v = loadIndex(idx, idxI64, i);
     if (v < 0 || v >= total) {

@@ -199,12 +199,11 @@ crossEntropyGradK(const typename Elt<DT>::S *logits, const void *labels,
 /// One block per position: this rank's (m, s, z) in its slot (the other
 /// slots zeroed by the caller), as the cpu driver computes them.
 template <int DT>
-__global__ void vocabCeStatsK(const typename Elt<DT>::S *logits,
-                              const void *labels, int labelsI64,
-                              int64_t positions, int64_t classes, int64_t first,
-                              int64_t total, int64_t slot,
-                              typename Elt<lossDtOf(DT)>::S *stats,
-                              DeviceErrors *err) {
+__global__ void
+vocabCeStatsK(const typename Elt<DT>::S *logits, const void *labels,
+              int labelsI64, int64_t positions, int64_t classes, int64_t first,
+              int64_t total, int64_t slot, typename Elt<lossDtOf(DT)>::S *stats,
+              DeviceErrors *err) {
   using E = Elt<DT>;
   using L = Elt<lossDtOf(DT)>;
   __shared__ double sh[kThreads];
@@ -238,13 +237,12 @@ __global__ void vocabCeRowK(const typename Elt<LT>::S *stats, int64_t positions,
 }
 
 template <int DT>
-__global__ void vocabCeGradK(const typename Elt<DT>::S *logits,
-                             const void *labels, int labelsI64,
-                             const typename Elt<lossDtOf(DT)>::S *stats,
-                             const typename Elt<lossDtOf(DT)>::S *dloss,
-                             typename Elt<DT>::S *dlogits, int64_t positions,
-                             int64_t classes, int64_t first, int64_t tp,
-                             DeviceErrors *err) {
+__global__ void
+vocabCeGradK(const typename Elt<DT>::S *logits, const void *labels,
+             int labelsI64, const typename Elt<lossDtOf(DT)>::S *stats,
+             const typename Elt<lossDtOf(DT)>::S *dloss,
+             typename Elt<DT>::S *dlogits, int64_t positions, int64_t classes,
+             int64_t first, int64_t tp, DeviceErrors *err) {
   using E = Elt<DT>;
   using C = typename E::C;
   int64_t p = blockIdx.x;

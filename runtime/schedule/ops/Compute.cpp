@@ -385,10 +385,9 @@ void lowerVocabCrossEntropy(OpLowering &l) {
            {l.stream(), t, l.operand(2), positions, l.i64(tp), l.result(0)});
     break;
   default:
-    l.call("fsdp_vocab_ce_grad",
-           {l.stream(), t, l.operand(0), l.operand(1), lt, l.operand(2),
-            l.operand(3), l.result(0), positions, l.i64(classes), first,
-            l.i64(tp)});
+    l.call("fsdp_vocab_ce_grad", {l.stream(), t, l.operand(0), l.operand(1), lt,
+                                  l.operand(2), l.operand(3), l.result(0),
+                                  positions, l.i64(classes), first, l.i64(tp)});
   }
 }
 
