@@ -176,14 +176,30 @@ LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b,
   return success();
 }
 
+LogicalResult
+VocabParallelCrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                      ArrayRef<bool> needed,
+                                      SmallVectorImpl<Value> &grads) {
+  // Labels have no gradient; the statistics none either: the loss's
+  // dependence on the logits through them is the whole gradient below
+  // (d lse / d logit = softmax), so nothing flows back into the stats op or
+  // its all-reduce.
+  grads.assign(3, Value());
+  if (resultGrads[0] && needed[0])
+    grads[0] = VocabParallelCrossEntropyGradOp::create(
+        b, getLoc(), getLogits().getType(), getLogits(), getLabels(),
+        getStats(), resultGrads[0]);
+  return success();
+}
+
 LogicalResult EmbeddingOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
                                     ArrayRef<bool> needed,
                                     SmallVectorImpl<Value> &grads) {
   grads.assign(2, Value()); // integer indices have no gradient
   if (resultGrads[0] && needed[1])
-    grads[1] = EmbeddingGradOp::create(b, getLoc(), getTable().getType(),
-                                       getIndices(), resultGrads[0],
-                                       tensorOf(getTable()).getShape()[0]);
+    grads[1] = EmbeddingGradOp::create(
+        b, getLoc(), getTable().getType(), getIndices(), resultGrads[0],
+        tensorOf(getTable()).getShape()[0], getVocabParallel());
   return success();
 }
 

@@ -76,6 +76,8 @@ NN_BYTES(ReduceSumOp)
 NN_BYTES(BroadcastOp)
 NN_BYTES(CrossEntropyOp)
 NN_BYTES(CrossEntropyGradOp)
+NN_BYTES(VocabParallelCeStatsOp)
+NN_BYTES(VocabParallelCrossEntropyGradOp)
 NN_BYTES(SgdUpdateOp)
 NN_BYTES(AdamWUpdateOp)
 NN_BYTES(LrScheduleOp)
@@ -137,6 +139,23 @@ int64_t CrossEntropyOp::getFlops() {
   return kCrossEntropy * numel(getLogits());
 }
 int64_t CrossEntropyGradOp::getFlops() {
+  return kCrossEntropyGrad * numel(getLogits());
+}
+// The statistics are the forward's max, exp and sum passes over this rank's
+// columns (nn.cross_entropy's per-element count); the loss merges tp
+// (m, s, z) triples per position; the gradient is nn.cross_entropy_grad's
+// per element of this rank's columns.
+int64_t VocabParallelCeStatsOp::getFlops() {
+  return kCrossEntropy * numel(getLogits());
+}
+int64_t VocabParallelCrossEntropyOp::getFlops() {
+  return kCrossEntropy * numel(getStats());
+}
+// The loss reads only the statistics (the logits are an operand for its VJP).
+int64_t VocabParallelCrossEntropyOp::getBytesAccessed() {
+  return bytes(getStats()) + bytes(getResult());
+}
+int64_t VocabParallelCrossEntropyGradOp::getFlops() {
   return kCrossEntropyGrad * numel(getLogits());
 }
 int64_t SgdUpdateOp::getFlops() { return kSgd * numel(getParam()); }

@@ -337,6 +337,84 @@ LogicalResult CrossEntropyGradOp::inferReturnTypes(
 }
 LogicalResult CrossEntropyGradOp::verify() { return verifyByInference(*this); }
 
+/// The shape [tp, ...labels, 3] of a vocab-parallel cross-entropy's
+/// statistics (nn.vocab_parallel_ce_stats).
+static RankedTensorType vocabStatsType(Value logits, Value labels, int64_t tp) {
+  SmallVector<int64_t> shape{tp};
+  llvm::append_range(shape, tensorOf(labels).getShape());
+  shape.push_back(3);
+  return RankedTensorType::get(
+      shape, lossElementType(tensorOf(logits).getElementType()));
+}
+
+/// `stats` must be [tp, ...labels, 3] of the loss element type for some tp.
+static LogicalResult checkVocabStats(EmitErrorFn emitError, Value logits,
+                                     Value labels, Value stats) {
+  auto s = tensorOf(stats);
+  int64_t tp = s.getRank() > 0 ? s.getShape()[0] : 0;
+  auto want = vocabStatsType(logits, labels, tp < 2 ? 2 : tp);
+  if (s != want)
+    return emitError() << "expects statistics of shape [tp >= 2, "
+                       << formatShape(tensorOf(labels).getShape()) << "..., 3] "
+                       << "and element type " << want.getElementType()
+                       << ", got " << s;
+  return success();
+}
+
+LogicalResult VocabParallelCeStatsOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  auto emitError = opErrorAt(location, getOperationName());
+  if (failed(checkLogitsLabels(emitError, adaptor.getLogits(),
+                               adaptor.getLabels())))
+    return failure();
+  inferred.push_back(vocabStatsType(adaptor.getLogits(), adaptor.getLabels(),
+                                    static_cast<int64_t>(adaptor.getTp())));
+  return success();
+}
+LogicalResult VocabParallelCeStatsOp::verify() {
+  return verifyByInference(*this);
+}
+
+LogicalResult VocabParallelCrossEntropyOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  auto emitError = opErrorAt(location, getOperationName());
+  if (failed(checkLogitsLabels(emitError, adaptor.getLogits(),
+                               adaptor.getLabels())) ||
+      failed(checkVocabStats(emitError, adaptor.getLogits(),
+                             adaptor.getLabels(), adaptor.getStats())))
+    return failure();
+  inferred.push_back(RankedTensorType::get(
+      {}, lossElementType(tensorOf(adaptor.getLogits()).getElementType())));
+  return success();
+}
+LogicalResult VocabParallelCrossEntropyOp::verify() {
+  return verifyByInference(*this);
+}
+
+LogicalResult VocabParallelCrossEntropyGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  auto emitError = opErrorAt(location, getOperationName());
+  if (failed(checkLogitsLabels(emitError, adaptor.getLogits(),
+                               adaptor.getLabels())) ||
+      failed(checkVocabStats(emitError, adaptor.getLogits(),
+                             adaptor.getLabels(), adaptor.getStats())))
+    return failure();
+  auto g = tensorOf(adaptor.getGrad());
+  Type want = lossElementType(tensorOf(adaptor.getLogits()).getElementType());
+  if (g.getRank() != 0 || g.getElementType() != want)
+    return emitError() << "expects a scalar gradient of the loss's element "
+                          "type (the logits', f32 for bf16/f16 logits) "
+                       << want << ", got " << g;
+  inferred.push_back(adaptor.getLogits().getType());
+  return success();
+}
+LogicalResult VocabParallelCrossEntropyGradOp::verify() {
+  return verifyByInference(*this);
+}
+
 //===----------------------------------------------------------------------===//
 // optimizer updates (shape rules generated from AllTypesMatch)
 //===----------------------------------------------------------------------===//

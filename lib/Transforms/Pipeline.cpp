@@ -59,6 +59,7 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
     FSDPTensorParallelOptions o;
     o.tp = tp;
     o.sequenceParallel = sequenceParallel;
+    o.vocabParallel = vocabParallel;
     return o;
   }
   FSDPAutodiffOptions autodiffOptions() const {

@@ -41,7 +41,14 @@ public:
     SmallVector<nn::TpCopyOp> enters;
     SmallVector<nn::TpAllReduceOp> leaves;
     fn.walk([&](nn::TpCopyOp op) { enters.push_back(op); });
-    fn.walk([&](nn::TpAllReduceOp op) { leaves.push_back(op); });
+    // A sum no per-token op reads stays an all-reduce: the vocab-parallel
+    // loss's statistics, and a vocab-parallel embedding whose output GPT-2's
+    // nn.position_embedding reads whole (a reduce-scatter would have to be
+    // all-gathered again; the split follows the position embedding).
+    fn.walk([&](nn::TpAllReduceOp op) {
+      if (llvm::any_of(op->getUsers(), isPerToken))
+        leaves.push_back(op);
+    });
     for (nn::TpCopyOp f : enters)
       if (failed(seed(f.getInput(), f)))
         return failure();
@@ -153,13 +160,18 @@ private:
       return success();
     // Named at the op whose result enters the split (the embedding), the
     // model file's line when it was imported.
-    Value v = chunks.front();
-    for (Value c : chunks)
-      if (isEntry(c) && c.getDefiningOp()) {
-        v = c;
-        break;
-      }
-    Operation *at = v.getDefiningOp();
+    // The vocab-parallel embedding's lookups enter through their sum.
+    Operation *at = nullptr;
+    for (Value c : chunks) {
+      Operation *def = c.getDefiningOp();
+      if (auto g = dyn_cast_or_null<nn::TpAllReduceOp>(def))
+        def = g.getInput().getDefiningOp();
+      else if (!isEntry(c))
+        continue;
+      if (def && (!at || def->isBeforeInBlock(at)))
+        at = def;
+    }
+    Value v = at ? at->getResult(0) : chunks.front();
     InFlightDiagnostic d = at ? at->emitOpError() : fn.emitError();
     d << "tp=" << tp << " with sequence-parallel: the sequence length "
       << batchSeq[kSequenceDim] << " (dimension " << kSequenceDim << " of "

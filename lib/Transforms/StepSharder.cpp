@@ -33,12 +33,14 @@ llvm::SmallPtrSet<Operation *, 16> lossSideOps(Block &block) {
   llvm::SmallPtrSet<Operation *, 16> ops;
   SmallVector<Value> dloss;
   for (Operation &op : block.without_terminator()) {
-    if (isa<nn::CrossEntropyOp>(op) ||
+    if (isa<nn::CrossEntropyOp, nn::VocabParallelCrossEntropyOp>(op) ||
         llvm::any_of(op.getOperands(), [&](Value v) {
           return v.getDefiningOp() && ops.contains(v.getDefiningOp());
         }))
       ops.insert(&op);
     if (auto g = dyn_cast<nn::CrossEntropyGradOp>(op))
+      dloss.push_back(g.getGrad());
+    if (auto g = dyn_cast<nn::VocabParallelCrossEntropyGradOp>(op))
       dloss.push_back(g.getGrad());
   }
   while (!dloss.empty()) {
@@ -69,7 +71,10 @@ LogicalResult retypeCompute(func::FuncOp fn, Type modelType, Type pdt) {
     Operation *u = use.getOwner();
     return lossSide.contains(u) ||
            (isa<nn::CrossEntropyGradOp>(u) &&
-            use.get() == cast<nn::CrossEntropyGradOp>(u).getGrad());
+            use.get() == cast<nn::CrossEntropyGradOp>(u).getGrad()) ||
+           (isa<nn::VocabParallelCrossEntropyGradOp>(u) &&
+            use.get() ==
+                cast<nn::VocabParallelCrossEntropyGradOp>(u).getGrad());
   };
   for (Operation &op : llvm::make_early_inc_range(block)) {
     auto c = dyn_cast<arith::ConstantOp>(op);

@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "SequenceParallel.h"
+#include "VocabParallel.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "llvm/ADT/DenseSet.h"
@@ -271,6 +272,10 @@ protected:
     for (Region &r : regions)
       if (failed(rewrite(fn, r)))
         return signalPassFailure();
+    // Megatron-LM's vocab-parallel embedding, head and loss first: their
+    // f and g become the sequence split's boundaries below.
+    if (vocabParallel && failed(applyVocabParallel(fn, tp, slices)))
+      return signalPassFailure();
     // Korthikanti et al. 2022: the activations between the regions on
     // sequence chunks (SequenceParallel.cpp).
     if (sequenceParallel && failed(applySequenceParallel(fn, tp)))
@@ -293,7 +298,7 @@ protected:
     module->setAttr(kTensorSlicesAttr, b.getDictionaryAttr(entries));
   }
 
-  llvm::MapVector<StringAttr, DenseI64ArrayAttr> slices;
+  TensorSlices slices;
 };
 
 } // namespace

@@ -142,15 +142,15 @@ std::vector<Case> dataMovementCases(const Machine &mc, const Options &o,
   for (int64_t i = 0; i < M; ++i)
     idx[i] = static_cast<int32_t>((i * 37) % V);
   std::vector<float> table = randomVec<float>(mc, V * H, 6), y(M * H);
-  mem.push_back({"memory", "embedding", 0,
-                 accessed({i32(M), f32(V * H), f32(M * H)}),
-                 secondsPerCall(
-                     mc,
-                     [&] {
-                       check(fsdp_embedding(gs, FSDP_F32, idx.data(), FSDP_I32,
-                                            table.data(), y.data(), M, V, H));
-                     },
-                     S)});
+  mem.push_back(
+      {"memory", "embedding", 0, accessed({i32(M), f32(V * H), f32(M * H)}),
+       secondsPerCall(
+           mc,
+           [&] {
+             check(fsdp_embedding(gs, FSDP_F32, idx.data(), FSDP_I32,
+                                  table.data(), y.data(), M, V, H, 0, V));
+           },
+           S)});
   std::vector<float> qkv = randomVec<float>(mc, M * 3 * H, 7), q(M * H),
                      k(M * H), v(M * H);
   std::vector<void *> outs = {q.data(), k.data(), v.data()};

@@ -208,6 +208,23 @@ struct fsdp_channel_s {
      fsdp_dtype label_dtype, const void *dloss, void *dlogits,                 \
      int64_t positions, int64_t classes),                                      \
     (dtype, logits, labels, label_dtype, dloss, dlogits, positions, classes))  \
+  X(vocab_ce_stats,                                                            \
+    (fsdp_dtype dtype, const void *logits, const void *labels,                 \
+     fsdp_dtype label_dtype, int64_t positions, int64_t classes,               \
+     int64_t first, int64_t total, int64_t tp, int64_t slot, void *stats),     \
+    (dtype, logits, labels, label_dtype, positions, classes, first, total, tp, \
+     slot, stats))                                                             \
+  X(vocab_ce_loss,                                                             \
+    (fsdp_dtype dtype, const void *stats, int64_t positions, int64_t tp,       \
+     void *loss),                                                              \
+    (dtype, stats, positions, tp, loss))                                       \
+  X(vocab_ce_grad,                                                             \
+    (fsdp_dtype dtype, const void *logits, const void *labels,                 \
+     fsdp_dtype label_dtype, const void *stats, const void *dloss,             \
+     void *dlogits, int64_t positions, int64_t classes, int64_t first,         \
+     int64_t tp),                                                              \
+    (dtype, logits, labels, label_dtype, stats, dloss, dlogits, positions,     \
+     classes, first, tp))                                                      \
   X(sgd_update,                                                                \
     (fsdp_dtype dtype, const void *p, const void *g, void *out, int64_t n,     \
      double lr, double weight_decay, const double *skip),                      \
@@ -252,12 +269,14 @@ struct fsdp_channel_s {
     (dtype, parts, numels, offsets, nparts, flat, flat_numel))                 \
   X(embedding,                                                                 \
     (fsdp_dtype dtype, const void *idx, fsdp_dtype idx_dtype,                  \
-     const void *table, void *y, int64_t n, int64_t vocab, int64_t dim),       \
-    (dtype, idx, idx_dtype, table, y, n, vocab, dim))                          \
+     const void *table, void *y, int64_t n, int64_t vocab, int64_t dim,        \
+     int64_t first, int64_t total),                                            \
+    (dtype, idx, idx_dtype, table, y, n, vocab, dim, first, total))            \
   X(embedding_grad,                                                            \
     (fsdp_dtype dtype, const void *idx, fsdp_dtype idx_dtype, const void *dy,  \
-     void *dtable, int64_t n, int64_t vocab, int64_t dim),                     \
-    (dtype, idx, idx_dtype, dy, dtable, n, vocab, dim))                        \
+     void *dtable, int64_t n, int64_t vocab, int64_t dim, int64_t first,       \
+     int64_t total),                                                           \
+    (dtype, idx, idx_dtype, dy, dtable, n, vocab, dim, first, total))          \
   X(position_embedding,                                                        \
     (fsdp_dtype dtype, const void *x, const void *table, void *y,              \
      int64_t batch, int64_t seq, int64_t dim),                                 \

@@ -56,9 +56,12 @@ int64_t Program::groupSize(Group g) const {
 
 int64_t Program::numClasses() const {
   for (const Instruction &i : program)
-    if (i.kind == OpKind::CrossEntropy) {
+    if (i.kind == OpKind::CrossEntropy ||
+        i.kind == OpKind::VocabParallelCeStats) {
       const BufferDesc &l = buffer(i.operands[0]);
-      return l.shape.empty() ? 1 : l.shape.back();
+      int64_t c = l.shape.empty() ? 1 : l.shape.back();
+      // A vocab-parallel head's logits are 1/T of the vocabulary.
+      return i.kind == OpKind::CrossEntropy ? c : c * tensorParallelValue;
     }
   return -1;
 }

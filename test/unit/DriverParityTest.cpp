@@ -292,6 +292,19 @@ std::vector<Case> cases() {
                   return fsdp_cross_entropy_grad(
                       s, t, in(i, 0), in(i, 1), FSDP_I32, in(i, 2), o[0], M, V);
                 }});
+  // The vocab-parallel cross-entropy's statistics: rank 1 of 2, columns
+  // [V, 2V) of a vocabulary of 2V (labels in either slice).
+  cs.push_back({"vocab_ce_stats",
+                {{M * V}, {M, Arg::Index, 2 * V}},
+                {2 * M * 3},
+                [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
+                  return fsdp_vocab_ce_stats(s, t, in(i, 0), in(i, 1), FSDP_I32,
+                                             M, V, V, 2 * V, 2, 1, o[0]);
+                },
+                false,
+                false,
+                -1,
+                true});
   cs.push_back({"sgd_update",
                 {{M}, {M}},
                 {M},
@@ -401,14 +414,29 @@ std::vector<Case> cases() {
                 {M * N},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
                   return fsdp_embedding(s, t, in(i, 0), FSDP_I32, in(i, 1),
-                                        o[0], M, V, N);
+                                        o[0], M, V, N, 0, V);
+                }});
+  // A vocab-parallel slice: rows [4, 4 + V) of a vocabulary of V + 7.
+  cs.push_back({"embedding_vocab_slice",
+                {{M, Arg::Index, V + 7}, {V * N}},
+                {M * N},
+                [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
+                  return fsdp_embedding(s, t, in(i, 0), FSDP_I32, in(i, 1),
+                                        o[0], M, V, N, 4, V + 7);
+                }});
+  cs.push_back({"embedding_grad_vocab_slice",
+                {{M, Arg::Index, V + 7}, {M * N}},
+                {V * N},
+                [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
+                  return fsdp_embedding_grad(s, t, in(i, 0), FSDP_I32, in(i, 1),
+                                             o[0], M, V, N, 4, V + 7);
                 }});
   cs.push_back({"embedding_grad",
                 {{M, Arg::Index, 3}, {M * N}},
                 {V * N},
                 [=](fsdp_stream s, fsdp_dtype t, P i, P o) {
                   return fsdp_embedding_grad(s, t, in(i, 0), FSDP_I32, in(i, 1),
-                                             o[0], M, V, N);
+                                             o[0], M, V, N, 0, V);
                 }});
   cs.push_back({"position_embedding",
                 {{B * T * N}, {(T + 2) * N}},
@@ -721,7 +749,7 @@ TEST(DriverParity, CudaEmbeddingGradEqualsCpuBitForBit) {
       upload(d, dd.p, in.data(), in.size());
       ASSERT_EQ(fsdp_embedding_grad(fsdp_device_stream(d, FSDP_STREAM_COMPUTE),
                                     t, di.p, FSDP_I32, dd.p, dt.p, n, vocab,
-                                    dim),
+                                    dim, 0, vocab),
                 FSDP_OK)
           << fsdp_last_error();
       got[k] = readBack(d, dt.p, tb);

@@ -90,7 +90,8 @@ std::vector<S> cpuEmbeddingGrad(fsdp_dtype t, const std::vector<int32_t> &idx,
   std::vector<S> out(static_cast<size_t>(vocab * dim));
   EXPECT_EQ(fsdp_embedding_grad(fsdp::test::cpuStream(), t, idx.data(),
                                 FSDP_I32, dy.data(), out.data(),
-                                static_cast<int64_t>(idx.size()), vocab, dim),
+                                static_cast<int64_t>(idx.size()), vocab, dim, 0,
+                                vocab),
             FSDP_OK)
       << fsdp_last_error();
   return out;

@@ -117,9 +117,10 @@ TYPED_TEST(TransformerKernelTest, EmbeddingAndGrad) {
   std::vector<int64_t> idx64(idx.begin(), idx.end());
   Vec table = rounded<T>(vocab * dim, 4), dy = rounded<T>(n * dim, 5);
   std::vector<T> tt = cast<T>(table), y(n * dim), y64(n * dim);
-  cpu::embedding<T, int32_t>(idx.data(), tt.data(), y.data(), n, vocab, dim);
-  cpu::embedding<T, int64_t>(idx64.data(), tt.data(), y64.data(), n, vocab,
-                             dim);
+  cpu::embedding<T, int32_t>(idx.data(), tt.data(), y.data(), n, vocab, dim, 0,
+                             vocab);
+  cpu::embedding<T, int64_t>(idx64.data(), tt.data(), y64.data(), n, vocab, dim,
+                             0, vocab);
   Vec ref(n * dim), dref(vocab * dim, 0.0);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t c = 0; c < dim; ++c) {
@@ -130,16 +131,61 @@ TYPED_TEST(TransformerKernelTest, EmbeddingAndGrad) {
   expectNear(y64, ref, 0);
   std::vector<T> dyt = cast<T>(dy), dt(vocab * dim, T(7)); // overwritten
   cpu::embeddingGrad<T, int32_t>(idx.data(), dyt.data(), dt.data(), n, vocab,
-                                 dim);
+                                 dim, 0, vocab);
   expectNear(dt, dref, tol<T>());
   auto fwd32 = cpu::embedding<T, int32_t>;
   auto grad32 = cpu::embeddingGrad<T, int32_t>;
   idx[3] = vocab;
-  EXPECT_THROW(fwd32(idx.data(), tt.data(), y.data(), n, vocab, dim),
+  EXPECT_THROW(fwd32(idx.data(), tt.data(), y.data(), n, vocab, dim, 0, vocab),
                std::out_of_range);
   idx[3] = -1;
-  EXPECT_THROW(grad32(idx.data(), dyt.data(), dt.data(), n, vocab, dim),
-               std::out_of_range);
+  EXPECT_THROW(
+      grad32(idx.data(), dyt.data(), dt.data(), n, vocab, dim, 0, vocab),
+      std::out_of_range);
+}
+
+// Megatron's VocabParallelEmbedding: the table's rows [first, first + rows)
+// look up, the others give zero rows, so that the slices' outputs sum to
+// the whole table's lookup; the slices' gradients are the whole gradient's
+// rows. An index outside [0, total) still throws.
+TYPED_TEST(TransformerKernelTest, EmbeddingVocabSlices) {
+  using T = TypeParam;
+  const int64_t n = 7, vocab = 6, dim = 3, rows = 2;
+  std::vector<int32_t> idx = {5, 0, 2, 2, 4, 1, 5};
+  Vec table = rounded<T>(vocab * dim, 4), dy = rounded<T>(n * dim, 5);
+  std::vector<T> tt = cast<T>(table), dyt = cast<T>(dy), whole(n * dim),
+                 dwhole(vocab * dim);
+  cpu::embedding<T, int32_t>(idx.data(), tt.data(), whole.data(), n, vocab, dim,
+                             0, vocab);
+  cpu::embeddingGrad<T, int32_t>(idx.data(), dyt.data(), dwhole.data(), n,
+                                 vocab, dim, 0, vocab);
+  Vec sum(n * dim, 0.0);
+  for (int64_t first = 0; first < vocab; first += rows) {
+    std::vector<T> y(n * dim, T(9)), dt(rows * dim, T(9));
+    cpu::embedding<T, int32_t>(idx.data(), tt.data() + first * dim, y.data(), n,
+                               rows, dim, first, vocab);
+    for (int64_t i = 0; i < n; ++i) {
+      bool in = idx[i] >= first && idx[i] < first + rows;
+      for (int64_t c = 0; c < dim; ++c) {
+        EXPECT_EQ(static_cast<double>(y[i * dim + c]),
+                  in ? static_cast<double>(whole[i * dim + c]) : 0.0);
+        sum[i * dim + c] += static_cast<double>(y[i * dim + c]);
+      }
+    }
+    cpu::embeddingGrad<T, int32_t>(idx.data(), dyt.data(), dt.data(), n, rows,
+                                   dim, first, vocab);
+    for (int64_t e = 0; e < rows * dim; ++e)
+      EXPECT_EQ(static_cast<double>(dt[e]),
+                static_cast<double>(dwhole[first * dim + e]));
+  }
+  Vec ref(whole.begin(), whole.end());
+  expectNear(sum, ref, 0);
+  idx[0] = static_cast<int32_t>(vocab);
+  std::vector<T> y(n * dim);
+  auto fwd32 = cpu::embedding<T, int32_t>;
+  EXPECT_THROW(
+      fwd32(idx.data(), tt.data() + 2 * dim, y.data(), n, rows, dim, 2, vocab),
+      std::out_of_range);
 }
 
 TYPED_TEST(TransformerKernelTest, PositionEmbeddingAndGrad) {

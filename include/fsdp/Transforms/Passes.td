@@ -44,6 +44,14 @@ defvar FSDPTensorParallelOptions = [
          "tensor-parallel group; the sequence length must divide by tp">
 ];
 
+defvar FSDPVocabParallelOptions = [
+  Option<"vocabParallel", "vocab-parallel", "bool", "true",
+         "with tp > 1, split the embedding, the LM head and the "
+         "cross-entropy by vocabulary over the tensor-parallel group "
+         "(Megatron-LM's vocab-parallel layout; the vocabulary must divide by "
+         "tp); false keeps them replicated in the group">
+];
+
 def FSDPTensorParallel : Pass<"fsdp-tensor-parallel", "::mlir::ModuleOp"> {
   let summary = "Megatron-LM tensor parallelism on the forward graph";
   let description = [{
@@ -60,26 +68,35 @@ def FSDPTensorParallel : Pass<"fsdp-tensor-parallel", "::mlir::ModuleOp"> {
     its heads and key/value heads; an `nn.tp_copy` (f) enters each region and
     an `nn.tp_all_reduce` (g) sums the row-parallel linear's output, whose
     bias is added after it (`nn.broadcast` + `nn.add`). Everything else
-    (embeddings, norms, the LM head, the loss) stays replicated in the group.
+    (norms, position embeddings) stays replicated in the group, except,
+    with `vocab-parallel` (lib/Transforms/VocabParallel.cpp), the token
+    embeddings and the LM head, which keep 1/T of the vocabulary rows (a
+    tied table the same rows), the embedding's output summed by an
+    `nn.tp_all_reduce`, the head's input entering by an `nn.tp_copy`, and
+    the loss `nn.vocab_parallel_ce_stats` → `nn.tp_all_reduce` →
+    `nn.vocab_parallel_cross_entropy` (no rank holds whole logits).
     With `sequence-parallel` (the default) the activations between the
     regions are split along the sequence (dimension 1 of [batch, seq,
     hidden]) over the group (Korthikanti et al. 2022, Sec. 4.2.2): an
-    `nn.sp_all_gather` (backward reduce-scatter) replaces f and an
-    `nn.sp_reduce_scatter` (backward all-gather) replaces g, the row bias
-    is added on the chunk; the embedding's output enters the split by an
-    `nn.sp_split` (this rank's chunk; backward all-gather) and the value the
-    replicated head reads leaves it by an `nn.sp_all_gather` with
-    `replicated_grad` (backward: this rank's chunk). A replicated parameter
-    an op on chunks reads (a norm weight, a row bias) enters through f, so
-    that its gradient, a sum over this rank's tokens only, is all-reduced
-    over the group. Errors: a sequence not divisible by T (at the op whose
-    result enters the split), activations without a sequence dimension.
+    `nn.sp_all_gather` (backward reduce-scatter) replaces each f and an
+    `nn.sp_reduce_scatter` (backward all-gather) each g of the activations
+    (the vocab-parallel embedding's and head's included; the loss
+    statistics' all-reduce stays), the row bias is added on the chunk; a
+    replicated embedding's output enters the split by an `nn.sp_split`
+    (this rank's chunk; backward all-gather) and the value a replicated
+    head reads leaves it by an `nn.sp_all_gather` with `replicated_grad`
+    (backward: this rank's chunk). A replicated parameter an op on chunks
+    reads (a norm weight, a row bias) enters through f, so that its
+    gradient, a sum over this rank's tokens only, is all-reduced over the
+    group. Errors: a sequence not divisible by T (at the op whose result
+    enters the split), activations without a sequence dimension.
     The module gets `fsdp.tensor_parallel` = T and `fsdp.tensor_slices`
     (which slice of which global parameter each rank holds). Errors: heads or
     key/value heads not divisible by T (at the attention), a graph without
-    a tensor-parallel region, a split parameter used twice.
+    a tensor-parallel region, a split parameter used twice, a vocabulary
+    not divisible by T (at the embedding or head).
   }];
-  let options = FSDPTensorParallelOptions;
+  let options = !listconcat(FSDPTensorParallelOptions, FSDPVocabParallelOptions);
   let dependentDialects = ["::mlir::nn::NNDialect", "::mlir::fsdp::FSDPDialect"];
 }
 
@@ -500,7 +517,7 @@ def FSDPMemoryPlan : Pass<"fsdp-memory-plan", "::mlir::ModuleOp"> {
 // The options of every pass fsdp-pipeline runs, each once (memory-budget and
 // cluster are one option of two passes).
 defvar FSDPPipelineOptions = !foldl([]<Option>, [
-    FSDPTensorParallelOptions, FSDPAutodiffOptions, FSDPMicroBatchOptions, FSDPOptimizerOptions,
+    FSDPTensorParallelOptions, FSDPVocabParallelOptions, FSDPAutodiffOptions, FSDPMicroBatchOptions, FSDPOptimizerOptions,
     FSDPWrapOptions, FSDPActivationCheckpointOptions, FSDPShardOptions, FSDPCollectivesOptions,
     FSDPScheduleOptions, FSDPMemoryPlanOptions],
   all, opts, !listconcat(all, !listremove(opts, all)));

@@ -394,6 +394,30 @@ FSDP_HD inline T rmsNormGrad(T x, T w, T dy, double rr, double k) {
   return static_cast<T>(rr * (g - x * k));
 }
 
+/// A vocab-parallel cross-entropy's statistics at position p merged over
+/// the tp ranks: stats [tp, positions, 3] holds each rank's (m_t, s_t, z_t)
+/// (fsdp_vocab_ce_stats); mx = max_t m_t (the row's max), sum = Σ_t s_t ·
+/// e^(m_t − mx) = Σ_v e^(logit_v − mx) (Milakov & Gimelshein 2018, "Online
+/// normalizer calculation for softmax", Sec. 3), z = Σ_t z_t (the label's
+/// logit), in double.
+template <typename S>
+FSDP_HD inline void vocabCeMerge(const S *stats, int64_t positions, int64_t tp,
+                                 int64_t p, double &mx, double &sum,
+                                 double &z) {
+  mx = static_cast<double>(stats[p * 3]);
+  for (int64_t t = 1; t < tp; ++t) {
+    double m = static_cast<double>(stats[(t * positions + p) * 3]);
+    mx = m > mx ? m : mx;
+  }
+  sum = 0;
+  z = 0;
+  for (int64_t t = 0; t < tp; ++t) {
+    const S *e = stats + (t * positions + p) * 3;
+    sum += static_cast<double>(e[1]) * exp(static_cast<double>(e[0]) - mx);
+    z += static_cast<double>(e[2]);
+  }
+}
+
 } // namespace fsdp::math
 
 #endif // FSDP_ELEMENTMATH_H

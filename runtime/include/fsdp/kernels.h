@@ -128,6 +128,38 @@ int fsdp_cross_entropy_grad(fsdp_stream s, fsdp_dtype dtype, const void *logits,
                             const void *dloss, void *dlogits, int64_t positions,
                             int64_t classes);
 
+/* One tensor-parallel rank's softmax statistics of a vocab-parallel
+ * cross-entropy (Shoeybi et al. 2019, Sec. 3; Megatron-LM's
+ * vocab_parallel_cross_entropy): logits [positions, classes] are columns
+ * [first, first + classes) of a vocabulary of `total`; stats [tp, positions,
+ * 3] of the loss dtype (f32 for bf16/f16 logits, else `dtype`) gets, in slot
+ * `slot` (this rank's index in the group), per position (m, s, z) = (the max
+ * logit, Σ exp(logit − m) in the compute type summed in double, the label's
+ * logit if the label is in the slice else 0), and 0 in every other slot (so
+ * that a sum over the group gathers them). A label outside [0, total) is
+ * FSDP_ERR_DATA naming it and its position. */
+int fsdp_vocab_ce_stats(fsdp_stream s, fsdp_dtype dtype, const void *logits,
+                        const void *labels, fsdp_dtype label_dtype,
+                        int64_t positions, int64_t classes, int64_t first,
+                        int64_t total, int64_t tp, int64_t slot, void *stats);
+/* loss (a scalar of the loss dtype of `dtype` logits) = mean over positions
+ * of lse − z, with every rank's stats [tp, positions, 3]
+ * (fsdp_vocab_ce_stats, summed over the group) merged per position as
+ * lse = M + log Σ_t s_t·exp(m_t − M), M = max_t m_t (Milakov & Gimelshein
+ * 2018, "Online normalizer calculation for softmax", Sec. 3) and z = Σ_t z_t,
+ * in double. */
+int fsdp_vocab_ce_loss(fsdp_stream s, fsdp_dtype dtype, const void *stats,
+                       int64_t positions, int64_t tp, void *loss);
+/* dlogits [positions, classes] (of `dtype`) = (exp(logit − lse) −
+ * [label = first + column]) · dloss / positions, lse per position from stats
+ * as fsdp_vocab_ce_loss, computed in the compute type and rounded once;
+ * dloss a scalar of the loss dtype in device memory. */
+int fsdp_vocab_ce_grad(fsdp_stream s, fsdp_dtype dtype, const void *logits,
+                       const void *labels, fsdp_dtype label_dtype,
+                       const void *stats, const void *dloss, void *dlogits,
+                       int64_t positions, int64_t classes, int64_t first,
+                       int64_t tp);
+
 /* The optimizer updates skip when skip_if_nonfinite (one f64 in device
  * memory, the global gradient norm of fsdp_grad_norm) is not NULL and not
  * finite: every output equals its input (copied where it does not alias
@@ -232,16 +264,23 @@ int fsdp_flatten(fsdp_stream s, fsdp_dtype dtype, const void *const *parts,
                  const int64_t *numels, const int64_t *offsets, int nparts,
                  void *flat, int64_t flat_numel);
 
-/* y[i, :] = table[idx[i], :], i < n; table [vocab, dim], y [n, dim]; idx of
- * `idx_dtype` i32 or i64; an index outside [0, vocab) is FSDP_ERR_DATA. */
+/* y[i, :] = table[idx[i] − first, :], i < n; table [vocab, dim] holds rows
+ * [first, first + vocab) of a vocabulary of `total` (the whole table:
+ * first 0, total vocab; a tensor-parallel rank's slice: Megatron-LM's
+ * VocabParallelEmbedding, Shoeybi et al. 2019, Sec. 3), y [n, dim], a zero
+ * row for an index outside the slice; idx of `idx_dtype` i32 or i64; an
+ * index outside [0, total) is FSDP_ERR_DATA. */
 int fsdp_embedding(fsdp_stream s, fsdp_dtype dtype, const void *idx,
                    fsdp_dtype idx_dtype, const void *table, void *y, int64_t n,
-                   int64_t vocab, int64_t dim);
-/* dtable[vocab, dim] = 0, then dtable[idx[i], :] += dy[i, :] (the VJP of
- * embedding; on cuda the additions of one row run in no fixed order). */
+                   int64_t vocab, int64_t dim, int64_t first, int64_t total);
+/* dtable[vocab, dim] = 0, then dtable[idx[i] − first, :] += dy[i, :] for the
+ * indices in [first, first + vocab) (the VJP of embedding; on cuda the
+ * additions of one row run in no fixed order); an index outside [0, total)
+ * is FSDP_ERR_DATA. */
 int fsdp_embedding_grad(fsdp_stream s, fsdp_dtype dtype, const void *idx,
                         fsdp_dtype idx_dtype, const void *dy, void *dtable,
-                        int64_t n, int64_t vocab, int64_t dim);
+                        int64_t n, int64_t vocab, int64_t dim, int64_t first,
+                        int64_t total);
 /* y[b, t, :] = x[b, t, :] + table[t, :] (x, y [batch, seq, dim], table
  * [positions >= seq, dim]: GPT-2's learned positions). */
 int fsdp_position_embedding(fsdp_stream s, fsdp_dtype dtype, const void *x,

@@ -26,6 +26,7 @@
 #include "KernelUtil.h"
 #include "Kernels.h"
 #include "TransformerKernels.h"
+#include "VocabParallelKernels.h"
 
 #include "../mpi/Mpi.h"
 #include "fsdp/ElementMath.h"
@@ -457,6 +458,24 @@ void CpuDevice::cross_entropy_grad(fsdp_stream_s *, fsdp_dtype t,
   });
 }
 
+// The vocab-parallel cross-entropy: VocabParallelKernels.cpp.
+void CpuDevice::vocab_ce_stats(fsdp_stream_s *, fsdp_dtype t, const void *lg,
+                               const void *lb, fsdp_dtype lt, int64_t n,
+                               int64_t c, int64_t first, int64_t total,
+                               int64_t tp, int64_t slot, void *stats) {
+  vocabCeStatsKernel(t, lg, lb, lt, n, c, first, total, tp, slot, stats);
+}
+void CpuDevice::vocab_ce_loss(fsdp_stream_s *, fsdp_dtype t, const void *stats,
+                              int64_t n, int64_t tp, void *loss) {
+  vocabCeLossKernel(t, stats, n, tp, loss);
+}
+void CpuDevice::vocab_ce_grad(fsdp_stream_s *, fsdp_dtype t, const void *lg,
+                              const void *lb, fsdp_dtype lt, const void *st,
+                              const void *dl, void *out, int64_t n, int64_t c,
+                              int64_t first, int64_t tp) {
+  vocabCeGradKernel(t, lg, lb, lt, st, dl, out, n, c, first, tp);
+}
+
 void CpuDevice::sgd_update(fsdp_stream_s *, fsdp_dtype t, const void *p,
                            const void *g, void *out, int64_t n, double lr,
                            double weightDecay, const double *skip) {
@@ -592,7 +611,8 @@ void CpuDevice::flatten(fsdp_stream_s *, fsdp_dtype t, const void *const *parts,
 
 void CpuDevice::embedding(fsdp_stream_s *, fsdp_dtype t, const void *idx,
                           fsdp_dtype it, const void *table, void *y, int64_t n,
-                          int64_t vocab, int64_t dim) {
+                          int64_t vocab, int64_t dim, int64_t first,
+                          int64_t total) {
   checkIndexType(it, "fsdp_embedding: indices");
   floatKernel(t, "fsdp_embedding", [&](auto tag, Stage &st) {
     using T = decltype(tag);
@@ -600,16 +620,17 @@ void CpuDevice::embedding(fsdp_stream_s *, fsdp_dtype t, const void *idx,
     T *out = st.out<T>(y, n * dim);
     if (it == FSDP_I32)
       k::embedding<T, int32_t>(static_cast<const int32_t *>(idx), tb, out, n,
-                               vocab, dim);
+                               vocab, dim, first, total);
     else
       k::embedding<T, int64_t>(static_cast<const int64_t *>(idx), tb, out, n,
-                               vocab, dim);
+                               vocab, dim, first, total);
   });
 }
 
 void CpuDevice::embedding_grad(fsdp_stream_s *, fsdp_dtype t, const void *idx,
                                fsdp_dtype it, const void *dy, void *dtable,
-                               int64_t n, int64_t vocab, int64_t dim) {
+                               int64_t n, int64_t vocab, int64_t dim,
+                               int64_t first, int64_t total) {
   checkIndexType(it, "fsdp_embedding_grad: indices");
   floatKernel(t, "fsdp_embedding_grad", [&](auto tag, Stage &st) {
     using T = decltype(tag);
@@ -617,10 +638,10 @@ void CpuDevice::embedding_grad(fsdp_stream_s *, fsdp_dtype t, const void *idx,
     T *out = st.out<T>(dtable, vocab * dim);
     if (it == FSDP_I32)
       k::embeddingGrad<T, int32_t>(static_cast<const int32_t *>(idx), g, out, n,
-                                   vocab, dim);
+                                   vocab, dim, first, total);
     else
       k::embeddingGrad<T, int64_t>(static_cast<const int64_t *>(idx), g, out, n,
-                                   vocab, dim);
+                                   vocab, dim, first, total);
   });
 }
 

@@ -29,19 +29,25 @@ int64_t checkedIndex(const I *idx, int64_t i, int64_t vocab) {
 
 template <typename T, typename I>
 void embedding(const I *idx, const T *table, T *y, int64_t n, int64_t vocab,
-               int64_t dim) {
+               int64_t dim, int64_t first, int64_t total) {
   for (int64_t i = 0; i < n; ++i) {
-    int64_t v = checkedIndex(idx, i, vocab);
-    std::memcpy(y + i * dim, table + v * dim, dim * sizeof(T));
+    int64_t v = checkedIndex(idx, i, total) - first;
+    if (v >= 0 && v < vocab)
+      std::memcpy(y + i * dim, table + v * dim, dim * sizeof(T));
+    else
+      std::fill(y + i * dim, y + (i + 1) * dim, T(0));
   }
 }
 
 template <typename T, typename I>
 void embeddingGrad(const I *idx, const T *dy, T *dtable, int64_t n,
-                   int64_t vocab, int64_t dim) {
+                   int64_t vocab, int64_t dim, int64_t first, int64_t total) {
   std::fill(dtable, dtable + vocab * dim, T(0));
   for (int64_t i = 0; i < n; ++i) {
-    T *row = dtable + checkedIndex(idx, i, vocab) * dim;
+    int64_t v = checkedIndex(idx, i, total) - first;
+    if (v < 0 || v >= vocab)
+      continue;
+    T *row = dtable + v * dim;
     const T *g = dy + i * dim;
     for (int64_t c = 0; c < dim; ++c)
       row[c] += g[c];
@@ -203,9 +209,9 @@ template <typename T> void siluGrad(const T *x, const T *dy, T *dx, int64_t n) {
 
 #define FSDP_INSTANTIATE_IDX(T, I)                                             \
   template void embedding<T, I>(const I *, const T *, T *, int64_t, int64_t,   \
-                                int64_t);                                      \
+                                int64_t, int64_t, int64_t);                    \
   template void embeddingGrad<T, I>(const I *, const T *, T *, int64_t,        \
-                                    int64_t, int64_t);
+                                    int64_t, int64_t, int64_t, int64_t);
 #define FSDP_INSTANTIATE_TK(T)                                                 \
   FSDP_INSTANTIATE_IDX(T, int32_t)                                             \
   FSDP_INSTANTIATE_IDX(T, int64_t)                                             \

@@ -21,17 +21,21 @@
 
 namespace fsdp::rt::cpu {
 
-/// y[i, :] = table[idx[i], :] for i < n; table is [vocab, dim], y [n, dim].
-/// Throws std::out_of_range naming the position for idx outside [0, vocab).
+/// y[i, :] = table[idx[i] − first, :] for i < n; table is rows [first,
+/// first + vocab) of a vocabulary of `total` ([vocab, dim]), y [n, dim], a
+/// zero row for an index outside the slice (Megatron-LM's
+/// VocabParallelEmbedding). Throws std::out_of_range naming the position
+/// for idx outside [0, total).
 template <typename T, typename I>
 void embedding(const I *idx, const T *table, T *y, int64_t n, int64_t vocab,
-               int64_t dim);
+               int64_t dim, int64_t first, int64_t total);
 
-/// dtable[vocab, dim] = 0, then dtable[idx[i], :] += dy[i, :] for i < n
-/// (scatter-add, the VJP of embedding). Throws as embedding.
+/// dtable[vocab, dim] = 0, then dtable[idx[i] − first, :] += dy[i, :] for
+/// the i < n whose index is in the slice (scatter-add, the VJP of
+/// embedding). Throws as embedding.
 template <typename T, typename I>
 void embeddingGrad(const I *idx, const T *dy, T *dtable, int64_t n,
-                   int64_t vocab, int64_t dim);
+                   int64_t vocab, int64_t dim, int64_t first, int64_t total);
 
 /// y[b, t, :] = x[b, t, :] + table[t, :] for x, y [batch, seq, dim] and
 /// table [positions >= seq, dim] (learned absolute positions, GPT-2 wpe).

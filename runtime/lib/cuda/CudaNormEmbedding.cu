@@ -23,34 +23,42 @@ namespace {
 
 //===--- Embeddings -------------------------------------------------------===//
 
+// Rows [first, first + vocab) of a vocabulary of `total`: an id outside the
+// slice looks up a zero row (VocabParallelEmbedding), outside [0, total) it
+// is reported.
 template <int DT>
-__global__ void embeddingK(const void *idx, int idxI64,
-                           const typename Elt<DT>::S *table,
-                           typename Elt<DT>::S *y, int64_t n, int64_t vocab,
-                           int64_t dim, DeviceErrors *err) {
+__global__ void
+embeddingK(const void *idx, int idxI64, const typename Elt<DT>::S *table,
+           typename Elt<DT>::S *y, int64_t n, int64_t vocab, int64_t dim,
+           int64_t first, int64_t total, DeviceErrors *err) {
   FSDP_GRID_LOOP(e, n * dim) {
     int64_t i = e / dim, c = e % dim, v = loadIndex(idx, idxI64, i);
-    if (v < 0 || v >= vocab) {
+    if (v < 0 || v >= total) {
       if (c == 0)
-        report(err, kIndexOutOfRange, v, i, vocab);
+        report(err, kIndexOutOfRange, v, i, total);
+      y[e] = typename Elt<DT>::S{};
+    } else if (v < first || v >= first + vocab) {
       y[e] = typename Elt<DT>::S{};
     } else {
-      y[e] = table[v * dim + c];
+      y[e] = table[(v - first) * dim + c];
     }
   }
 }
 
-// The sort keys of the embedding gradient: token ids (an id out of range
-// reported, and keyed `vocab`, after every valid one), positions as values.
+// The sort keys of the embedding gradient: token ids less `first` (an id
+// outside the slice keyed `vocab`, after every valid one, and reported if
+// outside [0, total)), positions as values.
 __global__ void embeddingKeysK(const void *idx, int idxI64, uint32_t *keys,
                                int32_t *pos, int64_t n, int64_t vocab,
+                               int64_t first, int64_t total,
                                DeviceErrors *err) {
   FSDP_GRID_LOOP(i, n) {
     int64_t v = loadIndex(idx, idxI64, i);
-    if (v < 0 || v >= vocab) {
-      report(err, kIndexOutOfRange, v, i, vocab);
+    if (v < 0 || v >= total)
+      report(err, kIndexOutOfRange, v, i, total);
+    v -= first;
+    if (v < 0 || v >= vocab)
       v = vocab;
-    }
     keys[i] = static_cast<uint32_t>(v);
     pos[i] = static_cast<int32_t>(i);
   }
@@ -267,7 +275,8 @@ rmsNormGradRowK(const typename Elt<DT>::S *x, const typename Elt<DT>::S *w,
 
 void CudaDevice::embedding(fsdp_stream_s *s, fsdp_dtype t, const void *idx,
                            fsdp_dtype it, const void *table, void *y, int64_t n,
-                           int64_t vocab, int64_t dim) {
+                           int64_t vocab, int64_t dim, int64_t first,
+                           int64_t total) {
   checkIndexType(it, "fsdp_embedding: indices");
   if (n * dim == 0)
     return;
@@ -276,14 +285,15 @@ void CudaDevice::embedding(fsdp_stream_s *s, fsdp_dtype t, const void *idx,
     using S = typename Elt<DT>::S;
     embeddingK<DT><<<blocksFor(n * dim), kThreads, 0, streamOf(s)>>>(
         idx, it == FSDP_I64, static_cast<const S *>(table), static_cast<S *>(y),
-        n, vocab, dim, errors);
+        n, vocab, dim, first, total, errors);
   });
   launched("embedding kernel");
 }
 
 void CudaDevice::embedding_grad(fsdp_stream_s *s, fsdp_dtype t, const void *idx,
                                 fsdp_dtype it, const void *dy, void *dtable,
-                                int64_t n, int64_t vocab, int64_t dim) {
+                                int64_t n, int64_t vocab, int64_t dim,
+                                int64_t first, int64_t total) {
   checkIndexType(it, "fsdp_embedding_grad: indices");
   if (n > INT32_MAX || vocab >= INT32_MAX)
     fail(FSDP_ERR_UNSUPPORTED, "fsdp_embedding_grad: " + std::to_string(n) +
@@ -321,7 +331,7 @@ void CudaDevice::embedding_grad(fsdp_stream_s *s, fsdp_dtype t, const void *idx,
     auto *posIn = reinterpret_cast<int32_t *>(sc + 2 * pairBytes);
     auto *pos = reinterpret_cast<int32_t *>(sc + 3 * pairBytes);
     embeddingKeysK<<<blocksFor(n), kThreads, 0, st>>>(
-        idx, it == FSDP_I64, keysIn, posIn, n, vocab, errors);
+        idx, it == FSDP_I64, keysIn, posIn, n, vocab, first, total, errors);
     launched("embedding_grad keys kernel");
     check(cub::DeviceRadixSort::SortPairs(sc + 4 * pairBytes, sortBytes, keysIn,
                                           keys, posIn, pos, items, 0, endBit,

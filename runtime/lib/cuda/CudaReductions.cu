@@ -194,6 +194,80 @@ crossEntropyGradK(const typename Elt<DT>::S *logits, const void *labels,
   }
 }
 
+//===--- The vocab-parallel cross-entropy ---------------------------------===//
+
+/// One block per position: this rank's (m, s, z) in its slot (the other
+/// slots zeroed by the caller), as the cpu driver computes them.
+template <int DT>
+__global__ void
+vocabCeStatsK(const typename Elt<DT>::S *logits, const void *labels,
+              int labelsI64, int64_t positions, int64_t classes, int64_t first,
+              int64_t total, int64_t slot, typename Elt<lossDtOf(DT)>::S *stats,
+              DeviceErrors *err) {
+  using E = Elt<DT>;
+  using L = Elt<lossDtOf(DT)>;
+  __shared__ double sh[kThreads];
+  int64_t p = blockIdx.x;
+  const typename E::S *row = logits + p * classes;
+  double mx, s;
+  rowMaxSumExp<DT>(row, classes, sh, mx, s);
+  if (threadIdx.x == 0) {
+    int64_t l = loadIndex(labels, labelsI64, p);
+    if (l < 0 || l >= total)
+      report(err, kLabelOutOfRange, l, p, total);
+    l -= first;
+    typename L::S *out = stats + (slot * positions + p) * 3;
+    out[0] = L::st(static_cast<typename L::C>(mx));
+    out[1] = L::st(static_cast<typename L::C>(s));
+    out[2] = l >= 0 && l < classes ? L::st(static_cast<typename L::C>(
+                                         static_cast<double>(E::ld(row, l))))
+                                   : L::st(typename L::C(0));
+  }
+}
+
+/// Per position lse − z from the merged statistics (math::vocabCeMerge).
+template <int LT>
+__global__ void vocabCeRowK(const typename Elt<LT>::S *stats, int64_t positions,
+                            int64_t tp, double *rowLoss) {
+  FSDP_GRID_LOOP(p, positions) {
+    double mx, s, z;
+    math::vocabCeMerge(stats, positions, tp, p, mx, s, z);
+    rowLoss[p] = (mx + log(s)) - z;
+  }
+}
+
+template <int DT>
+__global__ void
+vocabCeGradK(const typename Elt<DT>::S *logits, const void *labels,
+             int labelsI64, const typename Elt<lossDtOf(DT)>::S *stats,
+             const typename Elt<lossDtOf(DT)>::S *dloss,
+             typename Elt<DT>::S *dlogits, int64_t positions, int64_t classes,
+             int64_t first, int64_t tp, DeviceErrors *err) {
+  using E = Elt<DT>;
+  using C = typename E::C;
+  int64_t p = blockIdx.x;
+  const typename E::S *row = logits + p * classes;
+  typename E::S *out = dlogits + p * classes;
+  int64_t l = loadIndex(labels, labelsI64, p);
+  if (l < 0 || l >= classes * tp) {
+    if (threadIdx.x == 0)
+      report(err, kLabelOutOfRange, l, p, classes * tp);
+    return;
+  }
+  l -= first;
+  double mx, s, z;
+  math::vocabCeMerge(stats, positions, tp, p, mx, s, z);
+  // As the cpu driver: e^(x − max) · (scale / s), minus scale at the label.
+  double scale = static_cast<double>(Elt<lossDtOf(DT)>::ld(dloss, 0)) /
+                 static_cast<double>(positions);
+  const C cmx = static_cast<C>(mx), k = static_cast<C>(scale / s),
+          sc = static_cast<C>(scale);
+  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
+    C g = math::expT(static_cast<C>(E::ld(row, c) - cmx)) * k;
+    out[c] = E::st(c == l ? static_cast<C>(g - sc) : g);
+  }
+}
+
 } // namespace
 
 //===--- The entry points -------------------------------------------------===//
@@ -288,6 +362,73 @@ void CudaDevice::cross_entropy_grad(fsdp_stream_s *s, fsdp_dtype t,
         static_cast<S *>(dlogits), positions, classes, errors);
   });
   launched("cross_entropy_grad kernel");
+}
+
+void CudaDevice::vocab_ce_stats(fsdp_stream_s *s, fsdp_dtype t,
+                                const void *logits, const void *labels,
+                                fsdp_dtype lt, int64_t positions,
+                                int64_t classes, int64_t first, int64_t total,
+                                int64_t tp, int64_t slot, void *stats) {
+  checkIndexType(lt, "fsdp_vocab_ce_stats: labels");
+  if (classes <= 0)
+    fail(FSDP_ERR_INVALID, "fsdp_vocab_ce_stats needs at least one class");
+  cudaStream_t st = streamOf(s);
+  floatDtype(t, "fsdp_vocab_ce_stats", [&](auto tag) {
+    constexpr int DT = decltype(tag)::value;
+    constexpr int LT = lossDtOf(DT);
+    using S = typename Elt<DT>::S;
+    using SL = typename Elt<LT>::S;
+    check(cudaMemsetAsync(stats, 0,
+                          static_cast<size_t>(tp * positions * 3) * sizeof(SL),
+                          st),
+          "cudaMemsetAsync");
+    if (positions > 0)
+      vocabCeStatsK<DT><<<positions, kThreads, 0, st>>>(
+          static_cast<const S *>(logits), labels, lt == FSDP_I64, positions,
+          classes, first, total, slot, static_cast<SL *>(stats), errors);
+  });
+  launched("vocab_ce_stats kernel");
+}
+
+void CudaDevice::vocab_ce_loss(fsdp_stream_s *s, fsdp_dtype t,
+                               const void *stats, int64_t positions, int64_t tp,
+                               void *loss) {
+  cudaStream_t st = streamOf(s);
+  double *rows = static_cast<double *>(
+      scratch(st, std::max<int64_t>(positions, 1) * sizeof(double)));
+  floatDtype(t, "fsdp_vocab_ce_loss", [&](auto tag) {
+    constexpr int LT = lossDtOf(decltype(tag)::value);
+    using SL = typename Elt<LT>::S;
+    if (positions > 0)
+      vocabCeRowK<LT><<<blocksFor(positions), kThreads, 0, st>>>(
+          static_cast<const SL *>(stats), positions, tp, rows);
+    meanK<LT><<<1, kThreads, 0, st>>>(rows, positions, static_cast<SL *>(loss));
+  });
+  launched("vocab_ce_loss kernel");
+  release(st, rows);
+}
+
+void CudaDevice::vocab_ce_grad(fsdp_stream_s *s, fsdp_dtype t,
+                               const void *logits, const void *labels,
+                               fsdp_dtype lt, const void *stats,
+                               const void *dloss, void *dlogits,
+                               int64_t positions, int64_t classes,
+                               int64_t first, int64_t tp) {
+  checkIndexType(lt, "fsdp_vocab_ce_grad: labels");
+  if (classes <= 0)
+    fail(FSDP_ERR_INVALID, "fsdp_vocab_ce_grad needs at least one class");
+  if (positions == 0)
+    return;
+  floatDtype(t, "fsdp_vocab_ce_grad", [&](auto tag) {
+    constexpr int DT = decltype(tag)::value;
+    using S = typename Elt<DT>::S;
+    using SL = typename Elt<lossDtOf(DT)>::S;
+    vocabCeGradK<DT><<<positions, kThreads, 0, streamOf(s)>>>(
+        static_cast<const S *>(logits), labels, lt == FSDP_I64,
+        static_cast<const SL *>(stats), static_cast<const SL *>(dloss),
+        static_cast<S *>(dlogits), positions, classes, first, tp, errors);
+  });
+  launched("vocab_ce_grad kernel");
 }
 
 } // namespace fsdp::hal::cuda

@@ -324,6 +324,73 @@ void lowerCrossEntropy(OpLowering &l) {
             l.result(0), positions, classes});
 }
 
+//===--- The vocab-parallel cross-entropy ---------------------------------===//
+
+/// nn.vocab_parallel_ce_stats (logits, labels → stats), _cross_entropy
+/// (logits, labels, stats → loss) and _grad (logits, labels, stats, dloss →
+/// dlogits): the logits are tensor-parallel rank t's columns [t·C, (t+1)·C)
+/// of a vocabulary of T·C, stats [T, positions, 3] of the loss dtype.
+void validateVocabCrossEntropy(const Checker &c) {
+  OpKind k = c.in.kind;
+  bool stats = k == OpKind::VocabParallelCeStats,
+       grad = k == OpKind::VocabParallelCrossEntropyGrad;
+  c.need(stats ? 2 : grad ? 4 : 3, 1);
+  const auto &o = c.o, &r = c.r;
+  if (!isIntDType(c.desc(o[1]).dtype))
+    c.fail(std::string("labels must be i32 or i64, got ") +
+           dtypeName(c.desc(o[1]).dtype));
+  int64_t classes = c.lastDim(o[0]);
+  if (c.desc(o[0]).numel != c.desc(o[1]).numel * classes)
+    c.fail("logits " + shapeStr(c.desc(o[0]).shape) + " do not match labels " +
+           shapeStr(c.desc(o[1]).shape));
+  c.floatSame({o[0]});
+  DType want = lossDType(c.desc(o[0]).dtype);
+  int64_t st = stats ? r[0] : o[2];
+  int64_t tp = c.prog.groupSize(Group::Tensor);
+  if (c.desc(st).dtype != want ||
+      c.desc(st).numel != tp * c.desc(o[1]).numel * 3)
+    c.fail("statistics " + shapeStr(c.desc(st).shape) + " " +
+           dtypeName(c.desc(st).dtype) + " must be [tensor_parallel " +
+           std::to_string(tp) + ", positions " +
+           std::to_string(c.desc(o[1]).numel) + ", 3] " + dtypeName(want));
+  if (k == OpKind::VocabParallelCrossEntropy &&
+      (c.desc(r[0]).dtype != want || c.desc(r[0]).numel != 1))
+    c.fail(std::string("the loss must be a scalar ") + dtypeName(want));
+  if (grad) {
+    if (c.desc(o[3]).dtype != want || c.desc(o[3]).numel != 1)
+      c.fail(std::string("dloss must be a scalar ") + dtypeName(want));
+    c.floatSame({o[0], r[0]});
+    c.sameNumel(o[0], r[0]);
+  }
+}
+
+void lowerVocabCrossEntropy(OpLowering &l) {
+  int64_t labels = l.o[1];
+  int64_t classes = l.desc(l.o[0]).shape.back();
+  int64_t tp = l.prog.groupSize(Group::Tensor);
+  Arg positions = l.i64(l.desc(labels).numel);
+  Arg lt = l.dtypeArg(l.desc(labels).dtype);
+  Arg t = l.dtypeArg(l.desc(l.o[0]).dtype);
+  // This rank's first column: its index in the tensor-parallel group x C.
+  Arg first = l.rankTimes(Group::Tensor, classes);
+  switch (l.in.kind) {
+  case OpKind::VocabParallelCeStats:
+    l.call("fsdp_vocab_ce_stats",
+           {l.stream(), t, l.operand(0), l.operand(1), lt, positions,
+            l.i64(classes), first, l.i64(classes * tp), l.i64(tp),
+            l.rankTimes(Group::Tensor, 1), l.result(0)});
+    break;
+  case OpKind::VocabParallelCrossEntropy:
+    l.call("fsdp_vocab_ce_loss",
+           {l.stream(), t, l.operand(2), positions, l.i64(tp), l.result(0)});
+    break;
+  default:
+    l.call("fsdp_vocab_ce_grad", {l.stream(), t, l.operand(0), l.operand(1), lt,
+                                  l.operand(2), l.operand(3), l.result(0),
+                                  positions, l.i64(classes), first, l.i64(tp)});
+  }
+}
+
 //===--- Split and concat -------------------------------------------------===//
 
 void validateSplitConcat(const Checker &c) {
@@ -442,6 +509,18 @@ std::vector<OpDef> computeOps() {
        lowerReduceBroadcast},
       {OpKind::CrossEntropy, {}, validateCrossEntropy, lowerCrossEntropy},
       {OpKind::CrossEntropyGrad, {}, validateCrossEntropy, lowerCrossEntropy},
+      {OpKind::VocabParallelCeStats,
+       {integer("tp", kRequired)},
+       validateVocabCrossEntropy,
+       lowerVocabCrossEntropy},
+      {OpKind::VocabParallelCrossEntropy,
+       {},
+       validateVocabCrossEntropy,
+       lowerVocabCrossEntropy},
+      {OpKind::VocabParallelCrossEntropyGrad,
+       {},
+       validateVocabCrossEntropy,
+       lowerVocabCrossEntropy},
       {OpKind::Split,
        {ints("sizes", kRequired), integer("axis", kRequired)},
        validateSplitConcat,

@@ -39,14 +39,19 @@ void validateEmbedding(const Checker &c) {
 }
 
 /// nn.embedding (the table is operand 1) and nn.embedding_grad (result 0):
-/// (s, t, idx, idx dtype, table or dy, y or dtable, n, vocab, dim).
+/// (s, t, idx, idx dtype, table or dy, y or dtable, n, vocab, dim, first,
+/// total). `vocab_parallel`: the table is rows [t·V, (t+1)·V) of a
+/// vocabulary of T·V, t this rank's index in the tensor-parallel group.
 void lowerEmbedding(OpLowering &l) {
   bool grad = l.in.kind == OpKind::EmbeddingGrad;
   const std::vector<int64_t> &ts = l.desc(grad ? l.r[0] : l.o[1]).shape;
+  bool split = l.in.flag("vocab_parallel");
+  int64_t tp = split ? l.prog.groupSize(Group::Tensor) : 1;
   l.call(grad ? "fsdp_embedding_grad" : "fsdp_embedding",
          {l.stream(), l.t(), l.operand(0), l.dtypeArg(l.desc(l.o[0]).dtype),
           l.operand(1), l.result(0), l.i64(l.desc(l.o[0]).numel), l.i64(ts[0]),
-          l.i64(ts[1])});
+          l.i64(ts[1]), split ? l.rankTimes(Group::Tensor, ts[0]) : l.i64(0),
+          l.i64(ts[0] * tp)});
 }
 
 void validatePositionEmbedding(const Checker &c) {
@@ -267,9 +272,12 @@ std::vector<AttrSpec> attentionAttrs() {
 
 std::vector<OpDef> transformerOps() {
   return {
-      {OpKind::Embedding, {}, validateEmbedding, lowerEmbedding},
+      {OpKind::Embedding,
+       {flag("vocab_parallel")},
+       validateEmbedding,
+       lowerEmbedding},
       {OpKind::EmbeddingGrad,
-       {integer("num_embeddings", kRequired)},
+       {integer("num_embeddings", kRequired), flag("vocab_parallel")},
        validateEmbedding,
        lowerEmbedding},
       {OpKind::PositionEmbedding,

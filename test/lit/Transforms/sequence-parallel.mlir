@@ -1,6 +1,6 @@
-// RUN: fsdp-opt %s --fsdp-tensor-parallel="tp=2" | FileCheck %s
-// RUN: fsdp-opt %s --fsdp-tensor-parallel="tp=2" --fsdp-autodiff | FileCheck %s --check-prefix=VJP
-// RUN: fsdp-opt %s --fsdp-tensor-parallel="tp=2 sequence-parallel=false" | FileCheck %s --check-prefix=OFF
+// RUN: fsdp-opt %s --fsdp-tensor-parallel="tp=2 vocab-parallel=false" | FileCheck %s
+// RUN: fsdp-opt %s --fsdp-tensor-parallel="tp=2 vocab-parallel=false" --fsdp-autodiff | FileCheck %s --check-prefix=VJP
+// RUN: fsdp-opt %s --fsdp-tensor-parallel="tp=2 sequence-parallel=false vocab-parallel=false" | FileCheck %s --check-prefix=OFF
 
 // fsdp-tensor-parallel's sequence-parallel mode (the default; Korthikanti et
 // al. 2022, Sec. 4.2.2) on [batch, seq, hidden] activations: a norm, a

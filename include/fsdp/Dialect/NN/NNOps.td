@@ -316,15 +316,26 @@ def NN_EmbeddingOp : NN_DiffOp<"embedding", [InferTypeOpAdaptor]> {
   let description = [{
     `indices` [...] i32 in [0, V), `table` [V, C] → [..., C]. An index out
     of range is a runtime error. VJP: scatter-add (nn.embedding_grad).
+    With `vocab_parallel` (Megatron-LM's VocabParallelEmbedding, Shoeybi et
+    al. 2019, Sec. 3) the table is rows [t·V/T, (t+1)·V/T) of a vocabulary of
+    V = T·rows on tensor-parallel rank t of T (the runtime supplies t): an
+    index in [0, V) outside this slice looks up a zero row, so that the sum
+    over the group (nn.tp_all_reduce) is the whole embedding.
   }];
-  let arguments = (ins NN_IntTensor:$indices, NN_FloatTensor:$table);
+  let arguments = (ins NN_IntTensor:$indices, NN_FloatTensor:$table,
+                       UnitAttr:$vocab_parallel);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$indices `,` $table attr-dict `:` functional-type(operands, results)";
 }
 
 def NN_EmbeddingGradOp : NN_ShapedOp<"embedding_grad", [InferTypeOpAdaptor]> {
   let summary = "scatter-add: dtable[v, :] = Σ_{i : indices[i] = v} grad[i, :]";
-  let arguments = (ins NN_IntTensor:$indices, NN_FloatTensor:$grad, I64Attr:$num_embeddings);
+  let description = [{
+    With `vocab_parallel` the table is this tensor-parallel rank's slice of
+    the vocabulary (nn.embedding): indices outside it add nothing.
+  }];
+  let arguments = (ins NN_IntTensor:$indices, NN_FloatTensor:$grad, I64Attr:$num_embeddings,
+                       UnitAttr:$vocab_parallel);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$indices `,` $grad attr-dict `:` functional-type(operands, results)";
 }
@@ -587,6 +598,70 @@ def NN_SpSplitOp : NN_SpOp<"sp_split"> {
   let arguments = (ins NN_FloatTensor:$input,
                        ConfinedAttr<I64Attr, [IntNonNegative]>:$dim,
                        ConfinedAttr<I64Attr, [IntMinValue<1>]>:$tp);
+}
+
+//===----------------------------------------------------------------------===//
+// Vocabulary parallelism (Megatron-LM's vocab-parallel LM head and loss)
+//===----------------------------------------------------------------------===//
+
+def NN_TpDegree : ConfinedAttr<I64Attr, [IntMinValue<2>]>;
+
+def NN_VocabParallelCeStatsOp : NN_ShapedOp<"vocab_parallel_ce_stats", [InferTypeOpAdaptor]> {
+  let summary = "this rank's softmax statistics of a vocab-parallel cross-entropy";
+  let description = [{
+    `logits` [..., C] (tensor-parallel rank t's columns [t·C, (t+1)·C) of a
+    vocabulary of V = tp·C; the runtime supplies t), `labels` [...] i32 in
+    [0, V) → `stats` [tp, ..., 3] of the loss element type
+    (nn::lossElementType): slot t holds per position (m, s, z) = (the
+    slice's max logit, Σ exp(logit − m) over the slice, the label's logit if
+    the label is in the slice else 0), every other slot 0, so that
+    nn.tp_all_reduce (a sum) over the group gathers every rank's statistics
+    (an all-gather by an all-reduce: one collective instead of Megatron's
+    max, sum-of-exponentials and target all-reduces; the runtime has no
+    max reduction). No gradient: nn.vocab_parallel_cross_entropy's VJP is
+    the whole gradient of its logits. A label outside [0, V) is a runtime
+    error.
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, NN_IntTensor:$labels, NN_TpDegree:$tp);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$logits `,` $labels attr-dict `:` functional-type(operands, results)";
+}
+
+def NN_VocabParallelCrossEntropyOp : NN_DiffOp<"vocab_parallel_cross_entropy", [InferTypeOpAdaptor]> {
+  let summary = "mean softmax cross-entropy of vocab-parallel logits";
+  let description = [{
+    `logits` [..., C] (this rank's vocabulary slice), `labels` [...],
+    `stats` [tp, ..., 3] (every rank's nn.vocab_parallel_ce_stats, summed
+    over the tensor-parallel group) → the scalar mean over positions of
+    log Σ_v exp(logit_v) − logit_label over the whole vocabulary, of the
+    loss element type (f32 for bf16/f16 logits, as nn.cross_entropy). Per
+    position the slices' (m_t, s_t) pairs merge as log-sum-exp:
+    lse = M + log Σ_t s_t·exp(m_t − M), M = max_t m_t (Milakov & Gimelshein
+    2018, "Online normalizer calculation for softmax", Sec. 3), and the
+    label's logit is Σ_t z_t (one slice holds it); Megatron-LM's
+    vocab_parallel_cross_entropy computes the same. The loss reads only
+    `stats`; `logits` is an operand for the VJP: (softmax − onehot) of this
+    rank's columns, with no communication (nn.vocab_parallel_cross_entropy_grad).
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, NN_IntTensor:$labels,
+                       NN_FloatTensor:$stats);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$logits `,` $labels `,` $stats attr-dict `:` functional-type(operands, results)";
+}
+
+def NN_VocabParallelCrossEntropyGradOp : NN_ShapedOp<"vocab_parallel_cross_entropy_grad", [InferTypeOpAdaptor]> {
+  let summary = "dlogits = (exp(logits − lse) − onehot(labels − t·C)) · dloss / positions";
+  let description = [{
+    This rank's columns of the cross-entropy gradient: lse per position from
+    `stats` (nn.vocab_parallel_cross_entropy), the one-hot only where the
+    label falls in the slice. `grad` (dloss) is a scalar of the loss element
+    type; dlogits has the logits' type (computed in f32 for bf16/f16 and
+    rounded once, as nn.cross_entropy_grad).
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, NN_IntTensor:$labels,
+                       NN_FloatTensor:$stats, NN_FloatTensor:$grad);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$logits `,` $labels `,` $stats `,` $grad attr-dict `:` functional-type(operands, results)";
 }
 
 // A dropout rate: 0 <= rate < 1.

@@ -90,7 +90,11 @@ enum class OpKind {
   // "Sequence parallelism": Megatron's g-bar and its conjugates.
   SpAllGather,
   SpReduceScatter,
-  SpSplit
+  SpSplit,
+  // Megatron's vocab-parallel cross-entropy.
+  VocabParallelCeStats,
+  VocabParallelCrossEntropy,
+  VocabParallelCrossEntropyGrad
 };
 
 struct OpInfo {
@@ -153,6 +157,10 @@ inline constexpr OpInfo kOps[] = {
     {"nn.sp_all_gather", OpKind::SpAllGather},
     {"nn.sp_reduce_scatter", OpKind::SpReduceScatter},
     {"nn.sp_split", OpKind::SpSplit},
+    {"nn.vocab_parallel_ce_stats", OpKind::VocabParallelCeStats},
+    {"nn.vocab_parallel_cross_entropy", OpKind::VocabParallelCrossEntropy},
+    {"nn.vocab_parallel_cross_entropy_grad",
+     OpKind::VocabParallelCrossEntropyGrad},
 };
 
 /// The kind of op `name`; false if the format has no such op.

@@ -82,9 +82,13 @@ inline int64_t cpuKernelScratchBytes(OpKind op,
   if (results.empty())
     return 0;
   const ScratchTensor &r0 = results[0];
-  // The kernel's dtype is its result's, except for cross_entropy, whose f32
-  // loss of 2-byte logits is written as is (no working copy).
-  bool half = op == OpKind::CrossEntropy ? operands[0].half : r0.half;
+  // The kernel's dtype is its result's, except for cross_entropy and the
+  // vocab-parallel statistics, whose f32 results of 2-byte logits are
+  // written as is (no working copy); the vocab-parallel loss reads only its
+  // f32 statistics.
+  bool half = op == OpKind::CrossEntropy || op == OpKind::VocabParallelCeStats
+                  ? operands[0].half
+                  : r0.half;
   int64_t bytes = 0;
   if (half) { // the f32 working copies (Stage)
     std::set<const void *> seen;

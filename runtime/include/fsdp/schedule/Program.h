@@ -242,7 +242,8 @@ public:
   /// instruction and attribute, independent of the file's formatting).
   uint64_t scheduleFingerprint() const { return wholeFingerprint; }
   /// Number of classes C of the first nn.cross_entropy (last dim of its
-  /// logits), or -1 if there is none. Used to synthesise labels.
+  /// logits; of a vocab-parallel one, that times the tensor-parallel size),
+  /// or -1 if there is none. Used to synthesise labels.
   int64_t numClasses() const;
   /// "instruction #i 'op' (loc)" and "file: instruction #i 'op' (loc)" for
   /// messages.

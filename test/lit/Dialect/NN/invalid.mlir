@@ -549,10 +549,26 @@ func.func @sp_split_indivisible(%x: tensor<2x5x8xf32>) -> tensor<2x2x8xf32> {
 
 // -----
 
+func.func @vocab_ce_stats_tp(%l: tensor<4x8xf32>, %y: tensor<4xi32>) -> tensor<1x4x3xf32> {
+  // expected-error @+1 {{'nn.vocab_parallel_ce_stats' op attribute 'tp' failed to satisfy constraint: 64-bit signless integer attribute whose minimum value is 2}}
+  %s = nn.vocab_parallel_ce_stats %l, %y {tp = 1 : i64} : (tensor<4x8xf32>, tensor<4xi32>) -> tensor<1x4x3xf32>
+  return %s : tensor<1x4x3xf32>
+}
+
+// -----
+
 func.func @sp_reduce_scatter_dim(%x: tensor<2x4x8xf32>) -> tensor<2x2x8xf32> {
   // expected-error @+1 {{'nn.sp_reduce_scatter' op expects dim 3 below the input's rank 3}}
   %y = nn.sp_reduce_scatter %x {dim = 3 : i64, tp = 2 : i64} : tensor<2x4x8xf32> -> tensor<2x2x8xf32>
   return %y : tensor<2x2x8xf32>
+}
+
+// -----
+
+func.func @vocab_ce_stats_bf16(%l: tensor<4x8xbf16>, %y: tensor<4xi32>) -> tensor<2x4x3xbf16> {
+  // expected-error @+1 {{'nn.vocab_parallel_ce_stats' op expects result #0 of element type 'f32', got 'bf16'}}
+  %s = nn.vocab_parallel_ce_stats %l, %y {tp = 2 : i64} : (tensor<4x8xbf16>, tensor<4xi32>) -> tensor<2x4x3xbf16>
+  return %s : tensor<2x4x3xbf16>
 }
 
 // -----
@@ -565,8 +581,24 @@ func.func @sp_all_gather_type(%x: tensor<2x2x8xf32>) -> tensor<2x2x8xf32> {
 
 // -----
 
+func.func @vocab_ce_stats_shape(%l: tensor<4x8xf32>, %y: tensor<4xi32>, %s: tensor<2x5x3xf32>) -> tensor<f32> {
+  // expected-error @+1 {{'nn.vocab_parallel_cross_entropy' op expects statistics of shape [tp >= 2, [4]..., 3] and element type 'f32', got 'tensor<2x5x3xf32>'}}
+  %0 = nn.vocab_parallel_cross_entropy %l, %y, %s : (tensor<4x8xf32>, tensor<4xi32>, tensor<2x5x3xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
 func.func @sp_all_gather_tp(%x: tensor<2x2x8xf32>) -> tensor<2x2x8xf32> {
   // expected-error @+1 {{'nn.sp_all_gather' op attribute 'tp' failed to satisfy constraint: 64-bit signless integer attribute whose minimum value is 1}}
   %y = nn.sp_all_gather %x {dim = 1 : i64, tp = 0 : i64} : tensor<2x2x8xf32> -> tensor<2x2x8xf32>
   return %y : tensor<2x2x8xf32>
+}
+
+// -----
+
+func.func @vocab_ce_grad_dloss(%l: tensor<4x8xf32>, %y: tensor<4xi32>, %s: tensor<2x4x3xf32>, %d: tensor<f64>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'nn.vocab_parallel_cross_entropy_grad' op expects a scalar gradient of the loss's element type (the logits', f32 for bf16/f16 logits) 'f32', got 'tensor<f64>'}}
+  %0 = nn.vocab_parallel_cross_entropy_grad %l, %y, %s, %d : (tensor<4x8xf32>, tensor<4xi32>, tensor<2x4x3xf32>, tensor<f64>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
 }

@@ -102,5 +102,15 @@ func.func @transformer_ops(%tok: tensor<2x4xi32> {nn.data = "tokens"}, %tgt: ten
   %z = nn.zeros_like %c : tensor<2x4x16xf32> -> tensor<2x4x16xf32>
   %o = nn.linear %sg, %wte : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
   %l = nn.cross_entropy %o, %tgt : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  // CHECK: nn.embedding %{{.*}}, %{{.*}} {vocab_parallel} : (tensor<2x4xi32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  // CHECK: nn.embedding_grad %{{.*}}, %{{.*}} {num_embeddings = 16 : i64, vocab_parallel} : (tensor<2x4xi32>, tensor<2x4x8xf32>) -> tensor<16x8xf32>
+  // CHECK: nn.vocab_parallel_ce_stats %{{.*}}, %{{.*}} {tp = 2 : i64} : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<2x2x4x3xf32>
+  // CHECK: nn.vocab_parallel_cross_entropy %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<2x2x4x3xf32>) -> tensor<f32>
+  // CHECK: nn.vocab_parallel_cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<2x2x4x3xf32>, tensor<f32>) -> tensor<2x4x16xf32>
+  %ve = nn.embedding %tgt, %wte {vocab_parallel} : (tensor<2x4xi32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  %vg = nn.embedding_grad %tgt, %ve {num_embeddings = 16 : i64, vocab_parallel} : (tensor<2x4xi32>, tensor<2x4x8xf32>) -> tensor<16x8xf32>
+  %vs = nn.vocab_parallel_ce_stats %o, %tgt {tp = 2 : i64} : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<2x2x4x3xf32>
+  %vl = nn.vocab_parallel_cross_entropy %o, %tgt, %vs : (tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<2x2x4x3xf32>) -> tensor<f32>
+  %vd = nn.vocab_parallel_cross_entropy_grad %o, %tgt, %vs, %vl : (tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<2x2x4x3xf32>, tensor<f32>) -> tensor<2x4x16xf32>
   return %l : tensor<f32>
 }
