@@ -211,6 +211,23 @@ parseIntList(llvm::StringRef option, llvm::StringRef text, int64_t max) {
   return values;
 }
 
+/// --world-sizes and --tp into `o` (each error printed).
+static bool parseSizes(sweep::SweepOptions &o) {
+  auto worldSizes = parseIntList("world-sizes", worldSizesOpt,
+                                 fsdp_import::kMaxOverride / microBatchOpt);
+  if (!worldSizes)
+    return false;
+  o.worldSizes = *worldSizes;
+  if (!tpOpt.empty()) {
+    auto degrees = parseIntList("tp", tpOpt, int64_t(1) << 20);
+    if (!degrees)
+      return false;
+    o.tensorParallel = *degrees;
+    o.tensorParallelGiven = true;
+  }
+  return true;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions({&mainCat, &overrideCat});
@@ -237,18 +254,8 @@ int main(int argc, char **argv) {
                  paramDtypeOpt);
 
   // The dimensions of the sweep.
-  auto worldSizes = parseIntList("world-sizes", worldSizesOpt,
-                                 fsdp_import::kMaxOverride / microBatchOpt);
-  if (!worldSizes)
+  if (!parseSizes(o))
     return 1;
-  o.worldSizes = *worldSizes;
-  if (!tpOpt.empty()) {
-    auto degrees = parseIntList("tp", tpOpt, int64_t(1) << 20);
-    if (!degrees)
-      return 1;
-    o.tensorParallel = *degrees;
-    o.tensorParallelGiven = true;
-  }
   llvm::SmallVector<llvm::StringRef> items;
   llvm::StringRef(strategiesOpt).split(items, ',');
   for (llvm::StringRef s : items) {
