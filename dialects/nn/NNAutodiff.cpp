@@ -359,3 +359,43 @@ LogicalResult TpAllReduceOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
     grads[0] = TpCopyOp::create(b, getLoc(), resultGrads[0]);
   return success();
 }
+
+// Sequence parallelism's conjugate pairs (Korthikanti et al. 2022, Sec.
+// 4.2.2): all-gather <-> reduce-scatter before / after a tensor-parallel
+// region, and the entry's local split <-> the exit's all-gather into a
+// replicated consumer (whose gradient is whole on every rank).
+LogicalResult SpAllGatherOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                      ArrayRef<bool> needed,
+                                      SmallVectorImpl<Value> &grads) {
+  grads.assign(1, Value());
+  if (!resultGrads[0] || !needed[0])
+    return success();
+  if (getReplicatedGrad())
+    grads[0] =
+        SpSplitOp::create(b, getLoc(), resultGrads[0], getDim(), getTp());
+  else
+    grads[0] = SpReduceScatterOp::create(b, getLoc(), resultGrads[0], getDim(),
+                                         getTp());
+  return success();
+}
+
+LogicalResult SpReduceScatterOp::buildVJP(OpBuilder &b,
+                                          ArrayRef<Value> resultGrads,
+                                          ArrayRef<bool> needed,
+                                          SmallVectorImpl<Value> &grads) {
+  grads.assign(1, Value());
+  if (resultGrads[0] && needed[0])
+    grads[0] = SpAllGatherOp::create(b, getLoc(), resultGrads[0], getDim(),
+                                     getTp(), /*replicated_grad=*/false);
+  return success();
+}
+
+LogicalResult SpSplitOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                  ArrayRef<bool> needed,
+                                  SmallVectorImpl<Value> &grads) {
+  grads.assign(1, Value());
+  if (resultGrads[0] && needed[0])
+    grads[0] = SpAllGatherOp::create(b, getLoc(), resultGrads[0], getDim(),
+                                     getTp(), /*replicated_grad=*/true);
+  return success();
+}

@@ -103,6 +103,9 @@ NN_BYTES(CastOp)
 NN_BYTES(MicroBatchOp)
 NN_BYTES(TpCopyOp)
 NN_BYTES(TpAllReduceOp)
+NN_BYTES(SpAllGatherOp)
+NN_BYTES(SpReduceScatterOp)
+NN_BYTES(SpSplitOp)
 #undef NN_BYTES
 
 int64_t LinearOp::getFlops() { return flopsOf(*this); }
@@ -165,3 +168,8 @@ int64_t MicroBatchOp::getFlops() { return 0; }
 int64_t TpCopyOp::getFlops() { return 0; }
 // The sum over the group: (T - 1) additions per element, counted as one.
 int64_t TpAllReduceOp::getFlops() { return numel(getResult()); }
+int64_t SpAllGatherOp::getFlops() { return 0; }
+int64_t SpSplitOp::getFlops() { return 0; }
+// The sum over the group of each kept element: (T - 1) additions, counted as
+// one (as nn.tp_all_reduce).
+int64_t SpReduceScatterOp::getFlops() { return numel(getResult()); }

@@ -329,6 +329,58 @@ LogicalResult SiluGradOp::verify() { return verifyByInference(*this); }
 LogicalResult TpCopyOp::verify() { return verifyByInference(*this); }
 LogicalResult TpAllReduceOp::verify() { return verifyByInference(*this); }
 
+// Sequence parallelism: dimension `dim` of the input is T chunks (the
+// scatters: the input is whole, the result one chunk) or one chunk (the
+// all-gather).
+static LogicalResult inferSequenceChunk(EmitErrorFn emitError, Value input,
+                                        int64_t dim, int64_t tp, bool gather,
+                                        SmallVectorImpl<Type> &inferred) {
+  auto x = tensorOf(input);
+  if (dim >= x.getRank())
+    return emitError() << "expects dim " << dim << " below the input's rank "
+                       << x.getRank();
+  SmallVector<int64_t> shape(x.getShape());
+  if (gather) {
+    shape[dim] *= tp;
+  } else {
+    if (shape[dim] % tp != 0)
+      return emitError() << "expects dimension " << dim << " (" << shape[dim]
+                         << ") divisible by tp (" << tp << ")";
+    shape[dim] /= tp;
+  }
+  inferred.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+LogicalResult SpAllGatherOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location> location,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &inferred) {
+  return inferSequenceChunk(opErrorAt(location, getOperationName()),
+                            adaptor.getInput(), adaptor.getDim(),
+                            adaptor.getTp(), /*gather=*/true, inferred);
+}
+LogicalResult SpAllGatherOp::verify() { return verifyByInference(*this); }
+
+LogicalResult SpReduceScatterOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  return inferSequenceChunk(opErrorAt(location, getOperationName()),
+                            adaptor.getInput(), adaptor.getDim(),
+                            adaptor.getTp(), /*gather=*/false, inferred);
+}
+LogicalResult SpReduceScatterOp::verify() { return verifyByInference(*this); }
+
+LogicalResult SpSplitOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> location,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &inferred) {
+  return inferSequenceChunk(opErrorAt(location, getOperationName()),
+                            adaptor.getInput(), adaptor.getDim(),
+                            adaptor.getTp(), /*gather=*/false, inferred);
+}
+LogicalResult SpSplitOp::verify() { return verifyByInference(*this); }
+
 static LogicalResult normalizeAxis(EmitErrorFn emitError, int64_t &axis,
                                    int64_t rank) {
   if (axis < 0)

@@ -310,13 +310,18 @@ static void addCollectiveScratch(ArrayRef<Operation *> instructions, int64_t i,
                                  ::fsdp::schedule::OpKind kind,
                                  std::vector<int64_t> &scratch) {
   Operation *op = instructions[i];
-  // A tensor-parallel all-reduce (nn.tp_all_reduce) is an MPI all-reduce on
-  // the tensor channel (runtime/schedule/ops/Distributed.cpp, lowerTp),
-  // waited at its result's first use: held until that instruction.
-  if (std::optional<TensorCollective> tc = tensorCollectiveOf(op);
-      tc && tc->kind == TensorCollective::AllReduce) {
+  // A tensor-parallel collective (nn.tp_all_reduce, nn.sp_reduce_scatter, ...)
+  // is an MPI collective on the tensor channel (runtime/schedule/ops/
+  // Distributed.cpp: lowerTp, lowerSp one per row, all in flight), waited at
+  // its result's first use: held until that instruction.
+  if (std::optional<TensorCollective> tc = tensorCollectiveOf(op)) {
     int64_t bytes = ::fsdp::schedule::cpuCollectiveScratchBytes(
-        ::fsdp::schedule::OpKind::AllReduce, tc->bytes, tc->groupSize);
+        tc->kind == TensorCollective::AllReduce
+            ? ::fsdp::schedule::OpKind::AllReduce
+        : tc->kind == TensorCollective::ReduceScatter
+            ? ::fsdp::schedule::OpKind::ReduceScatter
+            : ::fsdp::schedule::OpKind::AllGather,
+        tc->bytes, tc->groupSize);
     int64_t end = instructions.size() - 1;
     for (Operation *u : op->getResult(0).getUsers())
       end = std::min<int64_t>(end, llvm::find(instructions, u) -

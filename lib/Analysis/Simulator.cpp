@@ -332,6 +332,8 @@ struct TensorCollectiveOp {
 };
 constexpr TensorCollectiveOp kTensorCollectiveOps[] = {
     {"nn.tp_all_reduce", TensorCollective::AllReduce},
+    {"nn.sp_all_gather", TensorCollective::AllGather},
+    {"nn.sp_reduce_scatter", TensorCollective::ReduceScatter},
 };
 } // namespace
 
@@ -346,6 +348,16 @@ std::optional<TensorCollective> mlir::fsdp::tensorCollectiveOf(Operation *op) {
         bufferBytes(c.kind == TensorCollective::AllGather ? op->getResult(0)
                                                           : op->getOperand(0));
     c.groupSize = groupSize(op, Group::Tensor).value_or(1);
+    // Sequence parallelism's collectives run once per row before `dim` (the
+    // runtime's lowerSp: chunks are contiguous only within a row).
+    if (auto dim = op->getAttrOfType<IntegerAttr>("dim")) {
+      auto whole = cast<RankedTensorType>((c.kind == TensorCollective::AllGather
+                                               ? op->getResult(0)
+                                               : op->getOperand(0))
+                                              .getType());
+      for (int64_t d = 0; d < dim.getInt() && d < whole.getRank(); ++d)
+        c.calls *= whole.getDimSize(d);
+    }
     return c;
   }
   return std::nullopt;
@@ -504,11 +516,13 @@ private:
   /// file's first comment).
   void tensorCollective(Operation *op, const TensorCollective &c,
                         double operandsReady) {
-    double dur = sim.collectiveTime(c.bytes, c.groupSize, /*stride=*/1,
-                                    c.kind == TensorCollective::AllReduce,
-                                    /*hierarchical=*/false);
+    double dur =
+        c.calls * sim.collectiveTime(c.bytes / c.calls, c.groupSize,
+                                     /*stride=*/1,
+                                     c.kind == TensorCollective::AllReduce,
+                                     /*hierarchical=*/false);
     if (c.groupSize > 1)
-      dur += spec.collectiveSync;
+      dur += c.calls * spec.collectiveSync;
     double start = std::max({tc, tt, operandsReady});
     tt = start + dur;
     r.tpExposed += tt - tc;

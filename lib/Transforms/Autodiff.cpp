@@ -38,6 +38,36 @@ namespace {
 struct FSDPAutodiffPass : mlir::fsdp::impl::FSDPAutodiffBase<FSDPAutodiffPass> {
   using Base::Base;
 
+  /// Sequence parallelism: the backward reads the all-gathered input of the
+  /// column-parallel linears (their weight gradients) from a second
+  /// all-gather of the sequence chunks right before its first backward use,
+  /// so that between forward and backward only the chunk (1/T) is kept, as
+  /// Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication does
+  /// under sequence_parallel (Korthikanti et al. 2022, Sec. 4.2.2 and
+  /// Table 2, whose per-layer count assumes it).
+  static void regatherInBackward(ArrayRef<Operation *> forwardOps) {
+    llvm::DenseSet<Operation *> forward(forwardOps.begin(), forwardOps.end());
+    for (Operation *op : forwardOps) {
+      auto gather = dyn_cast<nn::SpAllGatherOp>(op);
+      if (!gather || gather.getReplicatedGrad())
+        continue;
+      SmallVector<OpOperand *> backward;
+      for (OpOperand &u : gather.getResult().getUses())
+        if (!forward.contains(u.getOwner()))
+          backward.push_back(&u);
+      if (backward.empty())
+        continue;
+      Operation *first = backward.front()->getOwner();
+      for (OpOperand *u : backward)
+        if (u->getOwner()->isBeforeInBlock(first))
+          first = u->getOwner();
+      OpBuilder b(first);
+      Value again = b.clone(*op)->getResult(0);
+      for (OpOperand *u : backward)
+        u->set(again);
+    }
+  }
+
 protected:
   void runOnOperation() override {
     FailureOr<func::FuncOp> maybeFn = getStepFunction(getOperation());
@@ -153,6 +183,8 @@ protected:
         acc = acc ? nn::AddOp::create(b, op->getLoc(), acc, g).getResult() : g;
       }
     }
+
+    regatherInBackward(forwardOps);
 
     // Return the loss, then one gradient per trainable parameter.
     SmallVector<Value> results{loss};

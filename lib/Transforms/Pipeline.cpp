@@ -58,6 +58,7 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
   FSDPTensorParallelOptions tensorParallelOptions() const {
     FSDPTensorParallelOptions o;
     o.tp = tp;
+    o.sequenceParallel = sequenceParallel;
     return o;
   }
   FSDPAutodiffOptions autodiffOptions() const {

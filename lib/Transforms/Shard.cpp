@@ -163,13 +163,6 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
              << " does not divide world-size "
              << static_cast<int64_t>(worldSize)
              << " (world size = tp x the data-parallel size)";
-    if (tp > 1 && strategy != Strategy::FullShard &&
-        strategy != Strategy::NoShard && strategy != Strategy::ShardGradOp)
-      return module.emitError()
-             << "fsdp-shard: strategy=" << stringifyStrategy(strategy)
-             << " with tp=" << static_cast<int64_t>(tp)
-             << " is not supported yet (full-shard, shard-grad-op and "
-                "no-shard are)";
     return static_cast<int64_t>(worldSize / tp);
   }
 

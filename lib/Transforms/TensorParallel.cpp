@@ -17,6 +17,7 @@
 // the upstream `shard` dialect: docs/tensor-parallel.md.
 //
 //===----------------------------------------------------------------------===//
+#include "SequenceParallel.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "llvm/ADT/DenseSet.h"
@@ -270,6 +271,10 @@ protected:
     for (Region &r : regions)
       if (failed(rewrite(fn, r)))
         return signalPassFailure();
+    // Korthikanti et al. 2022: the activations between the regions on
+    // sequence chunks (SequenceParallel.cpp).
+    if (sequenceParallel && failed(applySequenceParallel(fn, tp)))
+      return signalPassFailure();
     fn.setFunctionType(FunctionType::get(
         &getContext(), fn.getBody().front().getArgumentTypes(),
         fn.getResultTypes()));

@@ -23,12 +23,23 @@ void checkSameScheduleOnAllRanks(const Program &prog) {
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   if (world == 1 || world != prog.worldSize())
     return;
-  unsigned long long mine = prog.collectiveFingerprint();
-  std::vector<unsigned long long> all(static_cast<size_t>(world));
-  if (MPI_Allgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1,
+  // The collective fingerprint and the tensor-parallel degree T, which
+  // decides every rank's slices and groups (named first: a T mismatch also
+  // changes the collectives).
+  unsigned long long mine[2] = {
+      prog.collectiveFingerprint(),
+      static_cast<unsigned long long>(prog.tensorParallel())};
+  std::vector<unsigned long long> pairs(2 * static_cast<size_t>(world));
+  if (MPI_Allgather(mine, 2, MPI_UNSIGNED_LONG_LONG, pairs.data(), 2,
                     MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD) != MPI_SUCCESS)
     throw Error(prog.name() +
                 ": MPI_Allgather of the collective fingerprints failed");
+  std::vector<unsigned long long> all(static_cast<size_t>(world)),
+      tp(static_cast<size_t>(world));
+  for (size_t r = 0; r < all.size(); ++r) {
+    all[r] = pairs[2 * r];
+    tp[r] = pairs[2 * r + 1];
+  }
   // Each rank's schedule file name, for the messages (fixed width: names
   // longer than that are cut).
   constexpr int kName = 256;
@@ -47,6 +58,14 @@ void checkSameScheduleOnAllRanks(const Program &prog) {
   auto name = [&](int r) {
     return std::string(&names[static_cast<size_t>(r) * kName]);
   };
+  for (int r = 0; r < world; ++r)
+    if (tp[static_cast<size_t>(r)] != tp[0])
+      throw CollectiveError(
+          prog.name() + ": rank " + std::to_string(r) +
+          " has tensor_parallel " + std::to_string(tp[static_cast<size_t>(r)]) +
+          ", rank 0 has " + std::to_string(tp[0]) + " (schedules '" + name(r) +
+          "' and '" + name(0) +
+          "'): every rank must run the same schedule (the same tp=T)");
   for (int r = 0; r < world; ++r)
     if (all[static_cast<size_t>(r)] != all[0])
       throw CollectiveError(

@@ -42,7 +42,10 @@ namespace fsdp::tooling {
 
 namespace {
 
-constexpr int kVersion = 2;
+/// The index version written: 3 (version 2 plus the ranges' tensor-parallel
+/// "slice") for a schedule with tensor_parallel > 1, else 2, which older
+/// readers load.
+constexpr int kVersion = 2, kVersionTp = 3;
 constexpr int64_t kChunkBytes = 1 << 20;
 
 std::string rankFile(int64_t rank) {
@@ -96,14 +99,20 @@ struct Block {
   uint64_t offset;
 };
 
-/// The blocks of `rank`'s file, in file order, and its size in bytes.
+/// The blocks of `rank`'s file, in file order, and its size in bytes. A
+/// unit replicated in the tensor-parallel group (fsdp-wrap's
+/// `unit.tp_replicated`: no parameter with a tensor_slice) is written by
+/// tensor-parallel rank 0 only.
 std::vector<Block> fileBlocks(const Program &p, int64_t rank, uint64_t &bytes) {
   std::vector<Block> blocks;
   bytes = 0;
   for (const UnitDesc &u : p.units())
     for (const char *role : fsdp::schedule::kStateRoles) {
       const IoDesc *io = p.findUnitInput(role, u.name);
-      if (!io || !writesCopy(p, *io, static_cast<int>(rank)))
+      bool split = std::any_of(u.params.begin(), u.params.end(),
+                               [](const ParamDesc &q) { return q.tpDim >= 0; });
+      if (!io || !writesCopy(p, *io, static_cast<int>(rank)) ||
+          (!split && p.tensorRank(rank) != 0))
         continue;
       Block b{&u, io, role, p.buffer(io->buffer).dtype, 0, 0, bytes};
       stateRange(p, u, *io, static_cast<int>(rank), b.begin, b.end);
@@ -113,11 +122,19 @@ std::vector<Block> fileBlocks(const Program &p, int64_t rank, uint64_t &bytes) {
   return blocks;
 }
 
-/// A saved element range [begin, end) of one (FQN, role) in file `file`.
+/// A saved element range [begin, end) of one (FQN, role) in file `file`:
+/// of the whole tensor, or (`dim` >= 0, index version 3) of slice `index`
+/// of `count` of the tensor (dimension `dim` cut into `blocks` equal blocks,
+/// each into `count` pieces, the slice holding piece `index` of every block:
+/// the schedule's tensor_slice and the saving rank's tensor-parallel rank),
+/// row-major in the slice's shape. Which global elements a range holds is
+/// ParamDesc::globalIndex of that slice (DCP's chunk metadata, for slices
+/// that are not one box).
 struct Range {
   size_t file;
   uint64_t offset;
   int64_t begin, end;
+  int64_t dim = -1, blocks = 1, index = 0, count = 1;
 };
 struct Saved {
   std::vector<int64_t> shape;
@@ -131,21 +148,53 @@ struct SavedFile {
 };
 using SavedMap = std::map<std::pair<std::string, std::string>, Saved>;
 
-/// Adds the (FQN, role) ranges of `blocks` (file `file`) to `saved`.
-void addRanges(const std::vector<Block> &blocks, size_t file, SavedMap &saved) {
+/// Adds the (FQN, role) ranges of `blocks` (rank `rank`'s file `file`) to
+/// `saved`: shapes are the global ones, a tensor-parallel slice's ranges
+/// say which slice they index.
+void addRanges(const Program &prog, int rank, const std::vector<Block> &blocks,
+               size_t file, SavedMap &saved) {
   for (const Block &b : blocks) {
     int64_t es = floatBytes(b.dtype);
-    forEachParamIn(*b.unit, b.begin, b.end,
-                   [&](const ParamDesc &p, int64_t lo, int64_t hi) {
-                     Saved &s = saved[{p.fqn, b.role}];
-                     s.shape = p.shape;
-                     s.dtype = b.dtype;
-                     s.ranges.push_back(
-                         {file,
-                          b.offset + static_cast<uint64_t>((lo - b.begin) * es),
-                          lo - p.offset, hi - p.offset});
-                   });
+    forEachParamIn(
+        *b.unit, b.begin, b.end,
+        [&](const ParamDesc &p, int64_t lo, int64_t hi) {
+          if (!writesParam(prog, p, rank))
+            return;
+          Saved &s = saved[{p.fqn, b.role}];
+          s.shape = globalShapeOf(p);
+          s.dtype = b.dtype;
+          Range r{file, b.offset + static_cast<uint64_t>((lo - b.begin) * es),
+                  lo - p.offset, hi - p.offset};
+          if (p.tpDim >= 0) {
+            r.dim = p.tpDim;
+            r.blocks = p.tpBlocks;
+            r.index = prog.tensorRank(rank);
+            r.count = prog.tensorParallel();
+          }
+          s.ranges.push_back(r);
+        });
   }
+}
+
+/// Checks a parsed range's slice against its tensor's shape; "" if sound.
+std::string badSlice(const std::vector<int64_t> &shape, const Range &r) {
+  if (r.dim < 0)
+    return "";
+  // Every product checked: the index is untrusted input (fuzzed).
+  int64_t pieces = 0, numel = 1;
+  bool bad = r.dim >= static_cast<int64_t>(shape.size()) || r.blocks < 1 ||
+             r.count < 1 || r.index < 0 || r.index >= r.count ||
+             __builtin_mul_overflow(r.blocks, r.count, &pieces);
+  for (int64_t d : shape)
+    bad = bad || d < 0 || __builtin_mul_overflow(numel, d, &numel);
+  if (bad || shape[static_cast<size_t>(r.dim)] % pieces != 0)
+    return "slice {dim " + std::to_string(r.dim) + ", blocks " +
+           std::to_string(r.blocks) + ", index " + std::to_string(r.index) +
+           ", count " + std::to_string(r.count) + "} of shape " +
+           json(shape).dump();
+  if (r.end > numel / r.count)
+    return "elements beyond the slice's " + std::to_string(numel / r.count);
+  return "";
 }
 
 json optimizerJson(const Program &p) {
@@ -167,11 +216,6 @@ void agree(const std::string &err, const std::string &what,
   }
   throw Error("--save: " +
               (err.empty() ? "another rank failed to " + what : err));
-}
-
-bool fsyncPath(const std::string &path, int flags) {
-  Fd f(::open(path.c_str(), flags | O_CLOEXEC));
-  return f.fd >= 0 && ::fsync(f.fd) == 0;
 }
 
 /// The CRC-32 (zlib) of a whole file, read in chunks; false on a read error.
@@ -336,7 +380,7 @@ void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
       std::vector<Block> bl = fileBlocks(prog, r, b);
       if (bl.empty())
         continue;
-      addRanges(bl, files.size(), saved);
+      addRanges(prog, static_cast<int>(r), bl, files.size(), saved);
       files.push_back({{"rank", r},
                        {"path", rankFile(r)},
                        {"bytes", b},
@@ -356,21 +400,27 @@ void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
           if (it == saved.end())
             continue;
           json ranges = json::array();
-          for (const Range &r : it->second.ranges)
+          for (const Range &r : it->second.ranges) {
             ranges.push_back({{"file", r.file},
                               {"offset", r.offset},
                               {"begin", r.begin},
                               {"end", r.end}});
+            if (r.dim >= 0)
+              ranges.back()["slice"] = {{"dim", r.dim},
+                                        {"blocks", r.blocks},
+                                        {"index", r.index},
+                                        {"count", r.count}};
+          }
           tensors.push_back(
               {{"fqn", p.fqn},
                {"role", role},
-               {"shape", p.shape},
+               {"shape", globalShapeOf(p)},
                {"dtype", fsdp::schedule::dtypeName(it->second.dtype)},
                {"ranges", ranges}});
         }
     json index = {
         {"format", "fsdp-checkpoint"},
-        {"version", kVersion},
+        {"version", prog.tensorParallel() > 1 ? kVersionTp : kVersion},
         {"schedule", prog.name()},
         {"world_size", prog.worldSize()},
         {"strategy", prog.strategy()},
@@ -382,6 +432,8 @@ void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
         {"roles", roles},
         {"files", files},
         {"tensors", tensors}};
+    if (prog.tensorParallel() > 1)
+      index["grid"]["tensor_parallel"] = prog.tensorParallel();
     std::string ipath = tmp + "/index.json";
     {
       std::ofstream out(ipath);
@@ -433,7 +485,7 @@ void parseIndex(const std::string &text, const std::string &dir,
             : 0;
     if (version == 1) {
       readVersion1(index, dir, saved, files);
-    } else if (version == kVersion) {
+    } else if (version == kVersion || version == kVersionTp) {
       for (const json &f : index.at("files"))
         files.push_back(
             {(fs::path(dir) / f.at("path").get<std::string>()).string(),
@@ -450,6 +502,20 @@ void parseIndex(const std::string &text, const std::string &dir,
           Range range{file, uintOf(r.at("offset"), "ranges[].offset"),
                       intOf(r.at("begin"), "ranges[].begin"),
                       intOf(r.at("end"), "ranges[].end")};
+          if (version == kVersionTp && r.contains("slice")) {
+            const json &sl = r["slice"];
+            range.dim = intOf(sl.at("dim"), "ranges[].slice.dim");
+            range.blocks = intOf(sl.at("blocks"), "ranges[].slice.blocks");
+            range.index = intOf(sl.at("index"), "ranges[].slice.index");
+            range.count = intOf(sl.at("count"), "ranges[].slice.count");
+            if (range.dim < 0)
+              throw BadField("ranges[].slice.dim must be >= 0, got " +
+                             std::to_string(range.dim));
+          }
+          std::string slice = badSlice(s.shape, range);
+          if (!slice.empty())
+            throw Error("--load: '" + ipath + "': a range of '" + fqn +
+                        "' has a bad " + slice);
           if (file >= files.size() || range.begin < 0 ||
               range.end < range.begin)
             throw Error("--load: '" + ipath + "': a range of '" + fqn +
@@ -496,7 +562,7 @@ void parseIndex(const std::string &text, const std::string &dir,
       optimizer = index.value("optimizer", json::object());
     } else {
       throw Error("--load: '" + ipath +
-                  "' is not an fsdp-checkpoint index of version 1 or 2");
+                  "' is not an fsdp-checkpoint index of version 1, 2 or 3");
     }
     result.step = intOf(index.at("step"), "step");
     if (result.meta.skippedSteps > result.step)
@@ -509,6 +575,111 @@ void parseIndex(const std::string &text, const std::string &dir,
     throw Error("--load: '" + ipath + "' is malformed: " + e.what());
   }
 }
+
+/// Reads the saved elements of (FQN, role)s by global index: each saved
+/// range as sorted runs of consecutive global elements at a file position
+/// (built on first use; a tensor-parallel slice's range is one run per piece
+/// of its split dimension), each file checked (size, CRC-32) when first read.
+class SavedReader {
+public:
+  SavedReader(const std::vector<SavedFile> &files, const std::string &ctx)
+      : files(files), ctx(ctx) {}
+
+  /// Global elements [g, g + n) of `s` (FQN `fqn`, role `role`) into
+  /// `out`; throws naming them if the checkpoint's files miss some or hold
+  /// one twice.
+  void read(const std::string &fqn, const char *role, const Saved &s, int64_t g,
+            int64_t n, double *out) {
+    const std::vector<GlobalRun> &v = runs(fqn, role, s);
+    int64_t es = floatBytes(s.dtype), covered = 0;
+    auto it = std::upper_bound(
+        v.begin(), v.end(), g,
+        [](int64_t x, const GlobalRun &r) { return x < r.begin; });
+    if (it != v.begin())
+      --it;
+    for (; it != v.end() && it->begin < g + n; ++it) {
+      int64_t a = std::max(g, it->begin), b = std::min(g + n, it->end);
+      if (a >= b)
+        continue;
+      int f = fd(it->file);
+      raw.resize(static_cast<size_t>((b - a) * es));
+      if (f < 0 ||
+          !readAt(f, raw.data(), raw.size(),
+                  it->offset + static_cast<uint64_t>((a - it->begin) * es)))
+        throw Error("--load: error reading '" + files[it->file].path + "'");
+      decodeValues(s.dtype, raw.data(), b - a, out + (a - g));
+      covered += b - a;
+    }
+    if (covered != n)
+      throw Error(ctx + ": elements [" + std::to_string(g) + ", " +
+                  std::to_string(g + n) + ") of '" + fqn + "' ('" + role +
+                  "') are missing from the checkpoint's files");
+  }
+
+private:
+  struct GlobalRun {
+    int64_t begin, end;
+    size_t file;
+    uint64_t offset;
+  };
+
+  const std::vector<GlobalRun> &runs(const std::string &fqn, const char *role,
+                                     const Saved &s) {
+    auto [it, fresh] = runsOf.try_emplace(&s);
+    std::vector<GlobalRun> &v = it->second;
+    if (!fresh)
+      return v;
+    int64_t es = floatBytes(s.dtype);
+    for (const Range &r : s.ranges) {
+      if (r.dim < 0 && r.begin < r.end)
+        v.push_back({r.begin, r.end, r.file, r.offset});
+      else if (r.dim >= 0)
+        forEachGlobalRun(
+            sliceOf(s.shape, r.dim, r.blocks, r.count), r.index, r.count,
+            r.begin, r.end, [&](int64_t local, int64_t g, int64_t n) {
+              v.push_back(
+                  {g, g + n, r.file,
+                   r.offset + static_cast<uint64_t>((local - r.begin) * es)});
+            });
+    }
+    std::sort(v.begin(), v.end(), [](const GlobalRun &x, const GlobalRun &y) {
+      return x.begin < y.begin;
+    });
+    for (size_t i = 1; i < v.size(); ++i)
+      if (v[i].begin < v[i - 1].end)
+        throw Error(ctx + ": element " + std::to_string(v[i].begin) + " of '" +
+                    fqn + "' ('" + role +
+                    "') is saved twice in the checkpoint's files");
+    return v;
+  }
+
+  int fd(size_t file) {
+    const SavedFile &f = files[file];
+    auto &fd = open[file];
+    if (fd)
+      return fd->fd;
+    struct stat st;
+    bool found = ::stat(f.path.c_str(), &st) == 0;
+    if (!found || static_cast<uint64_t>(st.st_size) != f.bytes)
+      throw Error("--load: '" + f.path + "' is missing or truncated: " +
+                  (found ? std::to_string(st.st_size) + " bytes"
+                         : std::string("cannot stat it")) +
+                  ", the index gives " + std::to_string(f.bytes));
+    uint32_t crc = 0;
+    if (f.crc >= 0 && (!fileCrc(f.path, f.bytes, crc) || crc != f.crc))
+      throw Error("--load: '" + f.path + "' is corrupted: its CRC-32 is " +
+                  std::to_string(crc) + ", the index gives " +
+                  std::to_string(f.crc));
+    fd = std::make_unique<Fd>(::open(f.path.c_str(), O_RDONLY | O_CLOEXEC));
+    return fd->fd;
+  }
+
+  const std::vector<SavedFile> &files;
+  const std::string &ctx;
+  std::map<const Saved *, std::vector<GlobalRun>> runsOf;
+  std::map<size_t, std::unique_ptr<Fd>> open;
+  std::vector<char> raw;
+};
 
 } // namespace
 
@@ -568,10 +739,11 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex,
           std::string(weights ? "param" : role) + "' of parameter '" + fqn +
           "'" +
           (weights ? "" : " (saved by a run without that optimizer state?)"));
-    if (it->second.shape != params[fqn]->shape)
+    if (it->second.shape != globalShapeOf(*params[fqn]))
       throw Error(ctx + ": parameter '" + fqn + "' has shape " +
                   json(it->second.shape).dump() + " in the checkpoint but " +
-                  json(params[fqn]->shape).dump() + " in the schedule");
+                  json(globalShapeOf(*params[fqn])).dump() +
+                  " in the schedule");
     return it->second;
   };
   for (const UnitDesc &u : prog.units())
@@ -580,10 +752,11 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex,
         for (const ParamDesc &p : u.params)
           source(p.fqn, role);
 
-  // This rank's buffers, from the ranges that overlap them.
+  // This rank's buffers (under tensor parallelism its slices' global runs),
+  // from the saved runs that overlap them.
   std::vector<double> values;
-  std::vector<char> raw;
-  std::map<size_t, std::unique_ptr<Fd>> open;
+  SavedReader reader(files, ctx);
+  int64_t tpRank = prog.tensorRank(rank), tp = prog.tensorParallel();
   for (const UnitDesc &u : prog.units())
     for (const char *role : fsdp::schedule::kStateRoles) {
       const IoDesc *io = prog.findUnitInput(role, u.name);
@@ -595,51 +768,14 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex,
       forEachParamIn(
           u, begin, end,
           [&](const ParamDesc &p, int64_t flatLo, int64_t flatHi) {
-            int64_t lo = flatLo - p.offset,
-                    hi = flatHi - p.offset; // elements of the FQN
             const Saved &s = source(p.fqn, role);
-            int64_t es = floatBytes(s.dtype), covered = 0;
-            for (const Range &r : s.ranges) {
-              int64_t a = std::max(lo, r.begin), b = std::min(hi, r.end);
-              if (a >= b)
-                continue;
-              SavedFile &f = files[r.file];
-              auto &fd = open[r.file];
-              if (!fd) {
-                struct stat st;
-                bool found = ::stat(f.path.c_str(), &st) == 0;
-                if (!found || static_cast<uint64_t>(st.st_size) != f.bytes)
-                  throw Error("--load: '" + f.path +
-                              "' is missing or truncated: " +
-                              (found ? std::to_string(st.st_size) + " bytes"
-                                     : std::string("cannot stat it")) +
-                              ", the index gives " + std::to_string(f.bytes));
-                uint32_t crc = 0;
-                if (f.crc >= 0 &&
-                    (!fileCrc(f.path, f.bytes, crc) || crc != f.crc))
-                  throw Error("--load: '" + f.path +
-                              "' is corrupted: its CRC-32 is " +
-                              std::to_string(crc) + ", the index gives " +
-                              std::to_string(f.crc));
-                fd = std::make_unique<Fd>(
-                    ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC));
-              }
-              raw.resize(static_cast<size_t>((b - a) * es));
-              if (fd->fd < 0 ||
-                  !readAt(fd->fd, raw.data(), raw.size(),
-                          r.offset + static_cast<uint64_t>((a - r.begin) * es)))
-                throw Error("--load: error reading '" + f.path + "'");
-              decodeValues(s.dtype, raw.data(), b - a,
-                           &values[p.offset + a - begin]);
-              covered += b - a;
-            }
-            if (covered != hi - lo)
-              throw Error(
-                  ctx + ": elements [" + std::to_string(lo) + ", " +
-                  std::to_string(hi) + ") of '" + p.fqn + "' ('" + role +
-                  "') are " +
-                  (covered < hi - lo ? "missing from" : "saved twice in") +
-                  " the checkpoint's files");
+            auto want = [&](int64_t local, int64_t g, int64_t n) {
+              reader.read(
+                  p.fqn, role, s, g, n,
+                  &values[static_cast<size_t>(p.offset + local - begin)]);
+            };
+            forEachGlobalRun(p, tpRank, tp, flatLo - p.offset,
+                             flatHi - p.offset, want);
           });
       ex.write(io->buffer, values);
     }

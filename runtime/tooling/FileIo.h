@@ -13,9 +13,12 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <fcntl.h>
+#include <string>
 #include <sys/types.h>
 #include <type_traits>
 #include <unistd.h>
+#include <vector>
 
 namespace fsdp::tooling {
 
@@ -56,9 +59,37 @@ inline bool writeAt(int fd, const void *buf, uint64_t n, uint64_t off) {
   return transferAt(::pwrite, fd, buf, n, off);
 }
 
+/// fsync of `path` opened with `flags` (O_RDONLY, | O_DIRECTORY for a
+/// directory); false on an error.
+inline bool fsyncPath(const std::string &path, int flags) {
+  Fd f(::open(path.c_str(), flags | O_CLOEXEC));
+  return f.fd >= 0 && ::fsync(f.fd) == 0;
+}
+
+/// Slice `index` of `count` of a tensor of shape `globalShape` whose
+/// dimension `dim` is cut into `blocks` equal blocks, each into `count`
+/// pieces (a schedule's tensor_slice), as a parameter for
+/// ParamDesc::globalIndex / forEachGlobalRun: `shape` the slice's, `numel`
+/// its elements. `dim` must be valid and divisible.
+inline fsdp::schedule::ParamDesc
+sliceOf(const std::vector<int64_t> &globalShape, int64_t dim, int64_t blocks,
+        int64_t count) {
+  fsdp::schedule::ParamDesc p;
+  p.globalShape = globalShape;
+  p.shape = globalShape;
+  p.tpDim = dim;
+  p.tpBlocks = blocks;
+  p.shape[static_cast<size_t>(dim)] /= count;
+  p.numel = 1;
+  for (int64_t d : p.shape)
+    p.numel *= d;
+  return p;
+}
+
 /// The flat element range [begin, end) of unit `u` that `rank`'s buffer of
-/// input `io` holds: its shard (index rank mod S) for layout "shard", the
-/// whole padded buffer for "full".
+/// input `io` holds: its shard (index (rank / T) mod S in its shard group,
+/// Program::shardIndex) for layout "shard", the whole padded buffer for
+/// "full".
 inline void stateRange(const fsdp::schedule::Program &p,
                        const fsdp::schedule::UnitDesc &u,
                        const fsdp::schedule::IoDesc &io, int rank,
@@ -67,17 +98,54 @@ inline void stateRange(const fsdp::schedule::Program &p,
     begin = 0;
     end = u.paddedNumel;
   } else {
-    begin = (rank % p.shardSize()) * u.shardNumel;
+    begin = p.shardIndex(rank) * u.shardNumel;
     end = begin + u.shardNumel;
   }
 }
 
 /// Whether `rank` holds the copy of `io` that is written to files: the
-/// first replica's shards (ranks < S), or rank 0's full buffer. Other ranks
-/// hold replicas of those bytes.
+/// first replica's shards (data-parallel ranks < S), or data-parallel rank
+/// 0's full buffer, on every tensor-parallel rank (each holds its own
+/// slices). Other ranks hold replicas of those bytes. A parameter
+/// replicated in the tensor-parallel group is written by tensor-parallel
+/// rank 0 only (writesParam).
 inline bool writesCopy(const fsdp::schedule::Program &p,
                        const fsdp::schedule::IoDesc &io, int rank) {
-  return io.layout == "full" ? rank == 0 : rank < p.shardSize();
+  return io.layout == "full" ? p.dataRank(rank) == 0
+                             : p.dataRank(rank) < p.shardSize();
+}
+
+/// Whether `rank`'s copy of parameter `param` is its to write (given
+/// writesCopy): a tensor-parallel slice always, a parameter replicated in
+/// the tensor-parallel group on tensor-parallel rank 0 only.
+inline bool writesParam(const fsdp::schedule::Program &p,
+                        const fsdp::schedule::ParamDesc &param, int rank) {
+  return param.tpDim >= 0 || p.tensorRank(rank) == 0;
+}
+
+/// The shape of the whole (global) parameter: `globalShape` for a
+/// tensor-parallel slice, else `shape`.
+inline const std::vector<int64_t> &
+globalShapeOf(const fsdp::schedule::ParamDesc &p) {
+  return p.tpDim >= 0 ? p.globalShape : p.shape;
+}
+
+/// Calls f(local, global, n) for each run of the local elements
+/// [lo, hi) of `param` on tensor-parallel rank `tpRank` of `tp` whose
+/// global indices (ParamDesc::globalIndex, driven by the schedule's
+/// tensor_slice alone) are consecutive: elements local..local+n-1 are
+/// global..global+n-1 of the row-major global tensor. One run for a
+/// parameter replicated in the tensor-parallel group.
+template <typename F>
+inline void forEachGlobalRun(const fsdp::schedule::ParamDesc &param,
+                             int64_t tpRank, int64_t tp, int64_t lo, int64_t hi,
+                             F &&f) {
+  for (int64_t i = lo; i < hi;) {
+    int64_t n = param.contiguousRun(i);
+    n = n < hi - i ? n : hi - i;
+    f(i, param.globalIndex(i, tpRank, tp), n);
+    i += n;
+  }
 }
 
 /// Calls f(param, lo, hi) for every parameter of `u` that overlaps flat

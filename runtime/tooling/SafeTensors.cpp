@@ -247,28 +247,39 @@ const TensorEntry *SafeTensorsArchive::find(const std::string &name) const {
 
 void SafeTensorsArchive::read(const TensorEntry &t, int64_t first,
                               int64_t count, double *out) const {
+  readRuns(t, {{first, count}}, out);
+}
+
+void SafeTensorsArchive::readRuns(
+    const TensorEntry &t, const std::vector<std::pair<int64_t, int64_t>> &runs,
+    double *out) const {
   DType dt;
   if (!stFloatType(t.dtype, dt))
     throw Error("--init-from: tensor '" + t.name + "' in '" + t.file +
                 "' has dtype " + t.dtype +
                 "; parameters need F32, BF16, F16 "
                 "or F64");
-  if (first < 0 || count < 0 || first + count > t.numel)
-    throw Error("--init-from: element range out of tensor '" + t.name + "'");
+  for (auto [first, count] : runs)
+    if (first < 0 || count < 0 || first + count > t.numel)
+      throw Error("--init-from: element range out of tensor '" + t.name + "'");
   Fd f(::open(t.file.c_str(), O_RDONLY | O_CLOEXEC));
   if (f.fd < 0)
     throw Error("--init-from: cannot open '" + t.file +
                 "': " + std::strerror(errno));
   int64_t es = floatBytes(dt), per = kChunkBytes / es;
-  std::vector<char> buf(static_cast<size_t>(std::min(count, per) * es));
-  for (int64_t done = 0; done < count;) {
-    int64_t n = std::min(per, count - done);
-    if (!readAt(f.fd, buf.data(), static_cast<uint64_t>(n * es),
-                t.fileOffset + static_cast<uint64_t>((first + done) * es)))
-      throw Error("--init-from: short read of tensor '" + t.name + "' from '" +
-                  t.file + "' (file truncated or changed?)");
-    decodeValues(dt, buf.data(), n, out + done);
-    done += n;
+  std::vector<char> buf;
+  for (auto [first, count] : runs) {
+    buf.resize(static_cast<size_t>(std::min(count, per) * es));
+    for (int64_t done = 0; done < count;) {
+      int64_t n = std::min(per, count - done);
+      if (!readAt(f.fd, buf.data(), static_cast<uint64_t>(n * es),
+                  t.fileOffset + static_cast<uint64_t>((first + done) * es)))
+        throw Error("--init-from: short read of tensor '" + t.name +
+                    "' from '" + t.file + "' (file truncated or changed?)");
+      decodeValues(dt, buf.data(), n, out + done);
+      done += n;
+    }
+    out += count;
   }
 }
 
@@ -287,11 +298,11 @@ void initFromSafeTensors(const SafeTensorsArchive &archive, Executor &ex,
         missing.push_back(p.fqn);
         continue;
       }
-      if (t->shape != p.shape)
+      if (t->shape != globalShapeOf(p))
         throw Error("--init-from: tensor '" + t->name + "' in '" + t->file +
                     "' has shape " + json(t->shape).dump() +
                     "; the schedule's '" + p.fqn + "' is " +
-                    json(p.shape).dump());
+                    json(globalShapeOf(p)).dump());
       DType dt;
       if (!stFloatType(t->dtype, dt))
         throw Error("--init-from: tensor '" + t->name + "' in '" + t->file +
@@ -324,8 +335,11 @@ void initFromSafeTensors(const SafeTensorsArchive &archive, Executor &ex,
                   "' is not a parameter of the schedule" + hint);
     }
 
-  // This rank's element range of every param/master buffer.
+  // This rank's element range of every param/master buffer (under tensor
+  // parallelism, the global runs of its slices).
   std::vector<double> values;
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  int64_t tpRank = prog.tensorRank(rank), tp = prog.tensorParallel();
   for (const UnitDesc &u : prog.units())
     for (const char *role : {"param", "master"}) {
       const IoDesc *io = prog.findUnitInput(role, u.name);
@@ -334,11 +348,14 @@ void initFromSafeTensors(const SafeTensorsArchive &archive, Executor &ex,
       int64_t begin, end;
       stateRange(prog, u, *io, rank, begin, end);
       values.assign(static_cast<size_t>(end - begin), 0.0); // padding: zero
-      forEachParamIn(u, begin, end,
-                     [&](const ParamDesc &p, int64_t lo, int64_t hi) {
-                       archive.read(*source[p.fqn], lo - p.offset, hi - lo,
-                                    &values[lo - begin]);
-                     });
+      forEachParamIn(
+          u, begin, end, [&](const ParamDesc &p, int64_t lo, int64_t hi) {
+            runs.clear();
+            forEachGlobalRun(
+                p, tpRank, tp, lo - p.offset, hi - p.offset,
+                [&](int64_t, int64_t g, int64_t n) { runs.push_back({g, n}); });
+            archive.readRuns(*source[p.fqn], runs, &values[lo - begin]);
+          });
       ex.write(io->buffer, values);
     }
   // The tensors' names are the FQNs: the message names the tensor.
@@ -383,9 +400,12 @@ void exportSafeTensors(const std::string &path, const Executor &ex,
   uint64_t total = 0;
   for (const Src &s : srcs)
     for (const ParamDesc &p : s.unit->params) {
-      uint64_t bytes = static_cast<uint64_t>(p.numel * floatBytes(s.type));
+      int64_t numel = 1;
+      for (int64_t d : globalShapeOf(p))
+        numel *= d;
+      uint64_t bytes = static_cast<uint64_t>(numel * floatBytes(s.type));
       header[p.fqn] = {{"dtype", stName(s.type)},
-                       {"shape", p.shape},
+                       {"shape", globalShapeOf(p)},
                        {"data_offsets", {total, total + bytes}}};
       dataOffset[p.fqn] = total;
       total += bytes;
@@ -418,8 +438,10 @@ void exportSafeTensors(const std::string &path, const Executor &ex,
   agree("create the file");
 
   // The first replica's ranks write their shards; a full (replicated)
-  // buffer is written by rank 0 alone.
+  // buffer is written by data-parallel rank 0 alone; each tensor-parallel
+  // rank writes its slices' global runs (writesCopy, writesParam).
   {
+    int64_t tpRank = prog.tensorRank(rank), tp = prog.tensorParallel();
     Fd f(::open(partial.c_str(), O_WRONLY | O_CLOEXEC));
     if (f.fd < 0)
       err = "cannot open '" + partial + "' on rank " + std::to_string(rank) +
@@ -437,16 +459,21 @@ void exportSafeTensors(const std::string &path, const Executor &ex,
       int64_t es = floatBytes(s.type);
       forEachParamIn(
           *s.unit, begin, end, [&](const ParamDesc &p, int64_t lo, int64_t hi) {
-            if (!err.empty())
+            if (!err.empty() || !writesParam(prog, p, rank))
               return;
             bytes.resize(static_cast<size_t>((hi - lo) * es));
             encodeValues(s.type, &values[lo - begin], hi - lo, bytes.data());
-            if (!writeAt(f.fd, bytes.data(), bytes.size(),
-                         dataStart + dataOffset[p.fqn] +
-                             static_cast<uint64_t>((lo - p.offset) * es))) {
-              err = "error writing '" + partial + "' on rank " +
-                    std::to_string(rank) + ": " + std::strerror(errno);
-            }
+            forEachGlobalRun(
+                p, tpRank, tp, lo - p.offset, hi - p.offset,
+                [&](int64_t local, int64_t g, int64_t n) {
+                  if (err.empty() &&
+                      !writeAt(f.fd, &bytes[(local + p.offset - lo) * es],
+                               static_cast<uint64_t>(n * es),
+                               dataStart + dataOffset[p.fqn] +
+                                   static_cast<uint64_t>(g * es)))
+                    err = "error writing '" + partial + "' on rank " +
+                          std::to_string(rank) + ": " + std::strerror(errno);
+                });
           });
     }
     if (err.empty() && f.fd >= 0 && ::fsync(f.fd) != 0)

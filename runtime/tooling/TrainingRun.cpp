@@ -138,19 +138,6 @@ TrainingRun::TrainingRun(const Options &opt, const AgreedInputs &agreed)
       ex(prog, device.get(), opt.alloc),
       meta{opt.seed, opt.data, opt.dataOrder.empty() ? "random" : opt.dataOrder,
            0, agreed.dataSha256} {
-  // Checkpoints and safetensors files hold global tensors by flat ranges;
-  // slicing them by the tensor-parallel layout is not written yet.
-  if (prog.tensorParallel() > 1)
-    for (auto [flag, value] :
-         {std::pair{"--save", &opt.save}, std::pair{"--load", &opt.load},
-          std::pair{"--export", &opt.exportPath},
-          std::pair{"--init-from", &opt.initFrom}})
-      if (!value->empty())
-        throw Error(std::string(flag) +
-                    " is not supported yet with tensor "
-                    "parallelism (" +
-                    prog.name() + " has tensor_parallel " +
-                    std::to_string(prog.tensorParallel()) + ")");
   if (compiled)
     ex.useCompiledStep(*compiled);
   fsdp_blas_info blas{};

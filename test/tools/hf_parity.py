@@ -150,6 +150,8 @@ def main():
     ap.add_argument("work")
     ap.add_argument("--mpirun", required=True)
     ap.add_argument("--ranks", type=int, nargs="+", default=[1, 4])
+    ap.add_argument("--tp", type=int, default=1,
+                    help="tensor-parallel degree of every run (tp=T)")
     a = ap.parse_args()
     fx, work = a.fixture, a.work
     os.makedirs(work, exist_ok=True)
@@ -175,7 +177,7 @@ def main():
 
         def plan(src, opts, out):
             run("fsdp-opt %s --fsdp-pipeline=%s | fsdp-translate --fsdp-to-schedule -o %s"
-                % (src, q("world-size=%d policy=block %s" % (n, opts)), out))
+                % (src, q("world-size=%d tp=%d policy=block %s" % (n, a.tp, opts)), out))
 
         def fsdp_run(sched, args, log):
             return summary(run("%s -np %d fsdp-run %s %s" % (a.mpirun, n, sched, args), log))
@@ -183,7 +185,7 @@ def main():
         plan(model + ".mlir", adamw, w + "-adamw.json")
         plan(model + "-f64.mlir", "optimizer=sgd lr=1 weight-decay=0", w + "-grad.json")
         plan(model + ".mlir", "optimizer=sgd lr=1e-30 weight-decay=0", w + "-identity.json")
-        print("world size %d" % n)
+        print("world size %d" % n + (" tp %d" % a.tp if a.tp > 1 else ""))
 
         s1 = fsdp_run(w + "-adamw.json", "%s --steps 1 --dump-params %s-p1.json" % (data, w),
                       w + "-log1.txt")

@@ -89,10 +89,12 @@ struct ClusterSpec {
 /// sequence parallelism's all-gather / reduce-scatter along the sequence.
 /// `bytes` is the full buffer S of the ring formulas (an all-reduce's input,
 /// an all-gather's result, a reduce-scatter's input), `groupSize` the
-/// module's tensor-parallel degree T.
+/// module's tensor-parallel degree T, `calls` the collectives the runtime
+/// issues for it (a sequence-parallel op: one per row before its `dim`, of
+/// bytes / calls each).
 struct TensorCollective {
   enum Kind { AllReduce, AllGather, ReduceScatter } kind = AllReduce;
-  int64_t bytes = 0, groupSize = 1;
+  int64_t bytes = 0, groupSize = 1, calls = 1;
   /// Bytes one rank sends: 2·(T−1)/T·S for an all-reduce, (T−1)/T·S
   /// otherwise (ring algorithms, fsdp/Sharding.h).
   int64_t bytesPerRank() const;

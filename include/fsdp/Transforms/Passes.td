@@ -36,7 +36,12 @@ defvar FSDPTensorParallelOptions = [
   Option<"tp", "tp", "int64_t", "1",
          "tensor-parallel degree T (>= 1; divides world-size, the attention "
          "heads and the key/value heads): T adjacent ranks form a Megatron "
-         "tensor-parallel group">
+         "tensor-parallel group">,
+  Option<"sequenceParallel", "sequence-parallel", "bool", "true",
+         "with tp > 1, Megatron sequence parallelism (Korthikanti et al. "
+         "2022): the activations outside the tensor-parallel regions (norms, "
+         "residual adds) are split along the sequence over the "
+         "tensor-parallel group; the sequence length must divide by tp">
 ];
 
 def FSDPTensorParallel : Pass<"fsdp-tensor-parallel", "::mlir::ModuleOp"> {
@@ -56,6 +61,19 @@ def FSDPTensorParallel : Pass<"fsdp-tensor-parallel", "::mlir::ModuleOp"> {
     an `nn.tp_all_reduce` (g) sums the row-parallel linear's output, whose
     bias is added after it (`nn.broadcast` + `nn.add`). Everything else
     (embeddings, norms, the LM head, the loss) stays replicated in the group.
+    With `sequence-parallel` (the default) the activations between the
+    regions are split along the sequence (dimension 1 of [batch, seq,
+    hidden]) over the group (Korthikanti et al. 2022, Sec. 4.2.2): an
+    `nn.sp_all_gather` (backward reduce-scatter) replaces f and an
+    `nn.sp_reduce_scatter` (backward all-gather) replaces g, the row bias
+    is added on the chunk; the embedding's output enters the split by an
+    `nn.sp_split` (this rank's chunk; backward all-gather) and the value the
+    replicated head reads leaves it by an `nn.sp_all_gather` with
+    `replicated_grad` (backward: this rank's chunk). A replicated parameter
+    an op on chunks reads (a norm weight, a row bias) enters through f, so
+    that its gradient, a sum over this rank's tokens only, is all-reduced
+    over the group. Errors: a sequence not divisible by T (at the op whose
+    result enters the split), activations without a sequence dimension.
     The module gets `fsdp.tensor_parallel` = T and `fsdp.tensor_slices`
     (which slice of which global parameter each rank holds). Errors: heads or
     key/value heads not divisible by T (at the attention), a graph without

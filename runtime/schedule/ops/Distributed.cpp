@@ -1,10 +1,10 @@
 //===- Distributed.cpp - the fsdp ops: rules and runtime calls ------------===//
 //
-// The collectives (fsdp.all_gather, fsdp.reduce_scatter, fsdp.all_reduce:
-// started here, waited on where the step plan's bookkeeping puts the
-// wait), fsdp.local_shard, fsdp.pack / fsdp.unpack (buckets), fsdp.flatten,
-// and the ops that only bind or end buffers (fsdp.param_view, fsdp.wait,
-// fsdp.free).
+// The collectives (fsdp.all_gather, fsdp.reduce_scatter, fsdp.all_reduce,
+// and the tensor group's nn.tp_* / nn.sp_*: started here, waited on where
+// the step plan's bookkeeping puts the wait), fsdp.local_shard, fsdp.pack /
+// fsdp.unpack (buckets), fsdp.flatten, and the ops that only bind or end
+// buffers (fsdp.param_view, fsdp.wait, fsdp.free).
 //
 //===----------------------------------------------------------------------===//
 #include "../OpDefs.h"
@@ -88,6 +88,87 @@ void lowerTp(OpLowering &l) {
   Arg event = l.startCollective(l.o[0], l.r[0]);
   l.call("fsdp_all_reduce_start",
          {ch, x, y, l.i64(n), l.t(), l.i32(FSDP_REDUCE_SUM), event});
+}
+
+/// Sequence parallelism (Korthikanti et al. 2022, Sec. 4.2.2): a tensor
+/// [outer..., s, inner...] cut along dimension `dim` into the T chunks of
+/// the tensor group. Seen as [outer][T][chunk] (whole) and [outer][chunk]
+/// (this rank's), the T chunks of each outer row are contiguous, so the
+/// collectives run once per outer row (once when `dim` is 0) on the
+/// channel's contiguous buffers, with no reordering copy.
+struct SequenceChunks {
+  int64_t outer = 1, chunk = 1, T = 1;
+};
+
+SequenceChunks sequenceChunks(const std::vector<int64_t> &whole, int64_t dim,
+                              int64_t T) {
+  SequenceChunks s;
+  s.T = T;
+  for (size_t k = 0; k < whole.size(); ++k) {
+    int64_t d = static_cast<int64_t>(k);
+    if (d < dim)
+      s.outer *= whole[k];
+    else if (d == dim)
+      s.chunk *= whole[k] / T;
+    else
+      s.chunk *= whole[k];
+  }
+  return s;
+}
+
+void validateSp(const Checker &c) {
+  c.need(1, 1);
+  c.sameDType(c.o[0], c.r[0]);
+  if (!isFloatDType(c.desc(c.o[0]).dtype))
+    c.fail("needs a float buffer");
+  bool gather = c.in.kind == OpKind::SpAllGather;
+  const BufferDesc &whole = c.desc(gather ? c.r[0] : c.o[0]);
+  const BufferDesc &part = c.desc(gather ? c.o[0] : c.r[0]);
+  int64_t dim = c.in.integer("dim"), tp = c.in.integer("tp");
+  int64_t T = c.prog.groupSize(Group::Tensor);
+  if (tp != T)
+    c.fail("tp " + std::to_string(tp) + " is not the schedule's " +
+           "tensor_parallel " + std::to_string(T));
+  bool ok = dim >= 0 && dim < static_cast<int64_t>(whole.shape.size()) &&
+            whole.shape.size() == part.shape.size();
+  for (size_t k = 0; ok && k < whole.shape.size(); ++k)
+    ok = static_cast<int64_t>(k) == dim ? whole.shape[k] == part.shape[k] * T
+                                        : whole.shape[k] == part.shape[k];
+  if (!ok)
+    c.fail("dimension " + std::to_string(dim) + " of the whole buffer " +
+           std::to_string(whole.id) + " must be tensor_parallel " +
+           std::to_string(T) + " chunks of buffer " + std::to_string(part.id) +
+           "'s, the other dimensions equal");
+}
+
+void lowerSp(OpLowering &l) {
+  bool gather = l.in.kind == OpKind::SpAllGather;
+  int64_t whole = gather ? l.r[0] : l.o[0], part = gather ? l.o[0] : l.r[0];
+  SequenceChunks s = sequenceChunks(l.desc(whole).shape, l.in.integer("dim"),
+                                    l.prog.groupSize(Group::Tensor));
+  DType dt = l.desc(part).dtype;
+  int64_t bytes = s.chunk * dtypeSize(dt);
+  if (l.in.kind == OpKind::SpSplit) {
+    // Chunk t of every outer row: one strided copy.
+    l.call("fsdp_memcpy_2d",
+           {l.stream(), l.buf(part), l.i64(bytes),
+            l.bufAtRank(whole, Group::Tensor, bytes), l.i64(bytes * s.T),
+            l.i64(bytes), l.i64(s.outer)});
+    return;
+  }
+  Arg ch = l.channel(Group::Tensor);
+  for (int64_t i = 0; i < s.outer; ++i) {
+    Arg wholeRow = l.buf(whole, i * bytes * s.T),
+        partRow = l.buf(part, i * bytes);
+    if (gather)
+      l.call("fsdp_all_gather_start",
+             {ch, partRow, wholeRow, l.i64(s.chunk), l.dtypeArg(dt),
+              l.startCollective(part, whole)});
+    else
+      l.call("fsdp_reduce_scatter_start",
+             {ch, wholeRow, partRow, l.i64(s.chunk), l.dtypeArg(dt),
+              l.i32(FSDP_REDUCE_SUM), l.startCollective(whole, part)});
+  }
 }
 
 void validateLocalShard(const Checker &c) {
@@ -235,6 +316,19 @@ std::vector<OpDef> distributedOps() {
        lowerAllReduce},
       {OpKind::TpCopy, {}, validateTp, lowerTp},
       {OpKind::TpAllReduce, {}, validateTp, lowerTp},
+      {OpKind::SpAllGather,
+       {integer("dim", kRequired), integer("tp", kRequired),
+        flag("replicated_grad")},
+       validateSp,
+       lowerSp},
+      {OpKind::SpReduceScatter,
+       {integer("dim", kRequired), integer("tp", kRequired)},
+       validateSp,
+       lowerSp},
+      {OpKind::SpSplit,
+       {integer("dim", kRequired), integer("tp", kRequired)},
+       validateSp,
+       lowerSp},
       {OpKind::LocalShard,
        {groupAttr(kDefaultGroup)},
        validateLocalShard,

@@ -2,7 +2,7 @@
 ring model, computed here from the model's shape alone.
 
 usage: check-tp-simulation.py REPORT LAYERS HIDDEN SEQ GLOBAL_BATCH WORLD TP
-                              MICRO_BATCHES ELEMENT_BYTES SPEC
+                              MICRO_BATCHES ELEMENT_BYTES SPEC [SP]
 
 Bytes: without sequence parallelism each layer sends 8*b*s*h*(t-1)/t
 elements per rank per micro-batch (Narayanan et al., SC'21, Sec. 3.2: two
@@ -13,24 +13,39 @@ elements takes 2*((t-1)*alpha + (t-1)/t*S/B) (Thakur, Rabenseifner & Gropp
 2005), alpha and B the spec's intra-node link when t <= devices_per_node,
 else its inter-node link (specs without nics_per_node or collective sync),
 and blocks compute: exposed = its whole time.
+
+With SP = 1 (sequence parallelism, Korthikanti et al. 2022, Sec. 4.2.2) each
+all-reduce becomes a reduce-scatter and an all-gather of (t-1)/t*S each (the
+same 8*b*s*h*(t-1)/t per layer), and backward all-gathers each
+column-parallel region's input again (Megatron-LM keeps only the chunk): 10
+all-gathers or reduce-scatters of S per layer per micro-batch, plus 2 per
+micro-batch at the ends (the LM head's all-gather in forward, the
+embedding's gradient all-gather in backward). The runtime issues each as one
+collective per sequence (b calls of S/b).
 """
 import json
 import sys
 
 rep, L, h, s, B, n, t, k, eb, spec = sys.argv[1:11]
+sp = len(sys.argv) > 11 and sys.argv[11] == "1"
 r = json.load(open(rep))
 L, h, s, B, n, t, k, eb = map(int, (L, h, s, B, n, t, k, eb))
 spec = json.load(open(spec))
 b = B // (n // t) // k  # sequences per micro-batch on one data-parallel rank
-want_bytes = L * k * 8 * b * s * h * (t - 1) // t * eb
 link = spec["intra_node"] if t <= spec["devices_per_node"] else spec["inter_node"]
 S = b * s * h * eb
-one = 2 * ((t - 1) * link["latency_s"] + (t - 1) / t * S / link["bus_bandwidth"])
-want_s = 4 * L * k * one
+ring = lambda size: (t - 1) * link["latency_s"] + (t - 1) / t * size / link["bus_bandwidth"]
+if sp:
+    ops = (10 * L + 2) * k
+    want_bytes = ops * (S // t * (t - 1))
+    want_s = ops * b * ring(S / b)
+else:
+    want_bytes = L * k * 8 * b * s * h * (t - 1) // t * eb
+    want_s = 4 * L * k * 2 * ring(S)
 got = (r["tp_bytes"], r["per_rank"]["tp_bytes_per_step"], r["tp_comm_s"], r["tp_exposed_s"])
 ok = (got[0] == want_bytes and got[1] == want_bytes
       and abs(got[2] - want_s) <= 1e-9 * want_s and abs(got[3] - want_s) <= 1e-9 * want_s
       and r["predicted_step_time_s"] >= r["compute_s"] + want_s * (1 - 1e-9))
-print("%s tp=%d world=%d k=%d: tp_bytes %d (Megatron %d), tp_comm_s %.6g (ring %.6g), "
-      "exposed %.6g" % ("ok" if ok else "FAIL", t, n, k, got[0], want_bytes, got[2], want_s, got[3]))
+print("%s%s tp=%d world=%d k=%d: tp_bytes %d (Megatron %d), tp_comm_s %.6g (ring %.6g), "
+      "exposed %.6g" % ("ok" if ok else "FAIL", " sp" if sp else "", t, n, k, got[0], want_bytes, got[2], want_s, got[3]))
 sys.exit(0 if ok else 1)

@@ -48,11 +48,15 @@
 // RUN: FileCheck %s --check-prefix=REPORT < %t.f1.mlir
 // REPORT: {nn.grad_norm}
 
-// tp reaches fsdp-tensor-parallel and fsdp-shard (fc1 column-parallel, fc2
-// row-parallel; the grad norm summed over the tensor group).
-// RUN: fsdp-opt %s --fsdp-pipeline="world-size=4 tp=2 max-grad-norm=1.0" -o %t.t1.mlir
-// RUN: fsdp-opt %s --fsdp-tensor-parallel="tp=2" --fsdp-autodiff --fsdp-micro-batch --fsdp-optimizer --fsdp-wrap \
-// RUN:   --fsdp-shard="world-size=4 tp=2 max-grad-norm=1.0" --fsdp-collectives --canonicalize --fsdp-schedule --fsdp-memory-plan -o %t.t2.mlir
+// tp and sequence-parallel reach fsdp-tensor-parallel and fsdp-shard (fc1
+// column-parallel, fc2 row-parallel; the grad norm summed over the tensor
+// group). This MLP's [batch, features] activations have no sequence: the
+// default sequence-parallel=true is refused, false runs.
+// RUN: not fsdp-opt %s --fsdp-pipeline="world-size=4 tp=2" 2>&1 | FileCheck %s --check-prefix=SP
+// SP: error: tp=2 with sequence-parallel: the tensor-parallel region's input and output must be [batch, seq, hidden] activations
+// RUN: fsdp-opt %s --fsdp-pipeline="world-size=4 tp=2 sequence-parallel=false max-grad-norm=1.0" -o %t.t1.mlir
+// RUN: fsdp-opt %s --fsdp-tensor-parallel="tp=2 sequence-parallel=false" --fsdp-autodiff --fsdp-micro-batch --fsdp-optimizer --fsdp-wrap \
+// RUN:   --fsdp-shard="world-size=4 tp=2 sequence-parallel=false max-grad-norm=1.0" --fsdp-collectives --canonicalize --fsdp-schedule --fsdp-memory-plan -o %t.t2.mlir
 // RUN: diff %t.t1.mlir %t.t2.mlir
 // RUN: FileCheck %s --check-prefix=TP < %t.t1.mlir
 // TP: fsdp.tensor_parallel = 2

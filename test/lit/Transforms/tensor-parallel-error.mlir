@@ -1,6 +1,7 @@
 // RUN: fsdp-opt %s --fsdp-tensor-parallel="tp=2" -split-input-file -verify-diagnostics
 // The diagnostics of fsdp-tensor-parallel: heads T does not divide, a graph
-// without a tensor-parallel region, dropout (not supported yet).
+// without a tensor-parallel region, dropout (not supported yet); sequence
+// parallelism without a sequence, or with one T does not divide.
 
 func.func @forward(%x: tensor<2x4x6xf32> {nn.data = "features"}, %y: tensor<2x4xi32> {nn.data = "labels"},
                    %wq: tensor<6x6xf32> {nn.param = "q.weight"}, %wk: tensor<6x6xf32> {nn.param = "k.weight"},
@@ -22,5 +23,36 @@ func.func @forward(%x: tensor<4x8xf32> {nn.data = "features"}, %y: tensor<4xi32>
                    %w: tensor<10x8xf32> {nn.param = "head.weight"}) -> (tensor<f32> {nn.loss}) {
   %logits = nn.linear %x, %w : (tensor<4x8xf32>, tensor<10x8xf32>) -> tensor<4x10xf32>
   %loss = nn.cross_entropy %logits, %y : (tensor<4x10xf32>, tensor<4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Sequence parallelism (the default) needs [batch, seq, hidden] activations.
+func.func @forward(%x: tensor<4x8xf32> {nn.data = "features"}, %y: tensor<4xi32> {nn.data = "labels"},
+                   %w1: tensor<16x8xf32> {nn.param = "up.weight"}, %w2: tensor<8x16xf32> {nn.param = "down.weight"}) -> (tensor<f32> {nn.loss}) {
+  // expected-error @+1 {{tp=2 with sequence-parallel: the tensor-parallel region's input and output must be [batch, seq, hidden] activations to split along the sequence, got 'tensor<4x8xf32>' (pass sequence-parallel=false)}}
+  %h = nn.linear %x, %w1 : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+  %a = nn.gelu %h : tensor<4x16xf32>
+  %o = nn.linear %a, %w2 : (tensor<4x16xf32>, tensor<8x16xf32>) -> tensor<4x8xf32>
+  %loss = nn.cross_entropy %o, %y : (tensor<4x8xf32>, tensor<4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// A sequence of 3 does not split over tp=2: named at the op whose result
+// enters the split.
+func.func @forward(%t: tensor<2x3xi32> {nn.data = "tokens"}, %y: tensor<2x3xi32> {nn.data = "targets"},
+                   %e: tensor<10x8xf32> {nn.param = "wte.weight"},
+                   %w1: tensor<16x8xf32> {nn.param = "up.weight"}, %w2: tensor<8x16xf32> {nn.param = "down.weight"}) -> (tensor<f32> {nn.loss}) {
+  // expected-error @+1 {{'nn.embedding' op tp=2 with sequence-parallel: the sequence length 3 (dimension 1 of 'tensor<2x3x8xf32>') is not divisible by tp}}
+  %x = nn.embedding %t, %e : (tensor<2x3xi32>, tensor<10x8xf32>) -> tensor<2x3x8xf32>
+  %h = nn.linear %x, %w1 : (tensor<2x3x8xf32>, tensor<16x8xf32>) -> tensor<2x3x16xf32>
+  %a = nn.gelu %h : tensor<2x3x16xf32>
+  %o = nn.linear %a, %w2 : (tensor<2x3x16xf32>, tensor<8x16xf32>) -> tensor<2x3x8xf32>
+  %r = nn.add %x, %o : tensor<2x3x8xf32>
+  %logits = nn.linear %r, %e : (tensor<2x3x8xf32>, tensor<10x8xf32>) -> tensor<2x3x10xf32>
+  %loss = nn.cross_entropy %logits, %y : (tensor<2x3x10xf32>, tensor<2x3xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }

@@ -1,9 +1,10 @@
-// RUN: fsdp-opt %s --fsdp-tensor-parallel="tp=2" | FileCheck %s
-// RUN: fsdp-opt %s --fsdp-tensor-parallel="tp=2" --fsdp-autodiff | FileCheck %s --check-prefix=VJP
+// RUN: fsdp-opt %s --fsdp-tensor-parallel="tp=2 sequence-parallel=false" | FileCheck %s
+// RUN: fsdp-opt %s --fsdp-tensor-parallel="tp=2 sequence-parallel=false" --fsdp-autodiff | FileCheck %s --check-prefix=VJP
 // RUN: fsdp-opt %s --fsdp-tensor-parallel="tp=1" | FileCheck %s --check-prefix=ONE
 
 // A norm, then a Megatron MLP (up column-parallel, down row-parallel), then a
-// replicated head: fc1 -> gelu -> fc2 is the region, the head's input comes
+// replicated head (features [4, 8] have no sequence to split:
+// sequence-parallel=false; sequence-parallel.mlir has the split): fc1 -> gelu -> fc2 is the region, the head's input comes
 // from a norm, so it stays whole.
 
 // CHECK: module attributes {fsdp.tensor_parallel = 2 : i64, fsdp.tensor_slices = {down.weight = array<i64: 1, 1, 8, 16>, up.bias = array<i64: 0, 1, 16>, up.weight = array<i64: 0, 1, 16, 8>}}

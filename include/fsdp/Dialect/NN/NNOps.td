@@ -523,6 +523,72 @@ def NN_TpAllReduceOp : NN_DiffOp<"tp_all_reduce", [SameOperandsAndResultType,
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
+//===----------------------------------------------------------------------===//
+// Sequence parallelism (Korthikanti et al. 2022, Sec. 4.2.2)
+//===----------------------------------------------------------------------===//
+
+// The operands of the sequence-parallel collectives: the dimension cut into
+// `tp` contiguous chunks (the sequence, dimension 1 of [batch, seq, hidden])
+// and the tensor-parallel degree T, so that the shape rule needs no module.
+class NN_SpOp<string mnemonic> : NN_DiffOp<mnemonic,
+    [InferTypeOpAdaptor]> {
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def NN_SpAllGatherOp : NN_SpOp<"sp_all_gather"> {
+  let summary = "all-gather along `dim` over the tensor-parallel group (Megatron's g-bar)";
+  let description = [{
+    Sequence parallelism (Korthikanti et al. 2022, Sec. 4.2.2, Fig. 5:
+    `g`-bar; Megatron-LM's `gather_from_sequence_parallel_region`): this
+    rank's chunk [..., s/T, ...] → the whole [..., s, ...], tensor-parallel
+    rank t's chunk at positions [t·s/T, (t+1)·s/T) of dimension `dim`.
+    Before a column-parallel region its VJP is `nn.sp_reduce_scatter` (each
+    rank's column slice contributes a partial gradient of the whole input).
+    With `replicated_grad` the consumer is replicated in the group (the LM
+    head), every rank holds the same whole gradient, and the VJP is
+    `nn.sp_split` (Megatron's `tensor_parallel_output_grad=False`).
+    Errors: `dim` outside the input's rank.
+  }];
+  let arguments = (ins NN_FloatTensor:$input,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$dim,
+                       ConfinedAttr<I64Attr, [IntMinValue<1>]>:$tp,
+                       DefaultValuedAttr<BoolAttr, "false">:$replicated_grad);
+}
+
+def NN_SpReduceScatterOp : NN_SpOp<"sp_reduce_scatter"> {
+  let summary = "reduce-scatter (sum) along `dim` over the tensor-parallel group (Megatron's g-bar conjugate)";
+  let description = [{
+    Sequence parallelism (Korthikanti et al. 2022, Sec. 4.2.2, Fig. 5:
+    `ḡ`; Megatron-LM's `reduce_scatter_to_sequence_parallel_region`): the
+    partial sums [..., s, ...] of a row-parallel linear are summed over the
+    tensor-parallel group and rank t keeps chunk t of dimension `dim`
+    ([..., s/T, ...]). Its VJP is `nn.sp_all_gather` of the gradient.
+    Errors: `dim` outside the input's rank, dimension `dim` not divisible by
+    `tp`.
+  }];
+  let arguments = (ins NN_FloatTensor:$input,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$dim,
+                       ConfinedAttr<I64Attr, [IntMinValue<1>]>:$tp);
+}
+
+def NN_SpSplitOp : NN_SpOp<"sp_split"> {
+  let summary = "take this tensor-parallel rank's chunk along `dim` (enter the sequence split)";
+  let description = [{
+    Sequence parallelism's entry from a tensor replicated in the
+    tensor-parallel group (the embedding's output; Megatron-LM's
+    `scatter_to_sequence_parallel_region`): rank t keeps chunk t
+    [..., s/T, ...] of dimension `dim`, a local copy without communication.
+    Its VJP is `nn.sp_all_gather` with `replicated_grad` (each rank holds
+    the gradient of its chunk; the replicated input's gradient is all of
+    them). Errors: `dim` outside the input's rank, dimension `dim` not
+    divisible by `tp`.
+  }];
+  let arguments = (ins NN_FloatTensor:$input,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$dim,
+                       ConfinedAttr<I64Attr, [IntMinValue<1>]>:$tp);
+}
+
 // A dropout rate: 0 <= rate < 1.
 def NN_DropoutRate : ConfinedAttr<F64Attr, [AttrConstraint<CPred<
     "::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() >= 0.0 && "

@@ -86,7 +86,11 @@ enum class OpKind {
   Scale,
   // "Tensor parallelism": Megatron's f and g.
   TpCopy,
-  TpAllReduce
+  TpAllReduce,
+  // "Sequence parallelism": Megatron's g-bar and its conjugates.
+  SpAllGather,
+  SpReduceScatter,
+  SpSplit
 };
 
 struct OpInfo {
@@ -146,6 +150,9 @@ inline constexpr OpInfo kOps[] = {
     {"nn.scale", OpKind::Scale},
     {"nn.tp_copy", OpKind::TpCopy},
     {"nn.tp_all_reduce", OpKind::TpAllReduce},
+    {"nn.sp_all_gather", OpKind::SpAllGather},
+    {"nn.sp_reduce_scatter", OpKind::SpReduceScatter},
+    {"nn.sp_split", OpKind::SpSplit},
 };
 
 /// The kind of op `name`; false if the format has no such op.

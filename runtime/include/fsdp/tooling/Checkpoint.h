@@ -9,8 +9,10 @@
 // optimizer hyper-parameters, and a CRC-32 and size per file.
 //
 // Because the index speaks of FQN element ranges, not of shards, --load
-// reshards: any saved world size, strategy, grid, wrap policy, bucket layout
-// or unit dtype loads into any schedule of the same model; each rank reads
+// reshards: any saved world size, strategy, grid, tensor-parallel degree
+// (version 3: a range of a tensor-parallel slice says which slice), wrap
+// policy, bucket layout or unit dtype loads into any schedule of the same
+// model; each rank reads
 // only the byte ranges it needs. Saves are atomic (Checkpoint.cpp).
 //
 //===----------------------------------------------------------------------===//
@@ -66,18 +68,18 @@ struct LoadedCheckpoint {
   RunMeta meta;
 };
 
-/// Reads dir/index.json (format version 2 or 1) and, whatever the saved
-/// world size, grid or layout, checks that it holds this schedule's model
-/// (every parameter FQN with its shape, every optimizer-state role the schedule
-/// has, no extra FQN), verifies the size and CRC-32 of every file this rank
-/// reads, and writes this rank's buffers: `param` and `master` from the saved
-/// master if there is one, else the saved param, converted to the buffer
-/// dtype; moments from the saved moments. Throws fsdp::Error naming the
-/// FQN, role, shape or file that does not match.
+/// Reads dir/index.json (format version 3, 2 or 1) and, whatever the saved
+/// world size, grid, tensor-parallel degree or layout, checks that it holds
+/// this schedule's model (every parameter FQN with its global shape, every
+/// optimizer-state role the schedule has, no extra FQN), verifies the size and
+/// CRC-32 of every file this rank reads, and writes this rank's buffers:
+/// `param` and `master` from the saved master if there is one, else the saved
+/// param, converted to the buffer dtype; moments from the saved moments. Throws
+/// fsdp::Error naming the FQN, role, shape or file that does not match.
 LoadedCheckpoint loadCheckpoint(const std::string &dir, fsdp::rt::Executor &ex,
                                 int rank);
 
-/// Parses the text of an index.json (version 1 or 2) as --load does first,
+/// Parses the text of an index.json (version 1, 2 or 3) as --load does first,
 /// checking every field's type and every range's file and bounds, with
 /// file paths relative to `dir`; returns the saved step. Throws
 /// fsdp::Error naming what is malformed. (The fuzz target's entry.)

@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace fsdp::tooling {
@@ -65,6 +66,13 @@ public:
   /// Throws fsdp::Error for an unsupported dtype or a short read.
   void read(const TensorEntry &t, int64_t first, int64_t count,
             double *out) const;
+  /// The element runs (first, count) of `t`, one after another into `out`
+  /// (the sum of the counts elements), with one open of the file: a
+  /// tensor-parallel slice is one run per piece of its split dimension.
+  /// Throws as read().
+  void readRuns(const TensorEntry &t,
+                const std::vector<std::pair<int64_t, int64_t>> &runs,
+                double *out) const;
 
 private:
   std::string root;
@@ -73,9 +81,12 @@ private:
 
 /// Writes every unit's `param` (for units with an f32 `master`, the master)
 /// and nothing else from the executor's device state into the state's
-/// shards. Names: the schedule's FQNs; a checkpoint name without the
-/// model's base prefix ("transformer." for GPT-2, "model." for Llama, as in
-/// the original GPT-2 release) matches too. GPT-2's causal-mask buffers
+/// shards. Under tensor parallelism the archive holds the global tensors
+/// (Hugging Face's shapes) and each rank reads the elements of its own
+/// slice (the schedule's tensor_slice: ParamDesc::globalIndex). Names: the
+/// schedule's FQNs; a checkpoint name without the model's base prefix
+/// ("transformer." for GPT-2, "model." for Llama, as in the original GPT-2
+/// release) matches too. GPT-2's causal-mask buffers
 /// (`*.attn.bias`, `*.attn.masked_bias`) and rotary `*.rotary_emb.inv_freq`
 /// are not parameters and are skipped. Every rank checks the whole archive
 /// against the schedule and reads only the element ranges of its shards.
@@ -91,7 +102,11 @@ void initFromSafeTensors(const SafeTensorsArchive &archive,
 /// every rank of the first replica writes the byte ranges of its own shards
 /// (positioned writes, so no rank gathers the model), fsyncs, and rank 0
 /// renames the file into place once every rank succeeded. Collective over
-/// MPI_COMM_WORLD. `step` is recorded in __metadata__. Throws
+/// MPI_COMM_WORLD. Under tensor parallelism every tensor is written whole
+/// (its global shape): each tensor-parallel rank of the first replica
+/// writes the global element runs of its slices, a parameter replicated in
+/// the tensor-parallel group is written by tensor-parallel rank 0.
+/// `step` is recorded in __metadata__. Throws
 /// fsdp::Error on any rank's I/O error (all ranks throw).
 void exportSafeTensors(const std::string &path, const fsdp::rt::Executor &ex,
                        int64_t step, int rank);

@@ -538,3 +538,35 @@ func.func @tp_copy_int(%x: tensor<4x8xi32>) -> tensor<4x8xi32> {
   %y = "nn.tp_copy"(%x) : (tensor<4x8xi32>) -> tensor<4x8xi32>
   return %y : tensor<4x8xi32>
 }
+
+// -----
+
+func.func @sp_split_indivisible(%x: tensor<2x5x8xf32>) -> tensor<2x2x8xf32> {
+  // expected-error @+1 {{'nn.sp_split' op expects dimension 1 (5) divisible by tp (2)}}
+  %y = nn.sp_split %x {dim = 1 : i64, tp = 2 : i64} : tensor<2x5x8xf32> -> tensor<2x2x8xf32>
+  return %y : tensor<2x2x8xf32>
+}
+
+// -----
+
+func.func @sp_reduce_scatter_dim(%x: tensor<2x4x8xf32>) -> tensor<2x2x8xf32> {
+  // expected-error @+1 {{'nn.sp_reduce_scatter' op expects dim 3 below the input's rank 3}}
+  %y = nn.sp_reduce_scatter %x {dim = 3 : i64, tp = 2 : i64} : tensor<2x4x8xf32> -> tensor<2x2x8xf32>
+  return %y : tensor<2x2x8xf32>
+}
+
+// -----
+
+func.func @sp_all_gather_type(%x: tensor<2x2x8xf32>) -> tensor<2x2x8xf32> {
+  // expected-error @+1 {{'nn.sp_all_gather' op expects result #0 of shape [2, 4, 8], got [2, 2, 8]}}
+  %y = nn.sp_all_gather %x {dim = 1 : i64, tp = 2 : i64} : tensor<2x2x8xf32> -> tensor<2x2x8xf32>
+  return %y : tensor<2x2x8xf32>
+}
+
+// -----
+
+func.func @sp_all_gather_tp(%x: tensor<2x2x8xf32>) -> tensor<2x2x8xf32> {
+  // expected-error @+1 {{'nn.sp_all_gather' op attribute 'tp' failed to satisfy constraint: 64-bit signless integer attribute whose minimum value is 1}}
+  %y = nn.sp_all_gather %x {dim = 1 : i64, tp = 0 : i64} : tensor<2x2x8xf32> -> tensor<2x2x8xf32>
+  return %y : tensor<2x2x8xf32>
+}

@@ -90,6 +90,14 @@ func.func @transformer_ops(%tok: tensor<2x4xi32> {nn.data = "tokens"}, %tgt: ten
   // CHECK: nn.tp_all_reduce %{{.*}} : tensor<2x4x8xf32>
   %tf = nn.tp_copy %sg : tensor<2x4x8xf32>
   %tg = nn.tp_all_reduce %tf : tensor<2x4x8xf32>
+  // CHECK: nn.sp_split %{{.*}} {dim = 1 : i64, tp = 2 : i64} : tensor<2x4x8xf32> -> tensor<2x2x8xf32>
+  // CHECK: nn.sp_all_gather %{{.*}} {dim = 1 : i64, tp = 2 : i64} : tensor<2x2x8xf32> -> tensor<2x4x8xf32>
+  // CHECK: nn.sp_reduce_scatter %{{.*}} {dim = 1 : i64, tp = 2 : i64} : tensor<2x4x8xf32> -> tensor<2x2x8xf32>
+  // CHECK: nn.sp_all_gather %{{.*}} {dim = 1 : i64, replicated_grad = true, tp = 2 : i64} : tensor<2x2x8xf32> -> tensor<2x4x8xf32>
+  %ss = nn.sp_split %tg {dim = 1 : i64, tp = 2 : i64} : tensor<2x4x8xf32> -> tensor<2x2x8xf32>
+  %sa = nn.sp_all_gather %ss {dim = 1 : i64, tp = 2 : i64} : tensor<2x2x8xf32> -> tensor<2x4x8xf32>
+  %sr = nn.sp_reduce_scatter %sa {dim = 1 : i64, tp = 2 : i64} : tensor<2x4x8xf32> -> tensor<2x2x8xf32>
+  %sh = nn.sp_all_gather %sr {dim = 1 : i64, replicated_grad = true, tp = 2 : i64} : tensor<2x2x8xf32> -> tensor<2x4x8xf32>
   %c = nn.concat %q, %k, %v {axis = -1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x16xf32>
   %z = nn.zeros_like %c : tensor<2x4x16xf32> -> tensor<2x4x16xf32>
   %o = nn.linear %sg, %wte : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
