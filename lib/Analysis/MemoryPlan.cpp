@@ -1,5 +1,6 @@
 //===- MemoryPlan.cpp - liveness, per-rank peak and arena offsets ---------===//
 #include "fsdp/Analysis/MemoryPlan.h"
+#include "fsdp/Analysis/Simulator.h"
 #include "fsdp/Analysis/StepFunction.h"
 #include "fsdp/Dialect/FSDP/FSDP.h"
 #include "fsdp/Dialect/NN/NN.h"
@@ -309,6 +310,26 @@ static void addCollectiveScratch(ArrayRef<Operation *> instructions, int64_t i,
                                  ::fsdp::schedule::OpKind kind,
                                  std::vector<int64_t> &scratch) {
   Operation *op = instructions[i];
+  // A tensor-parallel collective (nn.tp_all_reduce, nn.sp_reduce_scatter, ...)
+  // is an MPI collective on the tensor channel (runtime/schedule/ops/
+  // Distributed.cpp: lowerTp, lowerSp one per row, all in flight), waited at
+  // its result's first use: held until that instruction.
+  if (std::optional<TensorCollective> tc = tensorCollectiveOf(op)) {
+    int64_t bytes = ::fsdp::schedule::cpuCollectiveScratchBytes(
+        tc->kind == TensorCollective::AllReduce
+            ? ::fsdp::schedule::OpKind::AllReduce
+        : tc->kind == TensorCollective::ReduceScatter
+            ? ::fsdp::schedule::OpKind::ReduceScatter
+            : ::fsdp::schedule::OpKind::AllGather,
+        tc->bytes, tc->groupSize);
+    int64_t end = instructions.size() - 1;
+    for (Operation *u : op->getResult(0).getUsers())
+      end = std::min<int64_t>(end, llvm::find(instructions, u) -
+                                       instructions.begin());
+    for (int64_t j = i; j <= end && j < (int64_t)instructions.size(); ++j)
+      scratch[j] += bytes;
+    return;
+  }
   if (!isa<ReduceScatterOp, AllReduceOp>(op))
     return;
   // The group: a reduce-scatter's is its send over its receive size; an

@@ -32,6 +32,8 @@ CommPlan CommPlan::compute(const MemoryPlanRecord &plan, ModuleOp module) {
       c.allReduce += ::fsdp::ringAllReduceBytesPerRank(
           bufferBytes(ar.getInput()),
           groupSize(op, ar.getGroup()).value_or(world));
+    else if (std::optional<TensorCollective> tc = tensorCollectiveOf(op))
+      c.tensorParallel += tc->bytesPerRank();
   }
   return c;
 }
@@ -153,7 +155,8 @@ FailureOr<json> mlir::fsdp::buildPlanReport(ModuleOp module) {
       {"strategy", strategy},
       {"grid",
        {{"replicas", groupSize(module, Group::Replicate).value_or(1)},
-        {"shard_size", groupSize(module, Group::Shard).value_or(world)}}},
+        {"shard_size", groupSize(module, Group::Shard).value_or(world)},
+        {"tensor_parallel", groupSize(module, Group::Tensor).value_or(1)}}},
       {"per_rank",
        {{"peak_bytes", plan->peakBytes},
         {"peak_instruction", plan->peakInstruction},
@@ -170,6 +173,7 @@ FailureOr<json> mlir::fsdp::buildPlanReport(ModuleOp module) {
          {{"all_gather", comm.allGather},
           {"reduce_scatter", comm.reduceScatter},
           {"all_reduce", comm.allReduce}}},
+        {"tp_bytes_per_step", comm.tensorParallel},
         {"arena_bytes", plan->arenaBytes}}},
       {"units", std::move(units)}};
   if (tokens > 0)
@@ -205,6 +209,9 @@ void mlir::fsdp::addSimulationToReport(json &report, const SimResult &sim,
   report["host_overhead_s"] = sim.hostTime;
   report["comm_s"] = sim.commTime;
   report["exposed_comm_s"] = sim.exposedComm;
+  report["tp_bytes"] = sim.tpBytes;
+  report["tp_comm_s"] = sim.tpTime;
+  report["tp_exposed_s"] = sim.tpExposed;
   report["lower_bound_s"] = sim.lowerBound;
   report["step_over_lower_bound"] =
       sim.lowerBound > 0 ? sim.stepTime / sim.lowerBound : 0.0;
@@ -261,6 +268,8 @@ std::string mlir::fsdp::formatPlanReport(const json &r) {
   for (auto &[k, bytes] : p["comm_bytes_by_collective"].items())
     if (bytes.get<int64_t>() > 0)
       row("  " + k, bytes);
+  if (p.value("tp_bytes_per_step", int64_t(0)) > 0)
+    row("tensor-parallel bytes/step", p["tp_bytes_per_step"]);
   row("arena bytes", p["arena_bytes"]);
   if (r.contains("activation_checkpoint")) {
     os << "activation checkpointing: "
@@ -290,6 +299,12 @@ std::string mlir::fsdp::formatPlanReport(const json &r) {
              r["lower_bound_s"].get<double>(),
              r["mfu_dtype"].get<std::string>().c_str(), r["mfu"].get<double>());
     os << buf;
+    if (r.value("tp_bytes", int64_t(0)) > 0) {
+      snprintf(buf, sizeof(buf),
+               "  tensor-parallel comm (blocks) %15.9g s, exposed %.9g s\n",
+               r["tp_comm_s"].get<double>(), r["tp_exposed_s"].get<double>());
+      os << buf;
+    }
     if (r.value("host_overhead_s", 0.0) > 0) {
       snprintf(buf, sizeof(buf), "  host (dispatch, step I/O)    %16.9g s\n",
                r["host_overhead_s"].get<double>());

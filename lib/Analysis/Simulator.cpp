@@ -31,10 +31,25 @@
 //   link's (per GPU, or with nics_per_node the node's NICs shared by the
 //   group's members there, ClusterSpec::nicsPerNode), plus collective_sync_s
 //   (the ranks' skew at a collective, measured on this machine; absent for the
-//   GPU specs). HSDP's replicate group (ranks shard-size apart) is hierarchical
+//   GPU specs). Ranks are laid out r = (replica·S + shard)·T + t (T the
+//   tensor-parallel degree, S the shard size): a tensor-parallel group is T
+//   adjacent ranks, the shard group's ranks lie T apart and the replicate
+//   group's S·T apart, so a group's members per node follow from its stride.
+//   HSDP's replicate group is hierarchical
 //   when a node holds k > 1 of its members: a ring over the G/k nodes on the
 //   inter-node link plus a ring over k on the intra-node link with S/(G/k)
 //   bytes.
+// * Tensor-parallel collectives (tensorCollectiveOf: nn.tp_all_reduce, and
+//   sequence parallelism's all-gather / reduce-scatter as they are added to
+//   its table) block the compute stream: Megatron's f/g all-reduces sit
+//   between a block's GEMMs, whose next op reads the sum (Shoeybi et al.
+//   2019, Sec. 3; the runtime waits at that first use). They are not
+//   overlapped here. Each is timed by the same ring model on the link its T
+//   adjacent ranks span: the intra-node link when T <= devices_per_node,
+//   else the inter-node link (NICs shared by the group's members in a
+//   node). They run on their own FIFO (a separate communicator: Megatron's
+//   and torchtitan's TP process group), not behind the FSDP stream's
+//   prefetches; the links' contention between the two is not modelled.
 // * Per-op efficiencies ("op_efficiency", measured by fsdp-calibrate on the
 //   cpu backend): an op kind whose kernel's rate differs from its class's
 //   (GELU's tanh, cross-entropy's exp, AdamW's streaming loop) gets its own
@@ -53,19 +68,20 @@
 //   compute track (category "host").
 // * Results: step time = when both streams are done (plus the outputs);
 //   compute = sum of op times; host = dispatch + step input/output; comm =
-//   sum of collective times; exposed comm = step − compute − host (the time
-//   compute waits for collectives or does their copies, plus a
-//   communication tail); lower bound (the definition, with host
-//   work) = max(compute + max(host + (1 − overlap) · comm, first all-gather
-//   + last reduction), comm) — host work and the collectives' shares on the
-//   compute stream may fill the two waits, nothing else can: compute cannot
-//   start before the first unit is
-//   gathered, and the last unit's update cannot run before its gradient is
-//   reduced (its reduction starts after the last gradient op; fsdp-optimizer
-//   updates units in wrap order, so for the models here the last-reduced
-//   unit — the one holding the embedding — is updated first and the
-//   remaining compute cannot hide its reduction); MFU = FLOPs per rank /
-//   (step time · peak of the dtype with most matmul/attention FLOPs).
+//   sum of FSDP collective times; TP = sum of tensor-parallel collective
+//   times (all exposed: they block); exposed comm = step − compute − host −
+//   TP (the time compute waits for FSDP collectives or does their copies,
+//   plus a communication tail); lower bound (the definition, with
+//   host work and TP) = max(compute + TP + max(host + (1 − overlap) · comm,
+//   first all-gather + last reduction), comm) — host work and the collectives'
+//   shares on the compute stream may fill the two waits, nothing else can:
+//   compute cannot start before the first unit is gathered, and the last unit's
+//   update cannot run before its gradient is reduced (its reduction starts
+//   after the last gradient op; fsdp-optimizer updates units in wrap order, so
+//   for the models here the last-reduced unit — the one holding the embedding —
+//   is updated first and the remaining compute cannot hide its reduction); MFU
+//   = FLOPs per rank / (step time · peak of the dtype with most
+//   matmul/attention FLOPs).
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Analysis/Simulator.h"
@@ -73,6 +89,7 @@
 #include "fsdp/ClusterSpec.h"
 #include "fsdp/Dialect/FSDP/FSDP.h"
 #include "fsdp/Dialect/NN/NN.h"
+#include "fsdp/Sharding.h"
 
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -305,6 +322,53 @@ std::optional<ClusterSpec> ClusterSpec::load(StringRef path, std::string &error,
   return s;
 }
 
+namespace {
+/// The tensor-parallel collective ops by name (TensorCollective): one entry
+/// per op; S is read from the operand (all-reduce, reduce-scatter) or the
+/// result (all-gather).
+struct TensorCollectiveOp {
+  const char *name;
+  TensorCollective::Kind kind;
+};
+constexpr TensorCollectiveOp kTensorCollectiveOps[] = {
+    {"nn.tp_all_reduce", TensorCollective::AllReduce},
+    {"nn.sp_all_gather", TensorCollective::AllGather},
+    {"nn.sp_reduce_scatter", TensorCollective::ReduceScatter},
+};
+} // namespace
+
+std::optional<TensorCollective> mlir::fsdp::tensorCollectiveOf(Operation *op) {
+  StringRef name = op->getName().getStringRef();
+  for (const TensorCollectiveOp &e : kTensorCollectiveOps) {
+    if (name != e.name || op->getNumOperands() < 1 || op->getNumResults() < 1)
+      continue;
+    TensorCollective c;
+    c.kind = e.kind;
+    c.bytes =
+        bufferBytes(c.kind == TensorCollective::AllGather ? op->getResult(0)
+                                                          : op->getOperand(0));
+    c.groupSize = groupSize(op, Group::Tensor).value_or(1);
+    // Sequence parallelism's collectives run once per row before `dim` (the
+    // runtime's lowerSp: chunks are contiguous only within a row).
+    if (auto dim = op->getAttrOfType<IntegerAttr>("dim")) {
+      auto whole = cast<RankedTensorType>((c.kind == TensorCollective::AllGather
+                                               ? op->getResult(0)
+                                               : op->getOperand(0))
+                                              .getType());
+      for (int64_t d = 0; d < dim.getInt() && d < whole.getRank(); ++d)
+        c.calls *= whole.getDimSize(d);
+    }
+    return c;
+  }
+  return std::nullopt;
+}
+
+int64_t TensorCollective::bytesPerRank() const {
+  return kind == AllReduce
+             ? ::fsdp::ringAllReduceBytesPerRank(bytes, groupSize)
+             : ::fsdp::ringCollectiveBytesPerRank(bytes, groupSize);
+}
+
 static double ring(int64_t g, double bytes, double alpha, double bw) {
   if (g <= 1)
     return 0;
@@ -350,7 +414,8 @@ public:
   StepSimulation(const Simulator &sim, const ClusterSpec &spec, ModuleOp module)
       : sim(sim), spec(spec), module(module),
         world(groupSize(module, Group::World).value_or(1)),
-        shardSize(groupSize(module, Group::Shard).value_or(world)) {}
+        shardSize(groupSize(module, Group::Shard).value_or(world)),
+        tp(groupSize(module, Group::Tensor).value_or(1)) {}
 
   FailureOr<SimResult> run(func::FuncOp fn) {
     double ioOut = stepInputsAndOutputs(fn);
@@ -363,6 +428,8 @@ public:
         operandsReady = std::max(operandsReady, ready.lookup(v));
       if (isa<AllGatherOp, ReduceScatterOp, AllReduceOp>(&op))
         collective(&op, operandsReady);
+      else if (std::optional<TensorCollective> c = tensorCollectiveOf(&op))
+        tensorCollective(&op, *c, operandsReady);
       else if (auto wait = dyn_cast<WaitOp>(&op))
         waitFor(wait, operandsReady);
       else if (failed(compute(&op, operandsReady)))
@@ -412,7 +479,11 @@ private:
     Value in = op->getOperand(0), out = op->getResult(0);
     Group group = collectiveGroup(op);
     int64_t g = groupSize(op, group).value_or(world);
-    int64_t stride = group == Group::Replicate ? shardSize : 1;
+    // r = (replica·S + shard)·T + t: the shard group's ranks lie T apart,
+    // the replicate group's S·T.
+    int64_t stride = group == Group::Replicate ? shardSize * tp
+                     : group == Group::Shard   ? tp
+                                               : 1;
     int64_t bytes = isa<AllGatherOp>(op) ? bufferBytes(out) : bufferBytes(in);
     double dur = sim.collectiveTime(bytes, g, stride, isa<AllReduceOp>(op),
                                     group == Group::Replicate);
@@ -438,6 +509,29 @@ private:
       lastReduce = dur + (chainedFrom ? durationOf.lookup(chainedFrom) : 0.0);
     }
     r.events.push_back({nameWithUnit(op), 1, start, dur, 0, bytes});
+  }
+
+  /// A tensor-parallel collective: T adjacent ranks (stride 1), on its own
+  /// FIFO, and the compute stream blocks until it is done (the model: the
+  /// file's first comment).
+  void tensorCollective(Operation *op, const TensorCollective &c,
+                        double operandsReady) {
+    double dur =
+        c.calls * sim.collectiveTime(c.bytes / c.calls, c.groupSize,
+                                     /*stride=*/1,
+                                     c.kind == TensorCollective::AllReduce,
+                                     /*hierarchical=*/false);
+    if (c.groupSize > 1)
+      dur += c.calls * spec.collectiveSync;
+    double start = std::max({tc, tt, operandsReady});
+    tt = start + dur;
+    r.tpExposed += tt - tc;
+    tc = tt;
+    r.tpTime += dur;
+    r.tpBytes += c.bytesPerRank();
+    ready[op->getResult(0)] = tt;
+    r.events.push_back(
+        {op->getName().getStringRef().str(), 2, start, dur, 0, c.bytes});
   }
 
   /// The compute stream blocks until the transfer is complete; the trace
@@ -564,7 +658,8 @@ private:
       return module.emitError()
              << "the cluster spec's values make the predicted step time "
                 "overflow (check its rates, efficiencies and overheads)";
-    r.exposedComm = std::max(0.0, r.stepTime - r.computeTime - r.hostTime);
+    r.exposedComm =
+        std::max(0.0, r.stepTime - r.computeTime - r.hostTime - r.tpExposed);
     r.firstGatherTime = std::max(firstGather, 0.0);
     r.lastReduceTime = lastReduce;
     // Besides the ops, the compute stream must do the host work and the
@@ -572,10 +667,10 @@ private:
     // first gather is done nor the last update before the last reduction;
     // only host work and other collectives' shares can fill those waits.
     double o = spec.commOverlap;
-    r.lowerBound =
-        std::max(r.computeTime + std::max(r.hostTime + (1 - o) * r.commTime,
-                                          r.firstGatherTime + r.lastReduceTime),
-                 r.commTime);
+    r.lowerBound = std::max(r.computeTime + r.tpTime +
+                                std::max(r.hostTime + (1 - o) * r.commTime,
+                                         r.firstGatherTime + r.lastReduceTime),
+                            r.commTime);
     r.mfuDtype = "f32";
     int64_t most = -1;
     for (auto &[dtype, f] : matmulFlopsByDtype)
@@ -593,9 +688,10 @@ private:
   const Simulator &sim;
   const ClusterSpec &spec;
   ModuleOp module;
-  int64_t world, shardSize;
+  int64_t world, shardSize, tp;
   SimResult r;
   double tc = 0, tm = 0; // the compute and communication streams' clocks
+  double tt = 0;         // the tensor-parallel collectives' clock
   double firstGather = -1, lastReduce = 0;
   llvm::DenseMap<Value, double> ready; // when a collective's result is
   llvm::DenseMap<Operation *, double> durationOf;
@@ -619,8 +715,12 @@ nlohmann::ordered_json mlir::fsdp::chromeTrace(const SimResult &r,
                     {"pid", 0},
                     {"tid", 0},
                     {"args", {{"name", "rank 0 on " + clusterName.str()}}}});
-  const char *streams[] = {"compute", "communication"};
-  for (int s = 0; s < 2; ++s) {
+  const char *streams[] = {"compute", "communication",
+                           "tensor-parallel communication (blocking)"};
+  int numStreams = 2;
+  for (const SimEvent &e : r.events)
+    numStreams = std::max(numStreams, e.stream + 1);
+  for (int s = 0; s < numStreams; ++s) {
     events.push_back({{"name", "thread_name"},
                       {"ph", "M"},
                       {"pid", 0},
@@ -634,7 +734,8 @@ nlohmann::ordered_json mlir::fsdp::chromeTrace(const SimResult &r,
   }
   for (const SimEvent &e : r.events)
     events.push_back({{"name", e.name},
-                      {"cat", e.stream                             ? "comm"
+                      {"cat", e.stream == 2                        ? "tp_comm"
+                              : e.stream                           ? "comm"
                               : e.name.rfind("wait ", 0) == 0      ? "stall"
                               : e.name.rfind("host: ", 0) == 0     ? "host"
                               : e.name.rfind("recompute ", 0) == 0 ? "recompute"

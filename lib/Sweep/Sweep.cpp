@@ -55,10 +55,11 @@ std::vector<Plan> sweep::makePlans(const SweepOptions &o,
                                    int64_t &skippedHybrid) {
   std::vector<Plan> plans;
   auto cluster = std::make_shared<const ClusterSpec>(spec);
-  auto addPlan = [&](int64_t n, const std::string &strategy, int64_t minNumel,
-                     int64_t bucket, const std::string &ac) {
+  auto addPlan = [&](int64_t n, int64_t tp, const std::string &strategy,
+                     int64_t minNumel, int64_t bucket, const std::string &ac) {
     Plan p;
     p.worldSize = n;
+    p.tp = tp;
     p.strategy = strategy;
     p.minUnitNumel = minNumel;
     p.bucketBytes = bucket;
@@ -76,15 +77,23 @@ std::vector<Plan> sweep::makePlans(const SweepOptions &o,
     if (!ac.empty())
       opts += " activation-checkpoint=" + ac;
     opts += " param-dtype=" + o.paramDtype;
+    if (o.tensorParallelGiven)
+      opts += " tp=" + std::to_string(tp);
     if (!o.pipeline.empty())
       opts += " " + o.pipeline;
+    p.optionString = opts + " cluster=" + o.clusterPath;
+    if (n % tp) {
+      p.error = "tp=" + std::to_string(tp) + " does not divide world size " +
+                std::to_string(n);
+      plans.push_back(std::move(p));
+      return;
+    }
     std::string msg;
     FailureOr<PipelineBuilder> pipeline = parsePipeline(opts, cluster, msg);
     if (failed(pipeline))
       p.error = "options: " + msg;
     else
       p.pipeline = std::move(*pipeline);
-    p.optionString = opts + " cluster=" + o.clusterPath;
     plans.push_back(std::move(p));
   };
   skippedHybrid = 0;
@@ -92,16 +101,17 @@ std::vector<Plan> sweep::makePlans(const SweepOptions &o,
   if (modes.empty())
     modes.push_back(""); // not set
   for (int64_t n : o.worldSizes)
-    for (const std::string &s : o.strategies) {
-      if (s == "hybrid-shard" && n <= spec.devicesPerNode) {
-        ++skippedHybrid;
-        continue;
+    for (int64_t tp : o.tensorParallel)
+      for (const std::string &s : o.strategies) {
+        if (s == "hybrid-shard" && n <= spec.devicesPerNode) {
+          ++skippedHybrid;
+          continue;
+        }
+        for (int64_t minNumel : o.unitNumels)
+          for (int64_t bucket : o.bucketLimits)
+            for (const std::string &ac : modes)
+              addPlan(n, tp, s, minNumel, bucket, ac);
       }
-      for (int64_t minNumel : o.unitNumels)
-        for (int64_t bucket : o.bucketLimits)
-          for (const std::string &ac : modes)
-            addPlan(n, s, minNumel, bucket, ac);
-    }
   return plans;
 }
 
@@ -164,8 +174,9 @@ void runPlan(MLIRContext &ctx, ModuleOp model, const ClusterSpec &spec,
 
 /// A worker: one MLIR context, the model of the world size it is on, and the
 /// next plan taken from `next` until none is left (plans are ordered by world
-/// size, so a worker imports a model about once per world size). The model
-/// gets o.overrides' per-rank batch × world size.
+/// size and tensor-parallel degree, so a worker imports a model about once
+/// per pair). The model gets o.overrides' batch per data-parallel rank × the
+/// data-parallel size N/T.
 void worker(std::vector<Plan> &plans, std::atomic<size_t> &next,
             const SweepOptions &o, const ClusterSpec &spec) {
   DialectRegistry registry;
@@ -173,17 +184,17 @@ void worker(std::vector<Plan> &plans, std::atomic<size_t> &next,
   MLIRContext ctx(registry, MLIRContext::Threading::DISABLED);
   ctx.loadAllAvailableDialects();
   const fsdp_import::Overrides &base = o.overrides;
-  int64_t worldSize = 0;
+  int64_t dataParallel = 0;
   OwningOpRef<ModuleOp> model;
   std::string importError;
   for (size_t i = next++; i < plans.size(); i = next++) {
     Plan &plan = plans[i];
     if (!plan.error.empty()) // its options did not parse
       continue;
-    if (plan.worldSize != worldSize) {
-      worldSize = plan.worldSize;
+    if (plan.worldSize / plan.tp != dataParallel) {
+      dataParallel = plan.worldSize / plan.tp;
       fsdp_import::Overrides ov = base;
-      ov.batch = *base.batch * worldSize;
+      ov.batch = *base.batch * dataParallel;
       importError.clear();
       model = fsdp_import::importConfig(&ctx, o.configPath, ov, importError);
       std::string overflow;
@@ -229,8 +240,9 @@ unsigned sweep::runPlans(std::vector<Plan> &plans, unsigned jobs,
       continue;
     for (const Plan &q : plans)
       if (q.activationCheckpoint == "none" && q.worldSize == p.worldSize &&
-          q.strategy == p.strategy && q.minUnitNumel == p.minUnitNumel &&
-          q.bucketBytes == p.bucketBytes && q.error.empty() && !fits(q))
+          q.tp == p.tp && q.strategy == p.strategy &&
+          q.minUnitNumel == p.minUnitNumel && q.bucketBytes == p.bucketBytes &&
+          q.error.empty() && !fits(q))
         p.fitsOnlyWithAC = true;
   }
   return jobs;

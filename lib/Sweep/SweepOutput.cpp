@@ -30,15 +30,15 @@ std::string format(const char *fmt, double v) {
 
 /// Prints the rows as a table with every column padded to its widest cell.
 void printTable(llvm::raw_ostream &os, const std::vector<Plan> &plans,
-                const ClusterSpec &spec, bool bucketLimits, bool ac) {
+                const ClusterSpec &spec, bool bucketLimits, bool ac, bool tp) {
   std::vector<std::string> header = {
       "strategy",   "world",           "shard",         "policy",
       "units",      "bucket max/mean", "peak GiB/rank", "fits",
       "step s",     "tokens/s",        "MFU",           "exposed comm s",
-      "step/bound", "schedule"};
+      "step/bound", "bound",           "schedule"};
   std::vector<bool> rightAligned = {false, true, true,  false, true,
                                     true,  true, false, true,  true,
-                                    true,  true, true,  false};
+                                    true,  true, true,  false, false};
   if (bucketLimits) {
     header.insert(header.begin() + 4, "bucket limit");
     rightAligned.insert(rightAligned.begin() + 4, true);
@@ -47,14 +47,22 @@ void printTable(llvm::raw_ostream &os, const std::vector<Plan> &plans,
     header.insert(header.begin() + 4, "AC");
     rightAligned.insert(rightAligned.begin() + 4, false);
   }
+  if (tp) { // after the world size: the tensor-parallel degree T
+    header.insert(header.begin() + 2, "tp");
+    rightAligned.insert(rightAligned.begin() + 2, true);
+  }
   // A failed plan's reason runs from this column to the end of the line.
-  const size_t reasonColumn = 4 + bucketLimits + ac;
+  const size_t reasonColumn = 4 + tp + bucketLimits + ac;
   std::vector<std::vector<std::string>> rows;
   for (const Plan &p : plans) {
+    std::string shard = p.shardSize ? std::to_string(p.shardSize)
+                        : p.worldSize % p.tp
+                            ? std::string("-")
+                            : std::to_string(p.worldSize / p.tp);
     std::vector<std::string> row = {p.strategy, std::to_string(p.worldSize),
-                                    p.shardSize ? std::to_string(p.shardSize)
-                                                : std::to_string(p.worldSize),
-                                    p.policy()};
+                                    shard, p.policy()};
+    if (tp)
+      row.insert(row.begin() + 2, std::to_string(p.tp));
     if (ac)
       row.push_back(p.activationCheckpoint);
     if (bucketLimits)
@@ -67,7 +75,7 @@ void printTable(llvm::raw_ostream &os, const std::vector<Plan> &plans,
     }
     const json &r = p.report;
     int64_t peak = r["per_rank"]["peak_bytes"];
-    row[2] = std::to_string(r["grid"]["shard_size"].get<int64_t>());
+    row[2 + tp] = std::to_string(r["grid"]["shard_size"].get<int64_t>());
     row.push_back(std::to_string(p.units));
     row.push_back(humanBytes(p.bucketMaxBytes) + " / " +
                   humanBytes(p.bucketMeanBytes));
@@ -81,6 +89,7 @@ void printTable(llvm::raw_ostream &os, const std::vector<Plan> &plans,
     row.push_back(format("%.3f", r["mfu"].get<double>()));
     row.push_back(format("%.4g", r["exposed_comm_s"].get<double>()));
     row.push_back(format("%.3f", r.value("step_over_lower_bound", 0.0)));
+    row.push_back(stepBound(r, spec.memoryBytes));
     row.push_back(r.value("schedule", std::string("-")));
     rows.push_back(std::move(row));
   }
@@ -113,13 +122,30 @@ void printTable(llvm::raw_ostream &os, const std::vector<Plan> &plans,
 
 } // namespace
 
+std::string sweep::stepBound(const json &r, double memoryBytes) {
+  if (r["per_rank"]["peak_bytes"].get<double>() > memoryBytes)
+    return "memory";
+  double compute =
+             r["compute_s"].get<double>() + r.value("host_overhead_s", 0.0),
+         tp = r.value("tp_comm_s", 0.0),
+         tpExposed = r.value("tp_exposed_s", 0.0),
+         comm = r["comm_s"].get<double>(),
+         exposed = r["exposed_comm_s"].get<double>();
+  if (comm > compute + tp)
+    return "FSDP comm";
+  if (tpExposed > compute && tpExposed >= exposed)
+    return "TP comm";
+  return exposed > compute ? "FSDP comm" : "compute";
+}
+
 void sweep::printSweep(llvm::raw_ostream &os, const SweepOptions &o,
                        const ClusterSpec &spec, const SweepResult &r) {
   const std::vector<Plan> &plans = r.plans;
   os << "fsdp-sweep: " << o.configPath << ": " << r.params
      << " parameters, seq " << r.seq << ", " << o.microBatch
      << (o.microBatch == 1 ? " sequence" : " sequences")
-     << " per rank, param-dtype " << o.paramDtype;
+     << (o.tensorParallelGiven ? " per data-parallel rank" : " per rank")
+     << ", param-dtype " << o.paramDtype;
   if (!o.pipeline.empty())
     os << ", pipeline options \"" << o.pipeline << "\"";
   os << "\n";
@@ -127,7 +153,7 @@ void sweep::printSweep(llvm::raw_ostream &os, const SweepOptions &o,
      << format("%.0f", spec.memoryBytes) << " bytes) per device, "
      << spec.devicesPerNode << " devices per node\n\n";
   printTable(os, plans, spec, o.bucketLimitsGiven,
-             !o.activationCheckpoints.empty());
+             !o.activationCheckpoints.empty(), o.tensorParallelGiven);
   os << "\n";
   if (r.skippedHybrid)
     os << "hybrid-shard (shard groups of " << spec.devicesPerNode
@@ -148,6 +174,7 @@ json sweep::sweepJson(const SweepOptions &o, const ClusterSpec &spec,
   for (const Plan &p : result.plans) {
     json row{{"strategy", p.strategy},
              {"world_size", p.worldSize},
+             {"tp", p.tp},
              {"policy", p.minUnitNumel ? "size" : "block"},
              {"min_unit_numel",
               p.minUnitNumel ? json(p.minUnitNumel) : json(nullptr)},
@@ -174,6 +201,9 @@ json sweep::sweepJson(const SweepOptions &o, const ClusterSpec &spec,
       row["predicted_tokens_per_s"] = r.value("predicted_tokens_per_s", 0.0);
       row["mfu"] = r["mfu"];
       row["exposed_comm_s"] = r["exposed_comm_s"];
+      row["tp_bytes"] = r.value("tp_bytes", int64_t(0));
+      row["tp_exposed_s"] = r.value("tp_exposed_s", 0.0);
+      row["bound"] = stepBound(r, spec.memoryBytes);
       row["lower_bound_s"] = r["lower_bound_s"];
       row["step_over_lower_bound"] = r.value("step_over_lower_bound", 0.0);
       row["schedule"] = r.value("schedule", std::string());

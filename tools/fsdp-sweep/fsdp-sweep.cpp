@@ -46,12 +46,13 @@ and bucket size for one model on one cluster (an architect's table)
 
   fsdp-sweep CONFIG.json --cluster SPEC.json [options]
 
-For each world size N the model is imported with global batch b x N (b =
---micro-batch sequences per rank) and planned, for each strategy and wrap
-policy, with fsdp-pipeline in-process:
-  world-size=N strategy=S policy=block|size [min-unit-numel=X] param-dtype=D
-  [shard-size=<devices_per_node> for hybrid-shard] <--pipeline options>
-  cluster=SPEC
+For each world size N and tensor-parallel degree T (--tp, default 1) the
+model is imported with global batch b x N / T (b = --micro-batch sequences
+per data-parallel rank; the T ranks of a TP group share theirs) and planned,
+for each strategy and wrap policy, with fsdp-pipeline in-process:
+  world-size=N [tp=T] strategy=S policy=block|size [min-unit-numel=X]
+  param-dtype=D [shard-size=<devices_per_node> for hybrid-shard]
+  <--pipeline options> cluster=SPEC
 then simulated on the cluster: the same report as fsdp-opt's report= with
 these options. hybrid-shard takes one node per shard group and is left
 out where N <= devices_per_node.
@@ -73,7 +74,9 @@ Columns: strategy, world size, shard group size, policy, units, bucket,
 peak GiB per rank (the memory plan's peak), fits (peak <= the spec's
 memory_bytes: yes or NO), predicted step time (s), tokens/s (global tokens
 per step / step time), MFU, exposed communication (s), step / lower bound
-(1 is perfect overlap) and the schedule fsdp-schedule applied; all of them
+(1 is perfect overlap), what bounds the step (memory: it does not fit;
+FSDP comm, TP comm or compute: sweep::stepBound) and the schedule
+fsdp-schedule applied; with --tp a column tp after the world size; all of them
 are the report's keys (README.md, "The planner's report"), and --json writes
 each row with that whole report. A plan that fails (for example a batch that
 does not divide) is a row with the reason. Bad input (missing file,
@@ -104,6 +107,11 @@ static std::string strategyList(llvm::StringRef sep) {
   return s;
 }
 
+static cl::opt<std::string> tpOpt(
+    "tp",
+    cl::desc("Comma-separated tensor-parallel degrees T (fsdp-pipeline's "
+             "tp=T; T adjacent ranks per group; default: not set, T = 1)"),
+    cl::value_desc("list"), cl::cat(mainCat));
 static cl::opt<std::string> strategiesOpt(
     "strategies",
     cl::desc("Comma-separated strategies: full-shard, shard-grad-op, "
@@ -116,8 +124,8 @@ static cl::opt<int64_t>
            cl::value_desc("T"), cl::cat(mainCat));
 static cl::opt<int64_t>
     microBatchOpt("micro-batch",
-                  cl::desc("Sequences per rank b; the global batch is "
-                           "b x world size (default 1)"),
+                  cl::desc("Sequences per data-parallel rank b; the global "
+                           "batch is b x world size / T (default 1)"),
                   cl::value_desc("b"), cl::init(1), cl::cat(mainCat));
 static cl::opt<std::string>
     paramDtypeOpt("param-dtype",
@@ -172,7 +180,7 @@ static int error(const std::string &msg) {
 /// plan).
 static constexpr llvm::StringLiteral kReservedOptions[] = {
     "world-size",  "strategy", "shard-size", "policy", "min-unit-numel",
-    "param-dtype", "report",   "cluster",    "trace"};
+    "param-dtype", "report",   "cluster",    "trace",  "tp"};
 
 /// Splits a comma-separated list of positive integers (decimal, or a whole
 /// number in exponent form such as 1e9) no larger than `max`.
@@ -203,6 +211,23 @@ parseIntList(llvm::StringRef option, llvm::StringRef text, int64_t max) {
   return values;
 }
 
+/// --world-sizes and --tp into `o` (each error printed).
+static bool parseSizes(sweep::SweepOptions &o) {
+  auto worldSizes = parseIntList("world-sizes", worldSizesOpt,
+                                 fsdp_import::kMaxOverride / microBatchOpt);
+  if (!worldSizes)
+    return false;
+  o.worldSizes = *worldSizes;
+  if (!tpOpt.empty()) {
+    auto degrees = parseIntList("tp", tpOpt, int64_t(1) << 20);
+    if (!degrees)
+      return false;
+    o.tensorParallel = *degrees;
+    o.tensorParallelGiven = true;
+  }
+  return true;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions({&mainCat, &overrideCat});
@@ -229,11 +254,8 @@ int main(int argc, char **argv) {
                  paramDtypeOpt);
 
   // The dimensions of the sweep.
-  auto worldSizes = parseIntList("world-sizes", worldSizesOpt,
-                                 fsdp_import::kMaxOverride / microBatchOpt);
-  if (!worldSizes)
+  if (!parseSizes(o))
     return 1;
-  o.worldSizes = *worldSizes;
   llvm::SmallVector<llvm::StringRef> items;
   llvm::StringRef(strategiesOpt).split(items, ',');
   for (llvm::StringRef s : items) {
@@ -294,7 +316,7 @@ int main(int argc, char **argv) {
          (key == "activation-checkpoint" && !activationCheckpointOpt.empty())))
       return error(
           "--pipeline: '" + key.str() +
-          "' is set by the sweep (world sizes, "
+          "' is set by the sweep (world sizes, --tp, "
           "strategies, --unit-numel, --bucket-bytes, --activation-checkpoint, "
           "--param-dtype, --cluster, --json)");
   }

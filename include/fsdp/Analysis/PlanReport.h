@@ -18,9 +18,12 @@ namespace mlir::fsdp {
 
 /// Bytes each rank sends per step, by collective (ring algorithms, Thakur,
 /// Rabenseifner & Gropp 2005): all-gather and reduce-scatter of B bytes over a
-/// group of G ranks send (G−1)/G·B, an all-reduce 2·(G−1)/G·B.
+/// group of G ranks send (G−1)/G·B, an all-reduce 2·(G−1)/G·B. The FSDP
+/// collectives by kind, and apart from them (not in total()) the
+/// tensor-parallel ones (tensorCollectiveOf, Simulator.h).
 struct CommPlan {
   int64_t allGather = 0, reduceScatter = 0, allReduce = 0;
+  int64_t tensorParallel = 0;
   int64_t total() const { return allGather + reduceScatter + allReduce; }
   static CommPlan compute(const MemoryPlanRecord &plan, ModuleOp module);
 };
@@ -39,7 +42,8 @@ FailureOr<nlohmann::ordered_json> buildPlanReport(ModuleOp module);
 
 struct SimResult;
 /// Adds the simulator's keys (cluster, flops_per_rank, predicted_step_time_s,
-/// compute_s, comm_s, exposed_comm_s, lower_bound_s, mfu, mfu_dtype) to a
+/// compute_s, comm_s, exposed_comm_s, tp_bytes, tp_comm_s, tp_exposed_s,
+/// lower_bound_s, mfu, mfu_dtype) to a
 /// report from buildPlanReport.
 void addSimulationToReport(nlohmann::ordered_json &report, const SimResult &sim,
                            llvm::StringRef clusterName);

@@ -4,7 +4,8 @@
 // cluster described by a JSON spec (bench/clusters/*.json). The schedule is
 // simulated as it is, in program order, on two streams per rank: compute
 // (every nn op, roofline time from CostOpInterface) and communication (every
-// collective, ring time). See lib/Analysis/Simulator.cpp for the model.
+// FSDP collective, ring time); tensor-parallel collectives block the compute
+// stream. See lib/Analysis/Simulator.cpp for the model.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_ANALYSIS_SIMULATOR_H
@@ -82,10 +83,33 @@ struct ClusterSpec {
   load(llvm::StringRef path, std::string &error, MLIRContext *ctx = nullptr);
 };
 
+/// A collective that an nn op performs over the tensor-parallel group
+/// (`#fsdp.group<tensor>`, docs/tensor-parallel.md): Megatron's g,
+/// nn.tp_all_reduce (forward, and as nn.tp_copy's VJP in backward), and
+/// sequence parallelism's all-gather / reduce-scatter along the sequence.
+/// `bytes` is the full buffer S of the ring formulas (an all-reduce's input,
+/// an all-gather's result, a reduce-scatter's input), `groupSize` the
+/// module's tensor-parallel degree T, `calls` the collectives the runtime
+/// issues for it (a sequence-parallel op: one per row before its `dim`, of
+/// bytes / calls each).
+struct TensorCollective {
+  enum Kind { AllReduce, AllGather, ReduceScatter } kind = AllReduce;
+  int64_t bytes = 0, groupSize = 1, calls = 1;
+  /// Bytes one rank sends: 2·(T−1)/T·S for an all-reduce, (T−1)/T·S
+  /// otherwise (ring algorithms, fsdp/Sharding.h).
+  int64_t bytesPerRank() const;
+};
+/// The tensor-parallel collective `op` performs, or nullopt. Ops are
+/// recognised by name and kind in one table (Simulator.cpp,
+/// kTensorCollectiveOps): a new TP collective op is one entry there, and the
+/// simulator, the plan report's `tp_bytes_per_step` and the sweep price it.
+std::optional<TensorCollective> tensorCollectiveOf(Operation *op);
+
 struct SimEvent {
   std::string name; // op name, collective name and unit, or "wait ..." (a
                     // compute stall)
-  int stream = 0;   // 0 compute (host work included), 1 communication
+  int stream = 0;   // 0 compute (host work included), 1 communication, 2
+                    // tensor-parallel communication (blocking compute)
   double start = 0, duration = 0;
   int64_t flops = 0, bytes = 0;
 };
@@ -95,8 +119,17 @@ struct SimResult {
   /// step − compute − host, and the lower bound max(compute + max(host +
   /// (1 − overlap) · comm, first all-gather + last reduction), comm) with
   /// its two collective terms.
+  /// commTime and exposedComm are the FSDP collectives' (the data-parallel
+  /// groups): exposedComm = step − compute − host − tpExposed.
   double stepTime = 0, computeTime = 0, commTime = 0, exposedComm = 0,
          lowerBound = 0;
+  /// Tensor parallelism: bytes each rank sends in TP collectives per step
+  /// (TensorCollective::bytesPerRank summed; Megatron's 8·b·s·h·(t−1)/t
+  /// elements per layer per micro-batch without sequence parallelism,
+  /// Narayanan et al., SC'21, Sec. 3.2), their seconds, and the seconds the
+  /// compute stream waits for them (all of it: they block, not overlapped).
+  int64_t tpBytes = 0;
+  double tpTime = 0, tpExposed = 0;
   /// Seconds of host work on the compute stream: instruction dispatch and
   /// the step's input/output (the collectives' share that cannot overlap,
   /// (1 − comm_overlap) · their time, counts as exposed communication).
@@ -132,7 +165,9 @@ private:
 };
 
 /// The Chrome trace ("traceEvents", loads in Perfetto / chrome://tracing):
-/// one track per stream, each op a complete event with args flops/bytes.
+/// one track per stream (compute, communication, and tensor-parallel
+/// communication when the step has any), each op a complete event with args
+/// flops/bytes.
 nlohmann::ordered_json chromeTrace(const SimResult &result,
                                    llvm::StringRef clusterName);
 

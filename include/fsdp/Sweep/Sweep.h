@@ -46,11 +46,16 @@ parsePipeline(llvm::StringRef options,
 struct SweepOptions {
   std::string configPath;  ///< the Hugging Face config.json
   std::string clusterPath; ///< the cluster spec JSON
-  /// Model overrides as fsdp-import's; `batch` is the per-rank batch b (the
-  /// model of world size N gets b·N).
+  /// Model overrides as fsdp-import's; `batch` is the batch b per
+  /// data-parallel rank (the model of world size N and tensor-parallel degree
+  /// T gets b·N/T: a TP group of T ranks shares its sequences).
   fsdp_import::Overrides overrides;
   int64_t microBatch = 1; ///< b, sequences per rank
   std::vector<int64_t> worldSizes;
+  /// Tensor-parallel degrees T (fsdp-pipeline's tp=T); {1}: not set (no tp
+  /// option, no column).
+  std::vector<int64_t> tensorParallel = {1};
+  bool tensorParallelGiven = false; ///< the table gets a tp column
   std::vector<std::string> strategies;
   /// Wrap policies: 0 is policy=block, X > 0 policy=size min-unit-numel=X
   /// (elements).
@@ -68,6 +73,7 @@ struct SweepOptions {
 /// One plan of the sweep: its options and, after it ran, its report or error.
 struct Plan {
   int64_t worldSize = 0;
+  int64_t tp = 1; // tensor-parallel degree T
   std::string strategy;
   int64_t shardSize = 0;    // hybrid-shard: ranks per shard group; 0 otherwise
   int64_t minUnitNumel = 0; // policy=size: elements; 0 for policy=block
@@ -96,10 +102,11 @@ struct Plan {
 LogicalResult inspectModel(const SweepOptions &o, int64_t &params, int64_t &seq,
                            std::string &error);
 
-/// Every plan, ordered by world size: world sizes × strategies × policies ×
-/// bucket limits × activation-checkpoint modes, with hybrid-shard (shard groups
-/// of one node, spec.devicesPerNode ranks) left out where N <= devicesPerNode,
-/// counted in `skippedHybrid`.
+/// Every plan, ordered by world size: world sizes × tensor-parallel degrees ×
+/// strategies × policies × bucket limits × activation-checkpoint modes, with
+/// hybrid-shard (shard groups of one node, spec.devicesPerNode ranks) left out
+/// where N <= devicesPerNode, counted in `skippedHybrid`; a degree T that
+/// does not divide N is a failed row saying so.
 std::vector<Plan> makePlans(const SweepOptions &o, const ClusterSpec &spec,
                             int64_t &skippedHybrid);
 
@@ -118,6 +125,16 @@ struct SweepResult {
   unsigned jobs = 0;
   double wallSeconds = 0; ///< the whole run, seconds
 };
+
+/// What bounds a planned row's predicted step (the report's keys, as the
+/// simulator defines them, lib/Analysis/Simulator.cpp): "memory" when its
+/// peak exceeds the device's memory; else "FSDP comm" when the FSDP
+/// collectives' stream is busier than the compute stream (comm_s > compute_s
+/// + host_overhead_s + tp_comm_s: the step is at least comm_s); else the
+/// largest share of the compute stream's time: "compute" (compute_s +
+/// host_overhead_s), "TP comm" (tp_exposed_s, blocking) or "FSDP comm"
+/// (exposed_comm_s, waits for FSDP collectives).
+std::string stepBound(const nlohmann::ordered_json &report, double memoryBytes);
 
 /// The title, the table (every column padded to its widest cell), the note
 /// on hybrid-shard and the time taken.

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Tensor parallelism measured beside the simulator on this machine's CPU
+# ranks: the main job's shape (GPT-2 architecture, 4 layers, hidden 128, 4
+# heads, vocabulary 256, sequence 64, global batch 16; tools/scripts/
+# run-main.sh) at 2 and 4 ranks as FSDP-N (tp=1), TP-N (tp=N) and, at 4,
+# FSDP 2 x TP 2, each planned with cluster=$SPEC (the calibrated
+# bench/clusters/this-machine.json). Per layout: the step time (fsdp-run's
+# step_time_mean_s, REPS runs, layouts alternating, each through
+# bench/quiet_run.py) beside the predicted step, the peak memory per rank
+# (plan, plan with the cpu driver's scratch, the allocator's
+# device_peak_bytes from a --alloc per-buffer run) and the bytes each rank
+# sends per step (FSDP all-gather + reduce-scatter, and all-reduce: the
+# tensor-parallel all-reduces, there being no FSDP all-reduce in full-shard)
+# beside the plan's ring volume (per_rank.comm_bytes_by_collective,
+# tp_bytes_per_step).
+#
+# usage: bench/tp_vs_simulator.sh [BUILD_DIR]      (default build)
+# env:   STEPS (40), WARMUP (10), REPS (3), SPEC, OUT, LAYOUTS
+#        ("2:1 2:2 4:1 4:4 4:2", world:tp), ANALYZE_ONLY=1
+# A benchmark: nothing is asserted. Targets (issue 22): predicted / measured
+# step time within 0.85-1.15 per layout, the same ranking, the bytes exact.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=${1:-build}/bin
+STEPS=${STEPS:-40}
+WARMUP=${WARMUP:-10}
+REPS=${REPS:-3}
+SPEC=${SPEC:-bench/clusters/this-machine.json}
+LAYOUTS=${LAYOUTS:-2:1 2:2 4:1 4:4 4:2}
+OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
+export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+if [ -z "${ANALYZE_ONLY:-}" ]; then
+"$B/fsdp-import" test/lit/Inputs/models/gpt2.json --layers 4 --hidden 128 --heads 4 \
+  --vocab 256 --seq 64 --batch 16 -o "$OUT/gpt2.mlir"
+for l in $LAYOUTS; do
+  n=${l%%:*} t=${l#*:}
+  "$B/fsdp-opt" "$OUT/gpt2.mlir" --fsdp-pipeline="world-size=$n tp=$t policy=block optimizer=adamw \
+lr=1e-3 weight-decay=0.1 cluster=$SPEC report=$OUT/report-$n-$t.json trace=$OUT/trace-$n-$t.json" \
+    -o "$OUT/gpt2-$n-$t.mlir"
+  "$B/fsdp-translate" "$OUT/gpt2-$n-$t.mlir" --fsdp-to-schedule -o "$OUT/gpt2-$n-$t.json"
+  # The allocator's measure: one allocation per buffer, 2 steps.
+  mpirun --allow-run-as-root --oversubscribe -np "$n" "$B/fsdp-run" "$OUT/gpt2-$n-$t.json" \
+    --steps 2 --seed 0 --data test/data/tinyshakespeare.txt --alloc per-buffer \
+    > "$OUT/mem-$n-$t.log" 2> "$OUT/mem-$n-$t.err"
+done
+for rep in $(seq 1 "$REPS"); do
+  for l in $LAYOUTS; do
+    n=${l%%:*} t=${l#*:}
+    python3 bench/quiet_run.py -- mpirun --allow-run-as-root --oversubscribe -np "$n" \
+      "$B/fsdp-run" "$OUT/gpt2-$n-$t.json" --steps "$STEPS" --warmup "$WARMUP" --seed 0 \
+      --data test/data/tinyshakespeare.txt > "$OUT/run-$n-$t-$rep.log" 2> "$OUT/run-$n-$t-$rep.err"
+    echo "world $n tp $t repeat $rep: $(tail -1 "$OUT/run-$n-$t-$rep.err")" >&2
+  done
+done
+fi
+python3 - "$OUT" "$SPEC" "$REPS" $LAYOUTS <<'PY'
+import json, statistics, sys
+out, spec, reps, layouts = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+last = lambda p: json.loads(open(p).read().strip().splitlines()[-1])
+name = lambda n, t: "TP-%d" % n if t == n else ("FSDP-%d" % n if t == 1 else "FSDP %d x TP %d" % (n // t, t))
+print("simulator vs measured under tensor parallelism, spec %s" % spec)
+print("| layout | predicted step (s) | measured step (s): median [min, max] | predicted / measured | "
+      "predicted TP exposed / FSDP exposed (s) | measured comm wait (s) | peak: plan / with scratch / allocator (bytes) | "
+      "FSDP bytes/rank/step: planned / measured | TP bytes/rank/step: planned / measured |")
+print("|---|---|---|---|---|---|---|---|---|")
+rank_pred, rank_meas = {}, {}
+for l in layouts:
+    n, t = map(int, l.split(":"))
+    rep = json.load(open("%s/report-%d-%d.json" % (out, n, t)))
+    sched = json.load(open("%s/gpt2-%d-%d.json" % (out, n, t)))
+    mem = last("%s/mem-%d-%d.log" % (out, n, t))
+    runs = [last("%s/run-%d-%d-%d.log" % (out, n, t, r)) for r in range(1, reps + 1)]
+    means = [r["step_time_mean_s"] for r in runs]
+    m, pred = statistics.median(means), rep["predicted_step_time_s"]
+    c = rep["per_rank"]["comm_bytes_by_collective"]
+    mc = runs[0]["comm_bytes_by_collective"]
+    fsdp_plan, fsdp_meas = c["all_gather"] + c["reduce_scatter"], mc["all_gather"] + mc["reduce_scatter"]
+    tp_plan, tp_meas = rep["per_rank"]["tp_bytes_per_step"] + c["all_reduce"], mc["all_reduce"]
+    wait = statistics.median(r["comm_wait_time_s"] for r in runs)
+    rank_pred[name(n, t)], rank_meas[name(n, t)] = pred, m
+    print("| %s | %.4f | %.4f [%.4f, %.4f] | %.3f | %.4f / %.4f | %.4f | %d / %d / %d | %d / %d%s | %d / %d%s |" % (
+        name(n, t), pred, m, min(means), max(means), pred / m, rep["tp_exposed_s"], rep["exposed_comm_s"], wait,
+        sched["memory_plan"]["peak_bytes"], sched["memory_plan"]["peak_bytes_with_scratch"], mem["device_peak_bytes"],
+        fsdp_plan, fsdp_meas, "" if fsdp_plan == fsdp_meas else " (differ)",
+        tp_plan, tp_meas, "" if tp_plan == tp_meas else " (differ)"))
+for n in sorted({int(l.split(":")[0]) for l in layouts}):
+    ks = [name(int(a), int(b)) for a, b in (l.split(":") for l in layouts) if int(a) == n]
+    p = sorted(ks, key=rank_pred.get)
+    q = sorted(ks, key=rank_meas.get)
+    print("%d ranks, fastest first: predicted %s; measured %s%s" % (n, ", ".join(p), ", ".join(q),
+          "" if p == q else " (ranking differs)"))
+PY
+echo "(schedules, reports, traces and run logs in $OUT)"
