@@ -155,6 +155,7 @@ void runPlan(MLIRContext &ctx, ModuleOp model, const ClusterSpec &spec,
   if (failed(sim))
     return fail("the simulation failed");
   addSimulationToReport(*report, *sim, spec.name);
+  addAllocatorToReport(*report, spec);
   plan.report = std::move(*report);
   measureBuckets(*module, *getStepFunction(*module), plan);
   plan.planSeconds =
@@ -219,9 +220,7 @@ unsigned sweep::runPlans(std::vector<Plan> &plans, unsigned jobs,
   // world size, strategy, policy and bucket limit with activation-
   // checkpoint=none does not fit.
   auto fits = [&](const Plan &p) {
-    return p.error.empty() &&
-           p.report["per_rank"]["peak_bytes"].get<int64_t>() <=
-               spec.memoryBytes;
+    return p.error.empty() && deviceBytes(p.report) <= spec.memoryBytes;
   };
   for (Plan &p : plans) {
     if (p.activationCheckpoint.empty() || p.activationCheckpoint == "none" ||
