@@ -129,10 +129,10 @@ void measureBuckets(ModuleOp module, func::FuncOp fn, Plan &plan) {
     plan.bucketMeanBytes = total / static_cast<int64_t>(sizes.size());
 }
 
-/// Plans `plan` on a clone of `model` in `ctx`; on failure sets plan.error
-/// to the first error diagnostic.
-void runPlan(MLIRContext &ctx, ModuleOp model, const ClusterSpec &spec,
-             Plan &plan) {
+} // namespace
+
+void sweep::runPlan(MLIRContext &ctx, ModuleOp model, const ClusterSpec &spec,
+                    Plan &plan) {
   auto start = std::chrono::steady_clock::now();
   std::string firstError;
   ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &diag) {
@@ -162,6 +162,8 @@ void runPlan(MLIRContext &ctx, ModuleOp model, const ClusterSpec &spec,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
 }
+
+namespace {
 
 /// A worker: one MLIR context, the model of the world size it is on, and the
 /// next plan taken from `next` until none is left (plans are ordered by world

@@ -6,7 +6,8 @@
       wrote for the same options: prints "same peak_bytes predicted_step_time_s".
   check-sweep.py consistent SWEEP.json
       every planned row's table numbers follow from its report (peak, fits
-      against memory_bytes, step time, tokens/s = global tokens / step with
+      against memory_bytes: the reserved bytes where the spec has an
+      allocator model, step time, tokens/s = global tokens / step with
       global tokens = world size x micro-batch x seq, MFU, exposed comm,
       step / lower bound, schedule): prints "consistent N rows, K fit".
 """
@@ -47,7 +48,9 @@ def consistent(args):
         rep = r["report"]
         checks = {
             "peak": r["peak_bytes"] == rep["per_rank"]["peak_bytes"],
-            "fits": r["fits"] == (r["peak_bytes"] <= memory),
+            # The allocator's overhead counts where the spec models it.
+            "fits": r["fits"] == (r["report"]["per_rank"].get("allocator", {}).get(
+                "reserved_bytes", r["peak_bytes"]) <= memory),
             "step": r["predicted_step_time_s"] == rep["predicted_step_time_s"],
             "tokens/s": abs(r["predicted_tokens_per_s"] * r["predicted_step_time_s"]
                             - r["tokens_per_step"]) <= 1e-9 * r["tokens_per_step"],
