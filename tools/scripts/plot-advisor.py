@@ -9,7 +9,7 @@ as one PNG of two panels:
          classes at the peak (GiB per rank) plus the allocator overhead
          (per_rank.allocator), with the device's memory as a line.
 
-usage: plot-advisor.py ADVISOR.json OUT.png [--title TEXT]
+usage: plot-advisor.py ADVISOR.json OUT.png [--title TEXT] [--dpi 110]
 Needs matplotlib (Debian's python3-matplotlib; tools/scripts/setup.sh installs
 it). Exit status 1 with a message when the JSON holds no fitting layout.
 """
@@ -43,6 +43,7 @@ def main():
     ap.add_argument("json")
     ap.add_argument("png")
     ap.add_argument("--title", default="")
+    ap.add_argument("--dpi", type=int, default=110)
     a = ap.parse_args()
     doc = json.load(open(a.json))
     fitting = [x for x in doc["layouts"] if x.get("fits")]
@@ -90,7 +91,7 @@ def main():
     fig.suptitle(a.title or "%s on %s, %d tokens per step" % (
         doc["model"].split("/")[-1], doc["cluster"], doc["global_batch_tokens"]), fontsize=9)
     fig.tight_layout()
-    fig.savefig(a.png, dpi=110)
+    fig.savefig(a.png, dpi=a.dpi)
 
 
 if __name__ == "__main__":
