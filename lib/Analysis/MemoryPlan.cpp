@@ -419,11 +419,11 @@ void MemoryPlan::assignArenaOffsets() {
     b.arenaOffset = offset;
     arenaBytes = std::max(arenaBytes, offset + size);
     Placed entry{offset, offset + size, b.start, b.end};
-    placed.insert(std::upper_bound(placed.begin(), placed.end(), entry,
-                                   [](const Placed &x, const Placed &y) {
-                                     return std::tie(x.lo, x.hi) <
-                                            std::tie(y.lo, y.hi);
-                                   }),
+    placed.insert(llvm::upper_bound(placed, entry,
+                                    [](const Placed &x, const Placed &y) {
+                                      return std::tie(x.lo, x.hi) <
+                                             std::tie(y.lo, y.hi);
+                                    }),
                   entry);
   }
   for (PlannedBuffer &b : buffers)

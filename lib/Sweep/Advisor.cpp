@@ -336,11 +336,13 @@ AdvisorResult sweep::runAdvisor(const AdvisorOptions &o,
     for (AdvisedLayout &l : r.layouts)
       if (l.gpus == n && l.fits)
         ranked.push_back(&l);
-    llvm::stable_sort(
-        ranked, [](const AdvisedLayout *a, const AdvisedLayout *b) {
-          return a->plan.report.value("predicted_tokens_per_s", 0.0) >
-                 b->plan.report.value("predicted_tokens_per_s", 0.0);
-        });
+    // Fastest first; equal throughputs in enumeration order (the pointers
+    // are into one vector).
+    llvm::sort(ranked, [](const AdvisedLayout *a, const AdvisedLayout *b) {
+      double ta = a->plan.report.value("predicted_tokens_per_s", 0.0);
+      double tb = b->plan.report.value("predicted_tokens_per_s", 0.0);
+      return ta != tb ? ta > tb : a < b;
+    });
     for (size_t i = 0; i < ranked.size(); ++i) {
       AdvisedLayout &l = *ranked[i];
       l.rank = static_cast<int>(i + 1);

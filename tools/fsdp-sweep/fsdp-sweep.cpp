@@ -294,6 +294,61 @@ static int runAdvisorMode(const sweep::SweepOptions &so,
   return 0;
 }
 
+/// --activation-checkpoint's modes into o.activationCheckpoints; false after
+/// printing the error (an unknown or repeated mode).
+static bool readActivationCheckpointModes(sweep::SweepOptions &o) {
+  if (activationCheckpointOpt.empty())
+    return true;
+  llvm::SmallVector<llvm::StringRef> modes;
+  llvm::StringRef(activationCheckpointOpt).split(modes, ',');
+  for (llvm::StringRef m : modes) {
+    m = m.trim();
+    if (!mlir::fsdp::symbolizeActivationCheckpoint(m)) {
+      error("--activation-checkpoint: unknown mode '" + m.str() +
+            "' (known: none, full, selective)");
+      return false;
+    }
+    if (llvm::is_contained(o.activationCheckpoints, m.str())) {
+      error("--activation-checkpoint: '" + m.str() + "' is listed twice");
+      return false;
+    }
+    o.activationCheckpoints.push_back(m.str());
+  }
+  return true;
+}
+
+/// The advisor's options: --gpus and --global-batch-tokens together, none of
+/// the sweep's own grid options (it searches micro-batches itself); --csv
+/// only with them. Sets advisorGpus; false after printing the error.
+static bool checkAdvisorOptions(bool advisor) {
+  if (!advisor) {
+    if (csvPath.getNumOccurrences()) {
+      error("--csv is the advisor's (--gpus, --global-batch-tokens)");
+      return false;
+    }
+    return true;
+  }
+  if (gpusOpt.empty() || globalBatchTokensOpt <= 0) {
+    error("the advisor needs both --gpus and --global-batch-tokens (a "
+          "positive number of tokens)");
+    return false;
+  }
+  const cl::Option *sweepOnly[] = {&worldSizesOpt, &microBatchOpt,
+                                   &unitNumelOpt};
+  for (const cl::Option *opt : sweepOnly)
+    if (opt->getNumOccurrences()) {
+      error("--" + opt->ArgStr.str() +
+            " is a sweep option; the advisor takes --gpus and searches the "
+            "micro-batch size for --global-batch-tokens");
+      return false;
+    }
+  auto gpus = parseGpus(gpusOpt);
+  if (!gpus)
+    return false;
+  advisorGpus = *gpus;
+  return true;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions({&mainCat, &advisorCat, &overrideCat});
@@ -359,43 +414,13 @@ int main(int argc, char **argv) {
     }
   }
 
-  if (!activationCheckpointOpt.empty()) {
-    llvm::SmallVector<llvm::StringRef> modes;
-    llvm::StringRef(activationCheckpointOpt).split(modes, ',');
-    for (llvm::StringRef m : modes) {
-      m = m.trim();
-      if (!mlir::fsdp::symbolizeActivationCheckpoint(m))
-        return error("--activation-checkpoint: unknown mode '" + m.str() +
-                     "' (known: none, full, selective)");
-      if (llvm::is_contained(o.activationCheckpoints, m.str()))
-        return error("--activation-checkpoint: '" + m.str() +
-                     "' is listed twice");
-      o.activationCheckpoints.push_back(m.str());
-    }
-  }
+  if (!readActivationCheckpointModes(o))
+    return 1;
 
-  // The advisor: --gpus and --global-batch-tokens together; the sweep's own
-  // grid options do not apply (it searches micro-batches itself).
+  // The advisor: --gpus and --global-batch-tokens together.
   const bool advisor = !gpusOpt.empty() || globalBatchTokensOpt != 0;
-  if (advisor) {
-    if (gpusOpt.empty() || globalBatchTokensOpt <= 0)
-      return error("the advisor needs both --gpus and --global-batch-tokens "
-                   "(a positive number of tokens)");
-    const cl::Option *sweepOnly[] = {&worldSizesOpt, &microBatchOpt,
-                                     &unitNumelOpt};
-    for (const cl::Option *opt : sweepOnly)
-      if (opt->getNumOccurrences())
-        return error("--" + opt->ArgStr.str() +
-                     " is a sweep option; the advisor takes --gpus and "
-                     "searches the micro-batch size for "
-                     "--global-batch-tokens");
-    auto gpus = parseGpus(gpusOpt);
-    if (!gpus)
-      return 1;
-    advisorGpus = *gpus;
-  } else if (csvPath.getNumOccurrences()) {
-    return error("--csv is the advisor's (--gpus, --global-batch-tokens)");
-  }
+  if (!checkAdvisorOptions(advisor))
+    return 1;
 
   // Extra pipeline options: not one the sweep sets, and parseable.
   llvm::SmallVector<llvm::StringRef> words;

@@ -80,8 +80,10 @@ struct AdvisedLayout {
   Plan plan;                 ///< the layout's plan (when fits)
   std::vector<Plan> screens; ///< the plans tried on the way (their reports)
   std::string bound;         ///< compute, FSDP comm or TP comm
-  double runnerUpRatio = 0;  ///< this step time / the next-ranked one's
-  int rank = 0;              ///< 1 = fastest at its GPU count; 0 unranked
+  /// The next-ranked layout's step time / this one's (>= 1: what taking
+  /// the runner-up would cost); 0 for the last.
+  double runnerUpRatio = 0;
+  int rank = 0; ///< 1 = fastest at its GPU count; 0 unranked
 };
 
 struct AdvisorResult {
