@@ -2,10 +2,12 @@
 """Plans every published run of bench/fidelity/rows.json with fsdp-import and
 fsdp-opt (cluster=SPEC report=...) and prints predicted vs measured throughput
 (tokens/s per GPU), the mean and worst |ln(predicted/measured)| over the train
-rows, the test rows and all rows, and the memory verdicts: the planned peak
-per rank and the stream-pool estimate of what the caching allocator reserves
-(stream_pools_bytes) against the published memory where a row gives one, and
-whether the plan fits the spec's memory_bytes (every published run did fit).
+rows, the test rows and all rows, and the memory verdicts per row: the planned
+peak per rank, the planner's reserved bytes (peak + the spec's allocator
+overhead, per_rank.allocator in the report: per-stream pools and workspaces)
+against the published memory where a row gives one ("ok" within 15%, else
+"OFF"), and whether the reserved bytes fit the spec's memory_bytes (every
+published run did fit).
 
 Each row is planned as its publication ran it: global batch = micro_batch x
 grad_accum x world_size sequences of `seq` tokens, `micro-batches=grad_accum
@@ -31,6 +33,8 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GIB = 1024.0**3
+# The issue's bound: planned memory within 15% of the published where given.
+MEMORY_TOLERANCE = 0.15
 
 
 def pipeline_options(row, spec_path, report):
@@ -73,28 +77,6 @@ def plan(row, clusters, build, tmp):
             raise RuntimeError("row '%s': %s failed (exit %d): %s" % (
                 row["id"], os.path.basename(cmd[0]), p.returncode, p.stderr.strip()))
     return json.load(open(report)), json.load(open(spec_path))
-
-
-# Classes whose buffers FSDP allocates on its communication streams: the
-# all-gather outputs on the unshard / all-gather stream, the reduce-scatter
-# buffers on the reduce-scatter stream (pytorch/pytorch PR #86836: "avoid
-# over-allocating blocks to the unshard stream"; issue #147168: FSDP2's
-# "inter-stream memory fragmentation").
-COMM_STREAM_CLASSES = ("gathered_param", "comm_buffer")
-
-
-def stream_pools_bytes(per_rank):
-    """What the caching allocator reserves, at least, when each stream keeps
-    its own pool: PyTorch's CUDA caching allocator "is aware of only the
-    stream where a tensor was allocated" (torch.Tensor.record_stream docs)
-    and reuses a freed block only for that stream, so the communication
-    streams' most bytes stay reserved beside the compute stream's. Estimated from the plan's classes as the step's peak
-    plus, per communication class, its most bytes at any point less its bytes
-    at the peak (an upper estimate when the classes peak at different
-    times). Bytes."""
-    extra = sum(per_rank["max_bytes_by_class"].get(c, 0) - per_rank["peak_bytes_by_class"].get(c, 0)
-                for c in COMM_STREAM_CLASSES)
-    return per_rank["peak_bytes"] + extra
 
 
 def summary(ratios):
@@ -141,33 +123,45 @@ def main():
             pred = report["predicted_tokens_per_s"] / r["world_size"]
             meas = r["measured"]["tokens_per_s_per_gpu"]
             peak = report["per_rank"]["peak_bytes"]
-            pools = stream_pools_bytes(report["per_rank"])
+            alloc = report["per_rank"].get("allocator")
+            if alloc is None:
+                sys.exit("fidelity.py: row '%s': the spec %s has no allocator model" % (
+                    r["id"], doc["clusters"][r["cluster"]]["spec"]))
+            reserved = alloc["reserved_bytes"]
+            pub = r["measured"].get("memory_gib")
             results.append({
                 "id": r["id"], "split": r["split"], "predicted_tokens_per_s_per_gpu": pred,
                 "measured_tokens_per_s_per_gpu": meas, "ratio": pred / meas,
-                "planned_peak_gib": peak / GIB, "stream_pools_gib": pools / GIB, "measured_memory_gib": r["measured"].get("memory_gib"),
-                "fits": peak <= spec["memory_bytes"], "mfu": report["mfu"],
+                "planned_peak_gib": peak / GIB, "allocator_overhead_gib": alloc["overhead_bytes"] / GIB,
+                "reserved_gib": reserved / GIB, "measured_memory_gib": pub,
+                "memory_ratio": reserved / GIB / pub if pub else None,
+                "memory_verdict": ("ok" if abs(reserved / GIB / pub - 1) <= MEMORY_TOLERANCE else "OFF")
+                if pub else "-",
+                "fits": reserved <= spec["memory_bytes"], "mfu": report["mfu"],
                 "compute_s": report["compute_s"], "comm_s": report["comm_s"],
                 "exposed_comm_s": report["exposed_comm_s"],
                 "predicted_step_time_s": report["predicted_step_time_s"]})
-    print("%-28s %-5s %10s %10s %7s %6s %7s %7s %9s %9s %9s %s" % (
-        "row", "split", "predicted", "measured", "ratio", "MFU", "comp s", "comm s", "peak GiB", "pools GiB",
-        "pub GiB", "fits"))
+    print("%-28s %-5s %10s %10s %7s %6s %7s %7s %9s %9s %9s %7s %s" % (
+        "row", "split", "predicted", "measured", "ratio", "MFU", "comp s", "comm s", "peak GiB",
+        "rsvd GiB", "pub GiB", "memory", "fits"))
     for x in results:
         pub = x["measured_memory_gib"]
-        print("%-28s %-5s %10.0f %10.0f %7.3f %6.3f %7.3f %7.3f %9.1f %9.1f %9s %s" % (
+        print("%-28s %-5s %10.0f %10.0f %7.3f %6.3f %7.3f %7.3f %9.1f %9.1f %9s %7s %s" % (
             x["id"], x["split"], x["predicted_tokens_per_s_per_gpu"], x["measured_tokens_per_s_per_gpu"],
-            x["ratio"], x["mfu"], x["compute_s"], x["comm_s"], x["planned_peak_gib"], x["stream_pools_gib"],
-            "%.1f" % pub if pub else "-", "yes" if x["fits"] else "NO"))
+            x["ratio"], x["mfu"], x["compute_s"], x["comm_s"], x["planned_peak_gib"], x["reserved_gib"],
+            "%.1f" % pub if pub else "-",
+            "%s %.2f" % (x["memory_verdict"], x["memory_ratio"]) if pub else "-",
+            "yes" if x["fits"] else "NO"))
     for split in ("train", "test"):
         print("%-5s: %s" % (split, summary([x["ratio"] for x in results if x["split"] == split])))
     print("all  : %s" % summary([x["ratio"] for x in results]))
     mem = [x for x in results if x["measured_memory_gib"]]
-    print("memory: %d of %d plans fit the spec's memory (every published run fitted)%s" % (
-        sum(x["fits"] for x in results), len(results),
-        "; planned peak / published, stream pools / published: " + ", ".join(
-            "%s %.2f %.2f" % (x["id"], x["planned_peak_gib"] / x["measured_memory_gib"],
-                              x["stream_pools_gib"] / x["measured_memory_gib"]) for x in mem) if mem else ""))
+    print("memory: %d of %d plans fit the spec's memory (every published run fitted); "
+          "reserved within %d%% of the published memory in %d of %d rows that give it%s" % (
+              sum(x["fits"] for x in results), len(results), round(MEMORY_TOLERANCE * 100),
+              sum(x["memory_verdict"] == "ok" for x in mem), len(mem),
+              " (reserved / published: " + ", ".join(
+                  "%s %.2f" % (x["id"], x["memory_ratio"]) for x in mem) + ")" if mem else ""))
     if a.json:
         json.dump(results, open(a.json, "w"), indent=1)
 

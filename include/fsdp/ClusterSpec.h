@@ -58,6 +58,17 @@ inline constexpr const char *kCommOverlap = "comm_overlap";
 /// Number (optional, default 0): seconds a collective over more than one
 /// rank costs beyond its ring time (the ranks' skew).
 inline constexpr const char *kCollectiveSync = "collective_sync_s";
+/// Object (optional): the device allocator's overheads beside the memory
+/// plan's peak (kPerStreamPools, kWorkspaceBytes, kAllocatorSource;
+/// ClusterSpec::hasAllocator).
+inline constexpr const char *kAllocator = "allocator";
+/// Bool (of kAllocator): each stream keeps its own pool of freed blocks.
+inline constexpr const char *kPerStreamPools = "per_stream_pools";
+/// Number (of kAllocator), bytes >= 0: workspaces allocated and kept
+/// through the allocator (cuBLAS's per handle and stream).
+inline constexpr const char *kWorkspaceBytes = "workspace_bytes";
+/// String (of kAllocator, informational): where the model comes from.
+inline constexpr const char *kAllocatorSource = "source";
 /// Array of strings (informational): where the numbers come from.
 inline constexpr const char *kSources = "sources";
 /// Object (informational): fsdp-calibrate's raw measurements.

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <tuple>
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -417,27 +418,34 @@ void MemoryPlan::assignArenaOffsets() {
   auto align = [](int64_t x) {
     return (x + kAlignment - 1) / kAlignment * kAlignment;
   };
-  std::vector<int64_t> placed;
+  // The placed buffers' [offset, offset + aligned size) in ascending order,
+  // kept sorted as each is placed (an insertion, not a sort per buffer: the
+  // first-fit scan below reads the ones overlapping in time in that order,
+  // as it would after sorting them).
+  struct Placed {
+    int64_t lo, hi, start, end; // bytes; the live range in instructions
+  };
+  std::vector<Placed> placed;
   arenaBytes = 0;
   for (int64_t i : order) {
     PlannedBuffer &b = buffers[i];
-    std::vector<std::pair<int64_t, int64_t>>
-        busy; // [offset, offset + size) of overlapping ones
-    for (int64_t j : placed) {
-      const PlannedBuffer &o = buffers[j];
-      if (o.start <= b.end && b.start <= o.end)
-        busy.push_back({o.arenaOffset, o.arenaOffset + align(o.bytes)});
-    }
-    std::sort(busy.begin(), busy.end());
-    int64_t offset = 0;
-    for (auto [lo, hi] : busy) {
-      if (offset + align(b.bytes) <= lo)
+    int64_t size = align(b.bytes), offset = 0;
+    for (const Placed &p : placed) {
+      if (p.start > b.end || b.start > p.end) // not live at the same time
+        continue;
+      if (offset + size <= p.lo)
         break;
-      offset = std::max(offset, hi);
+      offset = std::max(offset, p.hi);
     }
     b.arenaOffset = offset;
-    arenaBytes = std::max(arenaBytes, offset + align(b.bytes));
-    placed.push_back(i);
+    arenaBytes = std::max(arenaBytes, offset + size);
+    Placed entry{offset, offset + size, b.start, b.end};
+    placed.insert(llvm::upper_bound(placed, entry,
+                                    [](const Placed &x, const Placed &y) {
+                                      return std::tie(x.lo, x.hi) <
+                                             std::tie(y.lo, y.hi);
+                                    }),
+                  entry);
   }
   for (PlannedBuffer &b : buffers)
     if (b.aliases >= 0)

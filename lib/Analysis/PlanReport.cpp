@@ -222,6 +222,33 @@ void mlir::fsdp::addSimulationToReport(json &report, const SimResult &sim,
   report["mfu_dtype"] = sim.mfuDtype;
 }
 
+void mlir::fsdp::addAllocatorToReport(json &report, const ClusterSpec &spec) {
+  if (!spec.hasAllocator)
+    return;
+  json &perRank = report["per_rank"];
+  int64_t pools = 0;
+  if (spec.perStreamPools)
+    for (MemoryClass c :
+         {MemoryClass::GatheredParam, MemoryClass::CommBuffer}) {
+      std::string name = memoryClassName(c).str();
+      pools += perRank["max_bytes_by_class"].value(name, int64_t(0)) -
+               perRank["peak_bytes_by_class"].value(name, int64_t(0));
+    }
+  auto workspace = static_cast<int64_t>(spec.workspaceBytes);
+  int64_t peak = perRank["peak_bytes"];
+  perRank["allocator"] = {{"stream_pool_bytes", pools},
+                          {"workspace_bytes", workspace},
+                          {"overhead_bytes", pools + workspace},
+                          {"reserved_bytes", peak + pools + workspace}};
+}
+
+int64_t mlir::fsdp::deviceBytes(const json &report) {
+  const json &perRank = report["per_rank"];
+  if (perRank.contains("allocator"))
+    return perRank["allocator"]["reserved_bytes"].get<int64_t>();
+  return perRank["peak_bytes"].get<int64_t>();
+}
+
 static std::string human(int64_t bytes) {
   const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = bytes;
@@ -271,6 +298,14 @@ std::string mlir::fsdp::formatPlanReport(const json &r) {
   if (p.value("tp_bytes_per_step", int64_t(0)) > 0)
     row("tensor-parallel bytes/step", p["tp_bytes_per_step"]);
   row("arena bytes", p["arena_bytes"]);
+  if (p.contains("allocator")) {
+    const json &a = p["allocator"];
+    row("allocator overhead", a["overhead_bytes"]);
+    row("  stream pools", a["stream_pool_bytes"]);
+    row("  workspaces", a["workspace_bytes"]);
+    row("reserved (peak + overhead)", a["reserved_bytes"]);
+  }
+
   if (r.contains("activation_checkpoint")) {
     os << "activation checkpointing: "
        << r["activation_checkpoint"].get<std::string>() << ", "

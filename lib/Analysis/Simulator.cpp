@@ -133,7 +133,7 @@ public:
   bool read(ClusterSpec &s, MLIRContext *ctx) {
     return readName(s) && checkObjects() && readPeaks(s) &&
            readMemoryAndLinks(s) && readEfficiencies(s) &&
-           readOpEfficiencies(s, ctx) && readHostTerms(s);
+           readOpEfficiencies(s, ctx) && readHostTerms(s) && readAllocator(s);
   }
 
 private:
@@ -286,6 +286,31 @@ private:
     if (s.commOverlap > 1)
       return fail(std::string("'") + key::kCommOverlap + "' must be in [0, 1]");
     return true;
+  }
+
+  /// The optional allocator object: per_stream_pools (bool, default
+  /// false), workspace_bytes (>= 0, default 0), source (a string).
+  bool readAllocator(ClusterSpec &s) {
+    if (!j.contains(key::kAllocator))
+      return true;
+    const json &a = j[key::kAllocator];
+    if (!a.is_object())
+      return fail(std::string("'") + key::kAllocator + "' must be an object");
+    s.hasAllocator = true;
+    if (a.contains(key::kPerStreamPools)) {
+      if (!a[key::kPerStreamPools].is_boolean())
+        return fail("'" + field(key::kAllocator, key::kPerStreamPools) +
+                    "' must be true or false");
+      s.perStreamPools = a[key::kPerStreamPools].get<bool>();
+    }
+    if (a.contains(key::kAllocatorSource) &&
+        !a[key::kAllocatorSource].is_string())
+      return fail("'" + field(key::kAllocator, key::kAllocatorSource) +
+                  "' must be a string");
+    return !a.contains(key::kWorkspaceBytes) ||
+           number(a, key::kWorkspaceBytes,
+                  field(key::kAllocator, key::kWorkspaceBytes),
+                  s.workspaceBytes, /*positive=*/false);
   }
 
   const json &j;

@@ -139,10 +139,10 @@ void measureBuckets(ModuleOp module, func::FuncOp fn, Plan &plan) {
     plan.bucketMeanBytes = total / static_cast<int64_t>(sizes.size());
 }
 
-/// Plans `plan` on a clone of `model` in `ctx`; on failure sets plan.error
-/// to the first error diagnostic.
-void runPlan(MLIRContext &ctx, ModuleOp model, const ClusterSpec &spec,
-             Plan &plan) {
+} // namespace
+
+void sweep::runPlan(MLIRContext &ctx, ModuleOp model, const ClusterSpec &spec,
+                    Plan &plan) {
   auto start = std::chrono::steady_clock::now();
   std::string firstError;
   ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &diag) {
@@ -165,12 +165,15 @@ void runPlan(MLIRContext &ctx, ModuleOp model, const ClusterSpec &spec,
   if (failed(sim))
     return fail("the simulation failed");
   addSimulationToReport(*report, *sim, spec.name);
+  addAllocatorToReport(*report, spec);
   plan.report = std::move(*report);
   measureBuckets(*module, *getStepFunction(*module), plan);
   plan.planSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
 }
+
+namespace {
 
 /// A worker: one MLIR context, the model of the world size it is on, and the
 /// next plan taken from `next` until none is left (plans are ordered by world
@@ -230,9 +233,7 @@ unsigned sweep::runPlans(std::vector<Plan> &plans, unsigned jobs,
   // world size, strategy, policy and bucket limit with activation-
   // checkpoint=none does not fit.
   auto fits = [&](const Plan &p) {
-    return p.error.empty() &&
-           p.report["per_rank"]["peak_bytes"].get<int64_t>() <=
-               spec.memoryBytes;
+    return p.error.empty() && deviceBytes(p.report) <= spec.memoryBytes;
   };
   for (Plan &p : plans) {
     if (p.activationCheckpoint.empty() || p.activationCheckpoint == "none" ||

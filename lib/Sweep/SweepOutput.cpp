@@ -1,4 +1,5 @@
 //===- SweepOutput.cpp - fsdp-sweep's table and JSON ----------------------===//
+#include "fsdp/Analysis/PlanReport.h"
 #include "fsdp/Sweep/Sweep.h"
 
 #include <cstdio>
@@ -81,9 +82,9 @@ void printTable(llvm::raw_ostream &os, const std::vector<Plan> &plans,
                   humanBytes(p.bucketMeanBytes));
     double gib = peak / double(int64_t(1) << 30);
     row.push_back(format(gib >= 0.01 ? "%.2f" : "%.2g", gib));
-    row.push_back(peak > spec.memoryBytes ? "NO"
-                  : p.fitsOnlyWithAC      ? "yes (AC only)"
-                                          : "yes");
+    row.push_back(deviceBytes(r) > spec.memoryBytes ? "NO"
+                  : p.fitsOnlyWithAC                ? "yes (AC only)"
+                                                    : "yes");
     row.push_back(format("%.4g", r["predicted_step_time_s"].get<double>()));
     row.push_back(format("%.0f", r.value("predicted_tokens_per_s", 0.0)));
     row.push_back(format("%.3f", r["mfu"].get<double>()));
@@ -123,7 +124,7 @@ void printTable(llvm::raw_ostream &os, const std::vector<Plan> &plans,
 } // namespace
 
 std::string sweep::stepBound(const json &r, double memoryBytes) {
-  if (r["per_rank"]["peak_bytes"].get<double>() > memoryBytes)
+  if (deviceBytes(r) > memoryBytes) // as "fits": reserved where modelled
     return "memory";
   double compute =
              r["compute_s"].get<double>() + r.value("host_overhead_s", 0.0),
@@ -193,7 +194,7 @@ json sweep::sweepJson(const SweepOptions &o, const ClusterSpec &spec,
       row["bucket_max_bytes"] = p.bucketMaxBytes;
       row["bucket_mean_bytes"] = p.bucketMeanBytes;
       row["peak_bytes"] = peak;
-      row["fits"] = peak <= spec.memoryBytes;
+      row["fits"] = deviceBytes(r) <= spec.memoryBytes;
       if (!p.activationCheckpoint.empty())
         row["fits_only_with_ac"] = p.fitsOnlyWithAC;
       row["predicted_step_time_s"] = r["predicted_step_time_s"];

@@ -7,6 +7,7 @@
 // gradient is complete.
 //
 //===----------------------------------------------------------------------===//
+#include "OpOrder.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "llvm/ADT/DenseSet.h"
@@ -243,7 +244,7 @@ protected:
           if (!lastDef || lastDef->isBeforeInBlock(def))
             lastDef = def;
       if (lastDef)
-        flatten->moveAfter(lastDef);
+        moveOpAfter(flatten, lastDef);
       // The reduction chain follows: reduce-scatter or all-reduce, then
       // (HSDP) the all-reduce of the reduce-scattered shard.
       Operation *anchor = flatten;
@@ -254,7 +255,7 @@ protected:
         Operation *op = chain.pop_back_val();
         if (!isa<ReduceScatterOp, AllReduceOp, nn::CastOp>(op))
           continue;
-        op->moveAfter(anchor);
+        moveOpAfter(op, anchor);
         anchor = op;
         if (!firstReduce && isa<ReduceScatterOp, AllReduceOp>(op))
           firstReduce = op;

@@ -101,6 +101,7 @@ protected:
       if (failed(res))
         return signalPassFailure();
       addSimulationToReport(*r, *res, spec->name);
+      addAllocatorToReport(*r, *spec);
       if (!trace.empty()) {
         auto out = openOutputFile(trace, &err);
         if (!out) {

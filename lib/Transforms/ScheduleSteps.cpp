@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ScheduleSteps.h"
+#include "OpOrder.h"
 #include "fsdp/Analysis/MemoryPlan.h"
 
 #include "llvm/ADT/SetVector.h"
@@ -136,11 +137,11 @@ void mlir::fsdp::placeReductionWaits(Block &block) {
     // A chained all-reduce's own wait may sit before the target: keep it
     // after its start (it is placed when that all-reduce is processed).
     for (Operation *c : chain)
-      c->moveBefore(target);
+      moveOpBefore(c, target);
     // The send buffer is freed after the transfer completes.
     for (Operation *u : llvm::make_early_inc_range(r->getOperand(0).getUsers()))
       if (isa<FreeOp>(u) && u->isBeforeInBlock(wait))
-        u->moveAfter(wait);
+        moveOpAfter(u, wait);
   }
   // A chained all-reduce moved after its wait's old place: put each wait
   // back after its start if needed.
@@ -148,7 +149,7 @@ void mlir::fsdp::placeReductionWaits(Block &block) {
     if (auto w = dyn_cast<WaitOp>(&op))
       if (Operation *start = w.getToken().getDefiningOp();
           w->isBeforeInBlock(start))
-        w->moveAfter(start);
+        moveOpAfter(w, start);
 }
 
 /// Step 2b: each gradient accumulation (nn.add marked nn.accumulate: the
@@ -169,7 +170,7 @@ void mlir::fsdp::placeAccumulations(Block &block) {
         if (!last || last->isBeforeInBlock(def))
           last = def;
     if (last)
-      op.moveAfter(last);
+      moveOpAfter(&op, last);
   }
 }
 
@@ -259,7 +260,7 @@ static void sinkReadersAfter(ValueRange values, Operation *after) {
              [](Operation *a, Operation *c) { return a->isBeforeInBlock(c); });
   Operation *at = after;
   for (Operation *op : ops) {
-    op->moveAfter(at);
+    moveOpAfter(op, at);
     at = op;
   }
   for (Operation *op : ops)
@@ -270,7 +271,7 @@ static void sinkReadersAfter(ValueRange values, Operation *after) {
           last = u;
       for (Operation *u : llvm::make_early_inc_range(v.getUsers()))
         if (isa<FreeOp>(u) && last && u->isBeforeInBlock(last))
-          u->moveAfter(last);
+          moveOpAfter(u, last);
     }
 }
 
@@ -353,7 +354,7 @@ void mlir::fsdp::bucketGathers(func::FuncOp fn, int64_t bucketBytes) {
     AllGatherOp first = members.front().start;
     for (Gather &m : members.drop_front())
       for (Operation *op : m.prelude)
-        op->moveBefore(first);
+        moveOpBefore(op, first);
     SmallVector<std::pair<AllGatherOp, WaitOp>> pairs;
     for (Gather &m : members)
       pairs.push_back({m.start, m.wait});
@@ -439,7 +440,7 @@ void mlir::fsdp::bucketReductions(func::FuncOp fn, int64_t bucketBytes) {
       // The packed gradient may be freed once copied into the bucket.
       for (Operation *u : llvm::make_early_inc_range(m.getInput().getUsers()))
         if (isa<FreeOp>(u))
-          u->moveAfter(pack);
+          moveOpAfter(u, pack);
       WaitOp w = waitOf(m);
       w.getResult().replaceAllUsesWith(unpack.getResult(i));
       w->erase();
@@ -540,8 +541,8 @@ void mlir::fsdp::bucketUpdateGathers(func::FuncOp fn, int64_t bucketBytes) {
 /// Moves a gather's start (and its prelude: casts, pack) right before `anchor`.
 static void issueBefore(Gather &g, Operation *anchor) {
   for (Operation *op : g.prelude)
-    op->moveBefore(anchor);
-  g.start->moveBefore(anchor);
+    moveOpBefore(op, anchor);
+  moveOpBefore(g.start, anchor);
 }
 
 /// fsdp1 / fsdp2: within each phase, the next unit's gather is issued right

@@ -20,6 +20,7 @@
 #include "fsdp/Import/Import.h"
 #include "fsdp/Import/Options.h"
 #include "fsdp/InitAll.h"
+#include "fsdp/Sweep/Advisor.h"
 #include "fsdp/Sweep/Sweep.h"
 #include "fsdp/Transforms/Passes.h"
 
@@ -168,6 +169,31 @@ static cl::opt<unsigned>
                      "(default: the number of hardware threads)"),
             cl::value_desc("N"), cl::init(0), cl::cat(mainCat));
 
+static cl::OptionCategory advisorCat(
+    "The advisor (--gpus with --global-batch-tokens): ranks every layout");
+static cl::opt<std::string> gpusOpt(
+    "gpus",
+    cl::desc("GPU counts to advise on: a comma-separated list, or A..B (the "
+             "powers of two from A to B, e.g. 8..16384); needs "
+             "--global-batch-tokens"),
+    cl::value_desc("list|A..B"), cl::cat(advisorCat));
+static cl::opt<int64_t> globalBatchTokensOpt(
+    "global-batch-tokens",
+    cl::desc("Tokens per optimizer step over all ranks (a multiple of the "
+             "sequence length); every layout keeps it"),
+    cl::value_desc("tokens"), cl::init(0), cl::cat(advisorCat));
+static cl::opt<unsigned>
+    topOpt("top", cl::desc("Ranked layouts printed per GPU count (default 3)"),
+           cl::value_desc("K"), cl::init(3), cl::cat(advisorCat));
+static cl::opt<int64_t> maxMicroBatchesOpt(
+    "max-micro-batches",
+    cl::desc("The most micro-batches a layout may take (default 16; a plan's "
+             "time grows with them)"),
+    cl::value_desc("k"), cl::init(16), cl::cat(advisorCat));
+static cl::opt<std::string>
+    csvPath("csv", cl::desc("Write every layout (ranked or why not) as CSV"),
+            cl::value_desc("path"), cl::cat(advisorCat));
+
 static cl::OptionCategory overrideCat("Model overrides (as fsdp-import's)");
 static const fsdp_import::ArchitectureOptions archOpts(overrideCat);
 
@@ -211,6 +237,127 @@ parseIntList(llvm::StringRef option, llvm::StringRef text, int64_t max) {
   return values;
 }
 
+static std::vector<int64_t> advisorGpus;
+
+/// --gpus: "8,64,512" or "A..B", the powers of two A, 2A, ... up to B.
+static std::optional<std::vector<int64_t>> parseGpus(llvm::StringRef text) {
+  auto [lo, hi] = text.split("..");
+  if (text.contains("..")) {
+    int64_t a = 0, b = 0;
+    if (lo.trim().getAsInteger(10, a) || hi.trim().getAsInteger(10, b) ||
+        a < 1 || b < a || b > fsdp_import::kMaxOverride) {
+      error("--gpus: '" + text.str() +
+            "' is not a range A..B with 1 <= A <= B <= 2^31 - 1 (e.g. "
+            "8..16384)");
+      return std::nullopt;
+    }
+    std::vector<int64_t> values;
+    for (int64_t n = a; n <= b; n *= 2)
+      values.push_back(n);
+    return values;
+  }
+  return parseIntList("gpus", text, fsdp_import::kMaxOverride);
+}
+
+/// The advisor's run (fsdp/Sweep/Advisor.h): the table, --json and --csv.
+static int runAdvisorMode(const sweep::SweepOptions &so,
+                          const ClusterSpec &spec,
+                          const sweep::SweepResult &inspected,
+                          std::unique_ptr<llvm::ToolOutputFile> jsonOut) {
+  sweep::AdvisorOptions o;
+  o.sweep = so;
+  o.gpus = advisorGpus;
+  o.tpDegrees = so.tensorParallel; // --tp, {1} by default
+  o.globalBatchTokens = globalBatchTokensOpt;
+  o.seq = inspected.seq;
+  o.top = topOpt;
+  o.maxMicroBatches = maxMicroBatchesOpt;
+  if (o.maxMicroBatches < 1)
+    return error("--max-micro-batches must be >= 1, got " +
+                 std::to_string(o.maxMicroBatches));
+  if (o.globalBatchTokens % o.seq)
+    return error(
+        "--global-batch-tokens " + std::to_string(o.globalBatchTokens) +
+        " is not a multiple of the sequence length " + std::to_string(o.seq));
+  std::string err;
+  std::unique_ptr<llvm::ToolOutputFile> csvOut;
+  if (!csvPath.empty()) {
+    csvOut = openOutputFile(csvPath, &err);
+    if (!csvOut)
+      return error(err);
+  }
+  sweep::AdvisorResult r = sweep::runAdvisor(o, spec, jobsOpt);
+  r.params = inspected.params;
+  sweep::printAdvisor(llvm::outs(), o, spec, r);
+  if (jsonOut) {
+    jsonOut->os() << sweep::advisorJson(o, spec, r).dump(1) << "\n";
+    jsonOut->keep();
+  }
+  if (csvOut) {
+    sweep::writeAdvisorCsv(csvOut->os(), r);
+    csvOut->keep();
+  }
+  if (llvm::none_of(r.layouts,
+                    [](const sweep::AdvisedLayout &l) { return l.fits; }))
+    return error("no layout fits at any of the GPU counts");
+  return 0;
+}
+
+/// --activation-checkpoint's modes into o.activationCheckpoints; false after
+/// printing the error (an unknown or repeated mode).
+static bool readActivationCheckpointModes(sweep::SweepOptions &o) {
+  if (activationCheckpointOpt.empty())
+    return true;
+  llvm::SmallVector<llvm::StringRef> modes;
+  llvm::StringRef(activationCheckpointOpt).split(modes, ',');
+  for (llvm::StringRef m : modes) {
+    m = m.trim();
+    if (!mlir::fsdp::symbolizeActivationCheckpoint(m)) {
+      error("--activation-checkpoint: unknown mode '" + m.str() +
+            "' (known: none, full, selective)");
+      return false;
+    }
+    if (llvm::is_contained(o.activationCheckpoints, m.str())) {
+      error("--activation-checkpoint: '" + m.str() + "' is listed twice");
+      return false;
+    }
+    o.activationCheckpoints.push_back(m.str());
+  }
+  return true;
+}
+
+/// The advisor's options: --gpus and --global-batch-tokens together, none of
+/// the sweep's own grid options (it searches micro-batches itself); --csv
+/// only with them. Sets advisorGpus; false after printing the error.
+static bool checkAdvisorOptions(bool advisor) {
+  if (!advisor) {
+    if (csvPath.getNumOccurrences()) {
+      error("--csv is the advisor's (--gpus, --global-batch-tokens)");
+      return false;
+    }
+    return true;
+  }
+  if (gpusOpt.empty() || globalBatchTokensOpt <= 0) {
+    error("the advisor needs both --gpus and --global-batch-tokens (a "
+          "positive number of tokens)");
+    return false;
+  }
+  const cl::Option *sweepOnly[] = {&worldSizesOpt, &microBatchOpt,
+                                   &unitNumelOpt};
+  for (const cl::Option *opt : sweepOnly)
+    if (opt->getNumOccurrences()) {
+      error("--" + opt->ArgStr.str() +
+            " is a sweep option; the advisor takes --gpus and searches the "
+            "micro-batch size for --global-batch-tokens");
+      return false;
+    }
+  auto gpus = parseGpus(gpusOpt);
+  if (!gpus)
+    return false;
+  advisorGpus = *gpus;
+  return true;
+}
+
 /// --world-sizes and --tp into `o` (each error printed).
 static bool parseSizes(sweep::SweepOptions &o) {
   auto worldSizes = parseIntList("world-sizes", worldSizesOpt,
@@ -230,7 +377,7 @@ static bool parseSizes(sweep::SweepOptions &o) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions({&mainCat, &overrideCat});
+  cl::HideUnrelatedOptions({&mainCat, &advisorCat, &overrideCat});
   cl::ParseCommandLineOptions(argc, argv, kOverview);
   auto wallStart = std::chrono::steady_clock::now();
   sweep::SweepOptions o;
@@ -290,20 +437,13 @@ int main(int argc, char **argv) {
     }
   }
 
-  if (!activationCheckpointOpt.empty()) {
-    llvm::SmallVector<llvm::StringRef> modes;
-    llvm::StringRef(activationCheckpointOpt).split(modes, ',');
-    for (llvm::StringRef m : modes) {
-      m = m.trim();
-      if (!mlir::fsdp::symbolizeActivationCheckpoint(m))
-        return error("--activation-checkpoint: unknown mode '" + m.str() +
-                     "' (known: none, full, selective)");
-      if (llvm::is_contained(o.activationCheckpoints, m.str()))
-        return error("--activation-checkpoint: '" + m.str() +
-                     "' is listed twice");
-      o.activationCheckpoints.push_back(m.str());
-    }
-  }
+  if (!readActivationCheckpointModes(o))
+    return 1;
+
+  // The advisor: --gpus and --global-batch-tokens together.
+  const bool advisor = !gpusOpt.empty() || globalBatchTokensOpt != 0;
+  if (!checkAdvisorOptions(advisor))
+    return 1;
 
   // Extra pipeline options: not one the sweep sets, and parseable.
   llvm::SmallVector<llvm::StringRef> words;
@@ -350,6 +490,9 @@ int main(int argc, char **argv) {
     if (!jsonOut)
       return error(err);
   }
+
+  if (advisor)
+    return runAdvisorMode(o, *spec, result, std::move(jsonOut));
 
   result.plans = sweep::makePlans(o, *spec, result.skippedHybrid);
   result.jobs = sweep::runPlans(result.plans, jobsOpt, o, *spec);

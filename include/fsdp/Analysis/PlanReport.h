@@ -48,6 +48,27 @@ struct SimResult;
 void addSimulationToReport(nlohmann::ordered_json &report, const SimResult &sim,
                            llvm::StringRef clusterName);
 
+struct ClusterSpec;
+/// Adds per_rank.allocator to a report from buildPlanReport when the spec has
+/// an allocator model (ClusterSpec::hasAllocator; otherwise nothing):
+///   stream_pool_bytes: with per_stream_pools, the sum over the classes FSDP
+///     allocates on its communication streams (gathered_param, comm_buffer)
+///     of their most bytes at any point of the step less their bytes at the
+///     peak: a freed block of a stream's pool is reused only for that stream
+///     (PyTorch's caching allocator, torch.Tensor.record_stream docs;
+///     pytorch/pytorch #86836 "avoid over-allocating blocks to the unshard
+///     stream", #147168 FSDP2's "inter-stream memory fragmentation"); an
+///     upper estimate where the classes peak at different times.
+///   workspace_bytes: the spec's (cuBLAS workspaces and the like);
+///   overhead_bytes: their sum; reserved_bytes: peak_bytes + overhead_bytes,
+///     what torch.cuda.max_memory_reserved() would read. Bytes per rank.
+void addAllocatorToReport(nlohmann::ordered_json &report,
+                          const ClusterSpec &spec);
+
+/// The bytes a plan needs on its device: per_rank.allocator.reserved_bytes
+/// where the report has it, else per_rank.peak_bytes.
+int64_t deviceBytes(const nlohmann::ordered_json &report);
+
 /// A human-readable table of a report from buildPlanReport.
 std::string formatPlanReport(const nlohmann::ordered_json &report);
 

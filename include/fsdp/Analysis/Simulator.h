@@ -75,6 +75,22 @@ struct ClusterSpec {
   /// & Pakin, SC 2003); part of the collective's time.
   double collectiveSync = 0;
 
+  /// "allocator" (optional object; absent: the runtime's own arena, no
+  /// overhead): what the device's allocator reserves beyond the memory plan's
+  /// peak, reported as its own line (addAllocatorToReport, PlanReport.h) and
+  /// counted when a plan is checked against memory_bytes.
+  /// "per_stream_pools" (bool): each stream keeps its own pool of freed
+  /// blocks, as PyTorch's CUDA caching allocator does ("aware of only the
+  /// stream where a tensor was allocated", torch.Tensor.record_stream docs;
+  /// FSDP's all-gather / reduce-scatter streams, pytorch/pytorch #86836,
+  /// #147168), so the most bytes the communication classes ever hold stay
+  /// reserved beside the compute stream's peak. "workspace_bytes" (bytes,
+  /// >= 0): workspaces the framework allocates through the allocator and
+  /// keeps (cuBLAS's per handle and stream: 32 MiB recommended on Hopper,
+  /// 4 MiB before, cuBLAS docs, cublasSetWorkspace).
+  bool hasAllocator = false, perStreamPools = false;
+  double workspaceBytes = 0;
+
   /// Reads and validates a spec; on failure `error` says what is wrong (a
   /// JSON syntax error with its line and column). With `ctx`, every
   /// op_efficiency key must name an op registered there (a misspelt op

@@ -79,7 +79,10 @@ struct Plan {
   int64_t minUnitNumel = 0; // policy=size: elements; 0 for policy=block
   int64_t bucketBytes = -1; // fsdp-schedule bucket-bytes (0: off); -1: not set
   std::string activationCheckpoint; // its mode; empty: not set
-  PipelineBuilder pipeline;         // from parsePipeline; unset if it failed
+  int64_t microBatches = 1; // micro-batches=k (accumulate=sharded when > 1)
+  /// Sequences of the imported model (global batch); 0: the sweep's b x N.
+  int64_t globalBatch = 0;
+  PipelineBuilder pipeline; // from parsePipeline; unset if it failed
   std::string optionString; // as fsdp-opt --fsdp-pipeline="..." takes it
 
   // Results.
@@ -116,6 +119,13 @@ std::vector<Plan> makePlans(const SweepOptions &o, const ClusterSpec &spec,
 /// checkpointing (Plan::fitsOnlyWithAC).
 unsigned runPlans(std::vector<Plan> &plans, unsigned jobs,
                   const SweepOptions &o, const ClusterSpec &spec);
+
+/// Plans `plan` on a clone of `model` (imported in `ctx`): fsdp-pipeline,
+/// the report (buildPlanReport, addSimulationToReport, addAllocatorToReport)
+/// and the bucket sizes; on failure sets plan.error to the first error
+/// diagnostic.
+void runPlan(MLIRContext &ctx, ModuleOp model, const ClusterSpec &spec,
+             Plan &plan);
 
 /// What the sweep printed beside its rows.
 struct SweepResult {

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Checks that fsdp-sweep's advisor ranks published layouts as they were
+measured. The rows (ids of bench/fidelity/rows.json) must be one model on one
+cluster at one world size and global batch (micro_batch x grad_accum x
+world_size sequences of `seq` tokens), differing only in what the advisor
+varies (the activation-checkpoint mode; the strategy where rows give one,
+default full-shard). The advisor is run on exactly those layouts:
+
+  fsdp-sweep MODEL --cluster SPEC --seq T --gpus W --global-batch-tokens B*T
+             --strategies S --activation-checkpoint <the rows' modes>
+             --pipeline "reduce-dtype=R prefetch=fsdp2|fsdp1"
+
+and its ranks (1 = fastest) are compared with the order of the rows'
+measured tokens/s per GPU. Prints one line per row (measured, predicted,
+measured rank, advised rank) and "ranking matches" or "ranking differs";
+exit status 1 when it differs or a row cannot be advised.
+
+usage: bench/fidelity/ranking.py ROW_ID,ROW_ID[,...] [--build DIR | --tools-on-path]
+                                 [--rows-file PATH]
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SAME = ("model", "cluster", "world_size", "seq", "micro_batch", "grad_accum", "stack", "precision")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("rows")
+    ap.add_argument("--build", default=os.path.join(ROOT, "build", "bin"))
+    ap.add_argument("--tools-on-path", action="store_true")
+    ap.add_argument("--rows-file", default=os.path.join(ROOT, "bench", "fidelity", "rows.json"))
+    a = ap.parse_args()
+    if a.tools_on_path:
+        found = shutil.which("fsdp-sweep")
+        if not found:
+            sys.exit("ranking.py: --tools-on-path: no fsdp-sweep on PATH")
+        a.build = os.path.dirname(found)
+    doc = json.load(open(a.rows_file))
+    by_id = {r["id"]: r for r in doc["rows"]}
+    rows = []
+    for rid in a.rows.split(","):
+        if rid not in by_id:
+            sys.exit("ranking.py: no row '%s' in %s" % (rid, a.rows_file))
+        rows.append(by_id[rid])
+    if len(rows) < 2:
+        sys.exit("ranking.py: a ranking needs two rows or more")
+    for key in SAME:
+        if len({json.dumps(r[key], sort_keys=True) for r in rows}) != 1:
+            sys.exit("ranking.py: the rows differ in '%s': not one layout comparison" % key)
+    layouts = [(r.get("strategy", "full-shard"), r["activation_checkpoint"]) for r in rows]
+    if len(set(layouts)) != len(layouts):
+        sys.exit("ranking.py: two rows have the same layout %s" % (layouts[0],))
+    r0 = rows[0]
+    config = json.load(open(os.path.join(ROOT, r0["model"])))
+    with tempfile.TemporaryDirectory() as tmp:
+        if config.get("model_type") == "gpt2":  # as fidelity.py: MPT's max_seq_len
+            config["n_positions"] = r0["seq"]
+        cfg = os.path.join(tmp, "config.json")
+        json.dump(config, open(cfg, "w"))
+        batch = r0["micro_batch"] * r0["grad_accum"] * r0["world_size"]
+        out = os.path.join(tmp, "advisor.json")
+        cmd = [os.path.join(a.build, "fsdp-sweep"), cfg,
+               "--cluster", os.path.join(ROOT, doc["clusters"][r0["cluster"]]["spec"]),
+               "--seq", str(r0["seq"]), "--gpus", str(r0["world_size"]),
+               "--global-batch-tokens", str(batch * r0["seq"]),
+               "--strategies", ",".join(sorted({s for s, _ in layouts})),
+               "--activation-checkpoint", ",".join(sorted({m for _, m in layouts})),
+               "--param-dtype", r0["precision"]["param"],
+               "--pipeline", "reduce-dtype=%s prefetch=%s" % (
+                   r0["precision"]["reduce"], "fsdp2" if "FSDP2" in r0["stack"] else "fsdp1"),
+               "--top", "10", "--json", out]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit("ranking.py: fsdp-sweep failed (exit %d): %s" % (p.returncode, p.stderr.strip()))
+        advised = json.load(open(out))["layouts"]
+    measured = sorted(rows, key=lambda r: -r["measured"]["tokens_per_s_per_gpu"])
+    ok = True
+    for r in rows:
+        s, m = r.get("strategy", "full-shard"), r["activation_checkpoint"]
+        x = [l for l in advised if l["strategy"] == s and l["activation_checkpoint"] == m]
+        if len(x) != 1 or not x[0]["fits"]:
+            sys.exit("ranking.py: row '%s': the advisor has no fitting layout %s, AC %s: %s" % (
+                r["id"], s, m, x[0].get("why", "") if x else "not planned"))
+        x = x[0]
+        # The advisor's rank among these rows' layouts only.
+        faster = sum(1 for o in rows if o is not r and any(
+            l["strategy"] == o.get("strategy", "full-shard") and
+            l["activation_checkpoint"] == o["activation_checkpoint"] and l["fits"] and
+            l["predicted_tokens_per_s"] > x["predicted_tokens_per_s"] for l in advised))
+        mrank = measured.index(r) + 1
+        ok &= mrank == faster + 1
+        print("%-24s %-10s AC %-9s measured %7.0f tok/s/GPU (rank %d), advised %7.0f (rank %d, %d x %d)" % (
+            r["id"], s, m, r["measured"]["tokens_per_s_per_gpu"], mrank,
+            x["predicted_tokens_per_s"] / r["world_size"], faster + 1,
+            x["micro_batch_size"], x["micro_batches"]))
+    print("ranking matches" if ok else "ranking differs")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+//===- Advisor.h - ranks the layouts of a model over GPU counts -----------===//
+//
+// fsdp-sweep's advisor (--gpus with --global-batch-tokens): for one model, a
+// cluster spec, a range of GPU counts and a global batch in tokens, every
+// layout the planner can express is planned through fsdp-pipeline (the same
+// IR, report and simulation as fsdp-opt's report=, sweep::runPlan) and the
+// layouts that fit are ranked by predicted throughput per GPU count.
+//
+// A layout is (GPU count N, tensor-parallel degree t, strategy, shard group
+// size, activation-checkpoint mode, bucket limit, micro-batch size m). The
+// global batch B = tokens / seq sequences is fixed: each of the N / t data-
+// parallel ranks takes s = B / (N / t) sequences per step in k = s / m
+// micro-batches (accumulate=sharded when k > 1).
+//
+// The search, per family (every dimension but m), where time goes: one plan
+// of 405B through the pipeline takes 0.3-1.3 s of CPU on this machine, and
+// grows with k (fsdp-micro-batch clones the step k times), so the advisor
+// plans few micro-batch counts:
+//   1. memory screens: the family planned with k = 1 at a per-rank batch of
+//      m sequences (a model imported with global batch m x N / t). Its
+//      device bytes (peak + allocator overhead) are taken as a lower bound of
+//      the bytes of k micro-batches of m (the k-micro-batch step holds one
+//      micro-batch's activations and adds the accumulated gradient shards):
+//      the largest m whose screen fits is found by bisection over the powers
+//      of two dividing s; none fits (not even m = 1): the family cannot fit.
+//   2. the layout: planned at that m with k = s / m; if it does not fit, m
+//      halves. Fewer, larger micro-batches are taken as never slower (fewer
+//      per-micro-batch reduce-scatters, longer weight-gradient GEMMs), so the
+//      largest m that fits is the family's layout.
+//   The micro-batch sizes are the powers of two m dividing s with s / m <=
+//   --max-micro-batches (16).
+//   3. activation checkpointing is tried from the mode that saves most
+//      (full, selective, none): when a mode cannot fit at m = 1, the modes
+//      after it are not planned (they keep more activations).
+// Every plan is the planner's own (no closed-form shortcut); the JSON lists
+// each family's screens and plans. The model is imported once per global
+// batch and cloned for every plan (the import is the only layout-
+// independent step: fsdp-pipeline's passes all depend on the layout).
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_SWEEP_ADVISOR_H
+#define FSDP_SWEEP_ADVISOR_H
+
+#include "fsdp/Sweep/Sweep.h"
+
+namespace mlir::fsdp::sweep {
+
+/// What the advisor ranks.
+struct AdvisorOptions {
+  SweepOptions sweep;            ///< model, cluster, strategies, buckets, ...
+  std::vector<int64_t> gpus;     ///< GPU counts N
+  int64_t globalBatchTokens = 0; ///< tokens per optimizer step (all ranks)
+  int64_t seq = 0;               ///< tokens per sequence
+  /// Tensor-parallel degrees (fsdp-sweep's --tp; the data-parallel size is
+  /// N / t): a TP degree becomes the pipeline's tp=t and its exposed time
+  /// the report's tp_exposed_s (the bound "TP comm").
+  std::vector<int64_t> tpDegrees = {1};
+  unsigned top = 3; ///< rows per GPU count in the table
+  /// The most micro-batches k a layout may take (fsdp-micro-batch clones
+  /// the step k times, so a plan's time grows with k): micro-batch sizes
+  /// with s / m above it are not planned.
+  int64_t maxMicroBatches = 16;
+};
+
+/// One family's result: its best fitting layout (or why none fits).
+struct AdvisedLayout {
+  int64_t gpus = 0, tp = 1, dataParallel = 0;
+  std::string strategy;
+  int64_t shardSize = 0; ///< ranks per shard group (hybrid-shard), else dp
+  std::string activationCheckpoint;
+  int64_t bucketBytes = -1;     ///< -1: not set
+  int64_t sequencesPerRank = 0; ///< s = B / dp
+  int64_t microBatchSize = 0;   ///< m; 0 when nothing fits
+  int64_t microBatches = 0;     ///< k = s / m
+  bool fits = false;
+  std::string why; ///< when it does not fit or could not be planned
+  /// Memory decided the layout: a larger micro-batch, or a mode that
+  /// recomputes less, did not fit.
+  bool memoryLimited = false;
+  Plan plan;                 ///< the layout's plan (when fits)
+  std::vector<Plan> screens; ///< the plans tried on the way (their reports)
+  std::string bound;         ///< compute, FSDP comm or TP comm
+  /// The next-ranked layout's step time / this one's (>= 1: what taking
+  /// the runner-up would cost); 0 for the last.
+  double runnerUpRatio = 0;
+  int rank = 0; ///< 1 = fastest at its GPU count; 0 unranked
+};
+
+struct AdvisorResult {
+  std::vector<AdvisedLayout> layouts;
+  int64_t params = 0, seq = 0, globalBatch = 0;
+  unsigned jobs = 0;
+  int64_t plansRun = 0;
+  double wallSeconds = 0, planSeconds = 0;
+};
+
+/// Enumerates the families, searches each (Advisor.h's header comment) on
+/// `jobs` threads (0: the hardware's) and ranks the fitting layouts per GPU
+/// count by predicted tokens/s.
+AdvisorResult runAdvisor(const AdvisorOptions &o, const ClusterSpec &spec,
+                         unsigned jobs);
+
+/// The top rows per GPU count and the families that cannot fit.
+void printAdvisor(llvm::raw_ostream &os, const AdvisorOptions &o,
+                  const ClusterSpec &spec, const AdvisorResult &r);
+/// Every family as JSON (layout, rank, bound, runner-up ratio, the report).
+nlohmann::ordered_json advisorJson(const AdvisorOptions &o,
+                                   const ClusterSpec &spec,
+                                   const AdvisorResult &r);
+/// Every family as CSV, one line each (the JSON's scalar columns).
+void writeAdvisorCsv(llvm::raw_ostream &os, const AdvisorResult &r);
+
+} // namespace mlir::fsdp::sweep
+
+#endif // FSDP_SWEEP_ADVISOR_H

@@ -1,0 +1,365 @@
+//===- Advisor.cpp - ranks the layouts of a model over GPU counts ---------===//
+//
+// The search and the ranking; fsdp/Sweep/Advisor.h describes both.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/Sweep/Advisor.h"
+#include "fsdp/Analysis/PlanReport.h"
+#include "fsdp/Import/Import.h"
+#include "fsdp/InitAll.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <thread>
+
+using namespace mlir;
+using namespace mlir::fsdp;
+using namespace mlir::fsdp::sweep;
+
+namespace {
+
+/// Every dimension of a layout but the activation-checkpoint mode and the
+/// micro-batch size: one unit of work, searched by one thread.
+struct LayoutFamily {
+  int64_t gpus, tp, dp, sequencesPerRank;
+  std::string strategy;
+  int64_t shardSize; // hybrid-shard's shard group; 0 otherwise
+  int64_t bucketBytes;
+  std::vector<size_t> layouts; // indices into the result, in AC order
+};
+
+/// A thread's MLIR context and the models it imported, by global batch
+/// (sequences): the only layout-independent step, done once per batch.
+class ModelCache {
+public:
+  ModelCache(const SweepOptions &o) : o(o) {
+    DialectRegistry registry;
+    registerAllDialects(registry);
+    ctx = std::make_unique<MLIRContext>(registry,
+                                        MLIRContext::Threading::DISABLED);
+    ctx->loadAllAvailableDialects();
+  }
+  MLIRContext &context() { return *ctx; }
+  /// The model of global batch `batch`, or null with `error` set.
+  ModuleOp get(int64_t batch, std::string &error) {
+    auto it = models.find(batch);
+    if (it == models.end()) {
+      fsdp_import::Overrides ov = o.overrides;
+      ov.batch = batch;
+      std::string err;
+      OwningOpRef<ModuleOp> m =
+          fsdp_import::importConfig(ctx.get(), o.configPath, ov, err);
+      std::string overflow;
+      if (m && failed(fsdp_import::checkSizes(*m, overflow))) {
+        err = o.configPath + ": " + overflow;
+        m = nullptr;
+      }
+      it = models.emplace(batch, std::make_pair(std::move(m), err)).first;
+    }
+    error = it->second.second;
+    return it->second.first ? *it->second.first : ModuleOp();
+  }
+
+private:
+  const SweepOptions &o;
+  std::unique_ptr<MLIRContext> ctx;
+  std::map<int64_t, std::pair<OwningOpRef<ModuleOp>, std::string>> models;
+};
+
+class Searcher {
+public:
+  Searcher(const AdvisorOptions &o, const ClusterSpec &spec,
+           std::shared_ptr<const ClusterSpec> cluster, ModelCache &cache)
+      : o(o), spec(spec), cluster(std::move(cluster)), cache(cache) {}
+
+  std::atomic<int64_t> *plansRun = nullptr;
+
+  /// Searches every AC mode of `g` (Advisor.h, steps 1-3).
+  void search(const LayoutFamily &g, std::vector<AdvisedLayout> &layouts) {
+    std::vector<int64_t> sizes; // powers of two dividing s, ascending
+    for (int64_t m = 1; m <= g.sequencesPerRank; m *= 2)
+      if (g.sequencesPerRank % m == 0 &&
+          g.sequencesPerRank / m <= o.maxMicroBatches)
+        sizes.push_back(m);
+    if (sizes.empty()) {
+      for (size_t li : g.layouts)
+        layouts[li].why =
+            "needs more than " + std::to_string(o.maxMicroBatches) +
+            " micro-batches (--max-micro-batches) for " +
+            std::to_string(g.sequencesPerRank) + " sequences per rank";
+      return;
+    }
+    bool heavierFailed = false; // a mode saving more memory could not fit
+    for (size_t li : g.layouts) {
+      AdvisedLayout &l = layouts[li];
+      if (heavierFailed) {
+        l.why = "not planned: activation-checkpoint modes that keep fewer "
+                "activations do not fit at the smallest micro-batch";
+        continue;
+      }
+      searchMode(g, sizes, l);
+      if (!l.fits && l.microBatchSize == 0 && l.why.rfind("screen", 0) == 0)
+        heavierFailed = true;
+    }
+    // Memory-limited: a mode that recomputes less (later in the order) was
+    // tried and does not fit.
+    for (size_t i = 0; i < g.layouts.size(); ++i)
+      for (size_t j = i + 1; j < g.layouts.size(); ++j)
+        if (!layouts[g.layouts[j]].fits)
+          layouts[g.layouts[i]].memoryLimited = true;
+  }
+
+private:
+  Plan makePlan(const LayoutFamily &g, const std::string &ac, int64_t m,
+                int64_t k) {
+    Plan p;
+    p.worldSize = g.gpus;
+    p.strategy = g.strategy;
+    p.shardSize = g.shardSize;
+    p.bucketBytes = g.bucketBytes;
+    p.activationCheckpoint = ac;
+    p.microBatches = k;
+    p.globalBatch = m * k * g.dp;
+    std::string opts =
+        "world-size=" + std::to_string(g.gpus) + " strategy=" + g.strategy;
+    if (g.shardSize)
+      opts += " shard-size=" + std::to_string(g.shardSize);
+    opts += " policy=block";
+    if (g.bucketBytes >= 0)
+      opts += " bucket-bytes=" + std::to_string(g.bucketBytes);
+    opts +=
+        " activation-checkpoint=" + ac + " param-dtype=" + o.sweep.paramDtype;
+    if (k > 1)
+      opts += " micro-batches=" + std::to_string(k) + " accumulate=sharded";
+    if (g.tp > 1)
+      opts += " tp=" + std::to_string(g.tp);
+    if (!o.sweep.pipeline.empty())
+      opts += " " + o.sweep.pipeline;
+    std::string msg;
+    FailureOr<PipelineBuilder> pipeline = parsePipeline(opts, cluster, msg);
+    if (failed(pipeline))
+      p.error = "options: " + msg;
+    else
+      p.pipeline = std::move(*pipeline);
+    p.optionString = opts + " cluster=" + o.sweep.clusterPath;
+    if (!p.error.empty())
+      return p;
+    std::string err;
+    ModuleOp model = cache.get(p.globalBatch, err);
+    if (!model) {
+      p.error = "import: " + err;
+      return p;
+    }
+    runPlan(cache.context(), model, spec, p);
+    ++*plansRun;
+    return p;
+  }
+
+  bool fits(const Plan &p) const {
+    return p.error.empty() && deviceBytes(p.report) <= spec.memoryBytes;
+  }
+
+  /// Steps 1-2 of Advisor.h for one mode.
+  void searchMode(const LayoutFamily &g, const std::vector<int64_t> &sizes,
+                  AdvisedLayout &l) {
+    const int64_t s = g.sequencesPerRank;
+    const std::string &ac = l.activationCheckpoint;
+    // Screens at k = 1 by bisection: the largest m whose screen fits.
+    std::map<int64_t, bool> screened;
+    auto screen = [&](size_t i) {
+      if (!screened.count(i)) {
+        l.screens.push_back(makePlan(g, ac, sizes[i], 1));
+        screened[i] = fits(l.screens.back());
+      }
+      return screened[i];
+    };
+    if (!screen(0)) {
+      const Plan &p = l.screens.back();
+      l.why = p.error.empty()
+                  ? "screen: does not fit at " + std::to_string(sizes[0]) +
+                        (sizes[0] == 1 ? " sequence" : " sequences") +
+                        " per micro-batch (" +
+                        std::to_string(deviceBytes(p.report) >> 20) +
+                        " MiB per rank)"
+                  : "screen: " + p.error;
+      return;
+    }
+    size_t lo = 0, hi = sizes.size() - 1; // screen(lo) fits
+    if (screen(hi))
+      lo = hi;
+    while (hi - lo > 1) {
+      size_t mid = (lo + hi) / 2;
+      (screen(mid) ? lo : hi) = mid;
+    }
+    // The layout at that m, halving while it does not fit.
+    for (size_t i = lo + 1; i-- > 0;) {
+      int64_t m = sizes[i], k = s / m;
+      Plan p;
+      if (k == 1) { // the screen is the layout: taken out of the screens
+        auto it = llvm::find_if(l.screens, [&](const Plan &q) {
+          return q.globalBatch == m * g.dp && q.microBatches == 1;
+        });
+        p = std::move(*it);
+        l.screens.erase(it);
+      } else {
+        p = makePlan(g, ac, m, k);
+      }
+      if (fits(p)) {
+        l.fits = true;
+        l.microBatchSize = m;
+        l.microBatches = k;
+        l.memoryLimited = i + 1 < sizes.size();
+        l.plan = std::move(p);
+        return;
+      }
+      l.screens.push_back(std::move(p));
+    }
+    l.why = "no micro-batch size fits with " + std::to_string(s) +
+            " sequences per rank";
+  }
+
+  const AdvisorOptions &o;
+  const ClusterSpec &spec;
+  std::shared_ptr<const ClusterSpec> cluster;
+  ModelCache &cache;
+};
+
+/// The activation-checkpoint modes from the one that keeps fewest
+/// activations: full, selective, none (those of `given`, all three if empty).
+std::vector<std::string> acOrder(const std::vector<std::string> &given) {
+  std::vector<std::string> modes;
+  for (const char *m : {"full", "selective", "none"})
+    if (given.empty() || llvm::is_contained(given, m))
+      modes.push_back(m);
+  return modes;
+}
+
+/// The bound of a fitting layout: the largest of its compute time (with
+/// recomputation), its exposed FSDP communication and its exposed TP
+/// communication (tp_exposed_s, absent before TP is priced).
+std::string boundOf(const nlohmann::ordered_json &r) {
+  double compute = r.value("compute_s", 0.0);
+  double tp = r.value("tp_exposed_s", 0.0);
+  double fsdp = r.value("exposed_comm_s", 0.0) - tp;
+  if (compute >= fsdp && compute >= tp)
+    return "compute";
+  return fsdp >= tp ? "FSDP comm" : "TP comm";
+}
+
+} // namespace
+
+AdvisorResult sweep::runAdvisor(const AdvisorOptions &o,
+                                const ClusterSpec &spec, unsigned jobs) {
+  auto start = std::chrono::steady_clock::now();
+  AdvisorResult r;
+  r.seq = o.seq;
+  r.globalBatch = o.globalBatchTokens / o.seq;
+  const int64_t batch = r.globalBatch;
+  std::vector<std::string> modes = acOrder(o.sweep.activationCheckpoints);
+  std::vector<LayoutFamily> groups;
+  auto addLayout = [&](LayoutFamily &g, const std::string &ac) {
+    AdvisedLayout l;
+    l.gpus = g.gpus;
+    l.tp = g.tp;
+    l.dataParallel = g.dp;
+    l.strategy = g.strategy;
+    l.shardSize = g.shardSize ? g.shardSize : g.dp;
+    l.activationCheckpoint = ac;
+    l.bucketBytes = g.bucketBytes;
+    l.sequencesPerRank = g.sequencesPerRank;
+    g.layouts.push_back(r.layouts.size());
+    r.layouts.push_back(std::move(l));
+  };
+  for (int64_t n : o.gpus)
+    for (int64_t t : o.tpDegrees) {
+      if (n % t)
+        continue;
+      int64_t dp = n / t;
+      if (batch % dp) { // no layout of this degree: recorded once
+        AdvisedLayout l;
+        l.gpus = n;
+        l.tp = t;
+        l.dataParallel = dp;
+        l.why = "the global batch of " + std::to_string(batch) +
+                " sequences does not divide over " + std::to_string(dp) +
+                " data-parallel ranks";
+        r.layouts.push_back(std::move(l));
+        continue;
+      }
+      for (const std::string &strategy : o.sweep.strategies) {
+        std::vector<int64_t> shardSizes = {0};
+        if (strategy == "hybrid-shard") { // one node, two, four, ...
+          shardSizes.clear();
+          for (int64_t sz = spec.devicesPerNode; sz < dp; sz *= 2)
+            if (dp % sz == 0)
+              shardSizes.push_back(sz);
+        }
+        for (int64_t shard : shardSizes)
+          for (int64_t bucket : o.sweep.bucketLimits) {
+            LayoutFamily g{n, t, dp, batch / dp, strategy, shard, bucket, {}};
+            for (const std::string &ac : modes)
+              addLayout(g, ac);
+            groups.push_back(std::move(g));
+          }
+      }
+    }
+
+  if (!jobs)
+    jobs = std::max(1u, std::thread::hardware_concurrency());
+  jobs = std::max<unsigned>(1, std::min<size_t>(jobs, groups.size()));
+  r.jobs = jobs;
+  auto cluster = std::make_shared<const ClusterSpec>(spec);
+  std::atomic<size_t> next{0};
+  std::atomic<int64_t> plansRun{0};
+  auto worker = [&]() {
+    ModelCache cache(o.sweep);
+    Searcher searcher(o, spec, cluster, cache);
+    searcher.plansRun = &plansRun;
+    for (size_t i = next++; i < groups.size(); i = next++)
+      searcher.search(groups[i], r.layouts);
+  };
+  std::vector<std::thread> threads;
+  for (unsigned t = 1; t < jobs; ++t)
+    threads.emplace_back(worker);
+  worker();
+  for (std::thread &t : threads)
+    t.join();
+  r.plansRun = plansRun;
+
+  // Rank the fitting layouts per GPU count.
+  for (int64_t n : o.gpus) {
+    std::vector<AdvisedLayout *> ranked;
+    for (AdvisedLayout &l : r.layouts)
+      if (l.gpus == n && l.fits)
+        ranked.push_back(&l);
+    // Fastest first; equal throughputs in enumeration order (the pointers
+    // are into one vector).
+    llvm::sort(ranked, [](const AdvisedLayout *a, const AdvisedLayout *b) {
+      double ta = a->plan.report.value("predicted_tokens_per_s", 0.0);
+      double tb = b->plan.report.value("predicted_tokens_per_s", 0.0);
+      return ta != tb ? ta > tb : a < b;
+    });
+    for (size_t i = 0; i < ranked.size(); ++i) {
+      AdvisedLayout &l = *ranked[i];
+      l.rank = static_cast<int>(i + 1);
+      l.bound = boundOf(l.plan.report);
+      if (i + 1 < ranked.size())
+        l.runnerUpRatio =
+            ranked[i + 1]->plan.report["predicted_step_time_s"].get<double>() /
+            l.plan.report["predicted_step_time_s"].get<double>();
+    }
+  }
+  for (const AdvisedLayout &l : r.layouts) {
+    r.planSeconds += l.plan.planSeconds;
+    for (const Plan &p : l.screens)
+      r.planSeconds += p.planSeconds;
+  }
+  r.wallSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  return r;
+}

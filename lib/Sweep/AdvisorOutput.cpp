@@ -1,0 +1,198 @@
+//===- AdvisorOutput.cpp - the advisor's table, JSON and CSV --------------===//
+#include "fsdp/Analysis/PlanReport.h"
+#include "fsdp/Sweep/Advisor.h"
+
+#include "llvm/Support/Format.h"
+
+#include <cstdio>
+
+using namespace mlir;
+using namespace mlir::fsdp;
+using namespace mlir::fsdp::sweep;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+std::string fmt(const char *f, double v) {
+  char buf[64];
+  snprintf(buf, sizeof(buf), f, v);
+  return buf;
+}
+
+std::string bucketName(int64_t bytes) {
+  if (bytes < 0)
+    return "-";
+  if (bytes == 0)
+    return "off";
+  return fmt("%.0f MiB", bytes / double(1 << 20));
+}
+
+/// "full-shard", "hybrid-shard/16" (its shard group size).
+std::string layoutName(const AdvisedLayout &l) {
+  if (l.strategy == "hybrid-shard")
+    return l.strategy + "/" + std::to_string(l.shardSize);
+  return l.strategy;
+}
+
+} // namespace
+
+void sweep::printAdvisor(llvm::raw_ostream &os, const AdvisorOptions &o,
+                         const ClusterSpec &spec, const AdvisorResult &r) {
+  os << "fsdp-sweep advisor: " << o.sweep.configPath << ": " << r.params
+     << " parameters, seq " << r.seq << ", global batch " << o.globalBatchTokens
+     << " tokens (" << r.globalBatch << " sequences), param-dtype "
+     << o.sweep.paramDtype << "\n";
+  os << "cluster: " << spec.name << ": " << fmt("%.0f", spec.memoryBytes)
+     << " bytes per device, " << spec.devicesPerNode << " devices per node\n";
+  for (int64_t n : o.gpus) {
+    std::vector<const AdvisedLayout *> ranked;
+    int64_t planned = 0, noFit = 0;
+    std::string infeasible;
+    for (const AdvisedLayout &l : r.layouts) {
+      if (l.gpus != n)
+        continue;
+      if (l.strategy.empty())
+        infeasible = l.why;
+      else if (l.fits)
+        ranked.push_back(&l);
+      else
+        ++noFit;
+      planned += !l.strategy.empty();
+    }
+    llvm::sort(ranked, [](const AdvisedLayout *a, const AdvisedLayout *b) {
+      return a->rank < b->rank;
+    });
+    os << "\n" << n << " GPUs: ";
+    if (!infeasible.empty() && !planned) {
+      os << "no layout: " << infeasible << "\n";
+      continue;
+    }
+    os << ranked.size() << " of " << planned << " layouts fit (" << noFit
+       << " do not)\n";
+    if (ranked.empty())
+      continue;
+    os << llvm::format("  %-4s %-18s %-9s %-8s %-9s %12s %10s %8s %6s %9s "
+                       "%-9s %s\n",
+                       "rank", "strategy/shard", "AC", "m x k", "bucket",
+                       "tokens/s", "tok/s/GPU", "step s", "MFU", "rsvd GiB",
+                       "bound", "runner-up");
+    for (size_t i = 0; i < ranked.size() && i < o.top; ++i) {
+      const AdvisedLayout &l = *ranked[i];
+      const json &rep = l.plan.report;
+      double tps = rep.value("predicted_tokens_per_s", 0.0);
+      std::string mk = std::to_string(l.microBatchSize) + " x " +
+                       std::to_string(l.microBatches);
+      std::string bound = l.bound + (l.memoryLimited ? " +memory" : "");
+      os << llvm::format(
+          "  %-4d %-18s %-9s %-8s %-9s %12.0f %10.1f %8.4g %6.3f %9.2f %-9s "
+          "%s\n",
+          l.rank, layoutName(l).c_str(), l.activationCheckpoint.c_str(),
+          mk.c_str(), bucketName(l.bucketBytes).c_str(), tps, tps / n,
+          rep["predicted_step_time_s"].get<double>(), rep["mfu"].get<double>(),
+          deviceBytes(rep) / double(int64_t(1) << 30), bound.c_str(),
+          l.runnerUpRatio > 0 ? fmt("x%.3f", l.runnerUpRatio).c_str() : "-");
+    }
+  }
+  os << "\n"
+     << r.plansRun << " plans (screens included) in "
+     << fmt("%.2f", r.wallSeconds) << " s wall, " << r.jobs
+     << (r.jobs == 1 ? " job; " : " jobs; ") << fmt("%.2f", r.planSeconds)
+     << " s planning and simulating in all\n";
+}
+
+json sweep::advisorJson(const AdvisorOptions &o, const ClusterSpec &spec,
+                        const AdvisorResult &r) {
+  json layouts = json::array();
+  for (const AdvisedLayout &l : r.layouts) {
+    json j{{"gpus", l.gpus},
+           {"tp", l.tp},
+           {"data_parallel", l.dataParallel},
+           {"strategy", l.strategy},
+           {"shard_size", l.shardSize},
+           {"activation_checkpoint", l.activationCheckpoint},
+           {"bucket_bytes",
+            l.bucketBytes >= 0 ? json(l.bucketBytes) : json(nullptr)},
+           {"sequences_per_rank", l.sequencesPerRank},
+           {"fits", l.fits}};
+    if (l.fits) {
+      const json &rep = l.plan.report;
+      j["rank"] = l.rank;
+      j["micro_batch_size"] = l.microBatchSize;
+      j["micro_batches"] = l.microBatches;
+      j["bound"] = l.bound;
+      j["memory_limited"] = l.memoryLimited;
+      j["runner_up_ratio"] =
+          l.runnerUpRatio > 0 ? json(l.runnerUpRatio) : json(nullptr);
+      j["predicted_tokens_per_s"] = rep.value("predicted_tokens_per_s", 0.0);
+      j["predicted_step_time_s"] = rep["predicted_step_time_s"];
+      j["mfu"] = rep["mfu"];
+      j["peak_bytes"] = rep["per_rank"]["peak_bytes"];
+      j["device_bytes"] = deviceBytes(rep);
+      j["pipeline"] = l.plan.optionString;
+      j["report"] = rep;
+    } else {
+      j["why"] = l.why;
+    }
+    json screens = json::array();
+    for (const Plan &p : l.screens) {
+      json s{{"global_batch", p.globalBatch},
+             {"micro_batches", p.microBatches},
+             {"plan_s", p.planSeconds}};
+      if (p.error.empty()) {
+        s["device_bytes"] = deviceBytes(p.report);
+        s["fits"] = deviceBytes(p.report) <= spec.memoryBytes;
+      } else {
+        s["error"] = p.error;
+      }
+      screens.push_back(std::move(s));
+    }
+    j["screens"] = std::move(screens);
+    layouts.push_back(std::move(j));
+  }
+  return json{{"model", o.sweep.configPath},
+              {"params", r.params},
+              {"cluster", spec.name},
+              {"memory_bytes", spec.memoryBytes},
+              {"devices_per_node", spec.devicesPerNode},
+              {"seq", r.seq},
+              {"global_batch_tokens", o.globalBatchTokens},
+              {"global_batch", r.globalBatch},
+              {"gpus", o.gpus},
+              {"param_dtype", o.sweep.paramDtype},
+              {"pipeline", o.sweep.pipeline},
+              {"jobs", r.jobs},
+              {"plans", r.plansRun},
+              {"wall_time_s", r.wallSeconds},
+              {"layouts", std::move(layouts)}};
+}
+
+void sweep::writeAdvisorCsv(llvm::raw_ostream &os, const AdvisorResult &r) {
+  os << "gpus,tp,data_parallel,strategy,shard_size,activation_checkpoint,"
+        "bucket_bytes,sequences_per_rank,micro_batch_size,micro_batches,fits,"
+        "rank,bound,memory_limited,tokens_per_s,tokens_per_s_per_gpu,step_s,"
+        "mfu,peak_bytes,device_bytes,runner_up_ratio,why\n";
+  for (const AdvisedLayout &l : r.layouts) {
+    os << l.gpus << "," << l.tp << "," << l.dataParallel << "," << l.strategy
+       << "," << l.shardSize << "," << l.activationCheckpoint << ","
+       << (l.bucketBytes >= 0 ? std::to_string(l.bucketBytes) : "") << ","
+       << l.sequencesPerRank << ",";
+    if (l.fits) {
+      const json &rep = l.plan.report;
+      double tps = rep.value("predicted_tokens_per_s", 0.0);
+      os << l.microBatchSize << "," << l.microBatches << ",true," << l.rank
+         << "," << l.bound << "," << (l.memoryLimited ? "true" : "false") << ","
+         << fmt("%.6g", tps) << "," << fmt("%.6g", tps / l.gpus) << ","
+         << fmt("%.6g", rep["predicted_step_time_s"].get<double>()) << ","
+         << fmt("%.4f", rep["mfu"].get<double>()) << ","
+         << rep["per_rank"]["peak_bytes"].get<int64_t>() << ","
+         << deviceBytes(rep) << ","
+         << (l.runnerUpRatio > 0 ? fmt("%.6g", l.runnerUpRatio) : "") << ",\n";
+    } else {
+      std::string why = l.why;
+      for (char &c : why)
+        if (c == '"')
+          c = '\'';
+      os << ",,false,,,,,,,,,,,\"" << why << "\"\n";
+    }
+  }
+}
