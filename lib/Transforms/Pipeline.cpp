@@ -192,7 +192,8 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
     if (pp > 1) {
       if (microBatches < pp)
         return module.emitError()
-               << "fsdp-pipeline: micro-batches=" << microBatches
+               << "fsdp-pipeline: micro-batches="
+               << static_cast<int64_t>(microBatches)
                << " must be >= pp=" << static_cast<int64_t>(pp)
                << " (each stage needs a micro-batch in flight)";
       if (ppSchedule != "gpipe" && ppSchedule != "1f1b")
