@@ -172,7 +172,7 @@ def FSDP_RecvOp : FSDP_Op<"recv", [
     returns the received tensor.
 
     ```mlir
-    %f = fsdp.recv from 0 tag 3 async : !fsdp.future<tensor<2x16x32xf64>>
+    %f = fsdp.recv from 0 tag 3 async : <tensor<2x16x32xf64>>
     %x = fsdp.wait %f : tensor<2x16x32xf64>
     ```
   }];
