@@ -207,8 +207,24 @@ protected:
           resultParts[i].push_back(maps[j].lookupOrDefault(ret.getOperand(i)));
     }
 
-    // The loss: the mean over micro-batches on the last stage, zero on the
-    // others (fsdp-run reports the last stage's on every rank).
+    finishStep(fn, b, ret, losses, resultParts);
+    for (Operation *op : llvm::reverse(backward))
+      op->erase();
+    for (Operation *op : llvm::reverse(forward))
+      op->erase();
+    module->setAttr(kPipelineScheduleAttr, b.getStringAttr(ppSchedule));
+    module->setAttr(kPipelineMicroBatchesAttr, b.getI64IntegerAttr(m));
+  }
+
+  /// The step's results: the loss (the mean over micro-batches on the last
+  /// stage, zero on the others: fsdp-run reports the last stage's on every
+  /// rank) and each parameter's gradient summed over micro-batches.
+  void finishStep(func::FuncOp fn, OpBuilder &b, func::ReturnOp ret,
+                  ArrayRef<Value> losses,
+                  llvm::DenseMap<unsigned, SmallVector<Value>> &resultParts) {
+    Location loc = ret.getLoc();
+    bool last = !losses.empty();
+    int64_t m = microBatches;
     Type lossElt = b.getF32Type();
     for (BlockArgument a : fn.getArguments())
       if (fn.getArgAttr(a.getArgNumber(), nn::kParamAttr)) {
@@ -252,18 +268,10 @@ protected:
       attrs.push_back(fn.getResultAttrDict(i));
     }
     func::ReturnOp::create(b, loc, results);
-    SmallVector<Operation *> old(forward);
-    old.append(backward);
     ret.erase();
-    for (Operation *op : llvm::reverse(backward))
-      op->erase();
-    for (Operation *op : llvm::reverse(forward))
-      op->erase();
     fn.setFunctionType(FunctionType::get(&getContext(), fn.getArgumentTypes(),
                                          ValueRange(results).getTypes()));
     fn.setAllResultAttrs(attrs);
-    module->setAttr(kPipelineScheduleAttr, b.getStringAttr(ppSchedule));
-    module->setAttr(kPipelineMicroBatchesAttr, b.getI64IntegerAttr(m));
   }
 };
 
@@ -326,7 +334,7 @@ protected:
     // Sends: started where the placeholder was; a forward send completes
     // before this stage waits for the micro-batch's gradient (which the next
     // stage sends only after receiving it), a backward one at the end.
-    auto ret = block.getTerminator();
+    Operation *ret = block.getTerminator();
     for (SendOp send : llvm::make_early_inc_range(block.getOps<SendOp>())) {
       if (send.getAsync())
         continue;
@@ -341,7 +349,7 @@ protected:
       int64_t j =
           cast<IntegerAttr>(send->getAttr(nn::kMicroBatchAttr)).getInt();
       Operation *before = ret;
-      if (send.getPeer() == s + 1 && gradWaitOf.count(j))
+      if (static_cast<int64_t>(send.getPeer()) == s + 1 && gradWaitOf.count(j))
         before = gradWaitOf[j];
       b.setInsertionPoint(before);
       auto wait = WaitOp::create(b, send.getLoc(), done, start.getToken());

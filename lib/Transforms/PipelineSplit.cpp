@@ -183,7 +183,7 @@ protected:
     llvm::DenseMap<Operation *, int64_t> stageOf;
     for (auto [i, op] : llvm::enumerate(ops))
       stageOf[op] = stageOfSegment(segment[i]);
-    int64_t s = ppStage, last = pp - 1;
+    int64_t s = ppStage;
 
     // A parameter used on two stages (tied weights) would need its
     // gradients summed across the stages.
@@ -205,10 +205,26 @@ protected:
                         "them (tie_word_embeddings=false)");
     }
 
+    if (failed(buildStage(fn, ops, stageOf)))
+      return signalPassFailure();
+    OpBuilder b(&getContext());
+    module->setAttr(kPipelineStagesAttr, b.getI64IntegerAttr(pp));
+    module->setAttr(kPipelineStageAttr, b.getI64IntegerAttr(s));
+  }
+
+  /// Keeps stage `ppStage`'s ops of `fn` (`stageOf` each op's stage): the
+  /// values crossing into it become arguments, those crossing into the next
+  /// stage results (with arguments for their gradients); the other stages'
+  /// ops and the parameters and data it does not use go.
+  LogicalResult
+  buildStage(func::FuncOp fn, ArrayRef<Operation *> ops,
+             const llvm::DenseMap<Operation *, int64_t> &stageOf) {
+    Block &block = fn.getBody().front();
+    int64_t s = ppStage, last = pp - 1;
     // The boundary values (indexed in definition order): results of a
     // non-constant op of stage t used by an op of a later stage.
     auto isConstant = [](Operation *op) {
-      return op && isa<arith::ConstantOp>(op);
+      return isa_and_nonnull<arith::ConstantOp>(op);
     };
     llvm::MapVector<Value, int64_t> boundary; // value → index
     llvm::DenseMap<Value, int64_t> lastUseStage;
@@ -244,7 +260,7 @@ protected:
         unsigned idx = fn.getNumArguments();
         if (failed(fn.insertArgument(idx, v.getType(),
                                      dataLike(k, kPPInputAttr), v.getLoc())))
-          return signalPassFailure();
+          return failure();
         replacement[v] = fn.getArgument(idx);
       }
     for (Operation *op : ops) {
@@ -280,7 +296,7 @@ protected:
             if (failed(fn.insertArgument(fn.getNumArguments(), v.getType(),
                                          dataLike(k, kPPOutputGradAttr),
                                          v.getLoc())))
-              return signalPassFailure();
+              return failure();
         }
       OpBuilder rb(ret);
       func::ReturnOp::create(rb, ret.getLoc(), outs);
@@ -305,9 +321,8 @@ protected:
             !fn.getArgAttr(a.getArgNumber(), kPPInputAttr))))
         erase.set(a.getArgNumber());
     if (failed(fn.eraseArguments(erase)))
-      return signalPassFailure();
-    module->setAttr(kPipelineStagesAttr, b.getI64IntegerAttr(pp));
-    module->setAttr(kPipelineStageAttr, b.getI64IntegerAttr(s));
+      return failure();
+    return success();
   }
 
   void fail(Location loc, const std::string &message) {

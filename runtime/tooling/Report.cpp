@@ -203,7 +203,7 @@ nlohmann::json gatherProfile(bool enabled, const StepLog &log,
 
 /// Pipeline parallelism: the stage leaders' documents (rank 0 of each
 /// stage's ranks) merged on rank 0, their units side by side.
-std::string mergeStages(const std::string &mine, bool leader, int rank) {
+static std::string mergeStages(const std::string &mine, bool leader, int rank) {
   int len = leader ? static_cast<int>(mine.size()) : 0, n = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   std::vector<int> lens(static_cast<size_t>(n)), at(static_cast<size_t>(n));
