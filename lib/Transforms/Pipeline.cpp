@@ -189,6 +189,10 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
              << " must be >= 1 and pp x tp must divide world-size "
              << static_cast<int64_t>(worldSize)
              << " (world size = pp x the data-parallel size x tp)";
+    if (ppStage.hasValue())
+      return module.emitError()
+             << "fsdp-pipeline: pp-stage is fsdp-pipeline-split's option; "
+                "fsdp-pipeline plans every stage";
     if (pp > 1) {
       if (microBatches < pp)
         return module.emitError()
