@@ -107,6 +107,14 @@ static LogicalResult verifyArgOrResultAttr(Operation *op, NamedAttribute attr) {
       return op->emitError() << "'" << name << "' must be an array<i64>";
     return success();
   }
+  if (name == kPPInputAttr || name == kPPOutputGradAttr ||
+      name == kPPOutputAttr || name == kPPInputGradAttr) {
+    auto i = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!i || i.getInt() < 0)
+      return op->emitError()
+             << "'" << name << "' must be a boundary index (integer >= 0)";
+    return success();
+  }
   return op->emitError() << "unknown fsdp attribute '" << name << "'";
 }
 
@@ -150,8 +158,24 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
                              << attr.getValue();
     return success();
   }
+  if (attr.getName() == kPipelineStageAttr ||
+      attr.getName() == kPipelineMicroBatchesAttr) {
+    auto i = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !i || i.getInt() < 0)
+      return op->emitError() << "'" << attr.getName().getValue()
+                             << "' must be an integer >= 0 on the module, got "
+                             << attr.getValue();
+    return success();
+  }
+  if (attr.getName() == kPipelineScheduleAttr) {
+    if (!isa<ModuleOp>(op) || !isa<StringAttr>(attr.getValue()))
+      return op->emitError() << "'" << kPipelineScheduleAttr
+                             << "' must be a string on the module";
+    return success();
+  }
   if (attr.getName() == kReplicasAttr || attr.getName() == kShardSizeAttr ||
-      attr.getName() == kTensorParallelAttr) {
+      attr.getName() == kTensorParallelAttr ||
+      attr.getName() == kPipelineStagesAttr) {
     auto i = dyn_cast<IntegerAttr>(attr.getValue());
     if (!isa<ModuleOp>(op) || !i || i.getInt() < 1)
       return op->emitError() << "'" << attr.getName().getValue()
@@ -206,6 +230,8 @@ std::optional<int64_t> mlir::fsdp::groupSize(Operation *op, Group group) {
     return attr(kReplicasAttr).value_or(1);
   case Group::Tensor:
     return attr(kTensorParallelAttr).value_or(1);
+  case Group::Pipeline:
+    return attr(kPipelineStagesAttr).value_or(1);
   }
   llvm_unreachable("unknown fsdp::Group");
 }
@@ -407,10 +433,46 @@ static LogicalResult verifyAsync(Operation *op, bool async) {
 
 LogicalResult WaitOp::verify() {
   Operation *def = getToken().getDefiningOp();
-  if (!def || !isCollective(def))
+  if (!def || !(isCollective(def) || isa<SendOp, RecvOp>(def)))
     return emitOpError() << "expects the result of an async fsdp.all_gather, "
-                            "fsdp.reduce_scatter or fsdp.all_reduce";
+                            "fsdp.reduce_scatter, fsdp.all_reduce, fsdp.send "
+                            "or fsdp.recv";
+  if (isCollective(def) && getResult().getType().getRank() != 1)
+    return emitOpError() << "expects a flat (1-D) result for a collective";
   return success();
+}
+
+/// fsdp.send / fsdp.recv: a peer stage >= 0, a tag >= 0, and (async) a
+/// future consumed by exactly one fsdp.wait.
+static LogicalResult verifyPointToPoint(Operation *op, int64_t peer,
+                                        int64_t tag) {
+  if (peer < 0 || tag < 0)
+    return op->emitOpError() << "expects a peer stage and a tag >= 0, got "
+                             << peer << " and " << tag;
+  for (Value r : op->getResults())
+    if (!r.hasOneUse() || !isa<WaitOp>(*r.getUsers().begin()))
+      return op->emitOpError() << "expects its future to be used by exactly "
+                                  "one fsdp.wait and nothing else";
+  return success();
+}
+
+LogicalResult SendOp::verify() {
+  if (getAsync() != (getToken() != nullptr))
+    return emitOpError() << "has a future result exactly when it is async";
+  if (getToken()) {
+    auto t = cast<FutureType>(getToken().getType()).getValueType();
+    if (t.getRank() != 1 || t.getDimSize(0) != 1)
+      return emitOpError() << "expects a future of a one-element completion "
+                              "buffer, got "
+                           << t;
+  }
+  return verifyPointToPoint(*this, getPeer(), getTag());
+}
+
+LogicalResult RecvOp::verify() {
+  if (!getAsync())
+    return emitOpError() << "is always async (its result is a future)";
+  return verifyPointToPoint(*this, getPeer(), getTag());
 }
 
 LogicalResult AllGatherOp::verify() {

@@ -72,6 +72,10 @@ LogicalResult mlir::fsdp::planCompiledStep(ModuleOp module,
                                            std::string &document,
                                            schedule::Program &prog,
                                            schedule::StepPlan &plan) {
+  if (module->hasAttr("fsdp.pipeline_stages"))
+    return module.emitError()
+           << "a pipeline-parallel step (pp > 1) has no compiled form yet: "
+              "run its JSON schedule with fsdp-run (interpreted)";
   FailureOr<func::FuncOp> fn = mlir::fsdp::getStepFunction(module);
   if (failed(fn))
     return failure();

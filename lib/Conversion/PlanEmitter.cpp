@@ -68,6 +68,8 @@ Value PlanEmitter::channel(schedule::Group g) {
     return replicateV;
   case schedule::Group::Tensor:
     return tensorV;
+  case schedule::Group::Pipeline: // refused before (CompiledStep, fsdp-compile)
+    return worldV;
   }
   return worldV;
 }

@@ -124,6 +124,17 @@ private:
         {"shard_size", groupSize(module, Group::Shard).value_or(worldSize)}};
     if (int64_t tp = groupSize(module, Group::Tensor).value_or(1); tp > 1)
       out["tensor_parallel"] = tp;
+    // A pipeline stage's program (docs/pipeline-parallel.md).
+    if (auto stage = module->getAttrOfType<IntegerAttr>(kPipelineStageAttr)) {
+      out["pipeline"] = {
+          {"stages", groupSize(module, Group::Pipeline).value_or(1)},
+          {"stage", stage.getInt()}};
+      if (auto sched = module->getAttrOfType<StringAttr>(kPipelineScheduleAttr))
+        out["pipeline"]["schedule"] = sched.getValue().str();
+      if (auto m =
+              module->getAttrOfType<IntegerAttr>(kPipelineMicroBatchesAttr))
+        out["pipeline"]["micro_batches"] = m.getInt();
+    }
     return out;
   }
 
@@ -410,8 +421,47 @@ private:
 };
 } // namespace
 
+/// One stage's (or the only) program as JSON.
+static FailureOr<json> stageSchedule(ModuleOp module) {
+  FailureOr<func::FuncOp> fn = getStepFunction(module);
+  if (failed(fn))
+    return failure();
+  if (!fn->getBody().hasOneBlock())
+    return fn->emitError() << "expects a single-block step function";
+  for (UnitOp unit : module.getOps<UnitOp>())
+    if (!unit.getOffsets())
+      return unit.emitOpError()
+             << "is not sharded (run fsdp-shard before translating)";
+  FailureOr<MemoryPlanRecord> plan = MemoryPlanRecord::get(*fn);
+  if (failed(plan))
+    return failure();
+  return ScheduleWriter(module, *fn, *plan).write();
+}
+
 LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
                                               raw_ostream &os) {
+  // Pipeline parallelism: one program per stage module (MPMD across
+  // stages), in a document that says how ranks map to stages.
+  if (module->hasAttr(kPipelineStagesAttr)) {
+    json doc{
+        {"format", ::fsdp::schedule::kFormat},
+        {"version", ::fsdp::schedule::kVersion},
+        {"world_size", groupSize(module, Group::World).value_or(1)},
+        {"pipeline_stages", groupSize(module, Group::Pipeline).value_or(1)}};
+    json stages = json::array();
+    for (ModuleOp stage : module.getOps<ModuleOp>()) {
+      FailureOr<json> s = stageSchedule(stage);
+      if (failed(s))
+        return failure();
+      stages.push_back(std::move(*s));
+    }
+    if (static_cast<int64_t>(stages.size()) != doc["pipeline_stages"])
+      return module.emitError() << "expects one nested module per pipeline "
+                                   "stage (fsdp-pipeline with pp > 1)";
+    doc["stages"] = std::move(stages);
+    os << doc.dump(1) << "\n";
+    return success();
+  }
   FailureOr<func::FuncOp> fn = getStepFunction(module);
   if (failed(fn))
     return failure();

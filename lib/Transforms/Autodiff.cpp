@@ -34,6 +34,36 @@ static Value constantLike(OpBuilder &b, Location loc, Type type, double value) {
       b, loc, DenseElementsAttr::get(t, FloatAttr::get(elt, value)));
 }
 
+/// The received activations (fsdp.pp_input) of a pipeline stage that carry
+/// a gradient back: the float ones.
+static SmallVector<unsigned> differentiableStageInputs(func::FuncOp fn) {
+  SmallVector<unsigned> inputs;
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    if (fn.getArgAttr(i, kPPInputAttr) &&
+        isa<FloatType>(getElementTypeOrSelf(fn.getArgument(i).getType())))
+      inputs.push_back(i);
+  return inputs;
+}
+
+/// Appends the gradient of each received activation (zero where it does not
+/// reach a seed), marked fsdp.pp_input_grad with its boundary index: the
+/// stage sends it back to the previous one.
+static void appendStageInputGrads(func::FuncOp fn, OpBuilder &b,
+                                  const llvm::DenseMap<Value, Value> &grads,
+                                  ArrayRef<unsigned> inputs,
+                                  SmallVector<Value> &results,
+                                  SmallVector<Attribute> &attrs) {
+  for (unsigned i : inputs) {
+    Value arg = fn.getArgument(i);
+    Value g = grads.lookup(arg);
+    if (!g)
+      g = constantLike(b, arg.getLoc(), arg.getType(), 0.0);
+    results.push_back(g);
+    attrs.push_back(b.getDictionaryAttr(
+        b.getNamedAttr(kPPInputGradAttr, fn.getArgAttr(i, kPPInputAttr))));
+  }
+}
+
 namespace {
 struct FSDPAutodiffPass : mlir::fsdp::impl::FSDPAutodiffBase<FSDPAutodiffPass> {
   using Base::Base;
@@ -93,6 +123,16 @@ protected:
     }
     Block &block = fn.getBody().front();
     auto ret = dyn_cast<func::ReturnOp>(block.getTerminator());
+    // A pipeline stage (fsdp-pipeline-split) other than the last returns the
+    // activations it sends on, seeded by their gradients (received back);
+    // fsdp-pipeline-micro-batch makes its loss.
+    bool stageOutputs =
+        fn.getNumResults() > 0 && fn.getResultAttr(0, kPPOutputAttr) != nullptr;
+    if (stageOutputs) {
+      if (failed(differentiateStage(fn, block, ret)))
+        return signalPassFailure();
+      return;
+    }
     if (!ret || ret.getNumOperands() != 1) {
       fn.emitError()
           << "expects the forward function to return exactly one value, the "
@@ -117,6 +157,9 @@ protected:
         requiresGrad.insert(fn.getArgument(i));
         params.push_back(i);
       }
+    SmallVector<unsigned> stageInputs = differentiableStageInputs(fn);
+    for (unsigned i : stageInputs)
+      requiresGrad.insert(fn.getArgument(i));
     if (params.empty()) {
       fn.emitError() << "has no trainable parameter (an argument with "
                         "'nn.param' that is not "
@@ -199,11 +242,104 @@ protected:
       resultAttrs.push_back(b.getDictionaryAttr(
           b.getNamedAttr(nn::kGradOfAttr, fn.getArgAttr(i, nn::kParamAttr))));
     }
+    appendStageInputGrads(fn, b, grads, stageInputs, results, resultAttrs);
     func::ReturnOp::create(b, ret.getLoc(), results);
     ret.erase();
     fn.setFunctionType(FunctionType::get(&getContext(), fn.getArgumentTypes(),
                                          ValueRange(results).getTypes()));
     fn.setAllResultAttrs(resultAttrs);
+  }
+
+  /// A pipeline stage that is not the last: the seeds are the gradients of
+  /// its outputs (arguments fsdp.pp_output_grad with the output's boundary
+  /// index); it returns its outputs, its parameters' gradients and its
+  /// received activations' gradients.
+  LogicalResult differentiateStage(func::FuncOp fn, Block &block,
+                                   func::ReturnOp ret) {
+    llvm::DenseSet<Value> requiresGrad;
+    SmallVector<unsigned> params;
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+      if (isTrainableParam(fn, i)) {
+        requiresGrad.insert(fn.getArgument(i));
+        params.push_back(i);
+      }
+    SmallVector<unsigned> stageInputs = differentiableStageInputs(fn);
+    for (unsigned i : stageInputs)
+      requiresGrad.insert(fn.getArgument(i));
+    SmallVector<Operation *> forwardOps;
+    for (Operation &op : block.without_terminator()) {
+      forwardOps.push_back(&op);
+      if (llvm::any_of(op.getOperands(),
+                       [&](Value v) { return requiresGrad.contains(v); }))
+        for (Value r : op.getResults())
+          requiresGrad.insert(r);
+    }
+    OpBuilder b(ret);
+    llvm::DenseMap<Value, Value> grads;
+    for (unsigned i = 0; i < fn.getNumResults(); ++i) {
+      auto k = fn.getResultAttrOfType<IntegerAttr>(i, kPPOutputAttr);
+      if (!k)
+        return fn.emitError() << "result #" << i
+                              << " of a pipeline stage is "
+                                 "not an activation it sends (fsdp.pp_output)";
+      Value out = ret.getOperand(i);
+      if (!requiresGrad.contains(out))
+        continue;
+      for (unsigned a = 0; a < fn.getNumArguments(); ++a)
+        if (fn.getArgAttr(a, kPPOutputGradAttr) == k) {
+          Value &acc = grads[out];
+          Value g = fn.getArgument(a);
+          acc = acc ? Value(nn::AddOp::create(b, out.getLoc(), acc, g)) : g;
+        }
+    }
+    for (Operation *op : llvm::reverse(forwardOps)) {
+      SmallVector<Value> resultGrads;
+      bool any = false;
+      for (Value r : op->getResults()) {
+        resultGrads.push_back(grads.lookup(r));
+        any |= (bool)resultGrads.back();
+      }
+      if (!any)
+        continue;
+      auto iface = dyn_cast<nn::AutodiffOpInterface>(op);
+      if (!iface)
+        return op->emitOpError() << "is not differentiable, but a sent "
+                                    "activation depends on it through a "
+                                    "trainable parameter";
+      SmallVector<bool> needed;
+      for (Value v : op->getOperands())
+        needed.push_back(requiresGrad.contains(v));
+      SmallVector<Value> operandGrads;
+      b.setInsertionPoint(ret);
+      if (failed(iface.buildVJP(b, resultGrads, needed, operandGrads)))
+        return failure();
+      for (auto [v, g] : llvm::zip(op->getOperands(), operandGrads)) {
+        if (!g || !requiresGrad.contains(v))
+          continue;
+        Value &acc = grads[v];
+        acc = acc ? nn::AddOp::create(b, op->getLoc(), acc, g).getResult() : g;
+      }
+    }
+    b.setInsertionPoint(ret);
+    SmallVector<Value> results(ret.getOperands());
+    SmallVector<Attribute> resultAttrs(fn.getAllResultAttrs().begin(),
+                                       fn.getAllResultAttrs().end());
+    for (unsigned i : params) {
+      Value arg = fn.getArgument(i);
+      Value g = grads.lookup(arg);
+      if (!g)
+        g = constantLike(b, arg.getLoc(), arg.getType(), 0.0);
+      results.push_back(g);
+      resultAttrs.push_back(b.getDictionaryAttr(
+          b.getNamedAttr(nn::kGradOfAttr, fn.getArgAttr(i, nn::kParamAttr))));
+    }
+    appendStageInputGrads(fn, b, grads, stageInputs, results, resultAttrs);
+    func::ReturnOp::create(b, ret.getLoc(), results);
+    ret.erase();
+    fn.setFunctionType(FunctionType::get(&getContext(), fn.getArgumentTypes(),
+                                         ValueRange(results).getTypes()));
+    fn.setAllResultAttrs(resultAttrs);
+    return success();
   }
 };
 } // namespace

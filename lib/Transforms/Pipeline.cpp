@@ -35,15 +35,36 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
   /// The nested pipeline, each FSDP pass created with the pipeline's
   /// values of its options (pipeline-options.mlir checks that every option
   /// reaches its passes, as each pass run alone with it).
-  void buildPipeline(OpPassManager &pm) const {
+  /// With pp = P > 1, `stage` is the pipeline stage to plan (its module
+  /// holds a copy of the forward function; docs/pipeline-parallel.md).
+  void buildPipeline(OpPassManager &pm, int64_t stage = -1) const {
     auto clusterSpecs = std::make_shared<ClusterSpecCache>(givenCluster);
+    if (stage >= 0) {
+      FSDPPipelineSplitOptions o;
+      o.pp = pp;
+      o.ppStage = stage;
+      o.ppSplit = values(ppSplit);
+      pm.addPass(createFSDPPipelineSplit(o));
+    }
     pm.addPass(createFSDPTensorParallel(tensorParallelOptions()));
     pm.addPass(createFSDPAutodiff(autodiffOptions()));
-    pm.addPass(createFSDPMicroBatch(microBatchOptions()));
+    if (stage >= 0) {
+      FSDPPipelineMicroBatchOptions o;
+      o.microBatches = microBatches;
+      o.ppSchedule = ppSchedule;
+      pm.addPass(createFSDPPipelineMicroBatch(o));
+    } else {
+      pm.addPass(createFSDPMicroBatch(microBatchOptions()));
+    }
     pm.addPass(createFSDPOptimizer(optimizerOptions()));
     pm.addPass(createFSDPWrap(wrapOptions()));
     pm.addPass(createFSDPActivationCheckpoint(activationCheckpointOptions()));
-    pm.addPass(createFSDPShard(shardOptions()));
+    FSDPShardOptions shard = shardOptions();
+    if (stage >= 0) // each stage is an SPMD step of world-size / P ranks
+      shard.worldSize = worldSize / pp;
+    pm.addPass(createFSDPShard(shard));
+    if (stage >= 0)
+      pm.addPass(createFSDPPipelineP2P());
     pm.addPass(createFSDPCollectives(collectivesOptions()));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createFSDPSchedule(scheduleOptions(), clusterSpecs));
@@ -164,6 +185,41 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
              << " must be >= 1 and divide world-size "
              << static_cast<int64_t>(worldSize)
              << " (world size = tp x the data-parallel size)";
+    if (pp < 1 || worldSize % (pp * tp) != 0)
+      return module.emitError()
+             << "fsdp-pipeline: pp=" << static_cast<int64_t>(pp)
+             << " must be >= 1 and pp x tp must divide world-size "
+             << static_cast<int64_t>(worldSize)
+             << " (world size = pp x the data-parallel size x tp)";
+    if (ppStage.hasValue())
+      return module.emitError()
+             << "fsdp-pipeline: pp-stage is fsdp-pipeline-split's option; "
+                "fsdp-pipeline plans every stage";
+    if (pp > 1) {
+      if (microBatches < pp)
+        return module.emitError()
+               << "fsdp-pipeline: micro-batches="
+               << static_cast<int64_t>(microBatches)
+               << " must be >= pp=" << static_cast<int64_t>(pp)
+               << " (each stage needs a micro-batch in flight)";
+      if (ppSchedule != "gpipe" && ppSchedule != "1f1b")
+        return module.emitError()
+               << "fsdp-pipeline: pp-schedule='" << ppSchedule
+               << "' is not supported: gpipe or 1f1b (interleaved-1f1b and "
+                  "pp-chunks are not implemented yet)";
+      // Composition with the other features is untested: refused.
+      if (tp > 1 || mode != ActivationCheckpoint::None ||
+          maxGradNorm.getValue().has_value() ||
+          strategy == Strategy::HybridShard || lossScaling)
+        return module.emitError()
+               << "fsdp-pipeline: pp > 1 is not supported yet with tp > 1, "
+                  "activation checkpointing, max-grad-norm (the norm would "
+                  "have to sum over the stages), hybrid-shard or "
+                  "loss-scaling";
+    } else if (!ppSplit.empty() || ppSchedule.hasValue()) {
+      return module.emitError()
+             << "fsdp-pipeline: pp-split and pp-schedule need pp > 1";
+    }
     if (accumulate.hasValue() && microBatches <= 1)
       return module.emitError()
              << "fsdp-pipeline: accumulate=" << stringifyAccumulate(accumulate)
@@ -176,6 +232,8 @@ protected:
   void runOnOperation() override {
     if (failed(checkOptionsTakeEffect()))
       return signalPassFailure();
+    if (pp > 1)
+      return runStages();
     OpPassManager pm(ModuleOp::getOperationName());
     buildPipeline(pm);
     LLVM_DEBUG({
@@ -185,6 +243,37 @@ protected:
     });
     if (failed(runPipeline(pm, getOperation())))
       signalPassFailure();
+  }
+
+  /// Pipeline parallelism: the module's contents move into P nested
+  /// modules @stage<s>, each planned by the pipeline for its stage (MPMD
+  /// across stages, SPMD within one); fsdp-translate writes one program per
+  /// stage.
+  void runStages() {
+    ModuleOp module = getOperation();
+    SmallVector<Operation *> body;
+    for (Operation &op : module.getBody()->getOperations())
+      body.push_back(&op);
+    OpBuilder b(module.getBodyRegion());
+    SmallVector<ModuleOp> stages;
+    for (int64_t s = 0; s < pp; ++s) {
+      auto stage =
+          ModuleOp::create(b, module.getLoc(), "stage" + std::to_string(s));
+      OpBuilder inner(stage.getBodyRegion());
+      for (Operation *op : body)
+        inner.clone(*op);
+      stages.push_back(stage);
+    }
+    for (Operation *op : body)
+      op->erase();
+    module->setAttr(kPipelineStagesAttr, b.getI64IntegerAttr(pp));
+    module->setAttr(kWorldSizeAttr, b.getI64IntegerAttr(worldSize));
+    for (auto [s, stage] : llvm::enumerate(stages)) {
+      OpPassManager pm(ModuleOp::getOperationName());
+      buildPipeline(pm, static_cast<int64_t>(s));
+      if (failed(runPipeline(pm, stage)))
+        return signalPassFailure();
+    }
   }
 
   std::shared_ptr<const ClusterSpec> givenCluster;

@@ -134,6 +134,24 @@ struct fsdp_channel_s {
                                       fsdp_reduce_op op) = 0;
   virtual fsdp_event_s *allReduce(const void *in, void *out, int64_t count,
                                   fsdp_dtype dtype, fsdp_reduce_op op) = 0;
+  /// Point-to-point (pipeline parallelism) to / from rank `peer` of this
+  /// channel; a driver without them says so.
+  virtual fsdp_event_s *send(const void *buf, int64_t count, fsdp_dtype dtype,
+                             int peer, int tag) {
+    (void)buf, (void)count, (void)dtype, (void)peer, (void)tag;
+    fsdp::hal::fail(FSDP_ERR_UNSUPPORTED,
+                    "fsdp_send_start: this device's channels have "
+                    "no point-to-point transfers yet (pipeline "
+                    "parallelism runs on the cpu driver)");
+  }
+  virtual fsdp_event_s *recv(void *buf, int64_t count, fsdp_dtype dtype,
+                             int peer, int tag) {
+    (void)buf, (void)count, (void)dtype, (void)peer, (void)tag;
+    fsdp::hal::fail(FSDP_ERR_UNSUPPORTED,
+                    "fsdp_recv_start: this device's channels have "
+                    "no point-to-point transfers yet (pipeline "
+                    "parallelism runs on the cpu driver)");
+  }
   fsdp_device_s *device = nullptr;
   int rank = 0, size = 1;
 };

@@ -62,6 +62,8 @@ const std::map<std::string, EntryPoint> &table() {
         {"fsdp_all_gather_start", entry<fsdp_all_gather_start>()},
         {"fsdp_reduce_scatter_start", entry<fsdp_reduce_scatter_start>()},
         {"fsdp_all_reduce_start", entry<fsdp_all_reduce_start>()},
+        {"fsdp_send_start", entry<fsdp_send_start>()},
+        {"fsdp_recv_start", entry<fsdp_recv_start>()},
         {"fsdp_optimizer_update", entry<fsdp_optimizer_update>()},
     };
 #define FSDP_ENTRY_OF_KERNEL(name, params, args)                               \

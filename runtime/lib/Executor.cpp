@@ -129,8 +129,19 @@ void Executor::init(AllocMode alloc) {
   // Channels of the grid R x S. A schedule loaded without the world-size
   // check for another world size runs its groups over the world (whose
   // collectives then cover fewer ranks).
-  if (fsdp_channel_create(dev, &world) != FSDP_OK)
+  if (prog.pipelineStages() > 1) {
+    // A stage's program runs its groups over its stage's ranks (the stage
+    // outermost: job rank = stage · (N / P) + rank in the stage).
+    if (fsdp_channel_create(dev, &job) != FSDP_OK)
+      fail("creating the job's channel");
+    int jr = fsdp_channel_rank(job);
+    int per = fsdp_channel_size(job) / static_cast<int>(prog.pipelineStages());
+    if (fsdp_channel_split(job, jr / per, jr % per, &world) != FSDP_OK ||
+        fsdp_channel_split(job, jr % per, jr / per, &pipeline) != FSDP_OK)
+      fail("creating the stage and pipeline channels");
+  } else if (fsdp_channel_create(dev, &world) != FSDP_OK) {
     fail("creating the world channel");
+  }
   int r = fsdp_channel_rank(world), n = fsdp_channel_size(world);
   int S = static_cast<int>(prog.shardSize());
   // World rank r = d·T + t: tensor-parallel rank t = r mod T (the T ranks
@@ -211,11 +222,13 @@ void Executor::release() {
   fsdp_channel_destroy(replicate);
   fsdp_channel_destroy(shard);
   fsdp_channel_destroy(world);
+  fsdp_channel_destroy(pipeline);
+  fsdp_channel_destroy(job);
   ownedOutputs.clear();
   state.clear();
   arenaAlloc = nullptr;
   arena = nullptr;
-  tensor = replicate = shard = world = nullptr;
+  tensor = replicate = shard = world = pipeline = job = nullptr;
 }
 
 fsdp_channel Executor::channel(Group g) const {
@@ -228,6 +241,8 @@ fsdp_channel Executor::channel(Group g) const {
     return replicate;
   case Group::Tensor:
     return tensor;
+  case Group::Pipeline:
+    return pipeline;
   }
   return world;
 }

@@ -499,6 +499,21 @@ int fsdp_reduce_scatter_start(fsdp_channel c, const void *full, void *shard,
       [&] { *done = c->reduceScatter(full, shard, shard_count, dtype, op); });
 }
 
+int fsdp_send_start(fsdp_channel c, const void *buf, int64_t count,
+                    fsdp_dtype dtype, int32_t peer, int32_t tag,
+                    fsdp_event *done) {
+  if (!c || !done || count < 0 || peer < 0 || peer >= c->size || tag < 0)
+    return setError(FSDP_ERR_INVALID, "fsdp_send_start: invalid argument");
+  return guard([&] { *done = c->send(buf, count, dtype, peer, tag); });
+}
+
+int fsdp_recv_start(fsdp_channel c, void *buf, int64_t count, fsdp_dtype dtype,
+                    int32_t peer, int32_t tag, fsdp_event *done) {
+  if (!c || !done || count < 0 || peer < 0 || peer >= c->size || tag < 0)
+    return setError(FSDP_ERR_INVALID, "fsdp_recv_start: invalid argument");
+  return guard([&] { *done = c->recv(buf, count, dtype, peer, tag); });
+}
+
 int fsdp_all_reduce_start(fsdp_channel c, const void *in, void *out,
                           int64_t count, fsdp_dtype dtype, fsdp_reduce_op op,
                           fsdp_event *done) {

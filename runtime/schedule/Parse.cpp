@@ -234,6 +234,19 @@ void Parser::parseHeader(int64_t expectedWorldSize) {
     }
   }
   parseGrid();
+  if (root.contains("pipeline")) {
+    const json &pl = root["pipeline"];
+    if (!pl.is_object())
+      throw Error(src + ": 'pipeline' must be an object");
+    p.pipelineStagesValue = intField(pl, "stages", src + ": pipeline");
+    p.pipelineStageValue = intField(pl, "stage", src + ": pipeline");
+    if (p.pipelineStagesValue < 1 || p.pipelineStageValue < 0 ||
+        p.pipelineStageValue >= p.pipelineStagesValue)
+      throw Error(src + ": pipeline stage " +
+                  std::to_string(p.pipelineStageValue) + " of " +
+                  std::to_string(p.pipelineStagesValue) + " is out of range");
+    p.pipelineScheduleName = pl.value("schedule", std::string());
+  }
   p.globalBatchValue =
       root.contains("global_batch") ? intField(root, "global_batch", src) : 0;
 }
@@ -652,17 +665,51 @@ Instruction Parser::parseInstruction(const json &ij, size_t idx) {
   return in;
 }
 
-Program Program::fromFile(const std::string &path, int64_t expectedWorldSize) {
+Program Program::fromFile(const std::string &path, int64_t expectedWorldSize,
+                          int64_t worldRank) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw Error("cannot open schedule file '" + path + "'");
   std::stringstream ss;
   ss << in.rdbuf();
-  return fromString(ss.str(), expectedWorldSize, path);
+  return fromString(ss.str(), expectedWorldSize, path, worldRank);
 }
 
+namespace {
+/// A pipeline-parallel document: {"world_size": N, "pipeline_stages": P,
+/// "stages": [program 0, ..., program P-1]}; returns stage
+/// worldRank / (N / P)'s program and its expected world size N / P.
+std::pair<const json *, int64_t>
+pipelineStageOf(const json &root, const std::string &name,
+                int64_t expectedWorldSize, int64_t worldRank, int64_t &stage) {
+  auto integer = [&](const char *key) {
+    if (!root.contains(key) || !root[key].is_number_integer())
+      throw Error(name + ": a pipeline-parallel schedule needs an integer '" +
+                  key + "'");
+    return root[key].get<int64_t>();
+  };
+  int64_t n = integer("world_size"), stages = integer("pipeline_stages");
+  const json &list = root["stages"];
+  if (stages < 1 || n % stages != 0 || !list.is_array() ||
+      static_cast<int64_t>(list.size()) != stages)
+    throw Error(name + ": pipeline_stages " + std::to_string(stages) +
+                " must be >= 1, divide world_size " + std::to_string(n) +
+                " and count the 'stages' programs");
+  if (expectedWorldSize > 0 && n != expectedWorldSize)
+    throw Error(name + ": the schedule was planned for world_size " +
+                std::to_string(n) + " but " +
+                std::to_string(expectedWorldSize) +
+                " rank(s) are running (mpirun -np " + std::to_string(n) + ")");
+  if (worldRank < 0 || worldRank >= n)
+    throw Error(name + ": rank " + std::to_string(worldRank) +
+                " is outside world_size " + std::to_string(n));
+  stage = worldRank / (n / stages);
+  return {&list[static_cast<size_t>(stage)], n / stages};
+}
+} // namespace
+
 Program Program::fromString(const std::string &text, int64_t expectedWorldSize,
-                            const std::string &name) {
+                            const std::string &name, int64_t worldRank) {
   Program p;
   p.sourceName = name;
   json root;
@@ -675,6 +722,20 @@ Program Program::fromString(const std::string &text, int64_t expectedWorldSize,
   }
   if (!root.is_object())
     throw Error(name + ": not a schedule: the top level is not a JSON object");
+  if (root.contains("stages")) {
+    int64_t stage = 0;
+    auto [doc, stageWorld] =
+        pipelineStageOf(root, name, expectedWorldSize, worldRank, stage);
+    Program sp = fromString(doc->dump(), expectedWorldSize > 0 ? stageWorld : 0,
+                            name + " (stage " + std::to_string(stage) + ")");
+    if (sp.pipelineStagesValue != root["pipeline_stages"].get<int64_t>() ||
+        sp.pipelineStageValue != stage)
+      throw Error(name + ": program " + std::to_string(stage) +
+                  " of 'stages' is not stage " + std::to_string(stage) +
+                  " of " + root["pipeline_stages"].dump() +
+                  " (its 'pipeline' header says otherwise)");
+    return sp;
+  }
   uint64_t h = 1469598103934665603ull; // FNV-1a, 64-bit
   for (unsigned char c : root.dump())
     h = (h ^ c) * 1099511628211ull;

@@ -50,6 +50,8 @@ int64_t Program::groupSize(Group g) const {
     return replicasValue;
   case Group::Tensor:
     return tensorParallelValue;
+  case Group::Pipeline:
+    return pipelineStagesValue;
   }
   return 1;
 }

@@ -277,11 +277,16 @@ DataSource::DataSource(const Program &p, const std::string &dataFile,
       featuresSlot = static_cast<int>(i);
     if (slots[i].role == "tokens")
       tokensSlot = static_cast<int>(i);
+    if (slots[i].role == "targets" && windowSlot < 0)
+      windowSlot = static_cast<int>(i);
   }
+  if (tokensSlot >= 0)
+    windowSlot = tokensSlot;
   if (tokensSlot >= 0)
     globalTokens = globalBatch * slots[tokensSlot].perSample;
   classes = p.numClasses();
-  if (dataFile.empty())
+  // A middle pipeline stage reads no data.
+  if (dataFile.empty() || (slots.empty() && p.pipelineStages() > 1))
     return;
   if (std::filesystem::is_directory(dataFile))
     throw Error("data file '" + dataFile + "' is a directory");
@@ -294,8 +299,8 @@ DataSource::DataSource(const Program &p, const std::string &dataFile,
                   std::to_string(csvLabels.size()) +
                   " rows; one step's global batch needs " +
                   std::to_string(globalBatch));
-  } else if (tokensSlot >= 0) {
-    int64_t seq = slots[tokensSlot].perSample;
+  } else if (windowSlot >= 0) {
+    int64_t seq = slots[windowSlot].perSample;
     std::string ext = std::filesystem::path(dataFile).extension().string();
     std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
     bool bin = ext == ".bin";
@@ -439,7 +444,7 @@ int64_t DataSource::mapToken(int64_t tok) const {
 
 // Start of window g of `step` in the token file (DataOrder).
 int64_t DataSource::windowOffset(int64_t step, int64_t g) const {
-  int64_t seq = slots[tokensSlot].perSample;
+  int64_t seq = slots[windowSlot].perSample;
   if (order == DataOrder::Sequential)
     return static_cast<int64_t>(
         (static_cast<unsigned __int128>((step - 1) * globalBatch + g) * seq) %
@@ -452,7 +457,7 @@ int64_t DataSource::windowOffset(int64_t step, int64_t g) const {
 void DataSource::fillRow(int64_t step, const Slot &s, int64_t g,
                          double *out) const {
   const Slot *features = featuresSlot >= 0 ? &slots[featuresSlot] : nullptr;
-  bool tokens = tokensSlot >= 0;
+  bool tokens = windowSlot >= 0;
   if (s.role == "features") {
     featureRow(step, g, out);
   } else if (tokens && numTokens > 0 &&

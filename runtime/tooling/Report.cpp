@@ -39,10 +39,11 @@ void appendNumber(std::string &s, double v, bool isF32) {
 /// `maxDiff` is raised to the largest |difference| between those and the
 /// copies the other ranks (replicas) hold, and between the tensor-parallel
 /// ranks' copies of a parameter replicated in the group. Collective over
-/// MPI_COMM_WORLD.
+/// `comm` (MPI_COMM_WORLD, or this pipeline stage's ranks; `rank` is the
+/// rank in it).
 std::map<std::string, std::vector<std::vector<double>>>
 gatherRole(const Executor &ex, const std::string &role, int rank,
-           double &maxDiff) {
+           double &maxDiff, MPI_Comm comm) {
   const Program &p = ex.program();
   std::map<std::string, std::vector<std::vector<double>>> result;
   int64_t n = p.worldSize(), s = p.shardSize(), T = p.tensorParallel();
@@ -55,8 +56,7 @@ gatherRole(const Executor &ex, const std::string &role, int rank,
     int64_t cnt = static_cast<int64_t>(local.size());
     std::vector<double> all(rank == 0 ? cnt * n : 0);
     if (MPI_Gather(local.data(), static_cast<int>(cnt), MPI_DOUBLE, all.data(),
-                   static_cast<int>(cnt), MPI_DOUBLE, 0,
-                   MPI_COMM_WORLD) != MPI_SUCCESS)
+                   static_cast<int>(cnt), MPI_DOUBLE, 0, comm) != MPI_SUCCESS)
       throw Error("MPI_Gather of unit '" + u.name + "' failed");
     if (rank != 0)
       continue;
@@ -201,24 +201,78 @@ nlohmann::json gatherProfile(bool enabled, const StepLog &log,
   return profile;
 }
 
+/// Pipeline parallelism: the stage leaders' documents (rank 0 of each
+/// stage's ranks) merged on rank 0, their units side by side.
+static std::string mergeStages(const std::string &mine, bool leader, int rank) {
+  int len = leader ? static_cast<int>(mine.size()) : 0, n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  std::vector<int> lens(static_cast<size_t>(n)), at(static_cast<size_t>(n));
+  if (MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0,
+                 MPI_COMM_WORLD) != MPI_SUCCESS)
+    throw Error("MPI_Gather of the stages' --dump-params sizes failed");
+  int total = 0;
+  for (int r = 0; r < n; ++r) {
+    at[static_cast<size_t>(r)] = total;
+    total += lens[static_cast<size_t>(r)];
+  }
+  std::string all(rank == 0 ? static_cast<size_t>(total) : 0, '\0');
+  if (MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(),
+                  at.data(), MPI_CHAR, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+    throw Error("MPI_Gatherv of the stages' --dump-params failed");
+  if (rank != 0)
+    return {};
+  nlohmann::json merged = {{"params", nlohmann::json::object()},
+                           {"exp_avg", nlohmann::json::object()},
+                           {"exp_avg_sq", nlohmann::json::object()},
+                           {"replica_max_abs_diff", 0.0}};
+  for (int r = 0; r < n; ++r) {
+    if (!lens[static_cast<size_t>(r)])
+      continue;
+    nlohmann::json d = nlohmann::json::parse(
+        all.substr(static_cast<size_t>(at[static_cast<size_t>(r)]),
+                   static_cast<size_t>(lens[static_cast<size_t>(r)])));
+    for (const char *role : {"params", "exp_avg", "exp_avg_sq"})
+      merged[role].update(d[role]);
+    if (d["replica_max_abs_diff"].is_number())
+      merged["replica_max_abs_diff"] =
+          std::max(merged["replica_max_abs_diff"].get<double>(),
+                   d["replica_max_abs_diff"].get<double>());
+  }
+  return merged.dump() + "\n";
+}
+
 void dumpParams(const std::string &path, const Executor &ex, int rank) {
   const Program &p = ex.program();
+  // Each pipeline stage gathers its own units over its ranks.
+  MPI_Comm comm = MPI_COMM_WORLD;
+  int worldRank = rank;
+  if (p.pipelineStages() > 1) {
+    if (MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(p.pipelineStage()),
+                       rank, &comm) != MPI_SUCCESS)
+      throw Error("MPI_Comm_split of the pipeline stages failed");
+    MPI_Comm_rank(comm, &rank);
+  }
   double maxDiff = 0;
   std::string text = "{\"params\": ";
   // A unit with an f32 master reports it; other units their (widened)
   // param buffer.
-  auto params = gatherRole(ex, "master", rank, maxDiff);
-  for (auto &[name, values] : gatherRole(ex, "param", rank, maxDiff))
+  auto params = gatherRole(ex, "master", rank, maxDiff, comm);
+  for (auto &[name, values] : gatherRole(ex, "param", rank, maxDiff, comm))
     params.emplace(name, std::move(values)); // keeps a master if present
   appendRole(p, params, text);
   text += ",\n\"exp_avg\": ";
-  appendRole(p, gatherRole(ex, "exp_avg", rank, maxDiff), text);
+  appendRole(p, gatherRole(ex, "exp_avg", rank, maxDiff, comm), text);
   text += ",\n\"exp_avg_sq\": ";
-  appendRole(p, gatherRole(ex, "exp_avg_sq", rank, maxDiff), text);
+  appendRole(p, gatherRole(ex, "exp_avg_sq", rank, maxDiff, comm), text);
   // Replicated copies (full layouts, other replicas) should agree exactly.
   text += ",\n\"replica_max_abs_diff\": ";
   appendNumber(text, maxDiff, false);
   text += "}\n";
+  if (p.pipelineStages() > 1) {
+    MPI_Comm_free(&comm);
+    text = mergeStages(text, rank == 0, worldRank);
+    rank = worldRank;
+  }
   if (rank == 0 && maxDiff != 0)
     std::fprintf(stderr,
                  "fsdp-run: warning: replicated parameter or optimizer "
@@ -234,7 +288,7 @@ void dumpParams(const std::string &path, const Executor &ex, int rank) {
 nlohmann::json summaryJson(const Options &opt, const Program &prog,
                            const Executor &ex, fsdp_device device,
                            const StepLog &log, const RunTotals &t) {
-  int64_t n = prog.worldSize();
+  int64_t n = prog.worldSize() * prog.pipelineStages();
   double st = median(log.stepTimes);
   // A figure the schedule does not give is null.
   auto planned = [](int64_t v) {
@@ -275,6 +329,9 @@ nlohmann::json summaryJson(const Options &opt, const Program &prog,
        {{"all_gather", perStep(FSDP_COLL_ALL_GATHER)},
         {"reduce_scatter", perStep(FSDP_COLL_REDUCE_SCATTER)},
         {"all_reduce", perStep(FSDP_COLL_ALL_REDUCE)}}},
+      {"pipeline",
+       {{"stages", prog.pipelineStages()},
+        {"schedule", prog.pipelineSchedule()}}},
       {"sharding",
        {{"strategy", prog.strategy()},
         {"replicas", prog.replicas()},

@@ -99,6 +99,9 @@ private:
   const int rank;
   std::optional<rt::CompiledStep> compiled;
   Program prog;
+  /// The rank in this rank's pipeline stage (the rank without pipeline
+  /// parallelism): what the stage's program, its data and its shards see.
+  const int stageRank;
   DataSource data;
   std::optional<SafeTensorsArchive> init;
   rt::Device device;
@@ -130,14 +133,30 @@ private:
 TrainingRun::TrainingRun(const Options &opt, const AgreedInputs &agreed)
     : opt(opt), rank(fsdp_rank()), compiled(openCompiled(opt)),
       prog(compiled ? compiled->program()
-                    : Program::fromFile(opt.schedule, fsdp_world_size())),
-      data(prog, opt.data, opt.seed, rank,
+                    : Program::fromFile(opt.schedule, fsdp_world_size(),
+                                        fsdp_rank())),
+      stageRank(rank % static_cast<int>(prog.worldSize())),
+      data(prog, opt.data, opt.seed, stageRank,
            opt.dataOrder == "sequential" ? DataOrder::Sequential
                                          : DataOrder::Random),
       init(openInitFrom(opt)), device(opt.device, collectivesOf(opt)),
       ex(prog, device.get(), opt.alloc),
       meta{opt.seed, opt.data, opt.dataOrder.empty() ? "random" : opt.dataOrder,
            0, agreed.dataSha256} {
+  // Pipeline parallelism: each stage's ranks hold their stage's units;
+  // checkpoints and safetensors files by stage are not written yet.
+  if (prog.pipelineStages() > 1)
+    for (auto [flag, value] :
+         {std::pair{"--save", &opt.save}, std::pair{"--load", &opt.load},
+          std::pair{"--export", &opt.exportPath},
+          std::pair{"--init-from", &opt.initFrom},
+          std::pair{"--compiled", &opt.compiled}})
+      if (!value->empty())
+        throw Error(std::string(flag) +
+                    " is not supported yet with pipeline parallelism (" +
+                    prog.name() + " is stage " +
+                    std::to_string(prog.pipelineStage()) + " of " +
+                    std::to_string(prog.pipelineStages()) + ")");
   if (compiled)
     ex.useCompiledStep(*compiled);
   fsdp_blas_info blas{};
@@ -221,11 +240,12 @@ void TrainingRun::initialiseShards() {
     auto dtypeOf = [&](int64_t b) {
       return fsdp::schedule::toC(prog.buffer(b).dtype);
     };
-    initUnitOnDevice(s, *t.unit, opt.seed, t.full ? -1 : prog.shardIndex(rank),
+    initUnitOnDevice(s, *t.unit, opt.seed,
+                     t.full ? -1 : prog.shardIndex(stageRank),
                      ex.stateMemory(first), dtypeOf(first),
                      second >= 0 ? ex.stateMemory(second) : nullptr,
                      second >= 0 ? dtypeOf(second) : FSDP_F32, opt.initThreads,
-                     prog.tensorRank(rank), prog.tensorParallel());
+                     prog.tensorRank(stageRank), prog.tensorParallel());
   }
 }
 
@@ -399,6 +419,9 @@ double TrainingRun::runStep(int64_t step, bool timed, HostValues &in) {
   for (auto &[id, values] : in)
     ex.write(id, values);
   ex.step();
+  // Pipeline parallelism: the last stage computes the loss (the others'
+  // is zero); the sum over every rank below is then its data-parallel
+  // ranks' and reaches every rank.
   double local = ex.readScalar(lossId);
   double t1 = fsdp_now();
   // Every rank computes the same rate and norm (the norm is all-reduced
@@ -525,7 +548,8 @@ RunTotals TrainingRun::measureTotals() {
   fsdp_device_get_stats(device.get(), &totals.stats);
 
   fsdp_profile_enable(0);
-  totals.profile = gatherProfile(opt.profile, log, prog.worldSize());
+  totals.profile =
+      gatherProfile(opt.profile, log, prog.worldSize() * prog.pipelineStages());
 
   // Max over ranks: the plan's bookkeeping peak, the arena, the allocator's
   // peak, the memory outside its pool, and the allocator's peak over what

@@ -516,7 +516,79 @@ def FSDPMemoryPlan : Pass<"fsdp-memory-plan", "::mlir::ModuleOp"> {
 
 // The options of every pass fsdp-pipeline runs, each once (memory-budget and
 // cluster are one option of two passes).
+defvar FSDPPipelineSplitOptions = [
+  Option<"pp", "pp", "int64_t", "1",
+         "pipeline-parallel degree P (>= 1; divides world-size, <= the "
+         "number of layers): the world is P stages of world-size / P ranks, "
+         "the stage outermost">,
+  Option<"ppStage", "pp-stage", "int64_t", "-1",
+         "the one stage to plan (fsdp-pipeline plans every stage; this "
+         "option is for running fsdp-pipeline-split alone)">,
+  ListOption<"ppSplit", "pp-split", "int64_t",
+             "the first layer of stages 1..P-1 (P-1 increasing layer "
+             "indices); default: the split that minimises the largest "
+             "stage's forward FLOPs">
+];
+
+def FSDPPipelineSplit : Pass<"fsdp-pipeline-split", "::mlir::ModuleOp"> {
+  let summary = "Cut the forward graph into one pipeline stage's function";
+  let description = [{
+    Runs before fsdp-autodiff. Layers are the `.h.<i>.` / `.layers.<i>.`
+    FQNs of the parameters; stage s runs the ops from the first use of its
+    first layer's parameters to the first use of the next stage's (stage 0
+    also the embeddings, the last stage the final norm, head and loss).
+    Values defined on an earlier stage and used on this one or a later one
+    are the boundary: they become arguments (`fsdp.pp_input`) and, where a
+    later stage uses them, results (`fsdp.pp_output`, with an argument
+    `fsdp.pp_output_grad` for their gradient, received back). Constants are
+    rematerialised instead of sent. The module gets fsdp.pipeline_stages and
+    fsdp.pipeline_stage. Parameters used by two stages (tied embeddings) are
+    refused.
+  }];
+  let options = FSDPPipelineSplitOptions;
+  let dependentDialects = ["::mlir::nn::NNDialect", "::mlir::fsdp::FSDPDialect"];
+}
+
+defvar FSDPPipelineScheduleOptions = [
+  Option<"ppSchedule", "pp-schedule", "std::string", "\"1f1b\"",
+         "pipeline schedule: gpipe (all forwards, then all backwards) or "
+         "1f1b (warm-up P-s-1 forwards, one forward one backward, cool-down)">
+];
+
+def FSDPPipelineMicroBatch : Pass<"fsdp-pipeline-micro-batch", "::mlir::ModuleOp"> {
+  let summary = "Micro-batches of a pipeline stage in the schedule's order";
+  let description = [{
+    Runs after fsdp-autodiff on a stage of fsdp-pipeline-split, in place of
+    fsdp-micro-batch. Each micro-batch's forward (the ops that do not depend
+    on the backward seed) and backward are cloned in the order of
+    `pp-schedule` (Huang et al., GPipe, 2019; Narayanan et al., PipeDream-
+    Flush / 1F1B, SC'21 Sec. 2.2). Received activations and gradients are
+    `nn.micro_batch` slices of their (data-like) arguments until
+    fsdp-pipeline-p2p; sent ones are `fsdp.send` placeholders. Gradients are
+    accumulated as fsdp-micro-batch does (seed 1/m on the last stage); the
+    loss is the mean of the micro-batch losses on the last stage, zero on
+    the others (fsdp-run broadcasts the last stage's).
+  }];
+  let options = !listconcat(FSDPMicroBatchOptions, FSDPPipelineScheduleOptions);
+  let dependentDialects = ["::mlir::nn::NNDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::fsdp::FSDPDialect"];
+}
+
+def FSDPPipelineP2P : Pass<"fsdp-pipeline-p2p", "::mlir::ModuleOp"> {
+  let summary = "Point-to-point transfers between pipeline stages";
+  let description = [{
+    Runs after fsdp-shard (the batch split has given the received tensors
+    their shapes). Each `nn.micro_batch` of a received argument becomes
+    `fsdp.recv async` + `fsdp.wait` (the argument is erased); each
+    `fsdp.send` placeholder becomes `fsdp.send async`, waited before this
+    stage waits for that micro-batch's gradient (a forward send) or at the
+    end of the step (a backward send).
+  }];
+  let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
+}
+
 defvar FSDPPipelineOptions = !foldl([]<Option>, [
+    FSDPPipelineSplitOptions, FSDPPipelineScheduleOptions,
     FSDPTensorParallelOptions, FSDPVocabParallelOptions, FSDPAutodiffOptions, FSDPMicroBatchOptions, FSDPOptimizerOptions,
     FSDPWrapOptions, FSDPActivationCheckpointOptions, FSDPShardOptions, FSDPCollectivesOptions,
     FSDPScheduleOptions, FSDPMemoryPlanOptions],

@@ -181,6 +181,10 @@ private:
   int64_t lastCollective = -1; ///< of this step (interpreted), or -1
   fsdp_channel world = nullptr, shard = nullptr, replicate = nullptr,
                tensor = nullptr;
+  /// Pipeline parallelism: every rank of the job (`world` is then this
+  /// stage's ranks) and the pipeline group (one rank per stage, this rank's
+  /// index in its stage).
+  fsdp_channel job = nullptr, pipeline = nullptr;
   char *arena = nullptr;
   void *arenaAlloc = nullptr;
   int64_t arenaSize = 0;

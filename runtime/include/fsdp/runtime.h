@@ -334,6 +334,17 @@ int fsdp_reduce_scatter_start(fsdp_channel channel, const void *full,
                               fsdp_event *done);
 /* out[i] = sum over the channel of in[i], i < count (or the average);
  * in == out reduces in place (MPI_Iallreduce / ncclAllReduce). */
+/* Pipeline parallelism: sends `count` elements of `buf` to rank `peer` of the
+ * channel with message tag `tag` (0..32767), or receives them from it into
+ * `buf` (MPI_Isend / MPI_Irecv on cpu); `done` completes when `buf` may be
+ * reused (send) or holds the message (recv). A message of another size is
+ * an error at the wait. FSDP_ERR_UNSUPPORTED on a driver without them. */
+int fsdp_send_start(fsdp_channel channel, const void *buf, int64_t count,
+                    fsdp_dtype dtype, int32_t peer, int32_t tag,
+                    fsdp_event *done);
+int fsdp_recv_start(fsdp_channel channel, void *buf, int64_t count,
+                    fsdp_dtype dtype, int32_t peer, int32_t tag,
+                    fsdp_event *done);
 int fsdp_all_reduce_start(fsdp_channel channel, const void *in, void *out,
                           int64_t count, fsdp_dtype dtype, fsdp_reduce_op op,
                           fsdp_event *done);

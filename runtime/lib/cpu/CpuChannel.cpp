@@ -246,7 +246,41 @@ public:
         ringAllReduceBytesPerRank(count * static_cast<int64_t>(es), size));
   }
 
+  // Pipeline parallelism: the activations and their gradients between
+  // adjacent stages (MPI_Isend / MPI_Irecv; MPI keeps messages of one
+  // (source, tag) in order).
+  fsdp_event_s *send(const void *buf, int64_t count, fsdp_dtype dtype, int peer,
+                     int tag) override {
+    return pointToPoint(const_cast<void *>(buf), count, dtype, peer, tag, true);
+  }
+  fsdp_event_s *recv(void *buf, int64_t count, fsdp_dtype dtype, int peer,
+                     int tag) override {
+    return pointToPoint(buf, count, dtype, peer, tag, false);
+  }
+
 private:
+  fsdp_event_s *pointToPoint(void *buf, int64_t count, fsdp_dtype dtype,
+                             int peer, int tag, bool isSend) {
+    if (comm.isNull() || peer == rank)
+      fail(FSDP_ERR_INVALID,
+           std::string(isSend ? "fsdp_send_start" : "fsdp_recv_start") +
+               ": peer " + std::to_string(peer) +
+               " is this rank (a one-rank channel)");
+    auto e = newEvent();
+    {
+      std::lock_guard<std::mutex> lk(reqMutex);
+      int n = static_cast<int>(count);
+      mpi::check(isSend ? MPI_Isend(buf, n, mpi::datatype(dtype), peer, tag,
+                                    comm.get(), &e->request)
+                        : MPI_Irecv(buf, n, mpi::datatype(dtype), peer, tag,
+                                    comm.get(), &e->request),
+                 isSend ? "MPI_Isend" : "MPI_Irecv");
+      registerLocked(e.get());
+    }
+    rt::cpu::detail::sampleHeap();
+    return e.release();
+  }
+
   std::unique_ptr<CpuEvent> newEvent() {
     auto e = std::make_unique<CpuEvent>();
     e->device = device;

@@ -298,6 +298,39 @@ void validateWait(const Checker &c) {
 /// Bound when their results are defined; the wait happened before.
 void lowerNothing(OpLowering &) {}
 
+/// fsdp.send: the operand to stage `peer` of the pipeline group; its result
+/// is a one-element completion buffer (the future's), waited on by
+/// fsdp.wait. fsdp.recv: its result from stage `peer`.
+void validatePointToPoint(const Checker &c) {
+  bool send = c.in.kind == OpKind::Send;
+  c.need(send ? 1 : 0, 1);
+  if (send && c.desc(c.r[0]).numel != 1)
+    c.fail("the completion buffer " + std::to_string(c.r[0]) +
+           " must have one element");
+  int64_t peer = c.in.integer("peer"), stages = c.prog.pipelineStages();
+  if (peer < 0 || peer >= stages || peer == c.prog.pipelineStage())
+    c.fail("peer stage " + std::to_string(peer) +
+           " is not another stage of the pipeline's " + std::to_string(stages) +
+           " (this is stage " + std::to_string(c.prog.pipelineStage()) + ")");
+  if (c.in.integer("tag") < 0 || c.in.integer("tag") > 32767)
+    c.fail("tag " + std::to_string(c.in.integer("tag")) +
+           " is outside 0..32767 (MPI_TAG_UB's guaranteed range)");
+}
+
+void lowerPointToPoint(OpLowering &l) {
+  bool send = l.in.kind == OpKind::Send;
+  int64_t data = send ? l.o[0] : l.r[0];
+  const BufferDesc &d = l.desc(data);
+  Arg ch = l.channel(Group::Pipeline);
+  // The event covers the data buffer (and the completion buffer): the
+  // step plan waits before either is touched again.
+  Arg event = l.startCollective(data, l.r[0]);
+  l.call(send ? "fsdp_send_start" : "fsdp_recv_start",
+         {ch, l.buf(data), l.i64(d.numel), l.dtypeArg(d.dtype),
+          l.i32(static_cast<int32_t>(l.in.integer("peer"))),
+          l.i32(static_cast<int32_t>(l.in.integer("tag"))), event});
+}
+
 } // namespace
 
 std::vector<OpDef> distributedOps() {
@@ -348,6 +381,14 @@ std::vector<OpDef> distributedOps() {
        [](OpLowering &l) { l.release(l.o[0]); }},
       {OpKind::ParamView, {}, validateParamView, lowerNothing},
       {OpKind::Wait, {}, validateWait, lowerNothing},
+      {OpKind::Send,
+       {integer("peer", kRequired), integer("tag", kRequired), flag("async")},
+       validatePointToPoint,
+       lowerPointToPoint},
+      {OpKind::Recv,
+       {integer("peer", kRequired), integer("tag", kRequired), flag("async")},
+       validatePointToPoint,
+       lowerPointToPoint},
   };
 }
 

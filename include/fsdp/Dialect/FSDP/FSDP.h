@@ -42,6 +42,27 @@ inline constexpr llvm::StringLiteral kShardSizeAttr = "fsdp.shard_size";
 /// tensor-parallel rank).
 inline constexpr llvm::StringLiteral kTensorParallelAttr =
     "fsdp.tensor_parallel";
+/// Pipeline parallelism (docs/pipeline-parallel.md). On a stage's module
+/// (fsdp-pipeline-split): the number of stages P (i64 >= 1), this module's
+/// stage s (0-based), the schedule ("gpipe", "1f1b") and the micro-batch
+/// count m. World = P x (the stage's data- and tensor-parallel ranks), the
+/// stage outermost: world rank = s · (world / P) + the rank in the stage.
+inline constexpr llvm::StringLiteral kPipelineStagesAttr =
+    "fsdp.pipeline_stages";
+inline constexpr llvm::StringLiteral kPipelineStageAttr = "fsdp.pipeline_stage";
+inline constexpr llvm::StringLiteral kPipelineScheduleAttr =
+    "fsdp.pipeline_schedule";
+inline constexpr llvm::StringLiteral kPipelineMicroBatchesAttr =
+    "fsdp.pipeline_micro_batches";
+/// On a stage function's arguments and results (i64: the boundary value's
+/// index): an activation received from the previous stage (pp_input), the
+/// gradient of an activation sent to the next stage, received back from it
+/// (pp_output_grad); results: the activation sent to the next stage
+/// (pp_output) and the gradient of a received one, sent back (pp_input_grad).
+inline constexpr llvm::StringLiteral kPPInputAttr = "fsdp.pp_input";
+inline constexpr llvm::StringLiteral kPPOutputGradAttr = "fsdp.pp_output_grad";
+inline constexpr llvm::StringLiteral kPPOutputAttr = "fsdp.pp_output";
+inline constexpr llvm::StringLiteral kPPInputGradAttr = "fsdp.pp_input_grad";
 /// On the module after fsdp-tensor-parallel: a dictionary from the FQN of
 /// each parameter that is split across the tensor-parallel group to a
 /// DenseI64ArrayAttr [dim, blocks, global shape...]: the global tensor's

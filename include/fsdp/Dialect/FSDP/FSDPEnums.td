@@ -38,7 +38,8 @@ def FSDP_Group : I32EnumAttr<"Group", "process group", [
     I32EnumAttrCase<"World", 0, "world">,
     I32EnumAttrCase<"Shard", 1, "shard">,
     I32EnumAttrCase<"Replicate", 2, "replicate">,
-    I32EnumAttrCase<"Tensor", 3, "tensor">]> {
+    I32EnumAttrCase<"Tensor", 3, "tensor">,
+    I32EnumAttrCase<"Pipeline", 4, "pipeline">]> {
   let cppNamespace = "::mlir::fsdp";
   let genSpecializedAttr = 0;
 }

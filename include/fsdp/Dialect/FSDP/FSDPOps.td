@@ -136,8 +136,49 @@ def FSDP_WaitOp : FSDP_Op<"wait", [
     ```
   }];
   let arguments = (ins FSDP_FutureType:$token);
-  let results = (outs FSDP_FlatTensor:$result);
+  let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$token attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+/// Pipeline parallelism (docs/pipeline-parallel.md): point-to-point transfers
+/// between adjacent stages over the pipeline group (the ranks of the other
+/// stages with this rank's data-parallel index).
+def FSDP_SendOp : FSDP_Op<"send", [
+    MemoryEffects<[MemRead<FSDP_CommResource>, MemWrite<FSDP_CommResource>]>]> {
+  let summary = "send a tensor to another pipeline stage";
+  let description = [{
+    Sends `input` to stage `peer` (an absolute stage index) of the pipeline
+    group with message tag `tag` (MPI_Isend; the receiving `fsdp.recv` has
+    the same tag). Without a result (as fsdp-pipeline-micro-batch writes it)
+    it is a placeholder whose operand may still change shape; with `async`
+    it returns a future of a one-element completion buffer that one
+    `fsdp.wait` consumes: `input` stays live (is not overwritten) until that
+    wait (fsdp-pipeline-p2p writes this form).
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$peer, I64Attr:$tag,
+                       UnitAttr:$async);
+  let results = (outs Optional<FSDP_FutureType>:$token);
+  let assemblyFormat = "$input `to` $peer `tag` $tag (`async` $async^)? attr-dict `:` type($input) (`->` type($token)^)?";
+  let hasVerifier = 1;
+}
+
+def FSDP_RecvOp : FSDP_Op<"recv", [
+    MemoryEffects<[MemRead<FSDP_CommResource>, MemWrite<FSDP_CommResource>]>]> {
+  let summary = "receive a tensor from another pipeline stage";
+  let description = [{
+    Starts the receive of a tensor of the future's value type from stage
+    `peer` of the pipeline group with tag `tag` (MPI_Irecv); `fsdp.wait`
+    returns the received tensor.
+
+    ```mlir
+    %f = fsdp.recv from 0 tag 3 async : <tensor<2x16x32xf64>>
+    %x = fsdp.wait %f : tensor<2x16x32xf64>
+    ```
+  }];
+  let arguments = (ins I64Attr:$peer, I64Attr:$tag, UnitAttr:$async);
+  let results = (outs FSDP_FutureType:$token);
+  let assemblyFormat = "`from` $peer `tag` $tag (`async` $async^)? attr-dict `:` type($token)";
   let hasVerifier = 1;
 }
 

@@ -94,7 +94,10 @@ enum class OpKind {
   // Megatron's vocab-parallel cross-entropy.
   VocabParallelCeStats,
   VocabParallelCrossEntropy,
-  VocabParallelCrossEntropyGrad
+  VocabParallelCrossEntropyGrad,
+  // "Pipeline parallelism": point-to-point transfers between stages.
+  Send,
+  Recv
 };
 
 struct OpInfo {
@@ -161,6 +164,8 @@ inline constexpr OpInfo kOps[] = {
     {"nn.vocab_parallel_cross_entropy", OpKind::VocabParallelCrossEntropy},
     {"nn.vocab_parallel_cross_entropy_grad",
      OpKind::VocabParallelCrossEntropyGrad},
+    {"fsdp.send", OpKind::Send},
+    {"fsdp.recv", OpKind::Recv},
 };
 
 /// The kind of op `name`; false if the format has no such op.
@@ -253,11 +258,14 @@ inline fsdp_dtype toC(DType t) { return static_cast<fsdp_dtype>(t); }
 /// with one tensor-parallel rank), replicate (the R ranks with the same shard
 /// and tensor-parallel index), tensor (the T adjacent ranks kT..kT+T-1). The
 /// names are FSDPEnums.td's Group cases.
-enum class Group { World, Shard, Replicate, Tensor };
-inline constexpr int kNumGroups = 4;
+/// Pipeline parallelism adds pipeline (the P ranks of the P stages with
+/// this rank's index in its stage); a stage's program runs the other groups
+/// over its stage's ranks ("Pipeline parallelism").
+enum class Group { World, Shard, Replicate, Tensor, Pipeline };
+inline constexpr int kNumGroups = 5;
 inline constexpr const char *kGroupNames[] = {"world", "shard", "replicate",
-                                              "tensor"};
-/// "world", "shard", "replicate", "tensor".
+                                              "tensor", "pipeline"};
+/// "world", "shard", "replicate", "tensor", "pipeline".
 inline const char *groupName(Group g) {
   return kGroupNames[static_cast<int>(g)];
 }

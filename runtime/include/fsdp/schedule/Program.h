@@ -173,12 +173,16 @@ class Program {
 public:
   /// Reads and validates `path`. With expectedWorldSize >= 1 the file's
   /// world_size must equal it (the ranks running: fsdp_world_size()).
+  /// A pipeline-parallel document ("stages", one program per stage) yields
+  /// the program of world rank `worldRank`'s stage (rank / (N / P), the
+  /// stage outermost), whose world is its stage's N / P ranks.
   static Program fromFile(const std::string &path,
-                          int64_t expectedWorldSize = 0);
+                          int64_t expectedWorldSize = 0, int64_t worldRank = 0);
   /// Same for a JSON text; `name` is used in messages.
   static Program fromString(const std::string &text,
                             int64_t expectedWorldSize = 0,
-                            const std::string &name = "<schedule>");
+                            const std::string &name = "<schedule>",
+                            int64_t worldRank = 0);
   /// Non-throwing variants for callers built with -fno-exceptions (LLVM
   /// style): return false and set `error` to the message instead.
   static bool tryFromFile(const std::string &path, Program &out,
@@ -216,8 +220,14 @@ public:
   int64_t tensorRank(int64_t r) const { return r % tensorParallelValue; }
   int64_t dataRank(int64_t r) const { return r / tensorParallelValue; }
   int64_t shardIndex(int64_t r) const { return dataRank(r) % shardSizeValue; }
-  /// Ranks in `g` under the schedule's grid: N, S or R.
+  /// Ranks in `g` under the schedule's grid: N, S, R, T or P.
   int64_t groupSize(Group g) const;
+  /// Pipeline parallelism ("pipeline"): the stages P (1 without), this
+  /// program's stage s and the schedule's name ("" without). worldSize() is
+  /// then the stage's ranks; the job runs on P times as many.
+  int64_t pipelineStages() const { return pipelineStagesValue; }
+  int64_t pipelineStage() const { return pipelineStageValue; }
+  const std::string &pipelineSchedule() const { return pipelineScheduleName; }
   const std::vector<UnitDesc> &units() const { return unitList; }
   const std::map<int64_t, BufferDesc> &buffers() const { return bufferMap; }
   const std::vector<IoDesc> &inputs() const { return inputList; }
@@ -265,6 +275,8 @@ private:
   OptimizerDesc optimizerDesc;
   std::string strategyName = kStrategies[0];
   int64_t replicasValue = 1, shardSizeValue = 1, tensorParallelValue = 1;
+  int64_t pipelineStagesValue = 1, pipelineStageValue = 0;
+  std::string pipelineScheduleName;
   uint64_t wholeFingerprint = 0;
   std::vector<UnitDesc> unitList;
   std::map<int64_t, BufferDesc> bufferMap;

@@ -125,6 +125,9 @@ private:
   uint64_t seed;
   std::vector<Slot> slots;
   int featuresSlot = -1, tokensSlot = -1;
+  /// The slot whose rows are windows of the token file: the tokens, or the
+  /// targets alone (a pipeline's last stage reads no tokens).
+  int windowSlot = -1;
   int64_t classes = -1;
   // CSV (features/labels schedules).
   std::vector<std::vector<double>> csvFeatures;

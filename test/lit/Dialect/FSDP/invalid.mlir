@@ -241,3 +241,46 @@ module attributes {fsdp.memory_plan = {}} {
 func.func @f() attributes {fsdp.memory_plan = "planned"} {
   return
 }
+
+// -----
+
+// Pipeline parallelism's point-to-point ops.
+func.func @recv_not_async() -> tensor<2xf32> {
+  // expected-error @+1 {{'fsdp.recv' op is always async (its result is a future)}}
+  %f = fsdp.recv from 1 tag 0 : !fsdp.future<tensor<2xf32>>
+  %x = fsdp.wait %f : tensor<2xf32>
+  return %x : tensor<2xf32>
+}
+
+// -----
+
+func.func @send_negative_tag(%x: tensor<2xf32>) {
+  // expected-error @+1 {{'fsdp.send' op expects a peer stage and a tag >= 0, got 1 and -1}}
+  fsdp.send %x to 1 tag -1 : tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @send_future_unwaited(%x: tensor<2xf32>) {
+  // expected-error @+1 {{'fsdp.send' op expects its future to be used by exactly one fsdp.wait and nothing else}}
+  %f = fsdp.send %x to 1 tag 0 async : tensor<2xf32> -> !fsdp.future<tensor<1xf32>>
+  return
+}
+
+// -----
+
+func.func @send_completion_size(%x: tensor<2xf32>) {
+  // expected-error @+1 {{'fsdp.send' op expects a future of a one-element completion buffer, got 'tensor<2xf32>'}}
+  %f = fsdp.send %x to 1 tag 0 async : tensor<2xf32> -> !fsdp.future<tensor<2xf32>>
+  %d = fsdp.wait %f : tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @send_async_without_future(%x: tensor<2xf32>) {
+  // expected-error @+1 {{'fsdp.send' op has a future result exactly when it is async}}
+  fsdp.send %x to 1 tag 0 async : tensor<2xf32>
+  return
+}

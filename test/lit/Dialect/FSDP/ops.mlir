@@ -67,3 +67,20 @@ module attributes {fsdp.world_size = 2 : i64} {
   }
 }
 
+
+// Pipeline parallelism: a placeholder send (no result), an async send with
+// its completion future, and a receive of an activation of any rank.
+// CHECK-LABEL: func.func @point_to_point
+func.func @point_to_point(%x: tensor<2x3xf64>) -> tensor<2x3xf64> {
+  // CHECK: fsdp.send %{{.*}} to 1 tag 4 : tensor<2x3xf64>
+  fsdp.send %x to 1 tag 4 : tensor<2x3xf64>
+  // CHECK: %[[S:.*]] = fsdp.send %{{.*}} to 1 tag 6 async : tensor<2x3xf64> -> !fsdp.future<tensor<1xf32>>
+  %s = fsdp.send %x to 1 tag 6 async : tensor<2x3xf64> -> !fsdp.future<tensor<1xf32>>
+  // CHECK: %[[R:.*]] = fsdp.recv from 1 tag 5 async : <tensor<2x3xf64>>
+  %r = fsdp.recv from 1 tag 5 async : !fsdp.future<tensor<2x3xf64>>
+  // CHECK: fsdp.wait %[[R]] : tensor<2x3xf64>
+  %g = fsdp.wait %r : tensor<2x3xf64>
+  // CHECK: fsdp.wait %[[S]] : tensor<1xf32>
+  %d = fsdp.wait %s : tensor<1xf32>
+  return %g : tensor<2x3xf64>
+}

@@ -1,0 +1,361 @@
+//===- PipelineSchedule.cpp - a pipeline stage's micro-batches and p2p ----===//
+//
+// fsdp-pipeline-micro-batch orders one stage's micro-batch forwards and
+// backwards as the pipeline schedule says; fsdp-pipeline-p2p, after the
+// batch split, makes the transfers between stages asynchronous
+// point-to-point ops (docs/pipeline-parallel.md).
+//
+// Schedules, stage s of P, m micro-batches (F_j / B_j: micro-batch j's
+// forward / backward on this stage):
+//   gpipe (Huang et al., GPipe, 2019, Fig. 2): F_0 .. F_{m-1}, B_0 .. B_{m-1}.
+//   1f1b (Narayanan et al., SC'21, Sec. 2.2, PipeDream-Flush; Megatron-LM's
+//   forward_backward_pipelining_without_interleaving): w = min(P-s-1, m)
+//   warm-up forwards, then F_{w+i} B_i for i < m - w, then the remaining
+//   backwards; at most P - s micro-batches' activations are live.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPPIPELINEMICROBATCH
+#define GEN_PASS_DEF_FSDPPIPELINEP2P
+#include "fsdp/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+/// The inherent attribute of ops that know their micro-batch (nn.dropout).
+constexpr llvm::StringLiteral kMicroBatchIndexAttr = "micro_batch";
+
+/// The MPI tag of boundary value k's transfer for micro-batch j of m:
+/// forward (the activation) or backward (its gradient). Sender and receiver
+/// compute it alike; MPI guarantees at least 32767 tags.
+int64_t tagOf(int64_t k, int64_t j, int64_t m, bool backward) {
+  return (k * m + j) * 2 + (backward ? 1 : 0);
+}
+
+std::optional<int64_t> moduleInt(ModuleOp m, StringRef name) {
+  if (auto a = m->getAttrOfType<IntegerAttr>(name))
+    return a.getInt();
+  return std::nullopt;
+}
+
+/// The (micro-batch, backward) parts of stage s in schedule order.
+SmallVector<std::pair<int64_t, bool>>
+scheduleOrder(StringRef schedule, int64_t P, int64_t s, int64_t m) {
+  SmallVector<std::pair<int64_t, bool>> order;
+  if (schedule == "gpipe") {
+    for (int64_t j = 0; j < m; ++j)
+      order.push_back({j, false});
+    for (int64_t j = 0; j < m; ++j)
+      order.push_back({j, true});
+    return order;
+  }
+  int64_t warm = std::min(P - s - 1, m);
+  for (int64_t j = 0; j < warm; ++j)
+    order.push_back({j, false});
+  for (int64_t i = 0; i < m - warm; ++i) {
+    order.push_back({warm + i, false});
+    order.push_back({i, true});
+  }
+  for (int64_t i = m - warm; i < m; ++i)
+    order.push_back({i, true});
+  return order;
+}
+
+struct FSDPPipelineMicroBatchPass
+    : mlir::fsdp::impl::FSDPPipelineMicroBatchBase<FSDPPipelineMicroBatchPass> {
+  using Base::Base;
+
+protected:
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    std::optional<int64_t> P = moduleInt(module, kPipelineStagesAttr);
+    std::optional<int64_t> stage = moduleInt(module, kPipelineStageAttr);
+    if (!P || !stage) {
+      module.emitError() << "fsdp-pipeline-micro-batch expects a stage of "
+                            "fsdp-pipeline-split (fsdp.pipeline_stages and "
+                            "fsdp.pipeline_stage on the module)";
+      return signalPassFailure();
+    }
+    int64_t m = microBatches, s = *stage;
+    if (ppSchedule != "gpipe" && ppSchedule != "1f1b") {
+      module.emitError() << "fsdp-pipeline-micro-batch: pp-schedule='"
+                         << ppSchedule << "' is not gpipe or 1f1b";
+      return signalPassFailure();
+    }
+    if (m < *P) {
+      module.emitError() << "fsdp-pipeline-micro-batch: micro-batches=" << m
+                         << " must be >= pp=" << *P;
+      return signalPassFailure();
+    }
+    FailureOr<func::FuncOp> maybeFn = getStepFunction(module);
+    if (failed(maybeFn))
+      return signalPassFailure();
+    func::FuncOp fn = *maybeFn;
+    Block &block = fn.getBody().front();
+    auto ret = cast<func::ReturnOp>(block.getTerminator());
+    bool last = s == *P - 1;
+    int lossIdx = lossResultIndex(fn);
+    if (last != (lossIdx >= 0)) {
+      fn.emitError() << "fsdp-pipeline-micro-batch expects the output of "
+                        "fsdp-autodiff on a stage (the last stage returns the "
+                        "loss, the others their activations)";
+      return signalPassFailure();
+    }
+
+    // The backward: every op that depends on a seed (the loss seed on the
+    // last stage; the received output gradients on the others).
+    llvm::DenseSet<Value> seeded;
+    for (BlockArgument a : fn.getArguments())
+      if (fn.getArgAttr(a.getArgNumber(), kPPOutputGradAttr))
+        seeded.insert(a);
+    SmallVector<Operation *> forward, backward;
+    for (Operation &op : block.without_terminator()) {
+      bool bwd = op.hasAttr(nn::kLossSeedAttr) ||
+                 llvm::any_of(op.getOperands(),
+                              [&](Value v) { return seeded.contains(v); });
+      if (bwd)
+        for (Value r : op.getResults())
+          seeded.insert(r);
+      (bwd ? backward : forward).push_back(&op);
+    }
+    Operation *lossOp =
+        last ? ret.getOperand(lossIdx).getDefiningOp() : nullptr;
+
+    OpBuilder b(ret);
+    Location loc = ret.getLoc();
+    SmallVector<IRMapping> maps(m);
+    SmallVector<Value> losses;
+    llvm::DenseMap<unsigned, SmallVector<Value>> resultParts;
+    auto sliceData = [&](int64_t j, bool backwardPart) -> LogicalResult {
+      for (BlockArgument arg : fn.getArguments()) {
+        unsigned i = arg.getArgNumber();
+        if (!fn.getArgAttr(i, nn::kDataAttr) ||
+            (fn.getArgAttr(i, kPPOutputGradAttr) != nullptr) != backwardPart)
+          continue;
+        auto t = cast<RankedTensorType>(arg.getType());
+        SmallVector<int64_t> shape(t.getShape());
+        if (shape.empty() || shape[0] % m)
+          return emitError(arg.getLoc())
+                 << "the batch of data argument #" << i
+                 << " does not divide into " << m << " micro-batches";
+        shape[0] /= m;
+        auto mb = nn::MicroBatchOp::create(
+            b, arg.getLoc(), RankedTensorType::get(shape, t.getElementType()),
+            arg, b.getI64IntegerAttr(j), b.getI64IntegerAttr(m));
+        mb->setAttr(nn::kMicroBatchAttr, b.getI64IntegerAttr(j));
+        maps[j].map(arg, mb.getResult());
+      }
+      return success();
+    };
+    auto send = [&](int64_t j, StringRef attr, int64_t peer, bool bwd) {
+      for (unsigned i = 0; i < fn.getNumResults(); ++i)
+        if (auto k = fn.getResultAttrOfType<IntegerAttr>(i, attr)) {
+          auto op = SendOp::create(
+              b, loc, TypeRange{}, maps[j].lookupOrDefault(ret.getOperand(i)),
+              b.getI64IntegerAttr(peer),
+              b.getI64IntegerAttr(tagOf(k.getInt(), j, m, bwd)), nullptr);
+          op->setAttr(nn::kMicroBatchAttr, b.getI64IntegerAttr(j));
+        }
+    };
+    for (auto [j, bwd] : scheduleOrder(ppSchedule, *P, s, m)) {
+      if (failed(sliceData(j, bwd)))
+        return signalPassFailure();
+      Operation *lastClone = nullptr;
+      for (Operation *op : bwd ? backward : forward) {
+        Operation *c = b.clone(*op, maps[j]);
+        lastClone = c;
+        c->setAttr(nn::kMicroBatchAttr, b.getI64IntegerAttr(j));
+        if (llvm::is_contained(c->getName().getAttributeNames(),
+                               kMicroBatchIndexAttr) &&
+            nn::rowsChanged(c))
+          c->setAttr(kMicroBatchIndexAttr, b.getI64IntegerAttr(j));
+        if (failed(nn::reinferResultTypes(c)))
+          return signalPassFailure();
+        if (op->hasAttr(nn::kLossSeedAttr)) {
+          c->removeAttr(nn::kLossSeedAttr);
+          auto t = cast<RankedTensorType>(c->getResult(0).getType());
+          c->setAttr("value",
+                     DenseElementsAttr::get(
+                         t, FloatAttr::get(t.getElementType(), 1.0 / m)));
+        }
+        if (op == lossOp)
+          c->setAttr(nn::kMicroBatchLossAttr, b.getUnitAttr());
+      }
+      if (!bwd) {
+        // The end of this micro-batch's forward (its loss op on the last
+        // stage) for StepPhases.
+        if (!last && lastClone)
+          lastClone->setAttr(nn::kMicroBatchLossAttr, b.getUnitAttr());
+        if (last)
+          losses.push_back(maps[j].lookup(ret.getOperand(lossIdx)));
+        else
+          send(j, kPPOutputAttr, s + 1, false);
+        continue;
+      }
+      if (s > 0)
+        send(j, kPPInputGradAttr, s - 1, true);
+      for (unsigned i = 0; i < fn.getNumResults(); ++i)
+        if (fn.getResultAttr(i, nn::kGradOfAttr))
+          resultParts[i].push_back(maps[j].lookupOrDefault(ret.getOperand(i)));
+    }
+
+    finishStep(fn, b, ret, losses, resultParts);
+    for (Operation *op : llvm::reverse(backward))
+      op->erase();
+    for (Operation *op : llvm::reverse(forward))
+      op->erase();
+    module->setAttr(kPipelineScheduleAttr, b.getStringAttr(ppSchedule));
+    module->setAttr(kPipelineMicroBatchesAttr, b.getI64IntegerAttr(m));
+  }
+
+  /// The step's results: the loss (the mean over micro-batches on the last
+  /// stage, zero on the others: fsdp-run reports the last stage's on every
+  /// rank) and each parameter's gradient summed over micro-batches.
+  void finishStep(func::FuncOp fn, OpBuilder &b, func::ReturnOp ret,
+                  ArrayRef<Value> losses,
+                  llvm::DenseMap<unsigned, SmallVector<Value>> &resultParts) {
+    Location loc = ret.getLoc();
+    bool last = !losses.empty();
+    int64_t m = microBatches;
+    Type lossElt = b.getF32Type();
+    for (BlockArgument a : fn.getArguments())
+      if (fn.getArgAttr(a.getArgNumber(), nn::kParamAttr)) {
+        lossElt = getElementTypeOrSelf(a.getType());
+        break;
+      }
+    auto scalarType = last ? cast<RankedTensorType>(losses[0].getType())
+                           : RankedTensorType::get({}, lossElt);
+    auto scalar = [&](double v) {
+      return arith::ConstantOp::create(
+          b, loc,
+          DenseElementsAttr::get(
+              scalarType, FloatAttr::get(scalarType.getElementType(), v)));
+    };
+    Value loss;
+    if (last) {
+      loss = losses[0];
+      for (size_t j = 1; j < losses.size(); ++j)
+        loss = nn::AddOp::create(b, loc, loss, losses[j]);
+      loss = nn::MulOp::create(b, loc, loss, scalar(1.0 / m));
+    } else {
+      loss = scalar(0.0);
+    }
+    SmallVector<Value> results{loss};
+    SmallVector<Attribute> attrs{
+        b.getDictionaryAttr(b.getNamedAttr(nn::kLossAttr, b.getUnitAttr()))};
+    for (unsigned i = 0; i < fn.getNumResults(); ++i) {
+      if (!fn.getResultAttr(i, nn::kGradOfAttr))
+        continue;
+      Value sum;
+      for (Value v : resultParts[i]) {
+        if (!sum) {
+          sum = v;
+          continue;
+        }
+        auto add = nn::AddOp::create(b, loc, sum, v);
+        add->setAttr(nn::kAccumulateAttr, b.getUnitAttr());
+        sum = add;
+      }
+      results.push_back(sum);
+      attrs.push_back(fn.getResultAttrDict(i));
+    }
+    func::ReturnOp::create(b, loc, results);
+    ret.erase();
+    fn.setFunctionType(FunctionType::get(&getContext(), fn.getArgumentTypes(),
+                                         ValueRange(results).getTypes()));
+    fn.setAllResultAttrs(attrs);
+  }
+};
+
+struct FSDPPipelineP2PPass
+    : mlir::fsdp::impl::FSDPPipelineP2PBase<FSDPPipelineP2PPass> {
+  using Base::Base;
+
+protected:
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    std::optional<int64_t> stage = moduleInt(module, kPipelineStageAttr);
+    std::optional<int64_t> m = moduleInt(module, kPipelineMicroBatchesAttr);
+    if (!stage || !m)
+      return; // not a pipeline stage
+    FailureOr<func::FuncOp> maybeFn = getStepFunction(module);
+    if (failed(maybeFn))
+      return signalPassFailure();
+    func::FuncOp fn = *maybeFn;
+    Block &block = fn.getBody().front();
+    int64_t s = *stage;
+    // Receives: each micro-batch slice of a received argument.
+    llvm::DenseMap<int64_t, WaitOp> gradWaitOf; // micro-batch → first wait
+    llvm::BitVector erase(fn.getNumArguments());
+    for (BlockArgument arg : fn.getArguments()) {
+      unsigned i = arg.getArgNumber();
+      auto in = fn.getArgAttrOfType<IntegerAttr>(i, kPPInputAttr);
+      auto grad = fn.getArgAttrOfType<IntegerAttr>(i, kPPOutputGradAttr);
+      if (!in && !grad)
+        continue;
+      erase.set(i);
+      for (Operation *user : llvm::make_early_inc_range(arg.getUsers())) {
+        auto mb = dyn_cast<nn::MicroBatchOp>(user);
+        if (!mb) {
+          user->emitOpError() << "uses a received activation outside of a "
+                                 "micro-batch slice (fsdp-pipeline-p2p runs "
+                                 "after fsdp-pipeline-micro-batch)";
+          return signalPassFailure();
+        }
+        int64_t j = mb.getIndex();
+        OpBuilder b(mb);
+        auto t = cast<RankedTensorType>(mb.getType());
+        auto recv = RecvOp::create(
+            b, mb.getLoc(), FutureType::get(&getContext(), t),
+            b.getI64IntegerAttr(grad ? s + 1 : s - 1),
+            b.getI64IntegerAttr(
+                tagOf((grad ? grad : in).getInt(), j, *m, grad != nullptr)),
+            b.getUnitAttr());
+        auto wait = WaitOp::create(b, mb.getLoc(), t, recv.getToken());
+        for (Operation *op : {recv.getOperation(), wait.getOperation()})
+          op->setAttr(nn::kMicroBatchAttr, b.getI64IntegerAttr(j));
+        if (grad && (!gradWaitOf.count(j) ||
+                     wait->isBeforeInBlock(gradWaitOf[j].getOperation())))
+          gradWaitOf[j] = wait;
+        mb.replaceAllUsesWith(wait.getResult());
+        mb.erase();
+      }
+    }
+    if (failed(fn.eraseArguments(erase)))
+      return signalPassFailure();
+    // Sends: started where the placeholder was; a forward send completes
+    // before this stage waits for the micro-batch's gradient (which the next
+    // stage sends only after receiving it), a backward one at the end.
+    Operation *ret = block.getTerminator();
+    for (SendOp send : llvm::make_early_inc_range(block.getOps<SendOp>())) {
+      if (send.getAsync())
+        continue;
+      OpBuilder b(send);
+      auto done = RankedTensorType::get({1}, b.getF32Type());
+      auto start =
+          SendOp::create(b, send.getLoc(), FutureType::get(&getContext(), done),
+                         send.getInput(), send.getPeerAttr(), send.getTagAttr(),
+                         b.getUnitAttr());
+      start->setAttrs(send->getAttrs());
+      start.setAsync(true);
+      int64_t j =
+          cast<IntegerAttr>(send->getAttr(nn::kMicroBatchAttr)).getInt();
+      Operation *before = ret;
+      if (static_cast<int64_t>(send.getPeer()) == s + 1 && gradWaitOf.count(j))
+        before = gradWaitOf[j];
+      b.setInsertionPoint(before);
+      auto wait = WaitOp::create(b, send.getLoc(), done, start.getToken());
+      wait->setAttr(nn::kMicroBatchAttr, b.getI64IntegerAttr(j));
+      send.erase();
+    }
+  }
+};
+} // namespace

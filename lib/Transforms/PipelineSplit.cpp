@@ -1,0 +1,333 @@
+//===- PipelineSplit.cpp - fsdp-pipeline-split: one stage's forward -------===//
+//
+// Pipeline parallelism's partition (Huang et al., GPipe, 2019, Sec. 2;
+// Narayanan et al., SC'21, Sec. 2): the layers are cut into P contiguous
+// stages and stage s keeps the forward ops of its layers. A layer is the
+// `.h.<i>.` (GPT-2) or `.layers.<i>.` (Llama) index in its parameters' FQNs;
+// in the forward's op order, the ops from the first use of layer l's
+// parameters up to the first use of layer l + 1's belong to layer l (the
+// last layer also gets the final norm, the head and the loss; the first
+// stage the embeddings before layer 0).
+//
+// The default split minimises the largest stage's forward FLOPs (the nn cost
+// model, NN_CostOpInterface::getFlops; the backward of a linear op is twice
+// its forward, so the forward is proportional to the stage's compute) by
+// dynamic programming over contiguous partitions (the linear partition
+// problem; Skiena, The Algorithm Design Manual, Sec. 10.7).
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/Regex.h"
+
+#include <limits>
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPPIPELINESPLIT
+#include "fsdp/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+/// The layer index in a parameter's FQN, or -1 (embeddings, final norm).
+static int64_t layerOf(StringRef fqn) {
+  static const llvm::Regex re("\\.(h|layers)\\.([0-9]+)\\.");
+  SmallVector<StringRef> m;
+  if (!re.match(fqn, &m))
+    return -1;
+  int64_t l = -1;
+  if (m[2].getAsInteger(10, l))
+    return -1;
+  return l;
+}
+
+/// The contiguous partition of `cost` (segments 0..L-1, `pre` added to the
+/// first stage) into `parts` non-empty stages that minimises the largest
+/// stage's cost; returns the first segment of stages 1..parts-1.
+static SmallVector<int64_t> balancedSplit(ArrayRef<double> cost, double pre,
+                                          int64_t parts) {
+  int64_t n = static_cast<int64_t>(cost.size());
+  SmallVector<double> prefix(n + 1, 0);
+  for (int64_t i = 0; i < n; ++i)
+    prefix[i + 1] = prefix[i] + cost[i];
+  auto range = [&](int64_t a, int64_t b) {
+    return prefix[b] - prefix[a] + (a == 0 ? pre : 0);
+  };
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  // best[k][i]: the smallest largest cost of segments [0, i) in k stages.
+  std::vector<std::vector<double>> best(parts + 1,
+                                        std::vector<double>(n + 1, inf));
+  std::vector<std::vector<int64_t>> from(parts + 1,
+                                         std::vector<int64_t>(n + 1, -1));
+  best[0][0] = 0;
+  for (int64_t k = 1; k <= parts; ++k)
+    for (int64_t i = k; i <= n; ++i)
+      for (int64_t j = k - 1; j < i; ++j) {
+        double v = std::max(best[k - 1][j], range(j, i));
+        if (v < best[k][i]) {
+          best[k][i] = v;
+          from[k][i] = j;
+        }
+      }
+  SmallVector<int64_t> split(parts - 1);
+  for (int64_t k = parts, i = n; k > 1; --k) {
+    i = from[k][i];
+    split[k - 2] = i;
+  }
+  return split;
+}
+
+namespace {
+struct FSDPPipelineSplitPass
+    : mlir::fsdp::impl::FSDPPipelineSplitBase<FSDPPipelineSplitPass> {
+  using Base::Base;
+
+protected:
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (pp < 1)
+      return fail(module.getLoc(),
+                  "pp=" + std::to_string(pp) + " must be >= 1");
+    if (pp == 1) {
+      if (!ppSplit.empty())
+        return fail(module.getLoc(), "pp-split needs pp > 1");
+      return;
+    }
+    if (ppStage < 0 || ppStage >= pp)
+      return fail(module.getLoc(), "pp-stage=" + std::to_string(ppStage) +
+                                       " must be a stage of 0.." +
+                                       std::to_string(pp - 1));
+    FailureOr<func::FuncOp> maybeFn = getStepFunction(module);
+    if (failed(maybeFn))
+      return signalPassFailure();
+    func::FuncOp fn = *maybeFn;
+    if (!fn.getBody().hasOneBlock() || lossResultIndex(fn) < 0 ||
+        fn.getNumResults() != 1)
+      return fail(fn.getLoc(), "expects the forward function (one block, one "
+                               "result: the loss)");
+    Block &block = fn.getBody().front();
+
+    // Layers of the parameters, and each op's layer segment.
+    llvm::DenseMap<Value, int64_t> paramLayer;
+    int64_t layers = 0;
+    for (BlockArgument a : fn.getArguments())
+      if (auto fqn = fn.getArgAttrOfType<StringAttr>(a.getArgNumber(),
+                                                     nn::kParamAttr)) {
+        int64_t l = layerOf(fqn.getValue());
+        paramLayer[a] = l;
+        layers = std::max(layers, l + 1);
+      }
+    if (layers == 0)
+      return fail(fn.getLoc(), "finds no layers (no parameter FQN with "
+                               "'.h.<i>.' or '.layers.<i>.'): nothing to cut "
+                               "into pipeline stages");
+    if (pp > layers)
+      return fail(fn.getLoc(), "pp=" + std::to_string(pp) + " exceeds the " +
+                                   std::to_string(layers) +
+                                   " layers of the model (each stage needs at "
+                                   "least one layer)");
+    SmallVector<Operation *> ops;
+    for (Operation &op : block.without_terminator())
+      ops.push_back(&op);
+    SmallVector<int64_t> segment(ops.size(), -1);
+    int64_t cur = -1;
+    for (auto [i, op] : llvm::enumerate(ops)) {
+      for (Value v : op->getOperands())
+        if (auto it = paramLayer.find(v); it != paramLayer.end())
+          if (it->second > cur)
+            cur = it->second;
+      segment[i] = cur;
+    }
+    // A layer whose parameters are first used out of order would make the
+    // stages overlap.
+    for (size_t i = 1; i < ops.size(); ++i)
+      if (segment[i] < segment[i - 1])
+        return fail(ops[i]->getLoc(), "layers are not in order");
+
+    // The split: given (checked), or balanced by forward FLOPs.
+    SmallVector<int64_t> split(ppSplit.begin(), ppSplit.end());
+    if (split.empty()) {
+      SmallVector<double> cost(layers, 0);
+      double pre = 0;
+      for (auto [i, op] : llvm::enumerate(ops))
+        if (auto c = dyn_cast<nn::CostOpInterface>(op))
+          (segment[i] < 0 ? pre : cost[segment[i]]) +=
+              static_cast<double>(c.getFlops());
+      split = balancedSplit(cost, pre, pp);
+    } else {
+      if (static_cast<int64_t>(split.size()) != pp - 1)
+        return fail(fn.getLoc(),
+                    "pp-split has " + std::to_string(split.size()) +
+                        " layer boundaries; pp=" + std::to_string(pp) +
+                        " needs " + std::to_string(pp - 1));
+      for (auto [k, b] : llvm::enumerate(split))
+        if (b < 1 || b >= layers || (k > 0 && b <= split[k - 1]))
+          return fail(fn.getLoc(),
+                      "pp-split boundary " + std::to_string(b) +
+                          " is outside the model: the boundaries must "
+                          "increase within 1.." +
+                          std::to_string(layers - 1) + " (the model has " +
+                          std::to_string(layers) + " layers)");
+    }
+    auto stageOfSegment = [&](int64_t seg) {
+      int64_t s = 0;
+      for (int64_t b : split)
+        s += seg >= b;
+      return s;
+    };
+    llvm::DenseMap<Operation *, int64_t> stageOf;
+    for (auto [i, op] : llvm::enumerate(ops))
+      stageOf[op] = stageOfSegment(segment[i]);
+    int64_t s = ppStage;
+
+    // A parameter used on two stages (tied weights) would need its
+    // gradients summed across the stages.
+    for (BlockArgument a : fn.getArguments()) {
+      auto fqn =
+          fn.getArgAttrOfType<StringAttr>(a.getArgNumber(), nn::kParamAttr);
+      if (!fqn)
+        continue;
+      std::set<int64_t> stages;
+      for (Operation *u : a.getUsers())
+        stages.insert(stageOf.lookup(u));
+      if (stages.size() > 1)
+        return fail(a.getLoc(),
+                    "parameter '" + fqn.getValue().str() + "' is used by " +
+                        "stages " + std::to_string(*stages.begin()) + " and " +
+                        std::to_string(*stages.rbegin()) +
+                        " (tied weights): pipeline parallelism does not sum "
+                        "a parameter's gradients across stages yet; untie "
+                        "them (tie_word_embeddings=false)");
+    }
+
+    if (failed(buildStage(fn, ops, stageOf)))
+      return signalPassFailure();
+    OpBuilder b(&getContext());
+    module->setAttr(kPipelineStagesAttr, b.getI64IntegerAttr(pp));
+    module->setAttr(kPipelineStageAttr, b.getI64IntegerAttr(s));
+  }
+
+  /// Keeps stage `ppStage`'s ops of `fn` (`stageOf` each op's stage): the
+  /// values crossing into it become arguments, those crossing into the next
+  /// stage results (with arguments for their gradients); the other stages'
+  /// ops and the parameters and data it does not use go.
+  LogicalResult
+  buildStage(func::FuncOp fn, ArrayRef<Operation *> ops,
+             const llvm::DenseMap<Operation *, int64_t> &stageOf) {
+    Block &block = fn.getBody().front();
+    int64_t s = ppStage, last = pp - 1;
+    // The boundary values (indexed in definition order): results of a
+    // non-constant op of stage t used by an op of a later stage.
+    auto isConstant = [](Operation *op) {
+      return isa_and_nonnull<arith::ConstantOp>(op);
+    };
+    llvm::MapVector<Value, int64_t> boundary; // value → index
+    llvm::DenseMap<Value, int64_t> lastUseStage;
+    for (Operation *op : ops)
+      for (Value r : op->getResults()) {
+        int64_t latest = -1;
+        for (Operation *u : r.getUsers())
+          if (u != block.getTerminator())
+            latest = std::max(latest, stageOf.lookup(u));
+        if (latest > stageOf.lookup(op) && !isConstant(op)) {
+          boundary.insert({r, static_cast<int64_t>(boundary.size())});
+          lastUseStage[r] = latest;
+        }
+      }
+    auto crosses = [&](Value v, int64_t into) { // defined before `into`,
+      Operation *d = v.getDefiningOp();         // used there or later
+      return boundary.count(v) && stageOf.lookup(d) < into &&
+             lastUseStage.lookup(v) >= into;
+    };
+
+    OpBuilder b(&getContext());
+    b.setInsertionPointToStart(&block);
+    // Inputs: an argument per value crossing into stage s; a constant of an
+    // earlier stage is cloned here.
+    llvm::DenseMap<Value, Value> replacement;
+    auto dataLike = [&](int64_t k, StringRef attr) {
+      return b.getDictionaryAttr(
+          {b.getNamedAttr(attr, b.getI64IntegerAttr(k)),
+           b.getNamedAttr(nn::kDataAttr, b.getStringAttr("features"))});
+    };
+    for (auto [v, k] : boundary)
+      if (crosses(v, s)) {
+        unsigned idx = fn.getNumArguments();
+        if (failed(fn.insertArgument(idx, v.getType(),
+                                     dataLike(k, kPPInputAttr), v.getLoc())))
+          return failure();
+        replacement[v] = fn.getArgument(idx);
+      }
+    for (Operation *op : ops) {
+      if (stageOf.lookup(op) != s)
+        continue;
+      for (OpOperand &use : op->getOpOperands()) {
+        Value v = use.get();
+        if (auto it = replacement.find(v); it != replacement.end()) {
+          use.set(it->second);
+          continue;
+        }
+        Operation *d = v.getDefiningOp();
+        if (d && stageOf.lookup(d) < s && isConstant(d)) {
+          OpBuilder top(&block, block.begin());
+          Value c = top.clone(*d)->getResult(0);
+          replacement[v] = c;
+          use.set(c);
+        }
+      }
+    }
+    // Outputs: the values crossing into stage s + 1 (an argument when they
+    // only pass through), each with an argument for its gradient.
+    auto ret = cast<func::ReturnOp>(block.getTerminator());
+    if (s != last) {
+      SmallVector<Value> outs;
+      SmallVector<Attribute> attrs;
+      for (auto [v, k] : boundary)
+        if (crosses(v, s + 1)) {
+          outs.push_back(replacement.lookup(v) ? replacement.lookup(v) : v);
+          attrs.push_back(b.getDictionaryAttr(
+              b.getNamedAttr(kPPOutputAttr, b.getI64IntegerAttr(k))));
+          if (isa<FloatType>(getElementTypeOrSelf(v.getType())))
+            if (failed(fn.insertArgument(fn.getNumArguments(), v.getType(),
+                                         dataLike(k, kPPOutputGradAttr),
+                                         v.getLoc())))
+              return failure();
+        }
+      OpBuilder rb(ret);
+      func::ReturnOp::create(rb, ret.getLoc(), outs);
+      ret.erase();
+      fn.setFunctionType(FunctionType::get(&getContext(), fn.getArgumentTypes(),
+                                           ValueRange(outs).getTypes()));
+      fn.setAllResultAttrs(attrs);
+    }
+    // Everything of the other stages goes (users first).
+    for (Operation *op : llvm::reverse(ops))
+      if (stageOf.lookup(op) != s) {
+        op->dropAllUses();
+        op->erase();
+      }
+    // Parameters and data this stage does not use.
+    llvm::BitVector erase(fn.getNumArguments());
+    for (BlockArgument a : fn.getArguments())
+      if (a.use_empty() &&
+          !fn.getArgAttr(a.getArgNumber(), kPPOutputGradAttr) &&
+          (fn.getArgAttr(a.getArgNumber(), nn::kParamAttr) ||
+           (fn.getArgAttr(a.getArgNumber(), nn::kDataAttr) &&
+            !fn.getArgAttr(a.getArgNumber(), kPPInputAttr))))
+        erase.set(a.getArgNumber());
+    if (failed(fn.eraseArguments(erase)))
+      return failure();
+    return success();
+  }
+
+  void fail(Location loc, const std::string &message) {
+    emitError(loc) << "fsdp-pipeline-split: " << message;
+    signalPassFailure();
+  }
+};
+} // namespace

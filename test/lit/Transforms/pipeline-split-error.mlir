@@ -1,0 +1,34 @@
+// RUN: fsdp-opt %s --fsdp-pipeline-split="pp=3 pp-stage=0" -split-input-file -verify-diagnostics
+// RUN: not fsdp-opt %s --fsdp-pipeline-split="pp=2 pp-stage=0 pp-split=2" -split-input-file 2>&1 | FileCheck %s --check-prefix=SPLIT
+// SPLIT: pipeline-split-error.mlir:[[@LINE+6]]:1: error: fsdp-pipeline-split: pp-split boundary 2 is outside the model: the boundaries must increase within 1..1 (the model has 2 layers)
+// The diagnostics of fsdp-pipeline-split, at the forward function or the
+// parameter: more stages than layers, a split outside the model, tied
+// weights used on two stages.
+
+// expected-error @+1 {{fsdp-pipeline-split: pp=3 exceeds the 2 layers of the model (each stage needs at least one layer)}}
+func.func @forward(%x: tensor<6x4xf32> {nn.data = "features"}, %y: tensor<6xi32> {nn.data = "labels"},
+                   %w0: tensor<4x4xf32> {nn.param = "m.h.0.weight"},
+                   %w1: tensor<4x4xf32> {nn.param = "m.h.1.weight"}) -> (tensor<f32> {nn.loss}) {
+  %0 = nn.linear %x, %w0 : (tensor<6x4xf32>, tensor<4x4xf32>) -> tensor<6x4xf32>
+  %1 = nn.linear %0, %w1 : (tensor<6x4xf32>, tensor<4x4xf32>) -> tensor<6x4xf32>
+  %l = nn.cross_entropy %1, %y : (tensor<6x4xf32>, tensor<6xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A weight tied across stages (embedding and head).
+func.func @forward(%x: tensor<6x4xf32> {nn.data = "features"}, %y: tensor<6xi32> {nn.data = "labels"},
+                   // expected-error @+1 {{fsdp-pipeline-split: parameter 'wte' is used by stages 0 and 2 (tied weights)}}
+                   %e: tensor<4x4xf32> {nn.param = "wte"},
+                   %w0: tensor<4x4xf32> {nn.param = "m.h.0.weight"},
+                   %w1: tensor<4x4xf32> {nn.param = "m.h.1.weight"},
+                   %w2: tensor<4x4xf32> {nn.param = "m.h.2.weight"}) -> (tensor<f32> {nn.loss}) {
+  %e0 = nn.linear %x, %e : (tensor<6x4xf32>, tensor<4x4xf32>) -> tensor<6x4xf32>
+  %0 = nn.linear %e0, %w0 : (tensor<6x4xf32>, tensor<4x4xf32>) -> tensor<6x4xf32>
+  %1 = nn.linear %0, %w1 : (tensor<6x4xf32>, tensor<4x4xf32>) -> tensor<6x4xf32>
+  %2 = nn.linear %1, %w2 : (tensor<6x4xf32>, tensor<4x4xf32>) -> tensor<6x4xf32>
+  %3 = nn.linear %2, %e : (tensor<6x4xf32>, tensor<4x4xf32>) -> tensor<6x4xf32>
+  %l = nn.cross_entropy %3, %y : (tensor<6x4xf32>, tensor<6xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
