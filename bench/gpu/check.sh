@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU check of the device runtime, for one lent H200 (16 cores), in at
-# most 6 minutes of device time, so that a rerun fits in the 15 minutes a
-# task gets. Prepared here by bench/gpu/prepare.sh; run there from the
-# repository root with .fsdp-gpu carried. Nothing is compiled there: the
+# most 7 minutes of device time (sections 1-6 alone fit in 6, so that a
+# rerun of them fits in the 15 minutes a task gets). Prepared here by
+# bench/gpu/prepare.sh; run there from the repository root with .fsdp-gpu
+# carried. Nothing is compiled there: the
 # binaries are built here, and the only set-up there is unpacking the
 # carried packages (dpkg -x) and checking them with ldd (section 0).
 #
@@ -12,7 +13,7 @@
 #                  this machine's, a tiny Llama under the 8B block stack's
 #                  name), and the sections run with the cpu driver standing
 #                  in for cuda (the CUDA-only ones report their skip).
-#   --budget S     seconds for sections 1-6 together (default 330); each
+#   --budget S     seconds for sections 1-7 together (default 420); each
 #                  section's timeout is cut to what is left, and a section
 #                  with under 10 s left is skipped (said so), never killed
 #                  half-way without a line.
@@ -48,19 +49,29 @@
 #      8 timed steps + 2 per-buffer steps                             ~80 s
 #   6. compiled steps: tiny GPT-2 twice (~4 s each) and the Llama block
 #      stack compiled (init again + 6 steps)                          ~45 s
-#   total ~210 s expected, 330 s budgeted (the per-section timeouts).
+#   7. tensor parallelism on cuda: a tiny f64 GPT-2 at (dp, tp) = (2, 2),
+#      4 ranks sharing the GPU (--collectives mpi), against 1 rank
+#      (fsdp_compare.py, 1e-12: 2 runs of 3 steps, ~3-5 s each of start-up),
+#      and the section 5 block stack at tp=2 on 2 ranks sharing the GPU
+#      (each rank initialises half the parameters, ~15 s; 8 timed steps of
+#      the same FLOP as section 5 plus host-staged MPI collectives of
+#      ~16 MB each, a few per layer)                                  ~70 s
+#   total ~280 s expected, 420 s budgeted (the per-section timeouts):
+#   with the machine's start-up a full rerun no longer fits in 15 minutes
+#   after a full first run; rerun only the failed sections.
 # If the first run is slow, drop in this order: 4 (PyTorch: a second
 # reference the CPU suite already has through committed fixtures), then
 # 6's Llama run (the compiled/interpreted ratio is measured on CPU in
-# bench/README.md), then 5's --alloc per-buffer run; keep 0-3 and 5's timed
-# run, which nothing else can measure: --sections 1,2,3,5.
+# bench/README.md), then 5's --alloc per-buffer run; 7's block stack at tp=2
+# (keep its tiny equality check); keep 0-3 and 5's timed run, which nothing
+# else can measure: --sections 1,2,3,5.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 usage() {
   sed -n 's/^# \(usage: \)/\1/p' "$0" >&2
   exit 2
 }
-DRY= BUDGET=330 ONLY=
+DRY= BUDGET=420 ONLY=
 while [ $# -gt 0 ]; do
   case $1 in
   --dry-run) DRY=1 ;;
@@ -70,7 +81,7 @@ while [ $# -gt 0 ]; do
     shift
     ;;
   --sections)
-    [[ ${2:-} =~ ^[0-6](,[0-6])*$ ]] || { echo "check.sh: --sections needs numbers 0-6 like 0,1,5, got '${2:-}'" >&2; usage; }
+    [[ ${2:-} =~ ^[0-7](,[0-7])*$ ]] || { echo "check.sh: --sections needs numbers 0-7 like 0,1,5, got '${2:-}'" >&2; usage; }
     ONLY=,$2,
     shift
     ;;
@@ -279,6 +290,44 @@ if l8 and l8c:
 PY
   rc=$((rc != 0 ? rc : ${PIPESTATUS[0]}))
   end $rc
+fi
+if begin 7 "tensor parallelism on cuda (TP 2 x FSDP 2 = 1 rank; 8B block stack at TP 2)" 120; then
+  # The tiny GPT-2 in f64 (the cuda driver has f64 for every kernel: cuBLAS
+  # dgemm, f64 attention/norm/optimizer kernels), 4 ranks sharing the GPU.
+  common=(--device $DEV --steps 3 --seed 5 --data test/data/tinyshakespeare.txt)
+  run tp1 $MPIRUN -np 1 $G/bin/fsdp-run $S/gpt2-f64-ref.json "${common[@]}" --dump-params $O/tp1.json
+  rc=$?
+  run tp4 $MPIRUN -np 4 $G/bin/fsdp-run $S/gpt2-f64-tp2x2.json "${common[@]}" --collectives mpi \
+    --dump-params $O/tp4.json
+  rc=$((rc != 0 ? rc : $?))
+  if [ $rc = 0 ]; then
+    echo "\$ python3 test/tools/fsdp_compare.py --tol 1e-12 ..." >> "$RES"
+    python3 test/tools/fsdp_compare.py --tol 1e-12 $O/tp1.out $O/tp1.json $O/tp4.out $O/tp4.json \
+      > "$O/tpcmp.out" 2>&1
+    rc=$?
+    say "tiny GPT-2 f64, (dp, tp) = (2, 2) vs 1 rank, tol 1e-12: $(tr '\n' ' ' < "$O/tpcmp.out")"
+  fi
+  run l8tp $MPIRUN -np 2 $G/bin/fsdp-run $S/llama8b-2l-tp2.json --device $DEV --collectives mpi \
+    --steps 10 --warmup 2
+  rc2=$?
+  python3 - $S/llama8b-2l-tp2.report.json <<PY | tee -a "$RES"
+O = "$O"
+$SUMMARY
+rep = json.load(open(sys.argv[1]))
+a = last("l8tp")
+l8 = last("l8") if __import__("os").path.exists(O + "/l8.out") else None
+if a:
+    st = a["step_time_s"]
+    print("block stack at tp=2 on 2 ranks sharing the GPU: step time %.4f s (median of %d), %.0f tokens/s" %
+          (st, a["timed_steps"], a["tokens_per_s"]))
+    if l8:
+        print("  section 5 at 1 rank: %.4f s, %.0f tokens/s (tp2 / 1 rank step time %.3f)" %
+              (l8["step_time_s"], l8["tokens_per_s"], st / l8["step_time_s"]))
+    print("  simulator (h200-8.json: 2 GPUs on NVLink, not 2 ranks on one GPU): predicted %.4f s (tp comm %.4f s exposed), %.0f tokens/s" %
+          (rep["predicted_step_time_s"], rep.get("tp_exposed_s", 0), rep["predicted_tokens_per_s"]))
+    print("  losses", a["losses"])
+PY
+  end $((rc != 0 ? rc : rc2))
 fi
 say "== done in $(($(date +%s) - T0)) s: $FAILED section(s) failed"
 exit $FAILED

@@ -18,7 +18,10 @@
 #          (fsdp-compile: llama8b-2l.so) and a tiny GPT-2's schedule and
 #          compiled step (gpt2-tiny.json, gpt2-tiny.so), for fsdp-run
 #          --compiled on the cuda driver (the .so calls the runtime's C API,
-#          which dispatches to the device's driver)
+#          which dispatches to the device's driver); for section 7 the
+#          block stack at tp=2 on 2 ranks (llama8b-2l-tp2.json and its
+#          report) and a tiny f64 GPT-2 at world size 1 and at (dp, tp) =
+#          (2, 2) (gpt2-f64-ref.json, gpt2-f64-tp2x2.json)
 # Usage: bash bench/gpu/prepare.sh        (about 14 MiB)
 #        bash bench/gpu/prepare.sh --dry-run DIR
 #   --dry-run: the same tree in DIR for check.sh --dry-run on this machine:
@@ -68,6 +71,21 @@ fi
 $B/fsdp-opt $S/llama8b-2l.mlir --fsdp-pipeline="$PIPE" -o $S/llama8b-2l.sharded.mlir
 $B/fsdp-translate $S/llama8b-2l.sharded.mlir --fsdp-to-schedule -o $S/llama8b-2l.json
 $B/fsdp-compile $S/llama8b-2l.sharded.mlir -o $S/llama8b-2l.so
+# Section 7 (tensor parallelism): the same block stack planned with tp=2 on
+# 2 ranks (its own report), and a tiny GPT-2 in f64 at (dp, tp) = (2, 2)
+# beside its 1-rank reference (the options of test/lit/Integration/
+# tensor-parallel.test).
+PIPE_TP=${PIPE/world-size=1/world-size=2 tp=2}
+PIPE_TP=${PIPE_TP/llama8b-2l.report.json/llama8b-2l-tp2.report.json}
+$B/fsdp-opt $S/llama8b-2l.mlir --fsdp-pipeline="$PIPE_TP" -o $S/llama8b-2l-tp2.sharded.mlir
+$B/fsdp-translate $S/llama8b-2l-tp2.sharded.mlir --fsdp-to-schedule -o $S/llama8b-2l-tp2.json
+$B/fsdp-import test/lit/Inputs/models/gpt2.json --layers 2 --hidden 32 --heads 4 --vocab 256 \
+  --seq 16 --batch 8 --dtype f64 -o $S/gpt2-f64.mlir
+TPO="policy=block micro-batches=2 max-grad-norm=0.1 lr=1e-2 lr-schedule=cosine warmup-steps=1 decay-steps=3"
+$B/fsdp-opt $S/gpt2-f64.mlir --fsdp-pipeline="world-size=1 $TPO" -o $S/gpt2-f64-ref.sharded.mlir
+$B/fsdp-translate $S/gpt2-f64-ref.sharded.mlir --fsdp-to-schedule -o $S/gpt2-f64-ref.json
+$B/fsdp-opt $S/gpt2-f64.mlir --fsdp-pipeline="world-size=4 tp=2 $TPO" -o $S/gpt2-f64-tp2x2.sharded.mlir
+$B/fsdp-translate $S/gpt2-f64-tp2x2.sharded.mlir --fsdp-to-schedule -o $S/gpt2-f64-tp2x2.json
 $B/fsdp-import test/lit/Inputs/models/gpt2.json --layers 2 --hidden 32 --heads 4 --vocab 256 \
   --seq 16 --batch 4 -o $S/gpt2-tiny.mlir
 $B/fsdp-opt $S/gpt2-tiny.mlir --fsdp-pipeline="world-size=1 policy=block" \
