@@ -65,6 +65,102 @@ static void appendStageInputGrads(func::FuncOp fn, OpBuilder &b,
 }
 
 namespace {
+/// The forward sweep of a step function: its trainable parameters and
+/// received activations, and every value that depends on them.
+struct ForwardSweep {
+  llvm::DenseSet<Value> requiresGrad;
+  SmallVector<unsigned> params;      ///< trainable parameters' arguments
+  SmallVector<unsigned> stageInputs; ///< differentiableStageInputs
+  SmallVector<Operation *> ops;      ///< the forward ops, in order
+};
+} // namespace
+
+static ForwardSweep forwardSweep(func::FuncOp fn, Block &block) {
+  ForwardSweep f;
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    if (isTrainableParam(fn, i)) {
+      f.requiresGrad.insert(fn.getArgument(i));
+      f.params.push_back(i);
+    }
+  f.stageInputs = differentiableStageInputs(fn);
+  for (unsigned i : f.stageInputs)
+    f.requiresGrad.insert(fn.getArgument(i));
+  for (Operation &op : block.without_terminator()) {
+    f.ops.push_back(&op);
+    if (llvm::any_of(op.getOperands(),
+                     [&](Value v) { return f.requiresGrad.contains(v); }))
+      for (Value r : op.getResults())
+        f.requiresGrad.insert(r);
+  }
+  return f;
+}
+
+/// The reverse sweep from the seeds in `grads`: each op's VJP (inserted
+/// before `ret`) adds into its operands' gradients. `seeds` names what the
+/// seeds are, for the error at an op without a VJP.
+static LogicalResult reverseSweep(const ForwardSweep &f, OpBuilder &b,
+                                  func::ReturnOp ret,
+                                  llvm::DenseMap<Value, Value> &grads,
+                                  StringRef seeds) {
+  for (Operation *op : llvm::reverse(f.ops)) {
+    SmallVector<Value> resultGrads;
+    bool any = false;
+    for (Value r : op->getResults()) {
+      resultGrads.push_back(grads.lookup(r));
+      any |= (bool)resultGrads.back();
+    }
+    if (!any)
+      continue;
+    auto iface = dyn_cast<nn::AutodiffOpInterface>(op);
+    if (!iface)
+      return op->emitOpError() << "is not differentiable, but " << seeds
+                               << " depends on it through a trainable "
+                                  "parameter";
+    SmallVector<bool> needed;
+    for (Value v : op->getOperands())
+      needed.push_back(f.requiresGrad.contains(v));
+    SmallVector<Value> operandGrads;
+    b.setInsertionPoint(ret);
+    if (failed(iface.buildVJP(b, resultGrads, needed, operandGrads)))
+      return failure();
+    for (auto [v, g] : llvm::zip(op->getOperands(), operandGrads)) {
+      if (!g || !f.requiresGrad.contains(v))
+        continue;
+      Value &acc = grads[v];
+      acc = acc ? nn::AddOp::create(b, op->getLoc(), acc, g).getResult() : g;
+    }
+  }
+  return success();
+}
+
+/// Replaces `ret` by a return of `results`, then one gradient per trainable
+/// parameter (zero where it does not reach a seed), then the received
+/// activations' gradients (appendStageInputGrads); the function's type and
+/// result attributes follow.
+static void returnGradients(func::FuncOp fn, OpBuilder &b, func::ReturnOp ret,
+                            const ForwardSweep &f,
+                            const llvm::DenseMap<Value, Value> &grads,
+                            SmallVector<Value> results,
+                            SmallVector<Attribute> resultAttrs) {
+  b.setInsertionPoint(ret);
+  for (unsigned i : f.params) {
+    Value arg = fn.getArgument(i);
+    Value g = grads.lookup(arg);
+    if (!g)
+      g = constantLike(b, arg.getLoc(), arg.getType(), 0.0);
+    results.push_back(g);
+    resultAttrs.push_back(b.getDictionaryAttr(
+        b.getNamedAttr(nn::kGradOfAttr, fn.getArgAttr(i, nn::kParamAttr))));
+  }
+  appendStageInputGrads(fn, b, grads, f.stageInputs, results, resultAttrs);
+  func::ReturnOp::create(b, ret.getLoc(), results);
+  ret.erase();
+  fn.setFunctionType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(),
+                                       ValueRange(results).getTypes()));
+  fn.setAllResultAttrs(resultAttrs);
+}
+
+namespace {
 struct FSDPAutodiffPass : mlir::fsdp::impl::FSDPAutodiffBase<FSDPAutodiffPass> {
   using Base::Base;
 
@@ -150,31 +246,14 @@ protected:
     }
 
     // Forward sweep: which values depend on a trainable parameter.
-    llvm::DenseSet<Value> requiresGrad;
-    SmallVector<unsigned> params;
-    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-      if (isTrainableParam(fn, i)) {
-        requiresGrad.insert(fn.getArgument(i));
-        params.push_back(i);
-      }
-    SmallVector<unsigned> stageInputs = differentiableStageInputs(fn);
-    for (unsigned i : stageInputs)
-      requiresGrad.insert(fn.getArgument(i));
-    if (params.empty()) {
+    ForwardSweep f = forwardSweep(fn, block);
+    if (f.params.empty()) {
       fn.emitError() << "has no trainable parameter (an argument with "
                         "'nn.param' that is not "
                         "frozen): nothing to train";
       return signalPassFailure();
     }
-    SmallVector<Operation *> forwardOps;
-    for (Operation &op : block.without_terminator()) {
-      forwardOps.push_back(&op);
-      if (llvm::any_of(op.getOperands(),
-                       [&](Value v) { return requiresGrad.contains(v); }))
-        for (Value r : op.getResults())
-          requiresGrad.insert(r);
-    }
-    if (!requiresGrad.contains(loss)) {
+    if (!f.requiresGrad.contains(loss)) {
       ret.emitError() << "the loss does not depend on any trainable parameter";
       return signalPassFailure();
     }
@@ -196,58 +275,15 @@ protected:
       grads[loss] = nn::ScaleOp::create(b, loss.getLoc(), grads[loss],
                                         fn.getArguments().back());
     }
-    for (Operation *op : llvm::reverse(forwardOps)) {
-      SmallVector<Value> resultGrads;
-      bool any = false;
-      for (Value r : op->getResults()) {
-        resultGrads.push_back(grads.lookup(r));
-        any |= (bool)resultGrads.back();
-      }
-      if (!any)
-        continue;
-      auto iface = dyn_cast<nn::AutodiffOpInterface>(op);
-      if (!iface) {
-        op->emitOpError()
-            << "is not differentiable, but the loss depends on it through a "
-               "trainable parameter";
-        return signalPassFailure();
-      }
-      SmallVector<bool> needed;
-      for (Value v : op->getOperands())
-        needed.push_back(requiresGrad.contains(v));
-      SmallVector<Value> operandGrads;
-      b.setInsertionPoint(ret);
-      if (failed(iface.buildVJP(b, resultGrads, needed, operandGrads)))
-        return signalPassFailure();
-      for (auto [v, g] : llvm::zip(op->getOperands(), operandGrads)) {
-        if (!g || !requiresGrad.contains(v))
-          continue;
-        Value &acc = grads[v];
-        acc = acc ? nn::AddOp::create(b, op->getLoc(), acc, g).getResult() : g;
-      }
-    }
+    if (failed(reverseSweep(f, b, ret, grads, "the loss")))
+      return signalPassFailure();
 
-    regatherInBackward(forwardOps);
+    regatherInBackward(f.ops);
 
     // Return the loss, then one gradient per trainable parameter.
-    SmallVector<Value> results{loss};
-    SmallVector<Attribute> resultAttrs{
-        b.getDictionaryAttr(b.getNamedAttr(nn::kLossAttr, b.getUnitAttr()))};
-    for (unsigned i : params) {
-      Value arg = fn.getArgument(i);
-      Value g = grads.lookup(arg);
-      if (!g) // the parameter does not reach the loss: its gradient is zero
-        g = constantLike(b, arg.getLoc(), arg.getType(), 0.0);
-      results.push_back(g);
-      resultAttrs.push_back(b.getDictionaryAttr(
-          b.getNamedAttr(nn::kGradOfAttr, fn.getArgAttr(i, nn::kParamAttr))));
-    }
-    appendStageInputGrads(fn, b, grads, stageInputs, results, resultAttrs);
-    func::ReturnOp::create(b, ret.getLoc(), results);
-    ret.erase();
-    fn.setFunctionType(FunctionType::get(&getContext(), fn.getArgumentTypes(),
-                                         ValueRange(results).getTypes()));
-    fn.setAllResultAttrs(resultAttrs);
+    returnGradients(
+        fn, b, ret, f, grads, {loss},
+        {b.getDictionaryAttr(b.getNamedAttr(nn::kLossAttr, b.getUnitAttr()))});
   }
 
   /// A pipeline stage that is not the last: the seeds are the gradients of
@@ -256,24 +292,7 @@ protected:
   /// received activations' gradients.
   LogicalResult differentiateStage(func::FuncOp fn, Block &block,
                                    func::ReturnOp ret) {
-    llvm::DenseSet<Value> requiresGrad;
-    SmallVector<unsigned> params;
-    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-      if (isTrainableParam(fn, i)) {
-        requiresGrad.insert(fn.getArgument(i));
-        params.push_back(i);
-      }
-    SmallVector<unsigned> stageInputs = differentiableStageInputs(fn);
-    for (unsigned i : stageInputs)
-      requiresGrad.insert(fn.getArgument(i));
-    SmallVector<Operation *> forwardOps;
-    for (Operation &op : block.without_terminator()) {
-      forwardOps.push_back(&op);
-      if (llvm::any_of(op.getOperands(),
-                       [&](Value v) { return requiresGrad.contains(v); }))
-        for (Value r : op.getResults())
-          requiresGrad.insert(r);
-    }
+    ForwardSweep f = forwardSweep(fn, block);
     OpBuilder b(ret);
     llvm::DenseMap<Value, Value> grads;
     for (unsigned i = 0; i < fn.getNumResults(); ++i) {
@@ -283,7 +302,7 @@ protected:
                               << " of a pipeline stage is "
                                  "not an activation it sends (fsdp.pp_output)";
       Value out = ret.getOperand(i);
-      if (!requiresGrad.contains(out))
+      if (!f.requiresGrad.contains(out))
         continue;
       for (unsigned a = 0; a < fn.getNumArguments(); ++a)
         if (fn.getArgAttr(a, kPPOutputGradAttr) == k) {
@@ -292,53 +311,11 @@ protected:
           acc = acc ? Value(nn::AddOp::create(b, out.getLoc(), acc, g)) : g;
         }
     }
-    for (Operation *op : llvm::reverse(forwardOps)) {
-      SmallVector<Value> resultGrads;
-      bool any = false;
-      for (Value r : op->getResults()) {
-        resultGrads.push_back(grads.lookup(r));
-        any |= (bool)resultGrads.back();
-      }
-      if (!any)
-        continue;
-      auto iface = dyn_cast<nn::AutodiffOpInterface>(op);
-      if (!iface)
-        return op->emitOpError() << "is not differentiable, but a sent "
-                                    "activation depends on it through a "
-                                    "trainable parameter";
-      SmallVector<bool> needed;
-      for (Value v : op->getOperands())
-        needed.push_back(requiresGrad.contains(v));
-      SmallVector<Value> operandGrads;
-      b.setInsertionPoint(ret);
-      if (failed(iface.buildVJP(b, resultGrads, needed, operandGrads)))
-        return failure();
-      for (auto [v, g] : llvm::zip(op->getOperands(), operandGrads)) {
-        if (!g || !requiresGrad.contains(v))
-          continue;
-        Value &acc = grads[v];
-        acc = acc ? nn::AddOp::create(b, op->getLoc(), acc, g).getResult() : g;
-      }
-    }
-    b.setInsertionPoint(ret);
-    SmallVector<Value> results(ret.getOperands());
-    SmallVector<Attribute> resultAttrs(fn.getAllResultAttrs().begin(),
-                                       fn.getAllResultAttrs().end());
-    for (unsigned i : params) {
-      Value arg = fn.getArgument(i);
-      Value g = grads.lookup(arg);
-      if (!g)
-        g = constantLike(b, arg.getLoc(), arg.getType(), 0.0);
-      results.push_back(g);
-      resultAttrs.push_back(b.getDictionaryAttr(
-          b.getNamedAttr(nn::kGradOfAttr, fn.getArgAttr(i, nn::kParamAttr))));
-    }
-    appendStageInputGrads(fn, b, grads, stageInputs, results, resultAttrs);
-    func::ReturnOp::create(b, ret.getLoc(), results);
-    ret.erase();
-    fn.setFunctionType(FunctionType::get(&getContext(), fn.getArgumentTypes(),
-                                         ValueRange(results).getTypes()));
-    fn.setAllResultAttrs(resultAttrs);
+    if (failed(reverseSweep(f, b, ret, grads, "a sent activation")))
+      return failure();
+    returnGradients(fn, b, ret, f, grads, SmallVector<Value>(ret.getOperands()),
+                    SmallVector<Attribute>(fn.getAllResultAttrs().begin(),
+                                           fn.getAllResultAttrs().end()));
     return success();
   }
 };
