@@ -428,6 +428,7 @@ static FailureOr<json> stageSchedule(ModuleOp module) {
     return failure();
   if (!fn->getBody().hasOneBlock())
     return fn->emitError() << "expects a single-block step function";
+  // Checked before the plan is read (whose errors come second).
   for (UnitOp unit : module.getOps<UnitOp>())
     if (!unit.getOffsets())
       return unit.emitOpError()
@@ -462,20 +463,7 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
     os << doc.dump(1) << "\n";
     return success();
   }
-  FailureOr<func::FuncOp> fn = getStepFunction(module);
-  if (failed(fn))
-    return failure();
-  if (!fn->getBody().hasOneBlock())
-    return fn->emitError() << "expects a single-block step function";
-  // Checked before the plan is read (whose errors come second).
-  for (UnitOp unit : module.getOps<UnitOp>())
-    if (!unit.getOffsets())
-      return unit.emitOpError()
-             << "is not sharded (run fsdp-shard before translating)";
-  FailureOr<MemoryPlanRecord> plan = MemoryPlanRecord::get(*fn);
-  if (failed(plan))
-    return failure();
-  FailureOr<json> out = ScheduleWriter(module, *fn, *plan).write();
+  FailureOr<json> out = stageSchedule(module);
   if (failed(out))
     return failure();
   os << out->dump(1) << "\n";
