@@ -276,8 +276,15 @@ AdvisorResult sweep::runAdvisor(const AdvisorOptions &o,
   };
   for (int64_t n : o.gpus)
     for (int64_t t : o.tpDegrees) {
-      if (n % t)
+      if (n % t) { // recorded, as fsdp-sweep's rows say it
+        AdvisedLayout l;
+        l.gpus = n;
+        l.tp = t;
+        l.why = "tp=" + std::to_string(t) + " does not divide " +
+                std::to_string(n) + " GPUs";
+        r.layouts.push_back(std::move(l));
         continue;
+      }
       int64_t dp = n / t;
       if (batch % dp) { // no layout of this degree: recorded once
         AdvisedLayout l;

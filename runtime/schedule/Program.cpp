@@ -65,6 +65,14 @@ int64_t Program::numClasses() const {
       // A vocab-parallel head's logits are 1/T of the vocabulary.
       return i.kind == OpKind::CrossEntropy ? c : c * tensorParallelValue;
     }
+  // A pipeline stage without the loss (the first): the token embedding's
+  // rows, the same vocabulary, so that its synthetic tokens are the ones
+  // the last stage's synthetic targets follow.
+  for (const Instruction &i : program)
+    if (i.kind == OpKind::Embedding && pipelineStagesValue > 1) {
+      int64_t rows = buffer(i.operands[1]).shape.front();
+      return i.flag("vocab_parallel") ? rows * tensorParallelValue : rows;
+    }
   return -1;
 }
 

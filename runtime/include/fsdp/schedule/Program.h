@@ -253,7 +253,9 @@ public:
   uint64_t scheduleFingerprint() const { return wholeFingerprint; }
   /// Number of classes C of the first nn.cross_entropy (last dim of its
   /// logits; of a vocab-parallel one, that times the tensor-parallel size),
-  /// or -1 if there is none. Used to synthesise labels.
+  /// or, on a pipeline stage without one, the rows of its token embedding
+  /// (times T when vocab-parallel); -1 if neither. Used to synthesise labels
+  /// and tokens.
   int64_t numClasses() const;
   /// "instruction #i 'op' (loc)" and "file: instruction #i 'op' (loc)" for
   /// messages.
