@@ -347,9 +347,12 @@ static RankedTensorType vocabStatsType(Value logits, Value labels, int64_t tp) {
       shape, lossElementType(tensorOf(logits).getElementType()));
 }
 
-/// `stats` must be [tp, ...labels, 3] of the loss element type for some tp.
+/// `logits` and `labels` as nn.cross_entropy's (checkLogitsLabels), and
+/// `stats` [tp, ...labels, 3] of the loss element type for some tp >= 2.
 static LogicalResult checkVocabStats(EmitErrorFn emitError, Value logits,
                                      Value labels, Value stats) {
+  if (failed(checkLogitsLabels(emitError, logits, labels)))
+    return failure();
   auto s = tensorOf(stats);
   int64_t tp = s.getRank() > 0 ? s.getShape()[0] : 0;
   auto want = vocabStatsType(logits, labels, tp < 2 ? 2 : tp);
@@ -380,9 +383,7 @@ LogicalResult VocabParallelCrossEntropyOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> location, Adaptor adaptor,
     SmallVectorImpl<Type> &inferred) {
   auto emitError = opErrorAt(location, getOperationName());
-  if (failed(checkLogitsLabels(emitError, adaptor.getLogits(),
-                               adaptor.getLabels())) ||
-      failed(checkVocabStats(emitError, adaptor.getLogits(),
+  if (failed(checkVocabStats(emitError, adaptor.getLogits(),
                              adaptor.getLabels(), adaptor.getStats())))
     return failure();
   inferred.push_back(RankedTensorType::get(
@@ -397,9 +398,7 @@ LogicalResult VocabParallelCrossEntropyGradOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> location, Adaptor adaptor,
     SmallVectorImpl<Type> &inferred) {
   auto emitError = opErrorAt(location, getOperationName());
-  if (failed(checkLogitsLabels(emitError, adaptor.getLogits(),
-                               adaptor.getLabels())) ||
-      failed(checkVocabStats(emitError, adaptor.getLogits(),
+  if (failed(checkVocabStats(emitError, adaptor.getLogits(),
                              adaptor.getLabels(), adaptor.getStats())))
     return failure();
   auto g = tensorOf(adaptor.getGrad());

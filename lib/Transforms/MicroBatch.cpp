@@ -6,6 +6,7 @@
 // by the number of accumulation steps.
 //
 //===----------------------------------------------------------------------===//
+#include "MicroBatchClone.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -19,9 +20,32 @@ namespace mlir::fsdp {
 using namespace mlir;
 using namespace mlir::fsdp;
 
-namespace {
 /// The inherent attribute of ops that know their micro-batch.
-constexpr llvm::StringLiteral kMicroBatchIndexAttr = "micro_batch";
+static constexpr llvm::StringLiteral kMicroBatchIndexAttr = "micro_batch";
+
+Operation *mlir::fsdp::cloneForMicroBatch(OpBuilder &b, Operation &op,
+                                          IRMapping &map, int64_t j,
+                                          int64_t k) {
+  Operation *c = b.clone(op, map);
+  c->setAttr(nn::kMicroBatchAttr, b.getI64IntegerAttr(j));
+  // The clone's rows are micro-batch j's when its input's rows shrank with
+  // the batch (its results still have the old shapes).
+  if (llvm::is_contained(c->getName().getAttributeNames(),
+                         kMicroBatchIndexAttr) &&
+      nn::rowsChanged(c))
+    c->setAttr(kMicroBatchIndexAttr, b.getI64IntegerAttr(j));
+  if (failed(nn::reinferResultTypes(c)))
+    return nullptr;
+  if (op.hasAttr(nn::kLossSeedAttr)) {
+    c->removeAttr(nn::kLossSeedAttr);
+    auto t = cast<RankedTensorType>(c->getResult(0).getType());
+    c->setAttr("value", DenseElementsAttr::get(
+                            t, FloatAttr::get(t.getElementType(), 1.0 / k)));
+  }
+  return c;
+}
+
+namespace {
 
 struct FSDPMicroBatchPass
     : mlir::fsdp::impl::FSDPMicroBatchBase<FSDPMicroBatchPass> {
@@ -88,26 +112,9 @@ protected:
           map.map(arg, mb.getResult());
         }
       for (Operation *op : body) {
-        Operation *c = b.clone(*op, map);
-        c->setAttr(nn::kMicroBatchAttr, b.getI64IntegerAttr(j));
-        // An op whose semantics depend on where its rows sit in the batch
-        // (nn.dropout's mask) has an inherent `micro_batch` attribute: set
-        // when this clone's rows are micro-batch j's, i.e. its input's rows
-        // shrank with the batch (its results still have the old shapes).
-        if (llvm::is_contained(c->getName().getAttributeNames(),
-                               kMicroBatchIndexAttr) &&
-            nn::rowsChanged(c))
-          c->setAttr(kMicroBatchIndexAttr, b.getI64IntegerAttr(j));
-        // The clone sees a smaller batch: re-infer its result shapes.
-        if (failed(nn::reinferResultTypes(c)))
+        Operation *c = cloneForMicroBatch(b, *op, map, j, k);
+        if (!c)
           return signalPassFailure();
-        if (op == seed) {
-          c->removeAttr(nn::kLossSeedAttr);
-          auto t = cast<RankedTensorType>(c->getResult(0).getType());
-          c->setAttr("value",
-                     DenseElementsAttr::get(
-                         t, FloatAttr::get(t.getElementType(), 1.0 / k)));
-        }
         if (op == ret.getOperand(lossIdx).getDefiningOp())
           c->setAttr(nn::kMicroBatchLossAttr, b.getUnitAttr());
       }

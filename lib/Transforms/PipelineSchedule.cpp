@@ -14,6 +14,7 @@
 //   backwards; at most P - s micro-batches' activations are live.
 //
 //===----------------------------------------------------------------------===//
+#include "MicroBatchClone.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -30,9 +31,6 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 namespace {
-/// The inherent attribute of ops that know their micro-batch (nn.dropout).
-constexpr llvm::StringLiteral kMicroBatchIndexAttr = "micro_batch";
-
 /// The MPI tag of boundary value k's transfer for micro-batch j of m:
 /// forward (the activation) or backward (its gradient). Sender and receiver
 /// compute it alike; MPI guarantees at least 32767 tags.
@@ -170,22 +168,10 @@ protected:
         return signalPassFailure();
       Operation *lastClone = nullptr;
       for (Operation *op : bwd ? backward : forward) {
-        Operation *c = b.clone(*op, maps[j]);
-        lastClone = c;
-        c->setAttr(nn::kMicroBatchAttr, b.getI64IntegerAttr(j));
-        if (llvm::is_contained(c->getName().getAttributeNames(),
-                               kMicroBatchIndexAttr) &&
-            nn::rowsChanged(c))
-          c->setAttr(kMicroBatchIndexAttr, b.getI64IntegerAttr(j));
-        if (failed(nn::reinferResultTypes(c)))
+        Operation *c = cloneForMicroBatch(b, *op, maps[j], j, m);
+        if (!c)
           return signalPassFailure();
-        if (op->hasAttr(nn::kLossSeedAttr)) {
-          c->removeAttr(nn::kLossSeedAttr);
-          auto t = cast<RankedTensorType>(c->getResult(0).getType());
-          c->setAttr("value",
-                     DenseElementsAttr::get(
-                         t, FloatAttr::get(t.getElementType(), 1.0 / m)));
-        }
+        lastClone = c;
         if (op == lossOp)
           c->setAttr(nn::kMicroBatchLossAttr, b.getUnitAttr());
       }

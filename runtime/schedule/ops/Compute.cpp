@@ -279,17 +279,21 @@ void lowerReduceBroadcast(OpLowering &l) {
           l.i32(static_cast<int64_t>(axes.size())), l.result(0)});
 }
 
+/// Integer labels [...], and logits [..., C] with one row per label.
+void checkLogitsLabels(const Checker &c, int64_t logits, int64_t labels) {
+  if (!isIntDType(c.desc(labels).dtype))
+    c.fail(std::string("labels must be i32 or i64, got ") +
+           dtypeName(c.desc(labels).dtype));
+  if (c.desc(logits).numel != c.desc(labels).numel * c.lastDim(logits))
+    c.fail("logits " + shapeStr(c.desc(logits).shape) +
+           " do not match labels " + shapeStr(c.desc(labels).shape));
+}
+
 void validateCrossEntropy(const Checker &c) {
   bool grad = c.in.kind == OpKind::CrossEntropyGrad;
   const auto &o = c.o, &r = c.r;
   c.need(grad ? 3 : 2, 1);
-  if (!isIntDType(c.desc(o[1]).dtype))
-    c.fail(std::string("labels must be i32 or i64, got ") +
-           dtypeName(c.desc(o[1]).dtype));
-  int64_t classes = c.lastDim(o[0]);
-  if (c.desc(o[0]).numel != c.desc(o[1]).numel * classes)
-    c.fail("logits " + shapeStr(c.desc(o[0]).shape) + " do not match labels " +
-           shapeStr(c.desc(o[1]).shape));
+  checkLogitsLabels(c, o[0], o[1]);
   // The loss and dloss are f32 for bf16/f16 logits (fsdp_cross_entropy).
   int64_t loss = grad ? o[2] : r[0];
   DType lt = c.desc(o[0]).dtype, want = lossDType(lt);
@@ -336,13 +340,7 @@ void validateVocabCrossEntropy(const Checker &c) {
        grad = k == OpKind::VocabParallelCrossEntropyGrad;
   c.need(stats ? 2 : grad ? 4 : 3, 1);
   const auto &o = c.o, &r = c.r;
-  if (!isIntDType(c.desc(o[1]).dtype))
-    c.fail(std::string("labels must be i32 or i64, got ") +
-           dtypeName(c.desc(o[1]).dtype));
-  int64_t classes = c.lastDim(o[0]);
-  if (c.desc(o[0]).numel != c.desc(o[1]).numel * classes)
-    c.fail("logits " + shapeStr(c.desc(o[0]).shape) + " do not match labels " +
-           shapeStr(c.desc(o[1]).shape));
+  checkLogitsLabels(c, o[0], o[1]);
   c.floatSame({o[0]});
   DType want = lossDType(c.desc(o[0]).dtype);
   int64_t st = stats ? r[0] : o[2];
