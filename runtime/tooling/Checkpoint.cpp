@@ -411,7 +411,7 @@ void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
     json index = {
         {"format", "fsdp-checkpoint"},
         {"version", prog.tensorParallel() > 1 ? kVersionTp : kVersion},
-        {"schedule", prog.name()},
+        {"schedule", jobScheduleName(prog)},
         {"world_size", jobSizeOf(prog)},
         {"strategy", prog.strategy()},
         {"grid",

@@ -1,4 +1,5 @@
-//===- PipelineStages.cpp - The whole model's files under pipeline parallelism //
+//===- PipelineStages.cpp - The whole model's files under pipeline parallelism
+////
 //
 // Implementation of PipelineStages.h. The stage leaders' documents travel as
 // JSON text: a stage's parameter list or checkpoint-index part is small
@@ -47,8 +48,8 @@ std::vector<ModelParam> localParams(const Program &p) {
 
 /// `mine` from every rank with `contribute` (the others send nothing),
 /// gathered on world rank 0 in rank order; empty elsewhere.
-std::vector<std::string> gatherOnRoot(const std::string &mine,
-                                      bool contribute, int worldRank) {
+std::vector<std::string> gatherOnRoot(const std::string &mine, bool contribute,
+                                      int worldRank) {
   int n = 0, len = contribute ? static_cast<int>(mine.size()) : 0;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   std::vector<int> lens(static_cast<size_t>(n)), at(static_cast<size_t>(n));
@@ -99,9 +100,9 @@ std::vector<ModelParam> modelParams(const Program &p) {
        allGatherWorld(stageRankOf(p, worldRank) == 0 ? list.dump() : ""))
     if (!text.empty())
       for (const json &e : json::parse(text))
-        all.push_back({e[0].get<std::string>(), e[1].get<std::vector<int64_t>>(),
-                       e[2].get<int64_t>(), dtypeNamed(e[3].get<std::string>()),
-                       e[4].get<bool>()});
+        all.push_back({e[0].get<std::string>(),
+                       e[1].get<std::vector<int64_t>>(), e[2].get<int64_t>(),
+                       dtypeNamed(e[3].get<std::string>()), e[4].get<bool>()});
   return all;
 }
 
@@ -146,8 +147,8 @@ void checkStageLayout(const json &index, const std::string &ipath) {
   // behaviour in nlohmann's get<int64_t>; the index is fuzzed).
   int64_t stages = 1;
   try {
-    stages = intOf(grid.value("pipeline_stages", json(1)),
-                   "grid.pipeline_stages");
+    stages =
+        intOf(grid.value("pipeline_stages", json(1)), "grid.pipeline_stages");
     if (stages < 1 || stages > (int64_t(1) << 20))
       throw BadField("grid.pipeline_stages must be in [1, 2^20], got " +
                      std::to_string(stages));

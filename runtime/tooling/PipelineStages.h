@@ -38,6 +38,18 @@ inline int64_t jobSizeOf(const fsdp::schedule::Program &p) {
   return p.worldSize() * p.pipelineStages();
 }
 
+/// The schedule's name as the job knows it (the "schedule" of a checkpoint
+/// index or an export's metadata): Program::name() without the
+/// " (stage s)" that names a pipeline stage's program.
+inline std::string jobScheduleName(const fsdp::schedule::Program &p) {
+  std::string name = p.name();
+  std::string tail = " (stage " + std::to_string(p.pipelineStage()) + ")";
+  if (p.pipelineStages() > 1 && name.size() >= tail.size() &&
+      name.compare(name.size() - tail.size(), tail.size(), tail) == 0)
+    name.resize(name.size() - tail.size());
+  return name;
+}
+
 /// One parameter of the whole model, as a safetensors file holds it.
 struct ModelParam {
   std::string fqn;

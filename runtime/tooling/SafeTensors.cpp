@@ -295,25 +295,25 @@ void initFromSafeTensors(const SafeTensorsArchive &archive, Executor &ex,
   std::set<std::string> used;
   std::vector<std::string> missing;
   for (const ModelParam &p : modelParams(prog)) {
-      const TensorEntry *t = lookup(archive, p.fqn);
-      if (!t) {
-        missing.push_back(p.fqn);
-        continue;
-      }
-      if (t->shape != p.shape)
-        throw Error("--init-from: tensor '" + t->name + "' in '" + t->file +
-                    "' has shape " + json(t->shape).dump() +
-                    "; the schedule's '" + p.fqn + "' is " +
-                    json(p.shape).dump());
-      DType dt;
-      if (!stFloatType(t->dtype, dt))
-        throw Error("--init-from: tensor '" + t->name + "' in '" + t->file +
-                    "' has dtype " + t->dtype +
-                    "; parameters need F32, BF16, "
-                    "F16 or F64");
-      source[p.fqn] = t;
-      used.insert(t->name);
+    const TensorEntry *t = lookup(archive, p.fqn);
+    if (!t) {
+      missing.push_back(p.fqn);
+      continue;
     }
+    if (t->shape != p.shape)
+      throw Error("--init-from: tensor '" + t->name + "' in '" + t->file +
+                  "' has shape " + json(t->shape).dump() +
+                  "; the schedule's '" + p.fqn + "' is " +
+                  json(p.shape).dump());
+    DType dt;
+    if (!stFloatType(t->dtype, dt))
+      throw Error("--init-from: tensor '" + t->name + "' in '" + t->file +
+                  "' has dtype " + t->dtype +
+                  "; parameters need F32, BF16, "
+                  "F16 or F64");
+    source[p.fqn] = t;
+    used.insert(t->name);
+  }
   if (!missing.empty()) {
     std::string list;
     for (size_t i = 0; i < missing.size() && i < 5; ++i)
@@ -398,7 +398,7 @@ void exportSafeTensors(const std::string &path, const Executor &ex,
   json header = json::object();
   header["__metadata__"] = {{"format", "pt"},
                             {"producer", "fsdp-run"},
-                            {"schedule", prog.name()},
+                            {"schedule", jobScheduleName(prog)},
                             {"step", std::to_string(step)}};
   std::map<std::string, uint64_t> dataOffset;
   uint64_t total = 0;
