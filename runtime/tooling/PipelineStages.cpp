@@ -1,5 +1,4 @@
-//===- PipelineStages.cpp - The whole model's files under pipeline parallelism
-////
+//===- PipelineStages.cpp - Whole-model files under pipeline parallelism ===//
 //
 // Implementation of PipelineStages.h. The stage leaders' documents travel as
 // JSON text: a stage's parameter list or checkpoint-index part is small
@@ -13,8 +12,6 @@
 
 #include <mpi.h>
 
-#include <algorithm>
-#include <cstring>
 #include <set>
 
 using fsdp::Error;

@@ -1,4 +1,4 @@
-//===- PipelineStages.h - The whole model's files under pipeline parallelism //
+//===- PipelineStages.h - Whole-model files under pipeline parallelism -===//
 //
 // Under pipeline parallelism (P > 1 stages, docs/pipeline-parallel.md) a
 // rank's Program holds its stage's units only, and its world is the stage's
