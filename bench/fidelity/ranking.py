@@ -12,7 +12,8 @@ default full-shard). The advisor is run on exactly those layouts:
 
 and its ranks (1 = fastest) are compared with the order of the rows'
 measured tokens/s per GPU. Prints one line per row (measured, predicted,
-measured rank, advised rank) and "ranking matches" or "ranking differs";
+measured rank, advised rank), the fastest over the slowest measured row's
+tokens/s measured and advised, and "ranking matches" or "ranking differs";
 exit status 1 when it differs or a row cannot be advised.
 
 usage: bench/fidelity/ranking.py ROW_ID,ROW_ID[,...] [--build DIR | --tools-on-path]
@@ -82,6 +83,7 @@ def main():
         advised = json.load(open(out))["layouts"]
     measured = sorted(rows, key=lambda r: -r["measured"]["tokens_per_s_per_gpu"])
     ok = True
+    predicted = []
     for r in rows:
         s, m = r.get("strategy", "full-shard"), r["activation_checkpoint"]
         x = [l for l in advised if l["strategy"] == s and l["activation_checkpoint"] == m]
@@ -94,12 +96,20 @@ def main():
             l["strategy"] == o.get("strategy", "full-shard") and
             l["activation_checkpoint"] == o["activation_checkpoint"] and l["fits"] and
             l["predicted_tokens_per_s"] > x["predicted_tokens_per_s"] for l in advised))
+        predicted.append((r, x["predicted_tokens_per_s"]))
         mrank = measured.index(r) + 1
         ok &= mrank == faster + 1
-        print("%-24s %-10s AC %-9s measured %7.0f tok/s/GPU (rank %d), advised %7.0f (rank %d, %d x %d)" % (
+        print("%-24s %-10s AC %-12s measured %7.0f tok/s/GPU (rank %d), advised %7.0f (rank %d, %d x %d)" % (
             r["id"], s, m, r["measured"]["tokens_per_s_per_gpu"], mrank,
             x["predicted_tokens_per_s"] / r["world_size"], faster + 1,
             x["micro_batch_size"], x["micro_batches"]))
+    # How far apart the layouts are: the fastest over the slowest row's
+    # tokens/s per GPU, measured and advised.
+    pred = {r["id"]: p for r, p in predicted}
+    fast, slow = measured[0], measured[-1]
+    print("fastest / slowest measured row: measured x%.3f, advised x%.3f" % (
+        fast["measured"]["tokens_per_s_per_gpu"] / slow["measured"]["tokens_per_s_per_gpu"],
+        pred[fast["id"]] / pred[slow["id"]]))
     print("ranking matches" if ok else "ranking differs")
     sys.exit(0 if ok else 1)
 
