@@ -81,12 +81,9 @@ static bool isTorchMm(Operation *op) {
 static llvm::DenseSet<Operation *> selectiveOpSaves(ArrayRef<Operation *> ops) {
   llvm::DenseSet<Operation *> saved;
   int64_t mms = 0;
-  for (Operation *op : ops) {
-    if (isa<nn::AttentionOp>(op))
+  for (Operation *op : ops)
+    if (isa<nn::AttentionOp>(op) || (isTorchMm(op) && ++mms % 2 == 1))
       saved.insert(op);
-    else if (isTorchMm(op) && ++mms % 2 == 1)
-      saved.insert(op);
-  }
   return saved;
 }
 
