@@ -208,9 +208,7 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
                << "' is not supported: gpipe or 1f1b (interleaved-1f1b and "
                   "pp-chunks are not implemented yet)";
       // Composition with the other features is untested: refused.
-      if (tp > 1 || mode != ActivationCheckpoint::None ||
-          maxGradNorm.getValue().has_value() ||
-          strategy == Strategy::HybridShard || lossScaling)
+      if (lossScaling)
         return module.emitError()
                << "fsdp-pipeline: pp > 1 is not supported yet with tp > 1, "
                   "activation checkpointing, max-grad-norm (the norm would "

@@ -286,6 +286,13 @@ public:
         total = total ? nn::AddOp::create(b, loc, total, replicated).getResult()
                       : replicated;
     }
+    // Pipeline parallelism: each stage holds other parameters (a tied copy
+    // is not held twice), so the stage's sum is summed over the pipeline
+    // group, the ranks with this rank's index in every stage (Megatron-LM's
+    // clip_grad_norm_ all-reduces over the model-parallel group, pipeline
+    // ranks included; Narayanan et al., SC'21).
+    if (groupSize(fn, Group::Pipeline).value_or(1) > 1)
+      total = sumOver(total, Group::Pipeline);
     auto norm = nn::GradNormOp::create(b, loc, total, lossScale,
                                        gradNorm.maxNorm > 0
                                            ? b.getF64FloatAttr(gradNorm.maxNorm)

@@ -344,7 +344,7 @@ std::vector<OpDef> distributedOps() {
        validateGatherScatter,
        lowerGatherScatter},
       {OpKind::AllReduce,
-       {groupAttr(kDefaultAllReduceGroup), reductionAttr()},
+       {groupAttr(kDefaultAllReduceGroup, /*pipeline=*/true), reductionAttr()},
        validateAllReduce,
        lowerAllReduce},
       {OpKind::TpCopy, {}, validateTp, lowerTp},
