@@ -69,6 +69,10 @@ LogicalResult retypeCompute(func::FuncOp fn, Type modelType, Type pdt) {
   Type lossType = nn::lossElementType(pdt);
   auto readsLoss = [&](OpOperand &use) {
     Operation *u = use.getOwner();
+    // The returned loss (the first result): a pipeline stage without the
+    // loss returns a constant zero, which stays in the loss's type.
+    if (isa<func::ReturnOp>(u))
+      return use.getOperandNumber() == 0;
     return lossSide.contains(u) ||
            (isa<nn::CrossEntropyGradOp>(u) &&
             use.get() == cast<nn::CrossEntropyGradOp>(u).getGrad()) ||
@@ -158,6 +162,14 @@ public:
       if (!fn.getArgAttr(arg.getArgNumber(), nn::kDataAttr) || !t ||
           !isa<FloatType>(t.getElementType()))
         continue;
+      // A pipeline stage's received activations and gradients travel in
+      // pdt, as the stage that sends them computes them (Megatron-LM's p2p
+      // tensors are in the compute dtype): retyped, not cast.
+      if (fn.getArgAttr(arg.getArgNumber(), kPPInputAttr) ||
+          fn.getArgAttr(arg.getArgNumber(), kPPOutputGradAttr)) {
+        arg.setType(RankedTensorType::get(t.getShape(), layout.pdt));
+        continue;
+      }
       auto c = nn::CastOp::create(
           top, arg.getLoc(), RankedTensorType::get(t.getShape(), layout.pdt),
           arg);
@@ -321,8 +333,10 @@ public:
     if (layout.mixed() &&
         failed(retypeCompute(fn, layout.modelType, layout.pdt)))
       return failure();
-    fn.setFunctionType(FunctionType::get(ctx, fn.getArgumentTypes(),
-                                         ValueRange(results).getTypes()));
+    // The returned values as retyped (retypeCompute rebuilds the constants
+    // that `results` may hold: a stage's zero loss).
+    fn.setFunctionType(FunctionType::get(ctx, block.getArgumentTypes(),
+                                         ret->getOperandTypes()));
     fn.setAllResultAttrs(resultAttrs);
     if (failed(fn.eraseArguments(eraseArgs)))
       return fn.emitError()
