@@ -93,7 +93,8 @@ tiedParameters(func::FuncOp fn) {
 /// stage's gradient of a tied parameter (summed over its micro-batches) is
 /// sent to the peer stage and the peer's received; both add the two
 /// (floating-point addition commutes, so both copies get the same sum and
-/// the same update). The send completes at the end of the step
+/// the same update; dp-parallel ranks exchange with the same data-parallel
+/// rank of the peer stage, before the reduction). The send completes at the end of the step
 /// (fsdp-pipeline-p2p); the receive is waited right here.
 Value exchangeTiedGradient(OpBuilder &b, Location loc, Value grad,
                            std::pair<int64_t, int64_t> peerAndTag) {
@@ -108,9 +109,11 @@ Value exchangeTiedGradient(OpBuilder &b, Location loc, Value grad,
                              b.getI64IntegerAttr(tag), b.getUnitAttr());
   recv->setAttr(kPPTiedPeerAttr, b.getI64IntegerAttr(peer));
   auto wait = WaitOp::create(b, loc, t, recv.getToken());
-  auto sum = nn::AddOp::create(b, loc, grad, wait.getResult());
-  sum->setAttr(nn::kAccumulateAttr, b.getUnitAttr());
-  return sum;
+  // Not a micro-batch accumulation (nn.accumulate): fsdp-shard then
+  // reduces the exchanged sum once, so that both stages reduce the same
+  // bits (reducing each stage's micro-batches apart would add the two
+  // stages' parts in another order on each, and the copies would drift).
+  return nn::AddOp::create(b, loc, grad, wait.getResult());
 }
 
 struct FSDPPipelineMicroBatchPass

@@ -274,6 +274,8 @@ public:
                       ->getAttrOfType<DictionaryAttr>(kTensorSlicesAttr);
     Value total, replicated;
     for (PendingUpdate &p : pending) {
+      if (isTiedCopy(p.unit))
+        continue; // counted on the stage that holds the other copy
       Value ss = nn::SumSquaresOp::create(b, p.loc, p.gradShard);
       Value &sum =
           !slices || slices.get(cast<StringAttr>(p.unit.getParams()[0]))
@@ -281,6 +283,9 @@ public:
               : replicated;
       sum = sum ? nn::AddOp::create(b, p.loc, sum, ss).getResult() : ss;
     }
+    if (!total && !replicated)
+      return fn.emitError() << "the gradient norm has no unit to sum over "
+                               "(every unit holds tied copies)";
     auto sumOver = [&](Value v, Group g) -> Value {
       return AllReduceOp::create(
           b, loc, v.getType(), FlatSymbolRefAttr::get(pending.back().unit), v,
@@ -321,6 +326,24 @@ public:
         return failure();
     }
     return success();
+  }
+
+  /// A unit of tied parameters' copies on the later of their two pipeline
+  /// stages (fsdp-wrap's `.tied_copy` units): the same gradient as the
+  /// earlier stage's copy after their exchange.
+  bool isTiedCopy(UnitOp unit) {
+    auto stage = unit->getParentOfType<ModuleOp>()->getAttrOfType<IntegerAttr>(
+        kPipelineStageAttr);
+    if (!stage)
+      return false;
+    return llvm::all_of(unit.getParams(), [&](Attribute fqn) {
+      auto it = paramArg.find(cast<StringAttr>(fqn).getValue());
+      if (it == paramArg.end())
+        return false;
+      auto peer =
+          fn.getArgAttrOfType<IntegerAttr>(it->second, kPPTiedPeerAttr);
+      return peer && peer.getInt() < stage.getInt();
+    });
   }
 
   /// The new function type and results; retypes compute to pdt.
