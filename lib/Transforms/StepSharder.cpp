@@ -109,6 +109,18 @@ LogicalResult retypeCompute(func::FuncOp fn, Type modelType, Type pdt) {
       use.set(in(readsLoss(use) ? lossType : pdt));
     c.erase();
   }
+  // A tied parameter's gradient from the other pipeline stage arrives in
+  // the dtype that stage computes it in (fsdp-pipeline-micro-batch).
+  for (RecvOp recv : block.getOps<RecvOp>()) {
+    if (!recv->hasAttr(kPPTiedPeerAttr))
+      continue;
+    RankedTensorType t = recv.getToken().getType().getValueType();
+    auto low = RankedTensorType::get(t.getShape(), pdt);
+    recv.getToken().setType(FutureType::get(fn.getContext(), low));
+    for (Operation *user : recv->getUsers())
+      if (auto wait = dyn_cast<WaitOp>(user))
+        wait.getResult().setType(low);
+  }
   for (Operation &op : block.without_terminator()) {
     if (failed(nn::reinferResultTypes(&op)))
       return op.emitError()
