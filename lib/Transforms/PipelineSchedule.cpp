@@ -72,8 +72,7 @@ scheduleOrder(StringRef schedule, int64_t P, int64_t s, int64_t m) {
 /// The parameters this stage shares with another (fsdp.pp_tied_peer, by
 /// FQN): the peer stage and the exchange's MPI tag (kPPTiedTagBase + the
 /// index among the two stages' shared FQNs in order, alike on both).
-llvm::StringMap<std::pair<int64_t, int64_t>>
-tiedParameters(func::FuncOp fn) {
+llvm::StringMap<std::pair<int64_t, int64_t>> tiedParameters(func::FuncOp fn) {
   std::map<std::pair<int64_t, std::string>, int64_t> byPeer;
   for (unsigned i = 0; i < fn.getNumArguments(); ++i)
     if (auto peer = fn.getArgAttrOfType<IntegerAttr>(i, kPPTiedPeerAttr))
@@ -94,14 +93,14 @@ tiedParameters(func::FuncOp fn) {
 /// sent to the peer stage and the peer's received; both add the two
 /// (floating-point addition commutes, so both copies get the same sum and
 /// the same update; dp-parallel ranks exchange with the same data-parallel
-/// rank of the peer stage, before the reduction). The send completes at the end of the step
-/// (fsdp-pipeline-p2p); the receive is waited right here.
+/// rank of the peer stage, before the reduction). The send completes at the end
+/// of the step (fsdp-pipeline-p2p); the receive is waited right here.
 Value exchangeTiedGradient(OpBuilder &b, Location loc, Value grad,
                            std::pair<int64_t, int64_t> peerAndTag) {
   auto [peer, tag] = peerAndTag;
-  auto send = SendOp::create(b, loc, TypeRange{}, grad,
-                             b.getI64IntegerAttr(peer),
-                             b.getI64IntegerAttr(tag), nullptr);
+  auto send =
+      SendOp::create(b, loc, TypeRange{}, grad, b.getI64IntegerAttr(peer),
+                     b.getI64IntegerAttr(tag), nullptr);
   send->setAttr(kPPTiedPeerAttr, b.getI64IntegerAttr(peer));
   auto t = cast<RankedTensorType>(grad.getType());
   auto recv = RecvOp::create(b, loc, FutureType::get(b.getContext(), t),

@@ -251,8 +251,7 @@ private:
   /// A use of chunked `u.get()` by an op that needs the whole sequence.
   bool isExit(OpOperand &u) const {
     Operation *op = u.getOwner();
-    return !isa<nn::TpCopyOp>(op) && !isActivationOf(u.get(), op) &&
-           !isSent(u);
+    return !isa<nn::TpCopyOp>(op) && !isActivationOf(u.get(), op) && !isSent(u);
   }
 
   /// The replicated operands of the ops on chunks (norm weights, row

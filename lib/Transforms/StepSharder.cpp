@@ -352,8 +352,7 @@ public:
       auto it = paramArg.find(cast<StringAttr>(fqn).getValue());
       if (it == paramArg.end())
         return false;
-      auto peer =
-          fn.getArgAttrOfType<IntegerAttr>(it->second, kPPTiedPeerAttr);
+      auto peer = fn.getArgAttrOfType<IntegerAttr>(it->second, kPPTiedPeerAttr);
       return peer && peer.getInt() < stage.getInt();
     });
   }

@@ -107,10 +107,9 @@ protected:
     UnitGroups groups;
     if (failed(groupParams(*fn, params, groups)) ||
         failed(checkUnitsMatched(groups)) ||
-        failed(createUnits(*fn,
-                           splitTensorParallel(
-                               *fn, splitTiedCopies(
-                                        *fn, splitFrozen(*fn, groups))))))
+        failed(createUnits(
+            *fn, splitTensorParallel(
+                     *fn, splitTiedCopies(*fn, splitFrozen(*fn, groups))))))
       return signalPassFailure();
   }
 
@@ -265,8 +264,7 @@ protected:
   /// its two stages (fsdp.pp_tied_peer below this stage) gets its own flat
   /// buffer, `name.tied_copy`, so that the global gradient norm counts the
   /// tied parameter once, on the earlier stage (fsdp-shard).
-  SmallVector<std::pair<std::string, SmallVector<unsigned>>>
-  splitTiedCopies(
+  SmallVector<std::pair<std::string, SmallVector<unsigned>>> splitTiedCopies(
       func::FuncOp fn,
       SmallVector<std::pair<std::string, SmallVector<unsigned>>> groups) {
     auto stage = getOperation()->getAttrOfType<IntegerAttr>(kPipelineStageAttr);
