@@ -108,7 +108,8 @@ static LogicalResult verifyArgOrResultAttr(Operation *op, NamedAttribute attr) {
     return success();
   }
   if (name == kPPInputAttr || name == kPPOutputGradAttr ||
-      name == kPPOutputAttr || name == kPPInputGradAttr) {
+      name == kPPOutputAttr || name == kPPInputGradAttr ||
+      name == kPPTiedPeerAttr) {
     auto i = dyn_cast<IntegerAttr>(attr.getValue());
     if (!i || i.getInt() < 0)
       return op->emitError()
@@ -200,6 +201,15 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
       return op->emitError()
              << "'" << kMemoryPlanAttr << "' must be a dictionary, got "
              << attr.getValue();
+    return success();
+  }
+  if (attr.getName() == kPPTiedPeerAttr) {
+    auto i = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<SendOp, RecvOp>(op) || !i || i.getInt() < 0)
+      return op->emitError()
+             << "'" << kPPTiedPeerAttr
+             << "' must be a stage index (integer >= 0) on fsdp.send or "
+                "fsdp.recv";
     return success();
   }
   return op->emitError() << "unknown fsdp attribute '"

@@ -267,13 +267,8 @@ protected:
     if (lossScaling) {
       // torch.amp.GradScaler.scale(loss).backward(): the seed times the
       // scale, a step input (fsdp-run's dynamic scale).
-      (void)fn.insertArgument(fn.getNumArguments(),
-                              RankedTensorType::get({}, b.getF64Type()),
-                              b.getDictionaryAttr(b.getNamedAttr(
-                                  nn::kLossScaleAttr, b.getUnitAttr())),
-                              fn.getLoc());
       grads[loss] = nn::ScaleOp::create(b, loss.getLoc(), grads[loss],
-                                        fn.getArguments().back());
+                                        addLossScaleArgument(fn, b));
     }
     if (failed(reverseSweep(f, b, ret, grads, "the loss")))
       return signalPassFailure();
@@ -286,6 +281,16 @@ protected:
         {b.getDictionaryAttr(b.getNamedAttr(nn::kLossAttr, b.getUnitAttr()))});
   }
 
+  /// The loss scale, an f64 step input (nn.loss_scale).
+  static Value addLossScaleArgument(func::FuncOp fn, OpBuilder &b) {
+    (void)fn.insertArgument(fn.getNumArguments(),
+                            RankedTensorType::get({}, b.getF64Type()),
+                            b.getDictionaryAttr(b.getNamedAttr(
+                                nn::kLossScaleAttr, b.getUnitAttr())),
+                            fn.getLoc());
+    return fn.getArguments().back();
+  }
+
   /// A pipeline stage that is not the last: the seeds are the gradients of
   /// its outputs (arguments fsdp.pp_output_grad with the output's boundary
   /// index); it returns its outputs, its parameters' gradients and its
@@ -294,6 +299,11 @@ protected:
                                    func::ReturnOp ret) {
     ForwardSweep f = forwardSweep(fn, block);
     OpBuilder b(ret);
+    if (lossScaling)
+      // The gradients received back carry the last stage's loss scale; the
+      // stage needs its value too, to unscale its gradients and their norm
+      // (nn.grad_norm), and every stage skips a non-finite step alike.
+      addLossScaleArgument(fn, b);
     llvm::DenseMap<Value, Value> grads;
     for (unsigned i = 0; i < fn.getNumResults(); ++i) {
       auto k = fn.getResultAttrOfType<IntegerAttr>(i, kPPOutputAttr);

@@ -207,15 +207,6 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
                << "fsdp-pipeline: pp-schedule='" << ppSchedule
                << "' is not supported: gpipe or 1f1b (interleaved-1f1b and "
                   "pp-chunks are not implemented yet)";
-      // Composition with the other features is untested: refused.
-      if (tp > 1 || mode != ActivationCheckpoint::None ||
-          maxGradNorm.getValue().has_value() ||
-          strategy == Strategy::HybridShard || lossScaling)
-        return module.emitError()
-               << "fsdp-pipeline: pp > 1 is not supported yet with tp > 1, "
-                  "activation checkpointing, max-grad-norm (the norm would "
-                  "have to sum over the stages), hybrid-shard or "
-                  "loss-scaling";
     } else if (!ppSplit.empty() || ppSchedule.hasValue()) {
       return module.emitError()
              << "fsdp-pipeline: pp-split and pp-schedule need pp > 1";

@@ -21,6 +21,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
 
+#include <map>
+
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPPIPELINEMICROBATCH
 #define GEN_PASS_DEF_FSDPPIPELINEP2P
@@ -67,6 +69,52 @@ scheduleOrder(StringRef schedule, int64_t P, int64_t s, int64_t m) {
   return order;
 }
 
+/// The parameters this stage shares with another (fsdp.pp_tied_peer, by
+/// FQN): the peer stage and the exchange's MPI tag (kPPTiedTagBase + the
+/// index among the two stages' shared FQNs in order, alike on both).
+llvm::StringMap<std::pair<int64_t, int64_t>> tiedParameters(func::FuncOp fn) {
+  std::map<std::pair<int64_t, std::string>, int64_t> byPeer;
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    if (auto peer = fn.getArgAttrOfType<IntegerAttr>(i, kPPTiedPeerAttr))
+      byPeer[{peer.getInt(),
+              fn.getArgAttrOfType<StringAttr>(i, nn::kParamAttr).str()}] = 0;
+  llvm::StringMap<std::pair<int64_t, int64_t>> tied;
+  int64_t index = 0, lastPeer = -1;
+  for (auto &[key, unused] : byPeer) {
+    index = key.first == lastPeer ? index + 1 : 0;
+    lastPeer = key.first;
+    tied[key.second] = {key.first, kPPTiedTagBase + index};
+  }
+  return tied;
+}
+
+/// Megatron-LM's _allreduce_word_embedding_grads between two stages: this
+/// stage's gradient of a tied parameter (summed over its micro-batches) is
+/// sent to the peer stage and the peer's received; both add the two
+/// (floating-point addition commutes, so both copies get the same sum and
+/// the same update; dp-parallel ranks exchange with the same data-parallel
+/// rank of the peer stage, before the reduction). The send completes at the end
+/// of the step (fsdp-pipeline-p2p); the receive is waited right here.
+Value exchangeTiedGradient(OpBuilder &b, Location loc, Value grad,
+                           std::pair<int64_t, int64_t> peerAndTag) {
+  auto [peer, tag] = peerAndTag;
+  auto send =
+      SendOp::create(b, loc, TypeRange{}, grad, b.getI64IntegerAttr(peer),
+                     b.getI64IntegerAttr(tag), nullptr);
+  send->setAttr(kPPTiedPeerAttr, b.getI64IntegerAttr(peer));
+  auto t = cast<RankedTensorType>(grad.getType());
+  auto recv = RecvOp::create(b, loc, FutureType::get(b.getContext(), t),
+                             b.getI64IntegerAttr(peer),
+                             b.getI64IntegerAttr(tag), b.getUnitAttr());
+  recv->setAttr(kPPTiedPeerAttr, b.getI64IntegerAttr(peer));
+  auto wait = WaitOp::create(b, loc, t, recv.getToken());
+  // Not a micro-batch accumulation (nn.accumulate): fsdp-shard then
+  // reduces the exchanged sum once, so that both stages reduce the same
+  // bits (reducing each stage's micro-batches apart would add the two
+  // stages' parts in another order on each, and the copies would drift).
+  return nn::AddOp::create(b, loc, grad, wait.getResult());
+}
+
 struct FSDPPipelineMicroBatchPass
     : mlir::fsdp::impl::FSDPPipelineMicroBatchBase<FSDPPipelineMicroBatchPass> {
   using Base::Base;
@@ -100,6 +148,18 @@ protected:
     Block &block = fn.getBody().front();
     auto ret = cast<func::ReturnOp>(block.getTerminator());
     bool last = s == *P - 1;
+    // The boundary transfers' tags stay below the tied exchange's.
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+      for (StringRef a : {kPPInputAttr.data(), kPPOutputGradAttr.data()})
+        if (auto k = fn.getArgAttrOfType<IntegerAttr>(i, a);
+            k && tagOf(k.getInt(), m - 1, m, true) >= kPPTiedTagBase) {
+          fn.emitError() << "fsdp-pipeline-micro-batch: boundary value #"
+                         << k.getInt() << " with " << m
+                         << " micro-batches needs an MPI tag past "
+                         << kPPTiedTagBase
+                         << " (fewer micro-batches or boundary values)";
+          return signalPassFailure();
+        }
     int lossIdx = lossResultIndex(fn);
     if (last != (lossIdx >= 0)) {
       fn.emitError() << "fsdp-pipeline-micro-batch expects the output of "
@@ -209,6 +269,7 @@ protected:
                   ArrayRef<Value> losses,
                   llvm::DenseMap<unsigned, SmallVector<Value>> &resultParts) {
     Location loc = ret.getLoc();
+    llvm::StringMap<std::pair<int64_t, int64_t>> tied = tiedParameters(fn);
     bool last = !losses.empty();
     int64_t m = microBatches;
     Type lossElt = b.getF32Type();
@@ -250,6 +311,9 @@ protected:
         add->setAttr(nn::kAccumulateAttr, b.getUnitAttr());
         sum = add;
       }
+      if (auto fqn = fn.getResultAttrOfType<StringAttr>(i, nn::kGradOfAttr))
+        if (auto it = tied.find(fqn.getValue()); it != tied.end())
+          sum = exchangeTiedGradient(b, loc, sum, it->second);
       results.push_back(sum);
       attrs.push_back(fn.getResultAttrDict(i));
     }
@@ -332,14 +396,16 @@ protected:
                          b.getUnitAttr());
       start->setAttrs(send->getAttrs());
       start.setAsync(true);
-      int64_t j =
-          cast<IntegerAttr>(send->getAttr(nn::kMicroBatchAttr)).getInt();
+      // A tied gradient's exchange (no micro-batch) completes at the end.
+      auto mb = send->getAttrOfType<IntegerAttr>(nn::kMicroBatchAttr);
+      int64_t j = mb ? mb.getInt() : -1;
       Operation *before = ret;
       if (static_cast<int64_t>(send.getPeer()) == s + 1 && gradWaitOf.count(j))
         before = gradWaitOf[j];
       b.setInsertionPoint(before);
       auto wait = WaitOp::create(b, send.getLoc(), done, start.getToken());
-      wait->setAttr(nn::kMicroBatchAttr, b.getI64IntegerAttr(j));
+      if (mb)
+        wait->setAttr(nn::kMicroBatchAttr, mb);
       send.erase();
     }
   }

@@ -185,8 +185,10 @@ protected:
       stageOf[op] = stageOfSegment(segment[i]);
     int64_t s = ppStage;
 
-    // A parameter used on two stages (tied weights) would need its
-    // gradients summed across the stages.
+    // A parameter used on two stages (tied weights): each keeps a copy,
+    // marked with the other stage, whose gradients
+    // fsdp-pipeline-micro-batch sums between the two (Megatron-LM keeps the
+    // word embedding on the first and the last stage alike).
     for (BlockArgument a : fn.getArguments()) {
       auto fqn =
           fn.getArgAttrOfType<StringAttr>(a.getArgNumber(), nn::kParamAttr);
@@ -195,14 +197,18 @@ protected:
       std::set<int64_t> stages;
       for (Operation *u : a.getUsers())
         stages.insert(stageOf.lookup(u));
-      if (stages.size() > 1)
+      if (stages.size() > 2)
         return fail(a.getLoc(),
                     "parameter '" + fqn.getValue().str() + "' is used by " +
-                        "stages " + std::to_string(*stages.begin()) + " and " +
-                        std::to_string(*stages.rbegin()) +
-                        " (tied weights): pipeline parallelism does not sum "
-                        "a parameter's gradients across stages yet; untie "
-                        "them (tie_word_embeddings=false)");
+                        std::to_string(stages.size()) +
+                        " stages: tied weights are shared by two stages at "
+                        "most");
+      if (stages.size() == 2 && stages.count(s))
+        fn.setArgAttr(a.getArgNumber(), kPPTiedPeerAttr,
+                      OpBuilder(&getContext())
+                          .getI64IntegerAttr(*stages.begin() == s
+                                                 ? *stages.rbegin()
+                                                 : *stages.begin()));
     }
 
     if (failed(buildStage(fn, ops, stageOf)))

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "SequenceParallel.h"
 
+#include "fsdp/Dialect/FSDP/FSDP.h"
 #include "fsdp/Dialect/NN/NN.h"
 
 #include "llvm/ADT/MapVector.h"
@@ -55,6 +56,7 @@ public:
     for (nn::TpAllReduceOp g : leaves)
       if (failed(seed(g.getResult(), g)))
         return failure();
+    seedPipelineBoundary();
     propagate();
     if (failed(checkDivisible()))
       return failure();
@@ -77,10 +79,66 @@ public:
                                .getResult());
       g.erase();
     }
+    retypePipelineBoundary();
     return success();
   }
 
 private:
+  /// Pipeline parallelism (a stage of fsdp-pipeline-split): every boundary
+  /// activation of the regions' [batch, seq] crosses between the stages as
+  /// this rank's sequence chunk, as Megatron-LM sends 1/T of it under
+  /// sequence parallelism (megatron/core/pipeline_parallel/schedules.py,
+  /// get_tensor_shapes: seq_length // tp_size). So a received one is a
+  /// chunk that no op makes (not an entry: no split), and a sent one a
+  /// chunk whose return is not an exit (no gather). Both sides decide by
+  /// the value's shape alone, so that the sender's and the receiver's
+  /// buffers agree; a boundary value no per-token op touches on this stage
+  /// is split right after it is made, or gathered at its first reader.
+  void seedPipelineBoundary() {
+    if (batchSeq.empty())
+      return;
+    for (BlockArgument a : fn.getArguments())
+      if (fn.getArgAttr(a.getArgNumber(), kPPInputAttr) && sequenceShaped(a)) {
+        received.insert(a);
+        add(a);
+      }
+    Operation *ret = fn.getBody().front().getTerminator();
+    for (OpOperand &u : ret->getOpOperands())
+      if (isSent(u) && sequenceShaped(u.get()))
+        add(u.get());
+  }
+
+  /// A return of a value sent to the next stage (fsdp.pp_output).
+  bool isSent(OpOperand &u) const {
+    func::FuncOp f = fn; // getResultAttr is not const
+    return isa<func::ReturnOp>(u.getOwner()) &&
+           f.getResultAttr(u.getOperandNumber(), kPPOutputAttr) != nullptr;
+  }
+
+  /// The received chunks' arguments, and the gradients of the sent ones
+  /// (received back), take the chunk's type; the caller re-infers the rest.
+  void retypePipelineBoundary() {
+    auto chunkType = [&](Type t) {
+      auto r = cast<RankedTensorType>(t);
+      SmallVector<int64_t> shape(r.getShape());
+      shape[kSequenceDim] /= tp;
+      return RankedTensorType::get(shape, r.getElementType());
+    };
+    for (BlockArgument a : received)
+      a.setType(chunkType(a.getType()));
+    if (batchSeq.empty())
+      return;
+    Operation *ret = fn.getBody().front().getTerminator();
+    for (OpOperand &u : ret->getOpOperands()) {
+      auto k = fn.getResultAttr(u.getOperandNumber(), kPPOutputAttr);
+      if (!k || !chunks.contains(u.get()))
+        continue;
+      for (BlockArgument a : fn.getArguments())
+        if (fn.getArgAttr(a.getArgNumber(), kPPOutputGradAttr) == k)
+          a.setType(chunkType(a.getType()));
+    }
+  }
+
   /// A region's input or output: [batch, seq, ...], every region's alike.
   LogicalResult seed(Value v, Operation *at) {
     auto t = cast<RankedTensorType>(v.getType());
@@ -185,13 +243,15 @@ private:
   /// embedding's output (or a function argument).
   bool isEntry(Value v) const {
     Operation *def = v.getDefiningOp();
-    return !def || (!perTokenOps.contains(def) && !isa<nn::TpAllReduceOp>(def));
+    if (!def)
+      return !received.contains(cast<BlockArgument>(v));
+    return !perTokenOps.contains(def) && !isa<nn::TpAllReduceOp>(def);
   }
 
   /// A use of chunked `u.get()` by an op that needs the whole sequence.
   bool isExit(OpOperand &u) const {
     Operation *op = u.getOwner();
-    return !isa<nn::TpCopyOp>(op) && !isActivationOf(u.get(), op);
+    return !isa<nn::TpCopyOp>(op) && !isActivationOf(u.get(), op) && !isSent(u);
   }
 
   /// The replicated operands of the ops on chunks (norm weights, row
@@ -253,6 +313,7 @@ private:
   llvm::SetVector<Value> chunks;
   SmallVector<Value> work;
   llvm::SetVector<Operation *> perTokenOps;
+  llvm::SetVector<BlockArgument> received; // pipeline chunks received
 };
 
 } // namespace

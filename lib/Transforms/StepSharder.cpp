@@ -69,6 +69,10 @@ LogicalResult retypeCompute(func::FuncOp fn, Type modelType, Type pdt) {
   Type lossType = nn::lossElementType(pdt);
   auto readsLoss = [&](OpOperand &use) {
     Operation *u = use.getOwner();
+    // The returned loss (the first result): a pipeline stage without the
+    // loss returns a constant zero, which stays in the loss's type.
+    if (isa<func::ReturnOp>(u))
+      return use.getOperandNumber() == 0;
     return lossSide.contains(u) ||
            (isa<nn::CrossEntropyGradOp>(u) &&
             use.get() == cast<nn::CrossEntropyGradOp>(u).getGrad()) ||
@@ -104,6 +108,18 @@ LogicalResult retypeCompute(func::FuncOp fn, Type modelType, Type pdt) {
     for (OpOperand &use : llvm::make_early_inc_range(c->getUses()))
       use.set(in(readsLoss(use) ? lossType : pdt));
     c.erase();
+  }
+  // A tied parameter's gradient from the other pipeline stage arrives in
+  // the dtype that stage computes it in (fsdp-pipeline-micro-batch).
+  for (RecvOp recv : block.getOps<RecvOp>()) {
+    if (!recv->hasAttr(kPPTiedPeerAttr))
+      continue;
+    RankedTensorType t = recv.getToken().getType().getValueType();
+    auto low = RankedTensorType::get(t.getShape(), pdt);
+    recv.getToken().setType(FutureType::get(fn.getContext(), low));
+    for (Operation *user : recv->getUsers())
+      if (auto wait = dyn_cast<WaitOp>(user))
+        wait.getResult().setType(low);
   }
   for (Operation &op : block.without_terminator()) {
     if (failed(nn::reinferResultTypes(&op)))
@@ -158,6 +174,14 @@ public:
       if (!fn.getArgAttr(arg.getArgNumber(), nn::kDataAttr) || !t ||
           !isa<FloatType>(t.getElementType()))
         continue;
+      // A pipeline stage's received activations and gradients travel in
+      // pdt, as the stage that sends them computes them (Megatron-LM's p2p
+      // tensors are in the compute dtype): retyped, not cast.
+      if (fn.getArgAttr(arg.getArgNumber(), kPPInputAttr) ||
+          fn.getArgAttr(arg.getArgNumber(), kPPOutputGradAttr)) {
+        arg.setType(RankedTensorType::get(t.getShape(), layout.pdt));
+        continue;
+      }
       auto c = nn::CastOp::create(
           top, arg.getLoc(), RankedTensorType::get(t.getShape(), layout.pdt),
           arg);
@@ -262,6 +286,8 @@ public:
                       ->getAttrOfType<DictionaryAttr>(kTensorSlicesAttr);
     Value total, replicated;
     for (PendingUpdate &p : pending) {
+      if (isTiedCopy(p.unit))
+        continue; // counted on the stage that holds the other copy
       Value ss = nn::SumSquaresOp::create(b, p.loc, p.gradShard);
       Value &sum =
           !slices || slices.get(cast<StringAttr>(p.unit.getParams()[0]))
@@ -269,6 +295,9 @@ public:
               : replicated;
       sum = sum ? nn::AddOp::create(b, p.loc, sum, ss).getResult() : ss;
     }
+    if (!total && !replicated)
+      return fn.emitError() << "the gradient norm has no unit to sum over "
+                               "(every unit holds tied copies)";
     auto sumOver = [&](Value v, Group g) -> Value {
       return AllReduceOp::create(
           b, loc, v.getType(), FlatSymbolRefAttr::get(pending.back().unit), v,
@@ -286,6 +315,13 @@ public:
         total = total ? nn::AddOp::create(b, loc, total, replicated).getResult()
                       : replicated;
     }
+    // Pipeline parallelism: each stage holds other parameters (a tied copy
+    // is not held twice), so the stage's sum is summed over the pipeline
+    // group, the ranks with this rank's index in every stage (Megatron-LM's
+    // clip_grad_norm_ all-reduces over the model-parallel group, pipeline
+    // ranks included; Narayanan et al., SC'21).
+    if (groupSize(fn, Group::Pipeline).value_or(1) > 1)
+      total = sumOver(total, Group::Pipeline);
     auto norm = nn::GradNormOp::create(b, loc, total, lossScale,
                                        gradNorm.maxNorm > 0
                                            ? b.getF64FloatAttr(gradNorm.maxNorm)
@@ -304,6 +340,23 @@ public:
     return success();
   }
 
+  /// A unit of tied parameters' copies on the later of their two pipeline
+  /// stages (fsdp-wrap's `.tied_copy` units): the same gradient as the
+  /// earlier stage's copy after their exchange.
+  bool isTiedCopy(UnitOp unit) {
+    auto stage = unit->getParentOfType<ModuleOp>()->getAttrOfType<IntegerAttr>(
+        kPipelineStageAttr);
+    if (!stage)
+      return false;
+    return llvm::all_of(unit.getParams(), [&](Attribute fqn) {
+      auto it = paramArg.find(cast<StringAttr>(fqn).getValue());
+      if (it == paramArg.end())
+        return false;
+      auto peer = fn.getArgAttrOfType<IntegerAttr>(it->second, kPPTiedPeerAttr);
+      return peer && peer.getInt() < stage.getInt();
+    });
+  }
+
   /// The new function type and results; retypes compute to pdt.
   LogicalResult finish() {
     for (auto &[v, attrs] : extraResults) {
@@ -314,8 +367,10 @@ public:
     if (layout.mixed() &&
         failed(retypeCompute(fn, layout.modelType, layout.pdt)))
       return failure();
-    fn.setFunctionType(FunctionType::get(ctx, fn.getArgumentTypes(),
-                                         ValueRange(results).getTypes()));
+    // The returned values as retyped (retypeCompute rebuilds the constants
+    // that `results` may hold: a stage's zero loss).
+    fn.setFunctionType(FunctionType::get(ctx, block.getArgumentTypes(),
+                                         ret->getOperandTypes()));
     fn.setAllResultAttrs(resultAttrs);
     if (failed(fn.eraseArguments(eraseArgs)))
       return fn.emitError()

@@ -290,6 +290,10 @@ protected:
                           "tensor-parallel slices";
         return signalPassFailure();
       }
+    // A pipeline stage's sent activations are sequence chunks now.
+    fn.setFunctionType(FunctionType::get(
+        &getContext(), fn.getArgumentTypes(),
+        fn.getBody().front().getTerminator()->getOperandTypes()));
     OpBuilder b(module);
     module->setAttr(kTensorParallelAttr, b.getI64IntegerAttr(tp));
     SmallVector<NamedAttribute> entries;

@@ -107,8 +107,9 @@ protected:
     UnitGroups groups;
     if (failed(groupParams(*fn, params, groups)) ||
         failed(checkUnitsMatched(groups)) ||
-        failed(createUnits(*fn,
-                           splitTensorParallel(*fn, splitFrozen(*fn, groups)))))
+        failed(createUnits(
+            *fn, splitTensorParallel(
+                     *fn, splitTiedCopies(*fn, splitFrozen(*fn, groups))))))
       return signalPassFailure();
   }
 
@@ -257,6 +258,33 @@ protected:
       }
     }
     return flatGroups;
+  }
+
+  /// Pipeline parallelism: the copy of a tied parameter on the later of
+  /// its two stages (fsdp.pp_tied_peer below this stage) gets its own flat
+  /// buffer, `name.tied_copy`, so that the global gradient norm counts the
+  /// tied parameter once, on the earlier stage (fsdp-shard).
+  SmallVector<std::pair<std::string, SmallVector<unsigned>>> splitTiedCopies(
+      func::FuncOp fn,
+      SmallVector<std::pair<std::string, SmallVector<unsigned>>> groups) {
+    auto stage = getOperation()->getAttrOfType<IntegerAttr>(kPipelineStageAttr);
+    if (!stage)
+      return groups;
+    SmallVector<std::pair<std::string, SmallVector<unsigned>>> out;
+    for (auto &[name, args] : groups) {
+      SmallVector<unsigned> own, copies;
+      for (unsigned i : args) {
+        auto peer = fn.getArgAttrOfType<IntegerAttr>(i, kPPTiedPeerAttr);
+        (peer && peer.getInt() < stage.getInt() ? copies : own).push_back(i);
+      }
+      if (!own.empty() && !copies.empty()) {
+        out.push_back({name, own});
+        out.push_back({name + ".tied_copy", copies});
+      } else {
+        out.push_back({name, args});
+      }
+    }
+    return out;
   }
 
   /// Under tensor parallelism (fsdp-tensor-parallel's fsdp.tensor_slices) a

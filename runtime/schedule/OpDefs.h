@@ -70,8 +70,10 @@ inline AttrSpec optimizerNumber(const char *name,
 inline constexpr bool kRequired = true;
 
 /// "group" of a collective (default `dflt`: kDefaultGroup or
-/// kDefaultAllReduceGroup) and "op" (kDefaultReduction).
-AttrSpec groupAttr(const char *dflt);
+/// kDefaultAllReduceGroup) and "op" (kDefaultReduction). `pipeline`: the
+/// pipeline group is a choice too (fsdp.all_reduce: the gradient norm's sum
+/// over the stages).
+AttrSpec groupAttr(const char *dflt, bool pipeline = false);
 AttrSpec reductionAttr();
 
 //===--- Validation -------------------------------------------------------===//

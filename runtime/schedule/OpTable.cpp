@@ -10,14 +10,14 @@
 
 namespace fsdp::schedule {
 
-AttrSpec groupAttr(const char *dflt) {
+AttrSpec groupAttr(const char *dflt, bool pipeline) {
   int index = 0;
   for (int i = 0; i < kNumGroups; ++i)
     if (std::string(kGroupNames[i]) == dflt)
       index = i;
-  AttrSpec s = choice(
-      "group", {kGroupNames[0], kGroupNames[1], kGroupNames[2], kGroupNames[3]},
-      index);
+  std::vector<const char *> names(kGroupNames,
+                                  kGroupNames + (pipeline ? kNumGroups : 4));
+  AttrSpec s = choice("group", names, index);
   s.unknownStyle = true;
   return s;
 }

@@ -137,6 +137,10 @@ void readCsv(const std::string &path, int64_t featPerSample,
                     "' is not a finite number");
       vals.push_back(v);
     }
+    // Unknown width (a pipeline stage that reads the labels alone): the
+    // first row's.
+    if (featPerSample < 0)
+      featPerSample = static_cast<int64_t>(vals.size()) - 1;
     if (static_cast<int64_t>(vals.size()) != featPerSample + 1)
       throw Error(path + ":" + std::to_string(lineNo) + ": expected " +
                   std::to_string(featPerSample + 1) + " values (" +
@@ -285,13 +289,25 @@ DataSource::DataSource(const Program &p, const std::string &dataFile,
   if (tokensSlot >= 0)
     globalTokens = globalBatch * slots[tokensSlot].perSample;
   classes = p.numClasses();
+  // A pipeline's last stage of a features model reads the labels alone:
+  // from the CSV rows the first stage reads the features of.
+  bool labelsOnly =
+      featuresSlot < 0 && windowSlot < 0 && p.pipelineStages() > 1 &&
+      std::any_of(slots.begin(), slots.end(),
+                  [](const Slot &s) { return s.role == "labels"; });
+  if (labelsOnly && dataFile.empty())
+    throw Error(p.name() +
+                ": a pipeline stage that reads the labels but not the "
+                "features cannot synthesise them (the synthetic labels are a "
+                "function of the features): pass --data with a CSV file");
   // A middle pipeline stage reads no data.
   if (dataFile.empty() || (slots.empty() && p.pipelineStages() > 1))
     return;
   if (std::filesystem::is_directory(dataFile))
     throw Error("data file '" + dataFile + "' is a directory");
-  if (featuresSlot >= 0) {
-    readCsv(dataFile, slots[featuresSlot].perSample, csvFeatures, csvLabels);
+  if (featuresSlot >= 0 || labelsOnly) {
+    readCsv(dataFile, featuresSlot >= 0 ? slots[featuresSlot].perSample : -1,
+            csvFeatures, csvLabels);
     // Each step's global batch takes consecutive rows; fewer rows than one
     // batch would repeat samples within a step.
     if (static_cast<int64_t>(csvLabels.size()) < globalBatch)

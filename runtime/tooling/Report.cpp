@@ -231,8 +231,23 @@ static std::string mergeStages(const std::string &mine, bool leader, int rank) {
     nlohmann::json d = nlohmann::json::parse(
         all.substr(static_cast<size_t>(at[static_cast<size_t>(r)]),
                    static_cast<size_t>(lens[static_cast<size_t>(r)])));
-    for (const char *role : {"params", "exp_avg", "exp_avg_sq"})
+    double tiedDiff = 0;
+    for (const char *role : {"params", "exp_avg", "exp_avg_sq"}) {
+      // A tied parameter's copies on two stages should agree exactly; their
+      // distance counts as a replica's.
+      for (auto &[fqn, t] : d[role].items())
+        if (merged[role].contains(fqn)) {
+          const auto &a = merged[role][fqn]["data"], &b = t["data"];
+          if (a.size() != b.size())
+            tiedDiff = INFINITY;
+          for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+            tiedDiff = std::max(
+                tiedDiff, std::abs(a[i].get<double>() - b[i].get<double>()));
+        }
       merged[role].update(d[role]);
+    }
+    merged["replica_max_abs_diff"] =
+        std::max(merged["replica_max_abs_diff"].get<double>(), tiedDiff);
     if (d["replica_max_abs_diff"].is_number())
       merged["replica_max_abs_diff"] =
           std::max(merged["replica_max_abs_diff"].get<double>(),

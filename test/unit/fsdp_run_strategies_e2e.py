@@ -168,7 +168,11 @@ def bad_group(d):
 
 rc, out, err = broken(bad_group, "group.json")
 check(rc != 0 and "'fsdp.all_reduce'" in err and "unknown group 'replicas'" in err
-      and "(supported: world, shard, replicate, tensor)" in err, "an unknown group is a clear error")
+      and "(supported: world, shard, replicate, tensor, pipeline)" in err, "an unknown group is a clear error")
+rc, out, err = broken(lambda d: [i["attrs"].update(group="pipeline") for i in d["instructions"]
+                                 if i["op"] == "fsdp.all_reduce"], "pgroup.json")
+check(rc != 0 and "group 'pipeline' needs a pipeline-parallel schedule" in err,
+      "the pipeline group without pipeline stages is a clear error")
 
 
 def world_gather(d):

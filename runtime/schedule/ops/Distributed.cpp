@@ -53,6 +53,10 @@ void lowerGatherScatter(OpLowering &l) {
 
 void validateAllReduce(const Checker &c) {
   c.need(1, 1);
+  // The sum over the stages (the gradient norm under pipeline parallelism).
+  if (c.in.group() == Group::Pipeline && c.prog.pipelineStages() <= 1)
+    c.fail("group 'pipeline' needs a pipeline-parallel schedule (one "
+           "program per stage)");
   c.sameDType(c.o[0], c.r[0]);
   if (!isFloatDType(c.desc(c.o[0]).dtype) && c.in.average())
     c.fail("'avg' needs a float buffer");
@@ -344,7 +348,7 @@ std::vector<OpDef> distributedOps() {
        validateGatherScatter,
        lowerGatherScatter},
       {OpKind::AllReduce,
-       {groupAttr(kDefaultAllReduceGroup), reductionAttr()},
+       {groupAttr(kDefaultAllReduceGroup, /*pipeline=*/true), reductionAttr()},
        validateAllReduce,
        lowerAllReduce},
       {OpKind::TpCopy, {}, validateTp, lowerTp},

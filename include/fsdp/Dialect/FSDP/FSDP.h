@@ -63,6 +63,16 @@ inline constexpr llvm::StringLiteral kPPInputAttr = "fsdp.pp_input";
 inline constexpr llvm::StringLiteral kPPOutputGradAttr = "fsdp.pp_output_grad";
 inline constexpr llvm::StringLiteral kPPOutputAttr = "fsdp.pp_output";
 inline constexpr llvm::StringLiteral kPPInputGradAttr = "fsdp.pp_input_grad";
+/// On a parameter argument of a pipeline stage (i64): the other stage that
+/// uses the same parameter (tied weights: GPT-2's token embedding and LM
+/// head); each holds a copy and their gradients are summed between the two
+/// (Megatron-LM's _allreduce_word_embedding_grads). On the fsdp.send and
+/// fsdp.recv of that exchange: the peer stage.
+inline constexpr llvm::StringLiteral kPPTiedPeerAttr = "fsdp.pp_tied_peer";
+/// The MPI tag of the tied gradients' exchange: kPPTiedTagBase + the
+/// parameter's index among the tied ones of the two stages (by FQN); the
+/// boundary transfers' tags stay below it.
+inline constexpr int64_t kPPTiedTagBase = 1 << 14;
 /// On the module after fsdp-tensor-parallel: a dictionary from the FQN of
 /// each parameter that is split across the tensor-parallel group to a
 /// DenseI64ArrayAttr [dim, blocks, global shape...]: the global tensor's
