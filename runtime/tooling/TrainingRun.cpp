@@ -46,7 +46,7 @@ namespace {
 std::optional<rt::CompiledStep> openCompiled(const Options &opt) {
   if (opt.compiled.empty())
     return std::nullopt;
-  return rt::CompiledStep::open(opt.compiled, fsdp_world_size());
+  return rt::CompiledStep::open(opt.compiled, fsdp_world_size(), fsdp_rank());
 }
 
 /// --init-from: the archive, its headers checked before the device is set
@@ -149,8 +149,7 @@ TrainingRun::TrainingRun(const Options &opt, const AgreedInputs &agreed)
     for (auto [flag, value] :
          {std::pair{"--save", &opt.save}, std::pair{"--load", &opt.load},
           std::pair{"--export", &opt.exportPath},
-          std::pair{"--init-from", &opt.initFrom},
-          std::pair{"--compiled", &opt.compiled}})
+          std::pair{"--init-from", &opt.initFrom}})
       if (!value->empty())
         throw Error(std::string(flag) +
                     " is not supported yet with pipeline parallelism (" +
