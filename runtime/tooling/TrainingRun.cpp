@@ -49,6 +49,12 @@ std::optional<rt::CompiledStep> openCompiled(const Options &opt) {
   return rt::CompiledStep::open(opt.compiled, fsdp_world_size(), fsdp_rank());
 }
 
+/// `p` once every rank agrees on the stage layout (before any channel).
+Program agreedJob(Program p) {
+  rt::checkSameJobOnAllRanks(p);
+  return p;
+}
+
 /// --init-from: the archive, its headers checked before the device is set
 /// up.
 std::optional<SafeTensorsArchive> openInitFrom(const Options &opt) {
@@ -132,9 +138,10 @@ private:
 // state.
 TrainingRun::TrainingRun(const Options &opt, const AgreedInputs &agreed)
     : opt(opt), rank(fsdp_rank()), compiled(openCompiled(opt)),
-      prog(compiled ? compiled->program()
-                    : Program::fromFile(opt.schedule, fsdp_world_size(),
-                                        fsdp_rank())),
+      prog(agreedJob(compiled ? compiled->program()
+                              : Program::fromFile(opt.schedule,
+                                                  fsdp_world_size(),
+                                                  fsdp_rank()))),
       stageRank(rank % static_cast<int>(prog.worldSize())),
       data(prog, opt.data, opt.seed, stageRank,
            opt.dataOrder == "sequential" ? DataOrder::Sequential
