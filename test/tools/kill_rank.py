@@ -2,10 +2,15 @@
 """Kills a rank (SIGKILL) in the middle of a step or of `fsdp-run --save`.
 
 usage: kill_rank.py WORK_DIR --mpirun "mpirun ..." [--mid-step | --stop]
+                    [--pipeline [--compiled]]
 
 --stop: rank 1 gets SIGSTOP instead (it stops responding); with
 --timeout 3 the other rank's watchdog must stop the job within 15 s,
 naming the step and the instruction it waits in.
+
+--pipeline: the model (GPT-2 untied) runs as 2 pipeline stages of one rank
+(pp=2, 1f1b, 2 micro-batches), so that rank 1 is stage 1; --compiled runs
+fsdp-compile's step of it instead of the JSON schedule.
 
 --mid-step: a 2-rank training run gets SIGKILL on rank 1 once step 2 has
 been printed; the job must exit non-zero within 10 s, and its messages must
@@ -65,7 +70,8 @@ def mid_step(run, stop):
         if line.startswith("step 2 "):
             break
     else:
-        fail("the run ended before step 2")
+        p.wait()
+        fail("the run ended before step 2 (exit %s): %s" % (p.returncode, p.stderr.read()[-1500:]))
     victims = rank_pids(1, p.pid)
     if not victims:
         fail("no rank-1 fsdp-run process found")
@@ -110,17 +116,24 @@ def main():
     ap.add_argument("--mpirun", required=True)
     ap.add_argument("--mid-step", action="store_true")
     ap.add_argument("--stop", action="store_true")
+    ap.add_argument("--pipeline", action="store_true")
+    ap.add_argument("--compiled", action="store_true")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     cfg = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lit", "Inputs",
-                       "models", "gpt2.json")
+                       "models", "gpt2-untied.json" if a.pipeline else "gpt2.json")
     mlir, sched = os.path.join(a.work, "m.mlir"), os.path.join(a.work, "s.json")
+    planned, so = os.path.join(a.work, "p.mlir"), os.path.join(a.work, "s.so")
     ck = os.path.join(a.work, "ck")
+    opts = "world-size=2 policy=block" + (" pp=2 pp-schedule=1f1b micro-batches=2"
+                                          if a.pipeline else "")
     subprocess.run("fsdp-import %s --layers 2 --hidden 256 --heads 4 --seq 8 --batch 2 -o %s && "
-                   "fsdp-opt %s --fsdp-pipeline='world-size=2 policy=block' | "
-                   "fsdp-translate --fsdp-to-schedule -o %s" % (cfg, mlir, mlir, sched),
-                   shell=True, check=True)
-    run = "%s -np 2 fsdp-run %s" % (a.mpirun, sched)
+                   "fsdp-opt %s --fsdp-pipeline='%s' -o %s && "
+                   "fsdp-translate %s --fsdp-to-schedule -o %s" %
+                   (cfg, mlir, mlir, opts, planned, planned, sched), shell=True, check=True)
+    if a.compiled:
+        subprocess.run(["fsdp-compile", planned, "-o", so], check=True)
+    run = "%s -np 2 fsdp-run %s" % (a.mpirun, "--compiled " + so if a.compiled else sched)
     if a.mid_step or a.stop:
         mid_step(run, a.stop)
         return
