@@ -14,8 +14,8 @@
 #include "fsdp/Analysis/StepFunction.h"
 #include "fsdp/Conversion/Passes.h"
 #include "fsdp/Dialect/FSDP/FSDP.h"
-#include "fsdp/compiled.h"
 #include "fsdp/Target/Schedule.h"
+#include "fsdp/compiled.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -163,9 +163,9 @@ protected:
     std::vector<schedule::Program> progs(docs.size());
     std::vector<schedule::StepPlan> plans(docs.size());
     for (size_t s = 0; s < docs.size(); ++s)
-      if (failed(mlir::fsdp::planCompiledStep(
-              stages->empty() ? module : (*stages)[s], docs[s], progs[s],
-              plans[s])))
+      if (failed(mlir::fsdp::planCompiledStep(stages->empty() ? module
+                                                              : (*stages)[s],
+                                              docs[s], progs[s], plans[s])))
         return signalPassFailure();
     // The step replaces the module's contents.
     SmallVector<Operation *> old;
@@ -185,10 +185,10 @@ protected:
         PlanEmitter(module, progs[s], plans[s],
                     FSDP_STEP_STAGE_SUFFIX + std::to_string(s))
             .emit(docs[s]);
-      emitDescriptorGlobals(module, "", whole,
-                            {progs[0].worldSize() * p, 0, 0, 0, 0, 0, 0, 0, 0,
-                             0},
-                            p, /*stage=*/-1);
+      emitDescriptorGlobals(
+          module, "", whole,
+          {progs[0].worldSize() * p, 0, 0, 0, 0, 0, 0, 0, 0, 0}, p,
+          /*stage=*/-1);
     }
     for (Operation *op : llvm::reverse(old))
       op->erase();

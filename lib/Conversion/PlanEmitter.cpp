@@ -319,15 +319,14 @@ void PlanEmitter::emit(const std::string &document) {
 }
 
 void PlanEmitter::emitDescriptor(const std::string &document) {
-  emitDescriptorGlobals(
-      module, suffix, document,
-      {prog.worldSize(), prog.replicas(), prog.shardSize(),
-       prog.plannedArenaBytes(), prog.arenaAlignment(),
-       static_cast<int64_t>(prog.inputs().size()),
-       static_cast<int64_t>(prog.outputs().size()),
-       static_cast<int64_t>(prog.instructions().size()), plan.numEvents,
-       plan.peakBytes},
-      prog.pipelineStages(), prog.pipelineStage());
+  emitDescriptorGlobals(module, suffix, document,
+                        {prog.worldSize(), prog.replicas(), prog.shardSize(),
+                         prog.plannedArenaBytes(), prog.arenaAlignment(),
+                         static_cast<int64_t>(prog.inputs().size()),
+                         static_cast<int64_t>(prog.outputs().size()),
+                         static_cast<int64_t>(prog.instructions().size()),
+                         plan.numEvents, plan.peakBytes},
+                        prog.pipelineStages(), prog.pipelineStage());
 }
 
 void mlir::fsdp::conversion::emitDescriptorGlobals(
@@ -378,9 +377,9 @@ void mlir::fsdp::conversion::emitDescriptorGlobals(
   LLVM::ReturnOp::create(b, loc, d);
 
   b.setInsertionPointToEnd(module.getBody());
-  auto describe = LLVM::LLVMFuncOp::create(
-      b, loc, FSDP_STEP_DESCRIBE_SYMBOL + suffix,
-      LLVM::LLVMFunctionType::get(ptrT, {}));
+  auto describe =
+      LLVM::LLVMFuncOp::create(b, loc, FSDP_STEP_DESCRIBE_SYMBOL + suffix,
+                               LLVM::LLVMFunctionType::get(ptrT, {}));
   b.setInsertionPointToEnd(describe.addEntryBlock(b));
   LLVM::ReturnOp::create(b, loc, LLVM::AddressOfOp::create(b, loc, desc));
 }

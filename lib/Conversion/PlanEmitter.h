@@ -88,8 +88,8 @@ private:
 /// its pipeline_stages and pipeline_stage.
 void emitDescriptorGlobals(ModuleOp module, const std::string &suffix,
                            const std::string &document,
-                           const std::array<int64_t, 10> &sizes,
-                           int64_t stages, int64_t stage);
+                           const std::array<int64_t, 10> &sizes, int64_t stages,
+                           int64_t stage);
 
 } // namespace mlir::fsdp::conversion
 

@@ -196,7 +196,7 @@ void Executor::compiledStep() {
   }
   std::vector<void *> out(prog.outputs().size(), nullptr);
   std::fill(events.begin(), events.end(), nullptr);
-  stepContext = {dev,       compute,       arena, world,   shard,
+  stepContext = {dev,       compute,       arena, world,  shard,
                  replicate, events.data(), -1,    tensor, pipeline};
   running.store(kCompiledStep, std::memory_order_relaxed);
   double t0 = fsdp_profile_enabled() ? fsdp_now() : 0;

@@ -50,8 +50,7 @@ void checkSameJobOnAllRanks(const Program &prog) {
   unsigned long long mine[kFields] = {
       static_cast<unsigned long long>(prog.pipelineStages()),
       static_cast<unsigned long long>(prog.pipelineMicroBatches()),
-      static_cast<unsigned long long>(prog.worldSize() *
-                                      prog.pipelineStages()),
+      static_cast<unsigned long long>(prog.worldSize() * prog.pipelineStages()),
       prog.jobFingerprint()};
   std::vector<unsigned long long> all(static_cast<size_t>(world) * kFields);
   if (MPI_Allgather(mine, kFields, MPI_UNSIGNED_LONG_LONG, all.data(), kFields,
@@ -76,9 +75,9 @@ void checkSameJobOnAllRanks(const Program &prog) {
   for (int r = 1; r < world; ++r) {
     if (field(r, 0) != field(0, 0))
       throw CollectiveError(
-          prog.name() + ": rank " + std::to_string(r) + " has pp=" +
-          std::to_string(field(r, 0)) + ", rank 0 has pp=" +
-          std::to_string(field(0, 0)) + files(r) +
+          prog.name() + ": rank " + std::to_string(r) +
+          " has pp=" + std::to_string(field(r, 0)) +
+          ", rank 0 has pp=" + std::to_string(field(0, 0)) + files(r) +
           ": every rank must run the same pipeline stage layout");
     if (schedules[static_cast<size_t>(r)] != schedules[0] ||
         field(r, 1) != field(0, 1))

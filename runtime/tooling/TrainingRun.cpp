@@ -138,10 +138,10 @@ private:
 // state.
 TrainingRun::TrainingRun(const Options &opt, const AgreedInputs &agreed)
     : opt(opt), rank(fsdp_rank()), compiled(openCompiled(opt)),
-      prog(agreedJob(compiled ? compiled->program()
-                              : Program::fromFile(opt.schedule,
-                                                  fsdp_world_size(),
-                                                  fsdp_rank()))),
+      prog(agreedJob(compiled
+                         ? compiled->program()
+                         : Program::fromFile(opt.schedule, fsdp_world_size(),
+                                             fsdp_rank()))),
       stageRank(rank % static_cast<int>(prog.worldSize())),
       data(prog, opt.data, opt.seed, stageRank,
            opt.dataOrder == "sequential" ? DataOrder::Sequential

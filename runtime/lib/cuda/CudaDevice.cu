@@ -599,9 +599,10 @@ public:
     if (comm.isNull())
       std::memcpy(recvHost, sendHost, bytes);
     else
-      mpi::check(MPI_Allgather(
-                     sendHost, static_cast<int>(count), mpi::datatype(dtype), recvHost,
-                     static_cast<int>(count), mpi::datatype(dtype), comm.get()),
+      mpi::check(MPI_Allgather(sendHost, static_cast<int>(count),
+                               mpi::datatype(dtype), recvHost,
+                               static_cast<int>(count), mpi::datatype(dtype),
+                               comm.get()),
                  "MPI_Allgather");
     return unstage(
         full, bytes * size, FSDP_COLL_ALL_GATHER,
@@ -620,9 +621,9 @@ public:
     if (comm.isNull())
       std::memcpy(recvHost, sendHost, bytes);
     else
-      mpi::check(MPI_Reduce_scatter_block(sendHost, recvHost, static_cast<int>(count),
-                                          mpi::datatype(dtype),
-                                          mpi::sumOp(dtype), comm.get()),
+      mpi::check(MPI_Reduce_scatter_block(
+                     sendHost, recvHost, static_cast<int>(count),
+                     mpi::datatype(dtype), mpi::sumOp(dtype), comm.get()),
                  "MPI_Reduce_scatter_block");
     if (op == FSDP_REDUCE_AVG)
       mpi::divideInPlace(recvHost, count, dtype, f.post);

@@ -70,20 +70,19 @@ public:
     (void)tag; // each communicator carries its pairs' transfers in order
     checkPeer(peer, rank, size, isSend);
     if (count < 0 || (count > 0 && !buf))
-      fail(FSDP_ERR_INVALID, std::string(isSend ? "fsdp_send_start"
-                                                : "fsdp_recv_start") +
-                                 ": invalid buffer or count");
+      fail(FSDP_ERR_INVALID,
+           std::string(isSend ? "fsdp_send_start" : "fsdp_recv_start") +
+               ": invalid buffer or count");
     int sender = isSend ? rank : peer, receiver = isSend ? peer : rank;
     size_t k = static_cast<size_t>((receiver > sender ? 0 : 2) + sender % 2);
     cudaStream_t st = streams[k];
     afterCompute(dev, st);
     std::unique_lock<std::mutex> l = dev->ncclLock();
     checkNccl(ncclGroupStart(), comms[k], "ncclGroupStart");
-    ncclResult_t r =
-        isSend ? ncclSend(buf, static_cast<size_t>(count), ncclType(dtype),
-                          peer, comms[k], st)
-               : ncclRecv(buf, static_cast<size_t>(count), ncclType(dtype),
-                          peer, comms[k], st);
+    ncclResult_t r = isSend ? ncclSend(buf, static_cast<size_t>(count),
+                                       ncclType(dtype), peer, comms[k], st)
+                            : ncclRecv(buf, static_cast<size_t>(count),
+                                       ncclType(dtype), peer, comms[k], st);
     ncclResult_t end = ncclGroupEnd();
     checkNccl(r, comms[k], isSend ? "ncclSend" : "ncclRecv");
     checkNccl(end, comms[k], "ncclGroupEnd");
@@ -187,9 +186,9 @@ public:
       sends.emplace_back(bytes);
       Send &out = sends.back();
       afterCompute(dev, s);
-      check(cudaMemcpyAsync(out.host.data, buf, bytes, cudaMemcpyDeviceToHost,
-                            s),
-            "cudaMemcpyAsync");
+      check(
+          cudaMemcpyAsync(out.host.data, buf, bytes, cudaMemcpyDeviceToHost, s),
+          "cudaMemcpyAsync");
       dev->waitStream(s, "cudaStreamQuery");
       if (MPI_Isend(out.host.data, static_cast<int>(bytes), MPI_BYTE, peer, tag,
                     comm, &out.request) != MPI_SUCCESS)
