@@ -10,11 +10,12 @@ against the published memory where a row gives one ("ok" within 15%, else
 published run did fit).
 
 Each row is planned as its publication ran it: global batch = micro_batch x
-grad_accum x world_size sequences of `seq` tokens, `micro-batches=grad_accum
+grad_accum x world_size / tp sequences of `seq` tokens (tp: a row's
+tensor-parallel degree, default 1, planned with `tp=T`), `micro-batches=grad_accum
 accumulate=sharded` (FSDP reduce-scatters every micro-batch), one FSDP unit
 per transformer block (`policy=block`), bf16 parameters with the row's reduce
 dtype, the row's activation checkpointing, prefetch `fsdp2` for torchtitan
-(FSDP2) and `fsdp1` for Composer (FSDP1). A GPT-2-type config (the MPT rows)
+(FSDP2: torchtitan, KempnerForge) and `fsdp1` for Composer (FSDP1). A GPT-2-type config (the MPT rows)
 gets n_positions = seq (MPT's max_seq_len).
 
 usage: bench/fidelity/fidelity.py [--build DIR | --tools-on-path] [--rows ID,ID]
@@ -51,7 +52,16 @@ def pipeline_options(row, spec_path, report):
     ]
     if row["grad_accum"] > 1:
         opts += ["micro-batches=%d" % row["grad_accum"], "accumulate=sharded"]
+    if row.get("tp", 1) > 1:
+        opts.append("tp=%d" % row["tp"])
     return " ".join(opts)
+
+
+def global_batch(row):
+    """Sequences per optimizer step: micro_batch x grad_accum per
+    data-parallel rank (world_size / tp of them; a row's tp ranks share
+    their sequences)."""
+    return row["micro_batch"] * row["grad_accum"] * row["world_size"] // row.get("tp", 1)
 
 
 def plan(row, clusters, build, tmp):
@@ -64,7 +74,7 @@ def plan(row, clusters, build, tmp):
     os.makedirs(d, exist_ok=True)
     cfg = os.path.join(d, "config.json")
     json.dump(config, open(cfg, "w"))
-    batch = row["micro_batch"] * row["grad_accum"] * row["world_size"]
+    batch = global_batch(row)
     model, report = os.path.join(d, "model.mlir"), os.path.join(d, "report.json")
     for cmd in (
         [os.path.join(build, "fsdp-import"), cfg, "--seq", str(row["seq"]),

@@ -55,6 +55,11 @@ inline constexpr const char *kStepIoBandwidth = "step_io_bandwidth";
 /// Number (optional, default 1): fraction in [0, 1] of a collective's time
 /// that can overlap compute.
 inline constexpr const char *kCommOverlap = "comm_overlap";
+/// Number (optional, default 0), >= 0: how much slower compute runs while
+/// an FSDP collective is in flight on the communication stream: the
+/// overlapped part of a compute op takes (1 + this) times as long
+/// (ClusterSpec::commContention).
+inline constexpr const char *kCommContention = "comm_contention";
 /// Number (optional, default 0): seconds a collective over more than one
 /// rank costs beyond its ring time (the ranks' skew).
 inline constexpr const char *kCollectiveSync = "collective_sync_s";

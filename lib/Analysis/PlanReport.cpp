@@ -209,6 +209,8 @@ void mlir::fsdp::addSimulationToReport(json &report, const SimResult &sim,
   report["host_overhead_s"] = sim.hostTime;
   report["comm_s"] = sim.commTime;
   report["exposed_comm_s"] = sim.exposedComm;
+  if (sim.contentionTime > 0)
+    report["contention_s"] = sim.contentionTime;
   report["tp_bytes"] = sim.tpBytes;
   report["tp_comm_s"] = sim.tpTime;
   report["tp_exposed_s"] = sim.tpExposed;

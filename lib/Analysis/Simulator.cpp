@@ -66,6 +66,10 @@
 //   "Enabling Compute-Communication Overlap in Distributed Deep Learning
 //   Training Platforms", ISCA 2021, section 3). The trace shows them on the
 //   compute track (category "host").
+// * Contention (comm_contention c, optional): the part of a compute op that
+//   overlaps an FSDP collective in flight runs at 1 / (1 + c) of its rate
+//   (contendedEnd); the extra is contention_s, outside compute and exposed
+//   communication.
 // * Results: step time = when both streams are done (plus the outputs);
 //   compute = sum of op times; host = dispatch + step input/output; comm =
 //   sum of FSDP collective times; TP = sum of tensor-parallel collective
@@ -85,6 +89,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Analysis/Simulator.h"
+#include "fsdp/Analysis/Contention.h"
 #include "fsdp/Analysis/StepFunction.h"
 #include "fsdp/ClusterSpec.h"
 #include "fsdp/Dialect/FSDP/FSDP.h"
@@ -276,7 +281,8 @@ private:
          {std::tuple<const char *, double *, bool>{key::kDispatchOverhead,
                                                    &s.dispatchOverhead, false},
           {key::kStepIoBandwidth, &s.stepIoBandwidth, true},
-          {key::kCollectiveSync, &s.collectiveSync, false}})
+          {key::kCollectiveSync, &s.collectiveSync, false},
+          {key::kCommContention, &s.commContention, false}})
       if (j.contains(k) && !number(j, k, k, *out, positive))
         return false;
     if (!j.contains(key::kCommOverlap))
@@ -523,6 +529,8 @@ private:
       tc += c;
     }
     r.commTime += dur;
+    if (spec.commContention > 0 && dur > 0)
+      commBusy.push_back({start, tm});
     ready[out] = tm;
     durationOf[op] = dur;
     if (isa<AllGatherOp>(op) && firstGather < 0)
@@ -659,7 +667,12 @@ private:
       return success();
     }
     double start = std::max(tc, operandsReady);
-    tc = start + dur;
+    // Slower while a collective is in flight (comm_contention).
+    llvm::erase_if(commBusy, [&](auto &b) { return b.second <= start; });
+    double end = contendedEnd(commBusy, start, dur, spec.commContention);
+    if (spec.commContention > 0)
+      r.contentionTime += end - start - dur;
+    tc = end;
     r.computeTime += dur;
     r.flops += flops;
     bool recompute = op->hasAttr(nn::kRecomputeAttr);
@@ -669,7 +682,7 @@ private:
     }
     r.events.push_back(
         {(recompute ? "recompute " : "") + op->getName().getStringRef().str(),
-         0, start, dur, flops, bytes});
+         0, start, end - start, flops, bytes});
     return success();
   }
 
@@ -684,7 +697,8 @@ private:
              << "the cluster spec's values make the predicted step time "
                 "overflow (check its rates, efficiencies and overheads)";
     r.exposedComm =
-        std::max(0.0, r.stepTime - r.computeTime - r.hostTime - r.tpExposed);
+        std::max(0.0, r.stepTime - r.computeTime - r.contentionTime -
+                          r.hostTime - r.tpExposed);
     r.firstGatherTime = std::max(firstGather, 0.0);
     r.lastReduceTime = lastReduce;
     // Besides the ops, the compute stream must do the host work and the
@@ -718,6 +732,7 @@ private:
   double tc = 0, tm = 0; // the compute and communication streams' clocks
   double tt = 0;         // the tensor-parallel collectives' clock
   double firstGather = -1, lastReduce = 0;
+  std::vector<std::pair<double, double>> commBusy; // collectives in flight
   llvm::DenseMap<Value, double> ready; // when a collective's result is
   llvm::DenseMap<Operation *, double> durationOf;
   std::map<std::string, int64_t> matmulFlopsByDtype;

@@ -229,11 +229,13 @@ private:
 };
 
 /// The activation-checkpoint modes from the one that keeps fewest
-/// activations: full, selective, none (those of `given`, all three if empty).
+/// activations: full, selective-op, selective, none (those of `given`; full,
+/// selective and none if empty: selective-op is planned when named).
 std::vector<std::string> acOrder(const std::vector<std::string> &given) {
   std::vector<std::string> modes;
-  for (const char *m : {"full", "selective", "none"})
-    if (given.empty() || llvm::is_contained(given, m))
+  for (const char *m : {"full", "selective-op", "selective", "none"})
+    if (given.empty() ? llvm::StringRef(m) != "selective-op"
+                      : llvm::is_contained(given, m))
       modes.push_back(m);
   return modes;
 }

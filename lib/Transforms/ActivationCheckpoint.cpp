@@ -60,6 +60,33 @@ static bool selectiveSaves(Operation *op) {
   return isa<nn::LinearOp, nn::MatmulOp, nn::AttentionOp>(op);
 }
 
+/// Whether PyTorch runs `op` as aten.mm, the op torchtitan's op-level policy
+/// counts: nn.matmul (a 2-D product of flattened views) and nn.linear
+/// without a bias (at::linear → matmul → mm). A linear with a bias is
+/// aten.addmm (at::linear's fused 2-D/3-D path, GPT-2's Conv1D), which is in
+/// neither the count nor the save list.
+static bool isTorchMm(Operation *op) {
+  if (auto linear = dyn_cast<nn::LinearOp>(op))
+    return !linear.getBias();
+  return isa<nn::MatmulOp>(op);
+}
+
+/// The ops of one use of a checkpointed unit that torchtitan's op-level
+/// selective AC saves (torchtitan models/llama/parallelize_llama.py,
+/// _apply_ac_to_transformer_block, selective_ac_option = "op"): the outputs
+/// of scaled-dot-product attention and of every aten.mm but every second
+/// one. Its policy counts mms from 1 in a fresh `meta` per checkpointed
+/// forward (selective_checkpointing_context_fn), so the count restarts at
+/// each use and the 2nd, 4th... mm of the use is recomputed.
+static llvm::DenseSet<Operation *> selectiveOpSaves(ArrayRef<Operation *> ops) {
+  llvm::DenseSet<Operation *> saved;
+  int64_t mms = 0;
+  for (Operation *op : ops)
+    if (isa<nn::AttentionOp>(op) || (isTorchMm(op) && ++mms % 2 == 1))
+      saved.insert(op);
+  return saved;
+}
+
 namespace {
 /// One use of a unit: consecutive forward ops of one unit in one micro-batch.
 struct UnitUse {
@@ -166,11 +193,16 @@ private:
       return it != useOf.end() && it->second == idx;
     };
     // Kept from the forward: the loss, constants (free to keep), the use's
-    // outputs (read by a forward op outside it, which keeps them anyway) and
-    // under selective AC the matmul and attention outputs.
+    // outputs (read by a forward op outside it, which keeps them anyway),
+    // under selective AC the matmul and attention outputs, under
+    // selective-op the attention outputs and every other mm's.
+    llvm::DenseSet<Operation *> opSaves;
+    if (mode == ActivationCheckpoint::SelectiveOp)
+      opSaves = selectiveOpSaves(uses[idx].ops);
     auto kept = [&](Operation *op) {
       if (lossOps.contains(op) || isa<arith::ConstantOp>(op) ||
-          (mode == ActivationCheckpoint::Selective && selectiveSaves(op)))
+          (mode == ActivationCheckpoint::Selective && selectiveSaves(op)) ||
+          opSaves.contains(op))
         return true;
       for (Operation *user : op->getUsers())
         if (!inUse(user) && !phases.phaseOf(user).second)
@@ -252,7 +284,8 @@ protected:
     if (mode == ActivationCheckpoint::None) {
       if (!acUnits.empty()) {
         module.emitError() << "fsdp-activation-checkpoint: ac-units needs "
-                              "activation-checkpoint=full or selective";
+                              "activation-checkpoint=full, selective or "
+                              "selective-op";
         return signalPassFailure();
       }
       return;

@@ -10,6 +10,8 @@
 #include "fsdp/tooling/Checkpoint.h"
 #include "FileIo.h"
 #include "HostCodec.h"
+#include "JsonFields.h"
+#include "PipelineStages.h"
 #include "fsdp/tooling/NonFinite.h"
 
 #include <mpi.h>
@@ -24,6 +26,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <sys/stat.h>
 #include <vector>
@@ -57,35 +60,6 @@ DType parseDtype(const std::string &s) {
     if (s == fsdp::schedule::dtypeName(t))
       return t;
   throw Error("unsupported state dtype '" + s + "'");
-}
-
-/// A field of the index with the wrong type or range (parseIndex adds the
-/// file's name). nlohmann's get<int64_t>() of a float is undefined
-/// behaviour when the float does not fit (found by fuzzing): integers are
-/// read only through these.
-struct BadField : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-int64_t intOf(const json &v, const char *what) {
-  if (!v.is_number_integer() ||
-      (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)))
-    throw BadField(std::string(what) + " must be an integer, got " + v.dump());
-  return v.get<int64_t>();
-}
-uint64_t uintOf(const json &v, const char *what) {
-  if (!v.is_number_unsigned())
-    throw BadField(std::string(what) + " must be a non-negative integer, got " +
-                   v.dump());
-  return v.get<uint64_t>();
-}
-std::vector<int64_t> intsOf(const json &v, const char *what) {
-  if (!v.is_array())
-    throw BadField(std::string(what) + " must be a list of integers, got " +
-                   v.dump());
-  std::vector<int64_t> out;
-  for (const json &d : v)
-    out.push_back(intOf(d, what));
-  return out;
 }
 
 /// One state buffer's part of a rank file: flat elements [begin, end) of
@@ -174,6 +148,59 @@ void addRanges(const Program &prog, int rank, const std::vector<Block> &blocks,
           s.ranges.push_back(r);
         });
   }
+}
+
+/// Stage `prog`'s part of the index, described by its rank 0 (world rank
+/// `first`): its ranks' files (world ranks first.., without CRCs), the
+/// (FQN, role) ranges of its units (file indices into the part's files;
+/// under pipeline parallelism each tensor says its stage) and its roles.
+json stageIndexPart(const Program &prog, int64_t first) {
+  SavedMap saved;
+  json files = json::array();
+  for (int64_t r = 0; r < prog.worldSize(); ++r) {
+    uint64_t b = 0;
+    std::vector<Block> bl = fileBlocks(prog, r, b);
+    if (bl.empty())
+      continue;
+    addRanges(prog, static_cast<int>(r), bl, files.size(), saved);
+    files.push_back(
+        {{"rank", first + r}, {"path", rankFile(first + r)}, {"bytes", b}});
+  }
+  json tensors = json::array(), roles = json::array();
+  for (const char *role : fsdp::schedule::kStateRoles)
+    for (const UnitDesc &u : prog.units())
+      if (prog.findUnitInput(role, u.name)) {
+        roles.push_back(role);
+        break;
+      }
+  for (const UnitDesc &u : prog.units())
+    for (const ParamDesc &p : u.params)
+      for (const char *role : fsdp::schedule::kStateRoles) {
+        auto it = saved.find({p.fqn, role});
+        if (it == saved.end())
+          continue;
+        json ranges = json::array();
+        for (const Range &r : it->second.ranges) {
+          ranges.push_back({{"file", r.file},
+                            {"offset", r.offset},
+                            {"begin", r.begin},
+                            {"end", r.end}});
+          if (r.dim >= 0)
+            ranges.back()["slice"] = {{"dim", r.dim},
+                                      {"blocks", r.blocks},
+                                      {"index", r.index},
+                                      {"count", r.count}};
+        }
+        tensors.push_back(
+            {{"fqn", p.fqn},
+             {"role", role},
+             {"shape", globalShapeOf(p)},
+             {"dtype", fsdp::schedule::dtypeName(it->second.dtype)},
+             {"ranges", ranges}});
+        if (prog.pipelineStages() > 1)
+          tensors.back()["stage"] = prog.pipelineStage();
+      }
+  return {{"files", files}, {"tensors", tensors}, {"roles", roles}};
 }
 
 /// Checks a parsed range's slice against its tensor's shape; "" if sound.
@@ -319,6 +346,7 @@ json runJson(const RunMeta &meta) {
 void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
                     int rank, const RunMeta &meta) {
   const Program &prog = ex.program();
+  const int stageRank = stageRankOf(prog, rank);
   const std::string target = fs::absolute(dir).lexically_normal().string();
   const std::string tmp = target + ".partial";
   // Never a checkpoint with an inf or nan: it would replace (or, through
@@ -340,9 +368,10 @@ void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
   }
   agree(err, "create the directory", "", rank);
 
-  // This rank's file: its written copies of every state buffer.
+  // This rank's file: its written copies of every state buffer (named by
+  // its world rank: one directory for every pipeline stage).
   uint64_t bytes = 0;
-  std::vector<Block> blocks = fileBlocks(prog, rank, bytes);
+  std::vector<Block> blocks = fileBlocks(prog, stageRank, bytes);
   uint32_t crc = crc32(0L, Z_NULL, 0);
   if (!blocks.empty()) {
     std::string path = tmp + "/" + rankFile(rank);
@@ -368,72 +397,35 @@ void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
   }
   agree(err, "write its file", tmp, rank);
   unsigned long long mine = crc;
-  std::vector<unsigned long long> crcs(static_cast<size_t>(prog.worldSize()));
+  std::vector<unsigned long long> crcs(static_cast<size_t>(jobSizeOf(prog)));
   MPI_Gather(&mine, 1, MPI_UNSIGNED_LONG_LONG, crcs.data(), 1,
              MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
 
+  // Each stage's rank 0 describes its stage's files and tensors (they
+  // follow from its program alone); world rank 0 merges the stages' parts.
+  json part = stageRank == 0 ? stageIndexPart(prog, rank) : json::object();
+  json merged = mergeStageParts(prog, part, stageRank == 0, rank);
   if (rank == 0) {
-    SavedMap saved;
-    json files = json::array();
-    for (int64_t r = 0; r < prog.worldSize(); ++r) {
-      uint64_t b = 0;
-      std::vector<Block> bl = fileBlocks(prog, r, b);
-      if (bl.empty())
-        continue;
-      addRanges(prog, static_cast<int>(r), bl, files.size(), saved);
-      files.push_back({{"rank", r},
-                       {"path", rankFile(r)},
-                       {"bytes", b},
-                       {"crc32", crcs[r]}});
-    }
-    json tensors = json::array(), roles = json::array();
-    for (const char *role : fsdp::schedule::kStateRoles)
-      for (const UnitDesc &u : prog.units())
-        if (prog.findUnitInput(role, u.name)) {
-          roles.push_back(role);
-          break;
-        }
-    for (const UnitDesc &u : prog.units())
-      for (const ParamDesc &p : u.params)
-        for (const char *role : fsdp::schedule::kStateRoles) {
-          auto it = saved.find({p.fqn, role});
-          if (it == saved.end())
-            continue;
-          json ranges = json::array();
-          for (const Range &r : it->second.ranges) {
-            ranges.push_back({{"file", r.file},
-                              {"offset", r.offset},
-                              {"begin", r.begin},
-                              {"end", r.end}});
-            if (r.dim >= 0)
-              ranges.back()["slice"] = {{"dim", r.dim},
-                                        {"blocks", r.blocks},
-                                        {"index", r.index},
-                                        {"count", r.count}};
-          }
-          tensors.push_back(
-              {{"fqn", p.fqn},
-               {"role", role},
-               {"shape", globalShapeOf(p)},
-               {"dtype", fsdp::schedule::dtypeName(it->second.dtype)},
-               {"ranges", ranges}});
-        }
+    for (json &f : merged["files"])
+      f["crc32"] = crcs[f["rank"].get<size_t>()];
     json index = {
         {"format", "fsdp-checkpoint"},
         {"version", prog.tensorParallel() > 1 ? kVersionTp : kVersion},
-        {"schedule", prog.name()},
-        {"world_size", prog.worldSize()},
+        {"schedule", jobScheduleName(prog)},
+        {"world_size", jobSizeOf(prog)},
         {"strategy", prog.strategy()},
         {"grid",
          {{"replicas", prog.replicas()}, {"shard_size", prog.shardSize()}}},
         {"step", step},
         {"run", runJson(meta)},
         {"optimizer", optimizerJson(prog)},
-        {"roles", roles},
-        {"files", files},
-        {"tensors", tensors}};
+        {"roles", merged["roles"]},
+        {"files", merged["files"]},
+        {"tensors", merged["tensors"]}};
     if (prog.tensorParallel() > 1)
       index["grid"]["tensor_parallel"] = prog.tensorParallel();
+    if (prog.pipelineStages() > 1) // every tensor's "stage" says which
+      index["grid"]["pipeline_stages"] = prog.pipelineStages();
     std::string ipath = tmp + "/index.json";
     {
       std::ofstream out(ipath);
@@ -526,6 +518,7 @@ void parseIndex(const std::string &text, const std::string &dir,
           s.ranges.push_back(range);
         }
       }
+      checkStageLayout(index, ipath); // every pipeline stage's tensors
       const json &run = index.value("run", json::object());
       result.hasMeta = true;
       result.meta.seed =
@@ -719,13 +712,17 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex,
                  got.dump().c_str(), want.dump().c_str());
 
   // The model must be the schedule's: every FQN, its shape, every role the
-  // schedule keeps, and nothing else.
+  // schedule keeps, and nothing else (under pipeline parallelism: no FQN of
+  // any stage's; each stage checks its own FQNs' shapes and roles).
   std::map<std::string, const ParamDesc *> params;
   for (const UnitDesc &u : prog.units())
     for (const ParamDesc &p : u.params)
       params[p.fqn] = &p;
+  std::set<std::string> model;
+  for (const ModelParam &m : modelParams(prog))
+    model.insert(m.fqn);
   for (const auto &[key, s] : saved)
-    if (!params.count(key.first))
+    if (!model.count(key.first))
       throw Error(ctx + ": the checkpoint has parameter '" + key.first +
                   "', which the schedule does not");
   auto source = [&](const std::string &fqn, const char *role) -> const Saved & {
@@ -756,14 +753,15 @@ LoadedCheckpoint loadCheckpoint(const std::string &dir, Executor &ex,
   // from the saved runs that overlap them.
   std::vector<double> values;
   SavedReader reader(files, ctx);
-  int64_t tpRank = prog.tensorRank(rank), tp = prog.tensorParallel();
+  const int stageRank = stageRankOf(prog, rank);
+  int64_t tpRank = prog.tensorRank(stageRank), tp = prog.tensorParallel();
   for (const UnitDesc &u : prog.units())
     for (const char *role : fsdp::schedule::kStateRoles) {
       const IoDesc *io = prog.findUnitInput(role, u.name);
       if (!io)
         continue;
       int64_t begin, end;
-      stateRange(prog, u, *io, rank, begin, end);
+      stateRange(prog, u, *io, stageRank, begin, end);
       values.assign(static_cast<size_t>(end - begin), 0.0); // padding: zero
       forEachParamIn(
           u, begin, end,

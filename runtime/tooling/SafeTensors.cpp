@@ -8,6 +8,7 @@
 #include "fsdp/tooling/SafeTensors.h"
 #include "FileIo.h"
 #include "HostCodec.h"
+#include "PipelineStages.h"
 #include "fsdp/tooling/NonFinite.h"
 
 #include <mpi.h>
@@ -287,31 +288,32 @@ void initFromSafeTensors(const SafeTensorsArchive &archive, Executor &ex,
                          int rank) {
   const Program &prog = ex.program();
   // Check the whole archive against the schedule first: nothing is written
-  // unless every tensor is there with its shape.
+  // unless every tensor is there with its shape. Under pipeline parallelism
+  // every rank checks every stage's parameters (the same message on every
+  // rank) and reads its own stage's.
   std::map<std::string, const TensorEntry *> source;
   std::set<std::string> used;
   std::vector<std::string> missing;
-  for (const UnitDesc &u : prog.units())
-    for (const ParamDesc &p : u.params) {
-      const TensorEntry *t = lookup(archive, p.fqn);
-      if (!t) {
-        missing.push_back(p.fqn);
-        continue;
-      }
-      if (t->shape != globalShapeOf(p))
-        throw Error("--init-from: tensor '" + t->name + "' in '" + t->file +
-                    "' has shape " + json(t->shape).dump() +
-                    "; the schedule's '" + p.fqn + "' is " +
-                    json(globalShapeOf(p)).dump());
-      DType dt;
-      if (!stFloatType(t->dtype, dt))
-        throw Error("--init-from: tensor '" + t->name + "' in '" + t->file +
-                    "' has dtype " + t->dtype +
-                    "; parameters need F32, BF16, "
-                    "F16 or F64");
-      source[p.fqn] = t;
-      used.insert(t->name);
+  for (const ModelParam &p : modelParams(prog)) {
+    const TensorEntry *t = lookup(archive, p.fqn);
+    if (!t) {
+      missing.push_back(p.fqn);
+      continue;
     }
+    if (t->shape != p.shape)
+      throw Error("--init-from: tensor '" + t->name + "' in '" + t->file +
+                  "' has shape " + json(t->shape).dump() +
+                  "; the schedule's '" + p.fqn + "' is " +
+                  json(p.shape).dump());
+    DType dt;
+    if (!stFloatType(t->dtype, dt))
+      throw Error("--init-from: tensor '" + t->name + "' in '" + t->file +
+                  "' has dtype " + t->dtype +
+                  "; parameters need F32, BF16, "
+                  "F16 or F64");
+    source[p.fqn] = t;
+    used.insert(t->name);
+  }
   if (!missing.empty()) {
     std::string list;
     for (size_t i = 0; i < missing.size() && i < 5; ++i)
@@ -339,14 +341,15 @@ void initFromSafeTensors(const SafeTensorsArchive &archive, Executor &ex,
   // parallelism, the global runs of its slices).
   std::vector<double> values;
   std::vector<std::pair<int64_t, int64_t>> runs;
-  int64_t tpRank = prog.tensorRank(rank), tp = prog.tensorParallel();
+  const int stageRank = stageRankOf(prog, rank);
+  int64_t tpRank = prog.tensorRank(stageRank), tp = prog.tensorParallel();
   for (const UnitDesc &u : prog.units())
     for (const char *role : {"param", "master"}) {
       const IoDesc *io = prog.findUnitInput(role, u.name);
       if (!io)
         continue;
       int64_t begin, end;
-      stateRange(prog, u, *io, rank, begin, end);
+      stateRange(prog, u, *io, stageRank, begin, end);
       values.assign(static_cast<size_t>(end - begin), 0.0); // padding: zero
       forEachParamIn(
           u, begin, end, [&](const ParamDesc &p, int64_t lo, int64_t hi) {
@@ -390,26 +393,28 @@ void exportSafeTensors(const std::string &path, const Executor &ex,
     DType bt = prog.buffer(io->buffer).dtype;
     srcs.push_back({&u, io, floatBytes(bt) ? bt : DType::F32});
   }
-  // The header, the same on every rank.
+  // The header, the same on every rank: every stage's parameters (in stage
+  // order; without pipeline parallelism the schedule's unit order).
   json header = json::object();
   header["__metadata__"] = {{"format", "pt"},
                             {"producer", "fsdp-run"},
-                            {"schedule", prog.name()},
+                            {"schedule", jobScheduleName(prog)},
                             {"step", std::to_string(step)}};
   std::map<std::string, uint64_t> dataOffset;
   uint64_t total = 0;
-  for (const Src &s : srcs)
-    for (const ParamDesc &p : s.unit->params) {
-      int64_t numel = 1;
-      for (int64_t d : globalShapeOf(p))
-        numel *= d;
-      uint64_t bytes = static_cast<uint64_t>(numel * floatBytes(s.type));
-      header[p.fqn] = {{"dtype", stName(s.type)},
-                       {"shape", globalShapeOf(p)},
-                       {"data_offsets", {total, total + bytes}}};
-      dataOffset[p.fqn] = total;
-      total += bytes;
-    }
+  for (const ModelParam &p : modelParams(prog)) {
+    if (!p.stored)
+      continue;
+    int64_t numel = 1;
+    for (int64_t d : p.shape)
+      numel *= d;
+    uint64_t bytes = static_cast<uint64_t>(numel * floatBytes(p.dtype));
+    header[p.fqn] = {{"dtype", stName(p.dtype)},
+                     {"shape", p.shape},
+                     {"data_offsets", {total, total + bytes}}};
+    dataOffset[p.fqn] = total;
+    total += bytes;
+  }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8,
               ' '); // the reference writer's alignment
@@ -439,9 +444,11 @@ void exportSafeTensors(const std::string &path, const Executor &ex,
 
   // The first replica's ranks write their shards; a full (replicated)
   // buffer is written by data-parallel rank 0 alone; each tensor-parallel
-  // rank writes its slices' global runs (writesCopy, writesParam).
+  // rank writes its slices' global runs (writesCopy, writesParam); each
+  // pipeline stage its own parameters.
   {
-    int64_t tpRank = prog.tensorRank(rank), tp = prog.tensorParallel();
+    const int stageRank = stageRankOf(prog, rank);
+    int64_t tpRank = prog.tensorRank(stageRank), tp = prog.tensorParallel();
     Fd f(::open(partial.c_str(), O_WRONLY | O_CLOEXEC));
     if (f.fd < 0)
       err = "cannot open '" + partial + "' on rank " + std::to_string(rank) +
@@ -451,15 +458,15 @@ void exportSafeTensors(const std::string &path, const Executor &ex,
     for (const Src &s : srcs) {
       if (!err.empty())
         break;
-      if (!writesCopy(prog, *s.io, rank))
+      if (!writesCopy(prog, *s.io, stageRank))
         continue;
       int64_t begin, end;
-      stateRange(prog, *s.unit, *s.io, rank, begin, end);
+      stateRange(prog, *s.unit, *s.io, stageRank, begin, end);
       ex.read(s.io->buffer, values);
       int64_t es = floatBytes(s.type);
       forEachParamIn(
           *s.unit, begin, end, [&](const ParamDesc &p, int64_t lo, int64_t hi) {
-            if (!err.empty() || !writesParam(prog, p, rank))
+            if (!err.empty() || !writesParam(prog, p, stageRank))
               return;
             bytes.resize(static_cast<size_t>((hi - lo) * es));
             encodeValues(s.type, &values[lo - begin], hi - lo, bytes.data());

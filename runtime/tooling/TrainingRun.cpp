@@ -150,19 +150,6 @@ TrainingRun::TrainingRun(const Options &opt, const AgreedInputs &agreed)
       ex(prog, device.get(), opt.alloc),
       meta{opt.seed, opt.data, opt.dataOrder.empty() ? "random" : opt.dataOrder,
            0, agreed.dataSha256} {
-  // Pipeline parallelism: each stage's ranks hold their stage's units;
-  // checkpoints and safetensors files by stage are not written yet.
-  if (prog.pipelineStages() > 1)
-    for (auto [flag, value] :
-         {std::pair{"--save", &opt.save}, std::pair{"--load", &opt.load},
-          std::pair{"--export", &opt.exportPath},
-          std::pair{"--init-from", &opt.initFrom}})
-      if (!value->empty())
-        throw Error(std::string(flag) +
-                    " is not supported yet with pipeline parallelism (" +
-                    prog.name() + " is stage " +
-                    std::to_string(prog.pipelineStage()) + " of " +
-                    std::to_string(prog.pipelineStages()) + ")");
   if (compiled)
     ex.useCompiledStep(*compiled);
   fsdp_blas_info blas{};

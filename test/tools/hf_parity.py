@@ -37,7 +37,13 @@ AdamW carries that into the update. A tensor may therefore exceed 1e-5 only
 where torch's own f32 run (recorded in the fixture) lands at least as far
 from the f64 reference; each such tensor is named in the output.
 
+With --pp P every run is planned with P pipeline stages (pp=P, micro-batches
+= --micro-batches, default P): each stage reads its own parameters from the
+fixture and --export merges the stages into one file. --micro-batches M
+alone plans M micro-batches without stages.
+
 usage: hf_parity.py FIXTURE_DIR WORK_DIR --mpirun "mpirun ..." [--ranks 1 4]
+                    [--tp T] [--pp P [--micro-batches M]]
 Tools (fsdp-import, fsdp-opt, fsdp-translate, fsdp-run) come from PATH.
 Prints one line per check and "OK" at the end; exits 1 on a mismatch.
 """
@@ -152,6 +158,10 @@ def main():
     ap.add_argument("--ranks", type=int, nargs="+", default=[1, 4])
     ap.add_argument("--tp", type=int, default=1,
                     help="tensor-parallel degree of every run (tp=T)")
+    ap.add_argument("--pp", type=int, default=1,
+                    help="pipeline stages of every run (pp=P)")
+    ap.add_argument("--micro-batches", type=int, default=0,
+                    help="micro-batches of every run (default: P under --pp, else none)")
     a = ap.parse_args()
     fx, work = a.fixture, a.work
     os.makedirs(work, exist_ok=True)
@@ -172,12 +182,14 @@ def main():
     ref1 = read_safetensors(os.path.join(fx, "step1.safetensors"))
     ref3 = read_safetensors(os.path.join(fx, "step3.safetensors"))
     chk = Checker()
+    mb = a.micro_batches or (a.pp if a.pp > 1 else 0)
+    pp = ("pp=%d " % a.pp if a.pp > 1 else "") + ("micro-batches=%d " % mb if mb else "")
     for n in a.ranks:
         w = os.path.join(work, "n%d" % n)
 
         def plan(src, opts, out):
             run("fsdp-opt %s --fsdp-pipeline=%s | fsdp-translate --fsdp-to-schedule -o %s"
-                % (src, q("world-size=%d tp=%d policy=block %s" % (n, a.tp, opts)), out))
+                % (src, q("world-size=%d tp=%d policy=block %s%s" % (n, a.tp, pp, opts)), out))
 
         def fsdp_run(sched, args, log):
             return summary(run("%s -np %d fsdp-run %s %s" % (a.mpirun, n, sched, args), log))
@@ -185,7 +197,8 @@ def main():
         plan(model + ".mlir", adamw, w + "-adamw.json")
         plan(model + "-f64.mlir", "optimizer=sgd lr=1 weight-decay=0", w + "-grad.json")
         plan(model + ".mlir", "optimizer=sgd lr=1e-30 weight-decay=0", w + "-identity.json")
-        print("world size %d" % n + (" tp %d" % a.tp if a.tp > 1 else ""))
+        print("world size %d" % n + (" tp %d" % a.tp if a.tp > 1 else "")
+              + (" pp %d" % a.pp if a.pp > 1 else ""))
 
         s1 = fsdp_run(w + "-adamw.json", "%s --steps 1 --dump-params %s-p1.json" % (data, w),
                       w + "-log1.txt")

@@ -4,7 +4,7 @@
 //   8,64,512,4096,16384]
 //              [--strategies full-shard,...] [--seq T] [--micro-batch b]
 //              [--param-dtype bf16] [--unit-numel X,Y] [--bucket-bytes A,B]
-//              [--activation-checkpoint none,full,selective]
+//              [--activation-checkpoint none,full,selective,selective-op]
 //              [--pipeline "..."] [--json PATH]
 //
 // For one Hugging Face model config, plans every combination of strategy,
@@ -67,9 +67,10 @@ into one packed collective of at most that many bytes). The table's bucket
 column is the largest / mean bytes one all-gather of the planned step moves
 (its gathered buffer; for no-shard, which has none, one gradient all-reduce).
 
---activation-checkpoint none,full,selective plans every row once per mode
-(fsdp-pipeline's activation-checkpoint=X, column AC); the fits column says
-`yes (AC only)` where a row fits and the same row with none does not.
+--activation-checkpoint none,full,selective,selective-op plans every row once
+per mode (fsdp-pipeline's activation-checkpoint=X, column AC); the fits
+column says `yes (AC only)` where a row fits and the same row with none does
+not.
 
 Columns: strategy, world size, shard group size, policy, units, bucket,
 peak GiB per rank (the memory plan's peak), fits (peak <= the spec's
@@ -149,7 +150,8 @@ static cl::opt<std::string> bucketBytesOpt(
 static cl::opt<std::string> activationCheckpointOpt(
     "activation-checkpoint",
     cl::desc("Comma-separated activation checkpointing modes: none, full, "
-             "selective (each plans every row with activation-checkpoint=X; "
+             "selective, selective-op (each plans every row with "
+             "activation-checkpoint=X; "
              "the fits column marks rows that fit only with it)"),
     cl::value_desc("list"), cl::cat(mainCat));
 static cl::opt<std::string> pipelineOpt(
@@ -314,7 +316,7 @@ static bool readActivationCheckpointModes(sweep::SweepOptions &o) {
     m = m.trim();
     if (!mlir::fsdp::symbolizeActivationCheckpoint(m)) {
       error("--activation-checkpoint: unknown mode '" + m.str() +
-            "' (known: none, full, selective)");
+            "' (known: none, full, selective, selective-op)");
       return false;
     }
     if (llvm::is_contained(o.activationCheckpoints, m.str())) {

@@ -69,6 +69,14 @@ struct ClusterSpec {
   /// do the copies: MPI over shared memory with no spare core; SM
   /// contention under NCCL, Rashidi et al., ISCA 2021, section 3).
   double commOverlap = 1;
+  /// "comm_contention" (optional, 0 when absent), c >= 0: compute that
+  /// overlaps an FSDP collective runs at 1 / (1 + c) of its rate, as NCCL's
+  /// kernels take SMs, L2 and HBM bandwidth from the GEMMs beside them
+  /// (Rashidi et al., ISCA 2021, section 3); a compute op of time d that
+  /// overlaps the communication stream's busy time B for part of its run
+  /// takes d + B·c/(1 + c) (contendedEnd, fsdp/Analysis/Contention.h).
+  /// Tensor-parallel collectives block compute and do not contend.
+  double commContention = 0;
   /// "collective_sync_s" (optional, 0 when absent): seconds a collective
   /// over more than one rank costs beyond its ring time because its ranks
   /// arrive from compute skewed (time-slicing, OS noise; Petrini, Kerbyson
@@ -158,6 +166,10 @@ struct SimResult {
   /// model FLOPs only, without them (Chowdhery et al., PaLM, 2022, App. B).
   int64_t recomputeFlops = 0;
   double recomputeTime = 0;
+  /// Seconds compute ops took beyond their roofline time because an FSDP
+  /// collective was in flight (comm_contention); part of no other term, so
+  /// exposedComm = step − compute − contention − host − tpExposed.
+  double contentionTime = 0;
   std::string mfuDtype;
   std::vector<SimEvent> events;
 };

@@ -30,8 +30,9 @@
 //   The micro-batch sizes are the powers of two m dividing s with s / m <=
 //   --max-micro-batches (16).
 //   3. activation checkpointing is tried from the mode that saves most
-//      (full, selective, none): when a mode cannot fit at m = 1, the modes
-//      after it are not planned (they keep more activations).
+//      (full, selective-op, selective, none; selective-op only when
+//      --activation-checkpoint names it): when a mode cannot fit at m = 1,
+//      the modes after it are not planned (they keep more activations).
 // Every plan is the planner's own (no closed-form shortcut); the JSON lists
 // each family's screens and plans. The model is imported once per global
 // batch and cloned for every plan (the import is the only layout-

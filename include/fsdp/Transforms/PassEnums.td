@@ -60,8 +60,12 @@ def FSDP_ActivationCheckpoint : OptionEnum<"ActivationCheckpoint",
                 "keep a checkpointed unit's inputs, recompute its forward in "
                 "backward">,
     OptionValue<"Selective", 2, "selective",
-                "keep matmul/linear and attention outputs, recompute the rest "
-                "(torchtitan's op-level selective AC)">]>;
+                "keep every matmul/linear and attention output, recompute the "
+                "rest (torchtitan's save list without its every-second-mm "
+                "rule)">,
+    OptionValue<"SelectiveOp", 3, "selective-op",
+                "torchtitan's op-level selective AC: keep attention outputs "
+                "and every other mm's output, recompute the rest">]>;
 
 def FSDP_OptimizerKind : OptionEnum<"OptimizerKind", "fsdp-optimizer optimizer", [
     OptionValue<"SGD", 0, "sgd",

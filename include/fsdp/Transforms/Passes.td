@@ -270,7 +270,16 @@ def FSDPActivationCheckpoint
     Chen et al., 2016). `selective` keeps the outputs of nn.linear,
     nn.matmul and nn.attention as well and recomputes only the other ops:
     norms, activations, rope, elementwise (torchtitan's op-level selective
-    AC, whose save list is the matmuls and scaled-dot-product attention).
+    AC's save list, the matmuls and scaled-dot-product attention, kept
+    whole). `selective-op` is torchtitan's op-level selective AC policy
+    exactly (torchtitan models/llama/parallelize_llama.py,
+    _apply_ac_to_transformer_block with selective_ac_option = "op"): per
+    use of a unit it keeps nn.attention's outputs and the 1st, 3rd, 5th...
+    aten.mm of the use's forward in program order and recomputes the 2nd,
+    4th... (on Llama wk, wo and w3: about 37% of a block's matmul FLOPs)
+    with everything else. aten.mm is nn.matmul and nn.linear without a bias;
+    nn.linear with a bias is aten.addmm in PyTorch (at::linear), outside the
+    save list, and is recomputed.
     An op belongs to the unit of the parameter read most recently in program
     order; a use of a unit is a run of consecutive ops of that unit in one
     micro-batch that reads no parameter twice, and each use is recomputed before its own VJP (a module

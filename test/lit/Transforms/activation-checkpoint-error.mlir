@@ -6,7 +6,7 @@
 // RUN: not fsdp-opt %S/../../examples/mlp.mlir --fsdp-pipeline="activation-checkpoint=selective ac-units=transformer.h.*" 2>&1 | FileCheck %s --check-prefix=PIPE
 // RUN: not fsdp-opt %S/../../examples/mlp.mlir --fsdp-pipeline="policy=block activation-checkpoint=full" 2>&1 | FileCheck %s --check-prefix=ROOT
 
-// NOMODE: error: fsdp-activation-checkpoint: ac-units needs activation-checkpoint=full or selective
+// NOMODE: error: fsdp-activation-checkpoint: ac-units needs activation-checkpoint=full, selective or selective-op
 // GLOB: error: fsdp-activation-checkpoint: ac-units pattern 'h.[' is not a valid glob
 // ENUM: for the --activation-checkpoint option: Cannot find option named 'partial'!
 // PIPE: error: fsdp-activation-checkpoint: ac-units pattern 'transformer.h.*' matches no FSDP unit (units: fc1, fc2, fc3)

@@ -3,6 +3,8 @@
 // RUN: fsdp-opt %s --fsdp-autodiff --fsdp-wrap="units=blk" --fsdp-activation-checkpoint | FileCheck %s --check-prefix=NONE
 // RUN: fsdp-opt %s --fsdp-autodiff --fsdp-wrap="units=blk" --fsdp-activation-checkpoint="activation-checkpoint=full ac-units=root" | FileCheck %s --check-prefix=ROOT
 // RUN: fsdp-opt %s --fsdp-autodiff --fsdp-micro-batch="micro-batches=2" --fsdp-wrap="units=blk" --fsdp-activation-checkpoint="activation-checkpoint=full" | FileCheck %s --check-prefix=MB
+// RUN: fsdp-opt %S/../Inputs/two-mm-block.mlir --fsdp-autodiff --fsdp-wrap="units=blk" --fsdp-activation-checkpoint="activation-checkpoint=selective-op" | FileCheck %s --check-prefix=SELOP
+// RUN: fsdp-opt %S/../Inputs/two-mm-block.mlir --fsdp-autodiff --fsdp-wrap="units=blk" --fsdp-activation-checkpoint="activation-checkpoint=selective" | FileCheck %s --check-prefix=SEL2
 // Under full-shard the recomputed forward reads the backward all-gather; in
 // bf16 it computes in bf16, as the forward.
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 units=blk activation-checkpoint=full param-dtype=bf16" | FileCheck %s --check-prefix=SHARD
@@ -122,3 +124,32 @@ func.func @f(%x: tensor<4x8xf32> {nn.data = "features"}, %y: tensor<4xi32> {nn.d
 // recompute and backward.
 // ZERO2-COUNT-1: fsdp.all_gather @blk
 // ZERO2-NOT: fsdp.all_gather @blk
+
+// selective-op (torchtitan's op-level policy) on two-mm-block.mlir: the 1st
+// and 3rd aten.mm (q: %arg4, gate: %arg8) are kept; the 2nd (up: %arg7) is
+// recomputed, and so is the biased k (%arg5, %arg6: aten.addmm, not saved),
+// with the norm, products and gelu; down (%arg9) is the block's output.
+// SELOP: module attributes {nn.activation_checkpoint = "selective-op"}
+// SELOP: %[[Q:.+]] = nn.linear %{{.+}}, %arg4 :
+// SELOP: %[[G:.+]] = nn.linear %{{.+}}, %arg8 :
+// SELOP: nn.cross_entropy_grad
+// SELOP-NOT: nn.recompute
+// SELOP: %[[N:.+]] = nn.layer_norm %arg0, {{.*}}nn.recompute = "blk"
+// SELOP-NEXT: %[[K:.+]] = nn.linear %[[N]], %arg5, %arg6 {nn.recompute = "blk"}
+// SELOP-NEXT: %[[S:.+]] = nn.mul %[[Q]], %[[K]] {nn.recompute = "blk"}
+// SELOP-NEXT: %[[U:.+]] = nn.linear %[[S]], %arg7 {nn.recompute = "blk"}
+// SELOP-NEXT: %[[A:.+]] = nn.gelu %[[G]] {nn.recompute = "blk"}
+// SELOP-NEXT: nn.mul %[[A]], %[[U]] {nn.recompute = "blk"}
+// SELOP-NOT: nn.linear {{.*}}nn.recompute
+// SELOP: return
+
+// selective on the same block keeps every linear output: no linear is
+// recomputed.
+// SEL2: module attributes {nn.activation_checkpoint = "selective"}
+// SEL2: nn.cross_entropy_grad
+// SEL2-NOT: nn.linear {{.*}}nn.recompute
+// SEL2: nn.layer_norm %arg0, {{.*}}nn.recompute = "blk"
+// SEL2-NOT: nn.linear {{.*}}nn.recompute
+// SEL2: nn.gelu {{.*}}nn.recompute = "blk"
+// SEL2-NOT: nn.linear {{.*}}nn.recompute
+// SEL2: return

@@ -10,9 +10,11 @@
 //
 // Because the index speaks of FQN element ranges, not of shards, --load
 // reshards: any saved world size, strategy, grid, tensor-parallel degree
-// (version 3: a range of a tensor-parallel slice says which slice), wrap
-// policy, bucket layout or unit dtype loads into any schedule of the same
-// model; each rank reads
+// (version 3: a range of a tensor-parallel slice says which slice), pipeline
+// split (each stage's ranks write their stage's FQNs into the one directory;
+// grid.pipeline_stages and each tensor's stage say which), wrap policy,
+// bucket layout or unit dtype loads into any schedule of the same model;
+// each rank reads
 // only the byte ranges it needs. Saves are atomic (Checkpoint.cpp).
 //
 //===----------------------------------------------------------------------===//
@@ -55,7 +57,9 @@ struct RunMeta {
 /// last, fsyncs, and swaps the directory into place (renameat2
 /// RENAME_EXCHANGE, so the previous checkpoint stays whole until the new one
 /// is) only after every rank succeeded. `dir` must not exist, be empty, or
-/// be a checkpoint. Collective over MPI_COMM_WORLD. Throws fsdp::Error
+/// be a checkpoint. `rank` is the world rank (under pipeline parallelism,
+/// each stage's rank 0 describes its stage's part of the index and world
+/// rank 0 merges them). Collective over MPI_COMM_WORLD. Throws fsdp::Error
 /// on any rank's failure (every rank throws; the partial directory is
 /// removed).
 void saveCheckpoint(const std::string &dir, const fsdp::rt::Executor &ex,
@@ -76,6 +80,9 @@ struct LoadedCheckpoint {
 /// `param` and `master` from the saved master if there is one, else the saved
 /// param, converted to the buffer dtype; moments from the saved moments. Throws
 /// fsdp::Error naming the FQN, role, shape or file that does not match.
+/// Under pipeline parallelism `rank` is the world rank, the rank loads its
+/// stage's units, and "no extra FQN" is judged against every stage's
+/// (collective over MPI_COMM_WORLD).
 LoadedCheckpoint loadCheckpoint(const std::string &dir, fsdp::rt::Executor &ex,
                                 int rank);
 

@@ -23,8 +23,11 @@ namespace fsdp::tooling {
 /// c_attn.weight' element 17 is nan"; "" when every value is finite. Each
 /// rank reads its own buffers of those roles (ex.read) and the ranks agree
 /// on the first by one MPI_Allreduce (MPI_MIN of a (unit, role, element)
-/// key), so every rank returns the same text. Collective over
-/// MPI_COMM_WORLD.
+/// key), so every rank returns the same text. Under pipeline parallelism
+/// (a key names a unit of its own stage's program) the first stage with a
+/// non-finite value is found first, its ranks find the first key, and the
+/// text ("... (pipeline stage s)") travels to every rank. `rank` is the
+/// world rank. Collective over MPI_COMM_WORLD.
 std::string firstNonFiniteState(const fsdp::rt::Executor &ex, int rank,
                                 const std::vector<std::string> &roles);
 

@@ -90,8 +90,11 @@ private:
 /// (`*.attn.bias`, `*.attn.masked_bias`) and rotary `*.rotary_emb.inv_freq`
 /// are not parameters and are skipped. Every rank checks the whole archive
 /// against the schedule and reads only the element ranges of its shards.
-/// Throws fsdp::Error naming the tensor and the file for a missing
-/// tensor, an unknown extra tensor, a shape mismatch or an unsupported dtype.
+/// Under pipeline parallelism (`rank` is the world rank) every rank checks
+/// the archive against every stage's parameters and reads its own stage's
+/// (collective over MPI_COMM_WORLD). Throws fsdp::Error naming the tensor
+/// and the file for a missing tensor, an unknown extra tensor, a shape
+/// mismatch or an unsupported dtype.
 void initFromSafeTensors(const SafeTensorsArchive &archive,
                          fsdp::rt::Executor &ex, int rank);
 
@@ -105,7 +108,9 @@ void initFromSafeTensors(const SafeTensorsArchive &archive,
 /// MPI_COMM_WORLD. Under tensor parallelism every tensor is written whole
 /// (its global shape): each tensor-parallel rank of the first replica
 /// writes the global element runs of its slices, a parameter replicated in
-/// the tensor-parallel group is written by tensor-parallel rank 0.
+/// the tensor-parallel group is written by tensor-parallel rank 0. Under
+/// pipeline parallelism (`rank` is the world rank) the header holds every
+/// stage's parameters (stage order) and each stage's ranks write their own.
 /// `step` is recorded in __metadata__. Throws
 /// fsdp::Error on any rank's I/O error (all ranks throw).
 void exportSafeTensors(const std::string &path, const fsdp::rt::Executor &ex,
