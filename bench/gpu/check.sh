@@ -13,7 +13,7 @@
 #                  this machine's, a tiny Llama under the 8B block stack's
 #                  name), and the sections run with the cpu driver standing
 #                  in for cuda (the CUDA-only ones report their skip).
-#   --budget S     seconds for sections 1-7 together (default 420); each
+#   --budget S     seconds for sections 1-8 together (default 420); each
 #                  section's timeout is cut to what is left, and a section
 #                  with under 10 s left is skipped (said so), never killed
 #                  half-way without a line.
@@ -56,7 +56,12 @@
 #      (each rank initialises half the parameters, ~15 s; 8 timed steps of
 #      the same FLOP as section 5 plus host-staged MPI collectives of
 #      ~16 MB each, a few per layer)                                  ~70 s
-#   total ~280 s expected, 420 s budgeted (the per-section timeouts):
+#   8. pipeline parallelism on cuda: a tiny f64 GPT-2 at pp=2 (1f1b), 2
+#      ranks sharing the GPU (--collectives mpi: MPI_Isend/Irecv through
+#      pinned memory), against 1 rank (fsdp_compare.py, 1e-12), and its
+#      compiled step against the interpreted one (bit for bit): 3 runs of
+#      3 steps, ~3-5 s of start-up each                              ~20 s
+#   total ~300 s expected, 420 s budgeted (the per-section timeouts):
 #   with the machine's start-up a full rerun no longer fits in 15 minutes
 #   after a full first run; rerun only the failed sections.
 # If the first run is slow, drop in this order: 4 (PyTorch: a second
@@ -64,7 +69,7 @@
 # 6's Llama run (the compiled/interpreted ratio is measured on CPU in
 # bench/README.md), then 5's --alloc per-buffer run; 7's block stack at tp=2
 # (keep its tiny equality check); keep 0-3 and 5's timed run, which nothing
-# else can measure: --sections 1,2,3,5.
+# else can measure: --sections 1,2,3,5 (8 is short: keep it).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 usage() {
@@ -81,7 +86,7 @@ while [ $# -gt 0 ]; do
     shift
     ;;
   --sections)
-    [[ ${2:-} =~ ^[0-7](,[0-7])*$ ]] || { echo "check.sh: --sections needs numbers 0-7 like 0,1,5, got '${2:-}'" >&2; usage; }
+    [[ ${2:-} =~ ^[0-8](,[0-8])*$ ]] || { echo "check.sh: --sections needs numbers 0-8 like 0,1,5, got '${2:-}'" >&2; usage; }
     ONLY=,$2,
     shift
     ;;
@@ -328,6 +333,31 @@ if a:
     print("  losses", a["losses"])
 PY
   end $((rc != 0 ? rc : rc2))
+fi
+if begin 8 "pipeline parallelism on cuda (PP 2 on one GPU, --collectives mpi, = 1 rank; compiled = interpreted)" 60; then
+  common=(--device $DEV --steps 3 --seed 5 --data test/data/tinyshakespeare.txt)
+  run pp1 $MPIRUN -np 1 $G/bin/fsdp-run $S/gpt2-pp-ref.json "${common[@]}" --dump-params $O/pp1.json
+  rc=$?
+  run pp2 $MPIRUN -np 2 $G/bin/fsdp-run $S/gpt2-pp2.json "${common[@]}" --collectives mpi \
+    --dump-params $O/pp2.json
+  rc=$((rc != 0 ? rc : $?))
+  run pp2c $MPIRUN -np 2 $G/bin/fsdp-run --compiled $S/gpt2-pp2.so "${common[@]}" --collectives mpi \
+    --dump-params $O/pp2c.json
+  rc=$((rc != 0 ? rc : $?))
+  if [ $rc = 0 ]; then
+    echo "\$ python3 test/tools/fsdp_compare.py --tol 1e-12 ..." >> "$RES"
+    python3 test/tools/fsdp_compare.py --tol 1e-12 $O/pp1.out $O/pp1.json $O/pp2.out $O/pp2.json \
+      > "$O/ppcmp.out" 2>&1
+    rc=$?
+    say "tiny GPT-2 f64, pp = 2 (1f1b, m = 4) vs 1 rank, tol 1e-12: $(tr '\n' ' ' < "$O/ppcmp.out")"
+    if cmp -s $O/pp2.json $O/pp2c.json; then
+      say "pp = 2 compiled vs interpreted: parameters and moments bit-identical"
+    else
+      say "pp = 2 compiled vs interpreted: parameters DIFFER"
+      rc=1
+    fi
+  fi
+  end $rc
 fi
 say "== done in $(($(date +%s) - T0)) s: $FAILED section(s) failed"
 exit $FAILED

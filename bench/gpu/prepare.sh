@@ -21,7 +21,10 @@
 #          which dispatches to the device's driver); for section 7 the
 #          block stack at tp=2 on 2 ranks (llama8b-2l-tp2.json and its
 #          report) and a tiny f64 GPT-2 at world size 1 and at (dp, tp) =
-#          (2, 2) (gpt2-f64-ref.json, gpt2-f64-tp2x2.json)
+#          (2, 2) (gpt2-f64-ref.json, gpt2-f64-tp2x2.json); for section 8
+#          a tiny untied f64 GPT-2 at world size 1 and at pp=2 (1f1b, 4
+#          micro-batches both), its schedule and compiled step
+#          (gpt2-pp-ref.json, gpt2-pp2.json, gpt2-pp2.so)
 # Usage: bash bench/gpu/prepare.sh        (about 14 MiB)
 #        bash bench/gpu/prepare.sh --dry-run DIR
 #   --dry-run: the same tree in DIR for check.sh --dry-run on this machine:
@@ -86,6 +89,17 @@ $B/fsdp-opt $S/gpt2-f64.mlir --fsdp-pipeline="world-size=1 $TPO" -o $S/gpt2-f64-
 $B/fsdp-translate $S/gpt2-f64-ref.sharded.mlir --fsdp-to-schedule -o $S/gpt2-f64-ref.json
 $B/fsdp-opt $S/gpt2-f64.mlir --fsdp-pipeline="world-size=4 tp=2 $TPO" -o $S/gpt2-f64-tp2x2.sharded.mlir
 $B/fsdp-translate $S/gpt2-f64-tp2x2.sharded.mlir --fsdp-to-schedule -o $S/gpt2-f64-tp2x2.json
+# Section 8: pipeline parallelism (the options of test/lit/Integration/
+# pipeline-parallel.test; tied weights across stages are refused).
+$B/fsdp-import test/lit/Inputs/models/gpt2-untied.json --layers 4 --hidden 32 --heads 4 \
+  --vocab 256 --seq 16 --batch 8 --dtype f64 -o $S/gpt2-pp.mlir
+PPO="policy=block micro-batches=4 lr=1e-2 lr-schedule=cosine warmup-steps=1 decay-steps=3"
+$B/fsdp-opt $S/gpt2-pp.mlir --fsdp-pipeline="world-size=1 $PPO" -o $S/gpt2-pp-ref.sharded.mlir
+$B/fsdp-translate $S/gpt2-pp-ref.sharded.mlir --fsdp-to-schedule -o $S/gpt2-pp-ref.json
+$B/fsdp-opt $S/gpt2-pp.mlir --fsdp-pipeline="world-size=2 pp=2 pp-schedule=1f1b $PPO" \
+  -o $S/gpt2-pp2.sharded.mlir
+$B/fsdp-translate $S/gpt2-pp2.sharded.mlir --fsdp-to-schedule -o $S/gpt2-pp2.json
+$B/fsdp-compile $S/gpt2-pp2.sharded.mlir -o $S/gpt2-pp2.so
 $B/fsdp-import test/lit/Inputs/models/gpt2.json --layers 2 --hidden 32 --heads 4 --vocab 256 \
   --seq 16 --batch 4 -o $S/gpt2-tiny.mlir
 $B/fsdp-opt $S/gpt2-tiny.mlir --fsdp-pipeline="world-size=1 policy=block" \

@@ -13,7 +13,9 @@
 #include "PlanEmitter.h"
 #include "fsdp/Analysis/StepFunction.h"
 #include "fsdp/Conversion/Passes.h"
+#include "fsdp/Dialect/FSDP/FSDP.h"
 #include "fsdp/Target/Schedule.h"
+#include "fsdp/compiled.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -72,10 +74,13 @@ LogicalResult mlir::fsdp::planCompiledStep(ModuleOp module,
                                            std::string &document,
                                            schedule::Program &prog,
                                            schedule::StepPlan &plan) {
-  if (module->hasAttr("fsdp.pipeline_stages"))
+  // A stage module also says how many stages there are; the job's does not
+  // say which stage it is.
+  if (module->hasAttr(kPipelineStagesAttr) &&
+      !module->hasAttr(kPipelineStageAttr))
     return module.emitError()
-           << "a pipeline-parallel step (pp > 1) has no compiled form yet: "
-              "run its JSON schedule with fsdp-run (interpreted)";
+           << "a pipeline-parallel module is planned per stage (its nested "
+              "stage modules)";
   FailureOr<func::FuncOp> fn = mlir::fsdp::getStepFunction(module);
   if (failed(fn))
     return failure();
@@ -108,6 +113,29 @@ LogicalResult mlir::fsdp::planCompiledStep(ModuleOp module,
   return success();
 }
 
+FailureOr<SmallVector<ModuleOp>>
+mlir::fsdp::pipelineStageModules(ModuleOp module) {
+  SmallVector<ModuleOp> stages;
+  auto p = module->getAttrOfType<IntegerAttr>(kPipelineStagesAttr);
+  if (!p || module->hasAttr(kPipelineStageAttr))
+    return stages;
+  for (ModuleOp stage : module.getOps<ModuleOp>()) {
+    auto s = stage->getAttrOfType<IntegerAttr>(kPipelineStageAttr);
+    if (!s || s.getInt() != static_cast<int64_t>(stages.size()))
+      return stage.emitError()
+             << "expects pipeline stage " << stages.size()
+             << " here (the nested modules of fsdp-pipeline with pp > 1, in "
+                "stage order)";
+    stages.push_back(stage);
+  }
+  if (static_cast<int64_t>(stages.size()) != p.getInt())
+    return module.emitError() << "expects " << p.getInt()
+                              << " nested stage modules (fsdp-pipeline with "
+                                 "pp > 1), found "
+                              << stages.size();
+  return stages;
+}
+
 namespace {
 
 struct ConvertFSDPToLLVMPass
@@ -115,11 +143,30 @@ struct ConvertFSDPToLLVMPass
 protected:
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    std::string doc;
-    schedule::Program prog;
-    schedule::StepPlan plan;
-    if (failed(mlir::fsdp::planCompiledStep(module, doc, prog, plan)))
+    FailureOr<SmallVector<ModuleOp>> stages =
+        mlir::fsdp::pipelineStageModules(module);
+    if (failed(stages))
       return signalPassFailure();
+    // Pipeline parallelism: every stage's step in one object under its own
+    // symbols, and the job's descriptor with the whole document
+    // (fsdp/compiled.h), which a rank reads to find its stage as it reads
+    // the JSON file.
+    std::string whole;
+    if (!stages->empty()) {
+      llvm::raw_string_ostream os(whole);
+      if (failed(mlir::fsdp::translateToSchedule(module, os)))
+        return signalPassFailure();
+    }
+    // Each stage is planned and emitted before any old op goes (the stage
+    // modules are old ops of this module).
+    std::vector<std::string> docs(std::max<size_t>(1, stages->size()));
+    std::vector<schedule::Program> progs(docs.size());
+    std::vector<schedule::StepPlan> plans(docs.size());
+    for (size_t s = 0; s < docs.size(); ++s)
+      if (failed(mlir::fsdp::planCompiledStep(stages->empty() ? module
+                                                              : (*stages)[s],
+                                              docs[s], progs[s], plans[s])))
+        return signalPassFailure();
     // The step replaces the module's contents.
     SmallVector<Operation *> old;
     for (Operation &op : module.getBody()->getOperations())
@@ -130,7 +177,19 @@ protected:
         drop.push_back(a.getName());
     for (StringAttr a : drop)
       module->removeDiscardableAttr(a);
-    PlanEmitter(module, prog, plan).emit(doc);
+    if (stages->empty()) {
+      PlanEmitter(module, progs[0], plans[0]).emit(docs[0]);
+    } else {
+      int64_t p = static_cast<int64_t>(stages->size());
+      for (size_t s = 0; s < docs.size(); ++s)
+        PlanEmitter(module, progs[s], plans[s],
+                    FSDP_STEP_STAGE_SUFFIX + std::to_string(s))
+            .emit(docs[s]);
+      emitDescriptorGlobals(
+          module, "", whole,
+          {progs[0].worldSize() * p, 0, 0, 0, 0, 0, 0, 0, 0, 0}, p,
+          /*stage=*/-1);
+    }
     for (Operation *op : llvm::reverse(old))
       op->erase();
   }

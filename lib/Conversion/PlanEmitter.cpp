@@ -17,9 +17,9 @@ using schedule::Arg;
 using schedule::ArgKind;
 
 PlanEmitter::PlanEmitter(ModuleOp module, const schedule::Program &prog,
-                         const schedule::StepPlan &plan)
-    : module(module), prog(prog), plan(plan), b(module.getContext()),
-      loc(module.getLoc()) {
+                         const schedule::StepPlan &plan, std::string suffix)
+    : module(module), prog(prog), plan(plan), suffix(std::move(suffix)),
+      b(module.getContext()), loc(module.getLoc()) {
   MLIRContext *ctx = module.getContext();
   ptrT = LLVM::LLVMPointerType::get(ctx);
   i32T = IntegerType::get(ctx, 32);
@@ -68,8 +68,8 @@ Value PlanEmitter::channel(schedule::Group g) {
     return replicateV;
   case schedule::Group::Tensor:
     return tensorV;
-  case schedule::Group::Pipeline: // refused before (CompiledStep, fsdp-compile)
-    return worldV;
+  case schedule::Group::Pipeline:
+    return pipelineV;
   }
   return worldV;
 }
@@ -101,7 +101,7 @@ Value PlanEmitter::int64Array(const std::vector<int64_t> &values) {
         ArrayRef<int64_t>(values));
     g = LLVM::GlobalOp::create(
         b, loc, type, /*isConstant=*/true, LLVM::Linkage::Private,
-        "fsdp_i64_" + std::to_string(arrays.size()), value);
+        "fsdp_i64" + suffix + "_" + std::to_string(arrays.size()), value);
   }
   return LLVM::AddressOfOp::create(b, loc, g);
 }
@@ -157,6 +157,10 @@ Value PlanEmitter::callValue(StringRef fn, ArrayRef<Value> args, Type result) {
   if (!result)
     result = i32T;
   LLVM::LLVMFuncOp &f = decls[fn];
+  // A pipeline's stages share one module: a runtime function another
+  // stage's emitter declared is reused.
+  if (!f)
+    f = module.lookupSymbol<LLVM::LLVMFuncOp>(fn);
   if (!f) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(module.getBody());
@@ -274,6 +278,7 @@ void PlanEmitter::emitEntry() {
   shardV = field(ctxV, offsetof(fsdp_step_context, shard), ptrT);
   replicateV = field(ctxV, offsetof(fsdp_step_context, replicate), ptrT);
   tensorV = field(ctxV, offsetof(fsdp_step_context, tensor), ptrT);
+  pipelineV = field(ctxV, offsetof(fsdp_step_context, pipeline), ptrT);
   eventsV = field(ctxV, offsetof(fsdp_step_context, events), ptrT);
   progressTestV = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq,
                                        callValue("fsdp_get_progress", {}, i32T),
@@ -284,7 +289,7 @@ void PlanEmitter::emitEntry() {
 void PlanEmitter::emit(const std::string &document) {
   b.setInsertionPointToEnd(module.getBody());
   stepFn = LLVM::LLVMFuncOp::create(
-      b, loc, FSDP_STEP_SYMBOL,
+      b, loc, FSDP_STEP_SYMBOL + suffix,
       LLVM::LLVMFunctionType::get(i32T, {ptrT, ptrT, ptrT}));
   Block *entry = stepFn.addEntryBlock(b);
   errBlock = new Block();
@@ -314,24 +319,41 @@ void PlanEmitter::emit(const std::string &document) {
 }
 
 void PlanEmitter::emitDescriptor(const std::string &document) {
-  OpBuilder::InsertionGuard guard(b);
+  emitDescriptorGlobals(module, suffix, document,
+                        {prog.worldSize(), prog.replicas(), prog.shardSize(),
+                         prog.plannedArenaBytes(), prog.arenaAlignment(),
+                         static_cast<int64_t>(prog.inputs().size()),
+                         static_cast<int64_t>(prog.outputs().size()),
+                         static_cast<int64_t>(prog.instructions().size()),
+                         plan.numEvents, plan.peakBytes},
+                        prog.pipelineStages(), prog.pipelineStage());
+}
+
+void mlir::fsdp::conversion::emitDescriptorGlobals(
+    ModuleOp module, const std::string &suffix, const std::string &document,
+    const std::array<int64_t, 10> &sizes, int64_t stages, int64_t stage) {
+  OpBuilder b(module.getContext());
+  Location loc = module.getLoc();
+  Type i32T = b.getI32Type(), i64T = b.getI64Type(),
+       ptrT = LLVM::LLVMPointerType::get(module.getContext());
   b.setInsertionPointToEnd(module.getBody());
   // The schedule document, NUL-terminated.
   std::string text = document;
   text.push_back('\0');
   auto docType = LLVM::LLVMArrayType::get(b.getI8Type(), text.size());
+  std::string docName = "fsdp_step_schedule" + suffix;
   LLVM::GlobalOp::create(b, loc, docType, /*isConstant=*/true,
-                         LLVM::Linkage::Private, "fsdp_step_schedule",
+                         LLVM::Linkage::Private, docName,
                          b.getStringAttr(text));
   // fsdp_step_descriptor (compiled.h).
   SmallVector<Type> fields{i32T, i32T};
   fields.append(10, i64T);
   fields.push_back(ptrT);
-  fields.push_back(i64T);
+  fields.append(3, i64T);
   auto descType = LLVM::LLVMStructType::getLiteral(b.getContext(), fields);
-  auto desc = LLVM::GlobalOp::create(b, loc, descType, /*isConstant=*/true,
-                                     LLVM::Linkage::Private,
-                                     "fsdp_step_descriptor", Attribute());
+  auto desc = LLVM::GlobalOp::create(
+      b, loc, descType, /*isConstant=*/true, LLVM::Linkage::Private,
+      "fsdp_step_descriptor" + suffix, Attribute());
   Block *init = b.createBlock(&desc.getInitializerRegion());
   b.setInsertionPointToEnd(init);
   Value d = LLVM::UndefOp::create(b, loc, descType);
@@ -339,22 +361,25 @@ void PlanEmitter::emitDescriptor(const std::string &document) {
   auto put = [&](Value v) {
     d = LLVM::InsertValueOp::create(b, loc, d, v, ArrayRef<int64_t>{pos++});
   };
-  put(i32(FSDP_STEP_ABI_VERSION));
-  put(i32(schedule::kVersion));
-  for (int64_t v : {prog.worldSize(), prog.replicas(), prog.shardSize(),
-                    prog.plannedArenaBytes(), prog.arenaAlignment(),
-                    static_cast<int64_t>(prog.inputs().size()),
-                    static_cast<int64_t>(prog.outputs().size()),
-                    static_cast<int64_t>(prog.instructions().size()),
-                    plan.numEvents, plan.peakBytes})
+  auto i64 = [&](int64_t v) -> Value {
+    return LLVM::ConstantOp::create(b, loc, i64T, b.getI64IntegerAttr(v));
+  };
+  put(LLVM::ConstantOp::create(b, loc, i32T,
+                               b.getI32IntegerAttr(FSDP_STEP_ABI_VERSION)));
+  put(LLVM::ConstantOp::create(b, loc, i32T,
+                               b.getI32IntegerAttr(schedule::kVersion)));
+  for (int64_t v : sizes)
     put(i64(v));
-  put(LLVM::AddressOfOp::create(b, loc, ptrT, "fsdp_step_schedule"));
+  put(LLVM::AddressOfOp::create(b, loc, ptrT, docName));
   put(i64(static_cast<int64_t>(document.size())));
+  put(i64(stages));
+  put(i64(stage));
   LLVM::ReturnOp::create(b, loc, d);
 
   b.setInsertionPointToEnd(module.getBody());
-  auto describe = LLVM::LLVMFuncOp::create(
-      b, loc, FSDP_STEP_DESCRIBE_SYMBOL, LLVM::LLVMFunctionType::get(ptrT, {}));
+  auto describe =
+      LLVM::LLVMFuncOp::create(b, loc, FSDP_STEP_DESCRIBE_SYMBOL + suffix,
+                               LLVM::LLVMFunctionType::get(ptrT, {}));
   b.setInsertionPointToEnd(describe.addEntryBlock(b));
   LLVM::ReturnOp::create(b, loc, LLVM::AddressOfOp::create(b, loc, desc));
 }

@@ -18,6 +18,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <array>
 #include <map>
 #include <string>
 #include <vector>
@@ -28,11 +29,14 @@ namespace schedule = ::fsdp::schedule;
 
 class PlanEmitter {
 public:
+  /// `suffix` is appended to every symbol the emitter defines (a pipeline
+  /// stage's "_stage<s>", fsdp/compiled.h); "" for a one-program step.
   PlanEmitter(ModuleOp module, const schedule::Program &prog,
-              const schedule::StepPlan &plan);
+              const schedule::StepPlan &plan, std::string suffix = "");
 
-  /// Appends fsdp_step, fsdp_step_describe and their globals to the module;
-  /// `document` is the step's schedule (JSON) the descriptor carries.
+  /// Appends fsdp_step, fsdp_step_describe (each + suffix) and their globals
+  /// to the module; `document` is the step's schedule (JSON) the
+  /// descriptor carries.
   void emit(const std::string &document);
 
 private:
@@ -65,17 +69,27 @@ private:
   ModuleOp module;
   const schedule::Program &prog;
   const schedule::StepPlan &plan;
+  std::string suffix;
   OpBuilder b;
   Location loc;
   Type ptrT, i32T, i64T, f64T;
   LLVM::LLVMFuncOp stepFn;
   Block *errBlock = nullptr;
   Value ctxV, inputsV, outputsV, streamV, arenaV, worldV, shardV, replicateV,
-      tensorV, eventsV, progressTestV, doneV, scratchV;
+      tensorV, pipelineV, eventsV, progressTestV, doneV, scratchV;
   llvm::StringMap<LLVM::LLVMFuncOp> decls;
   std::map<std::vector<int64_t>, LLVM::GlobalOp> arrays;
   int64_t scratchSlots = 1, scratchUsed = 0;
 };
+
+/// Appends a descriptor (fsdp_step_descriptor<suffix>, its document and
+/// fsdp_step_describe<suffix>) to `module`: `sizes` are its ten int64 fields
+/// from world_size to peak_bytes in compiled.h's order; `stages` and `stage`
+/// its pipeline_stages and pipeline_stage.
+void emitDescriptorGlobals(ModuleOp module, const std::string &suffix,
+                           const std::string &document,
+                           const std::array<int64_t, 10> &sizes, int64_t stages,
+                           int64_t stage);
 
 } // namespace mlir::fsdp::conversion
 

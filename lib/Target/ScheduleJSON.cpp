@@ -442,8 +442,10 @@ static FailureOr<json> stageSchedule(ModuleOp module) {
 LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
                                               raw_ostream &os) {
   // Pipeline parallelism: one program per stage module (MPMD across
-  // stages), in a document that says how ranks map to stages.
-  if (module->hasAttr(kPipelineStagesAttr)) {
+  // stages), in a document that says how ranks map to stages. A stage
+  // module (which says its stage) is one program.
+  if (module->hasAttr(kPipelineStagesAttr) &&
+      !module->hasAttr(kPipelineStageAttr)) {
     json doc{
         {"format", ::fsdp::schedule::kFormat},
         {"version", ::fsdp::schedule::kVersion},

@@ -66,8 +66,32 @@ std::string elfProblem(const std::string &path) {
 
 } // namespace
 
+namespace {
+
+/// The ABI and format versions of a descriptor `d` of `path`.
+void checkVersions(const std::string &path, const fsdp_step_descriptor &d) {
+  if (d.abi_version != FSDP_STEP_ABI_VERSION)
+    throw Error(path + ": compiled step ABI version " +
+                std::to_string(d.abi_version) + ", this runtime supports " +
+                std::to_string(FSDP_STEP_ABI_VERSION) +
+                " (recompile it with this fsdp-compile)");
+  if (d.format_version != kVersion)
+    throw Error(path + ": the compiled step has schedule format version " +
+                std::to_string(d.format_version) + "; this runtime supports " +
+                "version " + std::to_string(kVersion) +
+                " (recompile it with this fsdp-compile)");
+  if (!d.schedule || d.schedule_bytes < 0)
+    throw Error(path + ": the compiled step has no schedule document");
+}
+
+std::string documentOf(const fsdp_step_descriptor &d) {
+  return std::string(d.schedule, static_cast<size_t>(d.schedule_bytes));
+}
+
+} // namespace
+
 CompiledStep CompiledStep::open(const std::string &path,
-                                int64_t expectedWorldSize) {
+                                int64_t expectedWorldSize, int64_t worldRank) {
   CompiledStep c;
   c.file = path;
   if (std::string why = elfProblem(path); !why.empty())
@@ -85,41 +109,53 @@ CompiledStep CompiledStep::open(const std::string &path,
         path + ": cannot load the compiled step: " + (e ? e : "dlopen failed") +
         " (a shared object from fsdp-compile is expected)");
   }
-  auto sym = [&](const char *name) {
+  auto sym = [&](const std::string &name) {
     dlerror();
-    void *p = dlsym(h, name);
+    void *p = dlsym(h, name.c_str());
     if (!p)
-      throw Error(path + ": not a compiled step: it has no symbol '" +
-                  std::string(name) + "' (fsdp/compiled.h; build it with " +
-                  "fsdp-compile)");
+      throw Error(path + ": not a compiled step: it has no symbol '" + name +
+                  "' (fsdp/compiled.h; build it with fsdp-compile)");
     return p;
   };
   auto describe =
       reinterpret_cast<fsdp_step_describe_fn>(sym(FSDP_STEP_DESCRIBE_SYMBOL));
-  c.fn = reinterpret_cast<fsdp_step_fn>(sym(FSDP_STEP_SYMBOL));
   c.desc = describe();
-  const fsdp_step_descriptor &d = *c.desc;
-  if (d.abi_version != FSDP_STEP_ABI_VERSION)
-    throw Error(path + ": compiled step ABI version " +
-                std::to_string(d.abi_version) + ", this runtime supports " +
-                std::to_string(FSDP_STEP_ABI_VERSION) +
-                " (recompile it with this fsdp-compile)");
-  if (d.format_version != kVersion)
-    throw Error(path + ": the compiled step has schedule format version " +
-                std::to_string(d.format_version) + "; this runtime supports " +
-                "version " + std::to_string(kVersion) +
-                " (recompile it with this fsdp-compile)");
-  if (expectedWorldSize > 0 && d.world_size != expectedWorldSize)
+  checkVersions(path, *c.desc);
+  if (expectedWorldSize > 0 && c.desc->world_size != expectedWorldSize)
     throw Error(path + ": the step was compiled for world_size " +
-                std::to_string(d.world_size) + " but " +
+                std::to_string(c.desc->world_size) + " but " +
                 std::to_string(expectedWorldSize) +
                 " rank(s) are running (mpirun -np " +
                 std::to_string(expectedWorldSize) + ")");
-  if (!d.schedule || d.schedule_bytes < 0)
-    throw Error(path + ": the compiled step has no schedule document");
+  // The job's document gives this rank's stage program, as the JSON file
+  // does (Program::fromString); a pipeline's stage then binds its own
+  // symbols, whose descriptor must carry the same program.
   c.prog = std::make_shared<Program>(Program::fromString(
-      std::string(d.schedule, static_cast<size_t>(d.schedule_bytes)),
-      expectedWorldSize, path));
+      documentOf(*c.desc), expectedWorldSize, path, worldRank));
+  std::string suffix;
+  if (c.desc->pipeline_stages > 1) {
+    int64_t s = c.prog->pipelineStage();
+    if (c.desc->pipeline_stage != -1 ||
+        c.prog->pipelineStages() != c.desc->pipeline_stages)
+      throw Error(path + ": the compiled step's job descriptor disagrees "
+                         "with its pipeline document");
+    suffix = FSDP_STEP_STAGE_SUFFIX + std::to_string(s);
+    c.desc = reinterpret_cast<fsdp_step_describe_fn>(
+        sym(FSDP_STEP_DESCRIBE_SYMBOL + suffix))();
+    checkVersions(path, *c.desc);
+    Program stage = Program::fromString(
+        documentOf(*c.desc), 0,
+        path + " (" + FSDP_STEP_DESCRIBE_SYMBOL + suffix + ")");
+    if (c.desc->pipeline_stages != c.prog->pipelineStages() ||
+        c.desc->pipeline_stage != s ||
+        c.desc->world_size != c.prog->worldSize() ||
+        stage.scheduleFingerprint() != c.prog->scheduleFingerprint())
+      throw Error(path + ": the compiled step of pipeline stage " +
+                  std::to_string(s) +
+                  " is not the stage's program of its job document");
+  }
+  c.fn = reinterpret_cast<fsdp_step_fn>(sym(FSDP_STEP_SYMBOL + suffix));
+  const fsdp_step_descriptor &d = *c.desc;
   const Program &p = *c.prog;
   if (static_cast<int64_t>(p.inputs().size()) != d.num_inputs ||
       static_cast<int64_t>(p.outputs().size()) != d.num_outputs ||
@@ -160,8 +196,8 @@ void Executor::compiledStep() {
   }
   std::vector<void *> out(prog.outputs().size(), nullptr);
   std::fill(events.begin(), events.end(), nullptr);
-  stepContext = {dev,       compute,       arena, world, shard,
-                 replicate, events.data(), -1,    tensor};
+  stepContext = {dev,       compute,       arena, world,  shard,
+                 replicate, events.data(), -1,    tensor, pipeline};
   running.store(kCompiledStep, std::memory_order_relaxed);
   double t0 = fsdp_profile_enabled() ? fsdp_now() : 0;
   int rc = compiledFn(&stepContext, in.data(), out.data());

@@ -10,10 +10,91 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 namespace fsdp::rt {
 
 using schedule::Program;
+
+namespace {
+
+/// Every rank's `text` (cut to a fixed width), over MPI_COMM_WORLD.
+std::vector<std::string> allGatherNames(const std::string &text, int world,
+                                        const Program &prog) {
+  constexpr int kName = 256;
+  std::vector<char> all(static_cast<size_t>(world) * kName, '\0');
+  std::vector<char> mine(kName, '\0');
+  std::string cut = text.substr(0, kName - 1);
+  std::copy(cut.begin(), cut.end(), mine.begin());
+  if (MPI_Allgather(mine.data(), kName, MPI_CHAR, all.data(), kName, MPI_CHAR,
+                    MPI_COMM_WORLD) != MPI_SUCCESS)
+    throw Error(prog.name() + ": MPI_Allgather of the schedule names failed");
+  std::vector<std::string> out;
+  for (int r = 0; r < world; ++r)
+    out.emplace_back(&all[static_cast<size_t>(r) * kName]);
+  return out;
+}
+
+} // namespace
+
+void checkSameJobOnAllRanks(const Program &prog) {
+  int init = 0, world = 1;
+  MPI_Initialized(&init);
+  if (!init)
+    return;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (world == 1)
+    return;
+  constexpr int kFields = 4;
+  unsigned long long mine[kFields] = {
+      static_cast<unsigned long long>(prog.pipelineStages()),
+      static_cast<unsigned long long>(prog.pipelineMicroBatches()),
+      static_cast<unsigned long long>(prog.worldSize() * prog.pipelineStages()),
+      prog.jobFingerprint()};
+  std::vector<unsigned long long> all(static_cast<size_t>(world) * kFields);
+  if (MPI_Allgather(mine, kFields, MPI_UNSIGNED_LONG_LONG, all.data(), kFields,
+                    MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD) != MPI_SUCCESS)
+    throw Error(prog.name() + ": MPI_Allgather of the stage layouts failed");
+  std::vector<std::string> names = allGatherNames(prog.name(), world, prog);
+  std::vector<std::string> schedules =
+      allGatherNames(prog.pipelineSchedule(), world, prog);
+  auto field = [&](int r, int k) {
+    return all[static_cast<size_t>(r) * kFields + static_cast<size_t>(k)];
+  };
+  bool anyPipeline = false;
+  for (int r = 0; r < world; ++r)
+    anyPipeline = anyPipeline || field(r, 0) > 1;
+  if (!anyPipeline)
+    return;
+  // The file each rank read (a pipeline stage's name says its stage).
+  auto files = [&](int r) {
+    return " (schedules '" + names[static_cast<size_t>(r)] + "' and '" +
+           names[0] + "')";
+  };
+  for (int r = 1; r < world; ++r) {
+    if (field(r, 0) != field(0, 0))
+      throw CollectiveError(
+          prog.name() + ": rank " + std::to_string(r) +
+          " has pp=" + std::to_string(field(r, 0)) +
+          ", rank 0 has pp=" + std::to_string(field(0, 0)) + files(r) +
+          ": every rank must run the same pipeline stage layout");
+    if (schedules[static_cast<size_t>(r)] != schedules[0] ||
+        field(r, 1) != field(0, 1))
+      throw CollectiveError(
+          prog.name() + ": rank " + std::to_string(r) + " runs pipeline " +
+          "schedule '" + schedules[static_cast<size_t>(r)] + "' with " +
+          std::to_string(field(r, 1)) + " micro-batches, rank 0 '" +
+          schedules[0] + "' with " + std::to_string(field(0, 1)) + files(r) +
+          ": every stage must run the same pipeline schedule");
+    if (field(r, 2) != field(0, 2) || field(r, 3) != field(0, 3))
+      throw CollectiveError(
+          prog.name() + ": rank " + std::to_string(r) +
+          "'s pipeline document differs from rank 0's" + files(r) +
+          ": the stage split or a stage's program is not the same (every "
+          "rank must read the same pipeline schedule)");
+  }
+}
 
 void checkSameScheduleOnAllRanks(const Program &prog) {
   int init = 0, world = 1;

@@ -246,6 +246,10 @@ void Parser::parseHeader(int64_t expectedWorldSize) {
                   std::to_string(p.pipelineStageValue) + " of " +
                   std::to_string(p.pipelineStagesValue) + " is out of range");
     p.pipelineScheduleName = pl.value("schedule", std::string());
+    p.pipelineMicroBatchesValue =
+        pl.contains("micro_batches")
+            ? intField(pl, "micro_batches", src + ": pipeline")
+            : 0;
   }
   p.globalBatchValue =
       root.contains("global_batch") ? intField(root, "global_batch", src) : 0;
@@ -722,6 +726,12 @@ Program Program::fromString(const std::string &text, int64_t expectedWorldSize,
   }
   if (!root.is_object())
     throw Error(name + ": not a schedule: the top level is not a JSON object");
+  auto fnv = [](const json &j) {
+    uint64_t h = 1469598103934665603ull; // FNV-1a, 64-bit
+    for (unsigned char c : j.dump())
+      h = (h ^ c) * 1099511628211ull;
+    return h;
+  };
   if (root.contains("stages")) {
     int64_t stage = 0;
     auto [doc, stageWorld] =
@@ -734,12 +744,10 @@ Program Program::fromString(const std::string &text, int64_t expectedWorldSize,
                   " of 'stages' is not stage " + std::to_string(stage) +
                   " of " + root["pipeline_stages"].dump() +
                   " (its 'pipeline' header says otherwise)");
+    sp.jobFingerprintValue = fnv(root);
     return sp;
   }
-  uint64_t h = 1469598103934665603ull; // FNV-1a, 64-bit
-  for (unsigned char c : root.dump())
-    h = (h ^ c) * 1099511628211ull;
-  p.wholeFingerprint = h;
+  p.wholeFingerprint = p.jobFingerprintValue = fnv(root);
   try {
     Parser(p, root).parse(expectedWorldSize);
   } catch (const json::exception &e) {

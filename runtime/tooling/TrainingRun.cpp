@@ -46,7 +46,13 @@ namespace {
 std::optional<rt::CompiledStep> openCompiled(const Options &opt) {
   if (opt.compiled.empty())
     return std::nullopt;
-  return rt::CompiledStep::open(opt.compiled, fsdp_world_size());
+  return rt::CompiledStep::open(opt.compiled, fsdp_world_size(), fsdp_rank());
+}
+
+/// `p` once every rank agrees on the stage layout (before any channel).
+Program agreedJob(Program p) {
+  rt::checkSameJobOnAllRanks(p);
+  return p;
 }
 
 /// --init-from: the archive, its headers checked before the device is set
@@ -132,9 +138,10 @@ private:
 // state.
 TrainingRun::TrainingRun(const Options &opt, const AgreedInputs &agreed)
     : opt(opt), rank(fsdp_rank()), compiled(openCompiled(opt)),
-      prog(compiled ? compiled->program()
-                    : Program::fromFile(opt.schedule, fsdp_world_size(),
-                                        fsdp_rank())),
+      prog(agreedJob(compiled
+                         ? compiled->program()
+                         : Program::fromFile(opt.schedule, fsdp_world_size(),
+                                             fsdp_rank()))),
       stageRank(rank % static_cast<int>(prog.worldSize())),
       data(prog, opt.data, opt.seed, stageRank,
            opt.dataOrder == "sequential" ? DataOrder::Sequential
@@ -143,14 +150,6 @@ TrainingRun::TrainingRun(const Options &opt, const AgreedInputs &agreed)
       ex(prog, device.get(), opt.alloc),
       meta{opt.seed, opt.data, opt.dataOrder.empty() ? "random" : opt.dataOrder,
            0, agreed.dataSha256} {
-  // Pipeline parallelism: each stage's ranks hold their stage's units (the
-  // checkpoint and safetensors files hold every stage's, PipelineStages.h);
-  // a compiled step per stage does not exist yet.
-  if (prog.pipelineStages() > 1 && !opt.compiled.empty())
-    throw Error("--compiled is not supported yet with pipeline parallelism (" +
-                prog.name() + " is stage " +
-                std::to_string(prog.pipelineStage()) + " of " +
-                std::to_string(prog.pipelineStages()) + ")");
   if (compiled)
     ex.useCompiledStep(*compiled);
   fsdp_blas_info blas{};

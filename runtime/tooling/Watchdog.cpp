@@ -13,6 +13,55 @@ using fsdp::schedule::Program;
 
 namespace fsdp::tooling {
 
+namespace {
+
+/// The pipeline transfer (fsdp.send / fsdp.recv) a stalled rank waits on:
+/// `awaited` when it is one, else the start of the future that the
+/// fsdp.wait at `inst` waits for (a compiled step records no awaited
+/// instruction); -1 if neither.
+int64_t awaitedTransfer(const Program &p, int64_t inst, int64_t awaited) {
+  const auto &is = p.instructions();
+  auto transfer = [&](int64_t i) {
+    return i >= 0 && static_cast<size_t>(i) < is.size() &&
+           (is[static_cast<size_t>(i)].op == "fsdp.send" ||
+            is[static_cast<size_t>(i)].op == "fsdp.recv");
+  };
+  if (transfer(awaited))
+    return awaited;
+  if (inst < 0 || static_cast<size_t>(inst) >= is.size() ||
+      is[static_cast<size_t>(inst)].op != "fsdp.wait" ||
+      is[static_cast<size_t>(inst)].operands.empty())
+    return -1;
+  int64_t future = is[static_cast<size_t>(inst)].operands[0];
+  for (int64_t i = inst; i-- > 0;)
+    for (int64_t r : is[static_cast<size_t>(i)].results)
+      if (r == future)
+        return transfer(i) ? i : -1;
+  return -1;
+}
+
+/// "stage s is waiting for the gradient of micro-batch k from stage t (the
+/// fsdp.recv of ...)": the micro-batch and direction from the transfer's
+/// tag, (boundary value · m + micro-batch) · 2 + (1 for a gradient)
+/// (docs/pipeline-parallel.md).
+std::string describeTransfer(const Program &p, int64_t t) {
+  const schedule::Instruction &in = p.instructions()[static_cast<size_t>(t)];
+  int64_t tag = in.integer("tag"), peer = in.integer("peer");
+  int64_t m = p.pipelineMicroBatches();
+  std::string what = (tag % 2 ? "the gradient of micro-batch "
+                              : "the activation of micro-batch ") +
+                     (m > 0 ? std::to_string((tag / 2) % m) : "?");
+  std::string me = "stage " + std::to_string(p.pipelineStage());
+  std::string other = "stage " + std::to_string(peer);
+  return (in.op == "fsdp.recv"
+              ? me + " is waiting for " + what + " from " + other
+              : me + " is waiting for " + other + " to receive " + what) +
+         " (" + p.where(static_cast<size_t>(t)) + "): " + other +
+         " is stopped, dead or running something else";
+}
+
+} // namespace
+
 Watchdog::Watchdog(double timeout, const Executor &ex, int rank)
     : timeout(timeout), ex(ex), rank(rank), thread([this] { loop(); }) {}
 
@@ -52,7 +101,14 @@ void Watchdog::loop() {
     std::string coll = c >= 0 && static_cast<size_t>(c) < n
                            ? p.where(static_cast<size_t>(c))
                            : std::string();
-    if (i >= 0 && static_cast<size_t>(i) < n) {
+    int64_t t = p.pipelineStages() > 1 ? awaitedTransfer(p, i, c) : -1;
+    if (t >= 0) {
+      // Pipeline parallelism: the stage and micro-batch it waits on.
+      where = (i >= 0 && static_cast<size_t>(i) < n
+                   ? "; it is in " + p.where(static_cast<size_t>(i)) + ", "
+                   : std::string("; at the step's end, ")) +
+              describeTransfer(p, t);
+    } else if (i >= 0 && static_cast<size_t>(i) < n) {
       const std::string &op = p.instructions()[static_cast<size_t>(i)].op;
       bool isColl = op == "fsdp.all_gather" || op == "fsdp.reduce_scatter" ||
                     op == "fsdp.all_reduce" || op == "fsdp.wait";

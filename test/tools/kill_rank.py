@@ -2,10 +2,16 @@
 """Kills a rank (SIGKILL) in the middle of a step or of `fsdp-run --save`.
 
 usage: kill_rank.py WORK_DIR --mpirun "mpirun ..." [--mid-step | --stop]
+                    [--pipeline [--compiled]]
 
 --stop: rank 1 gets SIGSTOP instead (it stops responding); with
 --timeout 3 the other rank's watchdog must stop the job within 15 s,
 naming the step and the instruction it waits in.
+
+--pipeline: the model (GPT-2 untied) runs as 2 pipeline stages of one rank
+(pp=2, 1f1b, 4 micro-batches; up to 3
+attempts to stop rank 1 inside a step), so that rank 1 is stage 1; --compiled runs
+fsdp-compile's step of it instead of the JSON schedule.
 
 --mid-step: a 2-rank training run gets SIGKILL on rank 1 once step 2 has
 been printed; the job must exit non-zero within 10 s, and its messages must
@@ -57,7 +63,9 @@ def rank_pids(rank, session):
     return pids
 
 
-def mid_step(run, stop):
+def mid_step(run, stop, want=None, last=True):
+    """Returns False (to run again) when `want` is not in the watchdog's
+    message and this is not the `last` attempt."""
     extra = " --timeout 3" if stop else ""
     p = subprocess.Popen(run + " --steps 100000" + extra, shell=True, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -65,7 +73,8 @@ def mid_step(run, stop):
         if line.startswith("step 2 "):
             break
     else:
-        fail("the run ended before step 2")
+        p.wait()
+        fail("the run ended before step 2 (exit %s): %s" % (p.returncode, p.stderr.read()[-1500:]))
     victims = rank_pids(1, p.pid)
     if not victims:
         fail("no rank-1 fsdp-run process found")
@@ -89,6 +98,10 @@ def mid_step(run, stop):
         fail("the job exited 0 although rank 1 was %s" % ("stopped" if stop else "killed"))
     if stop:
         said = "watchdog: step " in err and "has not finished after 3 s" in err
+        if said and want and want not in err and not last:
+            # SIGSTOP landed between two steps (the other rank then waits in
+            # the loss's all-reduce, outside the step): stop it again.
+            return False
         print("stopped rank 1 mid-step; the job exited %d after %.1f s; the watchdog %s" %
               (p.returncode, time.time() - t0, "names the step" if said else "said nothing"))
     else:
@@ -102,6 +115,7 @@ def mid_step(run, stop):
             print(l[l.index("watchdog"):])
             break
     print("OK")
+    return True
 
 
 def main():
@@ -110,19 +124,36 @@ def main():
     ap.add_argument("--mpirun", required=True)
     ap.add_argument("--mid-step", action="store_true")
     ap.add_argument("--stop", action="store_true")
+    ap.add_argument("--pipeline", action="store_true")
+    ap.add_argument("--compiled", action="store_true")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     cfg = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lit", "Inputs",
-                       "models", "gpt2.json")
+                       "models", "gpt2-untied.json" if a.pipeline else "gpt2.json")
     mlir, sched = os.path.join(a.work, "m.mlir"), os.path.join(a.work, "s.json")
+    planned, so = os.path.join(a.work, "p.mlir"), os.path.join(a.work, "s.so")
     ck = os.path.join(a.work, "ck")
-    subprocess.run("fsdp-import %s --layers 2 --hidden 256 --heads 4 --seq 8 --batch 2 -o %s && "
-                   "fsdp-opt %s --fsdp-pipeline='world-size=2 policy=block' | "
-                   "fsdp-translate --fsdp-to-schedule -o %s" % (cfg, mlir, mlir, sched),
-                   shell=True, check=True)
-    run = "%s -np 2 fsdp-run %s" % (a.mpirun, sched)
+    opts = "world-size=2 policy=block" + (" pp=2 pp-schedule=1f1b micro-batches=4"
+                                          if a.pipeline else "")
+    # Pipeline: a small vocabulary (the untied head is a second V x C matrix),
+    # so that a step stays well inside --timeout 3 on a loaded machine.
+    shape = " --vocab 1024 --seq 16 --batch 8" if a.pipeline else " --seq 8 --batch 2"
+    subprocess.run("fsdp-import %s --layers 2 --hidden 256 --heads 4%s -o %s && "
+                   "fsdp-opt %s --fsdp-pipeline='%s' -o %s && "
+                   "fsdp-translate %s --fsdp-to-schedule -o %s" %
+                   (cfg, shape, mlir, mlir, opts, planned, planned, sched), shell=True,
+                   check=True)
+    if a.compiled:
+        subprocess.run(["fsdp-compile", planned, "-o", so], check=True)
+    run = "%s -np 2 fsdp-run %s" % (a.mpirun, "--compiled " + so if a.compiled else sched)
     if a.mid_step or a.stop:
-        mid_step(run, a.stop)
+        # A pipeline's stalled stage is named only while the other waits on
+        # a transfer inside the step: up to 3 attempts to stop it there.
+        tries = 3 if a.pipeline and a.stop else 1
+        for k in range(tries):
+            if mid_step(run, a.stop, "is waiting for" if a.pipeline else None,
+                        k == tries - 1):
+                break
         return
     subprocess.run(run + " --steps 1 --save " + ck, shell=True, check=True,
                    stdout=subprocess.DEVNULL)

@@ -87,19 +87,31 @@ int fail(const llvm::Twine &msg) {
   return 1;
 }
 
-/// --emit-plan: the step plan the compiled step would run, as text.
+/// --emit-plan: the step plan the compiled step would run, as text (a
+/// pipeline's: each stage's, after a "stage s of P" line).
 int writePlan(ModuleOp module) {
-  std::string doc;
-  ::fsdp::schedule::Program prog;
-  ::fsdp::schedule::StepPlan plan;
-  if (failed(mlir::fsdp::planCompiledStep(module, doc, prog, plan)))
+  FailureOr<SmallVector<ModuleOp>> stages =
+      mlir::fsdp::pipelineStageModules(module);
+  if (failed(stages))
     return 1;
+  SmallVector<ModuleOp> steps = *stages;
+  if (steps.empty())
+    steps.push_back(module);
+  std::ostringstream text;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    std::string doc;
+    ::fsdp::schedule::Program prog;
+    ::fsdp::schedule::StepPlan plan;
+    if (failed(mlir::fsdp::planCompiledStep(steps[s], doc, prog, plan)))
+      return 1;
+    if (!stages->empty())
+      text << "stage " << s << " of " << stages->size() << "\n";
+    plan.print(text, prog);
+  }
   std::error_code ec;
   llvm::ToolOutputFile out(outputFile, ec, llvm::sys::fs::OF_Text);
   if (ec)
     return fail("cannot write " + outputFile + ": " + ec.message());
-  std::ostringstream text;
-  plan.print(text, prog);
   out.os() << text.str();
   out.keep();
   return 0;

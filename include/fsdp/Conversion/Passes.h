@@ -33,9 +33,16 @@ bool hasLLVMLowering(const char *name);
 /// arena mode. Fails with diagnostics at the ops for an op without a
 /// lowering, a step that is not planned or memory-planned, or a plan error
 /// (a buffer used when it is not live, ...).
+/// A pipeline-parallel module (pp > 1) is planned per stage: pass each of
+/// pipelineStageModules' modules; the whole module is refused here.
 LogicalResult planCompiledStep(ModuleOp module, std::string &document,
                                ::fsdp::schedule::Program &prog,
                                ::fsdp::schedule::StepPlan &plan);
+
+/// The stage modules of a pipeline-parallel module in stage order (an empty
+/// list for a one-program module); fails at the module unless there is
+/// one nested module per stage, stage s the s-th.
+FailureOr<SmallVector<ModuleOp>> pipelineStageModules(ModuleOp module);
 
 } // namespace mlir::fsdp
 

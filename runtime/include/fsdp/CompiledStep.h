@@ -23,10 +23,14 @@ public:
   /// a shared object, truncated), a missing fsdp_step or fsdp_step_describe,
   /// another ABI or schedule format version, and another world size than
   /// `expectedWorldSize` (when >= 1) are each an fsdp::Error naming the
-  /// file. The library stays loaded for the
-  /// process's life (a compiled step may be bound to several Executors).
+  /// file. A pipeline-parallel object binds the step of world rank
+  /// `worldRank`'s stage (fsdp_step_stage<s>, fsdp/compiled.h), whose
+  /// program must be the job document's stage s. The library stays loaded
+  /// for the process's life (a compiled step may be bound to several
+  /// Executors).
   static CompiledStep open(const std::string &path,
-                           int64_t expectedWorldSize = 0);
+                           int64_t expectedWorldSize = 0,
+                           int64_t worldRank = 0);
   /// The step's schedule (the descriptor's document, validated as a JSON
   /// schedule is; messages name `path`).
   const schedule::Program &program() const { return *prog; }

@@ -68,6 +68,17 @@ enum class AllocMode {
 /// another world size). Collective.
 void checkSameScheduleOnAllRanks(const schedule::Program &prog);
 
+/// The stage layout across a pipeline's stages, before any channel exists:
+/// throws fsdp::CollectiveError on every rank unless all ranks agree on the
+/// number of stages P, then on the pipeline schedule and its micro-batches,
+/// then on the whole job document (Program::jobFingerprint: the stage split
+/// and every stage's program). Ranks that all run one program (P = 1) are
+/// left to checkSameScheduleOnAllRanks. The same collectives whatever each
+/// rank's schedule (MPI_Allgather over MPI_COMM_WORLD; skipped without MPI
+/// or on one rank), so ranks that disagree fail instead of waiting on each
+/// other's channel set-up. Collective.
+void checkSameJobOnAllRanks(const schedule::Program &prog);
+
 /// Runs the steps of a Program on one device. The state inputs (roles
 /// param, master, exp_avg, exp_avg_sq) are resident: allocated once (in
 /// arena mode at their arena slots, which the planner keeps live for the

@@ -30,6 +30,16 @@
  * its message; the events of collectives still in flight are then left in
  * ctx->events (non-NULL slots), for the host to wait on.
  *
+ * A pipeline-parallel step (pp = P > 1, docs/pipeline-parallel.md) is one
+ * shared object with every stage: fsdp_step_describe then describes the job
+ * (pipeline_stages = P, pipeline_stage = -1, world_size N, the whole
+ * pipeline document with its "stages"; no arena, inputs or instructions),
+ * and stage s's step and descriptor are fsdp_step_stage<s> and
+ * fsdp_step_describe_stage<s> (the same ABI as the two above, world_size
+ * N / P, the stage's program as its document). A rank binds the symbols of
+ * its stage (rank / (N / P)); one file serves every rank, as the JSON
+ * document does. fsdp.send / fsdp.recv run on ctx->pipeline.
+ *
  *===----------------------------------------------------------------------===*/
 #ifndef FSDP_COMPILED_H
 #define FSDP_COMPILED_H
@@ -43,14 +53,17 @@ extern "C" {
 #endif
 
 /* The layout of fsdp_step_context and fsdp_step_descriptor below. */
-#define FSDP_STEP_ABI_VERSION 2
+#define FSDP_STEP_ABI_VERSION 3
 
 /* The exported symbols' names. */
 #define FSDP_STEP_SYMBOL "fsdp_step"
 #define FSDP_STEP_DESCRIBE_SYMBOL "fsdp_step_describe"
+/* Appended to both names with the stage's index for a pipeline stage
+ * (fsdp_step_stage0, fsdp_step_describe_stage0, ...). */
+#define FSDP_STEP_STAGE_SUFFIX "_stage"
 
 /* What fsdp_step runs on; the host fills it before each call (8-byte fields
- * at offsets 0, 8, ..., 64: the compiled code addresses them so). */
+ * at offsets 0, 8, ..., 72: the compiled code addresses them so). */
 typedef struct fsdp_step_context {
   fsdp_device device;
   fsdp_stream stream;                   /* the device's compute stream */
@@ -59,6 +72,9 @@ typedef struct fsdp_step_context {
   fsdp_event *events;  /* num_events slots, all NULL on entry */
   int64_t instruction; /* written by fsdp_step: the instruction running */
   fsdp_channel tensor; /* the tensor-parallel group's channel (ABI 2) */
+  /* Pipeline parallelism: one rank per stage, this rank's index in its
+   * stage (fsdp.send / fsdp.recv; NULL without pipeline stages; ABI 3). */
+  fsdp_channel pipeline;
 } fsdp_step_context;
 
 typedef struct fsdp_step_descriptor {
@@ -71,6 +87,10 @@ typedef struct fsdp_step_descriptor {
   int64_t peak_bytes;   /* live schedule bytes' high-water mark (the plan's) */
   const char *schedule; /* the step's schedule document (JSON) */
   int64_t schedule_bytes;
+  /* ABI 3: the pipeline's stages P (1 without) and the stage this
+   * descriptor's step runs (0 without; -1 for a pipeline's job
+   * descriptor, fsdp_step_describe of a P > 1 object). */
+  int64_t pipeline_stages, pipeline_stage;
 } fsdp_step_descriptor;
 
 typedef const fsdp_step_descriptor *(*fsdp_step_describe_fn)(void);

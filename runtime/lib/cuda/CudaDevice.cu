@@ -53,8 +53,6 @@ void check(cublasStatus_t st, const char *what) {
          std::string(what) + " failed: " + cublasGetStatusString(st));
 }
 
-namespace {
-
 void checkNccl(ncclResult_t r, ncclComm_t comm, const char *what) {
   if (r == ncclSuccess)
     return;
@@ -85,8 +83,6 @@ ncclDataType_t ncclType(fsdp_dtype t) {
   return ncclFloat32;
 }
 
-} // namespace
-
 std::string errorMessage(const DeviceErrors &e) {
   auto where = [&](const char *what) {
     return std::string(what) + " " + std::to_string(e.value) + " at position " +
@@ -113,6 +109,12 @@ std::string errorMessage(const DeviceErrors &e) {
 
 cudaStream_t streamOf(fsdp_stream_s *s) {
   return static_cast<cudaStream_t>(s->native);
+}
+
+CudaEvent::CudaEvent(fsdp_device_s *d) {
+  device = d;
+  check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+        "cudaEventCreate");
 }
 
 CudaEvent::CudaEvent(fsdp_device_s *d, cudaStream_t recordedOn) {
@@ -351,8 +353,9 @@ bool CudaDevice::removeComm(ncclComm_t c) {
 }
 
 void CudaDevice::waitEvent(fsdp_stream_s *s, fsdp_event_s *e) {
-  check(cudaStreamWaitEvent(streamOf(s), static_cast<CudaEvent *>(e)->event, 0),
-        "cudaStreamWaitEvent");
+  auto *ce = static_cast<CudaEvent *>(e);
+  ce->beforeWait();
+  check(cudaStreamWaitEvent(streamOf(s), ce->event, 0), "cudaStreamWaitEvent");
 }
 
 void CudaDevice::commAfterCompute() {
@@ -492,7 +495,27 @@ public:
                     count * static_cast<int64_t>(dtypeSize(dtype)), size));
   }
 
+  // Pipeline parallelism (CudaPointToPoint.cu): the communicators are made
+  // on the first transfer, which every rank of the channel reaches without
+  // waiting for a transfer (a stage's first one is a send or a receive
+  // started before any wait on another stage).
+  fsdp_event_s *send(const void *buf, int64_t count, fsdp_dtype dtype, int peer,
+                     int tag) override {
+    return pointToPoint().transfer(const_cast<void *>(buf), count, dtype, peer,
+                                   tag, true);
+  }
+  fsdp_event_s *recv(void *buf, int64_t count, fsdp_dtype dtype, int peer,
+                     int tag) override {
+    return pointToPoint().transfer(buf, count, dtype, peer, tag, false);
+  }
+
 private:
+  PointToPoint &pointToPoint() {
+    if (!p2p)
+      p2p = createNcclPointToPoint(dev, comm.get(), rank, size);
+    return *p2p;
+  }
+
   /// One-element all-reduce, all-gather and reduce-scatter on `buf`
   /// (2·size floats), waited for (NCCL allocates its buffers there).
   void warmUp(float *buf) {
@@ -545,6 +568,7 @@ private:
   CudaDevice *dev;
   mpi::Comm comm;
   ncclComm_t nccl = nullptr;
+  std::unique_ptr<PointToPoint> p2p; ///< before `comm` goes
 };
 
 //===--- MPI channels (staged through pinned host memory) -----------------===//
@@ -558,8 +582,8 @@ public:
   }
   ~MpiChannel() override {
     cudaStreamSynchronize(streamOf(&dev->comm)); // no NCCL: nothing to poll
-    cudaFreeHost(send);
-    cudaFreeHost(recv);
+    cudaFreeHost(sendHost);
+    cudaFreeHost(recvHost);
   }
 
   std::unique_ptr<fsdp_channel_s> split(int color, int key) override {
@@ -573,11 +597,12 @@ public:
     size_t bytes = static_cast<size_t>(count) * dtypeSize(dtype);
     stage(shard, bytes, bytes * size);
     if (comm.isNull())
-      std::memcpy(recv, send, bytes);
+      std::memcpy(recvHost, sendHost, bytes);
     else
-      mpi::check(MPI_Allgather(
-                     send, static_cast<int>(count), mpi::datatype(dtype), recv,
-                     static_cast<int>(count), mpi::datatype(dtype), comm.get()),
+      mpi::check(MPI_Allgather(sendHost, static_cast<int>(count),
+                               mpi::datatype(dtype), recvHost,
+                               static_cast<int>(count), mpi::datatype(dtype),
+                               comm.get()),
                  "MPI_Allgather");
     return unstage(
         full, bytes * size, FSDP_COLL_ALL_GATHER,
@@ -592,16 +617,16 @@ public:
     stage(full, bytes * size, bytes);
     mpi::DivideFactors f = mpi::divideFactors(size, dtype);
     if (op == FSDP_REDUCE_AVG && f.pre != 1) // the staged copy, not the input
-      mpi::divideInPlace(send, count * size, dtype, f.pre);
+      mpi::divideInPlace(sendHost, count * size, dtype, f.pre);
     if (comm.isNull())
-      std::memcpy(recv, send, bytes);
+      std::memcpy(recvHost, sendHost, bytes);
     else
-      mpi::check(MPI_Reduce_scatter_block(send, recv, static_cast<int>(count),
-                                          mpi::datatype(dtype),
-                                          mpi::sumOp(dtype), comm.get()),
+      mpi::check(MPI_Reduce_scatter_block(
+                     sendHost, recvHost, static_cast<int>(count),
+                     mpi::datatype(dtype), mpi::sumOp(dtype), comm.get()),
                  "MPI_Reduce_scatter_block");
     if (op == FSDP_REDUCE_AVG)
-      mpi::divideInPlace(recv, count, dtype, f.post);
+      mpi::divideInPlace(recvHost, count, dtype, f.post);
     return unstage(
         shard, bytes, FSDP_COLL_REDUCE_SCATTER,
         ringCollectiveBytesPerRank(static_cast<int64_t>(bytes) * size, size));
@@ -615,39 +640,57 @@ public:
     stage(in, bytes, bytes);
     mpi::DivideFactors f = mpi::divideFactors(size, dtype);
     if (op == FSDP_REDUCE_AVG && f.pre != 1)
-      mpi::divideInPlace(send, count, dtype, f.pre);
+      mpi::divideInPlace(sendHost, count, dtype, f.pre);
     if (comm.isNull())
-      std::memcpy(recv, send, bytes);
+      std::memcpy(recvHost, sendHost, bytes);
     else
-      mpi::check(MPI_Allreduce(send, recv, static_cast<int>(count),
+      mpi::check(MPI_Allreduce(sendHost, recvHost, static_cast<int>(count),
                                mpi::datatype(dtype), mpi::sumOp(dtype),
                                comm.get()),
                  "MPI_Allreduce");
     if (op == FSDP_REDUCE_AVG)
-      mpi::divideInPlace(recv, count, dtype, f.post);
+      mpi::divideInPlace(recvHost, count, dtype, f.post);
     return unstage(
         out, bytes, FSDP_COLL_ALL_REDUCE,
         ringAllReduceBytesPerRank(static_cast<int64_t>(bytes), size));
   }
 
+  // Pipeline parallelism: MPI_Isend / MPI_Irecv through pinned host
+  // buffers (CudaPointToPoint.cu).
+  fsdp_event_s *send(const void *buf, int64_t count, fsdp_dtype dtype, int peer,
+                     int tag) override {
+    return pointToPoint().transfer(const_cast<void *>(buf), count, dtype, peer,
+                                   tag, true);
+  }
+  fsdp_event_s *recv(void *buf, int64_t count, fsdp_dtype dtype, int peer,
+                     int tag) override {
+    return pointToPoint().transfer(buf, count, dtype, peer, tag, false);
+  }
+
 private:
+  PointToPoint &pointToPoint() {
+    if (!p2p)
+      p2p = createMpiPointToPoint(dev, comm.get(), rank, size);
+    return *p2p;
+  }
+
   /// The device input, after the compute stream's work so far, into the
   /// pinned send buffer (the host waits for the copy).
   void stage(const void *src, size_t bytes, size_t recvBytes) {
     cudaStream_t s = streamOf(&dev->comm);
     dev->commAfterCompute();
-    // The previous collective's copy out of `recv` is done before reuse.
+    // The previous collective's copy out of `recvHost` is done before reuse.
     dev->waitStream(s, "cudaStreamQuery");
-    grow(send, sendCap, bytes);
-    grow(recv, recvCap, recvBytes);
-    check(cudaMemcpyAsync(send, src, bytes, cudaMemcpyDeviceToHost, s),
+    grow(sendHost, sendCap, bytes);
+    grow(recvHost, recvCap, recvBytes);
+    check(cudaMemcpyAsync(sendHost, src, bytes, cudaMemcpyDeviceToHost, s),
           "cudaMemcpyAsync");
     dev->waitStream(s, "cudaStreamQuery");
   }
   fsdp_event_s *unstage(void *dst, size_t bytes, fsdp_collective kind,
                         int64_t ringBytes) {
     cudaStream_t s = streamOf(&dev->comm);
-    check(cudaMemcpyAsync(dst, recv, bytes, cudaMemcpyHostToDevice, s),
+    check(cudaMemcpyAsync(dst, recvHost, bytes, cudaMemcpyHostToDevice, s),
           "cudaMemcpyAsync");
     dev->commBytes[kind] += ringBytes;
     return new CudaEvent(dev, s);
@@ -663,8 +706,9 @@ private:
 
   CudaDevice *dev;
   mpi::Comm comm;
-  void *send = nullptr, *recv = nullptr;
+  void *sendHost = nullptr, *recvHost = nullptr;
   size_t sendCap = 0, recvCap = 0;
+  std::unique_ptr<PointToPoint> p2p;
 };
 
 } // namespace

@@ -6,6 +6,7 @@
 // channels over NCCL or MPI staged through pinned host memory), its kernels
 // (CudaElementwise.cu, CudaReductions.cu, CudaGemm.cu, CudaNormEmbedding.cu,
 // CudaAttention.cu, CudaOptimizer.cu; shared helpers in CudaKernelUtil.cuh),
+// pipeline transfers (CudaPointToPoint.cu),
 // cuDNN's fused attention (CudnnAttention.cpp, libcudnn loaded at run time),
 // and the device-side record of a data error that a kernel cannot throw
 // (reported by the next synchronisation).
@@ -18,6 +19,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <mpi.h>
 #include <nccl.h>
 
 #include <atomic>
@@ -51,11 +53,19 @@ std::string errorMessage(const DeviceErrors &e);
 cudaStream_t streamOf(fsdp_stream_s *s);
 
 /// A cudaEvent_t recorded on a stream (a collective's completion).
-struct CudaEvent final : fsdp_event_s {
+struct CudaEvent : fsdp_event_s {
   CudaEvent(fsdp_device_s *d, cudaStream_t recordedOn);
   ~CudaEvent() override;
   bool query() override;
+  /// Called before a stream waits for `event`: an event whose work the host
+  /// still has to enqueue (an MPI receive's copy to the device) records it
+  /// here.
+  virtual void beforeWait() {}
   cudaEvent_t event = nullptr;
+
+protected:
+  /// An event created but not recorded yet.
+  explicit CudaEvent(fsdp_device_s *d);
 };
 
 struct CudnnAttention; // CudnnAttention.cpp
@@ -173,6 +183,38 @@ bool cudnnSdpaBackward(CudaDevice *dev, cudaStream_t st, const SdpaShape &sh,
 /// buffers (FSDP_COLLECTIVES_MPI). Collective over MPI_COMM_WORLD.
 std::unique_ptr<fsdp_channel_s> createNcclWorld(CudaDevice *device);
 std::unique_ptr<fsdp_channel_s> createMpiWorld(CudaDevice *device);
+
+/// Throws FSDP_ERR_MPI naming `what` and NCCL's last error unless success.
+void checkNccl(ncclResult_t r, ncclComm_t comm, const char *what);
+ncclDataType_t ncclType(fsdp_dtype t);
+
+/// Pipeline parallelism's point-to-point transfers of a channel
+/// (CudaPointToPoint.cu): `count` elements of `dtype` at device address
+/// `buf` to (isSend) or from rank `peer` of the channel, matched by `tag`.
+/// The event completes when the buffer may be reused (a send) or read (a
+/// receive). Throws FSDP_ERR_INVALID for a peer outside the channel or this
+/// rank, FSDP_ERR_MPI for a transport error.
+class PointToPoint {
+public:
+  virtual ~PointToPoint() = default;
+  virtual fsdp_event_s *transfer(void *buf, int64_t count, fsdp_dtype dtype,
+                                 int peer, int tag, bool isSend) = 0;
+};
+/// ncclSend / ncclRecv, each in an ncclGroupStart/End, on four NCCL
+/// communicators over `comm`'s ranks (made here: collective over `comm`),
+/// each with its own stream: one per direction (to a later or an earlier
+/// rank) and parity of the sending rank, so that every stream carries one
+/// kind of transfer between fixed pairs in the order both sides start them
+/// (NCCL orders the operations of one communicator; a send and a receive on
+/// one would wait for each other where MPI's would not).
+std::unique_ptr<PointToPoint>
+createNcclPointToPoint(CudaDevice *dev, MPI_Comm comm, int rank, int size);
+/// MPI_Isend / MPI_Irecv through pinned host buffers (--collectives mpi:
+/// ranks may share a GPU): a send copies the device buffer out first; a
+/// receive's copy to the device is enqueued when the message has arrived
+/// (the event's query, or the wait).
+std::unique_ptr<PointToPoint>
+createMpiPointToPoint(CudaDevice *dev, MPI_Comm comm, int rank, int size);
 
 } // namespace fsdp::hal::cuda
 

@@ -105,11 +105,11 @@
 // CHECK: %[[OK:.*]] = llvm.mlir.constant(0 : i32)
 // CHECK-NEXT: llvm.return %[[OK]] : i32
 
-// The descriptor: ABI 2, format version 2, world size 2, grid 1 x 2, the
+// The descriptor: ABI 3, format version 2, world size 2, grid 1 x 2, the
 // arena, 2 event slots, the schedule document.
 // CHECK: llvm.mlir.global private constant @fsdp_step_schedule("{\0A \22format\22: \22fsdp-schedule\22
 // CHECK: llvm.mlir.global private constant @fsdp_step_descriptor()
-// CHECK: llvm.mlir.constant(2 : i32)
+// CHECK: llvm.mlir.constant(3 : i32)
 // CHECK-NEXT: llvm.insertvalue %{{.*}}[0]
 // CHECK-NEXT: llvm.mlir.constant(2 : i32)
 // CHECK-NEXT: llvm.insertvalue

@@ -228,6 +228,10 @@ public:
   int64_t pipelineStages() const { return pipelineStagesValue; }
   int64_t pipelineStage() const { return pipelineStageValue; }
   const std::string &pipelineSchedule() const { return pipelineScheduleName; }
+  /// The pipeline's micro-batches m ("micro_batches"; 0 when absent), which
+  /// a transfer's tag encodes: tag = (boundary value · m + micro-batch) · 2
+  /// + (1 for a gradient).
+  int64_t pipelineMicroBatches() const { return pipelineMicroBatchesValue; }
   const std::vector<UnitDesc> &units() const { return unitList; }
   const std::map<int64_t, BufferDesc> &buffers() const { return bufferMap; }
   const std::vector<IoDesc> &inputs() const { return inputList; }
@@ -251,6 +255,10 @@ public:
   /// FNV-1a hash of the whole schedule (its JSON re-serialised, so every
   /// instruction and attribute, independent of the file's formatting).
   uint64_t scheduleFingerprint() const { return wholeFingerprint; }
+  /// The same hash of the job's document: a pipeline's whole document (every
+  /// stage's program, the stage layout), else scheduleFingerprint(). The
+  /// ranks of every stage must agree on it.
+  uint64_t jobFingerprint() const { return jobFingerprintValue; }
   /// Number of classes C of the first nn.cross_entropy (last dim of its
   /// logits; of a vocab-parallel one, that times the tensor-parallel size),
   /// or, on a pipeline stage without one, the rows of its token embedding
@@ -277,9 +285,10 @@ private:
   OptimizerDesc optimizerDesc;
   std::string strategyName = kStrategies[0];
   int64_t replicasValue = 1, shardSizeValue = 1, tensorParallelValue = 1;
-  int64_t pipelineStagesValue = 1, pipelineStageValue = 0;
+  int64_t pipelineStagesValue = 1, pipelineStageValue = 0,
+          pipelineMicroBatchesValue = 0;
   std::string pipelineScheduleName;
-  uint64_t wholeFingerprint = 0;
+  uint64_t wholeFingerprint = 0, jobFingerprintValue = 0;
   std::vector<UnitDesc> unitList;
   std::map<int64_t, BufferDesc> bufferMap;
   std::vector<IoDesc> inputList, outputList;
