@@ -160,9 +160,10 @@ struct FSDPTensorParallelPass
     return success();
   }
 
-  /// Heads and key/value heads must divide by T (Megatron-LM splits whole
-  /// heads; it replicates kv-heads when T exceeds them, which is not done
-  /// here).
+  /// Heads and key/value heads must divide by T (Megatron-core splits whole
+  /// heads and asserts the same: `divide(num_query_groups, world_size)` in
+  /// its Attention; vLLM replicates kv-heads when T exceeds them, which is
+  /// not done here).
   LogicalResult checkHeads(nn::AttentionOp attn) {
     int64_t hq = static_cast<int64_t>(attn.getNumHeads());
     int64_t hkv = static_cast<int64_t>(attn.getNumKvHeads());
