@@ -301,9 +301,9 @@ LogicalResult DropoutOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
                                   SmallVectorImpl<Value> &grads) {
   grads.assign(2, Value());
   if (resultGrads[0] && needed[0])
-    grads[0] = DropoutOp::create(b, getLoc(), resultGrads[0], getStep(),
-                                 getRateAttr(), getSeedAttr(),
-                                 getBatchSplitAttr(), getMicroBatchAttr());
+    grads[0] = DropoutOp::create(
+        b, getLoc(), resultGrads[0], getStep(), getRateAttr(), getSeedAttr(),
+        getBatchSplitAttr(), getMicroBatchAttr(), getTensorSplitAttr());
   return success();
 }
 

@@ -74,10 +74,13 @@ Value PlanEmitter::channel(schedule::Group g) {
   return worldV;
 }
 
-Value PlanEmitter::rankTimes(schedule::Group g, int64_t scale) {
+Value PlanEmitter::rankTimes(schedule::Group g, int64_t scale,
+                             int64_t divisor) {
   Value rank = callValue("fsdp_channel_rank", {channel(g)});
-  return LLVM::MulOp::create(b, loc, LLVM::SExtOp::create(b, loc, i64T, rank),
-                             i64(scale));
+  Value r = LLVM::SExtOp::create(b, loc, i64T, rank);
+  if (divisor != 1)
+    r = LLVM::SDivOp::create(b, loc, r, i64(divisor));
+  return LLVM::MulOp::create(b, loc, r, i64(scale));
 }
 
 Value PlanEmitter::address(const Arg &a) {
@@ -137,7 +140,7 @@ Value PlanEmitter::arg(const Arg &a) {
   case ArgKind::F64:
     return f64(a.number);
   case ArgKind::RankTimes: {
-    Value v = rankTimes(a.group, a.scale);
+    Value v = rankTimes(a.group, a.scale, a.divisor);
     return a.value ? LLVM::AddOp::create(b, loc, v, i64(a.value)).getResult()
                    : v;
   }

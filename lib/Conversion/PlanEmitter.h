@@ -48,7 +48,8 @@ private:
   Value arg(const schedule::Arg &a);
   Value address(const schedule::Arg &a);
   Value channel(schedule::Group g);
-  Value rankTimes(schedule::Group g, int64_t scale);
+  /// (rank(g) / divisor) · scale, an i64.
+  Value rankTimes(schedule::Group g, int64_t scale, int64_t divisor = 1);
   Value slotAddress(int32_t slot, int64_t bytes);
   Value eventSlot(int64_t slot);
   Value int64Array(const std::vector<int64_t> &values);

@@ -44,11 +44,37 @@ namespace mlir::fsdp {
 using namespace mlir;
 using namespace mlir::fsdp;
 
+/// Under tensor parallelism fsdp-wrap gives a unit's parameters replicated
+/// in the group (norms, row-parallel biases) their own buffer,
+/// `name.tp_replicated`: one module's forward still, so one use. Were it
+/// another unit, the block would be cut into uses at each norm and row bias
+/// and every cut value kept (the all-reduced outputs, the norms' inputs and
+/// outputs: ~3x the block input full AC keeps); as one use, full AC keeps
+/// the block's input alone (its sequence chunk under sequence parallelism)
+/// and the recompute repeats the forward's collectives, as Megatron-LM's
+/// full recompute does (megatron/core/transformer/transformer_block.py,
+/// `_checkpointed_forward`: tensor_parallel.checkpoint keeps the layers'
+/// `hidden_states`, the sequence shard under sequence parallelism).
+static StringRef tensorParallelUnit(StringRef unit) {
+  unit.consume_back(".tp_replicated");
+  return unit;
+}
+
 /// The unit a parameter's FQN belongs to, without fsdp-wrap's `.frozen`
 /// suffix: a unit's frozen and trainable buffers are one module's forward.
 static StringRef baseUnit(StringRef unit) {
   unit.consume_back(".frozen");
-  return unit;
+  return tensorParallelUnit(unit);
+}
+
+/// The tensor-parallel collectives selective AC saves, so that its
+/// recompute communicates nothing: torchtitan's _save_list has
+/// reduce_scatter_tensor (sequence parallelism's reduce-scatter) for this;
+/// Megatron's g (the all-reduce of a row-parallel output) is its analogue
+/// without sequence parallelism. An all-gather's output (the whole
+/// sequence) is recomputed, as torchtitan does.
+static bool tensorParallelSaves(Operation *op) {
+  return isa<nn::SpReduceScatterOp, nn::TpAllReduceOp>(op);
 }
 
 /// The ops selective AC saves: torchtitan's op-level selective AC saves the
@@ -57,7 +83,8 @@ static StringRef baseUnit(StringRef unit) {
 /// activations, rope, elementwise), which is cheap in FLOPs and large in
 /// bytes.
 static bool selectiveSaves(Operation *op) {
-  return isa<nn::LinearOp, nn::MatmulOp, nn::AttentionOp>(op);
+  return isa<nn::LinearOp, nn::MatmulOp, nn::AttentionOp>(op) ||
+         tensorParallelSaves(op);
 }
 
 /// Whether PyTorch runs `op` as aten.mm, the op torchtitan's op-level policy

@@ -26,10 +26,13 @@ using namespace mlir::fsdp;
 namespace {
 
 /// Ops that act on each token alone, so that they run on a sequence chunk
-/// as they do on the whole: the same result rows, no communication.
+/// as they do on the whole: the same result rows, no communication
+/// (nn.dropout draws each element's mask at its global sequence position:
+/// its `tensor_split`).
 bool isPerToken(Operation *op) {
   return isa<nn::LayerNormOp, nn::RMSNormOp, nn::AddOp, nn::MulOp, nn::GeluOp,
-             nn::SiluOp, nn::ReluOp, nn::CastOp, nn::BroadcastOp>(op);
+             nn::SiluOp, nn::ReluOp, nn::CastOp, nn::BroadcastOp,
+             nn::DropoutOp>(op);
 }
 
 /// Sequence parallelism on one function: the values that hold chunks and

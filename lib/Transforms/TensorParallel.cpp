@@ -35,10 +35,42 @@ using namespace mlir::fsdp;
 
 namespace {
 
-/// The ops that run on each rank's slice of a tensor-parallel region.
+/// The ops that run on each rank's slice of a tensor-parallel region
+/// (nn.dropout too: its mask is drawn by each element's global index,
+/// `tensor_split` below).
 bool isRegionOp(Operation *op) {
   return isa<nn::AttentionOp, nn::RopeOp, nn::SplitOp, nn::GeluOp, nn::SiluOp,
-             nn::ReluOp, nn::MulOp>(op);
+             nn::ReluOp, nn::MulOp, nn::DropoutOp>(op);
+}
+
+/// The activations an op of a region reads (dropout's optimizer step is
+/// not one).
+OperandRange regionOperands(Operation *op) {
+  if (auto drop = dyn_cast<nn::DropoutOp>(op))
+    return drop->getOperands().take_front(1);
+  return op->getOperands();
+}
+
+/// Records on `op` (an nn.dropout whose input has its new, sliced type and
+/// whose result still has the old one) the dimension fsdp-tensor-parallel
+/// split across the group, so that the runtime draws each element's mask at
+/// its index in the global tensor; fails when the slice is not T pieces of
+/// one dimension (the blocks of a fused q/k/v output).
+LogicalResult markTensorSplit(nn::DropoutOp op, int64_t tp) {
+  auto in = cast<RankedTensorType>(op.getInput().getType());
+  auto old = cast<RankedTensorType>(op.getResult().getType());
+  int64_t dim = -1;
+  for (int64_t i = 0; i < in.getRank(); ++i) {
+    if (in.getDimSize(i) == old.getDimSize(i))
+      continue;
+    if (dim >= 0 || i == 0 || in.getDimSize(i) * tp != old.getDimSize(i))
+      return op.emitOpError()
+             << "tp=" << tp << ": dropout of " << in
+             << " is not 1/tp of one non-batch dimension of " << old;
+    dim = i;
+  }
+  op.setTensorSplit(dim);
+  return success();
 }
 
 /// One Megatron region: the row-parallel linear that ends it, the
@@ -70,7 +102,7 @@ std::optional<Region> matchRegion(nn::LinearOp row) {
       return std::nullopt;
     if (!r.ops.insert(op))
       continue;
-    for (Value v : op->getOperands()) {
+    for (Value v : regionOperands(op)) {
       Operation *d = v.getDefiningOp();
       if (!d)
         return std::nullopt;
@@ -128,9 +160,10 @@ struct FSDPTensorParallelPass
     return success();
   }
 
-  /// Heads and key/value heads must divide by T (Megatron-LM splits whole
-  /// heads; it replicates kv-heads when T exceeds them, which is not done
-  /// here).
+  /// Heads and key/value heads must divide by T (Megatron-core splits whole
+  /// heads and asserts the same: `divide(num_query_groups, world_size)` in
+  /// its Attention; vLLM replicates kv-heads when T exceeds them, which is
+  /// not done here).
   LogicalResult checkHeads(nn::AttentionOp attn) {
     int64_t hq = static_cast<int64_t>(attn.getNumHeads());
     int64_t hkv = static_cast<int64_t>(attn.getNumKvHeads());
@@ -150,9 +183,18 @@ struct FSDPTensorParallelPass
     llvm::MapVector<Value, Value> entered; // region input -> its tp_copy
     for (nn::LinearOp col : r.columns) {
       int64_t blocks = 1;
-      for (Operation *user : col.getResult().getUsers())
+      for (Operation *user : col.getResult().getUsers()) {
         if (auto split = dyn_cast<nn::SplitOp>(user))
           blocks = static_cast<int64_t>(split.getSizes().size());
+        // Before a split its slice would be `blocks` pieces, not one piece
+        // of the global tensor: the mask index cannot be derived from it.
+        if (isa<nn::DropoutOp>(user) &&
+            llvm::any_of(user->getUsers(), llvm::IsaPred<nn::SplitOp>))
+          return user->emitOpError()
+                 << "tp=" << static_cast<int64_t>(tp)
+                 << ": dropout of a column-parallel linear's output is "
+                    "supported after its split (per q, k, v), not before";
+      }
       int64_t wdim = col.getTransposeWeight() ? 1 : 0;
       if (failed(sliceParam(fn, col.getWeight(), wdim, blocks, col)) ||
           (col.getBias() &&
@@ -231,15 +273,6 @@ protected:
     if (failed(maybeFn))
       return signalPassFailure();
     func::FuncOp fn = *maybeFn;
-    // nn.dropout's mask index assumes the batch split over the whole world.
-    WalkResult dropout = fn.walk([&](nn::DropoutOp op) {
-      op.emitOpError() << "tp=" << static_cast<int64_t>(tp)
-                       << ": dropout with tensor parallelism is not "
-                          "supported yet";
-      return WalkResult::interrupt();
-    });
-    if (dropout.wasInterrupted())
-      return signalPassFailure();
     // In program order; a linear ends or starts one region at most (in a
     // chain of linears through activations, every other one is split).
     SmallVector<Region> regions;
@@ -283,13 +316,17 @@ protected:
     fn.setFunctionType(FunctionType::get(
         &getContext(), fn.getBody().front().getArgumentTypes(),
         fn.getResultTypes()));
-    for (Operation &op : fn.getBody().front().without_terminator())
+    for (Operation &op : fn.getBody().front().without_terminator()) {
+      if (auto drop = dyn_cast<nn::DropoutOp>(op);
+          drop && failed(markTensorSplit(drop, static_cast<int64_t>(tp))))
+        return signalPassFailure();
       if (failed(nn::reinferResultTypes(&op))) {
         op.emitError() << "tp=" << static_cast<int64_t>(tp)
                        << ": cannot re-infer this op's shapes on the "
                           "tensor-parallel slices";
         return signalPassFailure();
       }
+    }
     // A pipeline stage's sent activations are sequence chunks now.
     fn.setFunctionType(FunctionType::get(
         &getContext(), fn.getArgumentTypes(),

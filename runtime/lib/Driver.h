@@ -207,8 +207,9 @@ struct fsdp_channel_s {
   X(dropout,                                                                   \
     (fsdp_dtype dtype, const void *x, void *y, int64_t n, double rate,         \
      int64_t seed, const void *step, fsdp_dtype step_dtype,                    \
-     int64_t first_index),                                                     \
-    (dtype, x, y, n, rate, seed, step, step_dtype, first_index))               \
+     int64_t first_index, int64_t chunk, int64_t stride, int64_t chunk_first), \
+    (dtype, x, y, n, rate, seed, step, step_dtype, first_index, chunk, stride, \
+     chunk_first))                                                             \
   X(reduce_sum,                                                                \
     (fsdp_dtype dtype, const void *x, const int64_t *x_shape, int rank,        \
      const int64_t *axes, int naxes, void *y),                                 \

@@ -98,8 +98,9 @@ void StepRun::resolve(const Call &c, Word *w) {
       w[i].f = a.number;
       break;
     case ArgKind::RankTimes:
-      w[i].i =
-          int64_t{fsdp_channel_rank(ex.channel(a.group))} * a.scale + a.value;
+      w[i].i = int64_t{fsdp_channel_rank(ex.channel(a.group))} / a.divisor *
+                   a.scale +
+               a.value;
       break;
     case ArgKind::Buffers: {
       std::vector<void *> &list = ex.boundLists[static_cast<size_t>(a.value)];

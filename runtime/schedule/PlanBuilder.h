@@ -50,8 +50,9 @@ public:
   Arg f64(double v) const;
   Arg dtypeArg(DType t) const { return i32(static_cast<int64_t>(toC(t))); }
   Arg t() const { return dtypeArg(dtype()); }
-  /// rank(g) · scale + plus, as an int64_t argument.
-  Arg rankTimes(Group g, int64_t scale, int64_t plus = 0) const;
+  /// (rank(g) / divisor) · scale + plus, as an int64_t argument.
+  Arg rankTimes(Group g, int64_t scale, int64_t plus = 0,
+                int64_t divisor = 1) const;
   /// An array of the device pointers of `ids`.
   Arg buffers(const std::vector<int64_t> &ids);
   /// A constant int64_t array (null when empty).

@@ -49,7 +49,9 @@ std::string argText(const StepPlan &plan, const Arg &a) {
     return std::string(text, end);
   }
   case ArgKind::RankTimes:
-    return "rank(" + group + ")*" + std::to_string(a.scale) +
+    return "rank(" + group + ")" +
+           (a.divisor != 1 ? "/" + std::to_string(a.divisor) : "") + "*" +
+           std::to_string(a.scale) +
            (a.value ? "+" + std::to_string(a.value) : "");
   case ArgKind::Buffers: {
     std::string t = "[";

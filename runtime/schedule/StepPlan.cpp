@@ -125,11 +125,13 @@ Arg OpLowering::f64(double v) const {
   return a;
 }
 
-Arg OpLowering::rankTimes(Group g, int64_t scale, int64_t plus) const {
+Arg OpLowering::rankTimes(Group g, int64_t scale, int64_t plus,
+                          int64_t divisor) const {
   Arg a{ArgKind::RankTimes};
   a.group = g;
   a.scale = scale;
   a.value = plus;
+  a.divisor = divisor;
   return a;
 }
 

@@ -11,7 +11,8 @@ the reference's steps from that step on.
 Checks, each against the relative tolerance T (default 1e-5):
   - the loss at every step: |a - b| / |b| (against L, default T)
   - the gradient norm at every step, where both runs report one
-    (`grad_norms`): |a - b| / |b| (against L)
+    (`grad_norms`): |a - b| / |b| (against L); a non-finite norm (null: an
+    overflowed step) must be non-finite in both
   - every gathered parameter tensor and optimizer-state tensor:
     ||a - b||_2 / ||b||_2 (absolute norm when ||b|| = 0)
 With --key-bias-abs X, the middle third of every GPT-2 `*.attn.c_attn.bias`
@@ -84,6 +85,11 @@ def main(argv):
     run_norms = run.get("grad_norms", [])
     if ref_norms and run_norms:
         for step, (b, a) in enumerate(zip(ref_norms, run_norms), start=run.get("first_step", 1)):
+            # A non-finite norm (an overflowed, skipped step) is null.
+            if a is None or b is None:
+                if (a is None) != (b is None):
+                    failures.append(f"gradient norm at step {step}: {a} vs {b} (one not finite)")
+                continue
             err = abs(a - b) / abs(b)
             worst_loss = max(worst_loss, err)
             if not err <= loss_tol:

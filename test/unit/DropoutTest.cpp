@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -42,12 +43,18 @@ TEST(Dropout, PhiloxKnownAnswers) {
   }
 }
 
+/// x is runs of `chunk` elements `stride` apart in the global tensor, the
+/// first at first + chunkFirst (chunk 0: x is one run).
 std::vector<double> dropout(const std::vector<double> &x, double rate,
-                            int64_t seed, int64_t step, int64_t first) {
+                            int64_t seed, int64_t step, int64_t first,
+                            int64_t chunk = 0, int64_t stride = 0,
+                            int64_t chunkFirst = 0) {
   std::vector<double> y(x.size());
+  int64_t n = static_cast<int64_t>(x.size());
   EXPECT_EQ(fsdp_dropout(fsdp::test::cpuStream(), FSDP_F64, x.data(), y.data(),
-                         static_cast<int64_t>(x.size()), rate, seed, &step,
-                         FSDP_I64, first),
+                         n, rate, seed, &step, FSDP_I64, first,
+                         chunk ? chunk : std::max<int64_t>(n, 1), stride,
+                         chunkFirst),
             FSDP_OK);
   return y;
 }
@@ -91,7 +98,7 @@ TEST(Dropout, MaskIsAFunctionOfTheGlobalIndexStepAndSeed) {
   std::vector<uint16_t> xb(n, fsdp::floatToBf16(1.0f)), yb(n);
   int64_t step = 1;
   ASSERT_EQ(fsdp_dropout(fsdp::test::cpuStream(), FSDP_BF16, xb.data(),
-                         yb.data(), n, 0.5, 7, &step, FSDP_I64, 0),
+                         yb.data(), n, 0.5, 7, &step, FSDP_I64, 0, n, n, 0),
             FSDP_OK);
   for (int64_t i = 0; i < n; ++i)
     EXPECT_EQ(fsdp::bf16ToFloat(yb[i]), static_cast<float>(whole[i]));
@@ -101,8 +108,47 @@ TEST(Dropout, RateOutsideTheUnitIntervalIsAnError) {
   std::vector<double> x(4, 1.0), y(4);
   int64_t step = 1;
   EXPECT_EQ(fsdp_dropout(fsdp::test::cpuStream(), FSDP_F64, x.data(), y.data(),
-                         4, 1.0, 0, &step, FSDP_I64, 0),
+                         4, 1.0, 0, &step, FSDP_I64, 0, 4, 4, 0),
             FSDP_ERR_INVALID);
+  EXPECT_EQ(fsdp_dropout(fsdp::test::cpuStream(), FSDP_F64, x.data(), y.data(),
+                         4, 0.5, 0, &step, FSDP_I64, 0, 0, 4, 0),
+            FSDP_ERR_INVALID);
+}
+
+// A tensor-parallel slice: [rows, seq, heads·dim] = [3, 4, 6] split in T = 2
+// along dimension 1 (sequence parallelism) or 2 (heads): each rank's piece,
+// drawn with its runs (chunk, stride = T·chunk, chunkFirst = t·chunk), is
+// the whole tensor's mask at its global positions.
+TEST(Dropout, ATensorParallelSliceDrawsTheWholeTensorsMask) {
+  const int64_t R = 3, S = 4, H = 6, T = 2;
+  std::vector<double> x(R * S * H);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = 1.0 + static_cast<double>(i);
+  std::vector<double> whole = dropout(x, 0.5, 11, 2, 0);
+  for (int64_t dim : {1, 2})
+    for (int64_t t = 0; t < T; ++t) {
+      int64_t s = dim == 1 ? S / T : S, h = dim == 1 ? H : H / T;
+      std::vector<double> piece;
+      auto at = [&](int64_t r, int64_t p, int64_t c) {
+        return (r * S + p) * H + c;
+      };
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t p = 0; p < s; ++p)
+          for (int64_t c = 0; c < h; ++c)
+            piece.push_back(x[static_cast<size_t>(
+                at(r, dim == 1 ? t * s + p : p, dim == 2 ? t * h + c : c))]);
+      int64_t chunk = dim == 1 ? s * H : h;
+      std::vector<double> y =
+          dropout(piece, 0.5, 11, 2, 0, chunk, T * chunk, t * chunk);
+      size_t k = 0;
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t p = 0; p < s; ++p)
+          for (int64_t c = 0; c < h; ++c, ++k)
+            EXPECT_EQ(y[k],
+                      whole[static_cast<size_t>(at(r, dim == 1 ? t * s + p : p,
+                                                   dim == 2 ? t * h + c : c))])
+                << "dim " << dim << " rank " << t << " element " << k;
+    }
 }
 
 } // namespace

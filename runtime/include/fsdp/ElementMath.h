@@ -167,6 +167,16 @@ FSDP_HD inline bool dropoutKeeps(int64_t seed, int64_t step, int64_t index,
   philox4x32x10(ctr, static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32));
   return static_cast<double>(ctr[0]) * 0x1p-32 >= rate;
 }
+/// The global index of element `i` of a tensor that holds runs of `chunk`
+/// elements `stride` apart in the global tensor, the first run at
+/// `first + chunkFirst` (fsdp_dropout's g(i): rank t of a tensor-parallel
+/// group holds piece t of dimension k, so chunk = its piece times the
+/// dimensions after k, stride = T·chunk, chunkFirst = t·chunk).
+FSDP_HD inline int64_t dropoutIndex(int64_t first, int64_t chunk,
+                                    int64_t stride, int64_t chunkFirst,
+                                    int64_t i) {
+  return first + (i / chunk) * stride + chunkFirst + i % chunk;
+}
 /// A kept element is scaled by 1/(1 − rate) (in T: the factor is rounded
 /// once, as torch's), a dropped one is 0.
 template <typename T> FSDP_HD inline T dropout(T x, bool keep, T scale) {

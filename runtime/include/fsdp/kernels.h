@@ -87,15 +87,19 @@ int fsdp_silu(fsdp_stream s, fsdp_dtype dtype, const void *x, void *y,
 int fsdp_silu_grad(fsdp_stream s, fsdp_dtype dtype, const void *x,
                    const void *dy, void *dx, int64_t n);
 /* Dropout with a counter-based generator (fsdp/ElementMath.h: Philox4x32-10,
- * math::dropoutKeeps): y[i] = x[i]/(1 − rate) where element first_index + i
- * of the whole (global-batch) tensor is kept at this optimizer step, else 0.
- * `step` is one i32 or i64 in device memory; `seed` names the op's stream.
- * The same mask on every driver and at every world size; applied to dy with
- * the same arguments it is its own VJP. 0 <= rate < 1, else
- * FSDP_ERR_INVALID. */
+ * math::dropoutKeeps): y[i] = x[i]/(1 − rate) where element
+ * g(i) = first_index + (i / chunk)·stride + chunk_first + i % chunk of the
+ * whole (global-batch) tensor is kept at this optimizer step, else 0
+ * (math::dropoutIndex; x holds runs of `chunk` elements `stride` apart in
+ * the global tensor: a tensor-parallel slice; chunk = n, chunk_first = 0
+ * for contiguous rows). `step` is one i32 or i64 in device memory; `seed`
+ * names the op's stream. The same mask on every driver and at every world
+ * size and tensor-parallel degree; applied to dy with the same arguments it
+ * is its own VJP. 0 <= rate < 1 and chunk >= 1, else FSDP_ERR_INVALID. */
 int fsdp_dropout(fsdp_stream s, fsdp_dtype dtype, const void *x, void *y,
                  int64_t n, double rate, int64_t seed, const void *step,
-                 fsdp_dtype step_dtype, int64_t first_index);
+                 fsdp_dtype step_dtype, int64_t first_index, int64_t chunk,
+                 int64_t stride, int64_t chunk_first);
 
 /* y = x (shape x_shape[rank]) summed over `axes` (naxes distinct axes in
  * [0, rank)); y has x's shape without them. */

@@ -550,10 +550,14 @@ void CpuDevice::lr_schedule(fsdp_stream_s *, const void *step,
 
 void CpuDevice::dropout(fsdp_stream_s *, fsdp_dtype t, const void *x, void *y,
                         int64_t n, double rate, int64_t seed, const void *step,
-                        fsdp_dtype stepType, int64_t first) {
+                        fsdp_dtype stepType, int64_t first, int64_t chunk,
+                        int64_t stride, int64_t chunkFirst) {
   if (!(rate >= 0) || !(rate < 1))
     fail(FSDP_ERR_INVALID,
          "fsdp_dropout: rate must be in [0, 1), got " + std::to_string(rate));
+  if (chunk < 1)
+    fail(FSDP_ERR_INVALID,
+         "fsdp_dropout: chunk must be >= 1, got " + std::to_string(chunk));
   int64_t stepValue = loadIndex(step, stepType, "fsdp_dropout: step");
   floatKernel(t, "fsdp_dropout", [&](auto tag, Stage &st) {
     using T = decltype(tag);
@@ -562,7 +566,11 @@ void CpuDevice::dropout(fsdp_stream_s *, fsdp_dtype t, const void *x, void *y,
     T scale = static_cast<T>(1.0 / (1.0 - rate));
     for (int64_t i = 0; i < n; ++i)
       ys[i] = math::dropout(
-          xs[i], math::dropoutKeeps(seed, stepValue, first + i, rate), scale);
+          xs[i],
+          math::dropoutKeeps(
+              seed, stepValue,
+              math::dropoutIndex(first, chunk, stride, chunkFirst, i), rate),
+          scale);
   });
 }
 

@@ -169,13 +169,18 @@ void binary(fsdp_stream_s *s, fsdp_dtype t, const char *name, const void *a,
 template <int DT>
 __global__ void dropoutK(const typename Elt<DT>::S *x, typename Elt<DT>::S *y,
                          int64_t n, double rate, int64_t seed, const void *step,
-                         int stepI64, int64_t first,
+                         int stepI64, int64_t first, int64_t chunk,
+                         int64_t stride, int64_t chunkFirst,
                          typename Elt<DT>::C scale) {
   using E = Elt<DT>;
   int64_t t = loadIndex(step, stepI64, 0);
   FSDP_GRID_LOOP(i, n)
   y[i] = E::st(math::dropout(
-      E::ld(x, i), math::dropoutKeeps(seed, t, first + i, rate), scale));
+      E::ld(x, i),
+      math::dropoutKeeps(
+          seed, t, math::dropoutIndex(first, chunk, stride, chunkFirst, i),
+          rate),
+      scale));
 }
 
 template <int DT>
@@ -297,10 +302,14 @@ void CudaDevice::silu_grad(fsdp_stream_s *s, fsdp_dtype t, const void *x,
 
 void CudaDevice::dropout(fsdp_stream_s *s, fsdp_dtype t, const void *x, void *y,
                          int64_t n, double rate, int64_t seed, const void *step,
-                         fsdp_dtype stepType, int64_t first) {
+                         fsdp_dtype stepType, int64_t first, int64_t chunk,
+                         int64_t stride, int64_t chunkFirst) {
   if (!(rate >= 0 && rate < 1))
     fail(FSDP_ERR_INVALID,
          "fsdp_dropout: rate must be in [0, 1), got " + std::to_string(rate));
+  if (chunk < 1)
+    fail(FSDP_ERR_INVALID,
+         "fsdp_dropout: chunk must be >= 1, got " + std::to_string(chunk));
   checkIndexType(stepType, "fsdp_dropout: step");
   if (n == 0)
     return;
@@ -310,8 +319,8 @@ void CudaDevice::dropout(fsdp_stream_s *s, fsdp_dtype t, const void *x, void *y,
     using C = typename E::C;
     dropoutK<DT><<<blocksFor(n), kThreads, 0, streamOf(s)>>>(
         static_cast<const typename E::S *>(x), static_cast<typename E::S *>(y),
-        n, rate, seed, step, stepType == FSDP_I64, first,
-        static_cast<C>(1.0 / (1.0 - rate)));
+        n, rate, seed, step, stepType == FSDP_I64, first, chunk, stride,
+        chunkFirst, static_cast<C>(1.0 / (1.0 - rate)));
   });
   launched("fsdp_dropout");
 }

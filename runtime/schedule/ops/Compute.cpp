@@ -11,6 +11,7 @@
 #include "../PlanBuilder.h"
 #include "../ShapeUtil.h"
 
+#include <algorithm>
 #include <set>
 
 namespace fsdp::schedule {
@@ -90,19 +91,42 @@ void validateDropout(const Checker &c) {
   if (microBatch < 0 || (x.numel > 0 && microBatch > (kMaxCount / x.numel)))
     c.fail("micro_batch " + std::to_string(microBatch) +
            " must be >= 0 and its rows' index in the batch below 2^62");
+  int64_t split = c.in.integer("tensor_split");
+  if (split != -1 &&
+      (split < 1 || split >= static_cast<int64_t>(x.shape.size())))
+    c.fail("tensor_split " + std::to_string(split) +
+           " must be -1 or a dimension in [1, " +
+           std::to_string(x.shape.size()) + ") of the input");
 }
 
 /// The mask is drawn by each element's place in the whole tensor. Rows of
-/// an activation split across the ranks (`batch_split`): rank r holds rows
-/// [r·b, (r+1)·b) of the global batch (b = global_batch / world_size), and
-/// micro-batch j rows [j·m, (j+1)·m) of those (m the input's rows), so the
-/// first element here is element (r·b + j·m)·(numel / m). A tensor whose
-/// rows are not the batch's (a parameter) is the same on every rank, and so
-/// is its mask.
+/// an activation split across the ranks (`batch_split`): data-parallel rank
+/// d (world rank / T) holds rows [d·b, (d+1)·b) of the global batch
+/// (b = global_batch / (world_size / T)), and micro-batch j rows
+/// [j·m, (j+1)·m) of those (m the input's rows), so the first row here is
+/// row d·b + j·m, of G elements in the global tensor. Under tensor
+/// parallelism the T ranks of a group hold the same rows; a dimension k
+/// split across the group (`tensor_split`) leaves each rank piece t of it:
+/// runs of chunk = (its size · the dimensions after k) elements, T·chunk
+/// apart, the first at t·chunk (G = T · the local row). A tensor whose rows
+/// are not the batch's (a parameter) is the same on every rank, and so is
+/// its mask.
 void lowerDropout(OpLowering &l) {
   const BufferDesc &x = l.desc(l.o[0]);
+  int64_t tp = l.prog.tensorParallel();
   int64_t rows = x.shape[0], rowNumel = rows ? x.numel / rows : 0;
-  int64_t first = l.in.integer("micro_batch") * rows * rowNumel;
+  int64_t split = l.in.integer("tensor_split");
+  int64_t chunk = std::max<int64_t>(x.numel, 1), globalRow = rowNumel;
+  Arg chunkFirst = l.i64(0);
+  if (split >= 1) {
+    chunk = 1;
+    for (size_t d = static_cast<size_t>(split); d < x.shape.size(); ++d)
+      chunk *= x.shape[d];
+    chunk = std::max<int64_t>(chunk, 1);
+    chunkFirst = l.rankTimes(Group::Tensor, chunk);
+    globalRow = rowNumel * tp;
+  }
+  int64_t first = l.in.integer("micro_batch") * rows * globalRow;
   Arg index = l.i64(first);
   if (l.in.flag("batch_split")) {
     // The global batch: "global_batch", else (a hand-written schedule) the
@@ -111,15 +135,15 @@ void lowerDropout(OpLowering &l) {
     for (const IoDesc &io : l.prog.inputs())
       if (global <= 0 && !io.globalShape.empty())
         global = io.globalShape[0];
-    int64_t perRank = global > 0 && global % l.prog.worldSize() == 0
-                          ? global / l.prog.worldSize()
-                          : rows;
-    index = l.rankTimes(Group::World, perRank * rowNumel, first);
+    int64_t dp = l.prog.worldSize() / tp;
+    int64_t perRank = global > 0 && global % dp == 0 ? global / dp : rows;
+    index = l.rankTimes(Group::World, perRank * globalRow, first, tp);
   }
   l.call("fsdp_dropout",
          {l.stream(), l.t(), l.operand(0), l.result(0), l.i64(x.numel),
           l.f64(l.in.number("rate")), l.i64(l.in.integer("seed")), l.operand(1),
-          l.dtypeArg(l.desc(l.o[1]).dtype), index});
+          l.dtypeArg(l.desc(l.o[1]).dtype), index, l.i64(chunk),
+          l.i64(tp * chunk), chunkFirst});
 }
 
 //===--- Constants, copies and casts --------------------------------------===//
@@ -494,7 +518,8 @@ std::vector<OpDef> computeOps() {
       {OpKind::SiluGrad, {}, validateBinary, lowerElementwise<2, kSiluGrad>},
       {OpKind::Dropout,
        {number("rate", kRequired), integer("seed", kRequired),
-        flag("batch_split"), integer("micro_batch")},
+        flag("batch_split"), integer("micro_batch"),
+        integer("tensor_split", false, -1)},
        validateDropout,
        lowerDropout},
       {OpKind::ReduceSum,

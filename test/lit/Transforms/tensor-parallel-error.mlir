@@ -1,7 +1,8 @@
 // RUN: fsdp-opt %s --fsdp-tensor-parallel="tp=2" -split-input-file -verify-diagnostics
 // The diagnostics of fsdp-tensor-parallel: heads T does not divide, a graph
-// without a tensor-parallel region, dropout (not supported yet); sequence
-// parallelism without a sequence, or with one T does not divide.
+// without a tensor-parallel region, dropout of a fused q/k/v output before its
+// split (its slice is three pieces); sequence parallelism without a sequence,
+// or with one T does not divide.
 
 func.func @forward(%x: tensor<2x4x6xf32> {nn.data = "features"}, %y: tensor<2x4xi32> {nn.data = "labels"},
                    %wq: tensor<6x6xf32> {nn.param = "q.weight"}, %wk: tensor<6x6xf32> {nn.param = "k.weight"},
@@ -54,5 +55,22 @@ func.func @forward(%t: tensor<2x3xi32> {nn.data = "tokens"}, %y: tensor<2x3xi32>
   %r = nn.add %x, %o : tensor<2x3x8xf32>
   %logits = nn.linear %r, %e : (tensor<2x3x8xf32>, tensor<10x8xf32>) -> tensor<2x3x10xf32>
   %loss = nn.cross_entropy %logits, %y : (tensor<2x3x10xf32>, tensor<2x3xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Dropout of the fused q/k/v before its split: each rank's slice is three
+// pieces of the global tensor (blocks = 3), not one.
+func.func @forward(%x: tensor<2x4x6xf32> {nn.data = "features"}, %y: tensor<2x4xi32> {nn.data = "labels"},
+                   %step: tensor<i64> {nn.step},
+                   %wqkv: tensor<18x6xf32> {nn.param = "qkv.weight"}, %wo: tensor<6x6xf32> {nn.param = "o.weight"}) -> (tensor<f32> {nn.loss}) {
+  %qkv = nn.linear %x, %wqkv : (tensor<2x4x6xf32>, tensor<18x6xf32>) -> tensor<2x4x18xf32>
+  // expected-error @+1 {{'nn.dropout' op tp=2: dropout of a column-parallel linear's output is supported after its split (per q, k, v), not before}}
+  %d = nn.dropout %qkv, %step {rate = 1.000000e-01, seed = 1} : tensor<2x4x18xf32>, tensor<i64>
+  %p:3 = nn.split %d {axis = 2 : i64, sizes = array<i64: 6, 6, 6>} : tensor<2x4x18xf32> -> tensor<2x4x6xf32>, tensor<2x4x6xf32>, tensor<2x4x6xf32>
+  %a, %lse = nn.attention %p#0, %p#1, %p#2 {num_heads = 2 : i64, num_kv_heads = 2 : i64} : (tensor<2x4x6xf32>, tensor<2x4x6xf32>, tensor<2x4x6xf32>) -> (tensor<2x4x6xf32>, tensor<2x2x4xf32>)
+  %o = nn.linear %a, %wo : (tensor<2x4x6xf32>, tensor<6x6xf32>) -> tensor<2x4x6xf32>
+  %loss = nn.cross_entropy %o, %y : (tensor<2x4x6xf32>, tensor<2x4xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }

@@ -691,13 +691,20 @@ def NN_DropoutOp : NN_Op<"dropout", [Pure, AllTypesMatch<["input", "result"]>,
     `batch_split` when fsdp-shard split them across the ranks (an
     activation; a parameter's rows are not split, and every rank then draws
     the same mask), `micro_batch` the micro-batch whose rows they are when
-    fsdp-micro-batch split them. The VJP is the same dropout of the
-    gradient. FLOPs: one multiply per element.
+    fsdp-micro-batch split them. `tensor_split` is the dimension (>= 1) of
+    the input that fsdp-tensor-parallel split across the tensor-parallel
+    group (rank t of T holds piece t: heads or features inside a Megatron
+    region, sequence positions under sequence parallelism), -1 when the
+    input is replicated in the group; each element still draws the mask of
+    its index in the global tensor, so every layout draws the 1-rank run's
+    mask. The VJP is the same dropout of the gradient. FLOPs: one multiply
+    per element.
   }];
   let arguments = (ins NN_RowsTensor:$input, NN_StepTensor:$step,
                        NN_DropoutRate:$rate, I64Attr:$seed,
                        DefaultValuedAttr<BoolAttr, "false">:$batch_split,
-                       DefaultValuedAttr<I64Attr, "0">:$micro_batch);
+                       DefaultValuedAttr<I64Attr, "0">:$micro_batch,
+                       DefaultValuedAttr<I64Attr, "-1">:$tensor_split);
   let results = (outs NN_RowsTensor:$result);
   let assemblyFormat = "$input `,` $step attr-dict `:` type($input) `,` type($step)";
 }

@@ -42,8 +42,9 @@ enum class ArgKind : uint8_t {
   I32,  ///< `value` as a 32-bit integer (int, an enum)
   I64,  ///< `value` (int64_t, size_t)
   F64,  ///< `number`
-  /// rank(`group`) · `scale` + `value` as an int64_t: known only at run
-  /// time, so that one compiled step serves every rank.
+  /// (rank(`group`) / `divisor`) · `scale` + `value` as an int64_t
+  /// (integer division): known only at run time, so that one compiled step
+  /// serves every rank. The world rank / T is the data-parallel rank.
   RankTimes,
   Buffers, ///< an array of device pointers: pointerLists[value]
   Int64s,  ///< a constant int64_t array: int64Lists[value] (null if empty)
@@ -56,6 +57,7 @@ struct Arg {
   int32_t slot = -1;
   int64_t value = 0;
   int64_t scale = 0;
+  int64_t divisor = 1; ///< RankTimes only
   double number = 0;
 };
 
