@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Analysis/MemoryPlanRecord.h"
+#include "fsdp/Analysis/PipelineMemory.h"
 #include "fsdp/Analysis/PlanReport.h"
 #include "fsdp/Sharding.h"
 #include "fsdp/Target/Schedule.h"
@@ -124,16 +125,11 @@ private:
         {"shard_size", groupSize(module, Group::Shard).value_or(worldSize)}};
     if (int64_t tp = groupSize(module, Group::Tensor).value_or(1); tp > 1)
       out["tensor_parallel"] = tp;
-    // A pipeline stage's program (docs/pipeline-parallel.md).
-    if (auto stage = module->getAttrOfType<IntegerAttr>(kPipelineStageAttr)) {
-      out["pipeline"] = {
-          {"stages", groupSize(module, Group::Pipeline).value_or(1)},
-          {"stage", stage.getInt()}};
-      if (auto sched = module->getAttrOfType<StringAttr>(kPipelineScheduleAttr))
-        out["pipeline"]["schedule"] = sched.getValue().str();
-      if (auto m =
-              module->getAttrOfType<IntegerAttr>(kPipelineMicroBatchesAttr))
-        out["pipeline"]["micro_batches"] = m.getInt();
+    // A pipeline stage's program (docs/pipeline-parallel.md), with its
+    // memory ("Memory": the micro-batches in flight at its peak).
+    if (json pp = pipelineStageMemory(module, plan); !pp.is_null()) {
+      pp["stages"] = groupSize(module, Group::Pipeline).value_or(1);
+      out["pipeline"] = std::move(pp);
     }
     return out;
   }
@@ -459,6 +455,12 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
     if (static_cast<int64_t>(stages.size()) != doc["pipeline_stages"])
       return module.emitError() << "expects one nested module per pipeline "
                                    "stage (fsdp-pipeline with pp > 1)";
+    // Each stage's planned peak per rank (its memory_plan.peak_bytes),
+    // where a reader of the whole pipeline (the simulator) finds them.
+    json peaks = json::array();
+    for (const json &s : stages)
+      peaks.push_back(s["memory_plan"]["peak_bytes"]);
+    doc["stage_peak_bytes"] = std::move(peaks);
     doc["stages"] = std::move(stages);
     os << doc.dump(1) << "\n";
     return success();
