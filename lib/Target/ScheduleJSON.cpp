@@ -125,11 +125,18 @@ private:
         {"shard_size", groupSize(module, Group::Shard).value_or(worldSize)}};
     if (int64_t tp = groupSize(module, Group::Tensor).value_or(1); tp > 1)
       out["tensor_parallel"] = tp;
-    // A pipeline stage's program (docs/pipeline-parallel.md), with its
-    // memory ("Memory": the micro-batches in flight at its peak).
-    if (json pp = pipelineStageMemory(module, plan); !pp.is_null()) {
-      pp["stages"] = groupSize(module, Group::Pipeline).value_or(1);
-      out["pipeline"] = std::move(pp);
+    // A pipeline stage's program (docs/pipeline-parallel.md).
+    if (auto stage = module->getAttrOfType<IntegerAttr>(kPipelineStageAttr)) {
+      out["pipeline"] = {
+          {"stages", groupSize(module, Group::Pipeline).value_or(1)},
+          {"stage", stage.getInt()}};
+      if (auto sched = module->getAttrOfType<StringAttr>(kPipelineScheduleAttr))
+        out["pipeline"]["schedule"] = sched.getValue().str();
+      if (auto m =
+              module->getAttrOfType<IntegerAttr>(kPipelineMicroBatchesAttr))
+        out["pipeline"]["micro_batches"] = m.getInt();
+      // Its memory ("Memory": the micro-batches in flight at its peak).
+      out["pipeline_memory"] = pipelineStageMemory(module, plan);
     }
     return out;
   }

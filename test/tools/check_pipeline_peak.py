@@ -9,7 +9,7 @@ Each run is fsdp-run --alloc per-buffer of a pipeline schedule at dp = 1
 with the same micro-batch size and the same first stage (the embeddings and
 layer 0) whatever P and m. Per run and stage:
 - the plan's micro-batches in flight (the schedule's
-  pipeline.max_micro_batches_in_flight) are GPipe's m and 1F1B's min(P - s, m)
+  pipeline_memory.max_micro_batches_in_flight) are GPipe's m and 1F1B's min(P - s, m)
   on stage s (Narayanan et al., SC'21, Sec. 2.2; Korthikanti et al. 2022,
   Sec. 4.3: the first stage holds P micro-batches under 1F1B);
 - the allocator's growth over the start of the steps on that stage
@@ -57,7 +57,7 @@ for arg in sys.argv[1:]:
     for s, stage in enumerate(doc["stages"]):
         label = "P=%d %s m=%d stage %d" % (p, sched, m, s)
         want = m if sched == "gpipe" else min(p - s, m)
-        got = stage["pipeline"]["max_micro_batches_in_flight"]
+        got = stage["pipeline_memory"]["max_micro_batches_in_flight"]
         bufs = {b["id"]: b for b in stage["buffers"]}
         state = sum(bufs[i["buffer"]]["bytes"] for i in stage["inputs"]
                     if i["role"] in ("param", "master", "exp_avg", "exp_avg_sq"))
