@@ -174,6 +174,22 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
                              << "' must be a string on the module";
     return success();
   }
+  if (attr.getName() == kPipelineGatherAttr) {
+    auto v = dyn_cast<StringAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !v ||
+        (v.getValue() != "once-per-step" && v.getValue() != "per-micro-batch"))
+      return op->emitError() << "'" << kPipelineGatherAttr
+                             << "' must be \"once-per-step\" or "
+                                "\"per-micro-batch\" on the module, got "
+                             << attr.getValue();
+    return success();
+  }
+  if (attr.getName() == kStageReportAttr) { // fsdp-pipeline's, in transit
+    if (!isa<ModuleOp>(op) || !isa<StringAttr>(attr.getValue()))
+      return op->emitError()
+             << "'" << kStageReportAttr << "' must be a string on the module";
+    return success();
+  }
   if (attr.getName() == kReplicasAttr || attr.getName() == kShardSizeAttr ||
       attr.getName() == kTensorParallelAttr ||
       attr.getName() == kPipelineStagesAttr) {

@@ -166,8 +166,12 @@ LogicalResult MemoryPlan::collectBuffers(func::FuncOp fn) {
   for (BlockArgument arg : fn.getArguments())
     if (failed(addBuffer(arg, classifyArgument(fn, arg.getArgNumber()), -1)))
       return failure();
+  // Each micro-batch's forward ends at its own loss op (a pipeline stage's
+  // at its last forward op), not at the step's loss, the mean computed at
+  // the end of the step.
+  StepPhases phases(fn);
   for (auto [idx, op] : llvm::enumerate(instructions)) {
-    bool backward = lossInstruction >= 0 && (int64_t)idx > lossInstruction;
+    bool backward = phases.phaseOf(op).second;
     for (OpResult r : op->getResults())
       if (failed(addBuffer(r, classifyResult(r, backward), idx)))
         return failure();

@@ -1,5 +1,6 @@
 //===- PlanReport.cpp - the planner's memory and communication report -----===//
 #include "fsdp/Analysis/PlanReport.h"
+#include "fsdp/Analysis/PipelineMemory.h"
 #include "fsdp/Analysis/Simulator.h"
 #include "fsdp/Analysis/StepFunction.h"
 #include "fsdp/Dialect/FSDP/FSDP.h"
@@ -195,6 +196,9 @@ FailureOr<json> mlir::fsdp::buildPlanReport(ModuleOp module) {
   }
   if (auto sched = module->getAttrOfType<StringAttr>(kScheduleAttr))
     report["schedule"] = sched.getValue().str();
+  // A pipeline stage: its peak and the micro-batches in flight there.
+  if (json pp = pipelineStageMemory(module, *plan); !pp.is_null())
+    report["pipeline"] = std::move(pp);
   return report;
 }
 
@@ -308,6 +312,16 @@ std::string mlir::fsdp::formatPlanReport(const json &r) {
     row("reserved (peak + overhead)", a["reserved_bytes"]);
   }
 
+  if (r.contains("pipeline")) {
+    const json &pp = r["pipeline"];
+    os << "pipeline stage " << pp["stage"] << " of " << pp["stages"] << " ("
+       << pp["schedule"].get<std::string>() << ", " << pp["micro_batches"]
+       << " micro-batches, units gathered "
+       << (pp["gather"].is_string() ? pp["gather"].get<std::string>() : "?")
+       << "): micro-batches " << pp["micro_batches_in_flight_at_peak"].dump()
+       << " in flight at the peak, at most "
+       << pp["max_micro_batches_in_flight"] << " at once\n";
+  }
   if (r.contains("activation_checkpoint")) {
     os << "activation checkpointing: "
        << r["activation_checkpoint"].get<std::string>() << ", "

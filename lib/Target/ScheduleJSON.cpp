@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Analysis/MemoryPlanRecord.h"
+#include "fsdp/Analysis/PipelineMemory.h"
 #include "fsdp/Analysis/PlanReport.h"
 #include "fsdp/Sharding.h"
 #include "fsdp/Target/Schedule.h"
@@ -134,6 +135,8 @@ private:
       if (auto m =
               module->getAttrOfType<IntegerAttr>(kPipelineMicroBatchesAttr))
         out["pipeline"]["micro_batches"] = m.getInt();
+      // Its memory ("Memory": the micro-batches in flight at its peak).
+      out["pipeline_memory"] = pipelineStageMemory(module, plan);
     }
     return out;
   }
@@ -461,6 +464,12 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
     if (static_cast<int64_t>(stages.size()) != doc["pipeline_stages"])
       return module.emitError() << "expects one nested module per pipeline "
                                    "stage (fsdp-pipeline with pp > 1)";
+    // Each stage's planned peak per rank (its memory_plan.peak_bytes),
+    // where a reader of the whole pipeline (the simulator) finds them.
+    json peaks = json::array();
+    for (const json &s : stages)
+      peaks.push_back(s["memory_plan"]["peak_bytes"]);
+    doc["stage_peak_bytes"] = std::move(peaks);
     doc["stages"] = std::move(stages);
     os << doc.dump(1) << "\n";
     return success();

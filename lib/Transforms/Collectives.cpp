@@ -190,7 +190,11 @@ protected:
           auto [mb, backward] = stepPhases.phaseOf(use.getOwner());
           bool regather =
               reshardUnit && backward && !rootOf.contains({gather, mb});
-          phases[{mb, regather}].push_back(&use);
+          // Gathered once per step: every use is one phase's.
+          std::pair<int64_t, bool> phase{mb, regather};
+          if (gatherOncePerStep)
+            phase = {-1, false};
+          phases[phase].push_back(&use);
         }
       }
       // Gathers in program order of their first use.

@@ -1,6 +1,7 @@
 //===- MemoryPlanPass.cpp - fsdp-memory-plan: record, report, budget ------===//
 #include "ClusterSpecCache.h"
 #include "fsdp/Analysis/MemoryPlanRecord.h"
+#include "fsdp/Analysis/PipelineMemory.h"
 #include "fsdp/Analysis/PlanReport.h"
 #include "fsdp/Analysis/Simulator.h"
 #include "fsdp/Transforms/Passes.h"
@@ -113,7 +114,11 @@ protected:
         out->keep();
       }
     }
-    if (!report.empty()) {
+    if (!report.empty() && module->hasAttr(kPipelineStageAttr)) {
+      // A pipeline stage: fsdp-pipeline writes the stages' reports as one.
+      module->setAttr(kStageReportAttr,
+                      StringAttr::get(module.getContext(), r->dump()));
+    } else if (!report.empty()) {
       std::string err;
       auto out = openOutputFile(report, &err);
       if (!out) {

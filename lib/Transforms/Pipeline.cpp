@@ -9,6 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ClusterSpecCache.h"
+#include "fsdp/Analysis/PipelineMemory.h"
+#include "fsdp/Analysis/PlanReport.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -37,7 +39,11 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
   /// reaches its passes, as each pass run alone with it).
   /// With pp = P > 1, `stage` is the pipeline stage to plan (its module
   /// holds a copy of the forward function; docs/pipeline-parallel.md).
-  void buildPipeline(OpPassManager &pm, int64_t stage = -1) const {
+  /// `gatherOnce`: the stage's units gathered once per step (pp-gather);
+  /// `trial`: a plan of a stage that may be discarded, not checked against
+  /// memory-budget by fsdp-memory-plan (runStages decides on its peak).
+  void buildPipeline(OpPassManager &pm, int64_t stage = -1,
+                     bool gatherOnce = false, bool trial = false) const {
     auto clusterSpecs = std::make_shared<ClusterSpecCache>(givenCluster);
     if (stage >= 0) {
       FSDPPipelineSplitOptions o;
@@ -60,15 +66,27 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
     pm.addPass(createFSDPWrap(wrapOptions()));
     pm.addPass(createFSDPActivationCheckpoint(activationCheckpointOptions()));
     FSDPShardOptions shard = shardOptions();
-    if (stage >= 0) // each stage is an SPMD step of world-size / P ranks
+    FSDPCollectivesOptions collectives = collectivesOptions();
+    if (stage >= 0) { // each stage is an SPMD step of world-size / P ranks
       shard.worldSize = worldSize / pp;
+      // Gathered once per step, the gradients accumulate whole and are
+      // reduced once (torch.distributed.pipelining's FSDP stages skip the
+      // gradient sync until the last micro-batch's backward).
+      if (!accumulate.hasValue())
+        shard.accumulate =
+            gatherOnce ? Accumulate::Unsharded : Accumulate::Sharded;
+      collectives.gatherOncePerStep = gatherOnce;
+    }
     pm.addPass(createFSDPShard(shard));
     if (stage >= 0)
       pm.addPass(createFSDPPipelineP2P());
-    pm.addPass(createFSDPCollectives(collectivesOptions()));
+    pm.addPass(createFSDPCollectives(collectives));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createFSDPSchedule(scheduleOptions(), clusterSpecs));
-    pm.addPass(createFSDPMemoryPlan(memoryPlanOptions(), clusterSpecs));
+    FSDPMemoryPlanOptions memoryPlan = memoryPlanOptions();
+    if (trial)
+      memoryPlan.memoryBudget = "";
+    pm.addPass(createFSDPMemoryPlan(memoryPlan, clusterSpecs));
   }
 
   // The passes' options structs (generated from Passes.td), field by field.
@@ -142,6 +160,7 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
     o.reshardAfterForward = reshardAfterForward;
     o.keepGathered = values(keepGathered);
     o.reshardRoot = reshardRoot;
+    o.gatherOncePerStep = gatherOncePerStep;
     return o;
   }
   FSDPScheduleOptions scheduleOptions() const {
@@ -191,6 +210,8 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
              << " must be >= 1 and pp x tp must divide world-size "
              << static_cast<int64_t>(worldSize)
              << " (world size = pp x the data-parallel size x tp)";
+    if (failed(checkPipelineGather()))
+      return failure();
     if (ppStage.hasValue())
       return module.emitError()
              << "fsdp-pipeline: pp-stage is fsdp-pipeline-split's option; "
@@ -217,6 +238,92 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
              << " needs micro-batches > 1 (one micro-batch has nothing to "
                 "accumulate)";
     return success();
+  }
+
+  /// pp-gather's values; gather-once-per-step is its decision under pp.
+  LogicalResult checkPipelineGather() {
+    ModuleOp module = getOperation();
+    if (pp <= 1 && ppGather.hasValue())
+      return module.emitError() << "fsdp-pipeline: pp-gather needs pp > 1";
+    if (ppGather != "auto" && ppGather != "once-per-step" &&
+        ppGather != "per-micro-batch")
+      return module.emitError()
+             << "fsdp-pipeline: pp-gather='" << ppGather
+             << "' is not auto, once-per-step or per-micro-batch";
+    if (pp > 1 && gatherOncePerStep.hasValue())
+      return module.emitError()
+             << "fsdp-pipeline: with pp > 1, whether a stage's units are "
+                "gathered once per step is pp-gather's decision; "
+                "gather-once-per-step is fsdp-collectives' option";
+    return success();
+  }
+
+  /// The memory budget a stage's plan must fit (fsdp-schedule's):
+  /// memory-budget, else the cluster's device memory; none without either
+  /// (or with a bad one, which the passes report).
+  std::optional<int64_t> memoryBudgetBytes() {
+    if (!memoryBudget.empty())
+      return parseByteSize(memoryBudget);
+    ClusterSpecCache specs(givenCluster);
+    if (!specs.hasCluster(cluster))
+      return std::nullopt;
+    specs.load(cluster, &getContext());
+    if (const ClusterSpec *spec = specs.get())
+      return static_cast<int64_t>(spec->memoryBytes);
+    return std::nullopt;
+  }
+
+  /// Plans stage `s` into `stage` with its units gathered once per step or
+  /// per micro-batch (pp-gather; auto: once where the stage's planned peak
+  /// fits the memory budget, planned first on a copy). The decision is
+  /// fsdp.pp_gather on the stage, in the schedule and the report.
+  LogicalResult planStage(ModuleOp &stage, int64_t s) {
+    auto plan = [&](ModuleOp m, bool once, bool trial) {
+      m->setAttr(kPipelineGatherAttr,
+                 StringAttr::get(m.getContext(),
+                                 once ? "once-per-step" : "per-micro-batch"));
+      OpPassManager pm(ModuleOp::getOperationName());
+      buildPipeline(pm, s, once, trial);
+      return runPipeline(pm, m);
+    };
+    if (ppGather != "auto")
+      return plan(stage, ppGather == "once-per-step", /*trial=*/false);
+    std::optional<int64_t> budget = memoryBudgetBytes();
+    auto remark = [&](ModuleOp m) {
+      return m.emitRemark() << "fsdp-pipeline: stage " << s << " ";
+    };
+    if (!budget) // nothing to decide: torchtitan's default
+      return plan(stage, true, false);
+    OpBuilder b(stage);
+    b.setInsertionPointAfter(stage);
+    auto once = cast<ModuleOp>(b.clone(*stage));
+    if (failed(plan(once, true, /*trial=*/true))) {
+      once.erase();
+      return failure();
+    }
+    FailureOr<func::FuncOp> fn = getStepFunction(once);
+    FailureOr<MemoryPlanRecord> rec =
+        succeeded(fn) ? MemoryPlanRecord::get(*fn)
+                      : FailureOr<MemoryPlanRecord>(failure());
+    if (failed(rec)) {
+      once.erase();
+      return failure();
+    }
+    if (rec->peakBytes <= *budget) {
+      stage.erase();
+      stage = once;
+      remark(stage) << "gathers its units once per step (planned peak "
+                    << rec->peakBytes
+                    << " bytes per rank, within the memory budget of "
+                    << *budget << ")";
+      return success();
+    }
+    once.erase();
+    remark(stage) << "gathers its units per micro-batch: once per step would "
+                     "need "
+                  << rec->peakBytes
+                  << " bytes per rank, over the memory budget of " << *budget;
+    return plan(stage, false, false);
   }
 
 protected:
@@ -259,12 +366,11 @@ protected:
       op->erase();
     module->setAttr(kPipelineStagesAttr, b.getI64IntegerAttr(pp));
     module->setAttr(kWorldSizeAttr, b.getI64IntegerAttr(worldSize));
-    for (auto [s, stage] : llvm::enumerate(stages)) {
-      OpPassManager pm(ModuleOp::getOperationName());
-      buildPipeline(pm, static_cast<int64_t>(s));
-      if (failed(runPipeline(pm, stage)))
+    for (auto [s, stage] : llvm::enumerate(stages))
+      if (failed(planStage(stage, static_cast<int64_t>(s))))
         return signalPassFailure();
-    }
+    if (!report.empty() && failed(writePipelineReport(module, report)))
+      return signalPassFailure();
   }
 
   std::shared_ptr<const ClusterSpec> givenCluster;

@@ -367,6 +367,22 @@ nlohmann::json summaryJson(const Options &opt, const Program &prog,
     summary["loss_scales"] = log.lossScales;
   if (!log.lossScales.empty() || !log.skippedSteps.empty())
     summary["skipped_steps"] = log.skippedSteps;
+  // Per pipeline stage (docs/pipeline-parallel.md, "Memory"): the figures
+  // above, max over the stage's ranks.
+  if (!t.byStage.empty()) {
+    nlohmann::json stages = nlohmann::json::array();
+    const size_t k = RunTotals::kStageFigures;
+    for (size_t s = 0; s * k < t.byStage.size(); ++s) {
+      const long long *f = &t.byStage[s * k];
+      stages.push_back({{"stage", s},
+                        {"peak_bytes", f[0]},
+                        {"device_peak_bytes", f[1]},
+                        {"device_step_peak_bytes", f[2]},
+                        {"planned_peak_bytes", planned(f[3])},
+                        {"planned_peak_bytes_with_scratch", planned(f[4])}});
+    }
+    summary["pipeline"]["by_stage"] = std::move(stages);
+  }
   if (opt.profile)
     summary["profile"] = t.profile;
   if (t.globalTokens > 0)

@@ -25,6 +25,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -554,6 +555,23 @@ RunTotals TrainingRun::measureTotals() {
                        totals.stats.comm_buffer_bytes,
                        totals.stats.memory_peak_bytes - stepStartBytes};
   MPI_Allreduce(mine, totals.most, 6, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  // The same per pipeline stage, max over the stage's ranks: each rank fills
+  // its stage's slots, every other slot is the least value.
+  if (const int64_t stages = prog.pipelineStages(); stages > 1) {
+    const int64_t k = RunTotals::kStageFigures;
+    std::vector<long long> local(static_cast<size_t>(stages * k), LLONG_MIN);
+    const long long figures[RunTotals::kStageFigures] = {
+        log.peak, totals.stats.memory_peak_bytes,
+        totals.stats.memory_peak_bytes - stepStartBytes,
+        prog.plannedPeakBytes(), prog.plannedPeakBytesWithScratch()};
+    std::copy(figures, figures + k,
+              local.begin() +
+                  static_cast<std::ptrdiff_t>(prog.pipelineStage() * k));
+    totals.byStage.resize(local.size());
+    MPI_Allreduce(local.data(), totals.byStage.data(),
+                  static_cast<int>(local.size()), MPI_LONG_LONG, MPI_MAX,
+                  MPI_COMM_WORLD);
+  }
   return totals;
 }
 

@@ -397,7 +397,12 @@ defvar FSDPCollectivesOptions = [
   Option<"reshardRoot", "reshard-root", "bool", "false",
          "reshard the root unit after forward too (by default the unit whose "
          "backward follows its forward at once stays gathered, as FSDP2's root "
-         "and torchtitan's norm + output)">
+         "and torchtitan's norm + output)">,
+  Option<"gatherOncePerStep", "gather-once-per-step", "bool", "false",
+         "with micro-batches, gather each unit once per step: at its first "
+         "use, freed after its last, across every micro-batch's forward and "
+         "backward (torchtitan's reshard_after_forward=False under pipeline "
+         "parallelism; fsdp-pipeline decides it per stage with pp-gather)">
 ];
 
 def FSDPCollectives : Pass<"fsdp-collectives", "::mlir::ModuleOp"> {
@@ -422,6 +427,10 @@ def FSDPCollectives : Pass<"fsdp-collectives", "::mlir::ModuleOp"> {
     gradient after it. Forward
     ends at the op that defines the loss (with micro-batches, each
     micro-batch's forward and backward are phases of their own).
+    `gather-once-per-step` makes all of a unit's uses one phase: one
+    all-gather before its first use in the step and one free after its last,
+    whatever the micro-batches (with accumulate=unsharded, its gradient is
+    then reduced once too, after the last micro-batch's backward).
   }];
   let options = FSDPCollectivesOptions;
   let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
@@ -596,8 +605,22 @@ def FSDPPipelineP2P : Pass<"fsdp-pipeline-p2p", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
 }
 
+// fsdp-pipeline's own: the memory decision per stage (docs/pipeline-parallel.md,
+// "Memory").
+defvar FSDPPipelineMemoryOptions = [
+  Option<"ppGather", "pp-gather", "std::string", "\"auto\"",
+         "pp > 1: a stage's units gathered once-per-step (all-gathered at the "
+         "first micro-batch's use, freed after the last's, gradients "
+         "accumulated whole and reduce-scattered once: torchtitan's "
+         "reshard_after_forward=False) or per-micro-batch (each micro-batch's "
+         "forward and backward gather, gradients reduced per micro-batch); "
+         "auto: once-per-step where the stage's planned peak fits the memory "
+         "budget (memory-budget, else the cluster's device memory; no budget: "
+         "once-per-step), else per-micro-batch">
+];
+
 defvar FSDPPipelineOptions = !foldl([]<Option>, [
-    FSDPPipelineSplitOptions, FSDPPipelineScheduleOptions,
+    FSDPPipelineSplitOptions, FSDPPipelineScheduleOptions, FSDPPipelineMemoryOptions,
     FSDPTensorParallelOptions, FSDPVocabParallelOptions, FSDPAutodiffOptions, FSDPMicroBatchOptions, FSDPOptimizerOptions,
     FSDPWrapOptions, FSDPActivationCheckpointOptions, FSDPShardOptions, FSDPCollectivesOptions,
     FSDPScheduleOptions, FSDPMemoryPlanOptions],

@@ -55,3 +55,26 @@ func.func @f(%x: tensor<6x3xf32> {nn.data = "features"}, %y: tensor<6xi32> {nn.d
 // KEEP: nn.matmul %{{.*}}, %{{.*}} :
 // KEEP-NEXT: fsdp.free %[[G2]]
 // UNKNOWN: error: fsdp-collectives: keep-gathered names unknown unit 'fc9'
+
+// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-micro-batch="micro-batches=2" --fsdp-optimizer --fsdp-wrap --fsdp-shard="world-size=3 accumulate=unsharded" | fsdp-opt --fsdp-collectives="gather-once-per-step=true" | FileCheck %s --check-prefix=ONCE
+// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-micro-batch="micro-batches=2" --fsdp-optimizer --fsdp-wrap --fsdp-shard="world-size=3 accumulate=unsharded" | fsdp-opt --fsdp-collectives | FileCheck %s --check-prefix=PERMB
+// gather-once-per-step: across 2 micro-batches each unit is gathered once, at
+// its first use (micro-batch 0's forward), and freed after its last (micro-batch
+// 1's backward); with accumulate=unsharded its summed gradient is
+// reduce-scattered once. Without it, each micro-batch gathers again.
+// (fc1's backward reads no parameter: the input's gradient is not needed;
+// fc2 is each micro-batch's root, kept from its forward to its backward.)
+// ONCE-LABEL: func.func @f(
+// ONCE: %[[G1:.*]] = fsdp.all_gather @fc1
+// ONCE-NOT: fsdp.all_gather @fc1
+// ONCE: fsdp.all_gather @fc2
+// ONCE-NOT: fsdp.all_gather
+// ONCE: nn.micro_batch {{.*}}index = 1
+// ONCE: fsdp.free %[[G1]]
+// ONCE: fsdp.reduce_scatter @fc2
+// ONCE-NOT: fsdp.reduce_scatter @fc2
+// ONCE: return
+// PERMB-LABEL: func.func @f(
+// PERMB-COUNT-2: fsdp.all_gather @fc1
+// PERMB-NOT: fsdp.all_gather @fc1
+// PERMB: return

@@ -54,6 +54,15 @@ inline constexpr llvm::StringLiteral kPipelineScheduleAttr =
     "fsdp.pipeline_schedule";
 inline constexpr llvm::StringLiteral kPipelineMicroBatchesAttr =
     "fsdp.pipeline_micro_batches";
+/// On a stage's module: how fsdp-pipeline keeps its units gathered across
+/// micro-batches ("once-per-step": gathered at the first micro-batch's use,
+/// freed after the last one's, gradients reduced once; "per-micro-batch":
+/// every micro-batch's forward and backward gather), its memory decision.
+inline constexpr llvm::StringLiteral kPipelineGatherAttr = "fsdp.pp_gather";
+/// On a stage's module while fsdp-pipeline runs: fsdp-memory-plan's report
+/// (report=) as JSON text, which fsdp-pipeline writes with the other stages'
+/// into one report (writePipelineReport) and removes.
+inline constexpr llvm::StringLiteral kStageReportAttr = "fsdp.pp_stage_report";
 /// On a stage function's arguments and results (i64: the boundary value's
 /// index): an activation received from the previous stage (pp_input), the
 /// gradient of an activation sent to the next stage, received back from it

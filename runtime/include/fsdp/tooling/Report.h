@@ -69,6 +69,13 @@ struct RunTotals {
   long long most[6] = {};
   /// Max over ranks: the resident set after initialisation, and its peak.
   long long maxRss[2] = {};
+  /// Pipeline parallelism: per stage, max over the stage's ranks of the
+  /// plan's bookkeeping peak, the allocator's peak, its peak less its bytes
+  /// in use when the steps began, and the stage's planned peak without and
+  /// with scratch (bytes; kStageFigures per stage, stage-major). Empty
+  /// without stages.
+  static constexpr int kStageFigures = 5;
+  std::vector<long long> byStage;
   nlohmann::json profile; ///< gatherProfile's, or an empty object
 };
 

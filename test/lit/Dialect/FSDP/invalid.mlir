@@ -284,3 +284,15 @@ func.func @send_async_without_future(%x: tensor<2xf32>) {
   fsdp.send %x to 1 tag 0 async : tensor<2xf32>
   return
 }
+
+// -----
+
+// expected-error @+1 {{'fsdp.pp_gather' must be "once-per-step" or "per-micro-batch" on the module, got "always"}}
+module attributes {fsdp.pp_gather = "always"} {
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.pp_stage_report' must be a string on the module}}
+module attributes {fsdp.pp_stage_report = 3 : i64} {
+}
