@@ -1,6 +1,8 @@
 //===- MemoryPlanPass.cpp - fsdp-memory-plan: record, report, budget ------===//
 #include "ClusterSpecCache.h"
+#include "PipelineReport.h"
 #include "fsdp/Analysis/MemoryPlanRecord.h"
+#include "fsdp/Analysis/PipelineSim.h"
 #include "fsdp/Analysis/PlanReport.h"
 #include "fsdp/Analysis/Simulator.h"
 #include "fsdp/Transforms/Passes.h"
@@ -74,6 +76,14 @@ protected:
             << memoryBudget << "'";
         return signalPassFailure();
       }
+    }
+    // A planned pipeline (each stage's plan recorded): its stages simulated
+    // against each other.
+    if (!pipelineStages(module).empty()) {
+      if (failed(writePipelineOutputs(module, *clusterSpecs, cluster, report,
+                                      trace)))
+        signalPassFailure();
+      return;
     }
     // The plan is computed here, once, and recorded on the step: the report
     // below, the JSON schedule and fsdp-sweep read it from there.

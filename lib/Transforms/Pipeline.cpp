@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ClusterSpecCache.h"
+#include "PipelineReport.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -68,7 +69,12 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
     pm.addPass(createFSDPCollectives(collectivesOptions()));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createFSDPSchedule(scheduleOptions(), clusterSpecs));
-    pm.addPass(createFSDPMemoryPlan(memoryPlanOptions(), clusterSpecs));
+    FSDPMemoryPlanOptions memoryPlan = memoryPlanOptions();
+    if (stage >= 0) { // the pipeline's, after all stages (runStages)
+      memoryPlan.report = "";
+      memoryPlan.trace = "";
+    }
+    pm.addPass(createFSDPMemoryPlan(memoryPlan, clusterSpecs));
   }
 
   // The passes' options structs (generated from Passes.td), field by field.
@@ -274,6 +280,9 @@ protected:
       if (failed(runPipeline(pm, stage)))
         return signalPassFailure();
     }
+    ClusterSpecCache specs(givenCluster);
+    if (failed(writePipelineOutputs(module, specs, cluster, report, trace)))
+      return signalPassFailure();
   }
 
   std::shared_ptr<const ClusterSpec> givenCluster;
