@@ -150,7 +150,9 @@ public:
     eraseArgs.resize(fn.getNumArguments());
   }
 
-  /// Casts float data to pdt where compute is mixed precision.
+  /// Casts float data to pdt where compute is mixed precision. An
+  /// activation or gradient received from another pipeline stage arrives in
+  /// pdt (the sending stage computes it in pdt): retyped, not cast.
   void castData() {
     OpBuilder top(&block, block.begin());
     for (BlockArgument arg : fn.getArguments()) {
@@ -158,11 +160,18 @@ public:
       if (!fn.getArgAttr(arg.getArgNumber(), nn::kDataAttr) || !t ||
           !isa<FloatType>(t.getElementType()))
         continue;
+      if (fn.getArgAttr(arg.getArgNumber(), kPPInputAttr) ||
+          fn.getArgAttr(arg.getArgNumber(), kPPOutputGradAttr)) {
+        arg.setType(RankedTensorType::get(t.getShape(), layout.pdt));
+        continue;
+      }
       auto c = nn::CastOp::create(
           top, arg.getLoc(), RankedTensorType::get(t.getShape(), layout.pdt),
           arg);
       arg.replaceAllUsesExcept(c, c);
     }
+    fn.setFunctionType(FunctionType::get(
+        fn.getContext(), block.getArgumentTypes(), fn.getResultTypes()));
   }
 
   /// Keeps the loss as the first result (and the scheduled learning rate,
@@ -314,8 +323,10 @@ public:
     if (layout.mixed() &&
         failed(retypeCompute(fn, layout.modelType, layout.pdt)))
       return failure();
+    // The return's operands, not `results`: retypeCompute replaces the
+    // constants it retypes (a pipeline stage's zero loss among them).
     fn.setFunctionType(FunctionType::get(ctx, fn.getArgumentTypes(),
-                                         ValueRange(results).getTypes()));
+                                         ret->getOperandTypes()));
     fn.setAllResultAttrs(resultAttrs);
     if (failed(fn.eraseArguments(eraseArgs)))
       return fn.emitError()
