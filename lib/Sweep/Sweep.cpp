@@ -267,9 +267,8 @@ unsigned sweep::runPlans(std::vector<Plan> &plans, unsigned jobs,
     for (const Plan &q : plans)
       if (q.activationCheckpoint == "none" && q.worldSize == p.worldSize &&
           q.tp == p.tp && q.pp == p.pp && q.ppSchedule == p.ppSchedule &&
-          q.strategy == p.strategy &&
-          q.minUnitNumel == p.minUnitNumel && q.bucketBytes == p.bucketBytes &&
-          q.error.empty() && !fits(q))
+          q.strategy == p.strategy && q.minUnitNumel == p.minUnitNumel &&
+          q.bucketBytes == p.bucketBytes && q.error.empty() && !fits(q))
         p.fitsOnlyWithAC = true;
   }
   return jobs;

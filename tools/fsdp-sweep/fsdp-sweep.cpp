@@ -223,9 +223,9 @@ static int error(const std::string &msg) {
 /// The pipeline options the sweep sets itself (or that would write files per
 /// plan).
 static constexpr llvm::StringLiteral kReservedOptions[] = {
-    "world-size",  "strategy", "shard-size", "policy", "min-unit-numel",
-    "param-dtype", "report",   "cluster",    "trace",  "tp",
-    "pp",          "pp-schedule"};
+    "world-size",     "strategy",    "shard-size", "policy",
+    "min-unit-numel", "param-dtype", "report",     "cluster",
+    "trace",          "tp",          "pp",         "pp-schedule"};
 
 /// Splits a comma-separated list of positive integers (decimal, or a whole
 /// number in exponent form such as 1e9) no larger than `max`.

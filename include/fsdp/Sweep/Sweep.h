@@ -81,8 +81,8 @@ struct SweepOptions {
 /// One plan of the sweep: its options and, after it ran, its report or error.
 struct Plan {
   int64_t worldSize = 0;
-  int64_t tp = 1; // tensor-parallel degree T
-  int64_t pp = 1; // pipeline-parallel degree P
+  int64_t tp = 1;         // tensor-parallel degree T
+  int64_t pp = 1;         // pipeline-parallel degree P
   std::string ppSchedule; // its pp-schedule; empty for P = 1
   std::string strategy;
   int64_t shardSize = 0;    // hybrid-shard: ranks per shard group; 0 otherwise
