@@ -325,8 +325,8 @@ public:
       return failure();
     // The return's operands, not `results`: retypeCompute replaces the
     // constants it retypes (a pipeline stage's zero loss among them).
-    fn.setFunctionType(FunctionType::get(ctx, fn.getArgumentTypes(),
-                                         ret->getOperandTypes()));
+    fn.setFunctionType(
+        FunctionType::get(ctx, fn.getArgumentTypes(), ret->getOperandTypes()));
     fn.setAllResultAttrs(resultAttrs);
     if (failed(fn.eraseArguments(eraseArgs)))
       return fn.emitError()
