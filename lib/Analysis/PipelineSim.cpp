@@ -51,7 +51,7 @@ SmallVector<ModuleOp> mlir::fsdp::pipelineStages(ModuleOp module) {
     return stages;
   for (ModuleOp stage : module.getOps<ModuleOp>())
     stages.push_back(stage);
-  llvm::stable_sort(stages, [](ModuleOp a, ModuleOp b) {
+  llvm::sort(stages, [](ModuleOp a, ModuleOp b) {
     auto index = [](ModuleOp m) {
       auto s = m->getAttrOfType<IntegerAttr>(kPipelineStageAttr);
       return s ? s.getInt() : int64_t(0);
