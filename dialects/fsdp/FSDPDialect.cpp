@@ -184,12 +184,6 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
                              << attr.getValue();
     return success();
   }
-  if (attr.getName() == kStageReportAttr) { // fsdp-pipeline's, in transit
-    if (!isa<ModuleOp>(op) || !isa<StringAttr>(attr.getValue()))
-      return op->emitError()
-             << "'" << kStageReportAttr << "' must be a string on the module";
-    return success();
-  }
   if (attr.getName() == kReplicasAttr || attr.getName() == kShardSizeAttr ||
       attr.getName() == kTensorParallelAttr ||
       attr.getName() == kPipelineStagesAttr) {

@@ -312,7 +312,8 @@ std::string mlir::fsdp::formatPlanReport(const json &r) {
     row("reserved (peak + overhead)", a["reserved_bytes"]);
   }
 
-  if (r.contains("pipeline")) {
+  // A stage's report (the pipeline's own "pipeline" object has no stage).
+  if (r.contains("pipeline") && r["pipeline"].contains("stage")) {
     const json &pp = r["pipeline"];
     os << "pipeline stage " << pp["stage"] << " of " << pp["stages"] << " ("
        << pp["schedule"].get<std::string>() << ", " << pp["micro_batches"]

@@ -86,6 +86,9 @@
 //   is updated first and the remaining compute cannot hide its reduction); MFU
 //   = FLOPs per rank / (step time · peak of the dtype with most
 //   matmul/attention FLOPs).
+// * Pipeline stages (fsdp.send / fsdp.recv) are simulated against each
+//   other by simulatePipeline (PipelineSim.cpp, which states that model);
+//   alone (Simulator::run on one stage) their transfers take no time.
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Analysis/Simulator.h"
@@ -353,53 +356,6 @@ std::optional<ClusterSpec> ClusterSpec::load(StringRef path, std::string &error,
   return s;
 }
 
-namespace {
-/// The tensor-parallel collective ops by name (TensorCollective): one entry
-/// per op; S is read from the operand (all-reduce, reduce-scatter) or the
-/// result (all-gather).
-struct TensorCollectiveOp {
-  const char *name;
-  TensorCollective::Kind kind;
-};
-constexpr TensorCollectiveOp kTensorCollectiveOps[] = {
-    {"nn.tp_all_reduce", TensorCollective::AllReduce},
-    {"nn.sp_all_gather", TensorCollective::AllGather},
-    {"nn.sp_reduce_scatter", TensorCollective::ReduceScatter},
-};
-} // namespace
-
-std::optional<TensorCollective> mlir::fsdp::tensorCollectiveOf(Operation *op) {
-  StringRef name = op->getName().getStringRef();
-  for (const TensorCollectiveOp &e : kTensorCollectiveOps) {
-    if (name != e.name || op->getNumOperands() < 1 || op->getNumResults() < 1)
-      continue;
-    TensorCollective c;
-    c.kind = e.kind;
-    c.bytes =
-        bufferBytes(c.kind == TensorCollective::AllGather ? op->getResult(0)
-                                                          : op->getOperand(0));
-    c.groupSize = groupSize(op, Group::Tensor).value_or(1);
-    // Sequence parallelism's collectives run once per row before `dim` (the
-    // runtime's lowerSp: chunks are contiguous only within a row).
-    if (auto dim = op->getAttrOfType<IntegerAttr>("dim")) {
-      auto whole = cast<RankedTensorType>((c.kind == TensorCollective::AllGather
-                                               ? op->getResult(0)
-                                               : op->getOperand(0))
-                                              .getType());
-      for (int64_t d = 0; d < dim.getInt() && d < whole.getRank(); ++d)
-        c.calls *= whole.getDimSize(d);
-    }
-    return c;
-  }
-  return std::nullopt;
-}
-
-int64_t TensorCollective::bytesPerRank() const {
-  return kind == AllReduce
-             ? ::fsdp::ringAllReduceBytesPerRank(bytes, groupSize)
-             : ::fsdp::ringCollectiveBytesPerRank(bytes, groupSize);
-}
-
 static double ring(int64_t g, double bytes, double alpha, double bw) {
   if (g <= 1)
     return 0;
@@ -449,8 +405,44 @@ public:
         tp(groupSize(module, Group::Tensor).value_or(1)) {}
 
   FailureOr<SimResult> run(func::FuncOp fn) {
-    double ioOut = stepInputsAndOutputs(fn);
-    for (Operation &op : fn.getBody().front().without_terminator()) {
+    begin(fn);
+    FailureOr<bool> done = advance();
+    if (failed(done))
+      return failure();
+    if (!*done) // a stage's transfer simulated alone (no peers)
+      return position()->emitError()
+             << "a point-to-point transfer can only be simulated with the "
+                "other pipeline stages";
+    return end();
+  }
+
+  /// Starts the step: the clock after the step's inputs.
+  void begin(func::FuncOp f) {
+    ioOut = stepInputsAndOutputs(f);
+    next = f.getBody().front().begin();
+  }
+  Operation *position() const {
+    return next->hasTrait<OpTrait::IsTerminator>() ? nullptr : &*next;
+  }
+  FailureOr<SimResult> end() {
+    if (failed(finish(ioOut)))
+      return failure();
+    return std::move(r);
+  }
+
+  /// Simulates ops until the end of the step (true) or a wait on a
+  /// transfer the peer stage has not issued yet (false).
+  FailureOr<bool> advance() {
+    for (; !next->hasTrait<OpTrait::IsTerminator>(); ++next) {
+      Operation &op = *next;
+      std::optional<std::pair<double, double>> transfer;
+      if (auto wait = dyn_cast<WaitOp>(op); wait && peers)
+        if (Operation *p2p = wait.getToken().getDefiningOp();
+            isa_and_nonnull<SendOp, RecvOp>(p2p)) {
+          transfer = peers->completion(p2p, tc + spec.dispatchOverhead);
+          if (!transfer)
+            return false;
+        }
       // Every op is one instruction the host issues (dispatch_overhead_s).
       tc += spec.dispatchOverhead;
       r.hostTime += spec.dispatchOverhead;
@@ -461,15 +453,41 @@ public:
         collective(&op, operandsReady);
       else if (std::optional<TensorCollective> c = tensorCollectiveOf(&op))
         tensorCollective(&op, *c, operandsReady);
-      else if (auto wait = dyn_cast<WaitOp>(&op))
+      else if (transfer)
+        waitForTransfer(cast<WaitOp>(op), *transfer);
+      else if (auto wait = dyn_cast<WaitOp>(op))
         waitFor(wait, operandsReady);
-      else if (failed(compute(&op, operandsReady)))
+      else if (peers && isa<SendOp, RecvOp>(op)) {
+        peers->issued(&op, std::max(tc, operandsReady));
+        if (auto send = dyn_cast<SendOp>(op))
+          r.p2pBytes += bufferBytes(send.getInput());
+      } else if (failed(compute(&op, operandsReady)))
         return failure();
     }
-    if (failed(finish(ioOut)))
-      return failure();
-    return std::move(r);
+    return true;
   }
+
+  /// A wait on a transfer between stages that ends at `transfer.first`
+  /// after `transfer.second` seconds: up to its duration the stall is the
+  /// transfer's (exposed p2p), the rest is waiting for the peer stage.
+  void waitForTransfer(WaitOp wait, std::pair<double, double> transfer) {
+    auto [done, dur] = transfer;
+    Operation *p2p = wait.getToken().getDefiningOp();
+    if (isa<RecvOp>(p2p)) {
+      r.p2pTime += dur;
+      r.events.push_back({nameWithUnit(p2p), 3, done - dur, dur, 0,
+                          bufferBytes(wait.getResult())});
+    }
+    double stall = std::max(0.0, done - tc);
+    if (stall > 0)
+      r.events.push_back({"wait " + nameWithUnit(p2p), 0, tc, stall, 0, 0});
+    r.p2pExposed += std::min(stall, dur);
+    r.p2pStall += stall - std::min(stall, dur);
+    tc += stall;
+    ready[wait.getResult()] = tc;
+  }
+
+  P2PPeers *peers = nullptr;
 
 private:
   /// The step's host inputs enter the runtime before its first instruction
@@ -696,9 +714,9 @@ private:
       return module.emitError()
              << "the cluster spec's values make the predicted step time "
                 "overflow (check its rates, efficiencies and overheads)";
-    r.exposedComm =
-        std::max(0.0, r.stepTime - r.computeTime - r.contentionTime -
-                          r.hostTime - r.tpExposed);
+    r.exposedComm = std::max(0.0, r.stepTime - r.computeTime -
+                                      r.contentionTime - r.hostTime -
+                                      r.tpExposed - r.p2pExposed - r.p2pStall);
     r.firstGatherTime = std::max(firstGather, 0.0);
     r.lastReduceTime = lastReduce;
     // Besides the ops, the compute stream must do the host work and the
@@ -733,6 +751,8 @@ private:
   double tt = 0;         // the tensor-parallel collectives' clock
   double firstGather = -1, lastReduce = 0;
   std::vector<std::pair<double, double>> commBusy; // collectives in flight
+  double ioOut = 0;
+  Block::iterator next;                // the next op advance() simulates
   llvm::DenseMap<Value, double> ready; // when a collective's result is
   llvm::DenseMap<Operation *, double> durationOf;
   std::map<std::string, int64_t> matmulFlopsByDtype;
@@ -746,45 +766,25 @@ FailureOr<SimResult> Simulator::run(ModuleOp module) const {
   return StepSimulation(*this, spec, module).run(*fn);
 }
 
-nlohmann::ordered_json mlir::fsdp::chromeTrace(const SimResult &r,
-                                               StringRef clusterName) {
-  using ojson = nlohmann::ordered_json;
-  ojson events = ojson::array();
-  events.push_back({{"name", "process_name"},
-                    {"ph", "M"},
-                    {"pid", 0},
-                    {"tid", 0},
-                    {"args", {{"name", "rank 0 on " + clusterName.str()}}}});
-  const char *streams[] = {"compute", "communication",
-                           "tensor-parallel communication (blocking)"};
-  int numStreams = 2;
-  for (const SimEvent &e : r.events)
-    numStreams = std::max(numStreams, e.stream + 1);
-  for (int s = 0; s < numStreams; ++s) {
-    events.push_back({{"name", "thread_name"},
-                      {"ph", "M"},
-                      {"pid", 0},
-                      {"tid", s},
-                      {"args", {{"name", streams[s]}}}});
-    events.push_back({{"name", "thread_sort_index"},
-                      {"ph", "M"},
-                      {"pid", 0},
-                      {"tid", s},
-                      {"args", {{"sort_index", s}}}});
-  }
-  for (const SimEvent &e : r.events)
-    events.push_back({{"name", e.name},
-                      {"cat", e.stream == 2                        ? "tp_comm"
-                              : e.stream                           ? "comm"
-                              : e.name.rfind("wait ", 0) == 0      ? "stall"
-                              : e.name.rfind("host: ", 0) == 0     ? "host"
-                              : e.name.rfind("recompute ", 0) == 0 ? "recompute"
-                                                                   : "compute"},
-                      {"ph", "X"},
-                      {"pid", 0},
-                      {"tid", e.stream},
-                      {"ts", e.start * 1e6},
-                      {"dur", e.duration * 1e6},
-                      {"args", {{"flops", e.flops}, {"bytes", e.bytes}}}});
-  return ojson{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
+struct StageSimulation::Impl {
+  Impl(const Simulator &sim, const ClusterSpec &spec, ModuleOp module)
+      : step(sim, spec, module) {}
+  StepSimulation step;
+};
+StageSimulation::StageSimulation(std::unique_ptr<Impl> impl)
+    : impl(std::move(impl)) {}
+StageSimulation::~StageSimulation() = default;
+FailureOr<bool> StageSimulation::advance() { return impl->step.advance(); }
+Operation *StageSimulation::position() const { return impl->step.position(); }
+FailureOr<SimResult> StageSimulation::finish() { return impl->step.end(); }
+
+FailureOr<std::unique_ptr<StageSimulation>>
+Simulator::start(ModuleOp stage, P2PPeers &peers) const {
+  FailureOr<func::FuncOp> fn = getStepFunction(stage);
+  if (failed(fn))
+    return failure();
+  auto impl = std::make_unique<StageSimulation::Impl>(*this, spec, stage);
+  impl->step.peers = &peers;
+  impl->step.begin(*fn);
+  return std::unique_ptr<StageSimulation>(new StageSimulation(std::move(impl)));
 }

@@ -25,7 +25,9 @@ namespace {
 /// Every dimension of a layout but the activation-checkpoint mode and the
 /// micro-batch size: one unit of work, searched by one thread.
 struct LayoutFamily {
-  int64_t gpus, tp, dp, sequencesPerRank;
+  int64_t gpus, tp, pp;
+  std::string ppSchedule;
+  int64_t dp, sequencesPerRank;
   std::string strategy;
   int64_t shardSize; // hybrid-shard's shard group; 0 otherwise
   int64_t bucketBytes;
@@ -83,14 +85,22 @@ public:
     std::vector<int64_t> sizes; // powers of two dividing s, ascending
     for (int64_t m = 1; m <= g.sequencesPerRank; m *= 2)
       if (g.sequencesPerRank % m == 0 &&
-          g.sequencesPerRank / m <= o.maxMicroBatches)
+          g.sequencesPerRank / m <= o.maxMicroBatches &&
+          g.sequencesPerRank / m >= g.pp)
         sizes.push_back(m);
     if (sizes.empty()) {
       for (size_t li : g.layouts)
         layouts[li].why =
-            "needs more than " + std::to_string(o.maxMicroBatches) +
-            " micro-batches (--max-micro-batches) for " +
-            std::to_string(g.sequencesPerRank) + " sequences per rank";
+            g.sequencesPerRank < g.pp
+                ? "pp=" + std::to_string(g.pp) +
+                      " needs at least as many "
+                      "micro-batches, more than the " +
+                      std::to_string(g.sequencesPerRank) +
+                      " sequences per data-parallel rank"
+                : "needs more than " + std::to_string(o.maxMicroBatches) +
+                      " micro-batches (--max-micro-batches) for " +
+                      std::to_string(g.sequencesPerRank) +
+                      " sequences per rank";
       return;
     }
     bool heavierFailed = false; // a mode saving more memory could not fit
@@ -102,7 +112,8 @@ public:
         continue;
       }
       searchMode(g, sizes, l);
-      if (!l.fits && l.microBatchSize == 0 && l.why.rfind("screen", 0) == 0)
+      if (!l.fits && l.microBatchSize == 0 &&
+          l.why.rfind("screen: does not fit", 0) == 0)
         heavierFailed = true;
     }
     // Memory-limited: a mode that recomputes less (later in the order) was
@@ -118,6 +129,9 @@ private:
                 int64_t k) {
     Plan p;
     p.worldSize = g.gpus;
+    p.tp = g.tp;
+    p.pp = g.pp;
+    p.ppSchedule = g.ppSchedule;
     p.strategy = g.strategy;
     p.shardSize = g.shardSize;
     p.bucketBytes = g.bucketBytes;
@@ -137,6 +151,8 @@ private:
       opts += " micro-batches=" + std::to_string(k) + " accumulate=sharded";
     if (g.tp > 1)
       opts += " tp=" + std::to_string(g.tp);
+    if (g.pp > 1)
+      opts += " pp=" + std::to_string(g.pp) + " pp-schedule=" + g.ppSchedule;
     if (!o.sweep.pipeline.empty())
       opts += " " + o.sweep.pipeline;
     std::string msg;
@@ -172,7 +188,7 @@ private:
     std::map<int64_t, bool> screened;
     auto screen = [&](size_t i) {
       if (!screened.count(i)) {
-        l.screens.push_back(makePlan(g, ac, sizes[i], 1));
+        l.screens.push_back(makePlan(g, ac, sizes[i], g.pp));
         screened[i] = fits(l.screens.back());
       }
       return screened[i];
@@ -199,9 +215,9 @@ private:
     for (size_t i = lo + 1; i-- > 0;) {
       int64_t m = sizes[i], k = s / m;
       Plan p;
-      if (k == 1) { // the screen is the layout: taken out of the screens
+      if (k == g.pp) { // the screen is the layout: taken out of the screens
         auto it = llvm::find_if(l.screens, [&](const Plan &q) {
-          return q.globalBatch == m * g.dp && q.microBatches == 1;
+          return q.globalBatch == m * k * g.dp && q.microBatches == k;
         });
         p = std::move(*it);
         l.screens.erase(it);
@@ -214,12 +230,38 @@ private:
         l.microBatches = k;
         l.memoryLimited = i + 1 < sizes.size();
         l.plan = std::move(p);
+        if (g.pp > 1)
+          morePipelineMicroBatches(g, sizes, i, l);
         return;
       }
       l.screens.push_back(std::move(p));
     }
     l.why = "no micro-batch size fits with " + std::to_string(s) +
             " sequences per rank";
+  }
+
+  /// With pipeline parallelism more, smaller micro-batches shrink the bubble
+  /// ((P−1)/k, Narayanan et al., SC'21, §2.2) while each costs its own
+  /// gathers and shorter GEMMs: every smaller size below the fitting one
+  /// `chosen` is planned too, and the fastest that fits is the layout.
+  void morePipelineMicroBatches(const LayoutFamily &g,
+                                const std::vector<int64_t> &sizes,
+                                size_t chosen, AdvisedLayout &l) {
+    auto step = [](const Plan &p) {
+      return p.report["predicted_step_time_s"].get<double>();
+    };
+    for (size_t i = chosen; i-- > 0;) {
+      int64_t m = sizes[i], k = g.sequencesPerRank / m;
+      Plan p = makePlan(g, l.activationCheckpoint, m, k);
+      if (!fits(p) || step(p) >= step(l.plan)) {
+        l.screens.push_back(std::move(p));
+        continue;
+      }
+      l.screens.push_back(std::move(l.plan));
+      l.plan = std::move(p);
+      l.microBatchSize = m;
+      l.microBatches = k;
+    }
   }
 
   const AdvisorOptions &o;
@@ -247,6 +289,10 @@ std::string boundOf(const nlohmann::ordered_json &r) {
   double compute = r.value("compute_s", 0.0);
   double tp = r.value("tp_exposed_s", 0.0);
   double fsdp = r.value("exposed_comm_s", 0.0) - tp;
+  // A pipeline's busiest stage's idle time (PipelineSim.h).
+  double bubble = r.value("bubble_s", 0.0);
+  if (bubble > compute && bubble >= fsdp && bubble >= tp)
+    return "bubble";
   if (compute >= fsdp && compute >= tp)
     return "compute";
   return fsdp >= tp ? "FSDP comm" : "TP comm";
@@ -267,6 +313,8 @@ AdvisorResult sweep::runAdvisor(const AdvisorOptions &o,
     AdvisedLayout l;
     l.gpus = g.gpus;
     l.tp = g.tp;
+    l.pp = g.pp;
+    l.ppSchedule = g.ppSchedule;
     l.dataParallel = g.dp;
     l.strategy = g.strategy;
     l.shardSize = g.shardSize ? g.shardSize : g.dp;
@@ -276,47 +324,53 @@ AdvisorResult sweep::runAdvisor(const AdvisorOptions &o,
     g.layouts.push_back(r.layouts.size());
     r.layouts.push_back(std::move(l));
   };
-  for (int64_t n : o.gpus)
-    for (int64_t t : o.tpDegrees) {
-      if (n % t) { // recorded, as fsdp-sweep's rows say it
-        AdvisedLayout l;
-        l.gpus = n;
-        l.tp = t;
-        l.why = "tp=" + std::to_string(t) + " does not divide " +
-                std::to_string(n) + " GPUs";
-        r.layouts.push_back(std::move(l));
-        continue;
+  // One (N, t, P, schedule): its families, or the reason it has none.
+  auto addFamilies = [&](int64_t n, int64_t t, int64_t pp,
+                         const std::string &schedule) {
+    auto none = [&](int64_t dp, std::string why) {
+      AdvisedLayout l;
+      l.gpus = n;
+      l.tp = t;
+      l.pp = pp;
+      l.ppSchedule = schedule;
+      l.dataParallel = dp;
+      l.why = std::move(why);
+      r.layouts.push_back(std::move(l));
+    };
+    if (n % (t * pp)) // recorded, as fsdp-sweep's rows say it
+      return none(0, (pp > 1 ? "pp x tp = " + std::to_string(pp * t)
+                             : "tp=" + std::to_string(t)) +
+                         " does not divide " + std::to_string(n) + " GPUs");
+    int64_t dp = n / (t * pp);
+    if (batch % dp) // no layout of this degree: recorded once
+      return none(dp, "the global batch of " + std::to_string(batch) +
+                          " sequences does not divide over " +
+                          std::to_string(dp) + " data-parallel ranks");
+    for (const std::string &strategy : o.sweep.strategies) {
+      std::vector<int64_t> shardSizes = {0};
+      if (strategy == "hybrid-shard") { // one node, two, four, ...
+        shardSizes.clear();
+        for (int64_t sz = spec.devicesPerNode; sz < dp; sz *= 2)
+          if (dp % sz == 0)
+            shardSizes.push_back(sz);
       }
-      int64_t dp = n / t;
-      if (batch % dp) { // no layout of this degree: recorded once
-        AdvisedLayout l;
-        l.gpus = n;
-        l.tp = t;
-        l.dataParallel = dp;
-        l.why = "the global batch of " + std::to_string(batch) +
-                " sequences does not divide over " + std::to_string(dp) +
-                " data-parallel ranks";
-        r.layouts.push_back(std::move(l));
-        continue;
-      }
-      for (const std::string &strategy : o.sweep.strategies) {
-        std::vector<int64_t> shardSizes = {0};
-        if (strategy == "hybrid-shard") { // one node, two, four, ...
-          shardSizes.clear();
-          for (int64_t sz = spec.devicesPerNode; sz < dp; sz *= 2)
-            if (dp % sz == 0)
-              shardSizes.push_back(sz);
+      for (int64_t shard : shardSizes)
+        for (int64_t bucket : o.sweep.bucketLimits) {
+          LayoutFamily g{n,          t,        pp,    schedule, dp,
+                         batch / dp, strategy, shard, bucket,   {}};
+          for (const std::string &ac : modes)
+            addLayout(g, ac);
+          groups.push_back(std::move(g));
         }
-        for (int64_t shard : shardSizes)
-          for (int64_t bucket : o.sweep.bucketLimits) {
-            LayoutFamily g{n, t, dp, batch / dp, strategy, shard, bucket, {}};
-            for (const std::string &ac : modes)
-              addLayout(g, ac);
-            groups.push_back(std::move(g));
-          }
-      }
     }
-
+  };
+  const std::vector<std::string> noSchedule = {""};
+  for (int64_t n : o.gpus)
+    for (int64_t t : o.tpDegrees)
+      for (int64_t pp : o.sweep.pipelineParallel)
+        for (const std::string &schedule :
+             pp > 1 ? o.sweep.ppSchedules : noSchedule)
+          addFamilies(n, t, pp, schedule);
   if (!jobs)
     jobs = std::max(1u, std::thread::hardware_concurrency());
   jobs = std::max<unsigned>(1, std::min<size_t>(jobs, groups.size()));

@@ -34,6 +34,17 @@ std::string layoutName(const AdvisedLayout &l) {
   return l.strategy;
 }
 
+/// "tp 8 pp 16 1f1b", "tp 8", "-" (the degrees above 1).
+std::string degreesName(const AdvisedLayout &l) {
+  std::string s;
+  if (l.tp > 1)
+    s += "tp " + std::to_string(l.tp);
+  if (l.pp > 1)
+    s += (s.empty() ? "" : " ") + std::string("pp ") + std::to_string(l.pp) +
+         " " + l.ppSchedule;
+  return s.empty() ? "-" : s;
+}
+
 } // namespace
 
 void sweep::printAdvisor(llvm::raw_ostream &os, const AdvisorOptions &o,
@@ -71,11 +82,11 @@ void sweep::printAdvisor(llvm::raw_ostream &os, const AdvisorOptions &o,
        << " do not)\n";
     if (ranked.empty())
       continue;
-    os << llvm::format("  %-4s %-18s %-9s %-8s %-9s %12s %10s %8s %6s %9s "
-                       "%-9s %s\n",
-                       "rank", "strategy/shard", "AC", "m x k", "bucket",
-                       "tokens/s", "tok/s/GPU", "step s", "MFU", "rsvd GiB",
-                       "bound", "runner-up");
+    os << llvm::format("  %-4s %-18s %-17s %-9s %-8s %-9s %12s %10s %8s %6s "
+                       "%9s %-9s %s\n",
+                       "rank", "strategy/shard", "tp/pp", "AC", "m x k",
+                       "bucket", "tokens/s", "tok/s/GPU", "step s", "MFU",
+                       "rsvd GiB", "bound", "runner-up");
     for (size_t i = 0; i < ranked.size() && i < o.top; ++i) {
       const AdvisedLayout &l = *ranked[i];
       const json &rep = l.plan.report;
@@ -84,10 +95,11 @@ void sweep::printAdvisor(llvm::raw_ostream &os, const AdvisorOptions &o,
                        std::to_string(l.microBatches);
       std::string bound = l.bound + (l.memoryLimited ? " +memory" : "");
       os << llvm::format(
-          "  %-4d %-18s %-9s %-8s %-9s %12.0f %10.1f %8.4g %6.3f %9.2f %-9s "
-          "%s\n",
-          l.rank, layoutName(l).c_str(), l.activationCheckpoint.c_str(),
-          mk.c_str(), bucketName(l.bucketBytes).c_str(), tps, tps / n,
+          "  %-4d %-18s %-17s %-9s %-8s %-9s %12.0f %10.1f %8.4g %6.3f %9.2f "
+          "%-9s %s\n",
+          l.rank, layoutName(l).c_str(), degreesName(l).c_str(),
+          l.activationCheckpoint.c_str(), mk.c_str(),
+          bucketName(l.bucketBytes).c_str(), tps, tps / n,
           rep["predicted_step_time_s"].get<double>(), rep["mfu"].get<double>(),
           deviceBytes(rep) / double(int64_t(1) << 30), bound.c_str(),
           l.runnerUpRatio > 0 ? fmt("x%.3f", l.runnerUpRatio).c_str() : "-");
@@ -106,6 +118,8 @@ json sweep::advisorJson(const AdvisorOptions &o, const ClusterSpec &spec,
   for (const AdvisedLayout &l : r.layouts) {
     json j{{"gpus", l.gpus},
            {"tp", l.tp},
+           {"pp", l.pp},
+           {"pp_schedule", l.ppSchedule},
            {"data_parallel", l.dataParallel},
            {"strategy", l.strategy},
            {"shard_size", l.shardSize},
@@ -141,6 +155,7 @@ json sweep::advisorJson(const AdvisorOptions &o, const ClusterSpec &spec,
       if (p.error.empty()) {
         s["device_bytes"] = deviceBytes(p.report);
         s["fits"] = deviceBytes(p.report) <= spec.memoryBytes;
+        s["predicted_step_time_s"] = p.report["predicted_step_time_s"];
       } else {
         s["error"] = p.error;
       }
@@ -167,13 +182,15 @@ json sweep::advisorJson(const AdvisorOptions &o, const ClusterSpec &spec,
 }
 
 void sweep::writeAdvisorCsv(llvm::raw_ostream &os, const AdvisorResult &r) {
-  os << "gpus,tp,data_parallel,strategy,shard_size,activation_checkpoint,"
+  os << "gpus,tp,pp,pp_schedule,data_parallel,strategy,shard_size,"
+        "activation_checkpoint,"
         "bucket_bytes,sequences_per_rank,micro_batch_size,micro_batches,fits,"
         "rank,bound,memory_limited,tokens_per_s,tokens_per_s_per_gpu,step_s,"
         "mfu,peak_bytes,device_bytes,runner_up_ratio,why\n";
   for (const AdvisedLayout &l : r.layouts) {
-    os << l.gpus << "," << l.tp << "," << l.dataParallel << "," << l.strategy
-       << "," << l.shardSize << "," << l.activationCheckpoint << ","
+    os << l.gpus << "," << l.tp << "," << l.pp << "," << l.ppSchedule << ","
+       << l.dataParallel << "," << l.strategy << "," << l.shardSize << ","
+       << l.activationCheckpoint << ","
        << (l.bucketBytes >= 0 ? std::to_string(l.bucketBytes) : "") << ","
        << l.sequencesPerRank << ",";
     if (l.fits) {

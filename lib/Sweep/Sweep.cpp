@@ -1,5 +1,6 @@
 //===- Sweep.cpp - Plans and simulates a grid of FSDP configurations ------===//
 #include "fsdp/Sweep/Sweep.h"
+#include "fsdp/Analysis/PipelineSim.h"
 #include "fsdp/Analysis/PlanReport.h"
 #include "fsdp/Analysis/StepFunction.h"
 #include "fsdp/Import/Import.h"
@@ -55,11 +56,14 @@ std::vector<Plan> sweep::makePlans(const SweepOptions &o,
                                    int64_t &skippedHybrid) {
   std::vector<Plan> plans;
   auto cluster = std::make_shared<const ClusterSpec>(spec);
-  auto addPlan = [&](int64_t n, int64_t tp, const std::string &strategy,
+  auto addPlan = [&](int64_t n, int64_t tp, int64_t pp,
+                     const std::string &schedule, const std::string &strategy,
                      int64_t minNumel, int64_t bucket, const std::string &ac) {
     Plan p;
     p.worldSize = n;
     p.tp = tp;
+    p.pp = pp;
+    p.ppSchedule = schedule;
     p.strategy = strategy;
     p.minUnitNumel = minNumel;
     p.bucketBytes = bucket;
@@ -79,12 +83,19 @@ std::vector<Plan> sweep::makePlans(const SweepOptions &o,
     opts += " param-dtype=" + o.paramDtype;
     if (o.tensorParallelGiven)
       opts += " tp=" + std::to_string(tp);
+    if (pp > 1) {
+      opts += " pp=" + std::to_string(pp) + " pp-schedule=" + schedule;
+      if (llvm::StringRef(" " + o.pipeline).find(" micro-batches=") ==
+          llvm::StringRef::npos)
+        opts += " micro-batches=" + std::to_string(o.microBatch * pp);
+    }
     if (!o.pipeline.empty())
       opts += " " + o.pipeline;
     p.optionString = opts + " cluster=" + o.clusterPath;
-    if (n % tp) {
-      p.error = "tp=" + std::to_string(tp) + " does not divide world size " +
-                std::to_string(n);
+    if (n % (tp * pp)) {
+      p.error = (pp > 1 ? "pp x tp = " + std::to_string(pp * tp)
+                        : "tp=" + std::to_string(tp)) +
+                " does not divide world size " + std::to_string(n);
       plans.push_back(std::move(p));
       return;
     }
@@ -102,16 +113,19 @@ std::vector<Plan> sweep::makePlans(const SweepOptions &o,
     modes.push_back(""); // not set
   for (int64_t n : o.worldSizes)
     for (int64_t tp : o.tensorParallel)
-      for (const std::string &s : o.strategies) {
-        if (s == "hybrid-shard" && n <= spec.devicesPerNode) {
-          ++skippedHybrid;
-          continue;
-        }
-        for (int64_t minNumel : o.unitNumels)
-          for (int64_t bucket : o.bucketLimits)
-            for (const std::string &ac : modes)
-              addPlan(n, tp, s, minNumel, bucket, ac);
-      }
+      for (int64_t pp : o.pipelineParallel)
+        for (const std::string &schedule :
+             pp > 1 ? o.ppSchedules : std::vector<std::string>{""})
+          for (const std::string &s : o.strategies) {
+            if (s == "hybrid-shard" && n <= spec.devicesPerNode) {
+              ++skippedHybrid;
+              continue;
+            }
+            for (int64_t minNumel : o.unitNumels)
+              for (int64_t bucket : o.bucketLimits)
+                for (const std::string &ac : modes)
+                  addPlan(n, tp, pp, schedule, s, minNumel, bucket, ac);
+          }
   return plans;
 }
 
@@ -120,15 +134,17 @@ namespace {
 /// Largest and mean bytes one all-gather of the planned step function moves
 /// (its gathered buffer: a unit's flat parameter, or a bucket of units); for a
 /// step without all-gathers (no-shard), one all-reduce (its flat gradient).
-void measureBuckets(ModuleOp module, func::FuncOp fn, Plan &plan) {
+/// A pipeline's: over every stage's step.
+void measureBuckets(ModuleOp module, Operation *fn, Plan &plan) {
   std::vector<int64_t> gathers, allReduces;
-  fn.walk([&](Operation *op) {
+  fn->walk([&](Operation *op) {
     if (auto ag = dyn_cast<AllGatherOp>(op))
       gathers.push_back(bufferBytes(ag.getResult()));
     else if (auto ar = dyn_cast<AllReduceOp>(op))
       allReduces.push_back(bufferBytes(ar.getInput()));
   });
-  plan.units = llvm::range_size(module.getOps<UnitOp>());
+  plan.units = 0;
+  module.walk([&](UnitOp) { ++plan.units; });
   const std::vector<int64_t> &sizes = gathers.empty() ? allReduces : gathers;
   int64_t total = 0;
   for (int64_t bytes : sizes) {
@@ -158,16 +174,25 @@ void sweep::runPlan(MLIRContext &ctx, ModuleOp model, const ClusterSpec &spec,
   plan.pipeline(pm);
   if (failed(pm.run(*module)))
     return fail("the pipeline failed");
-  FailureOr<json> report = buildPlanReport(*module);
-  if (failed(report))
-    return fail("the report could not be built");
-  FailureOr<SimResult> sim = Simulator(spec).run(*module);
-  if (failed(sim))
-    return fail("the simulation failed");
-  addSimulationToReport(*report, *sim, spec.name);
-  addAllocatorToReport(*report, spec);
-  plan.report = std::move(*report);
-  measureBuckets(*module, *getStepFunction(*module), plan);
+  if (!pipelineStages(*module).empty()) {
+    // The stages simulated against each other (PipelineSim.h).
+    FailureOr<json> report = buildPipelineReport(*module, &spec);
+    if (failed(report))
+      return fail("the pipeline's report or simulation failed");
+    plan.report = std::move(*report);
+    measureBuckets(*module, *module, plan);
+  } else {
+    FailureOr<json> report = buildPlanReport(*module);
+    if (failed(report))
+      return fail("the report could not be built");
+    FailureOr<SimResult> sim = Simulator(spec).run(*module);
+    if (failed(sim))
+      return fail("the simulation failed");
+    addSimulationToReport(*report, *sim, spec.name);
+    addAllocatorToReport(*report, spec);
+    plan.report = std::move(*report);
+    measureBuckets(*module, *getStepFunction(*module), plan);
+  }
   plan.planSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
@@ -241,9 +266,9 @@ unsigned sweep::runPlans(std::vector<Plan> &plans, unsigned jobs,
       continue;
     for (const Plan &q : plans)
       if (q.activationCheckpoint == "none" && q.worldSize == p.worldSize &&
-          q.tp == p.tp && q.strategy == p.strategy &&
-          q.minUnitNumel == p.minUnitNumel && q.bucketBytes == p.bucketBytes &&
-          q.error.empty() && !fits(q))
+          q.tp == p.tp && q.pp == p.pp && q.ppSchedule == p.ppSchedule &&
+          q.strategy == p.strategy && q.minUnitNumel == p.minUnitNumel &&
+          q.bucketBytes == p.bucketBytes && q.error.empty() && !fits(q))
         p.fitsOnlyWithAC = true;
   }
   return jobs;

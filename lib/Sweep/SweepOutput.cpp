@@ -2,6 +2,7 @@
 #include "fsdp/Analysis/PlanReport.h"
 #include "fsdp/Sweep/Sweep.h"
 
+#include <algorithm>
 #include <cstdio>
 
 using namespace mlir;
@@ -31,7 +32,8 @@ std::string format(const char *fmt, double v) {
 
 /// Prints the rows as a table with every column padded to its widest cell.
 void printTable(llvm::raw_ostream &os, const std::vector<Plan> &plans,
-                const ClusterSpec &spec, bool bucketLimits, bool ac, bool tp) {
+                const ClusterSpec &spec, bool bucketLimits, bool ac, bool tp,
+                bool pp) {
   std::vector<std::string> header = {
       "strategy",   "world",           "shard",         "policy",
       "units",      "bucket max/mean", "peak GiB/rank", "fits",
@@ -48,20 +50,30 @@ void printTable(llvm::raw_ostream &os, const std::vector<Plan> &plans,
     header.insert(header.begin() + 4, "AC");
     rightAligned.insert(rightAligned.begin() + 4, false);
   }
+  if (pp) { // the bubble before the bound; the degree and schedule after tp
+    size_t bound = header.size() - 2;
+    header.insert(header.begin() + bound, "bubble");
+    rightAligned.insert(rightAligned.begin() + bound, true);
+    header.insert(header.begin() + 2, "pp");
+    rightAligned.insert(rightAligned.begin() + 2, false);
+  }
   if (tp) { // after the world size: the tensor-parallel degree T
     header.insert(header.begin() + 2, "tp");
     rightAligned.insert(rightAligned.begin() + 2, true);
   }
   // A failed plan's reason runs from this column to the end of the line.
-  const size_t reasonColumn = 4 + tp + bucketLimits + ac;
+  const size_t reasonColumn = 4 + tp + pp + bucketLimits + ac;
   std::vector<std::vector<std::string>> rows;
   for (const Plan &p : plans) {
     std::string shard = p.shardSize ? std::to_string(p.shardSize)
-                        : p.worldSize % p.tp
+                        : p.worldSize % (p.tp * p.pp)
                             ? std::string("-")
-                            : std::to_string(p.worldSize / p.tp);
+                            : std::to_string(p.worldSize / (p.tp * p.pp));
     std::vector<std::string> row = {p.strategy, std::to_string(p.worldSize),
                                     shard, p.policy()};
+    if (pp)
+      row.insert(row.begin() + 2,
+                 p.pp > 1 ? std::to_string(p.pp) + " " + p.ppSchedule : "1");
     if (tp)
       row.insert(row.begin() + 2, std::to_string(p.tp));
     if (ac)
@@ -76,7 +88,7 @@ void printTable(llvm::raw_ostream &os, const std::vector<Plan> &plans,
     }
     const json &r = p.report;
     int64_t peak = r["per_rank"]["peak_bytes"];
-    row[2 + tp] = std::to_string(r["grid"]["shard_size"].get<int64_t>());
+    row[2 + tp + pp] = std::to_string(r["grid"]["shard_size"].get<int64_t>());
     row.push_back(std::to_string(p.units));
     row.push_back(humanBytes(p.bucketMaxBytes) + " / " +
                   humanBytes(p.bucketMeanBytes));
@@ -90,6 +102,10 @@ void printTable(llvm::raw_ostream &os, const std::vector<Plan> &plans,
     row.push_back(format("%.3f", r["mfu"].get<double>()));
     row.push_back(format("%.4g", r["exposed_comm_s"].get<double>()));
     row.push_back(format("%.3f", r.value("step_over_lower_bound", 0.0)));
+    if (pp)
+      row.push_back(r.contains("bubble_fraction")
+                        ? format("%.3f", r["bubble_fraction"].get<double>())
+                        : std::string("-"));
     row.push_back(stepBound(r, spec.memoryBytes));
     row.push_back(r.value("schedule", std::string("-")));
     rows.push_back(std::move(row));
@@ -131,7 +147,12 @@ std::string sweep::stepBound(const json &r, double memoryBytes) {
          tp = r.value("tp_comm_s", 0.0),
          tpExposed = r.value("tp_exposed_s", 0.0),
          comm = r["comm_s"].get<double>(),
-         exposed = r["exposed_comm_s"].get<double>();
+         exposed = r["exposed_comm_s"].get<double>(),
+         bubble = r.value("bubble_s", 0.0);
+  // The busiest stage's idle time, waiting on the other stages and the
+  // transfers between them, beyond anything its own streams do.
+  if (bubble > std::max({compute, comm, tpExposed, exposed}))
+    return "bubble";
   if (comm > compute + tp)
     return "FSDP comm";
   if (tpExposed > compute && tpExposed >= exposed)
@@ -154,7 +175,8 @@ void sweep::printSweep(llvm::raw_ostream &os, const SweepOptions &o,
      << format("%.0f", spec.memoryBytes) << " bytes) per device, "
      << spec.devicesPerNode << " devices per node\n\n";
   printTable(os, plans, spec, o.bucketLimitsGiven,
-             !o.activationCheckpoints.empty(), o.tensorParallelGiven);
+             !o.activationCheckpoints.empty(), o.tensorParallelGiven,
+             o.pipelineParallelGiven);
   os << "\n";
   if (r.skippedHybrid)
     os << "hybrid-shard (shard groups of " << spec.devicesPerNode
@@ -176,6 +198,8 @@ json sweep::sweepJson(const SweepOptions &o, const ClusterSpec &spec,
     json row{{"strategy", p.strategy},
              {"world_size", p.worldSize},
              {"tp", p.tp},
+             {"pp", p.pp},
+             {"pp_schedule", p.ppSchedule},
              {"policy", p.minUnitNumel ? "size" : "block"},
              {"min_unit_numel",
               p.minUnitNumel ? json(p.minUnitNumel) : json(nullptr)},
@@ -204,6 +228,9 @@ json sweep::sweepJson(const SweepOptions &o, const ClusterSpec &spec,
       row["exposed_comm_s"] = r["exposed_comm_s"];
       row["tp_bytes"] = r.value("tp_bytes", int64_t(0));
       row["tp_exposed_s"] = r.value("tp_exposed_s", 0.0);
+      row["bubble_fraction"] = r.value("bubble_fraction", 0.0);
+      row["p2p_bytes"] = r.value("p2p_bytes", int64_t(0));
+      row["p2p_exposed_s"] = r.value("p2p_exposed_s", 0.0);
       row["bound"] = stepBound(r, spec.memoryBytes);
       row["lower_bound_s"] = r["lower_bound_s"];
       row["step_over_lower_bound"] = r.value("step_over_lower_bound", 0.0);

@@ -1,7 +1,9 @@
 //===- MemoryPlanPass.cpp - fsdp-memory-plan: record, report, budget ------===//
 #include "ClusterSpecCache.h"
+#include "PipelineReport.h"
 #include "fsdp/Analysis/MemoryPlanRecord.h"
 #include "fsdp/Analysis/PipelineMemory.h"
+#include "fsdp/Analysis/PipelineSim.h"
 #include "fsdp/Analysis/PlanReport.h"
 #include "fsdp/Analysis/Simulator.h"
 #include "fsdp/Transforms/Passes.h"
@@ -76,6 +78,14 @@ protected:
         return signalPassFailure();
       }
     }
+    // A planned pipeline (each stage's plan recorded): its stages simulated
+    // against each other.
+    if (!pipelineStages(module).empty()) {
+      if (failed(writePipelineOutputs(module, *clusterSpecs, cluster, report,
+                                      trace)))
+        signalPassFailure();
+      return;
+    }
     // The plan is computed here, once, and recorded on the step: the report
     // below, the JSON schedule and fsdp-sweep read it from there.
     FailureOr<func::FuncOp> fn = getStepFunction(module);
@@ -114,11 +124,7 @@ protected:
         out->keep();
       }
     }
-    if (!report.empty() && module->hasAttr(kPipelineStageAttr)) {
-      // A pipeline stage: fsdp-pipeline writes the stages' reports as one.
-      module->setAttr(kStageReportAttr,
-                      StringAttr::get(module.getContext(), r->dump()));
-    } else if (!report.empty()) {
+    if (!report.empty()) {
       std::string err;
       auto out = openOutputFile(report, &err);
       if (!out) {

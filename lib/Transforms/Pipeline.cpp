@@ -11,6 +11,7 @@
 #include "ClusterSpecCache.h"
 #include "fsdp/Analysis/PipelineMemory.h"
 #include "fsdp/Analysis/PlanReport.h"
+#include "PipelineReport.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -86,6 +87,10 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
     FSDPMemoryPlanOptions memoryPlan = memoryPlanOptions();
     if (trial)
       memoryPlan.memoryBudget = "";
+    if (stage >= 0) { // the pipeline's, after all stages (runStages)
+      memoryPlan.report = "";
+      memoryPlan.trace = "";
+    }
     pm.addPass(createFSDPMemoryPlan(memoryPlan, clusterSpecs));
   }
 
@@ -369,7 +374,8 @@ protected:
     for (auto [s, stage] : llvm::enumerate(stages))
       if (failed(planStage(stage, static_cast<int64_t>(s))))
         return signalPassFailure();
-    if (!report.empty() && failed(writePipelineReport(module, report)))
+    ClusterSpecCache specs(givenCluster);
+    if (failed(writePipelineOutputs(module, specs, cluster, report, trace)))
       return signalPassFailure();
   }
 

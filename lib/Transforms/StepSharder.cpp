@@ -166,7 +166,9 @@ public:
     eraseArgs.resize(fn.getNumArguments());
   }
 
-  /// Casts float data to pdt where compute is mixed precision.
+  /// Casts float data to pdt where compute is mixed precision. An
+  /// activation or gradient received from another pipeline stage arrives in
+  /// pdt (the sending stage computes it in pdt): retyped, not cast.
   void castData() {
     OpBuilder top(&block, block.begin());
     for (BlockArgument arg : fn.getArguments()) {
@@ -187,6 +189,8 @@ public:
           arg);
       arg.replaceAllUsesExcept(c, c);
     }
+    fn.setFunctionType(FunctionType::get(
+        fn.getContext(), block.getArgumentTypes(), fn.getResultTypes()));
   }
 
   /// Keeps the loss as the first result (and the scheduled learning rate,
@@ -367,10 +371,10 @@ public:
     if (layout.mixed() &&
         failed(retypeCompute(fn, layout.modelType, layout.pdt)))
       return failure();
-    // The returned values as retyped (retypeCompute rebuilds the constants
-    // that `results` may hold: a stage's zero loss).
-    fn.setFunctionType(FunctionType::get(ctx, block.getArgumentTypes(),
-                                         ret->getOperandTypes()));
+    // The return's operands, not `results`: retypeCompute replaces the
+    // constants it retypes (a pipeline stage's zero loss among them).
+    fn.setFunctionType(
+        FunctionType::get(ctx, fn.getArgumentTypes(), ret->getOperandTypes()));
     fn.setAllResultAttrs(resultAttrs);
     if (failed(fn.eraseArguments(eraseArgs)))
       return fn.emitError()

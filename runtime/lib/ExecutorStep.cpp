@@ -146,7 +146,15 @@ void StepRun::wait(int64_t event) {
   int rc = fsdp_wait(e);
   ex.awaited.store(-1, std::memory_order_relaxed);
   e = nullptr;
-  waitSeconds += fsdp_now() - t0;
+  double dt = fsdp_now() - t0;
+  waitSeconds += dt;
+  const std::string &op =
+      ex.prog
+          .instructions()[static_cast<size_t>(
+              p.eventInstructions[static_cast<size_t>(event)])]
+          .op;
+  if (op == "fsdp.send" || op == "fsdp.recv")
+    ex.pipelineWait += dt;
   check(rc);
 }
 

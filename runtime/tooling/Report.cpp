@@ -385,6 +385,12 @@ nlohmann::json summaryJson(const Options &opt, const Program &prog,
   }
   if (opt.profile)
     summary["profile"] = t.profile;
+  if (!t.rankIdle.empty()) {
+    // The measured bubble: per world rank, the median idle seconds per step
+    // and the part waited on transfers between stages.
+    summary["pipeline"]["rank_idle_s"] = t.rankIdle;
+    summary["pipeline"]["rank_pipeline_wait_s"] = t.rankPipelineWait;
+  }
   if (t.globalTokens > 0)
     summary["tokens_per_s"] = st > 0 ? t.globalTokens / st : 0.0;
   return summary;

@@ -408,6 +408,7 @@ double TrainingRun::runStep(int64_t step, bool timed, HostValues &in) {
     in[totalId] = {static_cast<double>(meta.totalSteps)};
   fsdp_device_stats s0{}, s1{};
   fsdp_device_get_stats(device.get(), &s0);
+  double w0 = ex.pipelineWaitSeconds();
   double t0 = fsdp_now();
   // Only the data and the step number travel to the device.
   for (auto &[id, values] : in)
@@ -442,6 +443,9 @@ double TrainingRun::runStep(int64_t step, bool timed, HostValues &in) {
     log.computeTimes.push_back(maxTimes[1]);
     log.commTimes.push_back(maxTimes[2]);
     log.profiledSeconds += times[0];
+    double waits = ex.pipelineWaitSeconds() - w0;
+    log.pipelineWaits.push_back(waits);
+    log.idleTimes.push_back(waits + (maxTimes[0] - times[0]));
   }
   return loss;
 }
@@ -544,6 +548,25 @@ RunTotals TrainingRun::measureTotals() {
   fsdp_profile_enable(0);
   totals.profile =
       gatherProfile(opt.profile, log, prog.worldSize() * prog.pipelineStages());
+  if (prog.pipelineStages() > 1 && !log.idleTimes.empty()) {
+    // Every rank's medians, in world rank order (MPI_Allgather: each rank
+    // has them, rank 0 prints them).
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      size_t n = v.size();
+      return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    };
+    double mine[2] = {median(log.idleTimes), median(log.pipelineWaits)};
+    std::vector<double> all(
+        2 * static_cast<size_t>(prog.worldSize() * prog.pipelineStages()));
+    if (MPI_Allgather(mine, 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE,
+                      MPI_COMM_WORLD) != MPI_SUCCESS)
+      throw Error("MPI_Allgather of the ranks' idle times failed");
+    for (size_t r = 0; r < all.size() / 2; ++r) {
+      totals.rankIdle.push_back(all[2 * r]);
+      totals.rankPipelineWait.push_back(all[2 * r + 1]);
+    }
+  }
 
   // Max over ranks: the plan's bookkeeping peak, the arena, the allocator's
   // peak, the memory outside its pool, and the allocator's peak over what

@@ -72,13 +72,21 @@ per mode (fsdp-pipeline's activation-checkpoint=X, column AC); the fits
 column says `yes (AC only)` where a row fits and the same row with none does
 not.
 
+--pp 1,2,4 plans every row once per pipeline-parallel degree P (and, for
+P > 1, per --pp-schedule, default 1f1b): pp=P pp-schedule=S and, unless
+--pipeline sets micro-batches=, micro-batches=b x P (the global batch stays
+b x N / T: the P stages of a pipeline share b x P sequences); the stages are
+simulated against each other (column bubble: the pipeline's bubble
+fraction; bound `bubble` when its busiest stage waits on the others longest).
+
 Columns: strategy, world size, shard group size, policy, units, bucket,
 peak GiB per rank (the memory plan's peak), fits (peak <= the spec's
 memory_bytes: yes or NO), predicted step time (s), tokens/s (global tokens
 per step / step time), MFU, exposed communication (s), step / lower bound
 (1 is perfect overlap), what bounds the step (memory: it does not fit;
 FSDP comm, TP comm or compute: sweep::stepBound) and the schedule
-fsdp-schedule applied; with --tp a column tp after the world size; all of them
+fsdp-schedule applied; with --tp a column tp after the world size (with
+--pp, pp "P schedule" after it, and bubble before the bound); all of them
 are the report's keys (README.md, "The planner's report"), and --json writes
 each row with that whole report. A plan that fails (for example a batch that
 does not divide) is a row with the reason. Bad input (missing file,
@@ -113,6 +121,16 @@ static cl::opt<std::string> tpOpt(
     "tp",
     cl::desc("Comma-separated tensor-parallel degrees T (fsdp-pipeline's "
              "tp=T; T adjacent ranks per group; default: not set, T = 1)"),
+    cl::value_desc("list"), cl::cat(mainCat));
+static cl::opt<std::string> ppOpt(
+    "pp",
+    cl::desc("Comma-separated pipeline-parallel degrees P (fsdp-pipeline's "
+             "pp=P, stages outermost; default: not set, P = 1)"),
+    cl::value_desc("list"), cl::cat(mainCat));
+static cl::opt<std::string> ppScheduleOpt(
+    "pp-schedule",
+    cl::desc("Comma-separated pipeline schedules planned for each P > 1: "
+             "gpipe, 1f1b (default 1f1b)"),
     cl::value_desc("list"), cl::cat(mainCat));
 static cl::opt<std::string> strategiesOpt(
     "strategies",
@@ -207,8 +225,9 @@ static int error(const std::string &msg) {
 /// The pipeline options the sweep sets itself (or that would write files per
 /// plan).
 static constexpr llvm::StringLiteral kReservedOptions[] = {
-    "world-size",  "strategy", "shard-size", "policy", "min-unit-numel",
-    "param-dtype", "report",   "cluster",    "trace",  "tp"};
+    "world-size",     "strategy",    "shard-size", "policy",
+    "min-unit-numel", "param-dtype", "report",     "cluster",
+    "trace",          "tp",          "pp",         "pp-schedule"};
 
 /// Splits a comma-separated list of positive integers (decimal, or a whole
 /// number in exponent form such as 1e9) no larger than `max`.
@@ -374,6 +393,35 @@ static bool parseSizes(sweep::SweepOptions &o) {
     o.tensorParallel = *degrees;
     o.tensorParallelGiven = true;
   }
+  if (!ppOpt.empty()) {
+    auto degrees = parseIntList("pp", ppOpt, int64_t(1) << 20);
+    if (!degrees)
+      return false;
+    o.pipelineParallel = *degrees;
+    o.pipelineParallelGiven = true;
+  }
+  if (!ppScheduleOpt.empty()) {
+    if (ppOpt.empty()) {
+      error("--pp-schedule needs --pp");
+      return false;
+    }
+    o.ppSchedules.clear();
+    llvm::SmallVector<llvm::StringRef> names;
+    llvm::StringRef(ppScheduleOpt).split(names, ',');
+    for (llvm::StringRef n : names) {
+      n = n.trim();
+      if (n != "gpipe" && n != "1f1b") {
+        error("--pp-schedule: unknown schedule '" + n.str() +
+              "' (known: gpipe, 1f1b)");
+        return false;
+      }
+      if (llvm::is_contained(o.ppSchedules, n.str())) {
+        error("--pp-schedule: '" + n.str() + "' is listed twice");
+        return false;
+      }
+      o.ppSchedules.push_back(n.str());
+    }
+  }
   return true;
 }
 
@@ -458,7 +506,7 @@ int main(int argc, char **argv) {
          (key == "activation-checkpoint" && !activationCheckpointOpt.empty())))
       return error(
           "--pipeline: '" + key.str() +
-          "' is set by the sweep (world sizes, --tp, "
+          "' is set by the sweep (world sizes, --tp, --pp, --pp-schedule, "
           "strategies, --unit-numel, --bucket-bytes, --activation-checkpoint, "
           "--param-dtype, --cluster, --json)");
   }

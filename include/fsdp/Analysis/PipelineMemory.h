@@ -48,15 +48,6 @@ struct MicroBatchesInFlight {
 nlohmann::ordered_json pipelineStageMemory(ModuleOp module,
                                            const MemoryPlanRecord &plan);
 
-/// Writes the report of a pipeline module (fsdp-pipeline with pp > 1) to
-/// `path` ('-': text on stdout) from its stages' kStageReportAttr, which it
-/// removes: {"world_size", "pipeline_stages", "stage_peak_bytes" (each
-/// stage's per_rank.peak_bytes, bytes per rank of that stage),
-/// "stage_gather" (each stage's pp-gather decision), "stages" (each stage's
-/// report, README.md's schema with its "pipeline" object)}. Fails with a
-/// diagnostic on a stage without a report or a file it cannot write.
-LogicalResult writePipelineReport(ModuleOp module, llvm::StringRef path);
-
 } // namespace mlir::fsdp
 
 #endif // FSDP_ANALYSIS_PIPELINEMEMORY_H

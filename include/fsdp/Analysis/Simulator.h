@@ -14,7 +14,9 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -133,7 +135,8 @@ struct SimEvent {
   std::string name; // op name, collective name and unit, or "wait ..." (a
                     // compute stall)
   int stream = 0;   // 0 compute (host work included), 1 communication, 2
-                    // tensor-parallel communication (blocking compute)
+                    // tensor-parallel communication (blocking compute), 3
+                    // a pipeline transfer received from another stage
   double start = 0, duration = 0;
   int64_t flops = 0, bytes = 0;
 };
@@ -171,7 +174,52 @@ struct SimResult {
   /// exposedComm = step − compute − contention − host − tpExposed.
   double contentionTime = 0;
   std::string mfuDtype;
+  /// Pipeline parallelism, a stage simulated against the others
+  /// (simulatePipeline, PipelineSim.h; 0 for a step simulated alone): bytes
+  /// this rank sends to other stages per step (fsdp.send), the seconds of
+  /// the transfers it receives, the part of its waits on them that is the
+  /// transfer itself (at most each transfer's time: exposed p2p) and the
+  /// rest, waiting for the peer stage to compute (the bubble inside the
+  /// step).
+  int64_t p2pBytes = 0;
+  double p2pTime = 0, p2pExposed = 0, p2pStall = 0;
   std::vector<SimEvent> events;
+};
+
+/// The other pipeline stages, as a stage's simulation sees them
+/// (simulatePipeline implements it): it reports when it issues a transfer
+/// and asks when one completes.
+class P2PPeers {
+public:
+  virtual ~P2PPeers() = default;
+  /// `op` (fsdp.send or fsdp.recv) is issued at `time` seconds.
+  virtual void issued(Operation *op, double time) = 0;
+  /// The transfer of `op` (fsdp.send or fsdp.recv), waited from `waitTime`
+  /// on: its end and its duration (seconds), or nullopt while the other
+  /// stage has not issued its side (the wait cannot be simulated yet).
+  virtual std::optional<std::pair<double, double>>
+  completion(Operation *op, double waitTime) = 0;
+};
+
+/// One stage's step simulated op by op against the other stages (the model
+/// of Simulator::run, with fsdp.send / fsdp.recv timed by `peers`).
+class StageSimulation {
+public:
+  ~StageSimulation();
+  /// Simulates ops until the step's end (true) or a wait on a transfer whose
+  /// peer has not issued its side yet (false: call again once it has).
+  /// Fails as Simulator::run does.
+  FailureOr<bool> advance();
+  /// The op the simulation stopped at (null at the end).
+  Operation *position() const;
+  /// The step's result, after advance() returned true.
+  FailureOr<SimResult> finish();
+
+private:
+  friend class Simulator;
+  struct Impl;
+  explicit StageSimulation(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl;
 };
 
 class Simulator {
@@ -181,6 +229,10 @@ public:
   /// op's dtype has no peak in the spec, or when the spec's values make the
   /// predicted step time overflow (not finite).
   FailureOr<SimResult> run(ModuleOp module) const;
+  /// A pipeline stage's module, to be advanced against the other stages
+  /// (simulatePipeline); fails as run() does.
+  FailureOr<std::unique_ptr<StageSimulation>> start(ModuleOp stage,
+                                                    P2PPeers &peers) const;
   /// Ring time of a collective over `groupSize` ranks spaced `stride` apart
   /// (Thakur, Rabenseifner & Gropp 2005): (G−1)·α + (G−1)/G·S/B, twice for
   /// an all-reduce; `hierarchical` splits a group spanning nodes into an

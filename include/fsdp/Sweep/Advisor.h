@@ -6,11 +6,13 @@
 // IR, report and simulation as fsdp-opt's report=, sweep::runPlan) and the
 // layouts that fit are ranked by predicted throughput per GPU count.
 //
-// A layout is (GPU count N, tensor-parallel degree t, strategy, shard group
-// size, activation-checkpoint mode, bucket limit, micro-batch size m). The
-// global batch B = tokens / seq sequences is fixed: each of the N / t data-
-// parallel ranks takes s = B / (N / t) sequences per step in k = s / m
-// micro-batches (accumulate=sharded when k > 1).
+// A layout is (GPU count N, tensor-parallel degree t, pipeline-parallel
+// degree P and schedule, strategy, shard group size, activation-checkpoint
+// mode, bucket limit, micro-batch size m). The global batch B = tokens / seq
+// sequences is fixed: each of the N / (t·P) data-parallel ranks takes s = B /
+// (N / (t·P)) sequences per step in k = s / m micro-batches
+// (accumulate=sharded when k > 1; k >= P with pipeline parallelism, whose
+// screens plan k = P instead of 1).
 //
 // The search, per family (every dimension but m), where time goes: one plan
 // of 405B through the pipeline takes 0.3-1.3 s of CPU on this machine, and
@@ -27,12 +29,16 @@
 //      halves. Fewer, larger micro-batches are taken as never slower (fewer
 //      per-micro-batch reduce-scatters, longer weight-gradient GEMMs), so the
 //      largest m that fits is the family's layout.
-//   The micro-batch sizes are the powers of two m dividing s with s / m <=
-//   --max-micro-batches (16).
+//   With pipeline parallelism (P > 1) that is not so (the bubble is
+//   (P−1)/k): every smaller m is planned too and the fastest that fits is
+//   the layout.
+//   The micro-batch sizes are the powers of two m dividing s with P <= s / m
+//   <= --max-micro-batches (16).
 //   3. activation checkpointing is tried from the mode that saves most
 //      (full, selective-op, selective, none; selective-op only when
 //      --activation-checkpoint names it): when a mode cannot fit at m = 1,
-//      the modes after it are not planned (they keep more activations).
+//      the modes after it are not planned (they keep more activations); a
+//      mode the planner refuses is a reason, not a memory verdict.
 // Every plan is the planner's own (no closed-form shortcut); the JSON lists
 // each family's screens and plans. The model is imported once per global
 // batch and cloned for every plan (the import is the only layout-
@@ -56,6 +62,10 @@ struct AdvisorOptions {
   /// N / t): a TP degree becomes the pipeline's tp=t and its exposed time
   /// the report's tp_exposed_s (the bound "TP comm").
   std::vector<int64_t> tpDegrees = {1};
+  /// Pipeline-parallel degrees P and their schedules (fsdp-sweep's --pp,
+  /// --pp-schedule, in `sweep`): the data-parallel size is N / (t·P), and a
+  /// layout with P > 1 takes k >= P micro-batches (its screens plan k = P);
+  /// its bubble is the report's bubble_s (the bound "bubble").
   unsigned top = 3; ///< rows per GPU count in the table
   /// The most micro-batches k a layout may take (fsdp-micro-batch clones
   /// the step k times, so a plan's time grows with k): micro-batch sizes
@@ -66,6 +76,8 @@ struct AdvisorOptions {
 /// One family's result: its best fitting layout (or why none fits).
 struct AdvisedLayout {
   int64_t gpus = 0, tp = 1, dataParallel = 0;
+  int64_t pp = 1;         ///< pipeline-parallel degree P
+  std::string ppSchedule; ///< its schedule; empty for P = 1
   std::string strategy;
   int64_t shardSize = 0; ///< ranks per shard group (hybrid-shard), else dp
   std::string activationCheckpoint;
@@ -80,7 +92,7 @@ struct AdvisedLayout {
   bool memoryLimited = false;
   Plan plan;                 ///< the layout's plan (when fits)
   std::vector<Plan> screens; ///< the plans tried on the way (their reports)
-  std::string bound;         ///< compute, FSDP comm or TP comm
+  std::string bound;         ///< compute, FSDP comm, TP comm or bubble
   /// The next-ranked layout's step time / this one's (>= 1: what taking
   /// the runner-up would cost); 0 for the last.
   double runnerUpRatio = 0;

@@ -56,6 +56,14 @@ struct SweepOptions {
   /// option, no column).
   std::vector<int64_t> tensorParallel = {1};
   bool tensorParallelGiven = false; ///< the table gets a tp column
+  /// Pipeline-parallel degrees P (fsdp-pipeline's pp=P); {1}: not set (no
+  /// pp option, no columns). The global batch stays b·N/T: a pipeline's P
+  /// stages share their data-parallel rank's b·P sequences, in b·P
+  /// micro-batches of one sequence unless `pipeline` sets micro-batches=.
+  std::vector<int64_t> pipelineParallel = {1};
+  bool pipelineParallelGiven = false; ///< the table gets pp and bubble
+  /// pp-schedule values planned for each P > 1 (gpipe, 1f1b).
+  std::vector<std::string> ppSchedules = {"1f1b"};
   std::vector<std::string> strategies;
   /// Wrap policies: 0 is policy=block, X > 0 policy=size min-unit-numel=X
   /// (elements).
@@ -73,7 +81,9 @@ struct SweepOptions {
 /// One plan of the sweep: its options and, after it ran, its report or error.
 struct Plan {
   int64_t worldSize = 0;
-  int64_t tp = 1; // tensor-parallel degree T
+  int64_t tp = 1;         // tensor-parallel degree T
+  int64_t pp = 1;         // pipeline-parallel degree P
+  std::string ppSchedule; // its pp-schedule; empty for P = 1
   std::string strategy;
   int64_t shardSize = 0;    // hybrid-shard: ranks per shard group; 0 otherwise
   int64_t minUnitNumel = 0; // policy=size: elements; 0 for policy=block
@@ -106,10 +116,11 @@ LogicalResult inspectModel(const SweepOptions &o, int64_t &params, int64_t &seq,
                            std::string &error);
 
 /// Every plan, ordered by world size: world sizes × tensor-parallel degrees ×
-/// strategies × policies × bucket limits × activation-checkpoint modes, with
+/// pipeline-parallel degrees (× pp-schedules for P > 1) × strategies ×
+/// policies × bucket limits × activation-checkpoint modes, with
 /// hybrid-shard (shard groups of one node, spec.devicesPerNode ranks) left out
-/// where N <= devicesPerNode, counted in `skippedHybrid`; a degree T that
-/// does not divide N is a failed row saying so.
+/// where N <= devicesPerNode, counted in `skippedHybrid`; a degree T (or
+/// P·T) that does not divide N is a failed row saying so.
 std::vector<Plan> makePlans(const SweepOptions &o, const ClusterSpec &spec,
                             int64_t &skippedHybrid);
 
@@ -138,7 +149,10 @@ struct SweepResult {
 
 /// What bounds a planned row's predicted step (the report's keys, as the
 /// simulator defines them, lib/Analysis/Simulator.cpp): "memory" when its
-/// peak exceeds the device's memory; else "FSDP comm" when the FSDP
+/// peak exceeds the device's memory; else "bubble" when a pipeline's
+/// bubble_s (its busiest stage's idle time waiting on the other stages and
+/// the transfers, PipelineSim.h) exceeds each of the terms below; else
+/// "FSDP comm" when the FSDP
 /// collectives' stream is busier than the compute stream (comm_s > compute_s
 /// + host_overhead_s + tp_comm_s: the step is at least comm_s); else the
 /// largest share of the compute stream's time: "compute" (compute_s +

@@ -166,6 +166,10 @@ public:
   int64_t awaitedCollective() const {
     return awaited.load(std::memory_order_relaxed);
   }
+  /// Seconds the host has spent in the waits of pipeline transfers
+  /// (fsdp.send / fsdp.recv; interpreted steps), since construction: the
+  /// measured bubble's waits (fsdp-run's pipeline.rank_idle_s).
+  double pipelineWaitSeconds() const { return pipelineWait; }
 
 private:
   friend class StepRun;
@@ -209,6 +213,7 @@ private:
   std::vector<std::pair<int64_t, int64_t>> copies;
   int64_t inPlace = 0;
   int64_t lastPeak = 0;
+  double pipelineWait = 0;
   // The step plan and what the interpreter resolved of it.
   std::unique_ptr<schedule::StepPlan> stepPlan;
   using Invoke = int (*)(const Word *args);

@@ -59,10 +59,6 @@ inline constexpr llvm::StringLiteral kPipelineMicroBatchesAttr =
 /// freed after the last one's, gradients reduced once; "per-micro-batch":
 /// every micro-batch's forward and backward gather), its memory decision.
 inline constexpr llvm::StringLiteral kPipelineGatherAttr = "fsdp.pp_gather";
-/// On a stage's module while fsdp-pipeline runs: fsdp-memory-plan's report
-/// (report=) as JSON text, which fsdp-pipeline writes with the other stages'
-/// into one report (writePipelineReport) and removes.
-inline constexpr llvm::StringLiteral kStageReportAttr = "fsdp.pp_stage_report";
 /// On a stage function's arguments and results (i64: the boundary value's
 /// index): an activation received from the previous stage (pp_input), the
 /// gradient of an activation sent to the next stage, received back from it

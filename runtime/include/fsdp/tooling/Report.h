@@ -40,6 +40,10 @@ struct StepLog {
   /// Per timed step (after --warmup), max over ranks: the step's wall time,
   /// kernel time and collective wait time, seconds.
   std::vector<double> stepTimes, computeTimes, commTimes;
+  /// Per timed step, this rank's: the host's waits on pipeline transfers,
+  /// and its idle time (those waits plus the step's end on the slowest rank
+  /// less its own: Executor::pipelineWaitSeconds), seconds.
+  std::vector<double> pipelineWaits, idleTimes;
   int64_t peak = 0;           ///< the plan's bookkeeping peak, bytes
   double profiledSeconds = 0; ///< this rank's wall time of the timed steps
 };
@@ -77,6 +81,9 @@ struct RunTotals {
   static constexpr int kStageFigures = 5;
   std::vector<long long> byStage;
   nlohmann::json profile; ///< gatherProfile's, or an empty object
+  /// Pipeline parallelism: per world rank, the median over timed steps of
+  /// StepLog::idleTimes and pipelineWaits (empty for one stage).
+  std::vector<double> rankIdle, rankPipelineWait;
 };
 
 /// The summary JSON fsdp-run prints as its last line on rank 0.

@@ -290,9 +290,3 @@ func.func @send_async_without_future(%x: tensor<2xf32>) {
 // expected-error @+1 {{'fsdp.pp_gather' must be "once-per-step" or "per-micro-batch" on the module, got "always"}}
 module attributes {fsdp.pp_gather = "always"} {
 }
-
-// -----
-
-// expected-error @+1 {{'fsdp.pp_stage_report' must be a string on the module}}
-module attributes {fsdp.pp_stage_report = 3 : i64} {
-}
