@@ -134,6 +134,8 @@ private:
       if (auto m =
               module->getAttrOfType<IntegerAttr>(kPipelineMicroBatchesAttr))
         out["pipeline"]["micro_batches"] = m.getInt();
+      if (auto v = module->getAttrOfType<IntegerAttr>(kPipelineChunksAttr))
+        out["pipeline"]["chunks"] = v.getInt(); // interleaved 1F1B
     }
     return out;
   }

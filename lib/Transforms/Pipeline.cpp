@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ClusterSpecCache.h"
+#include "PipelineChunks.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -37,21 +38,33 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
   /// reaches its passes, as each pass run alone with it).
   /// With pp = P > 1, `stage` is the pipeline stage to plan (its module
   /// holds a copy of the forward function; docs/pipeline-parallel.md).
-  void buildPipeline(OpPassManager &pm, int64_t stage = -1) const {
+  /// With pp-chunks > 1 a rank's chunks are planned up to autodiff alone
+  /// (Part::Chunk, `stage` the virtual stage), merged
+  /// (mergePipelineChunks), then planned from the micro-batches on as one
+  /// step (Part::Merged, `stage` the rank's stage).
+  enum class Part { Whole, Chunk, Merged };
+  void buildPipeline(OpPassManager &pm, int64_t stage = -1,
+                     Part part = Part::Whole) const {
     auto clusterSpecs = std::make_shared<ClusterSpecCache>(givenCluster);
-    if (stage >= 0) {
-      FSDPPipelineSplitOptions o;
-      o.pp = pp;
-      o.ppStage = stage;
-      o.ppSplit = values(ppSplit);
-      pm.addPass(createFSDPPipelineSplit(o));
+    if (part != Part::Merged) {
+      if (stage >= 0) {
+        FSDPPipelineSplitOptions o;
+        o.pp = pp;
+        o.ppChunks = ppChunks;
+        o.ppStage = stage;
+        o.ppSplit = values(ppSplit);
+        pm.addPass(createFSDPPipelineSplit(o));
+      }
+      pm.addPass(createFSDPTensorParallel(tensorParallelOptions()));
+      pm.addPass(createFSDPAutodiff(autodiffOptions()));
+      if (part == Part::Chunk)
+        return;
     }
-    pm.addPass(createFSDPTensorParallel(tensorParallelOptions()));
-    pm.addPass(createFSDPAutodiff(autodiffOptions()));
     if (stage >= 0) {
       FSDPPipelineMicroBatchOptions o;
       o.microBatches = microBatches;
       o.ppSchedule = ppSchedule;
+      o.ppChunks = ppChunks;
       pm.addPass(createFSDPPipelineMicroBatch(o));
     } else {
       pm.addPass(createFSDPMicroBatch(microBatchOptions()));
@@ -202,11 +215,29 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
                << static_cast<int64_t>(microBatches)
                << " must be >= pp=" << static_cast<int64_t>(pp)
                << " (each stage needs a micro-batch in flight)";
-      if (ppSchedule != "gpipe" && ppSchedule != "1f1b")
+      bool interleaved = ppSchedule == "interleaved-1f1b";
+      if (ppSchedule != "gpipe" && ppSchedule != "1f1b" && !interleaved)
         return module.emitError()
                << "fsdp-pipeline: pp-schedule='" << ppSchedule
-               << "' is not supported: gpipe or 1f1b (interleaved-1f1b and "
-                  "pp-chunks are not implemented yet)";
+               << "' is not supported: gpipe, 1f1b or interleaved-1f1b";
+      if (ppChunks < 1 || (ppChunks > 1 && !interleaved))
+        return module.emitError()
+               << "fsdp-pipeline: pp-chunks=" << static_cast<int64_t>(ppChunks)
+               << " (virtual stages per rank) must be >= 1, and > 1 only "
+                  "with pp-schedule=interleaved-1f1b";
+      if (interleaved && ppChunks < 2)
+        return module.emitError()
+               << "fsdp-pipeline: pp-schedule=interleaved-1f1b needs "
+                  "pp-chunks >= 2 virtual stages per rank (with one it is "
+                  "1f1b)";
+      // Megatron-LM's interleaved order runs the micro-batches in groups of
+      // P per chunk (Narayanan et al., SC'21, Sec. 2.2.2).
+      if (interleaved && microBatches % pp != 0)
+        return module.emitError()
+               << "fsdp-pipeline: micro-batches="
+               << static_cast<int64_t>(microBatches)
+               << " must be a multiple of pp=" << static_cast<int64_t>(pp)
+               << " with pp-schedule=interleaved-1f1b";
       // Composition with the other features is untested: refused.
       if (tp > 1 || mode != ActivationCheckpoint::None ||
           maxGradNorm.getValue().has_value() ||
@@ -216,9 +247,11 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
                   "activation checkpointing, max-grad-norm (the norm would "
                   "have to sum over the stages), hybrid-shard or "
                   "loss-scaling";
-    } else if (!ppSplit.empty() || ppSchedule.hasValue()) {
+    } else if (!ppSplit.empty() || ppSchedule.hasValue() ||
+               ppChunks.hasValue()) {
       return module.emitError()
-             << "fsdp-pipeline: pp-split and pp-schedule need pp > 1";
+             << "fsdp-pipeline: pp-split, pp-schedule and pp-chunks need "
+                "pp > 1";
     }
     if (accumulate.hasValue() && microBatches <= 1)
       return module.emitError()
@@ -256,12 +289,26 @@ protected:
       body.push_back(&op);
     OpBuilder b(module.getBodyRegion());
     SmallVector<ModuleOp> stages;
+    // With pp-chunks = v > 1, a module per chunk inside the stage's.
+    SmallVector<SmallVector<ModuleOp>> chunks(pp);
     for (int64_t s = 0; s < pp; ++s) {
       auto stage =
           ModuleOp::create(b, module.getLoc(), "stage" + std::to_string(s));
-      OpBuilder inner(stage.getBodyRegion());
-      for (Operation *op : body)
-        inner.clone(*op);
+      auto copyInto = [&](ModuleOp into) {
+        OpBuilder inner(into.getBodyRegion());
+        for (Operation *op : body)
+          inner.clone(*op);
+      };
+      if (ppChunks > 1) {
+        OpBuilder nested(stage.getBodyRegion());
+        for (int64_t i = 0; i < ppChunks; ++i) {
+          chunks[s].push_back(ModuleOp::create(nested, module.getLoc(),
+                                               "chunk" + std::to_string(i)));
+          copyInto(chunks[s].back());
+        }
+      } else {
+        copyInto(stage);
+      }
       stages.push_back(stage);
     }
     for (Operation *op : body)
@@ -269,8 +316,18 @@ protected:
     module->setAttr(kPipelineStagesAttr, b.getI64IntegerAttr(pp));
     module->setAttr(kWorldSizeAttr, b.getI64IntegerAttr(worldSize));
     for (auto [s, stage] : llvm::enumerate(stages)) {
+      auto si = static_cast<int64_t>(s);
+      for (auto [i, chunk] : llvm::enumerate(chunks[s])) {
+        OpPassManager pm(ModuleOp::getOperationName());
+        buildPipeline(pm, si + static_cast<int64_t>(i) * pp, Part::Chunk);
+        if (failed(runPipeline(pm, chunk)))
+          return signalPassFailure();
+      }
+      if (!chunks[s].empty() &&
+          failed(mergePipelineChunks(stage, chunks[s])))
+        return signalPassFailure();
       OpPassManager pm(ModuleOp::getOperationName());
-      buildPipeline(pm, static_cast<int64_t>(s));
+      buildPipeline(pm, si, chunks[s].empty() ? Part::Whole : Part::Merged);
       if (failed(runPipeline(pm, stage)))
         return signalPassFailure();
     }

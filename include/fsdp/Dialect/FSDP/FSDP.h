@@ -54,6 +54,13 @@ inline constexpr llvm::StringLiteral kPipelineScheduleAttr =
     "fsdp.pipeline_schedule";
 inline constexpr llvm::StringLiteral kPipelineMicroBatchesAttr =
     "fsdp.pipeline_micro_batches";
+/// Interleaved 1F1B (absent means 1): the virtual stages per rank v on a
+/// stage's module; the rank's local chunk i (virtual stage s + i·P) on a
+/// chunk's module after fsdp-pipeline-split, and on the arguments, ops and
+/// results of the rank's step function that came from chunk i.
+inline constexpr llvm::StringLiteral kPipelineChunksAttr =
+    "fsdp.pipeline_chunks";
+inline constexpr llvm::StringLiteral kPPChunkAttr = "fsdp.pp_chunk";
 /// On a stage function's arguments and results (i64: the boundary value's
 /// index): an activation received from the previous stage (pp_input), the
 /// gradient of an activation sent to the next stage, received back from it
