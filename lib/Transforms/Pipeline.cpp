@@ -323,8 +323,7 @@ protected:
         if (failed(runPipeline(pm, chunk)))
           return signalPassFailure();
       }
-      if (!chunks[s].empty() &&
-          failed(mergePipelineChunks(stage, chunks[s])))
+      if (!chunks[s].empty() && failed(mergePipelineChunks(stage, chunks[s])))
         return signalPassFailure();
       OpPassManager pm(ModuleOp::getOperationName());
       buildPipeline(pm, si, chunks[s].empty() ? Part::Whole : Part::Merged);

@@ -108,9 +108,9 @@ protected:
     // Sec. 2.2.2): the same cut as pp = P·v, on rank ppStage mod P.
     const int64_t parts = pp * ppChunks;
     const std::string partsName =
-        ppChunks > 1 ? "pp x pp-chunks=" + std::to_string(parts) +
-                           " virtual stages"
-                     : "pp=" + std::to_string(pp);
+        ppChunks > 1
+            ? "pp x pp-chunks=" + std::to_string(parts) + " virtual stages"
+            : "pp=" + std::to_string(pp);
     if (ppStage < 0 || ppStage >= parts)
       return fail(module.getLoc(), "pp-stage=" + std::to_string(ppStage) +
                                        " must be a stage of 0.." +
@@ -174,10 +174,10 @@ protected:
       split = balancedSplit(cost, pre, parts);
     } else {
       if (static_cast<int64_t>(split.size()) != parts - 1)
-        return fail(fn.getLoc(),
-                    "pp-split has " + std::to_string(split.size()) +
-                        " layer boundaries; " + partsName + " needs " +
-                        std::to_string(parts - 1));
+        return fail(fn.getLoc(), "pp-split has " +
+                                     std::to_string(split.size()) +
+                                     " layer boundaries; " + partsName +
+                                     " needs " + std::to_string(parts - 1));
       for (auto [k, b] : llvm::enumerate(split))
         if (b < 1 || b >= layers || (k > 0 && b <= split[k - 1]))
           return fail(fn.getLoc(),
