@@ -129,33 +129,8 @@ protected:
       return signalPassFailure();
     }
     int64_t m = microBatches, s = *stage, v = ppChunks;
-    bool interleaved = ppSchedule == "interleaved-1f1b";
-    if (ppSchedule != "gpipe" && ppSchedule != "1f1b" && !interleaved) {
-      module.emitError() << "fsdp-pipeline-micro-batch: pp-schedule='"
-                         << ppSchedule
-                         << "' is not gpipe, 1f1b or interleaved-1f1b";
+    if (failed(checkSchedule(module, *P)))
       return signalPassFailure();
-    }
-    if (m < *P) {
-      module.emitError() << "fsdp-pipeline-micro-batch: micro-batches=" << m
-                         << " must be >= pp=" << *P;
-      return signalPassFailure();
-    }
-    if (v < 1 || interleaved != (v > 1) ||
-        moduleInt(module, kPipelineChunksAttr).value_or(1) != v) {
-      module.emitError()
-          << "fsdp-pipeline-micro-batch: pp-chunks=" << v
-          << " must be > 1 exactly with pp-schedule=interleaved-1f1b and "
-             "equal the stage's fsdp.pipeline_chunks (fsdp-pipeline-split's "
-             "pp-chunks)";
-      return signalPassFailure();
-    }
-    if (interleaved && m % *P) {
-      module.emitError() << "fsdp-pipeline-micro-batch: micro-batches=" << m
-                         << " must be a multiple of pp=" << *P
-                         << " with pp-schedule=interleaved-1f1b";
-      return signalPassFailure();
-    }
     FailureOr<func::FuncOp> maybeFn = getStepFunction(module);
     if (failed(maybeFn))
       return signalPassFailure();
@@ -171,29 +146,10 @@ protected:
       return signalPassFailure();
     }
 
-    // The backward: every op that depends on a seed (the loss seed on the
-    // last stage; the received output gradients on the others).
-    llvm::DenseSet<Value> seeded;
-    for (BlockArgument a : fn.getArguments())
-      if (fn.getArgAttr(a.getArgNumber(), kPPOutputGradAttr))
-        seeded.insert(a);
     // Per chunk (one without interleaving).
     SmallVector<SmallVector<Operation *>> forward(v), backward(v);
-    for (Operation &op : block.without_terminator()) {
-      bool bwd = op.hasAttr(nn::kLossSeedAttr) ||
-                 llvm::any_of(op.getOperands(),
-                              [&](Value x) { return seeded.contains(x); });
-      if (bwd)
-        for (Value r : op.getResults())
-          seeded.insert(r);
-      int64_t c = chunkOf(&op);
-      if (c < 0 || c >= v) {
-        op.emitOpError() << "has fsdp.pp_chunk = " << c << " outside 0.."
-                         << v - 1;
-        return signalPassFailure();
-      }
-      (bwd ? backward : forward)[c].push_back(&op);
-    }
+    if (failed(splitParts(fn, forward, backward)))
+      return signalPassFailure();
     auto argChunk = [&](unsigned i) -> int64_t {
       if (auto a = fn.getArgAttrOfType<IntegerAttr>(i, kPPChunkAttr))
         return a.getInt();
@@ -262,12 +218,12 @@ protected:
         return signalPassFailure();
       Operation *lastClone = nullptr;
       for (Operation *op : bwd ? backward[c] : forward[c]) {
-        Operation *c = cloneForMicroBatch(b, *op, maps[j], j, m);
-        if (!c)
+        Operation *clone = cloneForMicroBatch(b, *op, maps[j], j, m);
+        if (!clone)
           return signalPassFailure();
-        lastClone = c;
+        lastClone = clone;
         if (op == lossOp)
-          c->setAttr(nn::kMicroBatchLossAttr, b.getUnitAttr());
+          clone->setAttr(nn::kMicroBatchLossAttr, b.getUnitAttr());
       }
       if (!bwd) {
         // The end of this micro-batch's forward (its loss op on the last
@@ -297,6 +253,69 @@ protected:
     module->setAttr(kPipelineMicroBatchesAttr, b.getI64IntegerAttr(m));
     if (v > 1)
       module->setAttr(kPipelineChunksAttr, b.getI64IntegerAttr(v));
+  }
+
+  /// The schedule options against the stage's P (and its fsdp.pipeline_chunks).
+  LogicalResult checkSchedule(ModuleOp module, int64_t P) {
+    int64_t m = microBatches, v = ppChunks;
+    bool interleaved = ppSchedule == "interleaved-1f1b";
+    if (ppSchedule != "gpipe" && ppSchedule != "1f1b" && !interleaved) {
+      module.emitError() << "fsdp-pipeline-micro-batch: pp-schedule='"
+                         << ppSchedule
+                         << "' is not gpipe, 1f1b or interleaved-1f1b";
+      return failure();
+    }
+    if (m < P) {
+      module.emitError() << "fsdp-pipeline-micro-batch: micro-batches=" << m
+                         << " must be >= pp=" << P;
+      return failure();
+    }
+    if (v < 1 || interleaved != (v > 1) ||
+        moduleInt(module, kPipelineChunksAttr).value_or(1) != v) {
+      module.emitError()
+          << "fsdp-pipeline-micro-batch: pp-chunks=" << v
+          << " must be > 1 exactly with pp-schedule=interleaved-1f1b and "
+             "equal the stage's fsdp.pipeline_chunks (fsdp-pipeline-split's "
+             "pp-chunks)";
+      return failure();
+    }
+    if (interleaved && m % P) {
+      module.emitError() << "fsdp-pipeline-micro-batch: micro-batches=" << m
+                         << " must be a multiple of pp=" << P
+                         << " with pp-schedule=interleaved-1f1b";
+      return failure();
+    }
+    return success();
+  }
+
+  /// Each chunk's forward and backward ops of `fn` (`forward` and
+  /// `backward` sized to the chunks; an op's chunk is its fsdp.pp_chunk).
+  static LogicalResult
+  splitParts(func::FuncOp fn, SmallVector<SmallVector<Operation *>> &forward,
+             SmallVector<SmallVector<Operation *>> &backward) {
+    Block &block = fn.getBody().front();
+    // The backward: every op that depends on a seed (the loss seed on the
+    // last stage; the received output gradients on the others).
+    llvm::DenseSet<Value> seeded;
+    for (BlockArgument a : fn.getArguments())
+      if (fn.getArgAttr(a.getArgNumber(), kPPOutputGradAttr))
+        seeded.insert(a);
+    for (Operation &op : block.without_terminator()) {
+      bool bwd = op.hasAttr(nn::kLossSeedAttr) ||
+                 llvm::any_of(op.getOperands(),
+                              [&](Value x) { return seeded.contains(x); });
+      if (bwd)
+        for (Value r : op.getResults())
+          seeded.insert(r);
+      int64_t c = chunkOf(&op);
+      if (c < 0 || c >= static_cast<int64_t>(forward.size())) {
+        op.emitOpError() << "has fsdp.pp_chunk = " << c << " outside 0.."
+                         << forward.size() - 1;
+        return failure();
+      }
+      (bwd ? backward : forward)[c].push_back(&op);
+    }
+    return success();
   }
 
   /// The step's results: the loss (the mean over micro-batches on the last
