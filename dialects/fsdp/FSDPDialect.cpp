@@ -116,6 +116,13 @@ static LogicalResult verifyArgOrResultAttr(Operation *op, NamedAttribute attr) {
              << "'" << name << "' must be a boundary index (integer >= 0)";
     return success();
   }
+  if (name == kPPChunkAttr) {
+    auto i = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!i || i.getInt() < 0)
+      return op->emitError()
+             << "'" << name << "' must be a chunk index (integer >= 0)";
+    return success();
+  }
   return op->emitError() << "unknown fsdp attribute '" << name << "'";
 }
 
@@ -168,6 +175,14 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
                              << attr.getValue();
     return success();
   }
+  if (attr.getName() == kPPChunkAttr) { // a chunk's module, op or step op
+    auto i = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!i || i.getInt() < 0)
+      return op->emitError() << "'" << kPPChunkAttr
+                             << "' must be a chunk index (integer >= 0), got "
+                             << attr.getValue();
+    return success();
+  }
   if (attr.getName() == kPipelineScheduleAttr) {
     if (!isa<ModuleOp>(op) || !isa<StringAttr>(attr.getValue()))
       return op->emitError() << "'" << kPipelineScheduleAttr
@@ -186,7 +201,8 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
   }
   if (attr.getName() == kReplicasAttr || attr.getName() == kShardSizeAttr ||
       attr.getName() == kTensorParallelAttr ||
-      attr.getName() == kPipelineStagesAttr) {
+      attr.getName() == kPipelineStagesAttr ||
+      attr.getName() == kPipelineChunksAttr) {
     auto i = dyn_cast<IntegerAttr>(attr.getValue());
     if (!isa<ModuleOp>(op) || !i || i.getInt() < 1)
       return op->emitError() << "'" << attr.getName().getValue()

@@ -135,6 +135,8 @@ private:
       if (auto m =
               module->getAttrOfType<IntegerAttr>(kPipelineMicroBatchesAttr))
         out["pipeline"]["micro_batches"] = m.getInt();
+      if (auto v = module->getAttrOfType<IntegerAttr>(kPipelineChunksAttr))
+        out["pipeline"]["chunks"] = v.getInt(); // interleaved 1F1B
       // Its memory ("Memory": the micro-batches in flight at its peak).
       out["pipeline_memory"] = pipelineStageMemory(module, plan);
     }

@@ -12,6 +12,7 @@
 #include "fsdp/Analysis/PipelineMemory.h"
 #include "fsdp/Analysis/PlanReport.h"
 #include "PipelineReport.h"
+#include "PipelineChunks.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -43,22 +44,34 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
   /// `gatherOnce`: the stage's units gathered once per step (pp-gather);
   /// `trial`: a plan of a stage that may be discarded, not checked against
   /// memory-budget by fsdp-memory-plan (runStages decides on its peak).
+  /// With pp-chunks > 1 a rank's chunks are planned up to autodiff alone
+  /// (Part::Chunk, `stage` the virtual stage), merged
+  /// (mergePipelineChunks), then planned from the micro-batches on as one
+  /// step (Part::Merged, `stage` the rank's stage).
+  enum class Part { Whole, Chunk, Merged };
   void buildPipeline(OpPassManager &pm, int64_t stage = -1,
-                     bool gatherOnce = false, bool trial = false) const {
+                     Part part = Part::Whole, bool gatherOnce = false,
+                     bool trial = false) const {
     auto clusterSpecs = std::make_shared<ClusterSpecCache>(givenCluster);
-    if (stage >= 0) {
-      FSDPPipelineSplitOptions o;
-      o.pp = pp;
-      o.ppStage = stage;
-      o.ppSplit = values(ppSplit);
-      pm.addPass(createFSDPPipelineSplit(o));
+    if (part != Part::Merged) {
+      if (stage >= 0) {
+        FSDPPipelineSplitOptions o;
+        o.pp = pp;
+        o.ppChunks = ppChunks;
+        o.ppStage = stage;
+        o.ppSplit = values(ppSplit);
+        pm.addPass(createFSDPPipelineSplit(o));
+      }
+      pm.addPass(createFSDPTensorParallel(tensorParallelOptions()));
+      pm.addPass(createFSDPAutodiff(autodiffOptions()));
+      if (part == Part::Chunk)
+        return;
     }
-    pm.addPass(createFSDPTensorParallel(tensorParallelOptions()));
-    pm.addPass(createFSDPAutodiff(autodiffOptions()));
     if (stage >= 0) {
       FSDPPipelineMicroBatchOptions o;
       o.microBatches = microBatches;
       o.ppSchedule = ppSchedule;
+      o.ppChunks = ppChunks;
       pm.addPass(createFSDPPipelineMicroBatch(o));
     } else {
       pm.addPass(createFSDPMicroBatch(microBatchOptions()));
@@ -228,14 +241,44 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
                << static_cast<int64_t>(microBatches)
                << " must be >= pp=" << static_cast<int64_t>(pp)
                << " (each stage needs a micro-batch in flight)";
-      if (ppSchedule != "gpipe" && ppSchedule != "1f1b")
+      bool interleaved = ppSchedule == "interleaved-1f1b";
+      if (ppSchedule != "gpipe" && ppSchedule != "1f1b" && !interleaved)
         return module.emitError()
                << "fsdp-pipeline: pp-schedule='" << ppSchedule
-               << "' is not supported: gpipe or 1f1b (interleaved-1f1b and "
-                  "pp-chunks are not implemented yet)";
-    } else if (!ppSplit.empty() || ppSchedule.hasValue()) {
+               << "' is not supported: gpipe, 1f1b or interleaved-1f1b";
+      if (ppChunks < 1 || (ppChunks > 1 && !interleaved))
+        return module.emitError()
+               << "fsdp-pipeline: pp-chunks=" << static_cast<int64_t>(ppChunks)
+               << " (virtual stages per rank) must be >= 1, and > 1 only "
+                  "with pp-schedule=interleaved-1f1b";
+      if (interleaved && ppChunks < 2)
+        return module.emitError()
+               << "fsdp-pipeline: pp-schedule=interleaved-1f1b needs "
+                  "pp-chunks >= 2 virtual stages per rank (with one it is "
+                  "1f1b)";
+      // Megatron-LM's interleaved order runs the micro-batches in groups of
+      // P per chunk (Narayanan et al., SC'21, Sec. 2.2.2).
+      if (interleaved && microBatches % pp != 0)
+        return module.emitError()
+               << "fsdp-pipeline: micro-batches="
+               << static_cast<int64_t>(microBatches)
+               << " must be a multiple of pp=" << static_cast<int64_t>(pp)
+               << " with pp-schedule=interleaved-1f1b";
+      // Interleaving composes with what is tested with it (GPT-2 untied,
+      // Llama; dp = 1, 2 full-shard): the rest is refused until tested.
+      if (interleaved &&
+          (tp > 1 || mode != ActivationCheckpoint::None ||
+           maxGradNorm.getValue().has_value() ||
+           strategy == Strategy::HybridShard || lossScaling))
+        return module.emitError()
+               << "fsdp-pipeline: pp-schedule=interleaved-1f1b is not "
+                  "supported yet with tp > 1, activation checkpointing, "
+                  "max-grad-norm, hybrid-shard or loss-scaling";
+    } else if (!ppSplit.empty() || ppSchedule.hasValue() ||
+               ppChunks.hasValue()) {
       return module.emitError()
-             << "fsdp-pipeline: pp-split and pp-schedule need pp > 1";
+             << "fsdp-pipeline: pp-split, pp-schedule and pp-chunks need "
+                "pp > 1";
     }
     if (accumulate.hasValue() && microBatches <= 1)
       return module.emitError()
@@ -282,13 +325,13 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
   /// per micro-batch (pp-gather; auto: once where the stage's planned peak
   /// fits the memory budget, planned first on a copy). The decision is
   /// fsdp.pp_gather on the stage, in the schedule and the report.
-  LogicalResult planStage(ModuleOp &stage, int64_t s) {
+  LogicalResult planStage(ModuleOp &stage, int64_t s, Part part) {
     auto plan = [&](ModuleOp m, bool once, bool trial) {
       m->setAttr(kPipelineGatherAttr,
                  StringAttr::get(m.getContext(),
                                  once ? "once-per-step" : "per-micro-batch"));
       OpPassManager pm(ModuleOp::getOperationName());
-      buildPipeline(pm, s, once, trial);
+      buildPipeline(pm, s, part, once, trial);
       return runPipeline(pm, m);
     };
     if (ppGather != "auto")
@@ -359,21 +402,46 @@ protected:
       body.push_back(&op);
     OpBuilder b(module.getBodyRegion());
     SmallVector<ModuleOp> stages;
+    // With pp-chunks = v > 1, a module per chunk inside the stage's.
+    SmallVector<SmallVector<ModuleOp>> chunks(pp);
     for (int64_t s = 0; s < pp; ++s) {
       auto stage =
           ModuleOp::create(b, module.getLoc(), "stage" + std::to_string(s));
-      OpBuilder inner(stage.getBodyRegion());
-      for (Operation *op : body)
-        inner.clone(*op);
+      auto copyInto = [&](ModuleOp into) {
+        OpBuilder inner(into.getBodyRegion());
+        for (Operation *op : body)
+          inner.clone(*op);
+      };
+      if (ppChunks > 1) {
+        OpBuilder nested(stage.getBodyRegion());
+        for (int64_t i = 0; i < ppChunks; ++i) {
+          chunks[s].push_back(ModuleOp::create(nested, module.getLoc(),
+                                               "chunk" + std::to_string(i)));
+          copyInto(chunks[s].back());
+        }
+      } else {
+        copyInto(stage);
+      }
       stages.push_back(stage);
     }
     for (Operation *op : body)
       op->erase();
     module->setAttr(kPipelineStagesAttr, b.getI64IntegerAttr(pp));
     module->setAttr(kWorldSizeAttr, b.getI64IntegerAttr(worldSize));
-    for (auto [s, stage] : llvm::enumerate(stages))
-      if (failed(planStage(stage, static_cast<int64_t>(s))))
+    for (auto [s, stage] : llvm::enumerate(stages)) {
+      auto si = static_cast<int64_t>(s);
+      for (auto [i, chunk] : llvm::enumerate(chunks[s])) {
+        OpPassManager pm(ModuleOp::getOperationName());
+        buildPipeline(pm, si + static_cast<int64_t>(i) * pp, Part::Chunk);
+        if (failed(runPipeline(pm, chunk)))
+          return signalPassFailure();
+      }
+      if (!chunks[s].empty() && failed(mergePipelineChunks(stage, chunks[s])))
         return signalPassFailure();
+      if (failed(planStage(stage, si,
+                           chunks[s].empty() ? Part::Whole : Part::Merged)))
+        return signalPassFailure();
+    }
     ClusterSpecCache specs(givenCluster);
     if (failed(writePipelineOutputs(module, specs, cluster, report, trace)))
       return signalPassFailure();

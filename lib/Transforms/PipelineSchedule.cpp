@@ -15,6 +15,14 @@
 //   forward_backward_pipelining_without_interleaving): w = min(P-s-1, m)
 //   warm-up forwards, then F_{w+i} B_i for i < m - w, then the remaining
 //   backwards; at most P - s micro-batches' activations are live.
+//   interleaved-1f1b (Narayanan et al., SC'21, Sec. 2.2.2; Megatron-LM's
+//   forward_backward_pipelining_with_interleaving): rank s holds v chunks,
+//   chunk i being virtual stage s + i·P of P·v. Its m·v forwards and m·v
+//   backwards are numbered k = 0..m·v-1; the k-th runs chunk
+//   (k mod P·v) / P (the backward: v - 1 minus that) on micro-batch
+//   (k / (P·v))·P + k mod P. Warm-up w = min((P-s-1)·2 + (v-1)·P, m·v)
+//   forwards (all of them when m = P), then F_{w+k} B_k, then the remaining
+//   backwards. m must be a multiple of P.
 //
 //===----------------------------------------------------------------------===//
 #include "MicroBatchClone.h"
@@ -37,10 +45,15 @@ using namespace mlir::fsdp;
 
 namespace {
 /// The MPI tag of boundary value k's transfer for micro-batch j of m:
-/// forward (the activation) or backward (its gradient). Sender and receiver
-/// compute it alike; MPI guarantees at least 32767 tags.
-int64_t tagOf(int64_t k, int64_t j, int64_t m, bool backward) {
-  return (k * m + j) * 2 + (backward ? 1 : 0);
+/// forward (the activation) or backward (its gradient), between virtual
+/// stages c and c + 1 of a pipeline with v chunks per rank, `chunk` = c / P
+/// (the sending rank's chunk for an activation; 0 without interleaving).
+/// Between two ranks the (k, j, backward, chunk) of every transfer differ,
+/// so tags are unique per pair of ranks. Sender and receiver compute it
+/// alike; MPI guarantees at least 32767 tags.
+int64_t tagOf(int64_t k, int64_t j, int64_t m, bool backward, int64_t v = 1,
+              int64_t chunk = 0) {
+  return ((k * m + j) * 2 + (backward ? 1 : 0)) * v + chunk;
 }
 
 std::optional<int64_t> moduleInt(ModuleOp m, StringRef name) {
@@ -49,26 +62,59 @@ std::optional<int64_t> moduleInt(ModuleOp m, StringRef name) {
   return std::nullopt;
 }
 
-/// The (micro-batch, backward) parts of stage s in schedule order.
-SmallVector<std::pair<int64_t, bool>>
-scheduleOrder(StringRef schedule, int64_t P, int64_t s, int64_t m) {
-  SmallVector<std::pair<int64_t, bool>> order;
+/// The chunk (fsdp.pp_chunk; 0 without interleaving) of an op.
+int64_t chunkOf(Operation *op) {
+  if (auto a = op->getAttrOfType<IntegerAttr>(kPPChunkAttr))
+    return a.getInt();
+  return 0;
+}
+
+/// One part of a stage's step: chunk `chunk`'s forward or backward of
+/// micro-batch `mb`.
+struct Part {
+  int64_t chunk, mb;
+  bool backward;
+};
+
+/// The parts of stage s in schedule order (v chunks per rank).
+SmallVector<Part> scheduleOrder(StringRef schedule, int64_t P, int64_t s,
+                                int64_t m, int64_t v) {
+  SmallVector<Part> order;
   if (schedule == "gpipe") {
     for (int64_t j = 0; j < m; ++j)
-      order.push_back({j, false});
+      order.push_back({0, j, false});
     for (int64_t j = 0; j < m; ++j)
-      order.push_back({j, true});
+      order.push_back({0, j, true});
+    return order;
+  }
+  if (schedule == "interleaved-1f1b") {
+    int64_t total = m * v;
+    int64_t warm =
+        m == P ? total : std::min((P - s - 1) * 2 + (v - 1) * P, total);
+    auto part = [&](int64_t k, bool backward) {
+      int64_t chunk = (k % (P * v)) / P;
+      return Part{backward ? v - 1 - chunk : chunk, (k / (P * v)) * P + k % P,
+                  backward};
+    };
+    for (int64_t k = 0; k < warm; ++k)
+      order.push_back(part(k, false));
+    for (int64_t k = 0; k < total - warm; ++k) {
+      order.push_back(part(warm + k, false));
+      order.push_back(part(k, true));
+    }
+    for (int64_t k = total - warm; k < total; ++k)
+      order.push_back(part(k, true));
     return order;
   }
   int64_t warm = std::min(P - s - 1, m);
   for (int64_t j = 0; j < warm; ++j)
-    order.push_back({j, false});
+    order.push_back({0, j, false});
   for (int64_t i = 0; i < m - warm; ++i) {
-    order.push_back({warm + i, false});
-    order.push_back({i, true});
+    order.push_back({0, warm + i, false});
+    order.push_back({0, i, true});
   }
   for (int64_t i = m - warm; i < m; ++i)
-    order.push_back({i, true});
+    order.push_back({0, i, true});
   return order;
 }
 
@@ -133,17 +179,9 @@ protected:
                             "fsdp.pipeline_stage on the module)";
       return signalPassFailure();
     }
-    int64_t m = microBatches, s = *stage;
-    if (ppSchedule != "gpipe" && ppSchedule != "1f1b") {
-      module.emitError() << "fsdp-pipeline-micro-batch: pp-schedule='"
-                         << ppSchedule << "' is not gpipe or 1f1b";
+    int64_t m = microBatches, s = *stage, v = ppChunks;
+    if (failed(checkSchedule(module, *P)))
       return signalPassFailure();
-    }
-    if (m < *P) {
-      module.emitError() << "fsdp-pipeline-micro-batch: micro-batches=" << m
-                         << " must be >= pp=" << *P;
-      return signalPassFailure();
-    }
     FailureOr<func::FuncOp> maybeFn = getStepFunction(module);
     if (failed(maybeFn))
       return signalPassFailure();
@@ -171,22 +209,20 @@ protected:
       return signalPassFailure();
     }
 
-    // The backward: every op that depends on a seed (the loss seed on the
-    // last stage; the received output gradients on the others).
-    llvm::DenseSet<Value> seeded;
-    for (BlockArgument a : fn.getArguments())
-      if (fn.getArgAttr(a.getArgNumber(), kPPOutputGradAttr))
-        seeded.insert(a);
-    SmallVector<Operation *> forward, backward;
-    for (Operation &op : block.without_terminator()) {
-      bool bwd = op.hasAttr(nn::kLossSeedAttr) ||
-                 llvm::any_of(op.getOperands(),
-                              [&](Value v) { return seeded.contains(v); });
-      if (bwd)
-        for (Value r : op.getResults())
-          seeded.insert(r);
-      (bwd ? backward : forward).push_back(&op);
-    }
+    // Per chunk (one without interleaving).
+    SmallVector<SmallVector<Operation *>> forward(v), backward(v);
+    if (failed(splitParts(fn, forward, backward)))
+      return signalPassFailure();
+    auto argChunk = [&](unsigned i) -> int64_t {
+      if (auto a = fn.getArgAttrOfType<IntegerAttr>(i, kPPChunkAttr))
+        return a.getInt();
+      return 0;
+    };
+    auto resultChunk = [&](unsigned i) -> int64_t {
+      if (auto a = fn.getResultAttrOfType<IntegerAttr>(i, kPPChunkAttr))
+        return a.getInt();
+      return 0;
+    };
     Operation *lossOp =
         last ? ret.getOperand(lossIdx).getDefiningOp() : nullptr;
 
@@ -195,10 +231,11 @@ protected:
     SmallVector<IRMapping> maps(m);
     SmallVector<Value> losses;
     llvm::DenseMap<unsigned, SmallVector<Value>> resultParts;
-    auto sliceData = [&](int64_t j, bool backwardPart) -> LogicalResult {
+    auto sliceData = [&](int64_t c, int64_t j,
+                         bool backwardPart) -> LogicalResult {
       for (BlockArgument arg : fn.getArguments()) {
         unsigned i = arg.getArgNumber();
-        if (!fn.getArgAttr(i, nn::kDataAttr) ||
+        if (!fn.getArgAttr(i, nn::kDataAttr) || argChunk(i) != c ||
             (fn.getArgAttr(i, kPPOutputGradAttr) != nullptr) != backwardPart)
           continue;
         auto t = cast<RankedTensorType>(arg.getType());
@@ -216,53 +253,132 @@ protected:
       }
       return success();
     };
-    auto send = [&](int64_t j, StringRef attr, int64_t peer, bool bwd) {
+    // Chunk c's sends of micro-batch j: the activations to the next rank
+    // (virtual stage s + c·P + 1, wrapping from the last rank to the first)
+    // or the gradients to the previous one.
+    auto send = [&](int64_t c, int64_t j, bool bwd) {
+      StringRef attr = bwd ? kPPInputGradAttr : kPPOutputAttr;
+      int64_t peer = bwd ? (s + *P - 1) % *P : (s + 1) % *P;
+      int64_t low = bwd ? (s + c * *P - 1) / *P : c; // (c' of c' -> c' + 1)
       for (unsigned i = 0; i < fn.getNumResults(); ++i)
-        if (auto k = fn.getResultAttrOfType<IntegerAttr>(i, attr)) {
+        if (auto k = fn.getResultAttrOfType<IntegerAttr>(i, attr);
+            k && resultChunk(i) == c) {
           auto op = SendOp::create(
               b, loc, TypeRange{}, maps[j].lookupOrDefault(ret.getOperand(i)),
               b.getI64IntegerAttr(peer),
-              b.getI64IntegerAttr(tagOf(k.getInt(), j, m, bwd)), nullptr);
+              b.getI64IntegerAttr(tagOf(k.getInt(), j, m, bwd, v, low)),
+              nullptr);
           op->setAttr(nn::kMicroBatchAttr, b.getI64IntegerAttr(j));
+          if (v > 1)
+            op->setAttr(kPPChunkAttr, b.getI64IntegerAttr(c));
         }
     };
-    for (auto [j, bwd] : scheduleOrder(ppSchedule, *P, s, m)) {
-      if (failed(sliceData(j, bwd)))
+    for (auto [c, j, bwd] : scheduleOrder(ppSchedule, *P, s, m, v)) {
+      // The last virtual stage computes the loss; the first sends nothing
+      // back.
+      bool lastPart = s + c * *P == *P * v - 1, firstPart = s + c * *P == 0;
+      if (failed(sliceData(c, j, bwd)))
         return signalPassFailure();
       Operation *lastClone = nullptr;
-      for (Operation *op : bwd ? backward : forward) {
-        Operation *c = cloneForMicroBatch(b, *op, maps[j], j, m);
-        if (!c)
+      for (Operation *op : bwd ? backward[c] : forward[c]) {
+        Operation *clone = cloneForMicroBatch(b, *op, maps[j], j, m);
+        if (!clone)
           return signalPassFailure();
-        lastClone = c;
+        lastClone = clone;
         if (op == lossOp)
-          c->setAttr(nn::kMicroBatchLossAttr, b.getUnitAttr());
+          clone->setAttr(nn::kMicroBatchLossAttr, b.getUnitAttr());
       }
       if (!bwd) {
         // The end of this micro-batch's forward (its loss op on the last
-        // stage) for StepPhases.
-        if (!last && lastClone)
+        // stage) for StepPhases: with chunks, the last chunk's forward of
+        // micro-batch j on this rank precedes every backward of j.
+        if (!lastPart && lastClone)
           lastClone->setAttr(nn::kMicroBatchLossAttr, b.getUnitAttr());
-        if (last)
+        if (lastPart)
           losses.push_back(maps[j].lookup(ret.getOperand(lossIdx)));
         else
-          send(j, kPPOutputAttr, s + 1, false);
+          send(c, j, false);
         continue;
       }
-      if (s > 0)
-        send(j, kPPInputGradAttr, s - 1, true);
+      if (!firstPart)
+        send(c, j, true);
       for (unsigned i = 0; i < fn.getNumResults(); ++i)
-        if (fn.getResultAttr(i, nn::kGradOfAttr))
+        if (fn.getResultAttr(i, nn::kGradOfAttr) && resultChunk(i) == c)
           resultParts[i].push_back(maps[j].lookupOrDefault(ret.getOperand(i)));
     }
 
     finishStep(fn, b, ret, losses, resultParts);
-    for (Operation *op : llvm::reverse(backward))
-      op->erase();
-    for (Operation *op : llvm::reverse(forward))
-      op->erase();
+    for (auto *part : {&backward, &forward})
+      for (auto &ops : llvm::reverse(*part))
+        for (Operation *op : llvm::reverse(ops))
+          op->erase();
     module->setAttr(kPipelineScheduleAttr, b.getStringAttr(ppSchedule));
     module->setAttr(kPipelineMicroBatchesAttr, b.getI64IntegerAttr(m));
+    if (v > 1)
+      module->setAttr(kPipelineChunksAttr, b.getI64IntegerAttr(v));
+  }
+
+  /// The schedule options against the stage's P (and its fsdp.pipeline_chunks).
+  LogicalResult checkSchedule(ModuleOp module, int64_t P) {
+    int64_t m = microBatches, v = ppChunks;
+    bool interleaved = ppSchedule == "interleaved-1f1b";
+    if (ppSchedule != "gpipe" && ppSchedule != "1f1b" && !interleaved) {
+      module.emitError() << "fsdp-pipeline-micro-batch: pp-schedule='"
+                         << ppSchedule
+                         << "' is not gpipe, 1f1b or interleaved-1f1b";
+      return failure();
+    }
+    if (m < P) {
+      module.emitError() << "fsdp-pipeline-micro-batch: micro-batches=" << m
+                         << " must be >= pp=" << P;
+      return failure();
+    }
+    if (v < 1 || interleaved != (v > 1) ||
+        moduleInt(module, kPipelineChunksAttr).value_or(1) != v) {
+      module.emitError()
+          << "fsdp-pipeline-micro-batch: pp-chunks=" << v
+          << " must be > 1 exactly with pp-schedule=interleaved-1f1b and "
+             "equal the stage's fsdp.pipeline_chunks (fsdp-pipeline-split's "
+             "pp-chunks)";
+      return failure();
+    }
+    if (interleaved && m % P) {
+      module.emitError() << "fsdp-pipeline-micro-batch: micro-batches=" << m
+                         << " must be a multiple of pp=" << P
+                         << " with pp-schedule=interleaved-1f1b";
+      return failure();
+    }
+    return success();
+  }
+
+  /// Each chunk's forward and backward ops of `fn` (`forward` and
+  /// `backward` sized to the chunks; an op's chunk is its fsdp.pp_chunk).
+  static LogicalResult
+  splitParts(func::FuncOp fn, SmallVector<SmallVector<Operation *>> &forward,
+             SmallVector<SmallVector<Operation *>> &backward) {
+    Block &block = fn.getBody().front();
+    // The backward: every op that depends on a seed (the loss seed on the
+    // last stage; the received output gradients on the others).
+    llvm::DenseSet<Value> seeded;
+    for (BlockArgument a : fn.getArguments())
+      if (fn.getArgAttr(a.getArgNumber(), kPPOutputGradAttr))
+        seeded.insert(a);
+    for (Operation &op : block.without_terminator()) {
+      bool bwd = op.hasAttr(nn::kLossSeedAttr) ||
+                 llvm::any_of(op.getOperands(),
+                              [&](Value x) { return seeded.contains(x); });
+      if (bwd)
+        for (Value r : op.getResults())
+          seeded.insert(r);
+      int64_t c = chunkOf(&op);
+      if (c < 0 || c >= static_cast<int64_t>(forward.size())) {
+        op.emitOpError() << "has fsdp.pp_chunk = " << c << " outside 0.."
+                         << forward.size() - 1;
+        return failure();
+      }
+      (bwd ? backward : forward)[c].push_back(&op);
+    }
+    return success();
   }
 
   /// The step's results: the loss (the mean over micro-batches on the last
@@ -345,8 +461,11 @@ protected:
     func::FuncOp fn = *maybeFn;
     Block &block = fn.getBody().front();
     int64_t s = *stage;
+    int64_t P = moduleInt(module, kPipelineStagesAttr).value_or(1);
+    int64_t v = moduleInt(module, kPipelineChunksAttr).value_or(1);
     // Receives: each micro-batch slice of a received argument.
-    llvm::DenseMap<int64_t, WaitOp> gradWaitOf; // micro-batch → first wait
+    // (chunk, micro-batch) → the first wait for its gradient
+    llvm::DenseMap<std::pair<int64_t, int64_t>, WaitOp> gradWaitOf;
     llvm::BitVector erase(fn.getNumArguments());
     for (BlockArgument arg : fn.getArguments()) {
       unsigned i = arg.getArgNumber();
@@ -355,6 +474,14 @@ protected:
       if (!in && !grad)
         continue;
       erase.set(i);
+      int64_t c = 0; // the rank's chunk: virtual stage s + c·P
+      if (auto a = fn.getArgAttrOfType<IntegerAttr>(i, kPPChunkAttr))
+        c = a.getInt();
+      // An activation comes from virtual stage s + c·P - 1 (the previous
+      // rank, wrapping), a gradient from s + c·P + 1 (the next rank); the
+      // tag's chunk is that of the lower of the two virtual stages.
+      int64_t peer = grad ? (s + 1) % P : (s + P - 1) % P;
+      int64_t low = grad ? c : (s + c * P - 1) / P;
       for (Operation *user : llvm::make_early_inc_range(arg.getUsers())) {
         auto mb = dyn_cast<nn::MicroBatchOp>(user);
         if (!mb) {
@@ -368,16 +495,17 @@ protected:
         auto t = cast<RankedTensorType>(mb.getType());
         auto recv = RecvOp::create(
             b, mb.getLoc(), FutureType::get(&getContext(), t),
-            b.getI64IntegerAttr(grad ? s + 1 : s - 1),
-            b.getI64IntegerAttr(
-                tagOf((grad ? grad : in).getInt(), j, *m, grad != nullptr)),
+            b.getI64IntegerAttr(peer),
+            b.getI64IntegerAttr(tagOf((grad ? grad : in).getInt(), j, *m,
+                                      grad != nullptr, v, low)),
             b.getUnitAttr());
         auto wait = WaitOp::create(b, mb.getLoc(), t, recv.getToken());
         for (Operation *op : {recv.getOperation(), wait.getOperation()})
           op->setAttr(nn::kMicroBatchAttr, b.getI64IntegerAttr(j));
-        if (grad && (!gradWaitOf.count(j) ||
-                     wait->isBeforeInBlock(gradWaitOf[j].getOperation())))
-          gradWaitOf[j] = wait;
+        std::pair<int64_t, int64_t> key{c, j};
+        if (grad && (!gradWaitOf.count(key) ||
+                     wait->isBeforeInBlock(gradWaitOf[key].getOperation())))
+          gradWaitOf[key] = wait;
         mb.replaceAllUsesWith(wait.getResult());
         mb.erase();
       }
@@ -402,9 +530,13 @@ protected:
       // A tied gradient's exchange (no micro-batch) completes at the end.
       auto mb = send->getAttrOfType<IntegerAttr>(nn::kMicroBatchAttr);
       int64_t j = mb ? mb.getInt() : -1;
+      // The tag says forward or backward and the sender's chunk (tagOf).
+      auto tag = static_cast<int64_t>(send.getTag());
+      bool forward = mb && (tag / v) % 2 == 0;
+      std::pair<int64_t, int64_t> key{tag % v, j};
       Operation *before = ret;
-      if (static_cast<int64_t>(send.getPeer()) == s + 1 && gradWaitOf.count(j))
-        before = gradWaitOf[j];
+      if (forward && gradWaitOf.count(key))
+        before = gradWaitOf[key];
       b.setInsertionPoint(before);
       auto wait = WaitOp::create(b, send.getLoc(), done, start.getToken());
       if (mb)

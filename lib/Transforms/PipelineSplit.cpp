@@ -93,15 +93,28 @@ protected:
     if (pp < 1)
       return fail(module.getLoc(),
                   "pp=" + std::to_string(pp) + " must be >= 1");
+    if (ppChunks < 1)
+      return fail(module.getLoc(),
+                  "pp-chunks=" + std::to_string(ppChunks) + " must be >= 1");
     if (pp == 1) {
       if (!ppSplit.empty())
         return fail(module.getLoc(), "pp-split needs pp > 1");
+      if (ppChunks > 1)
+        return fail(module.getLoc(), "pp-chunks needs pp > 1");
       return;
     }
-    if (ppStage < 0 || ppStage >= pp)
+    // With v = pp-chunks > 1 the model is cut into P·v virtual stages and
+    // this pass keeps virtual stage `ppStage` (Narayanan et al., SC'21,
+    // Sec. 2.2.2): the same cut as pp = P·v, on rank ppStage mod P.
+    const int64_t parts = pp * ppChunks;
+    const std::string partsName =
+        ppChunks > 1
+            ? "pp x pp-chunks=" + std::to_string(parts) + " virtual stages"
+            : "pp=" + std::to_string(pp);
+    if (ppStage < 0 || ppStage >= parts)
       return fail(module.getLoc(), "pp-stage=" + std::to_string(ppStage) +
                                        " must be a stage of 0.." +
-                                       std::to_string(pp - 1));
+                                       std::to_string(parts - 1));
     FailureOr<func::FuncOp> maybeFn = getStepFunction(module);
     if (failed(maybeFn))
       return signalPassFailure();
@@ -126,8 +139,8 @@ protected:
       return fail(fn.getLoc(), "finds no layers (no parameter FQN with "
                                "'.h.<i>.' or '.layers.<i>.'): nothing to cut "
                                "into pipeline stages");
-    if (pp > layers)
-      return fail(fn.getLoc(), "pp=" + std::to_string(pp) + " exceeds the " +
+    if (parts > layers)
+      return fail(fn.getLoc(), partsName + " exceeds the " +
                                    std::to_string(layers) +
                                    " layers of the model (each stage needs at "
                                    "least one layer)");
@@ -158,13 +171,13 @@ protected:
         if (auto c = dyn_cast<nn::CostOpInterface>(op))
           (segment[i] < 0 ? pre : cost[segment[i]]) +=
               static_cast<double>(c.getFlops());
-      split = balancedSplit(cost, pre, pp);
+      split = balancedSplit(cost, pre, parts);
     } else {
-      if (static_cast<int64_t>(split.size()) != pp - 1)
-        return fail(fn.getLoc(),
-                    "pp-split has " + std::to_string(split.size()) +
-                        " layer boundaries; pp=" + std::to_string(pp) +
-                        " needs " + std::to_string(pp - 1));
+      if (static_cast<int64_t>(split.size()) != parts - 1)
+        return fail(fn.getLoc(), "pp-split has " +
+                                     std::to_string(split.size()) +
+                                     " layer boundaries; " + partsName +
+                                     " needs " + std::to_string(parts - 1));
       for (auto [k, b] : llvm::enumerate(split))
         if (b < 1 || b >= layers || (k > 0 && b <= split[k - 1]))
           return fail(fn.getLoc(),
@@ -203,6 +216,13 @@ protected:
                         std::to_string(stages.size()) +
                         " stages: tied weights are shared by two stages at "
                         "most");
+      // The exchange pairs ranks' stages; under interleaving the two copies
+      // sit on virtual stages (untested): refused.
+      if (stages.size() == 2 && ppChunks > 1)
+        return fail(a.getLoc(),
+                    "parameter '" + fqn.getValue().str() +
+                        "' is tied across two virtual stages: tied weights "
+                        "are not supported with pp-chunks > 1 yet");
       if (stages.size() == 2 && stages.count(s))
         fn.setArgAttr(a.getArgNumber(), kPPTiedPeerAttr,
                       OpBuilder(&getContext())
@@ -215,7 +235,11 @@ protected:
       return signalPassFailure();
     OpBuilder b(&getContext());
     module->setAttr(kPipelineStagesAttr, b.getI64IntegerAttr(pp));
-    module->setAttr(kPipelineStageAttr, b.getI64IntegerAttr(s));
+    module->setAttr(kPipelineStageAttr, b.getI64IntegerAttr(s % pp));
+    if (ppChunks > 1) {
+      module->setAttr(kPipelineChunksAttr, b.getI64IntegerAttr(ppChunks));
+      module->setAttr(kPPChunkAttr, b.getI64IntegerAttr(s / pp));
+    }
   }
 
   /// Keeps stage `ppStage`'s ops of `fn` (`stageOf` each op's stage): the
@@ -226,7 +250,7 @@ protected:
   buildStage(func::FuncOp fn, ArrayRef<Operation *> ops,
              const llvm::DenseMap<Operation *, int64_t> &stageOf) {
     Block &block = fn.getBody().front();
-    int64_t s = ppStage, last = pp - 1;
+    int64_t s = ppStage, last = pp * ppChunks - 1;
     // The boundary values (indexed in definition order): results of a
     // non-constant op of stage t used by an op of a later stage.
     auto isConstant = [](Operation *op) {

@@ -534,17 +534,29 @@ def FSDPMemoryPlan : Pass<"fsdp-memory-plan", "::mlir::ModuleOp"> {
 
 // The options of every pass fsdp-pipeline runs, each once (memory-budget and
 // cluster are one option of two passes).
+// Virtual stages per rank (interleaved 1F1B; Narayanan et al., SC'21,
+// Sec. 2.2.2): fsdp-pipeline-split cuts pp x pp-chunks chunks and
+// fsdp-pipeline-micro-batch orders a rank's chunks.
+defvar PipelineChunksOption =
+  Option<"ppChunks", "pp-chunks", "int64_t", "1",
+         "virtual stages per rank v (>= 1; > 1 only with "
+         "pp-schedule=interleaved-1f1b): the layers are cut into pp x v "
+         "chunks and rank stage s holds chunks s, s + pp, s + 2 pp, ...">;
+
 defvar FSDPPipelineSplitOptions = [
+  PipelineChunksOption,
   Option<"pp", "pp", "int64_t", "1",
          "pipeline-parallel degree P (>= 1; divides world-size, <= the "
          "number of layers): the world is P stages of world-size / P ranks, "
          "the stage outermost">,
   Option<"ppStage", "pp-stage", "int64_t", "-1",
          "the one stage to plan (fsdp-pipeline plans every stage; this "
-         "option is for running fsdp-pipeline-split alone)">,
+         "option is for running fsdp-pipeline-split alone); with pp-chunks "
+         "= v > 1 the virtual stage 0..P x v - 1 (chunk c is on rank c mod P)">,
   ListOption<"ppSplit", "pp-split", "int64_t",
              "the first layer of stages 1..P-1 (P-1 increasing layer "
-             "indices); default: the split that minimises the largest "
+             "indices; P x v - 1 with pp-chunks = v, of virtual stages 1..P x v - 1); "
+             "default: the split that minimises the largest "
              "stage's forward FLOPs">
 ];
 
@@ -569,8 +581,11 @@ def FSDPPipelineSplit : Pass<"fsdp-pipeline-split", "::mlir::ModuleOp"> {
 
 defvar FSDPPipelineScheduleOptions = [
   Option<"ppSchedule", "pp-schedule", "std::string", "\"1f1b\"",
-         "pipeline schedule: gpipe (all forwards, then all backwards) or "
-         "1f1b (warm-up P-s-1 forwards, one forward one backward, cool-down)">
+         "pipeline schedule: gpipe (all forwards, then all backwards), "
+         "1f1b (warm-up P-s-1 forwards, one forward one backward, cool-down) "
+         "or interleaved-1f1b (pp-chunks >= 2 virtual stages per rank, "
+         "micro-batches a multiple of P; Megatron-LM's order)">,
+  PipelineChunksOption
 ];
 
 def FSDPPipelineMicroBatch : Pass<"fsdp-pipeline-micro-batch", "::mlir::ModuleOp"> {

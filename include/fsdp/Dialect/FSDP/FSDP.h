@@ -59,6 +59,13 @@ inline constexpr llvm::StringLiteral kPipelineMicroBatchesAttr =
 /// freed after the last one's, gradients reduced once; "per-micro-batch":
 /// every micro-batch's forward and backward gather), its memory decision.
 inline constexpr llvm::StringLiteral kPipelineGatherAttr = "fsdp.pp_gather";
+/// Interleaved 1F1B (absent means 1): the virtual stages per rank v on a
+/// stage's module; the rank's local chunk i (virtual stage s + i·P) on a
+/// chunk's module after fsdp-pipeline-split, and on the arguments, ops and
+/// results of the rank's step function that came from chunk i.
+inline constexpr llvm::StringLiteral kPipelineChunksAttr =
+    "fsdp.pipeline_chunks";
+inline constexpr llvm::StringLiteral kPPChunkAttr = "fsdp.pp_chunk";
 /// On a stage function's arguments and results (i64: the boundary value's
 /// index): an activation received from the previous stage (pp_input), the
 /// gradient of an activation sent to the next stage, received back from it

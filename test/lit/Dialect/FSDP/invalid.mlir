@@ -290,3 +290,26 @@ func.func @send_async_without_future(%x: tensor<2xf32>) {
 // expected-error @+1 {{'fsdp.pp_gather' must be "once-per-step" or "per-micro-batch" on the module, got "always"}}
 module attributes {fsdp.pp_gather = "always"} {
 }
+
+// -----
+
+// Interleaved 1F1B: the chunks per rank on a stage's module, a chunk index
+// on its ops and arguments.
+// expected-error @+1 {{'fsdp.pipeline_chunks' must be an integer >= 1 on the module, got 0 : i64}}
+module attributes {fsdp.pipeline_chunks = 0 : i64} {
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.pp_chunk' must be a chunk index (integer >= 0)}}
+func.func @chunk_arg(%x: tensor<2xf32> {fsdp.pp_chunk = -1 : i64}) {
+  return
+}
+
+// -----
+
+func.func @chunk_op(%x: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{'fsdp.pp_chunk' must be a chunk index (integer >= 0), got "a"}}
+  %0 = arith.addf %x, %x {fsdp.pp_chunk = "a"} : tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
