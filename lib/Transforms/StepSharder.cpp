@@ -54,6 +54,21 @@ llvm::SmallPtrSet<Operation *, 16> lossSideOps(Block &block) {
   return ops;
 }
 
+/// If `op` is the VJP of the loss's upcast (fsdp-import --loss-dtype f32:
+/// an nn.cast of the dlogits of an nn.cross_entropy_grad whose logits are an
+/// nn.cast), the upcast's input type, which that VJP must cast back to;
+/// null otherwise.
+RankedTensorType lossUpcastVJPType(Operation *op) {
+  auto c = dyn_cast<nn::CastOp>(op);
+  if (!c)
+    return {};
+  auto g = c.getInput().getDefiningOp<nn::CrossEntropyGradOp>();
+  auto up = g ? g.getLogits().getDefiningOp<nn::CastOp>() : nn::CastOp();
+  if (!up)
+    return {};
+  return cast<RankedTensorType>(up.getInput().getType());
+}
+
 /// Moves compute from the model's float type to pdt: float constants are
 /// rebuilt in pdt and every nn op's result types are re-inferred from its
 /// (now pdt) operands. Casts keep their target type and the optimizer
@@ -106,11 +121,30 @@ LogicalResult retypeCompute(func::FuncOp fn, Type modelType, Type pdt) {
     c.erase();
   }
   for (Operation &op : block.without_terminator()) {
+    if (RankedTensorType back = lossUpcastVJPType(&op)) {
+      // The loss's upcast keeps its f32 target; its VJP casts the f32
+      // dlogits back to the upcast's input type (now pdt), as the backward
+      // of torch's .float() does.
+      op.getResult(0).setType(back);
+      continue;
+    }
     if (failed(nn::reinferResultTypes(&op)))
       return op.emitError()
              << "cannot compute in the requested param-dtype here";
   }
   return success();
+}
+
+/// Without mixed precision, removes identity casts (the loss's upcast of
+/// fsdp-import --loss-dtype f32, and its VJP, in an f32 model): torch's
+/// .float() of an f32 tensor returns the tensor itself, with no copy.
+void eraseIdentityCasts(func::FuncOp fn) {
+  fn.walk([](nn::CastOp c) {
+    if (c.getInput().getType() == c.getResult().getType()) {
+      c.getResult().replaceAllUsesWith(c.getInput());
+      c.erase();
+    }
+  });
 }
 
 /// The gradients of a unit's trainable parameters, at their flat offsets.
@@ -314,6 +348,8 @@ public:
     if (layout.mixed() &&
         failed(retypeCompute(fn, layout.modelType, layout.pdt)))
       return failure();
+    if (!layout.mixed())
+      eraseIdentityCasts(fn);
     fn.setFunctionType(FunctionType::get(ctx, fn.getArgumentTypes(),
                                          ValueRange(results).getTypes()));
     fn.setAllResultAttrs(resultAttrs);
