@@ -71,8 +71,9 @@ RankedTensorType lossUpcastVJPType(Operation *op) {
 
 /// Moves compute from the model's float type to pdt: float constants are
 /// rebuilt in pdt and every nn op's result types are re-inferred from its
-/// (now pdt) operands. Casts keep their target type and the optimizer
-/// updates keep the master's type. The loss keeps f32 under 16-bit compute
+/// (now pdt) operands. Casts keep their target type (but the VJP of the
+/// loss's upcast casts back to pdt) and the optimizer updates keep the
+/// master's type. The loss keeps f32 under 16-bit compute
 /// (nn.cross_entropy of bf16/f16 logits is f32, as under torch.autocast):
 /// the constants read on the loss's side (the seed, 1/k with micro-batches,
 /// the mean's 1/k) are rebuilt in the loss's type, so that neither the
