@@ -16,7 +16,9 @@ accumulate=sharded` (FSDP reduce-scatters every micro-batch), one FSDP unit
 per transformer block (`policy=block`), bf16 parameters with the row's reduce
 dtype, the row's activation checkpointing, prefetch `fsdp2` for torchtitan
 (FSDP2: torchtitan, KempnerForge) and `fsdp1` for Composer (FSDP1). A GPT-2-type config (the MPT rows)
-gets n_positions = seq (MPT's max_seq_len).
+gets n_positions = seq (MPT's max_seq_len). A row's `loss_dtype` ("f32": the
+logits are upcast before the loss, torchtitan's pred.float()) is passed to
+fsdp-import as --loss-dtype; without it the loss reads the compute dtype.
 
 usage: bench/fidelity/fidelity.py [--build DIR | --tools-on-path] [--rows ID,ID]
                                   [--json OUT] [--rows-file PATH] [--jobs N]
@@ -76,9 +78,10 @@ def plan(row, clusters, build, tmp):
     json.dump(config, open(cfg, "w"))
     batch = global_batch(row)
     model, report = os.path.join(d, "model.mlir"), os.path.join(d, "report.json")
+    loss = ["--loss-dtype", row["loss_dtype"]] if "loss_dtype" in row else []
     for cmd in (
         [os.path.join(build, "fsdp-import"), cfg, "--seq", str(row["seq"]),
-         "--batch", str(batch), "-o", model],
+         "--batch", str(batch), "-o", model] + loss,
         [os.path.join(build, "fsdp-opt"), model, "-o", os.devnull,
          "--fsdp-pipeline=" + pipeline_options(row, spec_path, report)],
     ):

@@ -132,7 +132,7 @@ OwningOpRef<ModuleOp> buildGPT2(MLIRContext *ctx, ConfigReader &cfg,
     mb.tie("transformer.wte.weight", "lm_head.weight");
   Value head = mb.param(*tied ? "transformer.wte.weight" : "lm_head.weight");
   Value logits = mb.linear("lm_head", x, head);
-  return mb.finish(mb.crossEntropy("loss", logits, mb.targets()));
+  return mb.finish(mb.crossEntropy("loss", logits, mb.targets(), ov.lossF32));
 }
 
 } // namespace fsdp_import

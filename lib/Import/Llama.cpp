@@ -364,7 +364,7 @@ OwningOpRef<ModuleOp> buildLlama(MLIRContext *ctx, ConfigReader &cfg,
   Value head =
       mb.param(s->tied ? "model.embed_tokens.weight" : "lm_head.weight");
   Value logits = mb.linear("lm_head", x, head);
-  return mb.finish(mb.crossEntropy("loss", logits, mb.targets()));
+  return mb.finish(mb.crossEntropy("loss", logits, mb.targets(), ov.lossF32));
 }
 
 } // namespace fsdp_import

@@ -186,7 +186,16 @@ Value ModelBuilder::mul(StringRef m, Value x, Value y) {
   return nn::MulOp::create(b, loc(m), x.getType(), x, y);
 }
 
-Value ModelBuilder::crossEntropy(StringRef m, Value logits, Value labels) {
+Value ModelBuilder::crossEntropy(StringRef m, Value logits, Value labels,
+                                 bool upcastF32) {
+  if (upcastF32) {
+    // In the f32 model the cast is f32 -> f32; it keeps its f32 target when
+    // fsdp-shard moves compute to a 16-bit param-dtype (and is removed when
+    // compute stays f32, where torch's .float() returns the tensor itself).
+    auto t = tensorOf(logits);
+    logits = nn::CastOp::create(
+        b, loc(m), RankedTensorType::get(t.getShape(), b.getF32Type()), logits);
+  }
   auto type = RankedTensorType::get(
       {}, nn::lossElementType(tensorOf(logits).getElementType()));
   return nn::CrossEntropyOp::create(b, loc(m), type, logits, labels);

@@ -87,8 +87,12 @@ public:
   mlir::Value silu(llvm::StringRef m, mlir::Value x);
   mlir::Value add(llvm::StringRef m, mlir::Value x, mlir::Value y);
   mlir::Value mul(llvm::StringRef m, mlir::Value x, mlir::Value y);
+  /// Mean cross-entropy of `logits` [..., V] against `labels`; with
+  /// `upcastF32` the logits are first cast to f32 (nn.cast), so that
+  /// fsdp-shard's 16-bit compute keeps an f32 copy of them and of their
+  /// gradient (torchtitan's loss, pred.float()).
   mlir::Value crossEntropy(llvm::StringRef m, mlir::Value logits,
-                           mlir::Value labels);
+                           mlir::Value labels, bool upcastF32 = false);
 
 private:
   struct ParamDecl {

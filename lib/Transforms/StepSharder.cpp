@@ -54,10 +54,26 @@ llvm::SmallPtrSet<Operation *, 16> lossSideOps(Block &block) {
   return ops;
 }
 
+/// If `op` is the VJP of the loss's upcast (fsdp-import --loss-dtype f32:
+/// an nn.cast of the dlogits of an nn.cross_entropy_grad whose logits are an
+/// nn.cast), the upcast's input type, which that VJP must cast back to;
+/// null otherwise.
+RankedTensorType lossUpcastVJPType(Operation *op) {
+  auto c = dyn_cast<nn::CastOp>(op);
+  if (!c)
+    return {};
+  auto g = c.getInput().getDefiningOp<nn::CrossEntropyGradOp>();
+  auto up = g ? g.getLogits().getDefiningOp<nn::CastOp>() : nn::CastOp();
+  if (!up)
+    return {};
+  return cast<RankedTensorType>(up.getInput().getType());
+}
+
 /// Moves compute from the model's float type to pdt: float constants are
 /// rebuilt in pdt and every nn op's result types are re-inferred from its
-/// (now pdt) operands. Casts keep their target type and the optimizer
-/// updates keep the master's type. The loss keeps f32 under 16-bit compute
+/// (now pdt) operands. Casts keep their target type (but the VJP of the
+/// loss's upcast casts back to pdt) and the optimizer updates keep the
+/// master's type. The loss keeps f32 under 16-bit compute
 /// (nn.cross_entropy of bf16/f16 logits is f32, as under torch.autocast):
 /// the constants read on the loss's side (the seed, 1/k with micro-batches,
 /// the mean's 1/k) are rebuilt in the loss's type, so that neither the
@@ -122,11 +138,30 @@ LogicalResult retypeCompute(func::FuncOp fn, Type modelType, Type pdt) {
         wait.getResult().setType(low);
   }
   for (Operation &op : block.without_terminator()) {
+    if (RankedTensorType back = lossUpcastVJPType(&op)) {
+      // The loss's upcast keeps its f32 target; its VJP casts the f32
+      // dlogits back to the upcast's input type (now pdt), as the backward
+      // of torch's .float() does.
+      op.getResult(0).setType(back);
+      continue;
+    }
     if (failed(nn::reinferResultTypes(&op)))
       return op.emitError()
              << "cannot compute in the requested param-dtype here";
   }
   return success();
+}
+
+/// Without mixed precision, removes identity casts (the loss's upcast of
+/// fsdp-import --loss-dtype f32, and its VJP, in an f32 model): torch's
+/// .float() of an f32 tensor returns the tensor itself, with no copy.
+void eraseIdentityCasts(func::FuncOp fn) {
+  fn.walk([](nn::CastOp c) {
+    if (c.getInput().getType() == c.getResult().getType()) {
+      c.getResult().replaceAllUsesWith(c.getInput());
+      c.erase();
+    }
+  });
 }
 
 /// The gradients of a unit's trainable parameters, at their flat offsets.
@@ -371,6 +406,8 @@ public:
     if (layout.mixed() &&
         failed(retypeCompute(fn, layout.modelType, layout.pdt)))
       return failure();
+    if (!layout.mixed())
+      eraseIdentityCasts(fn);
     // The return's operands, not `results`: retypeCompute replaces the
     // constants it retypes (a pipeline stage's zero loss among them).
     fn.setFunctionType(

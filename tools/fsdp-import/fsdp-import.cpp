@@ -105,6 +105,15 @@ static cl::opt<std::string>
                       "f32 (default) or f64"),
              cl::init("f32"), cl::cat(overrideCat));
 
+static cl::opt<std::string> lossDtypeOpt(
+    "loss-dtype",
+    cl::desc("Precision of the loss: \"compute\" (default: nn.cross_entropy "
+             "reads the logits in the compute dtype, param-dtype) or f32 (the "
+             "logits are cast to f32 first, as torchtitan's "
+             "cross_entropy(pred.float()); with a 16-bit param-dtype the f32 "
+             "logits and their f32 gradient are planned buffers)"),
+    cl::init("compute"), cl::cat(overrideCat));
+
 static int error(const std::string &msg) {
   llvm::errs() << "fsdp-import: error: " << msg << "\n";
   return 1;
@@ -124,6 +133,16 @@ static bool readOverrides(Overrides &ov) {
     return false;
   }
   ov.f64 = dtypeOpt == "f64";
+  if (lossDtypeOpt != "compute" && lossDtypeOpt != "f32") {
+    error("--loss-dtype must be compute or f32, got " + lossDtypeOpt);
+    return false;
+  }
+  if (lossDtypeOpt == "f32" && ov.f64) {
+    error("--loss-dtype f32 would round the f64 logits; use it with --dtype "
+          "f32");
+    return false;
+  }
+  ov.lossF32 = lossDtypeOpt == "f32";
   return true;
 }
 

@@ -24,6 +24,11 @@ struct Overrides {
   /// Element type of parameters and activations: false f32 (default), true f64
   /// (used by tests that check sharded runs to tighter tolerances).
   bool f64 = false;
+  /// The loss's precision (fsdp-import --loss-dtype f32): the logits pass an
+  /// nn.cast to f32 before nn.cross_entropy, as torchtitan's
+  /// cross_entropy(pred.flatten(0, 1).float(), ...) upcasts them; false (the
+  /// default): nn.cross_entropy reads the logits in the compute dtype.
+  bool lossF32 = false;
 };
 
 class ConfigReader {

@@ -377,7 +377,10 @@ def FSDPShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
     gathered parameters and of compute, `reduce-dtype` that of gradient
     reduction; the shards keep the parameters' dtype and are cast as they
     are gathered, or with `master-weights=separate` a persistent
-    param-dtype copy is kept beside them. With fsdp-micro-batch,
+    param-dtype copy is kept beside them. An `nn.cast` of the logits before
+    `nn.cross_entropy` (fsdp-import --loss-dtype f32) keeps its f32 target
+    and its VJP casts the dlogits back to param-dtype; without mixed
+    precision such identity casts are removed. With fsdp-micro-batch,
     `accumulate=sharded` reduces each micro-batch's gradients and sums the
     shards (a running sum marked `nn.accumulate`, which fsdp-schedule moves
     to each reduction's wait and the memory plan writes in place, so that one
