@@ -5,9 +5,6 @@
 // batch split, makes the transfers between stages asynchronous
 // point-to-point ops (docs/pipeline-parallel.md).
 //
-// A receive starts when the previous receive has been waited for, one part
-// before its own wait (overlap with that part's compute).
-//
 // Schedules, stage s of P, m micro-batches (F_j / B_j: micro-batch j's
 // forward / backward on this stage):
 //   gpipe (Huang et al., GPipe, 2019, Fig. 2): F_0 .. F_{m-1}, B_0 .. B_{m-1}.
@@ -542,18 +539,6 @@ protected:
       if (mb)
         wait->setAttr(nn::kMicroBatchAttr, mb);
       send.erase();
-    }
-    // Overlap: each receive starts as soon as the previous receive is
-    // waited for (one part of the schedule before its own wait), not right
-    // before its wait, so that its transfer runs during that part's compute
-    // (its buffer is then live from there: the memory plan counts it).
-    Operation *lastRecvWait = nullptr;
-    for (Operation &op : llvm::make_early_inc_range(block)) {
-      if (isa<RecvOp>(op) && lastRecvWait)
-        op.moveAfter(lastRecvWait);
-      else if (auto w = dyn_cast<WaitOp>(op);
-               w && w.getToken().getDefiningOp<RecvOp>())
-        lastRecvWait = w;
     }
   }
 };
