@@ -172,32 +172,53 @@ int64_t peakRssBytes() {
 
 nlohmann::json gatherProfile(bool enabled, const StepLog &log,
                              int64_t worldSize) {
-  // Per-op seconds and calls per step, mean over ranks (every rank runs the
-  // same instructions, so the sorted op names agree).
+  // Per-op seconds and calls per step, mean over the job's ranks. The ranks
+  // need not run the same instructions (a pipeline's stages do not), so each
+  // rank's table travels as JSON text and is merged by op name; an op a rank
+  // never ran counts zero there.
   nlohmann::json profile = nlohmann::json::object();
   if (!enabled)
     return profile;
-  int64_t n = worldSize;
-  int count = fsdp_profile_count();
-  std::vector<double> local(2 * count + 1), sum(2 * count + 1);
   double timedSteps = static_cast<double>(log.stepTimes.size());
   double inSteps = 0;
-  for (int i = 0; i < count; ++i) {
-    local[2 * i] = fsdp_profile_seconds(i) / timedSteps;
-    local[2 * i + 1] = static_cast<double>(fsdp_profile_calls(i)) / timedSteps;
+  nlohmann::json local = nlohmann::json::object();
+  for (int i = 0, count = fsdp_profile_count(); i < count; ++i) {
+    local[fsdp_profile_op(i)] = {fsdp_profile_seconds(i) / timedSteps,
+                                 static_cast<double>(fsdp_profile_calls(i)) /
+                                     timedSteps};
     inSteps += fsdp_profile_seconds(i);
   }
   // Not in any instruction: the data upload, binding the inputs, the
   // carried state's copies, the final waits' bookkeeping, the loss read.
-  local[2 * count] = (log.profiledSeconds - inSteps) / timedSteps;
-  MPI_Allreduce(local.data(), sum.data(), 2 * count + 1, MPI_DOUBLE, MPI_SUM,
+  local["(step set-up)"] = {(log.profiledSeconds - inSteps) / timedSteps, 1.0};
+  std::string text = local.dump();
+  int ranks = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  int length = static_cast<int>(text.size());
+  std::vector<int> lengths(ranks), offsets(ranks);
+  MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT,
                 MPI_COMM_WORLD);
-  for (int i = 0; i < count; ++i)
-    profile[fsdp_profile_op(i)] = {
-        {"seconds", sum[2 * i] / static_cast<double>(n)},
-        {"calls", sum[2 * i + 1] / static_cast<double>(n)}};
-  profile["(step set-up)"] = {
-      {"seconds", sum[2 * count] / static_cast<double>(n)}, {"calls", 1}};
+  int total = 0;
+  for (int r = 0; r < ranks; ++r) {
+    offsets[r] = total;
+    total += lengths[r];
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  MPI_Allgatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(),
+                 offsets.data(), MPI_CHAR, MPI_COMM_WORLD);
+  std::map<std::string, std::pair<double, double>> sum;
+  for (int r = 0; r < ranks; ++r) {
+    // Named: a temporary's items() would dangle in the range-for.
+    nlohmann::json table = nlohmann::json::parse(all.substr(
+        static_cast<size_t>(offsets[r]), static_cast<size_t>(lengths[r])));
+    for (auto &[op, v] : table.items()) {
+      sum[op].first += v[0].get<double>();
+      sum[op].second += v[1].get<double>();
+    }
+  }
+  auto n = static_cast<double>(worldSize);
+  for (auto &[op, v] : sum)
+    profile[op] = {{"seconds", v.first / n}, {"calls", v.second / n}};
   return profile;
 }
 

@@ -48,8 +48,9 @@ struct StepLog {
   double profiledSeconds = 0; ///< this rank's wall time of the timed steps
 };
 
-/// Per-op seconds and calls per timed step, mean over ranks, plus "(step
-/// set-up)": the time in no instruction. An empty object unless `enabled`
+/// Per-op seconds and calls per timed step, mean over the job's ranks (an op
+/// a rank did not run, e.g. another pipeline stage's, counts zero there), plus
+/// "(step set-up)": the time in no instruction. An empty object unless `enabled`
 /// (--profile). Collective over MPI_COMM_WORLD when enabled.
 nlohmann::json gatherProfile(bool enabled, const StepLog &log,
                              int64_t worldSize);
