@@ -50,7 +50,8 @@ struct StepLog {
 
 /// Per-op seconds and calls per timed step, mean over the job's ranks (an op
 /// a rank did not run, e.g. another pipeline stage's, counts zero there), plus
-/// "(step set-up)": the time in no instruction. An empty object unless `enabled`
+/// "(step set-up)": the time in no instruction. An empty object unless
+/// `enabled`
 /// (--profile). Collective over MPI_COMM_WORLD when enabled.
 nlohmann::json gatherProfile(bool enabled, const StepLog &log,
                              int64_t worldSize);
