@@ -348,7 +348,7 @@ FailureOr<json> mlir::fsdp::buildPipelineReport(ModuleOp module,
     peaks.push_back(r["per_rank"]["peak_bytes"]);
     const json *pp = r.contains("pipeline") ? &r["pipeline"] : nullptr;
     gather.push_back(pp && pp->contains("gather") ? (*pp)["gather"]
-                                                   : json(nullptr));
+                                                  : json(nullptr));
   }
   top["pipeline_stages"] = p;
   top["stage_peak_bytes"] = std::move(peaks);

@@ -714,9 +714,9 @@ private:
       return module.emitError()
              << "the cluster spec's values make the predicted step time "
                 "overflow (check its rates, efficiencies and overheads)";
-    r.exposedComm = std::max(0.0, r.stepTime - r.computeTime -
-                                      r.contentionTime - r.hostTime -
-                                      r.tpExposed - r.p2pExposed - r.p2pStall);
+    r.exposedComm =
+        std::max(0.0, r.stepTime - r.computeTime - r.contentionTime -
+                          r.hostTime - r.tpExposed - r.p2pExposed - r.p2pStall);
     r.firstGatherTime = std::max(firstGather, 0.0);
     r.lastReduceTime = lastReduce;
     // Besides the ops, the compute stream must do the host work and the

@@ -9,10 +9,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ClusterSpecCache.h"
+#include "PipelineChunks.h"
+#include "PipelineReport.h"
 #include "fsdp/Analysis/PipelineMemory.h"
 #include "fsdp/Analysis/PlanReport.h"
-#include "PipelineReport.h"
-#include "PipelineChunks.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -266,10 +266,9 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
                << " with pp-schedule=interleaved-1f1b";
       // Interleaving composes with what is tested with it (GPT-2 untied,
       // Llama; dp = 1, 2 full-shard): the rest is refused until tested.
-      if (interleaved &&
-          (tp > 1 || mode != ActivationCheckpoint::None ||
-           maxGradNorm.getValue().has_value() ||
-           strategy == Strategy::HybridShard || lossScaling))
+      if (interleaved && (tp > 1 || mode != ActivationCheckpoint::None ||
+                          maxGradNorm.getValue().has_value() ||
+                          strategy == Strategy::HybridShard || lossScaling))
         return module.emitError()
                << "fsdp-pipeline: pp-schedule=interleaved-1f1b is not "
                   "supported yet with tp > 1, activation checkpointing, "

@@ -62,11 +62,11 @@ LogicalResult mlir::fsdp::writePipelineOutputs(ModuleOp module,
     return writeFile(module, report, "report", r->dump(2) + "\n");
   // The pipeline's header, its simulated step (with a cluster), then each
   // stage's plan and, with a cluster, its simulated line.
-  std::string text = "fsdp-opt pipeline plan: " +
-                     (*r)["pipeline_stages"].dump() + " stages over " +
-                     (*r)["world_size"].dump() +
-                     " ranks; peak bytes per rank by stage " +
-                     (*r)["stage_peak_bytes"].dump() + "\n";
+  std::string text =
+      "fsdp-opt pipeline plan: " + (*r)["pipeline_stages"].dump() +
+      " stages over " + (*r)["world_size"].dump() +
+      " ranks; peak bytes per rank by stage " +
+      (*r)["stage_peak_bytes"].dump() + "\n";
   if (spec)
     text += formatPlanReport(*r);
   char line[256];
