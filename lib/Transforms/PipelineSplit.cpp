@@ -198,38 +198,8 @@ protected:
       stageOf[op] = stageOfSegment(segment[i]);
     int64_t s = ppStage;
 
-    // A parameter used on two stages (tied weights): each keeps a copy,
-    // marked with the other stage, whose gradients
-    // fsdp-pipeline-micro-batch sums between the two (Megatron-LM keeps the
-    // word embedding on the first and the last stage alike).
-    for (BlockArgument a : fn.getArguments()) {
-      auto fqn =
-          fn.getArgAttrOfType<StringAttr>(a.getArgNumber(), nn::kParamAttr);
-      if (!fqn)
-        continue;
-      std::set<int64_t> stages;
-      for (Operation *u : a.getUsers())
-        stages.insert(stageOf.lookup(u));
-      if (stages.size() > 2)
-        return fail(a.getLoc(),
-                    "parameter '" + fqn.getValue().str() + "' is used by " +
-                        std::to_string(stages.size()) +
-                        " stages: tied weights are shared by two stages at "
-                        "most");
-      // The exchange pairs ranks' stages; under interleaving the two copies
-      // sit on virtual stages (untested): refused.
-      if (stages.size() == 2 && ppChunks > 1)
-        return fail(a.getLoc(),
-                    "parameter '" + fqn.getValue().str() +
-                        "' is tied across two virtual stages: tied weights "
-                        "are not supported with pp-chunks > 1 yet");
-      if (stages.size() == 2 && stages.count(s))
-        fn.setArgAttr(a.getArgNumber(), kPPTiedPeerAttr,
-                      OpBuilder(&getContext())
-                          .getI64IntegerAttr(*stages.begin() == s
-                                                 ? *stages.rbegin()
-                                                 : *stages.begin()));
-    }
+    if (failed(markTiedWeights(fn, stageOf, s)))
+      return signalPassFailure();
 
     if (failed(buildStage(fn, ops, stageOf)))
       return signalPassFailure();
@@ -240,6 +210,46 @@ protected:
       module->setAttr(kPipelineChunksAttr, b.getI64IntegerAttr(ppChunks));
       module->setAttr(kPPChunkAttr, b.getI64IntegerAttr(s / pp));
     }
+  }
+
+  /// A parameter used on two stages (tied weights): each keeps a copy,
+  /// marked with the other stage, whose gradients fsdp-pipeline-micro-batch
+  /// sums between the two (Megatron-LM keeps the word embedding on the first
+  /// and the last stage alike). Fails with a diagnostic on a parameter of
+  /// three stages or of two virtual stages.
+  LogicalResult
+  markTiedWeights(func::FuncOp fn,
+                  const llvm::DenseMap<Operation *, int64_t> &stageOf,
+                  int64_t s) {
+    for (BlockArgument a : fn.getArguments()) {
+      auto fqn =
+          fn.getArgAttrOfType<StringAttr>(a.getArgNumber(), nn::kParamAttr);
+      if (!fqn)
+        continue;
+      std::set<int64_t> stages;
+      for (Operation *u : a.getUsers())
+        stages.insert(stageOf.lookup(u));
+      if (stages.size() > 2)
+        return failAt(a.getLoc(),
+                      "parameter '" + fqn.getValue().str() + "' is used by " +
+                          std::to_string(stages.size()) +
+                          " stages: tied weights are shared by two stages at "
+                          "most");
+      // The exchange pairs ranks' stages; under interleaving the two copies
+      // sit on virtual stages (untested): refused.
+      if (stages.size() == 2 && ppChunks > 1)
+        return failAt(a.getLoc(),
+                      "parameter '" + fqn.getValue().str() +
+                          "' is tied across two virtual stages: tied weights "
+                          "are not supported with pp-chunks > 1 yet");
+      if (stages.size() == 2 && stages.count(s))
+        fn.setArgAttr(a.getArgNumber(), kPPTiedPeerAttr,
+                      OpBuilder(&getContext())
+                          .getI64IntegerAttr(*stages.begin() == s
+                                                 ? *stages.rbegin()
+                                                 : *stages.begin()));
+    }
+    return success();
   }
 
   /// Keeps stage `ppStage`'s ops of `fn` (`stageOf` each op's stage): the
@@ -356,8 +366,11 @@ protected:
   }
 
   void fail(Location loc, const std::string &message) {
-    emitError(loc) << "fsdp-pipeline-split: " << message;
+    (void)failAt(loc, message);
     signalPassFailure();
+  }
+  static LogicalResult failAt(Location loc, const std::string &message) {
+    return emitError(loc) << "fsdp-pipeline-split: " << message;
   }
 };
 } // namespace
