@@ -100,7 +100,10 @@ protected:
     FailureOr<json> r = buildPlanReport(module);
     if (failed(r))
       return signalPassFailure();
-    if (hasCluster) {
+    // A pipeline stage is simulated with the other stages once all are
+    // planned (fsdp-pipeline's writePipelineOutputs); alone it would be
+    // simulated for nothing.
+    if (hasCluster && !module->hasAttr(kPipelineStageAttr)) {
       const ClusterSpec *spec = clusterSpecs->get();
       if (!spec) {
         module.emitError() << "fsdp-memory-plan: " << clusterSpecs->getError();

@@ -73,7 +73,10 @@ FailureOr<PipelineSimResult> simulatePipeline(const ClusterSpec &spec,
 /// (with its simulation, bubble_fraction, idle_s and p2p keys when `spec`
 /// is given); at the top the report of the stage with the most device bytes
 /// (the one that must fit), the whole model's params, world_size N, the
-/// "pipeline" object and, with `spec`, the pipeline's predicted step and
+/// "pipeline" object, "pipeline_stages" P, "stage_peak_bytes" (each stage's
+/// per_rank.peak_bytes, bytes per rank of that stage) and "stage_gather" (each
+/// stage's pp-gather decision, or null) and, with `spec`, the pipeline's
+/// predicted step and
 /// bubble_fraction, the other simulation keys of its busiest stage (least
 /// idle), bubble_s (that stage's idle) and the most p2p_bytes / p2p_s /
 /// p2p_exposed_s of any stage. `sim` receives the simulation if not null.
