@@ -245,11 +245,27 @@ void Parser::parseHeader(int64_t expectedWorldSize) {
       throw Error(src + ": pipeline stage " +
                   std::to_string(p.pipelineStageValue) + " of " +
                   std::to_string(p.pipelineStagesValue) + " is out of range");
-    p.pipelineScheduleName = pl.value("schedule", std::string());
+    p.pipelineScheduleName = pl.contains("schedule")
+                                 ? strField(pl, "schedule", src + ": pipeline")
+                                 : std::string();
+    if (pl.contains("schedule") &&
+        !contains({"gpipe", "1f1b", "interleaved-1f1b"},
+                  p.pipelineScheduleName))
+      throw Error(src + ": pipeline: unknown schedule '" +
+                  p.pipelineScheduleName +
+                  "' (supported: gpipe, 1f1b, interleaved-1f1b)");
     p.pipelineMicroBatchesValue =
         pl.contains("micro_batches")
             ? intField(pl, "micro_batches", src + ": pipeline")
             : 0;
+    // fsdp-pipeline's own rule (m >= P); the transfers' tags and the
+    // watchdog's message decode the micro-batch with m.
+    if (pl.contains("micro_batches") &&
+        p.pipelineMicroBatchesValue < p.pipelineStagesValue)
+      throw Error(src + ": pipeline: micro_batches " +
+                  std::to_string(p.pipelineMicroBatchesValue) +
+                  " must be >= the " + std::to_string(p.pipelineStagesValue) +
+                  " stages (each stage needs a micro-batch in flight)");
   }
   p.globalBatchValue =
       root.contains("global_batch") ? intField(root, "global_batch", src) : 0;
