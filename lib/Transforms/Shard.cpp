@@ -140,11 +140,17 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
       return dp;
     }
     int64_t group = shardSize > 0 ? shardSize : dp;
+    // Under fsdp-pipeline this module is one stage of N / pp ranks: name the
+    // user's world-size, not the stage's.
+    auto stages = module->getAttrOfType<IntegerAttr>(kPipelineStagesAttr);
     if (dp % group != 0)
       return module.emitError()
              << "fsdp-shard: hybrid-shard needs shard-size to divide "
-             << (tp > 1 ? "the data-parallel size world-size / tp "
-                        : "world-size ")
+             << (stages && stages.getInt() > 1
+                     ? "a pipeline stage's data-parallel size world-size / "
+                       "(pp x tp) "
+                 : tp > 1 ? "the data-parallel size world-size / tp "
+                          : "world-size ")
              << dp << ", got " << group;
     return group;
   }

@@ -238,18 +238,34 @@ void Parser::parseHeader(int64_t expectedWorldSize) {
     const json &pl = root["pipeline"];
     if (!pl.is_object())
       throw Error(src + ": 'pipeline' must be an object");
-    p.pipelineStagesValue = intField(pl, "stages", src + ": pipeline");
-    p.pipelineStageValue = intField(pl, "stage", src + ": pipeline");
+    const std::string ctx = src + ": pipeline";
+    p.pipelineStagesValue = intField(pl, "stages", ctx);
+    p.pipelineStageValue = intField(pl, "stage", ctx);
     if (p.pipelineStagesValue < 1 || p.pipelineStageValue < 0 ||
         p.pipelineStageValue >= p.pipelineStagesValue)
       throw Error(src + ": pipeline stage " +
                   std::to_string(p.pipelineStageValue) + " of " +
                   std::to_string(p.pipelineStagesValue) + " is out of range");
-    p.pipelineScheduleName = pl.value("schedule", std::string());
-    p.pipelineMicroBatchesValue =
-        pl.contains("micro_batches")
-            ? intField(pl, "micro_batches", src + ": pipeline")
-            : 0;
+    if (pl.contains("schedule")) {
+      p.pipelineScheduleName = strField(pl, "schedule", ctx);
+      if (!contains({"gpipe", "1f1b", "interleaved-1f1b"},
+                    p.pipelineScheduleName))
+        throw Error(ctx + ": unknown schedule '" + p.pipelineScheduleName +
+                    "' (supported: gpipe, 1f1b, interleaved-1f1b)");
+    }
+    auto optional = [&](const char *key, int64_t absent) {
+      return pl.contains(key) ? intField(pl, key, ctx) : absent;
+    };
+    int64_t &m = p.pipelineMicroBatchesValue, &v = p.pipelineChunksValue;
+    m = optional("micro_batches", 0);
+    v = optional("chunks", 1);
+    // fsdp-pipeline's rules; the tags (and the watchdog) decode with m, v.
+    if (pl.contains("micro_batches") && m < p.pipelineStagesValue)
+      throw Error(ctx + ": micro_batches " + std::to_string(m) +
+                  " must be >= the " + std::to_string(p.pipelineStagesValue) +
+                  " stages (each stage needs a micro-batch in flight)");
+    if (v < 1)
+      throw Error(ctx + ": chunks " + std::to_string(v) + " must be >= 1");
   }
   p.globalBatchValue =
       root.contains("global_batch") ? intField(root, "global_batch", src) : 0;

@@ -76,12 +76,18 @@ struct Block {
 /// The blocks of `rank`'s file, in file order, and its size in bytes. A
 /// unit replicated in the tensor-parallel group (fsdp-wrap's
 /// `unit.tp_replicated`: no parameter with a tensor_slice) is written by
-/// tensor-parallel rank 0 only.
-std::vector<Block> fileBlocks(const Program &p, int64_t rank, uint64_t &bytes) {
+/// tensor-parallel rank 0 only; a unit whose parameters an earlier pipeline
+/// stage saves (`tied`, heldByEarlierStage) by none.
+std::vector<Block> fileBlocks(const Program &p, int64_t rank, uint64_t &bytes,
+                              const std::set<std::string> &tied) {
   std::vector<Block> blocks;
   bytes = 0;
   for (const UnitDesc &u : p.units())
     for (const char *role : fsdp::schedule::kStateRoles) {
+      if (!tied.empty() &&
+          std::all_of(u.params.begin(), u.params.end(),
+                      [&](const ParamDesc &q) { return tied.count(q.fqn); }))
+        continue;
       const IoDesc *io = p.findUnitInput(role, u.name);
       bool split = std::any_of(u.params.begin(), u.params.end(),
                                [](const ParamDesc &q) { return q.tpDim >= 0; });
@@ -126,13 +132,14 @@ using SavedMap = std::map<std::pair<std::string, std::string>, Saved>;
 /// `saved`: shapes are the global ones, a tensor-parallel slice's ranges
 /// say which slice they index.
 void addRanges(const Program &prog, int rank, const std::vector<Block> &blocks,
-               size_t file, SavedMap &saved) {
+               size_t file, SavedMap &saved,
+               const std::set<std::string> &tied) {
   for (const Block &b : blocks) {
     int64_t es = floatBytes(b.dtype);
     forEachParamIn(
         *b.unit, b.begin, b.end,
         [&](const ParamDesc &p, int64_t lo, int64_t hi) {
-          if (!writesParam(prog, p, rank))
+          if (!writesParam(prog, p, rank) || tied.count(p.fqn))
             return;
           Saved &s = saved[{p.fqn, b.role}];
           s.shape = globalShapeOf(p);
@@ -154,15 +161,16 @@ void addRanges(const Program &prog, int rank, const std::vector<Block> &blocks,
 /// `first`): its ranks' files (world ranks first.., without CRCs), the
 /// (FQN, role) ranges of its units (file indices into the part's files;
 /// under pipeline parallelism each tensor says its stage) and its roles.
-json stageIndexPart(const Program &prog, int64_t first) {
+json stageIndexPart(const Program &prog, int64_t first,
+                    const std::set<std::string> &tied) {
   SavedMap saved;
   json files = json::array();
   for (int64_t r = 0; r < prog.worldSize(); ++r) {
     uint64_t b = 0;
-    std::vector<Block> bl = fileBlocks(prog, r, b);
+    std::vector<Block> bl = fileBlocks(prog, r, b, tied);
     if (bl.empty())
       continue;
-    addRanges(prog, static_cast<int>(r), bl, files.size(), saved);
+    addRanges(prog, static_cast<int>(r), bl, files.size(), saved, tied);
     files.push_back(
         {{"rank", first + r}, {"path", rankFile(first + r)}, {"bytes", b}});
   }
@@ -371,7 +379,8 @@ void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
   // This rank's file: its written copies of every state buffer (named by
   // its world rank: one directory for every pipeline stage).
   uint64_t bytes = 0;
-  std::vector<Block> blocks = fileBlocks(prog, stageRank, bytes);
+  const std::set<std::string> tied = heldByEarlierStage(prog);
+  std::vector<Block> blocks = fileBlocks(prog, stageRank, bytes, tied);
   uint32_t crc = crc32(0L, Z_NULL, 0);
   if (!blocks.empty()) {
     std::string path = tmp + "/" + rankFile(rank);
@@ -403,7 +412,8 @@ void saveCheckpoint(const std::string &dir, const Executor &ex, int64_t step,
 
   // Each stage's rank 0 describes its stage's files and tensors (they
   // follow from its program alone); world rank 0 merges the stages' parts.
-  json part = stageRank == 0 ? stageIndexPart(prog, rank) : json::object();
+  json part =
+      stageRank == 0 ? stageIndexPart(prog, rank, tied) : json::object();
   json merged = mergeStageParts(prog, part, stageRank == 0, rank);
   if (rank == 0) {
     for (json &f : merged["files"])

@@ -103,6 +103,18 @@ std::vector<ModelParam> modelParams(const Program &p) {
   return all;
 }
 
+std::set<std::string> heldByEarlierStage(const Program &p) {
+  std::set<std::string> earlier, tied;
+  if (p.pipelineStages() <= 1)
+    return tied;
+  for (const ModelParam &m : modelParams(p)) // stage order
+    if (m.stage < p.pipelineStage())
+      earlier.insert(m.fqn);
+    else if (m.stage == p.pipelineStage() && earlier.count(m.fqn))
+      tied.insert(m.fqn);
+  return tied;
+}
+
 json mergeStageParts(const Program &p, const json &mine, bool leader,
                      int worldRank) {
   if (p.pipelineStages() <= 1)

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,14 @@ struct ModelParam {
 /// Collective over MPI_COMM_WORLD when P > 1 (the stage leaders' lists,
 /// gathered on every rank). Throws fsdp::Error on an MPI failure.
 std::vector<ModelParam> modelParams(const fsdp::schedule::Program &p);
+
+/// The FQNs of this program's stage that an earlier stage also holds: a
+/// weight tied across stages, which fsdp-pipeline-split keeps on every stage
+/// that uses it, the copies equal (docs/pipeline-parallel.md, "Tied
+/// weights"). A checkpoint saves such a parameter once, from the first stage
+/// that holds it. Empty when P = 1; collective over MPI_COMM_WORLD when
+/// P > 1 (modelParams).
+std::set<std::string> heldByEarlierStage(const fsdp::schedule::Program &p);
 
 /// Checkpoint save under pipeline parallelism: every stage leader's part of
 /// the index ({"files": [...], "tensors": [...], "roles": [...]}, file

@@ -40,13 +40,12 @@ int64_t awaitedTransfer(const Program &p, int64_t inst, int64_t awaited) {
   return -1;
 }
 
-/// "stage s is waiting for the gradient of micro-batch k from stage t (the
-/// fsdp.recv of ...)": the micro-batch and direction from the transfer's
-/// tag, (boundary value · m + micro-batch) · 2 + (1 for a gradient)
-/// (docs/pipeline-parallel.md).
-std::string describeTransfer(const Program &p, int64_t t) {
+} // namespace
+
+std::string describePipelineTransfer(const Program &p, int64_t t) {
   const schedule::Instruction &in = p.instructions()[static_cast<size_t>(t)];
-  int64_t tag = in.integer("tag"), peer = in.integer("peer");
+  int64_t tag = in.integer("tag") / p.pipelineChunks(),
+          peer = in.integer("peer");
   int64_t m = p.pipelineMicroBatches();
   std::string what = (tag % 2 ? "the gradient of micro-batch "
                               : "the activation of micro-batch ") +
@@ -59,8 +58,6 @@ std::string describeTransfer(const Program &p, int64_t t) {
          " (" + p.where(static_cast<size_t>(t)) + "): " + other +
          " is stopped, dead or running something else";
 }
-
-} // namespace
 
 Watchdog::Watchdog(double timeout, const Executor &ex, int rank)
     : timeout(timeout), ex(ex), rank(rank), thread([this] { loop(); }) {}
@@ -107,7 +104,7 @@ void Watchdog::loop() {
       where = (i >= 0 && static_cast<size_t>(i) < n
                    ? "; it is in " + p.where(static_cast<size_t>(i)) + ", "
                    : std::string("; at the step's end, ")) +
-              describeTransfer(p, t);
+              describePipelineTransfer(p, t);
     } else if (i >= 0 && static_cast<size_t>(i) < n) {
       const std::string &op = p.instructions()[static_cast<size_t>(i)].op;
       bool isColl = op == "fsdp.all_gather" || op == "fsdp.reduce_scatter" ||

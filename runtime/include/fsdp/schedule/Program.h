@@ -232,6 +232,9 @@ public:
   /// a transfer's tag encodes: tag = (boundary value · m + micro-batch) · 2
   /// + (1 for a gradient).
   int64_t pipelineMicroBatches() const { return pipelineMicroBatchesValue; }
+  /// Interleaved 1F1B's chunks v per rank ("chunks"; 1 when absent): its
+  /// tags are the value above · v + (the sending virtual stage) / P.
+  int64_t pipelineChunks() const { return pipelineChunksValue; }
   const std::vector<UnitDesc> &units() const { return unitList; }
   const std::map<int64_t, BufferDesc> &buffers() const { return bufferMap; }
   const std::vector<IoDesc> &inputs() const { return inputList; }
@@ -286,7 +289,7 @@ private:
   std::string strategyName = kStrategies[0];
   int64_t replicasValue = 1, shardSizeValue = 1, tensorParallelValue = 1;
   int64_t pipelineStagesValue = 1, pipelineStageValue = 0,
-          pipelineMicroBatchesValue = 0;
+          pipelineMicroBatchesValue = 0, pipelineChunksValue = 1;
   std::string pipelineScheduleName;
   uint64_t wholeFingerprint = 0, jobFingerprintValue = 0;
   std::vector<UnitDesc> unitList;

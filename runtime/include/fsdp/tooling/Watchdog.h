@@ -40,6 +40,17 @@ private:
   std::thread thread; // last: started once the members above exist
 };
 
+/// How the watchdog names pipeline transfer `t` (an fsdp.send or fsdp.recv
+/// instruction of `p`): "stage s is waiting for the gradient of
+/// micro-batch k from stage t (<where t is>): stage t is stopped, dead or
+/// running something else", or "... for stage t to receive the activation
+/// of micro-batch k ...". The direction and micro-batch come from its tag,
+/// (boundary value · m + micro-batch) · 2 + (1 for a gradient), times v
+/// plus the sending chunk / P under interleaved 1F1B with v chunks
+/// (runtime/docs/schedule-format.md, "Pipeline parallelism").
+std::string describePipelineTransfer(const fsdp::schedule::Program &p,
+                                     int64_t t);
+
 } // namespace fsdp::tooling
 
 #endif // FSDP_TOOLING_WATCHDOG_H
