@@ -32,6 +32,10 @@ gets n_positions = seq (MPT's max_seq_len). A row's `loss_dtype` ("f32": the
 logits are upcast before the loss, torchtitan's pred.float()) is passed to
 fsdp-import as --loss-dtype; without it the loss reads the compute dtype.
 
+A row with `plan_deferred` (a sentence: why, e.g. the planner's time at its
+micro-batch count) is left out of the default run, with a line saying so,
+and planned when --rows names it.
+
 usage: bench/fidelity/fidelity.py [--build DIR | --tools-on-path] [--rows ID,ID]
                                   [--json OUT] [--rows-file PATH] [--jobs N]
 Exit status 1 with a message naming the row when a row cannot be planned.
@@ -147,6 +151,13 @@ def main():
         if unknown:
             sys.exit("fidelity.py: --rows: no row '%s' in %s" % (unknown[0], a.rows_file))
         rows = [r for r in rows if r["id"] in want]
+    else:
+        # A row whose plan takes too long for the default run (its
+        # `plan_deferred` says why) is planned only when --rows names it.
+        for r in rows:
+            if "plan_deferred" in r:
+                print("deferred (plan it with --rows %s): %s" % (r["id"], r["plan_deferred"]))
+        rows = [r for r in rows if "plan_deferred" not in r]
     results = []
     with tempfile.TemporaryDirectory() as tmp, \
             concurrent.futures.ThreadPoolExecutor(max(1, a.jobs)) as pool:
