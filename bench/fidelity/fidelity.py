@@ -10,15 +10,31 @@ against the published memory where a row gives one ("ok" within 15%, else
 published run did fit).
 
 Each row is planned as its publication ran it: global batch = micro_batch x
-grad_accum x world_size / tp sequences of `seq` tokens (tp: a row's
-tensor-parallel degree, default 1, planned with `tp=T`), `micro-batches=grad_accum
-accumulate=sharded` (FSDP reduce-scatters every micro-batch), one FSDP unit
-per transformer block (`policy=block`), bf16 parameters with the row's reduce
-dtype, the row's activation checkpointing, prefetch `fsdp2` for torchtitan
-(FSDP2: torchtitan, KempnerForge) and `fsdp1` for Composer (FSDP1). A GPT-2-type config (the MPT rows)
+grad_accum x world_size / (tp x pp) sequences of `seq` tokens (tp, pp: a
+row's tensor- and pipeline-parallel degrees, default 1), `micro-batches=grad_accum
+accumulate=A` (A: the row's `accumulate`, default sharded: FSDP reduce-scatters
+every micro-batch; `unsharded` for DDP's one all-reduce per step), the row's
+`strategy` (default full-shard), one FSDP unit
+per transformer block (`policy=block`), the row's parameter and reduce
+dtypes, the row's activation checkpointing, prefetch `fsdp2` for torchtitan
+(FSDP2: torchtitan, KempnerForge) and `fsdp1` for Composer (FSDP1), or the
+row's `prefetch`. Tensor parallelism: `tp=T`, with `sequence-parallel=` the
+row's `sequence_parallel` where it has one. Pipeline parallelism (pp > 1):
+`pp=P pp-schedule=S micro-batches=grad_accum` (grad_accum is then the
+pipeline's micro-batches per step), S the row's `pp_schedule` (`pp-chunks=`
+the row's `pp_chunks` under interleaved-1f1b); a row whose publication ran
+another schedule than the planner can plan says so in `published_pp_schedule`
+(printed in the breakdown). Rows with tp or pp get a second table, the
+step's breakdown from the report: compute (with recompute), exposed TP
+collectives, exposed FSDP/DP collectives, exposed point-to-point, and the
+pipeline bubble (idle seconds and fraction of the busiest stage). A GPT-2-type config (the MPT rows)
 gets n_positions = seq (MPT's max_seq_len). A row's `loss_dtype` ("f32": the
 logits are upcast before the loss, torchtitan's pred.float()) is passed to
 fsdp-import as --loss-dtype; without it the loss reads the compute dtype.
+
+A row with `plan_deferred` (a sentence: why, e.g. the planner's time at its
+micro-batch count) is left out of the default run, with a line saying so,
+and planned when --rows names it.
 
 usage: bench/fidelity/fidelity.py [--build DIR | --tools-on-path] [--rows ID,ID]
                                   [--json OUT] [--rows-file PATH] [--jobs N]
@@ -43,27 +59,38 @@ MEMORY_TOLERANCE = 0.15
 def pipeline_options(row, spec_path, report):
     opts = [
         "world-size=%d" % row["world_size"],
-        "strategy=full-shard",
+        "strategy=%s" % row.get("strategy", "full-shard"),
         "policy=block",
         "param-dtype=%s" % row["precision"]["param"],
         "reduce-dtype=%s" % row["precision"]["reduce"],
         "activation-checkpoint=%s" % row["activation_checkpoint"],
-        "prefetch=%s" % ("fsdp2" if "FSDP2" in row["stack"] else "fsdp1"),
+        "prefetch=%s" % row.get("prefetch", "fsdp2" if "FSDP2" in row["stack"] else "fsdp1"),
         "cluster=%s" % spec_path,
         "report=%s" % report,
     ]
-    if row["grad_accum"] > 1:
-        opts += ["micro-batches=%d" % row["grad_accum"], "accumulate=sharded"]
+    if row.get("pp", 1) > 1:
+        # The pipeline's micro-batches: its schedule accumulates them
+        # (pp-gather decides how a stage's gradients are reduced).
+        opts += ["pp=%d" % row["pp"], "pp-schedule=%s" % row["pp_schedule"],
+                 "micro-batches=%d" % row["grad_accum"]]
+        if row["pp_schedule"] == "interleaved-1f1b":
+            opts.append("pp-chunks=%d" % row["pp_chunks"])
+    elif row["grad_accum"] > 1:
+        opts += ["micro-batches=%d" % row["grad_accum"],
+                 "accumulate=%s" % row.get("accumulate", "sharded")]
     if row.get("tp", 1) > 1:
         opts.append("tp=%d" % row["tp"])
+        if "sequence_parallel" in row:
+            opts.append("sequence-parallel=%s" % ("true" if row["sequence_parallel"] else "false"))
     return " ".join(opts)
 
 
 def global_batch(row):
     """Sequences per optimizer step: micro_batch x grad_accum per
-    data-parallel rank (world_size / tp of them; a row's tp ranks share
-    their sequences)."""
-    return row["micro_batch"] * row["grad_accum"] * row["world_size"] // row.get("tp", 1)
+    data-parallel rank (world_size / (tp x pp) of them; a row's tp ranks
+    share their sequences, and so do the pp stages of one pipeline)."""
+    return row["micro_batch"] * row["grad_accum"] * row["world_size"] // (
+        row.get("tp", 1) * row.get("pp", 1))
 
 
 def plan(row, clusters, build, tmp):
@@ -124,6 +151,13 @@ def main():
         if unknown:
             sys.exit("fidelity.py: --rows: no row '%s' in %s" % (unknown[0], a.rows_file))
         rows = [r for r in rows if r["id"] in want]
+    else:
+        # A row whose plan takes too long for the default run (its
+        # `plan_deferred` says why) is planned only when --rows names it.
+        for r in rows:
+            if "plan_deferred" in r:
+                print("deferred (plan it with --rows %s): %s" % (r["id"], r["plan_deferred"]))
+        rows = [r for r in rows if "plan_deferred" not in r]
     results = []
     with tempfile.TemporaryDirectory() as tmp, \
             concurrent.futures.ThreadPoolExecutor(max(1, a.jobs)) as pool:
@@ -153,7 +187,15 @@ def main():
                 "fits": reserved <= spec["memory_bytes"], "mfu": report["mfu"],
                 "compute_s": report["compute_s"], "comm_s": report["comm_s"],
                 "exposed_comm_s": report["exposed_comm_s"],
-                "predicted_step_time_s": report["predicted_step_time_s"]})
+                "predicted_step_time_s": report["predicted_step_time_s"],
+                "tp": r.get("tp", 1), "pp": r.get("pp", 1), "tokens_per_step": report["tokens_per_step"],
+                "recompute_s": report.get("recompute_s", 0.0),
+                "tp_exposed_s": report.get("tp_exposed_s", 0.0),
+                "p2p_exposed_s": report.get("p2p_exposed_s", 0.0),
+                "bubble_s": report.get("bubble_s", 0.0),
+                "bubble_fraction": report.get("bubble_fraction", 0.0),
+                "planned_pp_schedule": r.get("pp_schedule", "-"),
+                "published_pp_schedule": r.get("published_pp_schedule", r.get("pp_schedule", "-"))})
     print("%-28s %-5s %10s %10s %7s %6s %7s %7s %9s %9s %9s %7s %s" % (
         "row", "split", "predicted", "measured", "ratio", "MFU", "comp s", "comm s", "peak GiB",
         "rsvd GiB", "pub GiB", "memory", "fits"))
@@ -175,6 +217,22 @@ def main():
               sum(x["memory_verdict"] == "ok" for x in mem), len(mem),
               " (reserved / published: " + ", ".join(
                   "%s %.2f" % (x["id"], x["memory_ratio"]) for x in mem) + ")" if mem else ""))
+    parallel = [x for x in results if x["tp"] > 1 or x["pp"] > 1]
+    if parallel:
+        # Where a tp / pp row's predicted step goes (the report's figures; for
+        # pp > 1 the busiest stage's compute and collectives, the pipeline's
+        # bubble: idle / busy of that stage, Narayanan et al. SC'21 Sec. 2.2).
+        print("breakdown of the tp / pp rows (seconds per step): "
+              "compute incl. recompute, exposed TP, exposed FSDP/DP, exposed p2p, bubble")
+        print("%-28s %3s %3s %8s %8s %8s %8s %8s %8s %14s %s" % (
+            "row", "tp", "pp", "step", "compute", "recomp", "TP exp", "DP exp", "p2p exp",
+            "bubble (frac)", "schedule planned / published"))
+        for x in parallel:
+            print("%-28s %3d %3d %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %7.3f (%.3f) %s / %s" % (
+                x["id"], x["tp"], x["pp"], x["predicted_step_time_s"], x["compute_s"],
+                x["recompute_s"], x["tp_exposed_s"], x["exposed_comm_s"], x["p2p_exposed_s"],
+                x["bubble_s"], x["bubble_fraction"], x["planned_pp_schedule"],
+                x["published_pp_schedule"]))
     if a.json:
         json.dump(results, open(a.json, "w"), indent=1)
 

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Plots fidelity.py's --json output: predicted vs measured tokens/s per GPU,
-log-log, one point per published row, train and test rows marked, with the
+log-log, one point per published row, train rows, test rows and test rows
+with pipeline parallelism marked, with the
 y = x line and the +-10% and +-25% bands (the issue's mean and worst bounds
 as ratios, exp(0.10) and exp(0.25)).
 
@@ -29,8 +30,16 @@ def main():
         for sign in (1, -1):
             f = math.exp(sign * bound)
             ax.plot([lo, hi], [lo * f, hi * f], color="grey", linestyle=style, linewidth=0.7)
-    for split, marker, color in (("train", "o", "tab:blue"), ("test", "s", "tab:red")):
-        pts = [r for r in rows if r["split"] == split]
+    # Test rows with pipeline parallelism (pp > 1; older JSON has no "pp")
+    # get their own marker: the planner runs them with 1F1B where some ran
+    # interleaved (bench/README.md, "Megatron-LM and Llama 3").
+    groups = (("train", "o", "tab:blue", lambda r: r["split"] == "train"),
+              ("test", "s", "tab:red", lambda r: r["split"] == "test" and r.get("pp", 1) == 1),
+              ("test, pp > 1", "^", "tab:green", lambda r: r["split"] == "test" and r.get("pp", 1) > 1))
+    for split, marker, color, member in groups:
+        pts = [r for r in rows if member(r)]
+        if not pts:
+            continue
         logs = [abs(math.log(r["ratio"])) for r in pts]
         ax.scatter([r["measured_tokens_per_s_per_gpu"] for r in pts],
                    [r["predicted_tokens_per_s_per_gpu"] for r in pts], marker=marker, color=color,
