@@ -73,7 +73,7 @@ def row_spec(row, clusters, d):
     efficiency.elementwise_traffic is PyTorch eager's (unfused elementwise
     kernels); a row that ran torch.compile (`"compile": true`) gets a copy
     written to directory `d` with elementwise_traffic 1 (Inductor fuses each
-    elementwise chain into one pass; docs/simulator.md)."""
+    elementwise chain into one pass; docs/compute-model.md)."""
     path = os.path.join(ROOT, clusters[row["cluster"]]["spec"])
     if not row.get("compile"):
         return path
