@@ -28,7 +28,9 @@ another schedule than the planner can plan says so in `published_pp_schedule`
 step's breakdown from the report: compute (with recompute), exposed TP
 collectives, exposed FSDP/DP collectives, exposed point-to-point, and the
 pipeline bubble (idle seconds and fraction of the busiest stage). A GPT-2-type config (the MPT rows)
-gets n_positions = seq (MPT's max_seq_len). A row's `loss_dtype` ("f32": the
+gets n_positions = seq (MPT's max_seq_len). A row with "compile": true
+(torch.compile) plans with its spec's efficiency.elementwise_traffic set to 1
+(row_spec); the others with the spec's (PyTorch eager's unfused kernels). A row's `loss_dtype` ("f32": the
 logits are upcast before the loss, torchtitan's pred.float()) is passed to
 fsdp-import as --loss-dtype; without it the loss reads the compute dtype.
 
@@ -93,14 +95,30 @@ def global_batch(row):
         row.get("tp", 1) * row.get("pp", 1))
 
 
+def row_spec(row, clusters, d):
+    """The cluster spec a row runs on: its cluster's spec, whose
+    efficiency.elementwise_traffic is PyTorch eager's (unfused elementwise
+    kernels); a row that ran torch.compile (`"compile": true`) gets a copy
+    written to directory `d` with elementwise_traffic 1 (Inductor fuses each
+    elementwise chain into one pass; docs/compute-model.md)."""
+    path = os.path.join(ROOT, clusters[row["cluster"]]["spec"])
+    if not row.get("compile"):
+        return path
+    spec = json.load(open(path))
+    spec.setdefault("efficiency", {})["elementwise_traffic"] = 1.0
+    out = os.path.join(d, "spec-compiled.json")
+    json.dump(spec, open(out, "w"), indent=1)
+    return out
+
+
 def plan(row, clusters, build, tmp):
     """Plans one row; returns (row, report dict) or raises RuntimeError."""
-    spec_path = os.path.join(ROOT, clusters[row["cluster"]]["spec"])
     config = json.load(open(os.path.join(ROOT, row["model"])))
     if config.get("model_type") == "gpt2":
         config["n_positions"] = row["seq"]
     d = os.path.join(tmp, row["id"])
     os.makedirs(d, exist_ok=True)
+    spec_path = row_spec(row, clusters, d)
     cfg = os.path.join(d, "config.json")
     json.dump(config, open(cfg, "w"))
     batch = global_batch(row)

@@ -31,8 +31,12 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fidelity  # noqa: E402 (row_spec: the spec a row runs on)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SAME = ("model", "cluster", "world_size", "seq", "micro_batch", "grad_accum", "stack", "precision")
+SAME = ("model", "cluster", "world_size", "seq", "micro_batch", "grad_accum", "stack", "precision",
+        "compile")
 
 
 def main():
@@ -76,7 +80,7 @@ def main():
             group = [layout(r) for r in rows if batch_of(r) == batch]
             out = os.path.join(tmp, "advisor-%d.json" % batch)
             cmd = [os.path.join(a.build, "fsdp-sweep"), cfg,
-                   "--cluster", os.path.join(ROOT, doc["clusters"][r0["cluster"]]["spec"]),
+                   "--cluster", fidelity.row_spec(r0, doc["clusters"], tmp),
                    "--seq", str(r0["seq"]), "--gpus", str(r0["world_size"]),
                    "--global-batch-tokens", str(batch * r0["seq"]),
                    "--strategies", ",".join(sorted({s for s, _, _ in group})),

@@ -106,6 +106,11 @@ inline constexpr const char *kEffAttention = "attention";
 inline constexpr const char *kEffElementwise = "elementwise";
 /// Number in (0, 1]: of kMemoryBandwidth, for the memory term of every op.
 inline constexpr const char *kEffMemory = "memory";
+/// Number >= 1 (optional, default 1): the memory traffic of a model's
+/// elementwise-class op (norm, activation, rope, add, loss; not a cast nor
+/// the optimizer's update) as a multiple of its single-pass bytes, the
+/// framework's unfused kernels (ClusterSpec::elementwiseTraffic).
+inline constexpr const char *kEffElementwiseTraffic = "elementwise_traffic";
 
 } // namespace fsdp::cluster_spec
 

@@ -20,9 +20,8 @@
 //   operand dtype, a matmul at efficiency.matmul · K / (K +
 //   efficiency.matmul_half_k) for its reduction length K (ClusterSpec::
 //   matmulHalfK: the tile pipeline's fixed cost per output tile); every other
-//   op the f32 (CUDA-core) peak with efficiency elementwise. fsdp.flatten,
-//   fsdp.local_shard and a bucket's fsdp.pack / fsdp.unpack are copies (bytes
-//   only).
+//   op the f32 peak at efficiency elementwise, bytes × elementwise_traffic
+//   (ClusterSpec::elementwiseTraffic). fsdp.flatten etc. are copies.
 // * Collective time, ring algorithms (Thakur, Rabenseifner & Gropp, IJHPCA
 //   2005; NCCL's bus bandwidth, nccl-tests doc/PERFORMANCE.md): all-gather or
 //   reduce-scatter of S bytes (the full, gathered size) over G ranks
@@ -77,9 +76,9 @@
 //   TP (the time compute waits for FSDP collectives or does their copies,
 //   plus a communication tail); lower bound (the definition, with
 //   host work and TP) = max(compute + TP + max(host + (1 − overlap) · comm,
-//   first all-gather + last reduction), comm) — host work and the collectives'
-//   shares on the compute stream may fill the two waits, nothing else can:
-//   compute cannot start before the first unit is gathered, and the last unit's
+//   first all-gather − ops beside it + last reduction), comm) — host work,
+//   collectives' shares and (the first) ops not reading the first unit may
+//   fill the two waits: compute needs the first unit gathered, the last unit's
 //   update cannot run before its gradient is reduced (its reduction starts
 //   after the last gradient op; fsdp-optimizer updates units in wrap order, so
 //   for the models here the last-reduced unit — the one holding the embedding —
@@ -248,6 +247,12 @@ private:
       if (*out > 1)
         return fail("'" + field(key::kEfficiency, k) + "' must be in (0, 1]");
     }
+    std::string traffic = field(key::kEfficiency, key::kEffElementwiseTraffic);
+    if (eff.contains(key::kEffElementwiseTraffic) &&
+        (!number(eff, key::kEffElementwiseTraffic, traffic,
+                 s.elementwiseTraffic) ||
+         (s.elementwiseTraffic < 1 && !fail("'" + traffic + "' must be >= 1"))))
+      return false;
     return !eff.contains(key::kEffMatmulHalfK) ||
            number(eff, key::kEffMatmulHalfK,
                   field(key::kEfficiency, key::kEffMatmulHalfK), s.matmulHalfK,
@@ -552,7 +557,7 @@ private:
     ready[out] = tm;
     durationOf[op] = dur;
     if (isa<AllGatherOp>(op) && firstGather < 0)
-      firstGather = dur;
+      std::tie(firstGather, firstSpan) = std::tuple(dur, std::pair(start, tm));
     if (isa<ReduceScatterOp, AllReduceOp>(op)) {
       // HSDP's replicate all-reduce continues the same unit's reduce-scatter.
       auto chainedFrom =
@@ -596,12 +601,11 @@ private:
     ready[wait.getResult()] = operandsReady;
   }
 
-  /// K / (K + matmul_half_k) for a GEMM with reduction length K (the
-  /// input's last dimension for nn.linear; the contracted dimension of the
-  /// left operand for nn.matmul, as NNCost's flopsOf); 1 without the key.
-  double reductionFactor(Operation *op) const {
+  /// ClusterSpec::matmulEfficiency for K: nn.linear's input's last dimension,
+  /// nn.matmul's contracted one (NNCost's flopsOf).
+  double matmulEfficiency(Operation *op) const {
     if (spec.matmulHalfK <= 0)
-      return 1;
+      return spec.effMatmul;
     // A tensor as a matrix [rows, last dimension] (NNCost's rows, cols).
     auto cols = [](Value v) {
       auto t = cast<RankedTensorType>(v.getType());
@@ -617,7 +621,7 @@ private:
       k = cols(linear.getInput());
     else if (auto mm = dyn_cast<nn::MatmulOp>(op))
       k = mm.getTransposeA() ? rows(mm.getLhs()) : cols(mm.getLhs());
-    return double(k) / (double(k) + spec.matmulHalfK);
+    return spec.matmulEfficiency(k);
   }
 
   /// The roofline time of an op with a cost (nn::CostOpInterface).
@@ -644,11 +648,13 @@ private:
       peak = it->second;
       eff = isa<nn::AttentionOp, nn::AttentionGradOp>(op)
                 ? spec.effAttention
-                : spec.effMatmul * reductionFactor(op);
+                : matmulEfficiency(op);
       matmulFlopsByDtype[dtype] += flops;
     } else {
       peak = spec.peakFlops.at("f32");
       eff = spec.effElementwise;
+      if (!isa<nn::AdamWUpdateOp, nn::SgdUpdateOp, nn::CastOp>(op))
+        bytes = int64_t(double(bytes) * spec.elementwiseTraffic);
     }
     if (auto it = spec.opEfficiency.find(op->getName().getStringRef().str());
         it != spec.opEfficiency.end())
@@ -688,6 +694,8 @@ private:
     // Slower while a collective is in flight (comm_contention).
     llvm::erase_if(commBusy, [&](auto &b) { return b.second <= start; });
     double end = contendedEnd(commBusy, start, dur, spec.commContention);
+    firstFilled += std::max(0.0, std::min(end, firstSpan.second) -
+                                     std::max(start, firstSpan.first));
     if (spec.commContention > 0)
       r.contentionTime += end - start - dur;
     tc = end;
@@ -724,10 +732,11 @@ private:
     // first gather is done nor the last update before the last reduction;
     // only host work and other collectives' shares can fill those waits.
     double o = spec.commOverlap;
-    r.lowerBound = std::max(r.computeTime + r.tpTime +
-                                std::max(r.hostTime + (1 - o) * r.commTime,
-                                         r.firstGatherTime + r.lastReduceTime),
-                            r.commTime);
+    r.lowerBound = std::max(
+        r.computeTime + r.tpTime +
+            std::max(r.hostTime + (1 - o) * r.commTime,
+                     r.firstGatherTime - firstFilled + r.lastReduceTime),
+        r.commTime);
     r.mfuDtype = "f32";
     int64_t most = -1;
     for (auto &[dtype, f] : matmulFlopsByDtype)
@@ -749,7 +758,8 @@ private:
   SimResult r;
   double tc = 0, tm = 0; // the compute and communication streams' clocks
   double tt = 0;         // the tensor-parallel collectives' clock
-  double firstGather = -1, lastReduce = 0;
+  double firstGather = -1, lastReduce = 0, firstFilled = 0;
+  std::pair<double, double> firstSpan{0, 0};       // the first all-gather's
   std::vector<std::pair<double, double>> commBusy; // collectives in flight
   double ioOut = 0;
   Block::iterator next;                // the next op advance() simulates

@@ -54,6 +54,30 @@ struct ClusterSpec {
   /// matmul_interpolator_data.h, sm_90, 4096 x 4096 x K: within 2% for K =
   /// 256..4096).
   double matmulHalfK = 0;
+  /// "efficiency.elementwise_traffic" (optional, >= 1, default 1): the bytes
+  /// a model's elementwise-class op moves, as a multiple of its single-pass
+  /// bytes (nn::CostOpInterface::getBytesAccessed: read each operand, write
+  /// each result once). PyTorch eager runs a norm, rope or activation as a
+  /// chain of kernels, each reading and writing the whole tensor (torchtitan's
+  /// RMSNorm: float(), pow, mean, add, rsqrt, mul, type_as, mul weight);
+  /// torch.compile's Inductor fuses the chain into one pass (Ansel et al.,
+  /// "PyTorch 2", ASPLOS 2024, section 4), so a compiled stack's spec takes 1.
+  /// Ops that are one kernel either way keep their bytes: nn.cast (FSDP's
+  /// mixed-precision casts of flat parameters and gradients, a logits
+  /// upcast) and the optimizer's updates (nn.adamw_update, nn.sgd_update:
+  /// foreach or fused kernels). The GPU specs in
+  /// bench/clusters take PyTorch eager's 2.3 (calibrated on torchtitan's
+  /// eager against compiled runs, bench/README.md "Fidelity").
+  double elementwiseTraffic = 1;
+  /// A GEMM's efficiency for reduction length `k` (elements, >= 1):
+  /// effMatmul · k / (k + matmulHalfK), effMatmul without matmul_half_k.
+  /// A fraction of the dtype's peak FLOP/s, in (0, effMatmul].
+  double matmulEfficiency(int64_t k) const {
+    if (matmulHalfK <= 0)
+      return effMatmul;
+    double kk = double(k < 1 ? 1 : k);
+    return effMatmul * kk / (kk + matmulHalfK);
+  }
   /// "op_efficiency": per op name (nn.gelu, fsdp.flatten, ...) an efficiency
   /// in (0, 1] that replaces its class's: the FLOP term's for an op with
   /// FLOPs, efficiency.memory for a pure data-movement op.
