@@ -321,7 +321,8 @@ mlir::fsdp::planPipelineSplit(func::FuncOp fn, const PipelineSplitConfig &cfg,
   };
   PipelineSplitPlan plan;
   plan.objective = !given.empty() ? "given" : cfg.spec ? "time" : "flops";
-  plan.constraint = cfg.budget ? "memory-budget" : "none";
+  // A given split is only evaluated (the stages' memory plans check it).
+  plan.constraint = cfg.budget && given.empty() ? "memory-budget" : "none";
   plan.budget = cfg.budget;
   auto objective = [&](int64_t k, int64_t a, int64_t b) {
     return cfg.spec ? seconds(k, a, b) : flops(k, a, b);
