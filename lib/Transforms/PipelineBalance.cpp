@@ -31,7 +31,10 @@
 //   gathered   = 3 · the largest layer's W when sharded (the unit in use,
 //                the one prefetched, and its whole gradient before the
 //                reduce-scatter),
-//   activation = in-flight · A / (m · dp),
+//   activation = (in-flight · A + 2 · the largest activation + under AC
+//                one block's recomputed activations) / (m · dp)
+//                + the data it reads / dp,
+// all ÷ tp (sequence parallelism splits what column parallelism does not),
 // W the stage's parameter bytes, g the shard group, A the bytes of the
 // activations its forward keeps for the backward on the global batch (every
 // float result of a differentiated op; under full AC only a block's input
@@ -82,6 +85,9 @@ struct LayerCosts {
   /// resident), of the activations it receives from earlier layers, and of
   /// its largest activation (the gradient in flight in the backward).
   SmallVector<double> data, received, largest;
+  /// Bytes of every float result of a layer's differentiated ops: what a
+  /// checkpointed block holds again while its recomputed forward is used.
+  SmallVector<double> recomputed;
 };
 } // namespace
 
@@ -98,7 +104,7 @@ static FailureOr<LayerCosts> layerCosts(func::FuncOp fn,
   int64_t n = seg->layers;
   LayerCosts c;
   for (auto *v : {&c.flops, &c.seconds, &c.params, &c.acts, &c.data,
-                  &c.received, &c.largest})
+                  &c.received, &c.largest, &c.recomputed})
     v->assign(n, 0);
   auto layerOf = [&](size_t i) {
     return std::max<int64_t>(0, seg->segment[i]);
@@ -177,6 +183,10 @@ static FailureOr<LayerCosts> layerCosts(func::FuncOp fn,
               scratch.getArgAttr(cast<BlockArgument>(x).getArgNumber(),
                                  nn::kParamAttr)))
           c.acts[l] += static_cast<double>(tensorBytes(x.getType()));
+    if (differentiated && inBlock)
+      for (Value r : op->getResults())
+        if (isFloatTensor(r))
+          c.recomputed[l] += static_cast<double>(tensorBytes(r.getType()));
     if (differentiated &&
         (!inBlock || cfg.mode == ActivationCheckpoint::None ||
          (cfg.mode == ActivationCheckpoint::Selective && kept)))
@@ -304,14 +314,22 @@ mlir::fsdp::planPipelineSplit(func::FuncOp fn, const PipelineSplitConfig &cfg,
     double state = (cfg.shardParams ? w / g : w) +
                    w * (1 + static_cast<double>(cfg.optimizerStates)) / g;
     double gathered = cfg.shardParams && g > 1 ? 3 * unit : 0;
-    double most = 0;
-    for (int64_t i = a; i < b; ++i)
+    // Under activation checkpointing one block's recomputed forward is
+    // live again during its backward.
+    double most = 0, again = 0;
+    for (int64_t i = a; i < b; ++i) {
       most = std::max(most, c.largest[i]);
+      if (cfg.mode != ActivationCheckpoint::None)
+        again = std::max(again, c.recomputed[i]);
+    }
     double perMicroBatch = sum(c.acts, a, b) + (a > 0 ? c.received[a] : 0.0);
-    double acts = (inFlight(k) * perMicroBatch + 2 * most) /
+    // Tensor parallelism splits the activations too: the column-parallel
+    // outputs by their width, the rest by the sequence under sequence
+    // parallelism (the default; without it this is an underestimate).
+    double acts = (inFlight(k) * perMicroBatch + 2 * most + again) /
                       static_cast<double>(m * cfg.dataParallel) +
                   sum(c.data, a, b) / static_cast<double>(cfg.dataParallel);
-    return (state + gathered) / tp + acts;
+    return (state + gathered + acts) / tp;
   };
   const double budget =
       cfg.budget ? static_cast<double>(*cfg.budget) / static_cast<double>(v)
