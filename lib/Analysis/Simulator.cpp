@@ -598,8 +598,7 @@ private:
 
   /// The roofline time of an op with a cost (nn::CostOpInterface):
   /// Simulator::opTime, with the matmul FLOPs counted by dtype for the MFU.
-  FailureOr<double> costTime(Operation *op, nn::CostOpInterface cost,
-                             int64_t &flops, int64_t &bytes) {
+  FailureOr<double> costTime(Operation *op, int64_t &flops, int64_t &bytes) {
     std::string matmulDtype;
     FailureOr<double> t = sim.opTime(op, &flops, &bytes, &matmulDtype);
     if (succeeded(t) && !matmulDtype.empty())
@@ -612,8 +611,8 @@ private:
   LogicalResult compute(Operation *op, double operandsReady) {
     double dur = 0;
     int64_t flops = 0, bytes = 0;
-    if (auto cost = dyn_cast<nn::CostOpInterface>(op)) {
-      FailureOr<double> t = costTime(op, cost, flops, bytes);
+    if (isa<nn::CostOpInterface>(op)) {
+      FailureOr<double> t = costTime(op, flops, bytes);
       if (failed(t))
         return failure();
       dur = *t;
