@@ -199,6 +199,14 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
                              << attr.getValue();
     return success();
   }
+  if (attr.getName() == kPipelineSplitAttr) {
+    // Written by fsdp-pipeline, read by the report (pipeline.split).
+    if (!isa<ModuleOp>(op) || !isa<DictionaryAttr>(attr.getValue()))
+      return op->emitError()
+             << "'" << kPipelineSplitAttr
+             << "' must be a dictionary on the module, got " << attr.getValue();
+    return success();
+  }
   if (attr.getName() == kReplicasAttr || attr.getName() == kShardSizeAttr ||
       attr.getName() == kTensorParallelAttr ||
       attr.getName() == kPipelineStagesAttr ||

@@ -341,6 +341,22 @@ FailureOr<json> mlir::fsdp::buildPipelineReport(ModuleOp module,
     if (simOut)
       *simOut = std::move(*sim);
   }
+  // How the split was chosen (fsdp-pipeline's kPipelineSplitAttr).
+  if (auto split = module->getAttrOfType<DictionaryAttr>(kPipelineSplitAttr)) {
+    json j = json::object();
+    for (NamedAttribute a : split) {
+      std::string k = a.getName().str();
+      if (auto v = dyn_cast<DenseI64ArrayAttr>(a.getValue()))
+        j[k] = v.asArrayRef().vec();
+      else if (auto v = dyn_cast<DenseF64ArrayAttr>(a.getValue()))
+        j[k] = v.asArrayRef().vec();
+      else if (auto v = dyn_cast<StringAttr>(a.getValue()))
+        j[k] = v.str();
+      else if (auto v = dyn_cast<IntegerAttr>(a.getValue()))
+        j[k] = v.getInt();
+    }
+    pipeline["split"] = std::move(j);
+  }
   top["pipeline"] = std::move(pipeline);
   // Each stage's peak (bytes per rank of that stage) and pp-gather decision.
   json peaks = json::array(), gather = json::array();

@@ -601,66 +601,14 @@ private:
     ready[wait.getResult()] = operandsReady;
   }
 
-  /// ClusterSpec::matmulEfficiency for K: nn.linear's input's last dimension,
-  /// nn.matmul's contracted one (NNCost's flopsOf).
-  double matmulEfficiency(Operation *op) const {
-    if (spec.matmulHalfK <= 0)
-      return spec.effMatmul;
-    // A tensor as a matrix [rows, last dimension] (NNCost's rows, cols).
-    auto cols = [](Value v) {
-      auto t = cast<RankedTensorType>(v.getType());
-      return t.getRank() ? t.getShape().back() : int64_t(1);
-    };
-    auto rows = [&](Value v) {
-      int64_t c = cols(v);
-      return c ? cast<RankedTensorType>(v.getType()).getNumElements() / c
-               : int64_t(0);
-    };
-    int64_t k = 1;
-    if (auto linear = dyn_cast<nn::LinearOp>(op))
-      k = cols(linear.getInput());
-    else if (auto mm = dyn_cast<nn::MatmulOp>(op))
-      k = mm.getTransposeA() ? rows(mm.getLhs()) : cols(mm.getLhs());
-    return spec.matmulEfficiency(k);
-  }
-
-  /// The roofline time of an op with a cost (nn::CostOpInterface).
-  FailureOr<double> costTime(Operation *op, nn::CostOpInterface cost,
-                             int64_t &flops, int64_t &bytes) {
-    flops = cost.getFlops();
-    bytes = cost.getBytesAccessed();
-    std::string dtype = "f32";
-    for (Value v : op->getOperands())
-      if (auto t = dyn_cast<RankedTensorType>(v.getType());
-          t && isa<FloatType>(t.getElementType())) {
-        dtype = nn::dtypeName(t.getElementType()).str();
-        if (dtype.empty()) // a float type without a peak of its own
-          dtype = "f32";
-        break;
-      }
-    double peak, eff, effMem = spec.effMemory;
-    if (isa<nn::LinearOp, nn::MatmulOp, nn::AttentionOp, nn::AttentionGradOp>(
-            op)) {
-      auto it = spec.peakFlops.find(dtype);
-      if (it == spec.peakFlops.end())
-        return op->emitError() << "the cluster spec has no peak_flops." << dtype
-                               << " for this op's dtype";
-      peak = it->second;
-      eff = isa<nn::AttentionOp, nn::AttentionGradOp>(op)
-                ? spec.effAttention
-                : matmulEfficiency(op);
-      matmulFlopsByDtype[dtype] += flops;
-    } else {
-      peak = spec.peakFlops.at("f32");
-      eff = spec.effElementwise;
-      if (!isa<nn::AdamWUpdateOp, nn::SgdUpdateOp, nn::CastOp>(op))
-        bytes = int64_t(double(bytes) * spec.elementwiseTraffic);
-    }
-    if (auto it = spec.opEfficiency.find(op->getName().getStringRef().str());
-        it != spec.opEfficiency.end())
-      (flops > 0 ? eff : effMem) = it->second;
-    return std::max(flops / (peak * eff),
-                    bytes / (spec.memoryBandwidth * effMem));
+  /// The roofline time of an op with a cost (nn::CostOpInterface):
+  /// Simulator::opTime, with the matmul FLOPs counted by dtype for the MFU.
+  FailureOr<double> costTime(Operation *op, int64_t &flops, int64_t &bytes) {
+    std::string matmulDtype;
+    FailureOr<double> t = sim.opTime(op, &flops, &bytes, &matmulDtype);
+    if (succeeded(t) && !matmulDtype.empty())
+      matmulFlopsByDtype[matmulDtype] += flops;
+    return t;
   }
 
   /// An op on the compute stream: an nn op (roofline), a copy (flatten,
@@ -668,8 +616,8 @@ private:
   LogicalResult compute(Operation *op, double operandsReady) {
     double dur = 0;
     int64_t flops = 0, bytes = 0;
-    if (auto cost = dyn_cast<nn::CostOpInterface>(op)) {
-      FailureOr<double> t = costTime(op, cost, flops, bytes);
+    if (isa<nn::CostOpInterface>(op)) {
+      FailureOr<double> t = costTime(op, flops, bytes);
       if (failed(t))
         return failure();
       dur = *t;

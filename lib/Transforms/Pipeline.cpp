@@ -11,6 +11,7 @@
 #include "ClusterSpecCache.h"
 #include "PipelineChunks.h"
 #include "PipelineReport.h"
+#include "PipelineSplit.h"
 #include "fsdp/Analysis/PipelineMemory.h"
 #include "fsdp/Analysis/PlanReport.h"
 #include "fsdp/Transforms/Passes.h"
@@ -59,7 +60,7 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
         o.pp = pp;
         o.ppChunks = ppChunks;
         o.ppStage = stage;
-        o.ppSplit = values(ppSplit);
+        o.ppSplit = split;
         pm.addPass(createFSDPPipelineSplit(o));
       }
       pm.addPass(createFSDPTensorParallel(tensorParallelOptions()));
@@ -413,6 +414,8 @@ protected:
                             "least one layer)";
       return signalPassFailure();
     }
+    if (failed(chooseSplit()))
+      return signalPassFailure();
     SmallVector<Operation *> body;
     for (Operation &op : module.getBody()->getOperations())
       body.push_back(&op);
@@ -463,7 +466,46 @@ protected:
       return signalPassFailure();
   }
 
+  /// The split every stage is cut by (`split`): pp-split, else
+  /// planPipelineSplit's by the cluster's predicted time and the memory
+  /// budget; recorded on the module for the report (kPipelineSplitAttr).
+  LogicalResult chooseSplit() {
+    ModuleOp module = getOperation();
+    FailureOr<func::FuncOp> fn = getStepFunction(module);
+    if (failed(fn))
+      return failure();
+    PipelineSplitConfig cfg;
+    cfg.pp = pp;
+    cfg.chunks = ppChunks;
+    cfg.microBatches = microBatches;
+    cfg.schedule = ppSchedule;
+    ClusterSpecCache specs(givenCluster);
+    if (specs.hasCluster(cluster)) {
+      specs.load(cluster, &getContext());
+      cfg.spec = specs.get(); // unreadable: fsdp-schedule says why
+    }
+    cfg.budget = memoryBudgetBytes();
+    cfg.tp = tp;
+    cfg.dataParallel = worldSize / (pp * tp);
+    cfg.shardGroup = strategy == Strategy::NoShard ? 1
+                     : strategy == Strategy::HybridShard && shardSize > 0
+                         ? static_cast<int64_t>(shardSize)
+                         : cfg.dataParallel;
+    cfg.shardParams =
+        strategy != Strategy::NoShard && strategy != Strategy::ShardGradOp;
+    cfg.optimizerStates = optimizer == OptimizerKind::AdamW ? 2 : 0;
+    cfg.mode = mode;
+    FailureOr<PipelineSplitPlan> plan =
+        planPipelineSplit(*fn, cfg, values(ppSplit));
+    if (failed(plan))
+      return failure();
+    split = plan->boundaries;
+    module->setAttr(kPipelineSplitAttr, plan->toAttr(&getContext()));
+    return success();
+  }
+
   std::shared_ptr<const ClusterSpec> givenCluster;
+  SmallVector<int64_t> split;
 };
 } // namespace
 

@@ -67,6 +67,21 @@ LogicalResult mlir::fsdp::writePipelineOutputs(ModuleOp module,
       " stages over " + (*r)["world_size"].dump() +
       " ranks; peak bytes per rank by stage " +
       (*r)["stage_peak_bytes"].dump() + "\n";
+  if (const json &p = (*r)["pipeline"]; p.contains("split")) {
+    const json &sp = p["split"];
+    text += "split: pp-split=" + sp["boundaries"].dump() + " (objective " +
+            sp["objective"].get<std::string>() + ", constraint " +
+            sp["constraint"].get<std::string>() +
+            (sp.contains("budget_bytes")
+                 ? " " + sp["budget_bytes"].dump() + " bytes"
+                 : std::string()) +
+            "); layers per stage " + sp["stage_layers"].dump() +
+            (sp.contains("stage_predicted_s")
+                 ? ", predicted s " + sp["stage_predicted_s"].dump()
+                 : std::string()) +
+            ", estimated peak bytes " +
+            sp["stage_estimated_peak_bytes"].dump() + "\n";
+  }
   if (spec)
     text += formatPlanReport(*r);
   char line[256];

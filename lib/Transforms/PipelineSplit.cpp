@@ -9,14 +9,17 @@
 // last layer also gets the final norm, the head and the loss; the first
 // stage the embeddings before layer 0).
 //
-// The default split minimises the largest stage's forward FLOPs (the nn cost
-// model, NN_CostOpInterface::getFlops; the backward of a linear op is twice
-// its forward, so the forward is proportional to the stage's compute) by
-// dynamic programming over contiguous partitions (the linear partition
-// problem; Skiena, The Algorithm Design Manual, Sec. 10.7).
+// Run alone, the default split minimises the largest stage's forward FLOPs
+// (the nn cost model, NN_CostOpInterface::getFlops; the backward of a linear
+// op is twice its forward, so the forward is proportional to the stage's
+// compute) by dynamic programming over contiguous partitions (the linear
+// partition problem; Skiena, The Algorithm Design Manual, Sec. 10.7).
+// fsdp-pipeline instead passes the split planPipelineSplit chose by the
+// cluster's predicted time and the memory budget (PipelineBalance.cpp).
 //
 //===----------------------------------------------------------------------===//
-#include "fsdp/Transforms/Passes.h"
+#include "PipelineSplit.h"
+#include "fsdp/Analysis/StepFunction.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/IRMapping.h"
@@ -34,8 +37,7 @@ namespace mlir::fsdp {
 using namespace mlir;
 using namespace mlir::fsdp;
 
-/// The layer index in a parameter's FQN, or -1 (embeddings, final norm).
-static int64_t layerOf(StringRef fqn) {
+int64_t mlir::fsdp::pipelineLayerOf(StringRef fqn) {
   static const llvm::Regex re("\\.(h|layers)\\.([0-9]+)\\.");
   SmallVector<StringRef> m;
   if (!re.match(fqn, &m))
@@ -44,6 +46,81 @@ static int64_t layerOf(StringRef fqn) {
   if (m[2].getAsInteger(10, l))
     return -1;
   return l;
+}
+
+std::string mlir::fsdp::pipelinePartsName(int64_t pp, int64_t chunks) {
+  return chunks > 1 ? "pp x pp-chunks=" + std::to_string(pp * chunks) +
+                          " virtual stages"
+                    : "pp=" + std::to_string(pp);
+}
+
+static LogicalResult splitError(Location loc, const Twine &message) {
+  return emitError(loc) << "fsdp-pipeline-split: " << message;
+}
+
+FailureOr<PipelineLayers>
+mlir::fsdp::segmentPipelineLayers(func::FuncOp fn, int64_t pp, int64_t chunks) {
+  const int64_t parts = pp * chunks;
+  if (!fn.getBody().hasOneBlock() || lossResultIndex(fn) < 0 ||
+      fn.getNumResults() != 1)
+    return splitError(fn.getLoc(), "expects the forward function (one block, "
+                                   "one result: the loss)");
+  PipelineLayers r;
+  llvm::DenseMap<Value, int64_t> paramLayer;
+  for (BlockArgument a : fn.getArguments())
+    if (auto fqn =
+            fn.getArgAttrOfType<StringAttr>(a.getArgNumber(), nn::kParamAttr)) {
+      int64_t l = pipelineLayerOf(fqn.getValue());
+      paramLayer[a] = l;
+      r.layers = std::max(r.layers, l + 1);
+    }
+  if (r.layers == 0)
+    return splitError(fn.getLoc(), "finds no layers (no parameter FQN with "
+                                   "'.h.<i>.' or '.layers.<i>.'): nothing to "
+                                   "cut into pipeline stages");
+  if (parts > r.layers)
+    return splitError(fn.getLoc(), pipelinePartsName(pp, chunks) +
+                                       " exceeds the " +
+                                       std::to_string(r.layers) +
+                                       " layers of the model (each stage "
+                                       "needs at least one layer)");
+  for (Operation &op : fn.getBody().front().without_terminator())
+    r.ops.push_back(&op);
+  r.segment.assign(r.ops.size(), -1);
+  int64_t cur = -1;
+  for (auto [i, op] : llvm::enumerate(r.ops)) {
+    for (Value v : op->getOperands())
+      if (auto it = paramLayer.find(v); it != paramLayer.end())
+        if (it->second > cur)
+          cur = it->second;
+    r.segment[i] = cur;
+  }
+  // A layer whose parameters are first used out of order would make the
+  // stages overlap.
+  for (size_t i = 1; i < r.ops.size(); ++i)
+    if (r.segment[i] < r.segment[i - 1])
+      return splitError(r.ops[i]->getLoc(), "layers are not in order");
+  return r;
+}
+
+LogicalResult mlir::fsdp::checkPipelineSplit(func::FuncOp fn,
+                                             ArrayRef<int64_t> split,
+                                             int64_t layers, int64_t pp,
+                                             int64_t chunks) {
+  if (static_cast<int64_t>(split.size()) != pp * chunks - 1)
+    return splitError(
+        fn.getLoc(), "pp-split has " + std::to_string(split.size()) +
+                         " layer boundaries; " + pipelinePartsName(pp, chunks) +
+                         " needs " + std::to_string(pp * chunks - 1));
+  for (auto [k, b] : llvm::enumerate(split))
+    if (b < 1 || b >= layers || (k > 0 && b <= split[k - 1]))
+      return splitError(fn.getLoc(),
+                        "pp-split boundary " + std::to_string(b) +
+                            " is outside the model: the boundaries must "
+                            "increase within 1.." +
+                            std::to_string(layers - 1) + " (the model has " +
+                            std::to_string(layers) + " layers)");
+  return success();
 }
 
 /// The contiguous partition of `cost` (segments 0..L-1, `pre` added to the
@@ -107,10 +184,6 @@ protected:
     // this pass keeps virtual stage `ppStage` (Narayanan et al., SC'21,
     // Sec. 2.2.2): the same cut as pp = P·v, on rank ppStage mod P.
     const int64_t parts = pp * ppChunks;
-    const std::string partsName =
-        ppChunks > 1
-            ? "pp x pp-chunks=" + std::to_string(parts) + " virtual stages"
-            : "pp=" + std::to_string(pp);
     if (ppStage < 0 || ppStage >= parts)
       return fail(module.getLoc(), "pp-stage=" + std::to_string(ppStage) +
                                        " must be a stage of 0.." +
@@ -119,73 +192,25 @@ protected:
     if (failed(maybeFn))
       return signalPassFailure();
     func::FuncOp fn = *maybeFn;
-    if (!fn.getBody().hasOneBlock() || lossResultIndex(fn) < 0 ||
-        fn.getNumResults() != 1)
-      return fail(fn.getLoc(), "expects the forward function (one block, one "
-                               "result: the loss)");
-    Block &block = fn.getBody().front();
-
-    // Layers of the parameters, and each op's layer segment.
-    llvm::DenseMap<Value, int64_t> paramLayer;
-    int64_t layers = 0;
-    for (BlockArgument a : fn.getArguments())
-      if (auto fqn = fn.getArgAttrOfType<StringAttr>(a.getArgNumber(),
-                                                     nn::kParamAttr)) {
-        int64_t l = layerOf(fqn.getValue());
-        paramLayer[a] = l;
-        layers = std::max(layers, l + 1);
-      }
-    if (layers == 0)
-      return fail(fn.getLoc(), "finds no layers (no parameter FQN with "
-                               "'.h.<i>.' or '.layers.<i>.'): nothing to cut "
-                               "into pipeline stages");
-    if (parts > layers)
-      return fail(fn.getLoc(), partsName + " exceeds the " +
-                                   std::to_string(layers) +
-                                   " layers of the model (each stage needs at "
-                                   "least one layer)");
-    SmallVector<Operation *> ops;
-    for (Operation &op : block.without_terminator())
-      ops.push_back(&op);
-    SmallVector<int64_t> segment(ops.size(), -1);
-    int64_t cur = -1;
-    for (auto [i, op] : llvm::enumerate(ops)) {
-      for (Value v : op->getOperands())
-        if (auto it = paramLayer.find(v); it != paramLayer.end())
-          if (it->second > cur)
-            cur = it->second;
-      segment[i] = cur;
-    }
-    // A layer whose parameters are first used out of order would make the
-    // stages overlap.
-    for (size_t i = 1; i < ops.size(); ++i)
-      if (segment[i] < segment[i - 1])
-        return fail(ops[i]->getLoc(), "layers are not in order");
+    FailureOr<PipelineLayers> seg = segmentPipelineLayers(fn, pp, ppChunks);
+    if (failed(seg))
+      return signalPassFailure();
+    ArrayRef<Operation *> ops = seg->ops;
+    ArrayRef<int64_t> segment = seg->segment;
 
     // The split: given (checked), or balanced by forward FLOPs.
     SmallVector<int64_t> split(ppSplit.begin(), ppSplit.end());
     if (split.empty()) {
-      SmallVector<double> cost(layers, 0);
+      SmallVector<double> cost(seg->layers, 0);
       double pre = 0;
       for (auto [i, op] : llvm::enumerate(ops))
         if (auto c = dyn_cast<nn::CostOpInterface>(op))
           (segment[i] < 0 ? pre : cost[segment[i]]) +=
               static_cast<double>(c.getFlops());
       split = balancedSplit(cost, pre, parts);
-    } else {
-      if (static_cast<int64_t>(split.size()) != parts - 1)
-        return fail(fn.getLoc(), "pp-split has " +
-                                     std::to_string(split.size()) +
-                                     " layer boundaries; " + partsName +
-                                     " needs " + std::to_string(parts - 1));
-      for (auto [k, b] : llvm::enumerate(split))
-        if (b < 1 || b >= layers || (k > 0 && b <= split[k - 1]))
-          return fail(fn.getLoc(),
-                      "pp-split boundary " + std::to_string(b) +
-                          " is outside the model: the boundaries must "
-                          "increase within 1.." +
-                          std::to_string(layers - 1) + " (the model has " +
-                          std::to_string(layers) + " layers)");
+    } else if (failed(
+                   checkPipelineSplit(fn, split, seg->layers, pp, ppChunks))) {
+      return signalPassFailure();
     }
     auto stageOfSegment = [&](int64_t seg) {
       int64_t s = 0;

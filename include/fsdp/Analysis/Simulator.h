@@ -257,6 +257,16 @@ public:
   /// (simulatePipeline); fails as run() does.
   FailureOr<std::unique_ptr<StageSimulation>> start(ModuleOp stage,
                                                     P2PPeers &peers) const;
+  /// Seconds `op` takes on the compute stream when it has a cost
+  /// (nn::CostOpInterface; 0 otherwise): the roofline max(FLOPs / (peak ·
+  /// efficiency), bytes / (memory bandwidth · efficiency.memory)) of the
+  /// model above (lib/Analysis/Simulator.cpp), its FLOPs and bytes out when
+  /// asked; `matmulDtype` receives the dtype of a matmul or attention op's
+  /// tensor-core peak (empty for other ops). Fails with a diagnostic at `op`
+  /// when the spec has no peak for that dtype.
+  FailureOr<double> opTime(Operation *op, int64_t *flops = nullptr,
+                           int64_t *bytes = nullptr,
+                           std::string *matmulDtype = nullptr) const;
   /// Ring time of a collective over `groupSize` ranks spaced `stride` apart
   /// (Thakur, Rabenseifner & Gropp 2005): (G−1)·α + (G−1)/G·S/B, twice for
   /// an all-reduce; `hierarchical` splits a group spanning nodes into an

@@ -560,7 +560,8 @@ defvar FSDPPipelineSplitOptions = [
              "the first layer of stages 1..P-1 (P-1 increasing layer "
              "indices; P x v - 1 with pp-chunks = v, of virtual stages 1..P x v - 1); "
              "default: the split that minimises the largest "
-             "stage's forward FLOPs">
+             "stage's forward FLOPs (fsdp-pipeline: its predicted time "
+             "under the memory budget, docs/pipeline-parallel.md)">
 ];
 
 def FSDPPipelineSplit : Pass<"fsdp-pipeline-split", "::mlir::ModuleOp"> {

@@ -59,6 +59,10 @@ inline constexpr llvm::StringLiteral kPipelineMicroBatchesAttr =
 /// freed after the last one's, gradients reduced once; "per-micro-batch":
 /// every micro-batch's forward and backward gather), its memory decision.
 inline constexpr llvm::StringLiteral kPipelineGatherAttr = "fsdp.pp_gather";
+/// On a pipeline module (fsdp-pipeline): how its split was chosen, a
+/// dictionary (PipelineSplitPlan::toAttr, lib/Transforms/PipelineSplit.h)
+/// that the report copies as `pipeline.split`.
+inline constexpr llvm::StringLiteral kPipelineSplitAttr = "fsdp.pp_split";
 /// Interleaved 1F1B (absent means 1): the virtual stages per rank v on a
 /// stage's module; the rank's local chunk i (virtual stage s + i·P) on a
 /// chunk's module after fsdp-pipeline-split, and on the arguments, ops and

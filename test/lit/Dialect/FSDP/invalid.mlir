@@ -293,6 +293,12 @@ module attributes {fsdp.pp_gather = "always"} {
 
 // -----
 
+// expected-error @+1 {{'fsdp.pp_split' must be a dictionary on the module, got [1, 2]}}
+module attributes {fsdp.pp_split = [1, 2]} {
+}
+
+// -----
+
 // Interleaved 1F1B: the chunks per rank on a stage's module, a chunk index
 // on its ops and arguments.
 // expected-error @+1 {{'fsdp.pipeline_chunks' must be an integer >= 1 on the module, got 0 : i64}}

@@ -1,0 +1,416 @@
+//===- PipelineBalance.cpp - the default pipeline split -------------------===//
+//
+// The split fsdp-pipeline gives every stage when `pp-split` is omitted: the
+// contiguous partition of the layers into P (P·v under interleaving) stages
+// that minimises the largest stage's cost among the partitions whose every
+// stage's estimated peak fits the memory budget, by dynamic programming over
+// contiguous partitions (the linear partition problem; Skiena, The Algorithm
+// Design Manual, Sec. 10.7) with the infeasible stages left out.
+//
+// The cost of a layer (the ops of its segment, PipelineLayers; the
+// embeddings before layer 0 go with layer 0, the final norm, head and loss
+// with the last layer):
+// * with a cluster spec, the seconds the simulator gives its ops
+//   (Simulator::opTime, the roofline the step simulation uses): each forward
+//   op, the ops of its VJP (built by the op's AutodiffOpInterface, as
+//   fsdp-autodiff would, on a scratch copy) and, under activation
+//   checkpointing, the forward ops that are recomputed (full: every op of a
+//   layer's block; selective: those but the linear / matmul / attention
+//   ops, ActivationCheckpoint.cpp's save list);
+// * without, its forward FLOPs (NN_CostOpInterface::getFlops), as
+//   fsdp-pipeline-split alone balances.
+// The ops are priced at the forward's shapes (the global batch, before
+// fsdp-shard splits it), which scale every layer alike; the reported
+// seconds are divided by the data-parallel and tensor-parallel degrees.
+//
+// The memory estimate of a stage, bytes per rank (what must fit whichever
+// way pp-gather decides: its units gathered per micro-batch):
+//   state      = W · (1/g for the parameters unless shard-grad-op or
+//                no-shard) + W · (1 + k) / g (gradients, k optimizer
+//                states per element: AdamW 2, SGD 0),
+//   gathered   = 3 · the largest layer's W when sharded (the unit in use,
+//                the one prefetched, and its whole gradient before the
+//                reduce-scatter),
+//   activation = (in-flight · A + 2 · the largest activation + under AC
+//                one block's recomputed activations) / (m · dp)
+//                + the data it reads / dp,
+// all ÷ tp (sequence parallelism splits what column parallelism does not),
+// W the stage's parameter bytes, g the shard group, A the bytes of the
+// activations its forward keeps for the backward on the global batch (every
+// float result of a differentiated op; under full AC only a block's input
+// and the ops outside blocks, under selective AC the linear / matmul /
+// attention outputs), in-flight the micro-batches whose activations stage s
+// holds: m under GPipe, min(P − s, m) under 1F1B (Narayanan et al., SC'21,
+// Sec. 2.2; Korthikanti et al. 2022, Sec. 4.3), and under interleaved 1F1B
+// rank r's chunk forwards in flight, min((P − r − 1)·2 + (v − 1)·P + 1, m·v)
+// (Megatron-LM's warm-up), shared by its v chunks, each held to budget / v.
+// An estimate before the stage is planned: the stage's memory plan
+// (stage_peak_bytes) is what fsdp-memory-plan checks afterwards.
+//
+//===----------------------------------------------------------------------===//
+#include "PipelineSplit.h"
+#include "fsdp/Analysis/Simulator.h"
+#include "fsdp/Dialect/NN/NN.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+static int64_t tensorBytes(Type type) {
+  auto t = dyn_cast<RankedTensorType>(type);
+  if (!t || !t.hasStaticShape())
+    return 0;
+  return t.getNumElements() *
+         static_cast<int64_t>((t.getElementTypeBitWidth() + 7) / 8);
+}
+
+static bool isFloatTensor(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && isa<FloatType>(t.getElementType());
+}
+
+namespace {
+/// Per layer (segment), on the global batch.
+struct LayerCosts {
+  SmallVector<double> flops, seconds; // forward FLOPs; fwd + bwd + recompute
+  SmallVector<double> params, acts;   // parameter and kept activation bytes
+  /// Bytes of the step's data a layer's ops read (the whole batch is
+  /// resident), of the activations it receives from earlier layers, and of
+  /// its largest activation (the gradient in flight in the backward).
+  SmallVector<double> data, received, largest;
+  /// Bytes of every float result of a layer's differentiated ops: what a
+  /// checkpointed block holds again while its recomputed forward is used.
+  SmallVector<double> recomputed;
+};
+} // namespace
+
+/// Prices every layer's ops; fails as Simulator::opTime does.
+static FailureOr<LayerCosts> layerCosts(func::FuncOp fn,
+                                        const PipelineSplitConfig &cfg) {
+  // A scratch copy: the VJPs are built into it and priced, never run.
+  auto scratch = cast<func::FuncOp>(fn->clone());
+  llvm::scope_exit cleanup([&] { scratch->erase(); });
+  FailureOr<PipelineLayers> seg =
+      segmentPipelineLayers(scratch, cfg.pp, cfg.chunks);
+  if (failed(seg))
+    return failure();
+  int64_t n = seg->layers;
+  LayerCosts c;
+  for (auto *v : {&c.flops, &c.seconds, &c.params, &c.acts, &c.data,
+                  &c.received, &c.largest, &c.recomputed})
+    v->assign(n, 0);
+  auto layerOf = [&](size_t i) {
+    return std::max<int64_t>(0, seg->segment[i]);
+  };
+  // The forward sweep (fsdp-autodiff's requiresGrad), the layers'
+  // parameters, and each layer's last parameter use (its block's end).
+  llvm::DenseSet<Value> requiresGrad;
+  SmallVector<int64_t> blockEnd(n, -1);
+  llvm::DenseSet<Value> counted;
+  for (BlockArgument a : scratch.getArguments())
+    if (scratch.getArgAttr(a.getArgNumber(), nn::kParamAttr))
+      requiresGrad.insert(a);
+  for (auto [i, op] : llvm::enumerate(seg->ops)) {
+    for (Value v : op->getOperands()) {
+      auto a = dyn_cast<BlockArgument>(v);
+      if (!a || !scratch.getArgAttr(a.getArgNumber(), nn::kParamAttr))
+        continue;
+      if (counted.insert(v).second)
+        c.params[layerOf(i)] += static_cast<double>(tensorBytes(v.getType()));
+      if (int64_t l = pipelineLayerOf(scratch
+                                          .getArgAttrOfType<StringAttr>(
+                                              a.getArgNumber(), nn::kParamAttr)
+                                          .getValue());
+          l >= 0)
+        blockEnd[l] = static_cast<int64_t>(i);
+    }
+    if (llvm::any_of(op->getOperands(),
+                     [&](Value v) { return requiresGrad.contains(v); }))
+      for (Value r : op->getResults())
+        requiresGrad.insert(r);
+  }
+  llvm::DenseMap<Operation *, int64_t> layerOfOp;
+  for (auto [i, op] : llvm::enumerate(seg->ops))
+    layerOfOp[op] = layerOf(i);
+  llvm::DenseSet<std::pair<Value, int64_t>> seen;
+  for (auto [i, op] : llvm::enumerate(seg->ops)) {
+    int64_t l = layerOf(i);
+    for (Value v : op->getOperands()) {
+      if (!isFloatTensor(v) || !seen.insert({v, l}).second)
+        continue;
+      double bytes = static_cast<double>(tensorBytes(v.getType()));
+      if (auto a = dyn_cast<BlockArgument>(v)) {
+        if (scratch.getArgAttr(a.getArgNumber(), nn::kDataAttr))
+          c.data[l] += bytes;
+      } else if (layerOfOp.lookup(v.getDefiningOp()) < l) {
+        c.received[l] += bytes;
+      }
+    }
+    for (Value r : op->getResults())
+      if (isFloatTensor(r))
+        c.largest[l] = std::max(c.largest[l],
+                                static_cast<double>(tensorBytes(r.getType())));
+  }
+  std::optional<Simulator> sim;
+  if (cfg.spec)
+    sim.emplace(*cfg.spec);
+  auto ret = scratch.getBody().front().getTerminator();
+  OpBuilder b(ret);
+  for (auto [i, op] : llvm::enumerate(seg->ops)) {
+    int64_t l = layerOf(i);
+    bool inBlock = seg->segment[i] >= 0 &&
+                   static_cast<int64_t>(i) <= blockEnd[seg->segment[i]];
+    bool kept = isa<nn::LinearOp, nn::MatmulOp, nn::AttentionOp>(op);
+    bool differentiated = llvm::any_of(
+        op->getResults(), [&](Value r) { return requiresGrad.contains(r); });
+    if (auto cost = dyn_cast<nn::CostOpInterface>(op))
+      c.flops[l] += static_cast<double>(cost.getFlops());
+    // Activations the backward keeps; under full AC a block keeps only its
+    // input (the first op's operands that are not parameters).
+    bool blockStart =
+        inBlock && (i == 0 || seg->segment[i - 1] != seg->segment[i]);
+    if (cfg.mode == ActivationCheckpoint::Full && blockStart)
+      for (Value x : op->getOperands())
+        if (isFloatTensor(x) && requiresGrad.contains(x) &&
+            !(isa<BlockArgument>(x) &&
+              scratch.getArgAttr(cast<BlockArgument>(x).getArgNumber(),
+                                 nn::kParamAttr)))
+          c.acts[l] += static_cast<double>(tensorBytes(x.getType()));
+    if (differentiated && inBlock)
+      for (Value r : op->getResults())
+        if (isFloatTensor(r))
+          c.recomputed[l] += static_cast<double>(tensorBytes(r.getType()));
+    if (differentiated &&
+        (!inBlock || cfg.mode == ActivationCheckpoint::None ||
+         (cfg.mode == ActivationCheckpoint::Selective && kept)))
+      for (Value r : op->getResults())
+        if (isFloatTensor(r))
+          c.acts[l] += static_cast<double>(tensorBytes(r.getType()));
+    if (!sim)
+      continue;
+    FailureOr<double> fwd = sim->opTime(op);
+    if (failed(fwd))
+      return failure();
+    double t = *fwd;
+    if (inBlock && (cfg.mode == ActivationCheckpoint::Full ||
+                    (cfg.mode == ActivationCheckpoint::Selective && !kept)))
+      t += *fwd; // recomputed in the backward
+    // The VJP, with each differentiated result standing for its own
+    // gradient (same type; the ops are only priced).
+    auto iface = dyn_cast<nn::AutodiffOpInterface>(op);
+    if (iface && differentiated) {
+      SmallVector<Value> resultGrads;
+      for (Value r : op->getResults())
+        resultGrads.push_back(
+            requiresGrad.contains(r) && isFloatTensor(r) ? r : Value());
+      SmallVector<bool> needed;
+      for (Value v : op->getOperands())
+        needed.push_back(requiresGrad.contains(v));
+      Operation *before = ret->getPrevNode();
+      SmallVector<Value> operandGrads;
+      b.setInsertionPoint(ret);
+      if (failed(iface.buildVJP(b, resultGrads, needed, operandGrads)))
+        return failure();
+      for (Operation *v = before->getNextNode(); v != ret;
+           v = v->getNextNode()) {
+        FailureOr<double> bwd = sim->opTime(v);
+        if (failed(bwd))
+          return failure();
+        t += *bwd;
+      }
+    }
+    c.seconds[l] += t;
+  }
+  return c;
+}
+
+/// The contiguous partition of segments 0..n-1 into `parts` non-empty
+/// stages that minimises the largest cost(stage, a, b) of a stage holding
+/// [a, b), among those where fits(stage, a, b) for every stage; the first
+/// segment of stages 1..parts-1, or nullopt when none fits.
+static std::optional<SmallVector<int64_t>>
+constrainedSplit(int64_t n, int64_t parts,
+                 llvm::function_ref<double(int64_t, int64_t, int64_t)> cost,
+                 llvm::function_ref<bool(int64_t, int64_t, int64_t)> fits) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  // best[k][i]: the smallest largest cost of segments [0, i) in k stages.
+  std::vector<std::vector<double>> best(parts + 1,
+                                        std::vector<double>(n + 1, inf));
+  std::vector<std::vector<int64_t>> from(parts + 1,
+                                         std::vector<int64_t>(n + 1, -1));
+  best[0][0] = 0;
+  for (int64_t k = 1; k <= parts; ++k)
+    for (int64_t i = k; i <= n; ++i)
+      for (int64_t j = k - 1; j < i; ++j) {
+        if (best[k - 1][j] == inf || !fits(k - 1, j, i))
+          continue;
+        double v = std::max(best[k - 1][j], cost(k - 1, j, i));
+        if (v < best[k][i]) {
+          best[k][i] = v;
+          from[k][i] = j;
+        }
+      }
+  if (from[parts][n] < 0)
+    return std::nullopt;
+  SmallVector<int64_t> split(parts - 1);
+  for (int64_t k = parts, i = n; k > 1; --k) {
+    i = from[k][i];
+    split[k - 2] = i;
+  }
+  return split;
+}
+
+FailureOr<PipelineSplitPlan>
+mlir::fsdp::planPipelineSplit(func::FuncOp fn, const PipelineSplitConfig &cfg,
+                              ArrayRef<int64_t> given) {
+  FailureOr<LayerCosts> costs = layerCosts(fn, cfg);
+  if (failed(costs))
+    return failure();
+  const LayerCosts &c = *costs;
+  const int64_t n = static_cast<int64_t>(c.flops.size());
+  const int64_t parts = cfg.pp * cfg.chunks, p = cfg.pp, v = cfg.chunks;
+  const int64_t m = std::max<int64_t>(1, cfg.microBatches);
+  if (!given.empty() &&
+      failed(checkPipelineSplit(fn, given, n, cfg.pp, cfg.chunks)))
+    return failure();
+  auto sum = [](ArrayRef<double> x, int64_t a, int64_t b) {
+    double s = 0;
+    for (int64_t i = a; i < b; ++i)
+      s += x[i];
+    return s;
+  };
+  const double ranks = static_cast<double>(cfg.dataParallel * cfg.tp);
+  auto seconds = [&](int64_t, int64_t a, int64_t b) {
+    return sum(c.seconds, a, b) / ranks;
+  };
+  auto flops = [&](int64_t, int64_t a, int64_t b) {
+    return sum(c.flops, a, b) / ranks;
+  };
+  // Micro-batches (chunk forwards per chunk, interleaved) whose
+  // activations virtual stage k holds at its peak.
+  auto inFlight = [&](int64_t k) -> double {
+    if (cfg.schedule == "gpipe")
+      return static_cast<double>(m);
+    int64_t r = k % p;
+    if (v > 1)
+      return static_cast<double>(
+                 std::min((p - r - 1) * 2 + (v - 1) * p + 1, m * v)) /
+             static_cast<double>(v);
+    return static_cast<double>(std::min(p - r, m));
+  };
+  auto peak = [&](int64_t k, int64_t a, int64_t b) {
+    double w = sum(c.params, a, b), unit = 0;
+    for (int64_t i = a; i < b; ++i)
+      unit = std::max(unit, c.params[i]);
+    double g = static_cast<double>(std::max<int64_t>(1, cfg.shardGroup)),
+           tp = static_cast<double>(cfg.tp);
+    double state = (cfg.shardParams ? w / g : w) +
+                   w * (1 + static_cast<double>(cfg.optimizerStates)) / g;
+    double gathered = cfg.shardParams && g > 1 ? 3 * unit : 0;
+    // Under activation checkpointing one block's recomputed forward is
+    // live again during its backward.
+    double most = 0, again = 0;
+    for (int64_t i = a; i < b; ++i) {
+      most = std::max(most, c.largest[i]);
+      if (cfg.mode != ActivationCheckpoint::None)
+        again = std::max(again, c.recomputed[i]);
+    }
+    double perMicroBatch = sum(c.acts, a, b) + (a > 0 ? c.received[a] : 0.0);
+    // Tensor parallelism splits the activations too: the column-parallel
+    // outputs by their width, the rest by the sequence under sequence
+    // parallelism (the default; without it this is an underestimate).
+    double acts = (inFlight(k) * perMicroBatch + 2 * most + again) /
+                      static_cast<double>(m * cfg.dataParallel) +
+                  sum(c.data, a, b) / static_cast<double>(cfg.dataParallel);
+    return (state + gathered + acts) / tp;
+  };
+  const double budget =
+      cfg.budget ? static_cast<double>(*cfg.budget) / static_cast<double>(v)
+                 : std::numeric_limits<double>::infinity();
+  auto fits = [&](int64_t k, int64_t a, int64_t b) {
+    return peak(k, a, b) <= budget;
+  };
+  PipelineSplitPlan plan;
+  plan.objective = !given.empty() ? "given" : cfg.spec ? "time" : "flops";
+  // A given split is only evaluated (the stages' memory plans check it).
+  plan.constraint = cfg.budget && given.empty() ? "memory-budget" : "none";
+  plan.budget = cfg.budget;
+  auto objective = [&](int64_t k, int64_t a, int64_t b) {
+    return cfg.spec ? seconds(k, a, b) : flops(k, a, b);
+  };
+  if (!given.empty()) {
+    plan.boundaries.assign(given.begin(), given.end());
+  } else {
+    std::optional<SmallVector<int64_t>> split =
+        constrainedSplit(n, parts, objective, fits);
+    if (!split) {
+      // The split with the smallest largest peak says by how much.
+      SmallVector<int64_t> least = *constrainedSplit(
+          n, parts, peak, [](int64_t, int64_t, int64_t) { return true; });
+      double most = 0;
+      int64_t at = 0;
+      for (int64_t k = 0, a = 0; k < parts; ++k) {
+        int64_t e = k + 1 < parts ? least[k] : n;
+        if (double q = peak(k, a, e); q > most) {
+          most = q;
+          at = k;
+        }
+        a = e;
+      }
+      return emitError(fn.getLoc())
+             << "fsdp-pipeline: no split of the " << n << " layers into "
+             << pipelinePartsName(cfg.pp, cfg.chunks)
+             << " stages fits the memory budget of " << *cfg.budget
+             << " bytes per rank"
+             << (v > 1 ? " (" + std::to_string(*cfg.budget / v) +
+                             " per virtual stage)"
+                       : std::string())
+             << ": the split with the least memory, pp-split="
+             << llvm::join(
+                    llvm::map_range(
+                        least, [](int64_t x) { return std::to_string(x); }),
+                    ",")
+             << ", needs an estimated " << static_cast<int64_t>(most)
+             << " bytes per rank on stage " << at
+             << " (more ranks per stage, activation checkpointing, more "
+                "stages or a larger budget)";
+    }
+    plan.boundaries = std::move(*split);
+  }
+  for (int64_t k = 0, a = 0; k < parts; ++k) {
+    int64_t e = k + 1 < parts ? plan.boundaries[k] : n;
+    plan.layers.push_back(e - a);
+    plan.flops.push_back(flops(k, a, e));
+    if (cfg.spec)
+      plan.seconds.push_back(seconds(k, a, e));
+    plan.peakBytes.push_back(static_cast<int64_t>(std::ceil(peak(k, a, e))));
+    a = e;
+  }
+  return plan;
+}
+
+DictionaryAttr PipelineSplitPlan::toAttr(MLIRContext *ctx) const {
+  Builder b(ctx);
+  SmallVector<NamedAttribute> attrs = {
+      b.getNamedAttr("boundaries", b.getDenseI64ArrayAttr(boundaries)),
+      b.getNamedAttr("objective", b.getStringAttr(objective)),
+      b.getNamedAttr("constraint", b.getStringAttr(constraint)),
+      b.getNamedAttr("stage_layers", b.getDenseI64ArrayAttr(layers)),
+      b.getNamedAttr("stage_flops", b.getDenseF64ArrayAttr(flops)),
+      b.getNamedAttr("stage_estimated_peak_bytes",
+                     b.getDenseI64ArrayAttr(peakBytes))};
+  if (budget)
+    attrs.push_back(
+        b.getNamedAttr("budget_bytes", b.getI64IntegerAttr(*budget)));
+  if (!seconds.empty())
+    attrs.push_back(
+        b.getNamedAttr("stage_predicted_s", b.getDenseF64ArrayAttr(seconds)));
+  return b.getDictionaryAttr(attrs);
+}

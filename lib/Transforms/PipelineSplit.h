@@ -1,0 +1,99 @@
+//===- PipelineSplit.h - the default pipeline split -----------------------===//
+//
+// Where fsdp-pipeline-split cuts the layers when `pp-split` is not given:
+// the contiguous partition into P (P·v interleaved) stages that minimises
+// the largest stage's predicted time among those whose estimated peak fits
+// the memory budget (docs/pipeline-parallel.md, "The default split").
+// fsdp-pipeline decides it once for every stage and records it on the
+// module (kPipelineSplitAttr, fsdp/Dialect/FSDP/FSDP.h) for the report.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_LIB_TRANSFORMS_PIPELINESPLIT_H
+#define FSDP_LIB_TRANSFORMS_PIPELINESPLIT_H
+
+#include "fsdp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <optional>
+
+namespace mlir::fsdp {
+
+struct ClusterSpec;
+
+/// What the default split knows about the job besides the model.
+struct PipelineSplitConfig {
+  int64_t pp = 1, chunks = 1, microBatches = 1;
+  std::string schedule = "1f1b"; ///< gpipe, 1f1b or interleaved-1f1b
+  /// With a spec, the objective is each stage's predicted seconds
+  /// (Simulator::opTime of its forward ops, their VJPs and, under
+  /// activation checkpointing, the recomputed forward); without, its
+  /// forward FLOPs.
+  const ClusterSpec *spec = nullptr;
+  /// Bytes per rank no stage's estimated peak may exceed (none: no
+  /// constraint).
+  std::optional<int64_t> budget;
+  /// Ranks that split a stage's batch (N / (P·T)) and ranks a unit's state
+  /// is sharded over (the shard group: dp, shard-size under hybrid-shard,
+  /// 1 for no-shard); shard-grad-op keeps the parameters whole.
+  int64_t dataParallel = 1, shardGroup = 1, tp = 1;
+  bool shardParams = true;
+  /// Optimizer state per parameter element, in parameter elements (AdamW's
+  /// two moments: 2; SGD: 0).
+  int64_t optimizerStates = 2;
+  ActivationCheckpoint mode = ActivationCheckpoint::None;
+};
+
+/// The split and what it was chosen by.
+struct PipelineSplitPlan {
+  SmallVector<int64_t> boundaries; ///< the first layer of stages 1..parts-1
+  std::string objective;           ///< "given", "time" (with a spec) or "flops"
+  std::string constraint;          ///< "memory-budget" or "none"
+  std::optional<int64_t> budget;
+  /// Per stage (virtual stage under interleaving): layers, forward FLOPs,
+  /// predicted seconds per step on one rank (with a spec) and estimated
+  /// peak bytes per rank.
+  SmallVector<int64_t> layers, peakBytes;
+  SmallVector<double> flops, seconds;
+  DictionaryAttr toAttr(MLIRContext *ctx) const;
+};
+
+/// The layer index in a parameter's FQN (`.h.<i>.` or `.layers.<i>.`), or
+/// -1 (embeddings, final norm).
+int64_t pipelineLayerOf(StringRef fqn);
+
+/// "pp=P", or "pp x pp-chunks=P·v virtual stages", for messages.
+std::string pipelinePartsName(int64_t pp, int64_t chunks);
+
+/// The forward function's ops (its block without the terminator) in order,
+/// each op's layer segment (the ops from the first use of layer l's
+/// parameters up to the first use of layer l + 1's are layer l; -1 before
+/// layer 0) and the number of layers.
+struct PipelineLayers {
+  SmallVector<Operation *> ops;
+  SmallVector<int64_t> segment;
+  int64_t layers = 0;
+};
+/// Errors (emitted, "fsdp-pipeline-split: ..."): not a one-block forward
+/// function returning the loss, no layers, fewer layers than pp · chunks
+/// stages, layers first used out of order.
+FailureOr<PipelineLayers> segmentPipelineLayers(func::FuncOp fn, int64_t pp,
+                                                int64_t chunks);
+
+/// Checks a given pp-split (pp · chunks − 1 boundaries increasing within
+/// 1..layers − 1); emits the error at fn.
+LogicalResult checkPipelineSplit(func::FuncOp fn, ArrayRef<int64_t> split,
+                                 int64_t layers, int64_t pp, int64_t chunks);
+
+/// Chooses (or, with `given` boundaries, evaluates) the split of the step
+/// function `fn` (before fsdp-autodiff) into cfg.pp · cfg.chunks stages.
+/// Errors (emitted at fn): no layers, fewer layers than stages, layers used
+/// out of order, an op the spec cannot price, and — with a budget — no split
+/// whose every stage fits (naming the least-memory split's peak).
+FailureOr<PipelineSplitPlan> planPipelineSplit(func::FuncOp fn,
+                                               const PipelineSplitConfig &cfg,
+                                               ArrayRef<int64_t> given = {});
+
+} // namespace mlir::fsdp
+
+#endif // FSDP_LIB_TRANSFORMS_PIPELINESPLIT_H
