@@ -16,7 +16,9 @@
 #
 # usage: bench/tp_vs_simulator.sh [BUILD_DIR]      (default build)
 # env:   STEPS (40), WARMUP (10), REPS (3), SPEC, OUT, LAYOUTS
-#        ("2:1 2:2 4:1 4:4 4:2", world:tp), ANALYZE_ONLY=1
+#        ("2:1 2:2 4:1 4:4 4:2", world:tp), ANALYZE_ONLY=1 (REPREDICT=1 with
+#        it: plan the saved model again with SPEC, new reports and traces,
+#        the saved runs kept)
 # A benchmark: nothing is asserted. Targets (issue 22): predicted / measured
 # step time within 0.85-1.15 per layout, the same ranking, the bytes exact.
 set -euo pipefail
@@ -53,6 +55,13 @@ for rep in $(seq 1 "$REPS"); do
       --data test/data/tinyshakespeare.txt > "$OUT/run-$n-$t-$rep.log" 2> "$OUT/run-$n-$t-$rep.err"
     echo "world $n tp $t repeat $rep: $(tail -1 "$OUT/run-$n-$t-$rep.err")" >&2
   done
+done
+elif [ -n "${REPREDICT:-}" ]; then
+for l in $LAYOUTS; do
+  n=${l%%:*} t=${l#*:}
+  "$B/fsdp-opt" "$OUT/gpt2.mlir" --fsdp-pipeline="world-size=$n tp=$t policy=block optimizer=adamw \
+lr=1e-3 weight-decay=0.1 cluster=$SPEC report=$OUT/report-$n-$t.json trace=$OUT/trace-$n-$t.json" \
+    -o /dev/null
 done
 fi
 python3 - "$OUT" "$SPEC" "$REPS" $LAYOUTS <<'PY'
