@@ -96,8 +96,8 @@ for l in layouts:
     print("| %s | %.4f | %.4f [%.4f, %.4f] | %.3f | %.4f / %.4f | %.4f | %d / %d / %d | %d / %s%s | %d / %s%s |" % (
         name(n, t), pred, m, min(means), max(means), pred / m, rep["tp_exposed_s"], rep["exposed_comm_s"], wait,
         sched["memory_plan"]["peak_bytes"], sched["memory_plan"]["peak_bytes_with_scratch"], mem["device_peak_bytes"],
-        fsdp_plan, "n/a" if fsdp_meas is None else fsdp_meas, "" if fsdp_plan == fsdp_meas else " (differ)",
-        tp_plan, "n/a" if tp_meas is None else tp_meas, "" if tp_plan == tp_meas else " (differ)"))
+        fsdp_plan, "n/a" if fsdp_meas is None else fsdp_meas, "" if fsdp_meas in (None, fsdp_plan) else " (differ)",
+        tp_plan, "n/a" if tp_meas is None else tp_meas, "" if tp_meas in (None, tp_plan) else " (differ)"))
 for n in sorted({int(l.split(":")[0]) for l in layouts}):
     ks = [name(int(a), int(b)) for a, b in (l.split(":") for l in layouts) if int(a) == n]
     p = sorted(ks, key=rank_pred.get)
