@@ -121,7 +121,6 @@
 using namespace mlir;
 using namespace mlir::fsdp;
 using json = nlohmann::json;
-namespace key = ::fsdp::cluster_spec;
 
 static double ring(int64_t g, double bytes, double alpha, double bw) {
   if (g <= 1)
