@@ -16,7 +16,9 @@
 #
 # usage: bench/pp_vs_simulator.sh [BUILD_DIR]      (default build)
 # env:   STEPS (30), WARMUP (5), REPS (3), SPEC, OUT, LAYOUTS ("4:1:1 4:4:8
-#        4:2:8", world:pp:micro-batches), ANALYZE_ONLY=1
+#        4:2:8", world:pp:micro-batches), ANALYZE_ONLY=1 (REPREDICT=1 with it:
+#        plan the saved model again with SPEC, new reports and traces, the
+#        saved runs kept)
 # A benchmark: nothing is asserted. Targets (issue 23): predicted / measured
 # step within 0.85-1.15 per layout and the same ranking.
 set -euo pipefail
@@ -53,6 +55,14 @@ for rep in $(seq 1 "$REPS"); do
       --data test/data/tinyshakespeare.txt > "$OUT/run-$l-$rep.log" 2> "$OUT/run-$l-$rep.err"
     echo "$l repeat $rep: $(tail -1 "$OUT/run-$l-$rep.err")" >&2
   done
+done
+elif [ -n "${REPREDICT:-}" ]; then
+for l in $LAYOUTS; do
+  IFS=: read -r n p m <<< "$l"
+  opts="world-size=$n policy=block optimizer=adamw lr=1e-3 weight-decay=0.1"
+  [ "$p" -gt 1 ] && opts="$opts pp=$p pp-schedule=1f1b micro-batches=$m"
+  "$B/fsdp-opt" "$OUT/gpt2.mlir" --fsdp-pipeline="$opts cluster=$SPEC report=$OUT/report-$l.json \
+trace=$OUT/trace-$l.json" -o /dev/null
 done
 fi
 python3 - "$OUT" "$SPEC" "$REPS" $LAYOUTS <<'PY'

@@ -16,7 +16,9 @@
 #
 # usage: bench/tp_vs_simulator.sh [BUILD_DIR]      (default build)
 # env:   STEPS (40), WARMUP (10), REPS (3), SPEC, OUT, LAYOUTS
-#        ("2:1 2:2 4:1 4:4 4:2", world:tp), ANALYZE_ONLY=1
+#        ("2:1 2:2 4:1 4:4 4:2", world:tp), ANALYZE_ONLY=1 (REPREDICT=1 with
+#        it: plan the saved model again with SPEC, new reports and traces,
+#        the saved runs kept)
 # A benchmark: nothing is asserted. Targets (issue 22): predicted / measured
 # step time within 0.85-1.15 per layout, the same ranking, the bytes exact.
 set -euo pipefail
@@ -54,6 +56,13 @@ for rep in $(seq 1 "$REPS"); do
     echo "world $n tp $t repeat $rep: $(tail -1 "$OUT/run-$n-$t-$rep.err")" >&2
   done
 done
+elif [ -n "${REPREDICT:-}" ]; then
+for l in $LAYOUTS; do
+  n=${l%%:*} t=${l#*:}
+  "$B/fsdp-opt" "$OUT/gpt2.mlir" --fsdp-pipeline="world-size=$n tp=$t policy=block optimizer=adamw \
+lr=1e-3 weight-decay=0.1 cluster=$SPEC report=$OUT/report-$n-$t.json trace=$OUT/trace-$n-$t.json" \
+    -o /dev/null
+done
 fi
 python3 - "$OUT" "$SPEC" "$REPS" $LAYOUTS <<'PY'
 import json, statistics, sys
@@ -63,7 +72,8 @@ name = lambda n, t: "TP-%d" % n if t == n else ("FSDP-%d" % n if t == 1 else "FS
 print("simulator vs measured under tensor parallelism, spec %s" % spec)
 print("| layout | predicted step (s) | measured step (s): median [min, max] | predicted / measured | "
       "predicted TP exposed / FSDP exposed (s) | measured comm wait (s) | peak: plan / with scratch / allocator (bytes) | "
-      "FSDP bytes/rank/step: planned / measured | TP bytes/rank/step: planned / measured |")
+      "FSDP bytes/rank/step: planned / measured (world, shard, replicate channels) | "
+      "TP bytes/rank/step: planned / measured (tensor channel) |")
 print("|---|---|---|---|---|---|---|---|---|")
 rank_pred, rank_meas = {}, {}
 for l in layouts:
@@ -74,17 +84,20 @@ for l in layouts:
     runs = [last("%s/run-%d-%d-%d.log" % (out, n, t, r)) for r in range(1, reps + 1)]
     means = [r["step_time_mean_s"] for r in runs]
     m, pred = statistics.median(means), rep["predicted_step_time_s"]
-    c = rep["per_rank"]["comm_bytes_by_collective"]
-    mc = runs[0]["comm_bytes_by_collective"]
-    fsdp_plan, fsdp_meas = c["all_gather"] + c["reduce_scatter"], mc["all_gather"] + mc["reduce_scatter"]
-    tp_plan, tp_meas = rep["per_rank"]["tp_bytes_per_step"] + c["all_reduce"], mc["all_reduce"]
+    # Per channel (fsdp-run's comm_bytes_by_group, rank 0's bytes sent): the
+    # tensor group's against the plan's TP collectives, the data-parallel
+    # groups' (world, shard, replicate) against its FSDP collectives.
+    fsdp_plan, tp_plan = rep["per_rank"]["comm_bytes_per_step"], rep["per_rank"]["tp_bytes_per_step"]
+    g = runs[0].get("comm_bytes_by_group")
+    fsdp_meas = sum(g.get(k, 0) for k in ("world", "shard", "replicate")) if g is not None else None
+    tp_meas = g.get("tensor", 0) if g is not None else None
     wait = statistics.median(r["comm_wait_time_s"] for r in runs)
     rank_pred[name(n, t)], rank_meas[name(n, t)] = pred, m
-    print("| %s | %.4f | %.4f [%.4f, %.4f] | %.3f | %.4f / %.4f | %.4f | %d / %d / %d | %d / %d%s | %d / %d%s |" % (
+    print("| %s | %.4f | %.4f [%.4f, %.4f] | %.3f | %.4f / %.4f | %.4f | %d / %d / %d | %d / %s%s | %d / %s%s |" % (
         name(n, t), pred, m, min(means), max(means), pred / m, rep["tp_exposed_s"], rep["exposed_comm_s"], wait,
         sched["memory_plan"]["peak_bytes"], sched["memory_plan"]["peak_bytes_with_scratch"], mem["device_peak_bytes"],
-        fsdp_plan, fsdp_meas, "" if fsdp_plan == fsdp_meas else " (differ)",
-        tp_plan, tp_meas, "" if tp_plan == tp_meas else " (differ)"))
+        fsdp_plan, "n/a" if fsdp_meas is None else fsdp_meas, "" if fsdp_meas in (None, fsdp_plan) else " (differ)",
+        tp_plan, "n/a" if tp_meas is None else tp_meas, "" if tp_meas in (None, tp_plan) else " (differ)"))
 for n in sorted({int(l.split(":")[0]) for l in layouts}):
     ks = [name(int(a), int(b)) for a, b in (l.split(":") for l in layouts) if int(a) == n]
     p = sorted(ks, key=rank_pred.get)

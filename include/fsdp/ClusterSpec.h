@@ -3,7 +3,7 @@
 // Header-only: the one spelling of every key of a cluster spec
 // (bench/clusters/*.json), shared by its writer (fsdp-calibrate,
 // lib/Calibrate/Spec.cpp) and its reader (ClusterSpec::load,
-// lib/Analysis/Simulator.cpp), so that the two cannot drift apart. Each
+// lib/Analysis/ClusterSpec.cpp), so that the two cannot drift apart. Each
 // docstring gives the value's type and unit; the reader's validation (which
 // keys are required, which ranges hold) is in ClusterSpec::load.
 //
@@ -40,6 +40,11 @@ inline constexpr const char *kInterNode = "inter_node";
 /// Integer (optional): network interfaces per node; a collective spanning
 /// nodes then uses up to all of them (ClusterSpec::nicsPerNode).
 inline constexpr const char *kNicsPerNode = "nics_per_node";
+/// Integer (optional): the processors a node's ranks share (a CPU host's
+/// cores). When a node runs more ranks than this, the OS time-slices them
+/// and every rate of a rank is divided by ranks / cores_per_node
+/// (ClusterSpec::coresPerNode). Absent: each rank has its device.
+inline constexpr const char *kCoresPerNode = "cores_per_node";
 /// Object: roofline efficiencies in (0, 1] by op class (kEffMatmul,
 /// kEffAttention, kEffElementwise, kEffMemory); each defaults to 1.
 inline constexpr const char *kEfficiency = "efficiency";
@@ -87,6 +92,12 @@ inline constexpr const char *kMeasured = "measured";
 inline constexpr const char *kBusBandwidth = "bus_bandwidth";
 /// Number: latency of one ring step, seconds.
 inline constexpr const char *kLatency = "latency_s";
+/// Object (optional): measured collective times by message size on this
+/// link (CollectiveCurves, fsdp/Analysis/CollectiveCurve.h; format in
+/// docs/collective-model.md): "ranks" (integer >= 2), and per kind
+/// ("all_gather", "reduce_scatter", "all_reduce", "send_recv") an array of
+/// [bytes, seconds] pairs; a kind without a curve uses the α-β ring.
+inline constexpr const char *kCollectives = "collectives";
 /// String (informational): what the link is.
 inline constexpr const char *kLink = "link";
 

@@ -74,8 +74,16 @@ bool mlir::fsdp::p2pCrossesNodes(const ClusterSpec &spec, int64_t world,
 double mlir::fsdp::p2pTransferTime(const ClusterSpec &spec, int64_t bytes,
                                    int64_t world, int64_t stages, int64_t from,
                                    int64_t to) {
-  if (!p2pCrossesNodes(spec, world, stages, from, to))
-    return spec.intraLatency + double(bytes) / spec.intraBandwidth;
+  double slowdown = spec.oversubscription(world);
+  if (!p2pCrossesNodes(spec, world, stages, from, to)) {
+    if (spec.intraCurves && spec.intraCurves->has(CollectiveKind::SendRecv))
+      return slowdown *
+             spec.intraCurves->time(CollectiveKind::SendRecv, bytes, 2);
+    return slowdown * (spec.intraLatency + double(bytes) / spec.intraBandwidth);
+  }
+  if (spec.interCurves && spec.interCurves->has(CollectiveKind::SendRecv))
+    return slowdown *
+           spec.interCurves->time(CollectiveKind::SendRecv, bytes, 2);
   double bw = spec.interBandwidth;
   if (spec.nicsPerNode > 0) {
     // The node's senders at once: the stage's ranks in it.
@@ -84,7 +92,7 @@ double mlir::fsdp::p2pTransferTime(const ClusterSpec &spec, int64_t bytes,
         std::max<int64_t>(1, spec.devicesPerNode)));
     bw *= std::min(1.0, double(spec.nicsPerNode) / k);
   }
-  return spec.interLatency + double(bytes) / bw;
+  return slowdown * (spec.interLatency + double(bytes) / bw);
 }
 
 namespace {

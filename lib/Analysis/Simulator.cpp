@@ -30,7 +30,12 @@
 //   link's (per GPU, or with nics_per_node the node's NICs shared by the
 //   group's members there, ClusterSpec::nicsPerNode), plus collective_sync_s
 //   (the ranks' skew at a collective, measured on this machine; absent for the
-//   GPU specs). Ranks are laid out r = (replica·S + shard)·T + t (T the
+//   GPU specs). A link with measured curves (intra_node.collectives /
+//   inter_node.collectives: time by message size per kind, nccl-tests
+//   style; CollectiveCurves, docs/collective-model.md) prices a kind it has
+//   a curve for by the curve instead: the measurement at n ranks read as
+//   the time of one ring step by chunk, (G−1)·τ(S/G) (2(G−1) steps for
+//   all-reduce). Ranks are laid out r = (replica·S + shard)·T + t (T the
 //   tensor-parallel degree, S the shard size): a tensor-parallel group is T
 //   adjacent ranks, the shard group's ranks lie T apart and the replicate
 //   group's S·T apart, so a group's members per node follow from its stride.
@@ -46,7 +51,10 @@
 //   overlapped here. Each is timed by the same ring model on the link its T
 //   adjacent ranks span: the intra-node link when T <= devices_per_node,
 //   else the inter-node link (NICs shared by the group's members in a
-//   node). They run on their own FIFO (a separate communicator: Megatron's
+//   node). A sequence-parallel op's calls (one per row before its dim)
+//   are priced each, and the ranks' skew (collective_sync_s) once per op:
+//   the runtime issues them back to back with nothing between. They run on
+//   their own FIFO (a separate communicator: Megatron's
 //   and torchtitan's TP process group), not behind the FSDP stream's
 //   prefetches; the links' contention between the two is not modelled.
 // * Per-op efficiencies ("op_efficiency", measured by fsdp-calibrate on the
@@ -65,6 +73,11 @@
 //   "Enabling Compute-Communication Overlap in Distributed Deep Learning
 //   Training Platforms", ISCA 2021, section 3). The trace shows them on the
 //   compute track (category "host").
+// * Oversubscription (cores_per_node, optional): with more ranks on a node
+//   than cores the OS time-slices them, so every time of a rank (compute,
+//   host work, collectives, the skew) is ranks / cores times longer
+//   (ClusterSpec::oversubscription); the spec's rates are a rank's with a
+//   core to itself.
 // * Contention (comm_contention c, optional): the part of a compute op that
 //   overlaps an FSDP collective in flight runs at 1 / (1 + c) of its rate
 //   (contendedEnd); the extra is contention_s, outside compute and exposed
@@ -107,259 +120,6 @@
 using namespace mlir;
 using namespace mlir::fsdp;
 using json = nlohmann::json;
-namespace key = ::fsdp::cluster_spec;
-
-namespace {
-/// nlohmann's DOM builder that keeps the parse error's message (line,
-/// column, what was read) instead of throwing: this library is built
-/// without exceptions.
-struct RecordingParser : nlohmann::detail::json_sax_dom_parser<json> {
-  std::string message;
-  explicit RecordingParser(json &out)
-      : json_sax_dom_parser(out, /*allow_exceptions=*/false) {}
-  template <class Exception>
-  bool parse_error(std::size_t position, const std::string &lastToken,
-                   const Exception &ex) {
-    message = ex.what();
-    return json_sax_dom_parser::parse_error(position, lastToken, ex);
-  }
-};
-} // namespace
-
-namespace {
-/// Reads the values of a parsed spec into a ClusterSpec, each checked, in the
-/// order below; the first problem is kept in `error`, prefixed with the file.
-/// Typed reads only: with exceptions off a mistyped value() aborts
-/// (nlohmann's JSON_NOEXCEPTION), found by fuzzing (test/fuzz).
-class SpecReader {
-public:
-  SpecReader(const json &j, StringRef path, std::string &error)
-      : j(j), path(path), where("cluster spec '" + path.str() + "': "),
-        error(error) {}
-
-  bool read(ClusterSpec &s, MLIRContext *ctx) {
-    return readName(s) && checkObjects() && readPeaks(s) &&
-           readMemoryAndLinks(s) && readEfficiencies(s) &&
-           readOpEfficiencies(s, ctx) && readHostTerms(s) && readAllocator(s);
-  }
-
-private:
-  bool fail(const std::string &what) {
-    error = where + what;
-    return false;
-  }
-
-  /// The key's path in messages: intra_node.latency_s.
-  static std::string field(const char *object, const char *k) {
-    return std::string(object) + "." + k;
-  }
-
-  /// obj[k] as a finite number, positive (or non-negative); `name` is what
-  /// messages call it.
-  bool number(const json &obj, const char *k, const std::string &name,
-              double &out, bool positive = true) {
-    if (!obj.is_object() || !obj.contains(k) || !obj[k].is_number())
-      return fail("missing or non-numeric '" + name + "'");
-    out = obj[k].get<double>();
-    if (!(out >= 0) || (positive && !(out > 0)) || !std::isfinite(out))
-      return fail("'" + name + "' must be " +
-                  (positive ? "positive" : "non-negative"));
-    return true;
-  }
-
-  bool readName(ClusterSpec &s) {
-    if (j.contains(key::kName) && !j[key::kName].is_string())
-      return fail(std::string("'") + key::kName + "' must be a string");
-    s.name =
-        j.contains(key::kName) ? j[key::kName].get<std::string>() : path.str();
-    return true;
-  }
-
-  bool checkObjects() {
-    for (const char *k : {key::kIntraNode, key::kInterNode, key::kEfficiency})
-      if (j.contains(k) && !j[k].is_object())
-        return fail(std::string("'") + k + "' must be an object");
-    return true;
-  }
-
-  bool readPeaks(ClusterSpec &s) {
-    if (!j.contains(key::kPeakFlops) || !j[key::kPeakFlops].is_object())
-      return fail(std::string("missing object '") + key::kPeakFlops +
-                  "' (FLOP/s by dtype)");
-    const json &peaks = j[key::kPeakFlops];
-    for (auto &[dtype, v] : peaks.items()) {
-      double x;
-      if (!number(peaks, dtype.c_str(), field(key::kPeakFlops, dtype.c_str()),
-                  x))
-        return false;
-      s.peakFlops[dtype] = x;
-    }
-    if (!s.peakFlops.count(key::kRequiredPeakDtype))
-      return fail("missing '" +
-                  field(key::kPeakFlops, key::kRequiredPeakDtype) + "'");
-    return true;
-  }
-
-  bool readMemoryAndLinks(ClusterSpec &s) {
-    double dpn;
-    const json &intra = j.value(key::kIntraNode, json::object());
-    const json &inter = j.value(key::kInterNode, json::object());
-    if (!number(j, key::kMemoryBytes, key::kMemoryBytes, s.memoryBytes) ||
-        !number(j, key::kMemoryBandwidth, key::kMemoryBandwidth,
-                s.memoryBandwidth) ||
-        !number(j, key::kDevicesPerNode, key::kDevicesPerNode, dpn) ||
-        !number(intra, key::kBusBandwidth,
-                field(key::kIntraNode, key::kBusBandwidth), s.intraBandwidth) ||
-        !number(intra, key::kLatency, field(key::kIntraNode, key::kLatency),
-                s.intraLatency, false) ||
-        !number(inter, key::kBusBandwidth,
-                field(key::kInterNode, key::kBusBandwidth), s.interBandwidth) ||
-        !number(inter, key::kLatency, field(key::kInterNode, key::kLatency),
-                s.interLatency, false))
-      return false;
-    if (dpn != std::floor(dpn) || dpn > double(int64_t(1) << 30))
-      return fail(std::string("'") + key::kDevicesPerNode +
-                  "' must be an integer in [1, 2^30]");
-    s.devicesPerNode = std::max<int64_t>(1, (int64_t)dpn);
-    if (j.contains(key::kNicsPerNode)) {
-      double nics;
-      if (!number(j, key::kNicsPerNode, key::kNicsPerNode, nics))
-        return false;
-      if (nics != std::floor(nics) || nics > double(int64_t(1) << 30))
-        return fail(std::string("'") + key::kNicsPerNode +
-                    "' must be an integer in [1, 2^30]");
-      s.nicsPerNode = (int64_t)nics;
-    }
-    return true;
-  }
-
-  bool readEfficiencies(ClusterSpec &s) {
-    const json &eff = j.value(key::kEfficiency, json::object());
-    for (auto [k, out] :
-         {std::pair<const char *, double *>{key::kEffMatmul, &s.effMatmul},
-          {key::kEffAttention, &s.effAttention},
-          {key::kEffElementwise, &s.effElementwise},
-          {key::kEffMemory, &s.effMemory}}) {
-      if (!eff.contains(k))
-        continue;
-      if (!number(eff, k, field(key::kEfficiency, k), *out))
-        return false;
-      if (*out > 1)
-        return fail("'" + field(key::kEfficiency, k) + "' must be in (0, 1]");
-    }
-    std::string traffic = field(key::kEfficiency, key::kEffElementwiseTraffic);
-    if (eff.contains(key::kEffElementwiseTraffic) &&
-        (!number(eff, key::kEffElementwiseTraffic, traffic,
-                 s.elementwiseTraffic) ||
-         (s.elementwiseTraffic < 1 && !fail("'" + traffic + "' must be >= 1"))))
-      return false;
-    return !eff.contains(key::kEffMatmulHalfK) ||
-           number(eff, key::kEffMatmulHalfK,
-                  field(key::kEfficiency, key::kEffMatmulHalfK), s.matmulHalfK,
-                  /*positive=*/false);
-  }
-
-  /// With `ctx`, every key must name an op registered there (a misspelt op
-  /// would otherwise fall back to its class silently).
-  bool readOpEfficiencies(ClusterSpec &s, MLIRContext *ctx) {
-    if (!j.contains(key::kOpEfficiency))
-      return true;
-    const json &oe = j[key::kOpEfficiency];
-    if (!oe.is_object())
-      return fail(std::string("'") + key::kOpEfficiency +
-                  "' must be an object (op name -> efficiency)");
-    for (auto &[op, v] : oe.items()) {
-      double x;
-      std::string name = field(key::kOpEfficiency, op.c_str());
-      if (!number(oe, op.c_str(), name, x))
-        return false;
-      if (x > 1)
-        return fail("'" + name + "' must be in (0, 1]");
-      if (ctx && !RegisteredOperationName::lookup(op, ctx))
-        return fail("'" + name + "' names no known op");
-      s.opEfficiency[op] = x;
-    }
-    return true;
-  }
-
-  /// The optional host terms: absent is 0 (the GPU specs leave them out),
-  /// comm_overlap 1.
-  bool readHostTerms(ClusterSpec &s) {
-    for (auto [k, out, positive] :
-         {std::tuple<const char *, double *, bool>{key::kDispatchOverhead,
-                                                   &s.dispatchOverhead, false},
-          {key::kStepIoBandwidth, &s.stepIoBandwidth, true},
-          {key::kCollectiveSync, &s.collectiveSync, false},
-          {key::kCommContention, &s.commContention, false}})
-      if (j.contains(k) && !number(j, k, k, *out, positive))
-        return false;
-    if (!j.contains(key::kCommOverlap))
-      return true;
-    if (!number(j, key::kCommOverlap, key::kCommOverlap, s.commOverlap, false))
-      return false;
-    if (s.commOverlap > 1)
-      return fail(std::string("'") + key::kCommOverlap + "' must be in [0, 1]");
-    return true;
-  }
-
-  /// The optional allocator object: per_stream_pools (bool, default
-  /// false), workspace_bytes (>= 0, default 0), source (a string).
-  bool readAllocator(ClusterSpec &s) {
-    if (!j.contains(key::kAllocator))
-      return true;
-    const json &a = j[key::kAllocator];
-    if (!a.is_object())
-      return fail(std::string("'") + key::kAllocator + "' must be an object");
-    s.hasAllocator = true;
-    if (a.contains(key::kPerStreamPools)) {
-      if (!a[key::kPerStreamPools].is_boolean())
-        return fail("'" + field(key::kAllocator, key::kPerStreamPools) +
-                    "' must be true or false");
-      s.perStreamPools = a[key::kPerStreamPools].get<bool>();
-    }
-    if (a.contains(key::kAllocatorSource) &&
-        !a[key::kAllocatorSource].is_string())
-      return fail("'" + field(key::kAllocator, key::kAllocatorSource) +
-                  "' must be a string");
-    return !a.contains(key::kWorkspaceBytes) ||
-           number(a, key::kWorkspaceBytes,
-                  field(key::kAllocator, key::kWorkspaceBytes),
-                  s.workspaceBytes, /*positive=*/false);
-  }
-
-  const json &j;
-  StringRef path;
-  std::string where;
-  std::string &error;
-};
-} // namespace
-
-std::optional<ClusterSpec> ClusterSpec::load(StringRef path, std::string &error,
-                                             MLIRContext *ctx) {
-  auto buf = llvm::MemoryBuffer::getFile(path);
-  if (!buf) {
-    error = "cannot read cluster spec '" + path.str() +
-            "': " + buf.getError().message();
-    return std::nullopt;
-  }
-  json j;
-  RecordingParser parser(j);
-  if (!json::sax_parse((*buf)->getBuffer().begin(), (*buf)->getBuffer().end(),
-                       &parser) ||
-      !parser.message.empty()) {
-    error = "cluster spec '" + path.str() +
-            "' is not valid JSON: " + parser.message;
-    return std::nullopt;
-  }
-  if (!j.is_object()) {
-    error = "cluster spec '" + path.str() + "' is not a JSON object";
-    return std::nullopt;
-  }
-  ClusterSpec s;
-  if (!SpecReader(j, path, error).read(s, ctx))
-    return std::nullopt;
-  return s;
-}
 
 static double ring(int64_t g, double bytes, double alpha, double bw) {
   if (g <= 1)
@@ -367,8 +127,22 @@ static double ring(int64_t g, double bytes, double alpha, double bw) {
   return (g - 1) * alpha + double(g - 1) / double(g) * bytes / bw;
 }
 
-double Simulator::collectiveTime(int64_t bytes, int64_t g, int64_t stride,
-                                 bool allReduce, bool hierarchical) const {
+/// One ring leg over `g` ranks on a link: its measured curve for the kind
+/// when the spec has one (CollectiveCurves::time), else the α-β ring, twice
+/// for an all-reduce.
+static double leg(const std::optional<CollectiveCurves> &curves,
+                  CollectiveKind kind, int64_t g, double bytes, double alpha,
+                  double bw) {
+  if (g <= 1)
+    return 0;
+  if (curves && curves->has(kind))
+    return curves->time(kind, bytes, g);
+  double t = ring(g, bytes, alpha, bw);
+  return kind == CollectiveKind::AllReduce ? 2 * t : t;
+}
+
+double Simulator::collectiveTime(CollectiveKind kind, int64_t bytes, int64_t g,
+                                 int64_t stride, bool hierarchical) const {
   if (g <= 1)
     return 0;
   int64_t dpn = spec.devicesPerNode;
@@ -378,7 +152,8 @@ double Simulator::collectiveTime(int64_t bytes, int64_t g, int64_t stride,
   // A ring that leaves the node: with nics_per_node, NCCL runs one ring per
   // NIC and splits the collective over them through NVLink, so the k
   // members of a node share its NICs (one NIC's share per member at
-  // least), and NVLink caps the sum (ClusterSpec::nicsPerNode).
+  // least), and NVLink caps the sum (ClusterSpec::nicsPerNode). A measured
+  // inter-node curve already includes how its ranks shared the NICs.
   double interBw = spec.interBandwidth;
   if (spec.nicsPerNode > 0) {
     double nics = std::min<double>(
@@ -386,16 +161,24 @@ double Simulator::collectiveTime(int64_t bytes, int64_t g, int64_t stride,
         std::max(1.0, double(k) * spec.nicsPerNode / double(dpn)));
     interBw = std::min(spec.intraBandwidth, nics * spec.interBandwidth);
   }
-  double t;
   if (k >= g)
-    t = ring(g, bytes, spec.intraLatency, spec.intraBandwidth);
-  else if (hierarchical && k > 1) {
+    return leg(spec.intraCurves, kind, g, bytes, spec.intraLatency,
+               spec.intraBandwidth);
+  if (hierarchical && k > 1) {
     int64_t nodes = (g + k - 1) / k;
-    t = ring(nodes, bytes, spec.interLatency, interBw) +
-        ring(k, double(bytes) / nodes, spec.intraLatency, spec.intraBandwidth);
-  } else
-    t = ring(g, bytes, spec.interLatency, interBw);
-  return allReduce ? 2 * t : t;
+    return leg(spec.interCurves, kind, nodes, bytes, spec.interLatency,
+               interBw) +
+           leg(spec.intraCurves, kind, k, double(bytes) / nodes,
+               spec.intraLatency, spec.intraBandwidth);
+  }
+  return leg(spec.interCurves, kind, g, bytes, spec.interLatency, interBw);
+}
+
+/// The job's ranks: a pipeline stage's module gives its own world size, the
+/// job runs the stages' ranks side by side.
+static int64_t jobWorld(ModuleOp module, int64_t world) {
+  auto stages = module->getAttrOfType<IntegerAttr>(kPipelineStagesAttr);
+  return stages ? world * std::max<int64_t>(1, stages.getInt()) : world;
 }
 
 namespace {
@@ -407,7 +190,9 @@ public:
       : sim(sim), spec(spec), module(module),
         world(groupSize(module, Group::World).value_or(1)),
         shardSize(groupSize(module, Group::Shard).value_or(world)),
-        tp(groupSize(module, Group::Tensor).value_or(1)) {}
+        tp(groupSize(module, Group::Tensor).value_or(1)),
+        slowdown(spec.oversubscription(jobWorld(module, world))),
+        dispatch(spec.dispatchOverhead * slowdown) {}
 
   FailureOr<SimResult> run(func::FuncOp fn) {
     begin(fn);
@@ -444,13 +229,13 @@ public:
       if (auto wait = dyn_cast<WaitOp>(op); wait && peers)
         if (Operation *p2p = wait.getToken().getDefiningOp();
             isa_and_nonnull<SendOp, RecvOp>(p2p)) {
-          transfer = peers->completion(p2p, tc + spec.dispatchOverhead);
+          transfer = peers->completion(p2p, tc + dispatch);
           if (!transfer)
             return false;
         }
       // Every op is one instruction the host issues (dispatch_overhead_s).
-      tc += spec.dispatchOverhead;
-      r.hostTime += spec.dispatchOverhead;
+      tc += dispatch;
+      r.hostTime += dispatch;
       double operandsReady = 0;
       for (Value v : op.getOperands())
         operandsReady = std::max(operandsReady, ready.lookup(v));
@@ -507,11 +292,11 @@ private:
         if (fn.getArgAttr(a.getArgNumber(), nn::kDataAttr) ||
             fn.getArgAttr(a.getArgNumber(), nn::kStepAttr) ||
             fn.getArgAttr(a.getArgNumber(), nn::kTotalStepsAttr))
-          ioIn += bufferBytes(a) / spec.stepIoBandwidth;
+          ioIn += slowdown * bufferBytes(a) / spec.stepIoBandwidth;
       for (auto [i, v] :
            llvm::enumerate(fn.getBody().front().getTerminator()->getOperands()))
         if (!fn.getResultAttr(i, kRoleAttr))
-          ioOut += bufferBytes(v) / spec.stepIoBandwidth;
+          ioOut += slowdown * bufferBytes(v) / spec.stepIoBandwidth;
     }
     if (ioIn > 0)
       r.events.push_back({"host: step inputs", 0, 0, ioIn, 0, 0});
@@ -539,10 +324,15 @@ private:
                      : group == Group::Shard   ? tp
                                                : 1;
     int64_t bytes = isa<AllGatherOp>(op) ? bufferBytes(out) : bufferBytes(in);
-    double dur = sim.collectiveTime(bytes, g, stride, isa<AllReduceOp>(op),
-                                    group == Group::Replicate);
+    CollectiveKind kind = isa<AllGatherOp>(op) ? CollectiveKind::AllGather
+                          : isa<ReduceScatterOp>(op)
+                              ? CollectiveKind::ReduceScatter
+                              : CollectiveKind::AllReduce;
+    double dur =
+        sim.collectiveTime(kind, bytes, g, stride, group == Group::Replicate);
     if (g > 1)
       dur += spec.collectiveSync;
+    dur *= slowdown;
     double start = std::max({tc, tm, operandsReady});
     tm = start + dur;
     // The share of the transfer that cannot overlap occupies the compute
@@ -572,13 +362,19 @@ private:
   /// file's first comment).
   void tensorCollective(Operation *op, const TensorCollective &c,
                         double operandsReady) {
-    double dur =
-        c.calls * sim.collectiveTime(c.bytes / c.calls, c.groupSize,
-                                     /*stride=*/1,
-                                     c.kind == TensorCollective::AllReduce,
-                                     /*hierarchical=*/false);
+    CollectiveKind kind = c.kind == TensorCollective::AllGather
+                              ? CollectiveKind::AllGather
+                          : c.kind == TensorCollective::ReduceScatter
+                              ? CollectiveKind::ReduceScatter
+                              : CollectiveKind::AllReduce;
+    double dur = c.calls * sim.collectiveTime(kind, c.bytes / c.calls,
+                                              c.groupSize, /*stride=*/1,
+                                              /*hierarchical=*/false);
+    // The op's calls are issued back to back with nothing between them
+    // (the runtime's lowerSp), so the ranks' skew is met once per op.
     if (c.groupSize > 1)
-      dur += c.calls * spec.collectiveSync;
+      dur += spec.collectiveSync;
+    dur *= slowdown;
     double start = std::max({tc, tt, operandsReady});
     tt = start + dur;
     r.tpExposed += tt - tc;
@@ -638,6 +434,7 @@ private:
           ready[v] = operandsReady;
       return success();
     }
+    dur *= slowdown;
     double start = std::max(tc, operandsReady);
     // Slower while a collective is in flight (comm_contention).
     llvm::erase_if(commBusy, [&](auto &b) { return b.second <= start; });
@@ -703,6 +500,9 @@ private:
   const ClusterSpec &spec;
   ModuleOp module;
   int64_t world, shardSize, tp;
+  /// Every time of a rank is this many times longer when its node's ranks
+  /// outnumber the cores (ClusterSpec::oversubscription).
+  double slowdown, dispatch;
   SimResult r;
   double tc = 0, tm = 0; // the compute and communication streams' clocks
   double tt = 0;         // the tensor-parallel collectives' clock

@@ -1,10 +1,10 @@
 //===- Calibrate.cpp - Measures this machine as a cluster spec ------------===//
 //
 // Writes a cluster spec in the format of bench/clusters/*.json (read by
-// ClusterSpec::load, lib/Analysis/Simulator.cpp) for THIS machine running N
+// ClusterSpec::load, lib/Analysis/ClusterSpec.cpp) for THIS machine running N
 // ranks at once: every measurement runs on all N ranks concurrently, so an
 // oversubscribed machine (more ranks than cores) is measured as it trains.
-// One node: devices_per_node = N, inter_node = intra_node.
+// One node: inter_node = intra_node.
 //
 // Methodology (each rate: every rank runs the kernel in a loop for S/3
 // seconds (S default 0.3) after a barrier and one untimed call; seconds per
@@ -50,15 +50,25 @@
 //   tanh and cross-entropy's exp cost far more than NNCost's per-element
 //   constants): the class values serve ops not measured here, op_efficiency
 //   the rest; "measured" lists each kernel's rate.
-// * Collectives: all-gather and reduce-scatter through the runtime's C API
-//   (fsdp_*_start + fsdp_wait, world group, f32) of S = 8 KiB ... 4 MiB
-//   gathered bytes (powers of 2), back to back in batches of 8 after a
-//   barrier: the time of one = batch time / 8, max over ranks, median over
-//   the batches. Fit of the ring model t = (G−1)·α + (G−1)/G · S/B (Thakur,
+// * Collectives: all-gather, reduce-scatter and all-reduce over the world
+//   and one message from rank 0 to rank 1 (send_recv) through the runtime's
+//   C API (fsdp_*_start + fsdp_wait, f32) of S = 64 B ... 4 MiB (the full
+//   buffer; powers of 2, as nccl-tests sweeps sizes), back to back in
+//   batches of 8 after a barrier: the time of one = batch time / 8, max
+//   over ranks, median over the batches. The points are the spec's curves
+//   (intra_node.collectives; the simulator's model: CollectiveCurves,
+//   docs/collective-model.md). For the α-β fallback (latency_s,
+//   bus_bandwidth) the all-gather and reduce-scatter points of 8 KiB and
+//   more are fitted to the ring model t = (G−1)·α + (G−1)/G · S/B (Thakur,
 //   Rabenseifner & Gropp, IJHPCA 2005; nccl-tests doc/PERFORMANCE.md) by
 //   least squares on the relative error, Σ ((c + x·β − t) / t)² with c =
 //   (G−1)·α, β = 1/B, x = (G−1)/G · S. With N = 1 there is no collective:
-//   α = 0, B = memory_bandwidth.
+//   α = 0, B = memory_bandwidth, no curves.
+// * cores_per_node: the online cores. With N > cores every rate was
+//   measured time-sliced; the spec gets one rank's with a core to itself
+//   (rates × N / cores, times ÷), as the simulator scales it back
+//   (ClusterSpec::coresPerNode). devices_per_node: --devices-per-node, or
+//   max(N, cores).
 // * op_efficiency: per op kind (nn.linear, nn.gelu, nn.adamw_update,
 //   fsdp.flatten, ...) the efficiency at which the roofline reproduces that
 //   op's kernels above alone (the same bisection; data movement: bytes per
@@ -85,7 +95,7 @@
 //   T_collectives) / (I · 3L), max over ranks, median of 3 (the skew of
 //   ranks arriving from compute at a collective; Petrini, Kerbyson &
 //   Pakin, SC 2003).
-// * One node: devices_per_node = N, inter_node = intra_node; memory_bytes =
+// * One node: inter_node = intra_node; memory_bytes =
 //   physical memory / N. "sources" records N, the cores, whether the run was
 //   oversubscribed and the date.
 //
@@ -159,7 +169,14 @@ void runCalibration(const Options &o) {
   cal.ring.bandwidth = cal.kernels.bw;
   if (mc.world > 1) {
     cal.collectives = measureCollectives(mc, std::max(0.05, S / 2));
-    cal.ring = fitRing(cal.collectives, mc.world);
+    // The α-β fallback keeps its old fit: all-gather and reduce-scatter
+    // of 8 KiB..4 MiB (the curves carry the rest).
+    std::vector<CollPoint> ring;
+    for (const CollPoint &p : cal.collectives)
+      if ((p.kind == "all_gather" || p.kind == "reduce_scatter") &&
+          p.bytes >= 8 << 10)
+        ring.push_back(p);
+    cal.ring = fitRing(ring, mc.world);
   }
   cal.host = measureHost(mc, std::max(0.05, S / 3));
   cal.overlap = measureOverlap(mc, o, std::max(0.3, S));

@@ -20,32 +20,59 @@ std::vector<CollPoint> measureCollectives(const Machine &mc, double budget) {
   fsdp_channel gworld = mc.channel;
   constexpr int kBatch = 8;
   std::vector<CollPoint> pts;
-  for (int64_t full = 8 << 10; full <= (4 << 20); full *= 2) {
-    int64_t shardCount = full / 4 / world;
-    std::vector<float> shard(shardCount, 1.0f), all(shardCount * world, 1.0f);
-    for (int ag = 1; ag >= 0; --ag) {
-      std::vector<double> times;
-      double spent = 0;
-      for (int rep = 0; rep < 100 && (rep < 3 || spent < budget); ++rep) {
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = fsdp_now();
-        for (int i = 0; i < kBatch; ++i) {
-          fsdp_event h = nullptr;
-          check(ag ? fsdp_all_gather_start(gworld, shard.data(), all.data(),
-                                           shardCount, FSDP_F32, &h)
-                   : fsdp_reduce_scatter_start(gworld, all.data(), shard.data(),
-                                               shardCount, FSDP_F32,
-                                               FSDP_REDUCE_SUM, &h));
-          check(fsdp_wait(h));
-        }
-        double mx = maxOverRanks((fsdp_now() - t0) / kBatch);
-        times.push_back(mx);
-        spent += mx * kBatch;
-      }
-      pts.push_back({ag ? "all_gather" : "reduce_scatter",
-                     static_cast<double>(shardCount * world * 4),
-                     median(times)});
+  // One kind at one size: kBatch collectives back to back after a barrier,
+  // the batch's time / kBatch, max over ranks, median over the batches.
+  auto measure = [&](const char *kind, double bytes, auto &&one) {
+    std::vector<double> times;
+    double spent = 0;
+    for (int rep = 0; rep < 100 && (rep < 3 || spent < budget); ++rep) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      double t0 = fsdp_now();
+      for (int i = 0; i < kBatch; ++i)
+        one();
+      double mx = maxOverRanks((fsdp_now() - t0) / kBatch);
+      times.push_back(mx);
+      spent += mx * kBatch;
     }
+    pts.push_back({kind, bytes, median(times)});
+  };
+  for (int64_t full = 64; full <= (4 << 20); full *= 2) {
+    int64_t shardCount = std::max<int64_t>(1, full / 4 / world);
+    int64_t count = shardCount * world, n = full / 4;
+    std::vector<float> shard(shardCount, 1.0f), all(std::max(count, n), 1.0f),
+        out(std::max(count, n));
+    double bytes = static_cast<double>(count * 4);
+    measure("all_gather", bytes, [&] {
+      fsdp_event h = nullptr;
+      check(fsdp_all_gather_start(gworld, shard.data(), all.data(), shardCount,
+                                  FSDP_F32, &h));
+      check(fsdp_wait(h));
+    });
+    measure("reduce_scatter", bytes, [&] {
+      fsdp_event h = nullptr;
+      check(fsdp_reduce_scatter_start(gworld, all.data(), shard.data(),
+                                      shardCount, FSDP_F32, FSDP_REDUCE_SUM,
+                                      &h));
+      check(fsdp_wait(h));
+    });
+    measure("all_reduce", bytes, [&] {
+      fsdp_event h = nullptr;
+      check(fsdp_all_reduce_start(gworld, all.data(), out.data(), count,
+                                  FSDP_F32, FSDP_REDUCE_SUM, &h));
+      check(fsdp_wait(h));
+    });
+    // One message from rank 0 to rank 1, as a pipeline stage sends its
+    // boundary activation to the next (the other ranks idle).
+    measure("send_recv", static_cast<double>(n * 4), [&] {
+      if (mc.rank > 1)
+        return;
+      fsdp_event h = nullptr;
+      check(mc.rank == 0 ? fsdp_send_start(gworld, all.data(), n, FSDP_F32,
+                                           /*peer=*/1, /*tag=*/7, &h)
+                         : fsdp_recv_start(gworld, out.data(), n, FSDP_F32,
+                                           /*peer=*/0, /*tag=*/7, &h));
+      check(fsdp_wait(h));
+    });
   }
   return pts;
 }

@@ -2,6 +2,7 @@
 #include "fsdp/calibrate/Spec.h"
 #include "fsdp/ClusterSpec.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -91,11 +92,23 @@ json sourcesJson(const Options &o, int world, long cores) {
        "by one GPT-2 block's op counts, equals their measured time (FLOPs "
        "and bytes as dialects/nn/NNCost.cpp); kernels measured in 3 passes, "
        "median pass each",
-       "collectives: fsdp_all_gather_start / fsdp_reduce_scatter_start + "
-       "fsdp_wait, 8 KiB..4 MiB, back to back in batches of 8, median over "
-       "batches of the max over ranks; alpha, B fitted "
-       "to t = (G-1)*alpha + (G-1)/G*S/B by least squares on relative error "
+       "collectives: fsdp_all_gather_start / fsdp_reduce_scatter_start / "
+       "fsdp_all_reduce_start over the world, and fsdp_send_start / "
+       "fsdp_recv_start from rank 0 to rank 1, + fsdp_wait, 64 B..4 MiB "
+       "(powers of 2), back to back in batches of 8, median over batches of "
+       "the max over ranks: intra_node.collectives, the simulator's curves "
+       "(docs/collective-model.md); latency_s and bus_bandwidth (alpha, B) "
+       "fitted to the all-gather and reduce-scatter points of 8 KiB..4 MiB, "
+       "t = (G-1)*alpha + (G-1)/G*S/B, by least squares on relative error "
        "(Thakur, Rabenseifner & Gropp 2005; nccl-tests PERFORMANCE.md)",
+       "cores_per_node: the online cores (sysconf); with more ranks than "
+       "cores every rate above was measured time-sliced and is written "
+       "multiplied by ranks / cores (times divided), the rate of a rank with "
+       "a core to itself, as the simulator's oversubscription model reads "
+       "it (ClusterSpec::coresPerNode); collective_sync_s measured "
+       "oversubscribed is mostly busy-polling MPI ranks taking cores from "
+       "computing ones and does not scale this way: calibrate with ranks <= "
+       "cores",
        "inter_node = intra_node: one node",
        "op_efficiency: per op kind, the efficiency at which the roofline "
        "reproduces that op's kernels measured above (data movement: bytes "
@@ -212,20 +225,41 @@ json buildSpec(const Options &o, const Machine &mc, const Calibration &cal) {
                      "MPI_Iallgather / MPI_Ireduce_scatter_block), measured";
   // The keys are the simulator's (fsdp/ClusterSpec.h, ClusterSpec::load).
   namespace key = fsdp::cluster_spec;
+  // Measured time-sliced (more ranks than cores): one rank's rates with a
+  // core to itself are `over` times the measured ones (ClusterSpec::
+  // coresPerNode).
+  double over = host.cores > 0 && world > host.cores
+                    ? double(world) / double(host.cores)
+                    : 1.0;
+  json curves = {{"ranks", world}};
+  for (const CollPoint &p : cal.collectives) {
+    if (!curves.contains(p.kind))
+      curves[p.kind] = json::array();
+    curves[p.kind].push_back({p.bytes, p.seconds / over});
+  }
+  curves["source"] = "fsdp-calibrate: the runtime's collectives over " +
+                     std::to_string(world) + " ranks, seconds by full bytes";
   auto linkJson = [&](const std::string &what) {
-    return json{{key::kBusBandwidth, busBw},
-                {key::kLatency, alpha},
-                {key::kLink, what}};
+    json l = {{key::kBusBandwidth, busBw * over},
+              {key::kLatency, alpha / over},
+              {key::kLink, what}};
+    if (world > 1)
+      l[key::kCollectives] = curves;
+    return l;
   };
   json spec;
   spec[key::kName] = name;
-  spec[key::kPeakFlops] = {{"f64", fit.peak64},
-                           {"f32", fit.peak32},
-                           {"bf16", fit.peak32},
-                           {"f16", fit.peak32}};
+  spec[key::kPeakFlops] = {{"f64", fit.peak64 * over},
+                           {"f32", fit.peak32 * over},
+                           {"bf16", fit.peak32 * over},
+                           {"f16", fit.peak32 * over}};
   spec[key::kMemoryBytes] = host.ram / world;
-  spec[key::kMemoryBandwidth] = cal.kernels.bw;
-  spec[key::kDevicesPerNode] = world;
+  spec[key::kMemoryBandwidth] = cal.kernels.bw * over;
+  spec[key::kDevicesPerNode] = o.devicesPerNode > 0
+                                   ? o.devicesPerNode
+                                   : std::max<int64_t>(world, host.cores);
+  if (host.cores > 0)
+    spec[key::kCoresPerNode] = host.cores;
   spec[key::kIntraNode] = linkJson(link);
   spec[key::kInterNode] = linkJson("one node: the intra-node values");
   spec[key::kEfficiency] = {{key::kEffMatmul, fit.effMatmul},
@@ -233,11 +267,11 @@ json buildSpec(const Options &o, const Machine &mc, const Calibration &cal) {
                             {key::kEffElementwise, fit.effElementwise},
                             {key::kEffMemory, fit.effMemory}};
   spec[key::kOpEfficiency] = opEff;
-  spec[key::kDispatchOverhead] = cal.host.dispatch;
+  spec[key::kDispatchOverhead] = cal.host.dispatch / over;
   if (cal.host.ioBandwidth > 0)
-    spec[key::kStepIoBandwidth] = cal.host.ioBandwidth;
+    spec[key::kStepIoBandwidth] = cal.host.ioBandwidth * over;
   spec[key::kCommOverlap] = cal.overlap.overlap;
-  spec[key::kCollectiveSync] = cal.sync.sync;
+  spec[key::kCollectiveSync] = cal.sync.sync / over;
   spec[key::kSources] = sourcesJson(o, world, host.cores);
   spec[key::kMeasured] = measuredJson(o, world, host.cores, cal);
   return spec;

@@ -154,6 +154,12 @@ struct fsdp_channel_s {
   }
   fsdp_device_s *device = nullptr;
   int rank = 0, size = 1;
+  /// Bytes this rank has sent on the channel since its creation, counted by
+  /// the C entry points (Runtime.cpp) as the device's comm_bytes are (the
+  /// ring volume, fsdp/Sharding.h) plus every point-to-point message's bytes:
+  /// tells tensor-parallel, data-parallel and pipeline traffic apart
+  /// (Executor::channelBytesSent).
+  std::atomic<int64_t> bytesSent{0};
 };
 
 /// The kernel entry points of fsdp/kernels.h as (name, parameters after the

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Executor.h"
+#include "Driver.h"
 #include "EntryPoints.h"
 #include "fsdp/Device.h"
 
@@ -245,6 +246,19 @@ fsdp_channel Executor::channel(Group g) const {
     return pipeline;
   }
   return world;
+}
+
+std::map<std::string, int64_t> Executor::channelBytesSent() const {
+  std::map<std::string, int64_t> out;
+  for (auto [name, c] : {std::pair<const char *, fsdp_channel>{"world", world},
+                         {"shard", shard},
+                         {"replicate", replicate},
+                         {"tensor", tensor},
+                         {"pipeline", pipeline},
+                         {"job", job}})
+    if (c)
+      out[name] = c->bytesSent.load();
+  return out;
 }
 
 void *Executor::stateAt(int64_t buffer) const {

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "Driver.h"
 #include "cpu/CpuDriver.h"
+#include "fsdp/Sharding.h"
 #include "mpi/Mpi.h"
 
 #include <dlfcn.h>
@@ -486,7 +487,11 @@ int fsdp_all_gather_start(fsdp_channel c, const void *shard, void *full,
   if (!c || !done)
     return setError(FSDP_ERR_INVALID,
                     "fsdp_all_gather_start: invalid argument");
-  return guard([&] { *done = c->allGather(shard, full, shard_count, dtype); });
+  return guard([&] {
+    *done = c->allGather(shard, full, shard_count, dtype);
+    c->bytesSent += fsdp::ringCollectiveBytesPerRank(
+        shard_count * int64_t(fsdp_dtype_size(dtype)) * c->size, c->size);
+  });
 }
 
 int fsdp_reduce_scatter_start(fsdp_channel c, const void *full, void *shard,
@@ -495,8 +500,11 @@ int fsdp_reduce_scatter_start(fsdp_channel c, const void *full, void *shard,
   if (!c || !done)
     return setError(FSDP_ERR_INVALID,
                     "fsdp_reduce_scatter_start: invalid argument");
-  return guard(
-      [&] { *done = c->reduceScatter(full, shard, shard_count, dtype, op); });
+  return guard([&] {
+    *done = c->reduceScatter(full, shard, shard_count, dtype, op);
+    c->bytesSent += fsdp::ringCollectiveBytesPerRank(
+        shard_count * int64_t(fsdp_dtype_size(dtype)) * c->size, c->size);
+  });
 }
 
 int fsdp_send_start(fsdp_channel c, const void *buf, int64_t count,
@@ -504,7 +512,10 @@ int fsdp_send_start(fsdp_channel c, const void *buf, int64_t count,
                     fsdp_event *done) {
   if (!c || !done || count < 0 || peer < 0 || peer >= c->size || tag < 0)
     return setError(FSDP_ERR_INVALID, "fsdp_send_start: invalid argument");
-  return guard([&] { *done = c->send(buf, count, dtype, peer, tag); });
+  return guard([&] {
+    *done = c->send(buf, count, dtype, peer, tag);
+    c->bytesSent += count * int64_t(fsdp_dtype_size(dtype));
+  });
 }
 
 int fsdp_recv_start(fsdp_channel c, void *buf, int64_t count, fsdp_dtype dtype,
@@ -520,7 +531,11 @@ int fsdp_all_reduce_start(fsdp_channel c, const void *in, void *out,
   if (!c || !done)
     return setError(FSDP_ERR_INVALID,
                     "fsdp_all_reduce_start: invalid argument");
-  return guard([&] { *done = c->allReduce(in, out, count, dtype, op); });
+  return guard([&] {
+    *done = c->allReduce(in, out, count, dtype, op);
+    c->bytesSent += fsdp::ringAllReduceBytesPerRank(
+        count * int64_t(fsdp_dtype_size(dtype)), c->size);
+  });
 }
 
 //===--- Statistics -------------------------------------------------------===//

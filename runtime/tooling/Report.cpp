@@ -365,6 +365,13 @@ nlohmann::json summaryJson(const Options &opt, const Program &prog,
        {{"all_gather", perStep(FSDP_COLL_ALL_GATHER)},
         {"reduce_scatter", perStep(FSDP_COLL_REDUCE_SCATTER)},
         {"all_reduce", perStep(FSDP_COLL_ALL_REDUCE)}}},
+      {"comm_bytes_by_group",
+       [&] {
+         nlohmann::json g = nlohmann::json::object();
+         for (const auto &[group, bytes] : t.channelBytes)
+           g[group] = bytes / opt.steps;
+         return g;
+       }()},
       {"pipeline",
        {{"stages", prog.pipelineStages()},
         {"schedule", prog.pipelineSchedule()}}},

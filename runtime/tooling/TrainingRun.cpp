@@ -119,6 +119,8 @@ private:
   /// The allocator's bytes in use when the steps begin (the resident state
   /// and whatever the host holds), which device_step_peak_bytes counts from.
   int64_t stepStartBytes = 0;
+  /// The channels' bytes sent when the steps begin (channelBytesSent).
+  std::map<std::string, int64_t> channelStart;
   /// Buffers of the step's inputs and outputs by role; -1: none.
   int64_t lossId = -1, stepId = -1, totalId = -1, lrId = -1, gradNormId = -1,
           lossScaleId = -1;
@@ -373,6 +375,7 @@ void TrainingRun::train() {
   fsdp_device_stats start{};
   fsdp_device_get_stats(device.get(), &start);
   stepStartBytes = start.memory_in_use_bytes;
+  channelStart = ex.channelBytesSent();
   HostValues in; // this step's data, reused every step
   for (int64_t step = startStep + 1; step <= lastStep(); ++step) {
     bool timed = step > startStep + opt.warmup;
@@ -544,6 +547,8 @@ RunTotals TrainingRun::measureTotals() {
       prog.globalBatch() > 0 ? prog.globalBatch() : data.globalBatch;
   totals.globalTokens = data.globalTokens;
   fsdp_device_get_stats(device.get(), &totals.stats);
+  for (auto &[group, bytes] : ex.channelBytesSent())
+    totals.channelBytes[group] = bytes - channelStart[group];
 
   fsdp_profile_enable(0);
   totals.profile =

@@ -2,7 +2,7 @@
 //
 //   mpirun -np N fsdp-calibrate [-o SPEC.json] [--seconds S] [--rows M]
 //          [--hidden H] [--seq T] [--heads A] [--vocab V] [--layers L]
-//          [--name NAME]
+//          [--name NAME] [--devices-per-node D]
 //
 // Writes a cluster spec (bench/clusters/*.json) of THIS machine running N
 // ranks at once. The command line is here; the measurements, the fits and
@@ -29,6 +29,7 @@ const char *kUsage =
     "usage: mpirun -np N fsdp-calibrate [-o SPEC.json] [--seconds S]\n"
     "                [--rows M] [--hidden H] [--seq T] [--heads A]\n"
     "                [--vocab V] [--layers L] [--name NAME]\n"
+    "                [--devices-per-node D]\n"
     "  -o SPEC.json   where to write the cluster spec ('-': stdout, default)\n"
     "  --seconds S    time per measured kernel (default 0.3)\n"
     "  --rows M       token rows per rank (default 256 = 4 x 64)\n"
@@ -38,7 +39,11 @@ const char *kUsage =
     "  --vocab V      vocabulary (default 256)\n"
     "  --layers L     blocks per step: weights the once-per-step ops (output\n"
     "                 projection, cross-entropy) by 1/L (default 4)\n"
-    "  --name NAME    the spec's name\n";
+    "  --name NAME    the spec's name\n"
+    "  --devices-per-node D  the ranks one node runs, the spec's\n"
+    "                 devices_per_node (default: max(N, online cores)); with\n"
+    "                 cores_per_node the simulator slows a rank down by\n"
+    "                 min(world, D) / cores when that exceeds 1\n";
 
 [[noreturn]] void usageError(const std::string &msg) {
   const char *r = std::getenv("OMPI_COMM_WORLD_RANK");
@@ -90,6 +95,8 @@ Options parseArgs(int argc, char **argv) {
       positive(o.layers);
     } else if (a == "--name") {
       o.name = value();
+    } else if (a == "--devices-per-node") {
+      positive(o.devicesPerNode);
     } else {
       usageError("unknown argument " + a);
     }

@@ -30,7 +30,9 @@ llvm::SmallVector<ModuleOp> pipelineStages(ModuleOp module);
 /// node), else on the inter-node link, where a node's k = min(n,
 /// devicesPerNode) senders share its nics_per_node NICs (at most one NIC
 /// each: a transfer is one NCCL channel's / one MPI message's) or, without
-/// the key, each has inter_node.bus_bandwidth.
+/// the key, each has inter_node.bus_bandwidth. A link with a measured
+/// send_recv curve (ClusterSpec::intraCurves / interCurves) is priced by it
+/// instead. Times spec.oversubscription(world).
 double p2pTransferTime(const ClusterSpec &spec, int64_t bytes, int64_t world,
                        int64_t stages, int64_t from, int64_t to);
 /// Whether that transfer leaves the node (the inter-node link).

@@ -11,6 +11,7 @@
 #ifndef FSDP_ANALYSIS_SIMULATOR_H
 #define FSDP_ANALYSIS_SIMULATOR_H
 
+#include "fsdp/Analysis/CollectiveCurve.h"
 #include "mlir/IR/BuiltinOps.h"
 
 #include <map>
@@ -43,6 +44,23 @@ struct ClusterSpec {
   /// "we can use NVLink to split the operations in N parts then balance the
   /// traffic onto the N NICs"). Without it, one NIC carries the ring.
   int64_t nicsPerNode = 0;
+  /// "intra_node.collectives" / "inter_node.collectives" (optional):
+  /// measured time by message size per collective kind on the link
+  /// (CollectiveCurves); a kind with a curve is priced by it instead of the
+  /// α-β ring of latency_s and bus_bandwidth (docs/collective-model.md).
+  std::optional<CollectiveCurves> intraCurves, interCurves;
+  /// "cores_per_node" (optional, 0 when absent): the processors a node's
+  /// ranks share. The spec's rates are one rank's with a processor to
+  /// itself; with R = min(world, devices_per_node) ranks on a node and R >
+  /// cores_per_node, the OS time-slices them (Linux CFS shares a core
+  /// equally among runnable tasks), so every time of a rank, compute,
+  /// host work, collectives and transfers, is R / cores_per_node times
+  /// longer (oversubscription(), the simulator's slowdown).
+  int64_t coresPerNode = 0;
+  /// The slowdown of every rank's times at `world` ranks: max(1, R /
+  /// cores_per_node), R = min(world, devices_per_node); 1 without
+  /// cores_per_node.
+  double oversubscription(int64_t world) const;
   double effMatmul = 1, effAttention = 1, effElementwise = 1, effMemory = 1;
   /// "efficiency.matmul_half_k" (optional, 0 when absent): a GEMM's
   /// efficiency grows with its reduction length K as effMatmul · K / (K +
@@ -267,12 +285,16 @@ public:
   FailureOr<double> opTime(Operation *op, int64_t *flops = nullptr,
                            int64_t *bytes = nullptr,
                            std::string *matmulDtype = nullptr) const;
-  /// Ring time of a collective over `groupSize` ranks spaced `stride` apart
-  /// (Thakur, Rabenseifner & Gropp 2005): (G−1)·α + (G−1)/G·S/B, twice for
-  /// an all-reduce; `hierarchical` splits a group spanning nodes into an
-  /// inter-node ring over the nodes and an intra-node ring over the rest.
-  double collectiveTime(int64_t bytes, int64_t groupSize, int64_t stride,
-                        bool allReduce, bool hierarchical) const;
+  /// Seconds of one collective of `kind` on `bytes` (S, the full buffer)
+  /// over `groupSize` ranks spaced `stride` apart, on the link the group
+  /// spans: the link's measured curve for the kind when the spec has one
+  /// (CollectiveCurves::time), else the ring (Thakur, Rabenseifner & Gropp
+  /// 2005): (G−1)·α + (G−1)/G·S/B, twice for an all-reduce. `hierarchical`
+  /// splits a group spanning nodes into an inter-node leg over the nodes
+  /// and an intra-node leg over the rest. Without the ranks' skew
+  /// (collective_sync_s) and oversubscription, which the step adds.
+  double collectiveTime(CollectiveKind kind, int64_t bytes, int64_t groupSize,
+                        int64_t stride, bool hierarchical) const;
 
 private:
   const ClusterSpec &spec;

@@ -170,6 +170,14 @@ public:
   /// (fsdp.send / fsdp.recv; interpreted steps), since construction: the
   /// measured bubble's waits (fsdp-run's pipeline.rank_idle_s).
   double pipelineWaitSeconds() const { return pipelineWait; }
+  /// Bytes this rank has sent on each of its channels since they were
+  /// created (each channel counts what the C entry points start on it: the
+  /// ring volume, (G−1)/G of the full buffer per all-gather and
+  /// reduce-scatter, 2(G−1)/G per all-reduce, fsdp/Sharding.h, and each
+  /// point-to-point message's bytes), by group: "world" (this stage's ranks),
+  /// "shard", "replicate", "tensor", and with pipeline stages "pipeline"
+  /// and "job" (every rank).
+  std::map<std::string, int64_t> channelBytesSent() const;
 
 private:
   friend class StepRun;

@@ -53,9 +53,11 @@ struct CollPoint {
   double bytes, seconds;
 };
 
-/// All-gather and reduce-scatter through the runtime's C API (fsdp_*_start
-/// + fsdp_wait, world group, f32) of 8 KiB ... 4 MiB gathered bytes (powers
-/// of 2), back to back in batches of 8 after a barrier: the time of one =
+/// All-gather, reduce-scatter, all-reduce (world group) and one message
+/// from rank 0 to rank 1 (send_recv) through the runtime's C API
+/// (fsdp_*_start + fsdp_wait, f32) of 64 B ... 4 MiB (the full buffer;
+/// powers of 2; nccl-tests' sweep, NVIDIA/nccl-tests README "-b 8 -e
+/// 128M -f 2"), back to back in batches of 8 after a barrier: the time of one =
 /// batch time / 8, max over ranks, median over the batches; at least 3
 /// batches and then until `budget` seconds are spent.
 std::vector<CollPoint> measureCollectives(const Machine &mc, double budget);

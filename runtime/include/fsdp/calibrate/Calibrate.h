@@ -32,6 +32,9 @@ struct Options {
   /// Blocks per step: the once-per-step ops count 1/layers in the fits.
   int64_t layers = 4;
   std::string name; ///< the spec's name; empty: one describing the machine
+  /// The spec's devices_per_node (the ranks one node runs); 0: max(ranks,
+  /// online cores).
+  int64_t devicesPerNode = 0;
 };
 
 /// Measures this machine with every rank of the job at once and, on rank 0,

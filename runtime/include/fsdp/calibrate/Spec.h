@@ -1,8 +1,11 @@
 //===- Spec.h - The cluster spec fsdp-calibrate writes ----------*- C++ -*-===//
 //
 // The JSON of bench/clusters/*.json (read by ClusterSpec::load,
-// lib/Analysis/Simulator.cpp) for one node of `world` ranks: devices_per_node
-// = world, inter_node = intra_node, memory_bytes = physical memory / world,
+// lib/Analysis/ClusterSpec.cpp) for one node of `world` ranks:
+// devices_per_node = --devices-per-node or max(world, cores), cores_per_node
+// = the online cores (rates normalised to a rank with a core to itself),
+// the links' measured curves (intra_node.collectives), inter_node =
+// intra_node, memory_bytes = physical memory / world,
 // plus "sources" (how each value was measured, with the methods' sources)
 // and "measured" (every raw measurement).
 //

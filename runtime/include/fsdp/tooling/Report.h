@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,9 @@ struct RunTotals {
   /// Pipeline parallelism: per world rank, the median over timed steps of
   /// StepLog::idleTimes and pipelineWaits (empty for one stage).
   std::vector<double> rankIdle, rankPipelineWait;
+  /// Bytes this rank sent per channel over the steps
+  /// (Executor::channelBytesSent, the last step's counts less the first's).
+  std::map<std::string, int64_t> channelBytes;
 };
 
 /// The summary JSON fsdp-run prints as its last line on rank 0.
