@@ -3,8 +3,9 @@
 fsdp-opt (cluster=SPEC report=...) and prints predicted vs measured throughput
 (tokens/s per GPU), the mean and worst |ln(predicted/measured)| over the train
 rows, the test rows and all rows, and the memory verdicts per row: the planned
-peak per rank, the planner's reserved bytes (peak + the spec's allocator
-overhead, per_rank.allocator in the report: per-stream pools and workspaces)
+peak per rank, the peak of the stack that ran the row (per_rank.framework),
+the planner's reserved bytes (that peak + the spec's allocator overhead,
+per_rank.allocator in the report: per-stream pools and workspaces)
 against the published memory where a row gives one ("ok" within 15%, else
 "OFF"), and whether the reserved bytes fit the spec's memory_bytes (every
 published run did fit).
@@ -16,7 +17,10 @@ accumulate=sharded` (FSDP reduce-scatters every micro-batch), one FSDP unit
 per transformer block (`policy=block`), bf16 parameters with the row's reduce
 dtype, the row's activation checkpointing, prefetch `fsdp2` for torchtitan
 (FSDP2: torchtitan, KempnerForge) and `fsdp1` for Composer (FSDP1). A GPT-2-type config (the MPT rows)
-gets n_positions = seq (MPT's max_seq_len). A row's `loss_dtype` ("f32": the
+gets n_positions = seq (MPT's max_seq_len). The memory is planned for the
+stack that ran the row (`framework-memory=torch-compile` where the row
+compiled, else `torch-eager`; `framework-loss=fused` for llm-foundry's fused
+cross-entropy): the plan plus what PyTorch FSDP keeps beyond it. A row's `loss_dtype` ("f32": the
 logits are upcast before the loss, torchtitan's pred.float()) is passed to
 fsdp-import as --loss-dtype; without it the loss reads the compute dtype.
 
@@ -51,12 +55,30 @@ def pipeline_options(row, spec_path, report):
         "prefetch=%s" % ("fsdp2" if "FSDP2" in row["stack"] else "fsdp1"),
         "cluster=%s" % spec_path,
         "report=%s" % report,
+        "framework-memory=%s" % framework_memory(row),
+        "framework-loss=%s" % framework_loss(row),
     ]
     if row["grad_accum"] > 1:
         opts += ["micro-batches=%d" % row["grad_accum"], "accumulate=sharded"]
     if row.get("tp", 1) > 1:
         opts.append("tp=%d" % row["tp"])
     return " ".join(opts)
+
+
+def framework_memory(row):
+    """Every row ran PyTorch FSDP: torch-compile where the row compiled its
+    blocks (`compile`), else torch-eager (fsdp-memory-plan's
+    framework-memory; include/fsdp/Analysis/FrameworkMemory.h)."""
+    return "torch-compile" if row.get("compile") else "torch-eager"
+
+
+def framework_loss(row):
+    """llm-foundry's MPT (the Composer rows) computes its loss with flash-attn's
+    fused CrossEntropyLoss (llmfoundry/models/mpt/modeling_mpt.py at 061f2c7:
+    loss_fn defaults to 'fused_crossentropy'): `fused`. torchtitan calls
+    torch's cross_entropy eagerly (train.py at 9dec370, its loss not
+    compiled), and so is KempnerForge taken: `torch`."""
+    return "fused" if row["stack"].startswith("Composer") else "torch"
 
 
 def global_batch(row):
@@ -136,6 +158,8 @@ def main():
             pred = report["predicted_tokens_per_s"] / r["world_size"]
             meas = r["measured"]["tokens_per_s_per_gpu"]
             peak = report["per_rank"]["peak_bytes"]
+            # The stack's peak (the plan plus what PyTorch keeps beyond it).
+            stack_peak = report["per_rank"].get("framework", {}).get("peak_bytes", peak)
             alloc = report["per_rank"].get("allocator")
             if alloc is None:
                 sys.exit("fidelity.py: row '%s': the spec %s has no allocator model" % (
@@ -145,7 +169,8 @@ def main():
             results.append({
                 "id": r["id"], "split": r["split"], "predicted_tokens_per_s_per_gpu": pred,
                 "measured_tokens_per_s_per_gpu": meas, "ratio": pred / meas,
-                "planned_peak_gib": peak / GIB, "allocator_overhead_gib": alloc["overhead_bytes"] / GIB,
+                "planned_peak_gib": peak / GIB, "stack_peak_gib": stack_peak / GIB,
+                "framework_memory": framework_memory(r), "allocator_overhead_gib": alloc["overhead_bytes"] / GIB,
                 "reserved_gib": reserved / GIB, "measured_memory_gib": pub,
                 "memory_ratio": reserved / GIB / pub if pub else None,
                 "memory_verdict": ("ok" if abs(reserved / GIB / pub - 1) <= MEMORY_TOLERANCE else "OFF")
@@ -154,14 +179,15 @@ def main():
                 "compute_s": report["compute_s"], "comm_s": report["comm_s"],
                 "exposed_comm_s": report["exposed_comm_s"],
                 "predicted_step_time_s": report["predicted_step_time_s"]})
-    print("%-28s %-5s %10s %10s %7s %6s %7s %7s %9s %9s %9s %7s %s" % (
+    print("%-28s %-5s %10s %10s %7s %6s %7s %7s %9s %9s %9s %9s %7s %s" % (
         "row", "split", "predicted", "measured", "ratio", "MFU", "comp s", "comm s", "peak GiB",
-        "rsvd GiB", "pub GiB", "memory", "fits"))
+        "stack GiB", "rsvd GiB", "pub GiB", "memory", "fits"))
     for x in results:
         pub = x["measured_memory_gib"]
-        print("%-28s %-5s %10.0f %10.0f %7.3f %6.3f %7.3f %7.3f %9.1f %9.1f %9s %7s %s" % (
+        print("%-28s %-5s %10.0f %10.0f %7.3f %6.3f %7.3f %7.3f %9.1f %9.1f %9.1f %9s %7s %s" % (
             x["id"], x["split"], x["predicted_tokens_per_s_per_gpu"], x["measured_tokens_per_s_per_gpu"],
-            x["ratio"], x["mfu"], x["compute_s"], x["comm_s"], x["planned_peak_gib"], x["reserved_gib"],
+            x["ratio"], x["mfu"], x["compute_s"], x["comm_s"], x["planned_peak_gib"],
+            x["stack_peak_gib"], x["reserved_gib"],
             "%.1f" % pub if pub else "-",
             "%s %.2f" % (x["memory_verdict"], x["memory_ratio"]) if pub else "-",
             "yes" if x["fits"] else "NO"))

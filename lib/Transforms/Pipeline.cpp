@@ -196,6 +196,8 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
     o.memoryBudget = memoryBudget;
     o.cluster = cluster;
     o.trace = trace;
+    o.frameworkMemory = frameworkMemory;
+    o.frameworkLoss = frameworkLoss;
     return o;
   }
 
