@@ -3,8 +3,9 @@
 fsdp-opt (cluster=SPEC report=...) and prints predicted vs measured throughput
 (tokens/s per GPU), the mean and worst |ln(predicted/measured)| over the train
 rows, the test rows and all rows, and the memory verdicts per row: the planned
-peak per rank, the planner's reserved bytes (peak + the spec's allocator
-overhead, per_rank.allocator in the report: per-stream pools and workspaces)
+peak per rank, the peak of the stack that ran the row (per_rank.framework),
+the planner's reserved bytes (that peak + the spec's allocator overhead,
+per_rank.allocator in the report: per-stream pools and workspaces)
 against the published memory where a row gives one ("ok" within 15%, else
 "OFF"), and whether the reserved bytes fit the spec's memory_bytes (every
 published run did fit).
@@ -30,7 +31,12 @@ collectives, exposed FSDP/DP collectives, exposed point-to-point, and the
 pipeline bubble (idle seconds and fraction of the busiest stage). A GPT-2-type config (the MPT rows)
 gets n_positions = seq (MPT's max_seq_len). A row with "compile": true
 (torch.compile) plans with its spec's efficiency.elementwise_traffic set to 1
-(row_spec); the others with the spec's (PyTorch eager's unfused kernels). A row's `loss_dtype` ("f32": the
+(row_spec); the others with the spec's (PyTorch eager's unfused kernels). The memory
+is planned for the stack that ran the row where it was PyTorch FSDP
+(`framework-memory=torch-compile` where the row compiled, else `torch-eager`;
+`framework-loss=fused` for llm-foundry's fused cross-entropy): the plan plus
+what PyTorch FSDP keeps beyond it; Megatron, DeepSpeed and Llama 3 rows with
+our runtime's plan (`fsdp-run`). A row's `loss_dtype` ("f32": the
 logits are upcast before the loss, torchtitan's pred.float()) is passed to
 fsdp-import as --loss-dtype; without it the loss reads the compute dtype.
 
@@ -70,6 +76,9 @@ def pipeline_options(row, spec_path, report):
         "cluster=%s" % spec_path,
         "report=%s" % report,
     ]
+    if framework_memory(row) != "fsdp-run":
+        opts += ["framework-memory=%s" % framework_memory(row),
+                 "framework-loss=%s" % framework_loss(row)]
     if row.get("pp", 1) > 1:
         # The pipeline's micro-batches: its schedule accumulates them
         # (pp-gather decides how a stage's gradients are reduced).
@@ -85,6 +94,25 @@ def pipeline_options(row, spec_path, report):
         if "sequence_parallel" in row:
             opts.append("sequence-parallel=%s" % ("true" if row["sequence_parallel"] else "false"))
     return " ".join(opts)
+
+
+def framework_memory(row):
+    """A PyTorch FSDP row (its `stack` names FSDP): torch-compile where the
+    row compiled its blocks (`compile`), else torch-eager (fsdp-memory-plan's
+    framework-memory; include/fsdp/Analysis/FrameworkMemory.h); the others
+    (Megatron-LM, DeepSpeed, Llama 3) fsdp-run, our runtime's plan."""
+    if "FSDP" not in row["stack"]:
+        return "fsdp-run"  # Megatron-LM, DeepSpeed, Llama 3: no PyTorch FSDP terms
+    return "torch-compile" if row.get("compile") else "torch-eager"
+
+
+def framework_loss(row):
+    """llm-foundry's MPT (the Composer rows) computes its loss with flash-attn's
+    fused CrossEntropyLoss (llmfoundry/models/mpt/modeling_mpt.py at 061f2c7:
+    loss_fn defaults to 'fused_crossentropy'): `fused`. torchtitan calls
+    torch's cross_entropy eagerly (train.py at 9dec370, its loss not
+    compiled), and so is KempnerForge taken: `torch`."""
+    return "fused" if row["stack"].startswith("Composer") else "torch"
 
 
 def global_batch(row):
@@ -188,6 +216,8 @@ def main():
             pred = report["predicted_tokens_per_s"] / r["world_size"]
             meas = r["measured"]["tokens_per_s_per_gpu"]
             peak = report["per_rank"]["peak_bytes"]
+            # The stack's peak (the plan plus what PyTorch keeps beyond it).
+            stack_peak = report["per_rank"].get("framework", {}).get("peak_bytes", peak)
             alloc = report["per_rank"].get("allocator")
             if alloc is None:
                 sys.exit("fidelity.py: row '%s': the spec %s has no allocator model" % (
@@ -197,7 +227,8 @@ def main():
             results.append({
                 "id": r["id"], "split": r["split"], "predicted_tokens_per_s_per_gpu": pred,
                 "measured_tokens_per_s_per_gpu": meas, "ratio": pred / meas,
-                "planned_peak_gib": peak / GIB, "allocator_overhead_gib": alloc["overhead_bytes"] / GIB,
+                "planned_peak_gib": peak / GIB, "stack_peak_gib": stack_peak / GIB,
+                "framework_memory": framework_memory(r), "allocator_overhead_gib": alloc["overhead_bytes"] / GIB,
                 "reserved_gib": reserved / GIB, "measured_memory_gib": pub,
                 "memory_ratio": reserved / GIB / pub if pub else None,
                 "memory_verdict": ("ok" if abs(reserved / GIB / pub - 1) <= MEMORY_TOLERANCE else "OFF")
@@ -214,14 +245,15 @@ def main():
                 "bubble_fraction": report.get("bubble_fraction", 0.0),
                 "planned_pp_schedule": r.get("pp_schedule", "-"),
                 "published_pp_schedule": r.get("published_pp_schedule", r.get("pp_schedule", "-"))})
-    print("%-28s %-5s %10s %10s %7s %6s %7s %7s %9s %9s %9s %7s %s" % (
+    print("%-28s %-5s %10s %10s %7s %6s %7s %7s %9s %9s %9s %9s %7s %s" % (
         "row", "split", "predicted", "measured", "ratio", "MFU", "comp s", "comm s", "peak GiB",
-        "rsvd GiB", "pub GiB", "memory", "fits"))
+        "stack GiB", "rsvd GiB", "pub GiB", "memory", "fits"))
     for x in results:
         pub = x["measured_memory_gib"]
-        print("%-28s %-5s %10.0f %10.0f %7.3f %6.3f %7.3f %7.3f %9.1f %9.1f %9s %7s %s" % (
+        print("%-28s %-5s %10.0f %10.0f %7.3f %6.3f %7.3f %7.3f %9.1f %9.1f %9.1f %9s %7s %s" % (
             x["id"], x["split"], x["predicted_tokens_per_s_per_gpu"], x["measured_tokens_per_s_per_gpu"],
-            x["ratio"], x["mfu"], x["compute_s"], x["comm_s"], x["planned_peak_gib"], x["reserved_gib"],
+            x["ratio"], x["mfu"], x["compute_s"], x["comm_s"], x["planned_peak_gib"],
+            x["stack_peak_gib"], x["reserved_gib"],
             "%.1f" % pub if pub else "-",
             "%s %.2f" % (x["memory_verdict"], x["memory_ratio"]) if pub else "-",
             "yes" if x["fits"] else "NO"))

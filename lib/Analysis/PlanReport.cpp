@@ -232,20 +232,30 @@ void mlir::fsdp::addAllocatorToReport(json &report, const ClusterSpec &spec) {
   if (!spec.hasAllocator)
     return;
   json &perRank = report["per_rank"];
-  int64_t pools = 0;
-  if (spec.perStreamPools)
+  // Another stack's peak (per_rank.framework, addFrameworkMemoryToReport)
+  // where the report has one: the pools are what is kept beside it.
+  const json &atPeak =
+      perRank.contains("framework") ? perRank["framework"] : perRank;
+  int64_t pools = 0, gradShardPool = 0;
+  if (spec.perStreamPools) {
     for (MemoryClass c :
          {MemoryClass::GatheredParam, MemoryClass::CommBuffer}) {
       std::string name = memoryClassName(c).str();
       pools += perRank["max_bytes_by_class"].value(name, int64_t(0)) -
-               perRank["peak_bytes_by_class"].value(name, int64_t(0));
+               atPeak["peak_bytes_by_class"].value(name, int64_t(0));
     }
+    // PyTorch FSDP's gradient shards, on the reduce-scatter stream.
+    gradShardPool = atPeak.value("grad_shard_pool_bytes", int64_t(0));
+    pools += gradShardPool;
+  }
   auto workspace = static_cast<int64_t>(spec.workspaceBytes);
-  int64_t peak = perRank["peak_bytes"];
+  int64_t peak = atPeak["peak_bytes"];
   perRank["allocator"] = {{"stream_pool_bytes", pools},
                           {"workspace_bytes", workspace},
                           {"overhead_bytes", pools + workspace},
                           {"reserved_bytes", peak + pools + workspace}};
+  if (perRank.contains("framework"))
+    perRank["allocator"]["grad_shard_pool_bytes"] = gradShardPool;
 }
 
 int64_t mlir::fsdp::deviceBytes(const json &report) {
@@ -304,10 +314,18 @@ std::string mlir::fsdp::formatPlanReport(const json &r) {
   if (p.value("tp_bytes_per_step", int64_t(0)) > 0)
     row("tensor-parallel bytes/step", p["tp_bytes_per_step"]);
   row("arena bytes", p["arena_bytes"]);
+  if (p.contains("framework")) {
+    const json &f = p["framework"];
+    row(f["memory"].get<std::string>() + " peak bytes", f["peak_bytes"]);
+    row("  eager cross-entropy", f["terms_at_peak"]["eager_cross_entropy"]);
+    row("  eager checkpoint cache", f["terms_at_peak"]["sac_cache"]);
+  }
   if (p.contains("allocator")) {
     const json &a = p["allocator"];
     row("allocator overhead", a["overhead_bytes"]);
     row("  stream pools", a["stream_pool_bytes"]);
+    if (a.contains("grad_shard_pool_bytes"))
+      row("    of which gradient shards", a["grad_shard_pool_bytes"]);
     row("  workspaces", a["workspace_bytes"]);
     row("reserved (peak + overhead)", a["reserved_bytes"]);
   }

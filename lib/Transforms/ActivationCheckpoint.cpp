@@ -152,6 +152,15 @@ public:
     SmallVector<RecomputePlan> plans = planUses(checkpointed);
     for (RecomputePlan &plan : plans)
       apply(plan);
+    // The outputs torchtitan's policy saves, marked for the memory plan's
+    // torch-eager model (nn::kAcSavedAttr): an informative marker, which
+    // changes nothing the plan or the runtime does.
+    if (mode == ActivationCheckpoint::SelectiveOp)
+      for (const UnitUse &use : uses)
+        if (checkpointed.contains(use.unit))
+          for (Operation *op : selectiveOpSaves(use.ops))
+            op->setAttr(nn::kAcSavedAttr,
+                        StringAttr::get(fn.getContext(), use.unit));
   }
 
 private:

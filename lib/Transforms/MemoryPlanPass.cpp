@@ -1,6 +1,7 @@
 //===- MemoryPlanPass.cpp - fsdp-memory-plan: record, report, budget ------===//
 #include "ClusterSpecCache.h"
 #include "PipelineReport.h"
+#include "fsdp/Analysis/FrameworkMemory.h"
 #include "fsdp/Analysis/MemoryPlanRecord.h"
 #include "fsdp/Analysis/PipelineMemory.h"
 #include "fsdp/Analysis/PipelineSim.h"
@@ -78,6 +79,35 @@ protected:
         return signalPassFailure();
       }
     }
+    std::optional<FrameworkMemory> framework =
+        parseFrameworkMemory(frameworkMemory);
+    if (!framework) {
+      module.emitError() << "fsdp-memory-plan: framework-memory must be "
+                            "fsdp-run, torch-eager or torch-compile, got '"
+                         << frameworkMemory << "'";
+      return signalPassFailure();
+    }
+    if (frameworkLoss != "torch" && frameworkLoss != "fused") {
+      module.emitError() << "fsdp-memory-plan: framework-loss must be torch or "
+                            "fused, got '"
+                         << frameworkLoss << "'";
+      return signalPassFailure();
+    }
+    if (frameworkLoss == "fused" && *framework == FrameworkMemory::FsdpRun) {
+      module.emitError()
+          << "fsdp-memory-plan: framework-loss=fused changes nothing without "
+             "framework-memory=torch-eager or torch-compile";
+      return signalPassFailure();
+    }
+    bool pipelined =
+        !pipelineStages(module).empty() || module->hasAttr(kPipelineStageAttr);
+    if (*framework != FrameworkMemory::FsdpRun && pipelined) {
+      module.emitError() << "fsdp-memory-plan: framework-memory="
+                         << frameworkMemory
+                         << " is not modelled for pipeline-parallel steps "
+                            "(pp > 1); use framework-memory=fsdp-run";
+      return signalPassFailure();
+    }
     // A planned pipeline (each stage's plan recorded): its stages simulated
     // against each other.
     if (!pipelineStages(module).empty()) {
@@ -99,6 +129,9 @@ protected:
       return;
     FailureOr<json> r = buildPlanReport(module);
     if (failed(r))
+      return signalPassFailure();
+    if (failed(addFrameworkMemoryToReport(*r, *fn, *framework,
+                                          frameworkLoss == "fused")))
       return signalPassFailure();
     // A pipeline stage is simulated with the other stages once all are
     // planned (fsdp-pipeline's writePipelineOutputs); alone it would be

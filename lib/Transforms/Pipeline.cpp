@@ -197,6 +197,8 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
     o.memoryBudget = memoryBudget;
     o.cluster = cluster;
     o.trace = trace;
+    o.frameworkMemory = frameworkMemory;
+    o.frameworkLoss = frameworkLoss;
     return o;
   }
 

@@ -59,9 +59,15 @@ struct ClusterSpec;
 ///     pytorch/pytorch #86836 "avoid over-allocating blocks to the unshard
 ///     stream", #147168 FSDP2's "inter-stream memory fragmentation"); an
 ///     upper estimate where the classes peak at different times.
+///     With per_rank.framework (a torch framework-memory,
+///     addFrameworkMemoryToReport), the pools are counted against its peak
+///     and its peak_bytes_by_class, and include its grad_shard_pool_bytes
+///     (FSDP's gradient shards, allocated on the reduce-scatter stream; also
+///     reported as allocator.grad_shard_pool_bytes).
 ///   workspace_bytes: the spec's (cuBLAS workspaces and the like);
-///   overhead_bytes: their sum; reserved_bytes: peak_bytes + overhead_bytes,
-///     what torch.cuda.max_memory_reserved() would read. Bytes per rank.
+///   overhead_bytes: their sum; reserved_bytes: peak_bytes (the framework's
+///     where the report has one) + overhead_bytes, what
+///     torch.cuda.max_memory_reserved() would read. Bytes per rank.
 void addAllocatorToReport(nlohmann::ordered_json &report,
                           const ClusterSpec &spec);
 

@@ -500,7 +500,17 @@ defvar FSDPMemoryPlanOptions = [
   MemoryBudgetOption,
   ClusterOption,
   Option<"trace", "trace", "std::string", "\"\"",
-         "write the simulated step as a Chrome trace JSON (Perfetto); needs cluster=">
+         "write the simulated step as a Chrome trace JSON (Perfetto); needs cluster=">,
+  Option<"frameworkMemory", "framework-memory", "std::string", "\"fsdp-run\"",
+         "the software stack the report's memory describes: fsdp-run (the plan, "
+         "what fsdp-run allocates), torch-eager or torch-compile (what PyTorch "
+         "FSDP keeps beyond it: per_rank.framework; "
+         "include/fsdp/Analysis/FrameworkMemory.h)">,
+  Option<"frameworkLoss", "framework-loss", "std::string", "\"torch\"",
+         "with a torch framework-memory, the loss the stack ran: torch "
+         "(torch.nn.functional.cross_entropy, eager: one more logits-sized "
+         "buffer in its backward) or fused (a fused cross-entropy kernel, e.g. "
+         "flash-attn's CrossEntropyLoss: the logits and one gradient, as the plan)">
 ];
 
 def FSDPMemoryPlan : Pass<"fsdp-memory-plan", "::mlir::ModuleOp"> {
@@ -531,6 +541,14 @@ def FSDPMemoryPlan : Pass<"fsdp-memory-plan", "::mlir::ModuleOp"> {
     (lib/Analysis/Simulator.cpp: compute and communication streams, roofline
     op times, ring collectives) and `trace=PATH` writes the simulated
     timeline as a Chrome trace.
+    `framework-memory=torch-eager|torch-compile` adds to the report what a
+    PyTorch FSDP run of the same step keeps beyond the plan
+    (`per_rank.framework`: eager cross-entropy's dense nll_loss gradient,
+    eager selective checkpointing's cache of saved outputs the backward never
+    reads, FSDP's gradient shards on the reduce-scatter stream's pool; the
+    terms and their sources in include/fsdp/Analysis/FrameworkMemory.h); the
+    plan, the budget check and the schedule are unchanged (`fsdp-run`, the
+    default: nothing added). Not for pipeline-parallel steps.
   }];
   let options = FSDPMemoryPlanOptions;
 }

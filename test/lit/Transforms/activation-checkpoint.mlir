@@ -129,9 +129,15 @@ func.func @f(%x: tensor<4x8xf32> {nn.data = "features"}, %y: tensor<4xi32> {nn.d
 // and 3rd aten.mm (q: %arg4, gate: %arg8) are kept; the 2nd (up: %arg7) is
 // recomputed, and so is the biased k (%arg5, %arg6: aten.addmm, not saved),
 // with the norm, products and gelu; down (%arg9) is the block's output.
+// The kept ones are marked nn.ac_saved (what eager torch's selective
+// checkpoint caches until the recomputation; framework-memory=torch-eager),
+// the others not.
 // SELOP: module attributes {nn.activation_checkpoint = "selective-op"}
-// SELOP: %[[Q:.+]] = nn.linear %{{.+}}, %arg4 :
-// SELOP: %[[G:.+]] = nn.linear %{{.+}}, %arg8 :
+// SELOP: %[[Q:.+]] = nn.linear %{{.+}}, %arg4 {nn.ac_saved = "blk"} :
+// SELOP: nn.linear %{{.+}}, %arg5, %arg6 :
+// SELOP: nn.linear %{{.+}}, %arg7 :
+// SELOP: %[[G:.+]] = nn.linear %{{.+}}, %arg8 {nn.ac_saved = "blk"} :
+// SELOP: nn.linear %{{.+}}, %arg9 :
 // SELOP: nn.cross_entropy_grad
 // SELOP-NOT: nn.recompute
 // SELOP: %[[N:.+]] = nn.layer_norm %arg0, {{.*}}nn.recompute = "blk"

@@ -66,6 +66,14 @@ inline constexpr llvm::StringLiteral kAccumulateAttr = "nn.accumulate";
 /// name of the checkpointed FSDP unit), and on the module the mode
 /// (`full` or `selective`).
 inline constexpr llvm::StringLiteral kRecomputeAttr = "nn.recompute";
+/// fsdp-activation-checkpoint under selective-op: a forward op whose output
+/// torchtitan's policy saves (MUST_SAVE; the name of the checkpointed FSDP
+/// unit). Eager PyTorch's selective checkpoint caches such an output until
+/// the unit's recomputation pops it (torch/utils/checkpoint.py,
+/// _CachingTorchDispatchMode / _CachedTorchDispatchMode), even where the
+/// backward never reads it: framework-memory=torch-eager counts that
+/// (lib/Analysis/FrameworkMemory.cpp).
+inline constexpr llvm::StringLiteral kAcSavedAttr = "nn.ac_saved";
 inline constexpr llvm::StringLiteral kActivationCheckpointAttr =
     "nn.activation_checkpoint";
 
