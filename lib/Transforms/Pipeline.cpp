@@ -267,15 +267,6 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
                << static_cast<int64_t>(microBatches)
                << " must be a multiple of pp=" << static_cast<int64_t>(pp)
                << " with pp-schedule=interleaved-1f1b";
-      // Interleaving composes with what is tested with it (GPT-2 untied,
-      // Llama; dp = 1, 2 full-shard): the rest is refused until tested.
-      if (interleaved && (tp > 1 || mode != ActivationCheckpoint::None ||
-                          maxGradNorm.getValue().has_value() ||
-                          strategy == Strategy::HybridShard || lossScaling))
-        return module.emitError()
-               << "fsdp-pipeline: pp-schedule=interleaved-1f1b is not "
-                  "supported yet with tp > 1, activation checkpointing, "
-                  "max-grad-norm, hybrid-shard or loss-scaling";
     } else if (!ppSplit.empty() || ppSchedule.hasValue() ||
                ppChunks.hasValue()) {
       return module.emitError()

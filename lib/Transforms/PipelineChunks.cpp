@@ -24,9 +24,14 @@ DictionaryAttr withChunk(MLIRContext *ctx, DictionaryAttr attrs,
   return list.getDictionary(ctx);
 }
 
+/// A step input that the runtime fills once per kind, so that the chunks
+/// share it: a data argument that is no pipeline boundary, or the loss
+/// scale (fsdp-autodiff's nn.loss_scale under loss-scaling: each chunk
+/// unscales by the one scale fsdp-run passes).
 bool isSharedData(DictionaryAttr attrs) {
-  return attrs && attrs.get(nn::kDataAttr) && !attrs.get(kPPInputAttr) &&
-         !attrs.get(kPPOutputGradAttr);
+  return attrs && ((attrs.get(nn::kDataAttr) && !attrs.get(kPPInputAttr) &&
+                    !attrs.get(kPPOutputGradAttr)) ||
+                   attrs.get(nn::kLossScaleAttr));
 }
 } // namespace
 
@@ -45,9 +50,35 @@ LogicalResult mlir::fsdp::mergePipelineChunks(ModuleOp stage,
                   "fsdp-pipeline cannot merge it into the rank's program";
     fns.push_back(*fn);
   }
-  for (NamedAttribute a : chunks.front()->getDiscardableAttrs())
-    if (a.getName() != kPPChunkAttr)
-      stage->setAttr(a.getName(), a.getValue());
+  // The chunks' module attributes: equal on every chunk, except
+  // dictionaries keyed by FQN (fsdp-tensor-parallel's fsdp.tensor_slices),
+  // which each chunk has for its own parameters and are united.
+  for (ModuleOp chunk : chunks)
+    for (NamedAttribute a : chunk->getDiscardableAttrs()) {
+      if (a.getName() == kPPChunkAttr)
+        continue;
+      Attribute had = stage->getDiscardableAttr(a.getName());
+      if (!had || had == a.getValue()) {
+        stage->setAttr(a.getName(), a.getValue());
+        continue;
+      }
+      auto hadDict = dyn_cast<DictionaryAttr>(had);
+      auto dict = dyn_cast<DictionaryAttr>(a.getValue());
+      if (!hadDict || !dict)
+        return chunk.emitError()
+               << "fsdp-pipeline: the chunks of a rank disagree on "
+               << a.getName() << " (" << had << " vs " << a.getValue() << ")";
+      NamedAttrList united(hadDict);
+      for (NamedAttribute e : dict) {
+        if (Attribute same = united.get(e.getName());
+            same && same != e.getValue())
+          return chunk.emitError()
+                 << "fsdp-pipeline: the chunks of a rank disagree on "
+                 << a.getName() << " of '" << e.getName() << "'";
+        united.set(e.getName(), e.getValue());
+      }
+      stage->setAttr(a.getName(), united.getDictionary(ctx));
+    }
   stage->setAttr(kPipelineChunksAttr,
                  IntegerAttr::get(IntegerType::get(ctx, 64),
                                   static_cast<int64_t>(chunks.size())));

@@ -20,10 +20,13 @@ namespace mlir::fsdp {
 /// The function's arguments are chunk 0's, then chunk 1's, ...; its results
 /// likewise; its ops each chunk's in chunk order. Every argument, op and
 /// result gets fsdp.pp_chunk = i; a data argument (nn.data, not a pipeline
-/// boundary) of the same type and attributes in two chunks is one argument
-/// (the data loader fills one slot per kind). `stage` gets chunk 0's module
-/// attributes and fsdp.pipeline_chunks = v. Errors (emitted): a chunk
-/// without a step function, or with other ops beside it.
+/// boundary) or the loss scale (nn.loss_scale) of the same type and
+/// attributes in two chunks is one argument (the runtime fills one slot per
+/// kind). `stage` gets the chunks'
+/// module attributes (dictionaries keyed by FQN, as fsdp.tensor_slices,
+/// united) and fsdp.pipeline_chunks = v. Errors (emitted): a chunk
+/// without a step function, or with other ops beside it; chunks whose
+/// module attributes disagree (a dictionary entry included).
 LogicalResult mergePipelineChunks(ModuleOp stage, ArrayRef<ModuleOp> chunks);
 
 } // namespace mlir::fsdp

@@ -141,8 +141,11 @@ llvm::StringMap<std::pair<int64_t, int64_t>> tiedParameters(func::FuncOp fn) {
 /// the same update; dp-parallel ranks exchange with the same data-parallel
 /// rank of the peer stage, before the reduction). The send completes at the end
 /// of the step (fsdp-pipeline-p2p); the receive is waited right here.
+/// Under interleaving `chunk` (the parameter's chunk on this rank) marks
+/// both ops with fsdp.pp_chunk; the peer is a rank.
 Value exchangeTiedGradient(OpBuilder &b, Location loc, Value grad,
-                           std::pair<int64_t, int64_t> peerAndTag) {
+                           std::pair<int64_t, int64_t> peerAndTag,
+                           IntegerAttr chunk) {
   auto [peer, tag] = peerAndTag;
   auto send =
       SendOp::create(b, loc, TypeRange{}, grad, b.getI64IntegerAttr(peer),
@@ -153,6 +156,9 @@ Value exchangeTiedGradient(OpBuilder &b, Location loc, Value grad,
                              b.getI64IntegerAttr(peer),
                              b.getI64IntegerAttr(tag), b.getUnitAttr());
   recv->setAttr(kPPTiedPeerAttr, b.getI64IntegerAttr(peer));
+  if (chunk)
+    for (Operation *op : {send.getOperation(), recv.getOperation()})
+      op->setAttr(kPPChunkAttr, chunk);
   auto wait = WaitOp::create(b, loc, t, recv.getToken());
   // Not a micro-batch accumulation (nn.accumulate): fsdp-shard then
   // reduces the exchanged sum once, so that both stages reduce the same
@@ -190,7 +196,8 @@ protected:
     for (unsigned i = 0; i < fn.getNumArguments(); ++i)
       for (StringRef a : {kPPInputAttr.data(), kPPOutputGradAttr.data()})
         if (auto k = fn.getArgAttrOfType<IntegerAttr>(i, a);
-            k && tagOf(k.getInt(), m - 1, m, true) >= kPPTiedTagBase) {
+            k &&
+            tagOf(k.getInt(), m - 1, m, true, v, v - 1) >= kPPTiedTagBase) {
           fn.emitError() << "fsdp-pipeline-micro-batch: boundary value #"
                          << k.getInt() << " with " << m
                          << " micro-batches needs an MPI tag past "
@@ -429,7 +436,9 @@ protected:
       }
       if (auto fqn = fn.getResultAttrOfType<StringAttr>(i, nn::kGradOfAttr))
         if (auto it = tied.find(fqn.getValue()); it != tied.end())
-          sum = exchangeTiedGradient(b, loc, sum, it->second);
+          sum = exchangeTiedGradient(
+              b, loc, sum, it->second,
+              fn.getResultAttrOfType<IntegerAttr>(i, kPPChunkAttr));
       results.push_back(sum);
       attrs.push_back(fn.getResultAttrDict(i));
     }
@@ -461,8 +470,8 @@ protected:
     int64_t P = moduleInt(module, kPipelineStagesAttr).value_or(1);
     int64_t v = moduleInt(module, kPipelineChunksAttr).value_or(1);
     // Receives: each micro-batch slice of a received argument.
-    // (chunk, micro-batch) → the first wait for its gradient
-    llvm::DenseMap<std::pair<int64_t, int64_t>, WaitOp> gradWaitOf;
+    // (chunk, micro-batch) → the first wait for its gradient / activation
+    llvm::DenseMap<std::pair<int64_t, int64_t>, WaitOp> gradWaitOf, actWaitOf;
     llvm::BitVector erase(fn.getNumArguments());
     for (BlockArgument arg : fn.getArguments()) {
       unsigned i = arg.getArgNumber();
@@ -500,9 +509,10 @@ protected:
         for (Operation *op : {recv.getOperation(), wait.getOperation()})
           op->setAttr(nn::kMicroBatchAttr, b.getI64IntegerAttr(j));
         std::pair<int64_t, int64_t> key{c, j};
-        if (grad && (!gradWaitOf.count(key) ||
-                     wait->isBeforeInBlock(gradWaitOf[key].getOperation())))
-          gradWaitOf[key] = wait;
+        auto &first = grad ? gradWaitOf : actWaitOf;
+        if (!first.count(key) ||
+            wait->isBeforeInBlock(first[key].getOperation()))
+          first[key] = wait;
         mb.replaceAllUsesWith(wait.getResult());
         mb.erase();
       }
@@ -534,12 +544,59 @@ protected:
       Operation *before = ret;
       if (forward && gradWaitOf.count(key))
         before = gradWaitOf[key];
+      else if (mb && !forward && v > 1)
+        before = backwardSendWait(module, send, actWaitOf).value_or(ret);
       b.setInsertionPoint(before);
       auto wait = WaitOp::create(b, send.getLoc(), done, start.getToken());
       if (mb)
         wait->setAttr(nn::kMicroBatchAttr, mb);
       send.erase();
     }
+  }
+
+  /// Where this rank waits for its backward send `send` (the gradient of
+  /// its chunk c's input for micro-batch j, to the previous rank) under
+  /// interleaving: right before its first wait (after the send) for an
+  /// activation that the previous rank sends after the part that receives
+  /// this gradient (its B of virtual stage s + c·P - 1, micro-batch j, in
+  /// that rank's schedule order). The peer starts that receive before it
+  /// sends the activation, so the send has completed or completes without
+  /// this rank's waiting on anything the peer has not done: no new
+  /// deadlock. Waited at the step's end (as without chunks) a sent
+  /// gradient stayed live for the rest of the step: (v-1)·m of them on the
+  /// first rank, which made interleaving's planned peak not fall with v
+  /// (docs/pipeline-parallel.md, "Interleaved 1F1B", Memory). None when no
+  /// such activation follows (the end of the step).
+  static std::optional<Operation *> backwardSendWait(
+      ModuleOp module, SendOp send,
+      const llvm::DenseMap<std::pair<int64_t, int64_t>, WaitOp> &actWaitOf) {
+    auto name = module->getAttrOfType<StringAttr>(kPipelineScheduleAttr);
+    std::optional<int64_t> P = moduleInt(module, kPipelineStagesAttr),
+                           s = moduleInt(module, kPipelineStageAttr),
+                           m = moduleInt(module, kPipelineMicroBatchesAttr),
+                           v = moduleInt(module, kPipelineChunksAttr);
+    auto j = send->getAttrOfType<IntegerAttr>(nn::kMicroBatchAttr);
+    if (!name || !P || !s || !m || !v || !j)
+      return std::nullopt;
+    int64_t vs = *s + chunkOf(send) * *P, peer = (*s + *P - 1) % *P;
+    SmallVector<Part> order = scheduleOrder(name.getValue(), *P, peer, *m, *v);
+    const auto *consumer = llvm::find_if(order, [&](const Part &p) {
+      return p.backward && p.chunk == (vs - 1) / *P && p.mb == j.getInt();
+    });
+    std::optional<Operation *> best;
+    for (const auto *p = consumer; p != order.end(); ++p) {
+      int64_t sender = peer + p->chunk * *P; // its virtual stage
+      if (p->backward || sender == *P * *v - 1)
+        continue; // sends nothing to this rank
+      auto it = actWaitOf.find({(sender + 1) / *P, p->mb});
+      if (it == actWaitOf.end())
+        continue;
+      Operation *wait = WaitOp(it->second).getOperation();
+      if (send->isBeforeInBlock(wait) &&
+          (!best || wait->isBeforeInBlock(*best)))
+        best = wait;
+    }
+    return best;
   }
 };
 } // namespace

@@ -240,8 +240,9 @@ protected:
   /// A parameter used on two stages (tied weights): each keeps a copy,
   /// marked with the other stage, whose gradients fsdp-pipeline-micro-batch
   /// sums between the two (Megatron-LM keeps the word embedding on the first
-  /// and the last stage alike). Fails with a diagnostic on a parameter of
-  /// three stages or of two virtual stages.
+  /// and the last stage alike). Under interleaving the stages are virtual
+  /// and the mark is the peer's rank. Fails with a diagnostic on a parameter
+  /// of three stages or of two virtual stages of one rank.
   LogicalResult
   markTiedWeights(func::FuncOp fn,
                   const llvm::DenseMap<Operation *, int64_t> &stageOf,
@@ -260,19 +261,25 @@ protected:
                           std::to_string(stages.size()) +
                           " stages: tied weights are shared by two stages at "
                           "most");
-      // The exchange pairs ranks' stages; under interleaving the two copies
-      // sit on virtual stages (untested): refused.
-      if (stages.size() == 2 && ppChunks > 1)
+      // The exchange pairs ranks: under interleaving (s the virtual stage)
+      // the peer is the rank holding the other copy's virtual stage (GPT-2's
+      // embedding: rank 0's chunk 0 and rank P-1's chunk v-1). Two chunks
+      // of one rank would hold two copies in one program: refused.
+      if (stages.size() == 2 && *stages.begin() % pp == *stages.rbegin() % pp)
         return failAt(a.getLoc(),
                       "parameter '" + fqn.getValue().str() +
-                          "' is tied across two virtual stages: tied weights "
-                          "are not supported with pp-chunks > 1 yet");
+                          "' is tied across virtual stages " +
+                          std::to_string(*stages.begin()) + " and " +
+                          std::to_string(*stages.rbegin()) +
+                          " of the same rank: tied weights must sit on two "
+                          "ranks");
       if (stages.size() == 2 && stages.count(s))
-        fn.setArgAttr(a.getArgNumber(), kPPTiedPeerAttr,
-                      OpBuilder(&getContext())
-                          .getI64IntegerAttr(*stages.begin() == s
-                                                 ? *stages.rbegin()
-                                                 : *stages.begin()));
+        fn.setArgAttr(
+            a.getArgNumber(), kPPTiedPeerAttr,
+            OpBuilder(&getContext())
+                .getI64IntegerAttr((*stages.begin() == s ? *stages.rbegin()
+                                                         : *stages.begin()) %
+                                   pp));
     }
     return success();
   }

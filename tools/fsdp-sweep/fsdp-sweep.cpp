@@ -130,7 +130,8 @@ static cl::opt<std::string> ppOpt(
 static cl::opt<std::string> ppScheduleOpt(
     "pp-schedule",
     cl::desc("Comma-separated pipeline schedules planned for each P > 1: "
-             "gpipe, 1f1b (default 1f1b)"),
+             "gpipe, 1f1b, interleaved-1f1b (alone, with --pipeline "
+             "\"pp-chunks=v\"; default 1f1b)"),
     cl::value_desc("list"), cl::cat(mainCat));
 static cl::opt<std::string> strategiesOpt(
     "strategies",
@@ -410,9 +411,9 @@ static bool parseSizes(sweep::SweepOptions &o) {
     llvm::StringRef(ppScheduleOpt).split(names, ',');
     for (llvm::StringRef n : names) {
       n = n.trim();
-      if (n != "gpipe" && n != "1f1b") {
+      if (n != "gpipe" && n != "1f1b" && n != "interleaved-1f1b") {
         error("--pp-schedule: unknown schedule '" + n.str() +
-              "' (known: gpipe, 1f1b)");
+              "' (known: gpipe, 1f1b, interleaved-1f1b)");
         return false;
       }
       if (llvm::is_contained(o.ppSchedules, n.str())) {
@@ -420,6 +421,19 @@ static bool parseSizes(sweep::SweepOptions &o) {
         return false;
       }
       o.ppSchedules.push_back(n.str());
+    }
+    // Interleaving's virtual stages per rank come with --pipeline
+    // "pp-chunks=v", which every plan gets: so it is the only schedule
+    // and every degree is a pipeline.
+    bool interleaved = llvm::is_contained(o.ppSchedules, "interleaved-1f1b");
+    bool chunks = llvm::StringRef(" " + pipelineOpt).contains(" pp-chunks=");
+    if (interleaved && (!chunks || o.ppSchedules.size() > 1 ||
+                        llvm::is_contained(o.pipelineParallel, int64_t(1)))) {
+      error("--pp-schedule interleaved-1f1b needs --pipeline "
+            "\"pp-chunks=v\" (virtual stages per rank), no other "
+            "schedule beside it and every --pp > 1 (pp-chunks applies to "
+            "every plan)");
+      return false;
     }
   }
   return true;

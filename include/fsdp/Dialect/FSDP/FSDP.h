@@ -87,8 +87,11 @@ inline constexpr llvm::StringLiteral kPPInputGradAttr = "fsdp.pp_input_grad";
 inline constexpr llvm::StringLiteral kPPTiedPeerAttr = "fsdp.pp_tied_peer";
 /// The MPI tag of the tied gradients' exchange: kPPTiedTagBase + the
 /// parameter's index among the tied ones of the two stages (by FQN); the
-/// boundary transfers' tags stay below it.
-inline constexpr int64_t kPPTiedTagBase = 1 << 14;
+/// boundary transfers' tags stay below it. 2^15 - 2^10: the boundary tags
+/// get most of MPI_TAG_UB's guaranteed 0..32767 (interleaving multiplies
+/// them by v: Llama-3.1-405B at P = 16, v = 7, m = 16 needs ~25,000), 1024
+/// tied parameters the rest.
+inline constexpr int64_t kPPTiedTagBase = (1 << 15) - (1 << 10);
 /// On the module after fsdp-tensor-parallel: a dictionary from the FQN of
 /// each parameter that is split across the tensor-parallel group to a
 /// DenseI64ArrayAttr [dim, blocks, global shape...]: the global tensor's
