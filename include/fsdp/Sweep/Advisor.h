@@ -71,6 +71,10 @@ struct AdvisorOptions {
   /// the step k times, so a plan's time grows with k): micro-batch sizes
   /// with s / m above it are not planned.
   int64_t maxMicroBatches = 16;
+  /// Branch and bound (step 0 above; fsdp-sweep's --prune): families that
+  /// the bounds of AdvisorBounds.h prove cannot fit, or cannot be among the
+  /// `top` + 1 fastest of their GPU count, are not planned.
+  bool prune = true;
 };
 
 /// One family's result: its best fitting layout (or why none fits).
@@ -97,6 +101,14 @@ struct AdvisedLayout {
   /// the runner-up would cost); 0 for the last.
   double runnerUpRatio = 0;
   int rank = 0; ///< 1 = fastest at its GPU count; 0 unranked
+  /// AdvisorBounds.h's bounds for its family: device bytes (any layout)
+  /// and step seconds (at the most micro-batches it may take); 0 when the
+  /// family was not enumerated that far.
+  double bytesLowerBound = 0, stepLowerBound = 0;
+  /// Not planned because a bound settled it: it cannot fit (memory), or it
+  /// is slower than `top` + 1 layouts planned at its GPU count (step).
+  enum Pruned { NotPruned = 0, PrunedByMemory, PrunedByStep } pruned =
+      NotPruned;
 };
 
 struct AdvisorResult {
@@ -104,6 +116,10 @@ struct AdvisorResult {
   int64_t params = 0, seq = 0, globalBatch = 0;
   unsigned jobs = 0;
   int64_t plansRun = 0;
+  int64_t prunedByMemory = 0, prunedByStep = 0; ///< layouts not planned
+  /// AdvisorBounds.h's compute lower bound per sequence on one device
+  /// (seconds; 0 when the model could not be measured).
+  double boundSecondsPerSequence = 0;
   double wallSeconds = 0, planSeconds = 0;
 };
 
