@@ -5,9 +5,9 @@
 //===----------------------------------------------------------------------===//
 #include "fsdp/Sweep/Advisor.h"
 #include "fsdp/Analysis/PlanReport.h"
-#include "fsdp/Sweep/AdvisorBounds.h"
 #include "fsdp/Import/Import.h"
 #include "fsdp/InitAll.h"
+#include "fsdp/Sweep/AdvisorBounds.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/STLExtras.h"
@@ -51,8 +51,7 @@ public:
   double threshold(int64_t gpus) {
     std::lock_guard<std::mutex> lock(mu);
     const std::vector<double> &v = best[gpus];
-    return v.size() < keep ? std::numeric_limits<double>::infinity()
-                           : v.back();
+    return v.size() < keep ? std::numeric_limits<double>::infinity() : v.back();
   }
   void add(int64_t gpus, double step) {
     std::lock_guard<std::mutex> lock(mu);
@@ -142,13 +141,12 @@ public:
     // Memory: each mode's bound (the state and gathered block for every
     // mode, the checkpoints too with full AC); when the first mode's cannot
     // fit, neither can those that keep more activations (step 3).
-    BoundLayout shape{g.tp,       g.pp,        g.ppSchedule, g.strategy, g.dp,
-                      g.shardSize ? g.shardSize : g.dp, sizes[0], false,
-                      o.sweep.paramDtype};
+    BoundLayout shape{g.tp,       g.pp,  g.ppSchedule,
+                      g.strategy, g.dp,  g.shardSize ? g.shardSize : g.dp,
+                      sizes[0],   false, o.sweep.paramDtype};
     for (size_t li : g.layouts) {
       shape.fullAC = layouts[li].activationCheckpoint == "full";
-      layouts[li].bytesLowerBound =
-          deviceBytesLowerBound(facts, spec, shape);
+      layouts[li].bytesLowerBound = deviceBytesLowerBound(facts, spec, shape);
       layouts[li].stepLowerBound = stepLowerBound(
           facts, g.tp, g.pp, g.sequencesPerRank,
           std::min<int64_t>(g.sequencesPerRank, o.maxMicroBatches),
@@ -342,10 +340,9 @@ private:
       int64_t m = sizes[i], k = g.sequencesPerRank / m;
       // Its step is at least the bound: above the keep-th fastest, it can
       // only matter to a layout that is not ranked among them either.
-      if (o.prune &&
-          stepLowerBound(facts, g.tp, g.pp, g.sequencesPerRank, k,
-                         l.activationCheckpoint == "full") >
-              incumbents.threshold(g.gpus))
+      if (o.prune && stepLowerBound(facts, g.tp, g.pp, g.sequencesPerRank, k,
+                                    l.activationCheckpoint == "full") >
+                         incumbents.threshold(g.gpus))
         continue;
       Plan p = makePlan(g, l.activationCheckpoint, m, k);
       if (!fits(p) || stepOf(p) >= stepOf(l.plan)) {
@@ -393,6 +390,36 @@ std::string boundOf(const nlohmann::ordered_json &r) {
   if (compute >= fsdp && compute >= tp)
     return "compute";
   return fsdp >= tp ? "FSDP comm" : "TP comm";
+}
+
+/// Measures the model of the global batch `batch` for the bounds (imported
+/// in `cache`, the calling thread's), gives each family its step bound at
+/// the most micro-batches it may take, and returns the order the families
+/// are searched in: by their bounds with pruning (ties in enumeration
+/// order), else as enumerated.
+std::vector<size_t> boundFamilies(const AdvisorOptions &o,
+                                  const ClusterSpec &spec, int64_t batch,
+                                  ModelCache &cache,
+                                  std::vector<LayoutFamily> &groups,
+                                  ModelBoundFacts &facts) {
+  std::string err;
+  if (ModuleOp model = cache.get(batch, err))
+    facts = measureModel(model, batch, spec, o.sweep.pipeline);
+  for (LayoutFamily &g : groups) {
+    int64_t k = std::min<int64_t>(g.sequencesPerRank, o.maxMicroBatches);
+    g.stepBound =
+        stepLowerBound(facts, g.tp, g.pp, g.sequencesPerRank, k, false);
+  }
+  std::vector<size_t> order(groups.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  if (o.prune)
+    llvm::sort(order, [&](size_t a, size_t b) {
+      return groups[a].stepBound != groups[b].stepBound
+                 ? groups[a].stepBound < groups[b].stepBound
+                 : a < b;
+    });
+  return order;
 }
 
 } // namespace
@@ -473,32 +500,15 @@ AdvisorResult sweep::runAdvisor(const AdvisorOptions &o,
   jobs = std::max<unsigned>(1, std::min<size_t>(jobs, groups.size()));
   r.jobs = jobs;
   auto cluster = std::make_shared<const ClusterSpec>(spec);
-  // The bounds' facts from the model of the global batch (imported here
-  // once, for the calling thread's searcher too); each family's step bound
-  // at the most micro-batches it may take, and the families searched in
-  // the order of their bounds (Advisor.h, step 0).
+  // The bounds (Advisor.h, step 0), from the model imported once here for
+  // the calling thread's searcher too.
   ModelCache mainCache(o.sweep);
   ModelBoundFacts facts;
-  {
-    std::string err;
-    if (ModuleOp model = mainCache.get(batch, err))
-      facts = measureModel(model, batch, spec, o.sweep.pipeline);
-  }
+  std::vector<size_t> order =
+      boundFamilies(o, spec, batch, mainCache, groups, facts);
   if (facts.sequences > 0)
     r.boundSecondsPerSequence =
         facts.computeSeconds / static_cast<double>(facts.sequences);
-  for (LayoutFamily &g : groups) {
-    int64_t k = std::min<int64_t>(g.sequencesPerRank, o.maxMicroBatches);
-    g.stepBound =
-        stepLowerBound(facts, g.tp, g.pp, g.sequencesPerRank, k, false);
-  }
-  std::vector<size_t> order(groups.size());
-  for (size_t i = 0; i < order.size(); ++i)
-    order[i] = i;
-  if (o.prune)
-    llvm::stable_sort(order, [&](size_t a, size_t b) {
-      return groups[a].stepBound < groups[b].stepBound;
-    });
   Incumbents incumbents(o.top + 1);
   std::atomic<size_t> next{0};
   std::atomic<int64_t> plansRun{0};

@@ -1,4 +1,5 @@
-//===- AdvisorBounds.cpp - proven lower bounds on a layout's step and bytes ===//
+//===- AdvisorBounds.cpp - proven lower bounds on a layout's step and bytes
+//===//
 //
 // fsdp/Sweep/AdvisorBounds.h derives both bounds.
 //
@@ -58,8 +59,8 @@ std::string blockOf(llvm::StringRef fqn) {
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     unsigned idx;
     if (!parts[i].getAsInteger(10, idx))
-      return llvm::join(llvm::ArrayRef<llvm::StringRef>(parts).take_front(i + 1),
-                        ".");
+      return llvm::join(
+          llvm::ArrayRef<llvm::StringRef>(parts).take_front(i + 1), ".");
   }
   return "";
 }
@@ -72,8 +73,8 @@ void measureBlocks(ModuleOp model, int64_t sequences, ModelBoundFacts &f) {
   std::map<std::string, double> params;     // block -> parameters
   llvm::DenseMap<Value, std::string> block; // parameter -> its block
   for (BlockArgument arg : fn->getArguments()) {
-    auto fqn = fn->getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                nn::kParamAttr);
+    auto fqn =
+        fn->getArgAttrOfType<StringAttr>(arg.getArgNumber(), nn::kParamAttr);
     auto type = dyn_cast<RankedTensorType>(arg.getType());
     if (!fqn || !type)
       continue;
@@ -240,9 +241,8 @@ double sweep::stepLowerBound(const ModelBoundFacts &f, int64_t t, int64_t pp,
     return 0;
   // One micro-batch of s / k sequences through every stage, per TP rank.
   double c = (f.computeSeconds + (fullAC ? f.recomputeSeconds : 0)) /
-             static_cast<double>(f.sequences) *
-             static_cast<double>(s) / static_cast<double>(k) /
-             static_cast<double>(t);
+             static_cast<double>(f.sequences) * static_cast<double>(s) /
+             static_cast<double>(k) / static_cast<double>(t);
   if (pp <= 1)
     return static_cast<double>(k) * c;
   return c / (1 - std::pow(1 - 1.0 / static_cast<double>(k),

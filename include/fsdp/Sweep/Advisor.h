@@ -14,6 +14,18 @@
 // (accumulate=sharded when k > 1; k >= P with pipeline parallelism, whose
 // screens plan k = P instead of 1).
 //
+// 0. Branch and bound (--prune, on by default): before planning, each
+//   family gets AdvisorBounds.h's proven lower bounds on its device bytes
+//   and its step (compute at the spec's best efficiencies, the pipeline
+//   fill and drain). A family whose first mode's bytes bound exceeds the
+//   device is not planned (step 3's rule then holds for its other modes);
+//   families are searched in the order of their step bounds, and a mode
+//   (or, with P > 1, a smaller micro-batch size) whose step bound exceeds
+//   the (--top + 1)-th fastest step already planned at its GPU count is not
+//   planned: it cannot be among the rows printed nor their runner-up, so
+//   the table is the same as without the bounds. The counts of fitting
+//   layouts and the ranks below the top + 1 can differ (a pruned layout is
+//   neither planned nor ranked; its JSON row says `pruned` and why).
 // The search, per family (every dimension but m), where time goes: one plan
 // of 405B through the pipeline takes 0.3-1.3 s of CPU on this machine, and
 // grows with k (fsdp-micro-batch clones the step k times), so the advisor
@@ -107,8 +119,11 @@ struct AdvisedLayout {
   double bytesLowerBound = 0, stepLowerBound = 0;
   /// Not planned because a bound settled it: it cannot fit (memory), or it
   /// is slower than `top` + 1 layouts planned at its GPU count (step).
-  enum Pruned { NotPruned = 0, PrunedByMemory, PrunedByStep } pruned =
-      NotPruned;
+  enum Pruned {
+    NotPruned = 0,
+    PrunedByMemory,
+    PrunedByStep
+  } pruned = NotPruned;
 };
 
 struct AdvisorResult {
