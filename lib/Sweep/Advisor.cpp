@@ -7,13 +7,16 @@
 #include "fsdp/Analysis/PlanReport.h"
 #include "fsdp/Import/Import.h"
 #include "fsdp/InitAll.h"
+#include "fsdp/Sweep/AdvisorBounds.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/STLExtras.h"
 
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <map>
+#include <mutex>
 #include <thread>
 
 using namespace mlir;
@@ -32,6 +35,36 @@ struct LayoutFamily {
   int64_t shardSize; // hybrid-shard's shard group; 0 otherwise
   int64_t bucketBytes;
   std::vector<size_t> layouts; // indices into the result, in AC order
+  /// Lower bound of the step of any of its layouts (AdvisorBounds.h), at
+  /// the most micro-batches it may take; 0 before it is computed.
+  double stepBound = 0;
+};
+
+/// Per GPU count, the step times of the fastest `keep` layouts planned so
+/// far (one per layout, its final plan), shared by the search's threads:
+/// a layout whose step bound exceeds the keep-th cannot be among the
+/// first `keep` (Advisor.h, step 0).
+class Incumbents {
+public:
+  explicit Incumbents(size_t keep) : keep(std::max<size_t>(1, keep)) {}
+  /// The keep-th fastest step at `gpus` (seconds), +inf while fewer fit.
+  double threshold(int64_t gpus) {
+    std::lock_guard<std::mutex> lock(mu);
+    const std::vector<double> &v = best[gpus];
+    return v.size() < keep ? std::numeric_limits<double>::infinity() : v.back();
+  }
+  void add(int64_t gpus, double step) {
+    std::lock_guard<std::mutex> lock(mu);
+    std::vector<double> &v = best[gpus];
+    v.insert(llvm::upper_bound(v, step), step);
+    if (v.size() > keep)
+      v.pop_back();
+  }
+
+private:
+  size_t keep;
+  std::mutex mu;
+  std::map<int64_t, std::vector<double>> best;
 };
 
 /// A thread's MLIR context and the models it imported, by global batch
@@ -75,8 +108,10 @@ private:
 class Searcher {
 public:
   Searcher(const AdvisorOptions &o, const ClusterSpec &spec,
-           std::shared_ptr<const ClusterSpec> cluster, ModelCache &cache)
-      : o(o), spec(spec), cluster(std::move(cluster)), cache(cache) {}
+           std::shared_ptr<const ClusterSpec> cluster, ModelCache &cache,
+           const ModelBoundFacts &facts, Incumbents &incumbents)
+      : o(o), spec(spec), cluster(std::move(cluster)), cache(cache),
+        facts(facts), incumbents(incumbents) {}
 
   std::atomic<int64_t> *plansRun = nullptr;
 
@@ -103,6 +138,38 @@ public:
                       " sequences per rank";
       return;
     }
+    // Memory: each mode's bound (the state and gathered block for every
+    // mode, the checkpoints too with full AC); when the first mode's cannot
+    // fit, neither can those that keep more activations (step 3).
+    BoundLayout shape{g.tp,       g.pp,  g.ppSchedule,
+                      g.strategy, g.dp,  g.shardSize ? g.shardSize : g.dp,
+                      sizes[0],   false, o.sweep.paramDtype};
+    for (size_t li : g.layouts) {
+      shape.fullAC = layouts[li].activationCheckpoint == "full";
+      layouts[li].bytesLowerBound = deviceBytesLowerBound(facts, spec, shape);
+      layouts[li].stepLowerBound = stepLowerBound(
+          facts, g.tp, g.pp, g.sequencesPerRank,
+          std::min<int64_t>(g.sequencesPerRank, o.maxMicroBatches),
+          shape.fullAC);
+    }
+    double bytesBound = layouts[g.layouts.front()].bytesLowerBound;
+    shape.fullAC = layouts[g.layouts.front()].activationCheckpoint == "full";
+    if (o.prune && bytesBound > spec.memoryBytes) {
+      for (size_t li : g.layouts) {
+        layouts[li].pruned = AdvisedLayout::PrunedByMemory;
+        auto bytes = static_cast<int64_t>(bytesBound);
+        layouts[li].why =
+            "bound: does not fit at " + std::to_string(sizes[0]) +
+            (sizes[0] == 1 ? " sequence" : " sequences") +
+            " per micro-batch: the training state" +
+            (shape.fullAC ? ", full AC's checkpoints" : "") +
+            " and a gathered block alone take " +
+            (bytes >= (1 << 20) ? std::to_string(bytes >> 20) + " MiB"
+                                : std::to_string(bytes) + " bytes") +
+            " per rank";
+      }
+      return;
+    }
     bool heavierFailed = false; // a mode saving more memory could not fit
     for (size_t li : g.layouts) {
       AdvisedLayout &l = layouts[li];
@@ -111,20 +178,42 @@ public:
                 "activations do not fit at the smallest micro-batch";
         continue;
       }
+      double keepth = incumbents.threshold(g.gpus);
+      if (o.prune && l.stepLowerBound > keepth) {
+        l.pruned = AdvisedLayout::PrunedByStep;
+        l.why = "bound: not planned, its step is at least " +
+                formatSeconds(l.stepLowerBound) + " s, slower than " +
+                std::to_string(o.top + 1) + " layouts planned at " +
+                std::to_string(g.gpus) + " GPUs (" + formatSeconds(keepth) +
+                " s)";
+        continue;
+      }
       searchMode(g, sizes, l);
+      if (l.fits)
+        incumbents.add(g.gpus, stepOf(l.plan));
       if (!l.fits && l.microBatchSize == 0 &&
           l.why.rfind("screen: does not fit", 0) == 0)
         heavierFailed = true;
     }
     // Memory-limited: a mode that recomputes less (later in the order) was
-    // tried and does not fit.
+    // tried and does not fit (one the step bound left out is not known: its
+    // family is slower than the ranked rows, Advisor.h).
     for (size_t i = 0; i < g.layouts.size(); ++i)
       for (size_t j = i + 1; j < g.layouts.size(); ++j)
-        if (!layouts[g.layouts[j]].fits)
+        if (!layouts[g.layouts[j]].fits && !layouts[g.layouts[j]].pruned)
           layouts[g.layouts[i]].memoryLimited = true;
   }
 
 private:
+  static double stepOf(const Plan &p) {
+    return p.report["predicted_step_time_s"].get<double>();
+  }
+  static std::string formatSeconds(double s) {
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%.4g", s);
+    return buf;
+  }
+
   Plan makePlan(const LayoutFamily &g, const std::string &ac, int64_t m,
                 int64_t k) {
     Plan p;
@@ -247,13 +336,16 @@ private:
   void morePipelineMicroBatches(const LayoutFamily &g,
                                 const std::vector<int64_t> &sizes,
                                 size_t chosen, AdvisedLayout &l) {
-    auto step = [](const Plan &p) {
-      return p.report["predicted_step_time_s"].get<double>();
-    };
     for (size_t i = chosen; i-- > 0;) {
       int64_t m = sizes[i], k = g.sequencesPerRank / m;
+      // Its step is at least the bound: above the keep-th fastest, it can
+      // only matter to a layout that is not ranked among them either.
+      if (o.prune && stepLowerBound(facts, g.tp, g.pp, g.sequencesPerRank, k,
+                                    l.activationCheckpoint == "full") >
+                         incumbents.threshold(g.gpus))
+        continue;
       Plan p = makePlan(g, l.activationCheckpoint, m, k);
-      if (!fits(p) || step(p) >= step(l.plan)) {
+      if (!fits(p) || stepOf(p) >= stepOf(l.plan)) {
         l.screens.push_back(std::move(p));
         continue;
       }
@@ -268,6 +360,8 @@ private:
   const ClusterSpec &spec;
   std::shared_ptr<const ClusterSpec> cluster;
   ModelCache &cache;
+  const ModelBoundFacts &facts;
+  Incumbents &incumbents;
 };
 
 /// The activation-checkpoint modes from the one that keeps fewest
@@ -296,6 +390,36 @@ std::string boundOf(const nlohmann::ordered_json &r) {
   if (compute >= fsdp && compute >= tp)
     return "compute";
   return fsdp >= tp ? "FSDP comm" : "TP comm";
+}
+
+/// Measures the model of the global batch `batch` for the bounds (imported
+/// in `cache`, the calling thread's), gives each family its step bound at
+/// the most micro-batches it may take, and returns the order the families
+/// are searched in: by their bounds with pruning (ties in enumeration
+/// order), else as enumerated.
+std::vector<size_t> boundFamilies(const AdvisorOptions &o,
+                                  const ClusterSpec &spec, int64_t batch,
+                                  ModelCache &cache,
+                                  std::vector<LayoutFamily> &groups,
+                                  ModelBoundFacts &facts) {
+  std::string err;
+  if (ModuleOp model = cache.get(batch, err))
+    facts = measureModel(model, batch, spec, o.sweep.pipeline);
+  for (LayoutFamily &g : groups) {
+    int64_t k = std::min<int64_t>(g.sequencesPerRank, o.maxMicroBatches);
+    g.stepBound =
+        stepLowerBound(facts, g.tp, g.pp, g.sequencesPerRank, k, false);
+  }
+  std::vector<size_t> order(groups.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  if (o.prune)
+    llvm::sort(order, [&](size_t a, size_t b) {
+      return groups[a].stepBound != groups[b].stepBound
+                 ? groups[a].stepBound < groups[b].stepBound
+                 : a < b;
+    });
+  return order;
 }
 
 } // namespace
@@ -376,22 +500,38 @@ AdvisorResult sweep::runAdvisor(const AdvisorOptions &o,
   jobs = std::max<unsigned>(1, std::min<size_t>(jobs, groups.size()));
   r.jobs = jobs;
   auto cluster = std::make_shared<const ClusterSpec>(spec);
+  // The bounds (Advisor.h, step 0), from the model imported once here for
+  // the calling thread's searcher too.
+  ModelCache mainCache(o.sweep);
+  ModelBoundFacts facts;
+  std::vector<size_t> order =
+      boundFamilies(o, spec, batch, mainCache, groups, facts);
+  if (facts.sequences > 0)
+    r.boundSecondsPerSequence =
+        facts.computeSeconds / static_cast<double>(facts.sequences);
+  Incumbents incumbents(o.top + 1);
   std::atomic<size_t> next{0};
   std::atomic<int64_t> plansRun{0};
-  auto worker = [&]() {
-    ModelCache cache(o.sweep);
-    Searcher searcher(o, spec, cluster, cache);
+  auto worker = [&](ModelCache &cache) {
+    Searcher searcher(o, spec, cluster, cache, facts, incumbents);
     searcher.plansRun = &plansRun;
     for (size_t i = next++; i < groups.size(); i = next++)
-      searcher.search(groups[i], r.layouts);
+      searcher.search(groups[order[i]], r.layouts);
   };
   std::vector<std::thread> threads;
   for (unsigned t = 1; t < jobs; ++t)
-    threads.emplace_back(worker);
-  worker();
+    threads.emplace_back([&]() {
+      ModelCache cache(o.sweep);
+      worker(cache);
+    });
+  worker(mainCache);
   for (std::thread &t : threads)
     t.join();
   r.plansRun = plansRun;
+  for (const AdvisedLayout &l : r.layouts) {
+    r.prunedByMemory += l.pruned == AdvisedLayout::PrunedByMemory;
+    r.prunedByStep += l.pruned == AdvisedLayout::PrunedByStep;
+  }
 
   // Rank the fitting layouts per GPU count.
   for (int64_t n : o.gpus) {

@@ -57,7 +57,7 @@ void sweep::printAdvisor(llvm::raw_ostream &os, const AdvisorOptions &o,
      << " bytes per device, " << spec.devicesPerNode << " devices per node\n";
   for (int64_t n : o.gpus) {
     std::vector<const AdvisedLayout *> ranked;
-    int64_t planned = 0, noFit = 0;
+    int64_t planned = 0, noFit = 0, slower = 0;
     std::string infeasible;
     for (const AdvisedLayout &l : r.layouts) {
       if (l.gpus != n)
@@ -66,6 +66,8 @@ void sweep::printAdvisor(llvm::raw_ostream &os, const AdvisorOptions &o,
         infeasible = l.why;
       else if (l.fits)
         ranked.push_back(&l);
+      else if (l.pruned == AdvisedLayout::PrunedByStep)
+        ++slower;
       else
         ++noFit;
       planned += !l.strategy.empty();
@@ -79,7 +81,11 @@ void sweep::printAdvisor(llvm::raw_ostream &os, const AdvisorOptions &o,
       continue;
     }
     os << ranked.size() << " of " << planned << " layouts fit (" << noFit
-       << " do not)\n";
+       << " do not";
+    if (slower)
+      os << ", " << slower << " not planned: by their step bound slower than "
+         << o.top + 1 << " planned";
+    os << ")\n";
     if (ranked.empty())
       continue;
     os << llvm::format("  %-4s %-18s %-17s %-9s %-8s %-9s %12s %10s %8s %6s "
@@ -109,7 +115,11 @@ void sweep::printAdvisor(llvm::raw_ostream &os, const AdvisorOptions &o,
      << r.plansRun << " plans (screens included) in "
      << fmt("%.2f", r.wallSeconds) << " s wall, " << r.jobs
      << (r.jobs == 1 ? " job; " : " jobs; ") << fmt("%.2f", r.planSeconds)
-     << " s planning and simulating in all\n";
+     << " s planning and simulating in all";
+  if (r.prunedByMemory || r.prunedByStep)
+    os << "; not planned by the bounds: " << r.prunedByMemory
+       << " layouts that cannot fit, " << r.prunedByStep << " slower ones";
+  os << "\n";
 }
 
 json sweep::advisorJson(const AdvisorOptions &o, const ClusterSpec &spec,
@@ -127,7 +137,13 @@ json sweep::advisorJson(const AdvisorOptions &o, const ClusterSpec &spec,
            {"bucket_bytes",
             l.bucketBytes >= 0 ? json(l.bucketBytes) : json(nullptr)},
            {"sequences_per_rank", l.sequencesPerRank},
-           {"fits", l.fits}};
+           {"fits", l.fits},
+           {"device_bytes_lower_bound", l.bytesLowerBound},
+           {"step_lower_bound_s", l.stepLowerBound},
+           {"pruned", l.pruned == AdvisedLayout::PrunedByMemory ? json("memory")
+                      : l.pruned == AdvisedLayout::PrunedByStep
+                          ? json("step")
+                          : json(nullptr)}};
     if (l.fits) {
       const json &rep = l.plan.report;
       j["rank"] = l.rank;
@@ -177,6 +193,9 @@ json sweep::advisorJson(const AdvisorOptions &o, const ClusterSpec &spec,
               {"pipeline", o.sweep.pipeline},
               {"jobs", r.jobs},
               {"plans", r.plansRun},
+              {"pruned_by_memory", r.prunedByMemory},
+              {"pruned_by_step", r.prunedByStep},
+              {"bound_compute_s_per_sequence", r.boundSecondsPerSequence},
               {"wall_time_s", r.wallSeconds},
               {"layouts", std::move(layouts)}};
 }

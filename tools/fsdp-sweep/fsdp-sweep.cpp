@@ -211,6 +211,13 @@ static cl::opt<int64_t> maxMicroBatchesOpt(
     cl::desc("The most micro-batches a layout may take (default 16; a plan's "
              "time grows with them)"),
     cl::value_desc("k"), cl::init(16), cl::cat(advisorCat));
+static cl::opt<bool>
+    pruneOpt("prune",
+             cl::desc("Leave out the layouts that proven lower bounds on their "
+                      "memory and step time rule out of the ranked top + 1 "
+                      "(include/fsdp/Sweep/AdvisorBounds.h; default true, "
+                      "--prune=false plans every layout)"),
+             cl::init(true), cl::cat(advisorCat));
 static cl::opt<std::string>
     csvPath("csv", cl::desc("Write every layout (ranked or why not) as CSV"),
             cl::value_desc("path"), cl::cat(advisorCat));
@@ -294,6 +301,7 @@ static int runAdvisorMode(const sweep::SweepOptions &so,
   o.seq = inspected.seq;
   o.top = topOpt;
   o.maxMicroBatches = maxMicroBatchesOpt;
+  o.prune = pruneOpt;
   if (o.maxMicroBatches < 1)
     return error("--max-micro-batches must be >= 1, got " +
                  std::to_string(o.maxMicroBatches));

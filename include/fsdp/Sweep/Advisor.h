@@ -14,6 +14,18 @@
 // (accumulate=sharded when k > 1; k >= P with pipeline parallelism, whose
 // screens plan k = P instead of 1).
 //
+// 0. Branch and bound (--prune, on by default): before planning, each
+//   family gets AdvisorBounds.h's proven lower bounds on its device bytes
+//   and its step (compute at the spec's best efficiencies, the pipeline
+//   fill and drain). A family whose first mode's bytes bound exceeds the
+//   device is not planned (step 3's rule then holds for its other modes);
+//   families are searched in the order of their step bounds, and a mode
+//   (or, with P > 1, a smaller micro-batch size) whose step bound exceeds
+//   the (--top + 1)-th fastest step already planned at its GPU count is not
+//   planned: it cannot be among the rows printed nor their runner-up, so
+//   the table is the same as without the bounds. The counts of fitting
+//   layouts and the ranks below the top + 1 can differ (a pruned layout is
+//   neither planned nor ranked; its JSON row says `pruned` and why).
 // The search, per family (every dimension but m), where time goes: one plan
 // of 405B through the pipeline takes 0.3-1.3 s of CPU on this machine, and
 // grows with k (fsdp-micro-batch clones the step k times), so the advisor
@@ -71,6 +83,10 @@ struct AdvisorOptions {
   /// the step k times, so a plan's time grows with k): micro-batch sizes
   /// with s / m above it are not planned.
   int64_t maxMicroBatches = 16;
+  /// Branch and bound (step 0 above; fsdp-sweep's --prune): families that
+  /// the bounds of AdvisorBounds.h prove cannot fit, or cannot be among the
+  /// `top` + 1 fastest of their GPU count, are not planned.
+  bool prune = true;
 };
 
 /// One family's result: its best fitting layout (or why none fits).
@@ -97,6 +113,17 @@ struct AdvisedLayout {
   /// the runner-up would cost); 0 for the last.
   double runnerUpRatio = 0;
   int rank = 0; ///< 1 = fastest at its GPU count; 0 unranked
+  /// AdvisorBounds.h's bounds for its family: device bytes (any layout)
+  /// and step seconds (at the most micro-batches it may take); 0 when the
+  /// family was not enumerated that far.
+  double bytesLowerBound = 0, stepLowerBound = 0;
+  /// Not planned because a bound settled it: it cannot fit (memory), or it
+  /// is slower than `top` + 1 layouts planned at its GPU count (step).
+  enum Pruned {
+    NotPruned = 0,
+    PrunedByMemory,
+    PrunedByStep
+  } pruned = NotPruned;
 };
 
 struct AdvisorResult {
@@ -104,6 +131,10 @@ struct AdvisorResult {
   int64_t params = 0, seq = 0, globalBatch = 0;
   unsigned jobs = 0;
   int64_t plansRun = 0;
+  int64_t prunedByMemory = 0, prunedByStep = 0; ///< layouts not planned
+  /// AdvisorBounds.h's compute lower bound per sequence on one device
+  /// (seconds; 0 when the model could not be measured).
+  double boundSecondsPerSequence = 0;
   double wallSeconds = 0, planSeconds = 0;
 };
 
