@@ -478,6 +478,7 @@ protected:
       cfg.spec = specs.get(); // unreadable: fsdp-schedule says why
     }
     cfg.budget = memoryBudgetBytes();
+    cfg.budgetGiven = !memoryBudget.empty();
     cfg.tp = tp;
     cfg.dataParallel = worldSize / (pp * tp);
     cfg.shardGroup = strategy == Strategy::NoShard ? 1

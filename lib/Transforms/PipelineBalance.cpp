@@ -350,6 +350,13 @@ mlir::fsdp::planPipelineSplit(func::FuncOp fn, const PipelineSplitConfig &cfg,
   } else {
     std::optional<SmallVector<int64_t>> split =
         constrainedSplit(n, parts, objective, fits);
+    if (!split && !cfg.budgetGiven) {
+      // The device memory, not a given budget: plan the layout anyway and
+      // let the stages' memory plans say it does not fit.
+      split = constrainedSplit(n, parts, objective,
+                               [](int64_t, int64_t, int64_t) { return true; });
+      plan.constraint = "none fits the device memory";
+    }
     if (!split) {
       // The split with the smallest largest peak says by how much.
       SmallVector<int64_t> least = *constrainedSplit(

@@ -33,6 +33,11 @@ struct PipelineSplitConfig {
   /// Bytes per rank no stage's estimated peak may exceed (none: no
   /// constraint).
   std::optional<int64_t> budget;
+  /// Whether the budget was given (memory-budget=): no split fitting it is
+  /// an error. Otherwise (the cluster's device memory) the unconstrained
+  /// split is planned, so that the stages' memory plans report the layout
+  /// as not fitting, as they do for pp = 1 (the advisor ranks it so).
+  bool budgetGiven = false;
   /// Ranks that split a stage's batch (N / (P·T)) and ranks a unit's state
   /// is sharded over (the shard group: dp, shard-size under hybrid-shard,
   /// 1 for no-shard); shard-grad-op keeps the parameters whole.
@@ -48,7 +53,9 @@ struct PipelineSplitConfig {
 struct PipelineSplitPlan {
   SmallVector<int64_t> boundaries; ///< the first layer of stages 1..parts-1
   std::string objective;           ///< "given", "time" (with a spec) or "flops"
-  std::string constraint;          ///< "memory-budget" or "none"
+  /// "memory-budget", "none", or "none fits the device memory" (the
+  /// unconstrained split, PipelineSplitConfig::budgetGiven false).
+  std::string constraint;
   std::optional<int64_t> budget;
   /// Per stage (virtual stage under interleaving): layers, forward FLOPs,
   /// predicted seconds per step on one rank (with a spec) and estimated

@@ -3,13 +3,16 @@
 // RUN:   base = {'peak_flops': {'f32': 1e11}, 'memory_bytes': 1e12, 'memory_bandwidth': 1e11, 'devices_per_node': 4, \
 // RUN:           'intra_node': {'bus_bandwidth': 1e10, 'latency_s': 1e-6}, 'inter_node': {'bus_bandwidth': 1e10, 'latency_s': 1e-6}}; \
 // RUN:   json.dump(base, open('%t/flat.json', 'w')); \
-// RUN:   base['op_efficiency'] = {'nn.cross_entropy': 0.001, 'nn.cross_entropy_grad': 0.001}; json.dump(base, open('%t/slow-loss.json', 'w'))"
+// RUN:   base['op_efficiency'] = {'nn.cross_entropy': 0.001, 'nn.cross_entropy_grad': 0.001}; json.dump(base, open('%t/slow-loss.json', 'w')); \
+// RUN:   del base['op_efficiency']; base['memory_bytes'] = 100000; json.dump(base, open('%t/small.json', 'w'))"
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 pp=2 micro-batches=4 policy=block" | FileCheck %s --check-prefix=FLOPS
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 pp=2 micro-batches=4 policy=block cluster=%t/flat.json" | FileCheck %s --check-prefix=FLAT
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 pp=2 micro-batches=4 policy=block cluster=%t/slow-loss.json" | FileCheck %s --check-prefix=HEAD
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 pp=2 micro-batches=4 policy=block cluster=%t/flat.json memory-budget=240000 report=-" -o %t/tight.mlir | FileCheck %s --check-prefix=TIGHT-REPORT
 // RUN: FileCheck %s --check-prefix=TIGHT < %t/tight.mlir
 // RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 pp=2 micro-batches=4 policy=block cluster=%t/flat.json memory-budget=100000" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOFIT
+// RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 pp=2 micro-batches=4 policy=block cluster=%t/small.json report=%t/small-report.json" -o /dev/null
+// RUN: %python -c "import json; r = json.load(open('%t/small-report.json')); print(r['pipeline']['split']['constraint'], '|', r['pipeline']['split']['boundaries'], max(r['stage_peak_bytes']) > 100000)" | FileCheck %s --check-prefix=DEVICE
 //
 // fsdp-pipeline's default split (docs/pipeline-parallel.md, "The default
 // split"): five equal layers (a 32x32 linear each), a head of one more and
@@ -45,6 +48,11 @@
 // TIGHT: fsdp.unit = @m.h.2
 //
 // No split fits 100000 bytes: the diagnostic names the least-memory split.
+// When the budget is the cluster's device memory (no memory-budget=) and no
+// split fits it, the time-balanced split is planned anyway and reported as
+// not fitting (the advisor and bench/fidelity rank such layouts as "NO").
+// DEVICE: none fits the device memory | [3] True
+//
 // NOFIT: pipeline-split-balance.mlir:[[@LINE+3]]:1: error: fsdp-pipeline: no split of the 5 layers into pp=2 stages fits the memory budget of 100000 bytes per rank: the split with the least memory, pp-split=2, needs an estimated 196608 bytes per rank on stage 0
 
 
