@@ -101,8 +101,10 @@ def framework_memory(row):
     row compiled its blocks (`compile`), else torch-eager (fsdp-memory-plan's
     framework-memory; include/fsdp/Analysis/FrameworkMemory.h); the others
     (Megatron-LM, DeepSpeed, Llama 3) fsdp-run, our runtime's plan."""
-    if "FSDP" not in row["stack"]:
-        return "fsdp-run"  # Megatron-LM, DeepSpeed, Llama 3: no PyTorch FSDP terms
+    if "FSDP" not in row["stack"] or row.get("pp", 1) > 1:
+        # Megatron-LM, DeepSpeed, and pipeline-parallel stacks (Llama 3): the
+        # PyTorch FSDP terms are modelled for pp = 1 only.
+        return "fsdp-run"
     return "torch-compile" if row.get("compile") else "torch-eager"
 
 
