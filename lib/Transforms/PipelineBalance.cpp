@@ -161,7 +161,7 @@ static FailureOr<LayerCosts> layerCosts(func::FuncOp fn,
   std::optional<Simulator> sim;
   if (cfg.spec)
     sim.emplace(*cfg.spec);
-  auto ret = scratch.getBody().front().getTerminator();
+  Operation *ret = scratch.getBody().front().getTerminator();
   OpBuilder b(ret);
   for (auto [i, op] : llvm::enumerate(seg->ops)) {
     int64_t l = layerOf(i);
