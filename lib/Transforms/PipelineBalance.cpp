@@ -231,14 +231,10 @@ static FailureOr<LayerCosts> layerCosts(func::FuncOp fn,
   return c;
 }
 
-/// The contiguous partition of segments 0..n-1 into `parts` non-empty
-/// stages that minimises the largest cost(stage, a, b) of a stage holding
-/// [a, b), among those where fits(stage, a, b) for every stage; the first
-/// segment of stages 1..parts-1, or nullopt when none fits.
-static std::optional<SmallVector<int64_t>>
-constrainedSplit(int64_t n, int64_t parts,
-                 llvm::function_ref<double(int64_t, int64_t, int64_t)> cost,
-                 llvm::function_ref<bool(int64_t, int64_t, int64_t)> fits) {
+std::optional<SmallVector<int64_t>> mlir::fsdp::constrainedSplit(
+    int64_t n, int64_t parts,
+    llvm::function_ref<double(int64_t, int64_t, int64_t)> cost,
+    llvm::function_ref<bool(int64_t, int64_t, int64_t)> fits) {
   constexpr double inf = std::numeric_limits<double>::infinity();
   // best[k][i]: the smallest largest cost of segments [0, i) in k stages.
   std::vector<std::vector<double>> best(parts + 1,

@@ -27,7 +27,6 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Regex.h"
 
-#include <limits>
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPPIPELINESPLIT
@@ -132,31 +131,12 @@ static SmallVector<int64_t> balancedSplit(ArrayRef<double> cost, double pre,
   SmallVector<double> prefix(n + 1, 0);
   for (int64_t i = 0; i < n; ++i)
     prefix[i + 1] = prefix[i] + cost[i];
-  auto range = [&](int64_t a, int64_t b) {
-    return prefix[b] - prefix[a] + (a == 0 ? pre : 0);
-  };
-  constexpr double inf = std::numeric_limits<double>::infinity();
-  // best[k][i]: the smallest largest cost of segments [0, i) in k stages.
-  std::vector<std::vector<double>> best(parts + 1,
-                                        std::vector<double>(n + 1, inf));
-  std::vector<std::vector<int64_t>> from(parts + 1,
-                                         std::vector<int64_t>(n + 1, -1));
-  best[0][0] = 0;
-  for (int64_t k = 1; k <= parts; ++k)
-    for (int64_t i = k; i <= n; ++i)
-      for (int64_t j = k - 1; j < i; ++j) {
-        double v = std::max(best[k - 1][j], range(j, i));
-        if (v < best[k][i]) {
-          best[k][i] = v;
-          from[k][i] = j;
-        }
-      }
-  SmallVector<int64_t> split(parts - 1);
-  for (int64_t k = parts, i = n; k > 1; --k) {
-    i = from[k][i];
-    split[k - 2] = i;
-  }
-  return split;
+  return *constrainedSplit(
+      n, parts,
+      [&](int64_t, int64_t a, int64_t b) {
+        return prefix[b] - prefix[a] + (a == 0 ? pre : 0);
+      },
+      [](int64_t, int64_t, int64_t) { return true; });
 }
 
 namespace {

@@ -92,6 +92,17 @@ FailureOr<PipelineLayers> segmentPipelineLayers(func::FuncOp fn, int64_t pp,
 LogicalResult checkPipelineSplit(func::FuncOp fn, ArrayRef<int64_t> split,
                                  int64_t layers, int64_t pp, int64_t chunks);
 
+/// The contiguous partition of segments 0..n-1 into `parts` non-empty
+/// stages that minimises the largest cost(stage, a, b) of a stage holding
+/// [a, b), among those where fits(stage, a, b) for every stage (the linear
+/// partition problem by dynamic programming; Skiena, The Algorithm Design
+/// Manual, Sec. 10.7); the first segment of stages 1..parts-1, or nullopt
+/// when none fits.
+std::optional<SmallVector<int64_t>>
+constrainedSplit(int64_t n, int64_t parts,
+                 llvm::function_ref<double(int64_t, int64_t, int64_t)> cost,
+                 llvm::function_ref<bool(int64_t, int64_t, int64_t)> fits);
+
 /// Chooses (or, with `given` boundaries, evaluates) the split of the step
 /// function `fn` (before fsdp-autodiff) into cfg.pp · cfg.chunks stages.
 /// Errors (emitted at fn): no layers, fewer layers than stages, layers used
