@@ -27,7 +27,6 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Regex.h"
 
-
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPPIPELINESPLIT
 #include "fsdp/Transforms/Passes.h.inc"
