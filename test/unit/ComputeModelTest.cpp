@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <unistd.h>
 
 using mlir::fsdp::ClusterSpec;
 
@@ -23,7 +24,12 @@ namespace {
 /// (JSON text) and loads it; `error` gets ClusterSpec::load's message.
 std::optional<ClusterSpec> loadWithEfficiency(const std::string &efficiency,
                                               std::string &error) {
-  std::string path = ::testing::TempDir() + "compute-model-spec.json";
+  // One file per test process: ctest runs the tests of this binary in
+  // parallel processes, which shared one name and removed each other's file.
+  std::string path =
+      ::testing::TempDir() + "compute-model-spec-" +
+      ::testing::UnitTest::GetInstance()->current_test_info()->name() + "-" +
+      std::to_string(::getpid()) + ".json";
   std::ofstream(path)
       << R"({"name": "t", "peak_flops": {"f32": 1e12, "bf16": 1e15},
  "memory_bytes": 8e10, "memory_bandwidth": 3e12, "devices_per_node": 8,
@@ -84,8 +90,7 @@ TEST(ComputeModel, BadElementwiseTrafficIsNamed) {
     EXPECT_FALSE(spec) << bad;
     EXPECT_NE(error.find("'efficiency.elementwise_traffic'"), std::string::npos)
         << bad << ": " << error;
-    EXPECT_NE(error.find("compute-model-spec.json"), std::string::npos)
-        << error;
+    EXPECT_NE(error.find("compute-model-spec-"), std::string::npos) << error;
   }
 }
 
