@@ -76,9 +76,9 @@ def pipeline_options(row, spec_path, report):
         "cluster=%s" % spec_path,
         "report=%s" % report,
     ]
-    if framework_memory(row) != "fsdp-run":
-        opts += ["framework-memory=%s" % framework_memory(row),
-                 "framework-loss=%s" % framework_loss(row)]
+    stack = framework_memory(row)
+    if stack != "fsdp-run":
+        opts += ["framework-memory=%s" % stack, "framework-loss=%s" % framework_loss(row)]
     if row.get("pp", 1) > 1:
         # The pipeline's micro-batches: its schedule accumulates them
         # (pp-gather decides how a stage's gradients are reduced).
@@ -175,6 +175,37 @@ def summary(ratios):
         sum(logs) / len(logs), math.exp(sum(logs) / len(logs)), max(logs), math.exp(max(logs)), len(logs))
 
 
+def tools_dir(args, tool, script):
+    """The directory of the fsdp tools: args.build, or with --tools-on-path
+    the one holding `tool` on PATH (the lit tests); exits naming `script`
+    when it is not there."""
+    if not args.tools_on_path:
+        return args.build
+    found = shutil.which(tool)
+    if not found:
+        sys.exit("%s: --tools-on-path: no %s on PATH" % (script, tool))
+    return os.path.dirname(found)
+
+
+def comparison_rows(ids, rows_file, same, script):
+    """The rows of `rows_file` named by the comma-separated `ids`, checked to
+    be one layout comparison: two or more, equal in every key of `same`;
+    returns (rows, the file's clusters). Exits naming `script` otherwise."""
+    doc = json.load(open(rows_file))
+    by_id = {r["id"]: r for r in doc["rows"]}
+    rows = []
+    for rid in ids.split(","):
+        if rid not in by_id:
+            sys.exit("%s: no row '%s' in %s" % (script, rid, rows_file))
+        rows.append(by_id[rid])
+    if len(rows) < 2:
+        sys.exit("%s: a ranking needs two rows or more" % script)
+    for key in same:
+        if len({json.dumps(r[key], sort_keys=True) for r in rows}) != 1:
+            sys.exit("%s: the rows differ in '%s': not one layout comparison" % (script, key))
+    return rows, doc["clusters"]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build", "bin"),
@@ -186,11 +217,7 @@ def main():
     ap.add_argument("--json", default="", help="write every row's prediction here")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     a = ap.parse_args()
-    if a.tools_on_path:
-        found = shutil.which("fsdp-opt")
-        if not found:
-            sys.exit("fidelity.py: --tools-on-path: no fsdp-opt on PATH")
-        a.build = os.path.dirname(found)
+    a.build = tools_dir(a, "fsdp-opt", "fidelity.py")
     doc = json.load(open(a.rows_file))
     rows = doc["rows"]
     if a.rows:

@@ -28,9 +28,7 @@ usage: bench/fidelity/layout_ranking.py ROW_ID,ROW_ID[,...] [--build DIR | --too
 """
 import argparse
 import concurrent.futures
-import json
 import os
-import shutil
 import sys
 import tempfile
 
@@ -70,23 +68,8 @@ def main():
     ap.add_argument("--rows-file", default=os.path.join(fidelity.ROOT, "bench", "fidelity", "rows.json"))
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     a = ap.parse_args()
-    if a.tools_on_path:
-        found = shutil.which("fsdp-opt")
-        if not found:
-            sys.exit("layout_ranking.py: --tools-on-path: no fsdp-opt on PATH")
-        a.build = os.path.dirname(found)
-    doc = json.load(open(a.rows_file))
-    by_id = {r["id"]: r for r in doc["rows"]}
-    rows = []
-    for rid in a.rows.split(","):
-        if rid not in by_id:
-            sys.exit("layout_ranking.py: no row '%s' in %s" % (rid, a.rows_file))
-        rows.append(by_id[rid])
-    if len(rows) < 2:
-        sys.exit("layout_ranking.py: a ranking needs two rows or more")
-    for key in SAME:
-        if len({json.dumps(r[key], sort_keys=True) for r in rows}) != 1:
-            sys.exit("layout_ranking.py: the rows differ in '%s': not one layout comparison" % key)
+    a.build = fidelity.tools_dir(a, "fsdp-opt", "layout_ranking.py")
+    rows, clusters = fidelity.comparison_rows(a.rows, a.rows_file, SAME, "layout_ranking.py")
     if len({fidelity.global_batch(r) for r in rows}) != 1:
         sys.exit("layout_ranking.py: the rows differ in their global batch (%s sequences): "
                  "not one layout comparison" % ", ".join(str(fidelity.global_batch(r)) for r in rows))
@@ -94,7 +77,7 @@ def main():
         sys.exit("layout_ranking.py: two rows have the same layout")
     with tempfile.TemporaryDirectory() as tmp, \
             concurrent.futures.ThreadPoolExecutor(max(1, a.jobs)) as pool:
-        futures = [pool.submit(fidelity.plan, r, doc["clusters"], a.build, tmp) for r in rows]
+        futures = [pool.submit(fidelity.plan, r, clusters, a.build, tmp) for r in rows]
         reports = []
         for f in futures:
             try:

@@ -26,7 +26,6 @@ usage: bench/fidelity/ranking.py ROW_ID,ROW_ID[,...] [--build DIR | --tools-on-p
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -46,23 +45,8 @@ def main():
     ap.add_argument("--tools-on-path", action="store_true")
     ap.add_argument("--rows-file", default=os.path.join(ROOT, "bench", "fidelity", "rows.json"))
     a = ap.parse_args()
-    if a.tools_on_path:
-        found = shutil.which("fsdp-sweep")
-        if not found:
-            sys.exit("ranking.py: --tools-on-path: no fsdp-sweep on PATH")
-        a.build = os.path.dirname(found)
-    doc = json.load(open(a.rows_file))
-    by_id = {r["id"]: r for r in doc["rows"]}
-    rows = []
-    for rid in a.rows.split(","):
-        if rid not in by_id:
-            sys.exit("ranking.py: no row '%s' in %s" % (rid, a.rows_file))
-        rows.append(by_id[rid])
-    if len(rows) < 2:
-        sys.exit("ranking.py: a ranking needs two rows or more")
-    for key in SAME:
-        if len({json.dumps(r[key], sort_keys=True) for r in rows}) != 1:
-            sys.exit("ranking.py: the rows differ in '%s': not one layout comparison" % key)
+    a.build = fidelity.tools_dir(a, "fsdp-sweep", "ranking.py")
+    rows, clusters = fidelity.comparison_rows(a.rows, a.rows_file, SAME, "ranking.py")
     layout = lambda r: (r.get("strategy", "full-shard"), r["activation_checkpoint"], r.get("tp", 1))
     layouts = [layout(r) for r in rows]
     if len(set(layouts)) != len(layouts):
@@ -80,7 +64,7 @@ def main():
             group = [layout(r) for r in rows if batch_of(r) == batch]
             out = os.path.join(tmp, "advisor-%d.json" % batch)
             cmd = [os.path.join(a.build, "fsdp-sweep"), cfg,
-                   "--cluster", fidelity.row_spec(r0, doc["clusters"], tmp),
+                   "--cluster", fidelity.row_spec(r0, clusters, tmp),
                    "--seq", str(r0["seq"]), "--gpus", str(r0["world_size"]),
                    "--global-batch-tokens", str(batch * r0["seq"]),
                    "--strategies", ",".join(sorted({s for s, _, _ in group})),

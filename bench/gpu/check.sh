@@ -147,6 +147,18 @@ run() {
   return $rc
 }
 
+# equal_runs LABEL A B: fsdp_compare.py of run B against run A (their
+# --dump-params files, every loss, parameter and moment within 1e-12
+# relative); says LABEL with the comparison's lines and returns its status.
+equal_runs() {
+  echo "\$ python3 test/tools/fsdp_compare.py --tol 1e-12 ..." >> "$RES"
+  python3 test/tools/fsdp_compare.py --tol 1e-12 "$O/$2.out" "$O/$2.json" "$O/$3.out" \
+    "$O/$3.json" > "$O/$2-$3.cmp" 2>&1
+  local rc=$?
+  say "$1: $(tr '\n' ' ' < "$O/$2-$3.cmp")"
+  return $rc
+}
+
 if [ -n "$DRY" ]; then
   G=$O/dry-gpu DEV=cpu
   say "check.sh --dry-run: prepare.sh --dry-run $G"
@@ -306,11 +318,8 @@ if begin 7 "tensor parallelism on cuda (TP 2 x FSDP 2 = 1 rank; 8B block stack a
     --dump-params $O/tp4.json
   rc=$((rc != 0 ? rc : $?))
   if [ $rc = 0 ]; then
-    echo "\$ python3 test/tools/fsdp_compare.py --tol 1e-12 ..." >> "$RES"
-    python3 test/tools/fsdp_compare.py --tol 1e-12 $O/tp1.out $O/tp1.json $O/tp4.out $O/tp4.json \
-      > "$O/tpcmp.out" 2>&1
+    equal_runs "tiny GPT-2 f64, (dp, tp) = (2, 2) vs 1 rank, tol 1e-12" tp1 tp4
     rc=$?
-    say "tiny GPT-2 f64, (dp, tp) = (2, 2) vs 1 rank, tol 1e-12: $(tr '\n' ' ' < "$O/tpcmp.out")"
   fi
   run l8tp $MPIRUN -np 2 $G/bin/fsdp-run $S/llama8b-2l-tp2.json --device $DEV --collectives mpi \
     --steps 10 --warmup 2
@@ -345,11 +354,8 @@ if begin 8 "pipeline parallelism on cuda (PP 2 on one GPU, --collectives mpi, = 
     --dump-params $O/pp2c.json
   rc=$((rc != 0 ? rc : $?))
   if [ $rc = 0 ]; then
-    echo "\$ python3 test/tools/fsdp_compare.py --tol 1e-12 ..." >> "$RES"
-    python3 test/tools/fsdp_compare.py --tol 1e-12 $O/pp1.out $O/pp1.json $O/pp2.out $O/pp2.json \
-      > "$O/ppcmp.out" 2>&1
+    equal_runs "tiny GPT-2 f64, pp = 2 (1f1b, m = 4) vs 1 rank, tol 1e-12" pp1 pp2
     rc=$?
-    say "tiny GPT-2 f64, pp = 2 (1f1b, m = 4) vs 1 rank, tol 1e-12: $(tr '\n' ' ' < "$O/ppcmp.out")"
     if cmp -s $O/pp2.json $O/pp2c.json; then
       say "pp = 2 compiled vs interpreted: parameters and moments bit-identical"
     else
