@@ -15,6 +15,7 @@
 #include "fsdp/Target/Schedule.h"
 #include "fsdp/Transforms/Passes.h"
 #include "fsdp/schedule/Format.h"
+#include "fsdp/schedule/PipelineTags.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
@@ -25,6 +26,11 @@
 using namespace mlir;
 using namespace mlir::fsdp;
 using json = nlohmann::ordered_json;
+
+// The tied weights' exchange tags the compiler writes are the ones the
+// runtime's watchdog decodes.
+static_assert(kPPTiedTagBase == ::fsdp::schedule::kPipelineTiedTagBase,
+              "fsdp.send/recv tied tags differ between compiler and runtime");
 
 static std::string locString(Location loc) {
   if (auto f = dyn_cast<FileLineColLoc>(loc))

@@ -133,6 +133,13 @@ struct FSDPShardPass : mlir::fsdp::impl::FSDPShardBase<FSDPShardPass> {
   /// The shard-group size: the data-parallel ranks (world / tp), or for
   /// HSDP shard-size ranks.
   FailureOr<int64_t> shardGroupSize(ModuleOp module, int64_t dp) {
+    // 0 is the option's "unset"; a negative size was taken for it and
+    // planned as one shard group of every data-parallel rank.
+    if (shardSize < 0)
+      return module.emitError()
+             << "fsdp-shard: shard-size must be >= 0 (0: the data-parallel "
+                "size), got "
+             << static_cast<int64_t>(shardSize);
     if (strategy != Strategy::HybridShard) {
       if (shardSize > 0 && shardSize != dp)
         return module.emitError()

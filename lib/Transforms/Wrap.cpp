@@ -135,6 +135,23 @@ protected:
     if (unitDepth < 0)
       return module.emitError() << "fsdp-wrap: unit-depth must be >= 0, got "
                                 << static_cast<int64_t>(unitDepth);
+    // Each policy reads only its own options (unitName): an option of
+    // another policy would be dropped without a word.
+    if (policy != WrapPolicy::Module && (!units.empty() || unitDepth > 0))
+      return module.emitError()
+             << "fsdp-wrap: " << (units.empty() ? "unit-depth" : "units=")
+             << " needs policy=module (policy=" << stringifyWrapPolicy(policy)
+             << " names its own units)";
+    if (!units.empty() && unitDepth > 0)
+      return module.emitError()
+             << "fsdp-wrap: give units= or unit-depth, not both (units= "
+                "names every unit itself)";
+    if (policy != WrapPolicy::Size &&
+        minUnitNumel != FSDPWrapOptions().minUnitNumel)
+      return module.emitError()
+             << "fsdp-wrap: min-unit-numel needs "
+                "policy=size (policy="
+             << stringifyWrapPolicy(policy) << " does not fill units by size)";
     if (!module.getOps<UnitOp>().empty())
       return module.emitError()
              << "fsdp-wrap: the module already declares FSDP units";

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
@@ -210,6 +211,63 @@ AgreedInputs checkSameWorkOnAllRanks(const Options &o) {
             "data)");
   }
   return agreed;
+}
+
+namespace {
+
+/// The node's memory in bytes: $FSDP_HOST_MEMORY_BYTES (a positive integer)
+/// if set, else the physical memory.
+int64_t nodeMemoryBytes() {
+  if (const char *env = std::getenv("FSDP_HOST_MEMORY_BYTES")) {
+    char *end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(env, &end, 10);
+    if (!*env || *end || errno || v <= 0)
+      throw Error(std::string("FSDP_HOST_MEMORY_BYTES must be a positive "
+                              "number of bytes, got '") +
+                  env + "'");
+    return v;
+  }
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
+}
+
+} // namespace
+
+void checkNodeMemory(const fsdp::schedule::Program &p, const Options &opt) {
+  if (opt.device.rfind("cuda", 0) == 0)
+    return;
+  // Every rank takes part (the collectives below), whatever its plan.
+  int64_t mine = opt.alloc == AllocMode::Arena && p.usesArena()
+                     ? p.plannedArenaBytes()
+                     : std::max<int64_t>(p.plannedPeakBytes(), 0);
+  int64_t memory = nodeMemoryBytes();
+  MPI_Comm node = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, fsdp_rank(),
+                          MPI_INFO_NULL, &node) != MPI_SUCCESS)
+    throw Error("MPI_Comm_split_type of the node's ranks failed");
+  int64_t total = 0;
+  int ranks = 0;
+  int rc = MPI_Allreduce(&mine, &total, 1, MPI_INT64_T, MPI_SUM, node);
+  MPI_Comm_size(node, &ranks);
+  MPI_Comm_free(&node);
+  if (rc != MPI_SUCCESS)
+    throw Error("MPI_Allreduce of the node's planned bytes failed");
+  if (memory <= 0 || total <= memory)
+    return;
+  throw Error(
+      p.name() + ": " +
+      (ranks == 1
+           ? std::string("the rank on this node needs ")
+           : "the " + std::to_string(ranks) + " ranks on this node need ") +
+      std::to_string(total) + " bytes together (this rank's memory plan: " +
+      std::to_string(mine) + " bytes), more than the node's " +
+      std::to_string(memory) + " bytes of memory (" +
+      (std::getenv("FSDP_HOST_MEMORY_BYTES") ? "FSDP_HOST_MEMORY_BYTES"
+                                             : "physical") +
+      "): start fewer ranks per node, or plan more ranks (smaller shards), "
+      "a smaller micro-batch or activation checkpointing (fsdp-opt's "
+      "memory-budget= checks a plan against a size)");
 }
 
 fsdp_collectives collectivesOf(const Options &opt) {

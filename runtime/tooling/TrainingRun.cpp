@@ -56,6 +56,13 @@ Program agreedJob(Program p) {
   return p;
 }
 
+/// `p` once the node's memory holds its ranks' plans (checkNodeMemory),
+/// before the device allocates the arena.
+Program fitsNode(Program p, const Options &opt) {
+  checkNodeMemory(p, opt);
+  return p;
+}
+
 /// --init-from: the archive, its headers checked before the device is set
 /// up.
 std::optional<SafeTensorsArchive> openInitFrom(const Options &opt) {
@@ -141,10 +148,11 @@ private:
 // state.
 TrainingRun::TrainingRun(const Options &opt, const AgreedInputs &agreed)
     : opt(opt), rank(fsdp_rank()), compiled(openCompiled(opt)),
-      prog(agreedJob(compiled
-                         ? compiled->program()
-                         : Program::fromFile(opt.schedule, fsdp_world_size(),
-                                             fsdp_rank()))),
+      prog(fitsNode(agreedJob(compiled ? compiled->program()
+                                       : Program::fromFile(opt.schedule,
+                                                           fsdp_world_size(),
+                                                           fsdp_rank())),
+                    opt)),
       stageRank(rank % static_cast<int>(prog.worldSize())),
       data(prog, opt.data, opt.seed, stageRank,
            opt.dataOrder == "sequential" ? DataOrder::Sequential

@@ -1,5 +1,6 @@
 //===- Watchdog.cpp - Stops fsdp-run when a step hangs --------------------===//
 #include "fsdp/tooling/Watchdog.h"
+#include "fsdp/schedule/PipelineTags.h"
 
 #include <algorithm>
 #include <atomic>
@@ -44,12 +45,20 @@ int64_t awaitedTransfer(const Program &p, int64_t inst, int64_t awaited) {
 
 std::string describePipelineTransfer(const Program &p, int64_t t) {
   const schedule::Instruction &in = p.instructions()[static_cast<size_t>(t)];
-  int64_t tag = in.integer("tag") / p.pipelineChunks(),
+  int64_t raw = in.integer("tag"), tag = raw / p.pipelineChunks(),
           peer = in.integer("peer");
   int64_t m = p.pipelineMicroBatches();
-  std::string what = (tag % 2 ? "the gradient of micro-batch "
-                              : "the activation of micro-batch ") +
-                     (m > 0 ? std::to_string((tag / 2) % m) : "?");
+  // Tags from kPipelineTiedTagBase up exchange tied weights' gradients
+  // once per step, not a micro-batch's boundary value.
+  std::string what =
+      raw >= schedule::kPipelineTiedTagBase
+          ? "the gradient of tied parameter " +
+                std::to_string(raw - schedule::kPipelineTiedTagBase) +
+                " (by FQN; the tied weights' exchange after the last "
+                "micro-batch)"
+          : (tag % 2 ? "the gradient of micro-batch "
+                     : "the activation of micro-batch ") +
+                (m > 0 ? std::to_string((tag / 2) % m) : "?");
   std::string me = "stage " + std::to_string(p.pipelineStage());
   std::string other = "stage " + std::to_string(peer);
   return (in.op == "fsdp.recv"

@@ -84,4 +84,28 @@ TEST(Watchdog, NamesTheTransferOfATagUnderInterleaved1F1B) {
             "else");
 }
 
+TEST(Watchdog, NamesTheTiedWeightsExchange) {
+  // Tags from 2^15 - 2^10 = 31744 up are the tied weights' gradient
+  // exchange (tied parameter tag - 31744 by FQN), sent once per step after
+  // the last micro-batch: stage 0's recv of GPT-2's wte gradient at
+  // instruction #234 of pp=2 micro-batches=2 was named "the activation of
+  // micro-batch 0" (31744 / 2 mod 2 = 0).
+  Program p = oneTransfer("fsdp.recv", 31744, 0, R"(, "schedule": "1f1b")");
+  EXPECT_EQ(describePipelineTransfer(p, 0),
+            "stage 0 is waiting for the gradient of tied parameter 0 (by "
+            "FQN; the tied weights' exchange after the last micro-batch) "
+            "from stage 1 (e.json: instruction #0 'fsdp.recv' "
+            "(e.mlir:1:1)): stage 1 is stopped, dead or running something "
+            "else");
+  // Under interleaving the tied tag is not multiplied by the chunks.
+  Program q = oneTransfer("fsdp.send", 31745, 1,
+                          R"(, "schedule": "interleaved-1f1b", "chunks": 2)");
+  EXPECT_EQ(describePipelineTransfer(q, 0),
+            "stage 1 is waiting for stage 0 to receive the gradient of tied "
+            "parameter 1 (by FQN; the tied weights' exchange after the last "
+            "micro-batch) (e.json: instruction #0 'fsdp.send' "
+            "(e.mlir:1:1)): stage 0 is stopped, dead or running something "
+            "else");
+}
+
 } // namespace

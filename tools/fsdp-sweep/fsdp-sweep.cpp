@@ -305,6 +305,11 @@ static int runAdvisorMode(const sweep::SweepOptions &so,
   if (o.maxMicroBatches < 1)
     return error("--max-micro-batches must be >= 1, got " +
                  std::to_string(o.maxMicroBatches));
+  // 0 printed an empty table after planning every layout (minutes for a
+  // large model).
+  if (o.top < 1)
+    return error("--top must be >= 1 (the ranked layouts printed per GPU "
+                 "count), got 0");
   if (o.globalBatchTokens % o.seq)
     return error(
         "--global-batch-tokens " + std::to_string(o.globalBatchTokens) +

@@ -2,26 +2,23 @@
 """Plots fsdp-sweep's advisor JSON (--gpus ... --global-batch-tokens ... --json)
 as one PNG of two panels:
   left:  predicted throughput (tokens/s per GPU) vs GPU count, log-log, one line
-         per layout family (strategy / shard group size / activation-checkpoint
-         mode, its best micro-batch size and bucket at each count), the ranked
+         per layout family (tensor- and pipeline-parallel degree and schedule,
+         strategy / shard group size / activation-checkpoint mode, its best
+         micro-batch size and bucket at each count), the ranked
          first of each count circled;
   right: a stacked memory bar per GPU count's top row: the memory plan's
          classes at the peak (GiB per rank) plus the allocator overhead
          (per_rank.allocator), with the device's memory as a line.
 
 usage: plot-advisor.py ADVISOR.json OUT.png [--title TEXT] [--dpi 110]
-Needs matplotlib (Debian's python3-matplotlib; tools/scripts/setup.sh installs
-it). Exit status 1 with a message when the JSON holds no fitting layout.
+Needs matplotlib (Debian's python3-matplotlib) to draw. Exit status 1 with a
+message when the JSON cannot be read, is not the advisor's, or holds no
+fitting layout.
 """
 import argparse
 import collections
 import json
 import sys
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 GIB = 1024.0**3
 # The memory plan's classes (README, "The planner's report"), bottom to top.
@@ -35,6 +32,10 @@ def family(layout):
         name += "/%d" % layout["shard_size"]
     if layout.get("tp", 1) > 1:
         name = "tp%d %s" % (layout["tp"], name)
+    # A pipeline-parallel layout is its own family: merged with pp = 1 it
+    # drew the faster of the two as one line under the pp = 1 name.
+    if layout.get("pp", 1) > 1:
+        name = "pp%d %s %s" % (layout["pp"], layout.get("pp_schedule", ""), name)
     return "%s, AC %s" % (name, layout["activation_checkpoint"])
 
 
@@ -45,7 +46,14 @@ def main():
     ap.add_argument("--title", default="")
     ap.add_argument("--dpi", type=int, default=110)
     a = ap.parse_args()
-    doc = json.load(open(a.json))
+    try:
+        with open(a.json) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit("plot-advisor.py: cannot read %s: %s" % (a.json, e))
+    if not isinstance(doc, dict) or "layouts" not in doc or "global_batch_tokens" not in doc:
+        sys.exit("plot-advisor.py: %s is not fsdp-sweep's advisor JSON (--gpus ... "
+                 "--global-batch-tokens ... --json)" % a.json)
     fitting = [x for x in doc["layouts"] if x.get("fits")]
     if not fitting:
         sys.exit("plot-advisor.py: %s: no layout fits" % a.json)
@@ -57,6 +65,12 @@ def main():
         if n not in best[f] or x["predicted_tokens_per_s"] > best[f][n]["predicted_tokens_per_s"]:
             best[f][n] = x
     top = {x["gpus"]: x for x in fitting if x.get("rank") == 1}
+
+    # Imported here: family() and the checks above need no matplotlib.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(14, 5.5), gridspec_kw={"width_ratios": [3, 2]})
     for f in sorted(best):

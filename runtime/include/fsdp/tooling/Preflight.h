@@ -8,6 +8,7 @@
 #ifndef FSDP_TOOLING_PREFLIGHT_H
 #define FSDP_TOOLING_PREFLIGHT_H
 
+#include "fsdp/schedule/Program.h"
 #include "fsdp/tooling/Options.h"
 
 #include <string>
@@ -36,6 +37,21 @@ struct AgreedInputs {
 /// (--save, --export, --dump-params) by their resolved absolute path.
 /// Collective over MPI_COMM_WORLD (also at world size 1, for the digests).
 AgreedInputs checkSameWorkOnAllRanks(const Options &o);
+
+/// Throws on every rank of a node, before the device allocates anything,
+/// when the memory its ranks' plans need together exceeds the node's
+/// memory on the cpu device: each rank's arena (memory_plan.arena_bytes;
+/// with --alloc per-buffer or no arena its peak_bytes), summed over the
+/// ranks of the node (MPI_COMM_TYPE_SHARED), against the physical memory
+/// (sysconf(_SC_PHYS_PAGES) x the page size) or $FSDP_HOST_MEMORY_BYTES
+/// (bytes, for a node whose usable memory is less: a container's limit).
+/// Each rank's allocation alone may succeed (Linux commits memory as it is
+/// touched), so without this the ranks would be killed mid-step by the
+/// kernel's out-of-memory killer. The plan's bytes are a lower bound of
+/// what the run uses, so a run that fits is never refused. Collective over
+/// MPI_COMM_WORLD; nothing on other devices (their allocator says
+/// out of memory itself).
+void checkNodeMemory(const fsdp::schedule::Program &p, const Options &opt);
 
 /// The device options of --device and --collectives. Throws for nccl on a
 /// non-cuda device.
