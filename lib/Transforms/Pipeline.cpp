@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ClusterSpecCache.h"
+#include "OptionValueError.h"
 #include "PipelineChunks.h"
 #include "PipelineReport.h"
 #include "PipelineSplit.h"
@@ -36,6 +37,19 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
   using Base::Base;
   explicit FSDPPipelinePass(std::shared_ptr<const ClusterSpec> cluster)
       : givenCluster(std::move(cluster)) {}
+
+  /// A refused value (tp=abc) is an error naming the option and the value
+  /// (OptionValueError.h), not llvm::cl's line and an empty error.
+  LogicalResult initializeOptions(
+      StringRef options,
+      function_ref<LogicalResult(const Twine &)> errorHandler) override {
+    return initializeOptionsNamingValues(
+        getArgument(), options, tp,
+        [&](StringRef o, function_ref<LogicalResult(const Twine &)> onError) {
+          return Base::initializeOptions(o, onError);
+        },
+        errorHandler);
+  }
 
   /// The nested pipeline, each FSDP pass created with the pipeline's
   /// values of its options (pipeline-options.mlir checks that every option
