@@ -251,6 +251,12 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
       return module.emitError()
              << "fsdp-pipeline: pp-stage is fsdp-pipeline-split's option; "
                 "fsdp-pipeline plans every stage";
+    // Given empty ("pp-split="), the list would silently mean the default
+    // split: a malformed list, as fsdp-sweep's --tp "".
+    if (ppSplit.hasValue() && ppSplit.empty())
+      return module.emitError()
+             << "fsdp-pipeline: pp-split is empty: give P-1 increasing layer "
+                "indices, or leave the option out for the default split";
     if (pp > 1) {
       if (microBatches < pp)
         return module.emitError()

@@ -88,6 +88,9 @@
 // TPEMPTY: error: fsdp-pipeline: option 'tp': '' is not a valid value (tp:
 // RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 tp" 2>&1 | FileCheck %s --check-prefix=TPNOVALUE
 // TPNOVALUE: error: fsdp-pipeline: option 'tp' needs a value (tp=...)
+// An empty pp-split is refused, not taken for the default split.
+// RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 pp=2 micro-batches=2 pp-split=" 2>&1 | FileCheck %s --check-prefix=SPLITEMPTY
+// SPLITEMPTY: error: fsdp-pipeline: pp-split is empty: give P-1 increasing layer indices, or leave the option out for the default split
 
 // memory-budget reaches both passes: fsdp-schedule holds gathers back to
 // stay under 1275 bytes (1276 without), fsdp-memory-plan checks the peak.
