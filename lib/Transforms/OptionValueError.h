@@ -117,7 +117,7 @@ inline llvm::LogicalResult initializeOptionsNamingValues(
   for (const PassOptionPair &p : pairs) {
     auto it = sub.OptionsMap.find(p.key);
     if (it == sub.OptionsMap.end() ||
-        it->second->getNumOccurrences() < ++seen[p.key])
+        static_cast<unsigned>(it->second->getNumOccurrences()) < ++seen[p.key])
       break;
     refused = it->second;
     refusedPair = p;
