@@ -84,20 +84,25 @@ for l in layouts:
     runs = [last("%s/run-%d-%d-%d.log" % (out, n, t, r)) for r in range(1, reps + 1)]
     means = [r["step_time_mean_s"] for r in runs]
     m, pred = statistics.median(means), rep["predicted_step_time_s"]
-    # Per channel (fsdp-run's comm_bytes_by_group, rank 0's bytes sent): the
-    # tensor group's against the plan's TP collectives, the data-parallel
-    # groups' (world, shard, replicate) against its FSDP collectives.
+    # Per channel and rank (fsdp-run's comm_bytes_by_rank; runs before it
+    # have rank 0's comm_bytes_by_group alone): the tensor group's against
+    # the plan's TP collectives, the data-parallel groups' (world, shard,
+    # replicate) against its FSDP collectives. Shown: the largest over the
+    # ranks, "(differ)" when any rank's is not the plan's.
     fsdp_plan, tp_plan = rep["per_rank"]["comm_bytes_per_step"], rep["per_rank"]["tp_bytes_per_step"]
-    g = runs[0].get("comm_bytes_by_group")
-    fsdp_meas = sum(g.get(k, 0) for k in ("world", "shard", "replicate")) if g is not None else None
-    tp_meas = g.get("tensor", 0) if g is not None else None
+    by_rank = runs[0].get("comm_bytes_by_rank") or (
+        [runs[0]["comm_bytes_by_group"]] if "comm_bytes_by_group" in runs[0] else None)
+    fsdp_all = [sum(g.get(k, 0) for k in ("world", "shard", "replicate")) for g in by_rank] if by_rank else None
+    tp_all = [g.get("tensor", 0) for g in by_rank] if by_rank else None
+    fsdp_meas = max(fsdp_all) if fsdp_all else None
+    tp_meas = max(tp_all) if tp_all else None
     wait = statistics.median(r["comm_wait_time_s"] for r in runs)
     rank_pred[name(n, t)], rank_meas[name(n, t)] = pred, m
     print("| %s | %.4f | %.4f [%.4f, %.4f] | %.3f | %.4f / %.4f | %.4f | %d / %d / %d | %d / %s%s | %d / %s%s |" % (
         name(n, t), pred, m, min(means), max(means), pred / m, rep["tp_exposed_s"], rep["exposed_comm_s"], wait,
         sched["memory_plan"]["peak_bytes"], sched["memory_plan"]["peak_bytes_with_scratch"], mem["device_peak_bytes"],
-        fsdp_plan, "n/a" if fsdp_meas is None else fsdp_meas, "" if fsdp_meas in (None, fsdp_plan) else " (differ)",
-        tp_plan, "n/a" if tp_meas is None else tp_meas, "" if tp_meas in (None, tp_plan) else " (differ)"))
+        fsdp_plan, "n/a" if fsdp_meas is None else fsdp_meas, "" if not fsdp_all or set(fsdp_all) == {fsdp_plan} else " (differ)",
+        tp_plan, "n/a" if tp_meas is None else tp_meas, "" if not tp_all or set(tp_all) == {tp_plan} else " (differ)"))
 for n in sorted({int(l.split(":")[0]) for l in layouts}):
     ks = [name(int(a), int(b)) for a, b in (l.split(":") for l in layouts) if int(a) == n]
     p = sorted(ks, key=rank_pred.get)

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ClusterSpecCache.h"
+#include "OptionValueError.h"
 #include "PipelineChunks.h"
 #include "PipelineReport.h"
 #include "PipelineSplit.h"
@@ -36,6 +37,19 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
   using Base::Base;
   explicit FSDPPipelinePass(std::shared_ptr<const ClusterSpec> cluster)
       : givenCluster(std::move(cluster)) {}
+
+  /// A refused value (tp=abc) is an error naming the option and the value
+  /// (OptionValueError.h), not llvm::cl's line and an empty error.
+  LogicalResult initializeOptions(
+      StringRef options,
+      function_ref<LogicalResult(const Twine &)> errorHandler) override {
+    return initializeOptionsNamingValues(
+        getArgument(), options, tp,
+        [&](StringRef o, function_ref<LogicalResult(const Twine &)> onError) {
+          return Base::initializeOptions(o, onError);
+        },
+        errorHandler);
+  }
 
   /// The nested pipeline, each FSDP pass created with the pipeline's
   /// values of its options (pipeline-options.mlir checks that every option
@@ -237,6 +251,12 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
       return module.emitError()
              << "fsdp-pipeline: pp-stage is fsdp-pipeline-split's option; "
                 "fsdp-pipeline plans every stage";
+    // Given empty ("pp-split="), the list would silently mean the default
+    // split: a malformed list, as fsdp-sweep's --tp "".
+    if (ppSplit.hasValue() && ppSplit.empty())
+      return module.emitError()
+             << "fsdp-pipeline: pp-split is empty: give P-1 increasing layer "
+                "indices, or leave the option out for the default split";
     if (pp > 1) {
       if (microBatches < pp)
         return module.emitError()

@@ -521,7 +521,9 @@ protected:
       return signalPassFailure();
     // Sends: started where the placeholder was; a forward send completes
     // before this stage waits for the micro-batch's gradient (which the next
-    // stage sends only after receiving it), a backward one at the end.
+    // stage sends only after receiving it), a backward one before the first
+    // activation the previous stage sends after receiving it
+    // (backwardSendWait), else at the end.
     Operation *ret = block.getTerminator();
     for (SendOp send : llvm::make_early_inc_range(block.getOps<SendOp>())) {
       if (send.getAsync())
@@ -544,7 +546,7 @@ protected:
       Operation *before = ret;
       if (forward && gradWaitOf.count(key))
         before = gradWaitOf[key];
-      else if (mb && !forward && v > 1)
+      else if (mb && !forward)
         before = backwardSendWait(module, send, actWaitOf).value_or(ret);
       b.setInsertionPoint(before);
       auto wait = WaitOp::create(b, send.getLoc(), done, start.getToken());
@@ -555,38 +557,42 @@ protected:
   }
 
   /// Where this rank waits for its backward send `send` (the gradient of
-  /// its chunk c's input for micro-batch j, to the previous rank) under
-  /// interleaving: right before its first wait (after the send) for an
+  /// its chunk c's input for micro-batch j, to the previous rank): right
+  /// before its first wait (after the send) for an
   /// activation that the previous rank sends after the part that receives
   /// this gradient (its B of virtual stage s + c·P - 1, micro-batch j, in
   /// that rank's schedule order). The peer starts that receive before it
   /// sends the activation, so the send has completed or completes without
   /// this rank's waiting on anything the peer has not done: no new
-  /// deadlock. Waited at the step's end (as without chunks) a sent
-  /// gradient stayed live for the rest of the step: (v-1)·m of them on the
-  /// first rank, which made interleaving's planned peak not fall with v
-  /// (docs/pipeline-parallel.md, "Interleaved 1F1B", Memory). None when no
-  /// such activation follows (the end of the step).
+  /// deadlock. Waited at the step's end a sent gradient stayed live for
+  /// the rest of the step: under interleaving (v-1)·m of them on the first
+  /// rank, which made its planned peak not fall with v; under 1F1B (v = 1)
+  /// every gradient a later stage sent in its steady state
+  /// (docs/pipeline-parallel.md, "Interleaved 1F1B", Memory, and "Where
+  /// each transfer is waited"). None when no such activation follows (the
+  /// end of the step; under GPipe every activation precedes every
+  /// backward).
   static std::optional<Operation *> backwardSendWait(
       ModuleOp module, SendOp send,
       const llvm::DenseMap<std::pair<int64_t, int64_t>, WaitOp> &actWaitOf) {
     auto name = module->getAttrOfType<StringAttr>(kPipelineScheduleAttr);
     std::optional<int64_t> P = moduleInt(module, kPipelineStagesAttr),
                            s = moduleInt(module, kPipelineStageAttr),
-                           m = moduleInt(module, kPipelineMicroBatchesAttr),
-                           v = moduleInt(module, kPipelineChunksAttr);
+                           m = moduleInt(module, kPipelineMicroBatchesAttr);
+    // No fsdp.pipeline_chunks: 1F1B or GPipe, one chunk per rank.
+    int64_t v = moduleInt(module, kPipelineChunksAttr).value_or(1);
     auto j = send->getAttrOfType<IntegerAttr>(nn::kMicroBatchAttr);
-    if (!name || !P || !s || !m || !v || !j)
+    if (!name || !P || !s || !m || !j)
       return std::nullopt;
     int64_t vs = *s + chunkOf(send) * *P, peer = (*s + *P - 1) % *P;
-    SmallVector<Part> order = scheduleOrder(name.getValue(), *P, peer, *m, *v);
+    SmallVector<Part> order = scheduleOrder(name.getValue(), *P, peer, *m, v);
     const auto *consumer = llvm::find_if(order, [&](const Part &p) {
       return p.backward && p.chunk == (vs - 1) / *P && p.mb == j.getInt();
     });
     std::optional<Operation *> best;
     for (const auto *p = consumer; p != order.end(); ++p) {
       int64_t sender = peer + p->chunk * *P; // its virtual stage
-      if (p->backward || sender == *P * *v - 1)
+      if (p->backward || sender == *P * v - 1)
         continue; // sends nothing to this rank
       auto it = actWaitOf.find({(sender + 1) / *P, p->mb});
       if (it == actWaitOf.end())

@@ -110,14 +110,21 @@ LogicalResult mlir::fsdp::checkPipelineSplit(func::FuncOp fn,
         fn.getLoc(), "pp-split has " + std::to_string(split.size()) +
                          " layer boundaries; " + pipelinePartsName(pp, chunks) +
                          " needs " + std::to_string(pp * chunks - 1));
-  for (auto [k, b] : llvm::enumerate(split))
-    if (b < 1 || b >= layers || (k > 0 && b <= split[k - 1]))
-      return splitError(fn.getLoc(),
-                        "pp-split boundary " + std::to_string(b) +
-                            " is outside the model: the boundaries must "
-                            "increase within 1.." +
+  const std::string range = "the boundaries must increase within 1.." +
                             std::to_string(layers - 1) + " (the model has " +
-                            std::to_string(layers) + " layers)");
+                            std::to_string(layers) + " layers)";
+  for (auto [k, b] : llvm::enumerate(split)) {
+    if (b < 1 || b >= layers)
+      return splitError(fn.getLoc(), "pp-split boundary " + std::to_string(b) +
+                                         " is outside the model: " + range);
+    // Inside the model but not after the previous one (it said "outside
+    // the model" for pp-split=3,2,1 of 4 layers).
+    if (k > 0 && b <= split[k - 1])
+      return splitError(fn.getLoc(), "pp-split boundary " + std::to_string(b) +
+                                         " does not increase (it follows " +
+                                         std::to_string(split[k - 1]) +
+                                         "): " + range);
+  }
   return success();
 }
 
@@ -146,6 +153,10 @@ struct FSDPPipelineSplitPass
 protected:
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (ppSplit.hasValue() && ppSplit.empty()) // "pp-split=": malformed
+      return fail(module.getLoc(),
+                  "pp-split is empty: give P-1 increasing layer indices, or "
+                  "leave the option out for the default split");
     if (pp < 1)
       return fail(module.getLoc(),
                   "pp=" + std::to_string(pp) + " must be >= 1");

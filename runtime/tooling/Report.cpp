@@ -372,6 +372,17 @@ nlohmann::json summaryJson(const Options &opt, const Program &prog,
            g[group] = bytes / opt.steps;
          return g;
        }()},
+      {"comm_bytes_by_rank",
+       [&] {
+         nlohmann::json ranks = nlohmann::json::array();
+         for (const auto &channels : t.channelBytesByRank) {
+           nlohmann::json g = nlohmann::json::object();
+           for (const auto &[group, bytes] : channels)
+             g[group] = bytes / opt.steps;
+           ranks.push_back(std::move(g));
+         }
+         return ranks;
+       }()},
       {"pipeline",
        {{"stages", prog.pipelineStages()},
         {"schedule", prog.pipelineSchedule()}}},

@@ -44,6 +44,39 @@ namespace {
 
 /// --compiled: the shared object, whose descriptor stands for the JSON file
 /// (its version and world size checked before anything else).
+/// Every rank's bytes sent per channel over the steps (`mine`: this rank's),
+/// gathered to rank 0 in world rank order (MPI_Gather of the lengths, then
+/// MPI_Gatherv of each rank's map as JSON text); empty on the other ranks.
+/// Under pipeline parallelism or hybrid layouts the ranks send different
+/// bytes (each stage its own units and transfers).
+std::vector<std::map<std::string, int64_t>>
+gatherChannelBytes(const std::map<std::string, int64_t> &mine, int rank) {
+  const std::string text = nlohmann::json(mine).dump();
+  int len = static_cast<int>(text.size()), n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  std::vector<int> lens(static_cast<size_t>(n)), at(static_cast<size_t>(n));
+  if (MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0,
+                 MPI_COMM_WORLD) != MPI_SUCCESS)
+    throw Error("MPI_Gather of the ranks' channel byte counts failed");
+  int total = 0;
+  for (size_t r = 0; r < lens.size(); ++r) {
+    at[r] = total;
+    total += lens[r];
+  }
+  std::string all(rank == 0 ? static_cast<size_t>(total) : 0, '\0');
+  if (MPI_Gatherv(text.data(), len, MPI_CHAR, all.data(), lens.data(),
+                  at.data(), MPI_CHAR, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+    throw Error("MPI_Gatherv of the ranks' channel byte counts failed");
+  std::vector<std::map<std::string, int64_t>> byRank;
+  if (rank == 0)
+    for (size_t r = 0; r < lens.size(); ++r)
+      byRank.push_back(
+          nlohmann::json::parse(all.substr(static_cast<size_t>(at[r]),
+                                           static_cast<size_t>(lens[r])))
+              .get<std::map<std::string, int64_t>>());
+  return byRank;
+}
+
 std::optional<rt::CompiledStep> openCompiled(const Options &opt) {
   if (opt.compiled.empty())
     return std::nullopt;
@@ -557,6 +590,7 @@ RunTotals TrainingRun::measureTotals() {
   fsdp_device_get_stats(device.get(), &totals.stats);
   for (auto &[group, bytes] : ex.channelBytesSent())
     totals.channelBytes[group] = bytes - channelStart[group];
+  totals.channelBytesByRank = gatherChannelBytes(totals.channelBytes, rank);
 
   fsdp_profile_enable(0);
   totals.profile =

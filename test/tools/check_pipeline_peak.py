@@ -27,6 +27,14 @@ GPipe's peak from m = 4 to 8 at P = 4 divided by the 4 micro-batches
   accumulated by then);
 - 1F1B grows with P: from P = 2 to 4 at m = 8 by 2 A (the P - 2 more
   micro-batches in flight; within +-25 %).
+On the later stages s >= 1 under 1F1B, with G the bytes of one input
+gradient the stage sends back (its largest fsdp.send operand to stage
+s - 1): neither the plan nor the allocator grows with m (P = 2 at m = 4
+and 8, P = 4 at m = 8 and 16): the planned peak by less than G, the
+allocator's growth by at most (m1 - m0) G / 2. Each sent gradient is waited
+before the next activation from s - 1 (fsdp-pipeline-p2p); waited at the
+step's end, the m0..m1 extra gradients stayed live and both grew by
+(m1 - m0) G.
 Prints one line per check; exits 1 if any fails.
 """
 import json
@@ -43,6 +51,7 @@ def report(ok, text):
 
 
 runs = {}
+later = {}  # (P, schedule, m, stage) -> (planned peak, device growth, G)
 for arg in sys.argv[1:]:
     p, sched, m, sched_path, log = arg.split(":")
     p, m = int(p), int(m)
@@ -71,6 +80,11 @@ for arg in sys.argv[1:]:
                "growth %d (buffers %d + scratch), device growth %d (%+.1f%%)"
                % (label, got, want, planned, buffers, device,
                   100.0 * (device - planned) / plan["peak_bytes_with_scratch"]))
+        sent_back = [bufs[i["operands"][0]]["bytes"]
+                     for i in stage["instructions"]
+                     if i["op"] == "fsdp.send" and i["attrs"]["peer"] == s - 1]
+        later[(p, sched, m, s)] = (plan["peak_bytes"], device,
+                                   max(sent_back, default=0))
     runs[(p, sched, m)] = by_stage[0]["device_step_peak_bytes"]
 
 D = runs.get
@@ -103,4 +117,13 @@ for p, m0, m1 in ((2, 4, 8), (4, 8, 16)):
 d = D((4, "1f1b", 8)) - D((2, "1f1b", 8))
 report(near(d, 2), "1f1b grows with P: m=8 P=2 -> 4: %+d bytes = %.2f A "
        "(expected 2 A)" % (d, d / A))
+for p, m0, m1 in ((2, 4, 8), (4, 8, 16)):
+    for s in range(1, p):
+        (plan0, dev0, g), (plan1, dev1, _) = (later[(p, "1f1b", m0, s)],
+                                              later[(p, "1f1b", m1, s)])
+        report(g > 0 and plan1 - plan0 < g and dev1 - dev0 <= (m1 - m0) * g / 2,
+               "1f1b stage %d does not grow with m: P=%d m=%d -> %d: planned "
+               "%+d bytes (< G = %d), allocator %+d bytes (<= %d)"
+               % (s, p, m0, m1, plan1 - plan0, g, dev1 - dev0,
+                  (m1 - m0) * g // 2))
 sys.exit(1 if failed else 0)

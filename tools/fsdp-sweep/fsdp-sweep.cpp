@@ -341,7 +341,7 @@ static int runAdvisorMode(const sweep::SweepOptions &so,
 /// --activation-checkpoint's modes into o.activationCheckpoints; false after
 /// printing the error (an unknown or repeated mode).
 static bool readActivationCheckpointModes(sweep::SweepOptions &o) {
-  if (activationCheckpointOpt.empty())
+  if (!activationCheckpointOpt.getNumOccurrences())
     return true;
   llvm::SmallVector<llvm::StringRef> modes;
   llvm::StringRef(activationCheckpointOpt).split(modes, ',');
@@ -372,7 +372,7 @@ static bool checkAdvisorOptions(bool advisor) {
     }
     return true;
   }
-  if (gpusOpt.empty() || globalBatchTokensOpt <= 0) {
+  if (!gpusOpt.getNumOccurrences() || globalBatchTokensOpt <= 0) {
     error("the advisor needs both --gpus and --global-batch-tokens (a "
           "positive number of tokens)");
     return false;
@@ -393,29 +393,31 @@ static bool checkAdvisorOptions(bool advisor) {
   return true;
 }
 
-/// --world-sizes and --tp into `o` (each error printed).
+/// --world-sizes, --tp, --pp and --pp-schedule into `o` (each error
+/// printed). A list option is read when it is given, so an empty one
+/// (--tp "") is refused as any malformed list, not taken for "not set".
 static bool parseSizes(sweep::SweepOptions &o) {
   auto worldSizes = parseIntList("world-sizes", worldSizesOpt,
                                  fsdp_import::kMaxOverride / microBatchOpt);
   if (!worldSizes)
     return false;
   o.worldSizes = *worldSizes;
-  if (!tpOpt.empty()) {
+  if (tpOpt.getNumOccurrences()) {
     auto degrees = parseIntList("tp", tpOpt, int64_t(1) << 20);
     if (!degrees)
       return false;
     o.tensorParallel = *degrees;
     o.tensorParallelGiven = true;
   }
-  if (!ppOpt.empty()) {
+  if (ppOpt.getNumOccurrences()) {
     auto degrees = parseIntList("pp", ppOpt, int64_t(1) << 20);
     if (!degrees)
       return false;
     o.pipelineParallel = *degrees;
     o.pipelineParallelGiven = true;
   }
-  if (!ppScheduleOpt.empty()) {
-    if (ppOpt.empty()) {
+  if (ppScheduleOpt.getNumOccurrences()) {
+    if (!ppOpt.getNumOccurrences()) {
       error("--pp-schedule needs --pp");
       return false;
     }
@@ -491,14 +493,14 @@ int main(int argc, char **argv) {
       return error("--strategies: '" + s.str() + "' is listed twice");
     o.strategies.push_back(s.str());
   }
-  if (!unitNumelOpt.empty()) {
+  if (unitNumelOpt.getNumOccurrences()) {
     auto sizes = parseIntList("unit-numel", unitNumelOpt, int64_t(1) << 56);
     if (!sizes)
       return 1;
     o.unitNumels.insert(o.unitNumels.end(), sizes->begin(), sizes->end());
   }
 
-  if (!bucketBytesOpt.empty()) {
+  if (bucketBytesOpt.getNumOccurrences()) {
     o.bucketLimitsGiven = true;
     o.bucketLimits.clear();
     llvm::SmallVector<llvm::StringRef> limits;
@@ -518,7 +520,8 @@ int main(int argc, char **argv) {
     return 1;
 
   // The advisor: --gpus and --global-batch-tokens together.
-  const bool advisor = !gpusOpt.empty() || globalBatchTokensOpt != 0;
+  const bool advisor =
+      gpusOpt.getNumOccurrences() || globalBatchTokensOpt.getNumOccurrences();
   if (!checkAdvisorOptions(advisor))
     return 1;
 

@@ -397,12 +397,52 @@ int64_t deviceFreeBytes() {
   return static_cast<int64_t>(freeB);
 }
 
-class NcclChannel final : public fsdp_channel_s {
+/// What the NCCL and MPI channels share: the device, the communicator and
+/// pipeline parallelism's transfers (CudaPointToPoint.cu), whose
+/// PointToPoint `makePointToPoint` makes on the first transfer; every rank
+/// of the channel reaches it without waiting for a transfer (a stage's first
+/// one is a send or a receive started before any wait on another stage).
+class CudaChannel : public fsdp_channel_s {
 public:
-  NcclChannel(CudaDevice *d, mpi::Comm c) : dev(d), comm(std::move(c)) {
+  using PointToPointFactory = std::unique_ptr<PointToPoint> (*)(CudaDevice *,
+                                                                MPI_Comm, int,
+                                                                int);
+  CudaChannel(CudaDevice *d, mpi::Comm c, PointToPointFactory make)
+      : dev(d), comm(std::move(c)), makePointToPoint(make) {
     device = d;
     rank = comm.rank();
     size = comm.size();
+  }
+
+  fsdp_event_s *send(const void *buf, int64_t count, fsdp_dtype dtype, int peer,
+                     int tag) final {
+    return pointToPoint().transfer(const_cast<void *>(buf), count, dtype, peer,
+                                   tag, true);
+  }
+  fsdp_event_s *recv(void *buf, int64_t count, fsdp_dtype dtype, int peer,
+                     int tag) final {
+    return pointToPoint().transfer(buf, count, dtype, peer, tag, false);
+  }
+
+protected:
+  CudaDevice *dev;
+  mpi::Comm comm;
+
+private:
+  PointToPoint &pointToPoint() {
+    if (!p2p)
+      p2p = makePointToPoint(dev, comm.get(), rank, size);
+    return *p2p;
+  }
+
+  PointToPointFactory makePointToPoint;
+  std::unique_ptr<PointToPoint> p2p; ///< before `comm` goes
+};
+
+class NcclChannel final : public CudaChannel {
+public:
+  NcclChannel(CudaDevice *d, mpi::Comm c)
+      : CudaChannel(d, std::move(c), createNcclPointToPoint) {
     ncclUniqueId id;
     if (rank == 0)
       checkNccl(ncclGetUniqueId(&id), nullptr, "ncclGetUniqueId");
@@ -495,27 +535,7 @@ public:
                     count * static_cast<int64_t>(dtypeSize(dtype)), size));
   }
 
-  // Pipeline parallelism (CudaPointToPoint.cu): the communicators are made
-  // on the first transfer, which every rank of the channel reaches without
-  // waiting for a transfer (a stage's first one is a send or a receive
-  // started before any wait on another stage).
-  fsdp_event_s *send(const void *buf, int64_t count, fsdp_dtype dtype, int peer,
-                     int tag) override {
-    return pointToPoint().transfer(const_cast<void *>(buf), count, dtype, peer,
-                                   tag, true);
-  }
-  fsdp_event_s *recv(void *buf, int64_t count, fsdp_dtype dtype, int peer,
-                     int tag) override {
-    return pointToPoint().transfer(buf, count, dtype, peer, tag, false);
-  }
-
 private:
-  PointToPoint &pointToPoint() {
-    if (!p2p)
-      p2p = createNcclPointToPoint(dev, comm.get(), rank, size);
-    return *p2p;
-  }
-
   /// One-element all-reduce, all-gather and reduce-scatter on `buf`
   /// (2·size floats), waited for (NCCL allocates its buffers there).
   void warmUp(float *buf) {
@@ -565,21 +585,15 @@ private:
     return new CudaEvent(dev, streamOf(&dev->comm));
   }
 
-  CudaDevice *dev;
-  mpi::Comm comm;
   ncclComm_t nccl = nullptr;
-  std::unique_ptr<PointToPoint> p2p; ///< before `comm` goes
 };
 
 //===--- MPI channels (staged through pinned host memory) -----------------===//
 
-class MpiChannel final : public fsdp_channel_s {
+class MpiChannel final : public CudaChannel {
 public:
-  MpiChannel(CudaDevice *d, mpi::Comm c) : dev(d), comm(std::move(c)) {
-    device = d;
-    rank = comm.rank();
-    size = comm.size();
-  }
+  MpiChannel(CudaDevice *d, mpi::Comm c)
+      : CudaChannel(d, std::move(c), createMpiPointToPoint) {}
   ~MpiChannel() override {
     cudaStreamSynchronize(streamOf(&dev->comm)); // no NCCL: nothing to poll
     cudaFreeHost(sendHost);
@@ -655,25 +669,7 @@ public:
         ringAllReduceBytesPerRank(static_cast<int64_t>(bytes), size));
   }
 
-  // Pipeline parallelism: MPI_Isend / MPI_Irecv through pinned host
-  // buffers (CudaPointToPoint.cu).
-  fsdp_event_s *send(const void *buf, int64_t count, fsdp_dtype dtype, int peer,
-                     int tag) override {
-    return pointToPoint().transfer(const_cast<void *>(buf), count, dtype, peer,
-                                   tag, true);
-  }
-  fsdp_event_s *recv(void *buf, int64_t count, fsdp_dtype dtype, int peer,
-                     int tag) override {
-    return pointToPoint().transfer(buf, count, dtype, peer, tag, false);
-  }
-
 private:
-  PointToPoint &pointToPoint() {
-    if (!p2p)
-      p2p = createMpiPointToPoint(dev, comm.get(), rank, size);
-    return *p2p;
-  }
-
   /// The device input, after the compute stream's work so far, into the
   /// pinned send buffer (the host waits for the copy).
   void stage(const void *src, size_t bytes, size_t recvBytes) {
@@ -704,11 +700,8 @@ private:
     cap = need;
   }
 
-  CudaDevice *dev;
-  mpi::Comm comm;
   void *sendHost = nullptr, *recvHost = nullptr;
   size_t sendCap = 0, recvCap = 0;
-  std::unique_ptr<PointToPoint> p2p;
 };
 
 } // namespace

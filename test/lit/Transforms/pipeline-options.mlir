@@ -76,6 +76,21 @@
 // UNKNOWN: no such option no-such-option
 // RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 lr=fast" 2>&1 | FileCheck %s --check-prefix=VALUE
 // VALUE: for the --lr option: 'fast' value invalid for floating point argument!
+// VALUE: error: fsdp-pipeline: option 'lr': 'fast' is not a valid value (lr: learning rate)
+// The error itself names the option and the value (it was empty, after
+// llvm::cl's line), wherever the refused pair sits; a key that needs a
+// value and has none is named too.
+// RUN: not fsdp-opt %s --fsdp-pipeline="world-size=4 tp=abc sequence-parallel=false" 2>&1 | FileCheck %s --check-prefix=TPVALUE
+// TPVALUE: error: fsdp-pipeline: option 'tp': 'abc' is not a valid value (tp: tensor-parallel degree T
+// RUN: not fsdp-opt %s --fsdp-pipeline="tp=2 world-size=4 pp=two" 2>&1 | FileCheck %s --check-prefix=PPVALUE
+// PPVALUE: error: fsdp-pipeline: option 'pp': 'two' is not a valid value (pp:
+// RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 tp=" 2>&1 | FileCheck %s --check-prefix=TPEMPTY
+// TPEMPTY: error: fsdp-pipeline: option 'tp': '' is not a valid value (tp:
+// RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 tp" 2>&1 | FileCheck %s --check-prefix=TPNOVALUE
+// TPNOVALUE: error: fsdp-pipeline: option 'tp' needs a value (tp=...)
+// An empty pp-split is refused, not taken for the default split.
+// RUN: not fsdp-opt %s --fsdp-pipeline="world-size=2 pp=2 micro-batches=2 pp-split=" 2>&1 | FileCheck %s --check-prefix=SPLITEMPTY
+// SPLITEMPTY: error: fsdp-pipeline: pp-split is empty: give P-1 increasing layer indices, or leave the option out for the default split
 
 // memory-budget reaches both passes: fsdp-schedule holds gathers back to
 // stay under 1275 bytes (1276 without), fsdp-memory-plan checks the peak.

@@ -90,6 +90,9 @@ struct RunTotals {
   /// Bytes this rank sent per channel over the steps
   /// (Executor::channelBytesSent, the last step's counts less the first's).
   std::map<std::string, int64_t> channelBytes;
+  /// On rank 0: every rank's channelBytes, indexed by world rank (empty
+  /// on the other ranks).
+  std::vector<std::map<std::string, int64_t>> channelBytesByRank;
 };
 
 /// The summary JSON fsdp-run prints as its last line on rank 0.
