@@ -336,8 +336,10 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
 
   /// Plans stage `s` into `stage` with its units gathered once per step or
   /// per micro-batch (pp-gather; auto: once where the stage's planned peak
-  /// fits the memory budget, planned first on a copy). The decision is
-  /// fsdp.pp_gather on the stage, in the schedule and the report.
+  /// fits the memory budget, planned first on a copy, else per micro-batch
+  /// where that fits, else the one of the two with the smaller planned
+  /// peak). The decision is fsdp.pp_gather on the stage, in the schedule and
+  /// the report.
   LogicalResult planStage(ModuleOp &stage, int64_t s, Part part) {
     auto plan = [&](ModuleOp m, bool once, bool trial) {
       m->setAttr(kPipelineGatherAttr,
@@ -355,36 +357,76 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
     };
     if (!budget) // nothing to decide: torchtitan's default
       return plan(stage, true, false);
-    OpBuilder b(stage);
-    b.setInsertionPointAfter(stage);
-    auto once = cast<ModuleOp>(b.clone(*stage));
-    if (failed(plan(once, true, /*trial=*/true))) {
-      once.erase();
-      return failure();
-    }
-    FailureOr<func::FuncOp> fn = getStepFunction(once);
-    FailureOr<MemoryPlanRecord> rec =
-        succeeded(fn) ? MemoryPlanRecord::get(*fn)
-                      : FailureOr<MemoryPlanRecord>(failure());
-    if (failed(rec)) {
-      once.erase();
-      return failure();
-    }
-    if (rec->peakBytes <= *budget) {
+    // Each way planned on a copy, without fsdp-memory-plan's budget check
+    // (trial), so that their peaks can be compared.
+    auto trialPeak = [&](bool once) -> FailureOr<std::pair<ModuleOp, int64_t>> {
+      OpBuilder b(stage);
+      b.setInsertionPointAfter(stage);
+      auto copy = cast<ModuleOp>(b.clone(*stage));
+      FailureOr<func::FuncOp> fn = failure();
+      FailureOr<MemoryPlanRecord> rec = failure();
+      if (succeeded(plan(copy, once, /*trial=*/true)) &&
+          succeeded(fn = getStepFunction(copy)))
+        rec = MemoryPlanRecord::get(*fn);
+      if (failed(rec)) {
+        copy.erase();
+        return failure();
+      }
+      return std::make_pair(copy, rec->peakBytes);
+    };
+    auto keep = [&](ModuleOp chosen) {
       stage.erase();
-      stage = once;
+      stage = chosen;
+    };
+    auto once = trialPeak(true);
+    if (failed(once))
+      return failure();
+    auto [onceModule, oncePeak] = *once;
+    if (oncePeak <= *budget) {
+      keep(onceModule);
       remark(stage) << "gathers its units once per step (planned peak "
-                    << rec->peakBytes
+                    << oncePeak
                     << " bytes per rank, within the memory budget of "
                     << *budget << ")";
       return success();
     }
-    once.erase();
-    remark(stage) << "gathers its units per micro-batch: once per step would "
-                     "need "
-                  << rec->peakBytes
-                  << " bytes per rank, over the memory budget of " << *budget;
-    return plan(stage, false, false);
+    auto perMicroBatch = trialPeak(false);
+    if (failed(perMicroBatch)) {
+      onceModule.erase();
+      return failure();
+    }
+    auto [perModule, perPeak] = *perMicroBatch;
+    if (perPeak <= *budget) {
+      onceModule.erase();
+      keep(perModule);
+      remark(stage) << "gathers its units per micro-batch: once per step "
+                       "would need "
+                    << oncePeak << " bytes per rank, over the memory budget of "
+                    << *budget;
+      return success();
+    }
+    // Neither fits. Re-gathering per micro-batch is not a fallback that
+    // always saves memory: under shard-grad-op each micro-batch in flight
+    // keeps its own gathered copy until its backward (Llama 3's 405B layout
+    // planned 216 GiB per micro-batch against 138 GiB once per step), and it
+    // multiplies the all-gathers by 2m. So the smaller plan is kept, once per
+    // step on a tie; an explicit memory-budget still fails it (planned again
+    // with fsdp-memory-plan's check, which names the peak).
+    bool keepOnce = oncePeak <= perPeak;
+    remark(stage) << "gathers its units "
+                  << (keepOnce ? "once per step" : "per micro-batch")
+                  << ": neither plan fits the memory budget of " << *budget
+                  << " bytes per rank (once per step " << oncePeak
+                  << ", per micro-batch " << perPeak
+                  << "); the one with the smaller peak";
+    if (!memoryBudget.empty()) {
+      onceModule.erase();
+      perModule.erase();
+      return plan(stage, keepOnce, /*trial=*/false);
+    }
+    (keepOnce ? perModule : onceModule).erase();
+    keep(keepOnce ? onceModule : perModule);
+    return success();
   }
 
 protected:
