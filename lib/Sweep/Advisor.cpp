@@ -8,9 +8,13 @@
 #include "fsdp/Import/Import.h"
 #include "fsdp/InitAll.h"
 #include "fsdp/Sweep/AdvisorBounds.h"
+#include "fsdp/Transforms/Passes.h"
 
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <atomic>
 #include <chrono>
@@ -24,6 +28,9 @@ using namespace mlir::fsdp;
 using namespace mlir::fsdp::sweep;
 
 namespace {
+
+/// How a refused layout's reason starts (AdvisedLayout::refused).
+constexpr llvm::StringLiteral kRefused = "refused by the planner: ";
 
 /// Every dimension of a layout but the activation-checkpoint mode and the
 /// micro-batch size: one unit of work, searched by one thread.
@@ -109,14 +116,24 @@ class Searcher {
 public:
   Searcher(const AdvisorOptions &o, const ClusterSpec &spec,
            std::shared_ptr<const ClusterSpec> cluster, ModelCache &cache,
-           const ModelBoundFacts &facts, Incumbents &incumbents)
+           const ModelBoundFacts &facts, Incumbents &incumbents,
+           const std::map<int64_t, std::string> &refusals)
       : o(o), spec(spec), cluster(std::move(cluster)), cache(cache),
-        facts(facts), incumbents(incumbents) {}
+        facts(facts), incumbents(incumbents), refusals(refusals) {}
 
   std::atomic<int64_t> *plansRun = nullptr;
 
   /// Searches every AC mode of `g` (Advisor.h, steps 1-3).
   void search(const LayoutFamily &g, std::vector<AdvisedLayout> &layouts) {
+    // The planner refuses the degree for this model: a reason, not a memory
+    // verdict, and nothing to plan (tensorParallelRefusals).
+    if (auto it = refusals.find(g.tp); it != refusals.end()) {
+      for (size_t li : g.layouts) {
+        layouts[li].refused = true;
+        layouts[li].why = kRefused.str() + it->second;
+      }
+      return;
+    }
     std::vector<int64_t> sizes; // powers of two dividing s, ascending
     for (int64_t m = 1; m <= g.sequencesPerRank; m *= 2)
       if (g.sequencesPerRank % m == 0 &&
@@ -284,13 +301,14 @@ private:
     };
     if (!screen(0)) {
       const Plan &p = l.screens.back();
+      l.refused = !p.error.empty();
       l.why = p.error.empty()
                   ? "screen: does not fit at " + std::to_string(sizes[0]) +
                         (sizes[0] == 1 ? " sequence" : " sequences") +
                         " per micro-batch (" +
                         std::to_string(deviceBytes(p.report) >> 20) +
                         " MiB per rank)"
-                  : "screen: " + p.error;
+                  : kRefused.str() + p.error;
       return;
     }
     size_t lo = 0, hi = sizes.size() - 1; // screen(lo) fits
@@ -362,6 +380,7 @@ private:
   ModelCache &cache;
   const ModelBoundFacts &facts;
   Incumbents &incumbents;
+  const std::map<int64_t, std::string> &refusals;
 };
 
 /// The activation-checkpoint modes from the one that keeps fewest
@@ -420,6 +439,55 @@ std::vector<size_t> boundFamilies(const AdvisorOptions &o,
                  : a < b;
     });
   return order;
+}
+
+/// The planner's refusal of each tensor-parallel degree t > 1 of `degrees`
+/// for `model` (its first error): fsdp-tensor-parallel, the pass
+/// fsdp-pipeline runs first on the forward (Pipeline.cpp, buildPipeline),
+/// with --pipeline's sequence-parallel and vocab-parallel, on a clone. Its
+/// checks (heads and key/value heads, the vocabulary and the sequence
+/// dividing by t, a tensor-parallel region to split) read the model and
+/// those options alone, not the batch or any other layout dimension, so one
+/// run decides every family of degree t. With pp > 1 a stage's forward is
+/// a part of the model: the op refused (the embedding or LM head, an
+/// attention, the op entering the sequence split) is on one of its stages,
+/// which refuses it the same way.
+std::map<int64_t, std::string>
+tensorParallelRefusals(ModuleOp model, const std::vector<int64_t> &degrees,
+                       const std::string &pipelineOptions) {
+  std::map<int64_t, std::string> refusals;
+  if (!model)
+    return refusals;
+  std::string passOptions;
+  llvm::SmallVector<llvm::StringRef> words;
+  llvm::SplitString(pipelineOptions, words);
+  for (llvm::StringRef w : words)
+    if (w.starts_with("sequence-parallel=") || w.starts_with("vocab-parallel="))
+      passOptions += " " + w.str();
+  for (int64_t t : degrees) {
+    if (t <= 1 || refusals.count(t))
+      continue;
+    std::unique_ptr<Pass> pass = createFSDPTensorParallel();
+    auto ignore = [](const llvm::Twine &) { return failure(); };
+    if (failed(pass->initializeOptions("tp=" + std::to_string(t) + passOptions,
+                                       ignore)))
+      continue; // every plan reports the malformed option itself
+    std::string firstError;
+    ScopedDiagnosticHandler handler(model.getContext(), [&](Diagnostic &d) {
+      if (d.getSeverity() == DiagnosticSeverity::Error && firstError.empty())
+        firstError = d.str();
+      return success();
+    });
+    OwningOpRef<ModuleOp> clone = model.clone();
+    PassManager pm(model.getContext());
+    pm.addPass(std::move(pass));
+    if (failed(pm.run(*clone)))
+      refusals[t] =
+          firstError.empty()
+              ? "fsdp-tensor-parallel failed with tp=" + std::to_string(t)
+              : firstError;
+  }
+  return refusals;
 }
 
 } // namespace
@@ -509,11 +577,14 @@ AdvisorResult sweep::runAdvisor(const AdvisorOptions &o,
   if (facts.sequences > 0)
     r.boundSecondsPerSequence =
         facts.computeSeconds / static_cast<double>(facts.sequences);
+  std::string importError;
+  const std::map<int64_t, std::string> refusals = tensorParallelRefusals(
+      mainCache.get(batch, importError), o.tpDegrees, o.sweep.pipeline);
   Incumbents incumbents(o.top + 1);
   std::atomic<size_t> next{0};
   std::atomic<int64_t> plansRun{0};
   auto worker = [&](ModelCache &cache) {
-    Searcher searcher(o, spec, cluster, cache, facts, incumbents);
+    Searcher searcher(o, spec, cluster, cache, facts, incumbents, refusals);
     searcher.plansRun = &plansRun;
     for (size_t i = next++; i < groups.size(); i = next++)
       searcher.search(groups[order[i]], r.layouts);

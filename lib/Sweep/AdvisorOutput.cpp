@@ -57,8 +57,8 @@ void sweep::printAdvisor(llvm::raw_ostream &os, const AdvisorOptions &o,
      << " bytes per device, " << spec.devicesPerNode << " devices per node\n";
   for (int64_t n : o.gpus) {
     std::vector<const AdvisedLayout *> ranked;
-    int64_t planned = 0, noFit = 0, slower = 0;
-    std::string infeasible;
+    int64_t planned = 0, noFit = 0, slower = 0, refused = 0;
+    std::string infeasible, refusal;
     for (const AdvisedLayout &l : r.layouts) {
       if (l.gpus != n)
         continue;
@@ -68,8 +68,10 @@ void sweep::printAdvisor(llvm::raw_ostream &os, const AdvisorOptions &o,
         ranked.push_back(&l);
       else if (l.pruned == AdvisedLayout::PrunedByStep)
         ++slower;
-      else
+      else if (!l.refused)
         ++noFit;
+      else if (!refused++)
+        refusal = l.why; // the first, in enumeration order
       planned += !l.strategy.empty();
     }
     llvm::sort(ranked, [](const AdvisedLayout *a, const AdvisedLayout *b) {
@@ -85,6 +87,9 @@ void sweep::printAdvisor(llvm::raw_ostream &os, const AdvisorOptions &o,
     if (slower)
       os << ", " << slower << " not planned: by their step bound slower than "
          << o.top + 1 << " planned";
+    if (refused) // a reason, not memory: counted apart from those that do not
+      os << ", " << refused << " " << refusal
+         << (refused > 1 ? " (the first; each one's in --json and --csv)" : "");
     os << ")\n";
     if (ranked.empty())
       continue;
@@ -138,6 +143,7 @@ json sweep::advisorJson(const AdvisorOptions &o, const ClusterSpec &spec,
             l.bucketBytes >= 0 ? json(l.bucketBytes) : json(nullptr)},
            {"sequences_per_rank", l.sequencesPerRank},
            {"fits", l.fits},
+           {"refused", l.refused},
            {"device_bytes_lower_bound", l.bytesLowerBound},
            {"step_lower_bound_s", l.stepLowerBound},
            {"pruned", l.pruned == AdvisedLayout::PrunedByMemory ? json("memory")

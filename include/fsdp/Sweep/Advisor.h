@@ -14,6 +14,11 @@
 // (accumulate=sharded when k > 1; k >= P with pipeline parallelism, whose
 // screens plan k = P instead of 1).
 //
+// Before any plan, fsdp-tensor-parallel is run on the model once per TP
+// degree t > 1 (with --pipeline's sequence-parallel and vocab-parallel): a
+// degree it refuses (heads or vocabulary not divisible by t, ...) refuses
+// every family of that degree, whose layouts say the planner's reason
+// (`refused`, counted apart from those that do not fit) and are not planned.
 // 0. Branch and bound (--prune, on by default): before planning, each
 //   family gets AdvisorBounds.h's proven lower bounds on its device bytes
 //   and its step (compute at the spec's best efficiencies, the pipeline
@@ -102,6 +107,10 @@ struct AdvisedLayout {
   int64_t microBatchSize = 0;   ///< m; 0 when nothing fits
   int64_t microBatches = 0;     ///< k = s / m
   bool fits = false;
+  /// The planner refused the layout (an error, not a memory verdict): its
+  /// tensor-parallel degree for this model before planning, or its first
+  /// screen's plan; `why` says why.
+  bool refused = false;
   std::string why; ///< when it does not fit or could not be planned
   /// Memory decided the layout: a larger micro-batch, or a mode that
   /// recomputes less, did not fit.
