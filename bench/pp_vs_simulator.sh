@@ -19,7 +19,7 @@
 # per-buffer run) beside the largest planned peak with scratch.
 #
 # usage: bench/pp_vs_simulator.sh [BUILD_DIR]      (default build)
-# env:   STEPS (30), WARMUP (5), REPS (3), OUT, LAYOUTS ("4:1:1 4:4:8
+# env:   STEPS (60), WARMUP (5), REPS (5), OUT, LAYOUTS ("4:1:1 4:4:8
 #        4:2:8", world:pp:micro-batches), CALIBRATE (1: fsdp-calibrate first,
 #        through bench/quiet_run.py, into $OUT/spec.json; 0: SPEC), SPEC (a
 #        cluster spec; setting it implies CALIBRATE=0; default
@@ -32,9 +32,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build}/bin
-STEPS=${STEPS:-30}
+STEPS=${STEPS:-60}
 WARMUP=${WARMUP:-5}
-REPS=${REPS:-3}
+REPS=${REPS:-5}
 LAYOUTS=${LAYOUTS:-4:1:1 4:4:8 4:2:8}
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
@@ -48,7 +48,8 @@ if [ -z "${ANALYZE_ONLY:-}" ] && [ "${CALIBRATE:-1}" = 1 ]; then
   # Ranks <= cores (docs/collective-model.md, "Oversubscription": the skew
   # measured oversubscribed is the polling ranks', not a rank's), the node's
   # ranks as the layouts run them.
-  nc=$(( nmax < $(nproc) ? nmax : $(nproc) ))
+  cores=$(getconf _NPROCESSORS_ONLN) # (nproc obeys OMP_NUM_THREADS)
+  nc=$(( nmax < cores ? nmax : cores ))
   python3 bench/quiet_run.py -- mpirun --allow-run-as-root --oversubscribe -np "$nc" \
     "$B/fsdp-calibrate" --devices-per-node "$nmax" -o "$OUT/spec.json" 2> "$OUT/calibrate.err"
   echo "calibrated at $nc ranks: $(tail -1 "$OUT/calibrate.err")" >&2

@@ -47,7 +47,8 @@ if [ -z "${ANALYZE_ONLY:-}" ] && [ "${CALIBRATE:-1}" = 1 ]; then
   # Ranks <= cores (docs/collective-model.md, "Oversubscription": the skew
   # measured oversubscribed is the polling ranks', not a rank's), the node's
   # ranks as the layouts run them.
-  nc=$(( nmax < $(nproc) ? nmax : $(nproc) ))
+  cores=$(getconf _NPROCESSORS_ONLN) # (nproc obeys OMP_NUM_THREADS)
+  nc=$(( nmax < cores ? nmax : cores ))
   python3 bench/quiet_run.py -- mpirun --allow-run-as-root --oversubscribe -np "$nc" \
     "$B/fsdp-calibrate" --devices-per-node "$nmax" -o "$OUT/spec.json" 2> "$OUT/calibrate.err"
   echo "calibrated at $nc ranks: $(tail -1 "$OUT/calibrate.err")" >&2

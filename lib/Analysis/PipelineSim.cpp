@@ -200,8 +200,8 @@ public:
     int64_t dpn = std::max<int64_t>(1, spec.devicesPerNode);
     int64_t node = self * n / dpn, lo = node * dpn, hi = lo + dpn;
     auto onNode = [&](int64_t s) {
-      return std::max<int64_t>(0, std::min(hi, (s + 1) * n) -
-                                      std::max(lo, s * n));
+      return std::max<int64_t>(0,
+                               std::min(hi, (s + 1) * n) - std::max(lo, s * n));
     };
     int64_t ranks = std::min(world, hi) - lo;
     // Other stages' working ranks on the node: +m at a busy interval's
@@ -265,8 +265,8 @@ simulateStages(const Simulator &sim, const ClusterSpec &spec, ModuleOp module,
   std::vector<std::unique_ptr<StageSimulation>> runs;
   for (auto [s, stage] : llvm::enumerate(stageModules)) {
     peers.push_back(std::make_unique<Transfers::Peers>(transfers, s));
-    FailureOr<std::unique_ptr<StageSimulation>> run = sim.start(
-        stage, *peers.back(), cores.empty() ? nullptr : &cores[s]);
+    FailureOr<std::unique_ptr<StageSimulation>> run =
+        sim.start(stage, *peers.back(), cores.empty() ? nullptr : &cores[s]);
     if (failed(run))
       return failure();
     runs.push_back(std::move(*run));
@@ -356,9 +356,9 @@ mlir::fsdp::simulatePipeline(const ClusterSpec &spec, ModuleOp module) {
         t = std::max(t, x.stepTime);
       return t;
     };
-    bool settled = !before.empty() && std::abs(stepOf(*stages) -
-                                               stepOf(before)) <=
-                                          1e-6 * stepOf(before);
+    bool settled =
+        !before.empty() &&
+        std::abs(stepOf(*stages) - stepOf(before)) <= 1e-6 * stepOf(before);
     before = std::move(*stages);
     if (!sharing || settled || pass + 1 >= kSharingPasses)
       break;
