@@ -4,8 +4,12 @@
 # heads, vocabulary 256, sequence 64, global batch 16; tools/scripts/
 # run-main.sh), untied (pipeline parallelism refuses tied weights across
 # stages), at 4 ranks as FSDP 4, PP 4 (1F1B, m = 8) and PP 2 x FSDP 2 (1F1B,
-# m = 8), each planned with cluster=$SPEC (the calibrated
-# bench/clusters/this-machine.json). Per layout: the step time (fsdp-run's
+# m = 8), each planned with cluster=$SPEC: by default (CALIBRATE=1) a spec
+# fsdp-calibrate measures in the same run, right before the layouts are
+# measured, with min(cores, largest world of LAYOUTS) ranks and
+# --devices-per-node the largest world ($OUT/spec.json; the
+# machine's speed drifts by 10-30 % over hours, so a spec calibrated earlier
+# cannot predict within 15 %). Per layout: the step time (fsdp-run's
 # step_time_mean_s, REPS runs, layouts alternating, each through
 # bench/quiet_run.py) beside the predicted step; per stage the bubble
 # (idle / (step - idle), docs/pipeline-parallel.md "Simulator and sweep"):
@@ -15,24 +19,45 @@
 # per-buffer run) beside the largest planned peak with scratch.
 #
 # usage: bench/pp_vs_simulator.sh [BUILD_DIR]      (default build)
-# env:   STEPS (30), WARMUP (5), REPS (3), SPEC, OUT, LAYOUTS ("4:1:1 4:4:8
-#        4:2:8", world:pp:micro-batches), ANALYZE_ONLY=1 (REPREDICT=1 with it:
-#        plan the saved model again with SPEC, new reports and traces, the
-#        saved runs kept)
+# env:   STEPS (60), WARMUP (5), REPS (5), OUT, LAYOUTS ("4:1:1 4:4:8
+#        4:2:8", world:pp:micro-batches), CALIBRATE (1: fsdp-calibrate first,
+#        through bench/quiet_run.py, into $OUT/spec.json; 0: SPEC), SPEC (a
+#        cluster spec; setting it implies CALIBRATE=0; default
+#        bench/clusters/this-machine.json, or $OUT/spec.json when
+#        ANALYZE_ONLY finds one), ANALYZE_ONLY=1 (REPREDICT=1 with it: plan
+#        the saved model again with SPEC, new reports and traces, the saved
+#        runs kept)
 # A benchmark: nothing is asserted. Targets (issue 23): predicted / measured
 # step within 0.85-1.15 per layout and the same ranking.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build}/bin
-STEPS=${STEPS:-30}
+STEPS=${STEPS:-60}
 WARMUP=${WARMUP:-5}
-REPS=${REPS:-3}
-SPEC=${SPEC:-bench/clusters/this-machine.json}
+REPS=${REPS:-5}
 LAYOUTS=${LAYOUTS:-4:1:1 4:4:8 4:2:8}
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
 export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# The spec: given, calibrated now, or (analysis only) the one calibrated then.
+[ -n "${SPEC:-}" ] && CALIBRATE=0
+if [ -z "${ANALYZE_ONLY:-}" ] && [ "${CALIBRATE:-1}" = 1 ]; then
+  nmax=1
+  for l in $LAYOUTS; do n=${l%%:*}; [ "$n" -gt "$nmax" ] && nmax=$n; done
+  # Ranks <= cores (docs/collective-model.md, "Oversubscription": the skew
+  # measured oversubscribed is the polling ranks', not a rank's), the node's
+  # ranks as the layouts run them.
+  cores=$(getconf _NPROCESSORS_ONLN) # (nproc obeys OMP_NUM_THREADS)
+  nc=$(( nmax < cores ? nmax : cores ))
+  python3 bench/quiet_run.py -- mpirun --allow-run-as-root --oversubscribe -np "$nc" \
+    "$B/fsdp-calibrate" --devices-per-node "$nmax" -o "$OUT/spec.json" 2> "$OUT/calibrate.err"
+  echo "calibrated at $nc ranks: $(tail -1 "$OUT/calibrate.err")" >&2
+  SPEC=$OUT/spec.json
+elif [ -z "${SPEC:-}" ] && [ -n "${ANALYZE_ONLY:-}" ] && [ -f "$OUT/spec.json" ]; then
+  SPEC=$OUT/spec.json
+fi
+SPEC=${SPEC:-bench/clusters/this-machine.json}
 if [ -z "${ANALYZE_ONLY:-}" ]; then
 "$B/fsdp-import" test/lit/Inputs/models/gpt2-untied.json --layers 4 --hidden 128 --heads 4 \
   --vocab 256 --seq 64 --batch 16 -o "$OUT/gpt2.mlir"

@@ -3,8 +3,11 @@
 # ranks: the main job's shape (GPT-2 architecture, 4 layers, hidden 128, 4
 # heads, vocabulary 256, sequence 64, global batch 16; tools/scripts/
 # run-main.sh) at 2 and 4 ranks as FSDP-N (tp=1), TP-N (tp=N) and, at 4,
-# FSDP 2 x TP 2, each planned with cluster=$SPEC (the calibrated
-# bench/clusters/this-machine.json). Per layout: the step time (fsdp-run's
+# FSDP 2 x TP 2, each planned with cluster=$SPEC: by default (CALIBRATE=1)
+# a spec fsdp-calibrate measures in the same run, right before the layouts
+# are measured, with min(cores, largest world of LAYOUTS) ranks and
+# --devices-per-node the largest world ($OUT/spec.json; the
+# machine's speed drifts by 10-30 % over hours). Per layout: the step time (fsdp-run's
 # step_time_mean_s, REPS runs, layouts alternating, each through
 # bench/quiet_run.py) beside the predicted step, the peak memory per rank
 # (plan, plan with the cpu driver's scratch, the allocator's
@@ -15,10 +18,14 @@
 # tp_bytes_per_step).
 #
 # usage: bench/tp_vs_simulator.sh [BUILD_DIR]      (default build)
-# env:   STEPS (40), WARMUP (10), REPS (3), SPEC, OUT, LAYOUTS
-#        ("2:1 2:2 4:1 4:4 4:2", world:tp), ANALYZE_ONLY=1 (REPREDICT=1 with
-#        it: plan the saved model again with SPEC, new reports and traces,
-#        the saved runs kept)
+# env:   STEPS (40), WARMUP (10), REPS (3), OUT, LAYOUTS
+#        ("2:1 2:2 4:1 4:4 4:2", world:tp), CALIBRATE (1: fsdp-calibrate
+#        first, through bench/quiet_run.py, into $OUT/spec.json; 0: SPEC),
+#        SPEC (a cluster spec; setting it implies CALIBRATE=0; default
+#        bench/clusters/this-machine.json, or $OUT/spec.json when
+#        ANALYZE_ONLY finds one), ANALYZE_ONLY=1 (REPREDICT=1 with it: plan
+#        the saved model again with SPEC, new reports and traces, the saved
+#        runs kept)
 # A benchmark: nothing is asserted. Targets (issue 22): predicted / measured
 # step time within 0.85-1.15 per layout, the same ranking, the bytes exact.
 set -euo pipefail
@@ -27,12 +34,29 @@ B=${1:-build}/bin
 STEPS=${STEPS:-40}
 WARMUP=${WARMUP:-10}
 REPS=${REPS:-3}
-SPEC=${SPEC:-bench/clusters/this-machine.json}
 LAYOUTS=${LAYOUTS:-2:1 2:2 4:1 4:4 4:2}
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
 export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# The spec: given, calibrated now, or (analysis only) the one calibrated then.
+[ -n "${SPEC:-}" ] && CALIBRATE=0
+if [ -z "${ANALYZE_ONLY:-}" ] && [ "${CALIBRATE:-1}" = 1 ]; then
+  nmax=1
+  for l in $LAYOUTS; do n=${l%%:*}; [ "$n" -gt "$nmax" ] && nmax=$n; done
+  # Ranks <= cores (docs/collective-model.md, "Oversubscription": the skew
+  # measured oversubscribed is the polling ranks', not a rank's), the node's
+  # ranks as the layouts run them.
+  cores=$(getconf _NPROCESSORS_ONLN) # (nproc obeys OMP_NUM_THREADS)
+  nc=$(( nmax < cores ? nmax : cores ))
+  python3 bench/quiet_run.py -- mpirun --allow-run-as-root --oversubscribe -np "$nc" \
+    "$B/fsdp-calibrate" --devices-per-node "$nmax" -o "$OUT/spec.json" 2> "$OUT/calibrate.err"
+  echo "calibrated at $nc ranks: $(tail -1 "$OUT/calibrate.err")" >&2
+  SPEC=$OUT/spec.json
+elif [ -z "${SPEC:-}" ] && [ -n "${ANALYZE_ONLY:-}" ] && [ -f "$OUT/spec.json" ]; then
+  SPEC=$OUT/spec.json
+fi
+SPEC=${SPEC:-bench/clusters/this-machine.json}
 if [ -z "${ANALYZE_ONLY:-}" ]; then
 "$B/fsdp-import" test/lit/Inputs/models/gpt2.json --layers 4 --hidden 128 --heads 4 \
   --vocab 256 --seq 64 --batch 16 -o "$OUT/gpt2.mlir"

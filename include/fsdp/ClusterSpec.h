@@ -45,6 +45,11 @@ inline constexpr const char *kNicsPerNode = "nics_per_node";
 /// and every rate of a rank is divided by ranks / cores_per_node
 /// (ClusterSpec::coresPerNode). Absent: each rank has its device.
 inline constexpr const char *kCoresPerNode = "cores_per_node";
+/// Number (optional, default 1): fraction in [0, 1] of a core's share that
+/// a rank waiting on another rank (in MPI_Wait / MPI_Recv) takes from the
+/// working ranks of its node when they outnumber cores_per_node
+/// (ClusterSpec::waitingRankShare).
+inline constexpr const char *kWaitingRankShare = "waiting_rank_share";
 /// Object: roofline efficiencies in (0, 1] by op class (kEffMatmul,
 /// kEffAttention, kEffElementwise, kEffMemory); each defaults to 1.
 inline constexpr const char *kEfficiency = "efficiency";

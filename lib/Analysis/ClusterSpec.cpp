@@ -229,6 +229,10 @@ private:
           {key::kCommContention, &s.commContention, false}})
       if (j.contains(k) && !number(j, k, k, *out, positive))
         return false;
+    if (j.contains(key::kWaitingRankShare) &&
+        !number(j, key::kWaitingRankShare, key::kWaitingRankShare,
+                s.waitingRankShare, false))
+      return false;
     if (!j.contains(key::kCommOverlap))
       return true;
     if (!number(j, key::kCommOverlap, key::kCommOverlap, s.commOverlap, false))

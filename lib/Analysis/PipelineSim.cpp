@@ -31,6 +31,22 @@
 //   bubble grows). Nothing of that formula is used here: it is what a test
 //   compares against. The exposed p2p time (the part of the waits that is
 //   the transfers' own) is reported beside it, part of it.
+// * Oversubscribed CPU nodes (more ranks on a node than cores_per_node,
+//   waiting_rank_share φ < 1): a node's C cores are shared at each instant
+//   among its ranks (processor sharing, Kleinrock 1967; Linux's fair
+//   scheduler gives runnable tasks equal shares): with k ranks working
+//   (ops, host work, collective copies: SimResult::busy) and w waiting
+//   (in a bubble or on a transfer; Open MPI's progress loop polls and
+//   yields), a working rank runs at min(1, C / (k + φ·w)) of its rate with
+//   a core to itself. A stage's ranks work and wait together (SPMD). Which
+//   ranks work when is what the simulation computes, so it is iterated to
+//   a fixed point: the first pass takes the constant slowdown
+//   (ClusterSpec::oversubscription, what φ = 1 gives throughout), each
+//   next pass times every stage against the other stages' busy intervals
+//   of the pass before (NodeCores), until the step moves by less than
+//   1e-6 of itself (at most kSharingPasses passes; the last is taken).
+//   Transfers between stages keep the constant slowdown (a rendezvous of
+//   two ranks, microseconds here).
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Analysis/PipelineSim.h"
@@ -38,6 +54,7 @@
 #include "fsdp/Dialect/FSDP/FSDP.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <tuple>
 
@@ -166,29 +183,90 @@ int64_t intAttr(Operation *op, StringRef name, int64_t otherwise) {
   auto a = op->getAttrOfType<IntegerAttr>(name);
   return a ? a.getInt() : otherwise;
 }
+
+/// Passes of the fixed point at most (the model: the file's first comment).
+constexpr int kSharingPasses = 50;
+
+/// The cores of the node of stage `self`'s first rank as the other stages'
+/// ranks there use them (the busy intervals of the pass before): a
+/// piecewise-constant rate, min(1, C / (k + φ·w)) for k working ranks (the
+/// stage's own, working when it asks, and the other stages' busy ones) and w
+/// = ranks on the node − k waiting.
+class NodeCores : public CoreShare {
+public:
+  NodeCores(const ClusterSpec &spec, int64_t world, int64_t stages,
+            int64_t self, ArrayRef<SimResult> others) {
+    int64_t n = std::max<int64_t>(1, world / std::max<int64_t>(1, stages));
+    int64_t dpn = std::max<int64_t>(1, spec.devicesPerNode);
+    int64_t node = self * n / dpn, lo = node * dpn, hi = lo + dpn;
+    auto onNode = [&](int64_t s) {
+      return std::max<int64_t>(0,
+                               std::min(hi, (s + 1) * n) - std::max(lo, s * n));
+    };
+    int64_t ranks = std::min(world, hi) - lo;
+    // Other stages' working ranks on the node: +m at a busy interval's
+    // begin, -m at its end.
+    std::vector<std::pair<double, int64_t>> edges;
+    for (auto [s, sim] : llvm::enumerate(others))
+      if (int64_t m = onNode(s); m > 0 && int64_t(s) != self)
+        for (auto [b, e] : sim.busy) {
+          edges.push_back({b, m});
+          edges.push_back({e, -m});
+        }
+    llvm::sort(edges);
+    double cores = double(spec.coresPerNode), phi = spec.waitingRankShare;
+    auto rate = [&](int64_t working) {
+      double k = double(onNode(self) + working);
+      return std::min(1.0, cores / (k + phi * double(ranks - k)));
+    };
+    int64_t working = 0;
+    segments.push_back({-INFINITY, rate(0)});
+    for (auto [t, d] : edges) {
+      working += d;
+      if (segments.back().first == t)
+        segments.back().second = rate(working);
+      else
+        segments.push_back({t, rate(working)});
+    }
+  }
+
+  double end(double start, double work) const override {
+    // The segment holding `start`, then rate by rate until the work is done.
+    auto it = std::prev(llvm::upper_bound(
+        segments, start, [](double t, const std::pair<double, double> &s) {
+          return t < s.first;
+        }));
+    double t = start;
+    for (; std::next(it) != segments.end(); ++it) {
+      double until = std::next(it)->first, doable = (until - t) * it->second;
+      if (work <= doable)
+        return t + work / it->second;
+      work -= doable;
+      t = until;
+    }
+    return t + work / it->second;
+  }
+
+private:
+  /// (from, rate): the rate from `from` (s) to the next segment's.
+  std::vector<std::pair<double, double>> segments;
+};
 } // namespace
 
-FailureOr<PipelineSimResult>
-mlir::fsdp::simulatePipeline(const ClusterSpec &spec, ModuleOp module) {
-  SmallVector<ModuleOp> stageModules = pipelineStages(module);
-  if (stageModules.empty())
-    return module.emitError() << "expects a pipeline-parallel module (nested "
-                                 "@stage modules, fsdp-pipeline pp > 1)";
+/// One pass: the stage programs advanced against each other, each stage's
+/// times stretched by cores[s] (none: the constant slowdown).
+static FailureOr<std::vector<SimResult>>
+simulateStages(const Simulator &sim, const ClusterSpec &spec, ModuleOp module,
+               ArrayRef<ModuleOp> stageModules, int64_t world,
+               ArrayRef<NodeCores> cores) {
   const int64_t p = static_cast<int64_t>(stageModules.size());
-  PipelineSimResult r;
-  r.worldSize = intAttr(module, kWorldSizeAttr, p);
-  r.microBatches = intAttr(stageModules.front(), kPipelineMicroBatchesAttr, 1);
-  if (auto s = stageModules.front()->getAttrOfType<StringAttr>(
-          kPipelineScheduleAttr))
-    r.schedule = s.getValue().str();
-  Simulator sim(spec);
-  Transfers transfers(spec, r.worldSize, p);
+  Transfers transfers(spec, world, p);
   std::vector<std::unique_ptr<Transfers::Peers>> peers;
   std::vector<std::unique_ptr<StageSimulation>> runs;
   for (auto [s, stage] : llvm::enumerate(stageModules)) {
     peers.push_back(std::make_unique<Transfers::Peers>(transfers, s));
     FailureOr<std::unique_ptr<StageSimulation>> run =
-        sim.start(stage, *peers.back());
+        sim.start(stage, *peers.back(), cores.empty() ? nullptr : &cores[s]);
     if (failed(run))
       return failure();
     runs.push_back(std::move(*run));
@@ -234,12 +312,60 @@ mlir::fsdp::simulatePipeline(const ClusterSpec &spec, ModuleOp module) {
       return diag;
     }
   }
+  std::vector<SimResult> results;
   for (auto &run : runs) {
     FailureOr<SimResult> res = run->finish();
     if (failed(res))
       return failure();
-    r.stepTime = std::max(r.stepTime, res->stepTime);
-    r.stages.push_back({std::move(*res), 0, 0});
+    results.push_back(std::move(*res));
+  }
+  return results;
+}
+
+FailureOr<PipelineSimResult>
+mlir::fsdp::simulatePipeline(const ClusterSpec &spec, ModuleOp module) {
+  SmallVector<ModuleOp> stageModules = pipelineStages(module);
+  if (stageModules.empty())
+    return module.emitError() << "expects a pipeline-parallel module (nested "
+                                 "@stage modules, fsdp-pipeline pp > 1)";
+  const int64_t p = static_cast<int64_t>(stageModules.size());
+  PipelineSimResult r;
+  r.worldSize = intAttr(module, kWorldSizeAttr, p);
+  r.microBatches = intAttr(stageModules.front(), kPipelineMicroBatchesAttr, 1);
+  if (auto s = stageModules.front()->getAttrOfType<StringAttr>(
+          kPipelineScheduleAttr))
+    r.schedule = s.getValue().str();
+  Simulator sim(spec);
+  // Processor sharing on oversubscribed nodes (the model: the file's first
+  // comment): passes to a fixed point; else one pass.
+  bool sharing = spec.coresPerNode > 0 && spec.waitingRankShare != 1 &&
+                 spec.oversubscription(r.worldSize) > 1;
+  std::vector<SimResult> before;
+  for (int pass = 0;; ++pass) {
+    std::vector<NodeCores> cores;
+    if (!before.empty())
+      for (int64_t s = 0; s < p; ++s)
+        cores.emplace_back(spec, r.worldSize, p, s, before);
+    FailureOr<std::vector<SimResult>> stages =
+        simulateStages(sim, spec, module, stageModules, r.worldSize, cores);
+    if (failed(stages))
+      return failure();
+    auto stepOf = [](ArrayRef<SimResult> v) {
+      double t = 0;
+      for (const SimResult &x : v)
+        t = std::max(t, x.stepTime);
+      return t;
+    };
+    bool settled =
+        !before.empty() &&
+        std::abs(stepOf(*stages) - stepOf(before)) <= 1e-6 * stepOf(before);
+    before = std::move(*stages);
+    if (!sharing || settled || pass + 1 >= kSharingPasses)
+      break;
+  }
+  for (SimResult &res : before) {
+    r.stepTime = std::max(r.stepTime, res.stepTime);
+    r.stages.push_back({std::move(res), 0, 0});
   }
   double idle = 0, busy = 0;
   for (StageSimResult &st : r.stages) {

@@ -191,8 +191,7 @@ public:
         world(groupSize(module, Group::World).value_or(1)),
         shardSize(groupSize(module, Group::Shard).value_or(world)),
         tp(groupSize(module, Group::Tensor).value_or(1)),
-        slowdown(spec.oversubscription(jobWorld(module, world))),
-        dispatch(spec.dispatchOverhead * slowdown) {}
+        slowdown(spec.oversubscription(jobWorld(module, world))) {}
 
   FailureOr<SimResult> run(func::FuncOp fn) {
     begin(fn);
@@ -226,6 +225,8 @@ public:
     for (; !next->hasTrait<OpTrait::IsTerminator>(); ++next) {
       Operation &op = *next;
       std::optional<std::pair<double, double>> transfer;
+      // Every op is one instruction the host issues (dispatch_overhead_s).
+      double dispatch = stretch(tc, spec.dispatchOverhead);
       if (auto wait = dyn_cast<WaitOp>(op); wait && peers)
         if (Operation *p2p = wait.getToken().getDefiningOp();
             isa_and_nonnull<SendOp, RecvOp>(p2p)) {
@@ -233,7 +234,7 @@ public:
           if (!transfer)
             return false;
         }
-      // Every op is one instruction the host issues (dispatch_overhead_s).
+      work(tc, dispatch);
       tc += dispatch;
       r.hostTime += dispatch;
       double operandsReady = 0;
@@ -278,30 +279,54 @@ public:
   }
 
   P2PPeers *peers = nullptr;
+  const CoreShare *cores = nullptr;
 
 private:
+  /// Seconds that `work` seconds of a rank with a core to itself take from
+  /// `start` on: the node's cores as the other stages leave them (cores),
+  /// else the constant oversubscription slowdown.
+  double stretch(double start, double work) const {
+    if (work <= 0)
+      return 0;
+    return cores ? cores->end(start, work) - start : work * slowdown;
+  }
+  /// The compute stream works (takes a core) for `dur` seconds from `start`.
+  void work(double start, double dur) {
+    if (dur <= 0)
+      return;
+    if (!r.busy.empty() && r.busy.back().second >= start)
+      r.busy.back().second = std::max(r.busy.back().second, start + dur);
+    else
+      r.busy.push_back({start, start + dur});
+  }
+
   /// The step's host inputs enter the runtime before its first instruction
   /// and its host outputs leave after the last (step_io_bandwidth): the data
   /// and the step number in, the loss (and any other output that is not
   /// training state) out. The training state stays resident on the device.
   /// Starts the clock after the inputs; returns the outputs' time.
+  /// Starts the clock after the inputs; returns the outputs' time (with
+  /// `cores`: their work, stretched when the step ends, finish).
   double stepInputsAndOutputs(func::FuncOp fn) {
-    double ioIn = 0, ioOut = 0;
+    double ioIn = 0, ioOut = 0, k = cores ? 1.0 : slowdown;
     if (spec.stepIoBandwidth > 0) {
       for (BlockArgument a : fn.getArguments())
         if (fn.getArgAttr(a.getArgNumber(), nn::kDataAttr) ||
             fn.getArgAttr(a.getArgNumber(), nn::kStepAttr) ||
             fn.getArgAttr(a.getArgNumber(), nn::kTotalStepsAttr))
-          ioIn += slowdown * bufferBytes(a) / spec.stepIoBandwidth;
+          ioIn += k * bufferBytes(a) / spec.stepIoBandwidth;
       for (auto [i, v] :
            llvm::enumerate(fn.getBody().front().getTerminator()->getOperands()))
         if (!fn.getResultAttr(i, kRoleAttr))
-          ioOut += slowdown * bufferBytes(v) / spec.stepIoBandwidth;
+          ioOut += k * bufferBytes(v) / spec.stepIoBandwidth;
     }
+    if (cores)
+      ioIn = stretch(0, ioIn);
     if (ioIn > 0)
       r.events.push_back({"host: step inputs", 0, 0, ioIn, 0, 0});
+    work(0, ioIn);
     tc = ioIn;
-    r.hostTime = ioIn + ioOut;
+    r.hostTime = cores ? ioIn : ioIn + ioOut;
     return ioOut;
   }
 
@@ -332,13 +357,14 @@ private:
         sim.collectiveTime(kind, bytes, g, stride, group == Group::Replicate);
     if (g > 1)
       dur += spec.collectiveSync;
-    dur *= slowdown;
     double start = std::max({tc, tm, operandsReady});
+    dur = stretch(start, dur);
     tm = start + dur;
     // The share of the transfer that cannot overlap occupies the compute
     // stream from its issue (comm_overlap).
     if (double c = (1 - spec.commOverlap) * dur; c > 0) {
       r.events.push_back({"host: " + nameWithUnit(op), 0, tc, c, 0, 0});
+      work(tc, c);
       tc += c;
     }
     r.commTime += dur;
@@ -374,9 +400,10 @@ private:
     // (the runtime's lowerSp), so the ranks' skew is met once per op.
     if (c.groupSize > 1)
       dur += spec.collectiveSync;
-    dur *= slowdown;
     double start = std::max({tc, tt, operandsReady});
+    dur = stretch(start, dur);
     tt = start + dur;
+    work(start, dur);
     r.tpExposed += tt - tc;
     tc = tt;
     r.tpTime += dur;
@@ -434,8 +461,8 @@ private:
           ready[v] = operandsReady;
       return success();
     }
-    dur *= slowdown;
     double start = std::max(tc, operandsReady);
+    dur = stretch(start, dur);
     // Slower while a collective is in flight (comm_contention).
     llvm::erase_if(commBusy, [&](auto &b) { return b.second <= start; });
     double end = contendedEnd(commBusy, start, dur, spec.commContention);
@@ -443,6 +470,7 @@ private:
                                      std::max(start, firstSpan.first));
     if (spec.commContention > 0)
       r.contentionTime += end - start - dur;
+    work(start, end - start);
     tc = end;
     r.computeTime += dur;
     r.flops += flops;
@@ -460,6 +488,11 @@ private:
   /// The step time, exposed communication, lower bound and MFU.
   LogicalResult finish(double ioOut) {
     r.stepTime = std::max(tc, tm);
+    if (cores) {
+      ioOut = stretch(r.stepTime, ioOut);
+      r.hostTime += ioOut;
+    }
+    work(r.stepTime, ioOut);
     if (ioOut > 0)
       r.events.push_back({"host: step outputs", 0, r.stepTime, ioOut, 0, 0});
     r.stepTime += ioOut;
@@ -501,8 +534,9 @@ private:
   ModuleOp module;
   int64_t world, shardSize, tp;
   /// Every time of a rank is this many times longer when its node's ranks
-  /// outnumber the cores (ClusterSpec::oversubscription).
-  double slowdown, dispatch;
+  /// outnumber the cores (ClusterSpec::oversubscription), unless `cores`
+  /// says how the node's cores are shared at each instant.
+  double slowdown;
   SimResult r;
   double tc = 0, tm = 0; // the compute and communication streams' clocks
   double tt = 0;         // the tensor-parallel collectives' clock
@@ -537,12 +571,14 @@ Operation *StageSimulation::position() const { return impl->step.position(); }
 FailureOr<SimResult> StageSimulation::finish() { return impl->step.end(); }
 
 FailureOr<std::unique_ptr<StageSimulation>>
-Simulator::start(ModuleOp stage, P2PPeers &peers) const {
+Simulator::start(ModuleOp stage, P2PPeers &peers,
+                 const CoreShare *cores) const {
   FailureOr<func::FuncOp> fn = getStepFunction(stage);
   if (failed(fn))
     return failure();
   auto impl = std::make_unique<StageSimulation::Impl>(*this, spec, stage);
   impl->step.peers = &peers;
+  impl->step.cores = cores;
   impl->step.begin(*fn);
   return std::unique_ptr<StageSimulation>(new StageSimulation(std::move(impl)));
 }

@@ -181,6 +181,7 @@ void runCalibration(const Options &o) {
   cal.host = measureHost(mc, std::max(0.05, S / 3));
   cal.overlap = measureOverlap(mc, o, std::max(0.3, S));
   cal.sync = measureSync(mc, o, std::max(0.6, 2 * S));
+  cal.share = measureShare(mc, o, std::max(0.6, 2 * S));
 
   if (mc.rank != 0)
     return;

@@ -127,7 +127,16 @@ json sourcesJson(const Options &o, int world, long cores) {
        "reduce-scatter in flight and tested after each kernel) with the "
        "runtime's kernels and collectives, I steps without barriers: "
        "(T_with - T_compute - T_collectives) / (I * 3L), max over ranks, "
-       "median of 3 (skew at a collective: Petrini et al. SC 2003)"});
+       "median of 3 (skew at a collective: Petrini et al. SC 2003)",
+       "waiting_rank_share (with more ranks than cores C): C ranks run a "
+       "GPT-2 block's forward kernels with fsdp_event_query after each while "
+       "the others wait in fsdp_wait on a receive, or sleep, 5 trials each: "
+       "C * (t_waiting / t_sleeping - 1) / waiting ranks, median "
+       "(processor sharing; Open MPI yields in its progress loop when "
+       "oversubscribed, opal_progress.c); recorded in measured.share, not "
+       "written as the spec's key: below 1 it shortens the predicted "
+       "pipeline steps that the bench measures longer "
+       "(docs/pipeline-parallel.md)"});
 }
 
 /// "measured": every raw measurement behind the spec's values.
@@ -189,6 +198,14 @@ json measuredJson(const Options &o, int world, long cores,
                       {"with_collectives_seconds", sync.withCollectives},
                       {"compute_only_seconds", sync.computeOnly},
                       {"collectives_only_seconds", sync.collectivesOnly}};
+  if (cal.share.working > 0)
+    measured["share"] = {{"waiting_rank_share", cal.share.share},
+                         {"cores", cal.share.cores},
+                         {"working_ranks", cal.share.working},
+                         {"waiting_ranks", cal.share.waiting},
+                         {"blocks_per_trial", cal.share.iterations},
+                         {"waiting_seconds", cal.share.waitingSeconds},
+                         {"sleeping_seconds", cal.share.sleepingSeconds}};
   measured["overlap"] = {{"all_gather_bytes", ov.bytes},
                          {"gemms", ov.gemms},
                          {"compute_seconds", ov.compute},
@@ -299,6 +316,13 @@ void writeSpec(const Options &o, const json &spec, const Calibration &cal) {
                cal.ring.alpha, cal.ring.bandwidth, 100 * cal.ring.maxRelErr,
                cal.host.dispatch, cal.host.ioBandwidth, cal.overlap.overlap,
                cal.sync.sync);
+  if (cal.share.working > 0)
+    std::fprintf(stderr,
+                 "  waiting rank share %.3f (%d ranks working on %d cores "
+                 "beside %d waiting; in measured.share, not applied: "
+                 "docs/pipeline-parallel.md)\n",
+                 cal.share.share, cal.share.working, cal.share.cores,
+                 cal.share.waiting);
 }
 
 } // namespace fsdp::calibrate

@@ -61,6 +61,17 @@ struct ClusterSpec {
   /// cores_per_node), R = min(world, devices_per_node); 1 without
   /// cores_per_node.
   double oversubscription(int64_t world) const;
+  /// "waiting_rank_share" (optional, in [0, 1], default 1): the share of a
+  /// core a rank takes while it waits on another rank (MPI_Wait /
+  /// MPI_Recv: Open MPI's progress loop polls and, oversubscribed,
+  /// sched_yield()s between polls), relative to a working rank's. The
+  /// pipeline simulator shares a node's cores among its ranks at each
+  /// instant (processor sharing, Kleinrock 1967, as Linux CFS / EEVDF
+  /// approximate it): with k working ranks and w waiting ones, a working
+  /// rank runs at min(1, cores_per_node / (k + share · w)) of its rate
+  /// (simulatePipeline, PipelineSim.h). 1 (the default) is the constant
+  /// oversubscription() slowdown; fsdp-calibrate measures it.
+  double waitingRankShare = 1;
   double effMatmul = 1, effAttention = 1, effElementwise = 1, effMemory = 1;
   /// "efficiency.matmul_half_k" (optional, 0 when absent): a GEMM's
   /// efficiency grows with its reduction length K as effMatmul · K / (K +
@@ -226,6 +237,23 @@ struct SimResult {
   int64_t p2pBytes = 0;
   double p2pTime = 0, p2pExposed = 0, p2pStall = 0;
   std::vector<SimEvent> events;
+  /// The intervals [begin, end) (s, in order, not overlapping) in which the
+  /// rank works on its compute stream (ops, host work, the collectives'
+  /// host share, blocking tensor-parallel collectives), not waiting: what
+  /// takes a core on an oversubscribed node (CoreShare).
+  std::vector<std::pair<double, double>> busy;
+};
+
+/// The cores of a rank's node as the other ranks there leave them
+/// (simulatePipeline implements it): a rank's times stretch while more
+/// ranks than cores run. Without one a rank's times are
+/// ClusterSpec::oversubscription times longer throughout.
+class CoreShare {
+public:
+  virtual ~CoreShare() = default;
+  /// When `work` seconds of a rank with a core to itself, started at
+  /// `start` (s), end.
+  virtual double end(double start, double work) const = 0;
 };
 
 /// The other pipeline stages, as a stage's simulation sees them
@@ -272,9 +300,11 @@ public:
   /// predicted step time overflow (not finite).
   FailureOr<SimResult> run(ModuleOp module) const;
   /// A pipeline stage's module, to be advanced against the other stages
-  /// (simulatePipeline); fails as run() does.
-  FailureOr<std::unique_ptr<StageSimulation>> start(ModuleOp stage,
-                                                    P2PPeers &peers) const;
+  /// (simulatePipeline), its times stretched by `cores` when given (else by
+  /// ClusterSpec::oversubscription); fails as run() does.
+  FailureOr<std::unique_ptr<StageSimulation>>
+  start(ModuleOp stage, P2PPeers &peers,
+        const CoreShare *cores = nullptr) const;
   /// Seconds `op` takes on the compute stream when it has a cost
   /// (nn::CostOpInterface; 0 otherwise): the roofline max(FLOPs / (peak ·
   /// efficiency), bytes / (memory bandwidth · efficiency.memory)) of the

@@ -14,6 +14,15 @@ the simulator (docs/pipeline-parallel.md, "Simulator and sweep").
       (devices_per_node), else the inter-node link: alpha + bytes / B each.
   more A B FACTOR
       report B's pipeline bubble_fraction is at least FACTOR x A's.
+  cores FREE SHARED SCALE TOL
+      the predicted step of report SHARED is SCALE x the sum over the stages
+      of report FREE's compute_s + host_s (each stage's work with a core to
+      itself), within TOL relative; SCALE = "step" compares with SCALE x
+      FREE's predicted step instead. One core shared by single-rank stages
+      with waiting_rank_share 0: the core is never idle while a stage works
+      and a waiting stage takes none of it, so the step is the stages' work
+      (processor sharing conserves work); with the constant slowdown
+      (waiting_rank_share 1) it is the free step x ranks / cores.
 """
 import json
 import sys
@@ -79,7 +88,23 @@ def more(a, b, factor):
     return good
 
 
+def cores(free, shared, scale, tol):
+    f, g = load(free), load(shared)
+    if scale == "step":
+        want, what = 2 * f["predicted_step_time_s"], "2 x the free step"
+    else:
+        want = float(scale) * sum(st["compute_s"] + st.get("host_s", 0.0)
+                                  for st in f["stages"])
+        what = f"{scale} x the stages' work"
+    got = g["predicted_step_time_s"]
+    good = abs(got - want) <= float(tol) * want
+    print(f"{'ok' if good else 'FAIL'} shared cores: step {got:.6g} s, "
+          f"{what} {want:.6g} s")
+    return good
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1]
-    ok = {"bubble": bubble, "p2p": p2p, "more": more}[cmd](*sys.argv[2:])
+    ok = {"bubble": bubble, "p2p": p2p, "more": more,
+           "cores": cores}[cmd](*sys.argv[2:])
     sys.exit(0 if ok else 1)

@@ -124,6 +124,31 @@ struct Sync {
 /// over ranks, median of 3 trials. With one rank: nothing measured, 0.
 Sync measureSync(const Machine &mc, const Options &o, double budget);
 
+struct Share {
+  /// waiting_rank_share: the share of a core a waiting rank takes relative
+  /// to a working one; 1 when not measured (every rank has a core).
+  double share = 1;
+  int cores = 0, working = 0, waiting = 0; ///< the node's cores, the ranks
+  int64_t iterations = 0;                  ///< blocks per trial
+  /// Seconds per trial (max over the working ranks), waiting ranks in a
+  /// receive / asleep, 5 trials each, interleaved.
+  std::vector<double> waitingSeconds, sleepingSeconds;
+};
+
+/// With more ranks than online cores C (else nothing measured, share 1):
+/// ranks 0..C-1 work (a GPT-2 block's forward kernels at the step's shapes,
+/// as measureSync's, with fsdp_event_query on a receive in flight from each
+/// of their waiting ranks after every kernel, as the runtime's progress
+/// tests) while the w = N − C others wait in fsdp_wait on a receive from
+/// them (trial "waiting") or sleep (trial "sleeping", not runnable), 5
+/// trials each interleaved.
+/// Processor sharing gives the working ranks C / (C + share·w) of a core
+/// beside waiting ranks and all of it beside sleeping ones, so share =
+/// C·(t_waiting / t_sleeping − 1) / w (medians of the ratio, ≥ 0; above 1
+/// when the waiting ranks' polls and yields cost the working ranks more
+/// than a working rank's share would).
+Share measureShare(const Machine &mc, const Options &o, double budget);
+
 } // namespace fsdp::calibrate
 
 #endif // FSDP_CALIBRATE_BENCHMARKS_H

@@ -32,6 +32,7 @@ struct Calibration {
   Host host;
   Overlap overlap;
   Sync sync;
+  Share share;
   std::string loadBefore, loadAfter; ///< /proc/loadavg's three averages
   nlohmann::ordered_json blas;       ///< the device's BLAS (fsdp/BlasRecord.h)
 };
