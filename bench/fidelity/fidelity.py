@@ -31,7 +31,11 @@ collectives, exposed FSDP/DP collectives, exposed point-to-point, and the
 pipeline bubble (idle seconds and fraction of the busiest stage). A GPT-2-type config (the MPT rows)
 gets n_positions = seq (MPT's max_seq_len). A row with "compile": true
 (torch.compile) plans with its spec's efficiency.elementwise_traffic set to 1
-(row_spec); the others with the spec's (PyTorch eager's unfused kernels). The memory
+(row_spec); a row with "fused_kernels" (a stack whose own fused kernels run
+the model's elementwise ops: "megatron-lm") with that stack's factor from
+FUSED_KERNELS_TRAFFIC; the others with the spec's (PyTorch eager's unfused
+kernels). A row's "attention" ("unfused": Megatron-LM's core attention, the
+scores materialised) is passed as `attention=`. The memory
 is planned for the stack that ran the row where it was PyTorch FSDP
 (`framework-memory=torch-compile` where the row compiled, else `torch-eager`;
 `framework-loss=fused` for llm-foundry's fused cross-entropy): the plan plus
@@ -64,6 +68,21 @@ GIB = 1024.0**3
 MEMORY_TOLERANCE = 0.15
 
 
+# efficiency.elementwise_traffic of a stack whose own fused kernels run the
+# model's elementwise-class ops (a row's "fused_kernels"), from its kernel
+# count, not from the rows (docs/compute-model.md, "Megatron-LM's kernels"):
+# megatron-lm (2021-22) runs each of the plan's elementwise ops as one kernel
+# that reads its inputs and writes its output once: apex's FusedLayerNorm
+# forward, bias_gelu and its backward (megatron/model/fused_bias_gelu.py), the
+# jit-scripted bias_dropout_add (megatron/model/transformer.py), autograd's
+# one add or cat per gradient sum; the qkv split is views (0 passes), apex's
+# layer-norm backward reads x and dy twice (5/3 of a pass) and the dropout
+# masks add a byte per element: per GPT layer these net to 1.00 of the
+# plan's single-pass bytes at tp 1 and 1.18 at tp 8 without sequence
+# parallelism; 1 is taken.
+FUSED_KERNELS_TRAFFIC = {"megatron-lm": 1.0}
+
+
 def pipeline_options(row, spec_path, report):
     opts = [
         "world-size=%d" % row["world_size"],
@@ -89,6 +108,8 @@ def pipeline_options(row, spec_path, report):
     elif row["grad_accum"] > 1:
         opts += ["micro-batches=%d" % row["grad_accum"],
                  "accumulate=%s" % row.get("accumulate", "sharded")]
+    if "attention" in row:
+        opts.append("attention=%s" % row["attention"])
     if row.get("tp", 1) > 1:
         opts.append("tp=%d" % row["tp"])
         if "sequence_parallel" in row:
@@ -130,13 +151,22 @@ def row_spec(row, clusters, d):
     efficiency.elementwise_traffic is PyTorch eager's (unfused elementwise
     kernels); a row that ran torch.compile (`"compile": true`) gets a copy
     written to directory `d` with elementwise_traffic 1 (Inductor fuses each
-    elementwise chain into one pass; docs/compute-model.md)."""
+    elementwise chain into one pass; docs/compute-model.md); a row whose
+    stack fuses its own kernels (`"fused_kernels"`) gets that stack's factor
+    (FUSED_KERNELS_TRAFFIC)."""
     path = os.path.join(ROOT, clusters[row["cluster"]]["spec"])
-    if not row.get("compile"):
+    if row.get("compile"):
+        traffic, name = 1.0, "spec-compiled.json"
+    elif "fused_kernels" in row:
+        if row["fused_kernels"] not in FUSED_KERNELS_TRAFFIC:
+            raise RuntimeError("row '%s': fused_kernels '%s' is none of %s" % (
+                row["id"], row["fused_kernels"], ", ".join(sorted(FUSED_KERNELS_TRAFFIC))))
+        traffic, name = FUSED_KERNELS_TRAFFIC[row["fused_kernels"]], "spec-fused.json"
+    else:
         return path
     spec = json.load(open(path))
-    spec.setdefault("efficiency", {})["elementwise_traffic"] = 1.0
-    out = os.path.join(d, "spec-compiled.json")
+    spec.setdefault("efficiency", {})["elementwise_traffic"] = traffic
+    out = os.path.join(d, name)
     json.dump(spec, open(out, "w"), indent=1)
     return out
 

@@ -280,6 +280,11 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
       b, getLoc(), getQuery().getType(), getKey().getType(),
       getValue().getType(), getQuery(), getKey(), getValue(), getResult(),
       getLogsumexp(), resultGrads[0], getNumHeadsAttr(), getNumKvHeadsAttr());
+  // The plan's attention implementation (attention=unfused; the attribute
+  // is fsdp::kAttentionImplAttr, fsdp/Analysis/UnfusedAttention.h) prices
+  // the backward too.
+  if (Attribute impl = (*this)->getAttr("nn.attention_impl"))
+    g->setAttr("nn.attention_impl", impl);
   grads[0] = needed[0] ? g.getGradQuery() : Value();
   grads[1] = needed[1] ? g.getGradKey() : Value();
   grads[2] = needed[2] ? g.getGradValue() : Value();

@@ -2,6 +2,7 @@
 #include "fsdp/Analysis/MemoryPlan.h"
 #include "fsdp/Analysis/Simulator.h"
 #include "fsdp/Analysis/StepFunction.h"
+#include "fsdp/Analysis/UnfusedAttention.h"
 #include "fsdp/Dialect/FSDP/FSDP.h"
 #include "fsdp/Dialect/NN/NN.h"
 
@@ -175,6 +176,15 @@ LogicalResult MemoryPlan::collectBuffers(func::FuncOp fn) {
     for (OpResult r : op->getResults())
       if (failed(addBuffer(r, classifyResult(r, backward), idx)))
         return failure();
+    // attention=unfused keeps the softmax output, the dropout mask and the
+    // dropped probabilities for the backward (Korthikanti et al. 2022, Eq.
+    // (1): 5·a·s²·b bytes per layer), exactly as long as the statistics
+    // (read by nn.attention_grad alone, or by no one when a recompute or no
+    // backward follows): its buffer holds them. fsdp-run's kernel writes
+    // only the statistics' bytes of it.
+    if (isa<nn::AttentionOp>(op))
+      if (std::optional<UnfusedAttention> ua = unfusedAttentionOf(op))
+        buffers[indexOf[op->getResult(1)]].bytes += ua->savedBytes();
     // Views alias their base: a parameter's view into a gathered buffer, and
     // the result of fsdp.wait (the completed collective's own buffer).
     Value viewResult, viewBase;

@@ -2,6 +2,7 @@
 #include "fsdp/Analysis/PipelineMemory.h"
 #include "fsdp/Analysis/PlanReport.h"
 #include "fsdp/Analysis/StepFunction.h"
+#include "fsdp/Analysis/UnfusedAttention.h"
 #include "fsdp/Dialect/FSDP/FSDP.h"
 #include "fsdp/Dialect/NN/NN.h"
 
@@ -46,6 +47,10 @@ MicroBatchesInFlight::compute(const MemoryPlanRecord &plan) {
           t.getRank() == 0)
         continue;
       int64_t bytes = bufferBytes(v.getType());
+      // attention=unfused: the scores kept with the statistics (as the
+      // memory plan counts them, MemoryPlan.cpp).
+      if (auto ua = unfusedAttentionOf(op); ua && v == op->getResult(1))
+        bytes += ua->savedBytes();
       events[i].push_back({mb, bytes});
       events[end[b] + 1].push_back({mb, -bytes});
     }

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Analysis/Simulator.h"
+#include "fsdp/Analysis/UnfusedAttention.h"
 #include "fsdp/Dialect/NN/NN.h"
 
 #include <algorithm>
@@ -59,11 +60,34 @@ FailureOr<double> Simulator::opTime(Operation *op, int64_t *flopsOut,
       return op->emitError() << "the cluster spec has no peak_flops." << dtype
                              << " for this op's dtype";
     peak = it->second;
+    if (matmulDtype)
+      *matmulDtype = dtype;
+    // attention=unfused: Megatron-LM's kernels one after another, each GEMM
+    // at the efficiency of its reduction length, each elementwise kernel at
+    // the memory bandwidth (include/fsdp/Analysis/UnfusedAttention.h). The
+    // FLOPs reported stay the op's (the MFU's causal count).
+    if (std::optional<UnfusedAttention> ua = unfusedAttentionOf(op)) {
+      double t = 0;
+      int64_t moved = 0;
+      for (const AttentionKernel &k : isa<nn::AttentionOp>(op)
+                                          ? ua->forwardKernels()
+                                          : ua->backwardKernels()) {
+        double memory = k.bytes / (spec.memoryBandwidth * effMem);
+        t += k.flops > 0
+                 ? std::max(k.flops / (peak * spec.matmulEfficiency(k.k)),
+                            memory)
+                 : memory;
+        moved += k.bytes;
+      }
+      if (flopsOut)
+        *flopsOut = flops;
+      if (bytesOut)
+        *bytesOut = moved;
+      return t;
+    }
     eff = isa<nn::AttentionOp, nn::AttentionGradOp>(op)
               ? spec.effAttention
               : spec.matmulEfficiency(reductionLength(op));
-    if (matmulDtype)
-      *matmulDtype = dtype;
   } else {
     peak = spec.peakFlops.at("f32");
     eff = spec.effElementwise;

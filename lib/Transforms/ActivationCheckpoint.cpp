@@ -25,6 +25,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "GlobOptions.h"
+#include "fsdp/Analysis/UnfusedAttention.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -81,8 +82,17 @@ static bool tensorParallelSaves(Operation *op) {
 /// outputs of matmuls and scaled-dot-product attention (its _save_list:
 /// aten.mm, _scaled_dot_product_*_attention) and recomputes the rest (norms,
 /// activations, rope, elementwise), which is cheap in FLOPs and large in
-/// bytes.
-static bool selectiveSaves(Operation *op) {
+/// bytes. With Megatron-LM's unfused attention (`unfused`: the step's
+/// nn.attention marked attention=unfused) it is Korthikanti et al.'s
+/// selective recomputation instead (2022, Sec. 5; Megatron-LM's
+/// --recompute-activations, CoreAttention under
+/// _checkpointed_attention_forward): every output but the core attention's
+/// is kept, and the attention is recomputed from the kept q, k, v, so that
+/// its 5as²b bytes of scores are not kept across the step.
+static bool selectiveSaves(Operation *op, bool unfused) {
+  if (unfused)
+    return !(isa<nn::AttentionOp>(op) &&
+             op->hasAttr(mlir::fsdp::kAttentionImplAttr));
   return isa<nn::LinearOp, nn::MatmulOp, nn::AttentionOp>(op) ||
          tensorParallelSaves(op);
 }
@@ -144,7 +154,11 @@ struct RecomputePlan {
 class Recomputation {
 public:
   Recomputation(func::FuncOp fn, ActivationCheckpoint mode)
-      : fn(fn), mode(mode), phases(fn) {}
+      : fn(fn), mode(mode), phases(fn) {
+    fn.walk([&](nn::AttentionOp op) {
+      unfusedAttention |= op->hasAttr(mlir::fsdp::kAttentionImplAttr);
+    });
+  }
 
   void run(const llvm::StringMap<std::string> &unitOfFqn,
            const llvm::StringSet<> &checkpointed) {
@@ -237,7 +251,8 @@ private:
       opSaves = selectiveOpSaves(uses[idx].ops);
     auto kept = [&](Operation *op) {
       if (lossOps.contains(op) || isa<arith::ConstantOp>(op) ||
-          (mode == ActivationCheckpoint::Selective && selectiveSaves(op)) ||
+          (mode == ActivationCheckpoint::Selective &&
+           selectiveSaves(op, unfusedAttention)) ||
           opSaves.contains(op))
         return true;
       for (Operation *user : op->getUsers())
@@ -303,6 +318,8 @@ private:
 
   func::FuncOp fn;
   ActivationCheckpoint mode;
+  /// The step's attention is unfused: selective is Korthikanti's.
+  bool unfusedAttention = false;
   StepPhases phases;
   llvm::DenseSet<Operation *> lossOps;
   SmallVector<UnitUse> uses;

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "GlobOptions.h"
+#include "fsdp/Analysis/UnfusedAttention.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -200,6 +201,7 @@ protected:
     if (failed(maybeFn))
       return signalPassFailure();
     func::FuncOp fn = *maybeFn;
+    markAttentionImpl(fn, stringifyAttentionImpl(attention));
     SmallVector<unsigned> paramArgs;
     SmallVector<StringRef> fqns;
     for (unsigned i = 0; i < fn.getNumArguments(); ++i)

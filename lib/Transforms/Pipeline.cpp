@@ -15,6 +15,7 @@
 #include "PipelineSplit.h"
 #include "fsdp/Analysis/PipelineMemory.h"
 #include "fsdp/Analysis/PlanReport.h"
+#include "fsdp/Analysis/UnfusedAttention.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -138,6 +139,7 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
     FSDPAutodiffOptions o;
     o.frozen = values(frozen);
     o.lossScaling = lossScaling;
+    o.attention = attention;
     return o;
   }
   FSDPMicroBatchOptions microBatchOptions() const {
@@ -433,6 +435,9 @@ protected:
   void runOnOperation() override {
     if (failed(checkOptionsTakeEffect()))
       return signalPassFailure();
+    // Before the pipeline split prices the layers (fsdp-autodiff marks the
+    // same again).
+    markAttentionImpl(getOperation(), stringifyAttentionImpl(attention));
     if (pp > 1)
       return runStages();
     OpPassManager pm(ModuleOp::getOperationName());

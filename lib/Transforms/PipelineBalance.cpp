@@ -50,6 +50,7 @@
 //===----------------------------------------------------------------------===//
 #include "PipelineSplit.h"
 #include "fsdp/Analysis/Simulator.h"
+#include "fsdp/Analysis/UnfusedAttention.h"
 #include "fsdp/Dialect/NN/NN.h"
 
 #include "mlir/IR/Builders.h"
@@ -163,11 +164,20 @@ static FailureOr<LayerCosts> layerCosts(func::FuncOp fn,
     sim.emplace(*cfg.spec);
   Operation *ret = scratch.getBody().front().getTerminator();
   OpBuilder b(ret);
+  bool unfusedAttention = false;
+  for (Operation *op : seg->ops)
+    unfusedAttention |=
+        isa<nn::AttentionOp>(op) && op->hasAttr(mlir::fsdp::kAttentionImplAttr);
   for (auto [i, op] : llvm::enumerate(seg->ops)) {
     int64_t l = layerOf(i);
     bool inBlock = seg->segment[i] >= 0 &&
                    static_cast<int64_t>(i) <= blockEnd[seg->segment[i]];
-    bool kept = isa<nn::LinearOp, nn::MatmulOp, nn::AttentionOp>(op);
+    // What selective AC keeps (ActivationCheckpoint.cpp's selectiveSaves):
+    // with unfused attention, all but the attention (Korthikanti's).
+    bool kept = unfusedAttention
+                    ? !(isa<nn::AttentionOp>(op) &&
+                        op->hasAttr(mlir::fsdp::kAttentionImplAttr))
+                    : isa<nn::LinearOp, nn::MatmulOp, nn::AttentionOp>(op);
     bool differentiated = llvm::any_of(
         op->getResults(), [&](Value r) { return requiresGrad.contains(r); });
     if (auto cost = dyn_cast<nn::CostOpInterface>(op))
@@ -189,10 +199,14 @@ static FailureOr<LayerCosts> layerCosts(func::FuncOp fn,
           c.recomputed[l] += static_cast<double>(tensorBytes(r.getType()));
     if (differentiated &&
         (!inBlock || cfg.mode == ActivationCheckpoint::None ||
-         (cfg.mode == ActivationCheckpoint::Selective && kept)))
+         (cfg.mode == ActivationCheckpoint::Selective && kept))) {
       for (Value r : op->getResults())
         if (isFloatTensor(r))
           c.acts[l] += static_cast<double>(tensorBytes(r.getType()));
+      // attention=unfused: the scores kept with the statistics.
+      if (std::optional<UnfusedAttention> ua = unfusedAttentionOf(op))
+        c.acts[l] += static_cast<double>(ua->savedBytes());
+    }
     if (!sim)
       continue;
     FailureOr<double> fwd = sim->opTime(op);

@@ -67,6 +67,21 @@ def FSDP_ActivationCheckpoint : OptionEnum<"ActivationCheckpoint",
                 "torchtitan's op-level selective AC: keep attention outputs "
                 "and every other mm's output, recompute the rest">]>;
 
+/// The attention implementation the plan prices and plans memory for
+/// (fsdp/Analysis/UnfusedAttention.h); fsdp-run runs one kernel either way.
+def FSDP_AttentionImpl : OptionEnum<"AttentionImpl", "attention implementation", [
+    OptionValue<"Flash", 0, "flash",
+                "a FlashAttention-class kernel: efficiency.attention of peak, "
+                "the scores never written">,
+    OptionValue<"Unfused", 1, "unfused",
+                "Megatron-LM's core attention: q.k^T and p.v as batched GEMMs, "
+                "the fused scale-mask-softmax and attention dropout on the "
+                "[b, a, s, s] scores, kept for the backward (5as^2b bytes per "
+                "layer)">,
+    OptionValue<"UnfusedNoDropout", 2, "unfused-no-dropout",
+                "unfused without attention dropout (the softmax output kept, "
+                "2as^2b bytes per layer)">]>;
+
 def FSDP_OptimizerKind : OptionEnum<"OptimizerKind", "fsdp-optimizer optimizer", [
     OptionValue<"SGD", 0, "sgd",
                 "SGD without momentum, L2 weight decay (torch.optim.SGD)">,

@@ -103,6 +103,10 @@ def FSDPTensorParallel : Pass<"fsdp-tensor-parallel", "::mlir::ModuleOp"> {
 defvar FSDPAutodiffOptions = [
   ListOption<"frozen", "frozen", "std::string",
              "FQN glob patterns of parameters to freeze">,
+  EnumOption<"attention", "attention", FSDP_AttentionImpl, "Flash",
+             "the attention implementation the plan is priced and its memory "
+             "planned for (nn.attention marked nn.attention_impl; the step "
+             "and fsdp-run's kernel are the same)">,
   Option<"lossScaling", "loss-scaling", "bool", "false",
          "dynamic loss scaling: the backward seed is multiplied by a "
          "`nn.loss_scale` step input that fsdp-run sets (torch.amp.GradScaler); "
@@ -127,7 +131,12 @@ def FSDPAutodiff : Pass<"fsdp-autodiff", "::mlir::ModuleOp"> {
     seed times it (`nn.scale`, in the loss's dtype), as
     torch.amp.GradScaler.scale(loss).backward(): every gradient is that of
     the loss times the scale, which fsdp-shard divides out again (see
-    there).
+    there). `attention=unfused` (or `unfused-no-dropout`) marks every
+    nn.attention `nn.attention_impl` before differentiating (its
+    nn.attention_grad gets the mark from the VJP): the simulator then prices
+    Megatron-LM's unfused kernels, the memory plan keeps the scores with the
+    attention's statistics, and selective activation checkpointing
+    recomputes the attention alone (include/fsdp/Analysis/UnfusedAttention.h).
   }];
   let options = FSDPAutodiffOptions;
   let dependentDialects = ["::mlir::nn::NNDialect", "::mlir::arith::ArithDialect"];
