@@ -31,7 +31,10 @@ collectives, exposed FSDP/DP collectives, exposed point-to-point, and the
 pipeline bubble (idle seconds and fraction of the busiest stage). A GPT-2-type config (the MPT rows)
 gets n_positions = seq (MPT's max_seq_len). A row with "compile": true
 (torch.compile) plans with its spec's efficiency.elementwise_traffic set to 1
-(row_spec); the others with the spec's (PyTorch eager's unfused kernels). The memory
+(row_spec); the others with the spec's (PyTorch eager's unfused kernels). A row
+with a `collective_stack` (a profile of bench/fidelity/stacks.json: how the stack
+issues and waits for its collectives, DeepSpeed ZeRO-3 v0.3's one collective per
+parameter) plans with that profile as its spec's `stack`. The memory
 is planned for the stack that ran the row where it was PyTorch FSDP
 (`framework-memory=torch-compile` where the row compiled, else `torch-eager`;
 `framework-loss=fused` for llm-foundry's fused cross-entropy): the plan plus
@@ -130,15 +133,31 @@ def row_spec(row, clusters, d):
     efficiency.elementwise_traffic is PyTorch eager's (unfused elementwise
     kernels); a row that ran torch.compile (`"compile": true`) gets a copy
     written to directory `d` with elementwise_traffic 1 (Inductor fuses each
-    elementwise chain into one pass; docs/compute-model.md)."""
+    elementwise chain into one pass; docs/compute-model.md); a row with a
+    `collective_stack` gets that profile of bench/fidelity/stacks.json as the
+    copy's `stack` (how the stack issues and waits for its collectives;
+    docs/collective-model.md, "Stacks")."""
     path = os.path.join(ROOT, clusters[row["cluster"]]["spec"])
-    if not row.get("compile"):
+    if not row.get("compile") and "collective_stack" not in row:
         return path
     spec = json.load(open(path))
-    spec.setdefault("efficiency", {})["elementwise_traffic"] = 1.0
-    out = os.path.join(d, "spec-compiled.json")
+    if row.get("compile"):
+        spec.setdefault("efficiency", {})["elementwise_traffic"] = 1.0
+    if "collective_stack" in row:
+        spec["stack"] = stack_profile(row["collective_stack"])
+    out = os.path.join(d, "spec-row.json")
     json.dump(spec, open(out, "w"), indent=1)
     return out
+
+
+def stack_profile(name):
+    """The profile `name` of bench/fidelity/stacks.json (a spec's `stack`
+    object); exits naming the file when there is none."""
+    path = os.path.join(ROOT, "bench", "fidelity", "stacks.json")
+    stacks = json.load(open(path))["stacks"]
+    if name not in stacks:
+        sys.exit("fidelity.py: no stack '%s' in %s (known: %s)" % (name, path, ", ".join(sorted(stacks))))
+    return stacks[name]
 
 
 def plan(row, clusters, build, tmp):
