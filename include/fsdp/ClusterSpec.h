@@ -82,7 +82,7 @@ inline constexpr const char *kAllocatorSource = "source";
 /// Object (optional): how the training stack issues and waits for its FSDP
 /// collectives, where that differs from one collective per unit overlapped
 /// up to its wait (kStackPerParam, kStackPersistence, kStackSyncAtWait,
-/// kStackName, kSources-like kStackSource; ClusterSpec::stack,
+/// kStackName, kStackSource; ClusterSpec::perParamCollectives,
 /// docs/collective-model.md "Stacks"). bench/fidelity/stacks.json holds
 /// the profiles, each with its source; fidelity.py adds a row's to a copy
 /// of its cluster's spec.
