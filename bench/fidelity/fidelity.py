@@ -35,7 +35,10 @@ gets n_positions = seq (MPT's max_seq_len). A row with "compile": true
 the model's elementwise ops: "megatron-lm") with that stack's factor from
 FUSED_KERNELS_TRAFFIC; the others with the spec's (PyTorch eager's unfused
 kernels). A row's "attention" ("unfused": Megatron-LM's core attention, the
-scores materialised) is passed as `attention=`. The memory
+scores materialised) is passed as `attention=`. A row with a
+`collective_stack` (a profile of bench/fidelity/stacks.json: how the stack
+issues and waits for its collectives, DeepSpeed ZeRO-3 v0.3's one collective per
+parameter) plans with that profile as its spec's `stack`. The memory
 is planned for the stack that ran the row where it was PyTorch FSDP
 (`framework-memory=torch-compile` where the row compiled, else `torch-eager`;
 `framework-loss=fused` for llm-foundry's fused cross-entropy): the plan plus
@@ -153,22 +156,35 @@ def row_spec(row, clusters, d):
     written to directory `d` with elementwise_traffic 1 (Inductor fuses each
     elementwise chain into one pass; docs/compute-model.md); a row whose
     stack fuses its own kernels (`"fused_kernels"`) gets that stack's factor
-    (FUSED_KERNELS_TRAFFIC)."""
+    (FUSED_KERNELS_TRAFFIC); a row with a `collective_stack` gets that profile
+    of bench/fidelity/stacks.json as the copy's `stack` (how the stack issues
+    and waits for its collectives; docs/collective-model.md, "Stacks")."""
     path = os.path.join(ROOT, clusters[row["cluster"]]["spec"])
+    if not row.get("compile") and "fused_kernels" not in row and "collective_stack" not in row:
+        return path
+    spec = json.load(open(path))
     if row.get("compile"):
-        traffic, name = 1.0, "spec-compiled.json"
+        spec.setdefault("efficiency", {})["elementwise_traffic"] = 1.0
     elif "fused_kernels" in row:
         if row["fused_kernels"] not in FUSED_KERNELS_TRAFFIC:
             raise RuntimeError("row '%s': fused_kernels '%s' is none of %s" % (
                 row["id"], row["fused_kernels"], ", ".join(sorted(FUSED_KERNELS_TRAFFIC))))
-        traffic, name = FUSED_KERNELS_TRAFFIC[row["fused_kernels"]], "spec-fused.json"
-    else:
-        return path
-    spec = json.load(open(path))
-    spec.setdefault("efficiency", {})["elementwise_traffic"] = traffic
-    out = os.path.join(d, name)
+        spec.setdefault("efficiency", {})["elementwise_traffic"] = FUSED_KERNELS_TRAFFIC[row["fused_kernels"]]
+    if "collective_stack" in row:
+        spec["stack"] = stack_profile(row["collective_stack"])
+    out = os.path.join(d, "spec-row.json")
     json.dump(spec, open(out, "w"), indent=1)
     return out
+
+
+def stack_profile(name):
+    """The profile `name` of bench/fidelity/stacks.json (a spec's `stack`
+    object); exits naming the file when there is none."""
+    path = os.path.join(ROOT, "bench", "fidelity", "stacks.json")
+    stacks = json.load(open(path))["stacks"]
+    if name not in stacks:
+        sys.exit("fidelity.py: no stack '%s' in %s (known: %s)" % (name, path, ", ".join(sorted(stacks))))
+    return stacks[name]
 
 
 def plan(row, clusters, build, tmp):

@@ -84,6 +84,29 @@ inline constexpr const char *kPerStreamPools = "per_stream_pools";
 inline constexpr const char *kWorkspaceBytes = "workspace_bytes";
 /// String (of kAllocator, informational): where the model comes from.
 inline constexpr const char *kAllocatorSource = "source";
+/// Object (optional): how the training stack issues and waits for its FSDP
+/// collectives, where that differs from one collective per unit overlapped
+/// up to its wait (kStackPerParam, kStackPersistence, kStackSyncAtWait,
+/// kStackName, kStackSource; ClusterSpec::perParamCollectives,
+/// docs/collective-model.md "Stacks"). bench/fidelity/stacks.json holds
+/// the profiles, each with its source; fidelity.py adds a row's to a copy
+/// of its cluster's spec.
+inline constexpr const char *kStack = "stack";
+/// String (of kStack, informational): the stack's name.
+inline constexpr const char *kStackName = "name";
+/// Bool (of kStack, default false): a unit's all-gather and reduce-scatter
+/// are issued as one collective per parameter (DeepSpeed ZeRO-3 v0.3).
+inline constexpr const char *kStackPerParam = "per_param_collectives";
+/// Number >= 0 (of kStack, default 0), elements: with kStackPerParam, a
+/// parameter with fewer elements is not all-gathered per use (kept
+/// gathered: DeepSpeed's stage3_param_persistence_threshold).
+inline constexpr const char *kStackPersistence = "persistence_threshold";
+/// Bool (of kStack, default false): the wait for an all-gather also waits
+/// for every collective issued before it (a device-wide synchronize at
+/// each fetch).
+inline constexpr const char *kStackSyncAtWait = "sync_at_gather_wait";
+/// String (of kStack, informational): where the profile comes from.
+inline constexpr const char *kStackSource = "source";
 /// Array of strings (informational): where the numbers come from.
 inline constexpr const char *kSources = "sources";
 /// Object (informational): fsdp-calibrate's raw measurements.

@@ -53,7 +53,8 @@ public:
   bool read(ClusterSpec &s, MLIRContext *ctx) {
     return readName(s) && checkObjects() && readPeaks(s) &&
            readMemoryAndLinks(s) && readCurves(s) && readEfficiencies(s) &&
-           readOpEfficiencies(s, ctx) && readHostTerms(s) && readAllocator(s);
+           readOpEfficiencies(s, ctx) && readHostTerms(s) && readAllocator(s) &&
+           readStack(s);
   }
 
 private:
@@ -265,6 +266,39 @@ private:
            number(a, key::kWorkspaceBytes,
                   field(key::kAllocator, key::kWorkspaceBytes),
                   s.workspaceBytes, /*positive=*/false);
+  }
+
+  /// The optional stack object: per_param_collectives and
+  /// sync_at_gather_wait (bools, default false), persistence_threshold
+  /// (elements >= 0, default 0), name and source (strings); any other key
+  /// is refused (a misspelt one would silently be ignored).
+  bool readStack(ClusterSpec &s) {
+    if (!j.contains(key::kStack))
+      return true;
+    const json &st = j[key::kStack];
+    if (!st.is_object())
+      return fail(std::string("'") + key::kStack + "' must be an object");
+    for (auto &[k, v] : st.items()) {
+      std::string name = field(key::kStack, k.c_str());
+      if (k == key::kStackName || k == key::kStackSource) {
+        if (!v.is_string())
+          return fail("'" + name + "' must be a string");
+      } else if (k == key::kStackPerParam || k == key::kStackSyncAtWait) {
+        if (!v.is_boolean())
+          return fail("'" + name + "' must be true or false");
+        (k == key::kStackPerParam ? s.perParamCollectives
+                                  : s.syncAtGatherWait) = v.get<bool>();
+      } else if (k == key::kStackPersistence) {
+        if (!number(st, key::kStackPersistence, name, s.persistenceThreshold,
+                    /*positive=*/false))
+          return false;
+      } else {
+        return fail("'" + name +
+                    "' is not a stack key (name, per_param_collectives, "
+                    "persistence_threshold, sync_at_gather_wait, source)");
+      }
+    }
+    return true;
   }
 
   const json &j;

@@ -43,6 +43,14 @@
 //   when a node holds k > 1 of its members: a ring over the G/k nodes on the
 //   inter-node link plus a ring over k on the intra-node link with S/(G/k)
 //   bytes.
+// * The training stack (the spec's optional "stack", docs/collective-model.md
+//   "Stacks"): with per_param_collectives a unit's all-gather and
+//   reduce-scatter are priced as one collective per parameter of its share
+//   of the bytes (unitCollectiveTime; the all-gathers leave out parameters
+//   under persistence_threshold, which stay gathered), each with the ranks'
+//   skew; with sync_at_gather_wait the wait for an all-gather also waits
+//   for every collective issued before it (DeepSpeed ZeRO-3 v0.3's
+//   torch.cuda.synchronize() at each fetch).
 // * Tensor-parallel collectives (tensorCollectiveOf: nn.tp_all_reduce, and
 //   sequence parallelism's all-gather / reduce-scatter as they are added to
 //   its table) block the compute stream: Megatron's f/g all-reduces sit
@@ -172,6 +180,30 @@ double Simulator::collectiveTime(CollectiveKind kind, int64_t bytes, int64_t g,
                spec.intraLatency, spec.intraBandwidth);
   }
   return leg(spec.interCurves, kind, g, bytes, spec.interLatency, interBw);
+}
+
+double Simulator::unitCollectiveTime(CollectiveKind kind, int64_t bytes,
+                                     ArrayRef<int64_t> paramNumels, int64_t g,
+                                     int64_t stride, bool hierarchical) const {
+  bool gather = kind == CollectiveKind::AllGather;
+  if (!spec.perParamCollectives || paramNumels.empty() ||
+      (!gather && kind != CollectiveKind::ReduceScatter))
+    return collectiveTime(kind, bytes, g, stride, hierarchical);
+  // DeepSpeed ZeRO-3 (v0.3.15, partition_parameters.py): _allgather_param
+  // and _reduce_scatter_gradient issue one torch.distributed collective per
+  // parameter; parameters under stage3_param_persistence_threshold are
+  // gathered once after the optimizer step and kept (ds_persist).
+  double total = 0, t = 0;
+  for (int64_t n : paramNumels)
+    total += double(n);
+  for (int64_t n : paramNumels) {
+    if (gather && double(n) < spec.persistenceThreshold)
+      continue;
+    auto share = static_cast<int64_t>(std::llround(double(bytes) * n / total));
+    t += collectiveTime(kind, std::max<int64_t>(share, 1), g, stride,
+                        hierarchical);
+  }
+  return t;
 }
 
 /// The job's ranks: a pipeline stage's module gives its own world size, the
@@ -338,6 +370,26 @@ private:
     return name;
   }
 
+  /// The element counts of the parameters of `op`'s FSDP unit (its
+  /// fsdp.unit's shapes), when the spec's stack issues a collective per
+  /// parameter; empty otherwise or without a unit.
+  SmallVector<int64_t> unitParamNumels(Operation *op) const {
+    SmallVector<int64_t> out;
+    auto ref = op->getAttrOfType<FlatSymbolRefAttr>("unit");
+    if (!spec.perParamCollectives || !ref)
+      return out;
+    auto unit = SymbolTable::lookupNearestSymbolFrom<UnitOp>(op, ref);
+    if (!unit)
+      return out;
+    for (Attribute a : unit.getShapes()) {
+      int64_t n = 1;
+      for (int64_t d : cast<DenseI64ArrayAttr>(a).asArrayRef())
+        n *= d;
+      out.push_back(n);
+    }
+    return out;
+  }
+
   /// A collective on the communication stream, issued at its place.
   void collective(Operation *op, double operandsReady) {
     Value in = op->getOperand(0), out = op->getResult(0);
@@ -353,10 +405,13 @@ private:
                           : isa<ReduceScatterOp>(op)
                               ? CollectiveKind::ReduceScatter
                               : CollectiveKind::AllReduce;
-    double dur =
-        sim.collectiveTime(kind, bytes, g, stride, group == Group::Replicate);
+    SmallVector<int64_t> numels = unitParamNumels(op);
+    double dur = sim.unitCollectiveTime(kind, bytes, numels, g, stride,
+                                        group == Group::Replicate);
     if (g > 1)
-      dur += spec.collectiveSync;
+      dur += spec.collectiveSync *
+             double(spec.perParamCollectives && !numels.empty() ? numels.size()
+                                                                : 1);
     double start = std::max({tc, tm, operandsReady});
     dur = stretch(start, dur);
     tm = start + dur;
@@ -416,6 +471,11 @@ private:
   /// The compute stream blocks until the transfer is complete; the trace
   /// shows the stall on the compute track.
   void waitFor(WaitOp wait, double operandsReady) {
+    // A device-wide synchronize at each fetch (stack.sync_at_gather_wait):
+    // every collective issued so far, not only this all-gather.
+    if (spec.syncAtGatherWait &&
+        isa_and_nonnull<AllGatherOp>(wait.getToken().getDefiningOp()))
+      operandsReady = std::max(operandsReady, tm);
     if (operandsReady > tc)
       r.events.push_back(
           {"wait " + nameWithUnit(wait.getToken().getDefiningOp()), 0, tc,

@@ -57,6 +57,16 @@ struct ClusterSpec {
   /// host work, collectives and transfers, is R / cores_per_node times
   /// longer (oversubscription(), the simulator's slowdown).
   int64_t coresPerNode = 0;
+  /// "stack" (optional): how the training stack issues its FSDP
+  /// collectives (docs/collective-model.md, "Stacks"). perParamCollectives:
+  /// a unit's all-gather and reduce-scatter are one collective per
+  /// parameter (Simulator::unitCollectiveTime); persistenceThreshold
+  /// (elements): parameters below it are not all-gathered per use;
+  /// syncAtGatherWait: waiting for an all-gather waits for every collective
+  /// issued before it. All off when absent.
+  bool perParamCollectives = false;
+  double persistenceThreshold = 0;
+  bool syncAtGatherWait = false;
   /// The slowdown of every rank's times at `world` ranks: max(1, R /
   /// cores_per_node), R = min(world, devices_per_node); 1 without
   /// cores_per_node.
@@ -325,6 +335,19 @@ public:
   /// (collective_sync_s) and oversubscription, which the step adds.
   double collectiveTime(CollectiveKind kind, int64_t bytes, int64_t groupSize,
                         int64_t stride, bool hierarchical) const;
+  /// Seconds of a unit's all-gather or reduce-scatter of `bytes` (the
+  /// unit's full flat buffer) whose parameters have `paramNumels` elements:
+  /// collectiveTime of the whole buffer, or with the spec's
+  /// stack.per_param_collectives one collectiveTime per parameter of its
+  /// share of the bytes, summed (each pays its ring's latency): the
+  /// all-gathers of the parameters with fewer than
+  /// stack.persistence_threshold elements are left out (they stay
+  /// gathered); a reduce-scatter covers every parameter. A kind other than
+  /// these two, or no parameters, is one collective.
+  double unitCollectiveTime(CollectiveKind kind, int64_t bytes,
+                            llvm::ArrayRef<int64_t> paramNumels,
+                            int64_t groupSize, int64_t stride,
+                            bool hierarchical) const;
 
 private:
   const ClusterSpec &spec;
