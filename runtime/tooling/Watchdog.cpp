@@ -44,12 +44,18 @@ int64_t awaitedTransfer(const Program &p, int64_t inst, int64_t awaited) {
 
 std::string describePipelineTransfer(const Program &p, int64_t t) {
   const schedule::Instruction &in = p.instructions()[static_cast<size_t>(t)];
-  int64_t tag = in.integer("tag") / p.pipelineChunks(),
-          peer = in.integer("peer");
+  // The planner's tags (kPPBoundaryTagBase in fsdp/Dialect/FSDP/FSDP.h):
+  // below 1024 the tied gradients' exchange, then
+  // 1024 + ((i * m + j) * 2 + backward) * v + chunk.
+  constexpr int64_t kBoundaryTagBase = 1024;
+  int64_t raw = in.integer("tag"), peer = in.integer("peer");
+  int64_t tag = (raw - kBoundaryTagBase) / p.pipelineChunks();
   int64_t m = p.pipelineMicroBatches();
-  std::string what = (tag % 2 ? "the gradient of micro-batch "
-                              : "the activation of micro-batch ") +
-                     (m > 0 ? std::to_string((tag / 2) % m) : "?");
+  std::string what = raw < kBoundaryTagBase
+                         ? std::string("the tied parameters' gradient exchange")
+                         : (tag % 2 ? "the gradient of micro-batch "
+                                    : "the activation of micro-batch ") +
+                               (m > 0 ? std::to_string((tag / 2) % m) : "?");
   std::string me = "stage " + std::to_string(p.pipelineStage());
   std::string other = "stage " + std::to_string(peer);
   return (in.op == "fsdp.recv"
