@@ -205,6 +205,50 @@ Value exchangeTiedGradient(OpBuilder &b, Location loc, Value grad,
   return nn::AddOp::create(b, loc, grad, wait.getResult());
 }
 
+/// Each result's tag index (boundaryIndex; 0 for a result that is not
+/// sent), checking that the tied exchange's and the boundary transfers' tags
+/// stay apart and that the largest fits an int.
+FailureOr<SmallVector<int64_t>> tagIndices(func::FuncOp fn, int64_t m,
+                                           int64_t v) {
+  // The tied exchange's tags stay below the boundary transfers'.
+  for (const auto &tied : tiedParameters(fn))
+    if (tied.second.second >= kPPBoundaryTagBase) {
+      fn.emitError() << "fsdp-pipeline-micro-batch: more than "
+                     << kPPBoundaryTagBase - kPPTiedTagBase
+                     << " tied parameters between two stages (their MPI "
+                        "tags would reach the boundary transfers')";
+      return failure();
+    }
+  // Each result's tag index (boundaryIndex): an activation's among the
+  // values sent to the next virtual stage, a gradient's among the
+  // floating-point values received from the previous one. The largest
+  // tag must be an MPI tag (an int); fsdp-run checks it against
+  // MPI_TAG_UB.
+  SmallVector<int64_t> tagIndex(fn.getNumResults(), 0);
+  for (unsigned i = 0; i < fn.getNumResults(); ++i) {
+    int64_t c = 0;
+    if (auto a = fn.getResultAttrOfType<IntegerAttr>(i, kPPChunkAttr))
+      c = a.getInt();
+    if (auto k = fn.getResultAttrOfType<IntegerAttr>(i, kPPOutputAttr))
+      tagIndex[i] = boundaryIndex(fn, kPPOutputAttr, k.getInt(), c,
+                                  /*results=*/true, /*floatOnly=*/false);
+    else if (auto g = fn.getResultAttrOfType<IntegerAttr>(i, kPPInputGradAttr))
+      tagIndex[i] = boundaryIndex(fn, kPPInputAttr, g.getInt(), c,
+                                  /*results=*/false, /*floatOnly=*/true);
+    else
+      continue;
+    if (int64_t top = tagOf(tagIndex[i], m - 1, m, true, v, v - 1);
+        top > std::numeric_limits<int32_t>::max()) {
+      fn.emitError() << "fsdp-pipeline-micro-batch: boundary value #"
+                     << tagIndex[i] << " of its boundary with " << m
+                     << " micro-batches and " << v << " chunks needs MPI tag "
+                     << top << ", past the largest int (fewer micro-batches)";
+      return failure();
+    }
+  }
+  return tagIndex;
+}
+
 struct FSDPPipelineMicroBatchPass
     : mlir::fsdp::impl::FSDPPipelineMicroBatchBase<FSDPPipelineMicroBatchPass> {
   using Base::Base;
@@ -230,43 +274,9 @@ protected:
     Block &block = fn.getBody().front();
     auto ret = cast<func::ReturnOp>(block.getTerminator());
     bool last = s == *P - 1;
-    // The tied exchange's tags stay below the boundary transfers'.
-    for (const auto &tied : tiedParameters(fn))
-      if (tied.second.second >= kPPBoundaryTagBase) {
-        fn.emitError() << "fsdp-pipeline-micro-batch: more than "
-                       << kPPBoundaryTagBase - kPPTiedTagBase
-                       << " tied parameters between two stages (their MPI "
-                          "tags would reach the boundary transfers')";
-        return signalPassFailure();
-      }
-    // Each result's tag index (boundaryIndex): an activation's among the
-    // values sent to the next virtual stage, a gradient's among the
-    // floating-point values received from the previous one. The largest
-    // tag must be an MPI tag (an int); fsdp-run checks it against
-    // MPI_TAG_UB.
-    SmallVector<int64_t> tagIndex(fn.getNumResults(), 0);
-    for (unsigned i = 0; i < fn.getNumResults(); ++i) {
-      int64_t c = 0;
-      if (auto a = fn.getResultAttrOfType<IntegerAttr>(i, kPPChunkAttr))
-        c = a.getInt();
-      if (auto k = fn.getResultAttrOfType<IntegerAttr>(i, kPPOutputAttr))
-        tagIndex[i] = boundaryIndex(fn, kPPOutputAttr, k.getInt(), c,
-                                    /*results=*/true, /*floatOnly=*/false);
-      else if (auto g =
-                   fn.getResultAttrOfType<IntegerAttr>(i, kPPInputGradAttr))
-        tagIndex[i] = boundaryIndex(fn, kPPInputAttr, g.getInt(), c,
-                                    /*results=*/false, /*floatOnly=*/true);
-      else
-        continue;
-      if (int64_t top = tagOf(tagIndex[i], m - 1, m, true, v, v - 1);
-          top > std::numeric_limits<int32_t>::max()) {
-        fn.emitError() << "fsdp-pipeline-micro-batch: boundary value #"
-                       << tagIndex[i] << " of its boundary with " << m
-                       << " micro-batches and " << v << " chunks needs MPI tag "
-                       << top << ", past the largest int (fewer micro-batches)";
-        return signalPassFailure();
-      }
-    }
+    FailureOr<SmallVector<int64_t>> tagIndex = tagIndices(fn, m, v);
+    if (failed(tagIndex))
+      return signalPassFailure();
     int lossIdx = lossResultIndex(fn);
     if (last != (lossIdx >= 0)) {
       fn.emitError() << "fsdp-pipeline-micro-batch expects the output of "
@@ -332,7 +342,7 @@ protected:
           auto op = SendOp::create(
               b, loc, TypeRange{}, maps[j].lookupOrDefault(ret.getOperand(i)),
               b.getI64IntegerAttr(peer),
-              b.getI64IntegerAttr(tagOf(tagIndex[i], j, m, bwd, v, low)),
+              b.getI64IntegerAttr(tagOf((*tagIndex)[i], j, m, bwd, v, low)),
               nullptr);
           op->setAttr(nn::kMicroBatchAttr, b.getI64IntegerAttr(j));
           if (v > 1)
