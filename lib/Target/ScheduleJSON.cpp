@@ -27,10 +27,12 @@ using namespace mlir;
 using namespace mlir::fsdp;
 using json = nlohmann::ordered_json;
 
-// The tied weights' exchange tags the compiler writes are the ones the
-// runtime's watchdog decodes.
-static_assert(kPPTiedTagBase == ::fsdp::schedule::kPipelineTiedTagBase,
-              "fsdp.send/recv tied tags differ between compiler and runtime");
+// The pipeline tags the compiler writes are the ones the runtime's watchdog
+// decodes.
+static_assert(kPPTiedTagBase == ::fsdp::schedule::kPipelineTiedTagBase &&
+                  kPPBoundaryTagBase ==
+                      ::fsdp::schedule::kPipelineBoundaryTagBase,
+              "fsdp.send/recv tags differ between compiler and runtime");
 
 static std::string locString(Location loc) {
   if (auto f = dyn_cast<FileLineColLoc>(loc))

@@ -29,6 +29,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
 
+#include <limits>
 #include <map>
 
 namespace mlir::fsdp {
@@ -41,16 +42,53 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 namespace {
-/// The MPI tag of boundary value k's transfer for micro-batch j of m:
-/// forward (the activation) or backward (its gradient), between virtual
+/// The MPI tag of a boundary transfer (kPPBoundaryTagBase, FSDP.h): the
+/// `index`-th value crossing its boundary (boundaryIndex), micro-batch j of
+/// m, forward (the activation) or backward (its gradient), between virtual
 /// stages c and c + 1 of a pipeline with v chunks per rank, `chunk` = c / P
 /// (the sending rank's chunk for an activation; 0 without interleaving).
-/// Between two ranks the (k, j, backward, chunk) of every transfer differ,
-/// so tags are unique per pair of ranks. Sender and receiver compute it
-/// alike; MPI guarantees at least 32767 tags.
-int64_t tagOf(int64_t k, int64_t j, int64_t m, bool backward, int64_t v = 1,
+/// Between two ranks the (index, j, backward, chunk) of every transfer
+/// differ, so tags are unique per pair of ranks (MPI matches on the source
+/// and the tag); sender and receiver compute it alike. It grows with m and
+/// v only, not with the pipeline's boundaries.
+int64_t tagOf(int64_t index, int64_t j, int64_t m, bool backward, int64_t v = 1,
               int64_t chunk = 0) {
-  return ((k * m + j) * 2 + (backward ? 1 : 0)) * v + chunk;
+  return kPPBoundaryTagBase + ((index * m + j) * 2 + (backward ? 1 : 0)) * v +
+         chunk;
+}
+
+/// The direction and chunk of a boundary transfer's tag (tagOf inverted).
+bool tagIsBackward(int64_t tag, int64_t v) {
+  return ((tag - kPPBoundaryTagBase) / v) % 2 == 1;
+}
+int64_t tagChunk(int64_t tag, int64_t v) {
+  return (tag - kPPBoundaryTagBase) % v;
+}
+
+/// The index of boundary value `k` among the values of chunk `chunk` that
+/// carry attribute `attr` on `fn`'s arguments (`results`: its results),
+/// with a floating-point type only if `floatOnly`, by k: the values
+/// crossing one boundary of virtual stages in the same order on both sides
+/// (fsdp-pipeline-split numbers them over the whole model). The sender of
+/// an activation counts its fsdp.pp_output results, its receiver its
+/// fsdp.pp_input arguments (the same values); the gradients go back for the
+/// floating-point ones only (fsdp.pp_output_grad), so the sender of a
+/// gradient counts its floating-point fsdp.pp_input arguments.
+int64_t boundaryIndex(func::FuncOp fn, StringRef attr, int64_t k, int64_t chunk,
+                      bool results, bool floatOnly) {
+  int64_t index = 0;
+  unsigned n = results ? fn.getNumResults() : fn.getNumArguments();
+  for (unsigned i = 0; i < n; ++i) {
+    auto a = results ? fn.getResultAttrOfType<IntegerAttr>(i, attr)
+                     : fn.getArgAttrOfType<IntegerAttr>(i, attr);
+    auto c = results ? fn.getResultAttrOfType<IntegerAttr>(i, kPPChunkAttr)
+                     : fn.getArgAttrOfType<IntegerAttr>(i, kPPChunkAttr);
+    Type t = results ? fn.getResultTypes()[i] : fn.getArgumentTypes()[i];
+    if (a && a.getInt() < k && (c ? c.getInt() : 0) == chunk &&
+        (!floatOnly || isa<FloatType>(getElementTypeOrSelf(t))))
+      ++index;
+  }
+  return index;
 }
 
 std::optional<int64_t> moduleInt(ModuleOp m, StringRef name) {
@@ -167,6 +205,50 @@ Value exchangeTiedGradient(OpBuilder &b, Location loc, Value grad,
   return nn::AddOp::create(b, loc, grad, wait.getResult());
 }
 
+/// Each result's tag index (boundaryIndex; 0 for a result that is not
+/// sent), checking that the tied exchange's and the boundary transfers' tags
+/// stay apart and that the largest fits an int.
+FailureOr<SmallVector<int64_t>> tagIndices(func::FuncOp fn, int64_t m,
+                                           int64_t v) {
+  // The tied exchange's tags stay below the boundary transfers'.
+  for (const auto &tied : tiedParameters(fn))
+    if (tied.second.second >= kPPBoundaryTagBase) {
+      fn.emitError() << "fsdp-pipeline-micro-batch: more than "
+                     << kPPBoundaryTagBase - kPPTiedTagBase
+                     << " tied parameters between two stages (their MPI "
+                        "tags would reach the boundary transfers')";
+      return failure();
+    }
+  // Each result's tag index (boundaryIndex): an activation's among the
+  // values sent to the next virtual stage, a gradient's among the
+  // floating-point values received from the previous one. The largest
+  // tag must be an MPI tag (an int); fsdp-run checks it against
+  // MPI_TAG_UB.
+  SmallVector<int64_t> tagIndex(fn.getNumResults(), 0);
+  for (unsigned i = 0; i < fn.getNumResults(); ++i) {
+    int64_t c = 0;
+    if (auto a = fn.getResultAttrOfType<IntegerAttr>(i, kPPChunkAttr))
+      c = a.getInt();
+    if (auto k = fn.getResultAttrOfType<IntegerAttr>(i, kPPOutputAttr))
+      tagIndex[i] = boundaryIndex(fn, kPPOutputAttr, k.getInt(), c,
+                                  /*results=*/true, /*floatOnly=*/false);
+    else if (auto g = fn.getResultAttrOfType<IntegerAttr>(i, kPPInputGradAttr))
+      tagIndex[i] = boundaryIndex(fn, kPPInputAttr, g.getInt(), c,
+                                  /*results=*/false, /*floatOnly=*/true);
+    else
+      continue;
+    if (int64_t top = tagOf(tagIndex[i], m - 1, m, true, v, v - 1);
+        top > std::numeric_limits<int32_t>::max()) {
+      fn.emitError() << "fsdp-pipeline-micro-batch: boundary value #"
+                     << tagIndex[i] << " of its boundary with " << m
+                     << " micro-batches and " << v << " chunks needs MPI tag "
+                     << top << ", past the largest int (fewer micro-batches)";
+      return failure();
+    }
+  }
+  return tagIndex;
+}
+
 struct FSDPPipelineMicroBatchPass
     : mlir::fsdp::impl::FSDPPipelineMicroBatchBase<FSDPPipelineMicroBatchPass> {
   using Base::Base;
@@ -192,19 +274,9 @@ protected:
     Block &block = fn.getBody().front();
     auto ret = cast<func::ReturnOp>(block.getTerminator());
     bool last = s == *P - 1;
-    // The boundary transfers' tags stay below the tied exchange's.
-    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-      for (StringRef a : {kPPInputAttr.data(), kPPOutputGradAttr.data()})
-        if (auto k = fn.getArgAttrOfType<IntegerAttr>(i, a);
-            k &&
-            tagOf(k.getInt(), m - 1, m, true, v, v - 1) >= kPPTiedTagBase) {
-          fn.emitError() << "fsdp-pipeline-micro-batch: boundary value #"
-                         << k.getInt() << " with " << m
-                         << " micro-batches needs an MPI tag past "
-                         << kPPTiedTagBase
-                         << " (fewer micro-batches or boundary values)";
-          return signalPassFailure();
-        }
+    FailureOr<SmallVector<int64_t>> tagIndex = tagIndices(fn, m, v);
+    if (failed(tagIndex))
+      return signalPassFailure();
     int lossIdx = lossResultIndex(fn);
     if (last != (lossIdx >= 0)) {
       fn.emitError() << "fsdp-pipeline-micro-batch expects the output of "
@@ -270,7 +342,7 @@ protected:
           auto op = SendOp::create(
               b, loc, TypeRange{}, maps[j].lookupOrDefault(ret.getOperand(i)),
               b.getI64IntegerAttr(peer),
-              b.getI64IntegerAttr(tagOf(k.getInt(), j, m, bwd, v, low)),
+              b.getI64IntegerAttr(tagOf((*tagIndex)[i], j, m, bwd, v, low)),
               nullptr);
           op->setAttr(nn::kMicroBatchAttr, b.getI64IntegerAttr(j));
           if (v > 1)
@@ -488,6 +560,11 @@ protected:
       // tag's chunk is that of the lower of the two virtual stages.
       int64_t peer = grad ? (s + 1) % P : (s + P - 1) % P;
       int64_t low = grad ? c : (s + c * P - 1) / P;
+      // The value's index among those crossing its boundary (boundaryIndex;
+      // every fsdp.pp_output_grad is of a floating-point value).
+      int64_t index = boundaryIndex(fn, grad ? kPPOutputGradAttr : kPPInputAttr,
+                                    (grad ? grad : in).getInt(), c,
+                                    /*results=*/false, /*floatOnly=*/false);
       for (Operation *user : llvm::make_early_inc_range(arg.getUsers())) {
         auto mb = dyn_cast<nn::MicroBatchOp>(user);
         if (!mb) {
@@ -502,8 +579,7 @@ protected:
         auto recv = RecvOp::create(
             b, mb.getLoc(), FutureType::get(&getContext(), t),
             b.getI64IntegerAttr(peer),
-            b.getI64IntegerAttr(tagOf((grad ? grad : in).getInt(), j, *m,
-                                      grad != nullptr, v, low)),
+            b.getI64IntegerAttr(tagOf(index, j, *m, grad != nullptr, v, low)),
             b.getUnitAttr());
         auto wait = WaitOp::create(b, mb.getLoc(), t, recv.getToken());
         for (Operation *op : {recv.getOperation(), wait.getOperation()})
@@ -541,8 +617,8 @@ protected:
       int64_t j = mb ? mb.getInt() : -1;
       // The tag says forward or backward and the sender's chunk (tagOf).
       auto tag = static_cast<int64_t>(send.getTag());
-      bool forward = mb && (tag / v) % 2 == 0;
-      std::pair<int64_t, int64_t> key{tag % v, j};
+      bool forward = mb && !tagIsBackward(tag, v);
+      std::pair<int64_t, int64_t> key{tagChunk(tag, v), j};
       Operation *before = ret;
       if (forward && gradWaitOf.count(key))
         before = gradWaitOf[key];

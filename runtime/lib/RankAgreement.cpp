@@ -36,6 +36,43 @@ std::vector<std::string> allGatherNames(const std::string &text, int world,
   return out;
 }
 
+/// The largest MPI tag of any stage's fsdp.send / fsdp.recv against
+/// MPI_TAG_UB (MPI 4.0, Sec. 9.1.2: at least 32767; Open MPI's ob1 2^31 - 1),
+/// queried on MPI_COMM_WORLD (the pipeline communicator is split from it
+/// and keeps the value, Sec. 7.7). The maximum over every rank (one
+/// MPI_Allreduce): every rank refuses alike, before step 1, where a larger
+/// tag would fail in MPI_Isend mid-step on some ranks only.
+void checkPipelineTags(const Program &prog) {
+  long long mine = -1, largest = -1;
+  int64_t at = -1;
+  const auto &is = prog.instructions();
+  for (size_t i = 0; i < is.size(); ++i)
+    if ((is[i].op == "fsdp.send" || is[i].op == "fsdp.recv") &&
+        is[i].integer("tag") > mine) {
+      mine = is[i].integer("tag");
+      at = static_cast<int64_t>(i);
+    }
+  if (MPI_Allreduce(&mine, &largest, 1, MPI_LONG_LONG, MPI_MAX,
+                    MPI_COMM_WORLD) != MPI_SUCCESS)
+    throw Error(prog.name() + ": MPI_Allreduce of the largest MPI tag failed");
+  void *value = nullptr;
+  int found = 0;
+  if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &value, &found) !=
+          MPI_SUCCESS ||
+      !found)
+    throw Error(prog.name() + ": MPI_TAG_UB is not set on MPI_COMM_WORLD");
+  long long ub = *static_cast<int *>(value);
+  if (largest <= ub)
+    return;
+  throw Error(prog.name() + ": the pipeline's largest MPI tag " +
+              std::to_string(largest) + " exceeds this MPI's MPI_TAG_UB " +
+              std::to_string(ub) +
+              (mine == largest
+                   ? " (" + prog.where(static_cast<size_t>(at)) + ")"
+                   : std::string(" (on another stage)")) +
+              ": plan fewer micro-batches or pipeline chunks");
+}
+
 } // namespace
 
 void checkSameJobOnAllRanks(const Program &prog) {
@@ -94,6 +131,7 @@ void checkSameJobOnAllRanks(const Program &prog) {
           ": the stage split or a stage's program is not the same (every "
           "rank must read the same pipeline schedule)");
   }
+  checkPipelineTags(prog);
 }
 
 void checkSameScheduleOnAllRanks(const Program &prog) {

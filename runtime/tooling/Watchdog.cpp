@@ -45,13 +45,15 @@ int64_t awaitedTransfer(const Program &p, int64_t inst, int64_t awaited) {
 
 std::string describePipelineTransfer(const Program &p, int64_t t) {
   const schedule::Instruction &in = p.instructions()[static_cast<size_t>(t)];
-  int64_t raw = in.integer("tag"), tag = raw / p.pipelineChunks(),
-          peer = in.integer("peer");
+  // The planner's tags (schedule/PipelineTags.h): below the boundary base
+  // the tied weights' gradient exchange, once per step; then
+  // base + ((i * m + j) * 2 + backward) * v + chunk.
+  int64_t raw = in.integer("tag"), peer = in.integer("peer");
+  int64_t tag =
+      (raw - schedule::kPipelineBoundaryTagBase) / p.pipelineChunks();
   int64_t m = p.pipelineMicroBatches();
-  // Tags from kPipelineTiedTagBase up exchange tied weights' gradients
-  // once per step, not a micro-batch's boundary value.
   std::string what =
-      raw >= schedule::kPipelineTiedTagBase
+      raw < schedule::kPipelineBoundaryTagBase
           ? "the gradient of tied parameter " +
                 std::to_string(raw - schedule::kPipelineTiedTagBase) +
                 " (by FQN; the tied weights' exchange after the last "

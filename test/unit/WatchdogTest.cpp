@@ -51,9 +51,9 @@ Program oneTransfer(const std::string &op, int tag, int stage,
 }
 
 TEST(Watchdog, NamesTheTransferOfATagUnder1F1B) {
-  // v = 1: tag 6 is the value (0·4 + 3)·2 + 0, the activation of
-  // micro-batch 3.
-  Program p = oneTransfer("fsdp.recv", 6, 0, R"(, "schedule": "1f1b")");
+  // v = 1: tag 1030 = 1024 (kPPBoundaryTagBase) + value 6; value 6 =
+  // (0·4 + 3)·2 + 0, the activation of micro-batch 3.
+  Program p = oneTransfer("fsdp.recv", 1030, 0, R"(, "schedule": "1f1b")");
   EXPECT_EQ(describePipelineTransfer(p, 0),
             "stage 0 is waiting for the activation of micro-batch 3 from "
             "stage 1 (e.json: instruction #0 'fsdp.recv' "
@@ -62,10 +62,11 @@ TEST(Watchdog, NamesTheTransferOfATagUnder1F1B) {
 }
 
 TEST(Watchdog, NamesTheTransferOfATagUnderInterleaved1F1B) {
-  // v = 2: tag 6 = value 3 · 2 + chunk 0; value 3 = (0·4 + 1)·2 + 1: the
+  // v = 2: tag 1030 = 1024 + value 3 · 2 + chunk 0; value 3 =
+  // (0·4 + 1)·2 + 1: the
   // gradient of micro-batch 1 (stage 0's recv at instruction #232 of
   // interleaved-1f1b pp=2 pp-chunks=2 micro-batches=4 on GPT-2).
-  Program p = oneTransfer("fsdp.recv", 6, 0,
+  Program p = oneTransfer("fsdp.recv", 1030, 0,
                           R"(, "schedule": "interleaved-1f1b", "chunks": 2)");
   EXPECT_EQ(p.pipelineChunks(), 2);
   EXPECT_EQ(describePipelineTransfer(p, 0),
@@ -73,9 +74,9 @@ TEST(Watchdog, NamesTheTransferOfATagUnderInterleaved1F1B) {
             "stage 1 (e.json: instruction #0 'fsdp.recv' "
             "(e.mlir:1:1)): stage 1 is stopped, dead or running something "
             "else");
-  // tag 33 = value 16 · 2 + 1 (sent by the second chunk); value 16 =
+  // tag 1057 = 1024 + value 16 · 2 + 1 (sent by the second chunk); value 16 =
   // (2·4 + 0)·2 + 0: the activation of micro-batch 0.
-  Program q = oneTransfer("fsdp.send", 33, 1,
+  Program q = oneTransfer("fsdp.send", 1057, 1,
                           R"(, "schedule": "interleaved-1f1b", "chunks": 2)");
   EXPECT_EQ(describePipelineTransfer(q, 0),
             "stage 1 is waiting for stage 0 to receive the activation of "
@@ -85,12 +86,11 @@ TEST(Watchdog, NamesTheTransferOfATagUnderInterleaved1F1B) {
 }
 
 TEST(Watchdog, NamesTheTiedWeightsExchange) {
-  // Tags from 2^15 - 2^10 = 31744 up are the tied weights' gradient
-  // exchange (tied parameter tag - 31744 by FQN), sent once per step after
-  // the last micro-batch: stage 0's recv of GPT-2's wte gradient at
-  // instruction #234 of pp=2 micro-batches=2 was named "the activation of
-  // micro-batch 0" (31744 / 2 mod 2 = 0).
-  Program p = oneTransfer("fsdp.recv", 31744, 0, R"(, "schedule": "1f1b")");
+  // Tags below 1024 (kPipelineBoundaryTagBase) are the tied weights'
+  // gradient exchange (tied parameter tag - kPipelineTiedTagBase, by FQN),
+  // sent once per step after the last micro-batch: stage 0's recv of GPT-2's
+  // wte gradient was named "the activation of micro-batch 0".
+  Program p = oneTransfer("fsdp.recv", 0, 0, R"(, "schedule": "1f1b")");
   EXPECT_EQ(describePipelineTransfer(p, 0),
             "stage 0 is waiting for the gradient of tied parameter 0 (by "
             "FQN; the tied weights' exchange after the last micro-batch) "
@@ -98,7 +98,7 @@ TEST(Watchdog, NamesTheTiedWeightsExchange) {
             "(e.mlir:1:1)): stage 1 is stopped, dead or running something "
             "else");
   // Under interleaving the tied tag is not multiplied by the chunks.
-  Program q = oneTransfer("fsdp.send", 31745, 1,
+  Program q = oneTransfer("fsdp.send", 1, 1,
                           R"(, "schedule": "interleaved-1f1b", "chunks": 2)");
   EXPECT_EQ(describePipelineTransfer(q, 0),
             "stage 1 is waiting for stage 0 to receive the gradient of tied "

@@ -85,13 +85,20 @@ inline constexpr llvm::StringLiteral kPPInputGradAttr = "fsdp.pp_input_grad";
 /// (Megatron-LM's _allreduce_word_embedding_grads). On the fsdp.send and
 /// fsdp.recv of that exchange: the peer stage.
 inline constexpr llvm::StringLiteral kPPTiedPeerAttr = "fsdp.pp_tied_peer";
-/// The MPI tag of the tied gradients' exchange: kPPTiedTagBase + the
-/// parameter's index among the tied ones of the two stages (by FQN); the
-/// boundary transfers' tags stay below it. 2^15 - 2^10: the boundary tags
-/// get most of MPI_TAG_UB's guaranteed 0..32767 (interleaving multiplies
-/// them by v: Llama-3.1-405B at P = 16, v = 7, m = 16 needs ~25,000), 1024
-/// tied parameters the rest.
-inline constexpr int64_t kPPTiedTagBase = (1 << 15) - (1 << 10);
+/// The MPI tags of a pipeline's point-to-point transfers. MPI matches a
+/// message on (communicator, source, tag) (MPI 4.0, Sec. 3.2.3), and each
+/// pair of adjacent stages has its own (source, destination), so a tag need
+/// only tell apart the transfers between one pair of ranks. The tied
+/// gradients' exchange: kPPTiedTagBase + the parameter's index among the
+/// tied ones of the two stages (by FQN), below kPPBoundaryTagBase (at most
+/// 1024 tied parameters). The boundary transfers: kPPBoundaryTagBase +
+/// ((i * m + j) * 2 + backward) * v + chunk, i the value's index among the
+/// values crossing its boundary, j the micro-batch of m, v the chunks per
+/// rank (fsdp-pipeline-micro-batch). fsdp-run checks the largest against
+/// the communicator's MPI_TAG_UB before step 1 (at least 32767 by the
+/// standard; Open MPI's ob1: 2^31 - 1).
+inline constexpr int64_t kPPTiedTagBase = 0;
+inline constexpr int64_t kPPBoundaryTagBase = 1024;
 /// On the module after fsdp-tensor-parallel: a dictionary from the FQN of
 /// each parameter that is split across the tensor-parallel group to a
 /// DenseI64ArrayAttr [dim, blocks, global shape...]: the global tensor's

@@ -2,7 +2,7 @@
 //
 // The tags of fsdp.send / fsdp.recv that both sides of the format read
 // (runtime/docs/schedule-format.md, "Pipeline parallelism"): the compiler
-// writes them (lib/Transforms/PipelineSchedule.cpp, kPPTiedTagBase, checked
+// writes them (lib/Transforms/PipelineSchedule.cpp, kPPTiedTagBase and kPPBoundaryTagBase, checked
 // equal in lib/Target/ScheduleJSON.cpp), the watchdog decodes them.
 //
 //===----------------------------------------------------------------------===//
@@ -13,13 +13,16 @@
 
 namespace fsdp::schedule {
 
-/// The first MPI tag of the tied weights' gradient exchange between two
-/// pipeline stages (GPT-2's token embedding and LM head on the first and
-/// the last stage): tag kPipelineTiedTagBase + i exchanges the gradient of
-/// tied parameter i of the two stages (by FQN), once per step. The boundary
-/// transfers' tags stay below it; 2^15 - 2^10 leaves them most of
-/// MPI_TAG_UB's guaranteed 0..32767 and 1024 tied parameters the rest.
-inline constexpr int64_t kPipelineTiedTagBase = (1 << 15) - (1 << 10);
+/// The MPI tags of a pipeline's transfers (each boundary is its own rank
+/// pair, and MPI matches on communicator, source and tag, so a tag needs
+/// only to be unique within one boundary). Tags kPipelineTiedTagBase + i,
+/// below kPipelineBoundaryTagBase, exchange the gradient of tied parameter i
+/// of the two stages (by FQN; GPT-2's token embedding and LM head on the
+/// first and the last stage), once per step; a boundary transfer's tag is
+/// kPipelineBoundaryTagBase + ((i * m + j) * 2 + backward) * v + chunk for
+/// value i of its boundary, micro-batch j of m, chunk of v.
+inline constexpr int64_t kPipelineTiedTagBase = 0;
+inline constexpr int64_t kPipelineBoundaryTagBase = 1024;
 
 } // namespace fsdp::schedule
 
