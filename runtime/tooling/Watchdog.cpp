@@ -49,8 +49,7 @@ std::string describePipelineTransfer(const Program &p, int64_t t) {
   // the tied weights' gradient exchange, once per step; then
   // base + ((i * m + j) * 2 + backward) * v + chunk.
   int64_t raw = in.integer("tag"), peer = in.integer("peer");
-  int64_t tag =
-      (raw - schedule::kPipelineBoundaryTagBase) / p.pipelineChunks();
+  int64_t tag = (raw - schedule::kPipelineBoundaryTagBase) / p.pipelineChunks();
   int64_t m = p.pipelineMicroBatches();
   std::string what =
       raw < schedule::kPipelineBoundaryTagBase
