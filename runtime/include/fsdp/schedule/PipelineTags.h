@@ -2,8 +2,9 @@
 //
 // The tags of fsdp.send / fsdp.recv that both sides of the format read
 // (runtime/docs/schedule-format.md, "Pipeline parallelism"): the compiler
-// writes them (lib/Transforms/PipelineSchedule.cpp, kPPTiedTagBase and kPPBoundaryTagBase, checked
-// equal in lib/Target/ScheduleJSON.cpp), the watchdog decodes them.
+// writes them (lib/Transforms/PipelineSchedule.cpp, kPPTiedTagBase and
+// kPPBoundaryTagBase, checked equal in lib/Target/ScheduleJSON.cpp), the
+// watchdog decodes them.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_SCHEDULE_PIPELINETAGS_H
