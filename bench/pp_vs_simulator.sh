@@ -41,23 +41,7 @@ mkdir -p "$OUT"
 export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # The spec: given, calibrated now, or (analysis only) the one calibrated then.
-[ -n "${SPEC:-}" ] && CALIBRATE=0
-if [ -z "${ANALYZE_ONLY:-}" ] && [ "${CALIBRATE:-1}" = 1 ]; then
-  nmax=1
-  for l in $LAYOUTS; do n=${l%%:*}; [ "$n" -gt "$nmax" ] && nmax=$n; done
-  # Ranks <= cores (docs/collective-model.md, "Oversubscription": the skew
-  # measured oversubscribed is the polling ranks', not a rank's), the node's
-  # ranks as the layouts run them.
-  cores=$(getconf _NPROCESSORS_ONLN) # (nproc obeys OMP_NUM_THREADS)
-  nc=$(( nmax < cores ? nmax : cores ))
-  python3 bench/quiet_run.py -- mpirun --allow-run-as-root --oversubscribe -np "$nc" \
-    "$B/fsdp-calibrate" --devices-per-node "$nmax" -o "$OUT/spec.json" 2> "$OUT/calibrate.err"
-  echo "calibrated at $nc ranks: $(tail -1 "$OUT/calibrate.err")" >&2
-  SPEC=$OUT/spec.json
-elif [ -z "${SPEC:-}" ] && [ -n "${ANALYZE_ONLY:-}" ] && [ -f "$OUT/spec.json" ]; then
-  SPEC=$OUT/spec.json
-fi
-SPEC=${SPEC:-bench/clusters/this-machine.json}
+source bench/same_run_spec.sh
 if [ -z "${ANALYZE_ONLY:-}" ]; then
 "$B/fsdp-import" test/lit/Inputs/models/gpt2-untied.json --layers 4 --hidden 128 --heads 4 \
   --vocab 256 --seq 64 --batch 16 -o "$OUT/gpt2.mlir"

@@ -136,63 +136,68 @@ Overlap measureOverlap(const Machine &mc, const Options &o, double budget) {
   return r;
 }
 
+BlockForward::BlockForward(const Machine &mc, const Options &o, uint32_t seed)
+    : stream(mc.stream), M(o.rows), H(o.hidden), Bt(o.rows / o.seq), A(o.heads),
+      T(o.seq), x(randomVec<float>(mc, M * H, seed)), ln(M * H), qkv(M * 3 * H),
+      att(M * H), lse(M * A), proj(M * H), res(M * H), fc(M * 4 * H),
+      act(M * 4 * H), out(M * H), g(randomVec<float>(mc, H, seed + 1)),
+      bb(randomVec<float>(mc, H, seed + 2)),
+      wQkv(randomVec<float>(mc, H * 3 * H, seed + 3)),
+      bQkv(randomVec<float>(mc, 3 * H, seed + 4)),
+      wProj(randomVec<float>(mc, H * H, seed + 5)),
+      bProj(randomVec<float>(mc, H, seed + 6)),
+      wFc(randomVec<float>(mc, H * 4 * H, seed + 7)),
+      bFc(randomVec<float>(mc, 4 * H, seed + 8)),
+      wOut(randomVec<float>(mc, 4 * H * H, seed + 9)),
+      bOut(randomVec<float>(mc, H, seed + 10)) {}
+
+void BlockForward::run(const std::function<void()> &poke) {
+  fsdp_stream gs = stream;
+  check(fsdp_layer_norm(gs, FSDP_F32, x.data(), g.data(), bb.data(), ln.data(),
+                        M, H, 1e-5));
+  poke();
+  check(fsdp_linear(gs, FSDP_F32, ln.data(), wQkv.data(), bQkv.data(),
+                    qkv.data(), M, H, 3 * H, 1));
+  poke();
+  check(fsdp_attention(gs, FSDP_F32, qkv.data(), qkv.data() + M * H,
+                       qkv.data() + 2 * M * H, att.data(), lse.data(), Bt, T, A,
+                       A, H / A));
+  poke();
+  check(fsdp_linear(gs, FSDP_F32, att.data(), wProj.data(), bProj.data(),
+                    proj.data(), M, H, H, 1));
+  poke();
+  check(fsdp_add(gs, FSDP_F32, x.data(), proj.data(), res.data(), M * H));
+  poke();
+  check(fsdp_layer_norm(gs, FSDP_F32, res.data(), g.data(), bb.data(),
+                        ln.data(), M, H, 1e-5));
+  poke();
+  check(fsdp_linear(gs, FSDP_F32, ln.data(), wFc.data(), bFc.data(), fc.data(),
+                    M, H, 4 * H, 1));
+  poke();
+  check(fsdp_gelu(gs, FSDP_F32, fc.data(), act.data(), M * 4 * H, 1));
+  poke();
+  check(fsdp_linear(gs, FSDP_F32, act.data(), wOut.data(), bOut.data(),
+                    out.data(), M, 4 * H, H, 1));
+  poke();
+  check(fsdp_add(gs, FSDP_F32, res.data(), out.data(), x.data(), M * H));
+  poke();
+}
+
 Sync measureSync(const Machine &mc, const Options &o, double budget) {
-  fsdp_stream gs = mc.stream;
   fsdp_channel gworld = mc.channel;
   int world = mc.world;
   Sync r;
   if (world < 2)
     return r;
-  int64_t M = o.rows, H = o.hidden, Bt = o.rows / o.seq, A = o.heads,
-          L = o.layers;
-  std::vector<float> x = randomVec<float>(mc, M * H, 31), ln(M * H),
-                     qkv(M * 3 * H), att(M * H), lse(M * A), proj(M * H),
-                     res(M * H), fc(M * 4 * H), act(M * 4 * H), out(M * H);
-  std::vector<float> g = randomVec<float>(mc, H, 32),
-                     bb = randomVec<float>(mc, H, 33),
-                     wQkv = randomVec<float>(mc, H * 3 * H, 34),
-                     bQkv = randomVec<float>(mc, 3 * H, 35),
-                     wProj = randomVec<float>(mc, H * H, 36),
-                     bProj = randomVec<float>(mc, H, 37),
-                     wFc = randomVec<float>(mc, H * 4 * H, 38),
-                     bFc = randomVec<float>(mc, 4 * H, 39),
-                     wOut = randomVec<float>(mc, 4 * H * H, 40),
-                     bOut = randomVec<float>(mc, H, 41);
+  int64_t H = o.hidden, L = o.layers;
+  BlockForward forward(mc, o, 31);
   fsdp_event pending = nullptr; // the reduce-scatter in flight
   auto poke = [&] {
     int done = 0;
     if (pending)
       fsdp_event_query(pending, &done);
   };
-  auto block = [&] {
-    check(fsdp_layer_norm(gs, FSDP_F32, x.data(), g.data(), bb.data(),
-                          ln.data(), M, H, 1e-5));
-    poke();
-    check(fsdp_linear(gs, FSDP_F32, ln.data(), wQkv.data(), bQkv.data(),
-                      qkv.data(), M, H, 3 * H, 1));
-    poke();
-    check(fsdp_attention(gs, FSDP_F32, qkv.data(), qkv.data() + M * H,
-                         qkv.data() + 2 * M * H, att.data(), lse.data(), Bt,
-                         o.seq, A, A, H / A));
-    poke();
-    check(fsdp_linear(gs, FSDP_F32, att.data(), wProj.data(), bProj.data(),
-                      proj.data(), M, H, H, 1));
-    poke();
-    check(fsdp_add(gs, FSDP_F32, x.data(), proj.data(), res.data(), M * H));
-    check(fsdp_layer_norm(gs, FSDP_F32, res.data(), g.data(), bb.data(),
-                          ln.data(), M, H, 1e-5));
-    poke();
-    check(fsdp_linear(gs, FSDP_F32, ln.data(), wFc.data(), bFc.data(),
-                      fc.data(), M, H, 4 * H, 1));
-    poke();
-    check(fsdp_gelu(gs, FSDP_F32, fc.data(), act.data(), M * 4 * H, 1));
-    poke();
-    check(fsdp_linear(gs, FSDP_F32, act.data(), wOut.data(), bOut.data(),
-                      out.data(), M, 4 * H, H, 1));
-    poke();
-    check(fsdp_add(gs, FSDP_F32, res.data(), out.data(), x.data(), M * H));
-    poke();
-  };
+  auto block = [&] { forward.run(poke); };
   int64_t shardCount = (12 * H * H + 13 * H + world - 1) / world;
   r.bytes = shardCount * world * 4;
   r.collectives = 3 * L;

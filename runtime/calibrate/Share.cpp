@@ -31,21 +31,7 @@ Share measureShare(const Machine &mc, const Options &o, double budget) {
   r.working = r.cores;
   r.waiting = mc.world - r.working;
   bool working = mc.rank < r.working;
-  fsdp_stream gs = mc.stream;
-  int64_t M = o.rows, H = o.hidden, Bt = o.rows / o.seq, A = o.heads;
-  std::vector<float> x = randomVec<float>(mc, M * H, 51), ln(M * H),
-                     qkv(M * 3 * H), att(M * H), lse(M * A), proj(M * H),
-                     res(M * H), fc(M * 4 * H), act(M * 4 * H), out(M * H);
-  std::vector<float> g = randomVec<float>(mc, H, 52),
-                     bb = randomVec<float>(mc, H, 53),
-                     wQkv = randomVec<float>(mc, H * 3 * H, 54),
-                     bQkv = randomVec<float>(mc, 3 * H, 55),
-                     wProj = randomVec<float>(mc, H * H, 56),
-                     bProj = randomVec<float>(mc, H, 57),
-                     wFc = randomVec<float>(mc, H * 4 * H, 58),
-                     bFc = randomVec<float>(mc, 4 * H, 59),
-                     wOut = randomVec<float>(mc, 4 * H * H, 60),
-                     bOut = randomVec<float>(mc, H, 61);
+  BlockForward forward(mc, o, 51);
   // This rank's peers: a waiting rank's working rank, a working rank's
   // waiting ones.
   std::vector<int> peers;
@@ -67,36 +53,7 @@ Share measureShare(const Machine &mc, const Options &o, double budget) {
       fsdp_event_query(e, &done);
     }
   };
-  auto block = [&] {
-    check(fsdp_layer_norm(gs, FSDP_F32, x.data(), g.data(), bb.data(),
-                          ln.data(), M, H, 1e-5));
-    poke();
-    check(fsdp_linear(gs, FSDP_F32, ln.data(), wQkv.data(), bQkv.data(),
-                      qkv.data(), M, H, 3 * H, 1));
-    poke();
-    check(fsdp_attention(gs, FSDP_F32, qkv.data(), qkv.data() + M * H,
-                         qkv.data() + 2 * M * H, att.data(), lse.data(), Bt,
-                         o.seq, A, A, H / A));
-    poke();
-    check(fsdp_linear(gs, FSDP_F32, att.data(), wProj.data(), bProj.data(),
-                      proj.data(), M, H, H, 1));
-    poke();
-    check(fsdp_add(gs, FSDP_F32, x.data(), proj.data(), res.data(), M * H));
-    poke();
-    check(fsdp_layer_norm(gs, FSDP_F32, res.data(), g.data(), bb.data(),
-                          ln.data(), M, H, 1e-5));
-    poke();
-    check(fsdp_linear(gs, FSDP_F32, ln.data(), wFc.data(), bFc.data(),
-                      fc.data(), M, H, 4 * H, 1));
-    poke();
-    check(fsdp_gelu(gs, FSDP_F32, fc.data(), act.data(), M * 4 * H, 1));
-    poke();
-    check(fsdp_linear(gs, FSDP_F32, act.data(), wOut.data(), bOut.data(),
-                      out.data(), M, 4 * H, H, 1));
-    poke();
-    check(fsdp_add(gs, FSDP_F32, res.data(), out.data(), x.data(), M * H));
-    poke();
-  };
+  auto block = [&] { forward.run(poke); };
   // The blocks of one trial: about budget / 8 seconds with every rank
   // working.
   double t1 = secondsPerCall(mc, block, 0.05).mean;

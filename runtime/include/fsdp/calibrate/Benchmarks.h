@@ -124,6 +124,26 @@ struct Sync {
 /// over ranks, median of 3 trials. With one rank: nothing measured, 0.
 Sync measureSync(const Machine &mc, const Options &o, double budget);
 
+/// A GPT-2 transformer block's forward at the calibration's shapes (M =
+/// o.rows token rows, hidden H = o.hidden, o.heads heads over o.seq tokens,
+/// MLP 4H; f32, inputs random from `seed` and the rank): layer norm, QKV
+/// linear, attention, projection, residual add, layer norm, fc, GELU, out,
+/// residual add, the kernels the runtime's step runs for it
+/// (fsdp/kernels.h). Shared by measureSync and measureShare.
+class BlockForward {
+public:
+  BlockForward(const Machine &mc, const Options &o, uint32_t seed);
+  /// Runs the block's kernels on the machine's stream, calling `poke` after
+  /// each (the runtime's progress test between kernels).
+  void run(const std::function<void()> &poke);
+
+private:
+  fsdp_stream stream;
+  int64_t M, H, Bt, A, T;
+  std::vector<float> x, ln, qkv, att, lse, proj, res, fc, act, out;
+  std::vector<float> g, bb, wQkv, bQkv, wProj, bProj, wFc, bFc, wOut, bOut;
+};
+
 struct Share {
   /// waiting_rank_share: the share of a core a waiting rank takes relative
   /// to a working one; 1 when not measured (every rank has a core).
