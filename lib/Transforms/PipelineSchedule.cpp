@@ -24,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 #include "MicroBatchClone.h"
 #include "fsdp/Transforms/Passes.h"
+#include "fsdp/schedule/PipelineTags.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/IRMapping.h"
@@ -42,7 +43,8 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 namespace {
-/// The MPI tag of a boundary transfer (kPPBoundaryTagBase, FSDP.h): the
+/// The MPI tag of a boundary transfer (the schedule format's scheme,
+/// fsdp/schedule/PipelineTags.h; kPPBoundaryTagBase in FSDP.h): the
 /// `index`-th value crossing its boundary (boundaryIndex), micro-batch j of
 /// m, forward (the activation) or backward (its gradient), between virtual
 /// stages c and c + 1 of a pipeline with v chunks per rank, `chunk` = c / P
@@ -53,16 +55,15 @@ namespace {
 /// v only, not with the pipeline's boundaries.
 int64_t tagOf(int64_t index, int64_t j, int64_t m, bool backward, int64_t v = 1,
               int64_t chunk = 0) {
-  return kPPBoundaryTagBase + ((index * m + j) * 2 + (backward ? 1 : 0)) * v +
-         chunk;
+  return ::fsdp::schedule::pipelineBoundaryTag(index, j, m, backward, v, chunk);
 }
 
 /// The direction and chunk of a boundary transfer's tag (tagOf inverted).
 bool tagIsBackward(int64_t tag, int64_t v) {
-  return ((tag - kPPBoundaryTagBase) / v) % 2 == 1;
+  return ::fsdp::schedule::pipelineTagIsBackward(tag, v);
 }
 int64_t tagChunk(int64_t tag, int64_t v) {
-  return (tag - kPPBoundaryTagBase) % v;
+  return ::fsdp::schedule::pipelineTagChunk(tag, v);
 }
 
 /// The index of boundary value `k` among the values of chunk `chunk` that

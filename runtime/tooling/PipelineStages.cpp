@@ -43,34 +43,6 @@ std::vector<ModelParam> localParams(const Program &p) {
   return out;
 }
 
-/// `mine` from every rank with `contribute` (the others send nothing),
-/// gathered on world rank 0 in rank order; empty elsewhere.
-std::vector<std::string> gatherOnRoot(const std::string &mine, bool contribute,
-                                      int worldRank) {
-  int n = 0, len = contribute ? static_cast<int>(mine.size()) : 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  std::vector<int> lens(static_cast<size_t>(n)), at(static_cast<size_t>(n));
-  if (MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0,
-                 MPI_COMM_WORLD) != MPI_SUCCESS)
-    throw Error("MPI_Gather of the pipeline stages' index sizes failed");
-  int total = 0;
-  for (size_t r = 0; r < lens.size(); ++r) {
-    at[r] = total;
-    total += lens[r];
-  }
-  std::string all(worldRank == 0 ? static_cast<size_t>(total) : 0, '\0');
-  if (MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(),
-                  at.data(), MPI_CHAR, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
-    throw Error("MPI_Gatherv of the pipeline stages' indexes failed");
-  std::vector<std::string> out;
-  if (worldRank == 0)
-    for (size_t r = 0; r < lens.size(); ++r)
-      if (lens[r])
-        out.push_back(all.substr(static_cast<size_t>(at[r]),
-                                 static_cast<size_t>(lens[r])));
-  return out;
-}
-
 DType dtypeNamed(const std::string &s) {
   for (DType t : {DType::F32, DType::F64, DType::BF16, DType::F16})
     if (s == fsdp::schedule::dtypeName(t))
@@ -79,6 +51,32 @@ DType dtypeNamed(const std::string &s) {
 }
 
 } // namespace
+
+std::vector<std::string> gatherOnRoot(const std::string &mine, bool contribute,
+                                      int worldRank, const std::string &what) {
+  int n = 0, len = contribute ? static_cast<int>(mine.size()) : 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  std::vector<int> lens(static_cast<size_t>(n)), at(static_cast<size_t>(n));
+  if (MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0,
+                 MPI_COMM_WORLD) != MPI_SUCCESS)
+    throw Error("MPI_Gather of the sizes of " + what + " failed");
+  int total = 0;
+  for (size_t r = 0; r < lens.size(); ++r) {
+    at[r] = total;
+    total += lens[r];
+  }
+  std::string all(worldRank == 0 ? static_cast<size_t>(total) : 0, '\0');
+  if (MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(),
+                  at.data(), MPI_CHAR, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+    throw Error("MPI_Gatherv of " + what + " failed");
+  std::vector<std::string> out;
+  if (worldRank == 0)
+    for (size_t r = 0; r < lens.size(); ++r)
+      if (lens[r])
+        out.push_back(all.substr(static_cast<size_t>(at[r]),
+                                 static_cast<size_t>(lens[r])));
+  return out;
+}
 
 std::vector<ModelParam> modelParams(const Program &p) {
   std::vector<ModelParam> mine = localParams(p);
@@ -120,7 +118,8 @@ json mergeStageParts(const Program &p, const json &mine, bool leader,
   if (p.pipelineStages() <= 1)
     return worldRank == 0 ? mine : json::object();
   std::vector<std::string> parts =
-      gatherOnRoot(leader ? mine.dump() : std::string(), leader, worldRank);
+      gatherOnRoot(leader ? mine.dump() : std::string(), leader, worldRank,
+                   "the pipeline stages' indexes");
   if (worldRank != 0)
     return json::object();
   json merged = {{"files", json::array()}, {"tensors", json::array()}};

@@ -51,6 +51,13 @@ inline std::string jobScheduleName(const fsdp::schedule::Program &p) {
   return name;
 }
 
+/// `mine` from every rank with `contribute` (the others send nothing),
+/// gathered on world rank 0 in rank order (MPI_Gather of the lengths, then
+/// MPI_Gatherv); empty elsewhere. Collective over MPI_COMM_WORLD. Throws
+/// fsdp::Error naming `what` when MPI fails.
+std::vector<std::string> gatherOnRoot(const std::string &mine, bool contribute,
+                                      int worldRank, const std::string &what);
+
 /// One parameter of the whole model, as a safetensors file holds it.
 struct ModelParam {
   std::string fqn;

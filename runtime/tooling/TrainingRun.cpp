@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/tooling/TrainingRun.h"
+#include "PipelineStages.h"
 #include "fsdp/tooling/Checkpoint.h"
 #include "fsdp/tooling/Data.h"
 #include "fsdp/tooling/NonFinite.h"
@@ -42,8 +43,6 @@ namespace fsdp::tooling {
 
 namespace {
 
-/// --compiled: the shared object, whose descriptor stands for the JSON file
-/// (its version and world size checked before anything else).
 /// Every rank's bytes sent per channel over the steps (`mine`: this rank's),
 /// gathered to rank 0 in world rank order (MPI_Gather of the lengths, then
 /// MPI_Gatherv of each rank's map as JSON text); empty on the other ranks.
@@ -51,32 +50,17 @@ namespace {
 /// bytes (each stage its own units and transfers).
 std::vector<std::map<std::string, int64_t>>
 gatherChannelBytes(const std::map<std::string, int64_t> &mine, int rank) {
-  const std::string text = nlohmann::json(mine).dump();
-  int len = static_cast<int>(text.size()), n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  std::vector<int> lens(static_cast<size_t>(n)), at(static_cast<size_t>(n));
-  if (MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0,
-                 MPI_COMM_WORLD) != MPI_SUCCESS)
-    throw Error("MPI_Gather of the ranks' channel byte counts failed");
-  int total = 0;
-  for (size_t r = 0; r < lens.size(); ++r) {
-    at[r] = total;
-    total += lens[r];
-  }
-  std::string all(rank == 0 ? static_cast<size_t>(total) : 0, '\0');
-  if (MPI_Gatherv(text.data(), len, MPI_CHAR, all.data(), lens.data(),
-                  at.data(), MPI_CHAR, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
-    throw Error("MPI_Gatherv of the ranks' channel byte counts failed");
   std::vector<std::map<std::string, int64_t>> byRank;
-  if (rank == 0)
-    for (size_t r = 0; r < lens.size(); ++r)
-      byRank.push_back(
-          nlohmann::json::parse(all.substr(static_cast<size_t>(at[r]),
-                                           static_cast<size_t>(lens[r])))
-              .get<std::map<std::string, int64_t>>());
+  for (const std::string &text :
+       gatherOnRoot(nlohmann::json(mine).dump(), /*contribute=*/true, rank,
+                    "the ranks' channel byte counts"))
+    byRank.push_back(
+        nlohmann::json::parse(text).get<std::map<std::string, int64_t>>());
   return byRank;
 }
 
+/// --compiled: the shared object, whose descriptor stands for the JSON file
+/// (its version and world size checked before anything else).
 std::optional<rt::CompiledStep> openCompiled(const Options &opt) {
   if (opt.compiled.empty())
     return std::nullopt;

@@ -46,20 +46,22 @@ int64_t awaitedTransfer(const Program &p, int64_t inst, int64_t awaited) {
 std::string describePipelineTransfer(const Program &p, int64_t t) {
   const schedule::Instruction &in = p.instructions()[static_cast<size_t>(t)];
   // The planner's tags (schedule/PipelineTags.h): below the boundary base
-  // the tied weights' gradient exchange, once per step; then
-  // base + ((i * m + j) * 2 + backward) * v + chunk.
+  // the tied weights' gradient exchange, once per step; then the boundary
+  // transfers (pipelineBoundaryTag).
   int64_t raw = in.integer("tag"), peer = in.integer("peer");
-  int64_t tag = (raw - schedule::kPipelineBoundaryTagBase) / p.pipelineChunks();
-  int64_t m = p.pipelineMicroBatches();
+  int64_t v = p.pipelineChunks(), m = p.pipelineMicroBatches();
   std::string what =
       raw < schedule::kPipelineBoundaryTagBase
           ? "the gradient of tied parameter " +
                 std::to_string(raw - schedule::kPipelineTiedTagBase) +
                 " (by FQN; the tied weights' exchange after the last "
                 "micro-batch)"
-          : (tag % 2 ? "the gradient of micro-batch "
-                     : "the activation of micro-batch ") +
-                (m > 0 ? std::to_string((tag / 2) % m) : "?");
+          : (schedule::pipelineTagIsBackward(raw, v)
+                 ? "the gradient of micro-batch "
+                 : "the activation of micro-batch ") +
+                (m > 0 ? std::to_string(
+                             schedule::pipelineTagMicroBatch(raw, v, m))
+                       : "?");
   std::string me = "stage " + std::to_string(p.pipelineStage());
   std::string other = "stage " + std::to_string(peer);
   return (in.op == "fsdp.recv"
