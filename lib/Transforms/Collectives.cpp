@@ -7,6 +7,7 @@
 // gradient is complete.
 //
 //===----------------------------------------------------------------------===//
+#include "GlobOptions.h"
 #include "OpOrder.h"
 #include "fsdp/Transforms/Passes.h"
 
@@ -151,13 +152,23 @@ protected:
     bool reshard = reshardAfterForward;
     reshard &= strategyOf(getOperation()) != Strategy::ShardGradOp;
 
+    // On a pipeline stage a unit may be another stage's: recorded, and
+    // fsdp-pipeline fails on a name no stage has.
+    ModuleOp stage = pipelineStageModule(getOperation());
+    SmallVector<std::string> unknown;
     for (const std::string &name : keepGathered)
       if (!SymbolTable::lookupSymbolIn(getOperation(), name)) {
+        if (stage) {
+          unknown.push_back(name);
+          continue;
+        }
         getOperation().emitError()
             << "fsdp-collectives: keep-gathered names unknown unit '" << name
             << "'";
         return signalPassFailure();
       }
+    if (stage && !keepGathered.empty())
+      recordUnmatched(stage, "fsdp-collectives: keep-gathered", unknown);
     SmallVector<AllGatherOp> paramGathers;
     for (AllGatherOp gather : block.getOps<AllGatherOp>())
       // Only the gathers that feed parameter views are placed here; ZeRO-1's

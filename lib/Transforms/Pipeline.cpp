@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ClusterSpecCache.h"
+#include "GlobOptions.h"
 #include "OptionValueError.h"
 #include "PipelineChunks.h"
 #include "PipelineReport.h"
@@ -507,6 +508,9 @@ protected:
       op->erase();
     module->setAttr(kPipelineStagesAttr, b.getI64IntegerAttr(pp));
     module->setAttr(kWorldSizeAttr, b.getI64IntegerAttr(worldSize));
+    // frozen, no-decay, ac-units and keep-gathered may name what only some
+    // stages hold; each stage records what it lacks (GlobOptions.h).
+    PipelineUnmatched unmatched;
     for (auto [s, stage] : llvm::enumerate(stages)) {
       auto si = static_cast<int64_t>(s);
       for (auto [i, chunk] : llvm::enumerate(chunks[s])) {
@@ -514,13 +518,17 @@ protected:
         buildPipeline(pm, si + static_cast<int64_t>(i) * pp, Part::Chunk);
         if (failed(runPipeline(pm, chunk)))
           return signalPassFailure();
+        unmatched.collect(chunk);
       }
       if (!chunks[s].empty() && failed(mergePipelineChunks(stage, chunks[s])))
         return signalPassFailure();
       if (failed(planStage(stage, si,
                            chunks[s].empty() ? Part::Whole : Part::Merged)))
         return signalPassFailure();
+      unmatched.collect(stage);
     }
+    if (failed(unmatched.check(module)))
+      return signalPassFailure();
     ClusterSpecCache specs(givenCluster);
     if (failed(writePipelineOutputs(module, specs, cluster, report, trace)))
       return signalPassFailure();
