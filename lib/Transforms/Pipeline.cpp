@@ -250,6 +250,20 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
              << " (world size = pp x the data-parallel size x tp)";
     if (failed(checkPipelineGather()))
       return failure();
+    // With tp=1 there is no tensor-parallel group to split: ignored with a
+    // warning, as Megatron-LM ignores --sequence-parallel at
+    // tensor_model_parallel_size 1 ("Disabling sequence parallelism because
+    // tensor model parallelism is disabled", megatron/training/arguments.py,
+    // validate_args) and torchtitan applies loss parallelism only with TP
+    // (parallelize_llama); a sweep's options may hold them for every degree.
+    if (tp == 1)
+      for (const auto *o : {&sequenceParallel, &vocabParallel})
+        if (o->hasValue())
+          module.emitWarning()
+              << "fsdp-pipeline: " << o->getArgStr() << "="
+              << (static_cast<bool>(*o) ? "true" : "false")
+              << " has no effect with tp=1 (no tensor-parallel group): "
+                 "ignored";
     if (ppStage.hasValue())
       return module.emitError()
              << "fsdp-pipeline: pp-stage is fsdp-pipeline-split's option; "
