@@ -394,7 +394,7 @@ protected:
     // On a pipeline stage, ac-units may name only other stages' units
     // (fsdp-pipeline fails on a pattern no stage matched).
     if (checkpointed.empty() &&
-        !(pipelineStageModule(module) && !acUnits.empty()))
+        (!pipelineStageModule(module) || acUnits.empty()))
       return module.emitError()
              << "fsdp-activation-checkpoint: no unit to checkpoint: the only "
                 "unit is 'root' (name it with ac-units=root)";

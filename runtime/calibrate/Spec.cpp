@@ -340,7 +340,7 @@ std::vector<std::string> implausibleValues(const json &spec,
                     std::to_string(a) + " is not a latency >= 0");
   }
   for (const CollPoint &p : cal.collectives)
-    if (!(std::isfinite(p.seconds) && p.seconds > 0)) {
+    if (!std::isfinite(p.seconds) || p.seconds <= 0) {
       std::snprintf(buf, sizeof buf,
                     "collectives: %s of %g bytes measured %g s, not a "
                     "positive time",
