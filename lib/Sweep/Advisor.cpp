@@ -253,6 +253,8 @@ private:
       opts += " bucket-bytes=" + std::to_string(g.bucketBytes);
     opts +=
         " activation-checkpoint=" + ac + " param-dtype=" + o.sweep.paramDtype;
+    if (!o.sweep.attention.empty())
+      opts += " attention=" + o.sweep.attention;
     if (k > 1)
       opts += " micro-batches=" + std::to_string(k) + " accumulate=sharded";
     if (g.tp > 1)

@@ -52,7 +52,11 @@ void sweep::printAdvisor(llvm::raw_ostream &os, const AdvisorOptions &o,
   os << "fsdp-sweep advisor: " << o.sweep.configPath << ": " << r.params
      << " parameters, seq " << r.seq << ", global batch " << o.globalBatchTokens
      << " tokens (" << r.globalBatch << " sequences), param-dtype "
-     << o.sweep.paramDtype << "\n";
+     << o.sweep.paramDtype
+     << (o.sweep.attentionImpl() == "flash"
+             ? ""
+             : ", attention " + o.sweep.attentionImpl())
+     << "\n";
   os << "cluster: " << spec.name << ": " << fmt("%.0f", spec.memoryBytes)
      << " bytes per device, " << spec.devicesPerNode << " devices per node\n";
   for (int64_t n : o.gpus) {
@@ -196,6 +200,7 @@ json sweep::advisorJson(const AdvisorOptions &o, const ClusterSpec &spec,
               {"global_batch", r.globalBatch},
               {"gpus", o.gpus},
               {"param_dtype", o.sweep.paramDtype},
+              {"attention", o.sweep.attentionImpl()},
               {"pipeline", o.sweep.pipeline},
               {"jobs", r.jobs},
               {"plans", r.plansRun},

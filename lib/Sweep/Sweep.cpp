@@ -38,6 +38,17 @@ sweep::parsePipeline(llvm::StringRef options,
   });
 }
 
+std::string SweepOptions::attentionImpl() const {
+  if (!attention.empty())
+    return attention;
+  llvm::SmallVector<llvm::StringRef> words;
+  llvm::SplitString(pipeline, words);
+  for (llvm::StringRef w : words)
+    if (w.consume_front("attention="))
+      return w.str();
+  return "flash";
+}
+
 std::string Plan::policy() const {
   if (!minUnitNumel)
     return "block";
@@ -81,6 +92,8 @@ std::vector<Plan> sweep::makePlans(const SweepOptions &o,
     if (!ac.empty())
       opts += " activation-checkpoint=" + ac;
     opts += " param-dtype=" + o.paramDtype;
+    if (!o.attention.empty())
+      opts += " attention=" + o.attention;
     if (o.tensorParallelGiven)
       opts += " tp=" + std::to_string(tp);
     if (pp > 1) {

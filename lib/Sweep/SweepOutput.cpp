@@ -168,6 +168,8 @@ void sweep::printSweep(llvm::raw_ostream &os, const SweepOptions &o,
      << (o.microBatch == 1 ? " sequence" : " sequences")
      << (o.tensorParallelGiven ? " per data-parallel rank" : " per rank")
      << ", param-dtype " << o.paramDtype;
+  if (o.attentionImpl() != "flash")
+    os << ", attention " << o.attentionImpl();
   if (!o.pipeline.empty())
     os << ", pipeline options \"" << o.pipeline << "\"";
   os << "\n";
@@ -248,6 +250,7 @@ json sweep::sweepJson(const SweepOptions &o, const ClusterSpec &spec,
               {"seq", result.seq},
               {"micro_batch", o.microBatch},
               {"param_dtype", o.paramDtype},
+              {"attention", o.attentionImpl()},
               {"pipeline", o.pipeline},
               {"jobs", result.jobs},
               {"wall_time_s", result.wallSeconds},

@@ -356,6 +356,8 @@ protected:
     llvm::StringSet<> checkpointed;
     if (failed(selectUnits(unitOps, unitOfFqn, checkpointed)))
       return signalPassFailure();
+    if (checkpointed.empty()) // ac-units names only other stages' units
+      return;
     module->setAttr(
         nn::kActivationCheckpointAttr,
         StringAttr::get(&getContext(), stringifyActivationCheckpoint(mode)));
@@ -389,7 +391,10 @@ protected:
       for (const std::string &name : unitNames)
         if (name != "root")
           checkpointed.insert(name);
-    if (checkpointed.empty())
+    // On a pipeline stage, ac-units may name only other stages' units
+    // (fsdp-pipeline fails on a pattern no stage matched).
+    if (checkpointed.empty() &&
+        (!pipelineStageModule(module) || acUnits.empty()))
       return module.emitError()
              << "fsdp-activation-checkpoint: no unit to checkpoint: the only "
                 "unit is 'root' (name it with ac-units=root)";

@@ -7,6 +7,7 @@
 // gradient is complete.
 //
 //===----------------------------------------------------------------------===//
+#include "GlobOptions.h"
 #include "OpOrder.h"
 #include "fsdp/Transforms/Passes.h"
 
@@ -130,6 +131,25 @@ struct FSDPCollectivesPass
     return roots;
   }
 
+  /// Every keep-gathered name is a unit of the module; on a pipeline stage a
+  /// unit may be another stage's: recorded, and fsdp-pipeline fails on a
+  /// name no stage has (GlobOptions.h).
+  LogicalResult checkKeepGathered() {
+    ModuleOp stage = pipelineStageModule(getOperation());
+    SmallVector<std::string> unknown;
+    for (const std::string &name : keepGathered)
+      if (!SymbolTable::lookupSymbolIn(getOperation(), name)) {
+        if (!stage)
+          return getOperation().emitError()
+                 << "fsdp-collectives: keep-gathered names unknown unit '"
+                 << name << "'";
+        unknown.push_back(name);
+      }
+    if (stage && !keepGathered.empty())
+      recordUnmatched(stage, "fsdp-collectives: keep-gathered", unknown);
+    return success();
+  }
+
 protected:
   void runOnOperation() override {
     FailureOr<func::FuncOp> maybeFn = getStepFunction(getOperation());
@@ -151,13 +171,8 @@ protected:
     bool reshard = reshardAfterForward;
     reshard &= strategyOf(getOperation()) != Strategy::ShardGradOp;
 
-    for (const std::string &name : keepGathered)
-      if (!SymbolTable::lookupSymbolIn(getOperation(), name)) {
-        getOperation().emitError()
-            << "fsdp-collectives: keep-gathered names unknown unit '" << name
-            << "'";
-        return signalPassFailure();
-      }
+    if (failed(checkKeepGathered()))
+      return signalPassFailure();
     SmallVector<AllGatherOp> paramGathers;
     for (AllGatherOp gather : block.getOps<AllGatherOp>())
       // Only the gathers that feed parameter views are placed here; ZeRO-1's

@@ -4,29 +4,105 @@
 // (fsdp-activation-checkpoint) name parameters or units by glob patterns
 // (llvm::GlobPattern: `*.bias`, `model.layers.*`); a pattern that is not a
 // glob, or that matches nothing, is the user's typo and an error, the same
-// way in every pass. Private to lib/Transforms.
+// way in every pass. On a pipeline stage a name may live on another stage:
+// there the pass records what matched nothing (recordUnmatched) and
+// fsdp-pipeline fails on what matched on no stage (PipelineUnmatched).
+// Private to lib/Transforms.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_LIB_TRANSFORMS_GLOBOPTIONS_H
 #define FSDP_LIB_TRANSFORMS_GLOBOPTIONS_H
 
+#include "fsdp/Dialect/FSDP/FSDP.h"
+
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/GlobPattern.h"
 
+#include <map>
 #include <string>
 
 namespace mlir::fsdp {
+
+/// On a pipeline stage's module (or a chunk's): option -> the option's
+/// patterns (or names) that matched nothing on it; set by every pass that
+/// checks an option there, read and removed by fsdp-pipeline. Not the
+/// fsdp dialect's (it verifies its attributes, and this one never leaves
+/// fsdp-pipeline), but dialect-prefixed, as a module's attributes must be.
+inline constexpr llvm::StringLiteral kPPUnmatchedAttr =
+    "fsdp_pipeline.pp_unmatched";
+
+/// The module of `op` (itself if it is one) when it is a stage of a
+/// pipeline of more than one stage, else null.
+inline ModuleOp pipelineStageModule(Operation *op) {
+  auto m =
+      isa<ModuleOp>(op) ? cast<ModuleOp>(op) : op->getParentOfType<ModuleOp>();
+  auto stages =
+      m ? m->getAttrOfType<IntegerAttr>(kPipelineStagesAttr) : IntegerAttr();
+  return stages && stages.getInt() > 1 ? m : ModuleOp();
+}
+
+/// Records on the stage's module that `option` was checked there and which
+/// of its patterns matched nothing (kPPUnmatchedAttr).
+inline void recordUnmatched(ModuleOp stage, StringRef option,
+                            ArrayRef<std::string> unmatched) {
+  MLIRContext *ctx = stage.getContext();
+  NamedAttrList entries;
+  if (auto d = stage->getAttrOfType<DictionaryAttr>(kPPUnmatchedAttr))
+    entries.append(d.getValue());
+  SmallVector<Attribute> names;
+  for (const std::string &u : unmatched)
+    names.push_back(StringAttr::get(ctx, u));
+  entries.set(StringAttr::get(ctx, option), ArrayAttr::get(ctx, names));
+  stage->setAttr(kPPUnmatchedAttr, entries.getDictionary(ctx));
+}
+
+/// fsdp-pipeline's tally of recordUnmatched over the stages (and chunks)
+/// it planned: a pattern is the user's typo when every module that checked
+/// its option found it matching nothing.
+struct PipelineUnmatched {
+  /// option -> (modules that checked it, pattern -> modules it missed on).
+  std::map<std::string, std::pair<int, std::map<std::string, int>>> tally;
+
+  /// Adds `m`'s record and removes it from the module.
+  void collect(ModuleOp m) {
+    auto d = m->getAttrOfType<DictionaryAttr>(kPPUnmatchedAttr);
+    if (!d)
+      return;
+    for (NamedAttribute e : d) {
+      auto &[runs, missed] = tally[e.getName().str()];
+      ++runs;
+      for (Attribute a : cast<ArrayAttr>(e.getValue()))
+        ++missed[cast<StringAttr>(a).str()];
+    }
+    m->removeAttr(kPPUnmatchedAttr);
+  }
+
+  /// Fails at `op` on the first pattern no stage matched.
+  LogicalResult check(Operation *op) const {
+    for (const auto &[option, entry] : tally)
+      for (const auto &[pattern, missed] : entry.second)
+        if (missed == entry.first)
+          return op->emitError() << option << " pattern '" << pattern
+                                 << "' matches nothing on any pipeline stage";
+    return success();
+  }
+};
 
 /// Calls `onMatch(i)` for every `names[i]` that a pattern of `patterns`
 /// matches. Fails with an error at `op` for a pattern that is not a valid
 /// glob ("<option> pattern 'p' is not a valid glob") or that matches no name
 /// ("<option> pattern 'p' matches no <what>"); `option` is spelled with its
-/// pass, e.g. "fsdp-optimizer: no-decay".
+/// pass, e.g. "fsdp-optimizer: no-decay". On a pipeline stage a pattern
+/// that matches nothing is recorded instead (recordUnmatched).
 inline LogicalResult matchGlobs(Operation *op, StringRef option,
                                 ArrayRef<std::string> patterns,
                                 ArrayRef<StringRef> names, StringRef what,
                                 llvm::function_ref<void(size_t)> onMatch) {
+  ModuleOp stage = pipelineStageModule(op);
+  SmallVector<std::string> unmatched;
   for (const std::string &pattern : patterns) {
     llvm::Expected<llvm::GlobPattern> glob = llvm::GlobPattern::create(pattern);
     if (!glob) {
@@ -40,10 +116,14 @@ inline LogicalResult matchGlobs(Operation *op, StringRef option,
         onMatch(i);
         matched = true;
       }
-    if (!matched)
+    if (!matched && stage)
+      unmatched.push_back(pattern);
+    else if (!matched)
       return op->emitError()
              << option << " pattern '" << pattern << "' matches no " << what;
   }
+  if (stage && !patterns.empty())
+    recordUnmatched(stage, option, unmatched);
   return success();
 }
 

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ClusterSpecCache.h"
+#include "GlobOptions.h"
 #include "OptionValueError.h"
 #include "PipelineChunks.h"
 #include "PipelineReport.h"
@@ -249,6 +250,20 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
              << " (world size = pp x the data-parallel size x tp)";
     if (failed(checkPipelineGather()))
       return failure();
+    // With tp=1 there is no tensor-parallel group to split: ignored with a
+    // warning, as Megatron-LM ignores --sequence-parallel at
+    // tensor_model_parallel_size 1 ("Disabling sequence parallelism because
+    // tensor model parallelism is disabled", megatron/training/arguments.py,
+    // validate_args) and torchtitan applies loss parallelism only with TP
+    // (parallelize_llama); a sweep's options may hold them for every degree.
+    if (tp == 1)
+      for (const auto *o : {&sequenceParallel, &vocabParallel})
+        if (o->hasValue())
+          module.emitWarning()
+              << "fsdp-pipeline: " << o->getArgStr() << "="
+              << (static_cast<bool>(*o) ? "true" : "false")
+              << " has no effect with tp=1 (no tensor-parallel group): "
+                 "ignored";
     if (ppStage.hasValue())
       return module.emitError()
              << "fsdp-pipeline: pp-stage is fsdp-pipeline-split's option; "
@@ -507,6 +522,9 @@ protected:
       op->erase();
     module->setAttr(kPipelineStagesAttr, b.getI64IntegerAttr(pp));
     module->setAttr(kWorldSizeAttr, b.getI64IntegerAttr(worldSize));
+    // frozen, no-decay, ac-units and keep-gathered may name what only some
+    // stages hold; each stage records what it lacks (GlobOptions.h).
+    PipelineUnmatched unmatched;
     for (auto [s, stage] : llvm::enumerate(stages)) {
       auto si = static_cast<int64_t>(s);
       for (auto [i, chunk] : llvm::enumerate(chunks[s])) {
@@ -514,13 +532,17 @@ protected:
         buildPipeline(pm, si + static_cast<int64_t>(i) * pp, Part::Chunk);
         if (failed(runPipeline(pm, chunk)))
           return signalPassFailure();
+        unmatched.collect(chunk);
       }
       if (!chunks[s].empty() && failed(mergePipelineChunks(stage, chunks[s])))
         return signalPassFailure();
       if (failed(planStage(stage, si,
                            chunks[s].empty() ? Part::Whole : Part::Merged)))
         return signalPassFailure();
+      unmatched.collect(stage);
     }
+    if (failed(unmatched.check(module)))
+      return signalPassFailure();
     ClusterSpecCache specs(givenCluster);
     if (failed(writePipelineOutputs(module, specs, cluster, report, trace)))
       return signalPassFailure();

@@ -3,6 +3,7 @@
 #include "fsdp/ClusterSpec.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -285,8 +286,9 @@ json buildSpec(const Options &o, const Machine &mc, const Calibration &cal) {
                             {key::kEffMemory, fit.effMemory}};
   spec[key::kOpEfficiency] = opEff;
   spec[key::kDispatchOverhead] = cal.host.dispatch / over;
-  if (cal.host.ioBandwidth > 0)
-    spec[key::kStepIoBandwidth] = cal.host.ioBandwidth * over;
+  // Written even when not positive, so that implausibleValues refuses it
+  // (left out, the simulator would read "not charged").
+  spec[key::kStepIoBandwidth] = cal.host.ioBandwidth * over;
   spec[key::kCommOverlap] = cal.overlap.overlap;
   spec[key::kCollectiveSync] = cal.sync.sync / over;
   spec[key::kSources] = sourcesJson(o, world, host.cores);
@@ -294,7 +296,98 @@ json buildSpec(const Options &o, const Machine &mc, const Calibration &cal) {
   return spec;
 }
 
+std::vector<std::string> implausibleValues(const json &spec,
+                                           const Calibration &cal) {
+  namespace key = fsdp::cluster_spec;
+  std::vector<std::string> bad;
+  char buf[512];
+  // Each check: the key, its value, and the measurements it came from.
+  auto rate = [&](const std::string &name, const json &v, const char *why) {
+    double x = v.is_number() ? v.get<double>() : std::nan("");
+    if (std::isfinite(x) && x > 0)
+      return;
+    std::snprintf(buf, sizeof buf, "%s = %g is not a positive rate: %s",
+                  name.c_str(), x, why);
+    bad.emplace_back(buf);
+  };
+  auto inRange = [&](const std::string &name, const json &v, double lo,
+                     bool loOpen, const char *why) {
+    double x = v.is_number() ? v.get<double>() : std::nan("");
+    if (std::isfinite(x) && (loOpen ? x > lo : x >= lo) && x <= 1)
+      return;
+    std::snprintf(buf, sizeof buf, "%s = %g is outside %s%g, 1]: %s",
+                  name.c_str(), x, loOpen ? "(" : "[", lo, why);
+    bad.emplace_back(buf);
+  };
+  for (auto &[dtype, v] : spec[key::kPeakFlops].items())
+    rate(std::string(key::kPeakFlops) + "." + dtype, v,
+         "the best GEMM rate (FLOPs over a measured time)");
+  rate(key::kMemoryBandwidth, spec[key::kMemoryBandwidth],
+       "memcpy bytes over a measured time");
+  for (const char *link : {key::kIntraNode, key::kInterNode}) {
+    const json &l = spec[link];
+    std::string why =
+        "the alpha-beta fit's slope 1/B to the all-gather and reduce-scatter "
+        "times of 8 KiB..4 MiB is not positive: the times do not grow with "
+        "the bytes (max fit error " +
+        std::to_string(static_cast<int>(100 * cal.ring.maxRelErr)) + "%)";
+    rate(std::string(link) + "." + key::kBusBandwidth, l[key::kBusBandwidth],
+         why.c_str());
+    double a = l[key::kLatency].is_number() ? l[key::kLatency].get<double>()
+                                            : std::nan("");
+    if (!std::isfinite(a) || a < 0)
+      bad.push_back(std::string(link) + "." + key::kLatency + " = " +
+                    std::to_string(a) + " is not a latency >= 0");
+  }
+  for (const CollPoint &p : cal.collectives)
+    if (!std::isfinite(p.seconds) || p.seconds <= 0) {
+      std::snprintf(buf, sizeof buf,
+                    "collectives: %s of %g bytes measured %g s, not a "
+                    "positive time",
+                    p.kind.c_str(), p.bytes, p.seconds);
+      bad.emplace_back(buf);
+    }
+  for (auto &[cls, v] : spec[key::kEfficiency].items())
+    inRange(std::string(key::kEfficiency) + "." + cls, v, 0, true,
+            "the roofline fit to the class's measured kernels");
+  for (auto &[op, v] : spec[key::kOpEfficiency].items())
+    inRange(std::string(key::kOpEfficiency) + "." + op, v, 0, true,
+            "the roofline fit to the op's measured kernels");
+  const Host &h = cal.host;
+  char ioWhy[256];
+  std::snprintf(ioWhy, sizeof ioWhy,
+                "one step with %lld floats in and out (%.3g s) minus a step "
+                "of one instruction (%.3g s) and the relu kernel (%.3g s) is "
+                "not positive: a difference of noisy timings",
+                (long long)h.ioCount, h.io.mean, h.single.mean, h.relu.mean);
+  rate(key::kStepIoBandwidth, spec[key::kStepIoBandwidth], ioWhy);
+  for (const char *k : {key::kDispatchOverhead, key::kCollectiveSync}) {
+    double x = spec[k].is_number() ? spec[k].get<double>() : std::nan("");
+    if (!std::isfinite(x) || x < 0)
+      bad.push_back(std::string(k) + " = " + std::to_string(x) +
+                    " is not a time >= 0");
+  }
+  inRange(key::kCommOverlap, spec[key::kCommOverlap], 0, false,
+          "a fraction of the shorter of compute and communication");
+  return bad;
+}
+
 void writeSpec(const Options &o, const json &spec, const Calibration &cal) {
+  // A spec with a rate of 0 or below (a difference of two timings taken
+  // under load) would make the simulator divide by it or charge nothing:
+  // refused, naming each value, before anything is written.
+  std::vector<std::string> bad = implausibleValues(spec, cal);
+  if (!bad.empty()) {
+    std::string msg = "fsdp-calibrate: refusing to write the spec: " +
+                      std::to_string(bad.size()) +
+                      " measured value(s) out of range (load average " +
+                      cal.loadBefore + " before, " + cal.loadAfter +
+                      " after; rerun on a quieter machine or with a larger "
+                      "--seconds):";
+    for (const std::string &b : bad)
+      msg += "\n  " + b;
+    fsdp_abort(msg.c_str(), 1);
+  }
   const KernelFit &fit = cal.fit;
   std::string text = spec.dump(2) + "\n";
   if (o.out == "-") {
@@ -316,6 +409,15 @@ void writeSpec(const Options &o, const json &spec, const Calibration &cal) {
                cal.ring.alpha, cal.ring.bandwidth, 100 * cal.ring.maxRelErr,
                cal.host.dispatch, cal.host.ioBandwidth, cal.overlap.overlap,
                cal.sync.sync);
+  // Host.cpp clamps a negative per-instruction difference to 0: said, as
+  // the simulator then charges no dispatch.
+  if (cal.host.dispatch == 0)
+    std::fprintf(stderr,
+                 "fsdp-calibrate: note: dispatch_overhead_s is written as 0: "
+                 "the chain's time per instruction (%.3g s) did not exceed "
+                 "the kernel's\n",
+                 (cal.host.chain.mean - cal.host.single.mean) /
+                     static_cast<double>(cal.host.chainLength - 1));
   if (cal.share.working > 0)
     std::fprintf(stderr,
                  "  waiting rank share %.3f (%d ranks working on %d cores "

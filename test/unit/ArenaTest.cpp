@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <ctime>
 #include <string>
 
 using namespace fsdp;
@@ -433,6 +434,61 @@ TEST(Arena, BadInPlaceIsALoadError) {
                   R"("operands": [0, 1], "results": [2])");
   EXPECT_HAS(err(swapped), "but it is not the result of an nn.add whose "
                            "first operand is all of that buffer");
+}
+
+// The load-time check of in_place_of is linear in the program: a gradient
+// accumulation of many units and micro-batches has an in-place sum per unit
+// per micro-batch, and the check scanned the whole program for each (an
+// interleaved pipeline's 24 MB schedule, pipeline-tag-bound.test's, took
+// fsdp-run over two minutes of CPU to load). K sums over K running sums,
+// 2K instructions: the quadratic check took ~10 s of CPU here at K = 10^4,
+// the linear one milliseconds; the bound (2 s) leaves room for a loaded
+// machine either way. The verdict on a late read is the same, naming the
+// first reader.
+std::string manySums(int k, bool lateRead) {
+  std::string buffers = R"({"id": 0, "dtype": "f32", "shape": [4]})";
+  std::string instructions;
+  for (int i = 0; i < k; ++i) {
+    std::string y = std::to_string(1 + 2 * i), z = std::to_string(2 + 2 * i);
+    buffers += R"(, {"id": )" + y + R"(, "dtype": "f32", "shape": [4]})" +
+               R"(, {"id": )" + z +
+               R"(, "dtype": "f32", "shape": [4], "in_place_of": )" + y + "}";
+    instructions += std::string(i ? ", " : "") + R"({"op": "nn.relu", )" +
+                    R"("operands": [0], "results": [)" + y +
+                    R"(]}, {"op": "nn.add", "operands": [)" + y +
+                    R"(, 0], "results": [)" + z + "]}";
+  }
+  if (lateRead) // reads the first running sum after its sum is written
+    instructions += R"(, {"op": "nn.relu", "operands": [1], "results": [)" +
+                    std::to_string(2 * k + 1) + "]}";
+  if (lateRead)
+    buffers += R"(, {"id": )" + std::to_string(2 * k + 1) +
+               R"(, "dtype": "f32", "shape": [4]})";
+  return R"({"format": "fsdp-schedule", "version": 2, "world_size": 1,
+    "memory_plan": {"peak_bytes": 32}, "units": [], "buffers": [)" +
+         buffers + R"(], "inputs": [{"buffer": 0, "role": "features"}],
+    "outputs": [{"buffer": 2, "role": "output"}], "instructions": [)" +
+         instructions + "]}";
+}
+
+TEST(Arena, InPlaceCheckIsLinearInTheProgram) {
+  const int k = 10000;
+  std::string text = manySums(k, false);
+  std::clock_t start = std::clock();
+  Program p = Program::fromString(text, 1, "many.json");
+  double cpu = double(std::clock() - start) / CLOCKS_PER_SEC;
+  EXPECT_EQ(p.instructions().size(), size_t(2 * k));
+  EXPECT_LT(cpu, 2.0) << "loading " << 2 * k << " instructions with " << k
+                      << " in_place_of sums";
+  try {
+    Program::fromString(manySums(k, true), 1, "many.json");
+    ADD_FAILURE() << "a late read of a running sum was accepted";
+  } catch (const Error &e) {
+    EXPECT_HAS(std::string(e.what()),
+               "many.json: buffer 2 is in_place_of buffer 1, but "
+               "instruction #20000 'nn.relu' reads that buffer after "
+               "instruction #1 'nn.add' writes over it");
+  }
 }
 
 } // namespace

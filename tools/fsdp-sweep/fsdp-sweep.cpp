@@ -3,7 +3,8 @@
 //   fsdp-sweep CONFIG.json --cluster SPEC.json [--world-sizes
 //   8,64,512,4096,16384]
 //              [--strategies full-shard,...] [--seq T] [--micro-batch b]
-//              [--param-dtype bf16] [--unit-numel X,Y] [--bucket-bytes A,B]
+//              [--param-dtype bf16] [--attention flash]
+//              [--unit-numel X,Y] [--bucket-bytes A,B]
 //              [--activation-checkpoint none,full,selective,selective-op]
 //              [--pipeline "..."] [--json PATH]
 //
@@ -52,7 +53,7 @@ model is imported with global batch b x N / T (b = --micro-batch sequences
 per data-parallel rank; the T ranks of a TP group share theirs) and planned,
 for each strategy and wrap policy, with fsdp-pipeline in-process:
   world-size=N [tp=T] strategy=S policy=block|size [min-unit-numel=X]
-  param-dtype=D [shard-size=<devices_per_node> for hybrid-shard]
+  param-dtype=D [attention=A] [shard-size=<devices_per_node> for hybrid-shard]
   <--pipeline options> cluster=SPEC
 then simulated on the cluster: the same report as fsdp-opt's report= with
 these options. hybrid-shard takes one node per shard group and is left
@@ -153,6 +154,12 @@ static cl::opt<std::string>
                   cl::desc("Dtype of gathered parameters and compute: "
                            "f32, bf16 (default) or f16"),
                   cl::init("bf16"), cl::cat(mainCat));
+static cl::opt<std::string> attentionOpt(
+    "attention",
+    cl::desc("fsdp-pipeline's attention: the implementation every plan is "
+             "priced and its memory planned for: flash (the planner's "
+             "default), unfused or unfused-no-dropout"),
+    cl::value_desc("impl"), cl::cat(mainCat));
 static cl::opt<std::string> unitNumelOpt(
     "unit-numel",
     cl::desc(
@@ -464,6 +471,7 @@ int main(int argc, char **argv) {
   o.clusterPath = clusterPath;
   o.microBatch = microBatchOpt;
   o.paramDtype = paramDtypeOpt;
+  o.attention = attentionOpt;
   o.pipeline = pipelineOpt;
 
   // Model overrides, as fsdp-import validates them.
@@ -478,6 +486,11 @@ int main(int argc, char **argv) {
       paramDtypeOpt != "f16")
     return error("--param-dtype must be f32, bf16 or f16, got " +
                  paramDtypeOpt);
+  if (attentionOpt.getNumOccurrences() &&
+      !mlir::fsdp::symbolizeAttentionImpl(attentionOpt))
+    return error("--attention must be flash, unfused or unfused-no-dropout, "
+                 "got '" +
+                 attentionOpt + "'");
 
   // The dimensions of the sweep.
   if (!parseSizes(o))
@@ -533,12 +546,13 @@ int main(int argc, char **argv) {
     if (w.contains('=') &&
         (llvm::is_contained(kReservedOptions, key) ||
          (key == "bucket-bytes" && !bucketBytesOpt.empty()) ||
-         (key == "activation-checkpoint" && !activationCheckpointOpt.empty())))
+         (key == "activation-checkpoint" && !activationCheckpointOpt.empty()) ||
+         (key == "attention" && attentionOpt.getNumOccurrences())))
       return error(
           "--pipeline: '" + key.str() +
           "' is set by the sweep (world sizes, --tp, --pp, --pp-schedule, "
           "strategies, --unit-numel, --bucket-bytes, --activation-checkpoint, "
-          "--param-dtype, --cluster, --json)");
+          "--param-dtype, --attention, --cluster, --json)");
   }
   {
     std::string msg;

@@ -75,7 +75,13 @@ struct SweepOptions {
   /// set (no activation-checkpoint option, no column).
   std::vector<std::string> activationCheckpoints;
   std::string paramDtype = "bf16";
+  /// fsdp-pipeline's attention (flash, unfused, unfused-no-dropout); empty:
+  /// not given (the planner's default, flash).
+  std::string attention;
   std::string pipeline; ///< more fsdp-pipeline options, verbatim
+  /// The attention every plan is priced with: `attention`, else an
+  /// attention= of `pipeline`, else the planner's default (flash).
+  std::string attentionImpl() const;
 };
 
 /// One plan of the sweep: its options and, after it ran, its report or error.

@@ -44,9 +44,20 @@ std::string loadAverage();
 nlohmann::ordered_json buildSpec(const Options &o, const Machine &mc,
                                  const Calibration &c);
 
+/// The values of `spec` that cannot be right, one line each naming the key,
+/// its value and the measurements it came from: a rate (peak_flops,
+/// memory_bandwidth, bus_bandwidth, step_io_bandwidth) that is not a
+/// positive finite number, an efficiency outside (0, 1], a latency or an
+/// overhead below 0, comm_overlap outside [0, 1], a collective time that is
+/// not positive. Most are differences or fits of timings, which load can
+/// make negative. Empty: the spec is plausible.
+std::vector<std::string> implausibleValues(const nlohmann::ordered_json &spec,
+                                           const Calibration &c);
+
 /// Writes the spec to `o.out` ("-": stdout; a file: "wrote PATH" on stderr,
 /// and an abort of every rank if it cannot be written), then one line of the
-/// fitted values on stderr.
+/// fitted values on stderr. A spec with implausibleValues is not written:
+/// every rank aborts (exit status 1) with each value named.
 void writeSpec(const Options &o, const nlohmann::ordered_json &spec,
                const Calibration &c);
 
