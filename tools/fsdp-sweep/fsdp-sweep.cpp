@@ -552,7 +552,7 @@ int main(int argc, char **argv) {
           "--pipeline: '" + key.str() +
           "' is set by the sweep (world sizes, --tp, --pp, --pp-schedule, "
           "strategies, --unit-numel, --bucket-bytes, --activation-checkpoint, "
-          "--param-dtype, --attention, --cluster, --json)");
+          "--param-dtype, --cluster, --json)");
   }
   {
     std::string msg;
