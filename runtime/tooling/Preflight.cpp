@@ -25,8 +25,13 @@ using fsdp::rt::AllocMode;
 
 namespace fsdp::tooling {
 
+namespace {
+void checkOutputsAreNotInputs(const Options &opt);
+} // namespace
+
 void checkOutputPaths(const Options &opt) {
   namespace fs = std::filesystem;
+  checkOutputsAreNotInputs(opt);
   for (auto [flag, path] : {std::pair{"--dump-params", &opt.dumpParams},
                             std::pair{"--export", &opt.exportPath}}) {
     if (path->empty())
@@ -97,6 +102,63 @@ std::string resolvedPath(const std::string &p) {
   std::error_code ec;
   fs::path r = fs::weakly_canonical(fs::absolute(p), ec);
   return ec ? fs::absolute(p).lexically_normal().string() : r.string();
+}
+
+/// Whether output path `out` would write over `in`: the same file (inode)
+/// where both exist, else the same resolved path; with `inside`, also a
+/// path under directory `in`.
+bool writesOver(const std::string &out, const std::string &in,
+                bool inside = false) {
+  std::error_code ec;
+  if (fs::exists(out, ec) && fs::exists(in, ec) && fs::equivalent(out, in, ec))
+    return true;
+  std::string o = resolvedPath(out), i = resolvedPath(in);
+  return o == i || (inside && o.rfind(i + "/", 0) == 0);
+}
+
+/// Throws when --export or --dump-params would write over a file this run
+/// reads (the schedule, the compiled step, --data, an --init-from file, the
+/// --load checkpoint) or over each other: the file would be lost, with no
+/// error, at the end of the run.
+void checkOutputsAreNotInputs(const Options &opt) {
+  std::vector<std::pair<std::string, std::string>> inputs;
+  if (!opt.schedule.empty())
+    inputs.emplace_back("the schedule", opt.schedule);
+  if (!opt.compiled.empty())
+    inputs.emplace_back("the --compiled step", opt.compiled);
+  if (!opt.data.empty())
+    inputs.emplace_back("the --data file", opt.data);
+  if (!opt.initFrom.empty()) {
+    inputs.emplace_back("the --init-from weights", opt.initFrom);
+    for (const std::string &f : initFromFiles(opt.initFrom))
+      inputs.emplace_back("the --init-from weights", f);
+  }
+  std::string loadDir;
+  try {
+    if (!opt.load.empty())
+      loadDir = resolveCheckpoint(opt.load);
+  } catch (const Error &) {
+    // No checkpoint there: the load itself says so, naming it.
+  }
+  for (auto [flag, path] : {std::pair{"--dump-params", &opt.dumpParams},
+                            std::pair{"--export", &opt.exportPath}}) {
+    if (path->empty())
+      continue;
+    for (const auto &[what, in] : inputs)
+      if (writesOver(*path, in))
+        throw Error(std::string(flag) + " '" + *path + "' would overwrite " +
+                    what + " '" + in +
+                    "', which this run reads: give another "
+                    "path");
+    if (!loadDir.empty() && writesOver(*path, loadDir, /*inside=*/true))
+      throw Error(std::string(flag) + " '" + *path +
+                  "' would overwrite a file of the --load checkpoint '" +
+                  loadDir + "', which this run reads: give another path");
+  }
+  if (!opt.exportPath.empty() && !opt.dumpParams.empty() &&
+      writesOver(opt.exportPath, opt.dumpParams))
+    throw Error("--export and --dump-params name the same file '" +
+                opt.exportPath + "': one would overwrite the other");
 }
 
 /// The options that change what a rank does, one "--option value" per line;

@@ -93,11 +93,23 @@ void parseFile(const std::string &path,
   if (size < 8 || !readAt(f.fd, &n, 8, 0))
     throw bad("truncated: " + std::to_string(size) +
               " bytes, shorter than the 8-byte header length");
-  if (n > kMaxHeaderBytes || n > size - 8)
+  if (n > kMaxHeaderBytes || n > size - 8) {
+    // Its first bytes say what it is instead: a PyTorch .bin / .pt
+    // checkpoint is a zip archive ("PK\3\4"), text is text.
+    char head[4] = {};
+    readAt(f.fd, head, sizeof head, 0);
+    bool zip = std::memcmp(head, "PK\3\4", 4) == 0;
     throw bad("header length " + std::to_string(n) + " exceeds " +
               (n > kMaxHeaderBytes
                    ? "the 100 MB limit"
-                   : "the file (" + std::to_string(size) + " bytes)"));
+                   : "the file (" + std::to_string(size) + " bytes)") +
+              ": not a safetensors file (it starts with the 8-byte "
+              "little-endian length of its JSON header)" +
+              (zip ? "; this is a zip archive, as PyTorch's .bin / .pt "
+                     "checkpoints are: convert it with safetensors' "
+                     "save_file"
+                   : ""));
+  }
   std::string text(n, '\0');
   if (!readAt(f.fd, text.data(), n, 8))
     throw bad("cannot read the header");

@@ -92,7 +92,10 @@ std::optional<SafeTensorsArchive> openInitFrom(const Options &opt) {
 /// phases in their order.
 class TrainingRun {
 public:
-  TrainingRun(const Options &opt, const AgreedInputs &agreed);
+  /// `watchdog` names this run's executor from here until the destructor.
+  TrainingRun(const Options &opt, const AgreedInputs &agreed,
+              Watchdog &watchdog);
+  ~TrainingRun() { watchdog.watch(nullptr); }
   TrainingRun(const TrainingRun &) = delete;
   TrainingRun &operator=(const TrainingRun &) = delete;
 
@@ -157,13 +160,15 @@ private:
   /// compute; 2^15 for a hand-written f16 loss).
   double lossScaleCap = 0;
   StepLog log;
-  std::optional<Watchdog> watchdog; // last: stops before the executor goes
+  /// Times every phase of the run (runTraining's, from before MPI's start).
+  Watchdog &watchdog;
 };
 
 // Data first (a bad file fails before the device is set up), then the
 // checkpoint's headers, then the device, its channels and the resident
 // state.
-TrainingRun::TrainingRun(const Options &opt, const AgreedInputs &agreed)
+TrainingRun::TrainingRun(const Options &opt, const AgreedInputs &agreed,
+                         Watchdog &watchdog)
     : opt(opt), rank(fsdp_rank()), compiled(openCompiled(opt)),
       prog(fitsNode(agreedJob(compiled ? compiled->program()
                                        : Program::fromFile(opt.schedule,
@@ -177,7 +182,9 @@ TrainingRun::TrainingRun(const Options &opt, const AgreedInputs &agreed)
       init(openInitFrom(opt)), device(opt.device, collectivesOf(opt)),
       ex(prog, device.get(), opt.alloc),
       meta{opt.seed, opt.data, opt.dataOrder.empty() ? "random" : opt.dataOrder,
-           0, agreed.dataSha256} {
+           0, agreed.dataSha256},
+      watchdog(watchdog) {
+  watchdog.watch(&ex);
   if (compiled)
     ex.useCompiledStep(*compiled);
   fsdp_blas_info blas{};
@@ -390,7 +397,6 @@ void TrainingRun::resolveTotalSteps() {
 }
 
 void TrainingRun::train() {
-  watchdog.emplace(opt.timeout, ex, rank);
   // The interpreter's step plan (host memory it keeps) is built first, so
   // that what the allocator measures from here is the steps' own.
   if (!ex.isCompiled())
@@ -409,13 +415,13 @@ void TrainingRun::train() {
       if (step == startStep + opt.warmup + 1)
         fsdp_profile_reset();
     }
-    watchdog->begin("step " + std::to_string(step));
+    watchdog.begin("step " + std::to_string(step));
     double scale = meta.lossScale;
     double loss = runStep(step, timed, in);
-    watchdog->end();
     if (lossScaleId >= 0)
       log.lossScales.push_back(scale);
-    bool skipped = afterStep(step, loss);
+    bool skipped = afterStep(step, loss); // collective: still the step's
+    watchdog.end();
     if (rank == 0)
       printStep(step, loss, skipped);
     if (opt.saveEvery && (step % opt.saveEvery == 0 || step == lastStep()))
@@ -545,16 +551,18 @@ void TrainingRun::printStep(int64_t step, double loss, bool skipped) const {
 }
 
 void TrainingRun::savePeriodic(int64_t step) {
-  watchdog->begin("the save of step " + std::to_string(step));
+  watchdog.begin("the save of step " + std::to_string(step));
   saveCheckpoint(periodicCheckpointDir(opt.save, step), ex, step, rank, meta);
-  watchdog->end();
+  watchdog.end();
   if (rank == 0 && opt.keep)
     pruneCheckpoints(opt.save, opt.keep);
 }
 
 void TrainingRun::finish() {
+  watchdog.begin("the end of the run (the figures over the ranks)");
   RunTotals totals = measureTotals();
   writeOutputs();
+  watchdog.begin("the end of the run (the summary)");
   long long rss[2] = {initRss, peakRssBytes()};
   MPI_Allreduce(rss, totals.maxRss, 2, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
   if (rank == 0) {
@@ -563,6 +571,7 @@ void TrainingRun::finish() {
         summaryJson(opt, prog, ex, device.get(), log, totals).dump().c_str());
     std::fflush(stdout);
   }
+  watchdog.end();
 }
 
 RunTotals TrainingRun::measureTotals() {
@@ -630,26 +639,33 @@ RunTotals TrainingRun::measureTotals() {
 }
 
 void TrainingRun::writeOutputs() {
-  if (!opt.dumpParams.empty())
+  if (!opt.dumpParams.empty()) {
+    watchdog.begin("--dump-params");
     dumpParams(opt.dumpParams, ex, rank);
-  if (!opt.save.empty() && !opt.saveEvery) {
-    watchdog->begin("the save of step " + std::to_string(lastStep()));
-    saveCheckpoint(opt.save, ex, lastStep(), rank, meta);
-    watchdog->end();
   }
-  if (!opt.exportPath.empty())
+  if (!opt.save.empty() && !opt.saveEvery) {
+    watchdog.begin("the save of step " + std::to_string(lastStep()));
+    saveCheckpoint(opt.save, ex, lastStep(), rank, meta);
+  }
+  if (!opt.exportPath.empty()) {
+    watchdog.begin("--export");
     exportSafeTensors(opt.exportPath, ex, lastStep(), rank);
+  }
 }
 
 } // namespace
 
-void runTraining(const Options &opt) {
+void runTraining(const Options &opt, Watchdog &watchdog) {
+  watchdog.begin("the start-up (the ranks' agreement on their options, "
+                 "inputs and schedule; the device and its channels)");
   AgreedInputs agreed = checkSameWorkOnAllRanks(opt);
   checkOutputPaths(opt);
-  TrainingRun run(opt, agreed);
+  TrainingRun run(opt, agreed, watchdog);
+  watchdog.begin("the initialisation of the state (--init-from, --load)");
   run.initialiseState();
   run.bindIo();
   run.resolveTotalSteps();
+  watchdog.end();
   run.train();
   run.finish();
 }

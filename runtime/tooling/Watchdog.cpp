@@ -1,4 +1,4 @@
-//===- Watchdog.cpp - Stops fsdp-run when a step hangs --------------------===//
+//===- Watchdog.cpp - Stops fsdp-run when a phase hangs -------------------===//
 #include "fsdp/tooling/Watchdog.h"
 #include "fsdp/schedule/PipelineTags.h"
 
@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <string>
 
 using fsdp::rt::Executor;
 using fsdp::schedule::Program;
@@ -71,8 +72,13 @@ std::string describePipelineTransfer(const Program &p, int64_t t) {
          " is stopped, dead or running something else";
 }
 
-Watchdog::Watchdog(double timeout, const Executor &ex, int rank)
-    : timeout(timeout), ex(ex), rank(rank), thread([this] { loop(); }) {}
+Watchdog::Watchdog(double timeout)
+    : timeout(timeout), thread([this] { loop(); }) {
+  // Before MPI's start the rank is Open MPI's (mpirun sets it in every
+  // process's environment).
+  if (const char *r = std::getenv("OMPI_COMM_WORLD_RANK"))
+    rank = std::atoi(r);
+}
 
 Watchdog::~Watchdog() {
   {
@@ -81,6 +87,16 @@ Watchdog::~Watchdog() {
   }
   cv.notify_all();
   thread.join();
+}
+
+void Watchdog::setRank(int r) {
+  std::lock_guard<std::mutex> l(m);
+  rank = r;
+}
+
+void Watchdog::watch(const Executor *e) {
+  std::lock_guard<std::mutex> l(m);
+  ex = e;
 }
 
 void Watchdog::begin(std::string what) {
@@ -95,57 +111,68 @@ void Watchdog::end() {
   active = false;
 }
 
+std::string Watchdog::whereInStep() const {
+  const Program &p = ex->program();
+  int64_t i = ex->currentInstruction(), c = ex->awaitedCollective();
+  size_t n = p.instructions().size();
+  const char *why = ": another rank is stopped, dead or running something "
+                    "else";
+  std::string coll = c >= 0 && static_cast<size_t>(c) < n
+                         ? p.where(static_cast<size_t>(c))
+                         : std::string();
+  int64_t t = p.pipelineStages() > 1 ? awaitedTransfer(p, i, c) : -1;
+  if (t >= 0) // Pipeline parallelism: the stage and micro-batch it waits on.
+    return (i >= 0 && static_cast<size_t>(i) < n
+                ? "; it is in " + p.where(static_cast<size_t>(i)) + ", "
+                : std::string("; at the step's end, ")) +
+           describePipelineTransfer(p, t);
+  if (i >= 0 && static_cast<size_t>(i) < n) {
+    const std::string &op = p.instructions()[static_cast<size_t>(i)].op;
+    bool isColl = op == "fsdp.all_gather" || op == "fsdp.reduce_scatter" ||
+                  op == "fsdp.all_reduce" || op == "fsdp.wait";
+    return "; it is in " + p.where(static_cast<size_t>(i)) +
+           (!coll.empty() ? ", waiting for the collective of " + coll + why
+            : isColl      ? std::string(", a collective") + why
+                          : std::string());
+  }
+  if (i == Executor::kStepEnd)
+    return "; it is waiting for the step's last collectives" +
+           (!coll.empty() ? ", the collective of " + coll : std::string()) +
+           why;
+  return {};
+}
+
 void Watchdog::loop() {
   std::unique_lock<std::mutex> l(m);
   auto tick = std::chrono::duration<double>(std::min(0.25, timeout / 4));
   while (!cv.wait_for(l, tick, [this] { return stopping; })) {
     if (!active || fsdp_now() - start <= timeout)
       continue;
-    const Program &p = ex.program();
-    int64_t i = ex.currentInstruction(), c = ex.awaitedCollective();
-    size_t n = p.instructions().size();
-    const char *why = ": another rank is stopped, dead or running something "
-                      "else";
-    std::string where;
-    std::string coll = c >= 0 && static_cast<size_t>(c) < n
-                           ? p.where(static_cast<size_t>(c))
-                           : std::string();
-    int64_t t = p.pipelineStages() > 1 ? awaitedTransfer(p, i, c) : -1;
-    if (t >= 0) {
-      // Pipeline parallelism: the stage and micro-batch it waits on.
-      where = (i >= 0 && static_cast<size_t>(i) < n
-                   ? "; it is in " + p.where(static_cast<size_t>(i)) + ", "
-                   : std::string("; at the step's end, ")) +
-              describePipelineTransfer(p, t);
-    } else if (i >= 0 && static_cast<size_t>(i) < n) {
-      const std::string &op = p.instructions()[static_cast<size_t>(i)].op;
-      bool isColl = op == "fsdp.all_gather" || op == "fsdp.reduce_scatter" ||
-                    op == "fsdp.all_reduce" || op == "fsdp.wait";
-      where = "; it is in " + p.where(static_cast<size_t>(i)) +
-              (!coll.empty() ? ", waiting for the collective of " + coll + why
-               : isColl      ? std::string(", a collective") + why
-                             : std::string());
-    } else if (i == Executor::kStepEnd) {
-      where = "; it is waiting for the step's last collectives" +
-              (!coll.empty() ? ", the collective of " + coll : std::string()) +
-              why;
-    }
+    // Outside a step (start-up, initialisation, outputs) the executor's
+    // instruction says nothing: the phase alone is named.
+    std::string where =
+        ex && phase.rfind("step ", 0) == 0 ? whereInStep() : std::string();
+    std::string who =
+        rank >= 0 ? "[rank " + std::to_string(rank) + "] " : std::string();
     std::fprintf(stderr,
-                 "[rank %d] fsdp-run: error: watchdog: %s has not finished "
-                 "after %g s (--timeout)%s\n",
-                 rank, phase.c_str(), timeout, where.c_str());
+                 "%sfsdp-run: error: watchdog: %s has not finished after %g "
+                 "s (--timeout)%s\n",
+                 who.c_str(), phase.c_str(), timeout, where.c_str());
     std::fflush(stderr);
-    // Abort the device's collectives (cuda: ncclCommAbort) so that the
-    // ranks waiting on this one fail too; ncclCommAbort may itself hang on
-    // some NCCL versions (NVIDIA/nccl#829), so the exit does not wait for it
-    // more than a few seconds.
-    auto done = std::make_shared<std::atomic<bool>>(false);
-    std::thread([dev = ex.device(), msg = "watchdog: " + phase + where, done] {
-      fsdp_device_abort(dev, msg.c_str());
-      done->store(true);
-    }).detach();
-    for (int ms = 0; ms < 5000 && !done->load(); ms += 10)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (ex) {
+      // Abort the device's collectives (cuda: ncclCommAbort) so that the
+      // ranks waiting on this one fail too; ncclCommAbort may itself hang
+      // on some NCCL versions (NVIDIA/nccl#829), so the exit does not wait
+      // for it more than a few seconds.
+      auto done = std::make_shared<std::atomic<bool>>(false);
+      std::thread([dev = ex->device(), msg = "watchdog: " + phase + where,
+                   done] {
+        fsdp_device_abort(dev, msg.c_str());
+        done->store(true);
+      }).detach();
+      for (int ms = 0; ms < 5000 && !done->load(); ms += 10)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     std::_Exit(1);
   }
 }

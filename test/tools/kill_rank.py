@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """Kills a rank (SIGKILL) in the middle of a step or of `fsdp-run --save`.
 
-usage: kill_rank.py WORK_DIR --mpirun "mpirun ..." [--mid-step | --stop]
-                    [--pipeline [--compiled]]
+usage: kill_rank.py WORK_DIR --mpirun "mpirun ..." [--mid-step | --stop |
+                    --stop-at-start] [--pipeline [--compiled]]
 
 --stop: rank 1 gets SIGSTOP instead (it stops responding); with
 --timeout 3 the other rank's watchdog must stop the job within 15 s,
 naming the step and the instruction it waits in.
+
+--stop-at-start: rank 1 gets SIGSTOP as soon as its process exists (in
+MPI's start or the checks before step 1); with --timeout 3 the other rank's
+watchdog must stop the job within 15 s, naming the start-up. (Before
+2026-12-02 the watchdog timed steps and saves only, and the job hung.)
 
 --pipeline: the model (GPT-2 untied) runs as 2 pipeline stages of one rank
 (pp=2, 1f1b, 4 micro-batches; up to 3
@@ -118,12 +123,48 @@ def mid_step(run, stop, want=None, last=True):
     return True
 
 
+def stop_at_start(run):
+    p = subprocess.Popen(run + " --steps 3 --timeout 3", shell=True, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    victims, deadline = [], time.time() + 30
+    while not victims:
+        if p.poll() is not None or time.time() > deadline:
+            fail("no rank-1 fsdp-run process seen before the job ended (exit %s)" %
+                 p.returncode)
+        victims = rank_pids(1, p.pid)
+    for pid in victims:
+        os.kill(pid, signal.SIGSTOP)
+    t0 = time.time()
+    try:
+        out, err = p.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        fail("the job did not exit within 15 s of rank 1's SIGSTOP at its start")
+    finally:
+        for pid in victims:  # a stopped rank mpirun could not reap
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    if p.returncode == 0:
+        fail("the job exited 0 although rank 1 was stopped")
+    said = "watchdog: the start-up" in err and "has not finished after 3 s" in err
+    print("stopped rank 1 at its start; the job exited %d after %.1f s; the watchdog %s" %
+          (p.returncode, time.time() - t0, "names the start-up" if said else "said nothing"))
+    if not said:
+        fail("stderr:\n" + err[-2000:])
+    if "step 1 " in out:
+        fail("a step ran although rank 1 was stopped at its start")
+    print("OK")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("work")
     ap.add_argument("--mpirun", required=True)
     ap.add_argument("--mid-step", action="store_true")
     ap.add_argument("--stop", action="store_true")
+    ap.add_argument("--stop-at-start", action="store_true")
     ap.add_argument("--pipeline", action="store_true")
     ap.add_argument("--compiled", action="store_true")
     a = ap.parse_args()
@@ -146,6 +187,9 @@ def main():
     if a.compiled:
         subprocess.run(["fsdp-compile", planned, "-o", so], check=True)
     run = "%s -np 2 fsdp-run %s" % (a.mpirun, "--compiled " + so if a.compiled else sched)
+    if a.stop_at_start:
+        stop_at_start(run)
+        return
     if a.mid_step or a.stop:
         # A pipeline's stalled stage is named only while the other waits on
         # a transfer inside the step: up to 3 attempts to stop it there.

@@ -42,21 +42,30 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "fsdp-run: %s\n", fsdp_last_error());
     return 2;
   }
+  // Timed from before MPI's start: a rank stopped there, or in the checks
+  // before step 1, would otherwise hang every other rank in a collective.
+  fsdp::tooling::Watchdog watchdog(opt.timeout);
+  watchdog.begin("the start-up (MPI's start)");
   if (fsdp_init(&argc, &argv) != FSDP_OK) {
     std::fprintf(stderr, "fsdp-run: %s\n", fsdp_last_error());
     return 1;
   }
+  watchdog.setRank(fsdp_rank());
   try {
-    fsdp::tooling::runTraining(opt);
+    fsdp::tooling::runTraining(opt, watchdog);
   } catch (const fsdp::CollectiveError &e) {
     // Every rank found it; rank 0 reports, the others give its abort time
     // to arrive (then abort themselves, should rank 0 be gone).
+    watchdog.end();
     if (fsdp_rank() != 0)
       std::this_thread::sleep_for(std::chrono::seconds(10));
     fsdp_abort((std::string("fsdp-run: error: ") + e.what()).c_str(), 1);
   } catch (const std::exception &e) {
+    watchdog.end();
     fsdp_abort((std::string("fsdp-run: error: ") + e.what()).c_str(), 1);
   }
+  watchdog.begin("the end of the run (MPI's end)");
   fsdp_finalize();
+  watchdog.end();
   return 0;
 }

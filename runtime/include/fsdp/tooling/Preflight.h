@@ -17,7 +17,10 @@ namespace fsdp::tooling {
 
 /// Fails before any training if an output path cannot be written, so that a
 /// long run is not lost at its end: the --dump-params file must be creatable
-/// (its directory exists and is writable), the --save directory creatable.
+/// (its directory exists and is writable), the --save directory creatable;
+/// --export and --dump-params must name neither a file this run reads (the
+/// schedule or compiled step, --data, --init-from, a file of the --load
+/// checkpoint) nor each other, which the run would overwrite at its end.
 void checkOutputPaths(const Options &opt);
 
 /// What the ranks agreed to read.

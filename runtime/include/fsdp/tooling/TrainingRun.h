@@ -19,14 +19,17 @@
 #define FSDP_TOOLING_TRAININGRUN_H
 
 #include "fsdp/tooling/Options.h"
+#include "fsdp/tooling/Watchdog.h"
 
 namespace fsdp::tooling {
 
 /// Runs the training `opt` describes. Call on every rank of MPI_COMM_WORLD
-/// between fsdp_init and fsdp_finalize. Throws fsdp::Error on a failure
+/// between fsdp_init and fsdp_finalize. `watchdog` (started before MPI's
+/// start) times each phase: the start-up, the state's initialisation, every
+/// step and save, and the outputs at the end. Throws fsdp::Error on a failure
 /// (fsdp::CollectiveError where every rank found the same one, e.g. ranks
 /// started with different options), possibly on some ranks only.
-void runTraining(const Options &opt);
+void runTraining(const Options &opt, Watchdog &watchdog);
 
 } // namespace fsdp::tooling
 
