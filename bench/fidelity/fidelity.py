@@ -49,7 +49,11 @@ fsdp-import as --loss-dtype; without it the loss reads the compute dtype.
 
 A row with `plan_deferred` (a sentence: why, e.g. the planner's time at its
 micro-batch count) is left out of the default run, with a line saying so,
-and planned when --rows names it.
+and planned when --rows names it. A row with `not_planned` (a sentence: what
+of the run the planner cannot express, e.g. Float8 matmuls or async TP) is
+recorded with its sources but never planned here: the default run prints a
+line saying why, and --rows naming it is an error; layout_ranking.py may
+still rank it against rows of the same kind where it has a `ranking_plan`.
 
 usage: bench/fidelity/fidelity.py [--build DIR | --tools-on-path] [--rows ID,ID]
                                   [--json OUT] [--rows-file PATH] [--jobs N]
@@ -272,7 +276,16 @@ def main():
         if unknown:
             sys.exit("fidelity.py: --rows: no row '%s' in %s" % (unknown[0], a.rows_file))
         rows = [r for r in rows if r["id"] in want]
+        for r in rows:
+            if "not_planned" in r:
+                sys.exit("fidelity.py: --rows: row '%s' is not planned: %s" % (r["id"], r["not_planned"]))
     else:
+        # A row the planner cannot express as it ran (`not_planned` says
+        # what) is never compared with its measurement.
+        for r in rows:
+            if "not_planned" in r:
+                print("not planned: %s: %s" % (r["id"], r["not_planned"]))
+        rows = [r for r in rows if "not_planned" not in r]
         # A row whose plan takes too long for the default run (its
         # `plan_deferred` says why) is planned only when --rows names it.
         for r in rows:

@@ -11,6 +11,13 @@ fsdp-opt --fsdp-pipeline with the row's options and its cluster spec); the
 predicted tokens/s per GPU are ranked (1 = fastest) and compared with the
 order of the rows' measured tokens/s per GPU.
 
+A row with `not_planned` (fidelity.py never compares its throughput: e.g.
+Float8 matmuls, async TP) is ranked only where it has a `ranking_plan` (a
+sentence: the stand-in planned for it and why the order still compares) and
+every row of the comparison shares its `float8` and `async_tp`: the plans
+are then one stand-in for all of them (bf16, vanilla TP), a line says so,
+and only the order and the fastest / slowest ratio are compared.
+
 Unlike ranking.py, which asks fsdp-sweep's advisor for its best micro-batch
 of each layout family, this plans the published micro-batch and schedule of
 each row, so the comparison is of the layouts the publication measured.
@@ -73,8 +80,19 @@ def main():
     if len({fidelity.global_batch(r) for r in rows}) != 1:
         sys.exit("layout_ranking.py: the rows differ in their global batch (%s sequences): "
                  "not one layout comparison" % ", ".join(str(fidelity.global_batch(r)) for r in rows))
+    for key in ("float8", "async_tp"):
+        if len({r.get(key, False) for r in rows}) != 1:
+            sys.exit("layout_ranking.py: the rows differ in '%s': one plan cannot stand in for both" % key)
     if len({layout(r) for r in rows}) != len(rows):
         sys.exit("layout_ranking.py: two rows have the same layout")
+    for r in rows:
+        if "not_planned" in r and "ranking_plan" not in r:
+            sys.exit("layout_ranking.py: row '%s' is not planned and has no ranking_plan: %s" % (
+                r["id"], r["not_planned"]))
+    stand_in = [r for r in rows if "not_planned" in r]
+    if stand_in:
+        print("planned as a stand-in (%s): %s" % (", ".join(r["id"] for r in stand_in),
+                                                  stand_in[0]["ranking_plan"]))
     with tempfile.TemporaryDirectory() as tmp, \
             concurrent.futures.ThreadPoolExecutor(max(1, a.jobs)) as pool:
         futures = [pool.submit(fidelity.plan, r, clusters, a.build, tmp) for r in rows]
