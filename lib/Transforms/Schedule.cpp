@@ -23,6 +23,11 @@
 //   - fsdp2: FSDP2's implicit prefetch: in every phase (a micro-batch's
 //            forward or backward) the next unit's gather is issued when the
 //            current unit starts computing;
+//     under both, a pipeline stage whose units are gathered once per step
+//     issues each chunk's gathers ahead of the chunk, as the pipeline
+//     schedule syncs parameters (pipelineParamSync: chunks 0 and 1 at the
+//     step start, chunk c >= 2 at chunk c - 1's first op; Megatron-LM's
+//     forward_backward_pipelining_with_interleaving);
 //   - auto:  a list scheduler (after XLA's latency-hiding scheduler): each
 //            gather, in order, starts as early as possible while at most
 //            `max-in-flight` gathers are started and not yet waited (FSDP1's
@@ -100,8 +105,10 @@ struct FSDPSchedulePass
     placeReductionWaits(block);
     placeAccumulations(block);
     SmallVector<Gather> gathers = unitGathers(*fn);
-    if (mode == "fsdp1" || mode == "fsdp2")
+    if (mode == "fsdp1" || mode == "fsdp2") {
       prefetchOneAhead(gathers, mode == "fsdp1");
+      pipelineParamSync(*fn, gathers);
+    }
     else if (mode == "list")
       return listSchedule(*fn, gathers, maxInFlight, budget);
     return success();

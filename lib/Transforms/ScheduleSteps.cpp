@@ -11,6 +11,7 @@
 #include "llvm/Support/Debug.h"
 
 #include <limits>
+#include <map>
 
 #define DEBUG_TYPE "fsdp-schedule"
 
@@ -679,4 +680,72 @@ LogicalResult mlir::fsdp::listSchedule(func::FuncOp fn,
   for (auto [g, p] : llvm::zip(gathers, placedAt))
     issueBefore(g, elems[p]);
   return success();
+}
+
+/// Under pipeline parallelism, a stage whose units are gathered once per step
+/// (pp-gather) issues each chunk's gathers ahead of the chunk, as the
+/// pipeline schedule syncs parameters (Megatron-LM's
+/// forward_backward_pipelining_with_interleaving: param_sync_func for model
+/// chunks 0 and 1 before the first micro-batch, for chunk c + 1 at chunk c's
+/// first micro-batch; torch.distributed.pipelining's _add_unshard_reshard
+/// likewise unshards the next stages before their first compute): chunks 0
+/// and 1 at the step start, chunk c >= 2 before chunk c - 1's first op.
+/// Else a chunk's first gather starts after the wait on the activation it
+/// receives, and each stage adds its gather to every hop of the ramp. Only
+/// moves starts earlier; a gather that reads a value computed in the step
+/// stays.
+void mlir::fsdp::pipelineParamSync(func::FuncOp fn,
+                                   SmallVector<Gather> &gathers) {
+  auto module = fn->getParentOfType<ModuleOp>();
+  if (!module || !module->hasAttr(kPipelineStageAttr))
+    return;
+  Block &block = fn.getBody().front();
+  llvm::StringMap<int64_t> copies;
+  for (Gather &g : gathers)
+    for (StringRef unit : unitNames(g.start))
+      ++copies[unit];
+  // The first op of each chunk (fsdp.pp_chunk), in block order.
+  // (Taken before any start moves, so that the moved ones keep their order.)
+  Operation *stepStart = &block.front();
+  std::map<int64_t, Operation *> chunkStart;
+  for (Operation &op : block)
+    if (auto c = op.getAttrOfType<IntegerAttr>(kPPChunkAttr))
+      chunkStart.try_emplace(c.getInt(), &op);
+  for (Gather &g : gathers) {
+    if (llvm::any_of(unitNames(g.start),
+                     [&](StringRef u) { return copies.lookup(u) != 1; }))
+      continue; // gathered per micro-batch
+    // The gather's chunk: that of its first use.
+    Operation *firstUse = nullptr;
+    for (Value buffer : gatheredBuffers(g.wait))
+      for (Operation *view : buffer.getUsers())
+        if (isa<ParamViewOp>(view))
+          for (Operation *u : view->getUsers())
+            if (!firstUse || u->isBeforeInBlock(firstUse))
+              firstUse = u;
+    auto chunk = firstUse
+                     ? firstUse->getAttrOfType<IntegerAttr>(kPPChunkAttr)
+                     : IntegerAttr();
+    if (!chunk)
+      continue;
+    int64_t c = chunk.getInt();
+    Operation *anchor = c <= 1 ? stepStart : chunkStart[c - 1];
+    if (!anchor || !anchor->isBeforeInBlock(g.start))
+      continue;
+    bool ready = true;
+    SmallVector<Operation *> moved(g.prelude);
+    moved.push_back(g.start);
+    for (Operation *op : moved)
+      for (Value v : op->getOperands())
+        if (Operation *def = v.getDefiningOp();
+            def && !llvm::is_contained(moved, def) &&
+            !def->isBeforeInBlock(anchor))
+          ready = false;
+    if (!ready)
+      continue;
+    LLVM_DEBUG(llvm::dbgs() << "  pipeline: the all-gather of "
+                            << unitsOf(g.start) << " (chunk " << c
+                            << ") issued before " << placeName(anchor) << "\n");
+    issueBefore(g, anchor);
+  }
 }

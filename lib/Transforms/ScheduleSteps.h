@@ -55,6 +55,11 @@ void bucketUpdateGathers(func::FuncOp fn, int64_t bucketBytes);
 /// after the current unit's wait; fsdp1 in backward only.
 void prefetchOneAhead(SmallVector<Gather> &gathers, bool backwardOnly);
 
+/// A pipeline stage's units gathered once per step: chunks 0 and 1 gathered
+/// at the step start, chunk c >= 2 before chunk c - 1's first op (the
+/// pipeline schedule's parameter sync, Megatron-LM's interleaved schedule).
+void pipelineParamSync(func::FuncOp fn, SmallVector<Gather> &gathers);
+
 /// auto's list scheduler: each gather, in order, as early as `maxInFlight`
 /// un-waited gathers and the memory `budget` allow.
 LogicalResult listSchedule(func::FuncOp fn, SmallVector<Gather> &gathers,
