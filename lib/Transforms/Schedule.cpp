@@ -14,6 +14,9 @@
 //   VLDB 2023, Sec. 3.3; torch.distributed.fsdp FSDP2 `reduce_scatter_state`).
 //   A micro-batch's reduced shard is then added to the unit's running sum
 //   right after its wait (accumulate=sharded), so one shard accumulates.
+//   A pipeline stage whose units are gathered once per step reduces each
+//   whole gradient once, all in flight until the optimizer reads them (the
+//   pipeline schedule's grad sync, Megatron-LM's interleaved schedule).
 // * All-gather waits stay right before their first use; starts are hoisted
 //   by the prefetch mode:
 //   - none:  start right before the wait (no overlap of gathers);
@@ -102,7 +105,12 @@ struct FSDPSchedulePass
       bucketReductions(*fn, bucketBytes);
       bucketUpdateGathers(*fn, bucketBytes);
     }
-    placeReductionWaits(block);
+    // A pipeline stage's units gathered once per step are reduced once,
+    // each chunk's after its last backward, all in flight until the
+    // optimizer (Megatron-LM's interleaved schedule: grad_sync_func starts
+    // a chunk's reductions at its last micro-batch, finish_grad_sync waits
+    // at the step's end), so no stage stalls its backward on them.
+    placeReductionWaits(block, gathersOncePerStage(*fn));
     placeAccumulations(block);
     SmallVector<Gather> gathers = unitGathers(*fn);
     if (mode == "fsdp1" || mode == "fsdp2") {

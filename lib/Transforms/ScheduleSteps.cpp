@@ -78,8 +78,10 @@ void mlir::fsdp::makeAsync(Block &block) {
 
 /// Step 2: sink each reduction's wait (and the ops reading the reduced
 /// gradient right away: casts, a chained all-reduce start) to the next
-/// reduction of the same kind and group, or to the first other use.
-void mlir::fsdp::placeReductionWaits(Block &block) {
+/// reduction of the same kind and group, or to the first other use; with
+/// `toFirstUse` (a pipeline stage's units gathered once per step), to the
+/// first use alone.
+void mlir::fsdp::placeReductionWaits(Block &block, bool toFirstUse) {
   SmallVector<Operation *> reductions;
   for (Operation &op : block)
     if (isa<ReduceScatterOp>(&op) && op.hasAttr("async"))
@@ -125,7 +127,7 @@ void mlir::fsdp::placeReductionWaits(Block &block) {
     [[maybe_unused]] const char *why = "the first use of its result";
     if (target == block.getTerminator())
       why = "the end of the step (no other use)";
-    for (Operation *n = r->getNextNode(); n && n != target;
+    for (Operation *n = r->getNextNode(); !toFirstUse && n && n != target;
          n = n->getNextNode())
       if (isCollective(n) && sameKind(n, r)) {
         target = n;
@@ -682,6 +684,13 @@ LogicalResult mlir::fsdp::listSchedule(func::FuncOp fn,
   return success();
 }
 
+bool mlir::fsdp::gathersOncePerStage(func::FuncOp fn) {
+  auto module = fn->getParentOfType<ModuleOp>();
+  auto gather =
+      module ? module->getAttrOfType<StringAttr>(kPipelineGatherAttr) : nullptr;
+  return gather && gather.getValue() == "once-per-step";
+}
+
 /// Under pipeline parallelism, a stage whose units are gathered once per step
 /// (pp-gather) issues each chunk's gathers ahead of the chunk, as the
 /// pipeline schedule syncs parameters (Megatron-LM's
@@ -696,14 +705,9 @@ LogicalResult mlir::fsdp::listSchedule(func::FuncOp fn,
 /// stays.
 void mlir::fsdp::pipelineParamSync(func::FuncOp fn,
                                    SmallVector<Gather> &gathers) {
-  auto module = fn->getParentOfType<ModuleOp>();
-  if (!module || !module->hasAttr(kPipelineStageAttr))
+  if (!gathersOncePerStage(fn))
     return;
   Block &block = fn.getBody().front();
-  llvm::StringMap<int64_t> copies;
-  for (Gather &g : gathers)
-    for (StringRef unit : unitNames(g.start))
-      ++copies[unit];
   // The first op of each chunk (fsdp.pp_chunk), in block order.
   // (Taken before any start moves, so that the moved ones keep their order.)
   Operation *stepStart = &block.front();
@@ -712,9 +716,6 @@ void mlir::fsdp::pipelineParamSync(func::FuncOp fn,
     if (auto c = op.getAttrOfType<IntegerAttr>(kPPChunkAttr))
       chunkStart.try_emplace(c.getInt(), &op);
   for (Gather &g : gathers) {
-    if (llvm::any_of(unitNames(g.start),
-                     [&](StringRef u) { return copies.lookup(u) != 1; }))
-      continue; // gathered per micro-batch
     // The gather's chunk: that of its first use.
     Operation *firstUse = nullptr;
     for (Value buffer : gatheredBuffers(g.wait))

@@ -33,8 +33,14 @@ void makeAsync(Block &block);
 
 /// Step 2: sink each reduction's wait (and the ops reading the reduced
 /// gradient right away: casts, a chained all-reduce start) to the next
-/// reduction of the same kind and group, or to the first other use.
-void placeReductionWaits(Block &block);
+/// reduction of the same kind and group, or to the first other use; with
+/// `toFirstUse`, to the first use alone (every reduction in flight until
+/// the optimizer reads it).
+void placeReductionWaits(Block &block, bool toFirstUse = false);
+
+/// Whether `fn` is a pipeline stage's step whose units are gathered once
+/// per step (fsdp-pipeline's pp-gather decision, fsdp.pp_gather).
+bool gathersOncePerStage(func::FuncOp fn);
 
 /// Step 2b: each gradient accumulation (nn.add marked nn.accumulate) right
 /// after the later of its operands.
