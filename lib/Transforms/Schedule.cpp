@@ -116,8 +116,7 @@ struct FSDPSchedulePass
     if (mode == "fsdp1" || mode == "fsdp2") {
       prefetchOneAhead(gathers, mode == "fsdp1");
       pipelineParamSync(*fn, gathers);
-    }
-    else if (mode == "list")
+    } else if (mode == "list")
       return listSchedule(*fn, gathers, maxInFlight, budget);
     return success();
   }

@@ -724,9 +724,8 @@ void mlir::fsdp::pipelineParamSync(func::FuncOp fn,
           for (Operation *u : view->getUsers())
             if (!firstUse || u->isBeforeInBlock(firstUse))
               firstUse = u;
-    auto chunk = firstUse
-                     ? firstUse->getAttrOfType<IntegerAttr>(kPPChunkAttr)
-                     : IntegerAttr();
+    auto chunk = firstUse ? firstUse->getAttrOfType<IntegerAttr>(kPPChunkAttr)
+                          : IntegerAttr();
     if (!chunk)
       continue;
     int64_t c = chunk.getInt();
