@@ -281,7 +281,18 @@ protected:
         FreeOp::create(b, flatten.getLoc(), flatten.getResult());
         continue;
       }
-      hoistAccumulations(flatten);
+      // FSDP's reduce-scatters only: a DDP all-reduce stays after the
+      // backward, as Megatron-LM (2021) reduced its gradients after the
+      // whole backward (train_step's allreduce_gradients), which the SC'21
+      // rows ran.
+      if (llvm::any_of(flatten->getUsers(), [](Operation *u) {
+            return isa<ReduceScatterOp>(u) ||
+                   (isa<nn::CastOp>(u) &&
+                    llvm::any_of(u->getUsers(), [](Operation *v) {
+                      return isa<ReduceScatterOp>(v);
+                    }));
+          }))
+        hoistAccumulations(flatten);
       Operation *lastDef = nullptr;
       for (Value g : flatten.getInputs())
         if (Operation *def = g.getDefiningOp())

@@ -79,8 +79,8 @@ void mlir::fsdp::makeAsync(Block &block) {
 /// Step 2: sink each reduction's wait (and the ops reading the reduced
 /// gradient right away: casts, a chained all-reduce start) to the next
 /// reduction of the same kind and group, or to the first other use; with
-/// `toFirstUse` (a pipeline stage's units gathered once per step), to the
-/// first use alone.
+/// `toFirstUse` (a pipeline stage's units gathered once per step), a
+/// reduce-scatter's to the first use alone.
 void mlir::fsdp::placeReductionWaits(Block &block, bool toFirstUse) {
   SmallVector<Operation *> reductions;
   for (Operation &op : block)
@@ -127,7 +127,8 @@ void mlir::fsdp::placeReductionWaits(Block &block, bool toFirstUse) {
     [[maybe_unused]] const char *why = "the first use of its result";
     if (target == block.getTerminator())
       why = "the end of the step (no other use)";
-    for (Operation *n = r->getNextNode(); !toFirstUse && n && n != target;
+    bool inFlight = toFirstUse && isa<ReduceScatterOp>(r);
+    for (Operation *n = r->getNextNode(); !inFlight && n && n != target;
          n = n->getNextNode())
       if (isCollective(n) && sameKind(n, r)) {
         target = n;
