@@ -66,6 +66,20 @@ void hoistAccumulations(FlattenOp flatten) {
   }
 }
 
+/// Whether `flatten`'s packed gradient is reduce-scattered (FSDP), directly
+/// or after its cast to reduce-dtype. Only those follow their last gradient
+/// (hoistAccumulations): a DDP all-reduce stays after the backward, as
+/// Megatron-LM (2021) reduced its gradients after the whole backward
+/// (train_step's allreduce_gradients), which the SC'21 rows ran.
+bool reduceScattered(FlattenOp flatten) {
+  return llvm::any_of(flatten->getUsers(), [](Operation *u) {
+    return isa<ReduceScatterOp>(u) ||
+           (isa<nn::CastOp>(u) && llvm::any_of(u->getUsers(), [](Operation *v) {
+              return isa<ReduceScatterOp>(v);
+            }));
+  });
+}
+
 /// The micro-batch whose gradients `flatten` packs (fsdp-micro-batch's
 /// nn.micro_batch on every input's producer), or -1 when they are not one
 /// micro-batch's (no micro-batches, or accumulate=unsharded's sum of whole
@@ -281,17 +295,7 @@ protected:
         FreeOp::create(b, flatten.getLoc(), flatten.getResult());
         continue;
       }
-      // FSDP's reduce-scatters only: a DDP all-reduce stays after the
-      // backward, as Megatron-LM (2021) reduced its gradients after the
-      // whole backward (train_step's allreduce_gradients), which the SC'21
-      // rows ran.
-      if (llvm::any_of(flatten->getUsers(), [](Operation *u) {
-            return isa<ReduceScatterOp>(u) ||
-                   (isa<nn::CastOp>(u) &&
-                    llvm::any_of(u->getUsers(), [](Operation *v) {
-                      return isa<ReduceScatterOp>(v);
-                    }));
-          }))
+      if (reduceScattered(flatten))
         hoistAccumulations(flatten);
       Operation *lastDef = nullptr;
       for (Value g : flatten.getInputs())
