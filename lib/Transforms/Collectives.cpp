@@ -28,6 +28,59 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 namespace {
+/// Moves the sums of whole gradients that `flatten` packs (the chains of
+/// nn.add marked nn.accumulate: accumulate=unsharded, a pipeline stage's
+/// units gathered once per step) right after the later of each sum's
+/// operands, as fsdp-schedule's placeAccumulations would later, so that
+/// the flatten and its reduction follow the unit's last micro-batch
+/// gradient, not the step's last op. Under interleaving a chunk's
+/// gradients are complete after its last backward, (v-1)·P backward parts
+/// before the step ends; Megatron-LM's
+/// forward_backward_pipelining_with_interleaving launches each chunk's
+/// gradient reduction there (grad_sync_func at
+/// is_last_microbatch_for_model_chunk), and torch.distributed.pipelining
+/// (_add_reduce_grad) after each stage's last backward.
+void hoistAccumulations(FlattenOp flatten) {
+  SmallVector<Operation *> sums;
+  SmallVector<Value> work(flatten.getInputs().begin(),
+                          flatten.getInputs().end());
+  llvm::DenseSet<Operation *> seen;
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def || !isa<nn::AddOp>(def) || !def->hasAttr(nn::kAccumulateAttr) ||
+        !seen.insert(def).second)
+      continue;
+    sums.push_back(def);
+    llvm::append_range(work, def->getOperands());
+  }
+  llvm::sort(sums,
+             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  for (Operation *sum : sums) {
+    Operation *last = nullptr;
+    for (Value v : sum->getOperands())
+      if (Operation *def = v.getDefiningOp();
+          def && def->getBlock() == sum->getBlock() &&
+          (!last || last->isBeforeInBlock(def)))
+        last = def;
+    if (last && last->isBeforeInBlock(sum))
+      moveOpAfter(sum, last);
+  }
+}
+
+/// Whether `flatten`'s packed gradient is reduce-scattered (FSDP), directly
+/// or after its cast to reduce-dtype. Only those follow their last gradient
+/// (hoistAccumulations): a DDP all-reduce stays after the backward, as
+/// Megatron-LM (2021) reduced its gradients after the whole backward
+/// (train_step's allreduce_gradients), which the SC'21 rows ran.
+bool reduceScattered(FlattenOp flatten) {
+  return llvm::any_of(flatten->getUsers(), [](Operation *u) {
+    return isa<ReduceScatterOp>(u) ||
+           (isa<nn::CastOp>(u) && llvm::any_of(u->getUsers(), [](Operation *v) {
+              return isa<ReduceScatterOp>(v);
+            }));
+  });
+}
+
 /// The micro-batch whose gradients `flatten` packs (fsdp-micro-batch's
 /// nn.micro_batch on every input's producer), or -1 when they are not one
 /// micro-batch's (no micro-batches, or accumulate=unsharded's sum of whole
@@ -257,6 +310,8 @@ protected:
         FreeOp::create(b, flatten.getLoc(), flatten.getResult());
         continue;
       }
+      if (reduceScattered(flatten))
+        hoistAccumulations(flatten);
       Operation *lastDef = nullptr;
       for (Value g : flatten.getInputs())
         if (Operation *def = g.getDefiningOp())

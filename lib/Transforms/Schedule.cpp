@@ -14,6 +14,9 @@
 //   VLDB 2023, Sec. 3.3; torch.distributed.fsdp FSDP2 `reduce_scatter_state`).
 //   A micro-batch's reduced shard is then added to the unit's running sum
 //   right after its wait (accumulate=sharded), so one shard accumulates.
+//   A pipeline stage whose units are gathered once per step reduces each
+//   whole gradient once, all in flight until the optimizer reads them (the
+//   pipeline schedule's grad sync, Megatron-LM's interleaved schedule).
 // * All-gather waits stay right before their first use; starts are hoisted
 //   by the prefetch mode:
 //   - none:  start right before the wait (no overlap of gathers);
@@ -23,6 +26,11 @@
 //   - fsdp2: FSDP2's implicit prefetch: in every phase (a micro-batch's
 //            forward or backward) the next unit's gather is issued when the
 //            current unit starts computing;
+//     under both, a pipeline stage whose units are gathered once per step
+//     issues each chunk's gathers ahead of the chunk, as the pipeline
+//     schedule syncs parameters (pipelineParamSync: chunks 0 and 1 at the
+//     step start, chunk c >= 2 at chunk c - 1's first op; Megatron-LM's
+//     forward_backward_pipelining_with_interleaving);
 //   - auto:  a list scheduler (after XLA's latency-hiding scheduler): each
 //            gather, in order, starts as early as possible while at most
 //            `max-in-flight` gathers are started and not yet waited (FSDP1's
@@ -97,12 +105,18 @@ struct FSDPSchedulePass
       bucketReductions(*fn, bucketBytes);
       bucketUpdateGathers(*fn, bucketBytes);
     }
-    placeReductionWaits(block);
+    // A pipeline stage's units gathered once per step are reduced once,
+    // each chunk's after its last backward, all in flight until the
+    // optimizer (Megatron-LM's interleaved schedule: grad_sync_func starts
+    // a chunk's reductions at its last micro-batch, finish_grad_sync waits
+    // at the step's end), so no stage stalls its backward on them.
+    placeReductionWaits(block, gathersOncePerStage(*fn));
     placeAccumulations(block);
     SmallVector<Gather> gathers = unitGathers(*fn);
-    if (mode == "fsdp1" || mode == "fsdp2")
+    if (mode == "fsdp1" || mode == "fsdp2") {
       prefetchOneAhead(gathers, mode == "fsdp1");
-    else if (mode == "list")
+      pipelineParamSync(*fn, gathers);
+    } else if (mode == "list")
       return listSchedule(*fn, gathers, maxInFlight, budget);
     return success();
   }

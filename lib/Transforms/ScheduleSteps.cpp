@@ -11,6 +11,7 @@
 #include "llvm/Support/Debug.h"
 
 #include <limits>
+#include <map>
 
 #define DEBUG_TYPE "fsdp-schedule"
 
@@ -77,8 +78,10 @@ void mlir::fsdp::makeAsync(Block &block) {
 
 /// Step 2: sink each reduction's wait (and the ops reading the reduced
 /// gradient right away: casts, a chained all-reduce start) to the next
-/// reduction of the same kind and group, or to the first other use.
-void mlir::fsdp::placeReductionWaits(Block &block) {
+/// reduction of the same kind and group, or to the first other use; with
+/// `toFirstUse` (a pipeline stage's units gathered once per step), a
+/// reduce-scatter's to the first use alone.
+void mlir::fsdp::placeReductionWaits(Block &block, bool toFirstUse) {
   SmallVector<Operation *> reductions;
   for (Operation &op : block)
     if (isa<ReduceScatterOp>(&op) && op.hasAttr("async"))
@@ -124,7 +127,8 @@ void mlir::fsdp::placeReductionWaits(Block &block) {
     [[maybe_unused]] const char *why = "the first use of its result";
     if (target == block.getTerminator())
       why = "the end of the step (no other use)";
-    for (Operation *n = r->getNextNode(); n && n != target;
+    bool inFlight = toFirstUse && isa<ReduceScatterOp>(r);
+    for (Operation *n = r->getNextNode(); !inFlight && n && n != target;
          n = n->getNextNode())
       if (isCollective(n) && sameKind(n, r)) {
         target = n;
@@ -679,4 +683,70 @@ LogicalResult mlir::fsdp::listSchedule(func::FuncOp fn,
   for (auto [g, p] : llvm::zip(gathers, placedAt))
     issueBefore(g, elems[p]);
   return success();
+}
+
+bool mlir::fsdp::gathersOncePerStage(func::FuncOp fn) {
+  auto module = fn->getParentOfType<ModuleOp>();
+  auto gather =
+      module ? module->getAttrOfType<StringAttr>(kPipelineGatherAttr) : nullptr;
+  return gather && gather.getValue() == "once-per-step";
+}
+
+/// Under pipeline parallelism, a stage whose units are gathered once per step
+/// (pp-gather) issues each chunk's gathers ahead of the chunk, as the
+/// pipeline schedule syncs parameters (Megatron-LM's
+/// forward_backward_pipelining_with_interleaving: param_sync_func for model
+/// chunks 0 and 1 before the first micro-batch, for chunk c + 1 at chunk c's
+/// first micro-batch; torch.distributed.pipelining's _add_unshard_reshard
+/// likewise unshards the next stages before their first compute): chunks 0
+/// and 1 at the step start, chunk c >= 2 before chunk c - 1's first op.
+/// Else a chunk's first gather starts after the wait on the activation it
+/// receives, and each stage adds its gather to every hop of the ramp. Only
+/// moves starts earlier; a gather that reads a value computed in the step
+/// stays.
+void mlir::fsdp::pipelineParamSync(func::FuncOp fn,
+                                   SmallVector<Gather> &gathers) {
+  if (!gathersOncePerStage(fn))
+    return;
+  Block &block = fn.getBody().front();
+  // The first op of each chunk (fsdp.pp_chunk), in block order.
+  // (Taken before any start moves, so that the moved ones keep their order.)
+  Operation *stepStart = &block.front();
+  std::map<int64_t, Operation *> chunkStart;
+  for (Operation &op : block)
+    if (auto c = op.getAttrOfType<IntegerAttr>(kPPChunkAttr))
+      chunkStart.try_emplace(c.getInt(), &op);
+  for (Gather &g : gathers) {
+    // The gather's chunk: that of its first use.
+    Operation *firstUse = nullptr;
+    for (Value buffer : gatheredBuffers(g.wait))
+      for (Operation *view : buffer.getUsers())
+        if (isa<ParamViewOp>(view))
+          for (Operation *u : view->getUsers())
+            if (!firstUse || u->isBeforeInBlock(firstUse))
+              firstUse = u;
+    auto chunk = firstUse ? firstUse->getAttrOfType<IntegerAttr>(kPPChunkAttr)
+                          : IntegerAttr();
+    if (!chunk)
+      continue;
+    int64_t c = chunk.getInt();
+    Operation *anchor = c <= 1 ? stepStart : chunkStart[c - 1];
+    if (!anchor || !anchor->isBeforeInBlock(g.start))
+      continue;
+    bool ready = true;
+    SmallVector<Operation *> moved(g.prelude);
+    moved.push_back(g.start);
+    for (Operation *op : moved)
+      for (Value v : op->getOperands())
+        if (Operation *def = v.getDefiningOp();
+            def && !llvm::is_contained(moved, def) &&
+            !def->isBeforeInBlock(anchor))
+          ready = false;
+    if (!ready)
+      continue;
+    LLVM_DEBUG(llvm::dbgs() << "  pipeline: the all-gather of "
+                            << unitsOf(g.start) << " (chunk " << c
+                            << ") issued before " << placeName(anchor) << "\n");
+    issueBefore(g, anchor);
+  }
 }

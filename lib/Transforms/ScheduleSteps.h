@@ -33,8 +33,14 @@ void makeAsync(Block &block);
 
 /// Step 2: sink each reduction's wait (and the ops reading the reduced
 /// gradient right away: casts, a chained all-reduce start) to the next
-/// reduction of the same kind and group, or to the first other use.
-void placeReductionWaits(Block &block);
+/// reduction of the same kind and group, or to the first other use; with
+/// `toFirstUse`, a reduce-scatter's to the first use alone (every one in
+/// flight until the optimizer reads it).
+void placeReductionWaits(Block &block, bool toFirstUse = false);
+
+/// Whether `fn` is a pipeline stage's step whose units are gathered once
+/// per step (fsdp-pipeline's pp-gather decision, fsdp.pp_gather).
+bool gathersOncePerStage(func::FuncOp fn);
 
 /// Step 2b: each gradient accumulation (nn.add marked nn.accumulate) right
 /// after the later of its operands.
@@ -54,6 +60,11 @@ void bucketUpdateGathers(func::FuncOp fn, int64_t bucketBytes);
 /// fsdp1 / fsdp2: within each phase, the next unit's gather is issued right
 /// after the current unit's wait; fsdp1 in backward only.
 void prefetchOneAhead(SmallVector<Gather> &gathers, bool backwardOnly);
+
+/// A pipeline stage's units gathered once per step: chunks 0 and 1 gathered
+/// at the step start, chunk c >= 2 before chunk c - 1's first op (the
+/// pipeline schedule's parameter sync, Megatron-LM's interleaved schedule).
+void pipelineParamSync(func::FuncOp fn, SmallVector<Gather> &gathers);
 
 /// auto's list scheduler: each gather, in order, as early as `maxInFlight`
 /// un-waited gathers and the memory `budget` allow.

@@ -2,27 +2,19 @@
 against numbers computed here from the model's shape and the spec, not from
 the simulator (docs/pipeline-parallel.md, "Simulator and sweep").
 
-  bubble REPORT SCHEDULE P M TOL
-      every stage's bubble_fraction is (P-1)/M within TOL relative
-      (Narayanan et al., SC'21, sec. 2.2: GPipe and 1F1B, equal stages, free
+  bubble REPORT SCHEDULE P M TOL [V]
+      every stage's bubble_fraction is (P-1)/(V M) within TOL relative
+      (Narayanan et al., SC'21, sec. 2.2: GPipe and 1F1B, V = 1; sec. 2.2.2:
+      the interleaved schedule with V chunks per rank; equal stages, free
       transfers).
-  p2p REPORT SPEC BATCH SEQ HIDDEN M WORLD
-      each stage's p2p_bytes and p2p_s: a non-first stage receives M
-      activations and a non-last stage M gradients, each the rank's slice of a
-      micro-batch, BATCH/M/dp sequences x SEQ x HIDDEN f32 (dp = WORLD/P), on
-      the intra-node link when the two stages' ranks share a node
-      (devices_per_node), else the inter-node link: alpha + bytes / B each.
-  more A B FACTOR
-      report B's pipeline bubble_fraction is at least FACTOR x A's.
-  cores FREE SHARED SCALE TOL
-      the predicted step of report SHARED is SCALE x the sum over the stages
-      of report FREE's compute_s + host_s (each stage's work with a core to
-      itself), within TOL relative; SCALE = "step" compares with SCALE x
-      FREE's predicted step instead. One core shared by single-rank stages
-      with waiting_rank_share 0: the core is never idle while a stage works
-      and a waiting stage takes none of it, so the step is the stages' work
-      (processor sharing conserves work); with the constant slowdown
-      (waiting_rank_share 1) it is the free step x ranks / cores.
+  gather-waits TRACE
+      in a pipeline's simulated trace (fsdp-pipeline trace=PATH), the
+      seconds each stage's compute stream waits on its own all-gathers; ok
+      when stages 1..P-1 wait none: a stage whose units are gathered once per
+      step issues its gathers at the step start (Megatron-LM's interleaved
+      schedule syncs chunks 0 and 1 before the first micro-batch), and they
+      complete while the stage waits for its first activation (stage 0's
+      gather and forward, on links as fast). Stage 0 waits for its first.
 """
 import json
 import sys
@@ -33,16 +25,18 @@ def load(path):
         return json.load(f)
 
 
-def bubble(path, schedule, p, m, tol):
+def bubble(path, schedule, p, m, tol, v=1):
     r = load(path)
-    p, m, tol = int(p), int(m), float(tol)
-    want = (p - 1) / m
+    p, m, tol, v = int(p), int(m), float(tol), int(v)
+    want = (p - 1) / (v * m)
     assert r["pipeline"]["stages"] == p and r["pipeline"]["schedule"] == schedule
     got = [s["bubble_fraction"] for s in r["stages"]]
     bad = [g for g in got if abs(g - want) > tol * want]
     status = "FAIL" if bad else "ok"
-    print(f"{status} {schedule} P={p} m={m}: bubble {r['bubble_fraction']:.4f} "
-          f"(stages {' '.join('%.4f' % g for g in got)}), (P-1)/m = {want:.4f}")
+    print(f"{status} {schedule} P={p} m={m}{f' v={v}' if v > 1 else ''}: "
+          f"bubble {r['bubble_fraction']:.4f} "
+          f"(stages {' '.join('%.4f' % g for g in got)}), "
+          f"(P-1)/{'(v m)' if v > 1 else 'm'} = {want:.4f}")
     return not bad
 
 
@@ -103,8 +97,25 @@ def cores(free, shared, scale, tol):
     return good
 
 
+def gather_waits(path):
+    events = load(path)["traceEvents"]
+    waits = {}
+    for e in events:
+        if e.get("ph") == "X" and e["tid"] == 0:
+            w = waits.setdefault(e["pid"], 0.0)
+            if e["name"].startswith("wait fsdp.all_gather"):
+                waits[e["pid"]] = w + e["dur"]
+    ok = True
+    for s, w in sorted(waits.items()):
+        good = s == 0 or w == 0
+        ok &= good
+        print(f"{'ok' if good else 'FAIL'} stage {s}: waits {w:.1f} us on "
+              f"its all-gathers")
+    return ok
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1]
-    ok = {"bubble": bubble, "p2p": p2p, "more": more,
-           "cores": cores}[cmd](*sys.argv[2:])
+    ok = {"bubble": bubble, "p2p": p2p, "more": more, "cores": cores,
+          "gather-waits": gather_waits}[cmd](*sys.argv[2:])
     sys.exit(0 if ok else 1)
