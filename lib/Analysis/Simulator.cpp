@@ -56,8 +56,11 @@
 //   its table) block the compute stream: Megatron's f/g all-reduces sit
 //   between a block's GEMMs, whose next op reads the sum (Shoeybi et al.
 //   2019, Sec. 3; the runtime waits at that first use). They are not
-//   overlapped here. Each is timed by the same ring model on the link its T
-//   adjacent ranks span: the intra-node link when T <= devices_per_node,
+//   overlapped here, except sequence parallelism's backward re-gather
+//   (nn.sp_regather), issued before the grad-input GEMMs and waited at the
+//   weight gradient, as Megatron-LM overlaps it (LinearWithGradAccumulation-
+//   AndAsyncCommunication). Each is timed by the same ring model on the link
+//   its T adjacent ranks span: the intra-node link when T <= devices_per_node,
 //   else the inter-node link (NICs shared by the group's members in a
 //   node). A sequence-parallel op's calls (one per row before its dim)
 //   are priced each, and the ranks' skew (collective_sync_s) once per op:
@@ -119,6 +122,7 @@
 #include "fsdp/Dialect/NN/NN.h"
 #include "fsdp/Sharding.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <algorithm>
@@ -458,14 +462,33 @@ private:
     double start = std::max({tc, tt, operandsReady});
     dur = stretch(start, dur);
     tt = start + dur;
-    work(start, dur);
-    r.tpExposed += tt - tc;
-    tc = tt;
     r.tpTime += dur;
     r.tpBytes += c.bytesPerRank();
     ready[op->getResult(0)] = tt;
     r.events.push_back(
         {op->getName().getStringRef().str(), 2, start, dur, 0, c.bytes});
+    if (op->hasAttr(nn::kSpRegatherAttr)) {
+      // Sequence parallelism's backward re-gather is issued before the
+      // grad-input GEMMs and waited at the weight gradient that reads it
+      // (Megatron-LM's async all-gather in
+      // LinearWithGradAccumulationAndAsyncCommunication.backward; the
+      // runtime waits at the first reader): compute() stalls there. The
+      // share that cannot overlap (comm_overlap) occupies the compute
+      // stream from its issue, as an FSDP collective's does.
+      overlappedTp.insert(op->getResult(0));
+      if (double h = (1 - spec.commOverlap) * dur; h > 0) {
+        r.events.push_back({"host: " + nameWithUnit(op), 0, tc, h, 0, 0});
+        work(tc, h);
+        tc += h;
+        r.tpExposed += h;
+        tpBlocking += h;
+      }
+      return;
+    }
+    work(start, dur);
+    r.tpExposed += tt - tc;
+    tc = tt;
+    tpBlocking += dur;
   }
 
   /// The compute stream blocks until the transfer is complete; the trace
@@ -521,6 +544,13 @@ private:
           ready[v] = operandsReady;
       return success();
     }
+    // The wait for an overlapped tensor-parallel collective is its exposed
+    // time.
+    double tpReady = 0;
+    for (Value v : op->getOperands())
+      if (overlappedTp.contains(v))
+        tpReady = std::max(tpReady, ready.lookup(v));
+    r.tpExposed += std::max(0.0, tpReady - tc);
     double start = std::max(tc, operandsReady);
     dur = stretch(start, dur);
     // Slower while a collective is in flight (comm_contention).
@@ -571,7 +601,7 @@ private:
     // only host work and other collectives' shares can fill those waits.
     double o = spec.commOverlap;
     r.lowerBound = std::max(
-        r.computeTime + r.tpTime +
+        r.computeTime + tpBlocking +
             std::max(r.hostTime + (1 - o) * r.commTime,
                      r.firstGatherTime - firstFilled + r.lastReduceTime),
         r.commTime);
@@ -600,6 +630,10 @@ private:
   SimResult r;
   double tc = 0, tm = 0; // the compute and communication streams' clocks
   double tt = 0;         // the tensor-parallel collectives' clock
+  /// The tensor-parallel seconds the compute stream cannot overlap (the
+  /// lower bound's): all of a blocking one's, the host share of another's.
+  double tpBlocking = 0;
+  llvm::DenseSet<Value> overlappedTp; // results waited at their reader
   double firstGather = -1, lastReduce = 0, firstFilled = 0;
   std::pair<double, double> firstSpan{0, 0};       // the first all-gather's
   std::vector<std::pair<double, double>> commBusy; // collectives in flight

@@ -167,31 +167,48 @@ struct FSDPAutodiffPass : mlir::fsdp::impl::FSDPAutodiffBase<FSDPAutodiffPass> {
 
   /// Sequence parallelism: the backward reads the all-gathered input of the
   /// column-parallel linears (their weight gradients) from a second
-  /// all-gather of the sequence chunks right before its first backward use,
-  /// so that between forward and backward only the chunk (1/T) is kept, as
+  /// all-gather of the sequence chunk (marked nn.sp_regather), so that
+  /// between forward and backward only the chunk (1/T) is kept, as
   /// Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication does
   /// under sequence_parallel (Korthikanti et al. 2022, Sec. 4.2.2 and
-  /// Table 2, whose per-layer count assumes it).
-  static void regatherInBackward(ArrayRef<Operation *> forwardOps) {
+  /// Table 2, whose 34·sbh/t per layer assumes it). It is issued where the
+  /// first of those linears' backward starts, before its grad-input GEMM,
+  /// which the gather overlaps as Megatron-LM's async all-gather does (the
+  /// runtime waits at the weight gradient, the first reader). `grads` maps
+  /// each forward value to its gradient.
+  static void regatherInBackward(ArrayRef<Operation *> forwardOps,
+                                 const llvm::DenseMap<Value, Value> &grads) {
     llvm::DenseSet<Operation *> forward(forwardOps.begin(), forwardOps.end());
     for (Operation *op : forwardOps) {
       auto gather = dyn_cast<nn::SpAllGatherOp>(op);
       if (!gather || gather.getReplicatedGrad())
         continue;
       SmallVector<OpOperand *> backward;
-      for (OpOperand &u : gather.getResult().getUses())
-        if (!forward.contains(u.getOwner()))
-          backward.push_back(&u);
+      Operation *first = nullptr;
+      auto earliest = [&](Operation *user) {
+        if (!forward.contains(user) && (!first || user->isBeforeInBlock(first)))
+          first = user;
+      };
+      for (OpOperand &u : gather.getResult().getUses()) {
+        if (forward.contains(u.getOwner()))
+          continue;
+        backward.push_back(&u);
+        earliest(u.getOwner());
+      }
       if (backward.empty())
         continue;
-      Operation *first = backward.front()->getOwner();
-      for (OpOperand *u : backward)
-        if (u->getOwner()->isBeforeInBlock(first))
-          first = u->getOwner();
+      // The backward of a forward reader starts where its result's
+      // gradient is first read (the grad-input GEMM).
+      for (Operation *reader : gather.getResult().getUsers())
+        if (forward.contains(reader))
+          for (Value r : reader->getResults())
+            if (Value g = grads.lookup(r))
+              llvm::for_each(g.getUsers(), earliest);
       OpBuilder b(first);
-      Value again = b.clone(*op)->getResult(0);
+      Operation *again = b.clone(*op);
+      again->setAttr(nn::kSpRegatherAttr, b.getUnitAttr());
       for (OpOperand *u : backward)
-        u->set(again);
+        u->set(again->getResult(0));
     }
   }
 
@@ -275,7 +292,7 @@ protected:
     if (failed(reverseSweep(f, b, ret, grads, "the loss")))
       return signalPassFailure();
 
-    regatherInBackward(f.ops);
+    regatherInBackward(f.ops, grads);
 
     // Return the loss, then one gradient per trainable parameter.
     returnGradients(
@@ -325,6 +342,7 @@ protected:
     }
     if (failed(reverseSweep(f, b, ret, grads, "a sent activation")))
       return failure();
+    regatherInBackward(f.ops, grads);
     returnGradients(fn, b, ret, f, grads, SmallVector<Value>(ret.getOperands()),
                     SmallVector<Attribute>(fn.getAllResultAttrs().begin(),
                                            fn.getAllResultAttrs().end()));

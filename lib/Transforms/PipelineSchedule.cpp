@@ -435,13 +435,17 @@ protected:
              SmallVector<SmallVector<Operation *>> &backward) {
     Block &block = fn.getBody().front();
     // The backward: every op that depends on a seed (the loss seed on the
-    // last stage; the received output gradients on the others).
+    // last stage; the received output gradients on the others), and
+    // sequence parallelism's re-gather of a forward chunk (it reads none:
+    // left in the forward, every micro-batch in flight would keep the
+    // gathered input it exists to free).
     llvm::DenseSet<Value> seeded;
     for (BlockArgument a : fn.getArguments())
       if (fn.getArgAttr(a.getArgNumber(), kPPOutputGradAttr))
         seeded.insert(a);
     for (Operation &op : block.without_terminator()) {
       bool bwd = op.hasAttr(nn::kLossSeedAttr) ||
+                 op.hasAttr(nn::kSpRegatherAttr) ||
                  llvm::any_of(op.getOperands(),
                               [&](Value x) { return seeded.contains(x); });
       if (bwd)

@@ -217,7 +217,9 @@ struct SimResult {
   /// (TensorCollective::bytesPerRank summed; Megatron's 8·b·s·h·(t−1)/t
   /// elements per layer per micro-batch without sequence parallelism,
   /// Narayanan et al., SC'21, Sec. 3.2), their seconds, and the seconds the
-  /// compute stream waits for them (all of it: they block, not overlapped).
+  /// compute stream waits for them (all of it for those that block; for
+  /// sequence parallelism's backward re-gather, overlapped, the wait at its
+  /// reader and its share that cannot overlap).
   int64_t tpBytes = 0;
   double tpTime = 0, tpExposed = 0;
   /// Seconds of host work on the compute stream: instruction dispatch and

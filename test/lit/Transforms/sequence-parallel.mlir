@@ -38,8 +38,9 @@
 // rank's tokens) are all-reduced over the group (f's VJP); the up weight's
 // gradient reads its input from a second all-gather of the norm's chunk
 // (fsdp-autodiff: only the chunk is kept from forward to backward, as in
-// Megatron-LM); the data input needs no gradient, so the entry split has no
-// VJP.
+// Megatron-LM), marked nn.sp_regather and issued before the up linear's
+// grad-input GEMM, which it overlaps; the data input needs no gradient, so
+// the entry split has no VJP.
 // VJP: %[[N:.*]] = nn.layer_norm
 // VJP: nn.loss_seed
 // VJP: nn.sp_split %{{.*}} {dim = 1 : i64, tp = 2 : i64} : tensor<2x4x8xf32> -> tensor<2x2x8xf32>
@@ -49,10 +50,10 @@
 // VJP-NEXT: nn.reduce_sum
 // VJP-NEXT: nn.tp_all_reduce %{{.*}} : tensor<8xf32>
 // VJP-NEXT: nn.sp_all_gather %{{.*}} {dim = 1 : i64, tp = 2 : i64} : tensor<2x2x8xf32> -> tensor<2x4x8xf32>
-// VJP: nn.gelu_grad
-// VJP-NEXT: nn.matmul
-// VJP-NEXT: %[[AGAIN:.*]] = nn.sp_all_gather %[[N]] {dim = 1 : i64, tp = 2 : i64} : tensor<2x2x8xf32> -> tensor<2x4x8xf32>
-// VJP-NEXT: nn.matmul %{{.*}}, %[[AGAIN]] {transpose_a = true}
+// VJP: %[[DY:.*]] = nn.gelu_grad
+// VJP-NEXT: %[[AGAIN:.*]] = nn.sp_all_gather %[[N]] {dim = 1 : i64, nn.sp_regather, tp = 2 : i64} : tensor<2x2x8xf32> -> tensor<2x4x8xf32>
+// VJP-NEXT: nn.matmul %[[DY]], %arg4
+// VJP-NEXT: nn.matmul %[[DY]], %[[AGAIN]] {transpose_a = true}
 // VJP-NEXT: nn.reduce_sum
 // VJP-NEXT: nn.sp_reduce_scatter %{{.*}} {dim = 1 : i64, tp = 2 : i64} : tensor<2x4x8xf32> -> tensor<2x2x8xf32>
 // VJP-NEXT: nn.layer_norm_grad

@@ -62,6 +62,14 @@ inline constexpr llvm::StringLiteral kMicroBatchAttr = "nn.micro_batch";
 inline constexpr llvm::StringLiteral kMicroBatchLossAttr =
     "nn.micro_batch_loss";
 inline constexpr llvm::StringLiteral kAccumulateAttr = "nn.accumulate";
+/// fsdp-autodiff under sequence parallelism: the backward's second
+/// all-gather (nn.sp_all_gather) of a sequence chunk that the forward
+/// gathered for column-parallel linears, read by their weight gradients
+/// (Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication keeps the
+/// chunk and gathers it again in backward). A backward op although it reads
+/// no gradient (fsdp-pipeline-micro-batch); overlapped with the
+/// grad-input GEMMs issued after it (the simulator).
+inline constexpr llvm::StringLiteral kSpRegatherAttr = "nn.sp_regather";
 /// fsdp-activation-checkpoint: a forward op recomputed in backward (the
 /// name of the checkpointed FSDP unit), and on the module the mode
 /// (`full` or `selective`).
