@@ -317,7 +317,13 @@ private:
       full.planSeconds += seconds;
       return full;
     }
-    b.report = extrapolateReport(a.report, l1, b.report, l3, layers);
+    json full = extrapolateReport(a.report, l1, b.report, l3, layers);
+    if (!pipelineSplitIsAffine(a.report, mid.report, b.report, full)) {
+      Plan whole = planAt(g, ac, m, k, 0);
+      whole.planSeconds += seconds;
+      return whole;
+    }
+    b.report = std::move(full);
     b.planSeconds = seconds;
     return b;
   }
@@ -583,6 +589,53 @@ tensorParallelRefusals(ModuleOp model, const std::vector<int64_t> &degrees,
   return refusals;
 }
 
+/// The fitting layouts at `n` GPUs, fastest first; equal throughputs in
+/// enumeration order (the pointers are into one vector).
+std::vector<AdvisedLayout *> rankedAt(AdvisorResult &r, int64_t n) {
+  std::vector<AdvisedLayout *> ranked;
+  for (AdvisedLayout &l : r.layouts)
+    if (l.gpus == n && l.fits)
+      ranked.push_back(&l);
+  llvm::sort(ranked, [](const AdvisedLayout *a, const AdvisedLayout *b) {
+    double ta = a->plan.report.value("predicted_tokens_per_s", 0.0);
+    double tb = b->plan.report.value("predicted_tokens_per_s", 0.0);
+    return ta != tb ? ta > tb : a < b;
+  });
+  return ranked;
+}
+
+/// The rows printed and their runner-up planned at full depth, until the
+/// first top + 1 of every GPU count are full plans (one that does not fit
+/// at full depth drops out and the next moves up); `onThreads` runs its
+/// argument on every thread's searcher.
+void planRankedAtFullDepth(
+    const AdvisorOptions &o, AdvisorResult &r,
+    const std::vector<LayoutFamily> &groups,
+    const std::function<void(const std::function<void(Searcher &)> &)>
+        &onThreads) {
+  std::vector<size_t> familyOf(r.layouts.size(), 0);
+  for (size_t gi = 0; gi < groups.size(); ++gi)
+    for (size_t li : groups[gi].layouts)
+      familyOf[li] = gi;
+  for (;;) {
+    std::vector<size_t> todo;
+    for (int64_t n : o.gpus) {
+      std::vector<AdvisedLayout *> ranked = rankedAt(r, n);
+      for (size_t i = 0; i < ranked.size() && i <= o.top; ++i)
+        if (ranked[i]->extrapolated)
+          todo.push_back(ranked[i] - r.layouts.data());
+    }
+    if (todo.empty())
+      return;
+    std::atomic<size_t> nextFull{0};
+    onThreads([&](Searcher &searcher) {
+      for (size_t i = nextFull++; i < todo.size(); i = nextFull++)
+        searcher.planFullDepth(groups[familyOf[todo[i]]], r.layouts[todo[i]]);
+    });
+    r.fullPlans += static_cast<int64_t>(todo.size());
+  }
+}
+
 } // namespace
 
 AdvisorResult sweep::runAdvisor(const AdvisorOptions &o,
@@ -704,44 +757,7 @@ AdvisorResult sweep::runAdvisor(const AdvisorOptions &o,
     for (size_t i = next++; i < groups.size(); i = next++)
       searcher.search(groups[order[i]], r.layouts);
   });
-  // Fastest first; equal throughputs in enumeration order (the pointers
-  // are into one vector).
-  auto rankedAt = [&](int64_t n) {
-    std::vector<AdvisedLayout *> ranked;
-    for (AdvisedLayout &l : r.layouts)
-      if (l.gpus == n && l.fits)
-        ranked.push_back(&l);
-    llvm::sort(ranked, [](const AdvisedLayout *a, const AdvisedLayout *b) {
-      double ta = a->plan.report.value("predicted_tokens_per_s", 0.0);
-      double tb = b->plan.report.value("predicted_tokens_per_s", 0.0);
-      return ta != tb ? ta > tb : a < b;
-    });
-    return ranked;
-  };
-  // The rows printed and their runner-up planned at full depth, until the
-  // first top + 1 of every GPU count are full plans (one that does not fit
-  // at full depth drops out and the next moves up).
-  std::vector<size_t> familyOf(r.layouts.size(), 0);
-  for (size_t gi = 0; gi < groups.size(); ++gi)
-    for (size_t li : groups[gi].layouts)
-      familyOf[li] = gi;
-  for (;;) {
-    std::vector<size_t> todo;
-    for (int64_t n : o.gpus) {
-      std::vector<AdvisedLayout *> ranked = rankedAt(n);
-      for (size_t i = 0; i < ranked.size() && i <= o.top; ++i)
-        if (ranked[i]->extrapolated)
-          todo.push_back(ranked[i] - r.layouts.data());
-    }
-    if (todo.empty())
-      break;
-    std::atomic<size_t> nextFull{0};
-    onThreads([&](Searcher &searcher) {
-      for (size_t i = nextFull++; i < todo.size(); i = nextFull++)
-        searcher.planFullDepth(groups[familyOf[todo[i]]], r.layouts[todo[i]]);
-    });
-    r.fullPlans += static_cast<int64_t>(todo.size());
-  }
+  planRankedAtFullDepth(o, r, groups, onThreads);
   r.plansRun = plansRun;
   for (const AdvisedLayout &l : r.layouts) {
     r.prunedByMemory += l.pruned == AdvisedLayout::PrunedByMemory;
@@ -750,7 +766,7 @@ AdvisorResult sweep::runAdvisor(const AdvisorOptions &o,
 
   // Rank the fitting layouts per GPU count.
   for (int64_t n : o.gpus) {
-    std::vector<AdvisedLayout *> ranked = rankedAt(n);
+    std::vector<AdvisedLayout *> ranked = rankedAt(r, n);
     for (size_t i = 0; i < ranked.size(); ++i) {
       AdvisedLayout &l = *ranked[i];
       l.rank = static_cast<int>(i + 1);

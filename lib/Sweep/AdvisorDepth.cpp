@@ -110,3 +110,35 @@ json mlir::fsdp::sweep::extrapolateReport(const json &a, int64_t la,
   r["extrapolated_from_layers"] = {la, lb};
   return r;
 }
+
+bool mlir::fsdp::sweep::pipelineSplitIsAffine(const json &a, const json &mid,
+                                              const json &b, const json &full) {
+  auto split = [](const json &r) -> const json * {
+    if (!r.contains("pipeline") || !r["pipeline"].contains("split"))
+      return nullptr;
+    return &r["pipeline"]["split"];
+  };
+  const json *sa = split(a), *sm = split(mid), *sb = split(b),
+             *sf = split(full);
+  if (!sa && !sm && !sb)
+    return true;
+  if (!sa || !sm || !sb || !sf || !sf->contains("stage_layers") ||
+      !sf->contains("stage_estimated_peak_bytes"))
+    return false;
+  const json &la = (*sa)["stage_layers"], &lm = (*sm)["stage_layers"],
+             &lb = (*sb)["stage_layers"];
+  if (la.size() != lm.size() || la.size() != lb.size())
+    return false;
+  for (size_t i = 0; i < la.size(); ++i)
+    if (lm[i].get<int64_t>() - la[i].get<int64_t>() !=
+        lb[i].get<int64_t>() - lm[i].get<int64_t>())
+      return false;
+  if ((*sf)["constraint"] != "memory-budget" || !sf->contains("budget_bytes") ||
+      (*sf)["budget_bytes"].is_null())
+    return true;
+  double budget = (*sf)["budget_bytes"].get<double>();
+  for (const json &peak : (*sf)["stage_estimated_peak_bytes"])
+    if (peak.get<double>() > budget)
+      return false;
+  return true;
+}

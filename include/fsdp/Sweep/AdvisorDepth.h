@@ -65,6 +65,18 @@ nlohmann::ordered_json extrapolateReport(const nlohmann::ordered_json &a,
                                          const nlohmann::ordered_json &b,
                                          int64_t lb, int64_t layers);
 
+/// Whether a pipeline's stage split (fsdp-pipeline-balance: the fastest
+/// split whose stages' estimated peaks fit the memory budget) extrapolates:
+/// each stage gains the same blocks from depth to depth (reports `a`,
+/// `mid`, `b` at equally spaced depths), and under a memory budget the
+/// split extrapolated to full depth (`full`) still fits it; else the
+/// balancer would choose another split there (a budget-bound split is not
+/// affine in the depth). True for reports without pipeline parallelism.
+bool pipelineSplitIsAffine(const nlohmann::ordered_json &a,
+                           const nlohmann::ordered_json &mid,
+                           const nlohmann::ordered_json &b,
+                           const nlohmann::ordered_json &full);
+
 } // namespace mlir::fsdp::sweep
 
 #endif // FSDP_SWEEP_ADVISORDEPTH_H
