@@ -474,6 +474,21 @@ void MemoryPlan::assignArenaOffsets() {
     int64_t lo, hi; // bytes
   };
   std::vector<Placed> placedAt(count), live;
+  // Buffers live over the whole step (the training state: start and end the
+  // extremes of all) overlap every other: kept apart, sorted as placed,
+  // instead of being collected and sorted again for every buffer (most of
+  // the live set: the sort was 25-40% of a plan at several micro-batches,
+  // perf). The scan below reads both in one ascending order, so the offsets
+  // are the same.
+  int64_t firstStart = std::numeric_limits<int64_t>::max(), lastEnd = kUnplaced;
+  for (int64_t i : order) {
+    firstStart = std::min(firstStart, buffers[i].start);
+    lastEnd = std::max(lastEnd, buffers[i].end);
+  }
+  std::vector<Placed> wholeStep;
+  auto byOffset = [](const Placed &x, const Placed &y) {
+    return std::tie(x.lo, x.hi) < std::tie(y.lo, y.hi);
+  };
   // Appends the placed buffers among leaves [0, limit) ending at or after
   // `from` (node `node` covering leaves [lo, lo + size)).
   auto collect = [&](auto &self, int64_t node, int64_t lo, int64_t size,
@@ -494,18 +509,27 @@ void MemoryPlan::assignArenaOffsets() {
     live.clear();
     int64_t limit = llvm::upper_bound(starts, b.end) - starts.begin();
     collect(collect, 1, 0, width, limit, b.start);
-    llvm::sort(live, [](const Placed &x, const Placed &y) {
-      return std::tie(x.lo, x.hi) < std::tie(y.lo, y.hi);
-    });
-    for (const Placed &p : live) {
+    llvm::sort(live, byOffset);
+    // First fit over the merge of `live` and `wholeStep`, in (lo, hi) order.
+    for (size_t a = 0, w = 0; a < live.size() || w < wholeStep.size();) {
+      const Placed &p =
+          w == wholeStep.size() ||
+                  (a < live.size() && !byOffset(wholeStep[w], live[a]))
+              ? live[a++]
+              : wholeStep[w++];
       if (offset + size <= p.lo)
         break;
       offset = std::max(offset, p.hi);
     }
     b.arenaOffset = offset;
     arenaBytes = std::max(arenaBytes, offset + size);
+    Placed placed{offset, offset + size};
+    if (b.start == firstStart && b.end == lastEnd) {
+      wholeStep.insert(llvm::upper_bound(wholeStep, placed, byOffset), placed);
+      continue;
+    }
     int64_t leaf = leafOf[i];
-    placedAt[leaf] = {offset, offset + size};
+    placedAt[leaf] = placed;
     for (int64_t node = width + leaf; node >= 1; node /= 2)
       maxEnd[node] = std::max(maxEnd[node], b.end);
   }

@@ -8,6 +8,7 @@
 #include "fsdp/Import/Import.h"
 #include "fsdp/InitAll.h"
 #include "fsdp/Sweep/AdvisorBounds.h"
+#include "fsdp/Sweep/AdvisorDepth.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -18,6 +19,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -75,7 +78,7 @@ private:
 };
 
 /// A thread's MLIR context and the models it imported, by global batch
-/// (sequences): the only layout-independent step, done once per batch.
+/// (sequences) and depth: the only layout-independent step, done once each.
 class ModelCache {
 public:
   ModelCache(const SweepOptions &o) : o(o) {
@@ -86,12 +89,15 @@ public:
     ctx->loadAllAvailableDialects();
   }
   MLIRContext &context() { return *ctx; }
-  /// The model of global batch `batch`, or null with `error` set.
-  ModuleOp get(int64_t batch, std::string &error) {
-    auto it = models.find(batch);
+  /// The model of global batch `batch` with `layers` blocks (0: the
+  /// config's), or null with `error` set.
+  ModuleOp get(int64_t batch, std::string &error, int64_t layers = 0) {
+    auto it = models.find({batch, layers});
     if (it == models.end()) {
       fsdp_import::Overrides ov = o.overrides;
       ov.batch = batch;
+      if (layers > 0)
+        ov.layers = layers;
       std::string err;
       OwningOpRef<ModuleOp> m =
           fsdp_import::importConfig(ctx.get(), o.configPath, ov, err);
@@ -100,7 +106,10 @@ public:
         err = o.configPath + ": " + overflow;
         m = nullptr;
       }
-      it = models.emplace(batch, std::make_pair(std::move(m), err)).first;
+      it = models
+               .emplace(std::make_pair(batch, layers),
+                        std::make_pair(std::move(m), err))
+               .first;
     }
     error = it->second.second;
     return it->second.first ? *it->second.first : ModuleOp();
@@ -109,7 +118,9 @@ public:
 private:
   const SweepOptions &o;
   std::unique_ptr<MLIRContext> ctx;
-  std::map<int64_t, std::pair<OwningOpRef<ModuleOp>, std::string>> models;
+  std::map<std::pair<int64_t, int64_t>,
+           std::pair<OwningOpRef<ModuleOp>, std::string>>
+      models;
 };
 
 class Searcher {
@@ -122,6 +133,7 @@ public:
         facts(facts), incumbents(incumbents), refusals(refusals) {}
 
   std::atomic<int64_t> *plansRun = nullptr;
+  int64_t layers = 0; ///< the model's blocks (0: not known, no extrapolation)
 
   /// Searches every AC mode of `g` (Advisor.h, steps 1-3).
   void search(const LayoutFamily &g, std::vector<AdvisedLayout> &layouts) {
@@ -206,6 +218,8 @@ public:
         continue;
       }
       searchMode(g, sizes, l);
+      l.extrapolated =
+          l.fits && l.plan.report.contains("extrapolated_from_layers");
       if (l.fits)
         incumbents.add(g.gpus, stepOf(l.plan));
       if (!l.fits && l.microBatchSize == 0 &&
@@ -221,7 +235,35 @@ public:
           layouts[g.layouts[i]].memoryLimited = true;
   }
 
+  /// Plans the fitting layout `l` of family `g` again at full depth after
+  /// an extrapolated search: the extrapolation's numbers are kept in
+  /// `l.extrapolation`; if the full plan does not fit, neither does `l`.
+  void planFullDepth(const LayoutFamily &g, AdvisedLayout &l) {
+    const json &e = l.plan.report;
+    l.extrapolation = {{"layers", e["extrapolated_from_layers"]},
+                       {"predicted_step_time_s", e["predicted_step_time_s"]},
+                       {"device_bytes", deviceBytes(e)},
+                       {"peak_bytes", e["per_rank"]["peak_bytes"]},
+                       {"plan_s", l.plan.planSeconds}};
+    Plan p =
+        planAt(g, l.activationCheckpoint, l.microBatchSize, l.microBatches, 0);
+    l.extrapolated = false;
+    if (fits(p)) {
+      l.plan = std::move(p);
+      return;
+    }
+    l.fits = false;
+    l.why = p.error.empty() ? "does not fit at full depth (" +
+                                  std::to_string(deviceBytes(p.report) >> 20) +
+                                  " MiB per rank; extrapolated: " +
+                                  std::to_string(deviceBytes(e) >> 20) + " MiB)"
+                            : kRefused.str() + p.error;
+    l.screens.push_back(std::move(l.plan));
+    l.screens.push_back(std::move(p));
+  }
+
 private:
+  using json = nlohmann::ordered_json;
   static double stepOf(const Plan &p) {
     return p.report["predicted_step_time_s"].get<double>();
   }
@@ -231,8 +273,65 @@ private:
     return buf;
   }
 
+  /// The layout planned at two reduced depths and extrapolated to the
+  /// model's (AdvisorDepth.h), or at full depth when extrapolation is off
+  /// or the model is too shallow for it.
   Plan makePlan(const LayoutFamily &g, const std::string &ac, int64_t m,
                 int64_t k) {
+    std::optional<std::pair<int64_t, int64_t>> depths;
+    if (layers > 0 && o.extrapolateDepths.size() == 2)
+      depths = extrapolationDepths(layers, g.pp, o.extrapolateDepths[0],
+                                   o.extrapolateDepths[1]);
+    if (!depths)
+      return planAt(g, ac, m, k, 0);
+    // Three depths: the line through the outer two must meet the middle
+    // one's step and device bytes (within 0.1%), else the layout is not
+    // affine at these depths (the peak or the bound moves with the depth)
+    // and is planned at full depth.
+    auto [l1, l2] = *depths;
+    // A plan's time grows with its depth: three reduced plans that add up
+    // to more than half the model's depth save too little (pp 8 and 16 of
+    // Llama-3.1-405B's 126 layers), so the layout is planned whole.
+    int64_t l3 = l2 + (l2 - l1);
+    if (l3 >= layers || l1 + l2 + l3 > layers / 2)
+      return planAt(g, ac, m, k, 0);
+    Plan a = planAt(g, ac, m, k, l1);
+    if (!a.error.empty())
+      return a;
+    Plan mid = planAt(g, ac, m, k, l2);
+    Plan b = planAt(g, ac, m, k, l3);
+    double seconds = a.planSeconds + mid.planSeconds + b.planSeconds;
+    if (!mid.error.empty() || !b.error.empty()) {
+      Plan &failedPlan = mid.error.empty() ? b : mid;
+      failedPlan.planSeconds = seconds;
+      return std::move(failedPlan);
+    }
+    json line = extrapolateReport(a.report, l1, b.report, l3, l2);
+    auto near = [](double x, double y) {
+      return std::fabs(x - y) <= 1e-3 * std::fabs(y);
+    };
+    if (!near(line["predicted_step_time_s"].get<double>(),
+              mid.report["predicted_step_time_s"].get<double>()) ||
+        !near(double(deviceBytes(line)), double(deviceBytes(mid.report)))) {
+      Plan full = planAt(g, ac, m, k, 0);
+      full.planSeconds += seconds;
+      return full;
+    }
+    json full = extrapolateReport(a.report, l1, b.report, l3, layers);
+    if (!pipelineSplitIsAffine(a.report, mid.report, b.report, full)) {
+      Plan whole = planAt(g, ac, m, k, 0);
+      whole.planSeconds += seconds;
+      return whole;
+    }
+    b.report = std::move(full);
+    b.planSeconds = seconds;
+    return b;
+  }
+
+  /// One plan through fsdp-pipeline of the model with `depth` blocks (0:
+  /// the config's).
+  Plan planAt(const LayoutFamily &g, const std::string &ac, int64_t m,
+              int64_t k, int64_t depth) {
     Plan p;
     p.worldSize = g.gpus;
     p.tp = g.tp;
@@ -273,7 +372,7 @@ private:
     if (!p.error.empty())
       return p;
     std::string err;
-    ModuleOp model = cache.get(p.globalBatch, err);
+    ModuleOp model = cache.get(p.globalBatch, err, depth);
     if (!model) {
       p.error = "import: " + err;
       return p;
@@ -492,6 +591,53 @@ tensorParallelRefusals(ModuleOp model, const std::vector<int64_t> &degrees,
   return refusals;
 }
 
+/// The fitting layouts at `n` GPUs, fastest first; equal throughputs in
+/// enumeration order (the pointers are into one vector).
+std::vector<AdvisedLayout *> rankedAt(AdvisorResult &r, int64_t n) {
+  std::vector<AdvisedLayout *> ranked;
+  for (AdvisedLayout &l : r.layouts)
+    if (l.gpus == n && l.fits)
+      ranked.push_back(&l);
+  llvm::sort(ranked, [](const AdvisedLayout *a, const AdvisedLayout *b) {
+    double ta = a->plan.report.value("predicted_tokens_per_s", 0.0);
+    double tb = b->plan.report.value("predicted_tokens_per_s", 0.0);
+    return ta != tb ? ta > tb : a < b;
+  });
+  return ranked;
+}
+
+/// The rows printed and their runner-up planned at full depth, until the
+/// first top + 1 of every GPU count are full plans (one that does not fit
+/// at full depth drops out and the next moves up); `onThreads` runs its
+/// argument on every thread's searcher.
+void planRankedAtFullDepth(
+    const AdvisorOptions &o, AdvisorResult &r,
+    const std::vector<LayoutFamily> &groups,
+    const std::function<void(const std::function<void(Searcher &)> &)>
+        &onThreads) {
+  std::vector<size_t> familyOf(r.layouts.size(), 0);
+  for (size_t gi = 0; gi < groups.size(); ++gi)
+    for (size_t li : groups[gi].layouts)
+      familyOf[li] = gi;
+  for (;;) {
+    std::vector<size_t> todo;
+    for (int64_t n : o.gpus) {
+      std::vector<AdvisedLayout *> ranked = rankedAt(r, n);
+      for (size_t i = 0; i < ranked.size() && i <= o.top; ++i)
+        if (ranked[i]->extrapolated)
+          todo.push_back(ranked[i] - r.layouts.data());
+    }
+    if (todo.empty())
+      return;
+    std::atomic<size_t> nextFull{0};
+    onThreads([&](Searcher &searcher) {
+      for (size_t i = nextFull++; i < todo.size(); i = nextFull++)
+        searcher.planFullDepth(groups[familyOf[todo[i]]], r.layouts[todo[i]]);
+    });
+    r.fullPlans += static_cast<int64_t>(todo.size());
+  }
+}
+
 } // namespace
 
 AdvisorResult sweep::runAdvisor(const AdvisorOptions &o,
@@ -572,7 +718,15 @@ AdvisorResult sweep::runAdvisor(const AdvisorOptions &o,
   auto cluster = std::make_shared<const ClusterSpec>(spec);
   // The bounds (Advisor.h, step 0), from the model imported once here for
   // the calling thread's searcher too.
-  ModelCache mainCache(o.sweep);
+  // One MLIR context (and its imported models) per thread.
+  std::vector<std::unique_ptr<ModelCache>> caches;
+  for (unsigned t = 0; t < jobs; ++t)
+    caches.push_back(std::make_unique<ModelCache>(o.sweep));
+  ModelCache &mainCache = *caches.front();
+  std::string layersError;
+  if (!o.extrapolateDepths.empty())
+    r.layers = configLayers(o.sweep.configPath, o.sweep.overrides, layersError)
+                   .value_or(0);
   ModelBoundFacts facts;
   std::vector<size_t> order =
       boundFamilies(o, spec, batch, mainCache, groups, facts);
@@ -585,21 +739,27 @@ AdvisorResult sweep::runAdvisor(const AdvisorOptions &o,
   Incumbents incumbents(o.top + 1);
   std::atomic<size_t> next{0};
   std::atomic<int64_t> plansRun{0};
-  auto worker = [&](ModelCache &cache) {
-    Searcher searcher(o, spec, cluster, cache, facts, incumbents, refusals);
-    searcher.plansRun = &plansRun;
+  // Runs `work` on every thread, each with its searcher and context.
+  auto onThreads = [&](const std::function<void(Searcher &)> &work) {
+    auto run = [&](unsigned t) {
+      Searcher searcher(o, spec, cluster, *caches[t], facts, incumbents,
+                        refusals);
+      searcher.plansRun = &plansRun;
+      searcher.layers = r.layers;
+      work(searcher);
+    };
+    std::vector<std::thread> threads;
+    for (unsigned t = 1; t < jobs; ++t)
+      threads.emplace_back(run, t);
+    run(0);
+    for (std::thread &t : threads)
+      t.join();
+  };
+  onThreads([&](Searcher &searcher) {
     for (size_t i = next++; i < groups.size(); i = next++)
       searcher.search(groups[order[i]], r.layouts);
-  };
-  std::vector<std::thread> threads;
-  for (unsigned t = 1; t < jobs; ++t)
-    threads.emplace_back([&]() {
-      ModelCache cache(o.sweep);
-      worker(cache);
-    });
-  worker(mainCache);
-  for (std::thread &t : threads)
-    t.join();
+  });
+  planRankedAtFullDepth(o, r, groups, onThreads);
   r.plansRun = plansRun;
   for (const AdvisedLayout &l : r.layouts) {
     r.prunedByMemory += l.pruned == AdvisedLayout::PrunedByMemory;
@@ -608,17 +768,7 @@ AdvisorResult sweep::runAdvisor(const AdvisorOptions &o,
 
   // Rank the fitting layouts per GPU count.
   for (int64_t n : o.gpus) {
-    std::vector<AdvisedLayout *> ranked;
-    for (AdvisedLayout &l : r.layouts)
-      if (l.gpus == n && l.fits)
-        ranked.push_back(&l);
-    // Fastest first; equal throughputs in enumeration order (the pointers
-    // are into one vector).
-    llvm::sort(ranked, [](const AdvisedLayout *a, const AdvisedLayout *b) {
-      double ta = a->plan.report.value("predicted_tokens_per_s", 0.0);
-      double tb = b->plan.report.value("predicted_tokens_per_s", 0.0);
-      return ta != tb ? ta > tb : a < b;
-    });
+    std::vector<AdvisedLayout *> ranked = rankedAt(r, n);
     for (size_t i = 0; i < ranked.size(); ++i) {
       AdvisedLayout &l = *ranked[i];
       l.rank = static_cast<int>(i + 1);

@@ -120,9 +120,14 @@ void sweep::printAdvisor(llvm::raw_ostream &os, const AdvisorOptions &o,
           l.runnerUpRatio > 0 ? fmt("x%.3f", l.runnerUpRatio).c_str() : "-");
     }
   }
-  os << "\n"
-     << r.plansRun << " plans (screens included) in "
-     << fmt("%.2f", r.wallSeconds) << " s wall, " << r.jobs
+  os << "\n" << r.plansRun << " plans (screens included";
+  if (r.fullPlans)
+    os << "; each layout planned at " << o.extrapolateDepths[0] << " and "
+       << o.extrapolateDepths[1] << " blocks per stage and extrapolated to "
+       << r.layers << " layers, " << r.fullPlans
+       << " of them planned again at full depth: the rows above and their "
+          "runner-up";
+  os << ") in " << fmt("%.2f", r.wallSeconds) << " s wall, " << r.jobs
      << (r.jobs == 1 ? " job; " : " jobs; ") << fmt("%.2f", r.planSeconds)
      << " s planning and simulating in all";
   if (r.prunedByMemory || r.prunedByStep)
@@ -169,6 +174,9 @@ json sweep::advisorJson(const AdvisorOptions &o, const ClusterSpec &spec,
       j["peak_bytes"] = rep["per_rank"]["peak_bytes"];
       j["device_bytes"] = deviceBytes(rep);
       j["pipeline"] = l.plan.optionString;
+      // Extrapolated (AdvisorDepth.h): this report; planned again at full
+      // depth: the extrapolation's numbers beside the full plan's report.
+      j["extrapolated"] = l.extrapolated ? json(true) : l.extrapolation;
       j["report"] = rep;
     } else {
       j["why"] = l.why;
@@ -204,6 +212,9 @@ json sweep::advisorJson(const AdvisorOptions &o, const ClusterSpec &spec,
               {"pipeline", o.sweep.pipeline},
               {"jobs", r.jobs},
               {"plans", r.plansRun},
+              {"full_depth_plans", r.fullPlans},
+              {"layers", r.layers},
+              {"extrapolate_depths", o.extrapolateDepths},
               {"pruned_by_memory", r.prunedByMemory},
               {"pruned_by_step", r.prunedByStep},
               {"bound_compute_s_per_sequence", r.boundSecondsPerSequence},

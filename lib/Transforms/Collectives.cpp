@@ -302,12 +302,15 @@ protected:
     for (Operation &op : block)
       if (auto j = op.getAttrOfType<IntegerAttr>(nn::kMicroBatchAttr))
         lastMicroBatch = std::max(lastMicroBatch, j.getInt());
+    // Positions kept across the moves below (OpOrder.h): comparing the moved
+    // chain with MLIR's own order renumbered the block once per flatten.
+    BlockOrder order(block);
     for (FlattenOp flatten : llvm::to_vector(block.getOps<FlattenOp>())) {
       int64_t j = microBatchOf(flatten);
       if (keepWholeGradients && (j < 0 || j == lastMicroBatch)) {
         Operation *user = *flatten->getUsers().begin();
         OpBuilder b(user->getBlock(), std::next(user->getIterator()));
-        FreeOp::create(b, flatten.getLoc(), flatten.getResult());
+        order.place(FreeOp::create(b, flatten.getLoc(), flatten.getResult()));
         continue;
       }
       if (reduceScattered(flatten))
@@ -315,10 +318,10 @@ protected:
       Operation *lastDef = nullptr;
       for (Value g : flatten.getInputs())
         if (Operation *def = g.getDefiningOp())
-          if (!lastDef || lastDef->isBeforeInBlock(def))
+          if (!lastDef || order.isBefore(lastDef, def))
             lastDef = def;
       if (lastDef)
-        moveOpAfter(flatten, lastDef);
+        order.moveAfter(flatten, lastDef);
       // The reduction chain follows: reduce-scatter or all-reduce, then
       // (HSDP) the all-reduce of the reduce-scattered shard.
       Operation *anchor = flatten;
@@ -329,7 +332,7 @@ protected:
         Operation *op = chain.pop_back_val();
         if (!isa<ReduceScatterOp, AllReduceOp, nn::CastOp>(op))
           continue;
-        moveOpAfter(op, anchor);
+        order.moveAfter(op, anchor);
         anchor = op;
         if (!firstReduce && isa<ReduceScatterOp, AllReduceOp>(op))
           firstReduce = op;
@@ -339,10 +342,10 @@ protected:
       // or the cast to reduce-dtype).
       Operation *consumer = firstReduce ? firstReduce : anchor;
       for (Operation *u : flatten->getUsers())
-        if (u->isBeforeInBlock(consumer) || !firstReduce)
+        if (order.isBefore(u, consumer) || !firstReduce)
           consumer = u;
       OpBuilder b(flatten->getBlock(), std::next(consumer->getIterator()));
-      FreeOp::create(b, flatten.getLoc(), flatten.getResult());
+      order.place(FreeOp::create(b, flatten.getLoc(), flatten.getResult()));
     }
   }
 };

@@ -89,6 +89,9 @@ void mlir::fsdp::placeReductionWaits(Block &block, bool toFirstUse) {
   for (Operation &op : block)
     if (isa<AllReduceOp>(&op) && op.hasAttr("async"))
       reductions.push_back(&op);
+  // Positions kept across the moves below (OpOrder.h): comparing a moved
+  // wait with MLIR's own order renumbered the block once per reduction.
+  BlockOrder order(block);
   auto sameKind = [](Operation *a, Operation *b) {
     return a->getName() == b->getName() &&
            collectiveGroup(a) == collectiveGroup(b);
@@ -108,8 +111,8 @@ void mlir::fsdp::placeReductionWaits(Block &block, bool toFirstUse) {
       for (Operation *u : v.getUsers())
         if (isa<nn::CastOp, AllReduceOp>(u) && !llvm::is_contained(chain, u))
           chain.push_back(u);
-    llvm::sort(chain.begin() + 1, chain.end(), [](Operation *a, Operation *b) {
-      return a->isBeforeInBlock(b);
+    llvm::sort(chain.begin() + 1, chain.end(), [&](Operation *a, Operation *b) {
+      return order.isBefore(a, b);
     });
     llvm::SmallPtrSet<Operation *, 4> inChain(chain.begin(), chain.end());
     Operation *target = block.getTerminator();
@@ -121,7 +124,7 @@ void mlir::fsdp::placeReductionWaits(Block &block, bool toFirstUse) {
         results = waitOf(c)->getResults();
       for (Value v : results)
         for (Operation *u : v.getUsers())
-          if (!inChain.contains(u) && u->isBeforeInBlock(target))
+          if (!inChain.contains(u) && order.isBefore(u, target))
             target = u;
     }
     [[maybe_unused]] const char *why = "the first use of its result";
@@ -141,19 +144,19 @@ void mlir::fsdp::placeReductionWaits(Block &block, bool toFirstUse) {
     // A chained all-reduce's own wait may sit before the target: keep it
     // after its start (it is placed when that all-reduce is processed).
     for (Operation *c : chain)
-      moveOpBefore(c, target);
+      order.moveBefore(c, target);
     // The send buffer is freed after the transfer completes.
     for (Operation *u : llvm::make_early_inc_range(r->getOperand(0).getUsers()))
-      if (isa<FreeOp>(u) && u->isBeforeInBlock(wait))
-        moveOpAfter(u, wait);
+      if (isa<FreeOp>(u) && order.isBefore(u, wait))
+        order.moveAfter(u, wait);
   }
   // A chained all-reduce moved after its wait's old place: put each wait
   // back after its start if needed.
   for (Operation &op : block)
     if (auto w = dyn_cast<WaitOp>(&op))
       if (Operation *start = w.getToken().getDefiningOp();
-          w->isBeforeInBlock(start))
-        moveOpAfter(w, start);
+          order.isBefore(w, start))
+        order.moveAfter(w, start);
 }
 
 /// Step 2b: each gradient accumulation (nn.add marked nn.accumulate: the

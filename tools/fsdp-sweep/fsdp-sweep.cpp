@@ -225,6 +225,14 @@ static cl::opt<bool>
                       "(include/fsdp/Sweep/AdvisorBounds.h; default true, "
                       "--prune=false plans every layout)"),
              cl::init(true), cl::cat(advisorCat));
+static cl::opt<std::string> extrapolateDepthsOpt(
+    "extrapolate-depths",
+    cl::desc("Blocks per pipeline stage d1,d2 of the two reduced depths each "
+             "layout is planned at, its report extrapolated to the model's "
+             "depth (include/fsdp/Sweep/AdvisorDepth.h; the top + 1 rows of "
+             "each GPU count are planned at full depth); 'none' plans every "
+             "layout at full depth (default 3,4)"),
+    cl::value_desc("d1,d2|none"), cl::init("3,4"), cl::cat(advisorCat));
 static cl::opt<std::string>
     csvPath("csv", cl::desc("Write every layout (ranked or why not) as CSV"),
             cl::value_desc("path"), cl::cat(advisorCat));
@@ -309,6 +317,19 @@ static int runAdvisorMode(const sweep::SweepOptions &so,
   o.top = topOpt;
   o.maxMicroBatches = maxMicroBatchesOpt;
   o.prune = pruneOpt;
+  if (extrapolateDepthsOpt == "none") {
+    o.extrapolateDepths.clear();
+  } else {
+    auto depths = parseIntList("extrapolate-depths", extrapolateDepthsOpt,
+                               fsdp_import::kMaxOverride);
+    if (!depths)
+      return 1;
+    if (depths->size() != 2 || (*depths)[0] >= (*depths)[1])
+      return error("--extrapolate-depths expects two block counts per stage "
+                   "d1 < d2 (such as 3,4) or 'none', got '" +
+                   extrapolateDepthsOpt + "'");
+    o.extrapolateDepths = *depths;
+  }
   if (o.maxMicroBatches < 1)
     return error("--max-micro-batches must be >= 1, got " +
                  std::to_string(o.maxMicroBatches));

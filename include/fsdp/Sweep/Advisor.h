@@ -56,6 +56,12 @@
 //      --activation-checkpoint names it): when a mode cannot fit at m = 1,
 //      the modes after it are not planned (they keep more activations); a
 //      mode the planner refuses is a reason, not a memory verdict.
+//   4. depth (--extrapolate-depths, AdvisorOptions::extrapolateDepths):
+//      each plan above is made at three reduced depths and its report
+//      extrapolated to the model's (AdvisorDepth.h); the `top` + 1 fastest
+//      fitting layouts of each GPU count are then planned at full depth
+//      until all of them are full plans (one that does not fit at full
+//      depth is no longer ranked), so the printed rows are full plans.
 // Every plan is the planner's own (no closed-form shortcut); the JSON lists
 // each family's screens and plans. The model is imported once per global
 // batch and cloned for every plan (the import is the only layout-
@@ -92,6 +98,12 @@ struct AdvisorOptions {
   /// the bounds of AdvisorBounds.h prove cannot fit, or cannot be among the
   /// `top` + 1 fastest of their GPU count, are not planned.
   bool prune = true;
+  /// Blocks per pipeline stage (d1, d2) of the two reduced depths a layout
+  /// is planned at and extrapolated from (AdvisorDepth.h; fsdp-sweep's
+  /// --extrapolate-depths); empty: every layout planned at full depth. The
+  /// layouts ranked among the first `top` + 1 of a GPU count are planned
+  /// again at full depth, and those are the numbers printed and ranked.
+  std::vector<int64_t> extrapolateDepths = {3, 4};
 };
 
 /// One family's result: its best fitting layout (or why none fits).
@@ -115,7 +127,14 @@ struct AdvisedLayout {
   /// Memory decided the layout: a larger micro-batch, or a mode that
   /// recomputes less, did not fit.
   bool memoryLimited = false;
-  Plan plan;                 ///< the layout's plan (when fits)
+  Plan plan; ///< the layout's plan (when fits)
+  /// The plan's report was extrapolated from two reduced depths
+  /// (AdvisorDepth.h), not planned at the model's depth.
+  bool extrapolated = false;
+  /// For a layout planned again at full depth after an extrapolated
+  /// search: the extrapolation's depths, step and device bytes (JSON
+  /// `extrapolated`), to compare with the full plan's; null otherwise.
+  nlohmann::ordered_json extrapolation;
   std::vector<Plan> screens; ///< the plans tried on the way (their reports)
   std::string bound;         ///< compute, FSDP comm, TP comm or bubble
   /// The next-ranked layout's step time / this one's (>= 1: what taking
@@ -140,6 +159,8 @@ struct AdvisorResult {
   int64_t params = 0, seq = 0, globalBatch = 0;
   unsigned jobs = 0;
   int64_t plansRun = 0;
+  int64_t layers = 0;    ///< the model's transformer blocks
+  int64_t fullPlans = 0; ///< of plansRun: planned again at full depth
   int64_t prunedByMemory = 0, prunedByStep = 0; ///< layouts not planned
   /// AdvisorBounds.h's compute lower bound per sequence on one device
   /// (seconds; 0 when the model could not be measured).
