@@ -119,6 +119,7 @@
 #include "fsdp/Dialect/NN/NN.h"
 #include "fsdp/Sharding.h"
 
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <algorithm>
@@ -276,16 +277,20 @@ public:
         collective(&op, operandsReady);
       else if (std::optional<TensorCollective> c = tensorCollectiveOf(&op))
         tensorCollective(&op, *c, operandsReady);
-      else if (transfer)
+      else if (transfer) {
+        inFlight.erase(cast<WaitOp>(op).getToken().getDefiningOp());
         waitForTransfer(cast<WaitOp>(op), *transfer);
-      else if (auto wait = dyn_cast<WaitOp>(op))
+      } else if (auto wait = dyn_cast<WaitOp>(op)) {
+        inFlight.erase(wait.getToken().getDefiningOp());
         waitFor(wait, operandsReady);
-      else if (peers && isa<SendOp, RecvOp>(op)) {
+      } else if (peers && isa<SendOp, RecvOp>(op)) {
         peers->issued(&op, std::max(tc, operandsReady));
+        inFlight.insert(&op);
         if (auto send = dyn_cast<SendOp>(op))
           r.p2pBytes += bufferBytes(send.getInput());
       } else if (failed(compute(&op, operandsReady)))
         return failure();
+      progressYields(op);
     }
     return true;
   }
@@ -322,6 +327,25 @@ private:
       return 0;
     return cores ? cores->end(start, work) - start : work * slowdown;
   }
+  /// After an instruction, the runtime's progress test of the requests in
+  /// flight: on an oversubscribed node a test that moves nothing yields the
+  /// core (ClusterSpec::progressYield), once per instruction issued while an
+  /// async FSDP collective or a transfer between stages is in flight
+  /// (issued, not yet waited: what the step plan's progress actions test).
+  void progressYields(Operation &op) {
+    if (spec.progressYield <= 0 || slowdown <= 1 ||
+        op.hasTrait<OpTrait::ConstantLike>())
+      return;
+    if (inFlight.empty())
+      return;
+    double y = stretch(tc, spec.progressYield);
+    r.events.push_back({"host: progress yield", 0, tc, y, 0, 0});
+    work(tc, y);
+    tc += y;
+    r.hostTime += y;
+    r.yieldTime += y;
+  }
+
   /// The compute stream works (takes a core) for `dur` seconds from `start`.
   void work(double start, double dur) {
     if (dur <= 0)
@@ -423,6 +447,8 @@ private:
       tc += c;
     }
     r.commTime += dur;
+    if (op->hasAttr("async")) // else waited where its result is read
+      inFlight.insert(op);
     if (spec.commContention > 0 && dur > 0)
       commBusy.push_back({start, tm});
     ready[out] = tm;
@@ -603,6 +629,9 @@ private:
   double firstGather = -1, lastReduce = 0, firstFilled = 0;
   std::pair<double, double> firstSpan{0, 0};       // the first all-gather's
   std::vector<std::pair<double, double>> commBusy; // collectives in flight
+  /// Async FSDP collectives and transfers between stages issued and not yet
+  /// waited: what the runtime's progress tests test.
+  llvm::SmallPtrSet<Operation *, 8> inFlight;
   double ioOut = 0;
   Block::iterator next;                // the next op advance() simulates
   llvm::DenseMap<Value, double> ready; // when a collective's result is
