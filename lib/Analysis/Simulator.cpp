@@ -85,7 +85,15 @@
 //   than cores the OS time-slices them, so every time of a rank (compute,
 //   host work, collectives, the skew) is ranks / cores times longer
 //   (ClusterSpec::oversubscription); the spec's rates are a rank's with a
-//   core to itself.
+//   core to itself. There Open MPI yields the core in every progress call
+//   that moves nothing (mpi_yield_when_idle; opal_progress.c), and the
+//   runtime tests its requests after every instruction: each op issued
+//   while an async FSDP collective or a transfer between stages is in
+//   flight (issued, not yet waited) costs progress_yield_s of host work, a
+//   hand-over of the core and back (progressYields;
+//   docs/compute-model.md, "Ranks sharing cores").
+// * Per-call costs (op_call_s, optional): an op's kernel call costs that
+//   many seconds beside its roofline (Simulator::opTime).
 // * Contention (comm_contention c, optional): the part of a compute op that
 //   overlaps an FSDP collective in flight runs at 1 / (1 + c) of its rate
 //   (contendedEnd); the extra is contention_s, outside compute and exposed
@@ -535,10 +543,13 @@ private:
         bytes += bufferBytes(v);
       for (Value v : op->getResults())
         bytes += bufferBytes(v);
-      auto it = spec.opEfficiency.find(op->getName().getStringRef().str());
-      dur = bytes /
-            (spec.memoryBandwidth *
-             (it != spec.opEfficiency.end() ? it->second : spec.effMemory));
+      std::string name = op->getName().getStringRef().str();
+      auto it = spec.opEfficiency.find(name);
+      auto call = spec.opCallSeconds.find(name);
+      dur = (call != spec.opCallSeconds.end() ? call->second : 0.0) +
+            bytes /
+                (spec.memoryBandwidth *
+                 (it != spec.opEfficiency.end() ? it->second : spec.effMemory));
     } else {
       // Views and bookkeeping (param_view, free, constants): no time; a view
       // of a collective's result is ready when the collective is.
