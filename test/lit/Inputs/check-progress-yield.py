@@ -21,7 +21,8 @@ rep_w, tr_w, rep_o, tr_o, rep_c, tr_c = sys.argv[4:10]
 body = open(plan).read().split("func.func", 1)[1]
 in_flight, yields, relus = set(), 0, 0
 for line in body.splitlines():
-    m = re.match(r"\s*(?:(%[\w#:]+) = )?\"?([a-z_]+\.[a-z_]+)", line)
+    m = re.match(r"\s*(?:(%[\w#:]+)(?:, %[\w#:]+)* = )?\"?([a-z_]+\.[a-z_]+)",
+                 line)
     if not m or m.group(2) in ("func.return", "func.func"):
         continue
     name, result = m.group(2), m.group(1)
