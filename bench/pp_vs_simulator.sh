@@ -26,7 +26,8 @@
 #        bench/clusters/this-machine.json, or $OUT/spec.json when
 #        ANALYZE_ONLY finds one), ANALYZE_ONLY=1 (REPREDICT=1 with it: plan
 #        the saved model again with SPEC, new reports and traces, the saved
-#        runs kept)
+#        runs kept; REPREDICT=saved: simulate the saved schedules, the ones
+#        that ran, with SPEC)
 # A benchmark: nothing is asserted. Targets (issue 23): predicted / measured
 # step within 0.85-1.15 per layout and the same ranking.
 set -euo pipefail
@@ -64,6 +65,13 @@ for rep in $(seq 1 "$REPS"); do
       --data test/data/tinyshakespeare.txt > "$OUT/run-$l-$rep.log" 2> "$OUT/run-$l-$rep.err"
     echo "$l repeat $rep: $(tail -1 "$OUT/run-$l-$rep.err")" >&2
   done
+done
+elif [ "${REPREDICT:-}" = saved ]; then
+# The schedules that ran, simulated again with SPEC (fsdp-memory-plan keeps
+# the schedule; a new plan may schedule differently under another spec).
+for l in $LAYOUTS; do
+  "$B/fsdp-opt" "$OUT/gpt2-$l.mlir" --fsdp-memory-plan="cluster=$SPEC report=$OUT/report-$l.json \
+trace=$OUT/trace-$l.json" -o /dev/null
 done
 elif [ -n "${REPREDICT:-}" ]; then
 for l in $LAYOUTS; do

@@ -25,7 +25,8 @@
 #        bench/clusters/this-machine.json, or $OUT/spec.json when
 #        ANALYZE_ONLY finds one), ANALYZE_ONLY=1 (REPREDICT=1 with it: plan
 #        the saved model again with SPEC, new reports and traces, the saved
-#        runs kept)
+#        runs kept; REPREDICT=saved: simulate the saved schedules, the ones
+#        that ran, with SPEC)
 # A benchmark: nothing is asserted. Targets (issue 22): predicted / measured
 # step time within 0.85-1.15 per layout, the same ranking, the bytes exact.
 set -euo pipefail
@@ -63,6 +64,14 @@ for rep in $(seq 1 "$REPS"); do
       --data test/data/tinyshakespeare.txt > "$OUT/run-$n-$t-$rep.log" 2> "$OUT/run-$n-$t-$rep.err"
     echo "world $n tp $t repeat $rep: $(tail -1 "$OUT/run-$n-$t-$rep.err")" >&2
   done
+done
+elif [ "${REPREDICT:-}" = saved ]; then
+# The schedules that ran, simulated again with SPEC (fsdp-memory-plan keeps
+# the schedule; a new plan may schedule differently under another spec).
+for l in $LAYOUTS; do
+  n=${l%%:*} t=${l#*:}
+  "$B/fsdp-opt" "$OUT/gpt2-$n-$t.mlir" --fsdp-memory-plan="cluster=$SPEC \
+report=$OUT/report-$n-$t.json trace=$OUT/trace-$n-$t.json" -o /dev/null
 done
 elif [ -n "${REPREDICT:-}" ]; then
 for l in $LAYOUTS; do

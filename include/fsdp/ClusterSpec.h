@@ -56,9 +56,15 @@ inline constexpr const char *kEfficiency = "efficiency";
 /// Object (optional): op name (nn.gelu, fsdp.flatten, ...) -> efficiency in
 /// (0, 1] that replaces its class's.
 inline constexpr const char *kOpEfficiency = "op_efficiency";
+/// Object (optional): op name -> seconds per call of its kernel beyond its
+/// roofline time (ClusterSpec::opCallSeconds).
+inline constexpr const char *kOpCallSeconds = "op_call_s";
 /// Number (optional, default 0): host seconds to issue one instruction of
 /// the step.
 inline constexpr const char *kDispatchOverhead = "dispatch_overhead_s";
+/// Number (optional, default 0): seconds per hand-over of a core at a
+/// progress test on an oversubscribed node (ClusterSpec::progressYield).
+inline constexpr const char *kProgressYield = "progress_yield_s";
 /// Number (optional, default 0: free): bytes/s at which the step's inputs
 /// and outputs enter and leave the runtime.
 inline constexpr const char *kStepIoBandwidth = "step_io_bandwidth";

@@ -198,7 +198,30 @@ private:
 
   /// With `ctx`, every key must name an op registered there (a misspelt op
   /// would otherwise fall back to its class silently).
+  /// The optional per-call seconds: an object of known op names, each a
+  /// number >= 0.
+  bool readOpCallSeconds(ClusterSpec &s, MLIRContext *ctx) {
+    if (!j.contains(key::kOpCallSeconds))
+      return true;
+    const json &oc = j[key::kOpCallSeconds];
+    if (!oc.is_object())
+      return fail(std::string("'") + key::kOpCallSeconds +
+                  "' must be an object (op name -> seconds per call)");
+    for (auto &[op, v] : oc.items()) {
+      double x;
+      std::string name = field(key::kOpCallSeconds, op.c_str());
+      if (!number(oc, op.c_str(), name, x, /*positive=*/false))
+        return false;
+      if (ctx && !RegisteredOperationName::lookup(op, ctx))
+        return fail("'" + name + "' names no known op");
+      s.opCallSeconds[op] = x;
+    }
+    return true;
+  }
+
   bool readOpEfficiencies(ClusterSpec &s, MLIRContext *ctx) {
+    if (!readOpCallSeconds(s, ctx))
+      return false;
     if (!j.contains(key::kOpEfficiency))
       return true;
     const json &oe = j[key::kOpEfficiency];
@@ -226,6 +249,7 @@ private:
          {std::tuple<const char *, double *, bool>{key::kDispatchOverhead,
                                                    &s.dispatchOverhead, false},
           {key::kStepIoBandwidth, &s.stepIoBandwidth, true},
+          {key::kProgressYield, &s.progressYield, false},
           {key::kCollectiveSync, &s.collectiveSync, false},
           {key::kCommContention, &s.commContention, false}})
       if (j.contains(k) && !number(j, k, k, *out, positive))

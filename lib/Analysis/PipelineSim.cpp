@@ -46,7 +46,9 @@
 //   of the pass before (NodeCores), until the step moves by less than
 //   1e-6 of itself (at most kSharingPasses passes; the last is taken).
 //   Transfers between stages keep the constant slowdown (a rendezvous of
-//   two ranks, microseconds here).
+//   two ranks, microseconds here). fsdp-calibrate writes φ, measured with
+//   two ranks pinned to one core beside the hand-over of the core at a
+//   progress test (ClusterSpec::progressYield) that comes with it.
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Analysis/PipelineSim.h"

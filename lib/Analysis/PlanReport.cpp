@@ -211,6 +211,8 @@ void mlir::fsdp::addSimulationToReport(json &report, const SimResult &sim,
   report["predicted_step_time_s"] = sim.stepTime;
   report["compute_s"] = sim.computeTime;
   report["host_overhead_s"] = sim.hostTime;
+  if (sim.yieldTime > 0)
+    report["progress_yield_s"] = sim.yieldTime;
   report["comm_s"] = sim.commTime;
   report["exposed_comm_s"] = sim.exposedComm;
   if (sim.contentionTime > 0)

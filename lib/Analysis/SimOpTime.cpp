@@ -101,9 +101,13 @@ FailureOr<double> Simulator::opTime(Operation *op, int64_t *flopsOut,
     *flopsOut = flops;
   if (bytesOut)
     *bytesOut = bytes;
-  if (auto it = spec.opEfficiency.find(op->getName().getStringRef().str());
-      it != spec.opEfficiency.end())
+  std::string name = op->getName().getStringRef().str();
+  if (auto it = spec.opEfficiency.find(name); it != spec.opEfficiency.end())
     (flops > 0 ? eff : effMem) = it->second;
-  return std::max(flops / (peak * eff),
+  // A call's cost whatever its size (ClusterSpec::opCallSeconds), beside the
+  // roofline of its work.
+  auto call = spec.opCallSeconds.find(name);
+  return (call != spec.opCallSeconds.end() ? call->second : 0.0) +
+         std::max(flops / (peak * eff),
                   bytes / (spec.memoryBandwidth * effMem));
 }

@@ -88,7 +88,15 @@
 //   than cores the OS time-slices them, so every time of a rank (compute,
 //   host work, collectives, the skew) is ranks / cores times longer
 //   (ClusterSpec::oversubscription); the spec's rates are a rank's with a
-//   core to itself.
+//   core to itself. There Open MPI yields the core in every progress call
+//   that moves nothing (mpi_yield_when_idle; opal_progress.c), and the
+//   runtime tests its requests after every instruction: each op issued
+//   while an async FSDP collective or a transfer between stages is in
+//   flight (issued, not yet waited) costs progress_yield_s of host work, a
+//   hand-over of the core and back (progressYields;
+//   docs/compute-model.md, "Ranks sharing cores").
+// * Per-call costs (op_call_s, optional): an op's kernel call costs that
+//   many seconds beside its roofline (Simulator::opTime).
 // * Contention (comm_contention c, optional): the part of a compute op that
 //   overlaps an FSDP collective in flight runs at 1 / (1 + c) of its rate
 //   (contendedEnd); the extra is contention_s, outside compute and exposed
@@ -123,6 +131,7 @@
 #include "fsdp/Sharding.h"
 
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <algorithm>
@@ -280,16 +289,20 @@ public:
         collective(&op, operandsReady);
       else if (std::optional<TensorCollective> c = tensorCollectiveOf(&op))
         tensorCollective(&op, *c, operandsReady);
-      else if (transfer)
+      else if (transfer) {
+        inFlight.erase(cast<WaitOp>(op).getToken().getDefiningOp());
         waitForTransfer(cast<WaitOp>(op), *transfer);
-      else if (auto wait = dyn_cast<WaitOp>(op))
+      } else if (auto wait = dyn_cast<WaitOp>(op)) {
+        inFlight.erase(wait.getToken().getDefiningOp());
         waitFor(wait, operandsReady);
-      else if (peers && isa<SendOp, RecvOp>(op)) {
+      } else if (peers && isa<SendOp, RecvOp>(op)) {
         peers->issued(&op, std::max(tc, operandsReady));
+        inFlight.insert(&op);
         if (auto send = dyn_cast<SendOp>(op))
           r.p2pBytes += bufferBytes(send.getInput());
       } else if (failed(compute(&op, operandsReady)))
         return failure();
+      progressYields(op);
     }
     return true;
   }
@@ -326,6 +339,25 @@ private:
       return 0;
     return cores ? cores->end(start, work) - start : work * slowdown;
   }
+  /// After an instruction, the runtime's progress test of the requests in
+  /// flight: on an oversubscribed node a test that moves nothing yields the
+  /// core (ClusterSpec::progressYield), once per instruction issued while an
+  /// async FSDP collective or a transfer between stages is in flight
+  /// (issued, not yet waited: what the step plan's progress actions test).
+  void progressYields(Operation &op) {
+    if (spec.progressYield <= 0 || slowdown <= 1 ||
+        op.hasTrait<OpTrait::ConstantLike>())
+      return;
+    if (inFlight.empty())
+      return;
+    double y = stretch(tc, spec.progressYield);
+    r.events.push_back({"host: progress yield", 0, tc, y, 0, 0});
+    work(tc, y);
+    tc += y;
+    r.hostTime += y;
+    r.yieldTime += y;
+  }
+
   /// The compute stream works (takes a core) for `dur` seconds from `start`.
   void work(double start, double dur) {
     if (dur <= 0)
@@ -427,6 +459,8 @@ private:
       tc += c;
     }
     r.commTime += dur;
+    if (op->hasAttr("async")) // else waited where its result is read
+      inFlight.insert(op);
     if (spec.commContention > 0 && dur > 0)
       commBusy.push_back({start, tm});
     ready[out] = tm;
@@ -532,10 +566,13 @@ private:
         bytes += bufferBytes(v);
       for (Value v : op->getResults())
         bytes += bufferBytes(v);
-      auto it = spec.opEfficiency.find(op->getName().getStringRef().str());
-      dur = bytes /
-            (spec.memoryBandwidth *
-             (it != spec.opEfficiency.end() ? it->second : spec.effMemory));
+      std::string name = op->getName().getStringRef().str();
+      auto it = spec.opEfficiency.find(name);
+      auto call = spec.opCallSeconds.find(name);
+      dur = (call != spec.opCallSeconds.end() ? call->second : 0.0) +
+            bytes /
+                (spec.memoryBandwidth *
+                 (it != spec.opEfficiency.end() ? it->second : spec.effMemory));
     } else {
       // Views and bookkeeping (param_view, free, constants): no time; a view
       // of a collective's result is ready when the collective is.
@@ -637,6 +674,9 @@ private:
   double firstGather = -1, lastReduce = 0, firstFilled = 0;
   std::pair<double, double> firstSpan{0, 0};       // the first all-gather's
   std::vector<std::pair<double, double>> commBusy; // collectives in flight
+  /// Async FSDP collectives and transfers between stages issued and not yet
+  /// waited: what the runtime's progress tests test.
+  llvm::SmallPtrSet<Operation *, 8> inFlight;
   double ioOut = 0;
   Block::iterator next;                // the next op advance() simulates
   llvm::DenseMap<Value, double> ready; // when a collective's result is

@@ -73,6 +73,12 @@
 //   fsdp.flatten, ...) the efficiency at which the roofline reproduces that
 //   op's kernels above alone (the same bisection; data movement: bytes per
 //   second over memory_bandwidth). The simulator prefers it to the class's.
+// * op_call_s: the kernels above measured again at a quarter of the rows
+//   (at least one sequence), 3 passes, medians: per op kind the seconds of
+//   a call whatever its size, c = (ρ·t_small − t_big) / (ρ − 1) for work
+//   ratio ρ (fitCallCosts), and op_efficiency fitted to the rest.
+// * progress_yield_s, waiting_rank_share: two ranks pinned to one core
+//   (measureHandover, Handover.cpp).
 // * dispatch_overhead_s: fsdp::rt::Executor::step (as fsdp-run drives it) of a
 //   chain of 2000 nn.relu on 16 floats in a planned arena, per instruction,
 //   minus one run of a single relu and the kernel itself: the interpreter's
@@ -163,7 +169,20 @@ void runCalibration(const Options &o) {
     passes.push_back(measureKernels(mc, o, S / 3));
   cal.kernels = medianOfPasses(passes);
   weighKernels(cal.kernels, o.layers);
-  cal.fit = fitKernels(cal.kernels, cal.kernels.bw);
+  // The same kernels at a quarter of the rows (at least one sequence: a
+  // pipeline micro-batch's shapes), for each call's cost whatever its size.
+  Options fewer = o;
+  fewer.rows = std::max(o.seq, o.rows / 4 / o.seq * o.seq);
+  cal.smallRows = fewer.rows;
+  if (fewer.rows < o.rows) {
+    passes.clear();
+    for (int pass = 0; pass < 3; ++pass)
+      passes.push_back(measureKernels(mc, fewer, S / 3));
+    Kernels small = medianOfPasses(passes);
+    weighKernels(small, o.layers);
+    cal.callCost = fitCallCosts(cal.kernels, small);
+  }
+  cal.fit = fitKernels(cal.kernels, cal.kernels.bw, cal.callCost);
 
   // Collectives (none with one rank: alpha 0, B the memory bandwidth).
   cal.ring.bandwidth = cal.kernels.bw;
@@ -182,6 +201,7 @@ void runCalibration(const Options &o) {
   cal.overlap = measureOverlap(mc, o, std::max(0.3, S));
   cal.sync = measureSync(mc, o, std::max(0.6, 2 * S));
   cal.share = measureShare(mc, o, std::max(0.6, 2 * S));
+  cal.handover = measureHandover(mc, o, std::max(1.2, 4 * S));
 
   if (mc.rank != 0)
     return;

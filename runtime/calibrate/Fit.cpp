@@ -95,7 +95,50 @@ void weighKernels(Kernels &k, int64_t layers) {
       c.weight = perStep;
 }
 
-KernelFit fitKernels(const Kernels &k, double bw) {
+std::string opName(const Case &c) {
+  if (c.name.rfind("linear ", 0) == 0)
+    return "nn.linear";
+  if (c.name.rfind("matmul ", 0) == 0)
+    return "nn.matmul";
+  if (c.name == "flatten")
+    return "fsdp.flatten";
+  return "nn." + c.name;
+}
+
+std::map<std::string, double> fitCallCosts(const Kernels &k,
+                                           const Kernels &small) {
+  std::map<std::string, std::pair<double, double>> sums; // Σ w·c, Σ w
+  std::map<std::string, double> cap; // the smallest call measured
+  for (auto set : {&Kernels::mm32, &Kernels::att, &Kernels::ew, &Kernels::mem,
+                   &Kernels::info}) {
+    const std::vector<Case> &big = k.*set, &less = small.*set;
+    for (size_t i = 0; i < std::min(big.size(), less.size()); ++i) {
+      const Case &b = big[i], &s = less[i];
+      std::string op = opName(b);
+      // The work ratio, by the cost model's FLOPs (bytes for data movement).
+      double rho = b.flops > 0 && s.flops > 0 ? b.flops / s.flops
+                   : s.bytes > 0              ? b.bytes / s.bytes
+                                              : 1;
+      if (op != opName(s) || rho < kMinWorkRatio)
+        continue; // not a kernel whose work follows the rows
+      // t = c + w·x at work x and ρx: c = (ρ·t_small − t_big) / (ρ − 1).
+      double c = (rho * s.seconds.mean - b.seconds.mean) / (rho - 1);
+      sums[op].first += b.weight * c;
+      sums[op].second += b.weight;
+      cap[op] =
+          cap.count(op) ? std::min(cap[op], s.seconds.mean) : s.seconds.mean;
+    }
+  }
+  std::map<std::string, double> out;
+  for (auto &[op, sw] : sums)
+    if (sw.second > 0)
+      out[op] =
+          std::clamp(sw.first / sw.second, 0.0, (1 - kMinWorkShare) * cap[op]);
+  return out;
+}
+
+KernelFit fitKernels(const Kernels &k, double bw,
+                     const std::map<std::string, double> &callCost) {
   KernelFit f;
   double &peak32 = f.peak32, &peak64 = f.peak64;
   for (const Case &c : k.mm32)
@@ -116,20 +159,16 @@ KernelFit fitKernels(const Kernels &k, double bw) {
 
   // Per op kind: the efficiency at which the roofline reproduces that op's
   // measured kernels alone (ops with FLOPs: the FLOP term's, as the class
-  // fit; data movement: bytes per second over memory_bandwidth).
+  // fit; data movement: bytes per second over memory_bandwidth), less each
+  // call's cost where it was measured (fitCallCosts: the simulator adds it).
   std::map<std::string, std::vector<Case>> byOp;
-  auto opName = [](const Case &c) -> std::string {
-    if (c.name.rfind("linear ", 0) == 0)
-      return "nn.linear";
-    if (c.name.rfind("matmul ", 0) == 0)
-      return "nn.matmul";
-    if (c.name == "flatten")
-      return "fsdp.flatten";
-    return "nn." + c.name;
-  };
   for (auto *set : {&k.mm32, &k.att, &k.ew, &k.mem, &k.info})
-    for (const Case &c : *set)
+    for (Case c : *set) {
+      if (auto it = callCost.find(opName(c)); it != callCost.end())
+        c.seconds.mean = std::max(c.seconds.mean - it->second,
+                                  kMinWorkShare * c.seconds.mean);
       byOp[opName(c)].push_back(c);
+    }
   for (auto &[op, cases] : byOp) {
     bool movement = true;
     for (const Case &c : cases)

@@ -26,6 +26,12 @@ double maxOverRanks(double x) {
   return mx;
 }
 
+double sumOverRanks(double x) {
+  double sum = 0;
+  MPI_Allreduce(&x, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return sum;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];

@@ -64,7 +64,8 @@ ThisHost thisHost() {
 }
 
 /// "sources": how the run was made and how each value was measured.
-json sourcesJson(const Options &o, int world, long cores) {
+json sourcesJson(const Options &o, int world, long cores,
+                 const Calibration &cal) {
   double S = o.seconds;
   int64_t M = o.rows, H = o.hidden, T = o.seq, A = o.heads, V = o.vocab;
   char buf[512];
@@ -134,10 +135,24 @@ json sourcesJson(const Options &o, int world, long cores) {
        "the others wait in fsdp_wait on a receive, or sleep, 5 trials each: "
        "C * (t_waiting / t_sleeping - 1) / waiting ranks, median "
        "(processor sharing; Open MPI yields in its progress loop when "
-       "oversubscribed, opal_progress.c); recorded in measured.share, not "
-       "written as the spec's key: below 1 it shortens the predicted "
-       "pipeline steps that the bench measures longer "
-       "(docs/pipeline-parallel.md)"});
+       "oversubscribed, opal_progress.c); recorded in measured.share only: "
+       "the spec's key is measureHandover's (below), measured beside the "
+       "hand-over it comes with",
+       "op_call_s: every kernel above measured again at " +
+           std::to_string(cal.smallRows) +
+           " rows: per op, the seconds of a call whatever its size, c = "
+           "(rho * t_small - t_big) / (rho - 1) for the kernels whose work "
+           "grew rho >= 1.5 times (fitCallCosts), weighted as the "
+           "efficiencies; op_efficiency fitted to the times less c",
+       "progress_yield_s and waiting_rank_share (measureHandover, "
+       "runtime/calibrate/Handover.cpp): ranks 0 and 1 pinned to one CPU run "
+       "GPT-2 block forwards with fsdp_event_query on a receive in flight "
+       "after each kernel, followed by sched_yield() (Open MPI's progress "
+       "when oversubscribed, opal_progress.c) or not, and rank 0 alone runs "
+       "them while rank 1 polls a receive yielding or sleeps, 3 trials each, "
+       "SCHED_RR where permitted (a yield goes to the other rank alone): with "
+       "t the pair's CPU seconds, (t_yielding - t_sliced) / (2 * blocks * "
+       "tests per block) and t_waiting / t_asleep - 1, medians"});
 }
 
 /// "measured": every raw measurement behind the spec's values.
@@ -207,6 +222,16 @@ json measuredJson(const Options &o, int world, long cores,
                          {"blocks_per_trial", cal.share.iterations},
                          {"waiting_seconds", cal.share.waitingSeconds},
                          {"sleeping_seconds", cal.share.sleepingSeconds}};
+  if (cal.handover.measured)
+    measured["handover"] = {{"progress_yield_s", cal.handover.seconds},
+                            {"waiting_rank_share", cal.handover.share},
+                            {"blocks_per_trial", cal.handover.iterations},
+                            {"tests_per_block", cal.handover.testsPerBlock},
+                            {"round_robin_real_time", cal.handover.realtime},
+                            {"yielding_seconds", cal.handover.yieldingSeconds},
+                            {"sliced_seconds", cal.handover.slicedSeconds},
+                            {"waiting_seconds", cal.handover.waitingSeconds},
+                            {"asleep_seconds", cal.handover.asleepSeconds}};
   measured["overlap"] = {{"all_gather_bytes", ov.bytes},
                          {"gemms", ov.gemms},
                          {"compute_seconds", ov.compute},
@@ -285,13 +310,24 @@ json buildSpec(const Options &o, const Machine &mc, const Calibration &cal) {
                             {key::kEffElementwise, fit.effElementwise},
                             {key::kEffMemory, fit.effMemory}};
   spec[key::kOpEfficiency] = opEff;
+  if (!cal.callCost.empty()) {
+    json calls = json::object();
+    for (const auto &[op, c] : cal.callCost)
+      calls[op] = c / over;
+    spec[key::kOpCallSeconds] = calls;
+  }
   spec[key::kDispatchOverhead] = cal.host.dispatch / over;
   // Written even when not positive, so that implausibleValues refuses it
   // (left out, the simulator would read "not charged").
   spec[key::kStepIoBandwidth] = cal.host.ioBandwidth * over;
   spec[key::kCommOverlap] = cal.overlap.overlap;
   spec[key::kCollectiveSync] = cal.sync.sync / over;
-  spec[key::kSources] = sourcesJson(o, world, host.cores);
+  // Measured on one core shared by two ranks: a core's seconds, as is.
+  if (cal.handover.measured) {
+    spec[key::kProgressYield] = cal.handover.seconds;
+    spec[key::kWaitingRankShare] = cal.handover.share;
+  }
+  spec[key::kSources] = sourcesJson(o, world, host.cores, cal);
   spec[key::kMeasured] = measuredJson(o, world, host.cores, cal);
   return spec;
 }
@@ -369,6 +405,21 @@ std::vector<std::string> implausibleValues(const json &spec,
   }
   inRange(key::kCommOverlap, spec[key::kCommOverlap], 0, false,
           "a fraction of the shorter of compute and communication");
+  // The oversubscription terms (Handover.cpp, Fit.cpp's fitCallCosts):
+  // differences of timings too.
+  auto time = [&](const std::string &name, const json &v) {
+    double x = v.is_number() ? v.get<double>() : std::nan("");
+    if (!std::isfinite(x) || x < 0)
+      bad.push_back(name + " = " + std::to_string(x) + " is not a time >= 0");
+  };
+  if (spec.contains(key::kOpCallSeconds))
+    for (auto &[op, v] : spec[key::kOpCallSeconds].items())
+      time(std::string(key::kOpCallSeconds) + "." + op, v);
+  if (spec.contains(key::kProgressYield))
+    time(key::kProgressYield, spec[key::kProgressYield]);
+  if (spec.contains(key::kWaitingRankShare))
+    inRange(key::kWaitingRankShare, spec[key::kWaitingRankShare], 0, true,
+            "a yielding waiter's share of a core beside a working rank");
   return bad;
 }
 
@@ -418,6 +469,12 @@ void writeSpec(const Options &o, const json &spec, const Calibration &cal) {
                  "the kernel's\n",
                  (cal.host.chain.mean - cal.host.single.mean) /
                      static_cast<double>(cal.host.chainLength - 1));
+  if (cal.handover.measured)
+    std::fprintf(stderr,
+                 "  oversubscribed (two ranks on one core): %.3g s per "
+                 "hand-over of the core at a progress test, waiting rank "
+                 "share %.3f\n",
+                 cal.handover.seconds, cal.handover.share);
   if (cal.share.working > 0)
     std::fprintf(stderr,
                  "  waiting rank share %.3f (%d ranks working on %d cores "

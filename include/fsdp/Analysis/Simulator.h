@@ -121,6 +121,15 @@ struct ClusterSpec {
   /// in (0, 1] that replaces its class's: the FLOP term's for an op with
   /// FLOPs, efficiency.memory for a pure data-movement op.
   std::map<std::string, double> opEfficiency;
+  /// "op_call_s" (optional): per op name, seconds a call of its kernel costs
+  /// whatever its size (a rank's with a core to itself): the loops' and
+  /// BLAS's set-up, a small shape's tail, which a roofline fitted at one
+  /// shape folds into its efficiency and misprices at others (a pipeline's
+  /// micro-batches run the same FLOPs in m times the calls). The simulator
+  /// adds it to the op's roofline time (Simulator::opTime); fsdp-calibrate
+  /// measures it from each kernel at two row counts and fits op_efficiency
+  /// to the rest (runtime/calibrate/Fit.cpp, fitCallCosts).
+  std::map<std::string, double> opCallSeconds;
   /// Host costs (optional, 0 when absent; the GPU specs leave them out: a
   /// GPU step's launches run ahead of the device and its state stays on
   /// it): "dispatch_overhead_s", seconds the host spends issuing one
@@ -128,6 +137,19 @@ struct ClusterSpec {
   /// "step_io_bandwidth", bytes per second at which the step's inputs and
   /// outputs enter and leave the runtime (0: free).
   double dispatchOverhead = 0, stepIoBandwidth = 0;
+  /// "progress_yield_s" (optional, 0 when absent; seconds of a rank's time
+  /// with a core to itself): what one hand-over of a core costs on a node
+  /// with more ranks than cores. There Open MPI yields the core in every
+  /// progress call that moves nothing (mpi_yield_when_idle, on by default
+  /// when oversubscribing; opal/runtime/opal_progress.c: sched_yield() when
+  /// no event progressed), and the runtime's default progress mode tests
+  /// the requests in flight after every instruction (FSDP_PROGRESS_TEST), so
+  /// each instruction issued while an FSDP collective or a point-to-point
+  /// transfer is in flight hands the core to the node's other rank and back:
+  /// the switch and the caches refilled with the rank's working set. The
+  /// simulator charges it as host work after each such instruction when
+  /// oversubscription() > 1; fsdp-calibrate measures it (measureHandover).
+  double progressYield = 0;
   /// "comm_overlap" in [0, 1] (default 1): the fraction of a collective's
   /// time that can run concurrently with compute. The rest, (1 − overlap) ·
   /// its time, occupies the compute stream at its issue (the host's cores
@@ -226,6 +248,9 @@ struct SimResult {
   /// the step's input/output (the collectives' share that cannot overlap,
   /// (1 − comm_overlap) · their time, counts as exposed communication).
   double hostTime = 0;
+  /// Of hostTime, the progress tests' hand-overs of the core on an
+  /// oversubscribed node (ClusterSpec::progressYield).
+  double yieldTime = 0;
   double firstGatherTime = 0, lastReduceTime = 0;
   double mfu = 0, peakFlops = 0;
   int64_t flops = 0; // per rank per step, from the cost model

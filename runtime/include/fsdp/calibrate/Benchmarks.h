@@ -169,6 +169,46 @@ struct Share {
 /// than a working rank's share would).
 Share measureShare(const Machine &mc, const Options &o, double budget);
 
+struct Handover {
+  bool measured = false;
+  /// progress_yield_s: seconds one hand-over of a core between two ranks
+  /// costs (the switch and the working set refilled); 0 when not measured.
+  double seconds = 0;
+  /// waiting_rank_share: the share of the core a rank polling and yielding
+  /// in a wait takes from the working rank beside it; 1 when not measured.
+  double share = 1;
+  /// Whether the pair ran round-robin real-time (SCHED_RR), so that its
+  /// yields went to each other alone.
+  bool realtime = false;
+  int64_t iterations = 0;    ///< blocks per trial
+  int64_t testsPerBlock = 0; ///< progress tests (kernels) per block
+  /// CPU seconds per trial (the pair's, summed: the shared core's busy
+  /// seconds while rank 0 runs its blocks), 3 trials of each, interleaved.
+  std::vector<double> yieldingSeconds, slicedSeconds, waitingSeconds,
+      asleepSeconds;
+};
+
+/// With two ranks or more: ranks 0 and 1 pinned to the CPU rank 0 runs on
+/// (sched_setaffinity; the others only join the barriers), both run I GPT-2
+/// block forwards (BlockForward, as measureSync's) with the runtime's
+/// progress test on a receive in flight after each kernel, followed by
+/// sched_yield() as Open MPI's progress makes when oversubscribed
+/// (opal_progress.c; "yielding") or not ("sliced": the OS time-slices the
+/// two), and rank 0 alone runs them (yielding) while rank 1 polls a
+/// receive with sched_yield() between tests ("waiting") or sleeps
+/// ("asleep"); 3 trials of each, interleaved. Each t is the pair's CPU
+/// seconds (CLOCK_THREAD_CPUTIME_ID, summed): on a core two ranks keep busy
+/// they add up to its wall seconds, and other processes' slices on a loaded
+/// machine stay out. seconds = (t_yielding −
+/// t_sliced) / (2 · I · tests per block), share = t_waiting / t_asleep − 1
+/// (one core, one working rank beside one waiting: 1 / (1 + share) of its
+/// rate, processor sharing), medians, clamped to >= 0 and [0, 1]. Nothing
+/// measured (seconds 0, share 1) with one rank or when a CPU cannot be
+/// pinned. Where permitted the pair runs SCHED_RR meanwhile (sched(7)), so
+/// that a yield hands the core to the other rank alone, as on a quiet node
+/// (`realtime`); else other processes may run at the yields.
+Handover measureHandover(const Machine &mc, const Options &o, double budget);
+
 } // namespace fsdp::calibrate
 
 #endif // FSDP_CALIBRATE_BENCHMARKS_H

@@ -65,9 +65,31 @@ struct KernelFit {
   std::map<std::string, double> opEfficiency;
 };
 
+/// The op name a case measures the kernel of (nn.linear, fsdp.flatten, ...).
+std::string opName(const Case &c);
+
+/// A kernel's work must grow this many times between the two row counts
+/// for its call cost to be fitted; and its work keeps at least this share
+/// of a call.
+inline constexpr double kMinWorkRatio = 1.5, kMinWorkShare = 0.1;
+
+/// op_call_s: per op kind, the seconds of a call whatever its size, from
+/// each kernel measured at the step's rows (`k`) and fewer (`small`, the
+/// same kernels in the same order): a call's time t = c + w·x at work x
+/// (the cost model's FLOPs, bytes without FLOPs) gives, from x and ρx,
+/// c = (ρ·t_small − t_big) / (ρ − 1) (the fixed and proportional costs of
+/// the LogP/α-β family's reading of a call: Culler et al., PPoPP 1993),
+/// weighted as weighKernels weighs the kernels, clamped to [0, 0.9 × the
+/// smallest call]. Kernels whose work does not follow the rows (ratio
+/// under kMinWorkRatio: the optimizer's, flatten) are left out.
+std::map<std::string, double> fitCallCosts(const Kernels &k,
+                                           const Kernels &small);
+
 /// Fits the kernels (weighted by weighKernels), memory_bandwidth `bw`
-/// bytes/s.
-KernelFit fitKernels(const Kernels &k, double bw);
+/// bytes/s; op_efficiency of an op in `callCost` is fitted to its kernels'
+/// times less that cost per call (the simulator adds it back).
+KernelFit fitKernels(const Kernels &k, double bw,
+                     const std::map<std::string, double> &callCost = {});
 
 } // namespace fsdp::calibrate
 

@@ -43,6 +43,8 @@ Stat overRanks(const Machine &mc, double x);
 
 /// The largest `x` over ranks. Collective.
 double maxOverRanks(double x);
+/// `x` summed over the ranks (MPI_Allreduce, MPI_SUM).
+double sumOverRanks(double x);
 
 /// The median (the upper one of an even count) of a non-empty list.
 double median(std::vector<double> v);

@@ -26,6 +26,9 @@ namespace fsdp::calibrate {
 struct Calibration {
   Kernels kernels; ///< median of the passes, weighted
   KernelFit fit;
+  /// op_call_s (fitCallCosts), from the kernels at smallRows rows.
+  std::map<std::string, double> callCost;
+  int64_t smallRows = 0;
   std::vector<CollPoint> collectives; ///< empty with one rank
   /// α = 0 and B = memory_bandwidth with one rank (no collective).
   RingFit ring;
@@ -33,6 +36,7 @@ struct Calibration {
   Overlap overlap;
   Sync sync;
   Share share;
+  Handover handover;
   std::string loadBefore, loadAfter; ///< /proc/loadavg's three averages
   nlohmann::ordered_json blas;       ///< the device's BLAS (fsdp/BlasRecord.h)
 };
