@@ -40,7 +40,7 @@ namespace {
 /// gradient reduction there (grad_sync_func at
 /// is_last_microbatch_for_model_chunk), and torch.distributed.pipelining
 /// (_add_reduce_grad) after each stage's last backward.
-void hoistAccumulations(FlattenOp flatten) {
+void hoistAccumulations(FlattenOp flatten, BlockOrder &order) {
   SmallVector<Operation *> sums;
   SmallVector<Value> work(flatten.getInputs().begin(),
                           flatten.getInputs().end());
@@ -53,17 +53,19 @@ void hoistAccumulations(FlattenOp flatten) {
     sums.push_back(def);
     llvm::append_range(work, def->getOperands());
   }
+  // Through the caller's BlockOrder: a move it does not see would leave its
+  // positions stale (OpOrder.h).
   llvm::sort(sums,
-             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+             [&](Operation *a, Operation *b) { return order.isBefore(a, b); });
   for (Operation *sum : sums) {
     Operation *last = nullptr;
     for (Value v : sum->getOperands())
       if (Operation *def = v.getDefiningOp();
           def && def->getBlock() == sum->getBlock() &&
-          (!last || last->isBeforeInBlock(def)))
+          (!last || order.isBefore(last, def)))
         last = def;
-    if (last && last->isBeforeInBlock(sum))
-      moveOpAfter(sum, last);
+    if (last && order.isBefore(last, sum))
+      order.moveAfter(sum, last);
   }
 }
 
@@ -314,7 +316,7 @@ protected:
         continue;
       }
       if (reduceScattered(flatten))
-        hoistAccumulations(flatten);
+        hoistAccumulations(flatten, order);
       Operation *lastDef = nullptr;
       for (Value g : flatten.getInputs())
         if (Operation *def = g.getDefiningOp())
