@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <tuple>
 
 using namespace mlir;
@@ -196,50 +197,40 @@ private:
                   /*positive=*/false);
   }
 
-  /// With `ctx`, every key must name an op registered there (a misspelt op
-  /// would otherwise fall back to its class silently).
-  /// The optional per-call seconds: an object of known op names, each a
-  /// number >= 0.
-  bool readOpCallSeconds(ClusterSpec &s, MLIRContext *ctx) {
-    if (!j.contains(key::kOpCallSeconds))
+  /// The optional object `k` of op names -> numbers into `out`: each a
+  /// number (> 0 when `positive`, else >= 0) at most `max`; `what` names the
+  /// value in the message. With `ctx`, every key must name an op registered
+  /// there (a misspelt op would otherwise fall back to its class silently).
+  bool readOpMap(const char *k, const char *what, bool positive, double max,
+                 std::map<std::string, double> &out, MLIRContext *ctx) {
+    if (!j.contains(k))
       return true;
-    const json &oc = j[key::kOpCallSeconds];
-    if (!oc.is_object())
-      return fail(std::string("'") + key::kOpCallSeconds +
-                  "' must be an object (op name -> seconds per call)");
-    for (auto &[op, v] : oc.items()) {
+    const json &m = j[k];
+    if (!m.is_object())
+      return fail(std::string("'") + k + "' must be an object (op name -> " +
+                  what + ")");
+    for (auto &[op, v] : m.items()) {
       double x;
-      std::string name = field(key::kOpCallSeconds, op.c_str());
-      if (!number(oc, op.c_str(), name, x, /*positive=*/false))
+      std::string name = field(k, op.c_str());
+      if (!number(m, op.c_str(), name, x, positive))
         return false;
+      if (x > max)
+        return fail("'" + name + "' must be in (0, 1]");
       if (ctx && !RegisteredOperationName::lookup(op, ctx))
         return fail("'" + name + "' names no known op");
-      s.opCallSeconds[op] = x;
+      out[op] = x;
     }
     return true;
   }
 
+  /// op_call_s (seconds per call, >= 0) and op_efficiency (in (0, 1]).
   bool readOpEfficiencies(ClusterSpec &s, MLIRContext *ctx) {
-    if (!readOpCallSeconds(s, ctx))
-      return false;
-    if (!j.contains(key::kOpEfficiency))
-      return true;
-    const json &oe = j[key::kOpEfficiency];
-    if (!oe.is_object())
-      return fail(std::string("'") + key::kOpEfficiency +
-                  "' must be an object (op name -> efficiency)");
-    for (auto &[op, v] : oe.items()) {
-      double x;
-      std::string name = field(key::kOpEfficiency, op.c_str());
-      if (!number(oe, op.c_str(), name, x))
-        return false;
-      if (x > 1)
-        return fail("'" + name + "' must be in (0, 1]");
-      if (ctx && !RegisteredOperationName::lookup(op, ctx))
-        return fail("'" + name + "' names no known op");
-      s.opEfficiency[op] = x;
-    }
-    return true;
+    return readOpMap(key::kOpCallSeconds, "seconds per call",
+                     /*positive=*/false,
+                     std::numeric_limits<double>::infinity(), s.opCallSeconds,
+                     ctx) &&
+           readOpMap(key::kOpEfficiency, "efficiency", /*positive=*/true, 1,
+                     s.opEfficiency, ctx);
   }
 
   /// The optional host terms: absent is 0 (the GPU specs leave them out),

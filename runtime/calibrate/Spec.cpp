@@ -397,21 +397,17 @@ std::vector<std::string> implausibleValues(const json &spec,
                 "not positive: a difference of noisy timings",
                 (long long)h.ioCount, h.io.mean, h.single.mean, h.relu.mean);
   rate(key::kStepIoBandwidth, spec[key::kStepIoBandwidth], ioWhy);
-  for (const char *k : {key::kDispatchOverhead, key::kCollectiveSync}) {
-    double x = spec[k].is_number() ? spec[k].get<double>() : std::nan("");
-    if (!std::isfinite(x) || x < 0)
-      bad.push_back(std::string(k) + " = " + std::to_string(x) +
-                    " is not a time >= 0");
-  }
-  inRange(key::kCommOverlap, spec[key::kCommOverlap], 0, false,
-          "a fraction of the shorter of compute and communication");
-  // The oversubscription terms (Handover.cpp, Fit.cpp's fitCallCosts):
-  // differences of timings too.
   auto time = [&](const std::string &name, const json &v) {
     double x = v.is_number() ? v.get<double>() : std::nan("");
     if (!std::isfinite(x) || x < 0)
       bad.push_back(name + " = " + std::to_string(x) + " is not a time >= 0");
   };
+  for (const char *k : {key::kDispatchOverhead, key::kCollectiveSync})
+    time(k, spec[k]);
+  inRange(key::kCommOverlap, spec[key::kCommOverlap], 0, false,
+          "a fraction of the shorter of compute and communication");
+  // The oversubscription terms (Handover.cpp, Fit.cpp's fitCallCosts):
+  // differences of timings too.
   if (spec.contains(key::kOpCallSeconds))
     for (auto &[op, v] : spec[key::kOpCallSeconds].items())
       time(std::string(key::kOpCallSeconds) + "." + op, v);

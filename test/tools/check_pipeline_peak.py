@@ -40,7 +40,8 @@ Prints one line per check; exits 1 if any fails.
 import json
 import sys
 
-SLACK = 512 * 1024
+from check_device_peak import SLACK, plan_growth
+
 failed = False
 
 
@@ -67,12 +68,8 @@ for arg in sys.argv[1:]:
         label = "P=%d %s m=%d stage %d" % (p, sched, m, s)
         want = m if sched == "gpipe" else min(p - s, m)
         got = stage["pipeline_memory"]["max_micro_batches_in_flight"]
-        bufs = {b["id"]: b for b in stage["buffers"]}
-        state = sum(bufs[i["buffer"]]["bytes"] for i in stage["inputs"]
-                    if i["role"] in ("param", "master", "exp_avg", "exp_avg_sq"))
+        buffers, planned = plan_growth(stage)
         plan = stage["memory_plan"]
-        buffers = plan["peak_bytes"] - state
-        planned = plan["peak_bytes_with_scratch"] - state
         device = by_stage[s]["device_step_peak_bytes"]
         ok = (got == want and buffers <= device <= planned + SLACK
               and by_stage[s]["planned_peak_bytes"] == plan["peak_bytes"])
@@ -80,7 +77,8 @@ for arg in sys.argv[1:]:
                "growth %d (buffers %d + scratch), device growth %d (%+.1f%%)"
                % (label, got, want, planned, buffers, device,
                   100.0 * (device - planned) / plan["peak_bytes_with_scratch"]))
-        sent_back = [bufs[i["operands"][0]]["bytes"]
+        sizes = {b["id"]: b["bytes"] for b in stage["buffers"]}
+        sent_back = [sizes[i["operands"][0]]
                      for i in stage["instructions"]
                      if i["op"] == "fsdp.send" and i["attrs"]["peer"] == s - 1]
         later[(p, sched, m, s)] = (plan["peak_bytes"], device,

@@ -18,7 +18,8 @@ Prints one line per check; exits 1 if any fails.
 import json
 import sys
 
-SLACK = 512 * 1024
+from check_device_peak import SLACK, plan_growth
+
 BOUND = {0: 0.88}
 DEFAULT_BOUND = 0.89
 
@@ -45,12 +46,8 @@ for sp, (sched_path, log) in (("false", sys.argv[1:3]), ("true", sys.argv[3:5]))
     doc, summary = load(sched_path, log)
     by_stage = summary["pipeline"]["by_stage"]
     for s, stage in enumerate(doc["stages"]):
-        bufs = {b["id"]: b for b in stage["buffers"]}
-        state = sum(bufs[i["buffer"]]["bytes"] for i in stage["inputs"]
-                    if i["role"] in ("param", "master", "exp_avg", "exp_avg_sq"))
+        buffers, planned = plan_growth(stage)
         plan = stage["memory_plan"]
-        buffers = plan["peak_bytes"] - state
-        planned = plan["peak_bytes_with_scratch"] - state
         device = by_stage[s]["device_step_peak_bytes"]
         report(summary["alloc"] == "per-buffer"
                and buffers <= device <= planned + SLACK,

@@ -68,6 +68,28 @@ def rank_pids(rank, session):
     return pids
 
 
+def signal_and_wait(p, victims, sig, limit):
+    """Sends `sig` to `victims` (rank 1's processes of job `p`) and waits up
+    to `limit` s for the job to end; returns (stdout, stderr, seconds
+    waited). Fails (after killing the job) when it does not end in time."""
+    for pid in victims:
+        os.kill(pid, sig)
+    t0 = time.time()
+    try:
+        out, err = p.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        fail("the job did not exit within %d s of rank 1's %s" %
+             (limit, signal.Signals(sig).name))
+    finally:
+        for pid in victims:  # a stopped rank mpirun could not reap
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    return out, err, time.time() - t0
+
+
 def mid_step(run, stop, want=None, last=True):
     """Returns False (to run again) when `want` is not in the watchdog's
     message and this is not the `last` attempt."""
@@ -83,22 +105,8 @@ def mid_step(run, stop, want=None, last=True):
     victims = rank_pids(1, p.pid)
     if not victims:
         fail("no rank-1 fsdp-run process found")
-    for pid in victims:
-        os.kill(pid, signal.SIGSTOP if stop else signal.SIGKILL)
-    t0 = time.time()
-    limit = 15 if stop else 10
-    try:
-        _, err = p.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        fail("the job did not exit within %d s of rank 1's %s" % (limit, "SIGSTOP" if stop else
-                                                                   "SIGKILL"))
-    finally:
-        for pid in victims:  # a stopped rank mpirun could not reap
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+    _, err, waited = signal_and_wait(p, victims, signal.SIGSTOP if stop else signal.SIGKILL,
+                                     15 if stop else 10)
     if p.returncode == 0:
         fail("the job exited 0 although rank 1 was %s" % ("stopped" if stop else "killed"))
     if stop:
@@ -108,11 +116,11 @@ def mid_step(run, stop, want=None, last=True):
             # the loss's all-reduce, outside the step): stop it again.
             return False
         print("stopped rank 1 mid-step; the job exited %d after %.1f s; the watchdog %s" %
-              (p.returncode, time.time() - t0, "names the step" if said else "said nothing"))
+              (p.returncode, waited, "names the step" if said else "said nothing"))
     else:
         said = "rank 1" in err and "signal 9" in err
         print("killed rank 1 mid-step; the job exited %d after %.1f s; the message %s rank 1" %
-              (p.returncode, time.time() - t0, "names" if said else "does NOT name"))
+              (p.returncode, waited, "names" if said else "does NOT name"))
     if not said:
         fail("stderr:\n" + err[-2000:])
     for l in err.splitlines():
@@ -132,25 +140,12 @@ def stop_at_start(run):
             fail("no rank-1 fsdp-run process seen before the job ended (exit %s)" %
                  p.returncode)
         victims = rank_pids(1, p.pid)
-    for pid in victims:
-        os.kill(pid, signal.SIGSTOP)
-    t0 = time.time()
-    try:
-        out, err = p.communicate(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        fail("the job did not exit within 15 s of rank 1's SIGSTOP at its start")
-    finally:
-        for pid in victims:  # a stopped rank mpirun could not reap
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+    out, err, waited = signal_and_wait(p, victims, signal.SIGSTOP, 15)
     if p.returncode == 0:
         fail("the job exited 0 although rank 1 was stopped")
     said = "watchdog: the start-up" in err and "has not finished after 3 s" in err
     print("stopped rank 1 at its start; the job exited %d after %.1f s; the watchdog %s" %
-          (p.returncode, time.time() - t0, "names the start-up" if said else "said nothing"))
+          (p.returncode, waited, "names the start-up" if said else "said nothing"))
     if not said:
         fail("stderr:\n" + err[-2000:])
     if "step 1 " in out:
@@ -214,18 +209,11 @@ def main():
     victims = rank_pids(1, p.pid)  # start_new_session: the session id is p.pid
     if not victims:
         fail("no rank-1 fsdp-run process found")
-    for pid in victims:
-        os.kill(pid, signal.SIGKILL)
-    t0 = time.time()
-    try:
-        _, err = p.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        fail("the job did not exit within 30 s of rank 1's SIGKILL")
+    _, err, waited = signal_and_wait(p, victims, signal.SIGKILL, 30)
     if p.returncode == 0:
         fail("the job exited 0 although rank 1 was killed")
     print("killed rank 1 during the save; the job exited %d after %.1f s" %
-          (p.returncode, time.time() - t0))
+          (p.returncode, waited))
 
     after = json.load(open(os.path.join(ck, "index.json")))["step"]
     if after != before:
