@@ -99,7 +99,7 @@ TEST(Stack, BadStackIsNamed) {
          "'stack.host_calls_per_rank' must be non-negative"},
         {R"({"persistent_gather": 1})",
          "'stack.persistent_gather' must be true or false"},
-        {R"({"persistent_gather_calls_per_rank": null})",
+        {R"({"persistent_gather_calls_per_rank": [4]})",
          "missing or non-numeric 'stack.persistent_gather_calls_per_rank'"},
         {R"({"name": 3})", "'stack.name' must be a string"},
         {R"([true])", "'stack' must be an object"}}) {
