@@ -305,21 +305,25 @@ private:
         {key::kStackHostCall, &p.hostCallSeconds},
         {key::kStackHostCalls, &p.hostCallsPerRank},
         {key::kStackPersistentCalls, &p.persistentGatherCallsPerRank}};
-    for (auto &[k, v] : st.items()) {
+    for (const auto &item : st.items()) {
+      const std::string &k = item.key();
+      const json &v = item.value();
       std::string name = field(key::kStack, k.c_str());
       if (k == key::kStackName || k == key::kStackSource) {
         if (!v.is_string())
           return fail("'" + name + "' must be a string");
         continue;
       }
-      auto b = llvm::find_if(bools, [&](auto &e) { return k == e.first; });
+      const auto *b =
+          llvm::find_if(bools, [&](auto &e) { return k == e.first; });
       if (b != std::end(bools)) {
         if (!v.is_boolean())
           return fail("'" + name + "' must be true or false");
         *b->second = v.get<bool>();
         continue;
       }
-      auto n = llvm::find_if(numbers, [&](auto &e) { return k == e.first; });
+      const auto *n =
+          llvm::find_if(numbers, [&](auto &e) { return k == e.first; });
       if (n == std::end(numbers)) {
         std::string known = key::kStackName;
         for (auto &e : bools)
