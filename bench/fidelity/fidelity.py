@@ -324,6 +324,7 @@ def main():
                 "fits": reserved <= spec["memory_bytes"], "mfu": report["mfu"],
                 "compute_s": report["compute_s"], "comm_s": report["comm_s"],
                 "exposed_comm_s": report["exposed_comm_s"],
+                "host_s": report.get("host_overhead_s", 0.0),
                 "predicted_step_time_s": report["predicted_step_time_s"],
                 "tp": r.get("tp", 1), "pp": r.get("pp", 1), "tokens_per_step": report["tokens_per_step"],
                 "recompute_s": report.get("recompute_s", 0.0),

@@ -92,11 +92,10 @@ inline constexpr const char *kWorkspaceBytes = "workspace_bytes";
 inline constexpr const char *kAllocatorSource = "source";
 /// Object (optional): how the training stack issues and waits for its FSDP
 /// collectives, where that differs from one collective per unit overlapped
-/// up to its wait (kStackPerParam, kStackPersistence, kStackSyncAtWait,
-/// kStackName, kStackSource; ClusterSpec::perParamCollectives,
-/// docs/collective-model.md "Stacks"). bench/fidelity/stacks.json holds
-/// the profiles, each with its source; fidelity.py adds a row's to a copy
-/// of its cluster's spec.
+/// up to its wait (the kStack* keys below; ClusterSpec::stack, StackProfile
+/// in fsdp/Analysis/SimStack.h, docs/collective-model.md "Stacks").
+/// bench/fidelity/stacks.json holds the profiles, each with its source;
+/// fidelity.py adds a row's to a copy of its cluster's spec.
 inline constexpr const char *kStack = "stack";
 /// String (of kStack, informational): the stack's name.
 inline constexpr const char *kStackName = "name";
@@ -111,6 +110,28 @@ inline constexpr const char *kStackPersistence = "persistence_threshold";
 /// for every collective issued before it (a device-wide synchronize at
 /// each fetch).
 inline constexpr const char *kStackSyncAtWait = "sync_at_gather_wait";
+/// Bool (of kStack, default false): with activation checkpointing, the
+/// backward all-gathers again the parameters the recompute released
+/// (DeepSpeed ZeRO-3 v0.3 releases each sub-module's after every use).
+inline constexpr const char *kStackRegather = "regather_for_recompute";
+/// Number >= 0 (of kStack, default 1e9), elements: with kStackRegather, a
+/// sub-module's parameters stay gathered from the recompute to the backward
+/// when fewer elements are used in between (stage3_max_reuse_distance); 0:
+/// never.
+inline constexpr const char *kStackMaxReuse = "max_reuse_distance";
+/// Number >= 0 (of kStack, default 0), seconds: host time of one call of
+/// the stack's per-rank loops.
+inline constexpr const char *kStackHostCall = "host_call_s";
+/// Number >= 0 (of kStack, default 0): host calls per rank of the group for
+/// each collective the stack issues (each costs this · G · kStackHostCall).
+inline constexpr const char *kStackHostCalls = "host_calls_per_rank";
+/// Bool (of kStack, default false): the parameters under kStackPersistence
+/// are all-gathered once per step after the optimizer.
+inline constexpr const char *kStackPersistentGather = "persistent_gather";
+/// Number >= 0 (of kStack, default 0): host calls per rank per persistent
+/// parameter in that gather.
+inline constexpr const char *kStackPersistentCalls =
+    "persistent_gather_calls_per_rank";
 /// String (of kStack, informational): where the profile comes from.
 inline constexpr const char *kStackSource = "source";
 /// Array of strings (informational): where the numbers come from.

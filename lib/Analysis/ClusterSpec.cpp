@@ -11,6 +11,7 @@
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <algorithm>
@@ -283,9 +284,8 @@ private:
                   s.workspaceBytes, /*positive=*/false);
   }
 
-  /// The optional stack object: per_param_collectives and
-  /// sync_at_gather_wait (bools, default false), persistence_threshold
-  /// (elements >= 0, default 0), name and source (strings); any other key
+  /// The optional stack object (StackProfile): its bools (default false),
+  /// its numbers (each >= 0) and its strings name and source; any other key
   /// is refused (a misspelt one would silently be ignored).
   bool readStack(ClusterSpec &s) {
     if (!j.contains(key::kStack))
@@ -293,25 +293,48 @@ private:
     const json &st = j[key::kStack];
     if (!st.is_object())
       return fail(std::string("'") + key::kStack + "' must be an object");
-    for (auto &[k, v] : st.items()) {
+    StackProfile &p = s.stack;
+    const std::pair<const char *, bool *> bools[] = {
+        {key::kStackPerParam, &p.perParamCollectives},
+        {key::kStackSyncAtWait, &p.syncAtGatherWait},
+        {key::kStackRegather, &p.regatherForRecompute},
+        {key::kStackPersistentGather, &p.persistentGather}};
+    const std::pair<const char *, double *> numbers[] = {
+        {key::kStackPersistence, &p.persistenceThreshold},
+        {key::kStackMaxReuse, &p.maxReuseDistance},
+        {key::kStackHostCall, &p.hostCallSeconds},
+        {key::kStackHostCalls, &p.hostCallsPerRank},
+        {key::kStackPersistentCalls, &p.persistentGatherCallsPerRank}};
+    for (const auto &item : st.items()) {
+      const std::string &k = item.key();
+      const json &v = item.value();
       std::string name = field(key::kStack, k.c_str());
       if (k == key::kStackName || k == key::kStackSource) {
         if (!v.is_string())
           return fail("'" + name + "' must be a string");
-      } else if (k == key::kStackPerParam || k == key::kStackSyncAtWait) {
+        continue;
+      }
+      const auto *b =
+          llvm::find_if(bools, [&](auto &e) { return k == e.first; });
+      if (b != std::end(bools)) {
         if (!v.is_boolean())
           return fail("'" + name + "' must be true or false");
-        (k == key::kStackPerParam ? s.perParamCollectives
-                                  : s.syncAtGatherWait) = v.get<bool>();
-      } else if (k == key::kStackPersistence) {
-        if (!number(st, key::kStackPersistence, name, s.persistenceThreshold,
-                    /*positive=*/false))
-          return false;
-      } else {
-        return fail("'" + name +
-                    "' is not a stack key (name, per_param_collectives, "
-                    "persistence_threshold, sync_at_gather_wait, source)");
+        *b->second = v.get<bool>();
+        continue;
       }
+      const auto *n =
+          llvm::find_if(numbers, [&](auto &e) { return k == e.first; });
+      if (n == std::end(numbers)) {
+        std::string known = key::kStackName;
+        for (auto &e : bools)
+          known += std::string(", ") + e.first;
+        for (auto &e : numbers)
+          known += std::string(", ") + e.first;
+        return fail("'" + name + "' is not a stack key (" + known + ", " +
+                    key::kStackSource + ")");
+      }
+      if (!number(st, n->first, name, *n->second, /*positive=*/false))
+        return false;
     }
     return true;
   }

@@ -44,13 +44,18 @@
 //   inter-node link plus a ring over k on the intra-node link with S/(G/k)
 //   bytes.
 // * The training stack (the spec's optional "stack", docs/collective-model.md
-//   "Stacks"): with per_param_collectives a unit's all-gather and
-//   reduce-scatter are priced as one collective per parameter of its share
-//   of the bytes (unitCollectiveTime; the all-gathers leave out parameters
-//   under persistence_threshold, which stay gathered), each with the ranks'
-//   skew; with sync_at_gather_wait the wait for an all-gather also waits
-//   for every collective issued before it (DeepSpeed ZeRO-3 v0.3's
-//   torch.cuda.synchronize() at each fetch).
+//   "Stacks"; priced by SimStack.cpp, which states that model): with
+//   per_param_collectives a unit's all-gather and reduce-scatter are priced
+//   as one collective per parameter of its share of the bytes (the
+//   all-gathers leave out parameters under persistence_threshold, which
+//   stay gathered), each with the ranks' skew; with regather_for_recompute
+//   the all-gather before a recompute also gathers again what the recompute
+//   releases before the backward; the stack's per-rank host loops
+//   (host_calls_per_rank) are host work on the compute stream before each
+//   collective starts; with persistent_gather the persistent parameters are
+//   gathered after the step's last op; with sync_at_gather_wait the wait
+//   for an all-gather also waits for every collective issued before it
+//   (DeepSpeed ZeRO-3 v0.3's torch.cuda.synchronize() at each fetch).
 // * Tensor-parallel collectives (tensorCollectiveOf: nn.tp_all_reduce, and
 //   sequence parallelism's all-gather / reduce-scatter as they are added to
 //   its table) block the compute stream: Megatron's f/g all-reduces sit
@@ -124,6 +129,7 @@
 //===----------------------------------------------------------------------===//
 #include "fsdp/Analysis/Simulator.h"
 #include "fsdp/Analysis/Contention.h"
+#include "fsdp/Analysis/SimStack.h"
 #include "fsdp/Analysis/StepFunction.h"
 #include "fsdp/ClusterSpec.h"
 #include "fsdp/Dialect/FSDP/FSDP.h"
@@ -195,30 +201,6 @@ double Simulator::collectiveTime(CollectiveKind kind, int64_t bytes, int64_t g,
   return leg(spec.interCurves, kind, g, bytes, spec.interLatency, interBw);
 }
 
-double Simulator::unitCollectiveTime(CollectiveKind kind, int64_t bytes,
-                                     ArrayRef<int64_t> paramNumels, int64_t g,
-                                     int64_t stride, bool hierarchical) const {
-  bool gather = kind == CollectiveKind::AllGather;
-  if (!spec.perParamCollectives || paramNumels.empty() ||
-      (!gather && kind != CollectiveKind::ReduceScatter))
-    return collectiveTime(kind, bytes, g, stride, hierarchical);
-  // DeepSpeed ZeRO-3 (v0.3.15, partition_parameters.py): _allgather_param
-  // and _reduce_scatter_gradient issue one torch.distributed collective per
-  // parameter; parameters under stage3_param_persistence_threshold are
-  // gathered once after the optimizer step and kept (ds_persist).
-  double total = 0, t = 0;
-  for (int64_t n : paramNumels)
-    total += double(n);
-  for (int64_t n : paramNumels) {
-    if (gather && double(n) < spec.persistenceThreshold)
-      continue;
-    auto share = static_cast<int64_t>(std::llround(double(bytes) * n / total));
-    t += collectiveTime(kind, std::max<int64_t>(share, 1), g, stride,
-                        hierarchical);
-  }
-  return t;
-}
-
 /// The job's ranks: a pipeline stage's module gives its own world size, the
 /// job runs the stages' ranks side by side.
 static int64_t jobWorld(ModuleOp module, int64_t world) {
@@ -259,6 +241,7 @@ public:
     return next->hasTrait<OpTrait::IsTerminator>() ? nullptr : &*next;
   }
   FailureOr<SimResult> end() {
+    gatherPersistent();
     if (failed(finish(ioOut)))
       return failure();
     return std::move(r);
@@ -406,13 +389,15 @@ private:
     return name;
   }
 
-  /// The element counts of the parameters of `op`'s FSDP unit (its
-  /// fsdp.unit's shapes), when the spec's stack issues a collective per
-  /// parameter; empty otherwise or without a unit.
-  SmallVector<int64_t> unitParamNumels(Operation *op) const {
-    SmallVector<int64_t> out;
+  /// The element counts and FQNs of the parameters of `op`'s FSDP unit (its
+  /// fsdp.unit's shapes and params) when the spec's stack prices a unit's
+  /// collectives by its parameters; empty otherwise or without a unit.
+  std::pair<SmallVector<int64_t>, SmallVector<StringRef>>
+  unitParams(Operation *op) const {
+    std::pair<SmallVector<int64_t>, SmallVector<StringRef>> out;
     auto ref = op->getAttrOfType<FlatSymbolRefAttr>("unit");
-    if (!spec.perParamCollectives || !ref)
+    if (!(spec.stack.perParamCollectives || spec.stack.regatherForRecompute) ||
+        !ref)
       return out;
     auto unit = SymbolTable::lookupNearestSymbolFrom<UnitOp>(op, ref);
     if (!unit)
@@ -421,9 +406,47 @@ private:
       int64_t n = 1;
       for (int64_t d : cast<DenseI64ArrayAttr>(a).asArrayRef())
         n *= d;
-      out.push_back(n);
+      out.first.push_back(n);
     }
+    for (Attribute a : unit.getParams())
+      out.second.push_back(cast<StringAttr>(a).getValue());
     return out;
+  }
+
+  /// Host work on the compute stream from its clock on (`what` in the
+  /// trace): `seconds` of a rank with a core to itself.
+  void hostWork(const std::string &what, double seconds) {
+    double h = stretch(tc, seconds);
+    if (h <= 0)
+      return;
+    r.events.push_back({what, 0, tc, h, 0, 0});
+    work(tc, h);
+    tc += h;
+    r.hostTime += h;
+  }
+
+  /// A unit's parameters under the stack's persistence threshold, counted
+  /// once per unit at its first all-gather, for the gather after the step
+  /// (stack.persistent_gather): their number and full bytes, and the group.
+  void notePersistent(Operation *op, ArrayRef<int64_t> numels, int64_t bytes,
+                      int64_t g, int64_t stride, bool hierarchical) {
+    auto ref = op->getAttrOfType<FlatSymbolRefAttr>("unit");
+    if (!spec.stack.persistentGather || !isa<AllGatherOp>(op) || !ref ||
+        !persistentSeen.insert(ref.getAttr()).second)
+      return;
+    double total = 0, kept = 0;
+    for (int64_t n : numels) {
+      total += double(n);
+      if (double(n) < spec.stack.persistenceThreshold) {
+        kept += double(n);
+        ++persistent.params;
+      }
+    }
+    if (total > 0)
+      persistent.bytes += std::llround(double(bytes) * kept / total);
+    persistent.g = g;
+    persistent.stride = stride;
+    persistent.hierarchical = hierarchical;
   }
 
   /// A collective on the communication stream, issued at its place.
@@ -441,13 +464,19 @@ private:
                           : isa<ReduceScatterOp>(op)
                               ? CollectiveKind::ReduceScatter
                               : CollectiveKind::AllReduce;
-    SmallVector<int64_t> numels = unitParamNumels(op);
-    double dur = sim.unitCollectiveTime(kind, bytes, numels, g, stride,
-                                        group == Group::Replicate);
+    auto [numels, fqns] = unitParams(op);
+    bool hierarchical = group == Group::Replicate;
+    StackCollective price = priceUnitCollective(
+        sim, spec.stack, kind, bytes, numels, fqns, g, stride, hierarchical,
+        spec.stack.regatherForRecompute && isa<AllGatherOp>(op) &&
+            gatherFeedsRecompute(op));
+    notePersistent(op, numels, bytes, g, stride, hierarchical);
+    // The stack's per-rank loops run on the host before the collective.
+    if (price.hostSeconds > 0)
+      hostWork("host: stack loops " + nameWithUnit(op), price.hostSeconds);
+    double dur = price.seconds;
     if (g > 1)
-      dur += spec.collectiveSync *
-             double(spec.perParamCollectives && !numels.empty() ? numels.size()
-                                                                : 1);
+      dur += spec.collectiveSync * double(price.calls);
     double start = std::max({tc, tm, operandsReady});
     dur = stretch(start, dur);
     tm = start + dur;
@@ -474,6 +503,24 @@ private:
       lastReduce = dur + (chainedFrom ? durationOf.lookup(chainedFrom) : 0.0);
     }
     r.events.push_back({nameWithUnit(op), 1, start, dur, 0, bytes});
+  }
+
+  /// The stack's gather of the persistent parameters after the optimizer
+  /// step (stack.persistent_gather; persistentGatherCost): its host loops on
+  /// the compute stream after the step's last op, then the collective.
+  void gatherPersistent() {
+    StackCollective c = persistentGatherCost(
+        sim, spec.stack, persistent.params, persistent.bytes, persistent.g,
+        persistent.stride, persistent.hierarchical);
+    if (c.calls == 0)
+      return;
+    hostWork("host: stack loops persistent gather", c.hostSeconds);
+    double start = std::max(tc, tm);
+    double dur = stretch(start, c.seconds + spec.collectiveSync);
+    tm = start + dur;
+    r.commTime += dur;
+    r.events.push_back(
+        {"fsdp.all_gather persistent", 1, start, dur, 0, persistent.bytes});
   }
 
   /// A tensor-parallel collective: T adjacent ranks (stride 1), on its own
@@ -530,7 +577,7 @@ private:
   void waitFor(WaitOp wait, double operandsReady) {
     // A device-wide synchronize at each fetch (stack.sync_at_gather_wait):
     // every collective issued so far, not only this all-gather.
-    if (spec.syncAtGatherWait &&
+    if (spec.stack.syncAtGatherWait &&
         isa_and_nonnull<AllGatherOp>(wait.getToken().getDefiningOp()))
       operandsReady = std::max(operandsReady, tm);
     if (operandsReady > tc)
@@ -681,6 +728,13 @@ private:
   Block::iterator next;                // the next op advance() simulates
   llvm::DenseMap<Value, double> ready; // when a collective's result is
   llvm::DenseMap<Operation *, double> durationOf;
+  /// The stack's persistent parameters (notePersistent) and the units
+  /// counted.
+  struct {
+    int64_t params = 0, bytes = 0, g = 1, stride = 1;
+    bool hierarchical = false;
+  } persistent;
+  llvm::DenseSet<Attribute> persistentSeen;
   std::map<std::string, int64_t> matmulFlopsByDtype;
 };
 } // namespace

@@ -9,6 +9,8 @@
 #include "fsdp/Analysis/CollectiveCurve.h"
 #include "fsdp/Analysis/Simulator.h"
 
+#include "SpecFile.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,6 +20,7 @@
 
 using namespace mlir::fsdp;
 using json = nlohmann::json;
+using fsdp_test::writeSpec;
 
 namespace {
 
@@ -126,20 +129,6 @@ TEST(CollectiveCurve, ParsesAndRejectsWithTheField) {
             std::string::npos);
 }
 
-/// A minimal valid spec with `extra` merged in, written to a file.
-std::string writeSpec(const std::string &name, const json &extra) {
-  json j = json::parse(R"({"peak_flops": {"f32": 1e12}, "memory_bytes": 1e9,
-      "memory_bandwidth": 1e11, "devices_per_node": 4,
-      "intra_node": {"bus_bandwidth": 1e9, "latency_s": 1e-6},
-      "inter_node": {"bus_bandwidth": 1e9, "latency_s": 1e-6}})");
-  j.merge_patch(extra);
-  std::string path = (std::filesystem::temp_directory_path() /
-                      ("fsdp-curve-" + name + ".json"))
-                         .string();
-  std::ofstream(path) << j.dump();
-  return path;
-}
-
 TEST(CollectiveCurve, SpecLoadNamesTheFileAndField) {
   std::string path = writeSpec("bad", json::parse(R"({"intra_node":
       {"collectives": {"ranks": 2, "reduce_scatter": [[64, 1e-6], [32, 2e-6]]}}})"));
@@ -178,83 +167,6 @@ TEST(CollectiveCurve, SpecWithCurvesPricesByThem) {
   EXPECT_DOUBLE_EQ(s->oversubscription(2), 1);
   EXPECT_DOUBLE_EQ(s->oversubscription(4), 2);
   EXPECT_DOUBLE_EQ(s->oversubscription(8), 2);
-}
-
-// The spec's stack (docs/collective-model.md, "Stacks"): DeepSpeed ZeRO-3
-// v0.3 issues one collective per parameter, so a unit of P parameters pays
-// P ring latencies; parameters under the persistence threshold are not
-// all-gathered; the bytes are split by the parameters' elements.
-TEST(Stack, PerParameterCollectivesPayALatencyEach) {
-  // 16 ranks over 4 nodes of 4, α 1e-5 s and 1e9 B/s on both links.
-  std::string path = writeSpec("stack", json::parse(R"({"stack": {
-      "name": "test", "per_param_collectives": true,
-      "persistence_threshold": 100, "sync_at_gather_wait": true,
-      "source": "test"},
-      "intra_node": {"latency_s": 1e-5}, "inter_node": {"latency_s": 1e-5}})"));
-  std::string error;
-  std::optional<ClusterSpec> s = ClusterSpec::load(path, error);
-  ASSERT_TRUE(s.has_value()) << error;
-  EXPECT_TRUE(s->perParamCollectives);
-  EXPECT_TRUE(s->syncAtGatherWait);
-  EXPECT_DOUBLE_EQ(s->persistenceThreshold, 100);
-  Simulator sim(*s);
-  const int64_t numels[] = {3000, 10, 1000}; // 4010 elements, 16040 bytes
-  const int64_t bytes = 16040, g = 16;
-  auto ring = [&](double b) { return 15 * 1e-5 + 15.0 / 16 * b / 1e9; };
-  // All-gather: the 10-element parameter persists; two rings of 12000 and
-  // 4000 bytes: 2 · 15α + 15/16 · 16000 / B.
-  EXPECT_NEAR(sim.unitCollectiveTime(CollectiveKind::AllGather, bytes, numels,
-                                     g, 1, false),
-              ring(12000) + ring(4000), 1e-15);
-  EXPECT_NEAR(sim.unitCollectiveTime(CollectiveKind::AllGather, bytes, numels,
-                                     g, 1, false),
-              2 * 15 * 1e-5 + 15.0 / 16 * 16000 / 1e9, 1e-15);
-  // Reduce-scatter: every parameter's gradient, three rings.
-  EXPECT_NEAR(sim.unitCollectiveTime(CollectiveKind::ReduceScatter, bytes,
-                                     numels, g, 1, false),
-              ring(12000) + ring(40) + ring(4000), 1e-15);
-  // All-reduce (DDP, HSDP's replicate leg) and a unit without parameters:
-  // one collective.
-  EXPECT_DOUBLE_EQ(
-      sim.unitCollectiveTime(CollectiveKind::AllReduce, bytes, numels, g, 1,
-                             false),
-      sim.collectiveTime(CollectiveKind::AllReduce, bytes, g, 1, false));
-  EXPECT_DOUBLE_EQ(
-      sim.unitCollectiveTime(CollectiveKind::AllGather, bytes, {}, g, 1, false),
-      ring(bytes));
-
-  // Without a stack: one collective per unit, whatever its parameters.
-  std::optional<ClusterSpec> plain =
-      ClusterSpec::load(writeSpec("nostack", json::object()), error);
-  ASSERT_TRUE(plain.has_value()) << error;
-  EXPECT_FALSE(plain->perParamCollectives);
-  EXPECT_FALSE(plain->syncAtGatherWait);
-  EXPECT_DOUBLE_EQ(
-      Simulator(*plain).unitCollectiveTime(CollectiveKind::ReduceScatter, bytes,
-                                           numels, 4, 1, false),
-      3 * 1e-6 + 0.75 * bytes / 1e9);
-}
-
-TEST(Stack, BadStackIsNamed) {
-  std::string error;
-  for (auto [stack, message] :
-       {std::pair<const char *, const char *>{
-            R"({"per_param_collectives": 1})",
-            "'stack.per_param_collectives' must be true or false"},
-        {R"({"persistence_threshold": -1})",
-         "'stack.persistence_threshold' must be non-negative"},
-        {R"({"sync_at_gather_wiat": true})",
-         "'stack.sync_at_gather_wiat' is not a stack key (name, "
-         "per_param_collectives, persistence_threshold, sync_at_gather_wait, "
-         "source)"},
-        {R"({"name": 3})", "'stack.name' must be a string"},
-        {R"([true])", "'stack' must be an object"}}) {
-    json extra = json::object();
-    extra["stack"] = json::parse(stack);
-    std::string path = writeSpec("badstack", extra);
-    EXPECT_FALSE(ClusterSpec::load(path, error).has_value()) << stack;
-    EXPECT_EQ(error, "cluster spec '" + path + "': " + message);
-  }
 }
 
 TEST(CollectiveCurve, EveryBenchClusterSpecStillLoads) {

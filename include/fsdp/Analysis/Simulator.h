@@ -12,6 +12,7 @@
 #define FSDP_ANALYSIS_SIMULATOR_H
 
 #include "fsdp/Analysis/CollectiveCurve.h"
+#include "fsdp/Analysis/SimStack.h"
 #include "mlir/IR/BuiltinOps.h"
 
 #include <map>
@@ -58,15 +59,9 @@ struct ClusterSpec {
   /// longer (oversubscription(), the simulator's slowdown).
   int64_t coresPerNode = 0;
   /// "stack" (optional): how the training stack issues its FSDP
-  /// collectives (docs/collective-model.md, "Stacks"). perParamCollectives:
-  /// a unit's all-gather and reduce-scatter are one collective per
-  /// parameter (Simulator::unitCollectiveTime); persistenceThreshold
-  /// (elements): parameters below it are not all-gathered per use;
-  /// syncAtGatherWait: waiting for an all-gather waits for every collective
-  /// issued before it. All off when absent.
-  bool perParamCollectives = false;
-  double persistenceThreshold = 0;
-  bool syncAtGatherWait = false;
+  /// collectives (StackProfile, fsdp/Analysis/SimStack.h;
+  /// docs/collective-model.md, "Stacks"). All off when absent.
+  StackProfile stack;
   /// The slowdown of every rank's times at `world` ranks: max(1, R /
   /// cores_per_node), R = min(world, devices_per_node); 1 without
   /// cores_per_node.
@@ -370,7 +365,9 @@ public:
   /// all-gathers of the parameters with fewer than
   /// stack.persistence_threshold elements are left out (they stay
   /// gathered); a reduce-scatter covers every parameter. A kind other than
-  /// these two, or no parameters, is one collective.
+  /// these two, or no parameters, is one collective (defined in
+  /// SimStack.cpp; the step prices a unit's collectives with
+  /// priceUnitCollective, which adds the stack's other terms).
   double unitCollectiveTime(CollectiveKind kind, int64_t bytes,
                             llvm::ArrayRef<int64_t> paramNumels,
                             int64_t groupSize, int64_t stride,

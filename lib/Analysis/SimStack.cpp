@@ -1,0 +1,209 @@
+//===- SimStack.cpp - the training stack's costs beside the plan ----------===//
+//
+// The spec's "stack" (SimStack.h; docs/collective-model.md, "Stacks"): what
+// a unit's collectives cost when the training stack issues them otherwise
+// than the plan. Each mechanism is read from the stack's code; for DeepSpeed
+// ZeRO-3 v0.3 (microsoft/DeepSpeed at tag v0.3.15, 2c2a7f3):
+//
+// * Per-parameter collectives (per_param_collectives): partition_parameters.py
+//   _allgather_param and _reduce_scatter_gradient issue one
+//   torch.distributed collective per parameter; parameters under
+//   stage3_param_persistence_threshold are gathered once after the step and
+//   kept (ds_persist), so the per-use all-gathers leave them out.
+// * The re-gather for the recompute (regather_for_recompute): the
+//   coordinator fetches a sub-module's parameters in its forward pre-hook and
+//   releases them in its post-hook (stage3.py fetch_sub_module,
+//   release_sub_module), in the recompute's forward as in the first one, so
+//   the backward fetches again every parameter the recompute released:
+//   release_sub_module keeps one only when _keep_for_later finds its reuse
+//   distance (get_reuse_distance_in_numel: the elements of the sub-modules
+//   traced between its use and its next) below max_reuse_distance. The plan
+//   gathers a checkpointed unit once for its recompute and backward; the
+//   stack gathers the released parameters a second time.
+// * Host loops (host_call_s, host_calls_per_rank): for each parameter and
+//   collective every rank loops over the N ranks of the group in Python
+//   (_allgather_param builds the N views of the flat buffer,
+//   _reduce_scatter_gradient the N input slices), and PyTorch's c10d copies
+//   each of the N list entries through a flat buffer (ProcessGroupNCCL::
+//   allgather, reduce_scatter): O(parameters · N) calls per step, counted by
+//   bench/fidelity/stack_host_calls.py. _allgather_param begins with
+//   torch.cuda.synchronize(), so the device has nothing queued while the host
+//   loops: the loops are host work on the compute stream, before the
+//   collective starts.
+// * The persistent gather (persistent_gather): stage3.py _post_step gathers
+//   the persistent parameters after every optimizer step in one
+//   _allgather_params call, which copies each parameter out of each rank's
+//   partition in a loop over the N ranks per parameter.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/Analysis/SimStack.h"
+#include "fsdp/Analysis/Simulator.h"
+#include "fsdp/Dialect/FSDP/FSDP.h"
+#include "fsdp/Dialect/NN/NN.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+/// The ring time of the per-parameter collectives of a unit whose
+/// parameters `numels` share `bytes` by elements, over those `take` selects.
+static double perParamTime(const Simulator &sim, CollectiveKind kind,
+                           int64_t bytes, ArrayRef<int64_t> numels,
+                           llvm::function_ref<bool(size_t)> take, int64_t g,
+                           int64_t stride, bool hierarchical, int64_t &calls) {
+  double total = 0, t = 0;
+  for (int64_t n : numels)
+    total += double(n);
+  for (auto [i, n] : llvm::enumerate(numels)) {
+    if (!take(i))
+      continue;
+    auto share = static_cast<int64_t>(std::llround(double(bytes) * n / total));
+    t += sim.collectiveTime(kind, std::max<int64_t>(share, 1), g, stride,
+                            hierarchical);
+    ++calls;
+  }
+  return t;
+}
+
+/// Whether a unit's all-gather leaves out parameter `n` (elements): it
+/// persists (kept gathered under the stack's persistence threshold).
+static bool persists(const StackProfile &stack, int64_t n) {
+  return stack.perParamCollectives && double(n) < stack.persistenceThreshold;
+}
+
+double Simulator::unitCollectiveTime(CollectiveKind kind, int64_t bytes,
+                                     ArrayRef<int64_t> paramNumels, int64_t g,
+                                     int64_t stride, bool hierarchical) const {
+  bool gather = kind == CollectiveKind::AllGather;
+  if (!spec.stack.perParamCollectives || paramNumels.empty() ||
+      (!gather && kind != CollectiveKind::ReduceScatter))
+    return collectiveTime(kind, bytes, g, stride, hierarchical);
+  int64_t calls = 0;
+  return perParamTime(
+      *this, kind, bytes, paramNumels,
+      [&](size_t i) {
+        return !gather || !persists(spec.stack, paramNumels[i]);
+      },
+      g, stride, hierarchical, calls);
+}
+
+SmallVector<bool>
+mlir::fsdp::regatheredAfterRecompute(const StackProfile &stack,
+                                     ArrayRef<int64_t> numels,
+                                     ArrayRef<StringRef> fqns) {
+  SmallVector<bool> again(numels.size(), false);
+  if (!stack.regatherForRecompute || fqns.size() != numels.size())
+    return again;
+  // The sub-module of a parameter: its FQN up to the last '.'
+  // (named_parameters(recurse=False) of the module the hooks fetch).
+  auto module = [&](size_t i) { return fqns[i].rsplit('.').first; };
+  // From the last sub-module back: `after` holds the elements of the
+  // sub-modules the recompute uses after this one.
+  double after = 0;
+  for (size_t end = numels.size(); end > 0;) {
+    size_t begin = end - 1;
+    while (begin > 0 && module(begin - 1) == module(end - 1))
+      --begin;
+    double own = 0;
+    for (size_t i = begin; i < end; ++i)
+      own += double(numels[i]);
+    // Between its recompute use and its backward use the trace holds the
+    // later sub-modules' recompute, then their backward (reverse order):
+    // 2 · after elements. _keep_for_later: kept when that is below the
+    // limit, never with a limit of 0.
+    bool released =
+        stack.maxReuseDistance <= 0 || !(2 * after < stack.maxReuseDistance);
+    for (size_t i = begin; i < end; ++i)
+      again[i] = released && !persists(stack, numels[i]);
+    after += own;
+    end = begin;
+  }
+  return again;
+}
+
+double mlir::fsdp::stackHostSeconds(const StackProfile &stack,
+                                    int64_t collectives, int64_t g) {
+  if (g <= 1)
+    return 0;
+  return double(collectives) * stack.hostCallsPerRank * double(g) *
+         stack.hostCallSeconds;
+}
+
+StackCollective mlir::fsdp::priceUnitCollective(
+    const Simulator &sim, const StackProfile &stack, CollectiveKind kind,
+    int64_t bytes, ArrayRef<int64_t> numels, ArrayRef<StringRef> fqns,
+    int64_t g, int64_t stride, bool hierarchical, bool feedsRecompute) {
+  StackCollective c;
+  bool gather = kind == CollectiveKind::AllGather;
+  if (!stack.perParamCollectives || numels.empty() ||
+      (!gather && kind != CollectiveKind::ReduceScatter)) {
+    c.seconds = sim.collectiveTime(kind, bytes, g, stride, hierarchical);
+  } else {
+    c.calls = 0;
+    c.seconds = perParamTime(
+        sim, kind, bytes, numels,
+        [&](size_t i) { return !gather || !persists(stack, numels[i]); }, g,
+        stride, hierarchical, c.calls);
+  }
+  if (gather && feedsRecompute) {
+    // The backward's second fetch of what the recompute released: per
+    // parameter under per_param_collectives, else the released parameters'
+    // share of the unit as one collective.
+    SmallVector<bool> again = regatheredAfterRecompute(stack, numels, fqns);
+    if (stack.perParamCollectives) {
+      c.seconds += perParamTime(
+          sim, kind, bytes, numels, [&](size_t i) { return again[i]; }, g,
+          stride, hierarchical, c.calls);
+    } else if (llvm::is_contained(again, true)) {
+      double total = 0, share = 0;
+      for (auto [n, a] : llvm::zip(numels, again)) {
+        total += double(n);
+        share += a ? double(n) : 0.0;
+      }
+      c.seconds += sim.collectiveTime(
+          kind,
+          std::max<int64_t>(1, std::llround(double(bytes) * share / total)), g,
+          stride, hierarchical);
+      ++c.calls;
+    }
+  }
+  c.hostSeconds = stackHostSeconds(stack, c.calls, g);
+  return c;
+}
+
+StackCollective mlir::fsdp::persistentGatherCost(const Simulator &sim,
+                                                 const StackProfile &stack,
+                                                 int64_t params, int64_t bytes,
+                                                 int64_t g, int64_t stride,
+                                                 bool hierarchical) {
+  StackCollective c;
+  c.calls = 0;
+  if (!stack.persistentGather || params <= 0 || g <= 1)
+    return c;
+  c.calls = 1;
+  c.seconds =
+      sim.collectiveTime(CollectiveKind::AllGather, std::max<int64_t>(bytes, 1),
+                         g, stride, hierarchical);
+  c.hostSeconds = double(g) * double(params) *
+                  stack.persistentGatherCallsPerRank * stack.hostCallSeconds;
+  return c;
+}
+
+bool mlir::fsdp::gatherFeedsRecompute(Operation *gather) {
+  SmallVector<Value> views(gather->result_begin(), gather->result_end());
+  while (!views.empty()) {
+    Value v = views.pop_back_val();
+    for (Operation *user : v.getUsers()) {
+      if (isa<WaitOp, ParamViewOp>(user))
+        views.append(user->result_begin(), user->result_end());
+      else if (user->hasAttr(nn::kRecomputeAttr))
+        return true;
+    }
+  }
+  return false;
+}
