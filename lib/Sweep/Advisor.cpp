@@ -25,6 +25,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <time.h>
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -134,6 +135,8 @@ public:
 
   std::atomic<int64_t> *plansRun = nullptr;
   int64_t layers = 0; ///< the model's blocks (0: not known, no extrapolation)
+  /// --pipeline leaves pp-gather to fsdp-pipeline's auto decision.
+  bool gatherAuto = true;
 
   /// Searches every AC mode of `g` (Advisor.h, steps 1-3).
   void search(const LayoutFamily &g, std::vector<AdvisedLayout> &layouts) {
@@ -245,6 +248,8 @@ public:
                        {"device_bytes", deviceBytes(e)},
                        {"peak_bytes", e["per_rank"]["peak_bytes"]},
                        {"plan_s", l.plan.planSeconds}};
+    if (e.contains("extrapolated_pp_gather"))
+      l.extrapolation["pp_gather"] = e["extrapolated_pp_gather"];
     Plan p =
         planAt(g, l.activationCheckpoint, l.microBatchSize, l.microBatches, 0);
     l.extrapolated = false;
@@ -273,65 +278,32 @@ private:
     return buf;
   }
 
-  /// The layout planned at two reduced depths and extrapolated to the
-  /// model's (AdvisorDepth.h), or at full depth when extrapolation is off
-  /// or the model is too shallow for it.
+  /// The layout planned at reduced depths and extrapolated to the model's
+  /// (AdvisorDepth.h, planOverDepths), or at full depth when extrapolation
+  /// is off or the model is too shallow for it.
   Plan makePlan(const LayoutFamily &g, const std::string &ac, int64_t m,
                 int64_t k) {
-    std::optional<std::pair<int64_t, int64_t>> depths;
-    if (layers > 0 && o.extrapolateDepths.size() == 2)
-      depths = extrapolationDepths(layers, g.pp, o.extrapolateDepths[0],
-                                   o.extrapolateDepths[1]);
-    if (!depths)
+    if (layers <= 0 || o.extrapolateDepths.size() != 2)
       return planAt(g, ac, m, k, 0);
-    // Three depths: the line through the outer two must meet the middle
-    // one's step and device bytes (within 0.1%), else the layout is not
-    // affine at these depths (the peak or the bound moves with the depth)
-    // and is planned at full depth.
-    auto [l1, l2] = *depths;
-    // A plan's time grows with its depth: three reduced plans that add up
-    // to more than half the model's depth save too little (pp 8 and 16 of
-    // Llama-3.1-405B's 126 layers), so the layout is planned whole.
-    int64_t l3 = l2 + (l2 - l1);
-    if (l3 >= layers || l1 + l2 + l3 > layers / 2)
-      return planAt(g, ac, m, k, 0);
-    Plan a = planAt(g, ac, m, k, l1);
-    if (!a.error.empty())
-      return a;
-    Plan mid = planAt(g, ac, m, k, l2);
-    Plan b = planAt(g, ac, m, k, l3);
-    double seconds = a.planSeconds + mid.planSeconds + b.planSeconds;
-    if (!mid.error.empty() || !b.error.empty()) {
-      Plan &failedPlan = mid.error.empty() ? b : mid;
-      failedPlan.planSeconds = seconds;
-      return std::move(failedPlan);
-    }
-    json line = extrapolateReport(a.report, l1, b.report, l3, l2);
-    auto near = [](double x, double y) {
-      return std::fabs(x - y) <= 1e-3 * std::fabs(y);
-    };
-    if (!near(line["predicted_step_time_s"].get<double>(),
-              mid.report["predicted_step_time_s"].get<double>()) ||
-        !near(double(deviceBytes(line)), double(deviceBytes(mid.report)))) {
-      Plan full = planAt(g, ac, m, k, 0);
-      full.planSeconds += seconds;
-      return full;
-    }
-    json full = extrapolateReport(a.report, l1, b.report, l3, layers);
-    if (!pipelineSplitIsAffine(a.report, mid.report, b.report, full)) {
-      Plan whole = planAt(g, ac, m, k, 0);
-      whole.planSeconds += seconds;
-      return whole;
-    }
-    b.report = std::move(full);
-    b.planSeconds = seconds;
-    return b;
+    DepthOptions d;
+    d.layers = layers;
+    d.pp = g.pp;
+    d.d1 = o.extrapolateDepths[0];
+    d.d2 = o.extrapolateDepths[1];
+    d.gatherAuto = gatherAuto;
+    d.deviceBytes = static_cast<int64_t>(spec.memoryBytes);
+    return planOverDepths(
+        [&](int64_t depth, llvm::StringRef ppGather) {
+          return planAt(g, ac, m, k, depth, ppGather);
+        },
+        d);
   }
 
   /// One plan through fsdp-pipeline of the model with `depth` blocks (0:
-  /// the config's).
+  /// the config's), with `ppGather` as its pp-gather (empty: as --pipeline
+  /// says).
   Plan planAt(const LayoutFamily &g, const std::string &ac, int64_t m,
-              int64_t k, int64_t depth) {
+              int64_t k, int64_t depth, llvm::StringRef ppGather = "") {
     Plan p;
     p.worldSize = g.gpus;
     p.tp = g.tp;
@@ -362,6 +334,8 @@ private:
       opts += " pp=" + std::to_string(g.pp) + " pp-schedule=" + g.ppSchedule;
     if (!o.sweep.pipeline.empty())
       opts += " " + o.sweep.pipeline;
+    if (!ppGather.empty())
+      opts += " pp-gather=" + ppGather.str();
     std::string msg;
     FailureOr<PipelineBuilder> pipeline = parsePipeline(opts, cluster, msg);
     if (failed(pipeline))
@@ -377,9 +351,21 @@ private:
       p.error = "import: " + err;
       return p;
     }
+    double cpu = threadCpuSeconds();
     runPlan(cache.context(), model, spec, p);
     ++*plansRun;
+    if (o.planLog)
+      logPlan(*o.planLog, p, depth, ppGather, threadCpuSeconds() - cpu,
+              fits(p));
     return p;
+  }
+
+  /// The calling thread's CPU time (user + system, seconds): a plan's
+  /// cost on a shared machine, where its wall time is the load's.
+  static double threadCpuSeconds() {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
   }
 
   bool fits(const Plan &p) const {
@@ -746,6 +732,9 @@ AdvisorResult sweep::runAdvisor(const AdvisorOptions &o,
                         refusals);
       searcher.plansRun = &plansRun;
       searcher.layers = r.layers;
+      // An explicit pp-gather (even auto) is not overridden per depth.
+      searcher.gatherAuto =
+          !llvm::StringRef(o.sweep.pipeline).contains("pp-gather=");
       work(searcher);
     };
     std::vector<std::thread> threads;

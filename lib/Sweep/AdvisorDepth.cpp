@@ -5,10 +5,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Sweep/AdvisorDepth.h"
+#include "fsdp/Analysis/PlanReport.h"
 #include "fsdp/Import/Config.h"
 
 #include <cmath>
 
+using namespace mlir::fsdp;
 using namespace mlir::fsdp::sweep;
 using json = nlohmann::ordered_json;
 
@@ -34,12 +36,7 @@ mlir::fsdp::sweep::configLayers(const std::string &configPath,
 std::optional<std::pair<int64_t, int64_t>>
 mlir::fsdp::sweep::extrapolationDepths(int64_t layers, int64_t pp, int64_t d1,
                                        int64_t d2) {
-  // Pipeline layouts are planned whole: since stages gathered once per step
-  // sync ahead and keep their reduce-scatters in flight (ScheduleSteps.cpp,
-  // pipelineParamSync), a pp 2 layout's reduced-depth plans screened a
-  // micro-batch count as not fitting that its full plan fits
-  // (advisor-extrapolate.test); not yet diagnosed.
-  if (pp != 1 || d1 < 1 || d1 >= d2)
+  if (pp < 1 || d1 < 1 || d1 >= d2)
     return std::nullopt;
   int64_t r = layers % pp;
   int64_t l1 = r + pp * d1, l2 = r + pp * d2;
@@ -146,4 +143,150 @@ bool mlir::fsdp::sweep::pipelineSplitIsAffine(const json &a, const json &mid,
     if (peak.get<double>() > budget)
       return false;
   return true;
+}
+
+bool mlir::fsdp::sweep::peakStageIsAffine(const json &a, const json &mid,
+                                          const json &b, const json &full) {
+  auto peakStage = [](const json &r) -> std::optional<int64_t> {
+    if (!r.contains("pipeline") || !r["pipeline"].contains("peak_stage"))
+      return std::nullopt;
+    return r["pipeline"]["peak_stage"].get<int64_t>();
+  };
+  std::optional<int64_t> sa = peakStage(a), sm = peakStage(mid),
+                         sb = peakStage(b);
+  if (!sa && !sm && !sb)
+    return true;
+  if (!sa || sa != sm || sa != sb || !full.contains("stages"))
+    return false;
+  // PipelineSim's choice: the first stage of the largest device bytes.
+  const json &stages = full["stages"];
+  int64_t fattest = -1;
+  for (size_t s = 0; s < stages.size(); ++s)
+    if (!stages[s].contains("per_rank"))
+      return false;
+    else if (fattest < 0 ||
+             deviceBytes(stages[s]) > deviceBytes(stages[fattest]))
+      fattest = static_cast<int64_t>(s);
+  return fattest == *sa;
+}
+
+GatherAtFullDepth
+mlir::fsdp::sweep::gatherAtFullDepth(const json &a, const json &mid,
+                                     const json &b, const json &full,
+                                     bool gatherAuto, int64_t deviceBytes) {
+  const char *key = "stage_gather";
+  if (!a.contains(key) && !mid.contains(key) && !b.contains(key))
+    return GatherAtFullDepth::Same;
+  if (!a.contains(key) || a[key] != mid[key] || a[key] != b[key] ||
+      !full.contains("stage_peak_bytes") ||
+      full["stage_peak_bytes"].size() != a[key].size())
+    return GatherAtFullDepth::Unknown;
+  const json *split =
+      full.contains("pipeline") && full["pipeline"].contains("split")
+          ? &full["pipeline"]["split"]
+          : nullptr;
+  if (!split || !split->contains("budget_bytes") ||
+      (*split)["budget_bytes"].is_null())
+    return GatherAtFullDepth::Same; // no budget: once per step, always
+  const double budget = (*split)["budget_bytes"].get<double>();
+  const json &gather = a[key], &peaks = full["stage_peak_bytes"];
+  bool stayOnce = false, switches = false;
+  for (size_t s = 0; s < gather.size(); ++s) {
+    double peak = peaks[s].get<double>();
+    if (std::fabs(peak - budget) <= 1e-3 * budget)
+      return GatherAtFullDepth::Unknown;
+    bool once = gather[s] == "once-per-step";
+    if (gatherAuto && once && peak > budget) {
+      switches = true; // per micro-batch at full depth, or the smaller
+      continue;
+    }
+    if (peak > budget && budget < double(deviceBytes))
+      return GatherAtFullDepth::Unknown;
+    stayOnce |= once;
+  }
+  if (!switches)
+    return GatherAtFullDepth::Same;
+  return stayOnce ? GatherAtFullDepth::Unknown
+                  : GatherAtFullDepth::PerMicroBatch;
+}
+
+namespace {
+enum class Verdict { Affine, NotAffine, PerMicroBatch };
+} // namespace
+
+/// Whether the reports `a`, `mid`, `b` at depths l1 < l2 < l3 extrapolate
+/// to `layers` (planOverDepths); `full` is that extrapolation.
+static Verdict judgeDepths(const json &a, const json &mid, const json &b,
+                           int64_t l1, int64_t l2, int64_t l3,
+                           const DepthOptions &o, bool gatherAuto, json &full) {
+  auto near = [](double x, double y) {
+    return std::fabs(x - y) <= 1e-3 * std::fabs(y);
+  };
+  json line = extrapolateReport(a, l1, b, l3, l2);
+  if (!near(line["predicted_step_time_s"].get<double>(),
+            mid["predicted_step_time_s"].get<double>()) ||
+      !near(double(deviceBytes(line)), double(deviceBytes(mid))))
+    return Verdict::NotAffine;
+  full = extrapolateReport(a, l1, b, l3, o.layers);
+  if (!pipelineSplitIsAffine(a, mid, b, full) ||
+      !peakStageIsAffine(a, mid, b, full))
+    return Verdict::NotAffine;
+  switch (gatherAtFullDepth(a, mid, b, full, gatherAuto, o.deviceBytes)) {
+  case GatherAtFullDepth::Same:
+    return Verdict::Affine;
+  case GatherAtFullDepth::PerMicroBatch:
+    return Verdict::PerMicroBatch;
+  case GatherAtFullDepth::Unknown:
+    break;
+  }
+  return Verdict::NotAffine;
+}
+
+Plan mlir::fsdp::sweep::planOverDepths(const PlanAtDepth &planAt,
+                                       const DepthOptions &o) {
+  std::optional<std::pair<int64_t, int64_t>> depths =
+      extrapolationDepths(o.layers, o.pp, o.d1, o.d2);
+  if (!depths)
+    return planAt(0, "");
+  auto [l1, l2] = *depths;
+  // A plan's time grows with its depth: three reduced plans that add up to
+  // more than half the model's depth save too little (pp 8 and 16 of
+  // Llama-3.1-405B's 126 layers), so the layout is planned whole.
+  int64_t l3 = l2 + (l2 - l1);
+  if (l3 >= o.layers || l1 + l2 + l3 > o.layers / 2)
+    return planAt(0, "");
+  double seconds = 0;
+  std::string gather; // as given, then per micro-batch (gatherAtFullDepth)
+  for (;;) {
+    Plan a = planAt(l1, gather);
+    seconds += a.planSeconds;
+    if (!a.error.empty()) {
+      a.planSeconds = seconds;
+      return a;
+    }
+    Plan mid = planAt(l2, gather);
+    Plan b = planAt(l3, gather);
+    seconds += mid.planSeconds + b.planSeconds;
+    if (!mid.error.empty() || !b.error.empty()) {
+      Plan &failedPlan = mid.error.empty() ? b : mid;
+      failedPlan.planSeconds = seconds;
+      return std::move(failedPlan);
+    }
+    json full;
+    Verdict v = judgeDepths(a.report, mid.report, b.report, l1, l2, l3, o,
+                            o.gatherAuto && gather.empty(), full);
+    if (v == Verdict::Affine) {
+      if (!gather.empty()) // the depths planned again (GatherAtFullDepth)
+        full["extrapolated_pp_gather"] = gather;
+      b.report = std::move(full);
+      b.planSeconds = seconds;
+      return b;
+    }
+    if (v != Verdict::PerMicroBatch || !gather.empty())
+      break;
+    gather = "per-micro-batch";
+  }
+  Plan whole = planAt(0, "");
+  whole.planSeconds += seconds;
+  return whole;
 }

@@ -1,10 +1,11 @@
-//===- AdvisorOutput.cpp - the advisor's table, JSON and CSV --------------===//
+//===- AdvisorOutput.cpp - the advisor's table, JSON, CSV and plan log ----===//
 #include "fsdp/Analysis/PlanReport.h"
 #include "fsdp/Sweep/Advisor.h"
 
 #include "llvm/Support/Format.h"
 
 #include <cstdio>
+#include <mutex>
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -253,4 +254,31 @@ void sweep::writeAdvisorCsv(llvm::raw_ostream &os, const AdvisorResult &r) {
       os << ",,false,,,,,,,,,,,\"" << why << "\"\n";
     }
   }
+}
+
+void sweep::logPlan(llvm::raw_ostream &os, const Plan &p, int64_t depth,
+                    llvm::StringRef ppGather, double cpuSeconds, bool fits) {
+  static std::mutex mu;
+  std::string line;
+  llvm::raw_string_ostream ls(line);
+  int64_t dp = p.worldSize / std::max<int64_t>(1, p.tp * p.pp);
+  ls << "plan: " << p.worldSize << " GPUs tp " << p.tp << " pp " << p.pp
+     << (p.pp > 1 ? " " + p.ppSchedule : "") << " " << p.strategy
+     << (p.shardSize ? "/" + std::to_string(p.shardSize) : "") << " AC "
+     << p.activationCheckpoint
+     << " m=" << p.globalBatch / std::max<int64_t>(1, p.microBatches * dp)
+     << " k=" << p.microBatches
+     << " layers=" << (depth ? std::to_string(depth) : std::string("all"))
+     << (ppGather.empty() ? "" : " pp-gather=" + ppGather.str()) << ": "
+     << fmt("%.2f s wall, ", p.planSeconds) << fmt("%.2f s CPU", cpuSeconds);
+  if (!p.error.empty())
+    ls << ", error";
+  else
+    ls << fmt(", %.2f GiB, ",
+              double(deviceBytes(p.report)) / double(int64_t(1) << 30))
+       << (fits ? "fits" : "does not fit");
+  ls << "\n";
+  std::lock_guard<std::mutex> lock(mu);
+  os << line;
+  os.flush();
 }

@@ -233,6 +233,12 @@ static cl::opt<std::string> extrapolateDepthsOpt(
              "each GPU count are planned at full depth); 'none' plans every "
              "layout at full depth (default 3,4)"),
     cl::value_desc("d1,d2|none"), cl::init("3,4"), cl::cat(advisorCat));
+static cl::opt<bool> planLogOpt(
+    "plan-log",
+    cl::desc("Print one line per plan to stderr as it finishes: the layout, "
+             "the depth planned, its wall and thread CPU seconds, device "
+             "bytes and whether it fits (where the advisor's time goes)"),
+    cl::init(false), cl::cat(advisorCat));
 static cl::opt<std::string>
     csvPath("csv", cl::desc("Write every layout (ranked or why not) as CSV"),
             cl::value_desc("path"), cl::cat(advisorCat));
@@ -317,6 +323,8 @@ static int runAdvisorMode(const sweep::SweepOptions &so,
   o.top = topOpt;
   o.maxMicroBatches = maxMicroBatchesOpt;
   o.prune = pruneOpt;
+  if (planLogOpt)
+    o.planLog = &llvm::errs();
   if (extrapolateDepthsOpt == "none") {
     o.extrapolateDepths.clear();
   } else {

@@ -104,6 +104,10 @@ struct AdvisorOptions {
   /// layouts ranked among the first `top` + 1 of a GPU count are planned
   /// again at full depth, and those are the numbers printed and ranked.
   std::vector<int64_t> extrapolateDepths = {3, 4};
+  /// Where each plan writes one line as it finishes (fsdp-sweep's
+  /// --plan-log): GPU count, layout, depth, wall and thread CPU seconds,
+  /// device bytes, fits; null: none.
+  llvm::raw_ostream *planLog = nullptr;
 };
 
 /// One family's result: its best fitting layout (or why none fits).
@@ -181,6 +185,12 @@ void printAdvisor(llvm::raw_ostream &os, const AdvisorOptions &o,
 nlohmann::ordered_json advisorJson(const AdvisorOptions &o,
                                    const ClusterSpec &spec,
                                    const AdvisorResult &r);
+/// Writes --plan-log's line for plan `p`, made at `depth` layers (0: the
+/// model's) with pp-gather `ppGather` (empty: as given), in `cpuSeconds` of
+/// its thread's CPU; whole, under a lock shared by the search's threads.
+void logPlan(llvm::raw_ostream &os, const Plan &p, int64_t depth,
+             llvm::StringRef ppGather, double cpuSeconds, bool fits);
+
 /// Every family as CSV, one line each (the JSON's scalar columns).
 void writeAdvisorCsv(llvm::raw_ostream &os, const AdvisorResult &r);
 

@@ -17,16 +17,41 @@
 // depth is not affine; such a layout is planned at full depth) and
 // extrapolates every number of the planner's report from L1 and L3 to the
 // model's L layers; the layouts it prints are planned at full depth.
+//
+// A pipeline's plan holds three decisions that are taken by comparing a
+// depth-dependent estimate with the memory budget, not by a line: the
+// stage split (fsdp-pipeline-balance, pipelineSplitIsAffine), the stage
+// whose peak is the report's (the fattest of the P, a maximum of P lines)
+// and each stage's pp-gather=auto choice (fsdp-pipeline's planStage: its
+// units gathered once per step when that plan's peak fits the budget, else
+// per micro-batch). The last is why pipeline layouts once disagreed with
+// their whole plans: gathered once per step, a stage holds its gathered
+// parameters and whole (unsharded) gradients for the whole step, and since
+// its parameters are synced ahead and its reduce-scatters kept in flight
+// until the optimizer (ScheduleSteps.cpp, pipelineParamSync) all of them at
+// once, so that plan's peak grows by a block's bf16 parameters and f32
+// gradient per block, several times the per-micro-batch plan's slope
+// (a block's activations and accumulated gradient shard). Small depths fit
+// the budget gathered once per step, the model's depth does not: the full
+// plan switches to per micro-batch and fits where the line through the
+// once-per-step plans is over the budget. So each decision is re-made at
+// the model's depth from the extrapolated numbers (gatherAtFullDepth), and
+// a stage that would switch has its depths planned again per micro-batch.
 // test/lit/Sweep/advisor-extrapolate.test checks the extrapolation against
-// full plans.
+// full plans, pipeline layouts among them.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_SWEEP_ADVISORDEPTH_H
 #define FSDP_SWEEP_ADVISORDEPTH_H
 
+#include "fsdp/Sweep/Sweep.h"
+
+#include "llvm/ADT/StringRef.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -76,6 +101,73 @@ bool pipelineSplitIsAffine(const nlohmann::ordered_json &a,
                            const nlohmann::ordered_json &mid,
                            const nlohmann::ordered_json &b,
                            const nlohmann::ordered_json &full);
+
+/// Whether the report's stage (the fattest, PipelineSim's peak_stage, whose
+/// per-rank numbers are the report's) is the same at the three depths
+/// (reports `a`, `mid`, `b`) and is still the fattest of the stages
+/// extrapolated to full depth (`full`): each stage is affine, their
+/// maximum is not once another stage overtakes it. True without pipeline
+/// parallelism.
+bool peakStageIsAffine(const nlohmann::ordered_json &a,
+                       const nlohmann::ordered_json &mid,
+                       const nlohmann::ordered_json &b,
+                       const nlohmann::ordered_json &full);
+
+/// What fsdp-pipeline's pp-gather decisions (stage_gather) would be at full
+/// depth, from the reports at the three reduced depths and the one
+/// extrapolated from them (`full`, whose stage_peak_bytes are each stage's
+/// planned peak at the model's depth, bytes per rank).
+enum class GatherAtFullDepth {
+  Same,          ///< every stage decides as at the reduced depths
+  PerMicroBatch, ///< a stage gathered once per step would not fit there,
+                 ///< and every stage ends per micro-batch: plan the depths
+                 ///< again with pp-gather=per-micro-batch
+  Unknown,       ///< the decisions differ between the depths, mix at full
+                 ///< depth, or a peak is within 0.1% of the budget: plan
+                 ///< whole
+};
+/// `gatherAuto`: the stages chose (pp-gather=auto, the default) against the
+/// budget the split records (pipeline.split.budget_bytes, fsdp-pipeline's
+/// memory-budget or the device memory); false when an option fixed it.
+/// `deviceBytes` (bytes): the device memory; a stage over an explicit budget
+/// below it makes the full plan fail (fsdp-memory-plan's check) where the
+/// extrapolation cannot tell, so that is Unknown. The rule (planStage):
+/// once per step where its peak fits the budget, else per micro-batch where
+/// that fits, else the smaller peak; a stage's once-per-step peak only grows
+/// with its blocks, so a stage per micro-batch at the reduced depths stays
+/// so, and one whose per-micro-batch peak is over the budget at full depth
+/// does not fit either way.
+GatherAtFullDepth gatherAtFullDepth(const nlohmann::ordered_json &a,
+                                    const nlohmann::ordered_json &mid,
+                                    const nlohmann::ordered_json &b,
+                                    const nlohmann::ordered_json &full,
+                                    bool gatherAuto, int64_t deviceBytes);
+
+/// Plans one layout at `depth` layers (0: the model's) with `ppGather` as
+/// fsdp-pipeline's pp-gather (empty: the layout's options as given).
+using PlanAtDepth =
+    std::function<Plan(int64_t depth, llvm::StringRef ppGather)>;
+
+/// The model and options of planOverDepths.
+struct DepthOptions {
+  int64_t layers = 0;      ///< the model's blocks
+  int64_t pp = 1;          ///< the layout's pipeline-parallel degree P
+  int64_t d1 = 0, d2 = 0;  ///< blocks per stage of the reduced depths
+  bool gatherAuto = true;  ///< pp-gather=auto decides (gatherAtFullDepth)
+  int64_t deviceBytes = 0; ///< the device memory (bytes)
+};
+
+/// A layout's plan, extrapolated over the depth where it is affine: planned
+/// at L1, L2, L3 (extrapolationDepths; whole when the three add up to more
+/// than half the model's depth: too little to save), extrapolated from L1
+/// and L3 when L2's step and device bytes are on their line (0.1%), the
+/// pipeline's split and peak stage are the same at full depth
+/// (pipelineSplitIsAffine, peakStageIsAffine) and its stages gather as at
+/// full depth (gatherAtFullDepth: PerMicroBatch plans the three depths again
+/// per micro-batch); else planned at full depth. A reduced-depth plan's
+/// error is returned as the plan's. planSeconds is the sum of every plan
+/// made.
+Plan planOverDepths(const PlanAtDepth &planAt, const DepthOptions &o);
 
 } // namespace mlir::fsdp::sweep
 
