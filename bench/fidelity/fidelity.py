@@ -35,7 +35,9 @@ gets n_positions = seq (MPT's max_seq_len). A row with "compile": true
 the model's elementwise ops: "megatron-lm") with that stack's factor from
 FUSED_KERNELS_TRAFFIC; the others with the spec's (PyTorch eager's unfused
 kernels). A row's "attention" ("unfused": Megatron-LM's core attention, the
-scores materialised) is passed as `attention=`. A row with a
+scores materialised) is passed as `attention=`; a row with "fused_swiglu":
+true (a stack whose SwiGLU kernel keeps only [gate, up], as Megatron-LM's) as
+`fused-swiglu=true`. A row with a
 `collective_stack` (a profile of bench/fidelity/stacks.json: how the stack
 issues and waits for its collectives, DeepSpeed ZeRO-3 v0.3's one collective per
 parameter) plans with that profile as its spec's `stack`. The memory
@@ -117,6 +119,8 @@ def pipeline_options(row, spec_path, report):
                  "accumulate=%s" % row.get("accumulate", "sharded")]
     if "attention" in row:
         opts.append("attention=%s" % row["attention"])
+    if row.get("fused_swiglu"):
+        opts.append("fused-swiglu=true")
     if row.get("tp", 1) > 1:
         opts.append("tp=%d" % row["tp"])
         if "sequence_parallel" in row:

@@ -161,8 +161,18 @@ public:
   }
 
   void run(const llvm::StringMap<std::string> &unitOfFqn,
-           const llvm::StringSet<> &checkpointed) {
+           const llvm::StringSet<> &checkpointed, bool fusedSwiglu) {
     collectUses(unitOfFqn);
+    if (mode != ActivationCheckpoint::None)
+      recomputeUnits(checkpointed);
+    // After the units' recomputation: a SwiGLU it recomputes already has no
+    // forward silu that backward reads.
+    if (fusedSwiglu)
+      recomputeSwigluGates();
+  }
+
+private:
+  void recomputeUnits(const llvm::StringSet<> &checkpointed) {
     SmallVector<RecomputePlan> plans = planUses(checkpointed);
     for (RecomputePlan &plan : plans)
       apply(plan);
@@ -177,7 +187,6 @@ public:
                         StringAttr::get(fn.getContext(), use.unit));
   }
 
-private:
   /// The forward ops, attributed to units and cut into uses.
   void collectUses(const llvm::StringMap<std::string> &unitOfFqn) {
     Block &block = fn.getBody().front();
@@ -316,6 +325,38 @@ private:
                << first->getName() << " at " << first->getLoc() << "\n");
   }
 
+  /// fused-swiglu: Megatron-LM's SwiGLUFunction keeps its input [gate, up]
+  /// and its backward (swiglu_back) computes silu(gate) again, so the
+  /// forward's silu(gate) lives only until the product. Each forward nn.silu
+  /// that feeds only nn.mul (SwiGLU's gate) and that backward reads (the
+  /// product's VJP, d up = d out * silu(gate)) is cloned right before its
+  /// first backward reader, as the fused backward recomputes it; the clone
+  /// is a recomputed op (nn.recompute, its use's unit) to the later passes.
+  void recomputeSwigluGates() {
+    SmallVector<nn::SiluOp> gates;
+    for (auto &entry : useOf)
+      if (auto silu = dyn_cast<nn::SiluOp>(entry.first))
+        if (llvm::all_of(silu->getUsers(), [&](Operation *u) {
+              return phases.phaseOf(u).second || isa<nn::MulOp>(u);
+            }))
+          gates.push_back(silu);
+    // The clones in program order, whatever the map's order.
+    llvm::sort(gates, [](nn::SiluOp x, nn::SiluOp y) {
+      return x->isBeforeInBlock(y);
+    });
+    for (nn::SiluOp silu : gates) {
+      RecomputePlan plan{useOf.lookup(silu), {}, {}};
+      for (OpOperand &u : silu->getUses())
+        if (phases.phaseOf(u.getOwner()).second &&
+            !isa<func::ReturnOp>(u.getOwner()))
+          plan.backwardUses.push_back(&u);
+      if (plan.backwardUses.empty())
+        continue;
+      plan.recompute.insert(silu);
+      apply(plan);
+    }
+  }
+
   func::FuncOp fn;
   ActivationCheckpoint mode;
   /// The step's attention is unfused: selective is Korthikanti's.
@@ -326,6 +367,21 @@ private:
   llvm::DenseMap<Operation *, unsigned> useOf;
 };
 
+/// Each parameter's unit (`unitOfFqn`) and the units as fsdp-wrap ordered
+/// them, without the `.frozen` / `.tp_replicated` suffixes.
+static SmallVector<std::string>
+mapUnits(ArrayRef<UnitOp> unitOps, llvm::StringMap<std::string> &unitOfFqn) {
+  SmallVector<std::string> unitNames;
+  for (UnitOp unit : unitOps) {
+    StringRef name = baseUnit(unit.getSymName());
+    if (!llvm::is_contained(unitNames, name))
+      unitNames.push_back(name.str());
+    for (Attribute fqn : unit.getParams())
+      unitOfFqn[cast<StringAttr>(fqn).getValue()] = name.str();
+  }
+  return unitNames;
+}
+
 struct FSDPActivationCheckpointPass
     : mlir::fsdp::impl::FSDPActivationCheckpointBase<
           FSDPActivationCheckpointPass> {
@@ -334,15 +390,14 @@ struct FSDPActivationCheckpointPass
 protected:
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (mode == ActivationCheckpoint::None) {
-      if (!acUnits.empty()) {
-        module.emitError() << "fsdp-activation-checkpoint: ac-units needs "
-                              "activation-checkpoint=full, selective or "
-                              "selective-op";
-        return signalPassFailure();
-      }
-      return;
+    if (mode == ActivationCheckpoint::None && !acUnits.empty()) {
+      module.emitError() << "fsdp-activation-checkpoint: ac-units needs "
+                            "activation-checkpoint=full, selective or "
+                            "selective-op";
+      return signalPassFailure();
     }
+    if (mode == ActivationCheckpoint::None && !fusedSwiglu)
+      return;
     auto unitOps = llvm::to_vector(module.getOps<UnitOp>());
     if (unitOps.empty()) {
       module.emitError() << "fsdp-activation-checkpoint: the module declares "
@@ -354,14 +409,18 @@ protected:
       return signalPassFailure();
     llvm::StringMap<std::string> unitOfFqn;
     llvm::StringSet<> checkpointed;
-    if (failed(selectUnits(unitOps, unitOfFqn, checkpointed)))
-      return signalPassFailure();
-    if (checkpointed.empty()) // ac-units names only other stages' units
-      return;
-    module->setAttr(
-        nn::kActivationCheckpointAttr,
-        StringAttr::get(&getContext(), stringifyActivationCheckpoint(mode)));
-    Recomputation(*fn, mode).run(unitOfFqn, checkpointed);
+    if (mode == ActivationCheckpoint::None) {
+      mapUnits(unitOps, unitOfFqn);
+    } else {
+      if (failed(selectUnits(unitOps, unitOfFqn, checkpointed)))
+        return signalPassFailure();
+      if (!checkpointed.empty()) // else ac-units names other stages' units
+        module->setAttr(nn::kActivationCheckpointAttr,
+                        StringAttr::get(&getContext(),
+                                        stringifyActivationCheckpoint(mode)));
+    }
+    Recomputation(*fn, checkpointed.empty() ? ActivationCheckpoint::None : mode)
+        .run(unitOfFqn, checkpointed, fusedSwiglu);
   }
 
   /// The parameters' units and the checkpointed units: those ac-units names,
@@ -372,15 +431,7 @@ protected:
                             llvm::StringMap<std::string> &unitOfFqn,
                             llvm::StringSet<> &checkpointed) {
     ModuleOp module = getOperation();
-    // Units as fsdp-wrap ordered them.
-    SmallVector<std::string> unitNames;
-    for (UnitOp unit : unitOps) {
-      StringRef name = baseUnit(unit.getSymName());
-      if (!llvm::is_contained(unitNames, name))
-        unitNames.push_back(name.str());
-      for (Attribute fqn : unit.getParams())
-        unitOfFqn[cast<StringAttr>(fqn).getValue()] = name.str();
-    }
+    SmallVector<std::string> unitNames = mapUnits(unitOps, unitOfFqn);
     SmallVector<StringRef> names(unitNames.begin(), unitNames.end());
     std::string what = "FSDP unit (units: " + llvm::join(unitNames, ", ") + ")";
     if (failed(matchGlobs(module, "fsdp-activation-checkpoint: ac-units",

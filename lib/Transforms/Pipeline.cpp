@@ -175,6 +175,7 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
     FSDPActivationCheckpointOptions o;
     o.mode = mode;
     o.acUnits = values(acUnits);
+    o.fusedSwiglu = fusedSwiglu;
     return o;
   }
   FSDPShardOptions shardOptions() const {

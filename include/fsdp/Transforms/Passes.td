@@ -265,7 +265,11 @@ defvar FSDPActivationCheckpointOptions = [
              "activation checkpointing of FSDP units">,
   ListOption<"acUnits", "ac-units", "std::string",
              "glob patterns of the FSDP units to checkpoint (default: every "
-             "unit but root)">
+             "unit but root)">,
+  Option<"fusedSwiglu", "fused-swiglu", "bool", "false",
+         "SwiGLU as one fused kernel (Megatron-LM's SwiGLUFunction, "
+         "megatron/core/fusions/fused_bias_swiglu.py): silu(gate) is not kept "
+         "for the backward, which recomputes it from the kept gate">
 ];
 
 def FSDPActivationCheckpoint
@@ -301,6 +305,16 @@ def FSDPActivationCheckpoint
     backward all-gather (full-shard) or the kept forward gather
     (shard-grad-op, keep-gathered). Errors: ac-units without a mode, a
     pattern that is no glob or matches no unit, no unit to checkpoint.
+    `fused-swiglu` (with any mode, `none` included) plans SwiGLU,
+    down(silu(gate) * up), as Megatron-LM's fused kernel runs it
+    (megatron/core/fusions/fused_bias_swiglu.py: SwiGLUFunction saves only
+    its input [gate, up], and swiglu_back recomputes silu(gate)): every
+    forward nn.silu whose forward users are nn.mul and whose result a
+    backward op reads is cloned (`nn.recompute`) right before that backward
+    op, so the forward's silu(gate) dies at the product. Kept per SwiGLU:
+    gate, up and the product (the down projection's input), 3 intermediate-
+    sized tensors instead of 4 (Korthikanti et al. 2022, Sec. 4.1, count
+    the activations a layer keeps).
   }];
   let options = FSDPActivationCheckpointOptions;
   let dependentDialects = ["::mlir::nn::NNDialect"];
