@@ -340,6 +340,44 @@ TEST(RuntimeCApi, DeviceMemoryAndAllocatorStatistics) {
   EXPECT_EQ(dst[3], 6);
 }
 
+// The allocator's peak misses no allocation: the cpu driver skips mallinfo2
+// where its bound of the bytes in use (runtime/lib/cpu/HeapMeter.h) stays
+// below the mark, so after every allocation of a random mix (24 B to 768
+// KiB, arena and mmapped chunks, at most 64 live, freed in random order: the
+// in-use level rises and falls across the mark) the peak is at least
+// glibc's bytes in use read afresh (memory_in_use_bytes: a full mallinfo2).
+TEST(RuntimeCApi, AllocatorPeakMissesNoAllocation) {
+  fsdp_device d = fsdp::test::cpuDevice();
+  std::vector<void *> live;
+  live.reserve(4000); // no untracked growth between the checks
+  ASSERT_EQ(fsdp_device_reset_stats(d), FSDP_OK);
+  std::mt19937 rng(7);
+  int64_t mostInUse = 0;
+  for (int i = 0; i < 4000; ++i) {
+    if (live.size() > 64 || (!live.empty() && rng() % 2)) {
+      size_t k = rng() % live.size();
+      ASSERT_EQ(fsdp_device_free(d, live[k]), FSDP_OK);
+      live[k] = live.back();
+      live.pop_back();
+      continue;
+    }
+    size_t bytes = size_t(24) << (rng() % 15);
+    bytes += rng() % bytes;
+    void *p = nullptr;
+    ASSERT_EQ(fsdp_device_alloc(d, bytes, &p), FSDP_OK);
+    live.push_back(p);
+    fsdp_device_stats s{};
+    ASSERT_EQ(fsdp_device_get_stats(d, &s), FSDP_OK);
+    ASSERT_GE(s.memory_peak_bytes, s.memory_in_use_bytes) << "allocation " << i;
+    mostInUse = std::max(mostInUse, s.memory_in_use_bytes);
+  }
+  for (void *p : live)
+    ASSERT_EQ(fsdp_device_free(d, p), FSDP_OK);
+  fsdp_device_stats s{};
+  ASSERT_EQ(fsdp_device_get_stats(d, &s), FSDP_OK);
+  EXPECT_GE(s.memory_peak_bytes, mostInUse);
+}
+
 TEST(RuntimeCApi, Devices) {
   fsdp_device d = nullptr;
   EXPECT_EQ(fsdp_device_create("tpu", nullptr, &d), FSDP_ERR_DEVICE);

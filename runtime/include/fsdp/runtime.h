@@ -365,8 +365,10 @@ typedef struct fsdp_device_stats {
   /* fsdp_device_alloc allocations not yet freed (not reset). */
   int64_t live_allocations;
   /* The allocator's own figures, bytes: cpu: glibc's bytes in use
-   * (mallinfo2 uordblks - fsmblks + hblkhd, sampled after every device
-   * allocation, kernel scratch allocation and collective start) less those in
+   * (mallinfo2 uordblks + hblkhd; the peak is the high-water mark of samples
+   * after every device allocation, kernel scratch allocation and collective
+   * start, mallinfo2 skipped only where a bound of the bytes in use shows the
+   * sample cannot raise the mark: runtime/docs/drivers.md) less those in
    * use when the device was created; cuda: the device pool's
    * cudaMemPoolAttrUsedMemCurrent and cudaMemPoolAttrUsedMemHigh (device
    * buffers and kernel scratch). */

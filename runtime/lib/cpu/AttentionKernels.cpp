@@ -123,7 +123,7 @@ void attention(const T *q, const T *k, const T *v, T *o, T *lse, int64_t batch,
     return;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(d)));
   std::vector<T> p(seq * seq);
-  detail::sampleHeap();
+  detail::HeapScratch scratch(p);
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < hq; ++h) {
       HeadView hv = headView(b, h, seq, hq, hkv, d);
@@ -152,7 +152,7 @@ attentionGrad(const T *q, const T *k, const T *v, const T *lse, const T *dout,
   const double scaleD = 1.0 / std::sqrt(static_cast<double>(d));
   const T scale = static_cast<T>(scaleD);
   std::vector<T> p(seq * seq), ds(seq * seq);
-  detail::sampleHeap();
+  detail::HeapScratch scratch(p, ds);
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < hq; ++h) {
       HeadView hv = headView(b, h, seq, hq, hkv, d);

@@ -277,7 +277,7 @@ private:
                  isSend ? "MPI_Isend" : "MPI_Irecv");
       registerLocked(e.get());
     }
-    rt::cpu::detail::sampleHeap();
+    rt::cpu::detail::sampleHeapUntracked();
     return e.release();
   }
 
@@ -308,7 +308,7 @@ private:
   fsdp_event_s *started(std::unique_ptr<CpuEvent> e, fsdp_collective kind,
                         int64_t bytes) {
     device->commBytes[kind] += bytes;
-    rt::cpu::detail::sampleHeap();
+    rt::cpu::detail::sampleHeapUntracked();
     return e.release();
   }
 

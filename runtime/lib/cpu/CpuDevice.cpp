@@ -11,18 +11,20 @@
 // ("Mixed precision", runtime/docs/schedule-format.md).
 //
 // Memory measured by the allocator: glibc's bytes in use (mallinfo2
-// uordblks - fsmblks + hblkhd: allocated chunks less the free fast-bin ones,
-// plus mmapped chunks; chunks in the per-thread cache count as in use) are
-// sampled after every device allocation, after a
-// kernel's scratch (the f32 copies, attention's probabilities, ...) is
-// allocated, and after a collective starts; the device reports the
-// high-water mark of those samples less the bytes in use when it was
-// created. The samples cover the whole process (host copies included).
+// uordblks + hblkhd: the arenas' allocated chunks, which exclude the free
+// fast-bin ones, plus mmapped chunks; chunks in the per-thread cache count
+// as in use) are sampled after every device allocation, after a kernel's
+// scratch (the f32 copies, attention's probabilities, ...) is allocated,
+// and after a collective starts, by HeapMeter.h (which skips a sample that
+// provably cannot raise the mark); the device reports the high-water mark
+// of those samples less the bytes in use when it was created. The samples
+// cover the whole process (host copies included).
 //
 //===----------------------------------------------------------------------===//
 #include "Blas.h"
 #include "CpuDriver.h"
 #include "CpuStage.h"
+#include "HeapMeter.h"
 #include "KernelUtil.h"
 #include "Kernels.h"
 #include "TransformerKernels.h"
@@ -32,39 +34,12 @@
 #include "fsdp/ElementMath.h"
 #include "fsdp/Half.h"
 
-#include <malloc.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <vector>
-
-namespace fsdp::rt::cpu::detail {
-
-namespace {
-std::atomic<int64_t> heapHigh{0};
-
-int64_t heapInUse() {
-  struct mallinfo2 m = mallinfo2();
-  return static_cast<int64_t>(m.uordblks - m.fsmblks + m.hblkhd);
-}
-} // namespace
-
-void sampleHeap() {
-  int64_t now = heapInUse();
-  int64_t prev = heapHigh.load();
-  while (now > prev && !heapHigh.compare_exchange_weak(prev, now)) {
-  }
-}
-
-int64_t heapNow() { return heapInUse(); }
-int64_t heapPeak() { return heapHigh.load(); }
-void resetHeapPeak() { heapHigh.store(heapInUse()); }
-
-} // namespace fsdp::rt::cpu::detail
 
 namespace fsdp::hal::cpu {
 
@@ -152,10 +127,14 @@ public:
     if (!p)
       fail(FSDP_ERR_NOMEM, "fsdp_device_alloc: out of memory allocating " +
                                std::to_string(bytes) + " bytes");
+    heap::heapAllocated(p, /*aligned=*/true);
     heap::sampleHeap();
     return p;
   }
-  void deallocate(void *p) override { std::free(p); }
+  void deallocate(void *p) override {
+    heap::heapFreeing(p);
+    std::free(p);
+  }
   void copy(fsdp_stream_s *, void *dst, const void *src,
             size_t bytes) override {
     if (bytes)

@@ -28,6 +28,12 @@ namespace fsdp::hal::cpu {
 class Stage {
 public:
   explicit Stage(fsdp_dtype t) : dtype(t), half(isHalf(t)) {}
+  ~Stage() {
+    for (const auto &f : store)
+      fsdp::rt::cpu::detail::heapFreeing(f.get());
+  }
+  Stage(const Stage &) = delete;
+  Stage &operator=(const Stage &) = delete;
 
   template <typename T> const T *in(const void *p, int64_t n) {
     if (!half)
@@ -75,6 +81,7 @@ public:
 private:
   float *scratch(int64_t n) {
     store.emplace_back(new float[static_cast<size_t>(std::max<int64_t>(n, 1))]);
+    fsdp::rt::cpu::detail::heapAllocated(store.back().get());
     return store.back().get();
   }
   struct Out {

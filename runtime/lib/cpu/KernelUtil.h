@@ -2,6 +2,8 @@
 #ifndef FSDP_RUNTIME_CPU_KERNELUTIL_H
 #define FSDP_RUNTIME_CPU_KERNELUTIL_H
 
+#include "HeapMeter.h"
+
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -21,15 +23,6 @@
 #endif
 
 namespace fsdp::rt::cpu::detail {
-
-/// Samples glibc's bytes in use into the cpu driver's high-water mark
-/// (CpuDevice.cpp): called by kernels right after they allocate scratch.
-void sampleHeap();
-/// glibc's bytes in use now, the high-water mark of the samples, and a
-/// reset of that mark to the bytes in use now.
-int64_t heapNow();
-int64_t heapPeak();
-void resetHeapPeak();
 
 /// idx[i] as an index into [0, n); throws std::out_of_range naming `what`
 /// ("label", "index"), its value and position otherwise (bad data must not

@@ -196,7 +196,7 @@ void reduceSum(const T *x, const std::vector<int64_t> &xShape,
     for (size_t i = 0; i < xShape.size(); ++i)
       (i < axes.size() ? rows : cols) *= xShape[i];
     std::vector<double> acc(cols, 0.0);
-    detail::sampleHeap();
+    detail::HeapScratch scratch(acc);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c)
         acc[c] += x[r * cols + c];
@@ -210,7 +210,7 @@ void reduceSum(const T *x, const std::vector<int64_t> &xShape,
         axes.end())
       outN *= xShape[i];
   std::vector<double> acc(outN, 0.0);
-  detail::sampleHeap();
+  detail::HeapScratch scratch(acc);
   forEachMapped(xShape, rs, [&](int64_t i, int64_t r) { acc[r] += x[i]; });
   for (int64_t i = 0; i < outN; ++i)
     y[i] = static_cast<T>(acc[i]);

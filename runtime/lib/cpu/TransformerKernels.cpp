@@ -95,7 +95,7 @@ FSDP_CPU_MULTIVERSION void layerNormGrad(const T *x, const T *w, const T *dy,
                                          T *dx, T *dw, T *db, int64_t rows,
                                          int64_t dim, double eps) {
   std::vector<double> accW(dim, 0.0), accB(dim, 0.0);
-  detail::sampleHeap();
+  detail::HeapScratch scratch(accW, accB);
   for (int64_t r = 0; r < rows; ++r) {
     const T *xr = x + r * dim, *gr = dy + r * dim;
     T *dxr = dx + r * dim;
@@ -141,7 +141,7 @@ FSDP_CPU_MULTIVERSION void rmsNormGrad(const T *x, const T *w, const T *dy,
                                        T *dx, T *dw, int64_t rows, int64_t dim,
                                        double eps) {
   std::vector<double> accW(dim, 0.0);
-  detail::sampleHeap();
+  detail::HeapScratch scratch(accW);
   for (int64_t r = 0; r < rows; ++r) {
     const T *xr = x + r * dim, *gr = dy + r * dim;
     T *dxr = dx + r * dim;
@@ -173,7 +173,7 @@ void rope(const T *x, T *y, int64_t batch, int64_t seq, int64_t heads,
   // Angle table for every position (shared by batch and heads), cos and sin
   // scaled by the attention factor (yarn's; 1 otherwise).
   std::vector<double> cs(seq * half), sn(seq * half);
-  detail::sampleHeap();
+  detail::HeapScratch scratch(cs, sn);
   double a = scaling.attentionFactor;
   for (int64_t t = 0; t < seq; ++t)
     for (int64_t i = 0; i < half; ++i) {
