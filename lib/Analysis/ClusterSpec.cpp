@@ -91,11 +91,58 @@ private:
     return true;
   }
 
+  /// Every key of `obj` (named `where` in messages, "" at the top level) is
+  /// one of `known`: a misspelt key would otherwise leave its value at the
+  /// default and change the predictions silently.
+  bool onlyKnownKeys(const json &obj, const std::string &where,
+                     std::initializer_list<const char *> known) {
+    for (const auto &item : obj.items()) {
+      const std::string &k = item.key();
+      if (llvm::is_contained(known, llvm::StringRef(k)))
+        continue;
+      std::string list;
+      for (const char *e : known)
+        list += (list.empty() ? "" : ", ") + std::string(e);
+      return fail("'" + (where.empty() ? k : field(where.c_str(), k.c_str())) +
+                  "' is not " +
+                  (where.empty() ? "a cluster spec" : "an '" + where + "'") +
+                  " key (" + list + ")");
+    }
+    return true;
+  }
+
   bool checkObjects() {
     for (const char *k : {key::kIntraNode, key::kInterNode, key::kEfficiency})
       if (j.contains(k) && !j[k].is_object())
         return fail(std::string("'") + k + "' must be an object");
-    return true;
+    if (!onlyKnownKeys(j, "", {key::kName,           key::kPeakFlops,
+                               key::kMemoryBytes,    key::kMemoryBandwidth,
+                               key::kDevicesPerNode, key::kIntraNode,
+                               key::kInterNode,      key::kNicsPerNode,
+                               key::kCoresPerNode,   key::kWaitingRankShare,
+                               key::kEfficiency,     key::kOpEfficiency,
+                               key::kOpCallSeconds,  key::kDispatchOverhead,
+                               key::kProgressYield,  key::kStepIoBandwidth,
+                               key::kCommOverlap,    key::kCommContention,
+                               key::kCollectiveSync, key::kAllocator,
+                               key::kStack,          key::kSources,
+                               key::kMeasured}))
+      return false;
+    for (const char *k : {key::kIntraNode, key::kInterNode})
+      if (j.contains(k) && !onlyKnownKeys(j[k], k,
+                                          {key::kBusBandwidth, key::kLatency,
+                                           key::kCollectives, key::kLink}))
+        return false;
+    if (j.contains(key::kAllocator) && j[key::kAllocator].is_object() &&
+        !onlyKnownKeys(j[key::kAllocator], key::kAllocator,
+                       {key::kPerStreamPools, key::kWorkspaceBytes,
+                        key::kAllocatorSource}))
+      return false;
+    return !j.contains(key::kEfficiency) ||
+           onlyKnownKeys(j[key::kEfficiency], key::kEfficiency,
+                         {key::kEffMatmul, key::kEffMatmulHalfK,
+                          key::kEffAttention, key::kEffElementwise,
+                          key::kEffMemory, key::kEffElementwiseTraffic});
   }
 
   bool readPeaks(ClusterSpec &s) {
@@ -250,6 +297,9 @@ private:
         !number(j, key::kWaitingRankShare, key::kWaitingRankShare,
                 s.waitingRankShare, false))
       return false;
+    if (s.waitingRankShare > 1)
+      return fail(std::string("'") + key::kWaitingRankShare +
+                  "' must be in [0, 1] (a waiting rank's share of a core)");
     if (!j.contains(key::kCommOverlap))
       return true;
     if (!number(j, key::kCommOverlap, key::kCommOverlap, s.commOverlap, false))

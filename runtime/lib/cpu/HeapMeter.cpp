@@ -95,16 +95,14 @@ struct Meter {
   }
   ~Meter() {
     if (audit)
-      std::fprintf(stderr,
-                   "fsdp cpu heap audit: %lld samples, %lld taken, %lld "
-                   "skipped above the mark (largest %lld bytes); peak %lld, "
-                   "every sample's peak %lld\n",
-                   static_cast<long long>(samples),
-                   static_cast<long long>(taken),
-                   static_cast<long long>(missed),
-                   static_cast<long long>(largestMiss),
-                   static_cast<long long>(high),
-                   static_cast<long long>(everyHigh));
+      std::fprintf(
+          stderr,
+          "fsdp cpu heap audit: %lld samples, %lld taken, %lld "
+          "skipped above the mark (largest %lld bytes); peak %lld, "
+          "every sample's peak %lld\n",
+          static_cast<long long>(samples), static_cast<long long>(taken),
+          static_cast<long long>(missed), static_cast<long long>(largestMiss),
+          static_cast<long long>(high), static_cast<long long>(everyHigh));
   }
 };
 
