@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
+#include <string>
 #include <thread>
 
 using fsdp::rt::AllocMode;
@@ -141,8 +143,14 @@ bool parseInt(const std::string &s, int64_t &out) {
 
 Options parseArgs(int argc, char **argv) {
   Options o;
+  // Every option is given at most once: a repeated one (a script that
+  // appends "--steps 100" to a command that already has it) would keep
+  // its last value silently.
+  std::set<std::string> seen;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    if (a.size() > 2 && a.compare(0, 2, "--") == 0 && !seen.insert(a).second)
+      usageError(a + " given twice");
     auto value = [&]() -> std::string {
       if (i + 1 >= argc || std::strncmp(argv[i + 1], "--", 2) == 0)
         usageError("missing value after " + a);

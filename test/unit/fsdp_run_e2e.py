@@ -88,6 +88,9 @@ check(p.returncode == 2 and "usage:" in p.stderr, "bad arguments exit 2 with usa
 p = subprocess.run([FSDP_RUN, os.path.join(SCHED, "linear_f32_np1.json"), "--frobnicate"],
                    env=ENV, capture_output=True, text=True, timeout=20)
 check(p.returncode == 2 and "unknown option --frobnicate" in p.stderr, "unknown option exit 2")
+p = subprocess.run([FSDP_RUN, os.path.join(SCHED, "linear_f32_np1.json"), "--steps", "3",
+                    "--steps", "5"], env=ENV, capture_output=True, text=True, timeout=20)
+check(p.returncode == 2 and "--steps given twice" in p.stderr, "a repeated option exits 2")
 rc, out, err = mpirun(2, os.path.join(SCHED, "linear_f32_np1.json"))
 check(rc != 0 and "planned for world_size 1 but 2 rank(s)" in err, "world size mismatch aborts")
 rc, out, err = mpirun(2, os.path.join(SCHED, "linear_f32_np2.json"), "--data", "/nonexistent.csv")

@@ -282,6 +282,12 @@ parseIntList(llvm::StringRef option, llvm::StringRef text, int64_t max) {
             (option == "unit-numel" ? "1e8,1e9" : "8,64,512") + ")");
       return std::nullopt;
     }
+    // A repeated value would plan the same layout twice and print it as
+    // two rows of the ranking.
+    if (llvm::is_contained(values, v)) {
+      error("--" + option.str() + ": '" + item.str() + "' is listed twice");
+      return std::nullopt;
+    }
     values.push_back(v);
   }
   return values;
