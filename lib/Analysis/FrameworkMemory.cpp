@@ -131,11 +131,14 @@ LogicalResult mlir::fsdp::addFrameworkMemoryToReport(json &report,
   // The plan's bytes per class at that instruction (as sweepLiveBytes counts
   // them: owning buffers live over [start, end]).
   std::vector<int64_t> byClass(kNumMemoryClasses, 0);
-  int64_t point = at < 0 ? -1 : at;
+  int64_t point = at < 0 ? -1 : at, gatherSend = 0;
   for (const PlannedBuffer &b : plan->buffers)
     if (b.viewOf < 0 && b.aliases < 0 && b.inPlaceOf < 0 && b.start <= point &&
-        point <= b.end)
+        point <= b.end) {
       byClass[(unsigned)b.cls] += b.bytes;
+      if (b.cls == MemoryClass::CommBuffer && !isReductionInput(b.value))
+        gatherSend += b.bytes;
+    }
   json classes = json::object();
   for (unsigned c = 0; c < kNumMemoryClasses; ++c)
     classes[memoryClassName((MemoryClass)c).str()] = byClass[c];
@@ -155,6 +158,7 @@ LogicalResult mlir::fsdp::addFrameworkMemoryToReport(json &report,
       {"peak_instruction", at},
       {"peak_at", peakAt},
       {"peak_bytes_by_class", std::move(classes)},
+      {"gather_send_at_peak", gatherSend},
       {"terms_at_peak",
        {{"eager_cross_entropy", at < 0 ? 0 : ce[at]},
         {"sac_cache", at < 0 ? 0 : sac[at]}}},

@@ -52,6 +52,23 @@ std::optional<MemoryClass> mlir::fsdp::memoryClassFromName(StringRef name) {
   return std::nullopt;
 }
 
+bool mlir::fsdp::isReductionInput(Value v) {
+  SmallVector<Value> work{v};
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    if (!seen.insert(x).second)
+      continue;
+    for (Operation *u : x.getUsers()) {
+      if (isa<ReduceScatterOp, AllReduceOp>(u))
+        return true;
+      if (isa<nn::CastOp, PackOp>(u))
+        work.push_back(u->getResult(0));
+    }
+  }
+  return false;
+}
+
 static MemoryClass classifyArgument(func::FuncOp fn, unsigned i) {
   if (fn.getArgAttr(i, nn::kDataAttr))
     return MemoryClass::Data;
@@ -286,14 +303,27 @@ int64_t MemoryPlan::sweepLiveBytes() {
   int64_t n = instructions.size();
   std::vector<std::vector<int64_t>> delta(kNumMemoryClasses,
                                           std::vector<int64_t>(n + 2, 0));
+  // The reductions' inputs among comm_buffer (SendBufferBytes).
+  std::vector<int64_t> reduceDelta(n + 2, 0);
   for (auto &b : buffers) {
     if (b.viewOf >= 0 || b.aliases >= 0 || b.inPlaceOf >= 0)
       continue; // a view or an aliased output holds no bytes of its own
-    std::vector<int64_t> &d = delta[(unsigned)b.cls];
-    d[b.start + 1] += b.bytes;
-    if (b.end + 2 <= n + 1)
-      d[b.end + 2] -= b.bytes;
+    bool reduce = b.cls == MemoryClass::CommBuffer && isReductionInput(b.value);
+    for (std::vector<int64_t> *d :
+         {&delta[(unsigned)b.cls], reduce ? &reduceDelta : nullptr}) {
+      if (!d)
+        continue;
+      (*d)[b.start + 1] += b.bytes;
+      if (b.end + 2 <= n + 1)
+        (*d)[b.end + 2] -= b.bytes;
+    }
   }
+  auto comm = (unsigned)MemoryClass::CommBuffer;
+  int64_t reduceLive = reduceDelta[0];
+  auto sendAtPeak = [&](const std::vector<int64_t> &byClass) {
+    sendBytes.reduceAtPeak = reduceLive;
+    sendBytes.gatherAtPeak = byClass[comm] - reduceLive;
+  };
   std::vector<int64_t> liveByClass(kNumMemoryClasses);
   int64_t live = 0;
   for (unsigned c = 0; c < kNumMemoryClasses; ++c)
@@ -302,6 +332,9 @@ int64_t MemoryPlan::sweepLiveBytes() {
   peakBytes = atStart;
   peakBytesByClass = liveByClass;
   maxBytesByClass = liveByClass;
+  sendAtPeak(liveByClass);
+  sendBytes.reduceMax = sendBytes.reduceAtPeak;
+  sendBytes.gatherMax = sendBytes.gatherAtPeak;
   liveBytes.assign(n, 0);
   for (int64_t i = 0; i < n; ++i) {
     for (unsigned c = 0; c < kNumMemoryClasses; ++c) {
@@ -309,11 +342,16 @@ int64_t MemoryPlan::sweepLiveBytes() {
       liveByClass[c] += delta[c][i + 1];
       maxBytesByClass[c] = std::max(maxBytesByClass[c], liveByClass[c]);
     }
+    reduceLive += reduceDelta[i + 1];
+    sendBytes.reduceMax = std::max(sendBytes.reduceMax, reduceLive);
+    sendBytes.gatherMax =
+        std::max(sendBytes.gatherMax, liveByClass[comm] - reduceLive);
     liveBytes[i] = live;
     if (live > peakBytes) {
       peakBytes = live;
       peakInstruction = i;
       peakBytesByClass = liveByClass;
+      sendAtPeak(liveByClass);
     }
   }
   return atStart;

@@ -11,6 +11,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/xxhash.h"
 
+#include <array>
+
 using namespace mlir;
 using namespace mlir::fsdp;
 
@@ -24,6 +26,10 @@ constexpr StringLiteral kPeakInstruction = "peak_instruction";
 constexpr StringLiteral kPeakBytesWithScratch = "peak_bytes_with_scratch";
 constexpr StringLiteral kPeakBytesByClass = "peak_bytes_by_class";
 constexpr StringLiteral kMaxBytesByClass = "max_bytes_by_class";
+constexpr StringLiteral kSendBufferBytes = "send_buffer_bytes";
+// SendBufferBytes's fields, in its order.
+constexpr StringLiteral kSendFields[] = {"gather_max", "gather_at_peak",
+                                         "reduce_max", "reduce_at_peak"};
 constexpr StringLiteral kClasses = "classes";
 constexpr StringLiteral kArenaOffsets = "arena_offsets";
 constexpr StringLiteral kViews = "views";
@@ -78,6 +84,11 @@ Value MemoryPlanRecord::ownerOf(Value v) const {
   return owner >= 0 ? buffers[owner] : v;
 }
 
+/// SendBufferBytes's fields, in kSendFields's order.
+static std::array<int64_t *, 4> sendFieldsOf(SendBufferBytes &s) {
+  return {&s.gatherMax, &s.gatherAtPeak, &s.reduceMax, &s.reduceAtPeak};
+}
+
 MemoryPlanRecord MemoryPlanRecord::of(const MemoryPlan &plan) {
   MemoryPlanRecord r;
   r.instructions = plan.instructions;
@@ -96,6 +107,7 @@ MemoryPlanRecord MemoryPlanRecord::of(const MemoryPlan &plan) {
   r.peakInstruction = plan.peakInstruction;
   r.peakBytesByClass = plan.peakBytesByClass;
   r.maxBytesByClass = plan.maxBytesByClass;
+  r.sendBytes = plan.sendBytes;
   r.arenaBytes = plan.arenaBytes;
   r.alignment = MemoryPlan::kAlignment;
   return r;
@@ -109,6 +121,13 @@ void MemoryPlanRecord::recordOn(func::FuncOp fn) const {
     for (unsigned c = 0; c < kNumMemoryClasses; ++c)
       entries.push_back(
           b.getNamedAttr(memoryClassName((MemoryClass)c), i64(bytes[c])));
+    return b.getDictionaryAttr(entries);
+  };
+  auto sendFields = [&] {
+    SendBufferBytes send = sendBytes;
+    SmallVector<NamedAttribute> entries;
+    for (auto [key, field] : llvm::zip(kSendFields, sendFieldsOf(send)))
+      entries.push_back(b.getNamedAttr(key, i64(*field)));
     return b.getDictionaryAttr(entries);
   };
   SmallVector<Attribute> classNames;
@@ -135,6 +154,7 @@ void MemoryPlanRecord::recordOn(func::FuncOp fn) const {
       b.getNamedAttr(kPeakBytesWithScratch, i64(peakBytesWithScratch)),
       b.getNamedAttr(kPeakBytesByClass, byClass(peakBytesByClass)),
       b.getNamedAttr(kMaxBytesByClass, byClass(maxBytesByClass)),
+      b.getNamedAttr(kSendBufferBytes, sendFields()),
       b.getNamedAttr(kClasses, b.getArrayAttr(classNames)),
       b.getNamedAttr(kArenaOffsets, b.getDenseI64ArrayAttr(arenaOffsets)),
       b.getNamedAttr(kViews, b.getDenseI64ArrayAttr(views)),
@@ -208,6 +228,21 @@ private:
     return success();
   }
 
+  LogicalResult readSendBytes() {
+    auto d = plan.getAs<DictionaryAttr>(kSendBufferBytes);
+    if (!d)
+      return error() << "has no dictionary '" << kSendBufferBytes << "'";
+    for (auto [key, field] :
+         llvm::zip(kSendFields, sendFieldsOf(r.sendBytes))) {
+      auto bytes = d.getAs<IntegerAttr>(key);
+      if (!bytes)
+        return error() << "'" << kSendBufferBytes << "' has no integer '" << key
+                       << "'";
+      *field = bytes.getInt();
+    }
+    return success();
+  }
+
   LogicalResult readTotals() {
     if (failed(integer(kArenaBytes, r.arenaBytes)) ||
         failed(integer(kAlignment, r.alignment)) ||
@@ -215,7 +250,8 @@ private:
         failed(integer(kPeakInstruction, r.peakInstruction)) ||
         failed(integer(kPeakBytesWithScratch, r.peakBytesWithScratch)) ||
         failed(byClass(kPeakBytesByClass, r.peakBytesByClass)) ||
-        failed(byClass(kMaxBytesByClass, r.maxBytesByClass)))
+        failed(byClass(kMaxBytesByClass, r.maxBytesByClass)) ||
+        failed(readSendBytes()))
       return failure();
     if (r.peakInstruction < -1 ||
         r.peakInstruction >= (int64_t)r.instructions.size())

@@ -164,6 +164,11 @@ FailureOr<json> mlir::fsdp::buildPlanReport(ModuleOp module) {
         {"peak_at", peakAt},
         {"peak_bytes_by_class", std::move(byClass)},
         {"max_bytes_by_class", std::move(maxByClass)},
+        {"send_buffer_bytes",
+         {{"gather_max", plan->sendBytes.gatherMax},
+          {"gather_at_peak", plan->sendBytes.gatherAtPeak},
+          {"reduce_max", plan->sendBytes.reduceMax},
+          {"reduce_at_peak", plan->sendBytes.reduceAtPeak}}},
         {"model_state_bytes", state.total()},
         {"model_state",
          {{"params", state.paramBytes},
@@ -240,12 +245,17 @@ void mlir::fsdp::addAllocatorToReport(json &report, const ClusterSpec &spec) {
       perRank.contains("framework") ? perRank["framework"] : perRank;
   int64_t pools = 0, gradShardPool = 0;
   if (spec.perStreamPools) {
-    for (MemoryClass c :
-         {MemoryClass::GatheredParam, MemoryClass::CommBuffer}) {
-      std::string name = memoryClassName(c).str();
-      pools += perRank["max_bytes_by_class"].value(name, int64_t(0)) -
-               atPeak["peak_bytes_by_class"].value(name, int64_t(0));
-    }
+    std::string gathered = memoryClassName(MemoryClass::GatheredParam).str();
+    pools += perRank["max_bytes_by_class"].value(gathered, int64_t(0)) -
+             atPeak["peak_bytes_by_class"].value(gathered, int64_t(0));
+    // Of comm_buffer, the all-gathers' send buffers: a reduction's input is
+    // allocated and freed on the compute stream (isReductionInput), whose
+    // peak already holds what it keeps.
+    const json &send = perRank["send_buffer_bytes"];
+    pools += send["gather_max"].get<int64_t>() -
+             (perRank.contains("framework")
+                  ? atPeak["gather_send_at_peak"].get<int64_t>()
+                  : send["gather_at_peak"].get<int64_t>());
     // PyTorch FSDP's gradient shards, on the reduce-scatter stream.
     gradShardPool = atPeak.value("grad_shard_pool_bytes", int64_t(0));
     pools += gradShardPool;

@@ -62,7 +62,9 @@ llvm::StringRef frameworkMemoryName(FrameworkMemory f);
 
 /// Adds per_rank.framework to a report of `fn` (buildPlanReport's) for a
 /// torch mode (nothing for fsdp-run): {memory, peak_bytes, peak_instruction,
-/// peak_at, peak_bytes_by_class, terms_at_peak {eager_cross_entropy,
+/// peak_at, peak_bytes_by_class, gather_send_at_peak (the all-gathers' send
+/// buffers at that peak, MemoryPlan.h's SendBufferBytes), terms_at_peak
+/// {eager_cross_entropy,
 /// sac_cache}, max_terms {same keys}, grad_shard_pool_bytes} in bytes per
 /// rank. peak_bytes is the most of the plan's live bytes plus the terms over
 /// the step's instructions; grad_shard_pool_bytes is the step's most

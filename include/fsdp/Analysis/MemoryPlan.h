@@ -54,6 +54,24 @@ llvm::StringRef memoryClassName(MemoryClass c);
 std::optional<MemoryClass> memoryClassFromName(llvm::StringRef name);
 inline constexpr unsigned kNumMemoryClasses = 10;
 
+/// Whether `v`, a comm_buffer, is read by a reduction (reduce-scatter or
+/// all-reduce), directly or through the casts and packs that make its input:
+/// a unit's flat gradient and its reduce-dtype copy. PyTorch FSDP2 allocates
+/// these on the compute stream (foreach_reduce's reduce_scatter_input, made
+/// before it enters the reduce-scatter stream, freed by the compute stream
+/// after waiting for the reduce-scatter: torch/distributed/fsdp/_fully_shard/
+/// _fsdp_collectives.py foreach_reduce, _fsdp_param_group.py post_backward),
+/// the other send buffers (all-gather inputs) on the all-gather copy-in
+/// stream (foreach_all_gather).
+bool isReductionInput(Value v);
+
+/// The comm_buffer class split by that stream, bytes per rank: the
+/// reductions' inputs (isReductionInput) and the other send buffers, each at
+/// the step's peak and at its own most over the step.
+struct SendBufferBytes {
+  int64_t gatherMax = 0, gatherAtPeak = 0, reduceMax = 0, reduceAtPeak = 0;
+};
+
 /// One buffer of the plan.
 struct PlannedBuffer {
   Value value;
@@ -93,10 +111,11 @@ public:
   std::vector<int64_t>
       peakBytesByClass; // live bytes per MemoryClass at the peak
   std::vector<int64_t>
-      maxBytesByClass;    // per MemoryClass, its most live bytes at any point
-                          // of the step (a class can peak elsewhere than the
-                          // step does: a large gradient after the activations)
-  int64_t arenaBytes = 0; // size of one arena holding every buffer
+      maxBytesByClass; // per MemoryClass, its most live bytes at any point
+                       // of the step (a class can peak elsewhere than the
+                       // step does: a large gradient after the activations)
+  SendBufferBytes sendBytes;    // comm_buffer split by the stream FSDP2 uses
+  int64_t arenaBytes = 0;       // size of one arena holding every buffer
   int64_t lossInstruction = -1; // forward ends here
 
   /// Alignment of arena offsets, bytes (the runtime's allocation alignment).

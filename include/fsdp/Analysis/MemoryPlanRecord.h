@@ -18,6 +18,9 @@
 //   peak_bytes, peak_instruction, peak_bytes_with_scratch
 //   peak_bytes_by_class          {class = bytes live at the peak}
 //   max_bytes_by_class           {class = its most bytes live at any point}
+//   send_buffer_bytes            comm_buffer split (SendBufferBytes):
+//                                {gather_max, gather_at_peak, reduce_max,
+//                                reduce_at_peak}
 //   classes                      per buffer, its class (memoryClassName)
 //   arena_offsets                per buffer, bytes from the arena's base
 //                                (-1: a view, which has no memory of its own)
@@ -52,6 +55,7 @@ struct MemoryPlanRecord {
   std::vector<std::vector<int64_t>> freesAfter; // per instruction
   int64_t peakBytes = 0, peakBytesWithScratch = 0, peakInstruction = -1;
   std::vector<int64_t> peakBytesByClass, maxBytesByClass; // per MemoryClass
+  SendBufferBytes sendBytes;
   int64_t arenaBytes = 0, alignment = MemoryPlan::kAlignment;
 
   /// The value whose memory `v` is: a view's owner, else `v`.

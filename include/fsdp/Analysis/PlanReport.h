@@ -51,10 +51,14 @@ void addSimulationToReport(nlohmann::ordered_json &report, const SimResult &sim,
 struct ClusterSpec;
 /// Adds per_rank.allocator to a report from buildPlanReport when the spec has
 /// an allocator model (ClusterSpec::hasAllocator; otherwise nothing):
-///   stream_pool_bytes: with per_stream_pools, the sum over the classes FSDP
-///     allocates on its communication streams (gathered_param, comm_buffer)
-///     of their most bytes at any point of the step less their bytes at the
-///     peak: a freed block of a stream's pool is reused only for that stream
+///   stream_pool_bytes: with per_stream_pools, the sum over the buffers FSDP
+///     allocates on its communication streams (gathered_param, and of
+///     comm_buffer the all-gathers' send buffers: per_rank.send_buffer_bytes
+///     gather_max, MemoryPlan.h's SendBufferBytes) of their most bytes at any
+///     point of the step less their bytes at the peak (a reduction's input
+///     is made and freed on the compute stream, whose peak holds it: FSDP2's
+///     foreach_reduce): a freed block of a stream's pool is reused only for
+///     that stream
 ///     (PyTorch's caching allocator, torch.Tensor.record_stream docs;
 ///     pytorch/pytorch #86836 "avoid over-allocating blocks to the unshard
 ///     stream", #147168 FSDP2's "inter-stream memory fragmentation"); an

@@ -173,8 +173,10 @@ struct ClusterSpec {
   /// blocks, as PyTorch's CUDA caching allocator does ("aware of only the
   /// stream where a tensor was allocated", torch.Tensor.record_stream docs;
   /// FSDP's all-gather / reduce-scatter streams, pytorch/pytorch #86836,
-  /// #147168), so the most bytes the communication classes ever hold stay
-  /// reserved beside the compute stream's peak. "workspace_bytes" (bytes,
+  /// #147168), so the most bytes the communication streams ever hold stay
+  /// reserved beside the compute stream's peak (addAllocatorToReport: the
+  /// gathered parameters and the all-gathers' send buffers; a reduction's
+  /// input is on the compute stream). "workspace_bytes" (bytes,
   /// >= 0): workspaces the framework allocates through the allocator and
   /// keeps (cuBLAS's per handle and stream: 32 MiB recommended on Hopper,
   /// 4 MiB before, cuBLAS docs, cublasSetWorkspace).

@@ -111,6 +111,8 @@
 // IR-SAME: peak_bytes = 160 : i64
 // IR-SAME: peak_bytes_by_class = {activation = 24 : i64, comm_buffer = 0 : i64, data = 24 : i64, gathered_param = 40 : i64, grad = 0 : i64, grad_shard = 0 : i64, opt_state = 40 : i64, param_shard = 20 : i64, scalar = 8 : i64, temporary = 4 : i64}
 // IR-SAME: peak_bytes_with_scratch = {{[0-9]+}} : i64, peak_instruction = 5 : i64
+// comm_buffer is the packed gradient g alone, the reduce-scatter's input.
+// IR-SAME: send_buffer_bytes = {gather_at_peak = 0 : i64, gather_max = 0 : i64, reduce_at_peak = 0 : i64, reduce_max = 40 : i64}
 // The wait and the two parameter views are views of the gathered buffer
 // (the future, 7); the reduce-scatter's wait of its future.
 // IR-SAME: views = array<i64: 8, 7, 9, 7, 10, 7, 18, 17>
