@@ -579,6 +579,9 @@ protected:
         strategy != Strategy::NoShard && strategy != Strategy::ShardGradOp;
     cfg.optimizerStates = optimizer == OptimizerKind::AdamW ? 2 : 0;
     cfg.mode = mode;
+    cfg.paramDtypeBytes = paramDtype == ComputeDtype::F32       ? 4
+                          : paramDtype == ComputeDtype::Default ? 0
+                                                                : 2;
     FailureOr<PipelineSplitPlan> plan =
         planPipelineSplit(*fn, cfg, values(ppSplit));
     if (failed(plan))

@@ -14,9 +14,11 @@
 //   (Simulator::opTime, the roofline the step simulation uses): each forward
 //   op, the ops of its VJP (built by the op's AutodiffOpInterface, as
 //   fsdp-autodiff would, on a scratch copy) and, under activation
-//   checkpointing, the forward ops that are recomputed (full: every op of a
-//   layer's block; selective: those but the linear / matmul / attention
-//   ops, ActivationCheckpoint.cpp's save list);
+//   checkpointing, the forward ops that are recomputed (savedByCheckpoint:
+//   full, every op of a layer's block; selective, those but the linear /
+//   matmul / attention ops, ActivationCheckpoint.cpp's save list;
+//   selective-op, those but attention and every second torch mm), but an
+//   op whose result a later layer reads, which is kept;
 // * without, its forward FLOPs (NN_CostOpInterface::getFlops), as
 //   fsdp-pipeline-split alone balances.
 // The ops are priced at the forward's shapes (the global batch, before
@@ -28,18 +30,21 @@
 //   state      = W · (1/g for the parameters unless shard-grad-op or
 //                no-shard) + W · (1 + k) / g (gradients, k optimizer
 //                states per element: AdamW 2, SGD 0),
-//   gathered   = 3 · the largest layer's W when sharded (the unit in use,
+//   gathered   = 3 · the largest layer's W_p when sharded (the unit in use,
 //                the one prefetched, and its whole gradient before the
-//                reduce-scatter),
+//                reduce-scatter), else W_p when param-dtype is narrower
+//                (the persistent param-dtype copy),
 //   activation = (in-flight · A + 2 · the largest activation + under AC
 //                one block's recomputed activations) / (m · dp)
 //                + the data it reads / dp,
 // all ÷ tp (sequence parallelism splits what column parallelism does not),
-// W the stage's parameter bytes, g the shard group, A the bytes of the
-// activations its forward keeps for the backward on the global batch (every
-// float result of a differentiated op; under full AC only a block's input
-// and the ops outside blocks, under selective AC the linear / matmul /
-// attention outputs), in-flight the micro-batches whose activations stage s
+// W the stage's parameter bytes as the IR holds them (the f32 masters), W_p
+// in param-dtype, g the shard group, A the bytes of the activations its
+// forward keeps for the backward on the global batch: the values the VJPs
+// (built by each op's AutodiffOpInterface, as fsdp-autodiff would) and the
+// recomputed ops read, less those the recompute makes again, in param-dtype
+// (fsdp-shard computes the forward in it), which is what the stages'
+// memory plans keep; in-flight the micro-batches whose activations stage s
 // holds: m under GPipe, min(P − s, m) under 1F1B (Narayanan et al., SC'21,
 // Sec. 2.2; Korthikanti et al. 2022, Sec. 4.3), and under interleaved 1F1B
 // rank r's chunk forwards in flight, min((P − r − 1)·2 + (v − 1)·P + 1, m·v)
@@ -53,6 +58,7 @@
 #include "fsdp/Analysis/UnfusedAttention.h"
 #include "fsdp/Dialect/NN/NN.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -81,21 +87,123 @@ namespace {
 /// Per layer (segment), on the global batch.
 struct LayerCosts {
   SmallVector<double> flops, seconds; // forward FLOPs; fwd + bwd + recompute
-  SmallVector<double> params, acts;   // parameter and kept activation bytes
+  /// Parameter bytes as the IR holds them (the f32 masters under mixed
+  /// precision) and in param-dtype (what is gathered and computed with).
+  SmallVector<double> params, lowParams;
+  /// Bytes of the activations the backward reads that the forward keeps
+  /// (in param-dtype), counted in the layer of the op that made them.
+  SmallVector<double> acts;
   /// Bytes of the step's data a layer's ops read (the whole batch is
   /// resident), of the activations it receives from earlier layers, and of
   /// its largest activation (the gradient in flight in the backward).
   SmallVector<double> data, received, largest;
-  /// Bytes of every float result of a layer's differentiated ops: what a
-  /// checkpointed block holds again while its recomputed forward is used.
+  /// Bytes of the results of a layer's recomputed ops: what a checkpointed
+  /// block holds again while its recomputed forward is used.
   SmallVector<double> recomputed;
 };
 } // namespace
 
+/// The ops of one layer's block that activation checkpointing keeps
+/// (ActivationCheckpoint.cpp): selective, its save list (linear, matmul,
+/// attention; with unfused attention all but the attention, Korthikanti's);
+/// selective-op, attention and every second torch mm from the block's
+/// first (torchtitan's op-level policy); full, none.
+static bool savedByCheckpoint(Operation *op, ActivationCheckpoint mode,
+                              bool unfusedAttention, int64_t &mms) {
+  bool unfusedOp =
+      isa<nn::AttentionOp>(op) && op->hasAttr(mlir::fsdp::kAttentionImplAttr);
+  switch (mode) {
+  case ActivationCheckpoint::None:
+    return true;
+  case ActivationCheckpoint::Full:
+    return false;
+  case ActivationCheckpoint::Selective:
+    return unfusedAttention
+               ? !unfusedOp
+               : isa<nn::LinearOp, nn::MatmulOp, nn::AttentionOp>(op);
+  case ActivationCheckpoint::SelectiveOp: {
+    auto linear = dyn_cast<nn::LinearOp>(op);
+    bool mm = isa<nn::MatmulOp>(op) || (linear && !linear.getBias());
+    return isa<nn::AttentionOp>(op) || (mm && ++mms % 2 == 1);
+  }
+  }
+  llvm_unreachable("unknown activation checkpointing mode");
+}
+
+/// The ops the backward recomputes: a block's ops (up to blockEnd, the
+/// layer's last parameter use) that activation checkpointing does not save
+/// and whose results no op outside the layer reads (ActivationCheckpoint.cpp
+/// keeps those).
+static SmallVector<bool>
+recomputedOps(const PipelineLayers &seg, ArrayRef<int64_t> blockEnd,
+              const llvm::DenseMap<Operation *, int64_t> &indexOf,
+              ActivationCheckpoint mode) {
+  bool unfusedAttention = llvm::any_of(seg.ops, [](Operation *op) {
+    return isa<nn::AttentionOp>(op) &&
+           op->hasAttr(mlir::fsdp::kAttentionImplAttr);
+  });
+  SmallVector<bool> recomputed(seg.ops.size(), false);
+  int64_t mms = 0;
+  for (auto [i, op] : llvm::enumerate(seg.ops)) {
+    int64_t s = seg.segment[i];
+    bool inBlock = s >= 0 && static_cast<int64_t>(i) <= blockEnd[s];
+    if (i == 0 || seg.segment[i - 1] != s)
+      mms = 0;
+    if (!inBlock || savedByCheckpoint(op, mode, unfusedAttention, mms))
+      continue;
+    bool readOutside = llvm::any_of(op->getUsers(), [&](Operation *u) {
+      auto it = indexOf.find(u);
+      return it == indexOf.end() || seg.segment[it->second] != s;
+    });
+    recomputed[i] = !readOutside;
+  }
+  return recomputed;
+}
+
+/// Builds the op's VJP before `ret` (a scratch function's terminator), a
+/// zero constant standing for each differentiated result's gradient: the
+/// VJP is only priced and its operands read, never run. Adds the operands
+/// of the VJP's ops to readBack; returns their seconds by the simulator
+/// (0 without one). Fails as buildVJP or Simulator::opTime does.
+static FailureOr<double> buildVJP(nn::AutodiffOpInterface iface, Operation *ret,
+                                  const llvm::DenseSet<Value> &requiresGrad,
+                                  llvm::DenseSet<Value> &readBack,
+                                  const Simulator *sim) {
+  Operation *op = iface.getOperation();
+  OpBuilder b(ret);
+  SmallVector<Value> resultGrads;
+  for (Value r : op->getResults())
+    resultGrads.push_back(
+        requiresGrad.contains(r) && isFloatTensor(r)
+            ? arith::ConstantOp::create(
+                  b, op->getLoc(), cast<TypedAttr>(b.getZeroAttr(r.getType())))
+                  .getResult()
+            : Value());
+  SmallVector<bool> needed;
+  for (Value v : op->getOperands())
+    needed.push_back(requiresGrad.contains(v));
+  Operation *before = ret->getPrevNode();
+  SmallVector<Value> operandGrads;
+  if (failed(iface.buildVJP(b, resultGrads, needed, operandGrads)))
+    return failure();
+  double t = 0;
+  for (Operation *v = before->getNextNode(); v != ret; v = v->getNextNode()) {
+    readBack.insert(v->operand_begin(), v->operand_end());
+    if (!sim)
+      continue;
+    FailureOr<double> bwd = sim->opTime(v);
+    if (failed(bwd))
+      return failure();
+    t += *bwd;
+  }
+  return t;
+}
+
 /// Prices every layer's ops; fails as Simulator::opTime does.
 static FailureOr<LayerCosts> layerCosts(func::FuncOp fn,
                                         const PipelineSplitConfig &cfg) {
-  // A scratch copy: the VJPs are built into it and priced, never run.
+  // A scratch copy: the VJPs are built into it to be priced and to find
+  // what the backward reads, never run.
   auto scratch = cast<func::FuncOp>(fn->clone());
   llvm::scope_exit cleanup([&] { scratch->erase(); });
   FailureOr<PipelineLayers> seg =
@@ -104,11 +212,25 @@ static FailureOr<LayerCosts> layerCosts(func::FuncOp fn,
     return failure();
   int64_t n = seg->layers;
   LayerCosts c;
-  for (auto *v : {&c.flops, &c.seconds, &c.params, &c.acts, &c.data,
-                  &c.received, &c.largest, &c.recomputed})
+  for (auto *v : {&c.flops, &c.seconds, &c.params, &c.lowParams, &c.acts,
+                  &c.data, &c.received, &c.largest, &c.recomputed})
     v->assign(n, 0);
   auto layerOf = [&](size_t i) {
     return std::max<int64_t>(0, seg->segment[i]);
+  };
+  // Float tensors in param-dtype: fsdp-shard casts the data and the
+  // parameters to it, so the forward's activations and their gradients
+  // are in it.
+  auto lowBytes = [&](Value v) {
+    auto t = cast<RankedTensorType>(v.getType());
+    int64_t width = (t.getElementTypeBitWidth() + 7) / 8;
+    if (cfg.paramDtypeBytes > 0)
+      width = std::min(width, cfg.paramDtypeBytes);
+    return static_cast<double>(t.getNumElements() * width);
+  };
+  auto isParam = [&](Value v) {
+    auto a = dyn_cast<BlockArgument>(v);
+    return a && scratch.getArgAttr(a.getArgNumber(), nn::kParamAttr);
   };
   // The forward sweep (fsdp-autodiff's requiresGrad), the layers'
   // parameters, and each layer's last parameter use (its block's end).
@@ -116,15 +238,17 @@ static FailureOr<LayerCosts> layerCosts(func::FuncOp fn,
   SmallVector<int64_t> blockEnd(n, -1);
   llvm::DenseSet<Value> counted;
   for (BlockArgument a : scratch.getArguments())
-    if (scratch.getArgAttr(a.getArgNumber(), nn::kParamAttr))
+    if (isParam(a))
       requiresGrad.insert(a);
   for (auto [i, op] : llvm::enumerate(seg->ops)) {
     for (Value v : op->getOperands()) {
-      auto a = dyn_cast<BlockArgument>(v);
-      if (!a || !scratch.getArgAttr(a.getArgNumber(), nn::kParamAttr))
+      if (!isParam(v))
         continue;
-      if (counted.insert(v).second)
+      if (counted.insert(v).second) {
         c.params[layerOf(i)] += static_cast<double>(tensorBytes(v.getType()));
+        c.lowParams[layerOf(i)] += lowBytes(v);
+      }
+      auto a = cast<BlockArgument>(v);
       if (int64_t l = pipelineLayerOf(scratch
                                           .getArgAttrOfType<StringAttr>(
                                               a.getArgNumber(), nn::kParamAttr)
@@ -137,111 +261,79 @@ static FailureOr<LayerCosts> layerCosts(func::FuncOp fn,
       for (Value r : op->getResults())
         requiresGrad.insert(r);
   }
-  llvm::DenseMap<Operation *, int64_t> layerOfOp;
+  llvm::DenseMap<Operation *, int64_t> indexOf;
   for (auto [i, op] : llvm::enumerate(seg->ops))
-    layerOfOp[op] = layerOf(i);
+    indexOf[op] = static_cast<int64_t>(i);
   llvm::DenseSet<std::pair<Value, int64_t>> seen;
   for (auto [i, op] : llvm::enumerate(seg->ops)) {
     int64_t l = layerOf(i);
     for (Value v : op->getOperands()) {
       if (!isFloatTensor(v) || !seen.insert({v, l}).second)
         continue;
-      double bytes = static_cast<double>(tensorBytes(v.getType()));
       if (auto a = dyn_cast<BlockArgument>(v)) {
         if (scratch.getArgAttr(a.getArgNumber(), nn::kDataAttr))
-          c.data[l] += bytes;
-      } else if (layerOfOp.lookup(v.getDefiningOp()) < l) {
-        c.received[l] += bytes;
+          c.data[l] += static_cast<double>(tensorBytes(v.getType()));
+      } else if (layerOf(indexOf.lookup(v.getDefiningOp())) < l) {
+        c.received[l] += lowBytes(v);
       }
     }
     for (Value r : op->getResults())
       if (isFloatTensor(r))
-        c.largest[l] = std::max(c.largest[l],
-                                static_cast<double>(tensorBytes(r.getType())));
+        c.largest[l] = std::max(c.largest[l], lowBytes(r));
   }
+  SmallVector<bool> recomputedOp =
+      recomputedOps(*seg, blockEnd, indexOf, cfg.mode);
   std::optional<Simulator> sim;
   if (cfg.spec)
     sim.emplace(*cfg.spec);
   Operation *ret = scratch.getBody().front().getTerminator();
-  OpBuilder b(ret);
-  bool unfusedAttention = false;
-  for (Operation *op : seg->ops)
-    unfusedAttention |=
-        isa<nn::AttentionOp>(op) && op->hasAttr(mlir::fsdp::kAttentionImplAttr);
+  // The forward values the backward reads: the VJPs' operands, and the
+  // recomputed ops' operands.
+  llvm::DenseSet<Value> readBack;
   for (auto [i, op] : llvm::enumerate(seg->ops)) {
     int64_t l = layerOf(i);
-    bool inBlock = seg->segment[i] >= 0 &&
-                   static_cast<int64_t>(i) <= blockEnd[seg->segment[i]];
-    // What selective AC keeps (ActivationCheckpoint.cpp's selectiveSaves):
-    // with unfused attention, all but the attention (Korthikanti's).
-    bool kept = unfusedAttention
-                    ? !(isa<nn::AttentionOp>(op) &&
-                        op->hasAttr(mlir::fsdp::kAttentionImplAttr))
-                    : isa<nn::LinearOp, nn::MatmulOp, nn::AttentionOp>(op);
     bool differentiated = llvm::any_of(
         op->getResults(), [&](Value r) { return requiresGrad.contains(r); });
     if (auto cost = dyn_cast<nn::CostOpInterface>(op))
       c.flops[l] += static_cast<double>(cost.getFlops());
-    // Activations the backward keeps; under full AC a block keeps only its
-    // input (the first op's operands that are not parameters).
-    bool blockStart =
-        inBlock && (i == 0 || seg->segment[i - 1] != seg->segment[i]);
-    if (cfg.mode == ActivationCheckpoint::Full && blockStart)
-      for (Value x : op->getOperands())
-        if (isFloatTensor(x) && requiresGrad.contains(x) &&
-            !(isa<BlockArgument>(x) &&
-              scratch.getArgAttr(cast<BlockArgument>(x).getArgNumber(),
-                                 nn::kParamAttr)))
-          c.acts[l] += static_cast<double>(tensorBytes(x.getType()));
-    if (differentiated && inBlock)
-      for (Value r : op->getResults())
-        if (isFloatTensor(r))
-          c.recomputed[l] += static_cast<double>(tensorBytes(r.getType()));
-    if (differentiated &&
-        (!inBlock || cfg.mode == ActivationCheckpoint::None ||
-         (cfg.mode == ActivationCheckpoint::Selective && kept))) {
-      for (Value r : op->getResults())
-        if (isFloatTensor(r))
-          c.acts[l] += static_cast<double>(tensorBytes(r.getType()));
-      // attention=unfused: the scores kept with the statistics.
-      if (std::optional<UnfusedAttention> ua = unfusedAttentionOf(op))
-        c.acts[l] += static_cast<double>(ua->savedBytes());
+    if (recomputedOp[i]) {
+      readBack.insert(op->operand_begin(), op->operand_end());
+      if (differentiated)
+        for (Value r : op->getResults())
+          if (isFloatTensor(r))
+            c.recomputed[l] += lowBytes(r);
     }
-    if (!sim)
-      continue;
-    FailureOr<double> fwd = sim->opTime(op);
-    if (failed(fwd))
-      return failure();
-    double t = *fwd;
-    if (inBlock && (cfg.mode == ActivationCheckpoint::Full ||
-                    (cfg.mode == ActivationCheckpoint::Selective && !kept)))
-      t += *fwd; // recomputed in the backward
-    // The VJP, with each differentiated result standing for its own
-    // gradient (same type; the ops are only priced).
+    double t = 0;
+    if (sim) {
+      FailureOr<double> fwd = sim->opTime(op);
+      if (failed(fwd))
+        return failure();
+      t = recomputedOp[i] ? 2 * *fwd : *fwd;
+    }
     auto iface = dyn_cast<nn::AutodiffOpInterface>(op);
     if (iface && differentiated) {
-      SmallVector<Value> resultGrads;
-      for (Value r : op->getResults())
-        resultGrads.push_back(
-            requiresGrad.contains(r) && isFloatTensor(r) ? r : Value());
-      SmallVector<bool> needed;
-      for (Value v : op->getOperands())
-        needed.push_back(requiresGrad.contains(v));
-      Operation *before = ret->getPrevNode();
-      SmallVector<Value> operandGrads;
-      b.setInsertionPoint(ret);
-      if (failed(iface.buildVJP(b, resultGrads, needed, operandGrads)))
+      FailureOr<double> bwd =
+          buildVJP(iface, ret, requiresGrad, readBack, sim ? &*sim : nullptr);
+      if (failed(bwd))
         return failure();
-      for (Operation *v = before->getNextNode(); v != ret;
-           v = v->getNextNode()) {
-        FailureOr<double> bwd = sim->opTime(v);
-        if (failed(bwd))
-          return failure();
-        t += *bwd;
-      }
+      t += *bwd;
     }
     c.seconds[l] += t;
   }
+  // What the forward keeps: the values read back that no recompute makes
+  // again (the parameters and data are counted apart).
+  for (Value v : readBack) {
+    Operation *def = v.getDefiningOp();
+    auto it = def ? indexOf.find(def) : indexOf.end();
+    if (it == indexOf.end() || recomputedOp[it->second] || !isFloatTensor(v))
+      continue;
+    c.acts[layerOf(it->second)] += lowBytes(v);
+  }
+  // attention=unfused: the scores kept with the statistics.
+  for (auto [i, op] : llvm::enumerate(seg->ops))
+    if (!recomputedOp[i])
+      if (std::optional<UnfusedAttention> ua = unfusedAttentionOf(op))
+        c.acts[layerOf(i)] += static_cast<double>(ua->savedBytes());
   return c;
 }
 
@@ -316,14 +408,16 @@ mlir::fsdp::planPipelineSplit(func::FuncOp fn, const PipelineSplitConfig &cfg,
     return static_cast<double>(std::min(p - r, m));
   };
   auto peak = [&](int64_t k, int64_t a, int64_t b) {
-    double w = sum(c.params, a, b), unit = 0;
+    double w = sum(c.params, a, b), low = sum(c.lowParams, a, b), unit = 0;
     for (int64_t i = a; i < b; ++i)
-      unit = std::max(unit, c.params[i]);
+      unit = std::max(unit, c.lowParams[i]);
     double g = static_cast<double>(std::max<int64_t>(1, cfg.shardGroup)),
            tp = static_cast<double>(cfg.tp);
     double state = (cfg.shardParams ? w / g : w) +
                    w * (1 + static_cast<double>(cfg.optimizerStates)) / g;
-    double gathered = cfg.shardParams && g > 1 ? 3 * unit : 0;
+    // Sharded: the units gathered in param-dtype; whole parameters in a
+    // narrower param-dtype: their persistent param-dtype copy.
+    double gathered = cfg.shardParams && g > 1 ? 3 * unit : low < w ? low : 0;
     // Under activation checkpointing one block's recomputed forward is
     // live again during its backward.
     double most = 0, again = 0;

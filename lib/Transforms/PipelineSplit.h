@@ -47,6 +47,9 @@ struct PipelineSplitConfig {
   /// two moments: 2; SGD: 0).
   int64_t optimizerStates = 2;
   ActivationCheckpoint mode = ActivationCheckpoint::None;
+  /// Bytes per element of param-dtype (the dtype fsdp-shard computes the
+  /// forward in: 2 for bf16); 0 keeps the IR's dtypes.
+  int64_t paramDtypeBytes = 0;
 };
 
 /// The split and what it was chosen by.

@@ -40,7 +40,7 @@
 // under 1F1B (stage 1 one), so 3 layers there need an estimated 245760
 // bytes and it gets 2; the planned peaks fit the budget (the time-balanced
 // 3 + 2 would plan 274452 bytes on stage 0, over it).
-// TIGHT-REPORT: split: pp-split=[2] (objective time, constraint memory-budget 240000 bytes); layers per stage [2,3], predicted s [{{.*}}], estimated peak bytes [196608,180225]
+// TIGHT-REPORT: split: pp-split=[2] (objective time, constraint memory-budget 240000 bytes); layers per stage [2,3], predicted s [{{.*}}], estimated peak bytes [196608,180224]
 // TIGHT: fsdp.pp_split = {boundaries = array<i64: 2>
 // TIGHT-LABEL: module @stage0
 // TIGHT-NOT: @m.h.2
