@@ -132,6 +132,15 @@ inline constexpr const char *kStackPersistentGather = "persistent_gather";
 /// parameter in that gather.
 inline constexpr const char *kStackPersistentCalls =
     "persistent_gather_calls_per_rank";
+/// Number >= 0 (of kStack, default 0): passes over each all-gather's bytes
+/// at kMemoryBandwidth serial with it, before it starts (not overlapped).
+inline constexpr const char *kStackGatherSerialPasses = "gather_serial_passes";
+/// Number >= 0 (of kStack, default 0): passes over each all-gather's bytes
+/// at kMemoryBandwidth on the communication stream, added to its time.
+inline constexpr const char *kStackGatherCopyPasses = "gather_copy_passes";
+/// Number >= 0 (of kStack, default 0): passes over each reduce-scatter's
+/// bytes at kMemoryBandwidth on the communication stream, added to its time.
+inline constexpr const char *kStackReduceCopyPasses = "reduce_copy_passes";
 /// String (of kStack, informational): where the profile comes from.
 inline constexpr const char *kStackSource = "source";
 /// Array of strings (informational): where the numbers come from.

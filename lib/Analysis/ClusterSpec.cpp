@@ -354,7 +354,10 @@ private:
         {key::kStackMaxReuse, &p.maxReuseDistance},
         {key::kStackHostCall, &p.hostCallSeconds},
         {key::kStackHostCalls, &p.hostCallsPerRank},
-        {key::kStackPersistentCalls, &p.persistentGatherCallsPerRank}};
+        {key::kStackPersistentCalls, &p.persistentGatherCallsPerRank},
+        {key::kStackGatherSerialPasses, &p.gatherSerialPasses},
+        {key::kStackGatherCopyPasses, &p.gatherCopyPasses},
+        {key::kStackReduceCopyPasses, &p.reduceCopyPasses}};
     for (const auto &item : st.items()) {
       const std::string &k = item.key();
       const json &v = item.value();

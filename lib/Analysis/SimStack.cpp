@@ -34,6 +34,18 @@
 //   the persistent parameters after every optimizer step in one
 //   _allgather_params call, which copies each parameter out of each rank's
 //   partition in a loop over the N ranks per parameter.
+// * Buffer passes (gather_serial_passes, gather_copy_passes,
+//   reduce_copy_passes), each pass one read or one write of the moved bytes
+//   at the device memory bandwidth: _allgather_param allocates the gathered
+//   buffer with torch.zeros (a write of it) and then calls
+//   torch.cuda.synchronize() before the all-gather is issued (1 serial
+//   pass); PyTorch's ProcessGroupNCCL::allgather, given N list outputs,
+//   gathers into a flat buffer and copies it out into them on the NCCL
+//   stream (a read and a write: 2); ProcessGroupNCCL::reduce_scatter copies
+//   the N list inputs into a flat buffer on its stream (2), after
+//   stage3.py average_tensor's in-place tensor.div_ on the reduction stream
+//   (2): 4. _allgather_params (the persistent gather) allocates with
+//   torch.empty: only the copy passes.
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Analysis/SimStack.h"
@@ -51,20 +63,23 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 /// The ring time of the per-parameter collectives of a unit whose
-/// parameters `numels` share `bytes` by elements, over those `take` selects.
+/// parameters `numels` share `bytes` by elements, over those `take` selects;
+/// their bytes are added to `moved`.
 static double perParamTime(const Simulator &sim, CollectiveKind kind,
                            int64_t bytes, ArrayRef<int64_t> numels,
                            llvm::function_ref<bool(size_t)> take, int64_t g,
-                           int64_t stride, bool hierarchical, int64_t &calls) {
+                           int64_t stride, bool hierarchical, int64_t &calls,
+                           double &moved) {
   double total = 0, t = 0;
   for (int64_t n : numels)
     total += double(n);
   for (auto [i, n] : llvm::enumerate(numels)) {
     if (!take(i))
       continue;
-    auto share = static_cast<int64_t>(std::llround(double(bytes) * n / total));
-    t += sim.collectiveTime(kind, std::max<int64_t>(share, 1), g, stride,
-                            hierarchical);
+    auto share = std::max<int64_t>(
+        static_cast<int64_t>(std::llround(double(bytes) * n / total)), 1);
+    t += sim.collectiveTime(kind, share, g, stride, hierarchical);
+    moved += double(share);
     ++calls;
   }
   return t;
@@ -84,12 +99,13 @@ double Simulator::unitCollectiveTime(CollectiveKind kind, int64_t bytes,
       (!gather && kind != CollectiveKind::ReduceScatter))
     return collectiveTime(kind, bytes, g, stride, hierarchical);
   int64_t calls = 0;
+  double moved = 0;
   return perParamTime(
       *this, kind, bytes, paramNumels,
       [&](size_t i) {
         return !gather || !persists(spec.stack, paramNumels[i]);
       },
-      g, stride, hierarchical, calls);
+      g, stride, hierarchical, calls, moved);
 }
 
 SmallVector<bool>
@@ -126,6 +142,13 @@ mlir::fsdp::regatheredAfterRecompute(const StackProfile &stack,
   return again;
 }
 
+double mlir::fsdp::stackPassSeconds(double passes, double bytes,
+                                    double bandwidth) {
+  if (passes <= 0 || bytes <= 0 || bandwidth <= 0)
+    return 0;
+  return passes * bytes / bandwidth;
+}
+
 double mlir::fsdp::stackHostSeconds(const StackProfile &stack,
                                     int64_t collectives, int64_t g) {
   if (g <= 1)
@@ -140,15 +163,18 @@ StackCollective mlir::fsdp::priceUnitCollective(
     int64_t g, int64_t stride, bool hierarchical, bool feedsRecompute) {
   StackCollective c;
   bool gather = kind == CollectiveKind::AllGather;
-  if (!stack.perParamCollectives || numels.empty() ||
-      (!gather && kind != CollectiveKind::ReduceScatter)) {
+  bool scatter = kind == CollectiveKind::ReduceScatter;
+  // The bytes the collectives move (the buffer passes' bytes).
+  double moved = 0;
+  if (!stack.perParamCollectives || numels.empty() || (!gather && !scatter)) {
     c.seconds = sim.collectiveTime(kind, bytes, g, stride, hierarchical);
+    moved = double(bytes);
   } else {
     c.calls = 0;
     c.seconds = perParamTime(
         sim, kind, bytes, numels,
         [&](size_t i) { return !gather || !persists(stack, numels[i]); }, g,
-        stride, hierarchical, c.calls);
+        stride, hierarchical, c.calls, moved);
   }
   if (gather && feedsRecompute) {
     // The backward's second fetch of what the recompute released: per
@@ -158,21 +184,30 @@ StackCollective mlir::fsdp::priceUnitCollective(
     if (stack.perParamCollectives) {
       c.seconds += perParamTime(
           sim, kind, bytes, numels, [&](size_t i) { return again[i]; }, g,
-          stride, hierarchical, c.calls);
+          stride, hierarchical, c.calls, moved);
     } else if (llvm::is_contained(again, true)) {
       double total = 0, share = 0;
       for (auto [n, a] : llvm::zip(numels, again)) {
         total += double(n);
         share += a ? double(n) : 0.0;
       }
-      c.seconds += sim.collectiveTime(
-          kind,
-          std::max<int64_t>(1, std::llround(double(bytes) * share / total)), g,
-          stride, hierarchical);
+      int64_t b =
+          std::max<int64_t>(1, std::llround(double(bytes) * share / total));
+      c.seconds += sim.collectiveTime(kind, b, g, stride, hierarchical);
+      moved += double(b);
       ++c.calls;
     }
   }
   c.hostSeconds = stackHostSeconds(stack, c.calls, g);
+  // The stack's buffer passes over the moved bytes (one rank: nothing
+  // moves, no collective is issued).
+  if (g > 1 && (gather || scatter)) {
+    double bw = sim.getSpec().memoryBandwidth;
+    c.seconds += stackPassSeconds(
+        gather ? stack.gatherCopyPasses : stack.reduceCopyPasses, moved, bw);
+    if (gather)
+      c.serialSeconds = stackPassSeconds(stack.gatherSerialPasses, moved, bw);
+  }
   return c;
 }
 
@@ -186,9 +221,11 @@ StackCollective mlir::fsdp::persistentGatherCost(const Simulator &sim,
   if (!stack.persistentGather || params <= 0 || g <= 1)
     return c;
   c.calls = 1;
-  c.seconds =
-      sim.collectiveTime(CollectiveKind::AllGather, std::max<int64_t>(bytes, 1),
-                         g, stride, hierarchical);
+  bytes = std::max<int64_t>(bytes, 1);
+  c.seconds = sim.collectiveTime(CollectiveKind::AllGather, bytes, g, stride,
+                                 hierarchical) +
+              stackPassSeconds(stack.gatherCopyPasses, double(bytes),
+                               sim.getSpec().memoryBandwidth);
   c.hostSeconds = double(g) * double(params) *
                   stack.persistentGatherCallsPerRank * stack.hostCallSeconds;
   return c;

@@ -414,15 +414,16 @@ private:
   }
 
   /// Host work on the compute stream from its clock on (`what` in the
-  /// trace): `seconds` of a rank with a core to itself.
-  void hostWork(const std::string &what, double seconds) {
+  /// trace): `seconds` of a rank with a core to itself; device work that
+  /// blocks the stream when `host` is false (not counted as host time).
+  void hostWork(const std::string &what, double seconds, bool host = true) {
     double h = stretch(tc, seconds);
     if (h <= 0)
       return;
     r.events.push_back({what, 0, tc, h, 0, 0});
     work(tc, h);
     tc += h;
-    r.hostTime += h;
+    r.hostTime += host ? h : 0.0;
   }
 
   /// A unit's parameters under the stack's persistence threshold, counted
@@ -474,6 +475,8 @@ private:
     // The stack's per-rank loops run on the host before the collective.
     if (price.hostSeconds > 0)
       hostWork("host: stack loops " + nameWithUnit(op), price.hostSeconds);
+    // Its serial buffer passes, then the collective (SimStack.h).
+    hostWork("stack passes " + nameWithUnit(op), price.serialSeconds, false);
     double dur = price.seconds;
     if (g > 1)
       dur += spec.collectiveSync * double(price.calls);

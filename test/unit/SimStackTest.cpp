@@ -3,8 +3,9 @@
 // The spec's stack (fsdp/Analysis/SimStack.h; docs/collective-model.md,
 // "Stacks"): its reader's diagnostics, the per-parameter collectives, the
 // backward's re-gather after a recompute (DeepSpeed's reuse distance), the
-// per-rank host loops and the persistent parameters' gather after the step,
-// each checked against the ring formula or a count made here by hand.
+// per-rank host loops, the persistent parameters' gather after the step and
+// the buffer passes over the moved bytes, each checked against the ring
+// formula or a count made here by hand.
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Analysis/SimStack.h"
@@ -88,6 +89,7 @@ TEST(Stack, BadStackIsNamed) {
          "per_param_collectives, sync_at_gather_wait, regather_for_recompute, "
          "persistent_gather, persistence_threshold, max_reuse_distance, "
          "host_call_s, host_calls_per_rank, persistent_gather_calls_per_rank, "
+         "gather_serial_passes, gather_copy_passes, reduce_copy_passes, "
          "source)"},
         {R"({"regather_for_recompute": "yes"})",
          "'stack.regather_for_recompute' must be true or false"},
@@ -101,6 +103,12 @@ TEST(Stack, BadStackIsNamed) {
          "'stack.persistent_gather' must be true or false"},
         {R"({"persistent_gather_calls_per_rank": [4]})",
          "missing or non-numeric 'stack.persistent_gather_calls_per_rank'"},
+        {R"({"gather_serial_passes": -1})",
+         "'stack.gather_serial_passes' must be non-negative"},
+        {R"({"gather_copy_passes": "2"})",
+         "missing or non-numeric 'stack.gather_copy_passes'"},
+        {R"({"reduce_copy_passes": -0.5})",
+         "'stack.reduce_copy_passes' must be non-negative"},
         {R"({"name": 3})", "'stack.name' must be a string"},
         {R"([true])", "'stack' must be an object"}}) {
     json extra = json::object();
@@ -260,6 +268,75 @@ TEST(Stack, PersistentGatherAfterTheStep) {
   s->stack.persistentGather = false;
   EXPECT_EQ(persistentGatherCost(sim, s->stack, 192, 4000, 8, 1, false).calls,
             0);
+}
+
+// The buffer passes: gather_copy_passes / reduce_copy_passes over the bytes
+// the collectives move add passes · bytes / memory_bandwidth to their
+// seconds, gather_serial_passes the same as serial seconds; the bytes are
+// the gathered parameters' (the persistent ones left out, the re-gather
+// added), every parameter's for a reduce-scatter. All zero by default.
+TEST(Stack, BufferPassesOverTheMovedBytes) {
+  const double bw = 1e11; // writeSpec's memory_bandwidth, B/s
+  std::optional<ClusterSpec> s =
+      bandwidthOnly("passes", json::parse(R"({"per_param_collectives": true,
+          "persistence_threshold": 10, "regather_for_recompute": true,
+          "max_reuse_distance": 0, "gather_serial_passes": 1,
+          "gather_copy_passes": 2, "reduce_copy_passes": 4})"));
+  ASSERT_TRUE(s.has_value());
+  EXPECT_DOUBLE_EQ(s->stack.gatherSerialPasses, 1);
+  EXPECT_DOUBLE_EQ(s->stack.gatherCopyPasses, 2);
+  EXPECT_DOUBLE_EQ(s->stack.reduceCopyPasses, 4);
+  ClusterSpec off = *s;
+  off.stack.gatherSerialPasses = off.stack.gatherCopyPasses =
+      off.stack.reduceCopyPasses = 0;
+  Simulator sim(*s), plain(off);
+  // f16: 2 bytes per element, 1240 elements; the two persistent LayerNorm
+  // tensors (16 elements) are not all-gathered.
+  const int64_t bytes = 2 * 1240, g = 16;
+  const double gathered = 2.0 * 1224, all = 2.0 * 1240;
+  auto price = [&](const Simulator &on, const ClusterSpec &spec,
+                   CollectiveKind kind, bool recompute) {
+    return priceUnitCollective(on, spec.stack, kind, bytes, kBlockNumels,
+                               kBlockFqns, g, 1, false, recompute);
+  };
+  for (bool recompute : {false, true}) {
+    // The recompute's all-gather moves the gathered bytes twice (the
+    // re-gather of every non-persistent parameter at limit 0).
+    double moved = recompute ? 2 * gathered : gathered;
+    StackCollective on = price(sim, *s, CollectiveKind::AllGather, recompute);
+    StackCollective none =
+        price(plain, off, CollectiveKind::AllGather, recompute);
+    EXPECT_NEAR(on.seconds - none.seconds, 2 * moved / bw, 1e-18);
+    EXPECT_NEAR(on.serialSeconds, 1 * moved / bw, 1e-18);
+    EXPECT_DOUBLE_EQ(none.serialSeconds, 0);
+    EXPECT_EQ(on.calls, none.calls);
+    StackCollective rs =
+        price(sim, *s, CollectiveKind::ReduceScatter, recompute);
+    StackCollective rsNone =
+        price(plain, off, CollectiveKind::ReduceScatter, recompute);
+    EXPECT_NEAR(rs.seconds - rsNone.seconds, 4 * all / bw, 1e-18);
+    EXPECT_DOUBLE_EQ(rs.serialSeconds, 0);
+  }
+  // One collective per unit: the unit's bytes; an all-reduce has none.
+  s->stack.perParamCollectives = off.stack.perParamCollectives = false;
+  s->stack.regatherForRecompute = off.stack.regatherForRecompute = false;
+  EXPECT_NEAR(price(sim, *s, CollectiveKind::AllGather, false).seconds -
+                  price(plain, off, CollectiveKind::AllGather, false).seconds,
+              2 * all / bw, 1e-18);
+  EXPECT_DOUBLE_EQ(price(sim, *s, CollectiveKind::AllReduce, false).seconds,
+                   price(plain, off, CollectiveKind::AllReduce, false).seconds);
+  // The persistent gather pays the copy passes over its bytes, no serial
+  // pass.
+  s->stack.persistentGather = off.stack.persistentGather = true;
+  StackCollective pg = persistentGatherCost(sim, s->stack, 2, 32, 8, 1, false);
+  EXPECT_NEAR(
+      pg.seconds -
+          persistentGatherCost(plain, off.stack, 2, 32, 8, 1, false).seconds,
+      2 * 32 / bw, 1e-18);
+  EXPECT_DOUBLE_EQ(pg.serialSeconds, 0);
+  EXPECT_DOUBLE_EQ(stackPassSeconds(3, 1e9, 2e12), 3 * 1e9 / 2e12);
+  EXPECT_DOUBLE_EQ(stackPassSeconds(0, 1e9, 2e12), 0);
+  EXPECT_DOUBLE_EQ(stackPassSeconds(3, 1e9, 0), 0);
 }
 
 } // namespace

@@ -55,6 +55,16 @@ struct StackProfile {
   bool persistentGather = false;
   /// Host calls per rank per persistent parameter in that gather.
   double persistentGatherCallsPerRank = 0;
+  /// Passes over an all-gather's bytes at the device memory bandwidth
+  /// serial with it, before it starts (a buffer written, then the device
+  /// synchronized): on the compute stream, not overlapped.
+  double gatherSerialPasses = 0;
+  /// Passes over an all-gather's bytes on the communication stream (the
+  /// output copied out of a flat buffer), added to its seconds.
+  double gatherCopyPasses = 0;
+  /// Passes over a reduce-scatter's bytes on the communication stream (the
+  /// input copied into a flat buffer, the averaging), added to its seconds.
+  double reduceCopyPasses = 0;
 };
 
 /// What one all-gather or reduce-scatter of a unit costs under the stack.
@@ -67,6 +77,9 @@ struct StackCollective {
   /// Seconds of host work before the first of them starts (the stack's
   /// per-rank loops; a rank with a core to itself).
   double hostSeconds = 0;
+  /// Seconds of device work serial with them, before the first starts
+  /// (gatherSerialPasses): the compute stream waits for it.
+  double serialSeconds = 0;
 };
 
 /// Of a unit's parameters (`numels` elements, `fqns` their names, in the
@@ -97,8 +110,11 @@ double stackHostSeconds(const StackProfile &stack, int64_t collectives,
 /// the stack: Simulator::unitCollectiveTime's collectives, plus, for an
 /// all-gather that feeds the recompute (`feedsRecompute`), the re-gather
 /// of regatheredAfterRecompute's parameters (each its share of the bytes by
-/// elements); each collective with its host loops (stackHostSeconds). A
-/// kind other than these two is one collective (with its host loops).
+/// elements); each collective with its host loops (stackHostSeconds). The
+/// stack's buffer passes over the bytes the collectives move
+/// (stackPassSeconds): gatherCopyPasses / reduceCopyPasses added to the
+/// seconds, and gatherSerialPasses as serialSeconds. A kind other than these
+/// two is one collective (with its host loops, without passes).
 StackCollective priceUnitCollective(const Simulator &sim,
                                     const StackProfile &stack,
                                     CollectiveKind kind, int64_t bytes,
@@ -107,12 +123,20 @@ StackCollective priceUnitCollective(const Simulator &sim,
                                     int64_t g, int64_t stride,
                                     bool hierarchical, bool feedsRecompute);
 
+/// Seconds of `passes` passes over `bytes` at the device memory bandwidth
+/// `bandwidth` (bytes/s; the spec's memory_bandwidth): passes · bytes /
+/// bandwidth, each pass one read or one write of the bytes (a copy is two);
+/// 0 without passes or bandwidth.
+double stackPassSeconds(double passes, double bytes, double bandwidth);
+
 /// The gather of the persistent parameters after the optimizer step
 /// (persistentGather; DeepSpeed v0.3.15 stage3.py _post_step): one
 /// all-gather of `bytes` (their full size) over `g` ranks, and host loops of
 /// g · `params` · persistentGatherCallsPerRank · hostCallSeconds
 /// (partition_parameters.py _allgather_params copies each parameter out of
-/// each rank's partition). Zero without persistentGather or parameters.
+/// each rank's partition); its seconds include gatherCopyPasses over the
+/// bytes (its all-gather is given the N partitions as a list). Zero without
+/// persistentGather or parameters.
 StackCollective persistentGatherCost(const Simulator &sim,
                                      const StackProfile &stack, int64_t params,
                                      int64_t bytes, int64_t g, int64_t stride,

@@ -374,6 +374,8 @@ public:
                             llvm::ArrayRef<int64_t> paramNumels,
                             int64_t groupSize, int64_t stride,
                             bool hierarchical) const;
+  /// The spec the simulator prices with.
+  const ClusterSpec &getSpec() const { return spec; }
 
 private:
   const ClusterSpec &spec;
