@@ -20,7 +20,9 @@ per transformer block (`policy=block`), the row's parameter and reduce
 dtypes, the row's activation checkpointing, prefetch `fsdp2` for torchtitan
 (FSDP2: torchtitan, KempnerForge) and `fsdp1` for Composer (FSDP1), or the
 row's `prefetch`. Tensor parallelism: `tp=T`, with `sequence-parallel=` the
-row's `sequence_parallel` where it has one. Pipeline parallelism (pp > 1):
+row's `sequence_parallel` where it has one; without sequence parallelism the
+stages' activations cross scatter/gathered over the tp group (pp-scatter-gather's
+default, as the rows' Megatron-LM and DeepSpeed stacks ran). Pipeline parallelism (pp > 1):
 `pp=P pp-schedule=S micro-batches=grad_accum` (grad_accum is then the
 pipeline's micro-batches per step), S the row's `pp_schedule` (`pp-chunks=`
 the row's `pp_chunks` under interleaved-1f1b); a row whose publication ran

@@ -134,6 +134,7 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
     o.tp = tp;
     o.sequenceParallel = sequenceParallel;
     o.vocabParallel = vocabParallel;
+    o.ppScatterGather = ppScatterGather;
     return o;
   }
   FSDPAutodiffOptions autodiffOptions() const {

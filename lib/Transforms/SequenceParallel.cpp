@@ -335,3 +335,41 @@ Value mlir::fsdp::leaveSequenceSplit(OpBuilder &b, Location loc, Value chunk,
 LogicalResult mlir::fsdp::applySequenceParallel(func::FuncOp fn, int64_t tp) {
   return SequenceSplit(fn, tp).run();
 }
+
+void mlir::fsdp::applyPipelineScatterGather(func::FuncOp fn, int64_t tp) {
+  auto chunkType = [&](Type t) -> RankedTensorType {
+    auto r = dyn_cast<RankedTensorType>(t);
+    if (!r || !r.hasStaticShape() || !isa<FloatType>(r.getElementType()) ||
+        r.getRank() <= kSequenceDim + 1 || r.getDimSize(kSequenceDim) % tp)
+      return {};
+    SmallVector<int64_t> shape(r.getShape());
+    shape[kSequenceDim] /= tp;
+    return RankedTensorType::get(shape, r.getElementType());
+  };
+  Block &body = fn.getBody().front();
+  OpBuilder b = OpBuilder::atBlockBegin(&body);
+  for (BlockArgument a : fn.getArguments()) {
+    RankedTensorType chunk = chunkType(a.getType());
+    if (!chunk || !fn.getArgAttr(a.getArgNumber(), kPPInputAttr))
+      continue;
+    Type wholeType = a.getType();
+    a.setType(chunk);
+    auto whole = nn::SpAllGatherOp::create(b, fn.getLoc(), a, kSequenceDim, tp,
+                                           /*replicated_grad=*/true);
+    assert(whole.getType() == wholeType && "the gather restores the type");
+    (void)wholeType;
+    a.replaceAllUsesExcept(whole.getResult(), whole);
+  }
+  Operation *ret = body.getTerminator();
+  b.setInsertionPoint(ret);
+  for (OpOperand &u : ret->getOpOperands()) {
+    auto key = fn.getResultAttr(u.getOperandNumber(), kPPOutputAttr);
+    RankedTensorType chunk = chunkType(u.get().getType());
+    if (!key || !chunk)
+      continue;
+    u.set(nn::SpSplitOp::create(b, ret->getLoc(), u.get(), kSequenceDim, tp));
+    for (BlockArgument a : fn.getArguments())
+      if (fn.getArgAttr(a.getArgNumber(), kPPOutputGradAttr) == key)
+        a.setType(chunk);
+  }
+}

@@ -50,6 +50,23 @@ Value enterSequenceSplit(OpBuilder &b, Location loc, Value whole, int64_t tp);
 /// reduce-scatter backward here instead.
 Value leaveSequenceSplit(OpBuilder &b, Location loc, Value chunk, int64_t tp);
 
+/// Narayanan et al., SC'21, Sec. 4.1 (the scatter/gather optimisation;
+/// Megatron-LM's scatter_gather_tensors_in_pipeline), on a pipeline stage's
+/// forward function without sequence parallelism, where the activations
+/// crossing between stages are replicated in the tensor-parallel group:
+/// each received one (fsdp.pp_input) of [batch, seq, ...] floats whose
+/// sequence (dimension kSequenceDim) divides by `tp` is retyped to this
+/// rank's chunk [batch, seq/tp, ...] and all-gathered where it arrives
+/// (nn.sp_all_gather with replicated_grad: its VJP sends back this rank's
+/// chunk of the replicated gradient); each such sent one (fsdp.pp_output)
+/// leaves as this rank's chunk (nn.sp_split: the chunk gradient received
+/// back, its fsdp.pp_output_grad argument retyped, is all-gathered). So
+/// 1/tp of the bytes cross the (inter-node) stage link per rank, for an
+/// all-gather inside the group. Both sides decide by the value's type
+/// alone, so that the sender's and the receiver's buffers agree. Result
+/// types are left for the caller to re-infer.
+void applyPipelineScatterGather(func::FuncOp fn, int64_t tp);
+
 } // namespace mlir::fsdp
 
 #endif // FSDP_LIB_TRANSFORMS_SEQUENCEPARALLEL_H

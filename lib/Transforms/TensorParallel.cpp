@@ -313,6 +313,10 @@ protected:
     // sequence chunks (SequenceParallel.cpp).
     if (sequenceParallel && failed(applySequenceParallel(fn, tp)))
       return signalPassFailure();
+    // Without it, a stage's boundary activations cross as chunks all the
+    // same (Narayanan et al., SC'21, Sec. 4.1).
+    if (!sequenceParallel && ppScatterGather)
+      applyPipelineScatterGather(fn, tp);
     fn.setFunctionType(FunctionType::get(
         &getContext(), fn.getBody().front().getArgumentTypes(),
         fn.getResultTypes()));

@@ -139,6 +139,27 @@ bool parseInt(const std::string &s, int64_t &out) {
   return true;
 }
 
+/// The options that exclude or need each other, after every one is read.
+void checkCombinations(const Options &o) {
+  if (!o.compiled.empty() && !o.schedule.empty())
+    usageError("give a schedule file or --compiled STEP.so, not both");
+  if (!o.compiled.empty() && o.alloc != AllocMode::Arena)
+    usageError("--compiled runs in arena mode only (its buffers are the "
+               "arena's slots): drop --alloc per-buffer");
+  if (o.schedule.empty() && o.compiled.empty())
+    usageError("no schedule file given");
+  if (o.warmup >= o.steps)
+    usageError("--warmup must be smaller than --steps");
+  if (!o.initFrom.empty() && !o.load.empty())
+    usageError("--init-from and --load both set the parameters; give one");
+  if ((o.saveEvery || o.keep) && o.save.empty())
+    usageError("--save-every and --keep need --save DIR");
+  if (o.keep && !o.saveEvery)
+    usageError("--keep needs --save-every");
+  if (!o.dataOrder.empty() && o.data.empty())
+    usageError("--data-order needs --data (a token file)");
+}
+
 } // namespace
 
 Options parseArgs(int argc, char **argv) {
@@ -275,23 +296,7 @@ Options parseArgs(int argc, char **argv) {
                  "' and '" + a + "')");
     }
   }
-  if (!o.compiled.empty() && !o.schedule.empty())
-    usageError("give a schedule file or --compiled STEP.so, not both");
-  if (!o.compiled.empty() && o.alloc != AllocMode::Arena)
-    usageError("--compiled runs in arena mode only (its buffers are the "
-               "arena's slots): drop --alloc per-buffer");
-  if (o.schedule.empty() && o.compiled.empty())
-    usageError("no schedule file given");
-  if (o.warmup >= o.steps)
-    usageError("--warmup must be smaller than --steps");
-  if (!o.initFrom.empty() && !o.load.empty())
-    usageError("--init-from and --load both set the parameters; give one");
-  if ((o.saveEvery || o.keep) && o.save.empty())
-    usageError("--save-every and --keep need --save DIR");
-  if (o.keep && !o.saveEvery)
-    usageError("--keep needs --save-every");
-  if (!o.dataOrder.empty() && o.data.empty())
-    usageError("--data-order needs --data (a token file)");
+  checkCombinations(o);
   return o;
 }
 

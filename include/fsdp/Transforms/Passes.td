@@ -52,6 +52,16 @@ defvar FSDPVocabParallelOptions = [
          "tp); false keeps them replicated in the group">
 ];
 
+defvar FSDPPipelineScatterGatherOptions = [
+  Option<"ppScatterGather", "pp-scatter-gather", "bool", "true",
+         "with tp > 1 and sequence-parallel=false, a pipeline stage sends "
+         "each [batch, seq, ...] activation and gradient as this rank's "
+         "1/tp sequence chunk and the receiving stage all-gathers it over "
+         "the tensor-parallel group (Narayanan et al., SC'21, Sec. 4.1; "
+         "Megatron-LM's scatter_gather_tensors_in_pipeline, on by default); "
+         "false sends the whole tp-replicated activation from every rank">
+];
+
 def FSDPTensorParallel : Pass<"fsdp-tensor-parallel", "::mlir::ModuleOp"> {
   let summary = "Megatron-LM tensor parallelism on the forward graph";
   let description = [{
@@ -90,13 +100,24 @@ def FSDPTensorParallel : Pass<"fsdp-tensor-parallel", "::mlir::ModuleOp"> {
     gradient, a sum over this rank's tokens only, is all-reduced over the
     group. Errors: a sequence not divisible by T (at the op whose result
     enters the split), activations without a sequence dimension.
+    Without it, on a pipeline stage with `pp-scatter-gather` (the default),
+    each received [batch, seq, ...] float activation whose sequence divides
+    by T arrives as this rank's chunk and is all-gathered over the group
+    (`nn.sp_all_gather` with `replicated_grad`: backward, this rank's chunk
+    of the replicated gradient, sent back), and each such sent one leaves
+    as this rank's chunk (`nn.sp_split`: backward, the chunk gradient
+    received back is all-gathered): Narayanan et al., SC'21, Sec. 4.1, the
+    scatter/gather optimisation, which moves 1/T of the bytes between the
+    stages (over the inter-node links) for an all-gather inside the group.
+    Both sides decide by the value's type alone, so their buffers agree.
     The module gets `fsdp.tensor_parallel` = T and `fsdp.tensor_slices`
     (which slice of which global parameter each rank holds). Errors: heads or
     key/value heads not divisible by T (at the attention), a graph without
     a tensor-parallel region, a split parameter used twice, a vocabulary
     not divisible by T (at the embedding or head).
   }];
-  let options = !listconcat(FSDPTensorParallelOptions, FSDPVocabParallelOptions);
+  let options = !listconcat(FSDPTensorParallelOptions, FSDPVocabParallelOptions,
+                            FSDPPipelineScatterGatherOptions);
   let dependentDialects = ["::mlir::nn::NNDialect", "::mlir::fsdp::FSDPDialect"];
 }
 
@@ -681,7 +702,7 @@ defvar FSDPPipelineMemoryOptions = [
 
 defvar FSDPPipelineOptions = !foldl([]<Option>, [
     FSDPPipelineSplitOptions, FSDPPipelineScheduleOptions, FSDPPipelineMemoryOptions,
-    FSDPTensorParallelOptions, FSDPVocabParallelOptions, FSDPAutodiffOptions, FSDPMicroBatchOptions, FSDPOptimizerOptions,
+    FSDPTensorParallelOptions, FSDPVocabParallelOptions, FSDPPipelineScatterGatherOptions, FSDPAutodiffOptions, FSDPMicroBatchOptions, FSDPOptimizerOptions,
     FSDPWrapOptions, FSDPActivationCheckpointOptions, FSDPShardOptions, FSDPCollectivesOptions,
     FSDPScheduleOptions, FSDPMemoryPlanOptions],
   all, opts, !listconcat(all, !listremove(opts, all)));
