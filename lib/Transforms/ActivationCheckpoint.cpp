@@ -24,6 +24,7 @@
 // shard-grad-op / keep-gathered.
 //
 //===----------------------------------------------------------------------===//
+#include "ActivationCheckpoint.h"
 #include "GlobOptions.h"
 #include "fsdp/Analysis/UnfusedAttention.h"
 #include "fsdp/Transforms/Passes.h"
@@ -122,6 +123,27 @@ static llvm::DenseSet<Operation *> selectiveOpSaves(ArrayRef<Operation *> ops) {
     if (isa<nn::AttentionOp>(op) || (isTorchMm(op) && ++mms % 2 == 1))
       saved.insert(op);
   return saved;
+}
+
+llvm::DenseSet<Operation *>
+mlir::fsdp::checkpointSaves(ArrayRef<Operation *> ops,
+                            ActivationCheckpoint mode, bool unfusedAttention) {
+  switch (mode) {
+  case ActivationCheckpoint::None:
+    return llvm::DenseSet<Operation *>(ops.begin(), ops.end());
+  case ActivationCheckpoint::Full:
+    return {};
+  case ActivationCheckpoint::Selective: {
+    llvm::DenseSet<Operation *> saved;
+    for (Operation *op : ops)
+      if (selectiveSaves(op, unfusedAttention))
+        saved.insert(op);
+    return saved;
+  }
+  case ActivationCheckpoint::SelectiveOp:
+    return selectiveOpSaves(ops);
+  }
+  llvm_unreachable("unknown activation checkpointing mode");
 }
 
 namespace {
@@ -255,14 +277,11 @@ private:
     // outputs (read by a forward op outside it, which keeps them anyway),
     // under selective AC the matmul and attention outputs, under
     // selective-op the attention outputs and every other mm's.
-    llvm::DenseSet<Operation *> opSaves;
-    if (mode == ActivationCheckpoint::SelectiveOp)
-      opSaves = selectiveOpSaves(uses[idx].ops);
+    llvm::DenseSet<Operation *> saves =
+        checkpointSaves(uses[idx].ops, mode, unfusedAttention);
     auto kept = [&](Operation *op) {
       if (lossOps.contains(op) || isa<arith::ConstantOp>(op) ||
-          (mode == ActivationCheckpoint::Selective &&
-           selectiveSaves(op, unfusedAttention)) ||
-          opSaves.contains(op))
+          saves.contains(op))
         return true;
       for (Operation *user : op->getUsers())
         if (!inUse(user) && !phases.phaseOf(user).second)

@@ -14,11 +14,12 @@
 //   (Simulator::opTime, the roofline the step simulation uses): each forward
 //   op, the ops of its VJP (built by the op's AutodiffOpInterface, as
 //   fsdp-autodiff would, on a scratch copy) and, under activation
-//   checkpointing, the forward ops that are recomputed (savedByCheckpoint:
-//   full, every op of a layer's block; selective, those but the linear /
-//   matmul / attention ops, ActivationCheckpoint.cpp's save list;
-//   selective-op, those but attention and every second torch mm), but an
-//   op whose result a later layer reads, which is kept;
+//   checkpointing, the forward ops that are recomputed (checkpointSaves,
+//   fsdp-activation-checkpoint's own save lists: full, every op of a layer's
+//   block; selective, those but the linear / matmul / attention ops,
+//   ActivationCheckpoint.cpp's save list; selective-op, those but attention and
+//   every second torch mm), but an op whose result a later layer reads, which
+//   is kept;
 // * without, its forward FLOPs (NN_CostOpInterface::getFlops), as
 //   fsdp-pipeline-split alone balances.
 // The ops are priced at the forward's shapes (the global batch, before
@@ -53,6 +54,7 @@
 // (stage_peak_bytes) is what fsdp-memory-plan checks afterwards.
 //
 //===----------------------------------------------------------------------===//
+#include "ActivationCheckpoint.h"
 #include "PipelineSplit.h"
 #include "fsdp/Analysis/Simulator.h"
 #include "fsdp/Analysis/UnfusedAttention.h"
@@ -103,33 +105,6 @@ struct LayerCosts {
 };
 } // namespace
 
-/// The ops of one layer's block that activation checkpointing keeps
-/// (ActivationCheckpoint.cpp): selective, its save list (linear, matmul,
-/// attention; with unfused attention all but the attention, Korthikanti's);
-/// selective-op, attention and every second torch mm from the block's
-/// first (torchtitan's op-level policy); full, none.
-static bool savedByCheckpoint(Operation *op, ActivationCheckpoint mode,
-                              bool unfusedAttention, int64_t &mms) {
-  bool unfusedOp =
-      isa<nn::AttentionOp>(op) && op->hasAttr(mlir::fsdp::kAttentionImplAttr);
-  switch (mode) {
-  case ActivationCheckpoint::None:
-    return true;
-  case ActivationCheckpoint::Full:
-    return false;
-  case ActivationCheckpoint::Selective:
-    return unfusedAttention
-               ? !unfusedOp
-               : isa<nn::LinearOp, nn::MatmulOp, nn::AttentionOp>(op);
-  case ActivationCheckpoint::SelectiveOp: {
-    auto linear = dyn_cast<nn::LinearOp>(op);
-    bool mm = isa<nn::MatmulOp>(op) || (linear && !linear.getBias());
-    return isa<nn::AttentionOp>(op) || (mm && ++mms % 2 == 1);
-  }
-  }
-  llvm_unreachable("unknown activation checkpointing mode");
-}
-
 /// The ops the backward recomputes: a block's ops (up to blockEnd, the
 /// layer's last parameter use) that activation checkpointing does not save
 /// and whose results no op outside the layer reads (ActivationCheckpoint.cpp
@@ -142,20 +117,24 @@ recomputedOps(const PipelineLayers &seg, ArrayRef<int64_t> blockEnd,
     return isa<nn::AttentionOp>(op) &&
            op->hasAttr(mlir::fsdp::kAttentionImplAttr);
   });
+  // Each layer's block, in order: one use of its unit.
+  SmallVector<SmallVector<Operation *>> blocks(blockEnd.size());
+  for (auto [i, op] : llvm::enumerate(seg.ops))
+    if (int64_t s = seg.segment[i];
+        s >= 0 && static_cast<int64_t>(i) <= blockEnd[s])
+      blocks[s].push_back(op);
   SmallVector<bool> recomputed(seg.ops.size(), false);
-  int64_t mms = 0;
-  for (auto [i, op] : llvm::enumerate(seg.ops)) {
-    int64_t s = seg.segment[i];
-    bool inBlock = s >= 0 && static_cast<int64_t>(i) <= blockEnd[s];
-    if (i == 0 || seg.segment[i - 1] != s)
-      mms = 0;
-    if (!inBlock || savedByCheckpoint(op, mode, unfusedAttention, mms))
-      continue;
-    bool readOutside = llvm::any_of(op->getUsers(), [&](Operation *u) {
-      auto it = indexOf.find(u);
-      return it == indexOf.end() || seg.segment[it->second] != s;
-    });
-    recomputed[i] = !readOutside;
+  for (ArrayRef<Operation *> block : blocks) {
+    llvm::DenseSet<Operation *> saves =
+        checkpointSaves(block, mode, unfusedAttention);
+    for (Operation *op : block) {
+      int64_t i = indexOf.lookup(op);
+      bool readOutside = llvm::any_of(op->getUsers(), [&](Operation *u) {
+        auto it = indexOf.find(u);
+        return it == indexOf.end() || seg.segment[it->second] != seg.segment[i];
+      });
+      recomputed[i] = !saves.contains(op) && !readOutside;
+    }
   }
   return recomputed;
 }

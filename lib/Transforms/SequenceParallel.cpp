@@ -25,6 +25,14 @@ using namespace mlir::fsdp;
 
 namespace {
 
+/// This tensor-parallel rank's chunk of `t` along the sequence:
+/// [..., s, ...] -> [..., s/tp, ...] (dimension kSequenceDim).
+RankedTensorType sequenceChunkType(RankedTensorType t, int64_t tp) {
+  SmallVector<int64_t> shape(t.getShape());
+  shape[kSequenceDim] /= tp;
+  return RankedTensorType::get(shape, t.getElementType());
+}
+
 /// Ops that act on each token alone, so that they run on a sequence chunk
 /// as they do on the whole: the same result rows, no communication
 /// (nn.dropout draws each element's mask at its global sequence position:
@@ -122,10 +130,7 @@ private:
   /// (received back), take the chunk's type; the caller re-infers the rest.
   void retypePipelineBoundary() {
     auto chunkType = [&](Type t) {
-      auto r = cast<RankedTensorType>(t);
-      SmallVector<int64_t> shape(r.getShape());
-      shape[kSequenceDim] /= tp;
-      return RankedTensorType::get(shape, r.getElementType());
+      return sequenceChunkType(cast<RankedTensorType>(t), tp);
     };
     for (BlockArgument a : received)
       a.setType(chunkType(a.getType()));
@@ -342,9 +347,7 @@ void mlir::fsdp::applyPipelineScatterGather(func::FuncOp fn, int64_t tp) {
     if (!r || !r.hasStaticShape() || !isa<FloatType>(r.getElementType()) ||
         r.getRank() <= kSequenceDim + 1 || r.getDimSize(kSequenceDim) % tp)
       return {};
-    SmallVector<int64_t> shape(r.getShape());
-    shape[kSequenceDim] /= tp;
-    return RankedTensorType::get(shape, r.getElementType());
+    return sequenceChunkType(r, tp);
   };
   Block &body = fn.getBody().front();
   OpBuilder b = OpBuilder::atBlockBegin(&body);
