@@ -39,7 +39,12 @@ FUSED_KERNELS_TRAFFIC; the others with the spec's (PyTorch eager's unfused
 kernels). A row's "attention" ("unfused": Megatron-LM's core attention, the
 scores materialised) is passed as `attention=`; a row with "fused_swiglu":
 true (a stack whose SwiGLU kernel keeps only [gate, up], as Megatron-LM's) as
-`fused-swiglu=true`. A row with a
+`fused-swiglu=true`. A row with an "attention_kernel" (a kernel of
+bench/fidelity/attention_kernels.json its stack ran in place of the
+FlashAttention-2-class kernel the specs price: llm-foundry's Triton kernel)
+plans with its spec's efficiency.attention set to that kernel's throughput on
+the spec's GPU, derived from published sequence-length scans (--kernels
+prints the derivation). A row with a
 `collective_stack` (a profile of bench/fidelity/stacks.json: how the stack
 issues and waits for its collectives, DeepSpeed ZeRO-3 v0.3's one collective per
 parameter) plans with that profile as its spec's `stack`. The memory
@@ -61,6 +66,7 @@ still rank it against rows of the same kind where it has a `ranking_plan`.
 
 usage: bench/fidelity/fidelity.py [--build DIR | --tools-on-path] [--rows ID,ID]
                                   [--json OUT] [--rows-file PATH] [--jobs N]
+       bench/fidelity/fidelity.py --kernels
 Exit status 1 with a message naming the row when a row cannot be planned.
 """
 import argparse
@@ -92,6 +98,87 @@ MEMORY_TOLERANCE = 0.15
 # plan's single-pass bytes at tp 1 and 1.18 at tp 8 without sequence
 # parallelism; 1 is taken.
 FUSED_KERNELS_TRAFFIC = {"megatron-lm": 1.0}
+KERNELS_FILE = os.path.join(ROOT, "bench", "fidelity", "attention_kernels.json")
+
+
+def attention_flops_per_token_per_t(d_model, n_layers):
+    """Causal attention FLOPs per token per unit of sequence length T,
+    forward + backward: 2 d T + 5 d T per layer (include/fsdp/CostFormulas.h
+    attentionFlops / attentionGradFlops over B T tokens)."""
+    return 7.0 * d_model * n_layers
+
+
+def scan_slope(scans):
+    """The seconds per attention FLOP common to `scans` (each a model's
+    d_model, n_layers and [T, tokens/s/GPU] points): least squares of the
+    per-token step time 1 / throughput = a_scan + c * F * T, F the model's
+    attention FLOPs per token per T, with one intercept a_scan per scan (the
+    sequence-independent terms) and one c; c is 1 / the kernel's FLOP/s.
+    Raises ValueError for a scan of fewer than two lengths."""
+    sxy = sxx = 0.0
+    for sc in scans:
+        if len({t for t, _ in sc["points"]}) < 2:
+            raise ValueError("scan '%s' needs two sequence lengths or more" % sc["model"])
+        f = attention_flops_per_token_per_t(sc["d_model"], sc["n_layers"])
+        xs = [f * t for t, _ in sc["points"]]
+        ys = [1.0 / tput for _, tput in sc["points"]]
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        sxy += sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+        sxx += sum((x - mx) ** 2 for x in xs)
+    return sxy / sxx
+
+
+def kernel_chip(kernel_name, spec_rel):
+    """(kernel, chip name, chip entry) of attention_kernels.json whose
+    `specs` hold the spec path `spec_rel`; RuntimeError when the kernel or
+    its throughput on that spec's GPU is not there."""
+    kernels = json.load(open(KERNELS_FILE))["kernels"]
+    if kernel_name not in kernels:
+        raise RuntimeError("attention_kernel '%s' is none of %s" % (kernel_name, ", ".join(sorted(kernels))))
+    kernel = kernels[kernel_name]
+    for chip, entry in kernel["chips"].items():
+        if spec_rel in entry["specs"]:
+            return kernel, chip, entry
+    raise RuntimeError("attention_kernel '%s' has no scan for the GPU of %s" % (kernel_name, spec_rel))
+
+
+def head_dim(config):
+    """The model config's attention head dimension (hidden / heads)."""
+    hidden = config.get("n_embd", config.get("hidden_size"))
+    heads = config.get("n_head", config.get("num_attention_heads"))
+    return hidden // heads
+
+
+def kernel_attention_efficiency(kernel_name, spec_rel, spec, config):
+    """efficiency.attention of the kernel on the spec's GPU for the model:
+    its scans' FLOP/s over the spec's bf16 peak, times head_dim / the
+    kernel's head-dimension block where it pads (head_dim_block "pow2":
+    the next power of two)."""
+    kernel, _, entry = kernel_chip(kernel_name, spec_rel)
+    eff = 1.0 / scan_slope(entry["scans"]) / spec["peak_flops"]["bf16"]
+    hd = head_dim(config)
+    if kernel.get("head_dim_block") == "pow2":
+        eff *= hd / float(max(16, 1 << (hd - 1).bit_length()))
+    return eff
+
+
+def print_kernels():
+    """--kernels: every kernel's throughput per GPU from its scans, each
+    scan's own, and the check scans' (independent runs of the same chip)."""
+    for name, kernel in json.load(open(KERNELS_FILE))["kernels"].items():
+        print("%s: %s" % (name, kernel["name"]))
+        for chip, entry in kernel["chips"].items():
+            for label, key in (("scans", "scans"), ("check", "check_scans")):
+                if key not in entry:
+                    continue
+                print("  %s %s: pooled %.1f TFLOP/s (%s)" % (
+                    chip, label, 1e-12 / scan_slope(entry[key]),
+                    ", ".join("%s %.1f" % (sc["model"], 1e-12 / scan_slope([sc])) for sc in entry[key])))
+            for spec_rel in entry["specs"]:
+                spec = json.load(open(os.path.join(ROOT, spec_rel)))
+                print("  %s: efficiency.attention %.3f of %.0f TFLOP/s bf16 at head dim 128 (spec's own %.3f)" % (
+                    spec_rel, 1.0 / scan_slope(entry["scans"]) / spec["peak_flops"]["bf16"],
+                    spec["peak_flops"]["bf16"] * 1e-12, spec["efficiency"]["attention"]))
 
 
 def pipeline_options(row, spec_path, report):
@@ -159,20 +246,30 @@ def global_batch(row):
         row.get("tp", 1) * row.get("pp", 1))
 
 
-def row_spec(row, clusters, d):
+def row_spec(row, clusters, d, config):
     """The cluster spec a row runs on: its cluster's spec, whose
     efficiency.elementwise_traffic is PyTorch eager's (unfused elementwise
     kernels); a row that ran torch.compile (`"compile": true`) gets a copy
     written to directory `d` with elementwise_traffic 1 (Inductor fuses each
     elementwise chain into one pass; docs/compute-model.md); a row whose
     stack fuses its own kernels (`"fused_kernels"`) gets that stack's factor
-    (FUSED_KERNELS_TRAFFIC); a row with a `collective_stack` gets that profile
-    of bench/fidelity/stacks.json as the copy's `stack` (how the stack issues
-    and waits for its collectives; docs/collective-model.md, "Stacks")."""
-    path = os.path.join(ROOT, clusters[row["cluster"]]["spec"])
-    if not row.get("compile") and "fused_kernels" not in row and "collective_stack" not in row:
+    (FUSED_KERNELS_TRAFFIC); a row with an `attention_kernel` gets that
+    kernel's efficiency.attention for the model `config`
+    (kernel_attention_efficiency); a row with a `collective_stack` gets that
+    profile of bench/fidelity/stacks.json as the copy's `stack` (how the
+    stack issues and waits for its collectives; docs/collective-model.md,
+    "Stacks")."""
+    spec_rel = clusters[row["cluster"]]["spec"]
+    path = os.path.join(ROOT, spec_rel)
+    if not row.get("compile") and not any(k in row for k in ("fused_kernels", "collective_stack", "attention_kernel")):
         return path
     spec = json.load(open(path))
+    if "attention_kernel" in row:
+        try:
+            spec["efficiency"]["attention"] = kernel_attention_efficiency(
+                row["attention_kernel"], spec_rel, spec, config)
+        except RuntimeError as e:
+            raise RuntimeError("row '%s': %s" % (row["id"], e))
     if row.get("compile"):
         spec.setdefault("efficiency", {})["elementwise_traffic"] = 1.0
     elif "fused_kernels" in row:
@@ -204,7 +301,7 @@ def plan(row, clusters, build, tmp):
         config["n_positions"] = row["seq"]
     d = os.path.join(tmp, row["id"])
     os.makedirs(d, exist_ok=True)
-    spec_path = row_spec(row, clusters, d)
+    spec_path = row_spec(row, clusters, d, config)
     cfg = os.path.join(d, "config.json")
     json.dump(config, open(cfg, "w"))
     batch = global_batch(row)
@@ -272,7 +369,12 @@ def main():
     ap.add_argument("--rows", default="", help="comma-separated row ids (default: every row)")
     ap.add_argument("--json", default="", help="write every row's prediction here")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--kernels", action="store_true",
+                    help="print the attention kernels' throughput derived from their scans, and exit")
     a = ap.parse_args()
+    if a.kernels:
+        print_kernels()
+        return
     a.build = tools_dir(a, "fsdp-opt", "fidelity.py")
     doc = json.load(open(a.rows_file))
     rows = doc["rows"]
@@ -328,6 +430,7 @@ def main():
                 "memory_verdict": ("ok" if abs(reserved / GIB / pub - 1) <= MEMORY_TOLERANCE else "OFF")
                 if pub else "-",
                 "fits": reserved <= spec["memory_bytes"], "mfu": report["mfu"],
+                "efficiency_attention": spec["efficiency"]["attention"],
                 "compute_s": report["compute_s"], "comm_s": report["comm_s"],
                 "exposed_comm_s": report["exposed_comm_s"],
                 "host_s": report.get("host_overhead_s", 0.0),

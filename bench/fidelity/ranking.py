@@ -64,7 +64,7 @@ def main():
             group = [layout(r) for r in rows if batch_of(r) == batch]
             out = os.path.join(tmp, "advisor-%d.json" % batch)
             cmd = [os.path.join(a.build, "fsdp-sweep"), cfg,
-                   "--cluster", fidelity.row_spec(r0, clusters, tmp),
+                   "--cluster", fidelity.row_spec(r0, clusters, tmp, config),
                    "--seq", str(r0["seq"]), "--gpus", str(r0["world_size"]),
                    "--global-batch-tokens", str(batch * r0["seq"]),
                    "--strategies", ",".join(sorted({s for s, _, _ in group})),
