@@ -268,7 +268,7 @@ def row_spec(row, clusters, d, config):
         try:
             spec["efficiency"]["attention"] = kernel_attention_efficiency(
                 row["attention_kernel"], spec_rel, spec, config)
-        except RuntimeError as e:
+        except (RuntimeError, ValueError) as e:
             raise RuntimeError("row '%s': %s" % (row["id"], e))
     if row.get("compile"):
         spec.setdefault("efficiency", {})["elementwise_traffic"] = 1.0
