@@ -71,6 +71,7 @@ Exit status 1 with a message naming the row when a row cannot be planned.
 """
 import argparse
 import concurrent.futures
+import functools
 import json
 import math
 import os
@@ -128,17 +129,29 @@ def scan_slope(scans):
     return sxy / sxx
 
 
+@functools.lru_cache(maxsize=None)
+def attention_kernels():
+    """The kernels of bench/fidelity/attention_kernels.json, read once."""
+    return json.load(open(KERNELS_FILE))["kernels"]
+
+
+def kernel_flops(scans):
+    """The kernel's attention FLOP/s fitted to `scans` (scan_slope; raises
+    its ValueError)."""
+    return 1.0 / scan_slope(scans)
+
+
 def kernel_chip(kernel_name, spec_rel):
-    """(kernel, chip name, chip entry) of attention_kernels.json whose
-    `specs` hold the spec path `spec_rel`; RuntimeError when the kernel or
-    its throughput on that spec's GPU is not there."""
-    kernels = json.load(open(KERNELS_FILE))["kernels"]
+    """(kernel, chip entry) of attention_kernels.json whose `specs` hold the
+    spec path `spec_rel`; RuntimeError when the kernel or its throughput on
+    that spec's GPU is not there."""
+    kernels = attention_kernels()
     if kernel_name not in kernels:
         raise RuntimeError("attention_kernel '%s' is none of %s" % (kernel_name, ", ".join(sorted(kernels))))
     kernel = kernels[kernel_name]
-    for chip, entry in kernel["chips"].items():
+    for entry in kernel["chips"].values():
         if spec_rel in entry["specs"]:
-            return kernel, chip, entry
+            return kernel, entry
     raise RuntimeError("attention_kernel '%s' has no scan for the GPU of %s" % (kernel_name, spec_rel))
 
 
@@ -153,9 +166,10 @@ def kernel_attention_efficiency(kernel_name, spec_rel, spec, config):
     """efficiency.attention of the kernel on the spec's GPU for the model:
     its scans' FLOP/s over the spec's bf16 peak, times head_dim / the
     kernel's head-dimension block where it pads (head_dim_block "pow2":
-    the next power of two)."""
-    kernel, _, entry = kernel_chip(kernel_name, spec_rel)
-    eff = 1.0 / scan_slope(entry["scans"]) / spec["peak_flops"]["bf16"]
+    the next power of two); a fraction of peak. Raises RuntimeError
+    (kernel_chip) or ValueError (scan_slope)."""
+    kernel, entry = kernel_chip(kernel_name, spec_rel)
+    eff = kernel_flops(entry["scans"]) / spec["peak_flops"]["bf16"]
     hd = head_dim(config)
     if kernel.get("head_dim_block") == "pow2":
         eff *= hd / float(max(16, 1 << (hd - 1).bit_length()))
@@ -165,19 +179,19 @@ def kernel_attention_efficiency(kernel_name, spec_rel, spec, config):
 def print_kernels():
     """--kernels: every kernel's throughput per GPU from its scans, each
     scan's own, and the check scans' (independent runs of the same chip)."""
-    for name, kernel in json.load(open(KERNELS_FILE))["kernels"].items():
+    for name, kernel in attention_kernels().items():
         print("%s: %s" % (name, kernel["name"]))
         for chip, entry in kernel["chips"].items():
             for label, key in (("scans", "scans"), ("check", "check_scans")):
                 if key not in entry:
                     continue
                 print("  %s %s: pooled %.1f TFLOP/s (%s)" % (
-                    chip, label, 1e-12 / scan_slope(entry[key]),
-                    ", ".join("%s %.1f" % (sc["model"], 1e-12 / scan_slope([sc])) for sc in entry[key])))
+                    chip, label, 1e-12 * kernel_flops(entry[key]),
+                    ", ".join("%s %.1f" % (sc["model"], 1e-12 * kernel_flops([sc])) for sc in entry[key])))
             for spec_rel in entry["specs"]:
                 spec = json.load(open(os.path.join(ROOT, spec_rel)))
                 print("  %s: efficiency.attention %.3f of %.0f TFLOP/s bf16 at head dim 128 (spec's own %.3f)" % (
-                    spec_rel, 1.0 / scan_slope(entry["scans"]) / spec["peak_flops"]["bf16"],
+                    spec_rel, kernel_flops(entry["scans"]) / spec["peak_flops"]["bf16"],
                     spec["peak_flops"]["bf16"] * 1e-12, spec["efficiency"]["attention"]))
 
 

@@ -14,12 +14,9 @@
 //   (Simulator::opTime, the roofline the step simulation uses): each forward
 //   op, the ops of its VJP (built by the op's AutodiffOpInterface, as
 //   fsdp-autodiff would, on a scratch copy) and, under activation
-//   checkpointing, the forward ops that are recomputed (checkpointSaves,
-//   fsdp-activation-checkpoint's own save lists: full, every op of a layer's
-//   block; selective, those but the linear / matmul / attention ops,
-//   ActivationCheckpoint.cpp's save list; selective-op, those but attention and
-//   every second torch mm), but an op whose result a later layer reads, which
-//   is kept;
+//   checkpointing, the forward ops of a layer's block that
+//   fsdp-activation-checkpoint's save list (checkpointSaves) does not keep,
+//   but an op whose result a later layer reads, which is kept;
 // * without, its forward FLOPs (NN_CostOpInterface::getFlops), as
 //   fsdp-pipeline-split alone balances.
 // The ops are priced at the forward's shapes (the global batch, before
