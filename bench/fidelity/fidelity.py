@@ -25,7 +25,9 @@ stages' activations cross scatter/gathered over the tp group (pp-scatter-gather'
 default, as the rows' Megatron-LM and DeepSpeed stacks ran). Pipeline parallelism (pp > 1):
 `pp=P pp-schedule=S micro-batches=grad_accum` (grad_accum is then the
 pipeline's micro-batches per step), S the row's `pp_schedule` (`pp-chunks=`
-the row's `pp_chunks` under interleaved-1f1b); a row whose publication ran
+the row's `pp_chunks` under interleaved-1f1b; `pp-split-embedding=true` and
+`pp-split-loss=true` where the row's `pp_split_ends` is true: its embedding and
+its head and loss each counted as a layer of the split); a row whose publication ran
 another schedule than the planner can plan says so in `published_pp_schedule`
 (printed in the breakdown). Rows with tp or pp get a second table, the
 step's breakdown from the report: compute (with recompute), exposed TP
@@ -217,6 +219,8 @@ def pipeline_options(row, spec_path, report):
                  "micro-batches=%d" % row["grad_accum"]]
         if row["pp_schedule"] == "interleaved-1f1b":
             opts.append("pp-chunks=%d" % row["pp_chunks"])
+        if row.get("pp_split_ends"):
+            opts += ["pp-split-embedding=true", "pp-split-loss=true"]
     elif row["grad_accum"] > 1:
         opts += ["micro-batches=%d" % row["grad_accum"],
                  "accumulate=%s" % row.get("accumulate", "sharded")]

@@ -77,6 +77,8 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
         o.ppChunks = ppChunks;
         o.ppStage = stage;
         o.ppSplit = split;
+        o.ppSplitEmbedding = ppSplitEmbedding;
+        o.ppSplitLoss = ppSplitLoss;
         pm.addPass(createFSDPPipelineSplit(o));
       }
       pm.addPass(createFSDPTensorParallel(tensorParallelOptions()));
@@ -307,10 +309,11 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
                << " must be a multiple of pp=" << static_cast<int64_t>(pp)
                << " with pp-schedule=interleaved-1f1b";
     } else if (!ppSplit.empty() || ppSchedule.hasValue() ||
-               ppChunks.hasValue()) {
+               ppChunks.hasValue() || ppSplitEmbedding.hasValue() ||
+               ppSplitLoss.hasValue()) {
       return module.emitError()
-             << "fsdp-pipeline: pp-split, pp-schedule and pp-chunks need "
-                "pp > 1";
+             << "fsdp-pipeline: pp-split, pp-schedule, pp-chunks, "
+                "pp-split-embedding and pp-split-loss need pp > 1";
     }
     if (accumulate.hasValue() && microBatches <= 1)
       return module.emitError()
@@ -580,6 +583,7 @@ protected:
         strategy != Strategy::NoShard && strategy != Strategy::ShardGradOp;
     cfg.optimizerStates = optimizer == OptimizerKind::AdamW ? 2 : 0;
     cfg.mode = mode;
+    cfg.ends = {ppSplitEmbedding, ppSplitLoss};
     cfg.paramDtypeBytes = paramDtype == ComputeDtype::F32       ? 4
                           : paramDtype == ComputeDtype::Default ? 0
                                                                 : 2;

@@ -183,7 +183,7 @@ static FailureOr<LayerCosts> layerCosts(func::FuncOp fn,
   auto scratch = cast<func::FuncOp>(fn->clone());
   llvm::scope_exit cleanup([&] { scratch->erase(); });
   FailureOr<PipelineLayers> seg =
-      segmentPipelineLayers(scratch, cfg.pp, cfg.chunks);
+      segmentPipelineLayers(scratch, cfg.pp, cfg.chunks, cfg.ends);
   if (failed(seg))
     return failure();
   int64_t n = seg->layers;
@@ -230,7 +230,7 @@ static FailureOr<LayerCosts> layerCosts(func::FuncOp fn,
                                               a.getArgNumber(), nn::kParamAttr)
                                           .getValue());
           l >= 0)
-        blockEnd[l] = static_cast<int64_t>(i);
+        blockEnd[seg->segmentOfLayer(l)] = static_cast<int64_t>(i);
     }
     if (llvm::any_of(op->getOperands(),
                      [&](Value v) { return requiresGrad.contains(v); }))
@@ -356,7 +356,7 @@ mlir::fsdp::planPipelineSplit(func::FuncOp fn, const PipelineSplitConfig &cfg,
   const int64_t parts = cfg.pp * cfg.chunks, p = cfg.pp, v = cfg.chunks;
   const int64_t m = std::max<int64_t>(1, cfg.microBatches);
   if (!given.empty() &&
-      failed(checkPipelineSplit(fn, given, n, cfg.pp, cfg.chunks)))
+      failed(checkPipelineSplit(fn, given, n, cfg.pp, cfg.chunks, cfg.ends)))
     return failure();
   auto sum = [](ArrayRef<double> x, int64_t a, int64_t b) {
     double s = 0;
@@ -422,6 +422,10 @@ mlir::fsdp::planPipelineSplit(func::FuncOp fn, const PipelineSplitConfig &cfg,
   // A given split is only evaluated (the stages' memory plans check it).
   plan.constraint = cfg.budget && given.empty() ? "memory-budget" : "none";
   plan.budget = cfg.budget;
+  if (cfg.ends.embedding || cfg.ends.loss)
+    plan.ends = cfg.ends.embedding && cfg.ends.loss ? "embedding, loss"
+                : cfg.ends.embedding                ? "embedding"
+                                                    : "loss";
   auto objective = [&](int64_t k, int64_t a, int64_t b) {
     return cfg.spec ? seconds(k, a, b) : flops(k, a, b);
   };
@@ -489,6 +493,7 @@ DictionaryAttr PipelineSplitPlan::toAttr(MLIRContext *ctx) const {
       b.getNamedAttr("boundaries", b.getDenseI64ArrayAttr(boundaries)),
       b.getNamedAttr("objective", b.getStringAttr(objective)),
       b.getNamedAttr("constraint", b.getStringAttr(constraint)),
+      b.getNamedAttr("ends", b.getStringAttr(ends)),
       b.getNamedAttr("stage_layers", b.getDenseI64ArrayAttr(layers)),
       b.getNamedAttr("stage_flops", b.getDenseF64ArrayAttr(flops)),
       b.getNamedAttr("stage_estimated_peak_bytes",

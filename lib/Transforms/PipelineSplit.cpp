@@ -56,8 +56,10 @@ static LogicalResult splitError(Location loc, const Twine &message) {
   return emitError(loc) << "fsdp-pipeline-split: " << message;
 }
 
-FailureOr<PipelineLayers>
-mlir::fsdp::segmentPipelineLayers(func::FuncOp fn, int64_t pp, int64_t chunks) {
+FailureOr<PipelineLayers> mlir::fsdp::segmentPipelineLayers(func::FuncOp fn,
+                                                            int64_t pp,
+                                                            int64_t chunks,
+                                                            PipelineEnds ends) {
   const int64_t parts = pp * chunks;
   if (!fn.getBody().hasOneBlock() || lossResultIndex(fn) < 0 ||
       fn.getNumResults() != 1)
@@ -76,21 +78,29 @@ mlir::fsdp::segmentPipelineLayers(func::FuncOp fn, int64_t pp, int64_t chunks) {
     return splitError(fn.getLoc(), "finds no layers (no parameter FQN with "
                                    "'.h.<i>.' or '.layers.<i>.'): nothing to "
                                    "cut into pipeline stages");
+  const int64_t modelLayers = r.layers;
+  r.layers += static_cast<int64_t>(ends.embedding) + ends.loss;
   if (parts > r.layers)
-    return splitError(fn.getLoc(), pipelinePartsName(pp, chunks) +
-                                       " exceeds the " +
-                                       std::to_string(r.layers) +
-                                       " layers of the model (each stage "
-                                       "needs at least one layer)");
+    return splitError(fn.getLoc(),
+                      pipelinePartsName(pp, chunks) + " exceeds the " +
+                          std::to_string(r.layers) + " layers of the " +
+                          (r.layers > modelLayers
+                               ? "split (the model's " +
+                                     std::to_string(modelLayers) +
+                                     ", the embedding or the loss counted)"
+                               : std::string("model")) +
+                          " (each stage needs at least one layer)");
   for (Operation &op : fn.getBody().front().without_terminator())
     r.ops.push_back(&op);
   r.segment.assign(r.ops.size(), -1);
-  int64_t cur = -1;
+  int64_t cur = -1, lastLayerEnd = -1;
   for (auto [i, op] : llvm::enumerate(r.ops)) {
     for (Value v : op->getOperands())
-      if (auto it = paramLayer.find(v); it != paramLayer.end())
-        if (it->second > cur)
-          cur = it->second;
+      if (auto it = paramLayer.find(v); it != paramLayer.end()) {
+        cur = std::max(cur, it->second);
+        if (it->second == modelLayers - 1)
+          lastLayerEnd = static_cast<int64_t>(i);
+      }
     r.segment[i] = cur;
   }
   // A layer whose parameters are first used out of order would make the
@@ -98,21 +108,55 @@ mlir::fsdp::segmentPipelineLayers(func::FuncOp fn, int64_t pp, int64_t chunks) {
   for (size_t i = 1; i < r.ops.size(); ++i)
     if (r.segment[i] < r.segment[i - 1])
       return splitError(r.ops[i]->getLoc(), "layers are not in order");
+  if (ends.embedding) {
+    if (r.segment.empty() || r.segment.front() >= 0)
+      return splitError(fn.getLoc(), "pp-split-embedding: no op comes "
+                                     "before layer 0's (no embedding to "
+                                     "count as a layer)");
+    r.firstLayer = 1;
+    for (int64_t &s : r.segment)
+      ++s;
+  }
+  if (ends.loss) {
+    // The head starts at the final norm (or the head's matmul): the first
+    // op after the last layer's block that reads a non-layer parameter.
+    // The ops between (the block's last residual add) stay in the layer.
+    int64_t head = -1;
+    for (int64_t i = lastLayerEnd + 1, e = static_cast<int64_t>(r.ops.size());
+         i < e && head < 0; ++i)
+      for (Value v : r.ops[i]->getOperands())
+        if (auto it = paramLayer.find(v);
+            it != paramLayer.end() && it->second < 0)
+          head = i;
+    if (head < 0)
+      return splitError(fn.getLoc(),
+                        "pp-split-loss: no parameter outside the layers is "
+                        "used after the last layer's (no final norm or head "
+                        "to count as a layer)");
+    for (int64_t i = head, e = static_cast<int64_t>(r.ops.size()); i < e; ++i)
+      r.segment[i] = r.layers - 1;
+  }
   return r;
 }
 
 LogicalResult mlir::fsdp::checkPipelineSplit(func::FuncOp fn,
                                              ArrayRef<int64_t> split,
                                              int64_t layers, int64_t pp,
-                                             int64_t chunks) {
+                                             int64_t chunks,
+                                             PipelineEnds ends) {
   if (static_cast<int64_t>(split.size()) != pp * chunks - 1)
     return splitError(
         fn.getLoc(), "pp-split has " + std::to_string(split.size()) +
                          " layer boundaries; " + pipelinePartsName(pp, chunks) +
                          " needs " + std::to_string(pp * chunks - 1));
-  const std::string range = "the boundaries must increase within 1.." +
-                            std::to_string(layers - 1) + " (the model has " +
-                            std::to_string(layers) + " layers)";
+  const std::string range =
+      "the boundaries must increase within 1.." + std::to_string(layers - 1) +
+      (ends.embedding || ends.loss ? " (the split has " : " (the model has ") +
+      std::to_string(layers) + " layers" +
+      (ends.embedding && ends.loss ? ", the embedding and the loss counted)"
+       : ends.embedding            ? ", the embedding counted as layer 0)"
+       : ends.loss                 ? ", the loss counted as the last)"
+                                   : ")");
   for (auto [k, b] : llvm::enumerate(split)) {
     if (b < 1 || b >= layers)
       return splitError(fn.getLoc(), "pp-split boundary " + std::to_string(b) +
@@ -168,6 +212,9 @@ protected:
         return fail(module.getLoc(), "pp-split needs pp > 1");
       if (ppChunks > 1)
         return fail(module.getLoc(), "pp-chunks needs pp > 1");
+      if (ppSplitEmbedding || ppSplitLoss)
+        return fail(module.getLoc(),
+                    "pp-split-embedding and pp-split-loss need pp > 1");
       return;
     }
     // With v = pp-chunks > 1 the model is cut into P·v virtual stages and
@@ -182,7 +229,9 @@ protected:
     if (failed(maybeFn))
       return signalPassFailure();
     func::FuncOp fn = *maybeFn;
-    FailureOr<PipelineLayers> seg = segmentPipelineLayers(fn, pp, ppChunks);
+    const PipelineEnds ends{ppSplitEmbedding, ppSplitLoss};
+    FailureOr<PipelineLayers> seg =
+        segmentPipelineLayers(fn, pp, ppChunks, ends);
     if (failed(seg))
       return signalPassFailure();
     ArrayRef<Operation *> ops = seg->ops;
@@ -198,8 +247,8 @@ protected:
           (segment[i] < 0 ? pre : cost[segment[i]]) +=
               static_cast<double>(c.getFlops());
       split = balancedSplit(cost, pre, parts);
-    } else if (failed(
-                   checkPipelineSplit(fn, split, seg->layers, pp, ppChunks))) {
+    } else if (failed(checkPipelineSplit(fn, split, seg->layers, pp, ppChunks,
+                                         ends))) {
       return signalPassFailure();
     }
     auto stageOfSegment = [&](int64_t seg) {

@@ -21,6 +21,14 @@ namespace mlir::fsdp {
 
 struct ClusterSpec;
 
+/// Whether the embedding and the final norm, head and loss count as layers
+/// of the split (pp-split-embedding, pp-split-loss: Megatron-LM's
+/// --account-for-embedding-in-pipeline-split and
+/// --account-for-loss-in-pipeline-split).
+struct PipelineEnds {
+  bool embedding = false, loss = false;
+};
+
 /// What the default split knows about the job besides the model.
 struct PipelineSplitConfig {
   int64_t pp = 1, chunks = 1, microBatches = 1;
@@ -47,6 +55,7 @@ struct PipelineSplitConfig {
   /// two moments: 2; SGD: 0).
   int64_t optimizerStates = 2;
   ActivationCheckpoint mode = ActivationCheckpoint::None;
+  PipelineEnds ends; ///< pp-split-embedding, pp-split-loss
   /// Bytes per element of param-dtype (the dtype fsdp-shard computes the
   /// forward in: 2 for bf16); 0 keeps the IR's dtypes.
   int64_t paramDtypeBytes = 0;
@@ -60,6 +69,9 @@ struct PipelineSplitPlan {
   /// unconstrained split, PipelineSplitConfig::budgetGiven false).
   std::string constraint;
   std::optional<int64_t> budget;
+  /// The layers counted besides the model's: "none", "embedding", "loss" or
+  /// "embedding, loss" (PipelineEnds).
+  std::string ends = "none";
   /// Per stage (virtual stage under interleaving): layers, forward FLOPs,
   /// predicted seconds per step on one rank (with a spec) and estimated
   /// peak bytes per rank.
@@ -76,24 +88,37 @@ int64_t pipelineLayerOf(StringRef fqn);
 std::string pipelinePartsName(int64_t pp, int64_t chunks);
 
 /// The forward function's ops (its block without the terminator) in order,
-/// each op's layer segment (the ops from the first use of layer l's
-/// parameters up to the first use of layer l + 1's are layer l; -1 before
-/// layer 0) and the number of layers.
+/// each op's segment and the number of segments (`layers`, the layers of
+/// the split). Without ends, segment l is model layer l: the ops from the
+/// first use of layer l's parameters up to the first use of layer l + 1's
+/// (-1 before layer 0; the last layer also holds the final norm, head and
+/// loss). With ends.embedding the ops before layer 0 are segment 0 and model
+/// layer l is segment l + 1 (firstLayer 1); with ends.loss the ops from the
+/// first use of a non-layer parameter after the last layer's last parameter
+/// use are a segment of their own after it.
 struct PipelineLayers {
   SmallVector<Operation *> ops;
   SmallVector<int64_t> segment;
   int64_t layers = 0;
+  int64_t firstLayer = 0; ///< the segment of model layer 0
+  /// The segment of model layer l (pipelineLayerOf).
+  int64_t segmentOfLayer(int64_t l) const { return l + firstLayer; }
 };
 /// Errors (emitted, "fsdp-pipeline-split: ..."): not a one-block forward
-/// function returning the loss, no layers, fewer layers than pp · chunks
-/// stages, layers first used out of order.
+/// function returning the loss, no layers, fewer layers (segments) than
+/// pp · chunks stages, layers first used out of order, an end to count that
+/// has no ops (ends.embedding with nothing before layer 0; ends.loss with no
+/// non-layer parameter used after the last layer).
 FailureOr<PipelineLayers> segmentPipelineLayers(func::FuncOp fn, int64_t pp,
-                                                int64_t chunks);
+                                                int64_t chunks,
+                                                PipelineEnds ends = {});
 
 /// Checks a given pp-split (pp · chunks − 1 boundaries increasing within
-/// 1..layers − 1); emits the error at fn.
+/// 1..layers − 1, `layers` the segments, counting `ends`); emits the error
+/// at fn.
 LogicalResult checkPipelineSplit(func::FuncOp fn, ArrayRef<int64_t> split,
-                                 int64_t layers, int64_t pp, int64_t chunks);
+                                 int64_t layers, int64_t pp, int64_t chunks,
+                                 PipelineEnds ends = {});
 
 /// The contiguous partition of segments 0..n-1 into `parts` non-empty
 /// stages that minimises the largest cost(stage, a, b) of a stage holding

@@ -57,8 +57,13 @@ public:
     // loss's statistics, and a vocab-parallel embedding whose output GPT-2's
     // nn.position_embedding reads whole (a reduce-scatter would have to be
     // all-gathered again; the split follows the position embedding).
+    // A sum sent to the next pipeline stage as it is (a chunk of only the
+    // embedding: pp-split-embedding) crosses as a chunk too, so it is
+    // reduce-scattered as Megatron-LM's embedding under sequence
+    // parallelism.
     fn.walk([&](nn::TpAllReduceOp op) {
-      if (llvm::any_of(op->getUsers(), isPerToken))
+      if (llvm::any_of(op->getUsers(), isPerToken) ||
+          llvm::any_of(op->getUses(), [&](OpOperand &u) { return isSent(u); }))
         leaves.push_back(op);
     });
     for (nn::TpCopyOp f : enters)
@@ -85,9 +90,13 @@ public:
     }
     for (nn::TpAllReduceOp g : leaves) {
       b.setInsertionPoint(g);
-      g.replaceAllUsesWith(nn::SpReduceScatterOp::create(
-                               b, g.getLoc(), g.getInput(), kSequenceDim, tp)
-                               .getResult());
+      Value chunk = nn::SpReduceScatterOp::create(b, g.getLoc(), g.getInput(),
+                                                  kSequenceDim, tp)
+                        .getResult();
+      // Sent as it is (a chunk of only the embedding), the chunk's
+      // gradient argument is retyped below.
+      chunks.insert(chunk);
+      g.replaceAllUsesWith(chunk);
       g.erase();
     }
     retypePipelineBoundary();
@@ -106,6 +115,25 @@ private:
   /// buffers agree; a boundary value no per-token op touches on this stage
   /// is split right after it is made, or gathered at its first reader.
   void seedPipelineBoundary() {
+    // A stage without a region (a chunk of only the embedding or only the
+    // head: pp-split-embedding, pp-split-loss) takes the [batch, seq] of
+    // the activations it sends or receives, which its neighbour's regions
+    // have.
+    if (batchSeq.empty()) {
+      auto adopt = [&](Value v) {
+        auto t = dyn_cast<RankedTensorType>(v.getType());
+        if (batchSeq.empty() && t && t.getRank() > kSequenceDim + 1 &&
+            isa<FloatType>(t.getElementType()))
+          batchSeq.assign(t.getShape().begin(),
+                          t.getShape().begin() + kSequenceDim + 1);
+      };
+      for (BlockArgument a : fn.getArguments())
+        if (fn.getArgAttr(a.getArgNumber(), kPPInputAttr))
+          adopt(a);
+      for (OpOperand &u : fn.getBody().front().getTerminator()->getOpOperands())
+        if (isSent(u))
+          adopt(u.get());
+    }
     if (batchSeq.empty())
       return;
     for (BlockArgument a : fn.getArguments())
@@ -278,6 +306,7 @@ private:
   }
 
   void splitEntries(OpBuilder &b) {
+    SmallVector<Value> made;
     for (Value v : chunks) {
       if (!isEntry(v))
         continue;
@@ -289,7 +318,11 @@ private:
       v.replaceUsesWithIf(chunk, [&](OpOperand &u) {
         return u.getOwner() != chunk.getDefiningOp() && !isExit(u);
       });
+      made.push_back(chunk);
     }
+    // A split value sent as it is (GPT-2's chunk of only the embedding):
+    // its gradient argument is retyped (retypePipelineBoundary).
+    chunks.insert_range(made);
   }
 
   void gatherExits(OpBuilder &b) {

@@ -288,13 +288,21 @@ protected:
         claimed.insert(c);
       regions.push_back(std::move(*r));
     });
-    if (regions.empty()) {
+    // A graph without a block (a pipeline chunk of only the embedding, or
+    // only the head and loss: pp-split-embedding, pp-split-loss) is split
+    // by the vocab-parallel layout alone; one with neither is a mistake.
+    auto noRegion = [&] {
       fn.emitError() << "tp=" << static_cast<int64_t>(tp)
                      << ": no tensor-parallel region in this graph (a linear "
                         "whose input comes from other linears through "
-                        "attention, rope, split, activations or products)";
-      return signalPassFailure();
-    }
+                        "attention, rope, split, activations or products"
+                     << (vocabParallel ? ", or a vocab-parallel embedding "
+                                         "or LM head)"
+                                       : ")");
+      signalPassFailure();
+    };
+    if (regions.empty() && !vocabParallel)
+      return noRegion();
     // Whole heads first: a head count T does not divide is the usual
     // mistake, and is named before any parameter's shape.
     for (Region &r : regions)
@@ -309,6 +317,8 @@ protected:
     // f and g become the sequence split's boundaries below.
     if (vocabParallel && failed(applyVocabParallel(fn, tp, slices)))
       return signalPassFailure();
+    if (regions.empty() && slices.empty())
+      return noRegion();
     // Korthikanti et al. 2022: the activations between the regions on
     // sequence chunks (SequenceParallel.cpp).
     if (sequenceParallel && failed(applySequenceParallel(fn, tp)))

@@ -623,7 +623,20 @@ defvar FSDPPipelineSplitOptions = [
              "indices; P x v - 1 with pp-chunks = v, of virtual stages 1..P x v - 1); "
              "default: the split that minimises the largest "
              "stage's forward FLOPs (fsdp-pipeline: its predicted time "
-             "under the memory budget, docs/pipeline-parallel.md)">
+             "under the memory budget, docs/pipeline-parallel.md)">,
+  Option<"ppSplitEmbedding", "pp-split-embedding", "bool", "false",
+         "count the embedding (the ops before layer 0's) as a layer of the "
+         "split, which may then be a (virtual) stage of its own: pp-split's "
+         "layer 0 is then the embedding and model layer i is i + 1 "
+         "(Megatron-LM's --account-for-embedding-in-pipeline-split; "
+         "torchtitan's module split with input_weight)">,
+  Option<"ppSplitLoss", "pp-split-loss", "bool", "false",
+         "count the final norm, head and loss (the ops from the first "
+         "non-layer parameter's use after the last layer's block) as a "
+         "layer of the split after the last model layer, which may then be "
+         "a (virtual) stage of its own "
+         "(Megatron-LM's --account-for-loss-in-pipeline-split; "
+         "torchtitan's output_weight)">
 ];
 
 def FSDPPipelineSplit : Pass<"fsdp-pipeline-split", "::mlir::ModuleOp"> {
@@ -632,7 +645,10 @@ def FSDPPipelineSplit : Pass<"fsdp-pipeline-split", "::mlir::ModuleOp"> {
     Runs before fsdp-autodiff. Layers are the `.h.<i>.` / `.layers.<i>.`
     FQNs of the parameters; stage s runs the ops from the first use of its
     first layer's parameters to the first use of the next stage's (stage 0
-    also the embeddings, the last stage the final norm, head and loss).
+    also the embeddings, the last stage the final norm, head and loss;
+    with pp-split-embedding / pp-split-loss these count as a layer each and
+    may be cut off, as Llama 3's first and last chunks, Dubey et al. 2024,
+    Sec. 3.3.2).
     Values defined on an earlier stage and used on this one or a later one
     are the boundary: they become arguments (`fsdp.pp_input`) and, where a
     later stage uses them, results (`fsdp.pp_output`, with an argument

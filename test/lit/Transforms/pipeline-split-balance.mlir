@@ -19,12 +19,12 @@
 // the loss, over 2 stages under 1F1B with 4 micro-batches.
 //
 // Without a cluster, forward FLOPs: 3 + 3 linears, split before layer 3.
-// FLOPS: fsdp.pp_split = {boundaries = array<i64: 3>, constraint = "none", objective = "flops"
+// FLOPS: fsdp.pp_split = {boundaries = array<i64: 3>, constraint = "none", ends = "none", objective = "flops"
 // FLOPS-SAME: stage_layers = array<i64: 3, 2>
 //
 // With a cluster whose ops all run near their FLOPs, the predicted time
 // (forward, VJPs) agrees; the memory budget is the device's.
-// FLAT: fsdp.pp_split = {boundaries = array<i64: 3>, budget_bytes = 1000000000000 : i64, constraint = "memory-budget", objective = "time"
+// FLAT: fsdp.pp_split = {boundaries = array<i64: 3>, budget_bytes = 1000000000000 : i64, constraint = "memory-budget", ends = "none", objective = "time"
 //
 // A loss 1000x slower than its FLOPs (cross-entropy's low efficiency on the
 // CPU, bench/clusters/this-machine.json) makes the last stage the slowest:
