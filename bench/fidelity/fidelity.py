@@ -27,7 +27,8 @@ default, as the rows' Megatron-LM and DeepSpeed stacks ran). Pipeline parallelis
 pipeline's micro-batches per step), S the row's `pp_schedule` (`pp-chunks=`
 the row's `pp_chunks` under interleaved-1f1b; `pp-split-embedding=true` and
 `pp-split-loss=true` where the row's `pp_split_ends` is true: its embedding and
-its head and loss each counted as a layer of the split); a row whose publication ran
+its head and loss each counted as a layer of the split; `pp-split=` the row's
+`pp_split`, the stages' first layers, where the publication gives its split); a row whose publication ran
 another schedule than the planner can plan says so in `published_pp_schedule`
 (printed in the breakdown). Rows with tp or pp get a second table, the
 step's breakdown from the report: compute (with recompute), exposed TP
@@ -221,6 +222,8 @@ def pipeline_options(row, spec_path, report):
             opts.append("pp-chunks=%d" % row["pp_chunks"])
         if row.get("pp_split_ends"):
             opts += ["pp-split-embedding=true", "pp-split-loss=true"]
+        if "pp_split" in row:
+            opts.append("pp-split=%s" % ",".join(str(b) for b in row["pp_split"]))
     elif row["grad_accum"] > 1:
         opts += ["micro-batches=%d" % row["grad_accum"],
                  "accumulate=%s" % row.get("accumulate", "sharded")]
