@@ -462,9 +462,10 @@ protected:
         if (name != "root")
           checkpointed.insert(name);
     // On a pipeline stage, ac-units may name only other stages' units
-    // (fsdp-pipeline fails on a pattern no stage matched).
-    if (checkpointed.empty() &&
-        (!pipelineStageModule(module) || acUnits.empty()))
+    // (fsdp-pipeline fails on a pattern no stage matched), and a stage of
+    // only the embedding or only the head (pp-split-embedding,
+    // pp-split-loss) has no block to checkpoint by default.
+    if (checkpointed.empty() && !pipelineStageModule(module))
       return module.emitError()
              << "fsdp-activation-checkpoint: no unit to checkpoint: the only "
                 "unit is 'root' (name it with ac-units=root)";

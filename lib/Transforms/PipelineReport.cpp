@@ -72,6 +72,9 @@ LogicalResult mlir::fsdp::writePipelineOutputs(ModuleOp module,
     text += "split: pp-split=" + sp["boundaries"].dump() + " (objective " +
             sp["objective"].get<std::string>() + ", constraint " +
             sp["constraint"].get<std::string>() +
+            (sp.value("ends", "none") != "none"
+                 ? ", ends " + sp["ends"].get<std::string>()
+                 : std::string()) +
             (sp.contains("budget_bytes")
                  ? " " + sp["budget_bytes"].dump() + " bytes"
                  : std::string()) +

@@ -81,15 +81,19 @@ FailureOr<PipelineLayers> mlir::fsdp::segmentPipelineLayers(func::FuncOp fn,
   const int64_t modelLayers = r.layers;
   r.layers += static_cast<int64_t>(ends.embedding) + ends.loss;
   if (parts > r.layers)
-    return splitError(fn.getLoc(),
-                      pipelinePartsName(pp, chunks) + " exceeds the " +
-                          std::to_string(r.layers) + " layers of the " +
-                          (r.layers > modelLayers
-                               ? "split (the model's " +
-                                     std::to_string(modelLayers) +
-                                     ", the embedding or the loss counted)"
-                               : std::string("model")) +
-                          " (each stage needs at least one layer)");
+    return splitError(
+        fn.getLoc(),
+        pipelinePartsName(pp, chunks) + " exceeds the " +
+            std::to_string(r.layers) + " layers of the " +
+            (r.layers > modelLayers
+                 ? "split (the model's " + std::to_string(modelLayers) +
+                       (ends.embedding && ends.loss
+                            ? ", the embedding and the loss "
+                              "counted)"
+                        : ends.embedding ? ", the embedding counted)"
+                                         : ", the loss counted)")
+                 : std::string("model")) +
+            " (each stage needs at least one layer)");
   for (Operation &op : fn.getBody().front().without_terminator())
     r.ops.push_back(&op);
   r.segment.assign(r.ops.size(), -1);
@@ -109,10 +113,19 @@ FailureOr<PipelineLayers> mlir::fsdp::segmentPipelineLayers(func::FuncOp fn,
     if (r.segment[i] < r.segment[i - 1])
       return splitError(r.ops[i]->getLoc(), "layers are not in order");
   if (ends.embedding) {
-    if (r.segment.empty() || r.segment.front() >= 0)
-      return splitError(fn.getLoc(), "pp-split-embedding: no op comes "
-                                     "before layer 0's (no embedding to "
-                                     "count as a layer)");
+    // The embedding's stage needs a parameter of its own (each stage is an
+    // FSDP step with an optimizer): a model whose first ops have none has
+    // no embedding to cut off.
+    bool embeddingParam = false;
+    for (auto [i, op] : llvm::enumerate(r.ops))
+      if (r.segment[i] < 0)
+        embeddingParam |= llvm::any_of(op->getOperands(), [&](Value v) {
+          return paramLayer.count(v) != 0;
+        });
+    if (!embeddingParam)
+      return splitError(fn.getLoc(),
+                        "pp-split-embedding: no op before layer 0's uses a "
+                        "parameter (no embedding to count as a layer)");
     r.firstLayer = 1;
     for (int64_t &s : r.segment)
       ++s;
