@@ -422,10 +422,7 @@ mlir::fsdp::planPipelineSplit(func::FuncOp fn, const PipelineSplitConfig &cfg,
   // A given split is only evaluated (the stages' memory plans check it).
   plan.constraint = cfg.budget && given.empty() ? "memory-budget" : "none";
   plan.budget = cfg.budget;
-  if (cfg.ends.embedding || cfg.ends.loss)
-    plan.ends = cfg.ends.embedding && cfg.ends.loss ? "embedding, loss"
-                : cfg.ends.embedding                ? "embedding"
-                                                    : "loss";
+  plan.ends = cfg.ends.name();
   auto objective = [&](int64_t k, int64_t a, int64_t b) {
     return cfg.spec ? seconds(k, a, b) : flops(k, a, b);
   };

@@ -52,6 +52,15 @@ std::string mlir::fsdp::pipelinePartsName(int64_t pp, int64_t chunks) {
                     : "pp=" + std::to_string(pp);
 }
 
+/// The split's layers in the diagnostics: "model", or "split (the model's
+/// L and its embedding, loss)" when ends are counted.
+static std::string splitLayersName(int64_t modelLayers, PipelineEnds ends) {
+  if (!ends.embedding && !ends.loss)
+    return "model";
+  return "split (the model's " + std::to_string(modelLayers) + " and its " +
+         ends.name() + ")";
+}
+
 static LogicalResult splitError(Location loc, const Twine &message) {
   return emitError(loc) << "fsdp-pipeline-split: " << message;
 }
@@ -81,19 +90,12 @@ FailureOr<PipelineLayers> mlir::fsdp::segmentPipelineLayers(func::FuncOp fn,
   const int64_t modelLayers = r.layers;
   r.layers += static_cast<int64_t>(ends.embedding) + ends.loss;
   if (parts > r.layers)
-    return splitError(
-        fn.getLoc(),
-        pipelinePartsName(pp, chunks) + " exceeds the " +
-            std::to_string(r.layers) + " layers of the " +
-            (r.layers > modelLayers
-                 ? "split (the model's " + std::to_string(modelLayers) +
-                       (ends.embedding && ends.loss
-                            ? ", the embedding and the loss "
-                              "counted)"
-                        : ends.embedding ? ", the embedding counted)"
-                                         : ", the loss counted)")
-                 : std::string("model")) +
-            " (each stage needs at least one layer)");
+    return splitError(fn.getLoc(),
+                      pipelinePartsName(pp, chunks) + " exceeds the " +
+                          std::to_string(r.layers) + " layers of the " +
+                          splitLayersName(modelLayers, ends) +
+                          " (each stage needs at least one "
+                          "layer)");
   for (Operation &op : fn.getBody().front().without_terminator())
     r.ops.push_back(&op);
   r.segment.assign(r.ops.size(), -1);
@@ -164,12 +166,12 @@ LogicalResult mlir::fsdp::checkPipelineSplit(func::FuncOp fn,
                          " needs " + std::to_string(pp * chunks - 1));
   const std::string range =
       "the boundaries must increase within 1.." + std::to_string(layers - 1) +
-      (ends.embedding || ends.loss ? " (the split has " : " (the model has ") +
-      std::to_string(layers) + " layers" +
-      (ends.embedding && ends.loss ? ", the embedding and the loss counted)"
-       : ends.embedding            ? ", the embedding counted as layer 0)"
-       : ends.loss                 ? ", the loss counted as the last)"
-                                   : ")");
+      (ends.embedding || ends.loss
+           ? " (the split has " + std::to_string(layers) +
+                 " layers: the model's " +
+                 std::to_string(layers - ends.embedding - ends.loss) +
+                 " and its " + ends.name() + ")"
+           : " (the model has " + std::to_string(layers) + " layers)");
   for (auto [k, b] : llvm::enumerate(split)) {
     if (b < 1 || b >= layers)
       return splitError(fn.getLoc(), "pp-split boundary " + std::to_string(b) +

@@ -27,6 +27,14 @@ struct ClusterSpec;
 /// --account-for-loss-in-pipeline-split).
 struct PipelineEnds {
   bool embedding = false, loss = false;
+  /// "none", "embedding", "loss" or "embedding, loss": the report's
+  /// pipeline.split.ends and the diagnostics' wording.
+  std::string name() const {
+    return embedding && loss ? "embedding, loss"
+           : embedding       ? "embedding"
+           : loss            ? "loss"
+                             : "none";
+  }
 };
 
 /// What the default split knows about the job besides the model.
@@ -69,8 +77,7 @@ struct PipelineSplitPlan {
   /// unconstrained split, PipelineSplitConfig::budgetGiven false).
   std::string constraint;
   std::optional<int64_t> budget;
-  /// The layers counted besides the model's: "none", "embedding", "loss" or
-  /// "embedding, loss" (PipelineEnds).
+  /// The layers counted besides the model's (PipelineEnds::name).
   std::string ends = "none";
   /// Per stage (virtual stage under interleaving): layers, forward FLOPs,
   /// predicted seconds per step on one rank (with a spec) and estimated
