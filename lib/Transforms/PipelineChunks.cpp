@@ -25,13 +25,14 @@ DictionaryAttr withChunk(MLIRContext *ctx, DictionaryAttr attrs,
 }
 
 /// A step input that the runtime fills once per kind, so that the chunks
-/// share it: a data argument that is no pipeline boundary, or the loss
-/// scale (fsdp-autodiff's nn.loss_scale under loss-scaling: each chunk
-/// unscales by the one scale fsdp-run passes).
+/// share it: a data argument that is no pipeline boundary, the loss scale
+/// (fsdp-autodiff's nn.loss_scale under loss-scaling: each chunk unscales
+/// by the one scale fsdp-run passes), or the step counter (nn.step: each
+/// chunk's dropout draws its masks from the one step fsdp-run writes).
 bool isSharedData(DictionaryAttr attrs) {
   return attrs && ((attrs.get(nn::kDataAttr) && !attrs.get(kPPInputAttr) &&
                     !attrs.get(kPPOutputGradAttr)) ||
-                   attrs.get(nn::kLossScaleAttr));
+                   attrs.get(nn::kLossScaleAttr) || attrs.get(nn::kStepAttr));
 }
 } // namespace
 
