@@ -118,13 +118,14 @@ FailureOr<PipelineLayers> mlir::fsdp::segmentPipelineLayers(func::FuncOp fn,
     // The embedding's stage needs a parameter of its own (each stage is an
     // FSDP step with an optimizer): a model whose first ops have none has
     // no embedding to cut off.
-    bool embeddingParam = false;
-    for (auto [i, op] : llvm::enumerate(r.ops))
-      if (r.segment[i] < 0)
-        embeddingParam |= llvm::any_of(op->getOperands(), [&](Value v) {
-          return paramLayer.count(v) != 0;
-        });
-    if (!embeddingParam)
+    auto readsParam = [&](Operation *op) {
+      return llvm::any_of(op->getOperands(),
+                          [&](Value v) { return paramLayer.count(v) != 0; });
+    };
+    // The ops before layer 0's are a prefix (segment -1).
+    auto prefix = ArrayRef<Operation *>(r.ops).take_front(
+        llvm::count(r.segment, static_cast<int64_t>(-1)));
+    if (!llvm::any_of(prefix, readsParam))
       return splitError(fn.getLoc(),
                         "pp-split-embedding: no op before layer 0's uses a "
                         "parameter (no embedding to count as a layer)");
@@ -136,20 +137,21 @@ FailureOr<PipelineLayers> mlir::fsdp::segmentPipelineLayers(func::FuncOp fn,
     // The head starts at the final norm (or the head's matmul): the first
     // op after the last layer's block that reads a non-layer parameter.
     // The ops between (the block's last residual add) stay in the layer.
-    int64_t head = -1;
-    for (int64_t i = lastLayerEnd + 1, e = static_cast<int64_t>(r.ops.size());
-         i < e && head < 0; ++i)
-      for (Value v : r.ops[i]->getOperands())
-        if (auto it = paramLayer.find(v);
-            it != paramLayer.end() && it->second < 0)
-          head = i;
-    if (head < 0)
+    auto readsNonLayerParam = [&](Operation *op) {
+      return llvm::any_of(op->getOperands(), [&](Value v) {
+        auto it = paramLayer.find(v);
+        return it != paramLayer.end() && it->second < 0;
+      });
+    };
+    auto *begin = r.ops.begin() + lastLayerEnd + 1;
+    auto *head = std::find_if(begin, r.ops.end(), readsNonLayerParam);
+    if (head == r.ops.end())
       return splitError(fn.getLoc(),
                         "pp-split-loss: no parameter outside the layers is "
                         "used after the last layer's (no final norm or head "
                         "to count as a layer)");
-    for (int64_t i = head, e = static_cast<int64_t>(r.ops.size()); i < e; ++i)
-      r.segment[i] = r.layers - 1;
+    std::fill(r.segment.begin() + (head - r.ops.begin()), r.segment.end(),
+              r.layers - 1);
   }
   return r;
 }

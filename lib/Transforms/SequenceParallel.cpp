@@ -76,6 +76,9 @@ public:
     propagate();
     if (failed(checkDivisible()))
       return failure();
+    // Decided before the rewrite replaces the sent values (a chunk of only
+    // the embedding sends its reduce-scatter, GPT-2's its split).
+    SmallVector<unsigned> sent = sentChunks();
     wrapReplicatedOperands();
     OpBuilder b(fn.getContext());
     splitEntries(b);
@@ -90,16 +93,12 @@ public:
     }
     for (nn::TpAllReduceOp g : leaves) {
       b.setInsertionPoint(g);
-      Value chunk = nn::SpReduceScatterOp::create(b, g.getLoc(), g.getInput(),
-                                                  kSequenceDim, tp)
-                        .getResult();
-      // Sent as it is (a chunk of only the embedding), the chunk's
-      // gradient argument is retyped below.
-      chunks.insert(chunk);
-      g.replaceAllUsesWith(chunk);
+      g.replaceAllUsesWith(nn::SpReduceScatterOp::create(
+                               b, g.getLoc(), g.getInput(), kSequenceDim, tp)
+                               .getResult());
       g.erase();
     }
-    retypePipelineBoundary();
+    retypePipelineBoundary(sent);
     return success();
   }
 
@@ -154,21 +153,26 @@ private:
            f.getResultAttr(u.getOperandNumber(), kPPOutputAttr) != nullptr;
   }
 
-  /// The received chunks' arguments, and the gradients of the sent ones
-  /// (received back), take the chunk's type; the caller re-infers the rest.
-  void retypePipelineBoundary() {
+  /// The result numbers of the sent values that hold chunks.
+  SmallVector<unsigned> sentChunks() {
+    SmallVector<unsigned> out;
+    for (OpOperand &u : fn.getBody().front().getTerminator()->getOpOperands())
+      if (isSent(u) && chunks.contains(u.get()))
+        out.push_back(u.getOperandNumber());
+    return out;
+  }
+
+  /// The received chunks' arguments, and the gradients of the `sent`
+  /// chunks (sentChunks; received back), take the chunk's type; the caller
+  /// re-infers the rest.
+  void retypePipelineBoundary(ArrayRef<unsigned> sent) {
     auto chunkType = [&](Type t) {
       return sequenceChunkType(cast<RankedTensorType>(t), tp);
     };
     for (BlockArgument a : received)
       a.setType(chunkType(a.getType()));
-    if (batchSeq.empty())
-      return;
-    Operation *ret = fn.getBody().front().getTerminator();
-    for (OpOperand &u : ret->getOpOperands()) {
-      auto k = fn.getResultAttr(u.getOperandNumber(), kPPOutputAttr);
-      if (!k || !chunks.contains(u.get()))
-        continue;
+    for (unsigned i : sent) {
+      Attribute k = fn.getResultAttr(i, kPPOutputAttr);
       for (BlockArgument a : fn.getArguments())
         if (fn.getArgAttr(a.getArgNumber(), kPPOutputGradAttr) == k)
           a.setType(chunkType(a.getType()));
@@ -306,7 +310,6 @@ private:
   }
 
   void splitEntries(OpBuilder &b) {
-    SmallVector<Value> made;
     for (Value v : chunks) {
       if (!isEntry(v))
         continue;
@@ -318,11 +321,7 @@ private:
       v.replaceUsesWithIf(chunk, [&](OpOperand &u) {
         return u.getOwner() != chunk.getDefiningOp() && !isExit(u);
       });
-      made.push_back(chunk);
     }
-    // A split value sent as it is (GPT-2's chunk of only the embedding):
-    // its gradient argument is retyped (retypePipelineBoundary).
-    chunks.insert_range(made);
   }
 
   void gatherExits(OpBuilder &b) {
