@@ -108,36 +108,41 @@ double Simulator::unitCollectiveTime(CollectiveKind kind, int64_t bytes,
       g, stride, hierarchical, calls, moved);
 }
 
-SmallVector<bool>
-mlir::fsdp::regatheredAfterRecompute(const StackProfile &stack,
-                                     ArrayRef<int64_t> numels,
-                                     ArrayRef<StringRef> fqns) {
+SmallVector<bool> mlir::fsdp::regatheredAfterRecompute(
+    const StackProfile &stack, ArrayRef<int64_t> numels,
+    ArrayRef<StringRef> fqns, const RecomputeOrder *region) {
   SmallVector<bool> again(numels.size(), false);
   if (!stack.regatherForRecompute || fqns.size() != numels.size())
     return again;
+  // The order the recompute reads the parameters in: the region's, unless
+  // it misses one of the unit's; else the unit's own.
+  ArrayRef<StringRef> order = fqns;
+  ArrayRef<int64_t> orderNumels = numels;
+  if (region && region->fqns.size() == region->numels.size() &&
+      llvm::all_of(fqns, [&](StringRef f) {
+        return llvm::is_contained(region->fqns, f);
+      })) {
+    order = region->fqns;
+    orderNumels = region->numels;
+  }
   // The sub-module of a parameter: its FQN up to the last '.'
   // (named_parameters(recurse=False) of the module the hooks fetch).
-  auto module = [&](size_t i) { return fqns[i].rsplit('.').first; };
-  // From the last sub-module back: `after` holds the elements of the
-  // sub-modules the recompute uses after this one.
-  double after = 0;
-  for (size_t end = numels.size(); end > 0;) {
-    size_t begin = end - 1;
-    while (begin > 0 && module(begin - 1) == module(end - 1))
-      --begin;
-    double own = 0;
-    for (size_t i = begin; i < end; ++i)
-      own += double(numels[i]);
+  auto module = [](StringRef fqn) { return fqn.rsplit('.').first; };
+  for (auto [i, fqn] : llvm::enumerate(fqns)) {
     // Between its recompute use and its backward use the trace holds the
-    // later sub-modules' recompute, then their backward (reverse order):
-    // 2 · after elements. _keep_for_later: kept when that is below the
-    // limit, never with a limit of 0.
+    // sub-modules the recompute reads after this one, then their backward
+    // (reverse order): 2 · `after` elements. _keep_for_later: kept when
+    // that is below the limit, never with a limit of 0.
+    size_t last = 0;
+    for (auto [j, f] : llvm::enumerate(order))
+      if (module(f) == module(fqn))
+        last = j;
+    double after = 0;
+    for (size_t j = last + 1; j < order.size(); ++j)
+      after += double(orderNumels[j]);
     bool released =
         stack.maxReuseDistance <= 0 || !(2 * after < stack.maxReuseDistance);
-    for (size_t i = begin; i < end; ++i)
-      again[i] = released && !persists(stack, numels[i]);
-    after += own;
-    end = begin;
+    again[i] = released && !persists(stack, numels[i]);
   }
   return again;
 }
@@ -160,7 +165,8 @@ double mlir::fsdp::stackHostSeconds(const StackProfile &stack,
 StackCollective mlir::fsdp::priceUnitCollective(
     const Simulator &sim, const StackProfile &stack, CollectiveKind kind,
     int64_t bytes, ArrayRef<int64_t> numels, ArrayRef<StringRef> fqns,
-    int64_t g, int64_t stride, bool hierarchical, bool feedsRecompute) {
+    int64_t g, int64_t stride, bool hierarchical, bool feedsRecompute,
+    const RecomputeOrder *region) {
   StackCollective c;
   bool gather = kind == CollectiveKind::AllGather;
   bool scatter = kind == CollectiveKind::ReduceScatter;
@@ -180,7 +186,8 @@ StackCollective mlir::fsdp::priceUnitCollective(
     // The backward's second fetch of what the recompute released: per
     // parameter under per_param_collectives, else the released parameters'
     // share of the unit as one collective.
-    SmallVector<bool> again = regatheredAfterRecompute(stack, numels, fqns);
+    SmallVector<bool> again =
+        regatheredAfterRecompute(stack, numels, fqns, region);
     if (stack.perParamCollectives) {
       c.seconds += perParamTime(
           sim, kind, bytes, numels, [&](size_t i) { return again[i]; }, g,
@@ -231,16 +238,35 @@ StackCollective mlir::fsdp::persistentGatherCost(const Simulator &sim,
   return c;
 }
 
-bool mlir::fsdp::gatherFeedsRecompute(Operation *gather) {
+StringAttr mlir::fsdp::recomputeRegionFed(Operation *gather) {
   SmallVector<Value> views(gather->result_begin(), gather->result_end());
   while (!views.empty()) {
     Value v = views.pop_back_val();
     for (Operation *user : v.getUsers()) {
       if (isa<WaitOp, ParamViewOp>(user))
         views.append(user->result_begin(), user->result_end());
-      else if (user->hasAttr(nn::kRecomputeAttr))
-        return true;
+      else if (auto region =
+                   user->getAttrOfType<StringAttr>(nn::kRecomputeAttr))
+        return region;
     }
   }
-  return false;
+  return {};
+}
+
+RecomputeOrder mlir::fsdp::recomputeOrder(Operation *module, StringRef region) {
+  RecomputeOrder o;
+  std::string prefix = (region + ".").str();
+  for (Region &r : module->getRegions())
+    for (UnitOp unit : r.getOps<UnitOp>())
+      for (auto [fqn, shape] : llvm::zip(unit.getParams(), unit.getShapes())) {
+        StringRef name = cast<StringAttr>(fqn).getValue();
+        if (!name.starts_with(prefix))
+          continue;
+        int64_t n = 1;
+        for (int64_t d : cast<DenseI64ArrayAttr>(shape).asArrayRef())
+          n *= d;
+        o.fqns.push_back(name);
+        o.numels.push_back(n);
+      }
+  return o;
 }

@@ -413,6 +413,20 @@ private:
     return out;
   }
 
+  /// SimStack.h's recomputeOrder of `region` in the module holding `op`'s
+  /// units, computed once per region.
+  const RecomputeOrder &recomputeOrderOf(Operation *op, StringAttr region) {
+    auto it = recomputeOrderMap.find(region);
+    if (it == recomputeOrderMap.end())
+      it = recomputeOrderMap
+               .try_emplace(region,
+                            recomputeOrder(SymbolTable::getNearestSymbolTable(
+                                               op->getParentOp()),
+                                           region.getValue()))
+               .first;
+    return it->second;
+  }
+
   /// Host work on the compute stream from its clock on (`what` in the
   /// trace): `seconds` of a rank with a core to itself; device work that
   /// blocks the stream when `host` is false (not counted as host time).
@@ -467,10 +481,13 @@ private:
                               : CollectiveKind::AllReduce;
     auto [numels, fqns] = unitParams(op);
     bool hierarchical = group == Group::Replicate;
-    StackCollective price = priceUnitCollective(
-        sim, spec.stack, kind, bytes, numels, fqns, g, stride, hierarchical,
-        spec.stack.regatherForRecompute && isa<AllGatherOp>(op) &&
-            gatherFeedsRecompute(op));
+    StringAttr region;
+    if (spec.stack.regatherForRecompute && isa<AllGatherOp>(op))
+      region = recomputeRegionFed(op);
+    StackCollective price =
+        priceUnitCollective(sim, spec.stack, kind, bytes, numels, fqns, g,
+                            stride, hierarchical, static_cast<bool>(region),
+                            region ? &recomputeOrderOf(op, region) : nullptr);
     notePersistent(op, numels, bytes, g, stride, hierarchical);
     // The stack's per-rank loops run on the host before the collective.
     if (price.hostSeconds > 0)
@@ -738,6 +755,8 @@ private:
     bool hierarchical = false;
   } persistent;
   llvm::DenseSet<Attribute> persistentSeen;
+  /// recomputeOrderOf's regions.
+  llvm::DenseMap<StringAttr, RecomputeOrder> recomputeOrderMap;
   std::map<std::string, int64_t> matmulFlopsByDtype;
 };
 } // namespace

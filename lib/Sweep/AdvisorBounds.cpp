@@ -51,20 +51,6 @@ double linearForwardSeconds(const ClusterSpec &spec, double peak,
                                            spec.effMatmul * kFactor));
 }
 
-/// fsdp-wrap's policy=block unit of a parameter (Wrap.cpp unitName): its
-/// FQN up to the first numeric component; "" for the root.
-std::string blockOf(llvm::StringRef fqn) {
-  llvm::SmallVector<llvm::StringRef> parts;
-  fqn.split(parts, '.');
-  for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    unsigned idx;
-    if (!parts[i].getAsInteger(10, idx))
-      return llvm::join(
-          llvm::ArrayRef<llvm::StringRef>(parts).take_front(i + 1), ".");
-  }
-  return "";
-}
-
 /// ModelBoundFacts' block fields from the step function's parameters.
 void measureBlocks(ModuleOp model, int64_t sequences, ModelBoundFacts &f) {
   FailureOr<func::FuncOp> fn = getStepFunction(model);
@@ -78,7 +64,7 @@ void measureBlocks(ModuleOp model, int64_t sequences, ModelBoundFacts &f) {
     auto type = dyn_cast<RankedTensorType>(arg.getType());
     if (!fqn || !type)
       continue;
-    std::string b = blockOf(fqn.getValue());
+    std::string b = transformerBlockOf(fqn.getValue());
     if (b.empty())
       continue;
     params[b] += static_cast<double>(type.getNumElements());

@@ -14,7 +14,10 @@
 // run of consecutive forward ops of that unit in one micro-batch that reads
 // no parameter twice: a unit whose forward runs twice (a module applied
 // twice, or one forward per micro-batch) is recomputed once per use, each
-// before its own VJP.
+// before its own VJP. With ac-regions=block the same rule runs over
+// transformer blocks instead of units (a block's parameters may lie in
+// several units: DeepSpeed ZeRO-3's per-module gathers under Megatron-LM's
+// per-layer checkpoint).
 //
 // Runs after fsdp-wrap (the units exist) and before fsdp-shard, so that the
 // recomputed ops are ordinary backward ops to the later passes: fsdp-shard
@@ -386,18 +389,27 @@ private:
   llvm::DenseMap<Operation *, unsigned> useOf;
 };
 
-/// Each parameter's unit (`unitOfFqn`) and the units as fsdp-wrap ordered
-/// them, without the `.frozen` / `.tp_replicated` suffixes.
+/// Each parameter's checkpoint region (`unitOfFqn`) and the regions in
+/// fsdp-wrap's unit order: its unit without the `.frozen` /
+/// `.tp_replicated` suffixes, or with ac-regions=block its transformer
+/// block (`root` outside every block).
 static SmallVector<std::string>
-mapUnits(ArrayRef<UnitOp> unitOps, llvm::StringMap<std::string> &unitOfFqn) {
+mapUnits(ArrayRef<UnitOp> unitOps, AcRegions regions,
+         llvm::StringMap<std::string> &unitOfFqn) {
   SmallVector<std::string> unitNames;
-  for (UnitOp unit : unitOps) {
-    StringRef name = baseUnit(unit.getSymName());
-    if (!llvm::is_contained(unitNames, name))
-      unitNames.push_back(name.str());
-    for (Attribute fqn : unit.getParams())
-      unitOfFqn[cast<StringAttr>(fqn).getValue()] = name.str();
-  }
+  for (UnitOp unit : unitOps)
+    for (Attribute attr : unit.getParams()) {
+      StringRef fqn = cast<StringAttr>(attr).getValue();
+      std::string name = baseUnit(unit.getSymName()).str();
+      if (regions == AcRegions::Block) {
+        name = transformerBlockOf(fqn);
+        if (name.empty())
+          name = "root";
+      }
+      if (!llvm::is_contained(unitNames, name))
+        unitNames.push_back(name);
+      unitOfFqn[fqn] = name;
+    }
   return unitNames;
 }
 
@@ -429,7 +441,7 @@ protected:
     llvm::StringMap<std::string> unitOfFqn;
     llvm::StringSet<> checkpointed;
     if (mode == ActivationCheckpoint::None) {
-      mapUnits(unitOps, unitOfFqn);
+      mapUnits(unitOps, acRegions, unitOfFqn);
     } else {
       if (failed(selectUnits(unitOps, unitOfFqn, checkpointed)))
         return signalPassFailure();
@@ -450,9 +462,13 @@ protected:
                             llvm::StringMap<std::string> &unitOfFqn,
                             llvm::StringSet<> &checkpointed) {
     ModuleOp module = getOperation();
-    SmallVector<std::string> unitNames = mapUnits(unitOps, unitOfFqn);
+    SmallVector<std::string> unitNames =
+        mapUnits(unitOps, acRegions, unitOfFqn);
     SmallVector<StringRef> names(unitNames.begin(), unitNames.end());
-    std::string what = "FSDP unit (units: " + llvm::join(unitNames, ", ") + ")";
+    std::string what =
+        (acRegions == AcRegions::Block ? "transformer block (blocks: "
+                                       : "FSDP unit (units: ") +
+        llvm::join(unitNames, ", ") + ")";
     if (failed(matchGlobs(module, "fsdp-activation-checkpoint: ac-units",
                           acUnits, names, what,
                           [&](size_t k) { checkpointed.insert(names[k]); })))
@@ -465,10 +481,16 @@ protected:
     // (fsdp-pipeline fails on a pattern no stage matched), and a stage of
     // only the embedding or only the head (pp-split-embedding,
     // pp-split-loss) has no block to checkpoint by default.
-    if (checkpointed.empty() && !pipelineStageModule(module))
+    if (checkpointed.empty() && !pipelineStageModule(module)) {
+      if (acRegions == AcRegions::Block)
+        return module.emitError()
+               << "fsdp-activation-checkpoint: no transformer block to "
+                  "checkpoint (ac-regions=block): no parameter's FQN has a "
+                  "block index (name the rest with ac-units=root)";
       return module.emitError()
              << "fsdp-activation-checkpoint: no unit to checkpoint: the only "
                 "unit is 'root' (name it with ac-units=root)";
+    }
     return success();
   }
 };

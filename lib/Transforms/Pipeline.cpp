@@ -178,6 +178,7 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
     FSDPActivationCheckpointOptions o;
     o.mode = mode;
     o.acUnits = values(acUnits);
+    o.acRegions = acRegions;
     o.fusedSwiglu = fusedSwiglu;
     return o;
   }

@@ -21,6 +21,19 @@ namespace mlir::fsdp {
 using namespace mlir;
 using namespace mlir::fsdp;
 
+std::string mlir::fsdp::transformerBlockOf(StringRef fqn) {
+  // A block index is a numeric component with a name after it
+  // (`transformer.h.3.attn...`, `model.layers.3...`).
+  SmallVector<StringRef> parts;
+  fqn.split(parts, '.');
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    unsigned idx;
+    if (!parts[i].getAsInteger(10, idx))
+      return llvm::join(ArrayRef<StringRef>(parts).take_front(i + 1), ".");
+  }
+  return "";
+}
+
 /// Default initialisation when the argument has no `nn.init`: a matrix
 /// [out, in] gets torch.nn.Linear's U(−1/√in, 1/√in) (He et al., ICCV 2015,
 /// with a = √5 as in PyTorch's reset_parameters), anything else zeros.
@@ -48,16 +61,8 @@ struct FSDPWrapPass : mlir::fsdp::impl::FSDPWrapBase<FSDPWrapPass> {
 
   std::string unitName(StringRef fqn) {
     if (policy == WrapPolicy::Block) {
-      // The prefix up to the first numeric component (a block index, as
-      // `transformer.h.3` or `model.layers.3`); everything else is the root.
-      SmallVector<StringRef> parts;
-      fqn.split(parts, '.');
-      for (size_t i = 0; i + 1 < parts.size(); ++i) {
-        unsigned idx;
-        if (!parts[i].getAsInteger(10, idx))
-          return llvm::join(ArrayRef<StringRef>(parts).take_front(i + 1), ".");
-      }
-      return "root";
+      std::string block = transformerBlockOf(fqn);
+      return block.empty() ? "root" : block;
     }
     if (!units.empty()) {
       std::string best;

@@ -174,6 +174,42 @@ TEST(Stack, RecomputeReleasesBeyondTheReuseDistance) {
   EXPECT_EQ(again(0), "0000000");
 }
 
+// A unit per sub-module under a region of the whole block (policy=module,
+// ac-regions=block): the elements after a sub-module are the region's, not
+// its unit's (which has nothing after it). A region that lacks one of the
+// unit's parameters is not its recompute's: the unit's own order stands.
+TEST(Stack, RecomputeReleasesByTheRegionsOrder) {
+  StackProfile stack;
+  stack.perParamCollectives = true;
+  stack.persistenceThreshold = 10;
+  stack.regatherForRecompute = true;
+  stack.maxReuseDistance = 1600;
+  RecomputeOrder block;
+  block.fqns.assign(std::begin(kBlockFqns), std::end(kBlockFqns));
+  block.numels.assign(std::begin(kBlockNumels), std::end(kBlockNumels));
+  auto again = [&](size_t first, size_t n, const RecomputeOrder *region) {
+    std::string bits;
+    for (bool b : regatheredAfterRecompute(
+             stack, llvm::ArrayRef(kBlockNumels).slice(first, n),
+             llvm::ArrayRef(kBlockFqns).slice(first, n), region))
+      bits += b ? '1' : '0';
+    return bits;
+  };
+  // c_attn (weight, bias): 900 after it in the block, 1800 >= 1600.
+  EXPECT_EQ(again(2, 2, &block), "11");
+  EXPECT_EQ(again(2, 2, nullptr), "00");
+  // c_proj: 800 after, 1600 >= 1600; c_fc: 400 after, kept.
+  EXPECT_EQ(again(4, 1, &block), "1");
+  EXPECT_EQ(again(5, 1, &block), "0");
+  // The same bits as the block's own unit (RecomputeReleasesBeyondTheReuse-
+  // Distance at 1600: "0011100").
+  EXPECT_EQ(again(0, 7, &block), "0011100");
+  RecomputeOrder other;
+  other.fqns = {"h.0.mlp.c_fc.weight"};
+  other.numels = {400};
+  EXPECT_EQ(again(2, 2, &other), "00");
+}
+
 // With max_reuse_distance 0 the recompute's all-gather is followed by exactly
 // one more all-gather of every non-persistent parameter: at α = 0 its time
 // is twice the plan's per-parameter gather, its collectives twice as many; an

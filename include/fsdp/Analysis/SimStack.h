@@ -13,7 +13,9 @@
 #define FSDP_ANALYSIS_SIMSTACK_H
 
 #include "fsdp/Analysis/CollectiveCurve.h"
+#include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -82,21 +84,36 @@ struct StackCollective {
   double serialSeconds = 0;
 };
 
-/// Of a unit's parameters (`numels` elements, `fqns` their names, in the
-/// unit's order, which is the order the forward uses them), which ones the
-/// backward all-gathers again after the recompute of the unit has used and
+/// The parameters of a recomputed region (fsdp-activation-checkpoint's
+/// `nn.recompute` region: a unit, or a transformer block under
+/// ac-regions=block) in the order the forward first uses them: their FQNs
+/// and elements.
+struct RecomputeOrder {
+  llvm::SmallVector<llvm::StringRef> fqns;
+  llvm::SmallVector<int64_t> numels;
+};
+
+/// Of a unit's parameters (`numels` elements, `fqns` their names), which
+/// ones the backward all-gathers again after the recompute has used and
 /// released them. Parameters of one sub-module (the same FQN up to the last
-/// '.') are fetched and released together; after its recompute use, sub-
-/// module j is kept only when the elements used before its backward use
-/// (the later sub-modules' in the recompute, then again in the backward,
+/// '.') are fetched and released together; after its recompute use, a sub-
+/// module is kept only when the elements used before its backward use (the
+/// sub-modules the recompute reads after it, then again in the backward,
 /// which runs them in reverse: 2 · their sum) are fewer than
 /// maxReuseDistance (DeepSpeed v0.3.15 stage3.py, _keep_for_later and
 /// PrefetchCoordinator.get_reuse_distance_in_numel); persistent parameters
-/// are never released. All false without regatherForRecompute.
+/// are never released. The later sub-modules are those of `region` after
+/// the sub-module's last parameter (the region's forward order, which may
+/// span several units: a block checkpointed whole over per-module units;
+/// torch.utils.checkpoint runs the region's whole forward again, so its
+/// hooks fetch every sub-module of it); without `region`, or when it lacks
+/// one of `fqns`, the unit's own parameters after it (a unit's order is the
+/// forward's). All false without regatherForRecompute.
 llvm::SmallVector<bool>
 regatheredAfterRecompute(const StackProfile &stack,
                          llvm::ArrayRef<int64_t> numels,
-                         llvm::ArrayRef<llvm::StringRef> fqns);
+                         llvm::ArrayRef<llvm::StringRef> fqns,
+                         const RecomputeOrder *region = nullptr);
 
 /// Host seconds (a rank with a core to itself) of `collectives` collectives
 /// over `g` ranks issued by the stack: collectives · hostCallsPerRank · g ·
@@ -110,7 +127,8 @@ double stackHostSeconds(const StackProfile &stack, int64_t collectives,
 /// the stack: Simulator::unitCollectiveTime's collectives, plus, for an
 /// all-gather that feeds the recompute (`feedsRecompute`), the re-gather
 /// of regatheredAfterRecompute's parameters (each its share of the bytes by
-/// elements); each collective with its host loops (stackHostSeconds). The
+/// elements; `region` as there); each collective with its host loops
+/// (stackHostSeconds). The
 /// stack's buffer passes over the bytes the collectives move
 /// (stackPassSeconds): gatherCopyPasses / reduceCopyPasses added to the
 /// seconds, and gatherSerialPasses as serialSeconds. A kind other than these
@@ -121,7 +139,8 @@ StackCollective priceUnitCollective(const Simulator &sim,
                                     llvm::ArrayRef<int64_t> numels,
                                     llvm::ArrayRef<llvm::StringRef> fqns,
                                     int64_t g, int64_t stride,
-                                    bool hierarchical, bool feedsRecompute);
+                                    bool hierarchical, bool feedsRecompute,
+                                    const RecomputeOrder *region = nullptr);
 
 /// Seconds of `passes` passes over `bytes` at the device memory bandwidth
 /// `bandwidth` (bytes/s; the spec's memory_bandwidth): passes · bytes /
@@ -142,11 +161,17 @@ StackCollective persistentGatherCost(const Simulator &sim,
                                      int64_t bytes, int64_t g, int64_t stride,
                                      bool hierarchical);
 
-/// Whether the fsdp.all_gather `gather` provides the parameters of a
-/// recomputed op (`nn.recompute`, fsdp-activation-checkpoint): an op that
-/// reads one of its parameter views (through fsdp.wait and
-/// fsdp.param_view) is marked recompute.
-bool gatherFeedsRecompute(Operation *gather);
+/// The region (`nn.recompute`, fsdp-activation-checkpoint) of a recomputed
+/// op that reads a parameter view of the fsdp.all_gather `gather` (through
+/// fsdp.wait and fsdp.param_view); null when no recomputed op does.
+StringAttr recomputeRegionFed(Operation *gather);
+
+/// The RecomputeOrder of region `region` in `module`: the parameters of its
+/// fsdp.unit ops, in their order (first use, as fsdp-wrap orders units and
+/// their parameters), whose FQN lies under `region` (`region` + '.'
+/// prefixes it: a block's or a module unit's name is its parameters' FQN
+/// prefix); empty when none does (a unit named otherwise, as `root`).
+RecomputeOrder recomputeOrder(Operation *module, StringRef region);
 
 } // namespace fsdp
 } // namespace mlir

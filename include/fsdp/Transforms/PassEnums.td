@@ -67,6 +67,16 @@ def FSDP_ActivationCheckpoint : OptionEnum<"ActivationCheckpoint",
                 "torchtitan's op-level selective AC: keep attention outputs "
                 "and every other mm's output, recompute the rest">]>;
 
+def FSDP_AcRegions : OptionEnum<"AcRegions",
+    "activation checkpointing regions", [
+    OptionValue<"Unit", 0, "unit",
+                "a checkpointed region is an FSDP unit (PyTorch FSDP and "
+                "torchtitan wrap each block in both)">,
+    OptionValue<"Block", 1, "block",
+                "a checkpointed region is a transformer block, whatever the "
+                "FSDP units (Megatron-LM's per-layer checkpoint under "
+                "DeepSpeed ZeRO-3's per-module gathers)">]>;
+
 /// The attention implementation the plan prices and plans memory for
 /// (fsdp/Analysis/UnfusedAttention.h); fsdp-run runs one kernel either way.
 def FSDP_AttentionImpl : OptionEnum<"AttentionImpl", "attention implementation", [

@@ -43,6 +43,13 @@ createFSDPPipeline(StringRef options, std::string &error,
 /// Registers every pass of Passes.td, fsdp-pipeline included.
 void registerAllFSDPPasses();
 
+/// The transformer block a parameter's FQN lies in: the FQN up to its first
+/// numeric component (`model.layers.3.mlp.up_proj.weight` ->
+/// `model.layers.3`), as fsdp-wrap's policy=block names its units and
+/// fsdp-activation-checkpoint's ac-regions=block its regions; "" for a
+/// parameter in no block (embeddings, final norm, head).
+std::string transformerBlockOf(StringRef fqn);
+
 } // namespace mlir::fsdp
 
 #endif // FSDP_TRANSFORMS_PASSES_H

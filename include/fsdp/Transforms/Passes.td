@@ -286,7 +286,10 @@ defvar FSDPActivationCheckpointOptions = [
              "activation checkpointing of FSDP units">,
   ListOption<"acUnits", "ac-units", "std::string",
              "glob patterns of the FSDP units to checkpoint (default: every "
-             "unit but root)">,
+             "unit but root); with ac-regions=block, of the blocks">,
+  EnumOption<"acRegions", "ac-regions", FSDP_AcRegions, "Unit",
+             "what one checkpointed region is: an FSDP unit, or a "
+             "transformer block whatever the units">,
   Option<"fusedSwiglu", "fused-swiglu", "bool", "false",
          "SwiGLU as one fused kernel (Megatron-LM's SwiGLUFunction, "
          "megatron/core/fusions/fused_bias_swiglu.py): silu(gate) is not kept "
@@ -319,7 +322,16 @@ def FSDPActivationCheckpoint
     micro-batch that reads no parameter twice, and each use is recomputed before its own VJP (a module
     applied twice, every micro-batch). `ac-units` are glob patterns over unit
     names (`transformer.h.*`); by default every unit but `root` is
-    checkpointed. Recomputed ops are clones of the forward ops marked
+    checkpointed. `ac-regions=block` cuts the forward into transformer
+    blocks instead of FSDP units (an op belongs to the block of the
+    parameter read most recently, the FQN up to its block index; what is in
+    no block is `root`, not checkpointed by default), so that a block is
+    checkpointed whole when its parameters are gathered module by module:
+    Megatron-LM checkpoints each transformer layer
+    (megatron/model/transformer.py, `_checkpointed_forward`) while DeepSpeed
+    ZeRO-3 fetches each sub-module's parameters in its own forward hook
+    (deepspeed/runtime/zero/stage3.py, `fetch_sub_module`); `ac-units` then
+    names blocks. Recomputed ops are clones of the forward ops marked
     `nn.recompute = "<unit>"`; the module gets `nn.activation_checkpoint`.
     Later passes treat them as backward ops: fsdp-shard computes them in
     param-dtype as the forward, fsdp-collectives serves them with the

@@ -12,6 +12,10 @@
 // PIPE: error: fsdp-activation-checkpoint: ac-units pattern 'transformer.h.*' matches no FSDP unit (units: fc1, fc2, fc3)
 // The MLP's parameters have no block index: policy=block puts them all in root.
 // ROOT: error: fsdp-activation-checkpoint: no unit to checkpoint: the only unit is 'root' (name it with ac-units=root)
+// RUN: not fsdp-opt %S/../../examples/mlp.mlir --fsdp-pipeline="activation-checkpoint=full ac-regions=block" 2>&1 | FileCheck %s --check-prefix=NOBLOCK
+// RUN: not fsdp-opt %S/../../examples/mlp.mlir --fsdp-pipeline="activation-checkpoint=full ac-regions=block ac-units=fc1" 2>&1 | FileCheck %s --check-prefix=BLOCKGLOB
+// NOBLOCK: error: fsdp-activation-checkpoint: no transformer block to checkpoint (ac-regions=block): no parameter's FQN has a block index (name the rest with ac-units=root)
+// BLOCKGLOB: error: fsdp-activation-checkpoint: ac-units pattern 'fc1' matches no transformer block (blocks: root)
 
 // Before fsdp-wrap: no unit.
 // expected-error @+1 {{fsdp-activation-checkpoint: the module declares no FSDP unit (run fsdp-wrap first)}}

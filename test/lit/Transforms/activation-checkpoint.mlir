@@ -10,6 +10,12 @@
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 units=blk activation-checkpoint=full param-dtype=bf16" | FileCheck %s --check-prefix=SHARD
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 units=blk activation-checkpoint=full strategy=shard-grad-op" | FileCheck %s --check-prefix=ZERO2
 // RUN: fsdp-opt %s --fsdp-pipeline="world-size=2 units=blk activation-checkpoint=full keep-gathered=blk" | FileCheck %s --check-prefix=ZERO2
+// ac-regions=block on GPT-2 wrapped module by module (fsdp-wrap's default
+// policy, DeepSpeed ZeRO-3's fetch granularity): each block is one region,
+// recomputed whole from its input; unit regions recompute module by module.
+// RUN: fsdp-import %S/../Inputs/models/gpt2.json --layers 2 --hidden 32 --heads 4 --vocab 256 --seq 16 --batch 4 -o %t.gpt2.mlir
+// RUN: fsdp-opt %t.gpt2.mlir --fsdp-autodiff --fsdp-wrap --fsdp-activation-checkpoint="activation-checkpoint=full ac-regions=block" | FileCheck %s --check-prefix=BLOCK --implicit-check-not='nn.recompute = "transformer.h.1.' --implicit-check-not='nn.recompute = "transformer.h.0.'
+// RUN: fsdp-opt %t.gpt2.mlir --fsdp-autodiff --fsdp-wrap --fsdp-activation-checkpoint="activation-checkpoint=full" | FileCheck %s --check-prefix=MODULE
 
 // One block `blk` (layer norm, fc1, gelu, fc2, residual add) applied twice,
 // then the root unit's head: two uses of blk, each recomputed before its own
@@ -159,3 +165,28 @@ func.func @f(%x: tensor<4x8xf32> {nn.data = "features"}, %y: tensor<4xi32> {nn.d
 // SEL2: nn.gelu {{.*}}nn.recompute = "blk"
 // SEL2-NOT: nn.linear {{.*}}nn.recompute
 // SEL2: return
+
+// The units stay one per module; the regions are the blocks: block 1's
+// recompute starts at its first layer norm, from the block's input (the
+// first block's output, kept), and ends at the MLP's gelu (the down
+// projection's output is the block's own, kept); block 0's likewise from
+// the embeddings' sum. Root's modules (wte, wpe, ln_f) are in no block and
+// not checkpointed.
+// BLOCK: fsdp.unit @transformer.h.0.ln_1
+// BLOCK: fsdp.unit @transformer.h.0.attn.c_attn
+// BLOCK: nn.cross_entropy_grad
+// BLOCK: %[[N1:[0-9]+]] = nn.layer_norm %[[IN1:[0-9]+]], {{.*}}nn.recompute = "transformer.h.1"
+// BLOCK-NEXT: nn.linear %[[N1]], {{.*}}nn.recompute = "transformer.h.1"
+// BLOCK: nn.add %[[IN1]], %{{[0-9]+}} {nn.recompute = "transformer.h.1"}
+// BLOCK: nn.gelu {{.*}}nn.recompute = "transformer.h.1"
+// BLOCK: nn.layer_norm {{.*}}nn.recompute = "transformer.h.0"
+// BLOCK: nn.gelu {{.*}}nn.recompute = "transformer.h.0"
+// BLOCK: return
+// A region per module: each keeps its inputs and outputs, so only the
+// attention and the MLP's first linear are recomputed (from their kept
+// inputs), each in its module's region; the tied head (wte) is its own.
+// MODULE: nn.linear {{.*}}nn.recompute = "transformer.wte"
+// MODULE: nn.linear {{.*}}nn.recompute = "transformer.h.1.mlp.c_fc"
+// MODULE: nn.linear {{.*}}nn.recompute = "transformer.h.1.attn.c_attn"
+// MODULE-NOT: nn.layer_norm {{.*}}nn.recompute
+// MODULE: return
