@@ -16,10 +16,7 @@ row's tensor- and pipeline-parallel degrees, default 1), `micro-batches=grad_acc
 accumulate=A` (A: the row's `accumulate`, default sharded: FSDP reduce-scatters
 every micro-batch; `unsharded` for DDP's one all-reduce per step), the row's
 `strategy` (default full-shard), one FSDP unit
-per transformer block (`policy=block`; a row's `policy` and `ac_regions`
-where its stack gathers finer than its checkpoint: `policy=module
-ac-regions=block` for DeepSpeed ZeRO-3's per-sub-module fetches under
-Megatron-LM's per-layer checkpoint), the row's parameter and reduce
+per transformer block (`policy=block`), the row's parameter and reduce
 dtypes, the row's activation checkpointing, prefetch `fsdp2` for torchtitan
 (FSDP2: torchtitan, KempnerForge) and `fsdp1` for Composer (FSDP1), or the
 row's `prefetch`. Tensor parallelism: `tp=T`, with `sequence-parallel=` the
@@ -205,7 +202,7 @@ def pipeline_options(row, spec_path, report):
     opts = [
         "world-size=%d" % row["world_size"],
         "strategy=%s" % row.get("strategy", "full-shard"),
-        "policy=%s" % row.get("policy", "block"),
+        "policy=block",
         "param-dtype=%s" % row["precision"]["param"],
         "reduce-dtype=%s" % row["precision"]["reduce"],
         "activation-checkpoint=%s" % row["activation_checkpoint"],
@@ -230,8 +227,6 @@ def pipeline_options(row, spec_path, report):
     elif row["grad_accum"] > 1:
         opts += ["micro-batches=%d" % row["grad_accum"],
                  "accumulate=%s" % row.get("accumulate", "sharded")]
-    if "ac_regions" in row:
-        opts.append("ac-regions=%s" % row["ac_regions"])
     if "attention" in row:
         opts.append("attention=%s" % row["attention"])
     if row.get("fused_swiglu"):
