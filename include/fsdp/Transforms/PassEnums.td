@@ -74,8 +74,9 @@ def FSDP_AcRegions : OptionEnum<"AcRegions",
                 "torchtitan wrap each block in both)">,
     OptionValue<"Block", 1, "block",
                 "a checkpointed region is a transformer block, whatever the "
-                "FSDP units (Megatron-LM's per-layer checkpoint under "
-                "DeepSpeed ZeRO-3's per-module gathers)">]>;
+                "FSDP units (a per-block checkpoint_wrapper over PyTorch "
+                "FSDP's size-based units; Megatron-LM's per-layer checkpoint "
+                "under DeepSpeed ZeRO-3's per-module gathers)">]>;
 
 /// The attention implementation the plan prices and plans memory for
 /// (fsdp/Analysis/UnfusedAttention.h); fsdp-run runs one kernel either way.
