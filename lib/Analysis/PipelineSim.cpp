@@ -446,6 +446,15 @@ FailureOr<json> mlir::fsdp::buildPipelineReport(ModuleOp module,
     for (const char *k :
          {"bubble_fraction", "idle_s", "p2p_bytes", "p2p_s", "p2p_exposed_s"})
       top.erase(k);
+    // The busiest stage's recomputation, which its recompute_s times, not
+    // the fattest stage's (they differ when the stages checkpoint
+    // differently).
+    for (const char *k : {"activation_checkpoint", "recompute_ops",
+                          "recompute_flops", "recompute_s"}) {
+      top.erase(k);
+      if (stages[busiest].contains(k))
+        top[k] = stages[busiest][k];
+    }
     addSimulationToReport(top, st.sim, spec->name);
     // The pipeline's step; MFU over the mean FLOPs of a rank.
     double flops = 0;

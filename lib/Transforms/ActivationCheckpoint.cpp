@@ -66,10 +66,16 @@ static StringRef tensorParallelUnit(StringRef unit) {
 }
 
 /// The unit a parameter's FQN belongs to, without fsdp-wrap's `.frozen`
-/// suffix: a unit's frozen and trainable buffers are one module's forward.
+/// and `.tied_copy` suffixes: a unit's frozen and trainable buffers are one
+/// module's forward, and so is a pipeline stage's copy of a tied parameter
+/// and the rest of its unit (the last stage's `root.tied_copy`, GPT-2's LM
+/// head, is root's, as at pp = 1 and under ac-regions=block).
 static StringRef baseUnit(StringRef unit) {
+  // fsdp-wrap appends them in the order frozen, tied_copy, tp_replicated.
+  unit = tensorParallelUnit(unit);
+  unit.consume_back(".tied_copy");
   unit.consume_back(".frozen");
-  return tensorParallelUnit(unit);
+  return unit;
 }
 
 /// The tensor-parallel collectives selective AC saves, so that its
