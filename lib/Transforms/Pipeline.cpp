@@ -269,6 +269,14 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
               << (static_cast<bool>(*o) ? "true" : "false")
               << " has no effect with tp=1 (no tensor-parallel group): "
                  "ignored";
+    // Likewise a region kind with nothing to checkpoint (ac-units without a
+    // mode is an error; the advisor passes --pipeline to every AC mode).
+    if (mode == ActivationCheckpoint::None && acRegions.hasValue() &&
+        acRegions != AcRegions::Unit)
+      module.emitWarning()
+          << "fsdp-pipeline: ac-regions=" << stringifyAcRegions(acRegions)
+          << " has no effect with activation-checkpoint=none (nothing is "
+             "checkpointed): ignored";
     if (ppStage.hasValue())
       return module.emitError()
              << "fsdp-pipeline: pp-stage is fsdp-pipeline-split's option; "

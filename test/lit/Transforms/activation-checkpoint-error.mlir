@@ -14,6 +14,8 @@
 // ROOT: error: fsdp-activation-checkpoint: no unit to checkpoint: the only unit is 'root' (name it with ac-units=root)
 // RUN: not fsdp-opt %S/../../examples/mlp.mlir --fsdp-pipeline="activation-checkpoint=full ac-regions=block" 2>&1 | FileCheck %s --check-prefix=NOBLOCK
 // RUN: not fsdp-opt %S/../../examples/mlp.mlir --fsdp-pipeline="activation-checkpoint=full ac-regions=block ac-units=fc1" 2>&1 | FileCheck %s --check-prefix=BLOCKGLOB
+// RUN: fsdp-opt %S/../../examples/mlp.mlir -o /dev/null --fsdp-pipeline="ac-regions=block" 2>&1 | FileCheck %s --check-prefix=NOMODEBLOCK
+// NOMODEBLOCK: warning: fsdp-pipeline: ac-regions=block has no effect with activation-checkpoint=none (nothing is checkpointed): ignored
 // NOBLOCK: error: fsdp-activation-checkpoint: no transformer block to checkpoint (ac-regions=block): no parameter's FQN has a block index (name the rest with ac-units=root)
 // BLOCKGLOB: error: fsdp-activation-checkpoint: ac-units pattern 'fc1' matches no transformer block (blocks: root)
 
