@@ -396,9 +396,9 @@ private:
 };
 
 /// Each parameter's checkpoint region (`unitOfFqn`) and the regions in
-/// fsdp-wrap's unit order: its unit without the `.frozen` /
-/// `.tp_replicated` suffixes, or with ac-regions=block its transformer
-/// block (`root` outside every block).
+/// fsdp-wrap's unit order: its unit without the `.frozen`, `.tied_copy`
+/// and `.tp_replicated` suffixes (baseUnit), or with ac-regions=block its
+/// transformer block (`root` outside every block).
 static SmallVector<std::string>
 mapUnits(ArrayRef<UnitOp> unitOps, AcRegions regions,
          llvm::StringMap<std::string> &unitOfFqn) {
