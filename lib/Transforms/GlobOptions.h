@@ -18,11 +18,13 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/GlobPattern.h"
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace mlir::fsdp {
 
@@ -44,10 +46,12 @@ inline ModuleOp pipelineStageModule(Operation *op) {
   return stages && stages.getInt() > 1 ? m : ModuleOp();
 }
 
-/// Records on the stage's module that `option` was checked there and which
-/// of its patterns matched nothing (kPPUnmatchedAttr).
+/// Records on the stage's module that `option` was checked there, which of
+/// its patterns matched nothing, and what it matched against there (`what`,
+/// as matchGlobs words it: "FSDP unit (units: ...)"; kPPUnmatchedAttr).
 inline void recordUnmatched(ModuleOp stage, StringRef option,
-                            ArrayRef<std::string> unmatched) {
+                            ArrayRef<std::string> unmatched,
+                            StringRef what = "") {
   MLIRContext *ctx = stage.getContext();
   NamedAttrList entries;
   if (auto d = stage->getAttrOfType<DictionaryAttr>(kPPUnmatchedAttr))
@@ -55,7 +59,10 @@ inline void recordUnmatched(ModuleOp stage, StringRef option,
   SmallVector<Attribute> names;
   for (const std::string &u : unmatched)
     names.push_back(StringAttr::get(ctx, u));
-  entries.set(StringAttr::get(ctx, option), ArrayAttr::get(ctx, names));
+  NamedAttrList record;
+  record.set("unmatched", ArrayAttr::get(ctx, names));
+  record.set("what", StringAttr::get(ctx, what));
+  entries.set(StringAttr::get(ctx, option), record.getDictionary(ctx));
   stage->setAttr(kPPUnmatchedAttr, entries.getDictionary(ctx));
 }
 
@@ -63,30 +70,49 @@ inline void recordUnmatched(ModuleOp stage, StringRef option,
 /// it planned: a pattern is the user's typo when every module that checked
 /// its option found it matching nothing.
 struct PipelineUnmatched {
-  /// option -> (modules that checked it, pattern -> modules it missed on).
-  std::map<std::string, std::pair<int, std::map<std::string, int>>> tally;
+  struct Option {
+    int runs = 0;                      ///< modules that checked it
+    std::map<std::string, int> missed; ///< pattern -> modules it missed on
+    std::vector<std::string> what;     ///< each module's names, as recorded
+  };
+  std::map<std::string, Option> tally;
 
   /// Adds `m`'s record and removes it from the module.
   void collect(ModuleOp m) {
     auto d = m->getAttrOfType<DictionaryAttr>(kPPUnmatchedAttr);
     if (!d)
       return;
+    auto stage = m->getAttrOfType<IntegerAttr>(kPipelineStageAttr);
     for (NamedAttribute e : d) {
-      auto &[runs, missed] = tally[e.getName().str()];
-      ++runs;
-      for (Attribute a : cast<ArrayAttr>(e.getValue()))
-        ++missed[cast<StringAttr>(a).str()];
+      Option &o = tally[e.getName().str()];
+      ++o.runs;
+      auto record = cast<DictionaryAttr>(e.getValue());
+      for (Attribute a : record.getAs<ArrayAttr>("unmatched"))
+        ++o.missed[cast<StringAttr>(a).str()];
+      // Only a `what` that lists the names says more than the error does
+      // ("FSDP unit (units: ...)", not "parameter").
+      StringRef what = record.getAs<StringAttr>("what").getValue();
+      if (what.contains('('))
+        o.what.push_back(
+            (stage ? "stage " + std::to_string(stage.getInt()) + ": " : "") +
+            what.str());
     }
     m->removeAttr(kPPUnmatchedAttr);
   }
 
-  /// Fails at `op` on the first pattern no stage matched.
+  /// Fails at `op` on the first pattern no stage matched, naming what each
+  /// stage has.
   LogicalResult check(Operation *op) const {
     for (const auto &[option, entry] : tally)
-      for (const auto &[pattern, missed] : entry.second)
-        if (missed == entry.first)
-          return op->emitError() << option << " pattern '" << pattern
+      for (const auto &[pattern, missed] : entry.missed)
+        if (missed == entry.runs) {
+          InFlightDiagnostic d = op->emitError()
+                                 << option << " pattern '" << pattern
                                  << "' matches nothing on any pipeline stage";
+          if (!entry.what.empty())
+            d << " (" << llvm::join(entry.what, "; ") << ")";
+          return d;
+        }
     return success();
   }
 };
@@ -123,7 +149,7 @@ inline LogicalResult matchGlobs(Operation *op, StringRef option,
              << option << " pattern '" << pattern << "' matches no " << what;
   }
   if (stage && !patterns.empty())
-    recordUnmatched(stage, option, unmatched);
+    recordUnmatched(stage, option, unmatched, what);
   return success();
 }
 
