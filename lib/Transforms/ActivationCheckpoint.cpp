@@ -403,10 +403,11 @@ static SmallVector<std::string>
 mapUnits(ArrayRef<UnitOp> unitOps, AcRegions regions,
          llvm::StringMap<std::string> &unitOfFqn) {
   SmallVector<std::string> unitNames;
-  for (UnitOp unit : unitOps)
+  for (UnitOp unit : unitOps) {
+    StringRef base = baseUnit(unit.getSymName());
     for (Attribute attr : unit.getParams()) {
       StringRef fqn = cast<StringAttr>(attr).getValue();
-      std::string name = baseUnit(unit.getSymName()).str();
+      std::string name = base.str();
       if (regions == AcRegions::Block) {
         name = transformerBlockOf(fqn);
         if (name.empty())
@@ -416,6 +417,7 @@ mapUnits(ArrayRef<UnitOp> unitOps, AcRegions regions,
         unitNames.push_back(name);
       unitOfFqn[fqn] = name;
     }
+  }
   return unitNames;
 }
 
@@ -471,13 +473,12 @@ protected:
     SmallVector<std::string> unitNames =
         mapUnits(unitOps, acRegions, unitOfFqn);
     SmallVector<StringRef> names(unitNames.begin(), unitNames.end());
-    std::string what =
-        (acRegions == AcRegions::Block ? "transformer block (blocks: "
-                                       : "FSDP unit (units: ") +
-        llvm::join(unitNames, ", ") + ")";
-    if (failed(matchGlobs(module, "fsdp-activation-checkpoint: ac-units",
-                          acUnits, names, what,
-                          [&](size_t k) { checkpointed.insert(names[k]); })))
+    bool blocks = acRegions == AcRegions::Block;
+    if (failed(matchGlobs(
+            module, "fsdp-activation-checkpoint: ac-units", acUnits, names,
+            blocks ? "transformer block" : "FSDP unit",
+            [&](size_t k) { checkpointed.insert(names[k]); },
+            blocks ? "blocks" : "units")))
       return failure();
     if (acUnits.empty())
       for (const std::string &name : unitNames)

@@ -47,8 +47,9 @@ inline ModuleOp pipelineStageModule(Operation *op) {
 }
 
 /// Records on the stage's module that `option` was checked there, which of
-/// its patterns matched nothing, and what it matched against there (`what`,
-/// as matchGlobs words it: "FSDP unit (units: ...)"; kPPUnmatchedAttr).
+/// its patterns matched nothing, and the names it matched against there
+/// when they are listed (`what`, as matchGlobs words it: "FSDP unit (units:
+/// ...)"; empty otherwise; kPPUnmatchedAttr).
 inline void recordUnmatched(ModuleOp stage, StringRef option,
                             ArrayRef<std::string> unmatched,
                             StringRef what = "") {
@@ -89,10 +90,8 @@ struct PipelineUnmatched {
       auto record = cast<DictionaryAttr>(e.getValue());
       for (Attribute a : record.getAs<ArrayAttr>("unmatched"))
         ++o.missed[cast<StringAttr>(a).str()];
-      // Only a `what` that lists the names says more than the error does
-      // ("FSDP unit (units: ...)", not "parameter").
       StringRef what = record.getAs<StringAttr>("what").getValue();
-      if (what.contains('('))
+      if (!what.empty())
         o.what.push_back(
             (stage ? "stage " + std::to_string(stage.getInt()) + ": " : "") +
             what.str());
@@ -120,14 +119,23 @@ struct PipelineUnmatched {
 /// Calls `onMatch(i)` for every `names[i]` that a pattern of `patterns`
 /// matches. Fails with an error at `op` for a pattern that is not a valid
 /// glob ("<option> pattern 'p' is not a valid glob") or that matches no name
-/// ("<option> pattern 'p' matches no <what>"); `option` is spelled with its
+/// ("<option> pattern 'p' matches no <what>", and with `listedAs` the names:
+/// "... matches no FSDP unit (units: a, b)"); `option` is spelled with its
 /// pass, e.g. "fsdp-optimizer: no-decay". On a pipeline stage a pattern
-/// that matches nothing is recorded instead (recordUnmatched).
+/// that matches nothing is recorded instead (recordUnmatched, with the
+/// listed names).
 inline LogicalResult matchGlobs(Operation *op, StringRef option,
                                 ArrayRef<std::string> patterns,
-                                ArrayRef<StringRef> names, StringRef what,
-                                llvm::function_ref<void(size_t)> onMatch) {
+                                ArrayRef<StringRef> names, StringRef noun,
+                                llvm::function_ref<void(size_t)> onMatch,
+                                StringRef listedAs = "") {
   ModuleOp stage = pipelineStageModule(op);
+  const std::string listed =
+      listedAs.empty()
+          ? std::string()
+          : (noun + " (" + listedAs + ": " + llvm::join(names, ", ") + ")")
+                .str();
+  StringRef what = listed.empty() ? noun : StringRef(listed);
   SmallVector<std::string> unmatched;
   for (const std::string &pattern : patterns) {
     llvm::Expected<llvm::GlobPattern> glob = llvm::GlobPattern::create(pattern);
@@ -149,7 +157,7 @@ inline LogicalResult matchGlobs(Operation *op, StringRef option,
              << option << " pattern '" << pattern << "' matches no " << what;
   }
   if (stage && !patterns.empty())
-    recordUnmatched(stage, option, unmatched, what);
+    recordUnmatched(stage, option, unmatched, listed);
   return success();
 }
 
