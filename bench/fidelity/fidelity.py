@@ -209,6 +209,9 @@ def pipeline_options(row, spec_path, report):
         "prefetch=%s" % row.get("prefetch", "fsdp2" if "FSDP2" in row["stack"] else "fsdp1"),
         "cluster=%s" % spec_path,
         "report=%s" % report,
+        # The rows' steps are planned, never run: no arena offsets, which
+        # change no number read here (fsdp-memory-plan's arena-offsets).
+        "arena-offsets=false",
     ]
     stack = framework_memory(row)
     if stack != "fsdp-run":

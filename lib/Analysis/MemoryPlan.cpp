@@ -135,7 +135,7 @@ static MemoryClass classifyResult(OpResult r, bool backward) {
   return backward ? MemoryClass::Grad : MemoryClass::Activation;
 }
 
-FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
+FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn, bool arenaOffsets) {
   MemoryPlan plan;
   if (failed(plan.collectBuffers(fn)))
     return failure();
@@ -146,7 +146,10 @@ FailureOr<MemoryPlan> MemoryPlan::compute(func::FuncOp fn) {
   plan.extendInPlaceChains();
   int64_t atStart = plan.sweepLiveBytes();
   plan.addKernelScratch(atStart);
-  plan.assignArenaOffsets();
+  if (arenaOffsets)
+    plan.assignArenaOffsets();
+  else
+    plan.arenaBytes = -1;
   return plan;
 }
 

@@ -57,26 +57,67 @@ static void numberStep(func::FuncOp fn, MemoryPlanRecord &r) {
 /// result attributes, and every op of the block, in order, with its operands
 /// (as buffer numbers), attributes and result types. Locations and value
 /// names are left out: printing and parsing may change them, not the step.
+/// Each op name, attribute value and result type enters as the hash of its
+/// printed text, printed once per distinct one (they are uniqued in a
+/// context, and the clones of a micro-batch or a block share most of
+/// theirs); an op's inherent attributes are read one by one, as building its
+/// attribute dictionary from its properties would create one per op.
+/// Printing every op's dictionary was a fifth of a 405B pipeline stage's plan
+/// (perf), and a plan is fingerprinted when recorded and on every read.
 static uint64_t fingerprint(func::FuncOp fn,
                             const llvm::DenseMap<Value, int64_t> &indexOf) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << fn.getFunctionType();
+  llvm::DenseMap<const void *, uint64_t> printed;
+  std::string scratch;
+  auto hashOf = [&](const void *key, auto print) {
+    auto [it, inserted] = printed.try_emplace(key, 0);
+    if (inserted) {
+      scratch.clear();
+      llvm::raw_string_ostream os(scratch);
+      print(os);
+      it->second = llvm::xxh3_64bits(scratch);
+    }
+    return it->second;
+  };
+  auto attrHash = [&](Attribute a) {
+    return hashOf(a.getAsOpaquePointer(),
+                  [&](llvm::raw_ostream &os) { os << a; });
+  };
+  std::vector<uint64_t> words;
+  std::string signature;
+  llvm::raw_string_ostream sig(signature);
+  sig << fn.getFunctionType();
   if (ArrayAttr attrs = fn.getArgAttrsAttr())
-    os << attrs;
+    sig << attrs;
   if (ArrayAttr attrs = fn.getResAttrsAttr())
-    os << attrs;
+    sig << attrs;
+  words.push_back(llvm::xxh3_64bits(signature));
   for (Operation &op : fn.getBody().front()) {
-    os << '\n' << op.getName() << '(';
+    OperationName name = op.getName();
+    words.push_back(hashOf(name.getAsOpaquePointer(),
+                           [&](llvm::raw_ostream &os) { os << name; }));
+    words.push_back(op.getNumOperands());
     for (Value v : op.getOperands()) {
       auto it = indexOf.find(v);
-      os << (it == indexOf.end() ? -1 : it->second) << ' ';
+      words.push_back(it == indexOf.end() ? ~uint64_t(0) : it->second);
     }
-    os << ')' << op.getAttrDictionary();
+    auto addAttr = [&](StringAttr key, Attribute value) {
+      words.push_back(attrHash(key));
+      words.push_back(attrHash(value));
+    };
+    for (StringAttr key : name.getAttributeNames())
+      if (std::optional<Attribute> value = op.getInherentAttr(key.getValue());
+          value && *value)
+        addAttr(key, *value);
+    for (NamedAttribute a : op.getDiscardableAttrs())
+      addAttr(a.getName(), a.getValue());
+    words.push_back(op.getNumResults());
     for (Type t : op.getResultTypes())
-      os << ' ' << t;
+      words.push_back(hashOf(t.getAsOpaquePointer(),
+                             [&](llvm::raw_ostream &os) { os << t; }));
   }
-  return llvm::xxh3_64bits(text);
+  return llvm::xxh3_64bits(
+      llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(words.data()),
+                              words.size() * sizeof(uint64_t)));
 }
 
 Value MemoryPlanRecord::ownerOf(Value v) const {

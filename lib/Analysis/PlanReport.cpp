@@ -180,7 +180,8 @@ FailureOr<json> mlir::fsdp::buildPlanReport(ModuleOp module) {
           {"reduce_scatter", comm.reduceScatter},
           {"all_reduce", comm.allReduce}}},
         {"tp_bytes_per_step", comm.tensorParallel},
-        {"arena_bytes", plan->arenaBytes}}},
+        {"arena_bytes",
+         plan->hasArena() ? json(plan->arenaBytes) : json(nullptr)}}},
       {"units", std::move(units)}};
   if (tokens > 0)
     report["tokens_per_step"] = tokens;
@@ -325,7 +326,8 @@ std::string mlir::fsdp::formatPlanReport(const json &r) {
       row("  " + k, bytes);
   if (p.value("tp_bytes_per_step", int64_t(0)) > 0)
     row("tensor-parallel bytes/step", p["tp_bytes_per_step"]);
-  row("arena bytes", p["arena_bytes"]);
+  if (!p["arena_bytes"].is_null()) // planned with arena-offsets=false
+    row("arena bytes", p["arena_bytes"]);
   if (p.contains("framework")) {
     const json &f = p["framework"];
     row(f["memory"].get<std::string>() + " peak bytes", f["peak_bytes"]);

@@ -449,6 +449,12 @@ static FailureOr<json> stageSchedule(ModuleOp module) {
   FailureOr<MemoryPlanRecord> plan = MemoryPlanRecord::get(*fn);
   if (failed(plan))
     return failure();
+  if (!plan->hasArena())
+    return fn->emitError()
+           << "the step was memory-planned without arena offsets "
+              "(arena-offsets=false, for planning only); plan it again with "
+              "fsdp-memory-plan or fsdp-pipeline's default arena-offsets=true "
+              "to translate it";
   return ScheduleWriter(module, *fn, *plan).write();
 }
 

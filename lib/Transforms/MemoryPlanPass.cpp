@@ -121,11 +121,16 @@ protected:
     FailureOr<func::FuncOp> fn = getStepFunction(module);
     if (failed(fn))
       return signalPassFailure();
-    FailureOr<MemoryPlan> plan = MemoryPlan::compute(*fn);
+    FailureOr<MemoryPlan> plan = MemoryPlan::compute(*fn, arenaOffsets);
     if (failed(plan))
       return signalPassFailure();
     MemoryPlanRecord::of(*plan).recordOn(*fn);
-    if (report.empty() && !budget && !hasCluster)
+    // A pipeline stage is simulated with the other stages once all are
+    // planned (fsdp-pipeline's writePipelineOutputs); alone it would be
+    // simulated for nothing, so without a report or a budget to check its
+    // report is not built.
+    const bool stage = module->hasAttr(kPipelineStageAttr);
+    if (report.empty() && !budget && (!hasCluster || stage))
       return;
     FailureOr<json> r = buildPlanReport(module);
     if (failed(r))
@@ -133,10 +138,7 @@ protected:
     if (failed(addFrameworkMemoryToReport(*r, *fn, *framework,
                                           frameworkLoss == "fused")))
       return signalPassFailure();
-    // A pipeline stage is simulated with the other stages once all are
-    // planned (fsdp-pipeline's writePipelineOutputs); alone it would be
-    // simulated for nothing.
-    if (hasCluster && !module->hasAttr(kPipelineStageAttr)) {
+    if (hasCluster && !stage) {
       const ClusterSpec *spec = clusterSpecs->get();
       if (!spec) {
         module.emitError() << "fsdp-memory-plan: " << clusterSpecs->getError();

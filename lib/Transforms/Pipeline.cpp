@@ -221,6 +221,7 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
     o.trace = trace;
     o.frameworkMemory = frameworkMemory;
     o.frameworkLoss = frameworkLoss;
+    o.arenaOffsets = arenaOffsets;
     return o;
   }
 

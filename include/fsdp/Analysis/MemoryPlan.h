@@ -93,7 +93,11 @@ class MemoryPlan {
 public:
   /// Fails with a diagnostic on a value that is not a statically shaped
   /// tensor (or !fsdp.future of one) of f32, f64, bf16, f16, i32 or i64.
-  static FailureOr<MemoryPlan> compute(func::FuncOp fn);
+  /// `arenaOffsets` false leaves every buffer without an arena offset and
+  /// arenaBytes at -1 (the peaks and classes are the same): for planners
+  /// that never run the step (fsdp-memory-plan's arena-offsets=false).
+  static FailureOr<MemoryPlan> compute(func::FuncOp fn,
+                                       bool arenaOffsets = true);
 
   std::vector<PlannedBuffer> buffers;     // arguments, then results in op order
   llvm::DenseMap<Value, int64_t> indexOf; // value → buffer index
@@ -115,7 +119,8 @@ public:
                        // of the step (a class can peak elsewhere than the
                        // step does: a large gradient after the activations)
   SendBufferBytes sendBytes;    // comm_buffer split by the stream FSDP2 uses
-  int64_t arenaBytes = 0;       // size of one arena holding every buffer
+  int64_t arenaBytes = 0;       // size of one arena holding every buffer (-1:
+                                // not placed, compute's arenaOffsets false)
   int64_t lossInstruction = -1; // forward ends here
 
   /// Alignment of arena offsets, bytes (the runtime's allocation alignment).

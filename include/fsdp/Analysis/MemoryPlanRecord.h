@@ -14,7 +14,9 @@
 //                                changed after fsdp-memory-plan (another pass
 //                                run after it) is refused, not misread
 //   arena_bytes, alignment       one arena holding every buffer, its offsets'
-//                                alignment
+//                                alignment (arena_bytes -1 and every offset
+//                                -1: planned without the arena,
+//                                fsdp-memory-plan's arena-offsets=false)
 //   peak_bytes, peak_instruction, peak_bytes_with_scratch
 //   peak_bytes_by_class          {class = bytes live at the peak}
 //   max_bytes_by_class           {class = its most bytes live at any point}
@@ -57,6 +59,10 @@ struct MemoryPlanRecord {
   std::vector<int64_t> peakBytesByClass, maxBytesByClass; // per MemoryClass
   SendBufferBytes sendBytes;
   int64_t arenaBytes = 0, alignment = MemoryPlan::kAlignment;
+
+  /// Whether every buffer has its arena offset (fsdp-memory-plan's
+  /// arena-offsets=true, the default): what the JSON schedule needs.
+  bool hasArena() const { return arenaBytes >= 0; }
 
   /// The value whose memory `v` is: a view's owner, else `v`.
   Value ownerOf(Value v) const;

@@ -566,7 +566,13 @@ defvar FSDPMemoryPlanOptions = [
          "with a torch framework-memory, the loss the stack ran: torch "
          "(torch.nn.functional.cross_entropy, eager: one more logits-sized "
          "buffer in its backward) or fused (a fused cross-entropy kernel, e.g. "
-         "flash-attn's CrossEntropyLoss: the logits and one gradient, as the plan)">
+         "flash-attn's CrossEntropyLoss: the logits and one gradient, as the plan)">,
+  Option<"arenaOffsets", "arena-offsets", "bool", "true",
+         "place every buffer in one arena (first fit by decreasing size), the "
+         "offsets fsdp-translate and the compiled step need; false plans the "
+         "peaks, classes and frees only (report arena_bytes null, the step "
+         "cannot be translated), for planners that never run it: fsdp-sweep, "
+         "where the arena was a third of a 405B pipeline plan">
 ];
 
 def FSDPMemoryPlan : Pass<"fsdp-memory-plan", "::mlir::ModuleOp"> {

@@ -16,6 +16,19 @@
 // RUN: fsdp-opt %s --fsdp-memory-plan --mlir-print-debuginfo | fsdp-translate --fsdp-to-schedule -o %t.planned.json
 // RUN: fsdp-translate %s --fsdp-to-schedule -o %t.unplanned.json
 // RUN: diff %t.planned.json %t.unplanned.json
+// arena-offsets=false (fsdp-sweep's) plans the same peaks, classes and frees
+// without the arena: arena_bytes -1 and every offset -1 on the step, null in
+// the report, which is otherwise the same; the step cannot be translated.
+// RUN: fsdp-opt %s --fsdp-memory-plan="arena-offsets=false" | FileCheck %s --check-prefix=NOARENA
+// RUN: fsdp-opt %s --fsdp-memory-plan="arena-offsets=false report=%t.noarena.json" -o /dev/null
+// RUN: %python -c "import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); print(a['per_rank'].pop('arena_bytes'), b['per_rank'].pop('arena_bytes'), a == b)" %t.json %t.noarena.json | FileCheck %s --check-prefix=NOARENA-REPORT
+// RUN: fsdp-opt %s --fsdp-memory-plan="arena-offsets=false" | not fsdp-translate --fsdp-to-schedule 2>&1 | FileCheck %s --check-prefix=NOARENA-TRANSLATE
+// NOARENA: alignment = 64 : i64, arena_bytes = -1 : i64
+// NOARENA-SAME: arena_offsets = array<i64: -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1>
+// NOARENA-SAME: frees = array<i64: 6, 7, 8, 1, 8, 6, 8, 11, 9, 0, 10, 13, 11, 14, 11, 15, 15, 2, 15, 17>
+// NOARENA-SAME: peak_bytes = 160 : i64
+// NOARENA-REPORT: 640 None True
+// NOARENA-TRANSLATE: error: the step was memory-planned without arena offsets (arena-offsets=false, for planning only); plan it again with fsdp-memory-plan or fsdp-pipeline's default arena-offsets=true to translate it
 
 // The peak is at the forward nn.linear (instruction #5): param shard 20 B,
 // the gathered unit 40 B, moments 2 x 20 B, the activation h (2x3 f32) 24 B,
