@@ -25,7 +25,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
-#include "llvm/Support/Regex.h"
+#include "llvm/ADT/StringExtras.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPPIPELINESPLIT
@@ -36,14 +36,20 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 int64_t mlir::fsdp::pipelineLayerOf(StringRef fqn) {
-  static const llvm::Regex re("\\.(h|layers)\\.([0-9]+)\\.");
-  SmallVector<StringRef> m;
-  if (!re.match(fqn, &m))
-    return -1;
-  int64_t l = -1;
-  if (m[2].getAsInteger(10, l))
-    return -1;
-  return l;
+  // The first ".h.<i>." or ".layers.<i>.", scanned by hand: a regex match
+  // per FQN was 4% of a 405B pipeline plan (perf).
+  for (size_t dot = fqn.find('.'); dot != StringRef::npos;
+       dot = fqn.find('.', dot + 1)) {
+    StringRef rest = fqn.drop_front(dot + 1);
+    if (!rest.consume_front("h.") && !rest.consume_front("layers."))
+      continue;
+    StringRef digits = rest.take_while(llvm::isDigit);
+    int64_t l = -1;
+    if (!digits.empty() && rest.drop_front(digits.size()).starts_with(".") &&
+        !digits.getAsInteger(10, l))
+      return l;
+  }
+  return -1;
 }
 
 std::string mlir::fsdp::pipelinePartsName(int64_t pp, int64_t chunks) {
