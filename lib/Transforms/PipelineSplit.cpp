@@ -44,10 +44,10 @@ int64_t mlir::fsdp::pipelineLayerOf(StringRef fqn) {
     if (!rest.consume_front("h.") && !rest.consume_front("layers."))
       continue;
     StringRef digits = rest.take_while(llvm::isDigit);
+    if (digits.empty() || !rest.drop_front(digits.size()).starts_with("."))
+      continue;
     int64_t l = -1;
-    if (!digits.empty() && rest.drop_front(digits.size()).starts_with(".") &&
-        !digits.getAsInteger(10, l))
-      return l;
+    return digits.getAsInteger(10, l) ? -1 : l; // the first match decides
   }
   return -1;
 }
