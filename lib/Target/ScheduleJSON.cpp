@@ -449,12 +449,14 @@ static FailureOr<json> stageSchedule(ModuleOp module) {
   FailureOr<MemoryPlanRecord> plan = MemoryPlanRecord::get(*fn);
   if (failed(plan))
     return failure();
+  // At the module's location, without the op: the step's own line holds
+  // the whole recorded plan, and MLIR's note would print the module.
   if (!plan->hasArena())
-    return fn->emitError()
+    return emitError(module.getLoc())
            << "the step was memory-planned without arena offsets "
-              "(arena-offsets=false, for planning only); plan it again with "
-              "fsdp-memory-plan or fsdp-pipeline's default arena-offsets=true "
-              "to translate it";
+              "(arena-offsets=false, for planning only); plan it again "
+              "without that option (fsdp-pipeline, or fsdp-memory-plan on a "
+              "step without pipeline stages) to translate it";
   return ScheduleWriter(module, *fn, *plan).write();
 }
 

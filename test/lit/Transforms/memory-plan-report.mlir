@@ -28,7 +28,7 @@
 // NOARENA-SAME: frees = array<i64: 6, 7, 8, 1, 8, 6, 8, 11, 9, 0, 10, 13, 11, 14, 11, 15, 15, 2, 15, 17>
 // NOARENA-SAME: peak_bytes = 160 : i64
 // NOARENA-REPORT: 640 None True
-// NOARENA-TRANSLATE: error: the step was memory-planned without arena offsets (arena-offsets=false, for planning only); plan it again with fsdp-memory-plan or fsdp-pipeline's default arena-offsets=true to translate it
+// NOARENA-TRANSLATE: error: the step was memory-planned without arena offsets (arena-offsets=false, for planning only); plan it again without that option (fsdp-pipeline, or fsdp-memory-plan on a step without pipeline stages) to translate it
 
 // The peak is at the forward nn.linear (instruction #5): param shard 20 B,
 // the gathered unit 40 B, moments 2 x 20 B, the activation h (2x3 f32) 24 B,
