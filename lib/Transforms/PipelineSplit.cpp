@@ -23,6 +23,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
@@ -82,17 +83,38 @@ FailureOr<PipelineLayers> mlir::fsdp::segmentPipelineLayers(func::FuncOp fn,
                                    "one result: the loss)");
   PipelineLayers r;
   llvm::DenseMap<Value, int64_t> paramLayer;
+  llvm::DenseSet<int64_t> named;
+  StringAttr deepest;
   for (BlockArgument a : fn.getArguments())
     if (auto fqn =
             fn.getArgAttrOfType<StringAttr>(a.getArgNumber(), nn::kParamAttr)) {
       int64_t l = pipelineLayerOf(fqn.getValue());
       paramLayer[a] = l;
-      r.layers = std::max(r.layers, l + 1);
+      if (l >= 0)
+        named.insert(l);
+      if (l + 1 > r.layers) {
+        r.layers = l + 1;
+        deepest = fqn;
+      }
     }
   if (r.layers == 0)
     return splitError(fn.getLoc(), "finds no layers (no parameter FQN with "
                                    "'.h.<i>.' or '.layers.<i>.'): nothing to "
                                    "cut into pipeline stages");
+  // The layers are counted from the largest index: a gap (a layer with no
+  // parameter) would be an empty layer, and an index such as 10^8 a split
+  // over 10^8 layers (it once exhausted memory).
+  if (static_cast<int64_t>(named.size()) != r.layers) {
+    int64_t missing = 0;
+    while (named.contains(missing))
+      ++missing;
+    return splitError(fn.getLoc(),
+                      "finds layer indices up to " + Twine(r.layers - 1) +
+                          " ('" + deepest.getValue() +
+                          "') but no parameter of layer " + Twine(missing) +
+                          ": the '.h.<i>.' / '.layers.<i>.' indices must "
+                          "count the layers from 0");
+  }
   const int64_t modelLayers = r.layers;
   r.layers += static_cast<int64_t>(ends.embedding) + ends.loss;
   if (parts > r.layers)

@@ -56,3 +56,18 @@ func.func @forward(%x: tensor<6x4xf32> {nn.data = "features"}, %y: tensor<6xi32>
   %l = nn.cross_entropy %2, %y : (tensor<6x4xf32>, tensor<6xi32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Layer indices that skip layers are refused, naming the deepest FQN: the
+// split counts the layers from the largest index, and 10^8 once made it hold
+// 10^8 layers until memory ran out (found by a helper).
+// expected-error @+1 {{fsdp-pipeline-split: finds layer indices up to 100000000 ('m.h.100000000.weight') but no parameter of layer 1: the '.h.<i>.' / '.layers.<i>.' indices must count the layers from 0}}
+func.func @forward(%x: tensor<6x4xf32> {nn.data = "features"}, %y: tensor<6xi32> {nn.data = "labels"},
+                   %w0: tensor<4x4xf32> {nn.param = "m.h.0.weight"},
+                   %w1: tensor<4x4xf32> {nn.param = "m.h.100000000.weight"}) -> (tensor<f32> {nn.loss}) {
+  %0 = nn.linear %x, %w0 : (tensor<6x4xf32>, tensor<4x4xf32>) -> tensor<6x4xf32>
+  %1 = nn.linear %0, %w1 : (tensor<6x4xf32>, tensor<4x4xf32>) -> tensor<6x4xf32>
+  %l = nn.cross_entropy %1, %y : (tensor<6x4xf32>, tensor<6xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
