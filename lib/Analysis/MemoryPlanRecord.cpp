@@ -8,10 +8,12 @@
 #include "fsdp/Analysis/MemoryPlanRecord.h"
 #include "fsdp/Dialect/FSDP/FSDP.h"
 
+#include "mlir/IR/AsmState.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/xxhash.h"
 
 #include <array>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -66,6 +68,14 @@ static void numberStep(func::FuncOp fn, MemoryPlanRecord &r) {
 /// (perf), and a plan is fingerprinted when recorded and on every read.
 static uint64_t fingerprint(func::FuncOp fn,
                             const llvm::DenseMap<Value, int64_t> &indexOf) {
+  // Printed whole, whatever --mlir-elide-elementsattrs-if-larger or
+  // --mlir-print-elementsattrs-with-hex-if-larger the reading tool was given:
+  // the hash is of the step, not of how a tool prints it.
+  OpPrintingFlags flags;
+  flags.elideLargeElementsAttrs(std::numeric_limits<int64_t>::max())
+      .printLargeElementsAttrWithHex(100) // MLIR's default
+      .elideLargeResourceString(std::numeric_limits<int64_t>::max());
+  AsmState state(fn.getContext(), flags);
   llvm::DenseMap<const void *, uint64_t> printed;
   std::string scratch;
   auto hashOf = [&](const void *key, auto print) {
@@ -80,16 +90,16 @@ static uint64_t fingerprint(func::FuncOp fn,
   };
   auto attrHash = [&](Attribute a) {
     return hashOf(a.getAsOpaquePointer(),
-                  [&](llvm::raw_ostream &os) { os << a; });
+                  [&](llvm::raw_ostream &os) { a.print(os, state); });
   };
   std::vector<uint64_t> words;
   std::string signature;
   llvm::raw_string_ostream sig(signature);
-  sig << fn.getFunctionType();
+  fn.getFunctionType().print(sig, state);
   if (ArrayAttr attrs = fn.getArgAttrsAttr())
-    sig << attrs;
+    attrs.print(sig, state);
   if (ArrayAttr attrs = fn.getResAttrsAttr())
-    sig << attrs;
+    attrs.print(sig, state);
   words.push_back(llvm::xxh3_64bits(signature));
   for (Operation &op : fn.getBody().front()) {
     OperationName name = op.getName();
@@ -112,8 +122,9 @@ static uint64_t fingerprint(func::FuncOp fn,
       addAttr(a.getName(), a.getValue());
     words.push_back(op.getNumResults());
     for (Type t : op.getResultTypes())
-      words.push_back(hashOf(t.getAsOpaquePointer(),
-                             [&](llvm::raw_ostream &os) { os << t; }));
+      words.push_back(
+          hashOf(t.getAsOpaquePointer(),
+                 [&](llvm::raw_ostream &os) { t.print(os, state); }));
   }
   return llvm::xxh3_64bits(
       llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(words.data()),
