@@ -224,12 +224,7 @@ static FailureOr<LayerCosts> layerCosts(func::FuncOp fn,
         c.params[layerOf(i)] += static_cast<double>(tensorBytes(v.getType()));
         c.lowParams[layerOf(i)] += lowBytes(v);
       }
-      auto a = cast<BlockArgument>(v);
-      if (int64_t l = pipelineLayerOf(scratch
-                                          .getArgAttrOfType<StringAttr>(
-                                              a.getArgNumber(), nn::kParamAttr)
-                                          .getValue());
-          l >= 0)
+      if (int64_t l = seg->paramLayer.lookup(v); l >= 0)
         blockEnd[seg->segmentOfLayer(l)] = static_cast<int64_t>(i);
     }
     if (llvm::any_of(op->getOperands(),

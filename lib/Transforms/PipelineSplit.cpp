@@ -82,14 +82,13 @@ FailureOr<PipelineLayers> mlir::fsdp::segmentPipelineLayers(func::FuncOp fn,
     return splitError(fn.getLoc(), "expects the forward function (one block, "
                                    "one result: the loss)");
   PipelineLayers r;
-  llvm::DenseMap<Value, int64_t> paramLayer;
   llvm::DenseSet<int64_t> named;
   StringAttr deepest;
   for (BlockArgument a : fn.getArguments())
     if (auto fqn =
             fn.getArgAttrOfType<StringAttr>(a.getArgNumber(), nn::kParamAttr)) {
       int64_t l = pipelineLayerOf(fqn.getValue());
-      paramLayer[a] = l;
+      r.paramLayer[a] = l;
       if (l >= 0)
         named.insert(l);
       if (l + 1 > r.layers) {
@@ -130,7 +129,7 @@ FailureOr<PipelineLayers> mlir::fsdp::segmentPipelineLayers(func::FuncOp fn,
   int64_t cur = -1, lastLayerEnd = -1;
   for (auto [i, op] : llvm::enumerate(r.ops)) {
     for (Value v : op->getOperands())
-      if (auto it = paramLayer.find(v); it != paramLayer.end()) {
+      if (auto it = r.paramLayer.find(v); it != r.paramLayer.end()) {
         cur = std::max(cur, it->second);
         if (it->second == modelLayers - 1)
           lastLayerEnd = static_cast<int64_t>(i);
@@ -148,7 +147,7 @@ FailureOr<PipelineLayers> mlir::fsdp::segmentPipelineLayers(func::FuncOp fn,
     // no embedding to cut off.
     auto readsParam = [&](Operation *op) {
       return llvm::any_of(op->getOperands(),
-                          [&](Value v) { return paramLayer.count(v) != 0; });
+                          [&](Value v) { return r.paramLayer.count(v) != 0; });
     };
     // The ops before layer 0's are a prefix (segment -1).
     auto prefix = ArrayRef<Operation *>(r.ops).take_front(
@@ -167,8 +166,8 @@ FailureOr<PipelineLayers> mlir::fsdp::segmentPipelineLayers(func::FuncOp fn,
     // The ops between (the block's last residual add) stay in the layer.
     auto readsNonLayerParam = [&](Operation *op) {
       return llvm::any_of(op->getOperands(), [&](Value v) {
-        auto it = paramLayer.find(v);
-        return it != paramLayer.end() && it->second < 0;
+        auto it = r.paramLayer.find(v);
+        return it != r.paramLayer.end() && it->second < 0;
       });
     };
     auto *begin = r.ops.begin() + lastLayerEnd + 1;

@@ -14,6 +14,7 @@
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
 
 #include <optional>
 
@@ -108,6 +109,9 @@ struct PipelineLayers {
   SmallVector<int64_t> segment;
   int64_t layers = 0;
   int64_t firstLayer = 0; ///< the segment of model layer 0
+  /// Each parameter argument's model layer (pipelineLayerOf of its FQN; -1
+  /// outside every layer), found once here for every pass that asks.
+  llvm::DenseMap<Value, int64_t> paramLayer;
   /// The segment of model layer l (pipelineLayerOf).
   int64_t segmentOfLayer(int64_t l) const { return l + firstLayer; }
 };
