@@ -250,8 +250,8 @@ public:
                        {"plan_s", l.plan.planSeconds}};
     if (e.contains("extrapolated_pp_gather"))
       l.extrapolation["pp_gather"] = e["extrapolated_pp_gather"];
-    Plan p =
-        planAt(g, l.activationCheckpoint, l.microBatchSize, l.microBatches, 0);
+    Plan p = planAt(g, l.activationCheckpoint, l.microBatchSize, l.microBatches,
+                    0, "", "a ranked row, checked whole");
     l.extrapolated = false;
     if (fits(p)) {
       l.plan = std::move(p);
@@ -293,17 +293,18 @@ private:
     d.gatherAuto = gatherAuto;
     d.deviceBytes = static_cast<int64_t>(spec.memoryBytes);
     return planOverDepths(
-        [&](int64_t depth, llvm::StringRef ppGather) {
-          return planAt(g, ac, m, k, depth, ppGather);
+        [&](int64_t depth, llvm::StringRef ppGather, llvm::StringRef why) {
+          return planAt(g, ac, m, k, depth, ppGather, why);
         },
         d);
   }
 
   /// One plan through fsdp-pipeline of the model with `depth` blocks (0:
   /// the config's), with `ppGather` as its pp-gather (empty: as --pipeline
-  /// says).
+  /// says); `whyWhole` (--plan-log) says why it is not extrapolated.
   Plan planAt(const LayoutFamily &g, const std::string &ac, int64_t m,
-              int64_t k, int64_t depth, llvm::StringRef ppGather = "") {
+              int64_t k, int64_t depth, llvm::StringRef ppGather = "",
+              llvm::StringRef whyWhole = "") {
     Plan p;
     p.worldSize = g.gpus;
     p.tp = g.tp;
@@ -355,8 +356,8 @@ private:
     runPlan(cache.context(), model, spec, p);
     ++*plansRun;
     if (o.planLog)
-      logPlan(*o.planLog, p, depth, ppGather, threadCpuSeconds() - cpu,
-              fits(p));
+      logPlan(*o.planLog, p, depth, ppGather, whyWhole,
+              threadCpuSeconds() - cpu, fits(p));
     return p;
   }
 

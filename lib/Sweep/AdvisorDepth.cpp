@@ -215,22 +215,34 @@ enum class Verdict { Affine, NotAffine, PerMicroBatch };
 } // namespace
 
 /// Whether the reports `a`, `mid`, `b` at depths l1 < l2 < l3 extrapolate
-/// to `layers` (planOverDepths); `full` is that extrapolation.
+/// to `layers` (planOverDepths); `full` is that extrapolation, `why` the
+/// check that failed.
 static Verdict judgeDepths(const json &a, const json &mid, const json &b,
                            int64_t l1, int64_t l2, int64_t l3,
-                           const DepthOptions &o, bool gatherAuto, json &full) {
+                           const DepthOptions &o, bool gatherAuto, json &full,
+                           std::string &why) {
   auto near = [](double x, double y) {
     return std::fabs(x - y) <= 1e-3 * std::fabs(y);
   };
   json line = extrapolateReport(a, l1, b, l3, l2);
   if (!near(line["predicted_step_time_s"].get<double>(),
-            mid["predicted_step_time_s"].get<double>()) ||
-      !near(double(deviceBytes(line)), double(deviceBytes(mid))))
+            mid["predicted_step_time_s"].get<double>())) {
+    why = "the middle depth's step is off the line";
     return Verdict::NotAffine;
+  }
+  if (!near(double(deviceBytes(line)), double(deviceBytes(mid)))) {
+    why = "the middle depth's device bytes are off the line";
+    return Verdict::NotAffine;
+  }
   full = extrapolateReport(a, l1, b, l3, o.layers);
-  if (!pipelineSplitIsAffine(a, mid, b, full) ||
-      !peakStageIsAffine(a, mid, b, full))
+  if (!pipelineSplitIsAffine(a, mid, b, full)) {
+    why = "the stage split is not affine";
     return Verdict::NotAffine;
+  }
+  if (!peakStageIsAffine(a, mid, b, full)) {
+    why = "another stage is the fattest";
+    return Verdict::NotAffine;
+  }
   switch (gatherAtFullDepth(a, mid, b, full, gatherAuto, o.deviceBytes)) {
   case GatherAtFullDepth::Same:
     return Verdict::Affine;
@@ -239,6 +251,7 @@ static Verdict judgeDepths(const json &a, const json &mid, const json &b,
   case GatherAtFullDepth::Unknown:
     break;
   }
+  why = "the stages' pp-gather at full depth is unknown";
   return Verdict::NotAffine;
 }
 
@@ -247,25 +260,26 @@ Plan mlir::fsdp::sweep::planOverDepths(const PlanAtDepth &planAt,
   std::optional<std::pair<int64_t, int64_t>> depths =
       extrapolationDepths(o.layers, o.pp, o.d1, o.d2);
   if (!depths)
-    return planAt(0, "");
+    return planAt(0, "", "the model is too shallow for the reduced depths");
   auto [l1, l2] = *depths;
   // A plan's time grows with its depth: three reduced plans that add up to
   // more than half the model's depth save too little (pp 8 and 16 of
   // Llama-3.1-405B's 126 layers), so the layout is planned whole.
   int64_t l3 = l2 + (l2 - l1);
   if (l3 >= o.layers || l1 + l2 + l3 > o.layers / 2)
-    return planAt(0, "");
+    return planAt(0, "", "the reduced depths add up to over half the model's");
   double seconds = 0;
   std::string gather; // as given, then per micro-batch (gatherAtFullDepth)
+  std::string why;
   for (;;) {
-    Plan a = planAt(l1, gather);
+    Plan a = planAt(l1, gather, "");
     seconds += a.planSeconds;
     if (!a.error.empty()) {
       a.planSeconds = seconds;
       return a;
     }
-    Plan mid = planAt(l2, gather);
-    Plan b = planAt(l3, gather);
+    Plan mid = planAt(l2, gather, "");
+    Plan b = planAt(l3, gather, "");
     seconds += mid.planSeconds + b.planSeconds;
     if (!mid.error.empty() || !b.error.empty()) {
       Plan &failedPlan = mid.error.empty() ? b : mid;
@@ -274,7 +288,7 @@ Plan mlir::fsdp::sweep::planOverDepths(const PlanAtDepth &planAt,
     }
     json full;
     Verdict v = judgeDepths(a.report, mid.report, b.report, l1, l2, l3, o,
-                            o.gatherAuto && gather.empty(), full);
+                            o.gatherAuto && gather.empty(), full, why);
     if (v == Verdict::Affine) {
       if (!gather.empty()) // the depths planned again (GatherAtFullDepth)
         full["extrapolated_pp_gather"] = gather;
@@ -286,7 +300,9 @@ Plan mlir::fsdp::sweep::planOverDepths(const PlanAtDepth &planAt,
       break;
     gather = "per-micro-batch";
   }
-  Plan whole = planAt(0, "");
+  if (!gather.empty())
+    why += " (planned again per micro-batch)";
+  Plan whole = planAt(0, "", why);
   whole.planSeconds += seconds;
   return whole;
 }

@@ -257,7 +257,8 @@ void sweep::writeAdvisorCsv(llvm::raw_ostream &os, const AdvisorResult &r) {
 }
 
 void sweep::logPlan(llvm::raw_ostream &os, const Plan &p, int64_t depth,
-                    llvm::StringRef ppGather, double cpuSeconds, bool fits) {
+                    llvm::StringRef ppGather, llvm::StringRef whyWhole,
+                    double cpuSeconds, bool fits) {
   static std::mutex mu;
   std::string line;
   llvm::raw_string_ostream ls(line);
@@ -269,7 +270,8 @@ void sweep::logPlan(llvm::raw_ostream &os, const Plan &p, int64_t depth,
      << " m=" << p.globalBatch / std::max<int64_t>(1, p.microBatches * dp)
      << " k=" << p.microBatches
      << " layers=" << (depth ? std::to_string(depth) : std::string("all"))
-     << (ppGather.empty() ? "" : " pp-gather=" + ppGather.str()) << ": "
+     << (ppGather.empty() ? "" : " pp-gather=" + ppGather.str())
+     << (whyWhole.empty() ? "" : " (" + whyWhole.str() + ")") << ": "
      << fmt("%.2f s wall, ", p.planSeconds) << fmt("%.2f s CPU", cpuSeconds);
   if (!p.error.empty())
     ls << ", error";

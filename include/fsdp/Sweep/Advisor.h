@@ -186,10 +186,12 @@ nlohmann::ordered_json advisorJson(const AdvisorOptions &o,
                                    const ClusterSpec &spec,
                                    const AdvisorResult &r);
 /// Writes --plan-log's line for plan `p`, made at `depth` layers (0: the
-/// model's) with pp-gather `ppGather` (empty: as given), in `cpuSeconds` of
-/// its thread's CPU; whole, under a lock shared by the search's threads.
+/// model's; `whyWhole`, when not empty, says why it was not extrapolated)
+/// with pp-gather `ppGather` (empty: as given), in `cpuSeconds` of its
+/// thread's CPU; whole, under a lock shared by the search's threads.
 void logPlan(llvm::raw_ostream &os, const Plan &p, int64_t depth,
-             llvm::StringRef ppGather, double cpuSeconds, bool fits);
+             llvm::StringRef ppGather, llvm::StringRef whyWhole,
+             double cpuSeconds, bool fits);
 
 /// Every family as CSV, one line each (the JSON's scalar columns).
 void writeAdvisorCsv(llvm::raw_ostream &os, const AdvisorResult &r);

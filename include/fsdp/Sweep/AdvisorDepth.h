@@ -144,9 +144,11 @@ GatherAtFullDepth gatherAtFullDepth(const nlohmann::ordered_json &a,
                                     bool gatherAuto, int64_t deviceBytes);
 
 /// Plans one layout at `depth` layers (0: the model's) with `ppGather` as
-/// fsdp-pipeline's pp-gather (empty: the layout's options as given).
-using PlanAtDepth =
-    std::function<Plan(int64_t depth, llvm::StringRef ppGather)>;
+/// fsdp-pipeline's pp-gather (empty: the layout's options as given);
+/// `whyWhole` says why a layout is planned at the model's depth instead of
+/// extrapolated (for --plan-log; empty for the reduced depths).
+using PlanAtDepth = std::function<Plan(int64_t depth, llvm::StringRef ppGather,
+                                       llvm::StringRef whyWhole)>;
 
 /// The model and options of planOverDepths.
 struct DepthOptions {
