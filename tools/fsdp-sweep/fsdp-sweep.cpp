@@ -236,8 +236,9 @@ static cl::opt<std::string> extrapolateDepthsOpt(
 static cl::opt<bool> planLogOpt(
     "plan-log",
     cl::desc("Print one line per plan to stderr as it finishes: the layout, "
-             "the depth planned, its wall and thread CPU seconds, device "
-             "bytes and whether it fits (where the advisor's time goes)"),
+             "the depth planned (at full depth: why not extrapolated), its "
+             "wall and thread CPU seconds, device bytes and whether it fits "
+             "(where the advisor's time goes)"),
     cl::init(false), cl::cat(advisorCat));
 static cl::opt<std::string>
     csvPath("csv", cl::desc("Write every layout (ranked or why not) as CSV"),
