@@ -301,7 +301,7 @@ Plan mlir::fsdp::sweep::planOverDepths(const PlanAtDepth &planAt,
     gather = "per-micro-batch";
   }
   if (!gather.empty())
-    why += " (planned again per micro-batch)";
+    why += ", after the depths were planned again per micro-batch";
   Plan whole = planAt(0, "", why);
   whole.planSeconds += seconds;
   return whole;
