@@ -145,29 +145,47 @@ bool mlir::fsdp::sweep::pipelineSplitIsAffine(const json &a, const json &mid,
   return true;
 }
 
-bool mlir::fsdp::sweep::peakStageIsAffine(const json &a, const json &mid,
-                                          const json &b, const json &full) {
-  auto peakStage = [](const json &r) -> std::optional<int64_t> {
-    if (!r.contains("pipeline") || !r["pipeline"].contains("peak_stage"))
-      return std::nullopt;
-    return r["pipeline"]["peak_stage"].get<int64_t>();
-  };
-  std::optional<int64_t> sa = peakStage(a), sm = peakStage(mid),
-                         sb = peakStage(b);
-  if (!sa && !sm && !sb)
+/// A pipeline report's stages, each with per-rank numbers; null without
+/// pipeline parallelism or when a stage has none.
+static const json *stagesOf(const json &r) {
+  if (!r.contains("stages") || !r["stages"].is_array())
+    return nullptr;
+  for (const json &stage : r["stages"])
+    if (!stage.contains("per_rank"))
+      return nullptr;
+  return &r["stages"];
+}
+
+static bool near(double x, double y) {
+  return std::fabs(x - y) <= 1e-3 * std::fabs(y);
+}
+
+bool mlir::fsdp::sweep::stagesAreAffine(const json &line, const json &mid) {
+  if (!line.contains("stages") && !mid.contains("stages"))
     return true;
-  if (!sa || sa != sm || sa != sb || !full.contains("stages"))
+  const json *sl = stagesOf(line), *sm = stagesOf(mid);
+  if (!sl || !sm || sl->size() != sm->size())
+    return false;
+  for (size_t s = 0; s < sl->size(); ++s)
+    if (!near(double(deviceBytes((*sl)[s])), double(deviceBytes((*sm)[s]))))
+      return false;
+  return true;
+}
+
+bool mlir::fsdp::sweep::adoptFattestStage(json &full) {
+  if (!full.contains("stages"))
+    return true;
+  const json *stages = stagesOf(full);
+  if (!stages || stages->empty() || !full.contains("pipeline"))
     return false;
   // PipelineSim's choice: the first stage of the largest device bytes.
-  const json &stages = full["stages"];
-  int64_t fattest = -1;
-  for (size_t s = 0; s < stages.size(); ++s)
-    if (!stages[s].contains("per_rank"))
-      return false;
-    else if (fattest < 0 ||
-             deviceBytes(stages[s]) > deviceBytes(stages[fattest]))
-      fattest = static_cast<int64_t>(s);
-  return fattest == *sa;
+  size_t fattest = 0;
+  for (size_t s = 1; s < stages->size(); ++s)
+    if (deviceBytes((*stages)[s]) > deviceBytes((*stages)[fattest]))
+      fattest = s;
+  full["per_rank"] = (*stages)[fattest]["per_rank"];
+  full["pipeline"]["peak_stage"] = static_cast<int64_t>(fattest);
+  return true;
 }
 
 GatherAtFullDepth
@@ -221,16 +239,18 @@ static Verdict judgeDepths(const json &a, const json &mid, const json &b,
                            int64_t l1, int64_t l2, int64_t l3,
                            const DepthOptions &o, bool gatherAuto, json &full,
                            std::string &why) {
-  auto near = [](double x, double y) {
-    return std::fabs(x - y) <= 1e-3 * std::fabs(y);
-  };
   json line = extrapolateReport(a, l1, b, l3, l2);
   if (!near(line["predicted_step_time_s"].get<double>(),
             mid["predicted_step_time_s"].get<double>())) {
     why = "the middle depth's step is off the line";
     return Verdict::NotAffine;
   }
-  if (!near(double(deviceBytes(line)), double(deviceBytes(mid)))) {
+  // A pipeline's per-rank numbers are its fattest stage's, a maximum of
+  // lines: each stage is checked instead.
+  bool bytesOnLine = line.contains("stages") ? stagesAreAffine(line, mid)
+                                             : near(double(deviceBytes(line)),
+                                                    double(deviceBytes(mid)));
+  if (!bytesOnLine) {
     why = "the middle depth's device bytes are off the line";
     return Verdict::NotAffine;
   }
@@ -239,8 +259,8 @@ static Verdict judgeDepths(const json &a, const json &mid, const json &b,
     why = "the stage split is not affine";
     return Verdict::NotAffine;
   }
-  if (!peakStageIsAffine(a, mid, b, full)) {
-    why = "another stage is the fattest";
+  if (!adoptFattestStage(full)) {
+    why = "a stage has no per-rank numbers";
     return Verdict::NotAffine;
   }
   switch (gatherAtFullDepth(a, mid, b, full, gatherAuto, o.deviceBytes)) {

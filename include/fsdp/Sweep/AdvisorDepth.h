@@ -18,11 +18,13 @@
 // extrapolates every number of the planner's report from L1 and L3 to the
 // model's L layers; the layouts it prints are planned at full depth.
 //
-// A pipeline's plan holds three decisions that are taken by comparing a
+// A pipeline's report is a maximum of lines: its per-rank numbers are the
+// fattest stage's. So its stages are checked and extrapolated one by one
+// and the fattest at the model's depth gives the report's (stagesAreAffine,
+// adoptFattestStage). Two decisions are taken by comparing a
 // depth-dependent estimate with the memory budget, not by a line: the
-// stage split (fsdp-pipeline-balance, pipelineSplitIsAffine), the stage
-// whose peak is the report's (the fattest of the P, a maximum of P lines)
-// and each stage's pp-gather=auto choice (fsdp-pipeline's planStage: its
+// stage split (fsdp-pipeline-balance, pipelineSplitIsAffine) and each
+// stage's pp-gather=auto choice (fsdp-pipeline's planStage: its
 // units gathered once per step when that plan's peak fits the budget, else
 // per micro-batch). The last is why pipeline layouts once disagreed with
 // their whole plans: gathered once per step, a stage holds its gathered
@@ -102,16 +104,22 @@ bool pipelineSplitIsAffine(const nlohmann::ordered_json &a,
                            const nlohmann::ordered_json &b,
                            const nlohmann::ordered_json &full);
 
-/// Whether the report's stage (the fattest, PipelineSim's peak_stage, whose
-/// per-rank numbers are the report's) is the same at the three depths
-/// (reports `a`, `mid`, `b`) and is still the fattest of the stages
-/// extrapolated to full depth (`full`): each stage is affine, their
-/// maximum is not once another stage overtakes it. True without pipeline
-/// parallelism.
-bool peakStageIsAffine(const nlohmann::ordered_json &a,
-                       const nlohmann::ordered_json &mid,
-                       const nlohmann::ordered_json &b,
-                       const nlohmann::ordered_json &full);
+/// A pipeline report's per-rank numbers are its fattest stage's
+/// (PipelineSim's peak_stage: the first stage of the largest device bytes).
+/// Each stage's are affine in the depth; their maximum is not once another
+/// stage overtakes it, so the fattest can differ between the depths and at
+/// the model's. Whether every stage's device bytes in `mid` are on the line
+/// `line` extrapolated through the outer depths to mid's depth (within
+/// 0.1%); true without pipeline parallelism.
+bool stagesAreAffine(const nlohmann::ordered_json &line,
+                     const nlohmann::ordered_json &mid);
+
+/// Makes the extrapolated pipeline report `full` hold its fattest stage's
+/// per-rank numbers and peak_stage, as PipelineSim does for a planned
+/// report (its per_rank, extrapolated from the outer depths' fattest
+/// stages, is another stage's where the fattest changes); false when a
+/// stage has no per-rank numbers. True without pipeline parallelism.
+bool adoptFattestStage(nlohmann::ordered_json &full);
 
 /// What fsdp-pipeline's pp-gather decisions (stage_gather) would be at full
 /// depth, from the reports at the three reduced depths and the one
@@ -162,9 +170,10 @@ struct DepthOptions {
 /// A layout's plan, extrapolated over the depth where it is affine: planned
 /// at L1, L2, L3 (extrapolationDepths; whole when the three add up to more
 /// than half the model's depth: too little to save), extrapolated from L1
-/// and L3 when L2's step and device bytes are on their line (0.1%), the
-/// pipeline's split and peak stage are the same at full depth
-/// (pipelineSplitIsAffine, peakStageIsAffine) and its stages gather as at
+/// and L3 when L2's step and device bytes (a pipeline's: every stage's,
+/// stagesAreAffine; the fattest at full depth is then the report's,
+/// adoptFattestStage) are on their line (0.1%), the pipeline's split is the
+/// same at full depth (pipelineSplitIsAffine) and its stages gather as at
 /// full depth (gatherAtFullDepth: PerMicroBatch plans the three depths again
 /// per micro-batch); else planned at full depth. A reduced-depth plan's
 /// error is returned as the plan's. planSeconds is the sum of every plan

@@ -1,0 +1,115 @@
+//===- AdvisorDepthTest.cpp - a pipeline report extrapolated stage by stage
+//===//
+//
+// fsdp/Sweep/AdvisorDepth.h: a pipeline report's per-rank numbers are its
+// fattest stage's, a maximum of lines. These check that each stage is
+// judged on its own line and that the fattest at the model's depth gives
+// the extrapolated report's numbers, where the outer depths' fattest
+// stages differ.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdp/Sweep/AdvisorDepth.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlir::fsdp::sweep;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+/// A stage report whose device bytes (per_rank.peak_bytes, no allocator)
+/// are `bytes`.
+json stage(int64_t bytes) {
+  return {
+      {"per_rank", {{"peak_bytes", bytes}, {"model_state_bytes", bytes / 2}}}};
+}
+
+/// A pipeline report at one depth: the stages' device bytes, the report's
+/// per_rank the fattest's as PipelineSim makes it.
+json pipelineReport(const std::vector<int64_t> &stageBytes, double step) {
+  json r;
+  r["predicted_step_time_s"] = step;
+  r["stages"] = json::array();
+  size_t fattest = 0;
+  for (size_t s = 0; s < stageBytes.size(); ++s) {
+    r["stages"].push_back(stage(stageBytes[s]));
+    if (stageBytes[s] > stageBytes[fattest])
+      fattest = s;
+  }
+  r["per_rank"] = r["stages"][fattest]["per_rank"];
+  r["pipeline"] = {{"stages", stageBytes.size()},
+                   {"peak_stage", static_cast<int64_t>(fattest)}};
+  return r;
+}
+
+} // namespace
+
+// Stage 0 grows 10 bytes per layer from 1000, stage 1 100 per layer from
+// 100: stage 0 is the fattest at 4, 6 and 8 layers (1040 > 500, 1080 >
+// 900), stage 1 at 126 (12700 > 2260). Extrapolated from 4 and 8 layers,
+// the report's per-rank numbers must be stage 1's.
+TEST(AdvisorDepth, FattestStageAtFullDepthGivesTheReport) {
+  auto at = [](int64_t layers) {
+    return pipelineReport({1000 + 10 * layers, 100 + 100 * layers},
+                          double(layers));
+  };
+  json a = at(4), mid = at(6), b = at(8);
+  EXPECT_EQ(a["pipeline"]["peak_stage"], 0);
+  EXPECT_EQ(b["pipeline"]["peak_stage"], 0);
+  EXPECT_TRUE(stagesAreAffine(extrapolateReport(a, 4, b, 8, 6), mid));
+  json full = extrapolateReport(a, 4, b, 8, 126);
+  EXPECT_EQ(full["per_rank"]["peak_bytes"], 1000 + 10 * 126); // stage 0's
+  ASSERT_TRUE(adoptFattestStage(full));
+  json planned = at(126);
+  EXPECT_EQ(full["pipeline"]["peak_stage"], planned["pipeline"]["peak_stage"]);
+  EXPECT_EQ(full["per_rank"], planned["per_rank"]);
+  EXPECT_EQ(full["stages"], planned["stages"]);
+}
+
+// The fattest stage changing between the outer depths: the report's own
+// per_rank is then not a line, each stage still is.
+TEST(AdvisorDepth, FattestChangingBetweenDepthsIsJudgedPerStage) {
+  auto at = [](int64_t layers) {
+    return pipelineReport({2000 + 10 * layers, 100 + 300 * layers}, 1.0);
+  };
+  json a = at(3), mid = at(5), b = at(7); // stage 0, then 1, then 1
+  EXPECT_EQ(a["pipeline"]["peak_stage"], 0);
+  EXPECT_EQ(b["pipeline"]["peak_stage"], 1);
+  json line = extrapolateReport(a, 3, b, 7, 5);
+  EXPECT_NE(line["per_rank"]["peak_bytes"], mid["per_rank"]["peak_bytes"]);
+  EXPECT_TRUE(stagesAreAffine(line, mid));
+  json full = extrapolateReport(a, 3, b, 7, 48);
+  ASSERT_TRUE(adoptFattestStage(full));
+  EXPECT_EQ(full["pipeline"]["peak_stage"], 1);
+  EXPECT_EQ(full["per_rank"]["peak_bytes"], 100 + 300 * 48);
+}
+
+// A stage off its line at the middle depth (its peak moved) is refused.
+TEST(AdvisorDepth, StageOffItsLineIsRefused) {
+  json a = pipelineReport({1000, 500}, 1.0);
+  json b = pipelineReport({1200, 700}, 1.0);
+  json mid = pipelineReport({1100, 650}, 1.0); // stage 1: 600 on the line
+  EXPECT_FALSE(stagesAreAffine(extrapolateReport(a, 4, b, 8, 6), mid));
+  json onLine = pipelineReport({1100, 600}, 1.0);
+  EXPECT_TRUE(stagesAreAffine(extrapolateReport(a, 4, b, 8, 6), onLine));
+}
+
+// PipelineSim's tie rule: the first stage of the largest device bytes.
+TEST(AdvisorDepth, TiesGoToTheFirstStage) {
+  json r = pipelineReport({700, 900, 900}, 1.0);
+  r["pipeline"]["peak_stage"] = 0;
+  ASSERT_TRUE(adoptFattestStage(r));
+  EXPECT_EQ(r["pipeline"]["peak_stage"], 1);
+}
+
+// Without pipeline parallelism both are no-ops.
+TEST(AdvisorDepth, NoPipelineIsLeftAlone) {
+  json r = {{"per_rank", {{"peak_bytes", 5}}}};
+  json before = r;
+  EXPECT_TRUE(stagesAreAffine(r, r));
+  EXPECT_TRUE(adoptFattestStage(r));
+  EXPECT_EQ(r, before);
+  json noPerRank = pipelineReport({1, 2}, 1.0);
+  noPerRank["stages"][1].erase("per_rank");
+  EXPECT_FALSE(adoptFattestStage(noPerRank));
+}
