@@ -53,8 +53,8 @@
 //   minimum over every split of C into c_0..c_{P−1} is C / (1 − (1 −
 //   1/k)^P) (k·C for P = 1; (k + P − 1)/P · C of equal stages is above it).
 //
-// Both are checked against planned layouts by test/lit/Sweep/advisor-bounds.test
-// (Inputs/check-bounds.py).
+// Both are checked against planned layouts by
+// test/lit/Sweep/advisor-bounds.test (Inputs/check-bounds.py).
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_SWEEP_ADVISORBOUNDS_H
