@@ -238,7 +238,10 @@ private:
   Plan makePlan(const LayoutFamily &g, const std::string &ac, int64_t m,
                 int64_t k) {
     if (layers <= 0 || o.extrapolateDepths.size() != 2)
-      return planAt(g, ac, m, k, 0);
+      return planAt(g, ac, m, k, 0, "",
+                    o.extrapolateDepths.size() != 2
+                        ? "--extrapolate-depths none"
+                        : "the model's depth is unknown");
     DepthOptions d;
     d.layers = layers;
     d.pp = g.pp;

@@ -131,9 +131,15 @@ bool mlir::fsdp::sweep::pipelineSplitIsAffine(const json &a, const json &mid,
              &lb = (*sb)["stage_layers"];
   if (la.size() != lm.size() || la.size() != lb.size())
     return false;
+  // Every stage gains the same blocks from depth to depth, the depths'
+  // P·(d2 − d1): a stage the balancer pins (a large LM head keeps the last
+  // stage at one block over shallow depths) is not on the model's split.
+  const int64_t gain = lm[0].get<int64_t>() - la[0].get<int64_t>();
+  if (gain <= 0)
+    return false;
   for (size_t i = 0; i < la.size(); ++i)
-    if (lm[i].get<int64_t>() - la[i].get<int64_t>() !=
-        lb[i].get<int64_t>() - lm[i].get<int64_t>())
+    if (lm[i].get<int64_t>() - la[i].get<int64_t>() != gain ||
+        lb[i].get<int64_t>() - lm[i].get<int64_t>() != gain)
       return false;
   if ((*sf)["constraint"] != "memory-budget" || !sf->contains("budget_bytes") ||
       (*sf)["budget_bytes"].is_null())

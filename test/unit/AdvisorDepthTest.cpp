@@ -113,3 +113,23 @@ TEST(AdvisorDepth, NoPipelineIsLeftAlone) {
   noPerRank["stages"][1].erase("per_rank");
   EXPECT_FALSE(adoptFattestStage(noPerRank));
 }
+
+// The split must grow by the same blocks on every stage: a stage pinned
+// at one block over the shallow depths (a large LM head on the last stage)
+// is not on the model's split, though each stage's own steps are equal.
+TEST(AdvisorDepth, PinnedStageSplitIsNotAffine) {
+  auto split = [](std::vector<int64_t> layers) {
+    json r;
+    r["pipeline"]["split"] = {{"stage_layers", layers},
+                              {"constraint", "time"},
+                              {"stage_estimated_peak_bytes", {1, 1}}};
+    return r;
+  };
+  json full = split({30, 20});
+  EXPECT_FALSE(
+      pipelineSplitIsAffine(split({5, 1}), split({7, 1}), split({9, 1}), full));
+  EXPECT_TRUE(
+      pipelineSplitIsAffine(split({3, 3}), split({4, 4}), split({5, 5}), full));
+  EXPECT_FALSE(
+      pipelineSplitIsAffine(split({3, 3}), split({4, 4}), split({6, 4}), full));
+}

@@ -94,8 +94,11 @@ nlohmann::ordered_json extrapolateReport(const nlohmann::ordered_json &a,
 
 /// Whether a pipeline's stage split (fsdp-pipeline-balance: the fastest
 /// split whose stages' estimated peaks fit the memory budget) extrapolates:
-/// each stage gains the same blocks from depth to depth (reports `a`,
-/// `mid`, `b` at equally spaced depths), and under a memory budget the
+/// every stage gains the same number of blocks, the same for all stages,
+/// from depth to depth (reports `a`, `mid`, `b` at equally spaced depths;
+/// a stage that gains none while the others grow is pinned by something
+/// else, as the last stage by a large LM head, and the model's split
+/// differs), and under a memory budget the
 /// split extrapolated to full depth (`full`) still fits it; else the
 /// balancer would choose another split there (a budget-bound split is not
 /// affine in the depth). True for reports without pipeline parallelism.
