@@ -397,7 +397,7 @@ FailureOr<json> mlir::fsdp::buildPipelineReport(ModuleOp module,
   }
   json stages = json::array();
   int64_t params = 0, trainable = 0, tokens = 0;
-  size_t fattest = 0, busiest = 0;
+  size_t busiest = 0;
   for (auto [s, stage] : llvm::enumerate(stageModules)) {
     FailureOr<json> rep = buildPlanReport(stage);
     if (failed(rep))
@@ -419,10 +419,9 @@ FailureOr<json> mlir::fsdp::buildPipelineReport(ModuleOp module,
       if (st.idle < sim->stages[busiest].idle)
         busiest = s;
     }
-    if (deviceBytes(r) > deviceBytes(stages.empty() ? r : stages[fattest]))
-      fattest = s;
     stages.push_back(std::move(r));
   }
+  const size_t fattest = fattestStage(stages);
   json top = stages[fattest];
   top.erase("stage");
   int64_t p = static_cast<int64_t>(stageModules.size());

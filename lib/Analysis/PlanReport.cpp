@@ -278,6 +278,14 @@ int64_t mlir::fsdp::deviceBytes(const json &report) {
   return perRank["peak_bytes"].get<int64_t>();
 }
 
+size_t mlir::fsdp::fattestStage(const json &stages) {
+  size_t fattest = 0;
+  for (size_t s = 1; s < stages.size(); ++s)
+    if (deviceBytes(stages[s]) > deviceBytes(stages[fattest]))
+      fattest = s;
+  return fattest;
+}
+
 static std::string human(int64_t bytes) {
   const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = bytes;

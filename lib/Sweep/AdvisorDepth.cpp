@@ -168,7 +168,7 @@ static bool near(double x, double y) {
 
 bool mlir::fsdp::sweep::stagesAreAffine(const json &line, const json &mid) {
   if (!line.contains("stages") && !mid.contains("stages"))
-    return true;
+    return near(double(deviceBytes(line)), double(deviceBytes(mid)));
   const json *sl = stagesOf(line), *sm = stagesOf(mid);
   if (!sl || !sm || sl->size() != sm->size())
     return false;
@@ -184,11 +184,7 @@ bool mlir::fsdp::sweep::adoptFattestStage(json &full) {
   const json *stages = stagesOf(full);
   if (!stages || stages->empty() || !full.contains("pipeline"))
     return false;
-  // PipelineSim's choice: the first stage of the largest device bytes.
-  size_t fattest = 0;
-  for (size_t s = 1; s < stages->size(); ++s)
-    if (deviceBytes((*stages)[s]) > deviceBytes((*stages)[fattest]))
-      fattest = s;
+  const size_t fattest = fattestStage(*stages); // PipelineSim's choice
   full["per_rank"] = (*stages)[fattest]["per_rank"];
   full["pipeline"]["peak_stage"] = static_cast<int64_t>(fattest);
   return true;
@@ -251,12 +247,7 @@ static Verdict judgeDepths(const json &a, const json &mid, const json &b,
     why = "the middle depth's step is off the line";
     return Verdict::NotAffine;
   }
-  // A pipeline's per-rank numbers are its fattest stage's, a maximum of
-  // lines: each stage is checked instead.
-  bool bytesOnLine = line.contains("stages") ? stagesAreAffine(line, mid)
-                                             : near(double(deviceBytes(line)),
-                                                    double(deviceBytes(mid)));
-  if (!bytesOnLine) {
+  if (!stagesAreAffine(line, mid)) {
     why = "the middle depth's device bytes are off the line";
     return Verdict::NotAffine;
   }

@@ -79,6 +79,11 @@ void addAllocatorToReport(nlohmann::ordered_json &report,
 /// where the report has it, else per_rank.peak_bytes.
 int64_t deviceBytes(const nlohmann::ordered_json &report);
 
+/// The pipeline's peak stage (the report's peak_stage, whose per-rank
+/// numbers are the pipeline report's): the first of `stages` (stage reports,
+/// each with per_rank) of the largest deviceBytes. 0 for an empty list.
+size_t fattestStage(const nlohmann::ordered_json &stages);
+
 /// A human-readable table of a report from buildPlanReport.
 std::string formatPlanReport(const nlohmann::ordered_json &report);
 

@@ -113,15 +113,15 @@ bool pipelineSplitIsAffine(const nlohmann::ordered_json &a,
 /// stage overtakes it, so the fattest can differ between the depths and at
 /// the model's. Whether every stage's device bytes in `mid` are on the line
 /// `line` extrapolated through the outer depths to mid's depth (within
-/// 0.1%); true without pipeline parallelism.
+/// 0.1%); without pipeline parallelism, the report's own device bytes.
 bool stagesAreAffine(const nlohmann::ordered_json &line,
                      const nlohmann::ordered_json &mid);
 
 /// Makes the extrapolated pipeline report `full` hold its fattest stage's
 /// per-rank numbers and peak_stage, as PipelineSim does for a planned
-/// report (its per_rank, extrapolated from the outer depths' fattest
-/// stages, is another stage's where the fattest changes); false when a
-/// stage has no per-rank numbers. True without pipeline parallelism.
+/// report (fattestStage; its per_rank, extrapolated from the outer depths'
+/// fattest stages, is another stage's where the fattest changes); false
+/// when a stage has no per-rank numbers. True without pipeline parallelism.
 bool adoptFattestStage(nlohmann::ordered_json &full);
 
 /// What fsdp-pipeline's pp-gather decisions (stage_gather) would be at full
