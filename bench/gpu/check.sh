@@ -86,7 +86,7 @@ while [ $# -gt 0 ]; do
     shift
     ;;
   --sections)
-    [[ ${2:-} =~ ^[0-8](,[0-8])*$ ]] || { echo "check.sh: --sections needs numbers 0-8 like 0,1,5, got '${2:-}'" >&2; usage; }
+    [[ ${2:-} =~ ^[0-9](,[0-9])*$ ]] || { echo "check.sh: --sections needs numbers 0-9 like 0,1,5, got '${2:-}'" >&2; usage; }
     ONLY=,$2,
     shift
     ;;
@@ -184,7 +184,7 @@ if begin 0 "carried libraries (unpack, ldd)" 60; then
     say "cuda library $name: ${dir:-NOT FOUND}"
     [ -n "$dir" ] && CUDA_DIRS=$CUDA_DIRS${CUDA_DIRS:+:}$dir
   done
-  files=($G/bin/fsdp-run $G/bin/fsdp-runtime-tests $P)
+  files=($G/bin/fsdp-run $G/bin/fsdp-runtime-tests $G/bin/fsdp-device-rates $P)
   [ -f $G/lib/libfsdp_cuda.so ] && [ -z "$DRY" ] && files+=($G/lib/libfsdp_cuda.so)
   if [ -n "$DRY" ]; then
     # Here ldd is slow on a loaded machine: real ldd on the binaries, the
@@ -364,6 +364,67 @@ if begin 8 "pipeline parallelism on cuda (PP 2 on one GPU, --collectives mpi, = 
     fi
   fi
   end $rc
+fi
+if begin 9 "kernel rates and the block stack's ops against the spec; PyTorch's step beside section 5's" 150; then
+  # The rates the H200 spec assumes (GEMM efficiency by inner dimension K,
+  # attention, memory bandwidth) measured through the driver, and the same
+  # GEMMs through PyTorch; then where section 5's step goes, op by op
+  # (fsdp-run --profile: each op waits for its kernels) against the
+  # simulator's timeline of the same plan (prepare.sh's trace); then
+  # PyTorch's eager step of the same model (torch_block_stack.py).
+  Q=() TQ=()
+  [ -n "$DRY" ] && Q=(--quick) TQ=(--device cpu --layers 1 --hidden 64 --heads 4 --kv-heads 2
+    --intermediate 128 --vocab 256 --seq 16)
+  run rates $G/bin/fsdp-device-rates --device $DEV "${Q[@]}"
+  rc=$?
+  TORCH=
+  python3 -c "import torch, transformers" 2> /dev/null && TORCH=1
+  if [ $rc = 0 ]; then
+    run ratesv python3 bench/gpu/device_rates.py $O/rates.out bench/clusters/h200-8.json ${TORCH:+--torch}
+    rc=$?
+    tee -a "$RES" < "$O/ratesv.out"
+  fi
+  run l8prof $MPIRUN -np 1 $G/bin/fsdp-run $S/llama8b-2l.json --device $DEV --steps 3 --warmup 1 --profile
+  rc2=$?
+  rc3=0
+  if [ -n "$TORCH" ]; then
+    run torchstep python3 bench/gpu/torch_block_stack.py test/lit/Inputs/models/llama-3.1-8b.json "${TQ[@]}"
+    rc3=$?
+  fi
+  python3 - $S/llama8b-2l.trace.json $S/llama8b-2l.report.json <<PY | tee -a "$RES"
+O = "$O"
+$SUMMARY
+import collections, os
+sim = collections.defaultdict(float)
+for e in json.load(open(sys.argv[1]))["traceEvents"]:
+    if e.get("ph") == "X" and e.get("tid") == 0:  # the compute stream
+        sim[e["name"]] += e["dur"] * 1e-6
+rep = json.load(open(sys.argv[2]))
+p = last("l8prof")
+if p:
+    prof = p["profile"]
+    ops = sorted(set(sim) | set(prof), key=lambda k: -max(sim.get(k, 0), prof.get(k, {}).get("seconds", 0)))
+    print("per-op seconds per step, measured (--profile, synchronised) vs simulated (h200-8.json):")
+    for k in ops:
+        m, s_ = prof.get(k, {}).get("seconds", 0), sim.get(k, 0)
+        if max(m, s_) >= 1e-4 or k.startswith("("):
+            print("  %-28s measured %8.2f ms  simulated %8.2f ms  %s" %
+                  (k, m * 1e3, s_ * 1e3, "ratio %.2f" % (m / s_) if s_ > 0 else ""))
+    print("  %-28s measured %8.2f ms  simulated %8.2f ms (profiled step %.2f ms)" %
+          ("total", sum(v["seconds"] for v in prof.values()) * 1e3, sum(sim.values()) * 1e3,
+           p["step_time_s"] * 1e3))
+t = last("torchstep") if os.path.exists(O + "/torchstep.out") else None
+l8 = last("l8") if os.path.exists(O + "/l8.out") else None
+if t:
+    print("PyTorch %s eager (autocast bf16, SDPA, fused AdamW) on %s: step %.4f s (median of %d), %.0f tokens/s, MFU %.3f; max allocated %d, reserved %d bytes" %
+          (t["torch"], t["device"], t["step_time_s"], t["timed_steps"], t["tokens_per_s"],
+           rep["flops_per_rank"] / (t["step_time_s"] * 989.4e12), t["max_memory_allocated_bytes"] if "max_memory_allocated_bytes" in t else -1,
+           t.get("max_memory_reserved_bytes", -1)))
+    if l8:
+        print("  fsdp-run (section 5) %.4f s: fsdp-run / PyTorch step time %.3f; device peak %d bytes" %
+              (l8["step_time_s"], l8["step_time_s"] / t["step_time_s"], l8["device_peak_bytes"]))
+PY
+  end $((rc != 0 ? rc : rc2 != 0 ? rc2 : rc3))
 fi
 say "== done in $(($(date +%s) - T0)) s: $FAILED section(s) failed"
 exit $FAILED

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Measured device rates against a cluster spec's assumptions.
 
-usage: python3 bench/gpu/device_rates.py RATES.jsonl SPEC.json
+usage: python3 bench/gpu/device_rates.py RATES.jsonl SPEC.json [--torch]
 
 RATES.jsonl is fsdp-device-rates' stdout (bench/device_rates.cpp), SPEC.json
 a cluster spec (bench/clusters/h200-8.json). Prints, per GEMM, the measured
@@ -11,16 +11,41 @@ efficiency.matmul * K / (K + efficiency.matmul_half_k), K the inner dimension
 ratio; a least-squares fit of the K sweep to 1/eff = 1/a + (h/a) * (1/K),
 linear in 1/K (the model's a and h); attention's efficiency against
 efficiency.attention; and the bandwidths against memory_bandwidth *
-efficiency.memory. Plain Python (no numpy).
+efficiency.memory. Plain Python (no numpy). --torch: each GEMM also run
+through PyTorch (torch.matmul on CUDA, same shapes, dtype and transposes as
+views, as many calls after a warm-up, timed to a torch.cuda.synchronize),
+side by side: the runtime's cuBLAS calls against PyTorch's on one GPU.
 """
 import json
 import sys
 
 
+def torch_tflops(r):
+    """PyTorch's TFLOP/s for GEMM record r (module docstring)."""
+    import time
+    import torch
+    dt = {"bf16": torch.bfloat16, "f32": torch.float32}[r["dtype"]]
+    m, n, k = r["m"], r["n"], r["k"]
+    a = torch.randn((k, m) if r["trans_a"] else (m, k), device="cuda", dtype=dt)
+    b = torch.randn((n, k) if r["trans_b"] else (k, n), device="cuda", dtype=dt)
+    a, b = (a.t() if r["trans_a"] else a), (b.t() if r["trans_b"] else b)
+    torch.matmul(a, b)
+    torch.cuda.synchronize()
+    calls = max(3, r["calls"])
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        torch.matmul(a, b)
+    torch.cuda.synchronize()
+    return 2.0 * m * n * k * calls / (time.perf_counter() - t0) / 1e12
+
+
 def main():
-    if len(sys.argv) != 3:
+    args = [a for a in sys.argv[1:] if a != "--torch"]
+    with_torch = len(args) < len(sys.argv) - 1
+    if len(args) != 2:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         sys.exit(2)
+    sys.argv[1:] = args
     with open(sys.argv[1]) as f:
         recs = [json.loads(line) for line in f if line.strip()]
     with open(sys.argv[2]) as f:
@@ -47,9 +72,9 @@ def main():
             print("device %s (%s %s), dtype %s%s" % (
                 r["device"], r["library"], r["library_version"], r["dtype"],
                 ", quick" if r.get("quick") else ""))
-    print("\n%-6s %-8s %6s %6s %6s %3s %9s %8s %8s %6s" % (
+    print("\n%-6s %-8s %6s %6s %6s %3s %9s %8s %8s %6s%s" % (
         "gemm", "name", "M", "N", "K", "op", "TFLOP/s", "eff", "model",
-        "ratio"))
+        "ratio", "   torch  ours/torch" if with_torch else ""))
     sweep = []
     for r in recs:
         if r["kind"] != "gemm":
@@ -57,10 +82,14 @@ def main():
         e, m = r["tflops"] * 1e12 / peak(r), model(r["k"])
         if r["role"] == "sweep":
             sweep.append((r["k"], e))
-        print("%-6s %-8s %6d %6d %6d %s%s  %9.2f %8.4g %8.4f %6.3f" % (
+        tt = ""
+        if with_torch:
+            t = torch_tflops(r)
+            tt = " %7.2f %11.3f" % (t, r["tflops"] / t)
+        print("%-6s %-8s %6d %6d %6d %s%s  %9.2f %8.4g %8.4f %6.3f%s" % (
             r["role"], r["name"], r["m"], r["n"], r["k"],
             "T" if r["trans_a"] else "N", "T" if r["trans_b"] else "N",
-            r["tflops"], e, m, e / m))
+            r["tflops"], e, m, e / m, tt))
     if len(sweep) >= 2:
         # 1/eff = c0 + c1 * (1/K): a = 1/c0, h = c1/c0.
         xs = [1.0 / k for k, _ in sweep]

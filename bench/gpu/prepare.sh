@@ -5,7 +5,8 @@
 # (with the cuda driver: nvcc must have been found), from the repository
 # root. Writes .fsdp-gpu/ (ignored by git; name it in the device call's
 # `carry`):
-#   bin/   fsdp-run, fsdp-runtime-tests        (built here, sm_80/90)
+#   bin/   fsdp-run, fsdp-runtime-tests, fsdp-device-rates (built here,
+#          sm_80/90)
 #   lib/   libfsdp_cuda.so
 #   debs/  the Debian packages of Open MPI, OpenBLAS and what they need
 #          (bench/gpu/carry.sh packages: the DT_NEEDED closure, libmunge2
@@ -14,7 +15,9 @@
 #          with ldd before anything runs
 #   sched/ the Llama-3.1-8B-shaped block stack (2 layers, seq 2048, bf16,
 #          world size 1) compiled here, and the planner's report of it on
-#          the H200 spec (bench/clusters/h200-8.json); its compiled step
+#          the H200 spec (bench/clusters/h200-8.json) with its simulated
+#          timeline (llama8b-2l.trace.json: section 9's per-op times); its
+#          compiled step
 #          (fsdp-compile: llama8b-2l.so) and a tiny GPT-2's schedule and
 #          compiled step (gpt2-tiny.json, gpt2-tiny.so), for fsdp-run
 #          --compiled on the cuda driver (the .so calls the runtime's C API,
@@ -42,7 +45,7 @@ elif [ $# -gt 0 ]; then
   echo "usage: prepare.sh [--dry-run DIR]" >&2
   exit 2
 fi
-for t in fsdp-run fsdp-runtime-tests fsdp-import fsdp-opt fsdp-translate fsdp-compile; do
+for t in fsdp-run fsdp-runtime-tests fsdp-device-rates fsdp-import fsdp-opt fsdp-translate fsdp-compile; do
   [ -x $B/$t ] || { echo "prepare.sh: $B/$t missing: run tools/scripts/build.sh first" >&2; exit 1; }
 done
 if [ -z "$DRY" ]; then
@@ -50,7 +53,7 @@ if [ -z "$DRY" ]; then
   grep -qx '/.fsdp-gpu/' .git/info/exclude 2>/dev/null || echo '/.fsdp-gpu/' >> .git/info/exclude
 fi
 rm -rf "$G" && mkdir -p "$G"/bin "$G"/lib "$G"/debs "$G"/sched
-cp $B/fsdp-run $B/fsdp-runtime-tests "$G"/bin/
+cp $B/fsdp-run $B/fsdp-runtime-tests $B/fsdp-device-rates "$G"/bin/
 [ -f $B/../lib/libfsdp_cuda.so ] && cp $B/../lib/libfsdp_cuda.so "$G"/lib/
 if [ -n "$DRY" ]; then
   bash bench/gpu/carry.sh assemble "$G"/prefix
@@ -65,11 +68,11 @@ S=$G/sched
 if [ -n "$DRY" ]; then
   $B/fsdp-import test/lit/Inputs/models/llama-3.1-8b.json --layers 1 --hidden 64 --heads 4 \
     --kv-heads 2 --intermediate 128 --vocab 256 --seq 16 --batch 1 -o $S/llama8b-2l.mlir
-  PIPE="world-size=1 policy=block cluster=bench/clusters/h200-8.json report=$S/llama8b-2l.report.json"
+  PIPE="world-size=1 policy=block cluster=bench/clusters/h200-8.json report=$S/llama8b-2l.report.json trace=$S/llama8b-2l.trace.json"
 else
   $B/fsdp-import test/lit/Inputs/models/llama-3.1-8b.json --layers 2 --seq 2048 --batch 1 \
     -o $S/llama8b-2l.mlir
-  PIPE="world-size=1 policy=block param-dtype=bf16 cluster=bench/clusters/h200-8.json report=$S/llama8b-2l.report.json"
+  PIPE="world-size=1 policy=block param-dtype=bf16 cluster=bench/clusters/h200-8.json report=$S/llama8b-2l.report.json trace=$S/llama8b-2l.trace.json"
 fi
 $B/fsdp-opt $S/llama8b-2l.mlir --fsdp-pipeline="$PIPE" -o $S/llama8b-2l.sharded.mlir
 $B/fsdp-translate $S/llama8b-2l.sharded.mlir --fsdp-to-schedule -o $S/llama8b-2l.json
@@ -80,6 +83,7 @@ $B/fsdp-compile $S/llama8b-2l.sharded.mlir -o $S/llama8b-2l.so
 # tensor-parallel.test).
 PIPE_TP=${PIPE/world-size=1/world-size=2 tp=2}
 PIPE_TP=${PIPE_TP/llama8b-2l.report.json/llama8b-2l-tp2.report.json}
+PIPE_TP=${PIPE_TP/ trace=*/}
 $B/fsdp-opt $S/llama8b-2l.mlir --fsdp-pipeline="$PIPE_TP" -o $S/llama8b-2l-tp2.sharded.mlir
 $B/fsdp-translate $S/llama8b-2l-tp2.sharded.mlir --fsdp-to-schedule -o $S/llama8b-2l-tp2.json
 $B/fsdp-import test/lit/Inputs/models/gpt2.json --layers 2 --hidden 32 --heads 4 --vocab 256 \

@@ -7,8 +7,9 @@
 // so every argument is resolved once, when the plan is bound; per buffer,
 // Bind allocates and Release frees, and arguments are resolved as they are
 // called. The profile (fsdp_profile_enabled) puts each instruction's call
-// time under its op name, its waits under "(comm wait)" and the rest of the
-// interpreter's own work under "(interpreter)".
+// time, to the end of its work on the compute stream, under its op name, its
+// waits under "(comm wait)" and the rest of the interpreter's own work under
+// "(interpreter)".
 //
 //===----------------------------------------------------------------------===//
 #include "EntryPoints.h"
@@ -132,8 +133,13 @@ void StepRun::call(const Call &c) {
     words = local;
   }
   int rc = ex.entryFns[static_cast<size_t>(c.entry)](words);
-  if (profiling)
+  if (profiling) {
+    // A GPU kernel returns at its launch: wait for it, so that the op's
+    // seconds are its kernel's (the cpu driver's calls return done).
+    if (rc == FSDP_OK)
+      rc = fsdp_stream_synchronize(ex.compute);
     callSeconds += fsdp_now() - t0;
+  }
   check(rc);
 }
 
