@@ -17,7 +17,7 @@ for p in $(bash "$here/carry.sh" packages); do
   dpkg -s "$p" > /dev/null 2>&1 || { echo "skipped: package $p is not installed here"; exit 77; }
 done
 B=${FSDP_BUILD_DIR:-$here/../../build}/bin
-for t in fsdp-run fsdp-runtime-tests fsdp-import fsdp-opt fsdp-translate fsdp-compile; do
+for t in fsdp-run fsdp-runtime-tests fsdp-device-rates fsdp-import fsdp-opt fsdp-translate fsdp-compile; do
   [ -x "$B/$t" ] || { echo "skipped: $B/$t is not built (the compiler needs MLIR)"; exit 77; }
 done
 rm -rf "$O" && mkdir -p "$O"
@@ -26,7 +26,7 @@ OUT=$O bash "$here/check.sh" --dry-run > "$O/stdout.txt" 2> "$O/stderr.txt"
 rc=$?
 cat "$O/stdout.txt"
 [ $rc = 0 ] || fail "check.sh --dry-run exited $rc; stderr: $(tail -n 5 "$O/stderr.txt")"
-for n in 0 1 2 3 4 5 6 7; do
+for n in 0 1 2 3 4 5 6 7 8 9; do
   grep -qE "^== $n\. .*: (PASS|SKIPPED)" "$O/stdout.txt" || fail "no result line for section $n"
 done
 grep -qE "^== 0\. .*: PASS .*nothing missing" "$O/stdout.txt" || fail "section 0 did not pass ldd"
@@ -36,6 +36,8 @@ grep -qE "^tiny GPT-2 f64, \(dp, tp\) = \(2, 2\) vs 1 rank, tol 1e-12: world siz
   fail "section 7: TP 2 x FSDP 2 vs 1 rank"
 grep -q "^block stack at tp=2 on 2 ranks sharing the GPU: step time [0-9.]* s (median of 8)" "$O/stdout.txt" ||
   fail "section 7 read no tp=2 step time"
+grep -q "^K sweep fit 1/eff" "$O/stdout.txt" || fail "section 9 fitted no GEMM K sweep"
+grep -q "^per-op seconds per step, measured" "$O/stdout.txt" || fail "section 9 printed no per-op table"
 grep -q "run failed" "$O/stdout.txt" && fail "a run's summary was not read"
 # gpu-check.txt: what was printed, plus the commands ("$ ...").
 grep -v '^\$ ' "$O/gpu-check.txt" | cmp -s - "$O/stdout.txt" || fail "gpu-check.txt is not what was printed"

@@ -806,4 +806,74 @@ TEST(DriverParity, CudaColumnSumsRepeatBitForBit) {
   }
 }
 
+// The cuda driver runs cast, add/mul and the activations on 16-byte packs
+// where every pointer is aligned to one, and element by element otherwise
+// and on the tail: at every alignment and length the cpu driver's bytes.
+TEST(DriverParity, CudaPackedElementwiseEqualsCpuBitForBit) {
+  std::string why;
+  fsdp_device gpu = cudaDevice(why);
+  if (!gpu)
+    GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
+  fsdp_device cpu = fsdp::test::cpuDevice();
+  const int64_t total = 4099;
+  Vec a(static_cast<size_t>(total)), b(a.size());
+  std::mt19937 g(5);
+  for (Vec *v : {&a, &b})
+    for (double &e : *v)
+      e = std::normal_distribution<double>(0, 3)(g);
+  const fsdp_dtype floats[] = {FSDP_F32, FSDP_F64, FSDP_BF16, FSDP_F16};
+  for (int64_t off : {0, 1, 3, 8})
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{8}, total - 8}) {
+      for (fsdp_dtype t : floats) {
+        size_t es = fsdp_dtype_size(t);
+        std::vector<unsigned char> ab = toBytes(a, t), bb = toBytes(b, t);
+        std::vector<unsigned char> got[2];
+        for (int k = 0; k < 2; ++k) {
+          fsdp_device d = k ? gpu : cpu;
+          fsdp_stream s = fsdp_device_stream(d, FSDP_STREAM_COMPUTE);
+          DeviceBuffer da(d, ab.size()), db(d, bb.size()), dc(d, ab.size());
+          upload(d, da.p, ab.data(), ab.size());
+          upload(d, db.p, bb.data(), bb.size());
+          char *x = static_cast<char *>(da.p) + off * es;
+          char *y = static_cast<char *>(db.p) + off * es;
+          char *z = static_cast<char *>(dc.p) + off * es;
+          size_t zb = static_cast<size_t>(n) * es; // what the op writes
+          ASSERT_EQ(fsdp_add(s, t, x, y, z, n), FSDP_OK) << fsdp_last_error();
+          got[k] = readBack(d, z, zb);
+          ASSERT_EQ(fsdp_mul(s, t, x, y, z, n), FSDP_OK) << fsdp_last_error();
+          std::vector<unsigned char> r = readBack(d, z, zb);
+          got[k].insert(got[k].end(), r.begin(), r.end());
+          ASSERT_EQ(fsdp_relu(s, t, x, z, n), FSDP_OK) << fsdp_last_error();
+          r = readBack(d, z, zb);
+          got[k].insert(got[k].end(), r.begin(), r.end());
+        }
+        EXPECT_EQ(got[0], got[1])
+            << "add/mul/relu dtype " << t << " offset " << off << " n " << n;
+      }
+      for (fsdp_dtype st : floats)
+        for (fsdp_dtype dt : floats) {
+          if (st == dt)
+            continue;
+          std::vector<unsigned char> ab = toBytes(a, st);
+          size_t ss = fsdp_dtype_size(st), ds = fsdp_dtype_size(dt);
+          std::vector<unsigned char> got[2];
+          for (int k = 0; k < 2; ++k) {
+            fsdp_device d = k ? gpu : cpu;
+            fsdp_stream s = fsdp_device_stream(d, FSDP_STREAM_COMPUTE);
+            DeviceBuffer da(d, ab.size()),
+                dc(d, static_cast<size_t>(total) * ds);
+            upload(d, da.p, ab.data(), ab.size());
+            ASSERT_EQ(fsdp_cast(s, st, static_cast<char *>(da.p) + off * ss, dt,
+                                static_cast<char *>(dc.p) + off * ds, n),
+                      FSDP_OK)
+                << fsdp_last_error();
+            got[k] = readBack(d, static_cast<char *>(dc.p) + off * ds,
+                              static_cast<size_t>(n) * ds);
+          }
+          EXPECT_EQ(got[0], got[1]) << "cast " << st << " -> " << dt
+                                    << " offset " << off << " n " << n;
+        }
+    }
+}
+
 } // namespace

@@ -3,14 +3,18 @@
 // fill, cast, init_values (fsdp/InitValues.h), add/mul, the activations and
 // their gradients, the average after an NCCL sum (launchDivide), flatten, split
 // and concat on the GPU: one thread per element over a grid-stride loop
-// (CudaKernelUtil.cuh). launchCast also serves the embedding gradient and
-// attention (their f32 working copies).
+// (CudaKernelUtil.cuh), or per 16-byte pack (cast, add/mul, activations)
+// where the pointers are aligned to one. launchCast also serves the embedding
+// gradient and attention (their f32 working copies).
 //
 //===----------------------------------------------------------------------===//
 #include "CudaKernelUtil.cuh"
 
 #include "fsdp/ElementMath.h"
 #include "fsdp/InitValues.h"
+
+#include <cstdint>
+#include <initializer_list>
 
 namespace fsdp::hal::cuda {
 
@@ -67,13 +71,87 @@ __global__ void castK(const void *src, int st, void *dst, int dt, int64_t n) {
   }
 }
 
+/// kN elements of S in one aligned access: a streaming kernel's loads and
+/// stores in 64- or 128-bit transactions rather than one per 2-byte element
+/// (on the H200 a bf16 add one element per thread moved 2.5 TB/s, a
+/// device-to-device copy 4.2: bench/README.md, "The cuda driver on an H200").
+template <typename S, int kN> struct alignas(sizeof(S) * kN) Pack {
+  S v[kN];
+};
+
+bool alignedTo(const void *p, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+/// castK between two of f32, bf16 and f16, kCastVec elements per access: each
+/// element through f32 as castK's last branch, so the bits are castK's.
+constexpr int kCastVec = 4;
+template <int ST, int DT>
+__global__ void castPackK(const Pack<typename Elt<ST>::S, kCastVec> *src,
+                          Pack<typename Elt<DT>::S, kCastVec> *dst,
+                          int64_t packs) {
+  FSDP_GRID_LOOP(i, packs) {
+    auto in = src[i];
+    Pack<typename Elt<DT>::S, kCastVec> out;
+#pragma unroll
+    for (int j = 0; j < kCastVec; ++j)
+      out.v[j] = Elt<DT>::st(static_cast<float>(Elt<ST>::ld(in.v, j)));
+    dst[i] = out;
+  }
+}
+
+/// Launches castPackK<ST, DT> on n / kCastVec packs; false (nothing launched)
+/// unless both dtypes are f32, bf16 or f16 and both pointers are aligned to a
+/// pack.
+template <int ST, int DT>
+bool castPacked(const void *src, void *dst, int64_t packs, cudaStream_t s) {
+  using SS = typename Elt<ST>::S;
+  using DS = typename Elt<DT>::S;
+  if (!alignedTo(src, sizeof(SS) * kCastVec) ||
+      !alignedTo(dst, sizeof(DS) * kCastVec))
+    return false;
+  castPackK<ST, DT><<<blocksFor(packs), kThreads, 0, s>>>(
+      static_cast<const Pack<SS, kCastVec> *>(src),
+      static_cast<Pack<DS, kCastVec> *>(dst), packs);
+  return true;
+}
+
+bool castPacked(const void *src, fsdp_dtype st, void *dst, fsdp_dtype dt,
+                int64_t packs, cudaStream_t s) {
+  auto narrow = [&](auto srcTag) {
+    constexpr int ST = decltype(srcTag)::value;
+    if (dt == FSDP_F32)
+      return castPacked<ST, FSDP_F32>(src, dst, packs, s);
+    if (dt == FSDP_BF16)
+      return castPacked<ST, FSDP_BF16>(src, dst, packs, s);
+    if (dt == FSDP_F16)
+      return castPacked<ST, FSDP_F16>(src, dst, packs, s);
+    return false;
+  };
+  if (st == dt)
+    return false;
+  if (st == FSDP_F32)
+    return narrow(DtTag<FSDP_F32>{});
+  if (st == FSDP_BF16)
+    return narrow(DtTag<FSDP_BF16>{});
+  if (st == FSDP_F16)
+    return narrow(DtTag<FSDP_F16>{});
+  return false;
+}
+
 } // namespace
 
 void launchCast(const void *src, fsdp_dtype st, void *dst, fsdp_dtype dt,
                 int64_t n, cudaStream_t s) {
   if (n == 0)
     return;
-  castK<<<blocksFor(n), kThreads, 0, s>>>(src, st, dst, dt, n);
+  int64_t packs = n / kCastVec, done = 0;
+  if (packs > 0 && castPacked(src, st, dst, dt, packs, s))
+    done = packs * kCastVec;
+  if (done < n)
+    castK<<<blocksFor(n - done), kThreads, 0, s>>>(
+        static_cast<const char *>(src) + done * dtypeSize(st), st,
+        static_cast<char *>(dst) + done * dtypeSize(dt), dt, n - done);
   launched("cast kernel");
 }
 
@@ -137,6 +215,47 @@ __global__ void binaryK(const typename Elt<DT>::S *a,
   FSDP_GRID_LOOP(i, n) c[i] = E::st(op(E::ld(a, i), E::ld(b, i)));
 }
 
+/// unaryK and binaryK on 16-byte packs (8 bf16/f16, 4 f32, 2 f64 elements),
+/// the same per-element math.
+template <int DT>
+using Pack16 = Pack<typename Elt<DT>::S, 16 / sizeof(typename Elt<DT>::S)>;
+
+template <int DT, typename Op>
+__global__ void unaryPackK(const Pack16<DT> *x, Pack16<DT> *y, int64_t packs,
+                           Op op) {
+  using E = Elt<DT>;
+  FSDP_GRID_LOOP(i, packs) {
+    Pack16<DT> in = x[i], out;
+#pragma unroll
+    for (int j = 0; j < int(sizeof(in.v) / sizeof(in.v[0])); ++j)
+      out.v[j] = E::st(op(E::ld(in.v, j)));
+    y[i] = out;
+  }
+}
+
+template <int DT, typename Op>
+__global__ void binaryPackK(const Pack16<DT> *a, const Pack16<DT> *b,
+                            Pack16<DT> *c, int64_t packs, Op op) {
+  using E = Elt<DT>;
+  FSDP_GRID_LOOP(i, packs) {
+    Pack16<DT> x = a[i], y = b[i], out;
+#pragma unroll
+    for (int j = 0; j < int(sizeof(x.v) / sizeof(x.v[0])); ++j)
+      out.v[j] = E::st(op(E::ld(x.v, j), E::ld(y.v, j)));
+    c[i] = out;
+  }
+}
+
+/// The packs of n elements when every pointer is 16-byte aligned, else 0;
+/// the elements from packs · (elements per pack) on run one per thread.
+template <int DT>
+int64_t packsOf(int64_t n, std::initializer_list<const void *> ptrs) {
+  for (const void *p : ptrs)
+    if (!alignedTo(p, 16))
+      return 0;
+  return n / int64_t(sizeof(Pack16<DT>) / sizeof(typename Elt<DT>::S));
+}
+
 template <typename Op>
 void unary(fsdp_stream_s *s, fsdp_dtype t, const char *name, const void *x,
            void *y, int64_t n, Op op) {
@@ -145,8 +264,16 @@ void unary(fsdp_stream_s *s, fsdp_dtype t, const char *name, const void *x,
   floatDtype(t, name, [&](auto tag) {
     constexpr int DT = decltype(tag)::value;
     using S = typename Elt<DT>::S;
-    unaryK<DT><<<blocksFor(n), kThreads, 0, streamOf(s)>>>(
-        static_cast<const S *>(x), static_cast<S *>(y), n, op);
+    int64_t packs = packsOf<DT>(n, {x, y});
+    int64_t done = packs * int64_t(sizeof(Pack16<DT>) / sizeof(S));
+    if (packs > 0)
+      unaryPackK<DT><<<blocksFor(packs), kThreads, 0, streamOf(s)>>>(
+          static_cast<const Pack16<DT> *>(x), static_cast<Pack16<DT> *>(y),
+          packs, op);
+    if (done < n)
+      unaryK<DT><<<blocksFor(n - done), kThreads, 0, streamOf(s)>>>(
+          static_cast<const S *>(x) + done, static_cast<S *>(y) + done,
+          n - done, op);
   });
   launched(name);
 }
@@ -159,9 +286,17 @@ void binary(fsdp_stream_s *s, fsdp_dtype t, const char *name, const void *a,
   floatDtype(t, name, [&](auto tag) {
     constexpr int DT = decltype(tag)::value;
     using S = typename Elt<DT>::S;
-    binaryK<DT><<<blocksFor(n), kThreads, 0, streamOf(s)>>>(
-        static_cast<const S *>(a), static_cast<const S *>(b),
-        static_cast<S *>(c), n, op);
+    int64_t packs = packsOf<DT>(n, {a, b, c});
+    int64_t done = packs * int64_t(sizeof(Pack16<DT>) / sizeof(S));
+    if (packs > 0)
+      binaryPackK<DT><<<blocksFor(packs), kThreads, 0, streamOf(s)>>>(
+          static_cast<const Pack16<DT> *>(a),
+          static_cast<const Pack16<DT> *>(b), static_cast<Pack16<DT> *>(c),
+          packs, op);
+    if (done < n)
+      binaryK<DT><<<blocksFor(n - done), kThreads, 0, streamOf(s)>>>(
+          static_cast<const S *>(a) + done, static_cast<const S *>(b) + done,
+          static_cast<S *>(c) + done, n - done, op);
   });
   launched(name);
 }
