@@ -49,7 +49,7 @@ echo "dry run: $(($(date +%s) - t0)) s"
 
 # Argument handling: usage errors exit 2 and say why; a spent budget skips
 # a section with its line.
-for bad in "--bogus" "--sections 9" "--budget x" "--sections"; do
+for bad in "--bogus" "--sections 10" "--sections 1,x" "--budget x" "--sections"; do
   out=$(OUT=$O/args bash "$here/check.sh" $bad 2>&1)
   r=$?
   [ $r = 2 ] || fail "check.sh $bad exited $r"
