@@ -34,7 +34,9 @@
 //              2·B·Hq·T²·D, and cost::attentionGradFlops, 2.5× that).
 //   bandwidth  "add": fsdp_add c = a + b over 2^28 elements, bytes 3·n·(the
 //              element size: 2 for bf16); "memcpy": fsdp_memcpy of 1 GiB
-//              device to device, bytes 2 × 1 GiB (read and write).
+//              device to device, bytes 2 × 1 GiB (read and write);
+//              "cast f32->bf16" and "cast bf16->f32": fsdp_cast over the
+//              2^28 elements, bytes n·(4 + 2) (not run with --dtype f32).
 // --quick (a dry run in seconds on a CPU): the sweep at M = N = 256 with
 // K = 64..512, the Llama shapes at 256 tokens with every dimension / 32,
 // attention at sequence 128 with 4/2 heads of dim 32, add over 2^20
@@ -56,7 +58,7 @@
 //   {"kind":"attention","pass":"forward"|"backward","batch":..,"seq":..,
 //    "heads":..,"kv_heads":..,"head_dim":..,"dtype":..,"calls":..,
 //    "seconds":..,"flops":..,"tflops":..}
-//   {"kind":"bandwidth","op":"add"|"memcpy","dtype":..,"bytes":..,
+//   {"kind":"bandwidth","op":"add"|"memcpy"|"cast ...","dtype":..,"bytes":..,
 //    "calls":..,"seconds":..,"gbps":..}
 // seconds: per call; tflops: 1e12 FLOP/s; gbps: 1e9 bytes/s.
 // Exit status: 0; 2 for bad arguments; 1 for a runtime error (its
@@ -416,8 +418,9 @@ void bandwidth(Bench &b, const Options &o) {
   fsdp_stream s = b.stream();
   auto report = [&](const char *op, int64_t bytes, Bench::Timing t) {
     double gbps = double(bytes) / t.seconds / 1e9;
-    std::fprintf(stderr, "bandwidth %-6s %14lld bytes  %10.4f ms  %8.1f GB/s\n",
-                 op, static_cast<long long>(bytes), t.seconds * 1e3, gbps);
+    std::fprintf(stderr,
+                 "bandwidth %-14s %14lld bytes  %10.4f ms  %8.1f GB/s\n", op,
+                 static_cast<long long>(bytes), t.seconds * 1e3, gbps);
     emit(Json{{"kind", "bandwidth"},
               {"op", op},
               {"dtype", o.dtypeName},
@@ -435,6 +438,27 @@ void bandwidth(Bench &b, const Options &o) {
     report("add", 3 * n * int64_t(b.elemSize()), b.time([&] {
       check(fsdp_add(s, o.dtype, a, c, sum, n), "fsdp_add");
     }));
+  b.release();
+  // The mixed-precision casts of a flat parameter (f32 -> dtype) and of a
+  // gradient (dtype -> f32).
+  void *narrow = o.dtype != FSDP_F32 ? b.tensor(n) : nullptr,
+       *wide = narrow ? b.raw(size_t(n) * 4) : nullptr;
+  if (wide) {
+    check(fsdp_memset_zero(s, wide, size_t(n) * 4), "fsdp_memset_zero");
+    int64_t castBytes = n * (4 + int64_t(b.elemSize()));
+    report(o.dtype == FSDP_BF16 ? "cast f32->bf16" : "cast f32->f16", castBytes,
+           b.time([&] {
+             check(fsdp_cast(s, FSDP_F32, wide, o.dtype, narrow, n),
+                   "fsdp_cast");
+           }));
+    report(o.dtype == FSDP_BF16 ? "cast bf16->f32" : "cast f16->f32", castBytes,
+           b.time([&] {
+             check(fsdp_cast(s, o.dtype, narrow, FSDP_F32, wide, n),
+                   "fsdp_cast");
+           }));
+  } else if (o.dtype != FSDP_F32) {
+    skipped("cast");
+  }
   b.release();
   size_t bytes = size_t(1) << (o.quick ? 21 : 30);
   void *src = b.raw(bytes), *dst = src ? b.raw(bytes) : nullptr;

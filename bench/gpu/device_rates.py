@@ -118,7 +118,7 @@ def main():
     bw = spec.get("memory_bandwidth", 0) * eff.get("memory", 1.0)
     for r in recs:
         if r["kind"] == "bandwidth":
-            print("bandwidth %-6s: %8.1f GB/s vs memory_bandwidth x "
+            print("bandwidth %-14s: %8.1f GB/s vs memory_bandwidth x "
                   "efficiency.memory %.1f GB/s (ratio %.3f)" % (
                       r["op"], r["gbps"], bw / 1e9,
                       r["gbps"] * 1e9 / bw if bw else float("nan")))

@@ -86,6 +86,10 @@ std::vector<unsigned char> toBytes(const Vec &v, fsdp_dtype t) {
       reinterpret_cast<uint16_t *>(b.data())[i] =
           fsdp::floatToBf16(static_cast<float>(v[i]));
       break;
+    case FSDP_F16:
+      reinterpret_cast<uint16_t *>(b.data())[i] =
+          fsdp::floatToF16(static_cast<float>(v[i]));
+      break;
     case FSDP_I32:
       reinterpret_cast<int32_t *>(b.data())[i] = static_cast<int32_t>(v[i]);
       break;

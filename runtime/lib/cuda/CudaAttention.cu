@@ -26,24 +26,36 @@ namespace {
 
 //===--- RoPE -------------------------------------------------------------===//
 
+// The rotation of position t and pair i, cos and sin of ropeAngle times the
+// attention factor in double, once per (t, i) rather than once per head:
+// the same values (the same expressions), a heads-fold fewer f64 sin, cos
+// and pow (on the H200 the per-element form took 11x its simulated time).
+__global__ void ropeTableK(double2 *cs, int64_t seq, int64_t headDim,
+                           double theta, math::RopeScaling scaling,
+                           int inverse) {
+  int64_t half = headDim / 2;
+  FSDP_GRID_LOOP(e, seq * half) {
+    double phi = math::ropeAngle(e / half, e % half, headDim, theta, scaling,
+                                 inverse != 0);
+    cs[e] = make_double2(cos(phi) * scaling.attentionFactor,
+                         sin(phi) * scaling.attentionFactor);
+  }
+}
+
 template <int DT>
 __global__ void ropeK(const typename Elt<DT>::S *x, typename Elt<DT>::S *y,
-                      int64_t batch, int64_t seq, int64_t heads,
-                      int64_t headDim, double theta, math::RopeScaling scaling,
-                      int inverse) {
+                      const double2 *cs, int64_t batch, int64_t seq,
+                      int64_t heads, int64_t headDim) {
   using E = Elt<DT>;
   int64_t half = headDim / 2, n = batch * seq * heads * half;
   FSDP_GRID_LOOP(e, n) {
-    int64_t i = e % half, h = (e / half) % heads,
-            t = (e / (half * heads)) % seq;
+    int64_t i = e % half, t = (e / (half * heads)) % seq;
     int64_t bt = e / (half * heads); // b * seq + t
-    int64_t base = bt * heads * headDim + h * headDim;
-    double phi = math::ropeAngle(t, i, headDim, theta, scaling, inverse != 0);
-    double c = cos(phi) * scaling.attentionFactor,
-           s = sin(phi) * scaling.attentionFactor;
+    int64_t base = bt * heads * headDim + ((e / half) % heads) * headDim;
+    double2 r = cs[t * half + i];
     double a = E::ld(x, base + i), b = E::ld(x, base + i + half);
-    y[base + i] = E::st(static_cast<typename E::C>(a * c - b * s));
-    y[base + i + half] = E::st(static_cast<typename E::C>(b * c + a * s));
+    y[base + i] = E::st(static_cast<typename E::C>(a * r.x - b * r.y));
+    y[base + i + half] = E::st(static_cast<typename E::C>(b * r.x + a * r.y));
   }
 }
 
@@ -258,14 +270,20 @@ void CudaDevice::rope(fsdp_stream_s *s, fsdp_dtype t, const void *x, void *y,
   int64_t n = batch * seq * heads * (headDim / 2);
   if (n == 0)
     return;
+  cudaStream_t st = streamOf(s);
+  int64_t pairs = seq * (headDim / 2);
+  auto *cs = static_cast<double2 *>(scratch(st, pairs * sizeof(double2)));
+  ropeTableK<<<blocksFor(pairs), kThreads, 0, st>>>(cs, seq, headDim, theta,
+                                                    scaling, inverse);
   floatDtype(t, "fsdp_rope", [&](auto tag) {
     constexpr int DT = decltype(tag)::value;
     using S = typename Elt<DT>::S;
-    ropeK<DT><<<blocksFor(n), kThreads, 0, streamOf(s)>>>(
-        static_cast<const S *>(x), static_cast<S *>(y), batch, seq, heads,
-        headDim, theta, scaling, inverse);
+    ropeK<DT><<<blocksFor(n), kThreads, 0, st>>>(static_cast<const S *>(x),
+                                                 static_cast<S *>(y), cs, batch,
+                                                 seq, heads, headDim);
   });
-  launched("rope kernel");
+  launched("rope kernels");
+  release(st, cs);
 }
 
 namespace {

@@ -85,7 +85,7 @@ bool alignedTo(const void *p, size_t bytes) {
 
 /// castK between two of f32, bf16 and f16, kCastVec elements per access: each
 /// element through f32 as castK's last branch, so the bits are castK's.
-constexpr int kCastVec = 4;
+constexpr int kCastVec = 8;
 template <int ST, int DT>
 __global__ void castPackK(const Pack<typename Elt<ST>::S, kCastVec> *src,
                           Pack<typename Elt<DT>::S, kCastVec> *dst,
