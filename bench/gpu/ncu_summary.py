@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Summarises bench/gpu/ncu_step.sh's Nsight Compute CSV by kernel.
+
+usage: python3 bench/gpu/ncu_summary.py NCU_STEP.csv [--top N]
+
+Reads the raw page (one row per kernel launch: gpu__time_duration.sum,
+dram__bytes_read.sum, dram__bytes_write.sum, with ncu's units row), leaves
+out the launches up to the last parameter-init kernel (initValuesK: fsdp-run
+initialises before its first step), and prints per kernel name (template
+arguments cut) the launches, total milliseconds, share of the step and
+achieved DRAM bandwidth ((read + write) / duration, GB/s), the top N
+(default 25) by time, and the step's kernel total.
+"""
+import collections
+import csv
+import sys
+
+SCALE = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
+         "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0}
+
+
+def rows(path):
+    lines = open(path, errors="replace").read().splitlines()
+    start = next((i for i, l in enumerate(lines) if l.startswith('"ID"')), None)
+    if start is None:
+        sys.exit("ncu_summary.py: no ncu CSV header (\"ID\",...) in %s" % path)
+    r = list(csv.reader(lines[start:]))
+    head, units = r[0], r[1]
+    for rec in r[2:]:
+        if len(rec) != len(head):
+            continue  # the program's own output after the CSV
+        d = dict(zip(head, rec))
+        for m, u in zip(head, units):
+            if m.startswith(("gpu__", "dram__")):
+                d[m] = float(d[m].replace(",", "")) * SCALE.get(u, float("nan"))
+        yield d
+
+
+def short(name):
+    """A kernel's name without its template arguments and parameters."""
+    depth, out = 0, []
+    for ch in name.replace("(anonymous namespace)::", ""):
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out).replace("void ", "").strip()
+
+
+def main():
+    args = sys.argv[1:]
+    top = 25
+    if "--top" in args:
+        i = args.index("--top")
+        top = int(args[i + 1])
+        del args[i:i + 2]
+    if len(args) != 1:
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        sys.exit(2)
+    launches = list(rows(args[0]))
+    last_init = max((i for i, d in enumerate(launches) if "initValuesK" in d["Kernel Name"]),
+                    default=-1)
+    step = launches[last_init + 1:]
+    agg = collections.defaultdict(lambda: [0, 0.0, 0.0])
+    for d in step:
+        a = agg[short(d["Kernel Name"])]
+        a[0] += 1
+        a[1] += d["gpu__time_duration.sum"]
+        a[2] += d.get("dram__bytes_read.sum", 0) + d.get("dram__bytes_write.sum", 0)
+    total = sum(a[1] for a in agg.values())
+    print("%d kernel launches in the step (%d before it, parameter init), %.2f ms of kernels" %
+          (len(step), last_init + 1, total * 1e3))
+    print("%-60s %6s %9s %6s %8s" % ("kernel", "calls", "ms", "share", "GB/s"))
+    for name, (n, t, b) in sorted(agg.items(), key=lambda kv: -kv[1][1])[:top]:
+        print("%-60s %6d %9.3f %5.1f%% %8.0f" % (name[:60], n, t * 1e3, 100 * t / total,
+                                                 b / t / 1e9 if t else 0))
+
+
+if __name__ == "__main__":
+    main()
