@@ -16,7 +16,8 @@ import csv
 import sys
 
 SCALE = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
-         "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0}
+         "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
+         "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
 def rows(path):
@@ -31,7 +32,7 @@ def rows(path):
             continue  # the program's own output after the CSV
         d = dict(zip(head, rec))
         for m, u in zip(head, units):
-            if m.startswith(("gpu__", "dram__")):
+            if m.startswith(("gpu__", "dram__")) and m.endswith(".sum"):
                 d[m] = float(d[m].replace(",", "")) * SCALE.get(u, float("nan"))
         yield d
 

@@ -98,6 +98,8 @@ DivideFactors divideFactors(int groupSize, fsdp_dtype t) {
 }
 
 void divideInPlace(void *data, int64_t count, fsdp_dtype t, double divisor) {
+  if (divisor == 1) // x / 1 is x: a group of one has nothing to divide
+    return;
   float nf = static_cast<float>(divisor);
   switch (t) {
   case FSDP_F32: {
