@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# The GPU check of the device runtime, for one lent H200 (16 cores), in at
-# most 7 minutes of device time (sections 1-6 alone fit in 6, so that a
-# rerun of them fits in the 15 minutes a task gets). Prepared here by
+# The GPU check of the device runtime, for one lent H200 (16 cores): about
+# 3 minutes of device time (measured; the budget below is 7). Prepared here by
 # bench/gpu/prepare.sh; run there from the repository root with .fsdp-gpu
 # carried. Nothing is compiled there: the
 # binaries are built here, and the only set-up there is unpacking the
@@ -13,7 +12,7 @@
 #                  this machine's, a tiny Llama under the 8B block stack's
 #                  name), and the sections run with the cpu driver standing
 #                  in for cuda (the CUDA-only ones report their skip).
-#   --budget S     seconds for sections 1-8 together (default 420); each
+#   --budget S     seconds for sections 1-9 together (default 420); each
 #                  section's timeout is cut to what is left, and a section
 #                  with under 10 s left is skipped (said so), never killed
 #                  half-way without a line.
@@ -61,15 +60,21 @@
 #      pinned memory), against 1 rank (fsdp_compare.py, 1e-12), and its
 #      compiled step against the interpreted one (bit for bit): 3 runs of
 #      3 steps, ~3-5 s of start-up each                              ~20 s
-#   total ~300 s expected, 420 s budgeted (the per-section timeouts):
-#   with the machine's start-up a full rerun no longer fits in 15 minutes
-#   after a full first run; rerun only the failed sections.
-# If the first run is slow, drop in this order: 4 (PyTorch: a second
-# reference the CPU suite already has through committed fixtures), then
-# 6's Llama run (the compiled/interpreted ratio is measured on CPU in
-# bench/README.md), then 5's --alloc per-buffer run; 7's block stack at tp=2
-# (keep its tiny equality check); keep 0-3 and 5's timed run, which nothing
-# else can measure: --sections 1,2,3,5 (8 is short: keep it).
+#   9. kernel rates and the step's ops: fsdp-device-rates (GEMMs by K and
+#      at Llama-3.1-8B's shapes, attention, bandwidth, casts) against the
+#      H200 spec and the same GEMMs through PyTorch (device_rates.py
+#      --torch), fsdp-run --profile of the block stack against the
+#      simulator's timeline (prepare.sh's trace), and PyTorch's eager step
+#      of the same model (torch_block_stack.py)                     ~70 s
+#   Measured on one H200 (2026-12-04, bench/README.md "The cuda driver on an
+#   H200"): sections 0-8 in 106 s; all of 0-9 in 180 s (0: 3, 2: 5, 3: 13,
+#   4: 33, 5: 8, 6: 10, 7: 36, 8: 5, 9: 67 s), so a full rerun fits in the
+#   15 minutes of a task with the machine's start-ups (~35 s each).
+# If a run is slow, drop in this order: 4 (PyTorch: a second reference the
+# CPU suite already has through committed fixtures), then 9's PyTorch parts,
+# then 6's Llama run, then 5's --alloc per-buffer run; 7's block stack at
+# tp=2 (keep its tiny equality check); keep 0-3 and 5's timed run, which
+# nothing else can measure: --sections 1,2,3,5 (8 is short: keep it).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 usage() {
