@@ -373,7 +373,7 @@ fi
 if begin 9 "kernel rates and the block stack's ops against the spec; PyTorch's step beside section 5's" 150; then
   # The rates the H200 spec assumes (GEMM efficiency by inner dimension K,
   # attention, memory bandwidth) measured through the driver, and the same
-  # GEMMs through PyTorch; then where section 5's step goes, op by op
+  # GEMMs through PyTorch, written as a spec (measured-spec.json); then where section 5's step goes, op by op
   # (fsdp-run --profile: each op waits for its kernels) against the
   # simulator's timeline of the same plan (prepare.sh's trace); then
   # PyTorch's eager step of the same model (torch_block_stack.py).
@@ -385,7 +385,8 @@ if begin 9 "kernel rates and the block stack's ops against the spec; PyTorch's s
   TORCH=
   python3 -c "import torch, transformers" 2> /dev/null && TORCH=1
   if [ $rc = 0 ]; then
-    run ratesv python3 bench/gpu/device_rates.py $O/rates.out bench/clusters/h200-8.json ${TORCH:+--torch}
+    run ratesv python3 bench/gpu/device_rates.py $O/rates.out bench/clusters/h200-8.json ${TORCH:+--torch} \
+      --spec-out $O/measured-spec.json
     rc=$?
     tee -a "$RES" < "$O/ratesv.out"
   fi

@@ -2,6 +2,7 @@
 """Measured device rates against a cluster spec's assumptions.
 
 usage: python3 bench/gpu/device_rates.py RATES.jsonl SPEC.json [--torch]
+                                        [--spec-out MEASURED.json]
 
 RATES.jsonl is fsdp-device-rates' stdout (bench/device_rates.cpp), SPEC.json
 a cluster spec (bench/clusters/h200-8.json). Prints, per GEMM, the measured
@@ -15,7 +16,18 @@ efficiency.memory. Plain Python (no numpy). --torch: each GEMM also run
 through PyTorch (torch.matmul on CUDA, same shapes, dtype and transposes as
 views, as many calls after a warm-up, timed to a torch.cuda.synchronize),
 side by side: the runtime's cuBLAS calls against PyTorch's on one GPU.
+--spec-out: SPEC.json with the rates this device measured in place of the
+assumed ones, written to MEASURED.json: efficiency.matmul and
+matmul_half_k the K sweep's fit (a, h), efficiency.attention the forward
+and backward together at the longest measured sequence ((F_fwd + F_bwd) /
+(t_fwd + t_bwd) / peak), efficiency.memory the device-to-device copy's
+bytes / memory_bandwidth; every other key (peaks and bandwidths from the
+datasheet, the network, elementwise, comm_contention, the allocator) kept,
+and a "sources" line saying which were measured, when and how. Exit 1 if a
+rate it needs was not measured.
 """
+import argparse
+import datetime
 import json
 import sys
 
@@ -39,16 +51,64 @@ def torch_tflops(r):
     return 2.0 * m * n * k * calls / (time.perf_counter() - t0) / 1e12
 
 
+def measured_spec(spec, recs, fit, out):
+    """Writes SPEC with the measured rates (module docstring, --spec-out)."""
+    dev = next((r for r in recs if r["kind"] == "device"), {})
+    att = {}
+    for r in recs:
+        if r["kind"] == "attention":
+            f, t = att.get(r["seq"], (0.0, 0.0))
+            att[r["seq"]] = (f + r["flops"], t + r["seconds"])
+    copy = next((r for r in recs if r["kind"] == "bandwidth" and r["op"] == "memcpy"), None)
+    if not fit or not att or not copy:
+        sys.exit("device_rates.py: --spec-out needs the K sweep's fit, attention and the memcpy")
+    dtype = next(r["dtype"] for r in recs if r["kind"] == "gemm")
+    peak = spec["peak_flops"][dtype]
+    seq = max(att)
+    eff_att = {t: f / s / peak for t, (f, s) in att.items()}
+    out_spec = json.loads(json.dumps(spec))
+    e = out_spec.setdefault("efficiency", {})
+    sig = lambda x: float("%.4g" % x)  # 4 significant digits
+    # A sweep that does not slow down at small K (a CPU's) has no half-K.
+    e["matmul"], e["matmul_half_k"] = sig(fit[0]), max(0.0, sig(fit[1]))
+    e["attention"] = sig(eff_att[seq])
+    e["memory"] = sig(copy["gbps"] * 1e9 / spec["memory_bandwidth"])
+    out_spec["name"] = spec.get("name", "?") + ", rates measured on one GPU"
+    out_spec.setdefault("sources", []).append(
+        "Measured %s on device %s (%s, %s) by bench/device_rates.cpp through the runtime's "
+        "cuda driver, summarised by bench/gpu/device_rates.py --spec-out: "
+        "efficiency.matmul %.4g and matmul_half_k %g the least-squares fit of 1/eff = "
+        "1/a + (h/a)/K over the K sweep (M = N = %d; was %s and %s); efficiency.attention "
+        "%.4g the forward and backward together at sequence %d (%s; was %s); "
+        "efficiency.memory %.4g a device-to-device copy (%.0f GB/s of %.0f; was %s). "
+        "Not measured, kept: the peaks, bandwidths and the network, elementwise, "
+        "elementwise_traffic, comm_contention and the allocator" % (
+            datetime.date.today().isoformat(), dev.get("device", "?"),
+            dev.get("library", "?"), dtype, e["matmul"], e["matmul_half_k"],
+            next(r["m"] for r in recs if r.get("role") == "sweep"),
+            spec.get("efficiency", {}).get("matmul"),
+            spec.get("efficiency", {}).get("matmul_half_k"), e["attention"], seq,
+            ", ".join("%.3f at %d" % (eff_att[t], t) for t in sorted(eff_att)),
+            spec.get("efficiency", {}).get("attention"), e["memory"], copy["gbps"],
+            spec["memory_bandwidth"] / 1e9, spec.get("efficiency", {}).get("memory")))
+    with open(out, "w") as f:
+        json.dump(out_spec, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+    print("wrote %s: matmul %.4g, matmul_half_k %g, attention %.4g, memory %.4g" % (
+        out, e["matmul"], e["matmul_half_k"], e["attention"], e["memory"]))
+
+
 def main():
-    args = [a for a in sys.argv[1:] if a != "--torch"]
-    with_torch = len(args) < len(sys.argv) - 1
-    if len(args) != 2:
-        print(__doc__.strip().splitlines()[2], file=sys.stderr)
-        sys.exit(2)
-    sys.argv[1:] = args
-    with open(sys.argv[1]) as f:
+    ap = argparse.ArgumentParser(usage=__doc__.strip().splitlines()[2].strip()[7:])
+    ap.add_argument("rates")
+    ap.add_argument("spec")
+    ap.add_argument("--torch", action="store_true")
+    ap.add_argument("--spec-out")
+    args = ap.parse_args()
+    with_torch = args.torch
+    with open(args.rates) as f:
         recs = [json.loads(line) for line in f if line.strip()]
-    with open(sys.argv[2]) as f:
+    with open(args.spec) as f:
         spec = json.load(f)
     eff = spec.get("efficiency", {})
     a, h = eff.get("matmul", 1.0), eff.get("matmul_half_k", 0.0)
@@ -90,6 +150,7 @@ def main():
             r["role"], r["name"], r["m"], r["n"], r["k"],
             "T" if r["trans_a"] else "N", "T" if r["trans_b"] else "N",
             r["tflops"], e, m, e / m, tt))
+    fit = None
     if len(sweep) >= 2:
         # 1/eff = c0 + c1 * (1/K): a = 1/c0, h = c1/c0.
         xs = [1.0 / k for k, _ in sweep]
@@ -101,6 +162,7 @@ def main():
         c0 = my - c1 * mx
         if c0 > 0:
             fa, fh = 1.0 / c0, c1 / c0
+            fit = (fa, fh)
             worst = max(abs(fa * k / (k + fh) / e - 1) for k, e in sweep)
             print("\nK sweep fit 1/eff = 1/a + (h/a)/K over K = %s: a = %.4g, "
                   "h = %.4g (max misfit %.1f%%); spec a = %.4f, h = %g" % (
@@ -122,6 +184,8 @@ def main():
                   "efficiency.memory %.1f GB/s (ratio %.3f)" % (
                       r["op"], r["gbps"], bw / 1e9,
                       r["gbps"] * 1e9 / bw if bw else float("nan")))
+    if args.spec_out:
+        measured_spec(spec, recs, fit, args.spec_out)
 
 
 if __name__ == "__main__":
