@@ -118,7 +118,7 @@ bool castPacked(const void *src, void *dst, int64_t packs, cudaStream_t s) {
 
 bool castPacked(const void *src, fsdp_dtype st, void *dst, fsdp_dtype dt,
                 int64_t packs, cudaStream_t s) {
-  auto narrow = [&](auto srcTag) {
+  auto toDst = [&](auto srcTag) {
     constexpr int ST = decltype(srcTag)::value;
     if (dt == FSDP_F32)
       return castPacked<ST, FSDP_F32>(src, dst, packs, s);
@@ -131,11 +131,11 @@ bool castPacked(const void *src, fsdp_dtype st, void *dst, fsdp_dtype dt,
   if (st == dt)
     return false;
   if (st == FSDP_F32)
-    return narrow(DtTag<FSDP_F32>{});
+    return toDst(DtTag<FSDP_F32>{});
   if (st == FSDP_BF16)
-    return narrow(DtTag<FSDP_BF16>{});
+    return toDst(DtTag<FSDP_BF16>{});
   if (st == FSDP_F16)
-    return narrow(DtTag<FSDP_F16>{});
+    return toDst(DtTag<FSDP_F16>{});
   return false;
 }
 
