@@ -385,8 +385,10 @@ if begin 9 "kernel rates and the block stack's ops against the spec; PyTorch's s
   TORCH=
   python3 -c "import torch, transformers" 2> /dev/null && TORCH=1
   if [ $rc = 0 ]; then
-    run ratesv python3 bench/gpu/device_rates.py $O/rates.out bench/clusters/h200-8.json ${TORCH:+--torch} \
-      --spec-out $O/measured-spec.json
+    TFLAG=() # PyTorch's GEMMs need CUDA: not in a dry run
+    [ -n "$TORCH" ] && [ -z "$DRY" ] && TFLAG=(--torch)
+    run ratesv python3 bench/gpu/device_rates.py $O/rates.out bench/clusters/h200-8.json \
+      "${TFLAG[@]}" --spec-out $O/measured-spec.json
     rc=$?
     tee -a "$RES" < "$O/ratesv.out"
   fi
