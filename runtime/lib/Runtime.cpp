@@ -81,9 +81,11 @@ std::string exeDir() {
   return slash == std::string::npos ? "" : p.substr(0, slash);
 }
 
-/// The cuda driver's entry point, loaded once: $FSDP_CUDA_DRIVER, else
-/// libfsdp_cuda.so in ../lib or beside the executable, else the loader's
-/// search path. Throws FSDP_ERR_DEVICE naming what was tried.
+/// The cuda driver's entry point, loaded once: $FSDP_CUDA_DRIVER alone where
+/// it is set (an explicit choice that does not load is an error, never a
+/// fall-back to another build's driver), else libfsdp_cuda.so in ../lib or
+/// beside the executable, else the loader's search path. Throws
+/// FSDP_ERR_DEVICE naming what was tried.
 fsdp::hal::CreateDeviceFn cudaDriver(const std::string &device) {
   static std::mutex m;
   static fsdp::hal::CreateDeviceFn fn = nullptr;
@@ -92,18 +94,27 @@ fsdp::hal::CreateDeviceFn cudaDriver(const std::string &device) {
     return fn;
   std::string lib = fsdp::hal::kCudaDriverLibrary, dir = exeDir(), tried;
   std::vector<std::string> paths;
-  if (const char *env = std::getenv("FSDP_CUDA_DRIVER"))
+  if (const char *env = std::getenv("FSDP_CUDA_DRIVER")) {
+    if (!*env)
+      fsdp::hal::fail(FSDP_ERR_DEVICE, "device '" + device +
+                                           "': FSDP_CUDA_DRIVER is set but "
+                                           "empty (unset it, or name the "
+                                           "driver library)");
     paths.push_back(env);
-  if (!dir.empty()) {
-    paths.push_back(dir + "/../lib/" + lib);
-    paths.push_back(dir + "/" + lib);
+  } else {
+    if (!dir.empty()) {
+      paths.push_back(dir + "/../lib/" + lib);
+      paths.push_back(dir + "/" + lib);
+    }
+    paths.push_back(lib);
   }
-  paths.push_back(lib);
   std::string loadError;
   for (const std::string &p : paths) {
     bool isPath = p.find('/') != std::string::npos;
     if (isPath && access(p.c_str(), F_OK) != 0) {
       tried += (tried.empty() ? "" : ", ") + p;
+      if (loadError.empty() && paths.size() == 1)
+        loadError = "no such file";
       continue;
     }
     void *h = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);

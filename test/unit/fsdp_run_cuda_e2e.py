@@ -4,7 +4,8 @@
 Without a CUDA device (no /dev/nvidia0, or `nvidia-smi -L` lists none):
 `fsdp-run --device cuda` must exit non-zero saying that no CUDA device was
 found (or that the build has no cuda driver), and the GPU runs report that
-they skipped. With one:
+they skipped. GPU or not, FSDP_CUDA_DRIVER naming a missing file, or set
+empty, fails naming it. With one:
   - tiny GPT-2 and tiny Llama, 5 AdamW steps: losses on cuda within 1e-4
     (relative) of cpu, f32;
   - 2 ranks sharing the GPU (--collectives mpi) equal 1 rank within 1e-4;
@@ -19,6 +20,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_harness
 from e2e_harness import SCHED, check, finish, mpirun
 
 
@@ -41,6 +43,19 @@ def summary(n, sched, *extra):
 def close(a, b, tol):
     return len(a) == len(b) and all(abs(x - y) <= tol * abs(y) for x, y in zip(a, b))
 
+
+# An explicit FSDP_CUDA_DRIVER that does not load is an error naming it, GPU
+# or not, never a fall-back to the build's own driver.
+for bad, says in (("/nonexistent/libfsdp_cuda.so", "no such file"),
+                  ("", "FSDP_CUDA_DRIVER is set but empty")):
+    saved = dict(e2e_harness.ENV)
+    e2e_harness.ENV["FSDP_CUDA_DRIVER"] = bad
+    rc, out, err = mpirun(1, os.path.join(SCHED, "gpt2_tiny_np1.json"), "--device", "cuda")
+    e2e_harness.ENV.clear()
+    e2e_harness.ENV.update(saved)
+    check(rc != 0 and says in err and bad in err,
+          "FSDP_CUDA_DRIVER=%r: fsdp-run --device cuda exits %d with: %s" %
+          (bad, rc, err.strip().splitlines()[0] if err.strip() else "(nothing)"))
 
 if not has_gpu():
     rc, out, err = mpirun(1, os.path.join(SCHED, "gpt2_tiny_np1.json"), "--device", "cuda")
