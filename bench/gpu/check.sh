@@ -12,7 +12,9 @@
 #                  this machine's, a tiny Llama under the 8B block stack's
 #                  name), and the sections run with the cpu driver standing
 #                  in for cuda (the CUDA-only ones report their skip).
-#   --budget S     seconds for sections 1-9 together (default 420); each
+#   --budget S     seconds for the whole check, counted from its start
+#                  (a dry run's prepare.sh and section 0 included; default
+#                  420); each
 #                  section's timeout is cut to what is left, and a section
 #                  with under 10 s left is skipped (said so), never killed
 #                  half-way without a line.
@@ -77,9 +79,9 @@
 # nothing else can measure: --sections 1,2,3,5 (8 is short: keep it).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-usage() {
+usage() { # usage [STATUS]: 2 (a usage error) unless given
   sed -n 's/^# \(usage: \)/\1/p' "$0" >&2
-  exit 2
+  exit "${1:-2}"
 }
 DRY= BUDGET=420 ONLY=
 while [ $# -gt 0 ]; do
@@ -95,7 +97,7 @@ while [ $# -gt 0 ]; do
     ONLY=,$2,
     shift
     ;;
-  -h | --help) usage ;;
+  -h | --help) usage 0 ;;
   *)
     echo "check.sh: unknown argument '$1'" >&2
     usage
@@ -213,7 +215,7 @@ MPIRUN="$ORTERUN --oversubscribe"
 
 if begin 1 "machine" 30; then
   if [ -n "$DRY" ]; then
-    run machine bash -c 'echo "dry run on $(uname -m), $(nproc) cores: no GPU"'
+    run machine bash -c 'echo "dry run on $(uname -m), $(getconf _NPROCESSORS_ONLN) cores: no GPU"'
     rc=$?
   else
     run machine nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
@@ -226,6 +228,12 @@ fi
 if begin 2 "every cuda kernel against the cpu driver (DriverParityTest)" 90; then
   FSDP_PARITY_PRINT=1 run parity $G/bin/fsdp-runtime-tests --gtest_filter='DriverParity.*'
   rc=$?
+  # On the GPU a skipped cuda test is a failure: the driver or the device
+  # did not come up, and nothing was compared.
+  if [ -z "$DRY" ] && [ $rc = 0 ] && grep -q '^\[  SKIPPED \]' "$O/parity.out"; then
+    say "  a cuda test was skipped on the GPU: $(grep -m1 -i 'skipped:' "$O/parity.out")"
+    rc=1
+  fi
   end $rc "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$O/parity.out" | tr '\n' ' ')"
 fi
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Measured device rates against a cluster spec's assumptions.
 
-usage: python3 bench/gpu/device_rates.py RATES.jsonl SPEC.json [--torch]
-                                        [--spec-out MEASURED.json]
+usage: device_rates.py RATES.jsonl SPEC.json [--torch] [--spec-out MEASURED.json]
+                       [--measured-on YYYY-MM-DD]
 
 RATES.jsonl is fsdp-device-rates' stdout (bench/device_rates.cpp), SPEC.json
 a cluster spec (bench/clusters/h200-8.json). Prints, per GEMM, the measured
@@ -23,8 +23,10 @@ and backward together at the longest measured sequence ((F_fwd + F_bwd) /
 (t_fwd + t_bwd) / peak), efficiency.memory the device-to-device copy's
 bytes / memory_bandwidth; every other key (peaks and bandwidths from the
 datasheet, the network, elementwise, comm_contention, the allocator) kept,
-and a "sources" line saying which were measured, when and how. Exit 1 if a
-rate it needs was not measured.
+and a "sources" line saying which were measured, when (--measured-on, default
+today) and how. Exit 1 if a rate it needs was not measured, or on unreadable
+input (with a message); 2 for bad arguments. One run per RATES file: records
+of several devices or dtypes are refused.
 """
 import argparse
 import datetime
@@ -51,7 +53,7 @@ def torch_tflops(r):
     return 2.0 * m * n * k * calls / (time.perf_counter() - t0) / 1e12
 
 
-def measured_spec(spec, recs, fit, out):
+def measured_spec(spec, recs, fit, out, measured_on):
     """Writes SPEC with the measured rates (module docstring, --spec-out)."""
     dev = next((r for r in recs if r["kind"] == "device"), {})
     att = {}
@@ -73,17 +75,18 @@ def measured_spec(spec, recs, fit, out):
     e["matmul"], e["matmul_half_k"] = sig(fit[0]), max(0.0, sig(fit[1]))
     e["attention"] = sig(eff_att[seq])
     e["memory"] = sig(copy["gbps"] * 1e9 / spec["memory_bandwidth"])
-    out_spec["name"] = spec.get("name", "?") + ", rates measured on one GPU"
+    out_spec["name"] = "%s, rates measured on one device (%s)" % (spec.get("name", "?"),
+                                                    dev.get("device", "one device"))
     out_spec.setdefault("sources", []).append(
         "Measured %s on device %s (%s, %s) by bench/device_rates.cpp through the runtime's "
-        "cuda driver, summarised by bench/gpu/device_rates.py --spec-out: "
+        "driver, summarised by bench/gpu/device_rates.py --spec-out: "
         "efficiency.matmul %.4g and matmul_half_k %g the least-squares fit of 1/eff = "
         "1/a + (h/a)/K over the K sweep (M = N = %d; was %s and %s); efficiency.attention "
         "%.4g the forward and backward together at sequence %d (%s; was %s); "
         "efficiency.memory %.4g a device-to-device copy (%.0f GB/s of %.0f; was %s). "
         "Not measured, kept: the peaks, bandwidths and the network, elementwise, "
         "elementwise_traffic, comm_contention and the allocator" % (
-            datetime.date.today().isoformat(), dev.get("device", "?"),
+            measured_on, dev.get("device", "?"),
             dev.get("library", "?"), dtype, e["matmul"], e["matmul_half_k"],
             next(r["m"] for r in recs if r.get("role") == "sweep"),
             spec.get("efficiency", {}).get("matmul"),
@@ -99,17 +102,33 @@ def measured_spec(spec, recs, fit, out):
 
 
 def main():
-    ap = argparse.ArgumentParser(usage=__doc__.strip().splitlines()[2].strip()[7:])
+    ap = argparse.ArgumentParser(usage=" ".join(
+        " ".join(__doc__.strip().splitlines()[2:4]).split()[1:]))
     ap.add_argument("rates")
     ap.add_argument("spec")
     ap.add_argument("--torch", action="store_true")
     ap.add_argument("--spec-out")
+    ap.add_argument("--measured-on", default=datetime.date.today().isoformat())
     args = ap.parse_args()
     with_torch = args.torch
+    if with_torch:
+        try:
+            import torch
+        except ImportError:
+            sys.exit("device_rates.py: --torch needs PyTorch in this Python")
+        if not torch.cuda.is_available():
+            sys.exit("device_rates.py: --torch needs a CUDA device (torch sees none)")
     with open(args.rates) as f:
         recs = [json.loads(line) for line in f if line.strip()]
     with open(args.spec) as f:
         spec = json.load(f)
+    if not isinstance(spec, dict) or not isinstance(spec.get("peak_flops"), dict):
+        sys.exit("device_rates.py: %s is not a cluster spec (no peak_flops)" % args.spec)
+    runs = {(r.get("device"), r.get("dtype")) for r in recs if r.get("kind") == "device"}
+    dtypes = {r.get("dtype") for r in recs if r.get("kind") in ("gemm", "attention")}
+    if len(runs) > 1 or len(dtypes) > 1:
+        sys.exit("device_rates.py: %s holds several runs (devices and dtypes %s): one run per "
+                 "file" % (args.rates, sorted(map(str, runs | dtypes))))
     eff = spec.get("efficiency", {})
     a, h = eff.get("matmul", 1.0), eff.get("matmul_half_k", 0.0)
 
@@ -185,8 +204,12 @@ def main():
                       r["op"], r["gbps"], bw / 1e9,
                       r["gbps"] * 1e9 / bw if bw else float("nan")))
     if args.spec_out:
-        measured_spec(spec, recs, fit, args.spec_out)
+        measured_spec(spec, recs, fit, args.spec_out, args.measured_on)
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError) as e:
+        # Unreadable or malformed input (JSONDecodeError is a ValueError).
+        sys.exit("device_rates.py: error: %s: %s" % (type(e).__name__, e))

@@ -8,6 +8,9 @@
 # after nothing else: it unpacks the carried packages itself.
 #   bash bench/gpu/ncu_step.sh          -> $OUT/ncu-step.csv, ncu-step.err
 # Summarise here: python3 bench/gpu/ncu_summary.py ncu-step.csv
+# Clocks and caches as the step leaves them (--clock-control none,
+# --cache-control none; ncu's defaults lock the base clock and flush the
+# caches before each kernel). It times the first step (--steps 1).
 # ncu replays each kernel once per pass (these metrics: one pass), so the
 # run takes tens of seconds; the init kernels of the parameters are in the
 # CSV too (ncu_summary.py keeps the kernels after the last init_values).
@@ -22,7 +25,7 @@ export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/usr/local/cuda/lib64:/usr/lib/x86_64-li
 export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 FSDP_CUDA_DRIVER=$PWD/$G/lib/libfsdp_cuda.so
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-timeout 150 "$NCU" --target-processes all --clock-control none \
+timeout 150 "$NCU" --target-processes all --clock-control none --cache-control none \
   --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum --csv --page raw \
   "$OPAL_PREFIX/bin/orterun" --oversubscribe -np 1 $G/bin/fsdp-run $G/sched/llama8b-2l.json \
   --device cuda --steps 1 > "$O/ncu-step.csv" 2> "$O/ncu-step.err"

@@ -11,6 +11,7 @@ arguments cut) the launches, total milliseconds, share of the step and
 achieved DRAM bandwidth ((read + write) / duration, GB/s), the top N
 (default 25) by time, and the step's kernel total.
 """
+import argparse
 import collections
 import csv
 import sys
@@ -26,6 +27,8 @@ def rows(path):
     if start is None:
         sys.exit("ncu_summary.py: no ncu CSV header (\"ID\",...) in %s" % path)
     r = list(csv.reader(lines[start:]))
+    if len(r) < 2:
+        sys.exit("ncu_summary.py: %s has ncu's header but no units row" % path)
     head, units = r[0], r[1]
     for rec in r[2:]:
         if len(rec) != len(head):
@@ -33,14 +36,16 @@ def rows(path):
         d = dict(zip(head, rec))
         for m, u in zip(head, units):
             if m.startswith(("gpu__", "dram__")) and m.endswith(".sum"):
-                d[m] = float(d[m].replace(",", "")) * SCALE.get(u, float("nan"))
+                if u not in SCALE:
+                    sys.exit("ncu_summary.py: unknown unit %r of %s" % (u, m))
+                d[m] = float(d[m].replace(",", "")) * SCALE[u]
         yield d
 
 
 def short(name):
     """A kernel's name without its template arguments and parameters."""
     depth, out = 0, []
-    for ch in name.replace("(anonymous namespace)::", ""):
+    for ch in name.replace("(anonymous namespace)::", "").replace("<unnamed>::", ""):
         if ch in "<(":
             depth += 1
         elif ch in ">)":
@@ -51,16 +56,17 @@ def short(name):
 
 
 def main():
-    args = sys.argv[1:]
-    top = 25
-    if "--top" in args:
-        i = args.index("--top")
-        top = int(args[i + 1])
-        del args[i:i + 2]
-    if len(args) != 1:
-        print(__doc__.strip().splitlines()[2], file=sys.stderr)
-        sys.exit(2)
-    launches = list(rows(args[0]))
+    ap = argparse.ArgumentParser(usage=__doc__.strip().splitlines()[2].split(": ", 1)[1])
+    ap.add_argument("csv")
+    ap.add_argument("--top", type=int, default=25)
+    args = ap.parse_args()
+    if args.top < 1:
+        ap.error("--top must be at least 1")
+    launches = list(rows(args.csv))
+    for need in ("Kernel Name", "gpu__time_duration.sum"):
+        if launches and need not in launches[0]:
+            sys.exit("ncu_summary.py: %s has no %r column (run bench/gpu/ncu_step.sh's "
+                     "metrics)" % (args.csv, need))
     last_init = max((i for i, d in enumerate(launches) if "initValuesK" in d["Kernel Name"]),
                     default=-1)
     step = launches[last_init + 1:]
@@ -74,10 +80,14 @@ def main():
     print("%d kernel launches in the step (%d before it, parameter init), %.2f ms of kernels" %
           (len(step), last_init + 1, total * 1e3))
     print("%-60s %6s %9s %6s %8s" % ("kernel", "calls", "ms", "share", "GB/s"))
-    for name, (n, t, b) in sorted(agg.items(), key=lambda kv: -kv[1][1])[:top]:
-        print("%-60s %6d %9.3f %5.1f%% %8.0f" % (name[:60], n, t * 1e3, 100 * t / total,
+    for name, (n, t, b) in sorted(agg.items(), key=lambda kv: -kv[1][1])[:args.top]:
+        print("%-60s %6d %9.3f %5.1f%% %8.0f" % (name[:60], n, t * 1e3,
+                                                 100 * t / total if total else 0,
                                                  b / t / 1e9 if t else 0))
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (OSError, ValueError) as e:  # unreadable file, a value not a number
+        sys.exit("ncu_summary.py: error: %s: %s" % (type(e).__name__, e))

@@ -46,9 +46,18 @@ def main():
     for k in ("hidden", "intermediate", "heads", "kv_heads", "vocab"):
         ap.add_argument("--" + k.replace("_", "-"), type=int)
     a = ap.parse_args()
-    if a.steps <= a.warmup:
-        ap.error("--steps must exceed --warmup")
-    cfg = json.load(open(a.config))
+    if a.warmup < 0 or a.steps <= a.warmup:
+        ap.error("--warmup must be >= 0 and --steps exceed it")
+    for k in ("layers", "seq", "hidden", "intermediate", "heads", "kv_heads", "vocab"):
+        if getattr(a, k) is not None and getattr(a, k) < 1:
+            ap.error("--%s must be positive" % k.replace("_", "-"))
+    try:
+        dev = torch.device(a.device)
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("no CUDA device")
+        cfg = json.load(open(a.config))
+    except (OSError, ValueError, RuntimeError) as e:
+        ap.error("%s: %s" % (type(e).__name__, e))
     cfg["num_hidden_layers"] = a.layers
     for k, key in (("hidden", "hidden_size"), ("intermediate", "intermediate_size"),
                    ("heads", "num_attention_heads"), ("kv_heads", "num_key_value_heads"),
@@ -58,7 +67,6 @@ def main():
     cfg.pop("torch_dtype", None)
     conf = LlamaConfig(**cfg)
     conf._attn_implementation = "sdpa"
-    dev = torch.device(a.device)
     torch.manual_seed(0)
     model = LlamaForCausalLM(conf).to(dev)  # f32 parameters
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=dev.type == "cuda")
