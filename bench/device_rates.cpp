@@ -275,6 +275,19 @@ void emit(const Json &j) {
   std::fflush(stdout);
 }
 
+/// Emits a FLOP-counted measurement: `rec` (its kind and shape) with the
+/// fields every one shares: dtype, calls, seconds per call, FLOPs per call
+/// and TFLOP/s (1e12 FLOP/s).
+void emitTimed(Json rec, const Options &o, int64_t calls, double seconds,
+               int64_t flops, double tflops) {
+  rec["dtype"] = o.dtypeName;
+  rec["calls"] = calls;
+  rec["seconds"] = seconds;
+  rec["flops"] = flops;
+  rec["tflops"] = tflops;
+  emit(rec);
+}
+
 /// One GEMM c = op(a)·op(b): a stored [ar, ac], b [br, bc]; its result is
 /// [m, n] with inner dimension k.
 void gemm(Bench &b, const Options &o, const std::string &role,
@@ -294,19 +307,15 @@ void gemm(Bench &b, const Options &o, const std::string &role,
                role.c_str(), name.c_str(), static_cast<long long>(m),
                static_cast<long long>(n), static_cast<long long>(k),
                ta ? "T" : "N", tb ? "T" : "N", t.seconds * 1e3, tflops);
-  emit(Json{{"kind", "gemm"},
-            {"role", role},
-            {"name", name},
-            {"m", m},
-            {"n", n},
-            {"k", k},
-            {"trans_a", ta},
-            {"trans_b", tb},
-            {"dtype", o.dtypeName},
-            {"calls", t.calls},
-            {"seconds", t.seconds},
-            {"flops", flops},
-            {"tflops", tflops}});
+  emitTimed(Json{{"kind", "gemm"},
+                 {"role", role},
+                 {"name", name},
+                 {"m", m},
+                 {"n", n},
+                 {"k", k},
+                 {"trans_a", ta},
+                 {"trans_b", tb}},
+            o, t.calls, t.seconds, flops, tflops);
 }
 
 void skipped(const std::string &what) {
@@ -397,18 +406,14 @@ void attention(Bench &b, const Options &o) {
                    static_cast<long long>(t), static_cast<long long>(hq),
                    static_cast<long long>(hkv), static_cast<long long>(d),
                    tm.seconds * 1e3, tflops);
-      emit(Json{{"kind", "attention"},
-                {"pass", name},
-                {"batch", batch},
-                {"seq", t},
-                {"heads", hq},
-                {"kv_heads", hkv},
-                {"head_dim", d},
-                {"dtype", o.dtypeName},
-                {"calls", tm.calls},
-                {"seconds", tm.seconds},
-                {"flops", flops},
-                {"tflops", tflops}});
+      emitTimed(Json{{"kind", "attention"},
+                     {"pass", name},
+                     {"batch", batch},
+                     {"seq", t},
+                     {"heads", hq},
+                     {"kv_heads", hkv},
+                     {"head_dim", d}},
+                o, tm.calls, tm.seconds, flops, tflops);
     }
     b.release();
   }

@@ -256,7 +256,9 @@ fi
 
 # The JSON summary of a run: the last line of its stdout (stderr apart).
 SUMMARY='
-import json, sys
+import json, os, sys
+def ran(name):  # the summary, or None where this check did not run it
+    return last(name) if os.path.exists("%s/%s.out" % (O, name)) else None
 def last(name):
     out = open("%s/%s.out" % (O, name)).read().strip().splitlines()
     try:
@@ -306,7 +308,7 @@ if begin 6 "compiled steps on cuda (fsdp-run --compiled)" 100; then
 O = "$O"
 $SUMMARY
 ti, tc, l8c = last("ti"), last("tc"), last("l8c")
-l8 = last("l8") if __import__("os").path.exists(O + "/l8.out") else None
+l8 = ran("l8")
 if ti and tc:
     same = ti["losses"] == tc["losses"] and open(O + "/ti.json", "rb").read() == open(O + "/tc.json", "rb").read()
     print("tiny GPT-2: %s %s; losses %s; parameters and moments %s" %
@@ -342,7 +344,7 @@ O = "$O"
 $SUMMARY
 rep = json.load(open(sys.argv[1]))
 a = last("l8tp")
-l8 = last("l8") if __import__("os").path.exists(O + "/l8.out") else None
+l8 = ran("l8")
 if a:
     st = a["step_time_s"]
     print("block stack at tp=2 on 2 ranks sharing the GPU: step time %.4f s (median of %d), %.0f tokens/s" %
@@ -410,7 +412,7 @@ if begin 9 "kernel rates and the block stack's ops against the spec; PyTorch's s
   python3 - $S/llama8b-2l.trace.json $S/llama8b-2l.report.json <<PY | tee -a "$RES"
 O = "$O"
 $SUMMARY
-import collections, os
+import collections
 sim = collections.defaultdict(float)
 for e in json.load(open(sys.argv[1]))["traceEvents"]:
     if e.get("ph") == "X" and e.get("tid") == 0:  # the compute stream
@@ -429,8 +431,7 @@ if p:
     print("  %-28s measured %8.2f ms  simulated %8.2f ms (profiled step %.2f ms)" %
           ("total", sum(v["seconds"] for v in prof.values()) * 1e3, sum(sim.values()) * 1e3,
            p["step_time_s"] * 1e3))
-t = last("torchstep") if os.path.exists(O + "/torchstep.out") else None
-l8 = last("l8") if os.path.exists(O + "/l8.out") else None
+t, l8 = ran("torchstep"), ran("l8")
 if t:
     print("PyTorch %s eager (autocast bf16, SDPA, fused AdamW) on %s: step %.4f s (median of %d), %.0f tokens/s, MFU %.3f; max allocated %d, reserved %d bytes" %
           (t["torch"], t["device"], t["step_time_s"], t["timed_steps"], t["tokens_per_s"],

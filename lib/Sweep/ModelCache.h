@@ -29,8 +29,8 @@ namespace mlir::fsdp::sweep {
 /// per context. A context keeps every attribute and type a plan creates
 /// (MLIR's uniquer never frees them: each stage's fsdp.memory_plan arrays,
 /// its FQN and location strings), so the context and its models are made
-/// anew every kPlansPerContext plans: the 405B advisor command's 6,142 plans
-/// held 16.4 GB resident in one context per thread, 2.2 GB so.
+/// anew every kPlansPerContext plans. The 405B advisor command's 6,142 plans
+/// held 16.4 GB resident with one context per thread, 2.2 GB with renewal.
 class ModelCache {
 public:
   ModelCache(const SweepOptions &o) : o(o) { renew(); }
