@@ -125,34 +125,43 @@ public:
       return;
     }
     // Memory: each mode's bound (the state and gathered block for every
-    // mode, the checkpoints too with full AC); when the first mode's cannot
-    // fit, neither can those that keep more activations (step 3).
-    BoundLayout shape{g.tp,       g.pp,  g.ppSchedule,
-                      g.strategy, g.dp,  g.shardSize ? g.shardSize : g.dp,
-                      sizes[0],   false, o.sweep.paramDtype};
+    // mode, the activations the mode keeps where measured); when the first
+    // mode's cannot fit, neither can those that keep more activations
+    // (step 3); a later mode whose own bound cannot fit is not planned.
+    BoundLayout shape{g.tp,       g.pp, g.ppSchedule,
+                      g.strategy, g.dp, g.shardSize ? g.shardSize : g.dp,
+                      sizes[0],   "",   o.sweep.paramDtype};
     for (size_t li : g.layouts) {
-      shape.fullAC = layouts[li].activationCheckpoint == "full";
+      shape.acMode = layouts[li].activationCheckpoint;
       layouts[li].bytesLowerBound = deviceBytesLowerBound(facts, spec, shape);
       layouts[li].stepLowerBound = stepLowerBound(
           facts, g.tp, g.pp, g.sequencesPerRank,
           std::min<int64_t>(g.sequencesPerRank, o.maxMicroBatches),
-          shape.fullAC);
+          shape.acMode == "full");
     }
-    double bytesBound = layouts[g.layouts.front()].bytesLowerBound;
-    shape.fullAC = layouts[g.layouts.front()].activationCheckpoint == "full";
-    if (o.prune && bytesBound > spec.memoryBytes) {
+    auto overMemory = [&](AdvisedLayout &l) {
+      if (!o.prune || l.bytesLowerBound <= spec.memoryBytes)
+        return false;
+      l.pruned = AdvisedLayout::PrunedByMemory;
+      auto bytes = static_cast<int64_t>(l.bytesLowerBound);
+      const std::string &ac = l.activationCheckpoint;
+      l.why = "bound: does not fit at " + std::to_string(sizes[0]) +
+              (sizes[0] == 1 ? " sequence" : " sequences") +
+              " per micro-batch: the training state" +
+              (ac == "full" ? ", full AC's checkpoints"
+               : facts.keptPerSequence.count(ac)
+                   ? ", the activations AC " + ac + " keeps"
+                   : "") +
+              " and a gathered block alone take " +
+              (bytes >= (1 << 20) ? std::to_string(bytes >> 20) + " MiB"
+                                  : std::to_string(bytes) + " bytes") +
+              " per rank";
+      return true;
+    };
+    if (overMemory(layouts[g.layouts.front()])) {
       for (size_t li : g.layouts) {
         layouts[li].pruned = AdvisedLayout::PrunedByMemory;
-        auto bytes = static_cast<int64_t>(bytesBound);
-        layouts[li].why =
-            "bound: does not fit at " + std::to_string(sizes[0]) +
-            (sizes[0] == 1 ? " sequence" : " sequences") +
-            " per micro-batch: the training state" +
-            (shape.fullAC ? ", full AC's checkpoints" : "") +
-            " and a gathered block alone take " +
-            (bytes >= (1 << 20) ? std::to_string(bytes >> 20) + " MiB"
-                                : std::to_string(bytes) + " bytes") +
-            " per rank";
+        layouts[li].why = layouts[g.layouts.front()].why;
       }
       return;
     }
@@ -164,6 +173,8 @@ public:
                 "activations do not fit at the smallest micro-batch";
         continue;
       }
+      if (overMemory(l))
+        continue;
       double keepth = incumbents.threshold(g.gpus);
       if (o.prune && l.stepLowerBound > keepth) {
         l.pruned = AdvisedLayout::PrunedByStep;
@@ -184,11 +195,13 @@ public:
         heavierFailed = true;
     }
     // Memory-limited: a mode that recomputes less (later in the order) was
-    // tried and does not fit (one the step bound left out is not known: its
-    // family is slower than the ranked rows, Advisor.h).
+    // tried, or its bound proves it, and does not fit (one the step bound
+    // left out is not known: its family is slower than the ranked rows,
+    // Advisor.h).
     for (size_t i = 0; i < g.layouts.size(); ++i)
       for (size_t j = i + 1; j < g.layouts.size(); ++j)
-        if (!layouts[g.layouts[j]].fits && !layouts[g.layouts[j]].pruned)
+        if (!layouts[g.layouts[j]].fits &&
+            layouts[g.layouts[j]].pruned != AdvisedLayout::PrunedByStep)
           layouts[g.layouts[i]].memoryLimited = true;
   }
 
@@ -468,8 +481,13 @@ std::vector<size_t> boundFamilies(const AdvisorOptions &o,
                                   std::vector<LayoutFamily> &groups,
                                   ModelBoundFacts &facts) {
   std::string err;
+  // --attention joins the planned options (planAt): it changes what an AC
+  // mode keeps.
+  std::string options = o.sweep.pipeline;
+  if (!o.sweep.attention.empty())
+    options += " attention=" + o.sweep.attention;
   if (ModuleOp model = cache.get(batch, err))
-    facts = measureModel(model, batch, spec, o.sweep.pipeline);
+    facts = measureModel(model, batch, spec, options);
   for (LayoutFamily &g : groups) {
     int64_t k = std::min<int64_t>(g.sequencesPerRank, o.maxMicroBatches);
     g.stepBound =

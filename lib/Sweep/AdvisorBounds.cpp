@@ -12,13 +12,16 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -98,29 +101,84 @@ void measureBlocks(ModuleOp model, int64_t sequences, ModelBoundFacts &f) {
   }
 }
 
-/// The nn.linear ops that activation-checkpoint=full recomputes, as the
-/// planner decides them: fsdp-autodiff, fsdp-optimizer, fsdp-wrap
-/// (policy=block) and fsdp-activation-checkpoint mode=full, in
-/// fsdp-pipeline's order, on a clone of `model`; `credit` is called with
-/// each linear marked nn.recompute. Nothing on a failure.
-void forEachRecomputedLinear(ModuleOp model,
-                             llvm::function_ref<void(nn::LinearOp)> credit) {
+/// The step as the planner builds it before sharding: fsdp-autodiff,
+/// fsdp-optimizer, fsdp-wrap (policy=block) and fsdp-activation-checkpoint
+/// with `mode`, in fsdp-pipeline's order, then its canonicalizer, on a
+/// clone of `model`; `visit`
+/// sees its step function. Nothing on a failure.
+void withCheckpointedStep(ModuleOp model, ActivationCheckpoint mode,
+                          llvm::function_ref<void(func::FuncOp)> visit) {
   OwningOpRef<ModuleOp> clone = model.clone();
   PassManager pm(model.getContext());
   pm.addPass(createFSDPAutodiff());
   pm.addPass(createFSDPOptimizer());
-  pm.addPass(createFSDPWrap());
+  FSDPWrapOptions wrap; // the advisor's units (Advisor.cpp, policy=block)
+  wrap.policy = WrapPolicy::Block;
+  pm.addPass(createFSDPWrap(wrap));
   FSDPActivationCheckpointOptions ac;
-  ac.mode = ActivationCheckpoint::Full;
+  ac.mode = mode;
   pm.addPass(createFSDPActivationCheckpoint(ac));
+  // Dead backward ops (a gradient nothing reads) go, as in fsdp-pipeline's
+  // canonicalizer: what they read is not kept.
+  GreedyRewriteConfig canonicalize;
+  canonicalize.setRegionSimplificationLevel(
+      GreedySimplifyRegionLevel::Disabled);
+  pm.addPass(createCanonicalizerPass(canonicalize));
   ScopedDiagnosticHandler quiet(model.getContext(),
                                 [](Diagnostic &) { return success(); });
   if (failed(pm.run(*clone)))
     return;
-  clone->walk([&](nn::LinearOp linear) {
-    if (linear->hasAttr(nn::kRecomputeAttr))
-      credit(linear);
-  });
+  if (FailureOr<func::FuncOp> fn = getStepFunction(*clone); succeeded(fn))
+    visit(*fn);
+}
+
+/// What the step `fn` keeps of each block's forward for its backward, per
+/// sequence of the `sequences` it was imported with: the fewest over the
+/// blocks of (floating-point elements, bytes of other element types) of the
+/// forward values read by a backward op (AdvisorBounds.h). A forward op
+/// belongs to the block of the parameter it or an op before it read last
+/// (ActivationCheckpoint.cpp's rule); none when a block keeps nothing.
+std::optional<std::pair<double, double>>
+keptPerBlock(func::FuncOp fn, int64_t sequences, int64_t blocks) {
+  StepPhases phases(fn);
+  llvm::DenseMap<Value, std::string> blockOf; // parameter -> block or ""
+  for (BlockArgument arg : fn.getArguments())
+    if (auto fqn =
+            fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), nn::kParamAttr))
+      blockOf[arg] = transformerBlockOf(fqn.getValue());
+  std::map<std::string, std::pair<double, double>> kept;
+  std::string current;
+  for (Operation &op : fn.getBody().front()) {
+    if (phases.phaseOf(&op).second || op.hasAttr(nn::kRecomputeAttr))
+      continue;
+    for (Value v : op.getOperands())
+      if (auto it = blockOf.find(v); it != blockOf.end())
+        current = it->second;
+    if (current.empty())
+      continue;
+    for (OpResult r : op.getResults()) {
+      auto t = dyn_cast<RankedTensorType>(r.getType());
+      if (!t || !t.getElementType().isIntOrFloat() ||
+          llvm::none_of(r.getUsers(),
+                        [&](Operation *u) { return phases.phaseOf(u).second; }))
+        continue;
+      auto elements = static_cast<double>(t.getNumElements()) /
+                      static_cast<double>(sequences);
+      if (isa<FloatType>(t.getElementType()))
+        kept[current].first += elements;
+      else
+        kept[current].second +=
+            elements * (t.getElementType().getIntOrFloatBitWidth() / 8);
+    }
+  }
+  if (static_cast<int64_t>(kept.size()) != blocks)
+    return std::nullopt;
+  std::pair<double, double> fewest{std::numeric_limits<double>::infinity(),
+                                   std::numeric_limits<double>::infinity()};
+  for (const auto &[b, k] : kept)
+    fewest = {std::min(fewest.first, k.first),
+              std::min(fewest.second, k.second)};
+  return fewest;
 }
 
 } // namespace
@@ -168,10 +226,32 @@ ModelBoundFacts sweep::measureModel(ModuleOp model, int64_t sequences,
   // Full AC's recomputation (unless ac-units= chooses other units), at the
   // forward's efficiency bound.
   if (!llvm::StringRef(pipelineOptions).contains("ac-units="))
-    forEachRecomputedLinear(model, [&](nn::LinearOp linear) {
-      f.recomputeSeconds += linearForwardSeconds(spec, peak, linear);
-    });
+    withCheckpointedStep(
+        model, ActivationCheckpoint::Full, [&](func::FuncOp fn) {
+          fn.walk([&](nn::LinearOp linear) {
+            if (linear->hasAttr(nn::kRecomputeAttr))
+              f.recomputeSeconds += linearForwardSeconds(spec, peak, linear);
+          });
+        });
   measureBlocks(model, sequences, f);
+  // What the other modes keep, measured with the passes' defaults: an
+  // option that changes what a block keeps (its units, regions, kernels)
+  // leaves the modes unmeasured (their bound counts no activations).
+  bool defaults = llvm::none_of(
+      std::initializer_list<llvm::StringRef>{
+          "policy=", "units=", "unit-depth=", "min-unit-numel=", "ac-units=",
+          "ac-regions=", "fused-swiglu=", "attention=", "frozen="},
+      [&](llvm::StringRef key) {
+        return llvm::StringRef(pipelineOptions).contains(key);
+      });
+  if (defaults && f.blocks > 0)
+    for (ActivationCheckpoint mode :
+         {ActivationCheckpoint::None, ActivationCheckpoint::Selective,
+          ActivationCheckpoint::SelectiveOp})
+      withCheckpointedStep(model, mode, [&](func::FuncOp fn) {
+        if (auto kept = keptPerBlock(fn, sequences, f.blocks))
+          f.keptPerSequence[stringifyActivationCheckpoint(mode).str()] = *kept;
+      });
   return f;
 }
 
@@ -205,9 +285,16 @@ double sweep::deviceBytesLowerBound(const ModelBoundFacts &f,
                stateBytes +
            workspace;
   double state = f.blockParams / t * stateBytes;
-  double checkpoint = l.fullAC ? static_cast<double>(l.microBatch) *
-                                     f.blockInputPerSequence * paramBytes / t
-                               : 0;
+  // The activations a block keeps per micro-batch in flight.
+  double checkpoint = 0;
+  if (l.acMode == "full") {
+    checkpoint = static_cast<double>(l.microBatch) * f.blockInputPerSequence *
+                 paramBytes / t;
+  } else if (auto it = f.keptPerSequence.find(l.acMode);
+             it != f.keptPerSequence.end()) {
+    checkpoint = static_cast<double>(l.microBatch) *
+                 (it->second.first * paramBytes + it->second.second) / t;
+  }
   double inverse = 0; // Σ_j 1 / w_j
   for (int64_t j = 0; j < l.pp; ++j) {
     int64_t inFlight = 1;

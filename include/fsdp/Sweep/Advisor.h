@@ -23,9 +23,10 @@
 //   family gets AdvisorBounds.h's proven lower bounds on its device bytes
 //   and its step (compute at the spec's best efficiencies, the pipeline
 //   fill and drain). A family whose first mode's bytes bound exceeds the
-//   device is not planned (step 3's rule then holds for its other modes);
-//   families are searched in the order of their step bounds, and a mode
-//   (or, with P > 1, a smaller micro-batch size) whose step bound exceeds
+//   device is not planned (step 3's rule then holds for its other modes),
+//   nor is a later mode whose own bound (the activations that mode keeps)
+//   exceeds it; families are searched in the order of their step bounds, and a
+//   mode (or, with P > 1, a smaller micro-batch size) whose step bound exceeds
 //   the (--top + 1)-th fastest step already planned at its GPU count is not
 //   planned: it cannot be among the rows printed nor their runner-up, so
 //   the table is the same as without the bounds. The counts of fitting

@@ -18,6 +18,19 @@
 //     micro-batch in flight (ActivationCheckpoint.cpp: full AC keeps the
 //     block's input alone, its sequence chunk under sequence parallelism:
 //     m · (its elements per sequence) · param-dtype bytes / t);
+//   - with the other modes (none, selective, selective-op), what the mode
+//     keeps of each block's forward for the backward, for each micro-batch
+//     in flight: the values a block's forward ops produce that a backward
+//     op reads (a recomputed op's operands among them), measured on the
+//     model itself after fsdp-autodiff, fsdp-wrap and
+//     fsdp-activation-checkpoint with that mode (keptPerSequence; each is
+//     live from its forward op to its backward use, so all are at that
+//     point, in buffers of their own: the memory plan aliases parameter
+//     views and collective results only), floats at param-dtype bytes (a
+//     value kept in f32 only adds), integers at their width; a value split
+//     by tensor parallelism is split over at most t ranks (/ t), and one
+//     not proportional to the batch (a constant) is counted at m / B of its
+//     size (B the imported batch >= m);
 //   - the block's own parameters, gathered in param-dtype (full-shard,
 //     shard-grad-op, hybrid-shard: its matmuls read them; / t);
 //   plus the allocator's workspace (addAllocatorToReport). With L_j blocks
@@ -65,7 +78,9 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 
 namespace mlir::fsdp::sweep {
 
@@ -87,20 +102,27 @@ struct ModelBoundFacts {
   /// parameters, as the residual stream into a block's first norm).
   int64_t blocks = 0;
   double blockParams = 0, blockInputPerSequence = 0;
+  /// What each activation-checkpoint mode other than full keeps of a
+  /// block's forward for the backward, per sequence: the fewest over the
+  /// blocks of the kept floating-point elements (`first`; bytes at
+  /// param-dtype) and of the kept bytes of other element types (`second`).
+  /// A mode is missing when --pipeline sets an option that changes what a
+  /// mode keeps (the measurement uses the passes' defaults).
+  std::map<std::string, std::pair<double, double>> keptPerSequence;
   /// The persistent state per parameter is known (bytesLowerBound > 0).
   bool stateKnown = true;
 };
 
-/// A family of layouts (all but the micro-batch size m >= `microBatch`,
-/// the number k >= P of micro-batches and the AC mode when `fullAC` is
-/// false) for deviceBytesLowerBound.
+/// A family of layouts (all but the micro-batch size m >= `microBatch` and
+/// the number k >= P of micro-batches; any AC mode when `acMode` is empty)
+/// for deviceBytesLowerBound.
 struct BoundLayout {
   int64_t tp = 1, pp = 1;
   std::string ppSchedule; ///< gpipe, 1f1b, ...; empty for P = 1
   std::string strategy;
   int64_t dp = 1, shardSize = 1; ///< shardSize: hybrid-shard's group
   int64_t microBatch = 1;        ///< the smallest m of the family
-  bool fullAC = false; ///< activation-checkpoint=full (else: any mode)
+  std::string acMode; ///< activation-checkpoint mode; empty: any mode
   std::string paramDtype = "bf16";
 };
 
