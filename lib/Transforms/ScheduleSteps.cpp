@@ -79,8 +79,8 @@ void mlir::fsdp::makeAsync(Block &block) {
 /// Step 2: sink each reduction's wait (and the ops reading the reduced
 /// gradient right away: casts, a chained all-reduce start) to the next
 /// reduction of the same kind and group, or to the first other use; with
-/// `toFirstUse` (a pipeline stage's units gathered once per step), a
-/// reduce-scatter's to the first use alone.
+/// `toFirstUse` (a pipeline stage's units gathered once per step), the
+/// reduce-scatter of a unit reduced once to the first use alone.
 void mlir::fsdp::placeReductionWaits(Block &block, bool toFirstUse) {
   SmallVector<Operation *> reductions;
   for (Operation &op : block)
@@ -92,6 +92,22 @@ void mlir::fsdp::placeReductionWaits(Block &block, bool toFirstUse) {
   // Positions kept across the moves below (OpOrder.h): comparing a moved
   // wait with MLIR's own order renumbered the block once per reduction.
   BlockOrder order(block);
+  // A unit reduced once (its gradients accumulated whole) may keep its
+  // reduction in flight until the optimizer; one reduced per micro-batch
+  // (accumulate=sharded) waits each before the next, as FSDP2's next
+  // post-backward waits the previous reduce-scatter: kept in flight, every
+  // micro-batch's reduce-scatter input would stay live to the step's end.
+  llvm::StringMap<int64_t> reductionsOfUnit;
+  if (toFirstUse)
+    for (Operation *r : reductions)
+      if (isa<ReduceScatterOp>(r))
+        for (StringRef unit : unitNames(r))
+          ++reductionsOfUnit[unit];
+  auto reducedOnce = [&](Operation *r) {
+    return llvm::all_of(unitNames(r), [&](StringRef unit) {
+      return reductionsOfUnit.lookup(unit) == 1;
+    });
+  };
   auto sameKind = [](Operation *a, Operation *b) {
     return a->getName() == b->getName() &&
            collectiveGroup(a) == collectiveGroup(b);
@@ -130,7 +146,7 @@ void mlir::fsdp::placeReductionWaits(Block &block, bool toFirstUse) {
     [[maybe_unused]] const char *why = "the first use of its result";
     if (target == block.getTerminator())
       why = "the end of the step (no other use)";
-    bool inFlight = toFirstUse && isa<ReduceScatterOp>(r);
+    bool inFlight = toFirstUse && isa<ReduceScatterOp>(r) && reducedOnce(r);
     for (Operation *n = r->getNextNode(); !inFlight && n && n != target;
          n = n->getNextNode())
       if (isCollective(n) && sameKind(n, r)) {

@@ -34,8 +34,9 @@ void makeAsync(Block &block);
 /// Step 2: sink each reduction's wait (and the ops reading the reduced
 /// gradient right away: casts, a chained all-reduce start) to the next
 /// reduction of the same kind and group, or to the first other use; with
-/// `toFirstUse`, a reduce-scatter's to the first use alone (every one in
-/// flight until the optimizer reads it).
+/// `toFirstUse`, the reduce-scatter of a unit reduced once per step (its
+/// gradients accumulated whole) to the first use alone (every one in flight
+/// until the optimizer reads it).
 void placeReductionWaits(Block &block, bool toFirstUse = false);
 
 /// Whether `fn` is a pipeline stage's step whose units are gathered once
