@@ -12,6 +12,7 @@
 #include "GlobOptions.h"
 #include "OptionValueError.h"
 #include "PipelineChunks.h"
+#include "PipelineGather.h"
 #include "PipelineReport.h"
 #include "PipelineSplit.h"
 #include "fsdp/Analysis/PipelineMemory.h"
@@ -54,23 +55,14 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
         errorHandler);
   }
 
-  /// The nested pipeline, each FSDP pass created with the pipeline's
-  /// values of its options (pipeline-options.mlir checks that every option
-  /// reaches its passes, as each pass run alone with it).
-  /// With pp = P > 1, `stage` is the pipeline stage to plan (its module
-  /// holds a copy of the forward function; docs/pipeline-parallel.md).
-  /// `gatherOnce`: the stage's units gathered once per step (pp-gather);
-  /// `trial`: a plan of a stage that may be discarded, not checked against
-  /// memory-budget by fsdp-memory-plan (runStages decides on its peak).
-  /// With pp-chunks > 1 a rank's chunks are planned up to autodiff alone
-  /// (Part::Chunk, `stage` the virtual stage), merged
-  /// (mergePipelineChunks), then planned from the micro-batches on as one
-  /// step (Part::Merged, `stage` the rank's stage).
+  /// Which part of a stage buildPipeline plans (below).
   enum class Part { Whole, Chunk, Merged };
-  void buildPipeline(OpPassManager &pm, int64_t stage = -1,
-                     Part part = Part::Whole, bool gatherOnce = false,
-                     bool trial = false) const {
-    auto clusterSpecs = std::make_shared<ClusterSpecCache>(givenCluster);
+  enum class Passes { All, BeforeShard, FromShard };
+
+  /// buildPipeline's passes before fsdp-shard: with pp, the stage's split;
+  /// tensor parallelism, autodiff (a chunk's plan ends there), the
+  /// micro-batches, the optimizer, the units and activation checkpointing.
+  void buildBeforeShard(OpPassManager &pm, int64_t stage, Part part) const {
     if (part != Part::Merged) {
       if (stage >= 0) {
         FSDPPipelineSplitOptions o;
@@ -99,6 +91,31 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
     pm.addPass(createFSDPOptimizer(optimizerOptions()));
     pm.addPass(createFSDPWrap(wrapOptions()));
     pm.addPass(createFSDPActivationCheckpoint(activationCheckpointOptions()));
+  }
+
+  /// The nested pipeline, each FSDP pass created with the pipeline's
+  /// values of its options (pipeline-options.mlir checks that every option
+  /// reaches its passes, as each pass run alone with it).
+  /// With pp = P > 1, `stage` is the pipeline stage to plan (its module
+  /// holds a copy of the forward function; docs/pipeline-parallel.md).
+  /// `gatherOnce`: the stage's units gathered once per step (pp-gather);
+  /// `trial`: a plan of a stage that may be discarded, not checked against
+  /// memory-budget by fsdp-memory-plan (runStages decides on its peak).
+  /// With pp-chunks > 1 a rank's chunks are planned up to autodiff alone
+  /// (Part::Chunk, `stage` the virtual stage), merged
+  /// (mergePipelineChunks), then planned from the micro-batches on as one
+  /// step (Part::Merged, `stage` the rank's stage). `passes`: all of them,
+  /// or those before fsdp-shard (which the gather decision does not
+  /// change), or fsdp-shard and those after it (planStage runs the first
+  /// part once and each way of gathering on a copy of its result).
+  void buildPipeline(OpPassManager &pm, int64_t stage = -1,
+                     Part part = Part::Whole, bool gatherOnce = false,
+                     bool trial = false, Passes passes = Passes::All) const {
+    auto clusterSpecs = std::make_shared<ClusterSpecCache>(givenCluster);
+    if (passes != Passes::FromShard)
+      buildBeforeShard(pm, stage, part);
+    if (part == Part::Chunk || passes == Passes::BeforeShard)
+      return;
     FSDPShardOptions shard = shardOptions();
     FSDPCollectivesOptions collectives = collectivesOptions();
     if (stage >= 0) { // each stage is an SPMD step of world-size / P ranks
@@ -374,19 +391,45 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
     return std::nullopt;
   }
 
+  /// oncePerStepLowerBound (PipelineGather.h) of stage `stage`, planned up
+  /// to fsdp-shard, with this pipeline's options.
+  int64_t oncePerStepBound(ModuleOp stage) const {
+    FailureOr<func::FuncOp> fn = getStepFunction(stage);
+    if (failed(fn) || strategy == Strategy::NoShard ||
+        strategy == Strategy::ShardOptimizer)
+      return 0;
+    OncePerStepBoundOptions o;
+    o.paramBytes = paramDtype == ComputeDtype::Default ? 0
+                   : paramDtype == ComputeDtype::F32   ? 4
+                                                       : 2;
+    o.unshardedAccumulation =
+        !accumulate.hasValue() || accumulate == Accumulate::Unsharded;
+    o.dataParallel = worldSize / (pp * tp);
+    return oncePerStepLowerBound(*fn, o);
+  }
+
   /// Plans stage `s` into `stage` with its units gathered once per step or
   /// per micro-batch (pp-gather; auto: once where the stage's planned peak
   /// fits the memory budget, planned first on a copy, else per micro-batch
   /// where that fits, else the one of the two with the smaller planned
-  /// peak). The decision is fsdp.pp_gather on the stage, in the schedule and
-  /// the report.
+  /// peak). The passes before fsdp-shard do not depend on the decision and
+  /// run once. Once per step is not planned where its lower bound
+  /// (oncePerStepLowerBound, PipelineGather.h) settles the same decision: over
+  /// the budget, and per micro-batch fitting or planned below the bound. The
+  /// decision is fsdp.pp_gather on the stage, in the schedule and the report.
   LogicalResult planStage(ModuleOp &stage, int64_t s, Part part) {
+    {
+      OpPassManager pm(ModuleOp::getOperationName());
+      buildPipeline(pm, s, part, false, false, Passes::BeforeShard);
+      if (failed(runPipeline(pm, stage)))
+        return failure();
+    }
     auto plan = [&](ModuleOp m, bool once, bool trial) {
       m->setAttr(kPipelineGatherAttr,
                  StringAttr::get(m.getContext(),
                                  once ? "once-per-step" : "per-micro-batch"));
       OpPassManager pm(ModuleOp::getOperationName());
-      buildPipeline(pm, s, part, once, trial);
+      buildPipeline(pm, s, part, once, trial, Passes::FromShard);
       return runPipeline(pm, m);
     };
     if (ppGather != "auto")
@@ -399,7 +442,8 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
       return plan(stage, true, false);
     // Each way planned on a copy, without fsdp-memory-plan's budget check
     // (trial), so that their peaks can be compared.
-    auto trialPeak = [&](bool once) -> FailureOr<std::pair<ModuleOp, int64_t>> {
+    using Trial = std::pair<ModuleOp, int64_t>; // the copy, its peak
+    auto trialPeak = [&](bool once) -> FailureOr<Trial> {
       OpBuilder b(stage);
       b.setInsertionPointAfter(stage);
       auto copy = cast<ModuleOp>(b.clone(*stage));
@@ -418,9 +462,63 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
       stage.erase();
       stage = chosen;
     };
+    // Neither fits. Re-gathering per micro-batch is not a fallback that
+    // always saves memory: under shard-grad-op each micro-batch in flight
+    // keeps its own gathered copy until its backward (Llama 3's 405B layout
+    // planned 216 GiB per micro-batch against 138 GiB once per step), and it
+    // multiplies the all-gathers by 2m. So the smaller plan is kept, once per
+    // step on a tie; an explicit memory-budget still fails it (planned again
+    // with fsdp-memory-plan's check, which names the peak). `oncePeak` is the
+    // once-per-step plan's peak, or its bound ("at least") when not planned.
+    auto keepSmaller = [&](std::optional<Trial> onceTrial, int64_t oncePeak,
+                           Trial perTrial) {
+      auto [perModule, perPeak] = perTrial;
+      bool keepOnce = onceTrial && oncePeak <= perPeak;
+      remark(stage) << "gathers its units "
+                    << (keepOnce ? "once per step" : "per micro-batch")
+                    << ": neither plan fits the memory budget of " << *budget
+                    << " bytes per rank (once per step "
+                    << (onceTrial ? "" : "at least ") << oncePeak
+                    << ", per micro-batch " << perPeak
+                    << "); the one with the smaller peak";
+      if (!memoryBudget.empty()) {
+        if (onceTrial)
+          onceTrial->first.erase();
+        perModule.erase();
+        return plan(stage, keepOnce, /*trial=*/false);
+      }
+      if (onceTrial)
+        (keepOnce ? perModule : onceTrial->first).erase();
+      keep(keepOnce ? onceTrial->first : perModule);
+      return success();
+    };
+    auto perMicroBatchFits = [&](ModuleOp perModule, int64_t oncePeak,
+                                 bool planned) {
+      keep(perModule);
+      remark(stage) << "gathers its units per micro-batch: once per step "
+                       "would need "
+                    << (planned ? "" : "at least ") << oncePeak
+                    << " bytes per rank, over the memory budget of " << *budget;
+      return success();
+    };
+    std::optional<Trial> perTrial;
+    if (int64_t bound = part == Part::Whole ? oncePerStepBound(stage) : 0;
+        bound > *budget) {
+      FailureOr<Trial> per = trialPeak(false);
+      if (failed(per))
+        return failure();
+      if (per->second <= *budget)
+        return perMicroBatchFits(per->first, bound, /*planned=*/false);
+      if (bound > per->second)
+        return keepSmaller(std::nullopt, bound, *per);
+      perTrial = *per; // once per step may still be the smaller
+    }
     auto once = trialPeak(true);
-    if (failed(once))
+    if (failed(once)) {
+      if (perTrial)
+        perTrial->first.erase();
       return failure();
+    }
     auto [onceModule, oncePeak] = *once;
     if (oncePeak <= *budget) {
       keep(onceModule);
@@ -430,43 +528,19 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
                     << *budget << ")";
       return success();
     }
-    auto perMicroBatch = trialPeak(false);
-    if (failed(perMicroBatch)) {
-      onceModule.erase();
-      return failure();
+    if (!perTrial) {
+      FailureOr<Trial> per = trialPeak(false);
+      if (failed(per)) {
+        onceModule.erase();
+        return failure();
+      }
+      perTrial = *per;
     }
-    auto [perModule, perPeak] = *perMicroBatch;
-    if (perPeak <= *budget) {
+    if (perTrial->second <= *budget) {
       onceModule.erase();
-      keep(perModule);
-      remark(stage) << "gathers its units per micro-batch: once per step "
-                       "would need "
-                    << oncePeak << " bytes per rank, over the memory budget of "
-                    << *budget;
-      return success();
+      return perMicroBatchFits(perTrial->first, oncePeak, /*planned=*/true);
     }
-    // Neither fits. Re-gathering per micro-batch is not a fallback that
-    // always saves memory: under shard-grad-op each micro-batch in flight
-    // keeps its own gathered copy until its backward (Llama 3's 405B layout
-    // planned 216 GiB per micro-batch against 138 GiB once per step), and it
-    // multiplies the all-gathers by 2m. So the smaller plan is kept, once per
-    // step on a tie; an explicit memory-budget still fails it (planned again
-    // with fsdp-memory-plan's check, which names the peak).
-    bool keepOnce = oncePeak <= perPeak;
-    remark(stage) << "gathers its units "
-                  << (keepOnce ? "once per step" : "per micro-batch")
-                  << ": neither plan fits the memory budget of " << *budget
-                  << " bytes per rank (once per step " << oncePeak
-                  << ", per micro-batch " << perPeak
-                  << "); the one with the smaller peak";
-    if (!memoryBudget.empty()) {
-      onceModule.erase();
-      perModule.erase();
-      return plan(stage, keepOnce, /*trial=*/false);
-    }
-    (keepOnce ? perModule : onceModule).erase();
-    keep(keepOnce ? onceModule : perModule);
-    return success();
+    return keepSmaller(*once, oncePeak, *perTrial);
   }
 
 protected:
