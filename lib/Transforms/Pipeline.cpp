@@ -520,7 +520,9 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
       return failure();
     }
     auto [onceModule, oncePeak] = *once;
-    if (oncePeak <= *budget) {
+    if (oncePeak <= *budget) { // (never with a bound over the budget)
+      if (perTrial)
+        perTrial->first.erase();
       keep(onceModule);
       remark(stage) << "gathers its units once per step (planned peak "
                     << oncePeak

@@ -25,7 +25,7 @@ int64_t mlir::fsdp::oncePerStepLowerBound(func::FuncOp fn,
   // sends and receives (after a micro-batch's last forward op) are not
   // backward work.
   auto backwardOf = [&](Operation *op) -> int64_t {
-    if (Dialect *d = op->getDialect(); d && isa<FSDPDialect>(d))
+    if (isa_and_nonnull<FSDPDialect>(op->getDialect()))
       return -1;
     auto [mb, backward] = phases.phaseOf(op);
     return backward ? mb : -1;
