@@ -158,11 +158,12 @@ public:
               " per rank";
       return true;
     };
-    if (overMemory(layouts[g.layouts.front()])) {
-      for (size_t li : g.layouts) {
-        layouts[li].pruned = AdvisedLayout::PrunedByMemory;
-        layouts[li].why = layouts[g.layouts.front()].why;
-      }
+    if (AdvisedLayout &first = layouts[g.layouts.front()]; overMemory(first)) {
+      for (size_t li : g.layouts)
+        if (&layouts[li] != &first) {
+          layouts[li].pruned = AdvisedLayout::PrunedByMemory;
+          layouts[li].why = first.why;
+        }
       return;
     }
     bool heavierFailed = false; // a mode saving more memory could not fit
@@ -173,8 +174,10 @@ public:
                 "activations do not fit at the smallest micro-batch";
         continue;
       }
-      if (overMemory(l))
+      if (overMemory(l)) { // as a screen that does not fit at the smallest m
+        heavierFailed = true;
         continue;
+      }
       double keepth = incumbents.threshold(g.gpus);
       if (o.prune && l.stepLowerBound > keepth) {
         l.pruned = AdvisedLayout::PrunedByStep;

@@ -136,8 +136,9 @@ void withCheckpointedStep(ModuleOp model, ActivationCheckpoint mode,
 /// sequence of the `sequences` it was imported with: the fewest over the
 /// blocks of (floating-point elements, bytes of other element types) of the
 /// forward values read by a backward op (AdvisorBounds.h). A forward op
-/// belongs to the block of the parameter it or an op before it read last
-/// (ActivationCheckpoint.cpp's rule); none when a block keeps nothing.
+/// belongs to the block of the last parameter read by it or an op before
+/// it (a transformer's forward reads its blocks in order); none when a
+/// block keeps nothing.
 std::optional<std::pair<double, double>>
 keptPerBlock(func::FuncOp fn, int64_t sequences, int64_t blocks) {
   StepPhases phases(fn);
@@ -240,7 +241,8 @@ ModelBoundFacts sweep::measureModel(ModuleOp model, int64_t sequences,
   bool defaults = llvm::none_of(
       std::initializer_list<llvm::StringRef>{
           "policy=", "units=", "unit-depth=", "min-unit-numel=", "ac-units=",
-          "ac-regions=", "fused-swiglu=", "attention=", "frozen="},
+          "ac-regions=", "fused-swiglu=", "attention=", "frozen=",
+          "micro-batches=", "accumulate="},
       [&](llvm::StringRef key) {
         return llvm::StringRef(pipelineOptions).contains(key);
       });

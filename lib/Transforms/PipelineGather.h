@@ -50,10 +50,12 @@ struct OncePerStepBoundOptions {
 /// The training state, other activations and communication buffers only
 /// add. 0 when no micro-batch's backward is found, or another micro-batch's
 /// backward runs after T (an interleaved order).
-/// Checked against the planned once-per-step peaks of 432 stages (tiny
+/// Checked once against the planned once-per-step peaks of 432 stages (tiny
 /// GPT-2 and Llama at f64, f32 and bf16 under every AC mode, 1F1B and
 /// GPipe, either accumulation; Llama-3.1-405B at TP 1–8 and PP 2–16):
-/// 0.10–0.94 of the peak (test/lit/Integration/pipeline-gather.test).
+/// 0.10–0.94 of the peak (bench/README.md, "The advisor's bound mode by
+/// mode"); test/lit/Integration/pipeline-gather.test pins one stage it
+/// decides.
 int64_t oncePerStepLowerBound(func::FuncOp fn,
                               const OncePerStepBoundOptions &o);
 

@@ -589,6 +589,13 @@ int main(int argc, char **argv) {
           "' is set by the sweep (world sizes, --tp, --pp, --pp-schedule, "
           "strategies, --unit-numel, --bucket-bytes, --activation-checkpoint, "
           "--param-dtype, --cluster, --json)");
+    // The advisor chooses each layout's micro-batches (its search and its
+    // bounds assume its own k and accumulation).
+    if (advisor && w.contains('=') &&
+        (key == "micro-batches" || key == "accumulate"))
+      return error("--pipeline: '" + key.str() +
+                   "' is chosen by the advisor for each layout (--gpus with "
+                   "--global-batch-tokens; --max-micro-batches bounds it)");
   }
   {
     std::string msg;

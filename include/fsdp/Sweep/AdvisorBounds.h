@@ -22,8 +22,9 @@
 //     keeps of each block's forward for the backward, for each micro-batch
 //     in flight: the values a block's forward ops produce that a backward
 //     op reads (a recomputed op's operands among them), measured on the
-//     model itself after fsdp-autodiff, fsdp-wrap and
-//     fsdp-activation-checkpoint with that mode (keptPerSequence; each is
+//     model itself after fsdp-autodiff, fsdp-optimizer, fsdp-wrap
+//     (policy=block), fsdp-activation-checkpoint with that mode and the
+//     canonicalizer (keptPerSequence; each is
 //     live from its forward op to its backward use, so all are at that
 //     point, in buffers of their own: the memory plan aliases parameter
 //     views and collective results only), floats at param-dtype bytes (a
