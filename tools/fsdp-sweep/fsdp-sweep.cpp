@@ -497,6 +497,44 @@ static bool parseSizes(sweep::SweepOptions &o) {
   return true;
 }
 
+/// --pipeline's extra options: not one the sweep sets (nor, for the
+/// advisor, one it chooses per layout), and parseable; false after an error.
+static bool checkPipelineOptions(bool advisor) {
+  auto refuse = [](const std::string &msg) {
+    error(msg);
+    return false;
+  };
+  llvm::SmallVector<llvm::StringRef> words;
+  llvm::SplitString(pipelineOpt, words);
+  for (llvm::StringRef w : words) {
+    llvm::StringRef key = w.split('=').first;
+    if (w.contains('=') &&
+        (llvm::is_contained(kReservedOptions, key) ||
+         (key == "bucket-bytes" && !bucketBytesOpt.empty()) ||
+         (key == "activation-checkpoint" && !activationCheckpointOpt.empty()) ||
+         (key == "attention" && attentionOpt.getNumOccurrences())))
+      return refuse(
+          "--pipeline: '" + key.str() +
+          "' is set by the sweep (world sizes, --tp, --pp, --pp-schedule, "
+          "strategies, --unit-numel, --bucket-bytes, --activation-checkpoint, "
+          "--param-dtype, --cluster, --json)");
+    // The advisor chooses each layout's micro-batches (its search and its
+    // bounds assume its own k and accumulation).
+    if (advisor && w.contains('=') &&
+        (key == "micro-batches" || key == "accumulate"))
+      return refuse("--pipeline: '" + key.str() +
+                    "' is chosen by the advisor for each layout (--gpus with "
+                    "--global-batch-tokens; --max-micro-batches bounds it)");
+  }
+  {
+    std::string msg;
+    if (failed(sweep::parsePipeline(pipelineOpt, /*cluster=*/nullptr, msg)))
+      return refuse("--pipeline: not valid fsdp-pipeline options: '" +
+                    pipelineOpt + "': " + msg);
+  }
+  return true;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions({&mainCat, &advisorCat, &overrideCat});
@@ -574,35 +612,8 @@ int main(int argc, char **argv) {
   if (!checkAdvisorOptions(advisor))
     return 1;
 
-  // Extra pipeline options: not one the sweep sets, and parseable.
-  llvm::SmallVector<llvm::StringRef> words;
-  llvm::SplitString(pipelineOpt, words);
-  for (llvm::StringRef w : words) {
-    llvm::StringRef key = w.split('=').first;
-    if (w.contains('=') &&
-        (llvm::is_contained(kReservedOptions, key) ||
-         (key == "bucket-bytes" && !bucketBytesOpt.empty()) ||
-         (key == "activation-checkpoint" && !activationCheckpointOpt.empty()) ||
-         (key == "attention" && attentionOpt.getNumOccurrences())))
-      return error(
-          "--pipeline: '" + key.str() +
-          "' is set by the sweep (world sizes, --tp, --pp, --pp-schedule, "
-          "strategies, --unit-numel, --bucket-bytes, --activation-checkpoint, "
-          "--param-dtype, --cluster, --json)");
-    // The advisor chooses each layout's micro-batches (its search and its
-    // bounds assume its own k and accumulation).
-    if (advisor && w.contains('=') &&
-        (key == "micro-batches" || key == "accumulate"))
-      return error("--pipeline: '" + key.str() +
-                   "' is chosen by the advisor for each layout (--gpus with "
-                   "--global-batch-tokens; --max-micro-batches bounds it)");
-  }
-  {
-    std::string msg;
-    if (failed(sweep::parsePipeline(pipelineOpt, /*cluster=*/nullptr, msg)))
-      return error("--pipeline: not valid fsdp-pipeline options: '" +
-                   pipelineOpt + "': " + msg);
-  }
+  if (!checkPipelineOptions(advisor))
+    return 1;
 
   std::string err;
   std::optional<ClusterSpec> spec;
