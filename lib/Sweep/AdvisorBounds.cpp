@@ -190,9 +190,15 @@ ModelBoundFacts sweep::measureModel(ModuleOp model, int64_t sequences,
   ModelBoundFacts f;
   f.params = fsdp_import::countParams(model);
   f.sequences = sequences;
-  for (llvm::StringRef key : {"optimizer=", "frozen=", "master-weights="})
-    if (llvm::StringRef(pipelineOptions).contains(key))
-      f.stateKnown = false;
+  // Whether --pipeline sets option `key` ("name="), which the bounds below
+  // either cannot price or measure with the passes' defaults.
+  auto sets = [&](llvm::StringRef key) {
+    return llvm::StringRef(pipelineOptions).contains(key);
+  };
+  f.stateKnown = llvm::none_of(
+      std::initializer_list<llvm::StringRef>{
+          "optimizer=", "frozen=", "master-weights="},
+      sets);
   double peak = 0;
   for (const auto &[dtype, flops] : spec.peakFlops)
     peak = std::max(peak, flops);
@@ -204,7 +210,7 @@ ModelBoundFacts sweep::measureModel(ModuleOp model, int64_t sequences,
       std::max(largestEfficiency(spec, "nn.linear", spec.effMatmul),
                largestEfficiency(spec, "nn.matmul", spec.effMatmul));
   // Frozen parameters have no dW GEMM: the backward is not counted then.
-  bool backward = !llvm::StringRef(pipelineOptions).contains("frozen=");
+  bool backward = !sets("frozen=");
 
   model.walk([&](Operation *op) {
     auto cost = dyn_cast<nn::CostOpInterface>(op);
@@ -226,7 +232,7 @@ ModelBoundFacts sweep::measureModel(ModuleOp model, int64_t sequences,
   });
   // Full AC's recomputation (unless ac-units= chooses other units), at the
   // forward's efficiency bound.
-  if (!llvm::StringRef(pipelineOptions).contains("ac-units="))
+  if (!sets("ac-units="))
     withCheckpointedStep(
         model, ActivationCheckpoint::Full, [&](func::FuncOp fn) {
           fn.walk([&](nn::LinearOp linear) {
@@ -243,9 +249,7 @@ ModelBoundFacts sweep::measureModel(ModuleOp model, int64_t sequences,
           "policy=", "units=", "unit-depth=", "min-unit-numel=", "ac-units=",
           "ac-regions=", "fused-swiglu=", "attention=", "frozen=",
           "micro-batches=", "accumulate="},
-      [&](llvm::StringRef key) {
-        return llvm::StringRef(pipelineOptions).contains(key);
-      });
+      sets);
   if (defaults && f.blocks > 0)
     for (ActivationCheckpoint mode :
          {ActivationCheckpoint::None, ActivationCheckpoint::Selective,
