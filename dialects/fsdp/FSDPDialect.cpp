@@ -167,6 +167,7 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   if (attr.getName() == kPipelineStageAttr ||
+      attr.getName() == kPipelineScreenAttr ||
       attr.getName() == kPipelineMicroBatchesAttr) {
     auto i = dyn_cast<IntegerAttr>(attr.getValue());
     if (!isa<ModuleOp>(op) || !i || i.getInt() < 0)
@@ -287,6 +288,15 @@ std::optional<Strategy> mlir::fsdp::strategyOf(Operation *op) {
                       : StrategyAttr())
     return s.getValue();
   return std::nullopt;
+}
+
+LogicalResult mlir::fsdp::checkEveryStagePlanned(ModuleOp module) {
+  if (!module->hasAttr(kPipelineScreenAttr))
+    return success();
+  return module.emitError()
+         << "a pipeline planned with pp-plan=fattest holds one stage (a "
+            "memory screen): plan every stage (pp-plan=all) to simulate or "
+            "translate it";
 }
 
 //===----------------------------------------------------------------------===//

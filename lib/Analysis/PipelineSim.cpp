@@ -330,6 +330,8 @@ mlir::fsdp::simulatePipeline(const ClusterSpec &spec, ModuleOp module) {
   if (stageModules.empty())
     return module.emitError() << "expects a pipeline-parallel module (nested "
                                  "@stage modules, fsdp-pipeline pp > 1)";
+  if (failed(checkEveryStagePlanned(module)))
+    return failure();
   const int64_t p = static_cast<int64_t>(stageModules.size());
   PipelineSimResult r;
   r.worldSize = intAttr(module, kWorldSizeAttr, p);
@@ -388,6 +390,8 @@ FailureOr<json> mlir::fsdp::buildPipelineReport(ModuleOp module,
   SmallVector<ModuleOp> stageModules = pipelineStages(module);
   if (stageModules.empty())
     return module.emitError() << "expects a pipeline-parallel module";
+  if (failed(checkEveryStagePlanned(module)))
+    return failure();
   std::optional<PipelineSimResult> sim;
   if (spec) {
     FailureOr<PipelineSimResult> s = simulatePipeline(*spec, module);

@@ -119,6 +119,8 @@ mlir::fsdp::pipelineStageModules(ModuleOp module) {
   auto p = module->getAttrOfType<IntegerAttr>(kPipelineStagesAttr);
   if (!p || module->hasAttr(kPipelineStageAttr))
     return stages;
+  if (failed(checkEveryStagePlanned(module)))
+    return failure();
   for (ModuleOp stage : module.getOps<ModuleOp>()) {
     auto s = stage->getAttrOfType<IntegerAttr>(kPipelineStageAttr);
     if (!s || s.getInt() != static_cast<int64_t>(stages.size()))

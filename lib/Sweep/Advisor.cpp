@@ -221,7 +221,7 @@ public:
     if (e.contains("extrapolated_pp_gather"))
       l.extrapolation["pp_gather"] = e["extrapolated_pp_gather"];
     Plan p = planAt(g, l.activationCheckpoint, l.microBatchSize, l.microBatches,
-                    0, "", "a ranked row, checked whole");
+                    0, "", "a ranked row, checked whole", /*screen=*/false);
     l.extrapolated = false;
     if (fits(p)) {
       l.plan = std::move(p);
@@ -272,12 +272,42 @@ private:
         d);
   }
 
+  /// With --prune, a pipeline of at least this many stages is screened
+  /// before it is planned whole: one stage costs about 1/P of the plan. Of
+  /// the 405B command's whole pipeline plans about half did not fit (363 of
+  /// 763, 454 of 1,060 s of their CPU); pp 2 would pay more for its screens,
+  /// half a plan each, than its failures cost.
+  static constexpr int64_t kScreenStages = 4;
+
   /// One plan through fsdp-pipeline of the model with `depth` blocks (0:
   /// the config's), with `ppGather` as its pp-gather (empty: as --pipeline
-  /// says); `whyWhole` (--plan-log) says why it is not extrapolated.
+  /// says); `whyWhole` (--plan-log) says why it is not extrapolated. A whole
+  /// pipeline of kScreenStages or more (1F1B or GPipe) is first planned
+  /// with pp-plan=fattest when `screen` and --prune: if that stage does not
+  /// fit the
+  /// device, neither does the layout, and the screen is the plan returned
+  /// (its report the stage's, without a step).
   Plan planAt(const LayoutFamily &g, const std::string &ac, int64_t m,
               int64_t k, int64_t depth, llvm::StringRef ppGather = "",
-              llvm::StringRef whyWhole = "") {
+              llvm::StringRef whyWhole = "", bool screen = true) {
+    if (screen && o.prune && depth == 0 && g.pp >= kScreenStages &&
+        g.ppSchedule != "interleaved-1f1b") {
+      Plan stage =
+          planOnce(g, ac, m, k, depth, ppGather,
+                   "one stage screened: " + whyWhole.str(), " pp-plan=fattest");
+      if (stage.error.empty() && !fits(stage))
+        return stage;
+      Plan whole = planOnce(g, ac, m, k, depth, ppGather, whyWhole, "");
+      whole.planSeconds += stage.planSeconds;
+      return whole;
+    }
+    return planOnce(g, ac, m, k, depth, ppGather, whyWhole, "");
+  }
+
+  /// planAt's one plan, with `extra` fsdp-pipeline options.
+  Plan planOnce(const LayoutFamily &g, const std::string &ac, int64_t m,
+                int64_t k, int64_t depth, llvm::StringRef ppGather,
+                llvm::StringRef whyWhole, llvm::StringRef extra) {
     Plan p;
     p.worldSize = g.gpus;
     p.tp = g.tp;
@@ -310,6 +340,7 @@ private:
       opts += " " + o.sweep.pipeline;
     if (!ppGather.empty())
       opts += " pp-gather=" + ppGather.str();
+    opts += extra.str();
     std::string msg;
     FailureOr<PipelineBuilder> pipeline = parsePipeline(opts, cluster, msg);
     if (failed(pipeline))

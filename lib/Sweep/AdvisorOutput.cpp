@@ -190,7 +190,11 @@ json sweep::advisorJson(const AdvisorOptions &o, const ClusterSpec &spec,
       if (p.error.empty()) {
         s["device_bytes"] = deviceBytes(p.report);
         s["fits"] = deviceBytes(p.report) <= spec.memoryBytes;
-        s["predicted_step_time_s"] = p.report["predicted_step_time_s"];
+        // A screened stage (pp-plan=fattest) has no step.
+        s["predicted_step_time_s"] =
+            p.report.value("predicted_step_time_s", json(nullptr));
+        if (p.report.contains("pipeline_screen_stage"))
+          s["screened_stage"] = p.report["pipeline_screen_stage"];
       } else {
         s["error"] = p.error;
       }

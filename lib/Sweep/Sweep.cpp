@@ -197,7 +197,20 @@ void sweep::runPlan(MLIRContext &ctx, ModuleOp model, const ClusterSpec &spec,
     return fail("the pipeline failed");
   if (failed(verify(*module)))
     return fail("the planned step does not verify");
-  if (!pipelineStages(*module).empty()) {
+  if (auto screened =
+          (*module)->getAttrOfType<IntegerAttr>(kPipelineScreenAttr)) {
+    // pp-plan=fattest: the one stage's plan and the device bytes it needs
+    // (no step: the pipeline is not simulated).
+    SmallVector<ModuleOp> stages = pipelineStages(*module);
+    FailureOr<json> report = failure();
+    if (stages.size() == 1)
+      report = buildPlanReport(stages.front());
+    if (failed(report))
+      return fail("the screened stage's report could not be built");
+    addAllocatorToReport(*report, spec);
+    (*report)["pipeline_screen_stage"] = screened.getInt();
+    plan.report = std::move(*report);
+  } else if (!pipelineStages(*module).empty()) {
     // The stages simulated against each other (PipelineSim.h).
     FailureOr<json> report = buildPipelineReport(*module, &spec);
     if (failed(report))

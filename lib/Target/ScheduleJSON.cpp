@@ -467,6 +467,8 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
   // module (which says its stage) is one program.
   if (module->hasAttr(kPipelineStagesAttr) &&
       !module->hasAttr(kPipelineStageAttr)) {
+    if (failed(checkEveryStagePlanned(module)))
+      return failure();
     json doc{
         {"format", ::fsdp::schedule::kFormat},
         {"version", ::fsdp::schedule::kVersion},

@@ -359,8 +359,18 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
   }
 
   /// pp-gather's values; gather-once-per-step is its decision under pp.
+  /// pp-plan's: fattest plans one stage, which is not simulated.
   LogicalResult checkPipelineGather() {
     ModuleOp module = getOperation();
+    if (ppPlan != "all" && ppPlan != "fattest")
+      return module.emitError() << "fsdp-pipeline: pp-plan='" << ppPlan
+                                << "' is not all or fattest";
+    if (ppPlan == "fattest" &&
+        (pp <= 1 || ppChunks > 1 || !report.empty() || !trace.empty()))
+      return module.emitError()
+             << "fsdp-pipeline: pp-plan=fattest (a memory screen of one "
+                "stage) needs pp > 1 and pp-chunks=1, and writes no report= "
+                "or trace= (the pipeline is not simulated)";
     if (pp <= 1 && ppGather.hasValue())
       return module.emitError() << "fsdp-pipeline: pp-gather needs pp > 1";
     if (ppGather != "auto" && ppGather != "once-per-step" &&
@@ -594,10 +604,17 @@ protected:
     for (Operation &op : module.getBody()->getOperations())
       body.push_back(&op);
     OpBuilder b(module.getBodyRegion());
+    // pp-plan=fattest: the one stage the split's estimate puts highest.
+    const bool screen = ppPlan == "fattest";
+    const int64_t first =
+        screen ? std::max_element(splitPeaks.begin(), splitPeaks.end()) -
+                     splitPeaks.begin()
+               : 0;
+    const int64_t last = screen ? first + 1 : static_cast<int64_t>(pp);
     SmallVector<ModuleOp> stages;
     // With pp-chunks = v > 1, a module per chunk inside the stage's.
     SmallVector<SmallVector<ModuleOp>> chunks(pp);
-    for (int64_t s = 0; s < pp; ++s) {
+    for (int64_t s = first; s < last; ++s) {
       auto stage =
           ModuleOp::create(b, module.getLoc(), "stage" + std::to_string(s));
       auto copyInto = [&](ModuleOp into) {
@@ -624,21 +641,25 @@ protected:
     // frozen, no-decay, ac-units and keep-gathered may name what only some
     // stages hold; each stage records what it lacks (GlobOptions.h).
     PipelineUnmatched unmatched;
-    for (auto [s, stage] : llvm::enumerate(stages)) {
-      auto si = static_cast<int64_t>(s);
-      for (auto [i, chunk] : llvm::enumerate(chunks[s])) {
+    for (auto [i, stage] : llvm::enumerate(stages)) {
+      const int64_t si = first + static_cast<int64_t>(i);
+      for (auto [i, chunk] : llvm::enumerate(chunks[si])) {
         OpPassManager pm(ModuleOp::getOperationName());
         buildPipeline(pm, si + static_cast<int64_t>(i) * pp, Part::Chunk);
         if (failed(runPipeline(pm, chunk)))
           return signalPassFailure();
         unmatched.collect(chunk);
       }
-      if (!chunks[s].empty() && failed(mergePipelineChunks(stage, chunks[s])))
+      if (!chunks[si].empty() && failed(mergePipelineChunks(stage, chunks[si])))
         return signalPassFailure();
       if (failed(planStage(stage, si,
-                           chunks[s].empty() ? Part::Whole : Part::Merged)))
+                           chunks[si].empty() ? Part::Whole : Part::Merged)))
         return signalPassFailure();
       unmatched.collect(stage);
+    }
+    if (screen) { // the other stages may hold what a glob names
+      module->setAttr(kPipelineScreenAttr, b.getI64IntegerAttr(first));
+      return;
     }
     if (failed(unmatched.check(module)))
       return signalPassFailure();
@@ -686,12 +707,15 @@ protected:
     if (failed(plan))
       return failure();
     split = plan->boundaries;
+    splitPeaks = plan->peakBytes;
     module->setAttr(kPipelineSplitAttr, plan->toAttr(&getContext()));
     return success();
   }
 
   std::shared_ptr<const ClusterSpec> givenCluster;
   SmallVector<int64_t> split;
+  /// The split's estimated peak bytes per rank of each stage.
+  SmallVector<int64_t> splitPeaks;
 };
 } // namespace
 

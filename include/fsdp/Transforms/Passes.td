@@ -731,7 +731,16 @@ defvar FSDPPipelineMemoryOptions = [
          "forward and backward gather, gradients reduced per micro-batch); "
          "auto: once-per-step where the stage's planned peak fits the memory "
          "budget (memory-budget, else the cluster's device memory; no budget: "
-         "once-per-step), else per-micro-batch">
+         "once-per-step), else per-micro-batch">,
+  Option<"ppPlan", "pp-plan", "std::string", "\"all\"",
+         "pp > 1: which stages are planned: all, or fattest (a memory screen: "
+         "the split is chosen for the whole model as always, and only the "
+         "stage its estimate puts highest is planned, as it would be among "
+         "all; the pipeline is not simulated, so report= and trace= are "
+         "refused; one stage per rank, pp-chunks=1). A rank of every stage "
+         "holds at least that stage's peak, so a screened stage over the "
+         "device memory means the layout does not fit (fsdp-sweep's advisor "
+         "screens its pipeline layouts so)">
 ];
 
 defvar FSDPPipelineOptions = !foldl([]<Option>, [

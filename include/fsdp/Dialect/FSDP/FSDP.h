@@ -63,6 +63,10 @@ inline constexpr llvm::StringLiteral kPipelineGatherAttr = "fsdp.pp_gather";
 /// dictionary (PipelineSplitPlan::toAttr, lib/Transforms/PipelineSplit.h)
 /// that the report copies as `pipeline.split`.
 inline constexpr llvm::StringLiteral kPipelineSplitAttr = "fsdp.pp_split";
+/// On a pipeline module planned with pp-plan=fattest (a memory screen): the
+/// one stage planned (i64); the pipeline is then neither simulated nor
+/// translated.
+inline constexpr llvm::StringLiteral kPipelineScreenAttr = "fsdp.pp_screen";
 /// Interleaved 1F1B (absent means 1): the virtual stages per rank v on a
 /// stage's module; the rank's local chunk i (virtual stage s + i·P) on a
 /// chunk's module after fsdp-pipeline-split, and on the arguments, ops and
@@ -139,6 +143,10 @@ namespace mlir::fsdp {
 std::optional<int64_t> groupSize(Operation *op, Group group);
 /// The enclosing module's fsdp.strategy; nullopt before fsdp-shard.
 std::optional<Strategy> strategyOf(Operation *op);
+/// Fails, with an error on `module`, for a pipeline planned with
+/// fsdp-pipeline's pp-plan=fattest (kPipelineScreenAttr): it holds one
+/// stage, so it is neither simulated nor translated.
+LogicalResult checkEveryStagePlanned(ModuleOp module);
 
 /// `v`, or for the result of an fsdp.wait the async collective's result it
 /// completes (the same buffer).
