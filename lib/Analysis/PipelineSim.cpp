@@ -489,22 +489,8 @@ FailureOr<json> mlir::fsdp::buildPipelineReport(ModuleOp module,
     if (simOut)
       *simOut = std::move(*sim);
   }
-  // How the split was chosen (fsdp-pipeline's kPipelineSplitAttr).
-  if (auto split = module->getAttrOfType<DictionaryAttr>(kPipelineSplitAttr)) {
-    json j = json::object();
-    for (NamedAttribute a : split) {
-      std::string k = a.getName().str();
-      if (auto v = dyn_cast<DenseI64ArrayAttr>(a.getValue()))
-        j[k] = v.asArrayRef().vec();
-      else if (auto v = dyn_cast<DenseF64ArrayAttr>(a.getValue()))
-        j[k] = v.asArrayRef().vec();
-      else if (auto v = dyn_cast<StringAttr>(a.getValue()))
-        j[k] = v.str();
-      else if (auto v = dyn_cast<IntegerAttr>(a.getValue()))
-        j[k] = v.getInt();
-    }
-    pipeline["split"] = std::move(j);
-  }
+  if (json split = pipelineSplitReport(module); !split.is_null())
+    pipeline["split"] = std::move(split);
   top["pipeline"] = std::move(pipeline);
   // Each stage's peak (bytes per rank of that stage) and pp-gather decision.
   json peaks = json::array(), gather = json::array();
@@ -519,6 +505,25 @@ FailureOr<json> mlir::fsdp::buildPipelineReport(ModuleOp module,
   top["stage_gather"] = std::move(gather);
   top["stages"] = std::move(stages);
   return top;
+}
+
+json mlir::fsdp::pipelineSplitReport(ModuleOp module) {
+  auto split = module->getAttrOfType<DictionaryAttr>(kPipelineSplitAttr);
+  if (!split)
+    return nullptr;
+  json j = json::object();
+  for (NamedAttribute a : split) {
+    std::string k = a.getName().str();
+    if (auto v = dyn_cast<DenseI64ArrayAttr>(a.getValue()))
+      j[k] = v.asArrayRef().vec();
+    else if (auto v = dyn_cast<DenseF64ArrayAttr>(a.getValue()))
+      j[k] = v.asArrayRef().vec();
+    else if (auto v = dyn_cast<StringAttr>(a.getValue()))
+      j[k] = v.str();
+    else if (auto v = dyn_cast<IntegerAttr>(a.getValue()))
+      j[k] = v.getInt();
+  }
+  return j;
 }
 
 json mlir::fsdp::pipelineChromeTrace(const PipelineSimResult &r,

@@ -91,6 +91,9 @@ public:
   int64_t layers = 0; ///< the model's blocks (0: not known, no extrapolation)
   /// --pipeline leaves pp-gather to fsdp-pipeline's auto decision.
   bool gatherAuto = true;
+  /// --pipeline gives the split (pp-split) or counts the embedding or the
+  /// loss as layers of it: the reduced depths choose their own.
+  bool splitGiven = false;
 
   /// Searches every AC mode of `g` (Advisor.h, steps 1-3).
   void search(const LayoutFamily &g, std::vector<AdvisedLayout> &layouts) {
@@ -265,11 +268,41 @@ private:
     d.d2 = o.extrapolateDepths[1];
     d.gatherAuto = gatherAuto;
     d.deviceBytes = static_cast<int64_t>(spec.memoryBytes);
-    return planOverDepths(
-        [&](int64_t depth, llvm::StringRef ppGather, llvm::StringRef why) {
-          return planAt(g, ac, m, k, depth, ppGather, why);
+    double splitSeconds = 0;
+    if (g.pp > 1 && !splitGiven)
+      d.stageLayers = modelSplit(g, ac, m, k, splitSeconds);
+    Plan p = planOverDepths(
+        [&](int64_t depth, llvm::StringRef ppGather, llvm::StringRef ppSplit,
+            llvm::StringRef why) {
+          return planAt(g, ac, m, k, depth, ppGather, why, true, ppSplit);
         },
         d);
+    p.planSeconds += splitSeconds;
+    return p;
+  }
+
+  /// The blocks of each stage of the split fsdp-pipeline chooses for the
+  /// model at its depth (pp-plan=split: the split alone, no stage planned;
+  /// about 40 ms for Llama-3.1-405B); empty when it cannot say (the split
+  /// counts the embedding or the loss as layers, or it failed: each reduced
+  /// depth then chooses its own). `seconds` receives its wall time.
+  std::vector<int64_t> modelSplit(const LayoutFamily &g, const std::string &ac,
+                                  int64_t m, int64_t k, double &seconds) {
+    Plan p = planOptions(g, ac, m, k, " pp-plan=split");
+    std::string err;
+    ModuleOp model;
+    if (p.error.empty())
+      model = cache.get(p.globalBatch, err, 0);
+    if (!model)
+      return {};
+    runPlan(cache.context(), model, spec, p);
+    seconds = p.planSeconds;
+    if (!p.error.empty() || !p.report.contains("pipeline"))
+      return {};
+    const json &split = p.report["pipeline"]["split"];
+    if (split.value("ends", "") != "none" || !split.contains("stage_layers"))
+      return {};
+    return split["stage_layers"].get<std::vector<int64_t>>();
   }
 
   /// With --prune, a pipeline of at least this many stages is screened
@@ -280,34 +313,38 @@ private:
   static constexpr int64_t kScreenStages = 4;
 
   /// One plan through fsdp-pipeline of the model with `depth` blocks (0:
-  /// the config's), with `ppGather` as its pp-gather (empty: as --pipeline
-  /// says); `whyWhole` (--plan-log) says why it is not extrapolated. A whole
-  /// pipeline of kScreenStages or more (1F1B or GPipe) is first planned
-  /// with pp-plan=fattest when `screen` and --prune: if that stage does not
-  /// fit the
-  /// device, neither does the layout, and the screen is the plan returned
-  /// (its report the stage's, without a step).
+  /// the config's), with `ppGather` as its pp-gather and `ppSplit` as its
+  /// pp-split (empty: as --pipeline says); `whyWhole` (--plan-log) says why
+  /// it is not extrapolated. A whole pipeline of kScreenStages or more
+  /// (1F1B or GPipe) is first planned with pp-plan=fattest when `screen`
+  /// and --prune: if that stage does not fit the device, neither does the
+  /// layout, and the screen is the plan returned (its report the stage's,
+  /// without a step).
   Plan planAt(const LayoutFamily &g, const std::string &ac, int64_t m,
               int64_t k, int64_t depth, llvm::StringRef ppGather = "",
-              llvm::StringRef whyWhole = "", bool screen = true) {
+              llvm::StringRef whyWhole = "", bool screen = true,
+              llvm::StringRef ppSplit = "") {
+    std::string given =
+        (ppGather.empty() ? "" : " pp-gather=" + ppGather.str()) +
+        (ppSplit.empty() ? "" : " pp-split=" + ppSplit.str());
     if (screen && o.prune && depth == 0 && g.pp >= kScreenStages &&
         g.ppSchedule != "interleaved-1f1b") {
-      Plan stage =
-          planOnce(g, ac, m, k, depth, ppGather,
-                   "one stage screened: " + whyWhole.str(), " pp-plan=fattest");
+      Plan stage = planOnce(g, ac, m, k, depth, ppGather,
+                            "one stage screened: " + whyWhole.str(),
+                            given + " pp-plan=fattest");
       if (stage.error.empty() && !fits(stage))
         return stage;
-      Plan whole = planOnce(g, ac, m, k, depth, ppGather, whyWhole, "");
+      Plan whole = planOnce(g, ac, m, k, depth, ppGather, whyWhole, given);
       whole.planSeconds += stage.planSeconds;
       return whole;
     }
-    return planOnce(g, ac, m, k, depth, ppGather, whyWhole, "");
+    return planOnce(g, ac, m, k, depth, ppGather, whyWhole, given);
   }
 
-  /// planAt's one plan, with `extra` fsdp-pipeline options.
-  Plan planOnce(const LayoutFamily &g, const std::string &ac, int64_t m,
-                int64_t k, int64_t depth, llvm::StringRef ppGather,
-                llvm::StringRef whyWhole, llvm::StringRef extra) {
+  /// The layout's plan, not yet run: its fsdp-pipeline options with
+  /// `extra` appended, parsed (an error when they do not parse).
+  Plan planOptions(const LayoutFamily &g, const std::string &ac, int64_t m,
+                   int64_t k, llvm::StringRef extra) {
     Plan p;
     p.worldSize = g.gpus;
     p.tp = g.tp;
@@ -338,8 +375,6 @@ private:
       opts += " pp=" + std::to_string(g.pp) + " pp-schedule=" + g.ppSchedule;
     if (!o.sweep.pipeline.empty())
       opts += " " + o.sweep.pipeline;
-    if (!ppGather.empty())
-      opts += " pp-gather=" + ppGather.str();
     opts += extra.str();
     std::string msg;
     FailureOr<PipelineBuilder> pipeline = parsePipeline(opts, cluster, msg);
@@ -348,6 +383,14 @@ private:
     else
       p.pipeline = std::move(*pipeline);
     p.optionString = opts + " cluster=" + o.sweep.clusterPath;
+    return p;
+  }
+
+  /// planAt's one plan, with `extra` fsdp-pipeline options.
+  Plan planOnce(const LayoutFamily &g, const std::string &ac, int64_t m,
+                int64_t k, int64_t depth, llvm::StringRef ppGather,
+                llvm::StringRef whyWhole, llvm::StringRef extra) {
+    Plan p = planOptions(g, ac, m, k, extra);
     if (!p.error.empty())
       return p;
     std::string err;
@@ -539,55 +582,6 @@ std::vector<size_t> boundFamilies(const AdvisorOptions &o,
   return order;
 }
 
-/// The planner's refusal of each tensor-parallel degree t > 1 of `degrees`
-/// for `model` (its first error): fsdp-tensor-parallel, the pass
-/// fsdp-pipeline runs first on the forward (Pipeline.cpp, buildPipeline),
-/// with --pipeline's sequence-parallel and vocab-parallel, on a clone. Its
-/// checks (heads and key/value heads, the vocabulary and the sequence
-/// dividing by t, a tensor-parallel region to split) read the model and
-/// those options alone, not the batch or any other layout dimension, so one
-/// run decides every family of degree t. With pp > 1 a stage's forward is
-/// a part of the model: the op refused (the embedding or LM head, an
-/// attention, the op entering the sequence split) is on one of its stages,
-/// which refuses it the same way.
-std::map<int64_t, std::string>
-tensorParallelRefusals(ModuleOp model, const std::vector<int64_t> &degrees,
-                       const std::string &pipelineOptions) {
-  std::map<int64_t, std::string> refusals;
-  if (!model)
-    return refusals;
-  std::string passOptions;
-  llvm::SmallVector<llvm::StringRef> words;
-  llvm::SplitString(pipelineOptions, words);
-  for (llvm::StringRef w : words)
-    if (w.starts_with("sequence-parallel=") || w.starts_with("vocab-parallel="))
-      passOptions += " " + w.str();
-  for (int64_t t : degrees) {
-    if (t <= 1 || refusals.count(t))
-      continue;
-    std::unique_ptr<Pass> pass = createFSDPTensorParallel();
-    auto ignore = [](const llvm::Twine &) { return failure(); };
-    if (failed(pass->initializeOptions("tp=" + std::to_string(t) + passOptions,
-                                       ignore)))
-      continue; // every plan reports the malformed option itself
-    std::string firstError;
-    ScopedDiagnosticHandler handler(model.getContext(), [&](Diagnostic &d) {
-      if (d.getSeverity() == DiagnosticSeverity::Error && firstError.empty())
-        firstError = d.str();
-      return success();
-    });
-    OwningOpRef<ModuleOp> clone = model.clone();
-    PassManager pm(model.getContext());
-    pm.addPass(std::move(pass));
-    if (failed(pm.run(*clone)))
-      refusals[t] =
-          firstError.empty()
-              ? "fsdp-tensor-parallel failed with tp=" + std::to_string(t)
-              : firstError;
-  }
-  return refusals;
-}
-
 /// The fitting layouts at `n` GPUs, fastest first; equal throughputs in
 /// enumeration order (the pointers are into one vector).
 std::vector<AdvisedLayout *> rankedAt(AdvisorResult &r, int64_t n) {
@@ -746,6 +740,8 @@ AdvisorResult sweep::runAdvisor(const AdvisorOptions &o,
       // An explicit pp-gather (even auto) is not overridden per depth.
       searcher.gatherAuto =
           !llvm::StringRef(o.sweep.pipeline).contains("pp-gather=");
+      searcher.splitGiven =
+          llvm::StringRef(o.sweep.pipeline).contains("pp-split");
       work(searcher);
     };
     std::vector<std::thread> threads;

@@ -327,3 +327,42 @@ double sweep::stepLowerBound(const ModelBoundFacts &f, int64_t t, int64_t pp,
   return c / (1 - std::pow(1 - 1.0 / static_cast<double>(k),
                            static_cast<double>(pp)));
 }
+
+std::map<int64_t, std::string>
+mlir::fsdp::sweep::tensorParallelRefusals(ModuleOp model,
+                                          const std::vector<int64_t> &degrees,
+                                          const std::string &pipelineOptions) {
+  std::map<int64_t, std::string> refusals;
+  if (!model)
+    return refusals;
+  std::string passOptions;
+  llvm::SmallVector<llvm::StringRef> words;
+  llvm::SplitString(pipelineOptions, words);
+  for (llvm::StringRef w : words)
+    if (w.starts_with("sequence-parallel=") || w.starts_with("vocab-parallel="))
+      passOptions += " " + w.str();
+  for (int64_t t : degrees) {
+    if (t <= 1 || refusals.count(t))
+      continue;
+    std::unique_ptr<Pass> pass = createFSDPTensorParallel();
+    auto ignore = [](const llvm::Twine &) { return failure(); };
+    if (failed(pass->initializeOptions("tp=" + std::to_string(t) + passOptions,
+                                       ignore)))
+      continue; // every plan reports the malformed option itself
+    std::string firstError;
+    ScopedDiagnosticHandler handler(model.getContext(), [&](Diagnostic &d) {
+      if (d.getSeverity() == DiagnosticSeverity::Error && firstError.empty())
+        firstError = d.str();
+      return success();
+    });
+    OwningOpRef<ModuleOp> clone = model.clone();
+    PassManager pm(model.getContext());
+    pm.addPass(std::move(pass));
+    if (failed(pm.run(*clone)))
+      refusals[t] =
+          firstError.empty()
+              ? "fsdp-tensor-parallel failed with tp=" + std::to_string(t)
+              : firstError;
+  }
+  return refusals;
+}

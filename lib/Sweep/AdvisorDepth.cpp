@@ -8,6 +8,8 @@
 #include "fsdp/Analysis/PlanReport.h"
 #include "fsdp/Import/Config.h"
 
+#include "llvm/ADT/STLExtras.h"
+
 #include <cmath>
 
 using namespace mlir::fsdp;
@@ -43,6 +45,30 @@ mlir::fsdp::sweep::extrapolationDepths(int64_t layers, int64_t pp, int64_t d1,
   if (l2 >= layers)
     return std::nullopt;
   return std::make_pair(l1, l2);
+}
+
+std::optional<ReducedDepths> mlir::fsdp::sweep::reducedDepthsOfSplit(
+    int64_t layers, const std::vector<int64_t> &stageLayers, int64_t d1,
+    int64_t d2, std::string &why) {
+  why = "the model is too shallow for the reduced depths";
+  if (stageLayers.empty() || d1 < 1 || d1 >= d2)
+    return std::nullopt;
+  const int64_t smallest = *llvm::min_element(stageLayers);
+  const auto stages = static_cast<int64_t>(stageLayers.size());
+  ReducedDepths r;
+  const int64_t left[3] = {d1, d2, 2 * d2 - d1}; // on the smallest stage
+  for (int j = 0; j < 3; ++j) {
+    const int64_t c = smallest - left[j]; // blocks each stage loses
+    if (c < 1)
+      return std::nullopt;
+    r.layers[j] = layers - stages * c;
+    int64_t boundary = 0;
+    for (int64_t s = 0; s + 1 < stages; ++s) {
+      boundary += stageLayers[s] - c;
+      r.split[j] += (s ? "," : "") + std::to_string(boundary);
+    }
+  }
+  return r;
 }
 
 /// a + (b − a)·t for every number present in both; null when nothing of
@@ -274,29 +300,42 @@ static Verdict judgeDepths(const json &a, const json &mid, const json &b,
 
 Plan mlir::fsdp::sweep::planOverDepths(const PlanAtDepth &planAt,
                                        const DepthOptions &o) {
-  std::optional<std::pair<int64_t, int64_t>> depths =
-      extrapolationDepths(o.layers, o.pp, o.d1, o.d2);
+  std::string why;
+  std::optional<ReducedDepths> depths;
+  if (!o.stageLayers.empty()) {
+    depths = reducedDepthsOfSplit(o.layers, o.stageLayers, o.d1, o.d2, why);
+  } else if (std::optional<std::pair<int64_t, int64_t>> l12 =
+                 extrapolationDepths(o.layers, o.pp, o.d1, o.d2)) {
+    depths.emplace();
+    depths->layers[0] = l12->first;
+    depths->layers[1] = l12->second;
+    depths->layers[2] = 2 * l12->second - l12->first;
+  } else {
+    why = "the model is too shallow for the reduced depths";
+  }
   if (!depths)
-    return planAt(0, "", "the model is too shallow for the reduced depths");
-  auto [l1, l2] = *depths;
+    return planAt(0, "", "", why);
+  const auto [l1, l2, l3] = depths->layers;
   // A plan's time grows with its depth: three reduced plans that add up to
   // more than half the model's depth save too little (pp 8 and 16 of
   // Llama-3.1-405B's 126 layers), so the layout is planned whole.
-  int64_t l3 = l2 + (l2 - l1);
   if (l3 >= o.layers || l1 + l2 + l3 > o.layers / 2)
-    return planAt(0, "", "the reduced depths add up to over half the model's");
+    return planAt(0, "", "",
+                  "the reduced depths add up to over half the model's");
   double seconds = 0;
   std::string gather; // as given, then per micro-batch (gatherAtFullDepth)
-  std::string why;
   for (;;) {
-    Plan a = planAt(l1, gather, "");
+    auto at = [&](int j) {
+      return planAt(depths->layers[j], gather, depths->split[j], "");
+    };
+    Plan a = at(0);
     seconds += a.planSeconds;
     if (!a.error.empty()) {
       a.planSeconds = seconds;
       return a;
     }
-    Plan mid = planAt(l2, gather, "");
-    Plan b = planAt(l3, gather, "");
+    Plan mid = at(1);
+    Plan b = at(2);
     seconds += mid.planSeconds + b.planSeconds;
     if (!mid.error.empty() || !b.error.empty()) {
       Plan &failedPlan = mid.error.empty() ? b : mid;
@@ -319,7 +358,7 @@ Plan mlir::fsdp::sweep::planOverDepths(const PlanAtDepth &planAt,
   }
   if (!gather.empty())
     why += ", after the depths were planned again per micro-batch";
-  Plan whole = planAt(0, "", why);
+  Plan whole = planAt(0, "", "", why);
   whole.planSeconds += seconds;
   return whole;
 }

@@ -209,7 +209,12 @@ void sweep::runPlan(MLIRContext &ctx, ModuleOp model, const ClusterSpec &spec,
       return fail("the screened stage's report could not be built");
     addAllocatorToReport(*report, spec);
     (*report)["pipeline_screen_stage"] = screened.getInt();
+    (*report)["pipeline"]["split"] = pipelineSplitReport(*module);
     plan.report = std::move(*report);
+  } else if (!(*module)->hasAttr(kPipelineStagesAttr) &&
+             (*module)->hasAttr(kPipelineSplitAttr)) {
+    // pp-plan=split: the split alone.
+    plan.report = {{"pipeline", {{"split", pipelineSplitReport(*module)}}}};
   } else if (!pipelineStages(*module).empty()) {
     // The stages simulated against each other (PipelineSim.h).
     FailureOr<json> report = buildPipelineReport(*module, &spec);

@@ -359,18 +359,20 @@ struct FSDPPipelinePass : mlir::fsdp::impl::FSDPPipelineBase<FSDPPipelinePass> {
   }
 
   /// pp-gather's values; gather-once-per-step is its decision under pp.
-  /// pp-plan's: fattest plans one stage, which is not simulated.
+  /// pp-plan's: fattest plans one stage and split none; neither is
+  /// simulated.
   LogicalResult checkPipelineGather() {
     ModuleOp module = getOperation();
-    if (ppPlan != "all" && ppPlan != "fattest")
+    if (ppPlan != "all" && ppPlan != "fattest" && ppPlan != "split")
       return module.emitError() << "fsdp-pipeline: pp-plan='" << ppPlan
-                                << "' is not all or fattest";
-    if (ppPlan == "fattest" &&
+                                << "' is not all, fattest or split";
+    if (ppPlan != "all" &&
         (pp <= 1 || ppChunks > 1 || !report.empty() || !trace.empty()))
       return module.emitError()
-             << "fsdp-pipeline: pp-plan=fattest (a memory screen of one "
-                "stage) needs pp > 1 and pp-chunks=1, and writes no report= "
-                "or trace= (the pipeline is not simulated)";
+             << "fsdp-pipeline: pp-plan=" << ppPlan
+             << " (a screen: one stage or none planned) needs pp > 1 and "
+                "pp-chunks=1, and writes no report= or trace= (the pipeline "
+                "is not simulated)";
     if (pp <= 1 && ppGather.hasValue())
       return module.emitError() << "fsdp-pipeline: pp-gather needs pp > 1";
     if (ppGather != "auto" && ppGather != "once-per-step" &&
@@ -600,6 +602,8 @@ protected:
     }
     if (failed(chooseSplit()))
       return signalPassFailure();
+    if (ppPlan == "split") // the split alone, recorded on the module
+      return;
     SmallVector<Operation *> body;
     for (Operation &op : module.getBody()->getOperations())
       body.push_back(&op);

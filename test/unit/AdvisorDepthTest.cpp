@@ -133,3 +133,31 @@ TEST(AdvisorDepth, PinnedStageSplitIsNotAffine) {
   EXPECT_FALSE(
       pipelineSplitIsAffine(split({3, 3}), split({4, 4}), split({6, 4}), full));
 }
+
+// The reduced depths of a pipeline cut as the model is: each stage loses
+// the same blocks, the smallest keeping d1, d2 and 2·d2 − d1.
+TEST(AdvisorDepth, ReducedDepthsFollowTheModelsSplit) {
+  std::string why;
+  // Llama-3.1-405B at tp 8 × pp 2, AC none: the balancer's [62, 64].
+  std::optional<ReducedDepths> r =
+      reducedDepthsOfSplit(126, {62, 64}, 3, 4, why);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->layers[0], 8);
+  EXPECT_EQ(r->layers[1], 10);
+  EXPECT_EQ(r->layers[2], 12);
+  EXPECT_EQ(r->split[0], "3");
+  EXPECT_EQ(r->split[1], "4");
+  EXPECT_EQ(r->split[2], "5");
+  // Four stages, the last one short (its LM head).
+  r = reducedDepthsOfSplit(126, {32, 32, 32, 30}, 3, 4, why);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->layers[0], 126 - 4 * 27);
+  EXPECT_EQ(r->split[0], "5,10,15");
+  EXPECT_EQ(r->split[2], "7,14,21");
+  // The smallest stage cannot keep 2·d2 − d1 = 5 blocks and lose one.
+  EXPECT_FALSE(reducedDepthsOfSplit(30, {25, 5}, 3, 4, why).has_value());
+  EXPECT_EQ(why, "the model is too shallow for the reduced depths");
+  EXPECT_TRUE(reducedDepthsOfSplit(30, {24, 6}, 3, 4, why).has_value());
+  EXPECT_FALSE(reducedDepthsOfSplit(126, {}, 3, 4, why).has_value());
+  EXPECT_FALSE(reducedDepthsOfSplit(126, {62, 64}, 4, 3, why).has_value());
+}

@@ -86,6 +86,13 @@ FailureOr<nlohmann::ordered_json>
 buildPipelineReport(ModuleOp module, const ClusterSpec *spec,
                     PipelineSimResult *sim = nullptr);
 
+/// How the pipeline `module`'s split was chosen (fsdp-pipeline's
+/// fsdp.pp_split: boundaries, objective, constraint, ends, stage_layers,
+/// stage_flops, stage_estimated_peak_bytes, budget_bytes and
+/// stage_predicted_s when known) as the report's `pipeline.split`; null
+/// when the module has none.
+nlohmann::ordered_json pipelineSplitReport(ModuleOp module);
+
 /// The Chrome trace of a simulated pipeline: one process per stage (its
 /// first rank), each with chromeTrace's tracks.
 nlohmann::ordered_json pipelineChromeTrace(const PipelineSimResult &result,

@@ -82,6 +82,7 @@
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace mlir::fsdp::sweep {
 
@@ -143,6 +144,21 @@ double deviceBytesLowerBound(const ModelBoundFacts &f, const ClusterSpec &spec,
 /// checkpointing's recomputation too).
 double stepLowerBound(const ModelBoundFacts &f, int64_t t, int64_t pp,
                       int64_t s, int64_t k, bool fullAC);
+
+/// The planner's refusal of each tensor-parallel degree t > 1 of `degrees`
+/// for `model` (its first error): fsdp-tensor-parallel, the pass
+/// fsdp-pipeline runs first on the forward (Pipeline.cpp, buildPipeline),
+/// with --pipeline's sequence-parallel and vocab-parallel, on a clone. Its
+/// checks (heads and key/value heads, the vocabulary and the sequence
+/// dividing by t, a tensor-parallel region to split) read the model and
+/// those options alone, not the batch or any other layout dimension, so one
+/// run decides every family of degree t. With pp > 1 a stage's forward is
+/// a part of the model: the op refused (the embedding or LM head, an
+/// attention, the op entering the sequence split) is on one of its stages,
+/// which refuses it the same way.
+std::map<int64_t, std::string>
+tensorParallelRefusals(ModuleOp model, const std::vector<int64_t> &degrees,
+                       const std::string &pipelineOptions);
 
 } // namespace mlir::fsdp::sweep
 

@@ -57,6 +57,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace fsdp_import {
 struct Overrides;
@@ -155,11 +156,34 @@ GatherAtFullDepth gatherAtFullDepth(const nlohmann::ordered_json &a,
                                     bool gatherAuto, int64_t deviceBytes);
 
 /// Plans one layout at `depth` layers (0: the model's) with `ppGather` as
-/// fsdp-pipeline's pp-gather (empty: the layout's options as given);
-/// `whyWhole` says why a layout is planned at the model's depth instead of
-/// extrapolated (for --plan-log; empty for the reduced depths).
-using PlanAtDepth = std::function<Plan(int64_t depth, llvm::StringRef ppGather,
-                                       llvm::StringRef whyWhole)>;
+/// fsdp-pipeline's pp-gather and `ppSplit` as its pp-split (empty: the
+/// layout's options as given); `whyWhole` says why a layout is planned at
+/// the model's depth instead of extrapolated (for --plan-log; empty for the
+/// reduced depths).
+using PlanAtDepth =
+    std::function<Plan(int64_t depth, llvm::StringRef ppGather,
+                       llvm::StringRef ppSplit, llvm::StringRef whyWhole)>;
+
+/// The three reduced depths a layout is planned at (layers) and, for a
+/// pipeline whose split at the model's depth is known, the pp-split of
+/// each (empty: chosen at that depth).
+struct ReducedDepths {
+  int64_t layers[3] = {0, 0, 0};
+  std::string split[3];
+};
+
+/// The reduced depths of a pipeline cut as the model is: its stages hold
+/// `stageLayers` blocks at the model's `layers` (fsdp-pipeline's split,
+/// pp-plan=split), and each loses the same c blocks, c = min − d with d =
+/// d1, d2 and 2·d2 − d1 blocks left on the smallest stage, so that every
+/// stage gains the same blocks from depth to depth and the line through
+/// them reaches the model's split exactly (the balancer's own split at a
+/// reduced depth need not: a split bound by the memory budget at full depth
+/// is not affine). nullopt when the model is too shallow for them (c < 1 at
+/// the deepest). `why` then says so.
+std::optional<ReducedDepths>
+reducedDepthsOfSplit(int64_t layers, const std::vector<int64_t> &stageLayers,
+                     int64_t d1, int64_t d2, std::string &why);
 
 /// The model and options of planOverDepths.
 struct DepthOptions {
@@ -168,10 +192,15 @@ struct DepthOptions {
   int64_t d1 = 0, d2 = 0;  ///< blocks per stage of the reduced depths
   bool gatherAuto = true;  ///< pp-gather=auto decides (gatherAtFullDepth)
   int64_t deviceBytes = 0; ///< the device memory (bytes)
+  /// With pp > 1, the blocks of each stage at the model's depth (the split
+  /// fsdp-pipeline chooses there); empty: each reduced depth's own split
+  /// (extrapolationDepths), checked by pipelineSplitIsAffine.
+  std::vector<int64_t> stageLayers;
 };
 
 /// A layout's plan, extrapolated over the depth where it is affine: planned
-/// at L1, L2, L3 (extrapolationDepths; whole when the three add up to more
+/// at L1, L2, L3 (extrapolationDepths, or reducedDepthsOfSplit with the
+/// model's split; whole when the three add up to more
 /// than half the model's depth: too little to save), extrapolated from L1
 /// and L3 when L2's step and device bytes (a pipeline's: every stage's,
 /// stagesAreAffine; the fattest at full depth is then the report's,

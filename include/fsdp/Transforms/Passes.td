@@ -733,14 +733,16 @@ defvar FSDPPipelineMemoryOptions = [
          "budget (memory-budget, else the cluster's device memory; no budget: "
          "once-per-step), else per-micro-batch">,
   Option<"ppPlan", "pp-plan", "std::string", "\"all\"",
-         "pp > 1: which stages are planned: all, or fattest (a memory screen: "
+         "pp > 1: which stages are planned: all; fattest (a memory screen: "
          "the split is chosen for the whole model as always, and only the "
          "stage its estimate puts highest is planned, as it would be among "
-         "all; the pipeline is not simulated, so report= and trace= are "
-         "refused; one stage per rank, pp-chunks=1). A rank of every stage "
-         "holds at least that stage's peak, so a screened stage over the "
-         "device memory means the layout does not fit (fsdp-sweep's advisor "
-         "screens its pipeline layouts so)">
+         "all; a rank of every stage holds at least its stage's peak, so a "
+         "screened stage over the device memory means the layout does not "
+         "fit); or split (none: the split alone, fsdp.pp_split on the "
+         "module). With fattest and split the pipeline is not simulated, so "
+         "report= and trace= are refused; one stage per rank, pp-chunks=1. "
+         "fsdp-sweep's advisor screens its pipeline layouts with fattest and "
+         "extrapolates them over the depth with the model's split">
 ];
 
 defvar FSDPPipelineOptions = !foldl([]<Option>, [
