@@ -85,15 +85,12 @@ public:
            const ModelBoundFacts &facts, Incumbents &incumbents,
            const std::map<int64_t, std::string> &refusals)
       : o(o), spec(spec), cluster(std::move(cluster)), cache(cache),
-        facts(facts), incumbents(incumbents), refusals(refusals) {}
+        facts(facts), incumbents(incumbents), refusals(refusals),
+        gatherAuto(!llvm::StringRef(o.sweep.pipeline).contains("pp-gather=")),
+        splitGiven(llvm::StringRef(o.sweep.pipeline).contains("pp-split")) {}
 
   std::atomic<int64_t> *plansRun = nullptr;
   int64_t layers = 0; ///< the model's blocks (0: not known, no extrapolation)
-  /// --pipeline leaves pp-gather to fsdp-pipeline's auto decision.
-  bool gatherAuto = true;
-  /// --pipeline gives the split (pp-split) or counts the embedding or the
-  /// loss as layers of it: the reduced depths choose their own.
-  bool splitGiven = false;
 
   /// Searches every AC mode of `g` (Advisor.h, steps 1-3).
   void search(const LayoutFamily &g, std::vector<AdvisedLayout> &layouts) {
@@ -517,6 +514,12 @@ private:
   const ModelBoundFacts &facts;
   Incumbents &incumbents;
   const std::map<int64_t, std::string> &refusals;
+  /// --pipeline leaves pp-gather to fsdp-pipeline's auto decision (an
+  /// explicit pp-gather, even auto, is not overridden per depth).
+  const bool gatherAuto;
+  /// --pipeline gives the split (pp-split) or counts the embedding or the
+  /// loss as layers of it: the reduced depths choose their own.
+  const bool splitGiven;
 };
 
 /// The activation-checkpoint modes from the one that keeps fewest
@@ -737,11 +740,6 @@ AdvisorResult sweep::runAdvisor(const AdvisorOptions &o,
                         refusals);
       searcher.plansRun = &plansRun;
       searcher.layers = r.layers;
-      // An explicit pp-gather (even auto) is not overridden per depth.
-      searcher.gatherAuto =
-          !llvm::StringRef(o.sweep.pipeline).contains("pp-gather=");
-      searcher.splitGiven =
-          llvm::StringRef(o.sweep.pipeline).contains("pp-split");
       work(searcher);
     };
     std::vector<std::thread> threads;

@@ -611,9 +611,7 @@ protected:
     // pp-plan=fattest: the one stage the split's estimate puts highest.
     const bool screen = ppPlan == "fattest";
     const int64_t first =
-        screen ? std::max_element(splitPeaks.begin(), splitPeaks.end()) -
-                     splitPeaks.begin()
-               : 0;
+        screen ? llvm::max_element(splitPeaks) - splitPeaks.begin() : 0;
     const int64_t last = screen ? first + 1 : static_cast<int64_t>(pp);
     SmallVector<ModuleOp> stages;
     // With pp-chunks = v > 1, a module per chunk inside the stage's.
