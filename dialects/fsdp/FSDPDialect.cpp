@@ -291,12 +291,18 @@ std::optional<Strategy> mlir::fsdp::strategyOf(Operation *op) {
 }
 
 LogicalResult mlir::fsdp::checkEveryStagePlanned(ModuleOp module) {
-  if (!module->hasAttr(kPipelineScreenAttr))
-    return success();
-  return module.emitError()
-         << "a pipeline planned with pp-plan=fattest holds one stage (a "
-            "memory screen): plan every stage (pp-plan=all) to simulate or "
-            "translate it";
+  if (module->hasAttr(kPipelineScreenAttr))
+    return module.emitError()
+           << "a pipeline planned with pp-plan=fattest holds one stage (a "
+              "memory screen): plan every stage (pp-plan=all) to simulate or "
+              "translate it";
+  if (module->hasAttr(kPipelineSplitAttr) &&
+      !module->hasAttr(kPipelineStagesAttr))
+    return module.emitError()
+           << "a pipeline planned with pp-plan=split holds its split alone, "
+              "no stage: plan every stage (pp-plan=all) to simulate or "
+              "translate it";
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

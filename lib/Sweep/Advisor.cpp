@@ -87,7 +87,9 @@ public:
       : o(o), spec(spec), cluster(std::move(cluster)), cache(cache),
         facts(facts), incumbents(incumbents), refusals(refusals),
         gatherAuto(!llvm::StringRef(o.sweep.pipeline).contains("pp-gather=")),
-        splitGiven(llvm::StringRef(o.sweep.pipeline).contains("pp-split")) {}
+        globs(llvm::any_of(kGlobOptions, [&](llvm::StringRef key) {
+          return llvm::StringRef(" " + o.sweep.pipeline).contains(key);
+        })) {}
 
   std::atomic<int64_t> *plansRun = nullptr;
   int64_t layers = 0; ///< the model's blocks (0: not known, no extrapolation)
@@ -265,24 +267,23 @@ private:
     d.d2 = o.extrapolateDepths[1];
     d.gatherAuto = gatherAuto;
     d.deviceBytes = static_cast<int64_t>(spec.memoryBytes);
-    double splitSeconds = 0;
-    if (g.pp > 1 && !splitGiven)
-      d.stageLayers = modelSplit(g, ac, m, k, splitSeconds);
-    Plan p = planOverDepths(
+    if (g.pp > 1 && g.ppSchedule != "interleaved-1f1b")
+      d.modelSplit = [&](double &seconds) {
+        return modelSplit(g, ac, m, k, seconds);
+      };
+    return planOverDepths(
         [&](int64_t depth, llvm::StringRef ppGather, llvm::StringRef ppSplit,
             llvm::StringRef why) {
           return planAt(g, ac, m, k, depth, ppGather, why, true, ppSplit);
         },
         d);
-    p.planSeconds += splitSeconds;
-    return p;
   }
 
   /// The blocks of each stage of the split fsdp-pipeline chooses for the
   /// model at its depth (pp-plan=split: the split alone, no stage planned;
-  /// about 40 ms for Llama-3.1-405B); empty when it cannot say (the split
-  /// counts the embedding or the loss as layers, or it failed: each reduced
-  /// depth then chooses its own). `seconds` receives its wall time.
+  /// about 40 ms for Llama-3.1-405B; not counted among the plans nor
+  /// logged); empty when it cannot say (the split counts the embedding or
+  /// the loss as layers, or it failed). `seconds` receives its wall time.
   std::vector<int64_t> modelSplit(const LayoutFamily &g, const std::string &ac,
                                   int64_t m, int64_t k, double &seconds) {
     Plan p = planOptions(g, ac, m, k, " pp-plan=split");
@@ -302,11 +303,11 @@ private:
     return split["stage_layers"].get<std::vector<int64_t>>();
   }
 
-  /// With --prune, a pipeline of at least this many stages is screened
-  /// before it is planned whole: one stage costs about 1/P of the plan. Of
-  /// the 405B command's whole pipeline plans about half did not fit (363 of
-  /// 763, 454 of 1,060 s of their CPU); pp 2 would pay more for its screens,
-  /// half a plan each, than its failures cost.
+  /// With --prune (and no glob option in --pipeline), a pipeline of at
+  /// least this many stages is screened before it is planned whole: one stage
+  /// costs about 1/P of the plan. Of the 405B command's whole pipeline plans
+  /// about half did not fit (363 of 763, 454 of 1,060 s of their CPU); pp 2
+  /// would pay more for its screens, half a plan each, than its failures cost.
   static constexpr int64_t kScreenStages = 4;
 
   /// One plan through fsdp-pipeline of the model with `depth` blocks (0:
@@ -324,7 +325,7 @@ private:
     std::string given =
         (ppGather.empty() ? "" : " pp-gather=" + ppGather.str()) +
         (ppSplit.empty() ? "" : " pp-split=" + ppSplit.str());
-    if (screen && o.prune && depth == 0 && g.pp >= kScreenStages &&
+    if (screen && o.prune && !globs && depth == 0 && g.pp >= kScreenStages &&
         g.ppSchedule != "interleaved-1f1b") {
       Plan stage = planOnce(g, ac, m, k, depth, ppGather,
                             "one stage screened: " + whyWhole.str(),
@@ -517,9 +518,12 @@ private:
   /// --pipeline leaves pp-gather to fsdp-pipeline's auto decision (an
   /// explicit pp-gather, even auto, is not overridden per depth).
   const bool gatherAuto;
-  /// --pipeline gives the split (pp-split) or counts the embedding or the
-  /// loss as layers of it: the reduced depths choose their own.
-  const bool splitGiven;
+  /// fsdp-pipeline options whose patterns a stage may lack: it fails a
+  /// pattern that no stage matches, which one stage cannot tell.
+  static constexpr llvm::StringLiteral kGlobOptions[] = {
+      " frozen=", " no-decay=", " ac-units=", " keep-gathered="};
+  /// --pipeline names one of them: pipelines are not screened.
+  const bool globs;
 };
 
 /// The activation-checkpoint modes from the one that keeps fewest

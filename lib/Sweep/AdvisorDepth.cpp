@@ -257,7 +257,7 @@ mlir::fsdp::sweep::gatherAtFullDepth(const json &a, const json &mid,
 }
 
 namespace {
-enum class Verdict { Affine, NotAffine, PerMicroBatch };
+enum class Verdict { Affine, NotAffine, SplitNotAffine, PerMicroBatch };
 } // namespace
 
 /// Whether the reports `a`, `mid`, `b` at depths l1 < l2 < l3 extrapolate
@@ -280,7 +280,7 @@ static Verdict judgeDepths(const json &a, const json &mid, const json &b,
   full = extrapolateReport(a, l1, b, l3, o.layers);
   if (!pipelineSplitIsAffine(a, mid, b, full)) {
     why = "the stage split is not affine";
-    return Verdict::NotAffine;
+    return Verdict::SplitNotAffine;
   }
   if (!adoptFattestStage(full)) {
     why = "a stage has no per-rank numbers";
@@ -298,35 +298,35 @@ static Verdict judgeDepths(const json &a, const json &mid, const json &b,
   return Verdict::NotAffine;
 }
 
+/// The reduced depths are too deep to save time (or reach the model).
+static bool tooDeep(const ReducedDepths &d, int64_t layers) {
+  return d.layers[2] >= layers ||
+         d.layers[0] + d.layers[1] + d.layers[2] > layers / 2;
+}
+
 Plan mlir::fsdp::sweep::planOverDepths(const PlanAtDepth &planAt,
                                        const DepthOptions &o) {
-  std::string why;
-  std::optional<ReducedDepths> depths;
-  if (!o.stageLayers.empty()) {
-    depths = reducedDepthsOfSplit(o.layers, o.stageLayers, o.d1, o.d2, why);
-  } else if (std::optional<std::pair<int64_t, int64_t>> l12 =
-                 extrapolationDepths(o.layers, o.pp, o.d1, o.d2)) {
-    depths.emplace();
-    depths->layers[0] = l12->first;
-    depths->layers[1] = l12->second;
-    depths->layers[2] = 2 * l12->second - l12->first;
-  } else {
-    why = "the model is too shallow for the reduced depths";
-  }
-  if (!depths)
-    return planAt(0, "", "", why);
-  const auto [l1, l2, l3] = depths->layers;
+  std::optional<std::pair<int64_t, int64_t>> l12 =
+      extrapolationDepths(o.layers, o.pp, o.d1, o.d2);
+  if (!l12)
+    return planAt(0, "", "", "the model is too shallow for the reduced depths");
+  ReducedDepths depths;
+  depths.layers[0] = l12->first;
+  depths.layers[1] = l12->second;
+  depths.layers[2] = 2 * l12->second - l12->first;
   // A plan's time grows with its depth: three reduced plans that add up to
   // more than half the model's depth save too little (pp 8 and 16 of
   // Llama-3.1-405B's 126 layers), so the layout is planned whole.
-  if (l3 >= o.layers || l1 + l2 + l3 > o.layers / 2)
+  if (tooDeep(depths, o.layers))
     return planAt(0, "", "",
                   "the reduced depths add up to over half the model's");
   double seconds = 0;
   std::string gather; // as given, then per micro-batch (gatherAtFullDepth)
+  std::string why;
+  bool cutAsModel = false; // the depths cut by the model's split
   for (;;) {
     auto at = [&](int j) {
-      return planAt(depths->layers[j], gather, depths->split[j], "");
+      return planAt(depths.layers[j], gather, depths.split[j], "");
     };
     Plan a = at(0);
     seconds += a.planSeconds;
@@ -343,14 +343,38 @@ Plan mlir::fsdp::sweep::planOverDepths(const PlanAtDepth &planAt,
       return std::move(failedPlan);
     }
     json full;
+    const auto [l1, l2, l3] = depths.layers;
     Verdict v = judgeDepths(a.report, mid.report, b.report, l1, l2, l3, o,
                             o.gatherAuto && gather.empty(), full, why);
     if (v == Verdict::Affine) {
       if (!gather.empty()) // the depths planned again (GatherAtFullDepth)
         full["extrapolated_pp_gather"] = gather;
+      if (cutAsModel) // pp-split given at the depths: the model's split
+        full["extrapolated_pp_split"] = "the model's";
       b.report = std::move(full);
       b.planSeconds = seconds;
       return b;
+    }
+    if (v == Verdict::SplitNotAffine && !cutAsModel && o.modelSplit) {
+      // The balancer's split at the reduced depths is not the model's:
+      // the depths again, cut by the model's split.
+      cutAsModel = true;
+      double splitSeconds = 0;
+      std::vector<int64_t> stageLayers = o.modelSplit(splitSeconds);
+      seconds += splitSeconds;
+      std::string shallow;
+      std::optional<ReducedDepths> cut =
+          reducedDepthsOfSplit(o.layers, stageLayers, o.d1, o.d2, shallow);
+      if (!cut || tooDeep(*cut, o.layers)) {
+        why += stageLayers.empty()
+                   ? ", and the model's split is not known"
+                   : ", and cut as the model is the depths add up to over "
+                     "half of it";
+        cutAsModel = false;
+        break;
+      }
+      depths = *cut;
+      continue;
     }
     if (v != Verdict::PerMicroBatch || !gather.empty())
       break;
@@ -358,6 +382,8 @@ Plan mlir::fsdp::sweep::planOverDepths(const PlanAtDepth &planAt,
   }
   if (!gather.empty())
     why += ", after the depths were planned again per micro-batch";
+  if (cutAsModel)
+    why += " (the depths cut as the model is)";
   Plan whole = planAt(0, "", "", why);
   whole.planSeconds += seconds;
   return whole;

@@ -465,10 +465,10 @@ LogicalResult mlir::fsdp::translateToSchedule(ModuleOp module,
   // Pipeline parallelism: one program per stage module (MPMD across
   // stages), in a document that says how ranks map to stages. A stage
   // module (which says its stage) is one program.
+  if (failed(checkEveryStagePlanned(module)))
+    return failure();
   if (module->hasAttr(kPipelineStagesAttr) &&
       !module->hasAttr(kPipelineStageAttr)) {
-    if (failed(checkEveryStagePlanned(module)))
-      return failure();
     json doc{
         {"format", ::fsdp::schedule::kFormat},
         {"version", ::fsdp::schedule::kVersion},

@@ -61,6 +61,8 @@ struct FSDPMemoryPlanPass
 protected:
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (failed(checkEveryStagePlanned(module)))
+      return signalPassFailure();
     const bool hasCluster = clusterSpecs->hasCluster(cluster);
     if (!trace.empty() && !hasCluster) {
       module.emitError()

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Sweep/AdvisorDepth.h"
+#include "fsdp/Analysis/PlanReport.h"
 
 #include <gtest/gtest.h>
 
@@ -160,4 +161,53 @@ TEST(AdvisorDepth, ReducedDepthsFollowTheModelsSplit) {
   EXPECT_TRUE(reducedDepthsOfSplit(30, {24, 6}, 3, 4, why).has_value());
   EXPECT_FALSE(reducedDepthsOfSplit(126, {}, 3, 4, why).has_value());
   EXPECT_FALSE(reducedDepthsOfSplit(126, {62, 64}, 4, 3, why).has_value());
+}
+
+// A split that is not affine at the balancer's reduced depths sends the
+// layout to its depths cut as the model is (once), and those extrapolate.
+TEST(AdvisorDepth, SplitNotAffineIsPlannedAgainCutAsTheModelIs) {
+  std::vector<std::string> asked; // "depth/split" of every plan made
+  auto planAt = [&](int64_t depth, llvm::StringRef, llvm::StringRef split,
+                    llvm::StringRef) {
+    asked.push_back(std::to_string(depth) + "/" + split.str());
+    Plan p;
+    if (depth == 0) { // whole: not expected
+      p.report = pipelineReport({1, 1}, 1.0);
+      return p;
+    }
+    // The balancer keeps the last stage at one block; given, the split.
+    int64_t first = split.empty() ? depth - 1 : std::stoll(split.str());
+    std::vector<int64_t> layers = {first, depth - first};
+    p.report = pipelineReport({100 * layers[0], 100 * layers[1] + 7},
+                              0.5 + 0.01 * double(depth));
+    p.report["pipeline"]["split"] = {{"stage_layers", layers},
+                                     {"constraint", "time"},
+                                     {"stage_estimated_peak_bytes", {1, 1}}};
+    return p;
+  };
+  DepthOptions o;
+  o.layers = 126;
+  o.pp = 2;
+  o.d1 = 3;
+  o.d2 = 4;
+  int asks = 0;
+  o.modelSplit = [&](double &seconds) {
+    ++asks;
+    seconds = 0;
+    return std::vector<int64_t>{62, 64};
+  };
+  Plan p = planOverDepths(planAt, o);
+  EXPECT_EQ(asks, 1);
+  EXPECT_EQ(asked, (std::vector<std::string>{"6/", "8/", "10/", "8/3", "10/4",
+                                             "12/5"}));
+  EXPECT_EQ(p.report["extrapolated_pp_split"], "the model's");
+  EXPECT_EQ(p.report["pipeline"]["split"]["stage_layers"], json({62, 64}));
+  EXPECT_EQ(mlir::fsdp::deviceBytes(p.report), 100 * 64 + 7);
+  EXPECT_NEAR(p.report["predicted_step_time_s"].get<double>(), 0.5 + 1.26,
+              1e-12);
+  // Without the model's split the layout is planned whole.
+  asked.clear();
+  o.modelSplit = [](double &) { return std::vector<int64_t>{}; };
+  planOverDepths(planAt, o);
+  EXPECT_EQ(asked.back(), "0/");
 }

@@ -518,13 +518,19 @@ static bool checkPipelineOptions(bool advisor) {
           "' is set by the sweep (world sizes, --tp, --pp, --pp-schedule, "
           "strategies, --unit-numel, --bucket-bytes, --activation-checkpoint, "
           "--param-dtype, --cluster, --json)");
+    // A sweep's plans are whole pipelines (their reports rank them).
+    if (w.contains('=') && key == "pp-plan")
+      return refuse("--pipeline: 'pp-plan' is the sweep's: every row is a "
+                    "whole pipeline (the advisor screens with pp-plan itself)");
     // The advisor chooses each layout's micro-batches (its search and its
-    // bounds assume its own k and accumulation).
+    // bounds assume its own k and accumulation) and split (a pp-split
+    // names P - 1 boundaries of one pp degree and one depth).
     if (advisor && w.contains('=') &&
-        (key == "micro-batches" || key == "accumulate"))
+        (key == "micro-batches" || key == "accumulate" || key == "pp-split"))
       return refuse("--pipeline: '" + key.str() +
                     "' is chosen by the advisor for each layout (--gpus with "
-                    "--global-batch-tokens; --max-micro-batches bounds it)");
+                    "--global-batch-tokens; --max-micro-batches bounds the "
+                    "micro-batches)");
   }
   {
     std::string msg;

@@ -192,15 +192,18 @@ struct DepthOptions {
   int64_t d1 = 0, d2 = 0;  ///< blocks per stage of the reduced depths
   bool gatherAuto = true;  ///< pp-gather=auto decides (gatherAtFullDepth)
   int64_t deviceBytes = 0; ///< the device memory (bytes)
-  /// With pp > 1, the blocks of each stage at the model's depth (the split
-  /// fsdp-pipeline chooses there); empty: each reduced depth's own split
-  /// (extrapolationDepths), checked by pipelineSplitIsAffine.
-  std::vector<int64_t> stageLayers;
+  /// With pp > 1, the blocks of each stage of the split fsdp-pipeline
+  /// chooses at the model's depth (empty when it cannot say), `seconds` its
+  /// wall time; asked when the reduced depths' own splits are not on the
+  /// model's (pipelineSplitIsAffine), to plan them again cut as the model is
+  /// (reducedDepthsOfSplit). Null: not asked.
+  std::function<std::vector<int64_t>(double &seconds)> modelSplit;
 };
 
 /// A layout's plan, extrapolated over the depth where it is affine: planned
-/// at L1, L2, L3 (extrapolationDepths, or reducedDepthsOfSplit with the
-/// model's split; whole when the three add up to more
+/// at L1, L2, L3 (extrapolationDepths; with a split that is not the model's
+/// there, again at reducedDepthsOfSplit's depths; whole when the three add
+/// up to more
 /// than half the model's depth: too little to save), extrapolated from L1
 /// and L3 when L2's step and device bytes (a pipeline's: every stage's,
 /// stagesAreAffine; the fattest at full depth is then the report's,

@@ -144,8 +144,9 @@ std::optional<int64_t> groupSize(Operation *op, Group group);
 /// The enclosing module's fsdp.strategy; nullopt before fsdp-shard.
 std::optional<Strategy> strategyOf(Operation *op);
 /// Fails, with an error on `module`, for a pipeline planned with
-/// fsdp-pipeline's pp-plan=fattest (kPipelineScreenAttr): it holds one
-/// stage, so it is neither simulated nor translated.
+/// fsdp-pipeline's pp-plan=fattest (kPipelineScreenAttr: it holds one
+/// stage) or pp-plan=split (kPipelineSplitAttr without kPipelineStagesAttr:
+/// no stage), which are neither simulated nor translated.
 LogicalResult checkEveryStagePlanned(ModuleOp module);
 
 /// `v`, or for the result of an fsdp.wait the async collective's result it
