@@ -296,8 +296,7 @@ LogicalResult mlir::fsdp::checkEveryStagePlanned(ModuleOp module) {
            << "a pipeline planned with pp-plan=fattest holds one stage (a "
               "memory screen): plan every stage (pp-plan=all) to simulate or "
               "translate it";
-  if (module->hasAttr(kPipelineSplitAttr) &&
-      !module->hasAttr(kPipelineStagesAttr))
+  if (holdsSplitOnly(module))
     return module.emitError()
            << "a pipeline planned with pp-plan=split holds its split alone, "
               "no stage: plan every stage (pp-plan=all) to simulate or "

@@ -86,9 +86,9 @@ public:
            const std::map<int64_t, std::string> &refusals)
       : o(o), spec(spec), cluster(std::move(cluster)), cache(cache),
         facts(facts), incumbents(incumbents), refusals(refusals),
-        gatherAuto(!llvm::StringRef(o.sweep.pipeline).contains("pp-gather=")),
+        gatherAuto(!pipelineSets(o.sweep.pipeline, "pp-gather=")),
         globs(llvm::any_of(kGlobOptions, [&](llvm::StringRef key) {
-          return llvm::StringRef(" " + o.sweep.pipeline).contains(key);
+          return pipelineSets(o.sweep.pipeline, key);
         })) {}
 
   std::atomic<int64_t> *plansRun = nullptr;
@@ -521,7 +521,7 @@ private:
   /// fsdp-pipeline options whose patterns a stage may lack: it fails a
   /// pattern that no stage matches, which one stage cannot tell.
   static constexpr llvm::StringLiteral kGlobOptions[] = {
-      " frozen=", " no-decay=", " ac-units=", " keep-gathered="};
+      "frozen=", "no-decay=", "ac-units=", "keep-gathered="};
   /// --pipeline names one of them: pipelines are not screened.
   const bool globs;
 };

@@ -8,6 +8,7 @@
 #include "fsdp/Analysis/StepFunction.h"
 #include "fsdp/Dialect/NN/NN.h"
 #include "fsdp/Import/Import.h"
+#include "fsdp/Sweep/Sweep.h"
 #include "fsdp/Transforms/Passes.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -193,7 +194,7 @@ ModelBoundFacts sweep::measureModel(ModuleOp model, int64_t sequences,
   // Whether --pipeline sets option `key` ("name="), which the bounds below
   // either cannot price or measure with the passes' defaults.
   auto sets = [&](llvm::StringRef key) {
-    return llvm::StringRef(pipelineOptions).contains(key);
+    return sweep::pipelineSets(pipelineOptions, key);
   };
   f.stateKnown = llvm::none_of(
       std::initializer_list<llvm::StringRef>{

@@ -42,6 +42,13 @@ sweep::parsePipeline(llvm::StringRef options,
   });
 }
 
+bool sweep::pipelineSets(llvm::StringRef options, llvm::StringRef key) {
+  llvm::SmallVector<llvm::StringRef> words;
+  llvm::SplitString(options, words);
+  return llvm::any_of(words,
+                      [&](llvm::StringRef w) { return w.starts_with(key); });
+}
+
 std::string SweepOptions::attentionImpl() const {
   if (!attention.empty())
     return attention;
@@ -211,8 +218,7 @@ void sweep::runPlan(MLIRContext &ctx, ModuleOp model, const ClusterSpec &spec,
     (*report)["pipeline_screen_stage"] = screened.getInt();
     (*report)["pipeline"]["split"] = pipelineSplitReport(*module);
     plan.report = std::move(*report);
-  } else if (!(*module)->hasAttr(kPipelineStagesAttr) &&
-             (*module)->hasAttr(kPipelineSplitAttr)) {
+  } else if (holdsSplitOnly(*module)) {
     // pp-plan=split: the split alone.
     plan.report = {{"pipeline", {{"split", pipelineSplitReport(*module)}}}};
   } else if (!pipelineStages(*module).empty()) {

@@ -643,8 +643,8 @@ protected:
     // frozen, no-decay, ac-units and keep-gathered may name what only some
     // stages hold; each stage records what it lacks (GlobOptions.h).
     PipelineUnmatched unmatched;
-    for (auto [i, stage] : llvm::enumerate(stages)) {
-      const int64_t si = first + static_cast<int64_t>(i);
+    for (auto [k, stage] : llvm::enumerate(stages)) {
+      const int64_t si = first + static_cast<int64_t>(k);
       for (auto [i, chunk] : llvm::enumerate(chunks[si])) {
         OpPassManager pm(ModuleOp::getOperationName());
         buildPipeline(pm, si + static_cast<int64_t>(i) * pp, Part::Chunk);

@@ -507,25 +507,26 @@ static bool checkPipelineOptions(bool advisor) {
   llvm::SmallVector<llvm::StringRef> words;
   llvm::SplitString(pipelineOpt, words);
   for (llvm::StringRef w : words) {
+    if (!w.contains('='))
+      continue; // parsePipeline below says what is wrong with it
     llvm::StringRef key = w.split('=').first;
-    if (w.contains('=') &&
-        (llvm::is_contained(kReservedOptions, key) ||
-         (key == "bucket-bytes" && !bucketBytesOpt.empty()) ||
-         (key == "activation-checkpoint" && !activationCheckpointOpt.empty()) ||
-         (key == "attention" && attentionOpt.getNumOccurrences())))
+    if (llvm::is_contained(kReservedOptions, key) ||
+        (key == "bucket-bytes" && !bucketBytesOpt.empty()) ||
+        (key == "activation-checkpoint" && !activationCheckpointOpt.empty()) ||
+        (key == "attention" && attentionOpt.getNumOccurrences()))
       return refuse(
           "--pipeline: '" + key.str() +
           "' is set by the sweep (world sizes, --tp, --pp, --pp-schedule, "
           "strategies, --unit-numel, --bucket-bytes, --activation-checkpoint, "
           "--param-dtype, --cluster, --json)");
     // A sweep's plans are whole pipelines (their reports rank them).
-    if (w.contains('=') && key == "pp-plan")
+    if (key == "pp-plan")
       return refuse("--pipeline: 'pp-plan' is the sweep's: every row is a "
                     "whole pipeline (the advisor screens with pp-plan itself)");
     // The advisor chooses each layout's micro-batches (its search and its
     // bounds assume its own k and accumulation) and split (a pp-split
     // names P - 1 boundaries of one pp degree and one depth).
-    if (advisor && w.contains('=') &&
+    if (advisor &&
         (key == "micro-batches" || key == "accumulate" || key == "pp-split"))
       return refuse("--pipeline: '" + key.str() +
                     "' is chosen by the advisor for each layout (--gpus with "

@@ -84,6 +84,11 @@ struct SweepOptions {
   std::string attentionImpl() const;
 };
 
+/// Whether the fsdp-pipeline option string `options` (space-separated
+/// name=value words, as --pipeline takes them) sets the option whose word
+/// starts with `key` ("name=").
+bool pipelineSets(llvm::StringRef options, llvm::StringRef key);
+
 /// One plan of the sweep: its options and, after it ran, its report or error.
 struct Plan {
   int64_t worldSize = 0;

@@ -148,6 +148,11 @@ std::optional<Strategy> strategyOf(Operation *op);
 /// stage) or pp-plan=split (kPipelineSplitAttr without kPipelineStagesAttr:
 /// no stage), which are neither simulated nor translated.
 LogicalResult checkEveryStagePlanned(ModuleOp module);
+/// A pipeline module planned with pp-plan=split: its split, no stage.
+inline bool holdsSplitOnly(ModuleOp module) {
+  return module->hasAttr(kPipelineSplitAttr) &&
+         !module->hasAttr(kPipelineStagesAttr);
+}
 
 /// `v`, or for the result of an fsdp.wait the async collective's result it
 /// completes (the same buffer).
