@@ -58,6 +58,38 @@ struct FSDPMemoryPlanPass
     return s;
   }
 
+  /// Each planned stage's recorded peak (bytes per rank of that stage)
+  /// against `budget`: an error naming every stage over it. The ranks of a
+  /// pipeline hold one stage each, so the budget is per stage, as
+  /// fsdp-pipeline checks it while planning.
+  static LogicalResult checkStagesFit(ArrayRef<ModuleOp> stages,
+                                      int64_t budget) {
+    bool fits = true;
+    for (ModuleOp stage : stages) {
+      FailureOr<func::FuncOp> fn = getStepFunction(stage);
+      if (failed(fn))
+        return failure();
+      FailureOr<MemoryPlanRecord> rec = MemoryPlanRecord::get(*fn);
+      if (failed(rec))
+        return failure();
+      if (rec->peakBytes <= budget)
+        continue;
+      fits = false;
+      int64_t over = rec->peakBytes - budget;
+      char pct[32];
+      snprintf(pct, sizeof(pct), "%.1f", 100.0 * over / budget);
+      auto index = stage->getAttrOfType<IntegerAttr>(kPipelineStageAttr);
+      stage.emitError() << "fsdp-memory-plan: pipeline stage "
+                        << (index ? index.getInt() : -1) << " needs "
+                        << rec->peakBytes << " bytes per rank at its peak, "
+                        << over << " bytes (" << pct
+                        << "%) over the memory budget of " << budget
+                        << " bytes (its report: fsdp-pipeline's report= "
+                           "stages[], or this pass on the stage alone)";
+    }
+    return success(fits);
+  }
+
 protected:
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -112,9 +144,11 @@ protected:
     }
     // A planned pipeline (each stage's plan recorded): its stages simulated
     // against each other.
-    if (!pipelineStages(module).empty()) {
+    if (SmallVector<ModuleOp> stages = pipelineStages(module);
+        !stages.empty()) {
       if (failed(writePipelineOutputs(module, *clusterSpecs, cluster, report,
-                                      trace)))
+                                      trace)) ||
+          (budget && failed(checkStagesFit(stages, *budget))))
         signalPassFailure();
       return;
     }

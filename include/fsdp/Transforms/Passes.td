@@ -501,7 +501,7 @@ defvar MemoryBudgetOption =
   Option<"memoryBudget", "memory-budget", "std::string", "\"\"",
          "per-rank memory budget, e.g. 80GiB: fsdp-schedule keeps the planned peak "
          "of its hoisted gathers under it; fsdp-memory-plan fails if the peak "
-         "exceeds it">;
+         "exceeds it (on a planned pipeline module, any stage's)">;
 defvar ClusterOption =
   Option<"cluster", "cluster", "std::string", "\"\"",
          "cluster spec JSON (bench/clusters/*.json): fsdp-schedule's cost model picks "
