@@ -6,7 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "fsdp/Analysis/MemoryPlanRecord.h"
+#include "fsdp/Analysis/StepFunction.h"
 #include "fsdp/Dialect/FSDP/FSDP.h"
+#include "fsdp/Dialect/NN/NN.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Builders.h"
@@ -14,6 +16,7 @@
 
 #include <array>
 #include <limits>
+#include <map>
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -28,6 +31,7 @@ constexpr StringLiteral kPeakInstruction = "peak_instruction";
 constexpr StringLiteral kPeakBytesWithScratch = "peak_bytes_with_scratch";
 constexpr StringLiteral kPeakBytesByClass = "peak_bytes_by_class";
 constexpr StringLiteral kMaxBytesByClass = "max_bytes_by_class";
+constexpr StringLiteral kPhasePeakBytes = "phase_peak_bytes";
 constexpr StringLiteral kSendBufferBytes = "send_buffer_bytes";
 // SendBufferBytes's fields, in its order.
 constexpr StringLiteral kSendFields[] = {"gather_max", "gather_at_peak",
@@ -141,6 +145,29 @@ static std::array<int64_t *, 4> sendFieldsOf(SendBufferBytes &s) {
   return {&s.gatherMax, &s.gatherAtPeak, &s.reduceMax, &s.reduceAtPeak};
 }
 
+/// MemoryPlanRecord::phasePeakBytes of a computed plan.
+static std::vector<int64_t> phasePeaks(const MemoryPlan &plan) {
+  std::vector<int64_t> out;
+  if (plan.instructions.empty())
+    return out;
+  auto fn = plan.instructions.front()->getParentOfType<func::FuncOp>();
+  if (!fn)
+    return out;
+  StepPhases phases(fn);
+  std::pair<int64_t, bool> phase{-1, false};
+  std::map<std::pair<int64_t, bool>, size_t> slot; // phase -> its triple
+  for (auto [i, op] : llvm::enumerate(plan.instructions)) {
+    if (op->hasAttr(nn::kMicroBatchAttr))
+      phase = phases.phaseOf(op);
+    auto [it, inserted] = slot.try_emplace(phase, out.size());
+    if (inserted)
+      out.insert(out.end(), {phase.first, phase.second ? 1 : 0, 0});
+    int64_t &bytes = out[it->second + 2];
+    bytes = std::max(bytes, plan.liveBytes[i]);
+  }
+  return out;
+}
+
 MemoryPlanRecord MemoryPlanRecord::of(const MemoryPlan &plan) {
   MemoryPlanRecord r;
   r.instructions = plan.instructions;
@@ -159,6 +186,7 @@ MemoryPlanRecord MemoryPlanRecord::of(const MemoryPlan &plan) {
   r.peakInstruction = plan.peakInstruction;
   r.peakBytesByClass = plan.peakBytesByClass;
   r.maxBytesByClass = plan.maxBytesByClass;
+  r.phasePeakBytes = phasePeaks(plan);
   r.sendBytes = plan.sendBytes;
   r.arenaBytes = plan.arenaBytes;
   r.alignment = MemoryPlan::kAlignment;
@@ -206,6 +234,7 @@ void MemoryPlanRecord::recordOn(func::FuncOp fn) const {
       b.getNamedAttr(kPeakBytesWithScratch, i64(peakBytesWithScratch)),
       b.getNamedAttr(kPeakBytesByClass, byClass(peakBytesByClass)),
       b.getNamedAttr(kMaxBytesByClass, byClass(maxBytesByClass)),
+      b.getNamedAttr(kPhasePeakBytes, b.getDenseI64ArrayAttr(phasePeakBytes)),
       b.getNamedAttr(kSendBufferBytes, sendFields()),
       b.getNamedAttr(kClasses, b.getArrayAttr(classNames)),
       b.getNamedAttr(kArenaOffsets, b.getDenseI64ArrayAttr(arenaOffsets)),
@@ -305,6 +334,16 @@ private:
         failed(byClass(kMaxBytesByClass, r.maxBytesByClass)) ||
         failed(readSendBytes()))
       return failure();
+    // Optional: a record written before it was added reads without it.
+    if (plan.get(kPhasePeakBytes)) {
+      ArrayRef<int64_t> phases;
+      if (failed(array(kPhasePeakBytes, phases)))
+        return failure();
+      if (phases.size() % 3)
+        return error() << "has a '" << kPhasePeakBytes << "' of "
+                       << phases.size() << " values, not triples";
+      r.phasePeakBytes.assign(phases.begin(), phases.end());
+    }
     if (r.peakInstruction < -1 ||
         r.peakInstruction >= (int64_t)r.instructions.size())
       return error() << "has peak_instruction " << r.peakInstruction

@@ -90,6 +90,16 @@ static std::string describe(Operation *op) {
   return s;
 }
 
+/// per_rank.peak_bytes_by_phase: [micro-batch, backward (0/1), bytes] per
+/// phase (MemoryPlanRecord::phasePeakBytes).
+static json phasePeaksOf(const MemoryPlanRecord &plan) {
+  json out = json::array();
+  const std::vector<int64_t> &p = plan.phasePeakBytes;
+  for (size_t i = 0; i + 2 < p.size(); i += 3)
+    out.push_back({p[i], p[i + 1], p[i + 2]});
+  return out;
+}
+
 FailureOr<json> mlir::fsdp::buildPlanReport(ModuleOp module) {
   FailureOr<func::FuncOp> fn = getStepFunction(module);
   if (failed(fn))
@@ -164,6 +174,7 @@ FailureOr<json> mlir::fsdp::buildPlanReport(ModuleOp module) {
         {"peak_at", peakAt},
         {"peak_bytes_by_class", std::move(byClass)},
         {"max_bytes_by_class", std::move(maxByClass)},
+        {"peak_bytes_by_phase", phasePeaksOf(*plan)},
         {"send_buffer_bytes",
          {{"gather_max", plan->sendBytes.gatherMax},
           {"gather_at_peak", plan->sendBytes.gatherAtPeak},

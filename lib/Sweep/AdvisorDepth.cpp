@@ -101,13 +101,50 @@ static json affine(const json &a, const json &b, double t) {
   return nullptr;
 }
 
+/// A peak is the largest of its phases' (MemoryPlanRecord::phasePeakBytes),
+/// and each phase grows on its own line: extrapolated alone, the step's peak
+/// stays on the line of the phase that was highest at the reduced depths,
+/// below a phase that grows faster. Raises `perRank`'s peak_bytes (and the
+/// allocator's reserved bytes, by the same amount) to its largest
+/// extrapolated phase; returns the new peak.
+static int64_t raiseToPhasePeaks(json &perRank) {
+  int64_t peak = perRank.value("peak_bytes", int64_t(0));
+  if (!perRank.contains("peak_bytes_by_phase"))
+    return peak;
+  int64_t highest = peak;
+  for (const json &phase : perRank["peak_bytes_by_phase"])
+    if (phase.is_array() && phase.size() == 3 && phase[2].is_number_integer())
+      highest = std::max(highest, phase[2].get<int64_t>());
+  if (highest == peak)
+    return peak;
+  perRank["peak_bytes"] = highest;
+  perRank.erase("peak_bytes_by_class"); // a snapshot of the other phase
+  if (perRank.contains("allocator") &&
+      perRank["allocator"].contains("reserved_bytes"))
+    perRank["allocator"]["reserved_bytes"] =
+        perRank["allocator"]["reserved_bytes"].get<int64_t>() + highest - peak;
+  return highest;
+}
+
 json mlir::fsdp::sweep::extrapolateReport(const json &a, int64_t la,
                                           const json &b, int64_t lb,
                                           int64_t layers) {
   const double t = double(layers - la) / double(lb - la);
   json r = affine(a, b, t);
-  if (r.contains("per_rank"))
+  if (r.contains("per_rank")) {
     r["per_rank"].erase("peak_instruction"); // an op index, not a quantity
+    raiseToPhasePeaks(r["per_rank"]);
+  }
+  if (r.contains("stages") && r["stages"].is_array()) {
+    json &stages = r["stages"];
+    for (size_t s = 0; s < stages.size(); ++s) {
+      if (!stages[s].contains("per_rank"))
+        continue;
+      int64_t peak = raiseToPhasePeaks(stages[s]["per_rank"]);
+      if (r.contains("stage_peak_bytes") && s < r["stage_peak_bytes"].size())
+        r["stage_peak_bytes"][s] = peak;
+    }
+  }
   const char *stepKey = "predicted_step_time_s";
   if (!r.contains(stepKey) || !a.contains(stepKey) || !b.contains(stepKey))
     return r;

@@ -211,3 +211,43 @@ TEST(AdvisorDepth, SplitNotAffineIsPlannedAgainCutAsTheModelIs) {
   planOverDepths(planAt, o);
   EXPECT_EQ(asked.back(), "0/");
 }
+
+// A stage's peak moving to another phase past the reduced depths (Llama-3.1-
+// 405B at TP 8 x PP 2 with full AC, bench/README.md): one micro-batch's
+// backward peaks at 1000 + 10 per layer, the other's at 700 + 20 per layer,
+// the step's peak at 4, 6 and 8 layers is the first's (1040 > 780, 1080 >
+// 860) and at 126 the second's (3220 > 2260). Extrapolated phase by phase,
+// the stage's peak, its reserved bytes (by the same amount) and the
+// pipeline's stage_peak_bytes are the second phase's line; the middle depth
+// is on that line as planned.
+TEST(AdvisorDepth, PeakMovingToAnotherPhaseIsExtrapolatedPhaseByPhase) {
+  auto at = [](int64_t layers) {
+    int64_t first = 1000 + 10 * layers, second = 700 + 20 * layers;
+    json perRank = {
+        {"peak_bytes", std::max(first, second)},
+        {"peak_bytes_by_phase", {{0, 1, second}, {1, 1, first}}},
+        {"allocator", {{"reserved_bytes", std::max(first, second) + 50}}}};
+    json r = {{"predicted_step_time_s", double(layers)},
+              {"stages", {{{"per_rank", perRank}}}},
+              {"stage_peak_bytes", {std::max(first, second)}},
+              {"per_rank", perRank},
+              {"pipeline", {{"stages", 1}, {"peak_stage", 0}}}};
+    return r;
+  };
+  json a = at(4), mid = at(6), b = at(8);
+  EXPECT_TRUE(stagesAreAffine(extrapolateReport(a, 4, b, 8, 6), mid));
+  json full = extrapolateReport(a, 4, b, 8, 126);
+  const int64_t second = 700 + 20 * 126;
+  EXPECT_EQ(full["per_rank"]["peak_bytes"], second);
+  EXPECT_EQ(full["stages"][0]["per_rank"]["peak_bytes"], second);
+  EXPECT_EQ(full["stages"][0]["per_rank"]["allocator"]["reserved_bytes"],
+            second + 50);
+  EXPECT_EQ(full["stage_peak_bytes"][0], second);
+  EXPECT_EQ(mlir::fsdp::deviceBytes(full["stages"][0]), second + 50);
+  // Without the phases the step's own line stays below the plan.
+  a["stages"][0]["per_rank"].erase("peak_bytes_by_phase");
+  b["stages"][0]["per_rank"].erase("peak_bytes_by_phase");
+  EXPECT_EQ(
+      extrapolateReport(a, 4, b, 8, 126)["stages"][0]["per_rank"]["peak_bytes"],
+      1000 + 10 * 126);
+}

@@ -20,6 +20,9 @@
 //   peak_bytes, peak_instruction, peak_bytes_with_scratch
 //   peak_bytes_by_class          {class = bytes live at the peak}
 //   max_bytes_by_class           {class = its most bytes live at any point}
+//   phase_peak_bytes             triples (micro-batch, backward 0/1, the
+//                                most bytes live in that phase): optional
+//                                (phasePeakBytes)
 //   send_buffer_bytes            comm_buffer split (SendBufferBytes):
 //                                {gather_max, gather_at_peak, reduce_max,
 //                                reduce_at_peak}
@@ -57,6 +60,13 @@ struct MemoryPlanRecord {
   std::vector<std::vector<int64_t>> freesAfter; // per instruction
   int64_t peakBytes = 0, peakBytesWithScratch = 0, peakInstruction = -1;
   std::vector<int64_t> peakBytesByClass, maxBytesByClass; // per MemoryClass
+  /// Triples (micro-batch, backward 0/1, bytes): the most bytes live in each
+  /// phase of the step (StepPhases; an op of no micro-batch is in the phase
+  /// of the op before it, the ops before any in (-1, 0)), in the order the
+  /// phases first run. Their maximum is peakBytes, unless the step's start
+  /// is higher. What fsdp-sweep's advisor extrapolates phase by phase: the
+  /// step's peak may move to another phase as the model deepens.
+  std::vector<int64_t> phasePeakBytes;
   SendBufferBytes sendBytes;
   int64_t arenaBytes = 0, alignment = MemoryPlan::kAlignment;
 

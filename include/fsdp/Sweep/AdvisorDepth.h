@@ -86,8 +86,15 @@ extrapolationDepths(int64_t layers, int64_t pp, int64_t d1, int64_t d2);
 /// else left out (the unit list, the op at the peak). The ratios are
 /// recomputed from the extrapolated numbers: predicted_tokens_per_s =
 /// tokens_per_step / predicted_step_time_s, step_over_lower_bound, and mfu
-/// and bubble_fraction as (ratio × step) extrapolated, over the step. It
-/// records `extrapolated_from_layers` [la, lb] and `layers`.
+/// and bubble_fraction as (ratio × step) extrapolated, over the step. A
+/// peak (the report's per_rank and each stage's, and stage_peak_bytes) is
+/// raised to its highest phase's extrapolated peak (per_rank.
+/// peak_bytes_by_phase, MemoryPlanRecord::phasePeakBytes), the allocator's
+/// reserved bytes by as much, peak_bytes_by_class then left out: a step's
+/// peak is the largest of its phases', each affine in the depth, and the
+/// phase that is highest may change past the reduced depths (Llama-3.1-405B
+/// at TP 8 × PP 2 with full AC moved between 10 and 14 layers; bench/
+/// README.md). It records `extrapolated_from_layers` [la, lb] and `layers`.
 nlohmann::ordered_json extrapolateReport(const nlohmann::ordered_json &a,
                                          int64_t la,
                                          const nlohmann::ordered_json &b,

@@ -17,6 +17,11 @@
 // DICT: error: 'fsdp.memory_plan' has no dictionary 'max_bytes_by_class'
 // RUN: sed -e 's/grad = 0 : i64, //' %t.mlir | not fsdp-translate --fsdp-to-schedule 2>&1 | FileCheck %s --check-prefix=CLASS
 // CLASS: error: 'fsdp.memory_plan' 'peak_bytes_by_class' has no integer 'grad'
+// phase_peak_bytes (what the advisor extrapolates) is optional, but when
+// present it holds triples.
+// RUN: sed -e 's/phase_peak_bytes = array<i64: [0-9, -]*>, //' %t.mlir | fsdp-translate --fsdp-to-schedule -o /dev/null
+// RUN: sed -e 's/phase_peak_bytes = array<i64: -1, 0, 160>/phase_peak_bytes = array<i64: -1, 0>/' %t.mlir | not fsdp-translate --fsdp-to-schedule 2>&1 | FileCheck %s --check-prefix=PHASES
+// PHASES: error: 'fsdp.memory_plan' has a 'phase_peak_bytes' of 2 values, not triples
 // RUN: sed -e 's/peak_instruction = 5/peak_instruction = 99/' %t.mlir | not fsdp-translate --fsdp-to-schedule 2>&1 | FileCheck %s --check-prefix=PEAK
 // PEAK: error: 'fsdp.memory_plan' has peak_instruction 99 outside the step's 16 instructions
 // RUN: sed -e 's/classes = \["data", "data",/classes = ["data",/' %t.mlir | not fsdp-translate --fsdp-to-schedule 2>&1 | FileCheck %s --check-prefix=CLASSES
