@@ -58,6 +58,19 @@ struct FSDPMemoryPlanPass
     return s;
   }
 
+  /// "N bytes (x.x%)" over `budget` bytes; the share left out for a zero
+  /// budget, "<0.1%" below a tenth of a percent.
+  static std::string overBudget(int64_t over, int64_t budget) {
+    std::string text = std::to_string(over) + " bytes";
+    if (budget <= 0)
+      return text;
+    double pct =
+        100.0 * static_cast<double>(over) / static_cast<double>(budget);
+    char buf[32];
+    snprintf(buf, sizeof(buf), pct < 0.05 ? " (<0.1%%)" : " (%.1f%%)", pct);
+    return text + buf;
+  }
+
   /// Each planned stage's recorded peak (bytes per rank of that stage)
   /// against `budget`: an error naming every stage over it. The ranks of a
   /// pipeline hold one stage each, so the budget is per stage, as
@@ -75,17 +88,16 @@ struct FSDPMemoryPlanPass
       if (rec->peakBytes <= budget)
         continue;
       fits = false;
-      int64_t over = rec->peakBytes - budget;
-      char pct[32];
-      snprintf(pct, sizeof(pct), "%.1f", 100.0 * over / budget);
       auto index = stage->getAttrOfType<IntegerAttr>(kPipelineStageAttr);
-      stage.emitError() << "fsdp-memory-plan: pipeline stage "
-                        << (index ? index.getInt() : -1) << " needs "
-                        << rec->peakBytes << " bytes per rank at its peak, "
-                        << over << " bytes (" << pct
-                        << "%) over the memory budget of " << budget
-                        << " bytes (its report: fsdp-pipeline's report= "
-                           "stages[], or this pass on the stage alone)";
+      // At the stage's location: on the op, a diagnostic prints the op.
+      mlir::emitError(stage.getLoc())
+          << "fsdp-memory-plan: pipeline stage "
+          << (index ? index.getInt() : -1) << " needs " << rec->peakBytes
+          << " bytes per rank at its peak, "
+          << overBudget(rec->peakBytes - budget, budget)
+          << " over the memory budget of " << budget
+          << " bytes (its report: fsdp-pipeline's report= stages[], or this "
+             "pass on the stage alone)";
     }
     return success(fits);
   }
@@ -146,6 +158,11 @@ protected:
     // against each other.
     if (SmallVector<ModuleOp> stages = pipelineStages(module);
         !stages.empty()) {
+      // Reported here too when no report or trace would read it.
+      if (hasCluster && !clusterSpecs->get()) {
+        module.emitError() << "fsdp-memory-plan: " << clusterSpecs->getError();
+        return signalPassFailure();
+      }
       if (failed(writePipelineOutputs(module, *clusterSpecs, cluster, report,
                                       trace)) ||
           (budget && failed(checkStagesFit(stages, *budget))))
@@ -223,10 +240,8 @@ protected:
         }
       int64_t over = peak - *budget;
       InFlightDiagnostic diag = module.emitError();
-      char pct[32];
-      snprintf(pct, sizeof(pct), "%.1f", 100.0 * over / *budget);
       diag << "the plan needs " << peak << " bytes per rank at its peak, "
-           << over << " bytes (" << pct << "%) over the memory budget of "
+           << overBudget(over, *budget) << " over the memory budget of "
            << *budget << " bytes";
       if (!(*r)["per_rank"]["peak_at"].is_null())
         diag << " (at instruction #"
