@@ -339,6 +339,8 @@ int64_t MemoryPlan::sweepLiveBytes() {
   sendBytes.reduceMax = sendBytes.reduceAtPeak;
   sendBytes.gatherMax = sendBytes.gatherAtPeak;
   liveBytes.assign(n, 0);
+  gatheredLiveBytes.assign(n, 0);
+  gatherSendLiveBytes.assign(n, 0);
   for (int64_t i = 0; i < n; ++i) {
     for (unsigned c = 0; c < kNumMemoryClasses; ++c) {
       live += delta[c][i + 1];
@@ -350,6 +352,8 @@ int64_t MemoryPlan::sweepLiveBytes() {
     sendBytes.gatherMax =
         std::max(sendBytes.gatherMax, liveByClass[comm] - reduceLive);
     liveBytes[i] = live;
+    gatheredLiveBytes[i] = liveByClass[(unsigned)MemoryClass::GatheredParam];
+    gatherSendLiveBytes[i] = liveByClass[comm] - reduceLive;
     if (live > peakBytes) {
       peakBytes = live;
       peakInstruction = i;

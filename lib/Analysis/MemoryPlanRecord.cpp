@@ -12,6 +12,7 @@
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/InterleavedRange.h"
 #include "llvm/Support/xxhash.h"
 
 #include <array>
@@ -32,6 +33,7 @@ constexpr StringLiteral kPeakBytesWithScratch = "peak_bytes_with_scratch";
 constexpr StringLiteral kPeakBytesByClass = "peak_bytes_by_class";
 constexpr StringLiteral kMaxBytesByClass = "max_bytes_by_class";
 constexpr StringLiteral kPhasePeakBytes = "phase_peak_bytes";
+constexpr size_t kPhaseFields = 5; // MemoryPlanRecord::phasePeakBytes
 constexpr StringLiteral kSendBufferBytes = "send_buffer_bytes";
 // SendBufferBytes's fields, in its order.
 constexpr StringLiteral kSendFields[] = {"gather_max", "gather_at_peak",
@@ -154,16 +156,26 @@ static std::vector<int64_t> phasePeaks(const MemoryPlan &plan) {
   if (!fn)
     return out;
   StepPhases phases(fn);
+  // Without micro-batches every op is placed by the step's loss.
+  const bool microBatched = llvm::any_of(plan.instructions, [](Operation *op) {
+    return op->hasAttr(nn::kMicroBatchAttr);
+  });
   std::pair<int64_t, bool> phase{-1, false};
-  std::map<std::pair<int64_t, bool>, size_t> slot; // phase -> its triple
+  std::map<std::pair<int64_t, bool>, size_t> slot; // phase -> its entry
   for (auto [i, op] : llvm::enumerate(plan.instructions)) {
-    if (op->hasAttr(nn::kMicroBatchAttr))
+    if (isa<nn::AdamWUpdateOp, nn::SgdUpdateOp>(op))
+      phase = {-2, true}; // the optimizer: its updates and the ops after them
+    else if (!microBatched || op->hasAttr(nn::kMicroBatchAttr))
       phase = phases.phaseOf(op);
     auto [it, inserted] = slot.try_emplace(phase, out.size());
     if (inserted)
-      out.insert(out.end(), {phase.first, phase.second ? 1 : 0, 0});
-    int64_t &bytes = out[it->second + 2];
-    bytes = std::max(bytes, plan.liveBytes[i]);
+      out.insert(out.end(), {phase.first, phase.second ? 1 : 0, -1, 0, 0});
+    int64_t *entry = &out[it->second];
+    if (plan.liveBytes[i] > entry[2]) {
+      entry[2] = plan.liveBytes[i];
+      entry[3] = plan.gatheredLiveBytes[i];
+      entry[4] = plan.gatherSendLiveBytes[i];
+    }
   }
   return out;
 }
@@ -339,9 +351,20 @@ private:
       ArrayRef<int64_t> phases;
       if (failed(array(kPhasePeakBytes, phases)))
         return failure();
-      if (phases.size() % 3)
+      if (phases.size() % kPhaseFields)
         return error() << "has a '" << kPhasePeakBytes << "' of "
-                       << phases.size() << " values, not triples";
+                       << phases.size() << " values, not groups of "
+                       << kPhaseFields;
+      for (size_t i = 0; i < phases.size(); i += kPhaseFields) {
+        ArrayRef<int64_t> p = phases.slice(i, kPhaseFields);
+        if (p[0] < -2 || p[1] < 0 || p[1] > 1 || p[2] < 0 ||
+            p[2] > r.peakBytes || p[3] < 0 || p[4] < 0 || p[3] + p[4] > p[2])
+          return error() << "has a '" << kPhasePeakBytes << "' entry ("
+                         << llvm::interleaved(p)
+                         << ") that is no phase (micro-batch >= -2, backward "
+                            "0 or 1, bytes 0 to peak_bytes, of them gathered "
+                            "and gather-send bytes)";
+      }
       r.phasePeakBytes.assign(phases.begin(), phases.end());
     }
     if (r.peakInstruction < -1 ||

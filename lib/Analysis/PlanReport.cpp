@@ -90,13 +90,14 @@ static std::string describe(Operation *op) {
   return s;
 }
 
-/// per_rank.peak_bytes_by_phase: [micro-batch, backward (0/1), bytes] per
-/// phase (MemoryPlanRecord::phasePeakBytes).
+/// per_rank.peak_bytes_by_phase: [micro-batch, backward (0/1), bytes,
+/// gathered bytes, gather send bytes] per phase
+/// (MemoryPlanRecord::phasePeakBytes).
 static json phasePeaksOf(const MemoryPlanRecord &plan) {
   json out = json::array();
   const std::vector<int64_t> &p = plan.phasePeakBytes;
-  for (size_t i = 0; i + 2 < p.size(); i += 3)
-    out.push_back({p[i], p[i + 1], p[i + 2]});
+  for (size_t i = 0; i + 4 < p.size(); i += 5)
+    out.push_back({p[i], p[i + 1], p[i + 2], p[i + 3], p[i + 4]});
   return out;
 }
 

@@ -104,25 +104,44 @@ static json affine(const json &a, const json &b, double t) {
 /// A peak is the largest of its phases' (MemoryPlanRecord::phasePeakBytes),
 /// and each phase grows on its own line: extrapolated alone, the step's peak
 /// stays on the line of the phase that was highest at the reduced depths,
-/// below a phase that grows faster. Raises `perRank`'s peak_bytes (and the
-/// allocator's reserved bytes, by the same amount) to its largest
-/// extrapolated phase; returns the new peak.
+/// below a phase that grows faster. Raises `perRank`'s peak_bytes to its
+/// largest extrapolated phase, and the allocator's reserved bytes with it:
+/// the stream pools (addAllocatorToReport: the most gathered and gather-send
+/// bytes less those live at the peak) are taken at that phase's peak, from
+/// its own gathered and gather-send bytes. Returns the new peak.
 static int64_t raiseToPhasePeaks(json &perRank) {
   int64_t peak = perRank.value("peak_bytes", int64_t(0));
   if (!perRank.contains("peak_bytes_by_phase"))
     return peak;
-  int64_t highest = peak;
+  const json *top = nullptr;
   for (const json &phase : perRank["peak_bytes_by_phase"])
-    if (phase.is_array() && phase.size() == 3 && phase[2].is_number_integer())
-      highest = std::max(highest, phase[2].get<int64_t>());
-  if (highest == peak)
+    if (phase.is_array() && phase.size() == 5 &&
+        phase[2].get<int64_t>() > (top ? (*top)[2].get<int64_t>() : peak))
+      top = &phase;
+  if (!top)
     return peak;
+  const int64_t highest = (*top)[2].get<int64_t>();
+  if (perRank.contains("allocator") &&
+      perRank["allocator"].contains("stream_pool_bytes") &&
+      perRank.contains("peak_bytes_by_class") &&
+      perRank.contains("send_buffer_bytes")) {
+    // The pools change by what is live at the old peak less at the new.
+    json &allocator = perRank["allocator"];
+    const int64_t oldAtPeak =
+        perRank["peak_bytes_by_class"].value("gathered_param", int64_t(0)) +
+        perRank["send_buffer_bytes"].value("gather_at_peak", int64_t(0));
+    const int64_t newAtPeak =
+        (*top)[3].get<int64_t>() + (*top)[4].get<int64_t>();
+    int64_t pools = allocator["stream_pool_bytes"].get<int64_t>();
+    if (pools > 0) // no per-stream pools on this cluster: none to move
+      pools = std::max<int64_t>(0, pools + oldAtPeak - newAtPeak);
+    const int64_t workspace = allocator.value("workspace_bytes", int64_t(0));
+    allocator["stream_pool_bytes"] = pools;
+    allocator["overhead_bytes"] = pools + workspace;
+    allocator["reserved_bytes"] = highest + pools + workspace;
+  }
   perRank["peak_bytes"] = highest;
   perRank.erase("peak_bytes_by_class"); // a snapshot of the other phase
-  if (perRank.contains("allocator") &&
-      perRank["allocator"].contains("reserved_bytes"))
-    perRank["allocator"]["reserved_bytes"] =
-        perRank["allocator"]["reserved_bytes"].get<int64_t>() + highest - peak;
   return highest;
 }
 

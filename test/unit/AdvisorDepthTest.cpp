@@ -214,19 +214,26 @@ TEST(AdvisorDepth, SplitNotAffineIsPlannedAgainCutAsTheModelIs) {
 
 // A stage's peak moving to another phase past the reduced depths (Llama-3.1-
 // 405B at TP 8 x PP 2 with full AC, bench/README.md): one micro-batch's
-// backward peaks at 1000 + 10 per layer, the other's at 700 + 20 per layer,
-// the step's peak at 4, 6 and 8 layers is the first's (1040 > 780, 1080 >
-// 860) and at 126 the second's (3220 > 2260). Extrapolated phase by phase,
-// the stage's peak, its reserved bytes (by the same amount) and the
-// pipeline's stage_peak_bytes are the second phase's line; the middle depth
-// is on that line as planned.
+// backward peaks at 1000 + 10 per layer with 100 gathered bytes live, the
+// other's at 700 + 20 per layer with none; the step's peak at 4, 6 and 8
+// layers is the first's (1040 > 780, 1080 > 860), at 126 the second's (3220
+// > 2260). The most gathered bytes are 150, so the stream pools are 50 at
+// the first phase's peak and 150 at the second's. Extrapolated phase by
+// phase, the stage's peak and the pipeline's stage_peak_bytes are the
+// second phase's line and its reserved bytes that peak + 150 + the
+// workspace (50); the middle depth is on that line as planned.
 TEST(AdvisorDepth, PeakMovingToAnotherPhaseIsExtrapolatedPhaseByPhase) {
   auto at = [](int64_t layers) {
     int64_t first = 1000 + 10 * layers, second = 700 + 20 * layers;
     json perRank = {
         {"peak_bytes", std::max(first, second)},
-        {"peak_bytes_by_phase", {{0, 1, second}, {1, 1, first}}},
-        {"allocator", {{"reserved_bytes", std::max(first, second) + 50}}}};
+        {"peak_bytes_by_class", {{"gathered_param", 100}}},
+        {"send_buffer_bytes", {{"gather_at_peak", 0}}},
+        {"peak_bytes_by_phase", {{0, 1, second, 0, 0}, {1, 1, first, 100, 0}}},
+        {"allocator",
+         {{"stream_pool_bytes", 50},
+          {"workspace_bytes", 50},
+          {"reserved_bytes", std::max(first, second) + 100}}}};
     json r = {{"predicted_step_time_s", double(layers)},
               {"stages", {{{"per_rank", perRank}}}},
               {"stage_peak_bytes", {std::max(first, second)}},
@@ -239,11 +246,13 @@ TEST(AdvisorDepth, PeakMovingToAnotherPhaseIsExtrapolatedPhaseByPhase) {
   json full = extrapolateReport(a, 4, b, 8, 126);
   const int64_t second = 700 + 20 * 126;
   EXPECT_EQ(full["per_rank"]["peak_bytes"], second);
-  EXPECT_EQ(full["stages"][0]["per_rank"]["peak_bytes"], second);
-  EXPECT_EQ(full["stages"][0]["per_rank"]["allocator"]["reserved_bytes"],
-            second + 50);
+  const json &stage = full["stages"][0]["per_rank"];
+  EXPECT_EQ(stage["peak_bytes"], second);
+  EXPECT_EQ(stage["allocator"]["stream_pool_bytes"], 150);
+  EXPECT_EQ(stage["allocator"]["reserved_bytes"], second + 200);
+  EXPECT_FALSE(stage.contains("peak_bytes_by_class"));
   EXPECT_EQ(full["stage_peak_bytes"][0], second);
-  EXPECT_EQ(mlir::fsdp::deviceBytes(full["stages"][0]), second + 50);
+  EXPECT_EQ(mlir::fsdp::deviceBytes(full["stages"][0]), second + 200);
   // Without the phases the step's own line stays below the plan.
   a["stages"][0]["per_rank"].erase("peak_bytes_by_phase");
   b["stages"][0]["per_rank"].erase("peak_bytes_by_phase");

@@ -105,7 +105,11 @@ public:
   std::vector<std::vector<int64_t>>
       freesAfter;                 // buffer indices freed after instruction i
   std::vector<int64_t> liveBytes; // bytes live while instruction i runs
-  int64_t peakBytes = 0;          // max of liveBytes (and the step's start)
+  /// Of liveBytes, the gathered parameters and the all-gathers' send
+  /// buffers (SendBufferBytes' gather side) at instruction i: what the
+  /// allocator's stream pools are measured against (addAllocatorToReport).
+  std::vector<int64_t> gatheredLiveBytes, gatherSendLiveBytes;
+  int64_t peakBytes = 0; // max of liveBytes (and the step's start)
   std::vector<int64_t>
       scratchBytes; // the cpu driver's kernel scratch and in-flight MPI
                     // reductions' temporaries at instruction i

@@ -20,8 +20,9 @@
 //   peak_bytes, peak_instruction, peak_bytes_with_scratch
 //   peak_bytes_by_class          {class = bytes live at the peak}
 //   max_bytes_by_class           {class = its most bytes live at any point}
-//   phase_peak_bytes             triples (micro-batch, backward 0/1, the
-//                                most bytes live in that phase): optional
+//   phase_peak_bytes             per phase (micro-batch, backward 0/1, the
+//                                most bytes live in it, of them gathered and
+//                                gather-send bytes): optional
 //                                (phasePeakBytes)
 //   send_buffer_bytes            comm_buffer split (SendBufferBytes):
 //                                {gather_max, gather_at_peak, reduce_max,
@@ -60,12 +61,17 @@ struct MemoryPlanRecord {
   std::vector<std::vector<int64_t>> freesAfter; // per instruction
   int64_t peakBytes = 0, peakBytesWithScratch = 0, peakInstruction = -1;
   std::vector<int64_t> peakBytesByClass, maxBytesByClass; // per MemoryClass
-  /// Triples (micro-batch, backward 0/1, bytes): the most bytes live in each
-  /// phase of the step (StepPhases; an op of no micro-batch is in the phase
-  /// of the op before it, the ops before any in (-1, 0)), in the order the
-  /// phases first run. Their maximum is peakBytes, unless the step's start
-  /// is higher. What fsdp-sweep's advisor extrapolates phase by phase: the
-  /// step's peak may move to another phase as the model deepens.
+  /// Per phase of the step, five numbers: micro-batch, backward 0/1, the
+  /// most bytes live in it, and of them the gathered parameters' and the
+  /// all-gathers' send buffers' bytes (what the allocator's stream pools are
+  /// measured against), in the order the phases first run. Phases are
+  /// StepPhases': in a micro-batched step an op of no micro-batch is in the
+  /// phase of the op before it (the ops before any in (-1, 0)); without
+  /// micro-batches each op is placed by the step's loss; an optimizer update
+  /// and the ops after it (up to the next micro-batch's) are in (-2, 1). Their
+  /// maximum is peakBytes, unless the step's start is higher. What fsdp-sweep's
+  /// advisor extrapolates phase by phase: the step's peak may move to
+  /// another phase as the model deepens.
   std::vector<int64_t> phasePeakBytes;
   SendBufferBytes sendBytes;
   int64_t arenaBytes = 0, alignment = MemoryPlan::kAlignment;

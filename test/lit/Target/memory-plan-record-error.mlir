@@ -18,10 +18,12 @@
 // RUN: sed -e 's/grad = 0 : i64, //' %t.mlir | not fsdp-translate --fsdp-to-schedule 2>&1 | FileCheck %s --check-prefix=CLASS
 // CLASS: error: 'fsdp.memory_plan' 'peak_bytes_by_class' has no integer 'grad'
 // phase_peak_bytes (what the advisor extrapolates) is optional, but when
-// present it holds triples.
+// present it holds groups of five that are phases.
 // RUN: sed -e 's/phase_peak_bytes = array<i64: [0-9, -]*>, //' %t.mlir | fsdp-translate --fsdp-to-schedule -o /dev/null
-// RUN: sed -e 's/phase_peak_bytes = array<i64: -1, 0, 160>/phase_peak_bytes = array<i64: -1, 0>/' %t.mlir | not fsdp-translate --fsdp-to-schedule 2>&1 | FileCheck %s --check-prefix=PHASES
-// PHASES: error: 'fsdp.memory_plan' has a 'phase_peak_bytes' of 2 values, not triples
+// RUN: sed -e 's/phase_peak_bytes = array<i64: -1, 0, 160, 40, 0, -1, 1, 148, 0, 0, -2, 1, 92, 0, 0>/phase_peak_bytes = array<i64: -1, 0>/' %t.mlir | not fsdp-translate --fsdp-to-schedule 2>&1 | FileCheck %s --check-prefix=PHASES
+// PHASES: error: 'fsdp.memory_plan' has a 'phase_peak_bytes' of 2 values, not groups of 5
+// RUN: sed -e 's/phase_peak_bytes = array<i64: -1, 0, 160, 40, 0, -1, 1, 148, 0, 0, -2, 1, 92, 0, 0>/phase_peak_bytes = array<i64: -1, 7, 161, 0, 0, -1, 1, 148, 0, 0, -2, 1, 92, 0, 0>/' %t.mlir | not fsdp-translate --fsdp-to-schedule 2>&1 | FileCheck %s --check-prefix=PHASE
+// PHASE: error: 'fsdp.memory_plan' has a 'phase_peak_bytes' entry (-1, 7, 161, 0, 0) that is no phase
 // RUN: sed -e 's/peak_instruction = 5/peak_instruction = 99/' %t.mlir | not fsdp-translate --fsdp-to-schedule 2>&1 | FileCheck %s --check-prefix=PEAK
 // PEAK: error: 'fsdp.memory_plan' has peak_instruction 99 outside the step's 16 instructions
 // RUN: sed -e 's/classes = \["data", "data",/classes = ["data",/' %t.mlir | not fsdp-translate --fsdp-to-schedule 2>&1 | FileCheck %s --check-prefix=CLASSES
