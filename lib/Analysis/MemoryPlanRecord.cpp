@@ -33,7 +33,7 @@ constexpr StringLiteral kPeakBytesWithScratch = "peak_bytes_with_scratch";
 constexpr StringLiteral kPeakBytesByClass = "peak_bytes_by_class";
 constexpr StringLiteral kMaxBytesByClass = "max_bytes_by_class";
 constexpr StringLiteral kPhasePeakBytes = "phase_peak_bytes";
-constexpr size_t kPhaseFields = 5; // MemoryPlanRecord::phasePeakBytes
+constexpr size_t kPhaseFields = 5; // a PhasePeak's, recorded flat
 constexpr StringLiteral kSendBufferBytes = "send_buffer_bytes";
 // SendBufferBytes's fields, in its order.
 constexpr StringLiteral kSendFields[] = {"gather_max", "gather_at_peak",
@@ -147,9 +147,9 @@ static std::array<int64_t *, 4> sendFieldsOf(SendBufferBytes &s) {
   return {&s.gatherMax, &s.gatherAtPeak, &s.reduceMax, &s.reduceAtPeak};
 }
 
-/// MemoryPlanRecord::phasePeakBytes of a computed plan.
-static std::vector<int64_t> phasePeaks(const MemoryPlan &plan) {
-  std::vector<int64_t> out;
+/// MemoryPlanRecord::phasePeaks of a computed plan.
+static std::vector<PhasePeak> peaksByPhase(const MemoryPlan &plan) {
+  std::vector<PhasePeak> out;
   if (plan.instructions.empty())
     return out;
   auto fn = plan.instructions.front()->getParentOfType<func::FuncOp>();
@@ -169,13 +169,11 @@ static std::vector<int64_t> phasePeaks(const MemoryPlan &plan) {
       phase = phases.phaseOf(op);
     auto [it, inserted] = slot.try_emplace(phase, out.size());
     if (inserted)
-      out.insert(out.end(), {phase.first, phase.second ? 1 : 0, -1, 0, 0});
-    int64_t *entry = &out[it->second];
-    if (plan.liveBytes[i] > entry[2]) {
-      entry[2] = plan.liveBytes[i];
-      entry[3] = plan.gatheredLiveBytes[i];
-      entry[4] = plan.gatherSendLiveBytes[i];
-    }
+      out.push_back({phase.first, phase.second, -1, 0, 0});
+    PhasePeak &entry = out[it->second];
+    if (plan.liveBytes[i] > entry.bytes)
+      entry = {phase.first, phase.second, plan.liveBytes[i],
+               plan.gatheredLiveBytes[i], plan.gatherSendLiveBytes[i]};
   }
   return out;
 }
@@ -198,7 +196,7 @@ MemoryPlanRecord MemoryPlanRecord::of(const MemoryPlan &plan) {
   r.peakInstruction = plan.peakInstruction;
   r.peakBytesByClass = plan.peakBytesByClass;
   r.maxBytesByClass = plan.maxBytesByClass;
-  r.phasePeakBytes = phasePeaks(plan);
+  r.phasePeaks = peaksByPhase(plan);
   r.sendBytes = plan.sendBytes;
   r.arenaBytes = plan.arenaBytes;
   r.alignment = MemoryPlan::kAlignment;
@@ -233,6 +231,10 @@ void MemoryPlanRecord::recordOn(func::FuncOp fn) const {
     if (inPlaceOf[i] >= 0)
       inPlacePairs.append({(int64_t)i, inPlaceOf[i]});
   }
+  SmallVector<int64_t> phaseFields;
+  for (const PhasePeak &p : phasePeaks)
+    phaseFields.append({p.microBatch, p.backward ? 1 : 0, p.bytes,
+                        p.gatheredBytes, p.gatherSendBytes});
   for (auto [i, freed] : llvm::enumerate(freesAfter))
     for (int64_t buffer : freed)
       frees.append({(int64_t)i, buffer});
@@ -246,7 +248,7 @@ void MemoryPlanRecord::recordOn(func::FuncOp fn) const {
       b.getNamedAttr(kPeakBytesWithScratch, i64(peakBytesWithScratch)),
       b.getNamedAttr(kPeakBytesByClass, byClass(peakBytesByClass)),
       b.getNamedAttr(kMaxBytesByClass, byClass(maxBytesByClass)),
-      b.getNamedAttr(kPhasePeakBytes, b.getDenseI64ArrayAttr(phasePeakBytes)),
+      b.getNamedAttr(kPhasePeakBytes, b.getDenseI64ArrayAttr(phaseFields)),
       b.getNamedAttr(kSendBufferBytes, sendFields()),
       b.getNamedAttr(kClasses, b.getArrayAttr(classNames)),
       b.getNamedAttr(kArenaOffsets, b.getDenseI64ArrayAttr(arenaOffsets)),
@@ -364,8 +366,8 @@ private:
                          << ") that is no phase (micro-batch >= -2, backward "
                             "0 or 1, bytes 0 to peak_bytes, of them gathered "
                             "and gather-send bytes)";
+        r.phasePeaks.push_back({p[0], p[1] == 1, p[2], p[3], p[4]});
       }
-      r.phasePeakBytes.assign(phases.begin(), phases.end());
     }
     if (r.peakInstruction < -1 ||
         r.peakInstruction >= (int64_t)r.instructions.size())

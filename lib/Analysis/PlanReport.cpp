@@ -90,14 +90,20 @@ static std::string describe(Operation *op) {
   return s;
 }
 
-/// per_rank.peak_bytes_by_phase: [micro-batch, backward (0/1), bytes,
-/// gathered bytes, gather send bytes] per phase
-/// (MemoryPlanRecord::phasePeakBytes).
+/// per_rank.peak_bytes_by_phase: one array per phase, PhasePeakField's
+/// order (MemoryPlanRecord::phasePeaks).
 static json phasePeaksOf(const MemoryPlanRecord &plan) {
   json out = json::array();
-  const std::vector<int64_t> &p = plan.phasePeakBytes;
-  for (size_t i = 0; i + 4 < p.size(); i += 5)
-    out.push_back({p[i], p[i + 1], p[i + 2], p[i + 3], p[i + 4]});
+  for (const PhasePeak &p : plan.phasePeaks) {
+    json entry = json::array();
+    entry.insert(entry.end(), kNumPhasePeakFields, 0);
+    entry[kPhaseMicroBatch] = p.microBatch;
+    entry[kPhaseBackward] = p.backward ? 1 : 0;
+    entry[kPhaseBytes] = p.bytes;
+    entry[kPhaseGatheredBytes] = p.gatheredBytes;
+    entry[kPhaseGatherSendBytes] = p.gatherSendBytes;
+    out.push_back(std::move(entry));
+  }
   return out;
 }
 

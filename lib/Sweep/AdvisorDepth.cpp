@@ -101,7 +101,7 @@ static json affine(const json &a, const json &b, double t) {
   return nullptr;
 }
 
-/// A peak is the largest of its phases' (MemoryPlanRecord::phasePeakBytes),
+/// A peak is the largest of its phases' (MemoryPlanRecord::phasePeaks),
 /// and each phase grows on its own line: extrapolated alone, the step's peak
 /// stays on the line of the phase that was highest at the reduced depths,
 /// below a phase that grows faster. Raises `perRank`'s peak_bytes to its
@@ -114,13 +114,16 @@ static int64_t raiseToPhasePeaks(json &perRank) {
   if (!perRank.contains("peak_bytes_by_phase"))
     return peak;
   const json *top = nullptr;
+  auto bytesOf = [](const json &phase) {
+    return phase[kPhaseBytes].get<int64_t>();
+  };
   for (const json &phase : perRank["peak_bytes_by_phase"])
-    if (phase.is_array() && phase.size() == 5 &&
-        phase[2].get<int64_t>() > (top ? (*top)[2].get<int64_t>() : peak))
+    if (phase.is_array() && phase.size() == kNumPhasePeakFields &&
+        bytesOf(phase) > (top ? bytesOf(*top) : peak))
       top = &phase;
   if (!top)
     return peak;
-  const int64_t highest = (*top)[2].get<int64_t>();
+  const int64_t highest = bytesOf(*top);
   if (perRank.contains("allocator") &&
       perRank["allocator"].contains("stream_pool_bytes") &&
       perRank.contains("peak_bytes_by_class") &&
@@ -130,8 +133,8 @@ static int64_t raiseToPhasePeaks(json &perRank) {
     const int64_t oldAtPeak =
         perRank["peak_bytes_by_class"].value("gathered_param", int64_t(0)) +
         perRank["send_buffer_bytes"].value("gather_at_peak", int64_t(0));
-    const int64_t newAtPeak =
-        (*top)[3].get<int64_t>() + (*top)[4].get<int64_t>();
+    const int64_t newAtPeak = (*top)[kPhaseGatheredBytes].get<int64_t>() +
+                              (*top)[kPhaseGatherSendBytes].get<int64_t>();
     int64_t pools = allocator["stream_pool_bytes"].get<int64_t>();
     if (pools > 0) // no per-stream pools on this cluster: none to move
       pools = std::max<int64_t>(0, pools + oldAtPeak - newAtPeak);

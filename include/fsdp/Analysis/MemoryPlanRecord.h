@@ -23,7 +23,7 @@
 //   phase_peak_bytes             per phase (micro-batch, backward 0/1, the
 //                                most bytes live in it, of them gathered and
 //                                gather-send bytes): optional
-//                                (phasePeakBytes)
+//                                (phasePeaks, PhasePeak)
 //   send_buffer_bytes            comm_buffer split (SendBufferBytes):
 //                                {gather_max, gather_at_peak, reduce_max,
 //                                reduce_at_peak}
@@ -45,6 +45,19 @@
 
 namespace mlir::fsdp {
 
+/// The most bytes live in one phase of a step, and of them the gathered
+/// parameters' and the all-gathers' send buffers' (what the allocator's
+/// stream pools are measured against). Phases are StepPhases': in a
+/// micro-batched step an op of no micro-batch is in the phase of the op
+/// before it (the ops before any in (-1, forward)); without micro-batches
+/// each op is placed by the step's loss; an optimizer update and the ops
+/// after it (up to the next micro-batch's) are in (-2, backward).
+struct PhasePeak {
+  int64_t microBatch = -1;
+  bool backward = false;
+  int64_t bytes = 0, gatheredBytes = 0, gatherSendBytes = 0;
+};
+
 /// What the consumers of a plan read: its decisions (classes, offsets,
 /// views, aliases, frees) and totals, without the liveness they came from.
 struct MemoryPlanRecord {
@@ -61,18 +74,11 @@ struct MemoryPlanRecord {
   std::vector<std::vector<int64_t>> freesAfter; // per instruction
   int64_t peakBytes = 0, peakBytesWithScratch = 0, peakInstruction = -1;
   std::vector<int64_t> peakBytesByClass, maxBytesByClass; // per MemoryClass
-  /// Per phase of the step, five numbers: micro-batch, backward 0/1, the
-  /// most bytes live in it, and of them the gathered parameters' and the
-  /// all-gathers' send buffers' bytes (what the allocator's stream pools are
-  /// measured against), in the order the phases first run. Phases are
-  /// StepPhases': in a micro-batched step an op of no micro-batch is in the
-  /// phase of the op before it (the ops before any in (-1, 0)); without
-  /// micro-batches each op is placed by the step's loss; an optimizer update
-  /// and the ops after it (up to the next micro-batch's) are in (-2, 1). Their
-  /// maximum is peakBytes, unless the step's start is higher. What fsdp-sweep's
-  /// advisor extrapolates phase by phase: the step's peak may move to
-  /// another phase as the model deepens.
-  std::vector<int64_t> phasePeakBytes;
+  /// Each phase's most live bytes, in the order the phases first run. Their
+  /// maximum is peakBytes, unless the step's start is higher. What
+  /// fsdp-sweep's advisor extrapolates phase by phase: the step's peak may
+  /// move to another phase as the model deepens.
+  std::vector<PhasePeak> phasePeaks;
   SendBufferBytes sendBytes;
   int64_t arenaBytes = 0, alignment = MemoryPlan::kAlignment;
 

@@ -75,6 +75,19 @@ struct ClusterSpec;
 void addAllocatorToReport(nlohmann::ordered_json &report,
                           const ClusterSpec &spec);
 
+/// The fields of each per_rank.peak_bytes_by_phase entry, an array in this
+/// order (MemoryPlanRecord's PhasePeak): micro-batch (-1: none, -2: the
+/// optimizer), backward (0/1), the most bytes live in the phase, and of them
+/// the gathered parameters' and the all-gathers' send buffers' bytes.
+enum PhasePeakField : size_t {
+  kPhaseMicroBatch,
+  kPhaseBackward,
+  kPhaseBytes,
+  kPhaseGatheredBytes,
+  kPhaseGatherSendBytes,
+  kNumPhasePeakFields
+};
+
 /// The bytes a plan needs on its device: per_rank.allocator.reserved_bytes
 /// where the report has it, else per_rank.peak_bytes.
 int64_t deviceBytes(const nlohmann::ordered_json &report);

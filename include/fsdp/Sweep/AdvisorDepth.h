@@ -89,7 +89,7 @@ extrapolationDepths(int64_t layers, int64_t pp, int64_t d1, int64_t d2);
 /// and bubble_fraction as (ratio × step) extrapolated, over the step. A
 /// peak (the report's per_rank and each stage's, and stage_peak_bytes) is
 /// raised to its highest phase's extrapolated peak (per_rank.
-/// peak_bytes_by_phase, MemoryPlanRecord::phasePeakBytes), the allocator's
+/// peak_bytes_by_phase, MemoryPlanRecord::phasePeaks), the allocator's
 /// reserved bytes by as much, peak_bytes_by_class then left out: a step's
 /// peak is the largest of its phases', each affine in the depth, and the
 /// phase that is highest may change past the reduced depths (Llama-3.1-405B
